@@ -1,0 +1,129 @@
+/*
+ * api.c - RateLimitService over Connect, plus /healthz.
+ *
+ * Each procedure is a thin translation between its protobuf-c messages and
+ * the limiter; connect.c does the protocol. Acquire replies also carry the
+ * IETF draft RateLimit headers, so a proxy in front can act on a decision
+ * without parsing the body:
+ *   RateLimit-Policy: "<policy>";q=<max_permits>;w=<seconds to fill>
+ *   RateLimit: "<policy>";r=<remaining>;t=<seconds until full>
+ *   Retry-After: <seconds, rounded up>            (denials only)
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "connect.h"
+#include "permit/v1/ratelimit.pb-c.h"
+
+struct api {
+    const struct config *cfg;
+    struct limiter *limiter;
+    struct connect_limits limits;
+};
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+static void ratelimit_headers(struct http_response *resp, const char *policy,
+                              const struct limiter_result *r)
+{
+    http_response_header(resp, "RateLimit-Policy", "\"%s\";q=%" PRId64 ";w=%" PRId64,
+                         policy, r->limit, r->window_s);
+    http_response_header(resp, "RateLimit", "\"%s\";r=%" PRId64 ";t=%" PRId64,
+                         policy, r->remaining, ceil_div(r->reset_after_ms, 1000));
+    if (!r->allowed)
+        http_response_header(resp, "Retry-After", "%" PRId64,
+                             ceil_div(r->retry_after_ms, 1000));
+}
+
+static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                   ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    struct api *a = ud;
+    const Permit__V1__AcquireRequest *rq = (const Permit__V1__AcquireRequest *)in;
+    Permit__V1__AcquireResponse *rs = (Permit__V1__AcquireResponse *)out;
+    struct limiter_request lr = {rq->bucket, rq->app, rq->key, rq->permits};
+    struct limiter_result r;
+    int rc;
+
+    rc = limiter_acquire(a->limiter, &lr, call->deadline_us, &r, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    rs->allowed = r.allowed;
+    rs->remaining = r.remaining;
+    rs->limit = r.limit;
+    rs->retry_after_ms = r.retry_after_ms;
+    rs->reset_after_ms = r.reset_after_ms;
+    ratelimit_headers(call->resp, rq->bucket, &r);
+    return PERMITD_OK;
+}
+
+static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    struct api *a = ud;
+    const Permit__V1__PeekRequest *rq = (const Permit__V1__PeekRequest *)in;
+    Permit__V1__PeekResponse *rs = (Permit__V1__PeekResponse *)out;
+    struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0};
+    struct limiter_result r;
+    int rc;
+
+    rc = limiter_peek(a->limiter, &lr, call->deadline_us, &r, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    rs->remaining = r.remaining;
+    rs->limit = r.limit;
+    rs->reset_after_ms = r.reset_after_ms;
+    return PERMITD_OK;
+}
+
+static const struct connect_method methods[] = {
+    {"/permit.v1.RateLimitService/Acquire", &permit__v1__acquire_request__descriptor,
+     &permit__v1__acquire_response__descriptor, 0, acquire},
+    {"/permit.v1.RateLimitService/Peek", &permit__v1__peek_request__descriptor,
+     &permit__v1__peek_response__descriptor, 1, peek},
+    {NULL, NULL, NULL, 0, NULL},
+};
+
+int api_new(const struct config *cfg, struct limiter *limiter, struct api **out,
+            struct permitd_error *err)
+{
+    struct api *a = calloc(1, sizeof(*a));
+
+    *out = NULL;
+    if (a == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    a->cfg = cfg;
+    a->limiter = limiter;
+    a->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
+    *out = a;
+    return PERMITD_OK;
+}
+
+void api_free(struct api *a)
+{
+    free(a);
+}
+
+void api_handle(void *ud, const struct http_request *req, struct http_response *resp)
+{
+    struct api *a = ud;
+    const char *path = http_request_path(req);
+    struct permitd_error err;
+
+    if (strcmp(path, "/healthz") == 0) {
+        resp->content_type = "text/plain";
+        resp->body = (char *)"ok\n";
+        resp->body_len = 3;
+        return;
+    }
+    if (connect_serve(methods, a, &a->limits, req, resp))
+        return;
+    permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure %.200s", path);
+    connect_error_reply(resp, &err);
+    resp->status = 404;
+}

@@ -1,0 +1,25 @@
+/*
+ * api.h - the API listener: permit.v1.RateLimitService and /healthz.
+ *
+ * What applications reach. It holds no policy-changing procedure, so an
+ * application that can reach this port cannot change a limit.
+ */
+#ifndef PERMITD_API_H
+#define PERMITD_API_H
+
+#include "config.h"
+#include "http.h"
+#include "limiter.h"
+
+struct api;
+
+/* Returns a new API in *out (free with api_free()); cfg and limiter must
+ * outlive it. */
+int api_new(const struct config *cfg, struct limiter *limiter, struct api **out,
+            struct permitd_error *err);
+void api_free(struct api *a);
+
+/* The http_handler_fn of the API listener; ud is the struct api. */
+void api_handle(void *ud, const struct http_request *req, struct http_response *resp);
+
+#endif

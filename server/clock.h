@@ -1,0 +1,20 @@
+/*
+ * clock.h - the monotonic clock deadlines are measured on.
+ */
+#ifndef PERMITD_CLOCK_H
+#define PERMITD_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Microseconds on CLOCK_MONOTONIC: for deadlines and durations only, never
+ * for bucket math (that clock is Redis TIME, inside the script). */
+static inline int64_t clock_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+#endif

@@ -1,0 +1,382 @@
+/*
+ * config.c - the settings table and its loader.
+ *
+ * Each row of `settings` is one setting: its flag (--name), its environment
+ * variable, its type and bounds, its default and one line of help. Loading
+ * applies the defaults, then the environment, then argv, validating every
+ * value as it is applied; derived fields (the parsed listen address and
+ * Redis URL) are filled once at the end. Nothing here is global: the table
+ * is const and the values land in the caller's struct.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+enum setting_type { T_STRING, T_INT };
+
+struct setting {
+    const char *name;      /* flag without "--" */
+    const char *env;
+    enum setting_type type;
+    size_t offset;         /* into struct config */
+    size_t size;           /* T_STRING: buffer size */
+    const char *def;       /* default as text; NULL = computed */
+    long min, max;         /* T_INT bounds */
+    const char *help;
+};
+
+#define STR(field, name, env, def, help) \
+    {name, env, T_STRING, offsetof(struct config, field), \
+     sizeof(((struct config *)0)->field), def, 0, 0, help}
+#define INT(field, name, env, def, lo, hi, help) \
+    {name, env, T_INT, offsetof(struct config, field), 0, def, lo, hi, help}
+
+static const struct setting settings[] = {
+    STR(listen, "listen", "PERMITD_LISTEN", "127.0.0.1:8080",
+        "API listener address, host:port"),
+    INT(threads, "threads", "PERMITD_THREADS", NULL, 1, 1024,
+        "HTTP worker threads, each with its own Redis connection (default: CPUs)"),
+    INT(max_body_bytes, "max-body-bytes", "PERMITD_MAX_BODY_BYTES", "65536",
+        64, 64 * 1024 * 1024, "largest request body accepted, in bytes"),
+    INT(max_connections, "max-connections", "PERMITD_MAX_CONNECTIONS", "4096",
+        1, 1000000, "most HTTP connections open at once"),
+    INT(connection_timeout_s, "connection-timeout", "PERMITD_CONNECTION_TIMEOUT",
+        "30", 1, 3600, "seconds a connection may stay idle or slow"),
+    STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
+        "redis://[[user]:pass@]host[:port][/db] or unix:///path/redis.sock"),
+    STR(redis_prefix, "redis-prefix", "PERMITD_REDIS_PREFIX", "permitd:",
+        "prefix of every Redis key permitd reads or writes"),
+    INT(redis_timeout_ms, "redis-timeout-ms", "PERMITD_REDIS_TIMEOUT_MS", "50",
+        1, 60000, "Redis connect and command timeout, in milliseconds"),
+    STR(log_level, "log-level", "PERMITD_LOG_LEVEL", "info",
+        "debug, info, warn or error"),
+};
+
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+void config_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: permitd [options]\n"
+            "\n"
+            "permitd answers Acquire/Peek over the Connect protocol from token\n"
+            "buckets kept in Redis. Every option can also be set by its\n"
+            "environment variable; a flag wins over the variable.\n"
+            "\n"
+            "Options:\n");
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        char flag[64];
+        snprintf(flag, sizeof(flag), "--%s %s", s->name,
+                 s->type == T_INT ? "N" : "VALUE");
+        fprintf(out, "  %-28s %s\n  %-28s env %s", flag, s->help, "", s->env);
+        if (s->def != NULL)
+            fprintf(out, ", default %s", s->def);
+        if (s->type == T_INT)
+            fprintf(out, ", %ld..%ld", s->min, s->max);
+        fputc('\n', out);
+    }
+    fprintf(out,
+            "  %-28s print this help and exit\n"
+            "  %-28s print the version and exit\n",
+            "-h, --help", "--version");
+}
+
+/* Applies one textual value to setting s; `from` names where it came from
+ * ("--threads" or "PERMITD_THREADS") for the error message. */
+static int apply(struct config *cfg, const struct setting *s, const char *value,
+                 const char *from, struct permitd_error *err)
+{
+    char *field = (char *)cfg + s->offset;
+
+    if (s->type == T_STRING) {
+        size_t len = strlen(value);
+        if (len >= s->size)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "%s: value is %zu bytes long, the limit is %zu",
+                                     from, len, s->size - 1);
+        memcpy(field, value, len + 1);
+        return PERMITD_OK;
+    }
+
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0' || v < s->min || v > s->max)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" is not a whole number from %ld to %ld",
+                                 from, value, s->min, s->max);
+    *(int *)field = (int)v;
+    return PERMITD_OK;
+}
+
+static const struct setting *find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (strlen(settings[i].name) == len && strncmp(settings[i].name, name, len) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+int config_parse_listen(const char *s, char *host, size_t hostlen, int *port,
+                        struct permitd_error *err)
+{
+    const char *colon, *hstart = s, *hend;
+    char *end;
+    long p;
+
+    if (s[0] == '[') {
+        hend = strchr(s, ']');
+        if (hend == NULL || hend[1] != ':')
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "\"%s\" is not host:port ([v6]:port for IPv6)", s);
+        hstart = s + 1;
+        colon = hend + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            return permitd_error_set(err, PERMITD_EINVAL, "\"%s\" is not host:port", s);
+        hend = colon;
+    }
+    if ((size_t)(hend - hstart) >= hostlen)
+        return permitd_error_set(err, PERMITD_EINVAL, "\"%s\": host too long", s);
+    errno = 0;
+    p = strtol(colon + 1, &end, 10);
+    if (errno != 0 || end == colon + 1 || *end != '\0' || p < 0 || p > 65535)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "\"%s\": port must be a number from 0 to 65535", s);
+    memcpy(host, hstart, (size_t)(hend - hstart));
+    host[hend - hstart] = '\0';
+    *port = (int)p;
+    return PERMITD_OK;
+}
+
+/* Copies [from, to) into dst (size dstlen), or fails naming what. */
+static int copy_part(char *dst, size_t dstlen, const char *from, const char *to,
+                     const char *what, struct permitd_error *err)
+{
+    if ((size_t)(to - from) >= dstlen)
+        return permitd_error_set(err, PERMITD_EINVAL, "redis url: %s is too long", what);
+    memcpy(dst, from, (size_t)(to - from));
+    dst[to - from] = '\0';
+    return PERMITD_OK;
+}
+
+static int parse_db(const char *s, int *db, struct permitd_error *err)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 65535)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis url: database \"%s\" is not a number from 0 to 65535", s);
+    *db = (int)v;
+    return PERMITD_OK;
+}
+
+int config_parse_redis_url(struct config *cfg, const char *url,
+                           struct permitd_error *err)
+{
+    const char *p, *at, *slash, *hostend;
+    int rc;
+
+    cfg->redis_host[0] = cfg->redis_socket[0] = '\0';
+    cfg->redis_password[0] = cfg->redis_user[0] = '\0';
+    cfg->redis_port = 6379;
+    cfg->redis_db = 0;
+
+    if (strncmp(url, "unix://", 7) == 0 || strncmp(url, "redis+unix://", 13) == 0) {
+        const char *path = strstr(url, "://") + 3;
+        const char *q = strchr(path, '?');
+        if (path[0] != '/')
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis url: \"%s\" needs an absolute socket path "
+                                     "(unix:///path/redis.sock)", url);
+        rc = copy_part(cfg->redis_socket, sizeof(cfg->redis_socket), path,
+                       q ? q : path + strlen(path), "socket path", err);
+        if (rc == PERMITD_OK && q != NULL) {
+            if (strncmp(q, "?db=", 4) != 0)
+                return permitd_error_set(err, PERMITD_EINVAL,
+                                         "redis url: unknown parameter \"%s\" (only ?db=N)", q);
+            rc = parse_db(q + 4, &cfg->redis_db, err);
+        }
+        return rc;
+    }
+    if (strncmp(url, "redis://", 8) != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis url: \"%.64s\" must start with redis:// or unix://", url);
+    p = url + 8;
+    slash = strchr(p, '/');
+    at = strrchr(p, '@');
+    if (at != NULL && slash != NULL && at > slash)
+        at = NULL;
+    if (at != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (colon == NULL) {
+            /* redis://password@host, as redis-cli accepts */
+            rc = copy_part(cfg->redis_password, sizeof(cfg->redis_password), p, at,
+                           "password", err);
+        } else {
+            rc = copy_part(cfg->redis_user, sizeof(cfg->redis_user), p, colon, "user", err);
+            if (rc == PERMITD_OK)
+                rc = copy_part(cfg->redis_password, sizeof(cfg->redis_password),
+                               colon + 1, at, "password", err);
+        }
+        if (rc != PERMITD_OK)
+            return rc;
+        p = at + 1;
+    }
+    hostend = slash ? slash : p + strlen(p);
+    if (hostend == p)
+        return permitd_error_set(err, PERMITD_EINVAL, "redis url: no host given");
+    {
+        char hostport[300];
+        const char *colon;
+        char *end;
+        long port;
+
+        rc = copy_part(hostport, sizeof(hostport), p, hostend, "host", err);
+        if (rc != PERMITD_OK)
+            return rc;
+        colon = strrchr(hostport, ':');
+        if (colon != NULL && strchr(hostport, ']') != NULL && colon < strchr(hostport, ']'))
+            colon = NULL;
+        if (colon != NULL) {
+            errno = 0;
+            port = strtol(colon + 1, &end, 10);
+            if (errno != 0 || end == colon + 1 || *end != '\0' || port < 1 || port > 65535)
+                return permitd_error_set(err, PERMITD_EINVAL,
+                                         "redis url: port \"%s\" is not a number from 1 to 65535",
+                                         colon + 1);
+            cfg->redis_port = (int)port;
+        } else {
+            colon = hostport + strlen(hostport);
+        }
+        {
+            const char *h = hostport, *he = colon;
+            if (*h == '[' && he > h && he[-1] == ']') {
+                h++;
+                he--;
+            }
+            rc = copy_part(cfg->redis_host, sizeof(cfg->redis_host), h, he, "host", err);
+            if (rc != PERMITD_OK)
+                return rc;
+        }
+    }
+    if (slash != NULL && slash[1] != '\0')
+        return parse_db(slash + 1, &cfg->redis_db, err);
+    return PERMITD_OK;
+}
+
+void config_redis_url_masked(const struct config *cfg, char *buf, size_t len)
+{
+    if (cfg->redis_socket[0] != '\0')
+        snprintf(buf, len, "unix://%s?db=%d", cfg->redis_socket, cfg->redis_db);
+    else
+        snprintf(buf, len, "redis://%s%s%s:%d/%d",
+                 cfg->redis_user,
+                 cfg->redis_password[0] ? ":***@" : (cfg->redis_user[0] ? "@" : ""),
+                 cfg->redis_host, cfg->redis_port, cfg->redis_db);
+}
+
+/* The Redis prefix ends up inside every key name; braces would move the
+ * Cluster hash tag off the policy name, and control characters make keys
+ * unreadable in redis-cli. */
+static int check_prefix(const char *prefix, struct permitd_error *err)
+{
+    for (const char *c = prefix; *c; c++)
+        if (*c == '{' || *c == '}' || (unsigned char)*c < 0x21 || *c == 0x7f)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "--redis-prefix (PERMITD_REDIS_PREFIX): \"%s\" may not "
+                                     "hold braces, spaces or control characters", prefix);
+    return PERMITD_OK;
+}
+
+/* Puts the setting's name in front of the message a parser left in err. */
+static int prefixed(struct permitd_error *err, const char *setting)
+{
+    char why[sizeof(err->message)];
+
+    memcpy(why, err->message, sizeof(why));
+    return permitd_error_set(err, PERMITD_EINVAL, "%s: %s", setting, why);
+}
+
+int config_load(struct config *cfg, int argc, char **argv, FILE *out,
+                struct permitd_error *err)
+{
+    char from[96];
+    int rc;
+    enum log_level lvl;
+
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        const char *env = getenv(s->env);
+        if (s->def != NULL && (rc = apply(cfg, s, s->def, s->name, err)) != PERMITD_OK)
+            return rc;
+        if (env != NULL && (rc = apply(cfg, s, env, s->env, err)) != PERMITD_OK)
+            return rc;
+    }
+    if (getenv("PERMITD_THREADS") == NULL) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->threads = n < 1 ? 1 : (n > 1024 ? 1024 : (int)n);
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *name, *eq, *value;
+        const struct setting *s;
+        size_t namelen;
+
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            config_usage(out);
+            return 1;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            fprintf(out, "permitd %s\n", PERMITD_VERSION);
+            return 1;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "unexpected argument \"%s\" (see --help)", arg);
+        name = arg + 2;
+        eq = strchr(name, '=');
+        namelen = eq ? (size_t)(eq - name) : strlen(name);
+        s = find(name, namelen);
+        if (s == NULL)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "unknown option \"%.*s\" (see --help)",
+                                     (int)namelen + 2, arg);
+        if (eq != NULL) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            return permitd_error_set(err, PERMITD_EINVAL, "--%s needs a value", s->name);
+        }
+        snprintf(from, sizeof(from), "--%s", s->name);
+        if ((rc = apply(cfg, s, value, from, err)) != PERMITD_OK)
+            return rc;
+    }
+
+    if (config_parse_listen(cfg->listen, cfg->listen_host, sizeof(cfg->listen_host),
+                            &cfg->listen_port, err) != PERMITD_OK)
+        return prefixed(err, "--listen (PERMITD_LISTEN)");
+    if (config_parse_redis_url(cfg, cfg->redis_url, err) != PERMITD_OK)
+        return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");
+    if ((rc = check_prefix(cfg->redis_prefix, err)) != PERMITD_OK)
+        return rc;
+    if (log_level_parse(cfg->log_level, &lvl) != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "--log-level (PERMITD_LOG_LEVEL): \"%s\" is not one of "
+                                 "debug, info, warn, error", cfg->log_level);
+    return PERMITD_OK;
+}

@@ -1,0 +1,65 @@
+/*
+ * config.h - every setting of permitd, filled and validated once.
+ *
+ * One table (config.c) names each setting, its flag, its environment
+ * variable, its type, default and bounds; config_load() fills a struct
+ * config from the environment and then argv (flags win), and refuses a bad
+ * value with a message that names the setting and the value. Everyone else
+ * gets a `const struct config *`.
+ */
+#ifndef PERMITD_CONFIG_H
+#define PERMITD_CONFIG_H
+
+#include <stdio.h>
+
+#include "status.h"
+
+struct config {
+    /* API listener */
+    char listen[256];             /* as given, "host:port" */
+    char listen_host[256];        /* parsed */
+    int listen_port;
+    int threads;                  /* HTTP worker threads, one Redis conn each */
+    int max_body_bytes;           /* largest request body accepted */
+    int max_connections;
+    int connection_timeout_s;     /* idle/slow connection limit */
+
+    /* Redis */
+    char redis_url[1024];         /* as given; may hold a password */
+    char redis_host[256];         /* parsed from redis_url */
+    int redis_port;
+    char redis_socket[256];       /* unix socket path, or "" */
+    char redis_password[256];
+    char redis_user[128];
+    int redis_db;
+    char redis_prefix[128];       /* prepended to every key */
+    int redis_timeout_ms;         /* per command and connect */
+
+    char log_level[16];
+};
+
+/* Fills cfg from the environment and argv. Returns PERMITD_OK;
+ * PERMITD_EINVAL with err->message naming the setting and the bad value;
+ * or 1 when --help or --version was printed to out (the caller exits 0). */
+int config_load(struct config *cfg, int argc, char **argv, FILE *out,
+                struct permitd_error *err);
+
+/* Prints the --help text to out. */
+void config_usage(FILE *out);
+
+/* Parses a Redis URL into cfg's redis_* fields:
+ *   redis://[[user]:password@]host[:port][/db]   (port 6379, db 0)
+ *   unix:///path/to/redis.sock[?db=N]            (also redis+unix://)
+ * Returns PERMITD_OK or PERMITD_EINVAL with err->message saying what is
+ * wrong (the password is never echoed). */
+int config_parse_redis_url(struct config *cfg, const char *url,
+                           struct permitd_error *err);
+
+/* Parses "host:port", "[v6]:port" or ":port" (all interfaces); port 0..65535. */
+int config_parse_listen(const char *s, char *host, size_t hostlen, int *port,
+                        struct permitd_error *err);
+
+/* The Redis URL with any password replaced by "***", for logs. */
+void config_redis_url_masked(const struct config *cfg, char *buf, size_t len);
+
+#endif

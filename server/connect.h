@@ -1,0 +1,81 @@
+/*
+ * connect.h - the Connect protocol, unary, over http.h.
+ *
+ * A service describes its procedures in a table of struct connect_method;
+ * connect_serve() does everything between the HTTP request and the
+ * handler: path and HTTP method, content type (proto or JSON), request
+ * compression (gzip), Connect-Timeout-Ms, GET for side-effect-free
+ * procedures, decoding, encoding, and the Connect error body with its HTTP
+ * status. Handlers see decoded messages and return PERMITD_OK or an error.
+ * See https://connectrpc.com/docs/protocol.
+ */
+#ifndef PERMITD_CONNECT_H
+#define PERMITD_CONNECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "http.h"
+#include "status.h"
+
+enum connect_codec { CONNECT_CODEC_PROTO, CONNECT_CODEC_JSON };
+
+/* What a handler gets besides its messages. */
+struct connect_call {
+    const struct http_request *http;
+    struct http_response *resp;     /* for extra reply headers */
+    int64_t deadline_us;            /* clock_now_us() scale */
+    enum connect_codec codec;
+};
+
+/* Fills out (already initialised to its defaults) from in. Memory that out
+ * points to must stay valid until the handler's call returns to
+ * connect_serve, which encodes it right away (`scratch` is CONNECT_SCRATCH
+ * bytes of per-call storage for that). */
+#define CONNECT_SCRATCH 4096
+typedef int (*connect_handler_fn)(void *ud, struct connect_call *call,
+                                  const ProtobufCMessage *in, ProtobufCMessage *out,
+                                  char *scratch, struct permitd_error *err);
+
+struct connect_method {
+    const char *path;                            /* "/permit.v1.RateLimitService/Acquire" */
+    const ProtobufCMessageDescriptor *input;
+    const ProtobufCMessageDescriptor *output;
+    int no_side_effects;                         /* also served by GET */
+    connect_handler_fn fn;
+};
+
+/* Limits that apply to every call. */
+struct connect_limits {
+    size_t max_body_bytes;       /* also bounds a decompressed body */
+};
+
+/* Serves req when its path is one of methods (ending in {NULL}); returns 1
+ * when it did (resp is filled), 0 when the path is not a procedure here. */
+int connect_serve(const struct connect_method *methods, void *ud,
+                  const struct connect_limits *limits,
+                  const struct http_request *req, struct http_response *resp);
+
+/* Fills resp with the Connect error for err: HTTP status from the code
+ * mapping, Content-Type application/json, {"code":"...","message":"..."}. */
+void connect_error_reply(struct http_response *resp, const struct permitd_error *err);
+
+/* "invalid_argument" for PERMITD_EINVAL, ...; "unknown" for anything else. */
+const char *connect_code_name(int code);
+/* The HTTP status Connect maps code to (400 for PERMITD_EINVAL, ...). */
+int connect_http_status(int code);
+
+/* Parses a Content-Type: "application/proto" or "application/json", with
+ * an optional "; charset=utf-8". Returns 0 and *codec, or -1. */
+int connect_parse_content_type(const char *ct, enum connect_codec *codec);
+
+/* Parses Connect-Timeout-Ms (1 to 10 digits). 0 and *ms, or PERMITD_EINVAL. */
+int connect_parse_timeout(const char *value, int64_t *ms, struct permitd_error *err);
+
+/* Inflates a gzip body into a new buffer (free()) of at most max bytes.
+ * PERMITD_EINVAL for a corrupt stream, PERMITD_EEXHAUSTED over max. */
+int connect_gunzip(const char *in, size_t inlen, size_t max, char **out, size_t *outlen,
+                   struct permitd_error *err);
+
+#endif

@@ -1,0 +1,335 @@
+/*
+ * http.c - libmicrohttpd listener, body buffering, limits.
+ *
+ * libmicrohttpd runs a pool of `threads` worker threads, each with its own
+ * event loop (epoll) over the connections it accepted; the handler runs on
+ * that thread and may block briefly (one Redis round trip), which is why
+ * each worker has its own Redis connection rather than sharing one.
+ *
+ * Bodies are buffered per request up to max_body_bytes. A Content-Length
+ * above the limit is refused before any byte of the body is read; a
+ * chunked body that grows past it is dropped as it arrives (memory stays
+ * bounded) and the handler is told, so it can answer with a clear error.
+ * The connection timeout bounds slow senders.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "clock.h"
+#include "http.h"
+#include "log.h"
+
+struct http_server {
+    struct MHD_Daemon *daemon;
+    int listen_fd;
+    int port;
+    http_handler_fn fn;
+    void *ud;
+    struct http_options opts;
+    char name[32];
+    atomic_int in_flight;       /* requests begun and not yet completed */
+};
+
+/* One request in progress; MHD's con_cls. */
+struct http_request {
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *path;
+    char *body;
+    size_t len, cap;
+    int too_large;
+};
+
+const char *http_request_method(const struct http_request *req) { return req->method; }
+const char *http_request_path(const struct http_request *req) { return req->path; }
+
+const char *http_request_header(const struct http_request *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_request_query(const struct http_request *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_request_body(const struct http_request *req, size_t *len)
+{
+    *len = req->len;
+    return req->body != NULL ? req->body : "";
+}
+
+int http_request_body_too_large(const struct http_request *req)
+{
+    return req->too_large;
+}
+
+int http_response_header(struct http_response *resp, const char *name, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (resp->nheaders >= HTTP_MAX_HEADERS)
+        return -1;
+    resp->headers[resp->nheaders].name = name;
+    va_start(ap, fmt);
+    vsnprintf(resp->headers[resp->nheaders].value, sizeof(resp->headers[0].value), fmt, ap);
+    va_end(ap);
+    resp->nheaders++;
+    return 0;
+}
+
+/* Appends upload data, or drops it once the body is over the limit. */
+static void append(struct http_request *req, const char *data, size_t n, size_t max)
+{
+    if (req->too_large)
+        return;
+    if (req->len + n > max) {
+        req->too_large = 1;
+        free(req->body);
+        req->body = NULL;
+        req->len = req->cap = 0;
+        return;
+    }
+    if (req->len + n > req->cap) {
+        size_t cap = req->cap ? req->cap : 1024;
+        while (cap < req->len + n)
+            cap *= 2;
+        if (cap > max)
+            cap = max;
+        char *b = realloc(req->body, cap);
+        if (b == NULL) {
+            req->too_large = 1;     /* treated like an oversized body */
+            free(req->body);
+            req->body = NULL;
+            req->len = req->cap = 0;
+            return;
+        }
+        req->body = b;
+        req->cap = cap;
+    }
+    memcpy(req->body + req->len, data, n);
+    req->len += n;
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *conn, struct http_response *resp)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    if (resp->body_owned)
+        r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
+    else
+        r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_PERSISTENT);
+    if (r == NULL) {
+        if (resp->body_owned)
+            free(resp->body);
+        return MHD_NO;
+    }
+    if (resp->content_type != NULL)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+    for (int i = 0; i < resp->nheaders; i++)
+        MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
+    ret = MHD_queue_response(conn, (unsigned int)resp->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void dispatch(struct http_server *s, struct http_request *req)
+{
+    struct http_response resp;
+
+    memset(&resp, 0, sizeof(resp));
+    resp.status = 200;
+    s->fn(s->ud, req, &resp);
+    if (send_response(req->conn, &resp) != MHD_YES)
+        log_msg(LOG_WARN, "could not queue response", "listener=%s path=\"%.100s\"",
+                s->name, req->path);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    struct http_server *s = cls;
+    struct http_request *req = *con_cls;
+
+    if (req == NULL) {
+        const char *cl;
+
+        req = calloc(1, sizeof(*req));
+        if (req == NULL)
+            return MHD_NO;
+        atomic_fetch_add(&s->in_flight, 1);
+        req->conn = conn;
+        req->method = method;
+        req->path = url;
+        *con_cls = req;
+        /* A declared body over the limit is refused before it is read;
+         * MHD then closes the connection rather than read the body. */
+        cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)s->opts.max_body_bytes) {
+            req->too_large = 1;
+            dispatch(s, req);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+        append(req, upload_data, *upload_data_size, (size_t)s->opts.max_body_bytes);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (req->too_large && MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                      MHD_HTTP_HEADER_CONTENT_LENGTH) != NULL)
+        return MHD_YES;   /* already answered on the first call */
+    dispatch(s, req);
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct http_server *s = cls;
+    struct http_request *req = *con_cls;
+
+    if (req == NULL)
+        return;
+    atomic_fetch_sub(&s->in_flight, 1);
+    free(req->body);
+    free(req);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char buf[512];
+    size_t n;
+
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    for (char *c = buf; *c; c++)
+        if (*c == '"')
+            *c = '\'';
+    log_msg(LOG_DEBUG, "libmicrohttpd", "listener=%s detail=\"%s\"", (const char *)cls, buf);
+}
+
+/* Creates the listening socket ourselves, so any address family works and
+ * port 0 can be read back. */
+static int open_listener(const struct http_options *o, int *port_out, struct permitd_error *err)
+{
+    struct addrinfo hints, *res = NULL;
+    char port[8];
+    int fd = -1, one = 1, rc;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(port, sizeof(port), "%d", o->port);
+    rc = getaddrinfo(o->host && o->host[0] ? o->host : NULL, port, &hints, &res);
+    if (rc != 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s listener: cannot resolve \"%s\": %s",
+                                 o->name, o->host, gai_strerror(rc));
+    fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
+    if (fd < 0)
+        goto fail;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0)
+        goto fail;
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        getsockname(fd, (struct sockaddr *)&ss, &sl);
+        *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                   : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    freeaddrinfo(res);
+    return fd;
+
+fail:
+    rc = errno;
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(res);
+    return permitd_error_set(err, PERMITD_EUNAVAILABLE, "%s listener: cannot listen on %s:%d: %s",
+                             o->name, o->host, o->port, strerror(rc));
+}
+
+int http_server_start(const struct http_options *opts, http_handler_fn fn, void *ud,
+                      struct http_server **out, struct permitd_error *err)
+{
+    struct http_server *s;
+    int fd;
+
+    *out = NULL;
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    s->fn = fn;
+    s->ud = ud;
+    s->opts = *opts;
+    snprintf(s->name, sizeof(s->name), "%s", opts->name ? opts->name : "http");
+    s->opts.name = s->name;
+    fd = open_listener(&s->opts, &s->port, err);
+    if (fd < 0) {
+        free(s);
+        return fd;
+    }
+    s->listen_fd = fd;
+    s->daemon = MHD_start_daemon(
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
+        NULL, NULL, on_request, s,
+        MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)opts->threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opts->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)opts->connection_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name,
+        MHD_OPTION_END);
+    if (s->daemon == NULL) {
+        close(fd);
+        free(s);
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "%s listener: libmicrohttpd failed to start", opts->name);
+    }
+    *out = s;
+    return PERMITD_OK;
+}
+
+int http_server_port(const struct http_server *s)
+{
+    return s->port;
+}
+
+void http_server_stop(struct http_server *s, int grace_ms)
+{
+    int64_t until;
+
+    if (s == NULL)
+        return;
+    /* Stop accepting; connections already open carry on. */
+    MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
+    until = clock_now_us() + (int64_t)grace_ms * 1000;
+    /* Idle keep-alive connections do not hold us up: only requests that
+     * have begun and not yet been answered do. */
+    while (atomic_load(&s->in_flight) > 0 && clock_now_us() < until)
+        usleep(5 * 1000);
+    MHD_stop_daemon(s->daemon);
+    free(s);
+}

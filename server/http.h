@@ -1,0 +1,78 @@
+/*
+ * http.h - an HTTP/1.1 listener on libmicrohttpd (which stays inside http.c).
+ *
+ * http.c owns sockets, threads, connection limits and timeouts, and the
+ * buffering of request bodies (Content-Length or chunked) up to a byte
+ * limit; it knows nothing of Connect. Each complete request is handed to
+ * one handler function on the worker thread that owns the connection.
+ */
+#ifndef PERMITD_HTTP_H
+#define PERMITD_HTTP_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+struct http_server;
+struct http_request;          /* opaque; read with the accessors below */
+
+#define HTTP_MAX_HEADERS 8
+
+struct http_response {
+    int status;
+    const char *content_type;   /* static string */
+    char *body;                 /* freed with free() after sending when body_owned */
+    size_t body_len;
+    int body_owned;
+    int nheaders;
+    struct {
+        const char *name;       /* static string */
+        char value[192];
+    } headers[HTTP_MAX_HEADERS];
+};
+
+/* Called once per complete request. resp arrives zeroed with status 200;
+ * the handler fills it. Runs on an HTTP worker thread. */
+typedef void (*http_handler_fn)(void *ud, const struct http_request *req,
+                                struct http_response *resp);
+
+struct http_options {
+    const char *host;             /* "" or NULL = all interfaces */
+    int port;                     /* 0 = any free port */
+    int threads;
+    int max_body_bytes;
+    int max_connections;
+    int connection_timeout_s;
+    const char *name;             /* "api", for logs */
+};
+
+/* Binds, listens and starts the worker threads. Returns PERMITD_OK and a
+ * server in *out (stop with http_server_stop()), or an error naming the
+ * address. */
+int http_server_start(const struct http_options *opts, http_handler_fn fn, void *ud,
+                      struct http_server **out, struct permitd_error *err);
+
+/* The port actually bound (useful with port 0). */
+int http_server_port(const struct http_server *s);
+
+/* Stops accepting, waits up to grace_ms for requests in flight to finish,
+ * then closes everything and frees s. NULL is a no-op. */
+void http_server_stop(struct http_server *s, int grace_ms);
+
+/* Request accessors; every pointer is valid only during the handler call. */
+const char *http_request_method(const struct http_request *req);
+const char *http_request_path(const struct http_request *req);
+/* Header value by case-insensitive name, or NULL. */
+const char *http_request_header(const struct http_request *req, const char *name);
+/* URL query argument (percent-decoded), or NULL. */
+const char *http_request_query(const struct http_request *req, const char *name);
+const char *http_request_body(const struct http_request *req, size_t *len);
+/* True when the body went over max_body_bytes (what was read is dropped). */
+int http_request_body_too_large(const struct http_request *req);
+
+/* Adds a response header; value is copied (truncated to 191 bytes).
+ * Returns -1 when HTTP_MAX_HEADERS are already set. */
+int http_response_header(struct http_response *resp, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

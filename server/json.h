@@ -1,0 +1,47 @@
+/*
+ * json.h - the proto3 JSON mapping for any protobuf-c message.
+ *
+ * One generic codec driven by ProtobufCMessageDescriptor, so a new message
+ * or RPC needs no JSON code of its own. Parsing is jansson's; this module
+ * only walks descriptors. Follows https://protobuf.dev/programming-guides/proto3/#json:
+ * lowerCamelCase names on output (the original names are accepted too),
+ * 64-bit integers as strings (numbers accepted), enums by name (numbers
+ * accepted), bytes as base64, `null` meaning the default, unknown fields
+ * refused unless the caller asks to ignore them.
+ */
+#ifndef PERMITD_JSON_H
+#define PERMITD_JSON_H
+
+#include <stddef.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "status.h"
+
+enum {
+    JSON_IGNORE_UNKNOWN = 1 << 0,   /* skip unknown fields instead of failing */
+};
+
+/* Decodes len bytes of JSON text into a new message of type desc.
+ * On success returns PERMITD_OK and *out, to be freed with
+ * protobuf_c_message_free_unpacked(*out, NULL). On failure returns
+ * PERMITD_EINVAL with err->message naming the field and the bad value
+ * (e.g. `field "permits": "abc" is not a 64-bit integer`); *out is NULL.
+ * The text need not be NUL-terminated. */
+int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
+                size_t len, int flags, ProtobufCMessage **out,
+                struct permitd_error *err);
+
+/* Encodes msg as compact proto3 JSON (fields at their default value are
+ * omitted). Returns a new NUL-terminated string, freed with free(), and its
+ * length in *len; NULL when out of memory. */
+char *json_encode(const ProtobufCMessage *msg, size_t *len);
+
+#endif
+
+#ifndef PERMITD_JSON_ERROR_DECLARED
+#define PERMITD_JSON_ERROR_DECLARED
+/* Encodes the Connect error body {"code":code,"message":message} (message
+ * omitted when empty). Returns a new string (free()) and its length in
+ * *len; NULL when out of memory. */
+char *json_encode_error(const char *code, const char *message, size_t *len);
+#endif

@@ -1,0 +1,57 @@
+/*
+ * limiter.h - Acquire and Peek decisions.
+ *
+ * Validates a request the same way for every transport, builds the Redis
+ * keys of its bucket and asks lua/bucket.lua, in one script call, for the
+ * decision. A denial is a result (allowed = 0), not an error; errors are
+ * the request's fault (invalid_argument, not_found, permission_denied,
+ * out_of_range, failed_precondition) or Redis's (unavailable,
+ * deadline_exceeded).
+ */
+#ifndef PERMITD_LIMITER_H
+#define PERMITD_LIMITER_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "redis.h"
+#include "status.h"
+
+struct limiter;
+
+struct limiter_request {
+    const char *bucket;     /* policy name */
+    const char *app;        /* calling application */
+    const char *key;        /* partition within the policy; "" = shared bucket */
+    int64_t permits;        /* 0 means 1; negative is invalid */
+};
+
+struct limiter_result {
+    int allowed;
+    int64_t remaining;      /* whole permits left */
+    int64_t limit;          /* max_permits */
+    int64_t retry_after_ms; /* 0 when allowed */
+    int64_t reset_after_ms; /* until the bucket is full again */
+    int64_t window_s;       /* seconds an empty bucket takes to fill */
+};
+
+/* Returns a new limiter in *out, free with limiter_free(). cfg and redis
+ * must outlive it. */
+int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
+                struct permitd_error *err);
+void limiter_free(struct limiter *l);
+
+/* Takes req->permits from the bucket if they are all there, else nothing.
+ * On PERMITD_OK, res holds the decision; otherwise err says why, and for
+ * out_of_range, permission_denied and failed_precondition res->limit is set. */
+int limiter_acquire(struct limiter *l, const struct limiter_request *req,
+                    int64_t deadline_us, struct limiter_result *res,
+                    struct permitd_error *err);
+
+/* The bucket as it stands; takes nothing. req->permits is ignored.
+ * res->allowed is always 1. */
+int limiter_peek(struct limiter *l, const struct limiter_request *req,
+                 int64_t deadline_us, struct limiter_result *res,
+                 struct permitd_error *err);
+
+#endif

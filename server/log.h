@@ -1,0 +1,22 @@
+/*
+ * log.h - one line per event on stderr, in logfmt:
+ *   ts=2026-11-21T16:20:01.123Z level=warn msg="redis unreachable" addr=...
+ * The caller writes the key=value pairs after the message; log_* never
+ * prints secrets on its own, and callers must not pass them.
+ */
+#ifndef PERMITD_LOG_H
+#define PERMITD_LOG_H
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+
+/* Sets the threshold once at start-up, before any thread starts. */
+void log_set_level(enum log_level level);
+/* Parses "debug", "info", "warn" or "error"; returns 0 or -1. */
+int log_level_parse(const char *s, enum log_level *out);
+
+/* msg is a fixed text (quoted as is); fmt, when not NULL, adds key=value
+ * pairs, e.g. log_msg(LOG_WARN, "redis unreachable", "addr=%s", addr). */
+void log_msg(enum log_level level, const char *msg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

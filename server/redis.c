@@ -1,0 +1,401 @@
+/*
+ * redis.c - hiredis behind per-thread connections, deadlines and EVALSHA.
+ *
+ * The idea: the HTTP worker threads are few and long-lived, so each keeps
+ * one blocking hiredis connection of its own (thread-local, found through a
+ * pthread key whose destructor closes it when the thread ends). No lock is
+ * taken on the hot path and no connection is shared.
+ *
+ * Every call is bounded: the socket timeout is set to the smaller of the
+ * caller's remaining deadline and the configured Redis timeout, so a hung
+ * Redis costs a request at most that long. A connection that failed in any
+ * way is closed at once (its protocol state is unknown); the next call
+ * reconnects, but not before a backoff that doubles from 25 ms to 1 s while
+ * Redis stays unreachable, so a dead Redis gets at most a few connection
+ * attempts a second per thread and requests fail fast in between.
+ *
+ * Scripts are loaded with SCRIPT LOAD on every new connection (after a
+ * restart Redis has none) and called by EVALSHA; NOSCRIPT (SCRIPT FLUSH
+ * behind our back) reloads and retries once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "clock.h"
+#include "embed.h"
+#include "log.h"
+#include "redis.h"
+
+#define BACKOFF_MIN_MS 25
+#define BACKOFF_MAX_MS 1000
+#define MAX_ARGV 64
+
+static const char *const script_files[REDIS_SCRIPT_COUNT] = {
+    [REDIS_SCRIPT_BUCKET] = "bucket.lua",
+};
+
+struct redis {
+    const struct config *cfg;
+    const struct embedded_file *scripts[REDIS_SCRIPT_COUNT];
+    pthread_key_t key;           /* -> this thread's struct conn */
+    char where[300];             /* "127.0.0.1:6379" or the socket path, for messages */
+};
+
+/* One thread's connection. Owned by that thread; freed by conn_free() from
+ * the pthread key destructor. */
+struct conn {
+    redisContext *ctx;            /* NULL while disconnected */
+    int timeout_ms;               /* socket timeout currently set on ctx */
+    int64_t retry_at_us;          /* no reconnect attempt before this */
+    int backoff_ms;
+    char sha[REDIS_SCRIPT_COUNT][41];
+    char last_error[200];         /* why the last connect failed */
+};
+
+static void conn_free(void *p)
+{
+    struct conn *c = p;
+
+    if (c == NULL)
+        return;
+    if (c->ctx != NULL)
+        redisFree(c->ctx);
+    free(c);
+}
+
+int redis_new(const struct config *cfg, struct redis **out, struct permitd_error *err)
+{
+    struct redis *r;
+
+    *out = NULL;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    r->cfg = cfg;
+    for (int i = 0; i < REDIS_SCRIPT_COUNT; i++) {
+        r->scripts[i] = embed_find(lua_script_files, script_files[i]);
+        if (r->scripts[i] == NULL) {
+            free(r);
+            return permitd_error_set(err, PERMITD_EINTERNAL,
+                                     "script %s is not embedded in this binary", script_files[i]);
+        }
+    }
+    if (pthread_key_create(&r->key, conn_free) != 0) {
+        free(r);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "pthread_key_create failed");
+    }
+    if (cfg->redis_socket[0] != '\0')
+        snprintf(r->where, sizeof(r->where), "%s", cfg->redis_socket);
+    else
+        snprintf(r->where, sizeof(r->where), "%s:%d", cfg->redis_host, cfg->redis_port);
+    *out = r;
+    return PERMITD_OK;
+}
+
+void redis_free(struct redis *r)
+{
+    if (r == NULL)
+        return;
+    /* The calling thread's connection, if it made one; the worker threads'
+     * were freed by the key destructor when they ended. */
+    conn_free(pthread_getspecific(r->key));
+    pthread_setspecific(r->key, NULL);
+    pthread_key_delete(r->key);
+    free(r);
+}
+
+static struct timeval tv_ms(int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+static void disconnect(struct conn *c)
+{
+    if (c->ctx != NULL) {
+        redisFree(c->ctx);
+        c->ctx = NULL;
+    }
+}
+
+/* Runs one command on a connected context; NULL reply means the connection
+ * is broken (ctx->errstr says why). The reply is the caller's to free. */
+static redisReply *command(struct conn *c, int argc, const char **argv, const size_t *lens)
+{
+    return redisCommandArgv(c->ctx, argc, argv, lens);
+}
+
+/* AUTH, SELECT and SCRIPT LOAD on a fresh connection. 0 or -1 with
+ * c->last_error set. */
+static int handshake(struct redis *r, struct conn *c)
+{
+    const struct config *cfg = r->cfg;
+    redisReply *rep;
+    char db[16];
+
+    if (cfg->redis_password[0] != '\0') {
+        const char *argv[3] = {"AUTH", cfg->redis_user, cfg->redis_password};
+        size_t lens[3] = {4, strlen(cfg->redis_user), strlen(cfg->redis_password)};
+        int argc = cfg->redis_user[0] ? 3 : 2;
+        if (argc == 2) {
+            argv[1] = cfg->redis_password;
+            lens[1] = lens[2];
+        }
+        rep = command(c, argc, argv, lens);
+        if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
+            snprintf(c->last_error, sizeof(c->last_error), "AUTH failed: %s",
+                     rep ? rep->str : c->ctx->errstr);
+            freeReplyObject(rep);
+            return -1;
+        }
+        freeReplyObject(rep);
+    }
+    if (cfg->redis_db != 0) {
+        snprintf(db, sizeof(db), "%d", cfg->redis_db);
+        const char *argv[2] = {"SELECT", db};
+        size_t lens[2] = {6, strlen(db)};
+        rep = command(c, 2, argv, lens);
+        if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
+            snprintf(c->last_error, sizeof(c->last_error), "SELECT %s failed: %s", db,
+                     rep ? rep->str : c->ctx->errstr);
+            freeReplyObject(rep);
+            return -1;
+        }
+        freeReplyObject(rep);
+    }
+    for (int i = 0; i < REDIS_SCRIPT_COUNT; i++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", r->scripts[i]->data};
+        size_t lens[3] = {6, 4, r->scripts[i]->len};
+        rep = command(c, 3, argv, lens);
+        if (rep == NULL || rep->type != REDIS_REPLY_STRING || rep->len != 40) {
+            snprintf(c->last_error, sizeof(c->last_error), "SCRIPT LOAD %s failed: %s",
+                     script_files[i],
+                     rep ? (rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply")
+                         : c->ctx->errstr);
+            freeReplyObject(rep);
+            return -1;
+        }
+        memcpy(c->sha[i], rep->str, 41);
+        freeReplyObject(rep);
+    }
+    return 0;
+}
+
+/* Returns this thread's connection, connected, with its socket timeout set
+ * to timeout_ms; or NULL with err set (unavailable) while Redis cannot be
+ * reached or the backoff since the last failure has not passed. */
+static struct conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd_error *err)
+{
+    struct conn *c = pthread_getspecific(r->key);
+    int64_t now;
+
+    if (c == NULL) {
+        c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            return NULL;
+        }
+        pthread_setspecific(r->key, c);
+    }
+    if (c->ctx == NULL) {
+        now = clock_now_us();
+        if (now < c->retry_at_us) {
+            permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                              "redis at %s is unavailable (%s); next attempt in %lld ms",
+                              r->where, c->last_error,
+                              (long long)((c->retry_at_us - now + 999) / 1000));
+            return NULL;
+        }
+        struct timeval tv = tv_ms(timeout_ms);
+        if (r->cfg->redis_socket[0] != '\0')
+            c->ctx = redisConnectUnixWithTimeout(r->cfg->redis_socket, tv);
+        else
+            c->ctx = redisConnectWithTimeout(r->cfg->redis_host, r->cfg->redis_port, tv);
+        if (c->ctx == NULL || c->ctx->err) {
+            snprintf(c->last_error, sizeof(c->last_error), "%s",
+                     c->ctx ? c->ctx->errstr : "out of memory");
+            disconnect(c);
+        } else {
+            if (r->cfg->redis_socket[0] == '\0')
+                redisEnableKeepAlive(c->ctx);
+            redisSetTimeout(c->ctx, tv);
+            c->timeout_ms = timeout_ms;
+            if (handshake(r, c) != 0)
+                disconnect(c);
+        }
+        if (c->ctx == NULL) {
+            c->backoff_ms = c->backoff_ms == 0 ? BACKOFF_MIN_MS
+                          : (c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2);
+            c->retry_at_us = clock_now_us() + (int64_t)c->backoff_ms * 1000;
+            log_msg(LOG_WARN, "redis connect failed", "addr=%s error=\"%s\" retry_in_ms=%d",
+                    r->where, c->last_error, c->backoff_ms);
+            permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
+                              r->where, c->last_error);
+            return NULL;
+        }
+        if (c->backoff_ms != 0)
+            log_msg(LOG_INFO, "redis reconnected", "addr=%s", r->where);
+        c->backoff_ms = 0;
+        c->retry_at_us = 0;
+    }
+    if (c->timeout_ms != timeout_ms) {
+        redisSetTimeout(c->ctx, tv_ms(timeout_ms));
+        c->timeout_ms = timeout_ms;
+    }
+    return c;
+}
+
+/* The socket timeout for a call: the configured Redis timeout, or less when
+ * the caller's deadline is nearer. *bound_by_deadline tells which won. */
+static int call_timeout(struct redis *r, int64_t deadline_us, int *bound_by_deadline,
+                        struct permitd_error *err)
+{
+    int64_t left_ms = (deadline_us - clock_now_us()) / 1000;
+
+    *bound_by_deadline = 0;
+    if (left_ms <= 0) {
+        *bound_by_deadline = 1;
+        return permitd_error_set(err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
+    }
+    if (left_ms < r->cfg->redis_timeout_ms) {
+        *bound_by_deadline = 1;
+        return (int)left_ms;
+    }
+    return r->cfg->redis_timeout_ms;
+}
+
+/* Turns a broken connection into an error, dropping the connection. */
+static int broken(struct redis *r, struct conn *c, int bound_by_deadline, int timeout_ms,
+                  struct permitd_error *err)
+{
+    int timed_out = c->ctx->err == REDIS_ERR_IO &&
+                    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINPROGRESS);
+    int rc;
+
+    if (timed_out && bound_by_deadline)
+        rc = permitd_error_set(err, PERMITD_EDEADLINE,
+                               "deadline exceeded waiting %d ms for redis", timeout_ms);
+    else if (timed_out)
+        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                               "redis at %s did not answer within %d ms", r->where, timeout_ms);
+    else
+        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
+                               r->where, c->ctx->errstr);
+    snprintf(c->last_error, sizeof(c->last_error), "%.190s", err ? err->message : "broken");
+    disconnect(c);
+    /* Reconnect on the next call without waiting: one failure is often just
+     * a restart. Backoff starts only if that reconnect fails too. */
+    c->retry_at_us = 0;
+    return rc;
+}
+
+int redis_script_run(struct redis *r, enum redis_script script,
+                     const struct redis_str *keys, int nkeys,
+                     const struct redis_str *args, int nargs,
+                     int64_t deadline_us, long long *out, int nout,
+                     struct permitd_error *err)
+{
+    const char *argv[MAX_ARGV];
+    size_t lens[MAX_ARGV];
+    char nkeys_s[12];
+    int argc = 0, bound, timeout_ms, rc;
+    struct conn *c;
+    redisReply *rep = NULL;
+
+    if (3 + nkeys + nargs > MAX_ARGV)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "too many script arguments");
+    timeout_ms = call_timeout(r, deadline_us, &bound, err);
+    if (timeout_ms < 0)
+        return timeout_ms;
+    c = acquire_conn(r, timeout_ms, err);
+    if (c == NULL)
+        return err ? err->code : PERMITD_EUNAVAILABLE;
+
+    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
+    argv[argc] = "EVALSHA"; lens[argc++] = 7;
+    argv[argc] = c->sha[script]; lens[argc++] = 40;
+    argv[argc] = nkeys_s; lens[argc++] = strlen(nkeys_s);
+    for (int i = 0; i < nkeys; i++) {
+        argv[argc] = keys[i].p;
+        lens[argc++] = keys[i].len;
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[argc] = args[i].p;
+        lens[argc++] = args[i].len;
+    }
+
+    for (int attempt = 0; attempt < 2; attempt++) {
+        rep = command(c, argc, argv, lens);
+        if (rep == NULL)
+            return broken(r, c, bound, timeout_ms, err);
+        if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && attempt == 0) {
+            freeReplyObject(rep);
+            rep = NULL;
+            log_msg(LOG_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
+            if (handshake(r, c) != 0) {
+                rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
+                                       r->where, c->last_error);
+                disconnect(c);
+                return rc;
+            }
+            argv[1] = c->sha[script];
+            continue;
+        }
+        break;
+    }
+
+    if (rep->type == REDIS_REPLY_ERROR) {
+        /* LOADING, BUSY, READONLY, MASTERDOWN...: this Redis cannot serve us
+         * now; anything else is a script bug. */
+        int transient = strncmp(rep->str, "LOADING", 7) == 0 || strncmp(rep->str, "BUSY", 4) == 0 ||
+                        strncmp(rep->str, "READONLY", 8) == 0 ||
+                        strncmp(rep->str, "MASTERDOWN", 10) == 0 ||
+                        strncmp(rep->str, "TRYAGAIN", 8) == 0;
+        rc = permitd_error_set(err, transient ? PERMITD_EUNAVAILABLE : PERMITD_EINTERNAL,
+                               "redis at %s: %s", r->where, rep->str);
+        if (transient)
+            disconnect(c);
+        freeReplyObject(rep);
+        return rc;
+    }
+    if (rep->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(rep);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "script %s returned no array",
+                                 script_files[script]);
+    }
+    for (int i = 0; i < nout; i++) {
+        out[i] = 0;
+        if ((size_t)i < rep->elements && rep->element[i]->type == REDIS_REPLY_INTEGER)
+            out[i] = rep->element[i]->integer;
+    }
+    freeReplyObject(rep);
+    return PERMITD_OK;
+}
+
+int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err)
+{
+    const char *argv[1] = {"PING"};
+    size_t lens[1] = {4};
+    int bound, timeout_ms, rc = PERMITD_OK;
+    struct conn *c;
+    redisReply *rep;
+
+    timeout_ms = call_timeout(r, deadline_us, &bound, err);
+    if (timeout_ms < 0)
+        return timeout_ms;
+    c = acquire_conn(r, timeout_ms, err);
+    if (c == NULL)
+        return err ? err->code : PERMITD_EUNAVAILABLE;
+    rep = command(c, 1, argv, lens);
+    if (rep == NULL)
+        return broken(r, c, bound, timeout_ms, err);
+    if (rep->type == REDIS_REPLY_ERROR)
+        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s", r->where, rep->str);
+    freeReplyObject(rep);
+    return rc;
+}

@@ -1,0 +1,58 @@
+/*
+ * redis.h - permitd's only door to Redis (hiredis stays inside redis.c).
+ *
+ * One `struct redis` per process holds the settings and the embedded
+ * scripts; each thread that calls in gets its own connection, created on
+ * first use and kept in thread-local storage, so the hot path takes no lock.
+ * A broken connection is dropped and re-made on a later call, with a
+ * backoff so a dead Redis is not hammered; scripts are loaded on every new
+ * connection and re-loaded when Redis answers NOSCRIPT.
+ */
+#ifndef PERMITD_REDIS_H
+#define PERMITD_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "status.h"
+
+struct redis;
+
+/* The scripts of lua/, by purpose. */
+enum redis_script {
+    REDIS_SCRIPT_BUCKET,    /* lua/bucket.lua: one token-bucket decision */
+    REDIS_SCRIPT_COUNT
+};
+
+/* A byte string that need not be NUL-terminated. */
+struct redis_str {
+    const char *p;
+    size_t len;
+};
+
+/* Returns a new handle in *out (free with redis_free()). Connects lazily:
+ * Redis need not be up yet. cfg must outlive the handle. */
+int redis_new(const struct config *cfg, struct redis **out, struct permitd_error *err);
+
+/* Frees r; call after every thread that used it has stopped. NULL is a no-op. */
+void redis_free(struct redis *r);
+
+/* Runs script with keys and args on this thread's connection and stores the
+ * integer array it returns in out[0..nout) (missing elements become 0).
+ * The call gives up at deadline_us (clock_now_us() scale) or after the
+ * configured Redis timeout, whichever is first. Returns PERMITD_OK;
+ * PERMITD_EUNAVAILABLE when Redis cannot be reached or does not answer in
+ * its configured timeout; PERMITD_EDEADLINE when the caller's deadline was
+ * the shorter and ran out; PERMITD_EINTERNAL for an error reply. */
+int redis_script_run(struct redis *r, enum redis_script script,
+                     const struct redis_str *keys, int nkeys,
+                     const struct redis_str *args, int nargs,
+                     int64_t deadline_us, long long *out, int nout,
+                     struct permitd_error *err);
+
+/* PING on this thread's connection, within deadline_us: 0 or an error as
+ * above. For health checks. */
+int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err);
+
+#endif

@@ -1,0 +1,284 @@
+// End-to-end: a stock Connect client (@connectrpc/connect-node, code generated
+// from proto/ by protoc-gen-es) talks to a real permitd backed by a real Redis.
+//
+// Environment (run.sh / ctest provide it):
+//   PERMITD_BIN              the permitd binary
+//   PERMITD_TEST_REDIS_URL   redis://127.0.0.1:PORT of a throw-away redis-server
+//   PERMITD_TEST_REDIS_PORT  the same port, for redis-cli
+//   PERMITD_E2E_GEN          directory holding the generated permit/v1/ratelimit_pb.js
+//
+// Policies are written straight into Redis in the documented layout:
+//   HSET <prefix>{<policy>}:policy name … apps … max_permits … rate … version … enabled …
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { pathToFileURL } from "node:url";
+
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+
+function requireEnv(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`acquire.test.mjs: environment variable ${name} is not set (run it through tests/e2e/run.sh under ctest)`);
+  return v;
+}
+
+const PERMITD_BIN = requireEnv("PERMITD_BIN");
+const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
+const REDIS_PORT = requireEnv("PERMITD_TEST_REDIS_PORT");
+const GEN_DIR = requireEnv("PERMITD_E2E_GEN");
+
+const { RateLimitService } = await import(
+  pathToFileURL(path.join(GEN_DIR, "permit", "v1", "ratelimit_pb.js")).href
+);
+assert.ok(RateLimitService, "generated code exports RateLimitService");
+
+const PREFIX = `e2e-${process.pid}:`;
+const APP = "e2e-app";
+const MAX = 5;
+
+// ---------------------------------------------------------------- helpers
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function putPolicy(name, { apps = "e2e-app,other-app", maxPermits = MAX, rate = "1" } = {}) {
+  const key = `${PREFIX}{${name}}:policy`;
+  const out = execFileSync(
+    "redis-cli",
+    ["-h", "127.0.0.1", "-p", String(REDIS_PORT), "HSET", key,
+      "name", name, "apps", apps, "max_permits", String(maxPermits),
+      "rate", String(rate), "version", "1", "enabled", "1"],
+    { encoding: "utf8" },
+  ).trim();
+  assert.match(out, /^\(integer\) \d+$|^\d+$/, `redis-cli HSET ${key} answered ${JSON.stringify(out)}`);
+}
+
+let server = null; // { child, port, output: string[], exit: Promise }
+let failed = false;
+
+function serverOutput() {
+  if (!server) return "(permitd not started)";
+  const text = server.output.join("");
+  const tail = text.length > 65536 ? "…" + text.slice(-65536) : text;
+  return tail || "(no output)";
+}
+
+// it() that remembers failures, so after() can print the server's output.
+function step(name, fn) {
+  it(name, async (t) => {
+    try {
+      await fn(t);
+    } catch (err) {
+      failed = true;
+      throw err;
+    }
+  });
+}
+
+async function startPermitd() {
+  const port = await freePort();
+  const args = ["--listen", `127.0.0.1:${port}`, "--redis-url", REDIS_URL, "--redis-prefix", PREFIX];
+  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const output = [];
+  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
+  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
+  let exited = null;
+  const exit = new Promise((resolve) => {
+    child.on("exit", (code, signal) => {
+      exited = { code, signal };
+      resolve(exited);
+    });
+    child.on("error", (err) => {
+      output.push(`spawn error: ${err.message}\n`);
+      exited = { code: null, signal: null, error: err };
+      resolve(exited);
+    });
+  });
+  server = { child, port, output, exit, args };
+
+  const url = `http://127.0.0.1:${port}/healthz`;
+  const deadline = Date.now() + 10_000;
+  let last = "no attempt";
+  while (Date.now() < deadline) {
+    if (exited) {
+      throw new Error(`permitd exited before becoming healthy (${JSON.stringify(exited)})\n` +
+        `command: ${PERMITD_BIN} ${args.join(" ")}\n--- permitd output ---\n${serverOutput()}`);
+    }
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      await res.arrayBuffer();
+      if (res.status === 200) return;
+      last = `HTTP ${res.status}`;
+    } catch (err) {
+      last = err.cause?.code ?? err.message;
+    }
+    await sleep(100);
+  }
+  throw new Error(`permitd did not answer 200 on ${url} within 10 s (last: ${last})\n` +
+    `command: ${PERMITD_BIN} ${args.join(" ")}\n--- permitd output ---\n${serverOutput()}`);
+}
+
+async function stopPermitd() {
+  if (!server) return null;
+  const { child, exit } = server;
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill("SIGTERM");
+    const res = await Promise.race([exit, sleep(5000, null, { ref: false })]);
+    if (res === null) {
+      child.kill("SIGKILL");
+      await exit;
+      return { timedOut: true };
+    }
+    return res;
+  }
+  return exit;
+}
+
+function makeClient(useBinaryFormat) {
+  const transport = createConnectTransport({
+    baseUrl: `http://127.0.0.1:${server.port}`,
+    httpVersion: "1.1",
+    useBinaryFormat,
+    defaultTimeoutMs: 5000,
+  });
+  return createClient(RateLimitService, transport);
+}
+
+// Calls client.acquire and returns [response, response headers].
+async function acquireWithHeaders(client, req) {
+  let headers = null;
+  const res = await client.acquire(req, { onHeader: (h) => { headers = h; } });
+  assert.ok(headers, "onHeader was called");
+  return [res, headers];
+}
+
+async function expectCode(promise, code, check) {
+  await assert.rejects(promise, (err) => {
+    assert.ok(err instanceof ConnectError, `expected a ConnectError, got ${err?.constructor?.name}: ${err}`);
+    assert.equal(err.code, code,
+      `expected Code.${Code[code]}, got Code.${Code[err.code]} (${err.rawMessage ?? err.message})`);
+    if (check) check(err);
+    return true;
+  });
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+before(async () => {
+  for (const mode of ["binary", "json"]) {
+    putPolicy(`e2e-${mode}`);
+    putPolicy(`e2e-keyed-${mode}`);
+  }
+  await startPermitd();
+});
+
+after(async () => {
+  const res = await stopPermitd();
+  if (res) process.stderr.write(`# permitd stopped on SIGTERM: ${JSON.stringify(res)}\n`);
+  if (failed) {
+    process.stderr.write(`\n--- permitd output (${PERMITD_BIN} ${server?.args.join(" ")}) ---\n` +
+      serverOutput() + "\n--- end of permitd output ---\n");
+  }
+});
+
+// ---------------------------------------------------------------- the tests
+
+for (const [mode, useBinaryFormat] of [["binary", true], ["json", false]]) {
+  describe(`Connect ${mode} (useBinaryFormat: ${useBinaryFormat})`, { timeout: 60_000 }, () => {
+    const policy = `e2e-${mode}`;
+    const keyed = `e2e-keyed-${mode}`;
+    let client;
+    const seen = {}; // headers and responses kept for the header-value checks
+
+    before(() => { client = makeClient(useBinaryFormat); });
+
+    step(`${MAX} acquires are allowed, the next is denied, Peek shows an empty bucket`, async () => {
+      for (let i = 1; i <= MAX; i++) {
+        const [res, headers] = await acquireWithHeaders(client, { bucket: policy, app: APP, permits: 1n });
+        const want = BigInt(MAX - i);
+        assert.equal(res.allowed, true, `acquire #${i}: allowed`);
+        assert.equal(res.remaining, want, `acquire #${i}: remaining`);
+        assert.equal(res.limit, BigInt(MAX), `acquire #${i}: limit`);
+        assert.equal(res.retryAfterMs, 0n, `acquire #${i}: retryAfterMs`);
+        if (i === 1) { seen.allowed = res; seen.allowedHeaders = headers; }
+      }
+
+      const [denied, deniedHeaders] = await acquireWithHeaders(client, { bucket: policy, app: APP, permits: 1n });
+      seen.denied = denied; seen.deniedHeaders = deniedHeaders;
+      assert.equal(denied.allowed, false, "acquire #6: allowed");
+      assert.equal(denied.remaining, 0n, "acquire #6: remaining");
+      assert.ok(denied.retryAfterMs > 0n && denied.retryAfterMs <= 1000n,
+        `acquire #6: 0 < retryAfterMs <= 1000, got ${denied.retryAfterMs}`);
+
+      const peek = await client.peek({ bucket: policy, app: APP });
+      assert.equal(peek.remaining, 0n, "peek: remaining");
+      assert.equal(peek.limit, BigInt(MAX), "peek: limit");
+      assert.ok(peek.resetAfterMs > 0n, `peek: resetAfterMs > 0, got ${peek.resetAfterMs}`);
+    });
+
+    step("an allowed Acquire carries RateLimit-Policy and RateLimit headers, a denied one Retry-After", () => {
+      assert.ok(seen.allowedHeaders && seen.deniedHeaders, "the burst step ran");
+      const a = seen.allowedHeaders;
+      assert.ok(a.has("ratelimit-policy"), `allowed reply has ratelimit-policy; headers: ${JSON.stringify([...a])}`);
+      assert.ok(a.has("ratelimit"), `allowed reply has ratelimit; headers: ${JSON.stringify([...a])}`);
+      const d = seen.deniedHeaders;
+      assert.ok(d.has("retry-after"), `denied reply has retry-after; headers: ${JSON.stringify([...d])}`);
+    });
+
+    // Values per DESIGN.md ("Wire protocol"); kept apart from the presence check above.
+    step("header values follow DESIGN.md (policy name, q=max, r=remaining, Retry-After in whole seconds rounded up)", () => {
+      assert.ok(seen.allowedHeaders && seen.deniedHeaders, "the burst step ran");
+      const rp = seen.allowedHeaders.get("ratelimit-policy") ?? "";
+      assert.match(rp, new RegExp(`^"${policy}";.*\\bq=${MAX}\\b`), `ratelimit-policy: ${rp}`);
+      const rl = seen.allowedHeaders.get("ratelimit") ?? "";
+      assert.match(rl, new RegExp(`^"${policy}";.*\\br=${seen.allowed.remaining}\\b`), `ratelimit: ${rl}`);
+      const ra = seen.deniedHeaders.get("retry-after") ?? "";
+      const wantSecs = (seen.denied.retryAfterMs + 999n) / 1000n;
+      assert.equal(ra, String(wantSecs), `retry-after (retryAfterMs=${seen.denied.retryAfterMs})`);
+    });
+
+    step("an unknown bucket is not_found", async () => {
+      await expectCode(client.acquire({ bucket: `e2e-nosuch-${mode}`, app: APP, permits: 1n }), Code.NotFound);
+    });
+
+    step("an app not in the policy's apps is permission_denied", async () => {
+      await expectCode(client.acquire({ bucket: policy, app: "intruder", permits: 1n }), Code.PermissionDenied);
+    });
+
+    step("permits > max_permits is out_of_range", async () => {
+      await expectCode(client.acquire({ bucket: policy, app: APP, permits: BigInt(MAX + 1) }), Code.OutOfRange);
+    });
+
+    step("a malformed bucket name is invalid_argument naming the field", async () => {
+      await expectCode(client.acquire({ bucket: "bad name!", app: APP, permits: 1n }), Code.InvalidArgument,
+        (err) => assert.match(err.rawMessage, /bucket/i, `message mentions bucket: ${JSON.stringify(err.rawMessage)}`));
+    });
+
+    step("keys user-1 and user-2 get independent buckets of their own", async () => {
+      for (const key of ["user-1", "user-2"]) {
+        for (let i = 1; i <= MAX; i++) {
+          const res = await client.acquire({ bucket: keyed, app: APP, key, permits: 1n });
+          assert.equal(res.allowed, true, `${key} acquire #${i}: allowed`);
+          assert.equal(res.remaining, BigInt(MAX - i), `${key} acquire #${i}: remaining`);
+          assert.equal(res.limit, BigInt(MAX), `${key} acquire #${i}: limit`);
+        }
+        const res = await client.acquire({ bucket: keyed, app: APP, key, permits: 1n });
+        assert.equal(res.allowed, false, `${key} acquire #${MAX + 1}: allowed`);
+        assert.equal(res.remaining, 0n, `${key} acquire #${MAX + 1}: remaining`);
+      }
+    });
+  });
+}
