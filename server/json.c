@@ -467,11 +467,12 @@ static int to_double(const json_t *v, double *out)
         *out = INFINITY;
     else if (strcmp(s, "-Infinity") == 0)
         *out = -INFINITY;
-    else if (number(s) && !isinf(*out = strtod(s, NULL)))
-        return 0;
+    else if (number(s))
+        *out = strtod(s, NULL);
     else
         return -1;
-    return 0;
+    /* "1e999" overflows to infinity: refused, like 1e999 unquoted */
+    return isinf(*out) && number(s) ? -1 : 0;
 }
 
 /* ---- decoding: values ---- */
@@ -916,19 +917,25 @@ static json_t *text(const char *s)
 }
 
 /* Fewest significant digits (%.Ng) that print x so it reads back as the
- * same value (the same float, when is_float). */
+ * same value (the same float, when is_float), and no fewer than its whole
+ * part has. */
 static int digits(double x, int is_float)
 {
     char buf[32];
     double back;
+    int p, whole = 1;
 
-    for (int p = 1; p < 17; p++) {
+    for (p = 1; p < 17; p++) {
         snprintf(buf, sizeof(buf), "%.*g", p, x);
         back = strtod(buf, NULL);
         if (is_float ? (float)back == (float)x : back == x)
-            return p;
+            break;
     }
-    return 17;
+    /* Below 1e17, enough for every digit before the point, so that 100
+     * prints as 100.0 rather than 1e2. */
+    for (double t = x < 0 ? -x : x; t >= 10 && t < 1e17; t /= 10)
+        whole++;
+    return p > whole ? p : whole;
 }
 
 /* A JSON number for a float or double, or the string proto3 JSON uses for
@@ -1067,7 +1074,42 @@ static json_t *enc_list(struct enc *e, const ProtobufCFieldDescriptor *f,
     return list;
 }
 
-/* A map field as a JSON object; keys are written as strings. */
+/* A map key, which JSON writes as a string whatever its type. */
+static json_t *enc_key(const ProtobufCFieldDescriptor *kf, const void *slot)
+{
+    char buf[32];
+
+    switch (kf->type) {
+    case PROTOBUF_C_TYPE_STRING:
+        return text(*(char *const *)slot);
+    case PROTOBUF_C_TYPE_BOOL:
+        return json_string(*(const protobuf_c_boolean *)slot ? "true" : "false");
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_SFIXED32:
+        snprintf(buf, sizeof(buf), "%" PRId32, *(const int32_t *)slot);
+        break;
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32:
+        snprintf(buf, sizeof(buf), "%" PRIu32, *(const uint32_t *)slot);
+        break;
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+        snprintf(buf, sizeof(buf), "%" PRId64, *(const int64_t *)slot);
+        break;
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
+        snprintf(buf, sizeof(buf), "%" PRIu64, *(const uint64_t *)slot);
+        break;
+    default:
+        return NULL;    /* protoc allows no other key type */
+    }
+    return json_string(buf);
+}
+
+/* A map field as a JSON object. Two entries with one key (possible in
+ * binary input) leave the last, as protobuf's own parsers do. */
 static json_t *enc_map(struct enc *e, const ProtobufCFieldDescriptor *f,
                        const ProtobufCMessage *msg)
 {
@@ -1076,8 +1118,6 @@ static json_t *enc_map(struct enc *e, const ProtobufCFieldDescriptor *f,
     size_t n = *(const size_t *)at(msg, f->quantifier_offset);
     ProtobufCMessage *const *entries = *(ProtobufCMessage **const *)at(msg, f->offset);
     json_t *obj = NULL, *key = NULL, *rv = NULL;
-    const void *slot;
-    char buf[32];
 
     obj = json_object();
     if (obj == NULL)
@@ -1085,17 +1125,7 @@ static json_t *enc_map(struct enc *e, const ProtobufCFieldDescriptor *f,
     for (size_t i = 0; i < n; i++) {
         if (entries[i] == NULL)
             continue;
-        slot = at(entries[i], kf->offset);
-        if (kf->type == PROTOBUF_C_TYPE_STRING) {
-            key = text(*(char *const *)slot);
-        } else if (kf->type == PROTOBUF_C_TYPE_BOOL) {
-            key = json_string(*(const protobuf_c_boolean *)slot ? "true" : "false");
-        } else {
-            /* an integer key: the JSON number text, quoted */
-            char *num = json_dumps(enc_value(e, kf, slot) , 0);
-            (void)num;
-            key = NULL;
-        }
+        key = enc_key(kf, at(entries[i], kf->offset));
         if (key == NULL)
             goto cleanup;
         if (json_object_set_new(obj, json_string_value(key),
@@ -1104,7 +1134,6 @@ static json_t *enc_map(struct enc *e, const ProtobufCFieldDescriptor *f,
         json_decref(key);
         key = NULL;
     }
-    (void)buf;
     rv = obj;
     obj = NULL;
 cleanup:

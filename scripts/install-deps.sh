@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what building, running and testing permitd needs on Debian 12,
+# and nothing that is already there.
+#
+#   scripts/install-deps.sh run    build + run (compiler, libraries, redis)
+#   scripts/install-deps.sh test   also what the tests need (python3, node)
+#
+# Runs apt-get only when a package is missing, as root or through sudo.
+set -euo pipefail
+
+what=${1:-test}
+
+pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
+      libmicrohttpd-dev libhiredis-dev libjansson-dev zlib1g-dev
+      redis-server redis-tools curl ca-certificates)
+if [ "$what" = test ]; then
+    pkgs+=(python3)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js: any node >= 18 will do; install Debian's only when there is none.
+if [ "$what" = test ] && ! command -v node >/dev/null 2>&1; then
+    missing+=(nodejs npm)
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || {
+        echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+        exit 1
+    }
+    sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# Debian starts services on install; permitd runs its own servers, so keep
+# the packaged ones from starting (and from holding their default ports).
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+    $sudo chmod +x "$policy"
+    trap '$sudo rm -f "$policy"' EXIT
+fi
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Runs permitd locally: installs what is missing, builds a release binary,
+# starts a Redis under .local/ (data kept between runs), puts an example
+# policy in it if there is none, and serves until Ctrl-C, which stops
+# everything it started.
+#
+# Environment (defaults in brackets):
+#   PERMITD_LISTEN          API listener             [127.0.0.1:8080]
+#   PERMITD_RUN_REDIS_PORT  the local Redis's port   [6390]
+#   PERMITD_RUN_DIR         where local data lives   [.local]
+# Any other PERMITD_* setting (see `permitd --help`) is passed through.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build/release
+data=${PERMITD_RUN_DIR:-$root/.local}
+redis_port=${PERMITD_RUN_REDIS_PORT:-6390}
+export PERMITD_LISTEN=${PERMITD_LISTEN:-127.0.0.1:8080}
+export PERMITD_REDIS_URL=redis://127.0.0.1:$redis_port
+prefix=${PERMITD_REDIS_PREFIX:-permitd:}
+
+"$root/scripts/install-deps.sh" run
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)"
+
+mkdir -p "$data/redis"
+redis_pid=""
+permitd_pid=""
+stop() {
+    trap - INT TERM EXIT
+    [ -n "$permitd_pid" ] && kill -TERM "$permitd_pid" 2>/dev/null && wait "$permitd_pid" 2>/dev/null
+    if [ -n "$redis_pid" ]; then
+        redis-cli -p "$redis_port" shutdown save >/dev/null 2>&1 || kill "$redis_pid" 2>/dev/null || true
+    fi
+    echo "run.sh: stopped"
+}
+trap stop INT TERM EXIT
+
+if redis-cli -p "$redis_port" ping >/dev/null 2>&1; then
+    echo "run.sh: port $redis_port already answers PING; set PERMITD_RUN_REDIS_PORT to use another" >&2
+    exit 1
+fi
+redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$data/redis" \
+    --save 60 1 --appendonly yes --logfile "$data/redis/redis.log" \
+    --daemonize no < /dev/null > /dev/null 2>&1 &
+redis_pid=$!
+for _ in $(seq 1 100); do
+    redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+    sleep 0.05
+done
+redis-cli -p "$redis_port" ping >/dev/null || { echo "run.sh: redis did not start, see $data/redis/redis.log" >&2; exit 1; }
+
+policy="${prefix}{example}:policy"
+if [ "$(redis-cli -p "$redis_port" exists "$policy")" = 0 ]; then
+    redis-cli -p "$redis_port" hset "$policy" name example apps '*' max_permits 10 \
+        rate 1 version 1 enabled 1 >/dev/null
+    echo "run.sh: added policy \"example\": 10 permits, 1 more per second, any app"
+fi
+
+"$build/server/permitd" &
+permitd_pid=$!
+for _ in $(seq 1 100); do
+    curl -sf "http://$PERMITD_LISTEN/healthz" >/dev/null 2>&1 && break
+    kill -0 "$permitd_pid" 2>/dev/null || { echo "run.sh: permitd exited" >&2; exit 1; }
+    sleep 0.05
+done
+
+cat <<MSG
+
+permitd is serving:
+  API     http://$PERMITD_LISTEN  (Connect: /permit.v1.RateLimitService/Acquire, /Peek)
+  Redis   127.0.0.1:$redis_port, data in $data/redis
+
+Acquire a permit:
+  curl -s -H 'Content-Type: application/json' \\
+       -d '{"bucket":"example","app":"demo","permits":1}' \\
+       http://$PERMITD_LISTEN/permit.v1.RateLimitService/Acquire
+
+Ctrl-C stops permitd and Redis.
+MSG
+wait "$permitd_pid"

@@ -1,0 +1,381 @@
+"""Shared plumbing for permitd's integration tests.
+
+Everything here talks to real processes: the redis-server the `stack`
+fixture started (tests/stack/stack.sh, address in $PERMITD_STACK_DIR/env),
+private redis-servers for tests that kill or stop Redis, and permitd
+binaries started on free ports. No mocks.
+
+  Redis      a minimal RESP client (the tests need a handful of commands)
+  Permitd    one permitd process: start, wait for /healthz, stop, logs
+  Http       keep-alive HTTP/1.1 client with Connect helpers
+  pb_*       protobuf binary encode/decode for the permit.v1 messages
+"""
+import gzip
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import http.client
+import unittest
+
+SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PERMITD_BIN = os.environ.get("PERMITD_BIN", os.path.join(SOURCE_DIR, "build", "server", "permitd"))
+STACK_DIR = os.environ.get("PERMITD_STACK_DIR", "")
+
+
+def stack_env():
+    """The stack fixture's env file as a dict."""
+    env = {}
+    path = os.path.join(STACK_DIR, "env")
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                k, v = line.split("=", 1)
+                env[k] = v
+    return env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def unique(prefix="t"):
+    """A name no other test (or earlier run on the same Redis) uses."""
+    unique.n += 1
+    return "%s-%d-%d-%d" % (prefix, os.getpid(), int(time.time() * 1000) % 100000000, unique.n)
+
+
+unique.n = 0
+
+
+# ---------------------------------------------------------------- Redis
+
+class RedisError(Exception):
+    pass
+
+
+class Redis:
+    """Blocking RESP2 client: enough for HSET/GET/TIME/CLIENT LIST/..."""
+
+    def __init__(self, port=None, host="127.0.0.1", unix=None):
+        if port is None and unix is None:
+            port = int(stack_env()["PERMITD_TEST_REDIS_PORT"])
+        self.port = port
+        if unix:
+            self.sock = socket.socket(socket.AF_UNIX)
+            self.sock.connect(unix)
+        else:
+            self.sock = socket.create_connection((host, port), timeout=10)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RedisError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n).decode("utf-8", "replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise RedisError("bad reply %r" % line)
+
+    def __call__(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.sock.sendall(out)
+        return self._reply()
+
+    def time_us(self):
+        sec, usec = self("TIME")
+        return int(sec) * 1000000 + int(usec)
+
+
+def put_policy(redis, name, apps="app", max_permits=10, rate=1, prefix="permitd:", **extra):
+    """Writes a policy hash in the documented layout (README: Redis layout)."""
+    fields = {"name": name, "apps": apps, "max_permits": max_permits, "rate": rate,
+              "version": 1, "enabled": 1}
+    fields.update(extra)
+    args = []
+    for k, v in fields.items():
+        args += [k, v]
+    redis("DEL", "%s{%s}:policy" % (prefix, name))
+    redis("HSET", "%s{%s}:policy" % (prefix, name), *args)
+
+
+def state_key(name, key="", prefix="permitd:"):
+    return "%s{%s}:%s" % (prefix, name, "k:" + key if key else "b")
+
+
+class PrivateRedis:
+    """A redis-server of one test's own (for kill/stop/restart tests)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="permitd-redis-")
+        self.port = None
+        self.start()
+
+    def start(self):
+        out = subprocess.run([os.path.join(SOURCE_DIR, "tests", "stack", "redis.sh"), "start",
+                              self.dir] + ([str(self.port)] if self.port else []),
+                             check=True, capture_output=True, text=True).stdout
+        env = dict(l.split("=", 1) for l in out.split())
+        self.port = int(env["PERMITD_TEST_REDIS_PORT"])
+        self.socket = env["PERMITD_TEST_REDIS_SOCKET"]
+        self.url = env["PERMITD_TEST_REDIS_URL"]
+
+    def stop(self):
+        subprocess.run([os.path.join(SOURCE_DIR, "tests", "stack", "redis.sh"), "stop", self.dir],
+                       check=True, capture_output=True)
+
+    def pid(self):
+        with open(os.path.join(self.dir, "redis.pid")) as f:
+            return int(f.read())
+
+    def client(self):
+        return Redis(self.port)
+
+
+# ---------------------------------------------------------------- permitd
+
+class Permitd:
+    """One permitd process on a free port. Use as a context manager."""
+
+    def __init__(self, redis_url=None, prefix="permitd:", args=(), env=None, port=None):
+        self.port = port or free_port()
+        self.redis_url = redis_url or stack_env()["PERMITD_TEST_REDIS_URL"]
+        self.log = tempfile.NamedTemporaryFile(prefix="permitd-", suffix=".log", delete=False)
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        self.argv = [PERMITD_BIN, "--listen", "127.0.0.1:%d" % self.port,
+                     "--redis-url", self.redis_url, "--redis-prefix", prefix] + list(args)
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=full_env)
+        self.wait_healthy()
+
+    def wait_healthy(self, timeout=15):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("permitd exited with %s:\n%s" % (self.proc.returncode, self.output()))
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+                c.request("GET", "/healthz")
+                if c.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("permitd did not become healthy:\n" + self.output())
+
+    def output(self):
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError("permitd did not stop on %s:\n%s" % (sig, self.output()))
+        return self.proc.returncode
+
+    def rss_kb(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def http(self):
+        return Http(self.port)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        code = self.stop()
+        if exc[0] is None and code != 0:
+            raise RuntimeError("permitd exited with %d:\n%s" % (code, self.output()))
+        if exc[0] is not None:
+            sys.stderr.write("---- permitd log ----\n" + self.output() + "\n")
+
+
+# ---------------------------------------------------------------- HTTP
+
+class Reply:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = {k.lower(): v for k, v in headers}
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return "Reply(%d, %r, %r)" % (self.status, self.headers, self.body[:300])
+
+
+class Http:
+    """A keep-alive connection to one permitd."""
+
+    def __init__(self, port):
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def request(self, method, path, body=None, headers=None):
+        try:
+            self.conn.request(method, path, body=body, headers=headers or {})
+            r = self.conn.getresponse()
+        except (http.client.HTTPException, OSError):
+            # The server may close a connection after an error reply.
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            self.conn.request(method, path, body=body, headers=headers or {})
+            r = self.conn.getresponse()
+        return Reply(r.status, r.getheaders(), r.read())
+
+    def rpc_json(self, method, msg, headers=None, service="permit.v1.RateLimitService"):
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        return self.request("POST", "/%s/%s" % (service, method), json.dumps(msg).encode(), h)
+
+    def rpc_proto(self, method, body, headers=None, service="permit.v1.RateLimitService"):
+        h = {"Content-Type": "application/proto"}
+        h.update(headers or {})
+        return self.request("POST", "/%s/%s" % (service, method), body, h)
+
+    def acquire(self, bucket, app="app", key="", permits=None, headers=None):
+        msg = {"bucket": bucket, "app": app}
+        if key:
+            msg["key"] = key
+        if permits is not None:
+            msg["permits"] = permits
+        return self.rpc_json("Acquire", msg, headers)
+
+    def peek(self, bucket, app="app", key=""):
+        msg = {"bucket": bucket, "app": app}
+        if key:
+            msg["key"] = key
+        return self.rpc_json("Peek", msg)
+
+    def close(self):
+        self.conn.close()
+
+
+def gz(data):
+    return gzip.compress(data)
+
+
+# ---------------------------------------------------------------- protobuf
+
+def _varint(v):
+    if v < 0:
+        v += 1 << 64
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_encode(fields):
+    """fields: list of (number, value); str -> length-delimited, int/bool -> varint."""
+    out = b""
+    for num, v in fields:
+        if isinstance(v, (bytes, str)):
+            b = v.encode() if isinstance(v, str) else v
+            out += _varint(num << 3 | 2) + _varint(len(b)) + b
+        else:
+            out += _varint(num << 3) + _varint(int(v))
+    return out
+
+
+def pb_decode(data):
+    """Returns {field number: value} for varint and length-delimited fields."""
+    out, i = {}, 0
+    while i < len(data):
+        key, shift = 0, 0
+        while True:
+            b = data[i]; i += 1
+            key |= (b & 0x7F) << shift; shift += 7
+            if not b & 0x80:
+                break
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, shift = 0, 0
+            while True:
+                b = data[i]; i += 1
+                v |= (b & 0x7F) << shift; shift += 7
+                if not b & 0x80:
+                    break
+            if v >= 1 << 63:
+                v -= 1 << 64
+            out[num] = v
+        elif wt == 2:
+            n, shift = 0, 0
+            while True:
+                b = data[i]; i += 1
+                n |= (b & 0x7F) << shift; shift += 7
+                if not b & 0x80:
+                    break
+            out[num] = data[i:i + n]; i += n
+        else:
+            raise ValueError("wire type %d" % wt)
+    return out
+
+
+ACQUIRE_RESPONSE = {1: "allowed", 2: "remaining", 3: "limit", 4: "retry_after_ms", 5: "reset_after_ms"}
+PEEK_RESPONSE = {1: "remaining", 2: "limit", 3: "reset_after_ms"}
+
+
+def pb_named(data, names):
+    """Decodes and names fields; absent fields read as their proto3 default 0."""
+    raw = pb_decode(data)
+    return {name: raw.get(num, 0) for num, name in names.items()}
+
+
+def main():
+    unittest.main(verbosity=2)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The throw-away servers the integration and e2e tests run against.
+#
+#   tests/stack/stack.sh up DIR     start redis-server under DIR, write DIR/env
+#   tests/stack/stack.sh down DIR   stop what `up` started (DIR is kept for logs)
+#
+# DIR/env holds shell assignments the tests read:
+#   PERMITD_TEST_REDIS_HOST, PERMITD_TEST_REDIS_PORT, PERMITD_TEST_REDIS_URL,
+#   PERMITD_TEST_REDIS_SOCKET
+# Servers run daemonized with their output in DIR/*.log: a server that
+# inherited ctest's stdout would keep ctest waiting forever.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cmd=${1:-}
+dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 up|down DIR" >&2; exit 2; }
+
+case "$cmd" in
+up)
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    "$here/redis.sh" stop "$dir/redis" 2>/dev/null || true
+    "$here/redis.sh" start "$dir/redis" > "$dir/env.redis"
+    cat "$dir/env.redis" > "$dir/env"
+    echo "stack up in $dir:"
+    sed 's/^/  /' "$dir/env"
+    ;;
+down)
+    "$here/redis.sh" stop "$dir/redis"
+    echo "stack down ($dir)"
+    ;;
+*)
+    echo "usage: $0 up|down DIR" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,187 @@
+/*
+ * test_config.c - the settings table: defaults, env, flags, and errors that
+ * name the setting and the value.
+ */
+#include <stdlib.h>
+
+#include "config.h"
+#include "test.h"
+
+static int load(struct config *cfg, struct permitd_error *err, int argc, const char **argv)
+{
+    FILE *out = fopen("/dev/null", "w");
+    int rc = config_load(cfg, argc, (char **)argv, out, err);
+    fclose(out);
+    return rc;
+}
+
+static void clear_env(void)
+{
+    unsetenv("PERMITD_LISTEN");
+    unsetenv("PERMITD_THREADS");
+    unsetenv("PERMITD_REDIS_URL");
+    unsetenv("PERMITD_REDIS_PREFIX");
+    unsetenv("PERMITD_LOG_LEVEL");
+}
+
+static void test_config_defaults(void)
+{
+    struct config cfg;
+    struct permitd_error err;
+    const char *argv[] = {"permitd"};
+
+    clear_env();
+    CHECK_INT(load(&cfg, &err, 1, argv), PERMITD_OK);
+    CHECK_STR(cfg.listen_host, "127.0.0.1");
+    CHECK_INT(cfg.listen_port, 8080);
+    CHECK_STR(cfg.redis_host, "127.0.0.1");
+    CHECK_INT(cfg.redis_port, 6379);
+    CHECK_STR(cfg.redis_prefix, "permitd:");
+    CHECK_INT(cfg.redis_timeout_ms, 50);
+    CHECK_INT(cfg.max_body_bytes, 65536);
+    CHECK(cfg.threads >= 1);
+}
+
+static void test_config_env_then_flags(void)
+{
+    struct config cfg;
+    struct permitd_error err;
+    const char *argv[] = {"permitd", "--threads", "7", "--listen=0.0.0.0:9000"};
+
+    clear_env();
+    setenv("PERMITD_THREADS", "3", 1);
+    setenv("PERMITD_LISTEN", "127.0.0.1:7000", 1);
+    setenv("PERMITD_REDIS_PREFIX", "rl:", 1);
+    CHECK_INT(load(&cfg, &err, 4, argv), PERMITD_OK);
+    CHECK_INT(cfg.threads, 7);                 /* flag wins */
+    CHECK_INT(cfg.listen_port, 9000);
+    CHECK_STR(cfg.listen_host, "0.0.0.0");
+    CHECK_STR(cfg.redis_prefix, "rl:");        /* env applies */
+    clear_env();
+}
+
+static void test_config_bad_values_name_setting_and_value(void)
+{
+    struct config cfg;
+    struct permitd_error err;
+
+    clear_env();
+    setenv("PERMITD_THREADS", "abc", 1);
+    const char *a0[] = {"permitd"};
+    CHECK_INT(load(&cfg, &err, 1, a0), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "PERMITD_THREADS");
+    CHECK_CONTAINS(err.message, "\"abc\"");
+    clear_env();
+
+    const char *a1[] = {"permitd", "--threads", "0"};
+    CHECK_INT(load(&cfg, &err, 3, a1), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "--threads");
+    CHECK_CONTAINS(err.message, "\"0\"");
+
+    const char *a2[] = {"permitd", "--listen", "nonsense"};
+    CHECK_INT(load(&cfg, &err, 3, a2), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "--listen");
+    CHECK_CONTAINS(err.message, "nonsense");
+
+    const char *a3[] = {"permitd", "--redis-url", "http://x"};
+    CHECK_INT(load(&cfg, &err, 3, a3), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "--redis-url");
+    CHECK_CONTAINS(err.message, "http://x");
+
+    const char *a4[] = {"permitd", "--log-level", "loud"};
+    CHECK_INT(load(&cfg, &err, 3, a4), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "loud");
+
+    const char *a5[] = {"permitd", "--nope"};
+    CHECK_INT(load(&cfg, &err, 2, a5), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "--nope");
+
+    const char *a6[] = {"permitd", "--redis-prefix", "a{b"};
+    CHECK_INT(load(&cfg, &err, 3, a6), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "a{b");
+
+    const char *a7[] = {"permitd", "--threads"};
+    CHECK_INT(load(&cfg, &err, 2, a7), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "needs a value");
+}
+
+static void test_config_help_and_version(void)
+{
+    struct config cfg;
+    struct permitd_error err;
+    const char *a[] = {"permitd", "--help"};
+    const char *b[] = {"permitd", "--version"};
+
+    clear_env();
+    CHECK_INT(load(&cfg, &err, 2, a), 1);
+    CHECK_INT(load(&cfg, &err, 2, b), 1);
+}
+
+static void test_config_redis_urls(void)
+{
+    struct config cfg;
+    struct permitd_error err;
+
+    memset(&cfg, 0, sizeof(cfg));
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://db.example:6380/2", &err), PERMITD_OK);
+    CHECK_STR(cfg.redis_host, "db.example");
+    CHECK_INT(cfg.redis_port, 6380);
+    CHECK_INT(cfg.redis_db, 2);
+
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://:s3cret@h", &err), PERMITD_OK);
+    CHECK_STR(cfg.redis_password, "s3cret");
+    CHECK_STR(cfg.redis_user, "");
+    CHECK_INT(cfg.redis_port, 6379);
+
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://alice:pw@h:1/0", &err), PERMITD_OK);
+    CHECK_STR(cfg.redis_user, "alice");
+    CHECK_STR(cfg.redis_password, "pw");
+
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://[::1]:7000", &err), PERMITD_OK);
+    CHECK_STR(cfg.redis_host, "::1");
+    CHECK_INT(cfg.redis_port, 7000);
+
+    CHECK_INT(config_parse_redis_url(&cfg, "unix:///run/redis.sock?db=4", &err), PERMITD_OK);
+    CHECK_STR(cfg.redis_socket, "/run/redis.sock");
+    CHECK_INT(cfg.redis_db, 4);
+
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://h:99999", &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "99999");
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://h/x", &err), PERMITD_EINVAL);
+    CHECK_INT(config_parse_redis_url(&cfg, "unix://relative.sock", &err), PERMITD_EINVAL);
+
+    /* The password never appears in an error or in the masked URL. */
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://:hunter2@h:0", &err), PERMITD_EINVAL);
+    CHECK(strstr(err.message, "hunter2") == NULL);
+    char masked[300];
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://:hunter2@h:1", &err), PERMITD_OK);
+    config_redis_url_masked(&cfg, masked, sizeof(masked));
+    CHECK(strstr(masked, "hunter2") == NULL);
+    CHECK_CONTAINS(masked, "***");
+}
+
+static void test_config_listen_forms(void)
+{
+    char host[64];
+    int port;
+    struct permitd_error err;
+
+    CHECK_INT(config_parse_listen("[::1]:80", host, sizeof(host), &port, &err), PERMITD_OK);
+    CHECK_STR(host, "::1");
+    CHECK_INT(port, 80);
+    CHECK_INT(config_parse_listen(":8080", host, sizeof(host), &port, &err), PERMITD_OK);
+    CHECK_STR(host, "");
+    CHECK_INT(config_parse_listen("h:65536", host, sizeof(host), &port, &err), PERMITD_EINVAL);
+    CHECK_INT(config_parse_listen("h:", host, sizeof(host), &port, &err), PERMITD_EINVAL);
+}
+
+int main(void)
+{
+    TEST_RUN(test_config_defaults);
+    TEST_RUN(test_config_env_then_flags);
+    TEST_RUN(test_config_bad_values_name_setting_and_value);
+    TEST_RUN(test_config_help_and_version);
+    TEST_RUN(test_config_redis_urls);
+    TEST_RUN(test_config_listen_forms);
+    return TEST_REPORT();
+}
