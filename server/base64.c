@@ -22,12 +22,15 @@ long base64_decode(const char *in, size_t len, unsigned char *out)
     int bits = 0;
     size_t o = 0;
 
-    /* Padding may only close the text: at most two '=', nothing after. */
-    if (len > 0 && in[len - 1] == '=')
+    size_t pad = 0;
+
+    /* Padding may only close the text, at most two '=', and when there is
+     * any it must complete the last group of four. */
+    while (pad < 2 && len > 0 && in[len - 1] == '=') {
         len--;
-    if (len > 0 && in[len - 1] == '=')
-        len--;
-    if (len % 4 == 1)
+        pad++;
+    }
+    if ((pad > 0 && (len + pad) % 4 != 0) || len % 4 == 1)
         return -1;
     for (size_t i = 0; i < len; i++) {
         int v = value((unsigned char)in[i]);

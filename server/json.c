@@ -36,6 +36,8 @@
 
 #include <jansson.h>
 
+#include "base64.h"
+
 #include "json.h"
 
 /* scalar() result for a value that is dropped, not an error: an unknown
@@ -60,6 +62,7 @@ static json_t *enc_message(struct enc *e, const ProtobufCMessage *msg);
 
 /* ---- descriptors ---- */
 
+/* The member at a descriptor's offset (or quantifier_offset) in a message. */
 static void *at(const void *base, unsigned offset)
 {
     return (char *)base + offset;
@@ -194,88 +197,62 @@ static ProtobufCMessage *fresh(const ProtobufCMessageDescriptor *desc)
     return msg;
 }
 
-/* ---- base64 (RFC 4648) ---- */
+/* ---- UTF-8 ---- */
 
-/* Value of a digit of either alphabet (standard +/ or URL-safe -_), or -1. */
-static int sextet(char c)
+/* Length of the well-formed UTF-8 character at s (RFC 3629: no overlong
+ * forms, surrogates or code points past U+10FFFF), or 0. */
+static size_t utf8_len(const unsigned char *s)
 {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
+    unsigned char lo = 0x80, hi = 0xbf;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        if (s[0] == 0xe0)
+            lo = 0xa0;
+        if (s[0] == 0xed)
+            hi = 0x9f;
+        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
+    }
+    if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        if (s[0] == 0xf0)
+            lo = 0x90;
+        if (s[0] == 0xf4)
+            hi = 0x8f;
+        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80
+               && (s[3] & 0xc0) == 0x80 ? 4 : 0;
+    }
+    return 0;
 }
 
-/* Decodes base64 s[0, n) into out (NULL to only measure) and sets *len.
- * Either alphabet is accepted, padded or not, since proto3 JSON allows
- * both; padding, when there is any, must complete the last quantum.
- * Returns 0, or -1 when s is not base64. */
-static int unbase64(const char *s, size_t n, uint8_t *out, size_t *len)
+/* Replaces, in place, each byte of s that does not belong to well-formed
+ * UTF-8 with '?'. */
+static void tidy(char *s)
 {
-    size_t pad = 0, o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
+    size_t k;
 
-    while (pad < 2 && n > 0 && s[n - 1] == '=') {
-        n--;
-        pad++;
-    }
-    if ((pad > 0 && (n + pad) % 4 != 0) || n % 4 == 1)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        int v = sextet(s[i]);
-
-        if (v < 0)
-            return -1;
-        acc = (acc << 6 | (uint32_t)v) & 0xffffff;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (out != NULL)
-                out[o] = (uint8_t)(acc >> bits);
-            o++;
+    for (unsigned char *p = (unsigned char *)s; *p != '\0'; p += k) {
+        k = utf8_len(p);
+        if (k == 0) {
+            *p = '?';
+            k = 1;
         }
     }
-    *len = o;
-    return 0;
 }
 
 /* Encodes p[0, n) as padded standard base64: a new JSON string. */
 static json_t *base64(const uint8_t *p, size_t n)
 {
-    static const char digit[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    char *out = malloc(base64_encoded_len(n) + 1);
     json_t *v;
-    size_t i;
+    size_t len;
 
     if (out == NULL)
         return NULL;
-    for (i = 0; i + 3 <= n; i += 3) {
-        uint32_t q = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-
-        *o++ = digit[q >> 18 & 63];
-        *o++ = digit[q >> 12 & 63];
-        *o++ = digit[q >> 6 & 63];
-        *o++ = digit[q & 63];
-    }
-    if (i < n) {
-        uint32_t q = (uint32_t)p[i] << 16
-                     | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-
-        *o++ = digit[q >> 18 & 63];
-        *o++ = digit[q >> 12 & 63];
-        *o++ = i + 1 < n ? digit[q >> 6 & 63] : '=';
-        *o++ = '=';
-    }
-    *o = '\0';
-    v = json_stringn(out, (size_t)(o - out));
+    len = base64_encode(p, n, out);
+    v = json_stringn(out, len);
     free(out);
     return v;
 }
@@ -317,8 +294,8 @@ __attribute__((format(printf, 3, 4)))
 static int bad(struct dec *d, const json_t *v, const char *fmt, ...)
 {
     char what[200];
-    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT
-                               | JSON_ENSURE_ASCII);
+    char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT
+                                | JSON_ENSURE_ASCII);
     va_list ap;
     int rc;
 
@@ -326,10 +303,10 @@ static int bad(struct dec *d, const json_t *v, const char *fmt, ...)
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
     rc = permitd_error_set(d->err, PERMITD_EINVAL, "field \"%s\": %.64s%s %s",
-                           d->path, text != NULL ? text : "value",
-                           text != NULL && strlen(text) > 64 ? "..." : "",
+                           d->path, shown != NULL ? shown : "value",
+                           shown != NULL && strlen(shown) > 64 ? "..." : "",
                            what);
-    free(text);
+    free(shown);
     return rc;
 }
 
@@ -503,19 +480,24 @@ static int dec_enum(struct dec *d, const ProtobufCEnumDescriptor *ed,
 static int dec_bytes(struct dec *d, const json_t *v, ProtobufCBinaryData *slot)
 {
     const char *s = json_string_value(v);
-    size_t n = json_string_length(v), len;
-    uint8_t *data = NULL;
+    size_t n = json_string_length(v);
+    uint8_t *data;
+    long len;
 
-    if (!json_is_string(v) || unbase64(s, n, NULL, &len) < 0)
+    if (!json_is_string(v))
         return bad(d, v, "is not base64");
-    if (len > 0) {
-        data = malloc(len);
-        if (data == NULL)
-            return oom(d);
-        unbase64(s, n, data, &len);
+    data = malloc(base64_decoded_max(n) + 1);
+    if (data == NULL)
+        return oom(d);
+    len = base64_decode(s, n, data);
+    if (len <= 0) {
+        free(data);
+        if (len < 0)
+            return bad(d, v, "is not base64");
+        data = NULL;
     }
     slot->data = data;
-    slot->len = len;
+    slot->len = len < 0 ? 0 : (size_t)len;
     return 0;
 }
 
@@ -820,12 +802,16 @@ int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
     root = json_loadb(text != NULL ? text : "", text != NULL ? len : 0,
                       JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (root == NULL) {
-        if (json_error_code(&jerr) == json_error_out_of_memory)
+        if (json_error_code(&jerr) == json_error_out_of_memory) {
             rc = oom(&d);
-        else
-            rc = permitd_error_set(err, PERMITD_EINVAL,
-                                   "invalid JSON at line %d, column %d: %s",
-                                   jerr.line, jerr.column, jerr.text);
+            goto cleanup;
+        }
+        /* jansson quotes the text near the error, cut to its buffer, and
+         * the client will get this message back as JSON */
+        tidy(jerr.text);
+        rc = permitd_error_set(err, PERMITD_EINVAL,
+                               "invalid JSON at line %d, column %d: %s",
+                               jerr.line, jerr.column, jerr.text);
         goto cleanup;
     }
     if (!json_is_object(root)) {
@@ -852,36 +838,8 @@ cleanup:
 
 /* ---- encoding ---- */
 
-/* Length of the well-formed UTF-8 character at s (RFC 3629: no overlong
- * forms, surrogates or code points past U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned char lo = 0x80, hi = 0xbf;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        if (s[0] == 0xe0)
-            lo = 0xa0;
-        if (s[0] == 0xed)
-            hi = 0x9f;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
-    }
-    if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        if (s[0] == 0xf0)
-            lo = 0x90;
-        if (s[0] == 0xf4)
-            hi = 0x8f;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80
-               && (s[3] & 0xc0) == 0x80 ? 4 : 0;
-    }
-    return 0;
-}
-
 /* A JSON string for a C string. protobuf-c's binary decoder does not check
- * UTF-8 but jansson refuses anything else, so a string that arrived as
+ * UTF-8 but jansson takes nothing else, so a string that arrived as
  * application/proto gets each bad byte replaced by U+FFFD rather than
  * failing the whole reply. */
 static json_t *text(const char *s)
@@ -893,9 +851,13 @@ static json_t *text(const char *s)
 
     if (s == NULL)
         s = "";
-    v = json_string(s);
-    if (v != NULL)
-        return v;
+    for (p = (const unsigned char *)s; *p != '\0'; p += k) {
+        k = utf8_len(p);
+        if (k == 0)
+            break;
+    }
+    if (*p == '\0')    /* checked here, so jansson need not check again */
+        return json_string_nocheck(s);
     fixed = malloc(3 * strlen(s) + 1);
     if (fixed == NULL)
         return NULL;
@@ -911,7 +873,7 @@ static json_t *text(const char *s)
         }
     }
     *o = '\0';
-    v = json_string(fixed);
+    v = json_string_nocheck(fixed);
     free(fixed);
     return v;
 }
@@ -1198,6 +1160,40 @@ char *json_encode(const ProtobufCMessage *msg, size_t *len)
     if (root == NULL)
         goto cleanup;
     out = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(e.digits));
+    if (out != NULL && len != NULL)
+        *len = strlen(out);
+cleanup:
+    json_decref(root);
+    return out;
+}
+
+char *json_encode_error(const char *code, const char *message, size_t *len)
+{
+    json_t *root = json_object();
+    char *out = NULL;
+
+    if (root == NULL)
+        return NULL;
+    if (json_object_set_new(root, "code", json_string(code)) != 0)
+        goto cleanup;
+    /* json_string() refuses invalid UTF-8; a message cut mid-character or
+     * quoting raw client bytes must still produce a body. */
+    if (message != NULL && message[0] != '\0') {
+        json_t *m = json_string(message);
+        if (m == NULL) {
+            char *clean = strdup(message);
+            if (clean == NULL)
+                goto cleanup;
+            for (unsigned char *c = (unsigned char *)clean; *c; c++)
+                if (*c >= 0x80)
+                    *c = '?';
+            m = json_string(clean);
+            free(clean);
+        }
+        if (m == NULL || json_object_set_new(root, "message", m) != 0)
+            goto cleanup;
+    }
+    out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (out != NULL && len != NULL)
         *len = strlen(out);
 cleanup:

@@ -8,6 +8,10 @@
  * 64-bit integers as strings (numbers accepted), enums by name (numbers
  * accepted), bytes as base64, `null` meaning the default, unknown fields
  * refused unless the caller asks to ignore them.
+ *
+ * Not supported: the well-known types' special forms (Timestamp, Duration,
+ * wrappers, Any) and custom json_name options (protobuf-c does not keep
+ * them; names are derived with protoc's rule).
  */
 #ifndef PERMITD_JSON_H
 #define PERMITD_JSON_H
@@ -18,13 +22,14 @@
 #include "status.h"
 
 enum {
-    JSON_IGNORE_UNKNOWN = 1 << 0,   /* skip unknown fields instead of failing */
+    JSON_IGNORE_UNKNOWN = 1 << 0,   /* skip unknown fields and enum names */
 };
 
 /* Decodes len bytes of JSON text into a new message of type desc.
  * On success returns PERMITD_OK and *out, to be freed with
  * protobuf_c_message_free_unpacked(*out, NULL). On failure returns
- * PERMITD_EINVAL with err->message naming the field and the bad value
+ * PERMITD_EINVAL (PERMITD_EINTERNAL when out of memory) with err->message
+ * naming the field and the bad value
  * (e.g. `field "permits": "abc" is not a 64-bit integer`); *out is NULL.
  * The text need not be NUL-terminated. */
 int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
@@ -38,10 +43,7 @@ char *json_encode(const ProtobufCMessage *msg, size_t *len);
 
 #endif
 
-#ifndef PERMITD_JSON_ERROR_DECLARED
-#define PERMITD_JSON_ERROR_DECLARED
 /* Encodes the Connect error body {"code":code,"message":message} (message
  * omitted when empty). Returns a new string (free()) and its length in
  * *len; NULL when out of memory. */
 char *json_encode_error(const char *code, const char *message, size_t *len);
-#endif

@@ -294,6 +294,20 @@ static int broken(struct redis *r, struct conn *c, int bound_by_deadline, int ti
     return rc;
 }
 
+/* acquire_conn() failed. When the caller's deadline, not the Redis
+ * timeout, bounded the connect and it has now passed, the answer is
+ * deadline_exceeded (Connect: the deadline expired), not unavailable. */
+static int conn_failed(struct redis *r, int bound_by_deadline, int64_t deadline_us,
+                       struct permitd_error *err)
+{
+    if (err == NULL)
+        return PERMITD_EUNAVAILABLE;
+    if (bound_by_deadline && err->code == PERMITD_EUNAVAILABLE && clock_now_us() >= deadline_us)
+        return permitd_error_set(err, PERMITD_EDEADLINE,
+                                 "deadline exceeded connecting to redis at %s", r->where);
+    return err->code;
+}
+
 int redis_script_run(struct redis *r, enum redis_script script,
                      const struct redis_str *keys, int nkeys,
                      const struct redis_str *args, int nargs,
@@ -314,7 +328,7 @@ int redis_script_run(struct redis *r, enum redis_script script,
         return timeout_ms;
     c = acquire_conn(r, timeout_ms, err);
     if (c == NULL)
-        return err ? err->code : PERMITD_EUNAVAILABLE;
+        return conn_failed(r, bound, deadline_us, err);
 
     snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
     argv[argc] = "EVALSHA"; lens[argc++] = 7;
@@ -390,7 +404,7 @@ int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err)
         return timeout_ms;
     c = acquire_conn(r, timeout_ms, err);
     if (c == NULL)
-        return err ? err->code : PERMITD_EUNAVAILABLE;
+        return conn_failed(r, bound, deadline_us, err);
     rep = command(c, 1, argv, lens);
     if (rep == NULL)
         return broken(r, c, bound, timeout_ms, err);
