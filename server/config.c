@@ -8,6 +8,7 @@
  * Redis URL) are filled once at the end. Nothing here is global: the table
  * is const and the values land in the caller's struct.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
@@ -54,6 +55,14 @@ static const struct setting settings[] = {
         "prefix of every Redis key permitd reads or writes"),
     INT(redis_timeout_ms, "redis-timeout-ms", "PERMITD_REDIS_TIMEOUT_MS", "50",
         1, 60000, "Redis connect and command timeout, in milliseconds"),
+    STR(mysql_url, "mysql-url", "PERMITD_MYSQL_URL", "",
+        "mysql://user:pass@host[:port]/db[?socket=/path]; empty: no policy store"),
+    INT(mysql_timeout_ms, "mysql-timeout-ms", "PERMITD_MYSQL_TIMEOUT_MS", "5000",
+        100, 600000, "MySQL connect, read and write timeout, in milliseconds"),
+    INT(sync_interval_ms, "sync-interval-ms", "PERMITD_SYNC_INTERVAL_MS", "5000",
+        100, 3600000, "how often policies are reconciled from MySQL into Redis"),
+    STR(admin_listen, "admin-listen", "PERMITD_ADMIN_LISTEN", "127.0.0.1:8081",
+        "admin listener address (/healthz, /readyz), host:port"),
     STR(log_level, "log-level", "PERMITD_LOG_LEVEL", "info",
         "debug, info, warn or error"),
 };
@@ -288,6 +297,116 @@ void config_redis_url_masked(const struct config *cfg, char *buf, size_t len)
                  cfg->redis_host, cfg->redis_port, cfg->redis_db);
 }
 
+/* Percent-decodes [from, to) into dst (dstlen bytes). */
+static int unescape(char *dst, size_t dstlen, const char *from, const char *to,
+                    const char *what, struct permitd_error *err)
+{
+    size_t o = 0;
+
+    for (const char *p = from; p < to; p++) {
+        int c = (unsigned char)*p;
+        if (c == '%' && to - p >= 3 && isxdigit((unsigned char)p[1]) &&
+            isxdigit((unsigned char)p[2])) {
+            char hex[3] = {p[1], p[2], '\0'};
+            c = (int)strtol(hex, NULL, 16);
+            p += 2;
+        }
+        if (o + 1 >= dstlen)
+            return permitd_error_set(err, PERMITD_EINVAL, "mysql url: %s is too long", what);
+        dst[o++] = (char)c;
+    }
+    dst[o] = '\0';
+    return PERMITD_OK;
+}
+
+int config_parse_mysql_url(const char *url, struct config_mysql *m,
+                           struct permitd_error *err)
+{
+    const char *p, *at, *colon, *slash, *q, *hostend, *end;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    m->port = 3306;
+    if (strncmp(url, "mysql://", 8) != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "mysql url must look like mysql://user:pass@host:port/db");
+    p = url + 8;
+    end = p + strlen(p);
+    q = strchr(p, '?');
+    if (q != NULL)
+        end = q;
+    slash = memchr(p, '/', (size_t)(end - p));
+    at = NULL;
+    for (const char *c = p; c < (slash ? slash : end); c++)
+        if (*c == '@')
+            at = c;
+    if (at == NULL)
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: no user given (mysql://user:pass@host/db)");
+    colon = memchr(p, ':', (size_t)(at - p));
+    if ((rc = unescape(m->user, sizeof(m->user), p, colon ? colon : at, "user", err)) != PERMITD_OK)
+        return rc;
+    if (colon != NULL &&
+        (rc = unescape(m->password, sizeof(m->password), colon + 1, at, "password", err)) != PERMITD_OK)
+        return rc;
+    if (m->user[0] == '\0')
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: no user given");
+    p = at + 1;
+    hostend = slash ? slash : end;
+    {
+        const char *pc = NULL;
+        if (*p == '[') {
+            const char *rb = memchr(p, ']', (size_t)(hostend - p));
+            if (rb == NULL)
+                return permitd_error_set(err, PERMITD_EINVAL, "mysql url: unclosed [ in host");
+            if ((rc = copy_part(m->host, sizeof(m->host), p + 1, rb, "host", err)) != PERMITD_OK)
+                return rc;
+            if (rb + 1 < hostend && rb[1] == ':')
+                pc = rb + 1;
+        } else {
+            pc = memchr(p, ':', (size_t)(hostend - p));
+            if ((rc = copy_part(m->host, sizeof(m->host), p, pc ? pc : hostend, "host", err)) != PERMITD_OK)
+                return rc;
+        }
+        if (pc != NULL) {
+            char port[8];
+            char *e;
+            long v;
+            if ((size_t)(hostend - pc - 1) >= sizeof(port))
+                return permitd_error_set(err, PERMITD_EINVAL, "mysql url: port is not a number from 1 to 65535");
+            memcpy(port, pc + 1, (size_t)(hostend - pc - 1));
+            port[hostend - pc - 1] = '\0';
+            errno = 0;
+            v = strtol(port, &e, 10);
+            if (errno != 0 || e == port || *e != '\0' || v < 1 || v > 65535)
+                return permitd_error_set(err, PERMITD_EINVAL,
+                                         "mysql url: port \"%s\" is not a number from 1 to 65535", port);
+            m->port = (int)v;
+        }
+    }
+    if (m->host[0] == '\0')
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: no host given");
+    if (slash == NULL || slash + 1 >= end)
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: no database given (mysql://user:pass@host/db)");
+    if ((rc = unescape(m->database, sizeof(m->database), slash + 1, end, "database", err)) != PERMITD_OK)
+        return rc;
+    if (q != NULL) {
+        if (strncmp(q, "?socket=", 8) != 0)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "mysql url: unknown parameter \"%.40s\" (only ?socket=/path)", q);
+        if ((rc = unescape(m->socket, sizeof(m->socket), q + 8, q + strlen(q), "socket", err)) != PERMITD_OK)
+            return rc;
+        if (m->socket[0] != '/')
+            return permitd_error_set(err, PERMITD_EINVAL, "mysql url: socket must be an absolute path");
+    }
+    return PERMITD_OK;
+}
+
+void config_mysql_url_masked(const struct config_mysql *m, char *buf, size_t len)
+{
+    snprintf(buf, len, "mysql://%s%s@%s:%d/%s%s%s", m->user, m->password[0] ? ":***" : "",
+             m->host, m->port, m->database, m->socket[0] ? "?socket=" : "", m->socket);
+}
+
 /* The Redis prefix ends up inside every key name; braces would move the
  * Cluster hash tag off the policy name, and control characters make keys
  * unreadable in redis-cli. */
@@ -370,8 +489,15 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
     if (config_parse_listen(cfg->listen, cfg->listen_host, sizeof(cfg->listen_host),
                             &cfg->listen_port, err) != PERMITD_OK)
         return prefixed(err, "--listen (PERMITD_LISTEN)");
+    if (config_parse_listen(cfg->admin_listen, cfg->admin_listen_host,
+                            sizeof(cfg->admin_listen_host), &cfg->admin_listen_port,
+                            err) != PERMITD_OK)
+        return prefixed(err, "--admin-listen (PERMITD_ADMIN_LISTEN)");
     if (config_parse_redis_url(cfg, cfg->redis_url, err) != PERMITD_OK)
         return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");
+    if (cfg->mysql_url[0] != '\0' &&
+        config_parse_mysql_url(cfg->mysql_url, &cfg->mysql, err) != PERMITD_OK)
+        return prefixed(err, "--mysql-url (PERMITD_MYSQL_URL)");
     if ((rc = check_prefix(cfg->redis_prefix, err)) != PERMITD_OK)
         return rc;
     if (log_level_parse(cfg->log_level, &lvl) != 0)

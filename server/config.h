@@ -35,6 +35,24 @@ struct config {
     char redis_prefix[128];       /* prepended to every key */
     int redis_timeout_ms;         /* per command and connect */
 
+    /* MySQL policy store */
+    char mysql_url[1024];         /* as given; "" = no store (policies by hand) */
+    struct config_mysql {
+        char host[256];
+        int port;
+        char socket[256];
+        char user[128];
+        char password[256];
+        char database[128];
+    } mysql;                      /* parsed from mysql_url */
+    int mysql_timeout_ms;         /* connect, read and write timeout */
+    int sync_interval_ms;         /* MySQL -> Redis reconcile period */
+
+    /* Admin listener: /healthz, /readyz (and the admin UI) */
+    char admin_listen[256];
+    char admin_listen_host[256];
+    int admin_listen_port;
+
     char log_level[16];
 };
 
@@ -54,6 +72,17 @@ void config_usage(FILE *out);
  * wrong (the password is never echoed). */
 int config_parse_redis_url(struct config *cfg, const char *url,
                            struct permitd_error *err);
+
+/* Parses a MySQL URL into *out:
+ *   mysql://user[:password]@host[:port]/database        (port 3306)
+ *   mysql://user[:password]@localhost/database?socket=/run/mysqld/mysqld.sock
+ * User, password and database may be percent-encoded. Returns PERMITD_OK or
+ * PERMITD_EINVAL saying what is wrong, never echoing the password. */
+int config_parse_mysql_url(const char *url, struct config_mysql *out,
+                           struct permitd_error *err);
+
+/* The MySQL URL with the password replaced by "***", for logs. */
+void config_mysql_url_masked(const struct config_mysql *m, char *buf, size_t len);
 
 /* Parses "host:port", "[v6]:port" or ":port" (all interfaces); port 0..65535. */
 int config_parse_listen(const char *s, char *host, size_t hostlen, int *port,
