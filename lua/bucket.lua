@@ -64,6 +64,13 @@ if state then
   stored = tonumber(string.sub(state, 1, sp - 1))
   since = tonumber(string.sub(state, sp + 1))
 end
+-- Redis TIME can step back (failover to a replica, NTP). A state stamped
+-- ahead of the clock counts as measured now: otherwise the bucket would stay
+-- frozen until the clock caught up, and the wait search below would crawl
+-- there one microsecond per step (minutes of a blocked Redis per hour of skew).
+if since > now then
+  since = now
+end
 
 -- Tokens in the bucket at time `at`. The elapsed time is capped at the time
 -- the bucket takes to fill before it is multiplied, so a bucket idle for years

@@ -14,8 +14,8 @@ CREATE TABLE policies (
   enabled      TINYINT(1) NOT NULL DEFAULT 1,
   -- what Acquire does when Redis cannot be reached: 'open' allows, 'closed' refuses
   failure_mode VARCHAR(8) NOT NULL DEFAULT 'closed',
-  -- grows on every change, including changes to policy_apps (triggers below),
-  -- so permitd and editors can tell one state of a policy from the next
+  -- grows on every change of the row (trigger below), so editors can tell
+  -- one state of a policy from the next
   version      BIGINT UNSIGNED NOT NULL DEFAULT 1,
   created_by   VARCHAR(128) NOT NULL DEFAULT '',
   updated_by   VARCHAR(128) NOT NULL DEFAULT '',
@@ -56,17 +56,11 @@ CREATE TABLE policy_audit (
   CONSTRAINT chk_policy_audit_action CHECK (action IN ('create', 'update', 'delete'))
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
--- A DBA's plain UPDATE of a policy bumps its version, so the change reaches
--- Redis on the next sync. An UPDATE that sets version itself is left alone.
+-- A DBA's plain UPDATE of a policy bumps its version, so an editor holding
+-- the old version gets a conflict instead of overwriting it. An UPDATE that
+-- sets version itself is left alone. (The app list has no such trigger: a
+-- trigger on policy_apps that updated policies would break the natural
+-- INSERT INTO policy_apps ... SELECT id FROM policies ... with error 1442.
+-- permitd's sync compares the app list itself.)
 CREATE TRIGGER trg_policies_version BEFORE UPDATE ON policies FOR EACH ROW
   SET NEW.version = IF(NEW.version = OLD.version, OLD.version + 1, NEW.version);
-
--- Editing a policy's app list is a change of the policy.
-CREATE TRIGGER trg_policy_apps_insert AFTER INSERT ON policy_apps FOR EACH ROW
-  UPDATE policies SET version = version + 1 WHERE id = NEW.policy_id;
-
-CREATE TRIGGER trg_policy_apps_delete AFTER DELETE ON policy_apps FOR EACH ROW
-  UPDATE policies SET version = version + 1 WHERE id = OLD.policy_id;
-
-CREATE TRIGGER trg_policy_apps_update AFTER UPDATE ON policy_apps FOR EACH ROW
-  UPDATE policies SET version = version + 1 WHERE id IN (OLD.policy_id, NEW.policy_id);

@@ -12,7 +12,8 @@ what=${1:-test}
 
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
       libmicrohttpd-dev libhiredis-dev libjansson-dev zlib1g-dev
-      redis-server redis-tools curl ca-certificates)
+      redis-server redis-tools mariadb-server mariadb-client libmariadb-dev
+      curl ca-certificates)
 if [ "$what" = test ]; then
     pkgs+=(python3)
 fi

@@ -290,15 +290,22 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
         return fd;
     }
     s->listen_fd = fd;
+    /* A pool of one is no pool: libmicrohttpd warns about it, so the
+     * option is only passed for two threads or more. */
+    struct MHD_OptionItem pool[] = {
+        {opts->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+         opts->threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     s->daemon = MHD_start_daemon(
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
         NULL, NULL, on_request, s,
         MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)opts->threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opts->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)opts->connection_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name,
+        MHD_OPTION_ARRAY, pool,
         MHD_OPTION_END);
     if (s->daemon == NULL) {
         close(fd);

@@ -1,46 +1,43 @@
 /*
- * main.c - permitd: settings -> Redis -> limiter -> API listener -> wait
- * for SIGTERM/SIGINT -> drain -> exit 0.
+ * main.c - permitd's entry point; wiring only.
  *
- * Only wiring lives here. Signals are blocked before any thread starts, so
- * every worker inherits the mask and only the main thread, in sigwait(),
- * ever sees them.
+ *   permitd [options]                 serve: Redis -> limiter -> API listener,
+ *                                     admin listener, MySQL sync thread; wait
+ *                                     for SIGTERM/SIGINT; drain; exit 0
+ *   permitd migrate VERB [args]       the schema migrations (migrate.c)
+ *
+ * Signals are blocked before any thread starts, so every worker inherits the
+ * mask and only the main thread, in sigwait(), ever sees them.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "admin.h"
 #include "api.h"
 #include "config.h"
 #include "http.h"
 #include "limiter.h"
 #include "log.h"
+#include "migrate.h"
 #include "redis.h"
+#include "sync.h"
 
 #define DRAIN_GRACE_MS 10000
 
-int main(int argc, char **argv)
+static int serve(const struct config *cfg)
 {
-    struct config cfg;
     struct permitd_error err = {0, ""};
     struct redis *redis = NULL;
     struct limiter *limiter = NULL;
     struct api *api = NULL;
-    struct http_server *server = NULL;
-    enum log_level level;
+    struct sync *sync = NULL;
+    struct admin *admin = NULL;
+    struct http_server *server = NULL, *admin_server = NULL;
     sigset_t sigs;
-    int rc, sig = 0, status = EXIT_FAILURE;
-    char url[1400];
-
-    rc = config_load(&cfg, argc, argv, stdout, &err);
-    if (rc == 1)
-        return EXIT_SUCCESS;
-    if (rc != PERMITD_OK) {
-        fprintf(stderr, "permitd: %s\n", err.message);
-        return 2;
-    }
-    log_level_parse(cfg.log_level, &level);
-    log_set_level(level);
+    int sig = 0, status = EXIT_FAILURE;
+    char url[1400], mysql[1400] = "off";
 
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&sigs);
@@ -48,27 +45,44 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-    if (redis_new(&cfg, &redis, &err) != PERMITD_OK ||
-        limiter_new(&cfg, redis, &limiter, &err) != PERMITD_OK ||
-        api_new(&cfg, limiter, &api, &err) != PERMITD_OK)
+    if (redis_new(cfg, &redis, &err) != PERMITD_OK ||
+        limiter_new(cfg, redis, &limiter, &err) != PERMITD_OK ||
+        api_new(cfg, limiter, &api, &err) != PERMITD_OK)
+        goto out;
+    if (cfg->mysql_url[0] != '\0') {
+        if (sync_new(cfg, redis, &sync, &err) != PERMITD_OK)
+            goto out;
+        config_mysql_url_masked(&cfg->mysql, mysql, sizeof(mysql));
+    }
+    if (admin_new(cfg, redis, sync, &admin, &err) != PERMITD_OK)
         goto out;
 
     struct http_options http = {
-        .host = cfg.listen_host,
-        .port = cfg.listen_port,
-        .threads = cfg.threads,
-        .max_body_bytes = cfg.max_body_bytes,
-        .max_connections = cfg.max_connections,
-        .connection_timeout_s = cfg.connection_timeout_s,
+        .host = cfg->listen_host,
+        .port = cfg->listen_port,
+        .threads = cfg->threads,
+        .max_body_bytes = cfg->max_body_bytes,
+        .max_connections = cfg->max_connections,
+        .connection_timeout_s = cfg->connection_timeout_s,
         .name = "api",
     };
-    if (http_server_start(&http, api_handle, api, &server, &err) != PERMITD_OK)
+    struct http_options admin_http = http;
+    admin_http.host = cfg->admin_listen_host;
+    admin_http.port = cfg->admin_listen_port;
+    admin_http.threads = 1;
+    admin_http.max_connections = 256;
+    admin_http.name = "admin";
+    if (http_server_start(&http, api_handle, api, &server, &err) != PERMITD_OK ||
+        http_server_start(&admin_http, admin_handle, admin, &admin_server, &err) != PERMITD_OK)
+        goto out;
+    if (sync != NULL && sync_start(sync, &err) != PERMITD_OK)
         goto out;
 
-    config_redis_url_masked(&cfg, url, sizeof(url));
-    log_msg(LOG_INFO, "permitd started", "version=%s listen=%s:%d threads=%d redis=%s prefix=%s",
-            PERMITD_VERSION, cfg.listen_host, http_server_port(server), cfg.threads, url,
-            cfg.redis_prefix);
+    config_redis_url_masked(cfg, url, sizeof(url));
+    log_msg(LOG_INFO, "permitd started",
+            "version=%s listen=%s:%d admin=%s:%d threads=%d redis=%s prefix=%s mysql=%s",
+            PERMITD_VERSION, cfg->listen_host, http_server_port(server), cfg->admin_listen_host,
+            http_server_port(admin_server), cfg->threads, url, cfg->redis_prefix, mysql);
 
     if (sigwait(&sigs, &sig) != 0)
         sig = SIGTERM;
@@ -77,14 +91,41 @@ int main(int argc, char **argv)
     http_server_stop(server, DRAIN_GRACE_MS);
     server = NULL;
     status = EXIT_SUCCESS;
-    log_msg(LOG_INFO, "permitd stopped", NULL);
 
 out:
     if (status != EXIT_SUCCESS)
         fprintf(stderr, "permitd: %s\n", err.message);
     http_server_stop(server, 0);
+    http_server_stop(admin_server, 0);
+    sync_free(sync);
+    admin_free(admin);
     api_free(api);
     limiter_free(limiter);
     redis_free(redis);
+    if (status == EXIT_SUCCESS)
+        log_msg(LOG_INFO, "permitd stopped", NULL);
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    struct config cfg;
+    struct permitd_error err = {0, ""};
+    enum log_level level;
+    int rc, sub = argc > 1 && strcmp(argv[1], "migrate") == 0;
+
+    /* A subcommand takes its settings from the environment; its own
+     * arguments are its own to parse. */
+    rc = config_load(&cfg, sub ? 1 : argc, argv, stdout, &err);
+    if (rc == 1)
+        return EXIT_SUCCESS;
+    if (rc != PERMITD_OK) {
+        fprintf(stderr, "permitd: %s\n", err.message);
+        return 2;
+    }
+    log_level_parse(cfg.log_level, &level);
+    log_set_level(level);
+    if (sub)
+        return migrate_main(&cfg, argc - 1, argv + 1);
+    return serve(&cfg);
 }

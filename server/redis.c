@@ -37,6 +37,7 @@
 
 static const char *const script_files[REDIS_SCRIPT_COUNT] = {
     [REDIS_SCRIPT_BUCKET] = "bucket.lua",
+    [REDIS_SCRIPT_SYNC] = "sync.lua",
 };
 
 struct redis {
@@ -302,52 +303,42 @@ static int conn_failed(struct redis *r, int bound_by_deadline, int64_t deadline_
 {
     if (err == NULL)
         return PERMITD_EUNAVAILABLE;
-    if (bound_by_deadline && err->code == PERMITD_EUNAVAILABLE && clock_now_us() >= deadline_us)
+    /* Under 1 ms left counts as passed, as in call_timeout(). */
+    if (bound_by_deadline && err->code == PERMITD_EUNAVAILABLE &&
+        (deadline_us - clock_now_us()) / 1000 <= 0)
         return permitd_error_set(err, PERMITD_EDEADLINE,
                                  "deadline exceeded connecting to redis at %s", r->where);
     return err->code;
 }
 
-int redis_script_run(struct redis *r, enum redis_script script,
-                     const struct redis_str *keys, int nkeys,
-                     const struct redis_str *args, int nargs,
-                     int64_t deadline_us, long long *out, int nout,
-                     struct permitd_error *err)
+/* Runs one command on this thread's connection within the deadline. For
+ * an EVALSHA, `script` names it so a NOSCRIPT reply reloads the scripts and
+ * retries once (argv[1] is then replaced by the fresh SHA); otherwise pass
+ * -1. On PERMITD_OK *out is a reply that is not an error (free it with
+ * freeReplyObject); every failure is turned into err here. */
+static int call(struct redis *r, int argc, const char **argv, const size_t *lens,
+                int script, int64_t deadline_us, redisReply **out, struct permitd_error *err)
 {
-    const char *argv[MAX_ARGV];
-    size_t lens[MAX_ARGV];
-    char nkeys_s[12];
-    int argc = 0, bound, timeout_ms, rc;
+    int bound, timeout_ms, rc;
     struct conn *c;
     redisReply *rep = NULL;
 
-    if (3 + nkeys + nargs > MAX_ARGV)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "too many script arguments");
+    *out = NULL;
     timeout_ms = call_timeout(r, deadline_us, &bound, err);
     if (timeout_ms < 0)
         return timeout_ms;
     c = acquire_conn(r, timeout_ms, err);
     if (c == NULL)
         return conn_failed(r, bound, deadline_us, err);
-
-    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
-    argv[argc] = "EVALSHA"; lens[argc++] = 7;
-    argv[argc] = c->sha[script]; lens[argc++] = 40;
-    argv[argc] = nkeys_s; lens[argc++] = strlen(nkeys_s);
-    for (int i = 0; i < nkeys; i++) {
-        argv[argc] = keys[i].p;
-        lens[argc++] = keys[i].len;
-    }
-    for (int i = 0; i < nargs; i++) {
-        argv[argc] = args[i].p;
-        lens[argc++] = args[i].len;
-    }
+    if (script >= 0)
+        argv[1] = c->sha[script];
 
     for (int attempt = 0; attempt < 2; attempt++) {
         rep = command(c, argc, argv, lens);
         if (rep == NULL)
             return broken(r, c, bound, timeout_ms, err);
-        if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && attempt == 0) {
+        if (script >= 0 && attempt == 0 && rep->type == REDIS_REPLY_ERROR &&
+            strncmp(rep->str, "NOSCRIPT", 8) == 0) {
             freeReplyObject(rep);
             rep = NULL;
             log_msg(LOG_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
@@ -365,7 +356,7 @@ int redis_script_run(struct redis *r, enum redis_script script,
 
     if (rep->type == REDIS_REPLY_ERROR) {
         /* LOADING, BUSY, READONLY, MASTERDOWN...: this Redis cannot serve us
-         * now; anything else is a script bug. */
+         * now; anything else is a bug of ours (a script error, say). */
         int transient = strncmp(rep->str, "LOADING", 7) == 0 || strncmp(rep->str, "BUSY", 4) == 0 ||
                         strncmp(rep->str, "READONLY", 8) == 0 ||
                         strncmp(rep->str, "MASTERDOWN", 10) == 0 ||
@@ -377,6 +368,38 @@ int redis_script_run(struct redis *r, enum redis_script script,
         freeReplyObject(rep);
         return rc;
     }
+    *out = rep;
+    return PERMITD_OK;
+}
+
+int redis_script_run(struct redis *r, enum redis_script script,
+                     const struct redis_str *keys, int nkeys,
+                     const struct redis_str *args, int nargs,
+                     int64_t deadline_us, long long *out, int nout,
+                     struct permitd_error *err)
+{
+    const char *argv[MAX_ARGV];
+    size_t lens[MAX_ARGV];
+    char nkeys_s[12];
+    int argc = 0, rc;
+    redisReply *rep;
+
+    if (3 + nkeys + nargs > MAX_ARGV)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "too many script arguments");
+    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
+    argv[argc] = "EVALSHA"; lens[argc++] = 7;
+    argv[argc] = NULL; lens[argc++] = 40;       /* the SHA, filled in by call() */
+    argv[argc] = nkeys_s; lens[argc++] = strlen(nkeys_s);
+    for (int i = 0; i < nkeys; i++) {
+        argv[argc] = keys[i].p;
+        lens[argc++] = keys[i].len;
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[argc] = args[i].p;
+        lens[argc++] = args[i].len;
+    }
+    if ((rc = call(r, argc, argv, lens, (int)script, deadline_us, &rep, err)) != PERMITD_OK)
+        return rc;
     if (rep->type != REDIS_REPLY_ARRAY) {
         freeReplyObject(rep);
         return permitd_error_set(err, PERMITD_EINTERNAL, "script %s returned no array",
@@ -391,25 +414,37 @@ int redis_script_run(struct redis *r, enum redis_script script,
     return PERMITD_OK;
 }
 
+int redis_command(struct redis *r, const struct redis_str *args, int nargs,
+                  int64_t deadline_us, long long *integer,
+                  void (*each)(void *ud, const char *s, size_t len), void *ud,
+                  struct permitd_error *err)
+{
+    const char *argv[MAX_ARGV];
+    size_t lens[MAX_ARGV];
+    redisReply *rep;
+    int rc;
+
+    if (nargs > MAX_ARGV)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "too many command arguments");
+    for (int i = 0; i < nargs; i++) {
+        argv[i] = args[i].p;
+        lens[i] = args[i].len;
+    }
+    if ((rc = call(r, nargs, argv, lens, -1, deadline_us, &rep, err)) != PERMITD_OK)
+        return rc;
+    if (integer != NULL)
+        *integer = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    if (each != NULL && rep->type == REDIS_REPLY_ARRAY)
+        for (size_t i = 0; i < rep->elements; i++)
+            if (rep->element[i]->type == REDIS_REPLY_STRING)
+                each(ud, rep->element[i]->str, (size_t)rep->element[i]->len);
+    freeReplyObject(rep);
+    return PERMITD_OK;
+}
+
 int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err)
 {
-    const char *argv[1] = {"PING"};
-    size_t lens[1] = {4};
-    int bound, timeout_ms, rc = PERMITD_OK;
-    struct conn *c;
-    redisReply *rep;
+    const struct redis_str ping = {"PING", 4};
 
-    timeout_ms = call_timeout(r, deadline_us, &bound, err);
-    if (timeout_ms < 0)
-        return timeout_ms;
-    c = acquire_conn(r, timeout_ms, err);
-    if (c == NULL)
-        return conn_failed(r, bound, deadline_us, err);
-    rep = command(c, 1, argv, lens);
-    if (rep == NULL)
-        return broken(r, c, bound, timeout_ms, err);
-    if (rep->type == REDIS_REPLY_ERROR)
-        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s", r->where, rep->str);
-    freeReplyObject(rep);
-    return rc;
+    return redis_command(r, &ping, 1, deadline_us, NULL, NULL, NULL, err);
 }

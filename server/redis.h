@@ -22,6 +22,7 @@ struct redis;
 /* The scripts of lua/, by purpose. */
 enum redis_script {
     REDIS_SCRIPT_BUCKET,    /* lua/bucket.lua: one token-bucket decision */
+    REDIS_SCRIPT_SYNC,      /* lua/sync.lua: write or delete one policy, if newer */
     REDIS_SCRIPT_COUNT
 };
 
@@ -50,6 +51,15 @@ int redis_script_run(struct redis *r, enum redis_script script,
                      const struct redis_str *args, int nargs,
                      int64_t deadline_us, long long *out, int nout,
                      struct permitd_error *err);
+
+/* Runs any command (args[0] is its name) like redis_script_run(). When
+ * integer is not NULL it receives an integer reply (0 otherwise); when each
+ * is not NULL it is called for every string element of an array reply (the
+ * strings are valid only during the call). */
+int redis_command(struct redis *r, const struct redis_str *args, int nargs,
+                  int64_t deadline_us, long long *integer,
+                  void (*each)(void *ud, const char *s, size_t len), void *ud,
+                  struct permitd_error *err);
 
 /* PING on this thread's connection, within deadline_us: 0 or an error as
  * above. For health checks. */

@@ -183,8 +183,12 @@ class Permitd:
         full_env = dict(os.environ)
         full_env.update(env or {})
         full_env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        # Every permitd also opens its admin listener: give it a free port
+        # unless the test chose one.
+        self.admin_port = free_port()
+        admin = [] if "--admin-listen" in args else ["--admin-listen", "127.0.0.1:%d" % self.admin_port]
         self.argv = [PERMITD_BIN, "--listen", "127.0.0.1:%d" % self.port,
-                     "--redis-url", self.redis_url, "--redis-prefix", prefix] + list(args)
+                     "--redis-url", self.redis_url, "--redis-prefix", prefix] + admin + list(args)
         self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=full_env)
         self.wait_healthy()
@@ -196,9 +200,12 @@ class Permitd:
                 raise RuntimeError("permitd exited with %s:\n%s" % (self.proc.returncode, self.output()))
             try:
                 c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
-                c.request("GET", "/healthz")
-                if c.getresponse().status == 200:
-                    return
+                try:
+                    c.request("GET", "/healthz")
+                    if c.getresponse().status == 200:
+                        return
+                finally:
+                    c.close()
             except OSError:
                 pass
             time.sleep(0.05)
@@ -228,6 +235,9 @@ class Permitd:
 
     def http(self):
         return Http(self.port)
+
+    def admin(self):
+        return Http(self.admin_port)
 
     def __enter__(self):
         return self
@@ -377,5 +387,340 @@ def pb_named(data, names):
     return {name: raw.get(num, 0) for num, name in names.items()}
 
 
+# ---------------------------------------------------------------- Connect helpers
+
+def content_type(reply):
+    """The media type of a reply, without parameters, lower case."""
+    return reply.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+class ConnectAssertions:
+    """Mixin for unittest.TestCase: checks on Connect replies."""
+
+    def assertConnectError(self, reply, status, code, contains=()):
+        """A Connect error: `status`, application/json, {"code": code,
+        "message": ...}, the message holding every string in `contains`.
+        Returns the message."""
+        self.assertEqual(reply.status, status, reply)
+        self.assertEqual(content_type(reply), "application/json", reply)
+        body = reply.json()
+        self.assertEqual(body.get("code"), code, reply)
+        message = body.get("message", "")
+        self.assertIsInstance(message, str, reply)
+        for s in ([contains] if isinstance(contains, str) else contains):
+            self.assertIn(s, message, reply)
+        return message
+
+    def assertOk(self, reply, codec="application/json"):
+        self.assertEqual(reply.status, 200, reply)
+        self.assertEqual(content_type(reply), codec, reply)
+
+
+def chunked_post(port, path, chunks, headers=None, timeout=30):
+    """POSTs `chunks` (bytes pieces) with Transfer-Encoding: chunked and no
+    Content-Length, through http.client, on a connection of its own."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", path, body=(c for c in chunks), headers=headers or {},
+                     encode_chunked=True)
+        r = conn.getresponse()
+        return Reply(r.status, r.getheaders(), r.read())
+    finally:
+        conn.close()
+
+
+class _BytesSock:
+    def __init__(self, data):
+        self.data = data
+
+    def makefile(self, *args, **kwargs):
+        import io
+        return io.BytesIO(self.data)
+
+
+def parse_http_response(data):
+    """A Reply from the raw bytes of one complete HTTP/1.1 response, or None
+    while `data` does not hold a complete one."""
+    if b"\r\n\r\n" not in data:
+        return None
+    r = http.client.HTTPResponse(_BytesSock(data))
+    try:
+        r.begin()
+        body = r.read()
+    except (http.client.HTTPException, ValueError):
+        return None
+    return Reply(r.status, r.getheaders(), body)
+
+
+def raw_chunked_post(port, path, chunks, headers=None, timeout=60):
+    """Sends a chunked POST over a raw socket, reading whatever the server
+    answers while the body is still going out (a server may reply and close
+    early). Returns (reply, error): reply is a Reply if a complete response
+    arrived, else None; error is the OSError that cut sending or reading
+    short, else None."""
+    import select
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    head = "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nTransfer-Encoding: chunked\r\n" % (path, port)
+    for k, v in (headers or {}).items():
+        head += "%s: %s\r\n" % (k, v)
+    received, error = b"", None
+    try:
+        sock.sendall((head + "\r\n").encode())
+        for chunk in chunks:
+            while select.select([sock], [], [], 0)[0]:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                received += data
+            if parse_http_response(received) is not None:
+                break
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        else:
+            sock.sendall(b"0\r\n\r\n")
+    except OSError as e:
+        error = e
+    try:
+        deadline = time.time() + timeout
+        while parse_http_response(received) is None and time.time() < deadline:
+            data = sock.recv(65536)
+            if not data:
+                break
+            received += data
+    except OSError as e:
+        error = error or e
+    finally:
+        sock.close()
+    return parse_http_response(received), error
+
+
+# ---------------------------------------------------------------- decisions
+
+def decision(reply):
+    """A 200 Acquire/Peek JSON reply as a dict with snake_case keys and the
+    proto3 defaults filled in (JSON leaves out fields at their default and
+    writes int64 as strings): allowed (bool), remaining, limit,
+    retry_after_ms, reset_after_ms (ints). AssertionError on anything else."""
+    if reply.status != 200:
+        raise AssertionError("expected a 200 decision, got %r" % (reply,))
+    m = reply.json()
+
+    def num(camel, snake):
+        v = m.get(camel, m.get(snake))
+        return 0 if v is None else int(v)
+
+    return {"allowed": bool(m.get("allowed", False)),
+            "remaining": num("remaining", "remaining"),
+            "limit": num("limit", "limit"),
+            "retry_after_ms": num("retryAfterMs", "retry_after_ms"),
+            "reset_after_ms": num("resetAfterMs", "reset_after_ms")}
+
+
+def error_code(reply):
+    """The Connect error code of a reply ("" for a 200 or a body that is not one)."""
+    if reply.status == 200:
+        return ""
+    try:
+        return reply.json().get("code", "")
+    except ValueError:
+        return ""
+
+
+def read_state(redis, key):
+    """A bucket state key as (tokens, t_us), or None when there is none
+    (lua/bucket.lua: the state is the string "<tokens> <t_us>")."""
+    s = redis("GET", key)
+    if s is None:
+        return None
+    tokens, t = s.split(" ")
+    return float(tokens), int(t)
+
+
+def write_state(redis, key, tokens, t_us):
+    """Puts a bucket in a known state: `tokens` measured at Redis time t_us
+    (use redis.time_us() - X for a bucket last touched X µs ago)."""
+    redis("SET", key, "%.17g %d" % (tokens, t_us))
+
+
+def hash_tag(key):
+    """The part of a Redis key that Redis Cluster hashes (its hash tag rule)."""
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            return key[start + 1:end]
+    return key
+
+
+def hammer(ports, bucket, threads=8, seconds=3.0, app="app", key="", permits=None):
+    """Sequential Acquires on one bucket from `threads` client threads, spread
+    round-robin over the permitd `ports`, each thread on its own keep-alive
+    connection, for `seconds`. Returns a dict:
+      allowed      number of allowed decisions
+      denied       number of denials
+      errors       replies that were not 200 (up to 20 of them)
+      allowed_at   time.time() of each allowed reply, sorted
+      per_port     {port: allowed}
+      first_send, last_reply, elapsed (last_reply - first_send)"""
+    import threading
+
+    start = threading.Barrier(threads)
+    lock = threading.Lock()
+    out = {"allowed": 0, "denied": 0, "errors": [], "allowed_at": [],
+           "per_port": {p: 0 for p in ports}, "first_send": None, "last_reply": None}
+
+    def run(port):
+        conn = Http(port)
+        allowed, denied, errors, at = 0, 0, [], []
+        start.wait()
+        first = time.time()
+        stop_at = first + seconds
+        last = first
+        while time.time() < stop_at:
+            r = conn.acquire(bucket, app=app, key=key, permits=permits)
+            last = time.time()
+            if r.status != 200:
+                errors.append(r)
+                continue
+            if decision(r)["allowed"]:
+                allowed += 1
+                at.append(last)
+            else:
+                denied += 1
+        conn.close()
+        with lock:
+            out["allowed"] += allowed
+            out["denied"] += denied
+            out["errors"] += errors[:20]
+            out["allowed_at"] += at
+            out["per_port"][port] += allowed
+            if out["first_send"] is None or first < out["first_send"]:
+                out["first_send"] = first
+            if out["last_reply"] is None or last > out["last_reply"]:
+                out["last_reply"] = last
+
+    ts = [threading.Thread(target=run, args=(ports[i % len(ports)],)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    out["allowed_at"].sort()
+    out["elapsed"] = out["last_reply"] - out["first_send"]
+    return out
+
+
 def main():
+    # Tests open many short-lived connections and let the garbage collector
+    # close them; the warnings would bury real failures in the log.
+    import warnings
+    warnings.simplefilter("ignore", ResourceWarning)
     unittest.main(verbosity=2)
+
+
+# ---------------------------------------------------------------- MariaDB
+
+class MysqlError(Exception):
+    pass
+
+
+def mysql_url_parts(url):
+    """{user, password, host, port, socket, database} of a
+    mysql://user[:pass]@host[:port]/db[?socket=/path] URL (percent-decoded)."""
+    from urllib.parse import urlsplit, unquote, parse_qs
+    u = urlsplit(url)
+    if u.scheme != "mysql":
+        raise ValueError("not a mysql:// URL: %r" % url)
+    netloc = u.netloc
+    userinfo, _, hostport = netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    host, _, port = hostport.partition(":")
+    return {"user": unquote(user), "password": unquote(password), "host": host,
+            "port": int(port) if port else 3306,
+            "socket": parse_qs(u.query).get("socket", [""])[0],
+            "database": unquote(u.path.lstrip("/"))}
+
+
+def mysql(sql, url=None, database=None, timeout=60):
+    """Runs `sql` (one or more statements) through the stock client,
+    `mariadb --no-defaults --batch --skip-column-names`, and returns the rows
+    of the last result as lists of strings (NULL reads "NULL"; tabs and
+    newlines inside values come back escaped as the client writes them).
+    url defaults to the stack's root URL (root over the socket); database
+    overrides the URL's. Raises MysqlError with the client's message."""
+    p = mysql_url_parts(url or stack_env()["PERMITD_TEST_MYSQL_ROOT_URL"])
+    argv = ["mariadb", "--no-defaults", "--batch", "--skip-column-names",
+            "--connect-timeout=10", "-u", p["user"]]
+    if p["socket"]:
+        argv += ["--protocol=socket", "--socket=" + p["socket"]]
+    else:
+        argv += ["--protocol=tcp", "-h", p["host"], "-P", str(p["port"])]
+    db = database if database is not None else p["database"]
+    if db:
+        argv += ["-D", db]
+    env = dict(os.environ)
+    env.pop("MYSQL_PWD", None)
+    if p["password"]:
+        env["MYSQL_PWD"] = p["password"]   # kept off the command line
+    r = subprocess.run(argv, input=sql, capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    if r.returncode != 0:
+        raise MysqlError(r.stderr.strip())
+    return [line.split("\t") for line in r.stdout.splitlines()]
+
+
+class PrivateMariaDB:
+    """A mariadbd of one test's own (for kill/stop/restart tests), started by
+    tests/stack/mariadb.sh in a temporary directory. restart() keeps the data
+    and the port; kill() is a SIGKILL (a crash); cleanup() stops it and
+    removes the directory. Has database `permitd` and user permitd/permitd,
+    like the stack's."""
+
+    SCRIPT = os.path.join(SOURCE_DIR, "tests", "stack", "mariadb.sh")
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="permitd-mariadb-")
+        self.port = None
+        self.start()
+
+    def start(self):
+        out = subprocess.run([self.SCRIPT, "start", self.dir] +
+                             ([str(self.port)] if self.port else []),
+                             check=True, capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL).stdout
+        env = dict(l.split("=", 1) for l in out.split())
+        self.port = int(env["PERMITD_TEST_MYSQL_PORT"])
+        self.socket = env["PERMITD_TEST_MYSQL_SOCKET"]
+        self.url = env["PERMITD_TEST_MYSQL_URL"]
+        self.root_url = env["PERMITD_TEST_MYSQL_ROOT_URL"]
+
+    def stop(self):
+        subprocess.run([self.SCRIPT, "stop", self.dir], check=True, capture_output=True,
+                       stdin=subprocess.DEVNULL)
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+    def pid(self):
+        with open(os.path.join(self.dir, "mariadb.pid")) as f:
+            return int(f.read())
+
+    def kill(self, sig=signal.SIGKILL):
+        """Kills the server without a shutdown and waits until it is gone."""
+        pid = self.pid()
+        os.kill(pid, sig)
+        for _ in range(200):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+    def sql(self, sql, database=None):
+        return mysql(sql, url=self.root_url, database=database)
+
+    def cleanup(self):
+        import shutil
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,326 @@
+/*
+ * sync.c - the MySQL -> Redis reconcile loop.
+ *
+ * A pass: take a consistent snapshot of every policy from MySQL; offer each
+ * one to Redis with sync.lua "put", which writes it only when it differs
+ * from what Redis holds and Redis's copy is older (an older row id, a
+ * smaller version, or the same version from an older snapshot); then, for every policy name Redis knows of (the set <prefix>policies)
+ * that the snapshot lacks, sync.lua "del" removes it unless it changed after
+ * the snapshot was taken. Comparing versions inside Redis, atomically, is
+ * what makes concurrent passes of several permitd instances safe in any
+ * order. Only changed policies are written, so a pass over an unchanged
+ * store costs one script call per policy and no writes.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "log.h"
+#include "policy.h"
+#include "store.h"
+#include "sync.h"
+
+#define SYNC_REDIS_DEADLINE_MS 2000
+#define SYNC_BACKOFF_MAX_MS 30000
+
+struct sync {
+    const struct config *cfg;
+    struct redis *redis;
+    struct store *store;        /* used by the sync thread only */
+    char index_key[160];        /* <prefix>policies */
+
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;       /* guards stopping and status */
+    pthread_cond_t wake;
+    int stopping;
+    struct sync_status status;
+};
+
+int sync_new(const struct config *cfg, struct redis *redis, struct sync **out,
+             struct permitd_error *err)
+{
+    struct sync *s = calloc(1, sizeof(*s));
+    int rc;
+
+    *out = NULL;
+    if (s == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    s->cfg = cfg;
+    s->redis = redis;
+    snprintf(s->index_key, sizeof(s->index_key), "%spolicies", cfg->redis_prefix);
+    if ((rc = store_new(cfg, &s->store, err)) != PERMITD_OK) {
+        free(s);
+        return rc;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    *out = s;
+    return PERMITD_OK;
+}
+
+static int64_t deadline(void)
+{
+    return clock_now_us() + (int64_t)SYNC_REDIS_DEADLINE_MS * 1000;
+}
+
+/* Offers one policy to Redis; *written is 1 when Redis took it. */
+static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, int *written,
+               struct permitd_error *err)
+{
+    char key[POLICY_REDIS_KEY_MAX], id[24], version[24], max[24], updated[24], taken[24];
+    struct redis_str keys[1], args[22];
+    long long out[1];
+    int n = 0, rc;
+
+    keys[0].p = key;
+    keys[0].len = policy_redis_key(key, s->cfg->redis_prefix, p->name, POLICY_KEY_HASH, NULL);
+    snprintf(id, sizeof(id), "%" PRIu64, p->id);
+    snprintf(version, sizeof(version), "%" PRIu64, p->version);
+    snprintf(max, sizeof(max), "%" PRId64, p->max_permits);
+    snprintf(updated, sizeof(updated), "%" PRId64, p->updated_us);
+    snprintf(taken, sizeof(taken), "%" PRId64, taken_us);
+#define ARG(s_) (args[n].p = (s_), args[n].len = strlen(args[n].p), n++)
+    ARG("put"); ARG(id); ARG(version); ARG(taken);
+    ARG("name"); ARG(p->name);
+    ARG("apps"); ARG(p->apps);
+    ARG("max_permits"); ARG(max);
+    ARG("rate"); ARG(p->rate);
+    ARG("enabled"); ARG(p->enabled ? "1" : "0");
+    ARG("failure_mode"); ARG(p->failure_mode);
+    ARG("version"); ARG(version);
+    ARG("id"); ARG(id);
+#undef ARG
+    args[n].p = "updated_us"; args[n].len = 10; n++;
+    args[n].p = updated; args[n].len = strlen(updated); n++;
+
+    rc = redis_script_run(s->redis, REDIS_SCRIPT_SYNC, keys, 1, args, n, deadline(), out, 1, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    *written = out[0] == 1;
+    if (*written) {
+        struct redis_str sadd[3] = {{"SADD", 4}, {s->index_key, strlen(s->index_key)},
+                                    {p->name, strlen(p->name)}};
+        rc = redis_command(s->redis, sadd, 3, deadline(), NULL, NULL, NULL, err);
+    }
+    return rc;
+}
+
+/* Names Redis knows of, collected from SMEMBERS. */
+struct names {
+    char **v;
+    size_t n, cap;
+    int oom;
+};
+
+static void collect(void *ud, const char *str, size_t len)
+{
+    struct names *nm = ud;
+
+    if (nm->n == nm->cap) {
+        size_t cap = nm->cap ? nm->cap * 2 : 64;
+        char **v = realloc(nm->v, cap * sizeof(*v));
+        if (v == NULL) {
+            nm->oom = 1;
+            return;
+        }
+        nm->v = v;
+        nm->cap = cap;
+    }
+    nm->v[nm->n] = strndup(str, len);
+    if (nm->v[nm->n] == NULL)
+        nm->oom = 1;
+    else
+        nm->n++;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct store_policy *)a)->name, ((const struct store_policy *)b)->name);
+}
+
+/* Removes from Redis the policies the snapshot no longer has. */
+static int remove_deleted(struct sync *s, const struct store_snapshot *snap, size_t *deleted,
+                          struct permitd_error *err)
+{
+    struct redis_str smembers[2] = {{"SMEMBERS", 8}, {s->index_key, strlen(s->index_key)}};
+    struct names nm = {0};
+    struct store_policy *sorted = NULL;
+    char taken[24], maxid[24], key[POLICY_REDIS_KEY_MAX];
+    int rc;
+
+    *deleted = 0;
+    rc = redis_command(s->redis, smembers, 2, deadline(), NULL, collect, &nm, err);
+    if (rc == PERMITD_OK && nm.oom)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if (rc != PERMITD_OK || nm.n == 0)
+        goto done;
+    sorted = malloc((snap->count + 1) * sizeof(*sorted));
+    if (sorted == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    memcpy(sorted, snap->policies, snap->count * sizeof(*sorted));
+    qsort(sorted, snap->count, sizeof(*sorted), by_name);
+    snprintf(taken, sizeof(taken), "%" PRId64, snap->taken_us);
+    snprintf(maxid, sizeof(maxid), "%" PRIu64, snap->max_id);
+
+    for (size_t i = 0; i < nm.n && rc == PERMITD_OK; i++) {
+        struct store_policy probe;
+        struct redis_str keys[1], args[3] = {{"del", 3}, {taken, strlen(taken)},
+                                              {maxid, strlen(maxid)}};
+        long long out[1];
+
+        snprintf(probe.name, sizeof(probe.name), "%s", nm.v[i]);
+        if (bsearch(&probe, sorted, snap->count, sizeof(*sorted), by_name) != NULL)
+            continue;
+        if (policy_check_name("name", nm.v[i], NULL) != PERMITD_OK)
+            continue;
+        keys[0].p = key;
+        keys[0].len = policy_redis_key(key, s->cfg->redis_prefix, nm.v[i], POLICY_KEY_HASH, NULL);
+        rc = redis_script_run(s->redis, REDIS_SCRIPT_SYNC, keys, 1, args, 3, deadline(),
+                              out, 1, err);
+        if (rc != PERMITD_OK)
+            break;
+        if (out[0] == 1) {
+            struct redis_str srem[3] = {{"SREM", 4}, {s->index_key, strlen(s->index_key)},
+                                        {nm.v[i], strlen(nm.v[i])}};
+            (*deleted)++;
+            log_msg(LOG_INFO, "policy removed from redis", "policy=%s", nm.v[i]);
+            rc = redis_command(s->redis, srem, 3, deadline(), NULL, NULL, NULL, err);
+        }
+    }
+done:
+    for (size_t i = 0; i < nm.n; i++)
+        free(nm.v[i]);
+    free(nm.v);
+    free(sorted);
+    return rc;
+}
+
+int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err)
+{
+    struct store_snapshot *snap = NULL;
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    if ((rc = store_snapshot(s->store, &snap, err)) != PERMITD_OK)
+        return rc;
+    res->policies = snap->count;
+    for (size_t i = 0; i < snap->count; i++) {
+        int written = 0;
+        if ((rc = put(s, &snap->policies[i], snap->taken_us, &written, err)) != PERMITD_OK)
+            goto done;
+        if (written) {
+            res->written++;
+            log_msg(LOG_INFO, "policy written to redis",
+                    "policy=%s version=%" PRIu64 " max_permits=%" PRId64 " rate=%s enabled=%d",
+                    snap->policies[i].name, snap->policies[i].version,
+                    snap->policies[i].max_permits, snap->policies[i].rate,
+                    snap->policies[i].enabled);
+        }
+    }
+    rc = remove_deleted(s, snap, &res->deleted, err);
+done:
+    store_snapshot_free(snap);
+    return rc;
+}
+
+void sync_get_status(struct sync *s, struct sync_status *out)
+{
+    pthread_mutex_lock(&s->lock);
+    *out = s->status;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The thread: a pass, then sleep for the interval, or for a growing
+ * backoff while passes fail; one log line per failure. */
+static void *run(void *arg)
+{
+    struct sync *s = arg;
+    int64_t wait_ms = 0;
+
+    for (;;) {
+        struct sync_result res;
+        struct permitd_error err = {0, ""};
+        struct timespec until;
+        int rc;
+
+        pthread_mutex_lock(&s->lock);
+        if (wait_ms > 0 && !s->stopping) {
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += wait_ms / 1000;
+            until.tv_nsec += (wait_ms % 1000) * 1000000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            while (!s->stopping &&
+                   pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
+                ;
+        }
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->lock);
+            break;
+        }
+        pthread_mutex_unlock(&s->lock);
+
+        rc = sync_once(s, &res, &err);
+
+        pthread_mutex_lock(&s->lock);
+        s->status.passes++;
+        s->status.last_attempt_us = clock_now_us();
+        if (rc == PERMITD_OK) {
+            if (s->status.failing)
+                log_msg(LOG_INFO, "sync recovered", "policies=%zu", res.policies);
+            s->status.failing = 0;
+            s->status.ever_succeeded = 1;
+            s->status.last_success_us = s->status.last_attempt_us;
+            s->status.last = res;
+            s->status.last_error[0] = '\0';
+            wait_ms = s->cfg->sync_interval_ms;
+        } else {
+            int64_t cap = s->cfg->sync_interval_ms > SYNC_BACKOFF_MAX_MS
+                        ? s->cfg->sync_interval_ms : SYNC_BACKOFF_MAX_MS;
+            s->status.failures++;
+            wait_ms = s->status.failing ? wait_ms * 2 : s->cfg->sync_interval_ms;
+            if (wait_ms > cap)
+                wait_ms = cap;
+            s->status.failing = 1;
+            snprintf(s->status.last_error, sizeof(s->status.last_error), "%s", err.message);
+            log_msg(LOG_WARN, "sync failed", "error=\"%s\" retry_in_ms=%" PRId64,
+                    err.message, wait_ms);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    return NULL;
+}
+
+int sync_start(struct sync *s, struct permitd_error *err)
+{
+    if (pthread_create(&s->thread, NULL, run, s) != 0)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "cannot start the sync thread");
+    s->started = 1;
+    return PERMITD_OK;
+}
+
+void sync_free(struct sync *s)
+{
+    if (s == NULL)
+        return;
+    if (s->started) {
+        pthread_mutex_lock(&s->lock);
+        s->stopping = 1;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->thread, NULL);
+    }
+    store_free(s->store);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}

@@ -1,0 +1,59 @@
+/*
+ * sync.h - keeping Redis's copy of the policies in step with MySQL.
+ *
+ * A background thread loads every policy from MySQL into Redis at start-up
+ * and then reconciles every --sync-interval-ms: changed policies are
+ * written, deleted ones removed, each through lua/sync.lua, which refuses
+ * to let an older snapshot overwrite a newer one (several permitd
+ * instances sync at once). Redis flushed or restarted empty is healed by
+ * the next pass; MySQL down leaves Redis as it is (Acquire keeps working)
+ * and the thread retries with backoff.
+ */
+#ifndef PERMITD_SYNC_H
+#define PERMITD_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "redis.h"
+#include "status.h"
+
+struct sync;
+
+/* What one pass did. */
+struct sync_result {
+    size_t policies;        /* in the MySQL snapshot */
+    size_t written;         /* policies (re)written into Redis */
+    size_t deleted;         /* policies removed from Redis */
+};
+
+/* For /readyz and logs. Times are clock_now_us() (monotonic). */
+struct sync_status {
+    int ever_succeeded;
+    int failing;                    /* the last pass failed */
+    int64_t last_success_us;
+    int64_t last_attempt_us;
+    uint64_t passes, failures;
+    struct sync_result last;
+    char last_error[512];
+};
+
+/* Returns a new sync in *out (free with sync_free()); cfg and redis must
+ * outlive it. Nothing runs until sync_start(). */
+int sync_new(const struct config *cfg, struct redis *redis, struct sync **out,
+             struct permitd_error *err);
+
+/* Starts the background thread; its first pass runs at once. */
+int sync_start(struct sync *s, struct permitd_error *err);
+
+/* One reconcile pass on the calling thread. */
+int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err);
+
+/* Copies the current status (thread-safe). */
+void sync_get_status(struct sync *s, struct sync_status *out);
+
+/* Stops the thread (if started) and frees s. NULL is a no-op. */
+void sync_free(struct sync *s);
+
+#endif

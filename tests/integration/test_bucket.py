@@ -1,0 +1,383 @@
+"""The token-bucket rules of DESIGN.md ("The decision (token bucket)") and
+issue 2 point 3, checked end to end: HTTP -> permitd -> lua/bucket.lua in
+the stack's Redis.
+
+Time-dependent math is tested by writing a bucket's state directly
+("<tokens> <t_us>", t in Redis TIME microseconds) so that it sits in a known
+past, instead of waiting.
+"""
+import math
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import decision, error_code, put_policy, read_state, state_key, unique, write_state  # noqa: E402
+
+ONE_PER_MINUTE = 0.016666666666666666   # repr(1 / 60)
+
+
+class BucketTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = harness.Redis()
+        cls.permitd = harness.Permitd()
+        cls.http = cls.permitd.http()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.http.close()
+        cls.permitd.__exit__(None, None, None)
+        cls.redis.close()
+
+    def policy(self, **kw):
+        name = unique("bucket")
+        put_policy(self.redis, name, **kw)
+        return name
+
+    def acquire(self, name, **kw):
+        return decision(self.http.acquire(name, **kw))
+
+    def peek(self, name, **kw):
+        return decision(self.http.peek(name, **kw))
+
+    def assertError(self, reply, code, status):
+        self.assertEqual((reply.status, error_code(reply)), (status, code), reply)
+
+    # ------------------------------------------------------------ basics
+
+    def test_basic_burst_then_denial(self):
+        name = self.policy(max_permits=5, rate=1)
+        for want in (4, 3, 2, 1, 0):
+            d = self.acquire(name)
+            self.assertEqual(d, {"allowed": True, "remaining": want, "limit": 5,
+                                 "retry_after_ms": 0, "reset_after_ms": d["reset_after_ms"]})
+            self.assertGreater(d["reset_after_ms"], 0)
+        d = self.acquire(name)
+        self.assertFalse(d["allowed"], d)
+        self.assertEqual(d["limit"], 5)
+        self.assertEqual(d["remaining"], 0)
+        self.assertGreater(d["retry_after_ms"], 0, d)
+        self.assertLessEqual(d["retry_after_ms"], 1000, d)
+        self.assertGreater(d["reset_after_ms"], 0, d)
+        # Five permits short at 1/s: full again in at most 5 s.
+        self.assertLessEqual(d["reset_after_ms"], 5000, d)
+
+    def test_permits(self):
+        name = self.policy(max_permits=10, rate=0.001)
+        # 0 means 1
+        d = self.acquire(name, permits=0)
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 9), d)
+        # absent means 1 too
+        d = self.acquire(name)
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 8), d)
+        d = self.acquire(name, permits=3)
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 5), d)
+        # more than the bucket ever holds: an error, not a denial, and nothing taken
+        r = self.http.acquire(name, permits=11)
+        self.assertError(r, "out_of_range", 400)
+        self.assertEqual(self.peek(name)["remaining"], 5)
+        # more than is there now but not more than max: a denial taking nothing
+        d = self.acquire(name, permits=6)
+        self.assertFalse(d["allowed"], d)
+        self.assertEqual(self.peek(name)["remaining"], 5)
+        self.assertEqual(self.acquire(name, permits=5)["remaining"], 0)
+        # negative: invalid_argument
+        self.assertError(self.http.acquire(name, permits=-1), "invalid_argument", 400)
+        # the whole bucket at once, on a full bucket
+        full = self.policy(max_permits=7, rate=0.001)
+        d = self.acquire(full, permits=7)
+        self.assertEqual((d["allowed"], d["remaining"], d["limit"]), (True, 0, 7), d)
+        r = self.http.acquire(full, permits=8)
+        self.assertError(r, "out_of_range", 400)
+
+    # ------------------------------------------------------------ exact time math
+
+    def test_no_lost_fractional_tokens(self):
+        # 3/s: one permit per 333333.33 µs, not a whole number of µs. Half a
+        # second ago the bucket was empty: 1.5 permits now; taking one leaves 0.5.
+        name = self.policy(max_permits=5, rate=3)
+        key = state_key(name)
+        t0 = self.redis.time_us() - 500000
+        write_state(self.redis, key, 0, t0)
+        d = self.acquire(name)
+        self.assertTrue(d["allowed"], d)
+        self.assertEqual(d["remaining"], 0, d)
+        tokens, t = read_state(self.redis, key)
+        self.assertGreater(tokens, 0.49, "fraction lost: state %r" % ((tokens, t),))
+        self.assertLess(tokens, 0.6, "state %r" % ((tokens, t),))
+        self.assertGreaterEqual(t, t0 + 500000)
+        self.assertLessEqual(t, self.redis.time_us())
+        # and the fraction keeps counting: 1/6 s later there is a whole permit
+        time.sleep(0.2)
+        d = self.acquire(name)
+        self.assertTrue(d["allowed"], (d, tokens, t))
+
+    def test_one_per_minute_is_exact(self):
+        name = self.policy(max_permits=1, rate=ONE_PER_MINUTE)
+        key = state_key(name)
+        self.assertTrue(self.acquire(name)["allowed"])
+        d = self.acquire(name)
+        self.assertFalse(d["allowed"], d)
+        self.assertGreaterEqual(d["retry_after_ms"], 59000, d)
+        self.assertLessEqual(d["retry_after_ms"], 60000, d)
+        # emptied exactly 60 s ago: one permit again
+        write_state(self.redis, key, 0, self.redis.time_us() - 60000000)
+        p = self.peek(name)
+        self.assertEqual(p["remaining"], 1, p)
+        d = self.acquire(name)
+        self.assertTrue(d["allowed"], d)
+        # emptied 59.5 s ago: not yet, and about half a second to wait
+        write_state(self.redis, key, 0, self.redis.time_us() - 59500000)
+        d = self.acquire(name)
+        self.assertFalse(d["allowed"], d)
+        self.assertGreater(d["retry_after_ms"], 0, d)
+        self.assertLessEqual(d["retry_after_ms"], 500, d)
+        self.assertEqual(self.peek(name)["remaining"], 0)
+
+    def test_waiting_retry_after_succeeds(self):
+        # rate 2/s: interval 500000 µs; rate 3/s: 333333.3 µs (a fraction of a
+        # µs, so a wait rounded down would fall just short).
+        for rate, rounds in ((2, 1), (3, 4)):
+            for _ in range(rounds):
+                name = self.policy(max_permits=1, rate=rate)
+                self.assertTrue(self.acquire(name)["allowed"])
+                t_taken = read_state(self.redis, state_key(name))[1]
+                before = self.redis.time_us()
+                d = self.acquire(name)
+                after = self.redis.time_us()
+                self.assertFalse(d["allowed"], d)
+                r = d["retry_after_ms"]
+                self.assertGreater(r, 0, d)
+                self.assertLessEqual(r, math.ceil(1000 / rate), d)
+                # The bucket holds a permit again at t_taken + 1e6/rate. The
+                # script ran between before and after, so a wait rounded up
+                # reaches that point even if it ran at `after`, and a minimal
+                # one falls short of it one ms earlier even if it ran at `before`.
+                ready = t_taken + 1e6 / rate
+                self.assertGreaterEqual(after + r * 1000, ready, (rate, d, t_taken, before, after))
+                self.assertLess(before + (r - 1) * 1000, ready, (rate, d, t_taken, before, after))
+                time.sleep(r / 1000.0)
+                d2 = self.acquire(name)
+                self.assertTrue(d2["allowed"], "waited retry_after_ms=%d at rate %s, still denied: %r"
+                                % (r, rate, d2))
+
+    def test_denial_consumes_nothing(self):
+        name = self.policy(max_permits=3, rate=0.01)
+        key = state_key(name)
+        for _ in range(3):
+            self.assertTrue(self.acquire(name)["allowed"])
+        before = self.redis("GET", key)
+        self.assertIsNotNone(before)
+        for _ in range(20):
+            d = self.acquire(name)
+            self.assertFalse(d["allowed"], d)
+        self.assertEqual(self.redis("GET", key), before)
+        # a partial request (more than is there) takes nothing either
+        name = self.policy(max_permits=5, rate=0.01)
+        key = state_key(name)
+        self.assertTrue(self.acquire(name, permits=4)["allowed"])
+        before = self.redis("GET", key)
+        for _ in range(5):
+            self.assertFalse(self.acquire(name, permits=2)["allowed"])
+        self.assertEqual(self.redis("GET", key), before)
+        self.assertTrue(self.acquire(name, permits=1)["allowed"])
+
+    # ------------------------------------------------------------ expiry
+
+    def test_state_expires_when_full(self):
+        name = self.policy(max_permits=3, rate=1)
+        key = state_key(name)
+        self.assertIsNone(self.redis("GET", key))
+        d = self.acquire(name)
+        pttl = self.redis("PTTL", key)
+        self.assertTrue(d["allowed"], d)
+        # one permit short at 1/s: full in exactly 1 s
+        self.assertGreaterEqual(d["reset_after_ms"], 990, d)
+        self.assertLessEqual(d["reset_after_ms"], 1000, d)
+        self.assertGreater(pttl, 0)
+        self.assertLessEqual(pttl, 1000)
+        self.assertLessEqual(pttl, d["reset_after_ms"])
+        self.assertLessEqual(d["reset_after_ms"] - pttl, 50, (d, pttl))
+        # the key is gone when the bucket is full again, not much later
+        taken = time.time()
+        while self.redis("EXISTS", key):
+            self.assertLess(time.time() - taken, 1.5, "state key outlived its bucket")
+            time.sleep(0.02)
+        self.assertGreater(time.time() - taken, 0.8, "state key gone before the bucket was full")
+        p = self.peek(name)
+        self.assertEqual((p["remaining"], p["limit"], p["reset_after_ms"]), (3, 3, 0), p)
+        self.assertEqual(self.redis("EXISTS", key), 0)
+
+    def test_expiry_of_a_bigger_debt(self):
+        # 2 of 4 taken at 0.5/s: full in 4 s, and the TTL says so.
+        name = self.policy(max_permits=4, rate=0.5)
+        key = state_key(name)
+        d = self.acquire(name, permits=2)
+        pttl = self.redis("PTTL", key)
+        self.assertEqual(d["reset_after_ms"], 4000, d)
+        self.assertGreater(pttl, 3900)
+        self.assertLessEqual(pttl, 4000)
+
+    # ------------------------------------------------------------ long idle
+
+    def test_long_idle_is_exact(self):
+        name = self.policy(max_permits=10, rate=1)
+        key = state_key(name)
+        write_state(self.redis, key, 0, 1)      # empty, 1 µs after the epoch
+        p = self.peek(name)
+        self.assertEqual((p["remaining"], p["limit"], p["reset_after_ms"]), (10, 10, 0), p)
+        d = self.acquire(name)
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 9), d)
+        # a huge bucket that fills very slowly stays exact
+        big = self.policy(max_permits=1000000000000, rate=0.000001)
+        d = self.acquire(big)
+        self.assertEqual((d["allowed"], d["remaining"], d["limit"]),
+                         (True, 999999999999, 1000000000000), d)
+        self.assertIn(d["reset_after_ms"], (1000000000, 1000000001), d)   # 1 permit at 1e-6/s
+        d = self.acquire(big, permits=999999999999)
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 0), d)
+        d = self.acquire(big)
+        self.assertFalse(d["allowed"], d)
+        self.assertGreater(d["retry_after_ms"], 999000000, d)
+        # and a fast one idle since the epoch
+        fast = self.policy(max_permits=3, rate=1000000)
+        write_state(self.redis, state_key(fast), 0, 1)
+        self.assertEqual(self.peek(fast)["remaining"], 3)
+
+    def test_state_from_the_future_does_not_freeze_the_bucket(self):
+        # Redis TIME can step back (failover to a replica, NTP). A state
+        # stamped 10 s ahead of the clock must not hold the bucket empty for
+        # those 10 s plus the refill, nor make the script spin.
+        name = self.policy(max_permits=1, rate=2)
+        key = state_key(name)
+        write_state(self.redis, key, 0, self.redis.time_us() + 10000000)
+        start = time.time()
+        d = self.acquire(name)
+        took = time.time() - start
+        self.assertFalse(d["allowed"], d)
+        self.assertLessEqual(d["retry_after_ms"], 500, d)
+        self.assertLess(took, 1.0, "the script spun for %.2f s" % took)
+        time.sleep(d["retry_after_ms"] / 1000.0)
+        self.assertTrue(self.acquire(name)["allowed"])
+
+    # ------------------------------------------------------------ apps
+
+    def test_apps_membership_is_exact(self):
+        name = self.policy(apps="app1,app10", max_permits=100, rate=1)
+        for app in ("app1", "app10"):
+            d = self.acquire(name, app=app)
+            self.assertTrue(d["allowed"], (app, d))
+        # Not a substring, not a Lua pattern ("app." would match "app1").
+        for app in ("app", "pp1", "app10x", "xapp1", "app.", "app-", "app1.", "APP1"):
+            r = self.http.acquire(name, app=app)
+            self.assertError(r, "permission_denied", 403)
+            r = self.http.peek(name, app=app)
+            self.assertError(r, "permission_denied", 403)
+        # A name with a comma cannot be an app: never let in (the name check
+        # refuses it first: invalid_argument; the script would say
+        # permission_denied).
+        for app in ("app1,app10", "app1,", ",app1"):
+            r = self.http.acquire(name, app=app)
+            self.assertIn(r.status, (400, 403), (app, r))
+            self.assertIn(error_code(r), ("permission_denied", "invalid_argument"), (app, r))
+        star = self.policy(apps="*", max_permits=100, rate=1)
+        for app in ("app", "anything", "x.y-z_1"):
+            self.assertTrue(self.acquire(star, app=app)["allowed"], app)
+        mixed = self.policy(apps="x,*", max_permits=100, rate=1)
+        for app in ("x", "y", "app"):
+            self.assertTrue(self.acquire(mixed, app=app)["allowed"], app)
+        # "*" is only special as a whole entry
+        literal = self.policy(apps="a*", max_permits=100, rate=1)
+        self.assertError(self.http.acquire(literal, app="ab"), "permission_denied", 403)
+
+    def test_not_found_and_disabled(self):
+        self.assertError(self.http.acquire(unique("missing")), "not_found", 404)
+        self.assertError(self.http.peek(unique("missing")), "not_found", 404)
+        name = self.policy(enabled=0)
+        self.assertError(self.http.acquire(name), "failed_precondition", 400)
+
+    # ------------------------------------------------------------ keys
+
+    def test_keys_are_independent_buckets(self):
+        name = self.policy(max_permits=2, rate=0.001)
+        for _ in range(2):
+            self.assertTrue(self.acquire(name, key="user-1")["allowed"])
+        self.assertFalse(self.acquire(name, key="user-1")["allowed"])
+        d = self.acquire(name, key="user-2")
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 1), d)
+        self.assertEqual(self.peek(name)["remaining"], 2)        # the shared bucket
+        self.assertEqual(self.peek(name, key="user-1")["remaining"], 0)
+        self.assertEqual(self.peek(name, key="user-2")["remaining"], 1)
+        d = self.acquire(name)
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 1), d)
+
+        pfx = "permitd:{%s}:" % name
+        self.assertEqual(state_key(name, "user-1"), pfx + "k:user-1")
+        keys = set(self.redis("KEYS", "permitd:{%s}*" % name))
+        self.assertEqual(keys, {pfx + "policy", pfx + "b", pfx + "k:user-1", pfx + "k:user-2"})
+        for k in keys:
+            self.assertEqual(harness.hash_tag(k), name, k)
+        self.assertEqual(read_state(self.redis, pfx + "k:user-1")[0], 0)
+        self.assertEqual(read_state(self.redis, pfx + "k:user-2")[0], 1)
+        self.assertEqual(read_state(self.redis, pfx + "b")[0], 1)
+
+    def test_key_with_braces_keeps_the_policy_tag(self):
+        name = self.policy(max_permits=2, rate=0.001)
+        self.assertTrue(self.acquire(name, key="{other}")["allowed"])
+        k = "permitd:{%s}:k:{other}" % name
+        self.assertIsNotNone(self.redis("GET", k))
+        self.assertEqual(harness.hash_tag(k), name)
+        self.assertEqual(self.redis("EXISTS", "permitd:{other}:b"), 0)
+
+    # ------------------------------------------------------------ peek
+
+    def test_peek_takes_nothing(self):
+        name = self.policy(max_permits=5, rate=0.001)
+        key = state_key(name)
+        for _ in range(10):
+            p = self.peek(name)
+            self.assertEqual((p["remaining"], p["limit"], p["reset_after_ms"]), (5, 5, 0), p)
+        self.assertEqual(self.redis("EXISTS", key), 0)
+        self.assertTrue(self.acquire(name)["allowed"])
+        before = self.redis("GET", key)
+        for _ in range(10):
+            p = self.peek(name)
+            self.assertEqual((p["remaining"], p["limit"]), (4, 5), p)
+            self.assertGreater(p["reset_after_ms"], 0, p)
+        self.assertEqual(self.redis("GET", key), before)
+        d = self.acquire(name)
+        self.assertEqual(d["remaining"], 3, d)
+
+    def test_lowered_limit_clamps_tokens(self):
+        name = self.policy(max_permits=10, rate=0.001)
+        key = state_key(name)
+        write_state(self.redis, key, 5, self.redis.time_us())
+        self.assertEqual(self.peek(name)["remaining"], 5)
+        put_policy(self.redis, name, max_permits=2, rate=0.001)
+        p = self.peek(name)
+        self.assertEqual((p["remaining"], p["limit"]), (2, 2), p)
+        d = self.acquire(name)
+        self.assertEqual((d["allowed"], d["remaining"], d["limit"]), (True, 1, 2), d)
+        d = self.acquire(name)
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 0), d)
+        self.assertFalse(self.acquire(name)["allowed"])
+
+    # ------------------------------------------------------------ the bound
+
+    def test_admitted_within_max_plus_rate_times_t(self):
+        name = self.policy(max_permits=10, rate=20)
+        res = harness.hammer([self.permitd.port], name, threads=1, seconds=2.0)
+        self.assertEqual(res["errors"], [])
+        bound = 10 + 20 * res["elapsed"]
+        msg = "admitted %d in %.3f s, bound %.1f" % (res["allowed"], res["elapsed"], bound)
+        self.assertLessEqual(res["allowed"], bound + 1, msg)
+        self.assertGreaterEqual(res["allowed"], 0.9 * bound, msg)
+        self.assertGreater(res["denied"], 0, msg)
+
+
+if __name__ == "__main__":
+    harness.main()

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""permitd's command line: --help, --version, every setting by flag and by
+environment variable, start-up refused on a bad value (exit 2, a message
+naming the setting and the value), Redis over a unix socket."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+import http.client
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import (PERMITD_BIN, Permitd, Redis, free_port, put_policy, stack_env,  # noqa: E402
+                     state_key, unique)
+
+# Every setting: (flag, environment variable).
+SETTINGS = [
+    ("--listen", "PERMITD_LISTEN"),
+    ("--redis-url", "PERMITD_REDIS_URL"),
+    ("--threads", "PERMITD_THREADS"),
+    ("--redis-prefix", "PERMITD_REDIS_PREFIX"),
+    ("--redis-timeout-ms", "PERMITD_REDIS_TIMEOUT_MS"),
+    ("--max-body-bytes", "PERMITD_MAX_BODY_BYTES"),
+    ("--log-level", "PERMITD_LOG_LEVEL"),
+    ("--max-connections", "PERMITD_MAX_CONNECTIONS"),
+    ("--connection-timeout", "PERMITD_CONNECTION_TIMEOUT"),
+]
+
+
+def clean_env(extra=None):
+    """The test's environment without any PERMITD_* setting, plus extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERMITD_")}
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    env.update(extra or {})
+    return env
+
+
+def run(args, env=None, timeout=15):
+    """Runs permitd to completion; a permitd that starts serving instead is
+    killed and reported as such."""
+    try:
+        return subprocess.run([PERMITD_BIN] + list(args), env=clean_env(env), timeout=timeout,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError("permitd %r (env %r) did not exit within %d s: it started "
+                             "instead of refusing" % (args, env, timeout)) from e
+
+
+class BarePermitd(Permitd):
+    """A permitd with exactly the given argv and environment (Permitd always
+    passes --listen and --redis-url itself); `port` is where to wait for
+    /healthz."""
+
+    def __init__(self, port, args=(), env=None):
+        self.port = port
+        self.log = tempfile.NamedTemporaryFile(prefix="permitd-", suffix=".log", delete=False)
+        self.argv = [PERMITD_BIN] + list(args)
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=clean_env(env))
+        self.wait_healthy()
+
+
+def refused(port):
+    """True when nothing accepts connections on 127.0.0.1:port."""
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        c.request("GET", "/healthz")
+        c.getresponse().read()
+        c.close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+def mentions(text, value):
+    """value occurs in text, not as part of a longer word or number."""
+    return re.search(r"(?<![A-Za-z0-9])%s(?![A-Za-z0-9])" % re.escape(value), text) is not None
+
+
+class HelpTest(unittest.TestCase):
+
+    def test_help_lists_every_flag_with_its_env_var(self):
+        for arg in ("--help", "-h"):
+            with self.subTest(arg=arg):
+                p = run([arg])
+                self.assertEqual(p.returncode, 0, p.stderr)
+                out = p.stdout
+                lines = out.splitlines()
+                # The entry of each flag: its line up to the next flag's line.
+                starts = [i for i, l in enumerate(lines) if re.match(r"\s*--?[a-z]", l)]
+                for flag, env in SETTINGS:
+                    idx = [i for i in starts if re.match(r"\s*%s\b" % re.escape(flag),
+                                                         lines[i])]
+                    self.assertTrue(idx, "%s is not listed in --help:\n%s" % (flag, out))
+                    nxt = [i for i in starts if i > idx[0]]
+                    entry = "\n".join(lines[idx[0]:nxt[0] if nxt else len(lines)])
+                    self.assertIn(env, entry, "the entry of %s does not name %s:\n%s"
+                                  % (flag, env, out))
+                # And no flag is listed without its variable.
+                for i in starts:
+                    m = re.match(r"\s*(--[a-z][a-z-]*)", lines[i])
+                    if m and m.group(1) not in ("--help", "--version"):
+                        self.assertIn(m.group(1), [f for f, _ in SETTINGS],
+                                      "%s is listed in --help but not tested here" % m.group(1))
+                self.assertIn("--version", out)
+
+    def test_version(self):
+        p = run(["--version"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stdout, r"permitd\b.*\d+\.\d+")
+
+
+class BadValueTest(unittest.TestCase):
+    """Start-up stops with exit status 2 and a message that names the
+    setting (as the operator gave it: flag or variable) and the value."""
+
+    CASES = [
+        # (args, env, setting as given, bad value as it must appear)
+        ([], {"PERMITD_THREADS": "abc"}, "PERMITD_THREADS", "abc"),
+        (["--threads", "0"], {}, "--threads", "0"),
+        (["--threads=2x"], {}, "--threads", "2x"),
+        (["--threads", "100000"], {}, "--threads", "100000"),
+        (["--listen", "nonsense"], {}, "--listen", "nonsense"),
+        ([], {"PERMITD_LISTEN": "nonsense"}, "PERMITD_LISTEN", "nonsense"),
+        (["--listen", "127.0.0.1:70000"], {}, "--listen", "127.0.0.1:70000"),
+        (["--redis-url", "http://x"], {}, "--redis-url", "http://x"),
+        ([], {"PERMITD_REDIS_URL": "http://x"}, "PERMITD_REDIS_URL", "http://x"),
+        (["--redis-url", "redis://h:99999"], {}, "--redis-url", "99999"),
+        (["--redis-url", "unix://relative.sock"], {}, "--redis-url", "unix://relative.sock"),
+        (["--log-level", "loud"], {}, "--log-level", "loud"),
+        ([], {"PERMITD_LOG_LEVEL": "loud"}, "PERMITD_LOG_LEVEL", "loud"),
+        (["--max-body-bytes", "10"], {}, "--max-body-bytes", "10"),
+        ([], {"PERMITD_MAX_BODY_BYTES": "10"}, "PERMITD_MAX_BODY_BYTES", "10"),
+        (["--redis-timeout-ms", "0"], {}, "--redis-timeout-ms", "0"),
+        (["--redis-prefix", "app{x}:"], {}, "--redis-prefix", "app{x}:"),
+        ([], {"PERMITD_REDIS_PREFIX": "app{x}:"}, "PERMITD_REDIS_PREFIX", "app{x}:"),
+        (["--nope"], {}, "--nope", "--nope"),
+        (["--nope=1"], {}, "--nope", "--nope"),
+    ]
+
+    def test_bad_values_stop_start_up(self):
+        for args, env, setting, value in self.CASES:
+            with self.subTest(args=args, env=env):
+                port = free_port()
+                argv = list(args)
+                if "--listen" not in " ".join(args) and "PERMITD_LISTEN" not in env:
+                    # Were the value accepted, permitd would serve here (and
+                    # run() would report that it did not exit).
+                    argv += ["--listen", "127.0.0.1:%d" % port]
+                p = run(argv, env)
+                self.assertEqual(p.returncode, 2, "exit status %d, stderr: %s"
+                                 % (p.returncode, p.stderr))
+                self.assertIn(setting, p.stderr)
+                self.assertTrue(mentions(p.stderr, value),
+                                "%r does not appear in: %s" % (value, p.stderr))
+                self.assertLess(len(p.stderr.strip().splitlines()), 5, p.stderr)
+
+    def test_flag_missing_its_value(self):
+        p = run(["--threads"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--threads", p.stderr)
+
+    def test_stray_argument(self):
+        p = run(["serve-now"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("serve-now", p.stderr)
+
+
+class EnvTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = Redis()
+        cls.url = stack_env()["PERMITD_TEST_REDIS_URL"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.redis.close()
+
+    def test_settings_from_env(self):
+        port = free_port()
+        prefix = "clienv%d:" % os.getpid()
+        name = unique("cli")
+        put_policy(self.redis, name, max_permits=5, prefix=prefix)
+        env = {"PERMITD_LISTEN": "127.0.0.1:%d" % port, "PERMITD_REDIS_URL": self.url,
+               "PERMITD_REDIS_PREFIX": prefix, "PERMITD_THREADS": "3"}
+        with BarePermitd(port, env=env) as p:
+            h = p.http()
+            self.assertEqual(h.request("GET", "/healthz").status, 200)
+            r = h.acquire(name)
+            self.assertEqual(r.status, 200, r)
+            self.assertIs(r.json().get("allowed"), True, r)
+            self.assertEqual(r.json().get("remaining"), "4", r)
+            self.assertEqual(self.redis("EXISTS", state_key(name, prefix=prefix)), 1)
+            h.close()
+            self.assertRegex(p.output(), r"threads\W{0,3}3\b")
+
+    def test_flag_overrides_env(self):
+        env_port, flag_port = free_port(), free_port()
+        while flag_port == env_port:
+            flag_port = free_port()
+        name = unique("cli")
+        put_policy(self.redis, name, max_permits=5)
+        env = {"PERMITD_LISTEN": "127.0.0.1:%d" % env_port,
+               # Nothing listens there: only the flag's Redis can answer.
+               "PERMITD_REDIS_URL": "redis://127.0.0.1:%d" % free_port(),
+               "PERMITD_REDIS_PREFIX": "wrong-prefix:",
+               "PERMITD_LOG_LEVEL": "error"}
+        args = ["--listen", "127.0.0.1:%d" % flag_port, "--redis-url", self.url,
+                "--redis-prefix", "permitd:", "--log-level", "warn"]
+        with BarePermitd(flag_port, args=args, env=env) as p:
+            self.assertTrue(refused(env_port), "permitd listens on the variable's port too")
+            h = p.http()
+            r = h.acquire(name)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json().get("remaining"), "4", r)
+            h.close()
+
+    def test_redis_over_unix_socket(self):
+        sock = stack_env()["PERMITD_TEST_REDIS_SOCKET"]
+        name = unique("unix")
+        put_policy(self.redis, name, max_permits=5, rate=0.01)
+        with Permitd(redis_url="unix://" + sock) as p:
+            h = p.http()
+            r = h.acquire(name)
+            self.assertEqual(r.status, 200, r)
+            self.assertIs(r.json().get("allowed"), True, r)
+            self.assertEqual(r.json().get("remaining"), "4", r)
+            r = h.acquire(name, permits=2)
+            self.assertEqual(r.json().get("remaining"), "2", r)
+            self.assertEqual(self.redis("EXISTS", state_key(name)), 1)
+            h.close()
+
+    def test_unix_socket_missing(self):
+        name = unique("unix")
+        put_policy(self.redis, name)
+        missing = os.path.join(tempfile.mkdtemp(prefix="permitd-nosock-"), "redis.sock")
+        with Permitd(redis_url="unix://" + missing) as p:
+            h = p.http()
+            r = h.acquire(name)
+            self.assertEqual(r.status, 503, r)
+            self.assertEqual(r.json().get("code"), "unavailable", r)
+            self.assertIn(missing, r.json().get("message", ""), r)
+            h.close()
+
+
+if __name__ == "__main__":
+    harness.main()

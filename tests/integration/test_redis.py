@@ -1,0 +1,342 @@
+"""permitd and Redis (issue 2 points 4 and 5): key prefix, EVALSHA with
+NOSCRIPT reload, one connection per worker thread, recovery after a Redis
+restart or crash without restarting permitd, AUTH and SELECT from the URL.
+"""
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Permitd, PrivateRedis, Redis, decision, error_code, put_policy, state_key, unique  # noqa: E402
+
+
+def script_sha():
+    with open(os.path.join(harness.SOURCE_DIR, "lua", "bucket.lua"), "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()
+
+
+def wait_gone(pid, timeout=5):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        # a zombie still answers kill(0); its state in /proc says Z
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.02)
+    raise AssertionError("process %d did not go away" % pid)
+
+
+class AuthRedis:
+    """A redis-server of our own that wants a password (like tests/stack/redis.sh)."""
+
+    def __init__(self, password):
+        self.dir = tempfile.mkdtemp(prefix="permitd-redis-auth-")
+        self.password = password
+        for _ in range(10):
+            self.port = harness.free_port()
+            rc = subprocess.run(
+                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                 "--dir", self.dir, "--save", "", "--appendonly", "no",
+                 "--daemonize", "yes", "--pidfile", os.path.join(self.dir, "redis.pid"),
+                 "--logfile", os.path.join(self.dir, "redis.log"),
+                 "--requirepass", password],
+                capture_output=True).returncode
+            if rc == 0 and self._wait_up():
+                return
+        raise RuntimeError("could not start redis-server with a password in " + self.dir)
+
+    def _wait_up(self):
+        for _ in range(100):
+            try:
+                c = self.client()
+                c.close()
+                return True
+            except (OSError, harness.RedisError):
+                time.sleep(0.05)
+        return False
+
+    def client(self):
+        c = Redis(self.port)
+        c("AUTH", self.password)
+        return c
+
+    def stop(self):
+        try:
+            with open(os.path.join(self.dir, "redis.pid")) as f:
+                pid = int(f.read())
+            os.kill(pid, signal.SIGTERM)
+            wait_gone(pid)
+        except (OSError, ValueError):
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisTest(unittest.TestCase):
+
+    def setUp(self):
+        self.redis = Redis()
+
+    def tearDown(self):
+        self.redis.close()
+
+    def assertUnavailable(self, reply):
+        self.assertEqual((reply.status, error_code(reply)), (503, "unavailable"), reply)
+
+    # ------------------------------------------------------------ layout
+
+    def test_custom_prefix(self):
+        prefix = "pfx-%s:" % unique("p")
+        mine, default_only = unique("pol"), unique("pol")
+        put_policy(self.redis, mine, prefix=prefix, max_permits=3, rate=0.01)
+        put_policy(self.redis, default_only, max_permits=3, rate=0.01)
+        with Permitd(prefix=prefix) as p:
+            h = p.http()
+            d = decision(h.acquire(mine))
+            self.assertEqual((d["allowed"], d["remaining"], d["limit"]), (True, 2, 3), d)
+            self.assertIsNotNone(self.redis("GET", state_key(mine, prefix=prefix)))
+            self.assertIsNone(self.redis("GET", state_key(mine)))
+            r = h.acquire(default_only)
+            self.assertEqual((r.status, error_code(r)), (404, "not_found"), r)
+            d = decision(h.acquire(mine, key="k1"))
+            self.assertTrue(d["allowed"], d)
+            self.assertIsNotNone(self.redis("GET", state_key(mine, key="k1", prefix=prefix)))
+            h.close()
+        # and the default prefix does not see the custom one's policy
+        with Permitd() as p:
+            h = p.http()
+            r = h.acquire(mine)
+            self.assertEqual((r.status, error_code(r)), (404, "not_found"), r)
+            self.assertTrue(decision(h.acquire(default_only))["allowed"])
+            h.close()
+
+    def test_noscript_reloads(self):
+        name = unique("noscript")
+        put_policy(self.redis, name, max_permits=1000, rate=1)
+        sha = script_sha()
+        with Permitd(args=["--threads", "2"]) as p:
+            h = p.http()
+            self.assertTrue(decision(h.acquire(name))["allowed"])
+            self.assertEqual(self.redis("SCRIPT", "EXISTS", sha), [1])
+            self.redis("SCRIPT", "FLUSH")
+            self.assertEqual(self.redis("SCRIPT", "EXISTS", sha), [0])
+            d = decision(h.acquire(name))
+            self.assertTrue(d["allowed"], d)
+            self.assertEqual(self.redis("SCRIPT", "EXISTS", sha), [1])
+            # every worker's connection copes, on fresh client connections too
+            self.redis("SCRIPT", "FLUSH")
+            for _ in range(10):
+                c = p.http()
+                self.assertTrue(decision(c.acquire(name))["allowed"])
+                c.close()
+            self.assertNotIn("ERROR", p.output())
+            h.close()
+
+    # ------------------------------------------------------------ connections
+
+    def test_one_connection_per_worker_thread(self):
+        pr = PrivateRedis()
+        try:
+            r = pr.client()
+            name = unique("conns")
+            put_policy(r, name, max_permits=1000000, rate=1000)
+            my_id = r("CLIENT", "ID")
+
+            def others():
+                lines = [l for l in r("CLIENT", "LIST").splitlines() if l]
+                return [l for l in lines if "id=%d " % my_id not in l]
+
+            def received():
+                for line in r("INFO", "stats").splitlines():
+                    if line.startswith("total_connections_received:"):
+                        return int(line.split(":")[1])
+                raise AssertionError("no total_connections_received in INFO")
+
+            with Permitd(redis_url=pr.url, args=["--threads", "3"]) as p:
+                before = received()
+                seen, stop = [0], threading.Event()
+                lock = threading.Lock()
+                failures = []
+
+                def watch():
+                    mon = pr.client()
+                    mon_id = mon("CLIENT", "ID")
+                    while not stop.is_set():
+                        lines = [l for l in mon("CLIENT", "LIST").splitlines() if l]
+                        n = len([l for l in lines
+                                 if "id=%d " % my_id not in l and "id=%d " % mon_id not in l])
+                        seen[0] = max(seen[0], n)
+                        time.sleep(0.01)
+                    mon.close()
+
+                def client():
+                    h = p.http()
+                    for _ in range(15):
+                        rep = h.acquire(name)
+                        if rep.status != 200 or not decision(rep)["allowed"]:
+                            with lock:
+                                failures.append(rep)
+                    h.close()
+
+                w = threading.Thread(target=watch)
+                w.start()
+                ts = [threading.Thread(target=client) for _ in range(20)]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join()
+                stop.set()
+                w.join()
+                self.assertEqual(failures, [])
+                conns = others()
+                # the watcher made one connection of its own
+                made = received() - before - 1
+                msg = "permitd connections now %d, at most %d seen, %d made:\n%s" % (
+                    len(conns), seen[0], made, "\n".join(conns))
+                self.assertGreaterEqual(len(conns), 1, msg)
+                self.assertLessEqual(len(conns), 3, msg)
+                self.assertLessEqual(seen[0], 3, msg)
+                self.assertLessEqual(made, 3, msg)
+            r.close()
+        finally:
+            pr.stop()
+
+    # ------------------------------------------------------------ restarts
+
+    def _poll_until_allowed(self, h, name, seconds=5.0):
+        deadline = time.time() + seconds
+        last = None
+        while time.time() < deadline:
+            last = h.acquire(name)
+            if last.status == 200 and decision(last)["allowed"]:
+                return last
+            time.sleep(0.1)
+        self.fail("Acquire did not recover within %.0f s: %r" % (seconds, last))
+
+    def _restart_case(self, kill):
+        pr = PrivateRedis()
+        try:
+            name = unique("restart")
+            r = pr.client()
+            put_policy(r, name, max_permits=100, rate=10)
+            r.close()
+            with Permitd(redis_url=pr.url, args=["--redis-timeout-ms", "200"]) as p:
+                h = p.http()
+                self.assertTrue(decision(h.acquire(name))["allowed"])
+                port = pr.port
+                if kill:
+                    pid = pr.pid()
+                    os.kill(pid, signal.SIGKILL)
+                    wait_gone(pid)
+                else:
+                    pr.stop()
+                for _ in range(3):
+                    start = time.time()
+                    rep = h.acquire(name)
+                    took = time.time() - start
+                    self.assertUnavailable(rep)
+                    self.assertLess(took, 3.0)
+                pr.start()
+                self.assertEqual(pr.port, port)
+                r = pr.client()
+                self.assertIsNone(r("GET", state_key(name)))   # it came back empty
+                put_policy(r, name, max_permits=100, rate=10)
+                r.close()
+                d = decision(self._poll_until_allowed(h, name))
+                self.assertEqual(d["remaining"], 99, d)         # buckets start full
+                # the other workers (fresh client connections) recover too
+                for _ in range(6):
+                    c = p.http()
+                    self._poll_until_allowed(c, name)
+                    c.close()
+                h.close()
+        finally:
+            pr.stop()
+
+    def test_redis_restart(self):
+        self._restart_case(kill=False)
+
+    def test_redis_sigkill(self):
+        self._restart_case(kill=True)
+
+    # ------------------------------------------------------------ URL parts
+
+    def test_password(self):
+        password = "s3cret-" + unique("pw")
+        wrong = "wr0ng-" + unique("pw")
+        ar = AuthRedis(password)
+        try:
+            r = ar.client()
+            name = unique("auth")
+            put_policy(r, name, max_permits=5, rate=1)
+            for url in ("redis://:%s@127.0.0.1:%d" % (password, ar.port),
+                        "redis://default:%s@127.0.0.1:%d" % (password, ar.port)):
+                with Permitd(redis_url=url) as p:
+                    h = p.http()
+                    d = decision(h.acquire(name))
+                    self.assertTrue(d["allowed"], (url, d))
+                    h.close()
+                    self.assertNotIn(password, p.output())
+            with Permitd(redis_url="redis://:%s@127.0.0.1:%d" % (wrong, ar.port)) as p:
+                h = p.http()
+                rep = h.acquire(name)
+                self.assertUnavailable(rep)
+                self.assertNotIn(wrong, rep.body.decode("utf-8", "replace"))
+                self.assertNotIn(password, rep.body.decode("utf-8", "replace"))
+                h.close()
+                self.assertNotIn(wrong, p.output())
+            # no password at all
+            with Permitd(redis_url="redis://127.0.0.1:%d" % ar.port) as p:
+                h = p.http()
+                self.assertUnavailable(h.acquire(name))
+                h.close()
+            r.close()
+        finally:
+            ar.stop()
+
+    def test_select_db(self):
+        env = harness.stack_env()
+        in3, in0 = unique("db3"), unique("db0")
+        r3 = Redis()
+        r3("SELECT", 3)
+        try:
+            put_policy(r3, in3, max_permits=4, rate=0.01)
+            put_policy(self.redis, in0, max_permits=4, rate=0.01)
+            with Permitd(redis_url=env["PERMITD_TEST_REDIS_URL"] + "/3") as p:
+                h = p.http()
+                d = decision(h.acquire(in3))
+                self.assertEqual((d["allowed"], d["remaining"]), (True, 3), d)
+                self.assertIsNotNone(r3("GET", state_key(in3)))
+                self.assertIsNone(self.redis("GET", state_key(in3)))
+                rep = h.acquire(in0)
+                self.assertEqual((rep.status, error_code(rep)), (404, "not_found"), rep)
+                h.close()
+            # the same over the unix socket, ?db=3
+            url = "unix://%s?db=3" % env["PERMITD_TEST_REDIS_SOCKET"]
+            with Permitd(redis_url=url) as p:
+                h = p.http()
+                d = decision(h.acquire(in3))
+                self.assertEqual((d["allowed"], d["remaining"]), (True, 2), d)
+                rep = h.acquire(in0)
+                self.assertEqual((rep.status, error_code(rep)), (404, "not_found"), rep)
+                h.close()
+        finally:
+            r3.close()
+
+
+if __name__ == "__main__":
+    harness.main()

@@ -1,0 +1,259 @@
+"""MySQL -> Redis policy sync against real MariaDB and Redis (issue 3).
+
+Each test gets its own MariaDB database (migrated with the stock client from
+migrations/*.up.sql, as a DBA could) and its own Redis key prefix, and runs
+permitd processes with --mysql-url pointing at that database and a short
+--sync-interval-ms. Changes are made the way a DBA would: plain SQL.
+"""
+import glob
+import os
+import signal
+import time
+import unittest
+
+import harness
+from harness import Permitd, Redis, decision, error_code, mysql, unique, stack_env
+
+INTERVAL_MS = 300
+
+
+def migrate_with_client(database, url=None):
+    """Applies every up migration with the stock mariadb client."""
+    for f in sorted(glob.glob(os.path.join(harness.SOURCE_DIR, "migrations", "*.up.sql"))):
+        with open(f) as fh:
+            mysql(fh.read(), url=url, database=database)
+
+
+def wait_for(what, fn, timeout=10.0):
+    """Polls fn() until it returns a truthy value; fails naming `what`."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = fn()
+        except AssertionError as e:     # e.g. decision() of a not-yet-200 reply
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
+class SyncTest(unittest.TestCase):
+    def setUp(self):
+        env = stack_env()
+        self.db = unique("sync").replace("-", "_")
+        mysql("CREATE DATABASE `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci" % self.db)
+        migrate_with_client(self.db)
+        root = env["PERMITD_TEST_MYSQL_ROOT_URL"]
+        # root over the socket, pointed at this test's database
+        base, _, query = root.partition("?")
+        self.mysql_url = base.rsplit("/", 1)[0] + "/" + self.db + ("?" + query if query else "")
+        self.prefix = unique("sy") + ":"
+        self.redis = Redis()
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            p.stop()
+        mysql("DROP DATABASE IF EXISTS `%s`" % self.db)
+        self.redis.close()
+
+    def sql(self, sql):
+        return mysql(sql, database=self.db)
+
+    def permitd(self, *extra):
+        p = Permitd(prefix=self.prefix,
+                    args=["--mysql-url", self.mysql_url,
+                          "--sync-interval-ms", str(INTERVAL_MS)] + list(extra))
+        self.procs.append(p)
+        return p
+
+    def add_policy(self, name, max_permits=5, rate="1", apps=("app",), enabled=1):
+        self.sql("INSERT INTO policies (name, max_permits, rate, enabled, created_by, updated_by) "
+                 "VALUES ('%s', %d, %s, %d, 'dba', 'dba')" % (name, max_permits, rate, enabled))
+        for a in apps:
+            self.sql("INSERT INTO policy_apps (policy_id, app) "
+                     "SELECT id, '%s' FROM policies WHERE name = '%s'" % (a, name))
+
+    def hash(self, name):
+        flat = self.redis("HGETALL", "%s{%s}:policy" % (self.prefix, name)) or []
+        return dict(zip(flat[0::2], flat[1::2]))
+
+    def test_start_up_loads_every_policy(self):
+        self.add_policy("alpha", 3, "0.5", apps=("web", "mobile"))
+        self.add_policy("beta", 7, "0.016666666667", apps=("*",))
+        self.add_policy("gamma", 2, "1", enabled=0)
+        p = self.permitd()
+        h = wait_for("alpha in redis", lambda: self.hash("alpha"))
+        self.assertEqual(h["max_permits"], "3")
+        self.assertEqual(float(h["rate"]), 0.5)
+        self.assertEqual(sorted(h["apps"].split(",")), ["mobile", "web"])
+        self.assertEqual(h["enabled"], "1")
+        wait_for("beta", lambda: self.hash("beta"))
+        c = p.http()
+        r = c.acquire("alpha", app="web")
+        self.assertEqual(decision(r)["remaining"], 2, r)
+        self.assertEqual(error_code(c.acquire("alpha", app="intruder")), "permission_denied")
+        self.assertTrue(decision(c.acquire("beta", app="anyone"))["allowed"])
+        wait_for("gamma", lambda: self.hash("gamma"))
+        self.assertEqual(error_code(c.acquire("gamma", app="app")), "failed_precondition")
+        self.assertEqual(error_code(c.acquire("nosuch", app="app")), "not_found")
+
+    def test_plain_sql_changes_reach_redis_without_restart(self):
+        self.add_policy("edit", 10, "1", apps=("a1",))
+        p = self.permitd()
+        c = p.http()
+        wait_for("policy", lambda: self.hash("edit"))
+        self.assertTrue(decision(c.acquire("edit", app="a1"))["allowed"])
+        v1 = int(self.hash("edit")["version"])
+
+        # limits: tokens clamp to the new max_permits, the bucket's state stays
+        for _ in range(3):
+            c.acquire("edit", app="a1")
+        self.sql("UPDATE policies SET max_permits = 4, rate = 0.001 WHERE name = 'edit'")
+        wait_for("new max", lambda: self.hash("edit").get("max_permits") == "4")
+        self.assertGreater(int(self.hash("edit")["version"]), v1)
+        r = decision(c.peek("edit", app="a1"))
+        self.assertEqual(r["limit"], 4)
+        self.assertEqual(r["remaining"], 4)   # 6 left, clamped to 4
+        self.assertTrue(decision(c.acquire("edit", app="a1"))["allowed"])
+        self.assertEqual(decision(c.peek("edit", app="a1"))["remaining"], 3)
+
+        # app list edits
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'a2' FROM policies WHERE name = 'edit'")
+        wait_for("a2 allowed", lambda: decision(c.peek("edit", app="a2")).get("limit") == 4)
+        self.sql("DELETE FROM policy_apps WHERE app = 'a1'")
+        wait_for("a1 refused", lambda: error_code(c.peek("edit", app="a1")) == "permission_denied")
+
+        # disable, enable
+        self.sql("UPDATE policies SET enabled = 0 WHERE name = 'edit'")
+        wait_for("disabled", lambda: error_code(c.peek("edit", app="a2")) == "failed_precondition")
+        self.assertEqual(error_code(c.acquire("edit", app="a2")), "failed_precondition")
+        self.sql("UPDATE policies SET enabled = 1 WHERE name = 'edit'")
+        wait_for("enabled", lambda: decision(c.peek("edit", app="a2")).get("limit") == 4)
+
+        # insert a new one, delete one
+        self.add_policy("fresh", 2, "1", apps=("a2",))
+        wait_for("fresh", lambda: decision(c.acquire("fresh", app="a2")).get("allowed"))
+        self.sql("DELETE FROM policies WHERE name = 'edit'")
+        wait_for("deleted", lambda: error_code(c.acquire("edit", app="a2")) == "not_found")
+        self.assertEqual(self.hash("edit"), {})
+        self.assertNotIn("edit", self.redis("SMEMBERS", self.prefix + "policies"))
+
+    def test_unchanged_policies_are_not_rewritten(self):
+        self.add_policy("steady", 5, "1")
+        p = self.permitd()
+        wait_for("policy", lambda: self.hash("steady"))
+        # A marker field survives as long as nobody rewrites the hash.
+        self.redis("HSET", "%s{steady}:policy" % self.prefix, "marker", "untouched")
+        time.sleep(INTERVAL_MS * 4 / 1000)
+        self.assertEqual(self.hash("steady").get("marker"), "untouched")
+        self.sql("UPDATE policies SET description = 'changed' WHERE name = 'steady'")
+        wait_for("rewrite", lambda: "marker" not in self.hash("steady"))
+        self.assertIn("policy written to redis", p.output())
+
+    def test_older_snapshot_never_overwrites_newer(self):
+        self.add_policy("race", 5, "1")
+        self.permitd()
+        h = wait_for("policy", lambda: self.hash("race"))
+        key = "%s{race}:policy" % self.prefix
+        sha = self.redis("SCRIPT", "LOAD",
+                         open(os.path.join(harness.SOURCE_DIR, "lua", "sync.lua")).read())
+        version, synced = int(h["version"]), int(h["synced_us"])
+
+        def put(row_id, v, taken, max_permits):
+            return self.redis("EVALSHA", sha, 1, key, "put", row_id, v, taken,
+                              "name", "race", "apps", "app", "max_permits", max_permits,
+                              "rate", "1", "enabled", "1", "failure_mode", "closed",
+                              "version", v, "id", row_id, "updated_us", "0")[0]
+
+        # What slow instances holding older snapshots would send:
+        self.assertEqual(put(h["id"], version - 1, synced + 10 ** 9, "999"), 0)   # older version
+        self.assertEqual(put(h["id"], version, synced - 1, "999"), 0)             # older snapshot
+        self.assertEqual(put(int(h["id"]) - 1, version + 5, synced + 1, "999"), 0)  # older row
+        self.assertEqual(self.hash("race")["max_permits"], "5")
+        # Newer ones are taken.
+        self.assertEqual(put(h["id"], version, synced + 1, "6"), 1)    # same version, newer snapshot
+        self.assertEqual(self.hash("race")["max_permits"], "6")
+        self.assertEqual(put(h["id"], version + 1, 0, "7"), 1)         # newer version
+        self.assertEqual(self.hash("race")["max_permits"], "7")
+        # A snapshot that predates a policy's last change does not delete it.
+        self.assertEqual(self.redis("EVALSHA", sha, 1, key, "del", 0, 10 ** 12), [0])
+        self.assertTrue(self.hash("race"))
+
+    def test_two_instances_sync_concurrently(self):
+        for i in range(20):
+            self.add_policy("multi%02d" % i, 5, "1")
+        a = self.permitd()
+        b = self.permitd()
+        wait_for("all 20", lambda: all(self.hash("multi%02d" % i) for i in range(20)))
+        for round_ in range(5):
+            self.sql("UPDATE policies SET max_permits = max_permits + 1")
+            want = str(6 + round_)
+            wait_for("round %d" % round_,
+                     lambda: all(self.hash("multi%02d" % i).get("max_permits") == want
+                                 for i in range(20)))
+        # The final state is MySQL's in both instances' eyes.
+        rows = self.sql("SELECT name, version FROM policies ORDER BY name")
+        time.sleep(INTERVAL_MS * 3 / 1000)
+        for name, version in rows:
+            self.assertEqual(self.hash(name)["version"], version)
+        self.assertEqual(decision(a.http().peek("multi00"))["limit"], 10)
+        self.assertEqual(decision(b.http().peek("multi00"))["limit"], 10)
+
+    def test_redis_flushed_policies_come_back(self):
+        self.add_policy("phoenix", 5, "1")
+        p = self.permitd()
+        wait_for("policy", lambda: self.hash("phoenix"))
+        for k in self.redis("KEYS", self.prefix + "*"):
+            self.redis("DEL", k)
+        self.assertEqual(error_code(p.http().acquire("phoenix")), "not_found")
+        wait_for("back", lambda: decision(p.http().acquire("phoenix")).get("allowed"))
+
+    def test_mysql_down_acquire_keeps_working_and_readyz_says_why(self):
+        db = harness.PrivateMariaDB()
+        try:
+            migrate_with_client("permitd", url=db.root_url)
+            db.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('solid', 100, 1);"
+                   "INSERT INTO policy_apps (policy_id, app) SELECT id, 'app' FROM policies;",
+                   database="permitd")
+            p = Permitd(prefix=self.prefix,
+                        args=["--mysql-url", db.url, "--sync-interval-ms", str(INTERVAL_MS),
+                              "--mysql-timeout-ms", "1000"])
+            self.procs.append(p)
+            wait_for("policy", lambda: self.hash("solid"))
+            admin = p.admin()
+            wait_for("ready", lambda: admin.request("GET", "/readyz").status == 200)
+            db.stop()
+            r = wait_for("readyz 503", lambda: (lambda x: x if x.status == 503 else None)(
+                admin.request("GET", "/readyz")))
+            body = r.body.decode()
+            self.assertIn("mysql", body)
+            self.assertIn("redis: ok", body)
+            self.assertNotIn(":permitd@", body)          # no password in the message
+            for _ in range(20):
+                self.assertTrue(decision(p.http().acquire("solid")).get("allowed"))
+            time.sleep(1.5)
+            failures = p.output().count("sync failed")
+            self.assertGreaterEqual(failures, 1)
+            # Backoff: far fewer failure lines than passes at the interval would give.
+            self.assertLess(failures, 1.5 / (INTERVAL_MS / 1000.0) + 2)
+            db.start()
+            wait_for("ready again", lambda: admin.request("GET", "/readyz").status == 200, 40)
+            self.assertIn("sync recovered", p.output())
+        finally:
+            db.cleanup()
+
+    def test_readyz_without_mysql(self):
+        p = Permitd(prefix=self.prefix)
+        self.procs.append(p)
+        r = p.admin().request("GET", "/readyz")
+        self.assertEqual(r.status, 200, r)
+        self.assertIn(b"redis: ok", r.body)
+        self.assertEqual(p.admin().request("GET", "/healthz").status, 200)
+
+
+if __name__ == "__main__":
+    harness.main()
