@@ -15,7 +15,7 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
       redis-server redis-tools mariadb-server mariadb-client libmariadb-dev
       curl ca-certificates)
 if [ "$what" = test ]; then
-    pkgs+=(python3)
+    pkgs+=(python3 docker-compose)
 fi
 
 missing=()

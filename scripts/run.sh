@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs permitd locally: installs what is missing, builds a release binary,
-# starts a Redis under .local/ (data kept between runs), puts an example
-# policy in it if there is none, and serves until Ctrl-C, which stops
-# everything it started.
+# starts a Redis and a MariaDB under .local/ (data kept between runs), runs
+# `permitd migrate up`, adds an example policy if there is none, and serves
+# until Ctrl-C, which stops everything it started.
 #
 # Environment (defaults in brackets):
 #   PERMITD_LISTEN          API listener             [127.0.0.1:8080]
+#   PERMITD_ADMIN_LISTEN    admin listener           [127.0.0.1:8081]
 #   PERMITD_RUN_REDIS_PORT  the local Redis's port   [6390]
+#   PERMITD_RUN_MYSQL_PORT  the local MariaDB's port [3390]
 #   PERMITD_RUN_DIR         where local data lives   [.local]
 # Any other PERMITD_* setting (see `permitd --help`) is passed through.
 set -euo pipefail
@@ -15,7 +17,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build/release
 data=${PERMITD_RUN_DIR:-$root/.local}
 redis_port=${PERMITD_RUN_REDIS_PORT:-6390}
+mysql_port=${PERMITD_RUN_MYSQL_PORT:-3390}
 export PERMITD_LISTEN=${PERMITD_LISTEN:-127.0.0.1:8080}
+export PERMITD_ADMIN_LISTEN=${PERMITD_ADMIN_LISTEN:-127.0.0.1:8081}
+export PERMITD_MYSQL_URL=mysql://permitd:permitd@127.0.0.1:$mysql_port/permitd
 export PERMITD_REDIS_URL=redis://127.0.0.1:$redis_port
 prefix=${PERMITD_REDIS_PREFIX:-permitd:}
 
@@ -27,12 +32,14 @@ cmake --build "$build" -j "$(nproc)"
 mkdir -p "$data/redis"
 redis_pid=""
 permitd_pid=""
+mariadb_started=""
 stop() {
     trap - INT TERM EXIT
     [ -n "$permitd_pid" ] && kill -TERM "$permitd_pid" 2>/dev/null && wait "$permitd_pid" 2>/dev/null
     if [ -n "$redis_pid" ]; then
         redis-cli -p "$redis_port" shutdown save >/dev/null 2>&1 || kill "$redis_pid" 2>/dev/null || true
     fi
+    [ -n "$mariadb_started" ] && "$root/tests/stack/mariadb.sh" stop "$data/mariadb"
     echo "run.sh: stopped"
 }
 trap stop INT TERM EXIT
@@ -51,10 +58,24 @@ for _ in $(seq 1 100); do
 done
 redis-cli -p "$redis_port" ping >/dev/null || { echo "run.sh: redis did not start, see $data/redis/redis.log" >&2; exit 1; }
 
-policy="${prefix}{example}:policy"
-if [ "$(redis-cli -p "$redis_port" exists "$policy")" = 0 ]; then
-    redis-cli -p "$redis_port" hset "$policy" name example apps '*' max_permits 10 \
-        rate 1 version 1 enabled 1 >/dev/null
+# MariaDB: the policy store. Same script as the tests' throw-away one, but
+# the data directory stays between runs.
+"$root/tests/stack/mariadb.sh" start "$data/mariadb" "$mysql_port" > "$data/mariadb.env" || {
+    echo "run.sh: MariaDB did not start on port $mysql_port (see $data/mariadb/mariadb.log);" \
+         "set PERMITD_RUN_MYSQL_PORT to use another" >&2
+    exit 1
+}
+mariadb_started=1
+mysql_sock=$(sed -n 's/^PERMITD_TEST_MYSQL_SOCKET=//p' "$data/mariadb.env")
+sql() { mariadb --no-defaults --protocol=socket --socket="$mysql_sock" -uroot --batch \
+            --skip-column-names permitd -e "$1"; }
+
+"$build/server/permitd" migrate up
+
+if [ "$(sql 'SELECT COUNT(*) FROM policies')" = 0 ]; then
+    sql "INSERT INTO policies (name, max_permits, rate, description, created_by, updated_by)
+         VALUES ('example', 10, 1, 'added by scripts/run.sh', 'run.sh', 'run.sh');
+         INSERT INTO policy_apps (policy_id, app) SELECT id, '*' FROM policies WHERE name = 'example';"
     echo "run.sh: added policy \"example\": 10 permits, 1 more per second, any app"
 fi
 
@@ -69,14 +90,19 @@ done
 cat <<MSG
 
 permitd is serving:
-  API     http://$PERMITD_LISTEN  (Connect: /permit.v1.RateLimitService/Acquire, /Peek)
-  Redis   127.0.0.1:$redis_port, data in $data/redis
+  API      http://$PERMITD_LISTEN  (Connect: /permit.v1.RateLimitService/Acquire, /Peek)
+  admin    http://$PERMITD_ADMIN_LISTEN/readyz
+  Redis    127.0.0.1:$redis_port, data in $data/redis
+  MariaDB  $PERMITD_MYSQL_URL (root: mariadb --no-defaults -S $mysql_sock -uroot permitd)
 
 Acquire a permit:
   curl -s -H 'Content-Type: application/json' \\
        -d '{"bucket":"example","app":"demo","permits":1}' \\
        http://$PERMITD_LISTEN/permit.v1.RateLimitService/Acquire
 
-Ctrl-C stops permitd and Redis.
+Policies live in MySQL; edit them with SQL and permitd picks the change up
+within 5 s (PERMITD_SYNC_INTERVAL_MS).
+
+Ctrl-C stops permitd, Redis and MariaDB.
 MSG
 wait "$permitd_pid"

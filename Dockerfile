@@ -1,0 +1,29 @@
+# permitd in a container: built from this tree on Debian 12, run from a slim
+# image with only the shared libraries it links.
+FROM debian:12 AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
+      protobuf-c-compiler libprotobuf-c-dev libmicrohttpd-dev libhiredis-dev \
+      libjansson-dev zlib1g-dev libmariadb-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY CMakeLists.txt ./
+COPY cmake cmake
+COPY proto proto
+COPY lua lua
+COPY migrations migrations
+COPY server server
+RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+ && cmake --build build -j "$(nproc)"
+
+FROM debian:12-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libmicrohttpd12 libhiredis0.14 \
+      libprotobuf-c1 libjansson4 zlib1g libmariadb3 curl ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --no-create-home permitd
+COPY --from=build /src/build/server/permitd /usr/local/bin/permitd
+USER permitd
+EXPOSE 8080 8081
+ENV PERMITD_LISTEN=0.0.0.0:8080 PERMITD_ADMIN_LISTEN=0.0.0.0:8081
+ENTRYPOINT ["/usr/local/bin/permitd"]
