@@ -8,8 +8,12 @@ ARGV[2]  permits wanted (>= 1)
 ARGV[3]  "1" to take them (Acquire), "0" to only look (Peek)
 
 Returns {status, allowed, remaining, limit, retry_after_ms, reset_after_ms,
-window_s}, window_s being the seconds an empty bucket takes to fill (the
-`w` of the RateLimit-Policy header).
+window_s, tokens_micro}: window_s is the seconds an empty bucket takes to
+fill (the `w` of the RateLimit-Policy header), tokens_micro the tokens left
+in millionths of a permit (for the admin UI's gauge).
+
+ARGV[1] = "*" skips the apps check: only permitd itself sends it (the admin
+bucket inspector); a request's app can never be "*" (server/policy.c).
 status is 0 or a negated Connect code (server/status.h): -5 not_found,
 -7 permission_denied, -9 failed_precondition (policy disabled),
 -11 out_of_range (more permits than the bucket holds), -13 internal (a
@@ -24,7 +28,8 @@ per minute. The clock is Redis TIME: no client clock is trusted.
 
 A full bucket has no state key: every write sets the key to expire when
 the bucket would be full again, and a missing key reads as full. A denied
-request (and every Peek) writes nothing.
+request (and every Peek) writes nothing, save that a denial re-stamps a
+state stamped ahead of the Redis clock (the clock stepped back).
 ]]
 
 local policy = redis.call('HMGET', KEYS[1], 'max_permits', 'rate', 'apps', 'enabled')
@@ -41,7 +46,7 @@ end
 
 -- Exact set membership: apps is a comma-separated list of names that cannot
 -- themselves hold a comma; a plain find (no patterns) on ",a,b," for ",app,".
-if apps ~= '*' then
+if apps ~= '*' and ARGV[1] ~= '*' then
   local set = ',' .. apps .. ','
   if not string.find(set, ',' .. ARGV[1] .. ',', 1, true)
      and not string.find(set, ',*,', 1, true) then
@@ -68,7 +73,9 @@ end
 -- ahead of the clock counts as measured now: otherwise the bucket would stay
 -- frozen until the clock caught up, and the wait search below would crawl
 -- there one microsecond per step (minutes of a blocked Redis per hour of skew).
-if since > now then
+-- A denial re-stamps such a state (below), or it would never start accruing.
+local skewed = since > now
+if skewed then
   since = now
 end
 
@@ -94,19 +101,23 @@ local function level(at)
   return t
 end
 
--- Milliseconds until a bucket holding `tokens` is full again, rounded up.
+-- Milliseconds until a bucket holding `tokens` is full again, rounded up,
+-- capped at FOREVER_MS (3170 years): past 1e14 a number no longer reaches
+-- Redis as an integer (PX gets "1e+14"; replies overflow near 1e19).
+local FOREVER_MS = 99999999999999
 local function until_full(tokens)
   if tokens >= max then
     return 0
   end
-  return math.ceil((max - tokens) * 1000 / rate)
+  return math.min(math.ceil((max - tokens) * 1000 / rate), FOREVER_MS)
 end
 
 local tokens = level(now)
-local window = math.ceil(max / rate)
+local window = math.min(math.ceil(max / rate), FOREVER_MS)
 
 if ARGV[3] == '0' then
-  return {0, 1, math.floor(tokens), max, 0, until_full(tokens), window}
+  return {0, 1, math.floor(tokens), max, 0, until_full(tokens), window,
+          math.floor(tokens * 1000000)}
 end
 
 if tokens >= want then
@@ -115,14 +126,23 @@ if tokens >= want then
   if ttl > 0 then
     redis.call('SET', KEYS[2], string.format('%.17g %d', tokens, now), 'PX', ttl)
   end
-  return {0, 1, math.floor(tokens), max, 0, ttl, window}
+  return {0, 1, math.floor(tokens), max, 0, ttl, window, math.floor(tokens * 1000000)}
 end
 
--- Denied: nothing is written. The wait is computed, then checked against the
+-- Denied: nothing is taken (and nothing written but a skewed state's new
+-- stamp, see `skewed`). The wait is computed, then checked against the
 -- very function the next decision will use, so a client that waits
 -- retry_after_ms is admitted (barring other clients taking the tokens first).
 local wait = math.ceil((want - tokens) * 1000000 / rate)
+local step = 1
 while level(now + wait) < want do
-  wait = wait + 1
+  -- growing steps: past 2^53 us (285 years) wait + 1 == wait, and +1 steps
+  -- would spin forever, holding Redis
+  wait = wait + step
+  step = step * 2
 end
-return {0, 0, math.floor(tokens), max, math.ceil(wait / 1000), until_full(tokens), window}
+if skewed then
+  redis.call('SET', KEYS[2], string.format('%.17g %d', tokens, now), 'PX', until_full(tokens))
+end
+return {0, 0, math.floor(tokens), max, math.min(math.ceil(wait / 1000), FOREVER_MS),
+        until_full(tokens), window, math.floor(tokens * 1000000)}

@@ -11,7 +11,7 @@ set -euo pipefail
 what=${1:-test}
 
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
-      libmicrohttpd-dev libhiredis-dev libjansson-dev zlib1g-dev
+      libmicrohttpd-dev libhiredis-dev libjansson-dev zlib1g-dev libargon2-dev
       redis-server redis-tools mariadb-server mariadb-client libmariadb-dev
       curl ca-certificates)
 if [ "$what" = test ]; then

@@ -1,26 +1,37 @@
 /*
- * admin.h - the admin listener: /healthz, /readyz.
+ * admin.h - the admin listener: the admin UI, PolicyService and
+ * AdminAuthService (proto/permit/v1/admin.proto), /healthz and /readyz;
+ * and the `permitd admin` command line.
  *
- * Separate from the API listener, so what administrators and operators
- * reach is never what applications reach.
+ * Separate from the API listener, so what administrators reach is never
+ * what applications reach: an application that can call Acquire cannot
+ * change a policy.
  */
 #ifndef PERMITD_ADMIN_H
 #define PERMITD_ADMIN_H
 
 #include "config.h"
 #include "http.h"
+#include "limiter.h"
 #include "redis.h"
+#include "stats.h"
 #include "sync.h"
 
 struct admin;
 
-/* Returns a new admin in *out (free with admin_free()). sync may be NULL
- * (no policy store configured). Everything passed must outlive it. */
-int admin_new(const struct config *cfg, struct redis *redis, struct sync *sync,
-              struct admin **out, struct permitd_error *err);
+/* Returns a new admin in *out (free with admin_free()). sync is NULL when
+ * no policy store is configured (then only /healthz, /readyz and the UI's
+ * files answer; the RPCs say MySQL is not configured). Everything passed
+ * must outlive it. */
+int admin_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
+              struct sync *sync, struct stats *stats, struct admin **out,
+              struct permitd_error *err);
 void admin_free(struct admin *a);
 
 /* The http_handler_fn of the admin listener; ud is the struct admin. */
 void admin_handle(void *ud, const struct http_request *req, struct http_response *resp);
+
+/* `permitd admin VERB ...` (argv[0] is "admin"); returns the exit status. */
+int admin_cli_main(const struct config *cfg, int argc, char **argv);
 
 #endif

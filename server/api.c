@@ -20,6 +20,7 @@
 struct api {
     const struct config *cfg;
     struct limiter *limiter;
+    struct stats *stats;
     struct connect_limits limits;
 };
 
@@ -53,6 +54,8 @@ static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *
     rc = limiter_acquire(a->limiter, &lr, call->deadline_us, &r, err);
     if (rc != PERMITD_OK)
         return rc;
+    if (a->stats != NULL)
+        stats_record(a->stats, rq->bucket, r.allowed);
     rs->allowed = r.allowed;
     rs->remaining = r.remaining;
     rs->limit = r.limit;
@@ -89,8 +92,8 @@ static const struct connect_method methods[] = {
     {NULL, NULL, NULL, 0, NULL},
 };
 
-int api_new(const struct config *cfg, struct limiter *limiter, struct api **out,
-            struct permitd_error *err)
+int api_new(const struct config *cfg, struct limiter *limiter, struct stats *stats,
+            struct api **out, struct permitd_error *err)
 {
     struct api *a = calloc(1, sizeof(*a));
 
@@ -99,6 +102,7 @@ int api_new(const struct config *cfg, struct limiter *limiter, struct api **out,
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     a->cfg = cfg;
     a->limiter = limiter;
+    a->stats = stats;
     a->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
     *out = a;
     return PERMITD_OK;

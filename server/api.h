@@ -10,13 +10,14 @@
 #include "config.h"
 #include "http.h"
 #include "limiter.h"
+#include "stats.h"
 
 struct api;
 
-/* Returns a new API in *out (free with api_free()); cfg and limiter must
- * outlive it. */
-int api_new(const struct config *cfg, struct limiter *limiter, struct api **out,
-            struct permitd_error *err);
+/* Returns a new API in *out (free with api_free()); cfg, limiter and stats
+ * (where decisions are counted; may be NULL) must outlive it. */
+int api_new(const struct config *cfg, struct limiter *limiter, struct stats *stats,
+            struct api **out, struct permitd_error *err);
 void api_free(struct api *a);
 
 /* The http_handler_fn of the API listener; ud is the struct api. */

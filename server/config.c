@@ -63,6 +63,8 @@ static const struct setting settings[] = {
         100, 3600000, "how often policies are reconciled from MySQL into Redis"),
     STR(admin_listen, "admin-listen", "PERMITD_ADMIN_LISTEN", "127.0.0.1:8081",
         "admin listener address (/healthz, /readyz), host:port"),
+    STR(admin_ui_dir, "admin-ui-dir", "PERMITD_ADMIN_UI_DIR", "",
+        "serve the admin UI from this directory (development); default: built in"),
     STR(log_level, "log-level", "PERMITD_LOG_LEVEL", "info",
         "debug, info, warn or error"),
 };
@@ -77,6 +79,10 @@ void config_usage(FILE *out)
             "permitd answers Acquire/Peek over the Connect protocol from token\n"
             "buckets kept in Redis. Every option can also be set by its\n"
             "environment variable; a flag wins over the variable.\n"
+            "\n"
+            "Commands:\n"
+            "  permitd migrate VERB          schema migrations (permitd migrate --help)\n"
+            "  permitd admin add-user NAME   admin UI accounts (permitd admin --help)\n"
             "\n"
             "Options:\n");
     for (size_t i = 0; i < NSETTINGS; i++) {

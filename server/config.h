@@ -52,6 +52,7 @@ struct config {
     char admin_listen[256];
     char admin_listen_host[256];
     int admin_listen_port;
+    char admin_ui_dir[1024];      /* serve the UI from here (development); "" = embedded */
 
     char log_level[16];
 };

@@ -8,6 +8,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +222,32 @@ done:
     return rc;
 }
 
+struct connect_block {
+    struct connect_block *next;
+    _Alignas(max_align_t) unsigned char data[];
+};
+
+void *connect_call_alloc(struct connect_call *call, size_t n)
+{
+    struct connect_block *b = calloc(1, sizeof(*b) + n);
+
+    if (b == NULL)
+        return NULL;
+    b->next = call->blocks;
+    call->blocks = b;
+    return b->data;
+}
+
+char *connect_call_strdup(struct connect_call *call, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = connect_call_alloc(call, n);
+
+    if (d != NULL)
+        memcpy(d, s, n);
+    return d;
+}
+
 /* Unpacks or parses body into a new message of type desc. */
 static int decode(enum connect_codec codec, const ProtobufCMessageDescriptor *desc,
                   const char *body, size_t len, ProtobufCMessage **msg,
@@ -410,6 +437,11 @@ fail:
         permitd_error_set(&err, PERMITD_EINTERNAL, "handler failed without saying why");
     connect_error_reply(resp, &err);
 done:
+    while (call.blocks != NULL) {
+        struct connect_block *next = call.blocks->next;
+        free(call.blocks);
+        call.blocks = next;
+    }
     if (in != NULL)
         protobuf_c_message_free_unpacked(in, NULL);
     free(inflated);

@@ -27,7 +27,16 @@ struct connect_call {
     struct http_response *resp;     /* for extra reply headers */
     int64_t deadline_us;            /* clock_now_us() scale */
     enum connect_codec codec;
+    struct connect_block *blocks;   /* connect_call_alloc()'s, freed after the reply */
 };
+
+/* Memory for the reply message (strings, arrays, sub-messages) that lives
+ * until the reply is encoded, then is freed by connect_serve. Zeroed.
+ * NULL when out of memory. */
+void *connect_call_alloc(struct connect_call *call, size_t n);
+
+/* connect_call_alloc() + copy of a string. */
+char *connect_call_strdup(struct connect_call *call, const char *s);
 
 /* Fills out (already initialised to its defaults) from in. Memory that out
  * points to must stay valid until the handler's call returns to

@@ -15,6 +15,9 @@ struct embedded_file {
 /* The Lua scripts of lua/, ending in {NULL, NULL, 0}. */
 extern const struct embedded_file lua_script_files[];
 
+/* The admin UI's files of admin-ui/, ending in {NULL, NULL, 0}. */
+extern const struct embedded_file admin_ui_files[];
+
 /* Returns the embedded file called name in table, or NULL. */
 const struct embedded_file *embed_find(const struct embedded_file *table,
                                        const char *name);

@@ -81,17 +81,18 @@ static int script_error(long long status, const struct limiter_request *req,
     }
 }
 
-static int decide(struct limiter *l, const struct limiter_request *req, int take,
+/* validate: 0 for permitd's own calls (app "*" may look at any bucket). */
+static int decide(struct limiter *l, const struct limiter_request *req, int take, int check,
                   int64_t deadline_us, struct limiter_result *res, struct permitd_error *err)
 {
     char hash_key[POLICY_REDIS_KEY_MAX], state_key[POLICY_REDIS_KEY_MAX], permits_s[24];
     struct redis_str keys[2], args[3];
-    long long out[7];
+    long long out[8];
     int64_t permits = req->permits == 0 ? 1 : req->permits;
     int rc;
 
     memset(res, 0, sizeof(*res));
-    if ((rc = validate(req, take, err)) != PERMITD_OK)
+    if (check && (rc = validate(req, take, err)) != PERMITD_OK)
         return rc;
 
     keys[0].p = hash_key;
@@ -108,7 +109,7 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
     args[2].len = 1;
 
     rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline_us,
-                          out, 7, err);
+                          out, 8, err);
     if (rc != PERMITD_OK)
         return rc;
     res->limit = out[3];
@@ -119,6 +120,7 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
     res->retry_after_ms = out[4];
     res->reset_after_ms = out[5];
     res->window_s = out[6];
+    res->tokens_micro = out[7];
     return PERMITD_OK;
 }
 
@@ -126,12 +128,42 @@ int limiter_acquire(struct limiter *l, const struct limiter_request *req,
                     int64_t deadline_us, struct limiter_result *res,
                     struct permitd_error *err)
 {
-    return decide(l, req, 1, deadline_us, res, err);
+    return decide(l, req, 1, 1, deadline_us, res, err);
 }
 
 int limiter_peek(struct limiter *l, const struct limiter_request *req,
                  int64_t deadline_us, struct limiter_result *res,
                  struct permitd_error *err)
 {
-    return decide(l, req, 0, deadline_us, res, err);
+    return decide(l, req, 0, 1, deadline_us, res, err);
+}
+
+int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
+                    int64_t deadline_us, struct limiter_result *res,
+                    struct permitd_error *err)
+{
+    struct limiter_request req = {bucket, "*", key ? key : "", 1};
+    int rc;
+
+    if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
+        (rc = policy_check_key("key", req.key, err)) != PERMITD_OK)
+        return rc;
+    return decide(l, &req, 0, 0, deadline_us, res, err);
+}
+
+int limiter_reset(struct limiter *l, const char *bucket, const char *key,
+                  int64_t deadline_us, struct permitd_error *err)
+{
+    char state_key[POLICY_REDIS_KEY_MAX];
+    struct redis_str del[2];
+    int rc;
+
+    if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
+        (rc = policy_check_key("key", key ? key : "", err)) != PERMITD_OK)
+        return rc;
+    del[0].p = "DEL";
+    del[0].len = 3;
+    del[1].p = state_key;
+    del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket, POLICY_KEY_BUCKET, key);
+    return redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err);
 }

@@ -33,6 +33,7 @@ struct limiter_result {
     int64_t retry_after_ms; /* 0 when allowed */
     int64_t reset_after_ms; /* until the bucket is full again */
     int64_t window_s;       /* seconds an empty bucket takes to fill */
+    int64_t tokens_micro;   /* tokens left, in millionths of a permit */
 };
 
 /* Returns a new limiter in *out, free with limiter_free(). cfg and redis
@@ -53,5 +54,15 @@ int limiter_acquire(struct limiter *l, const struct limiter_request *req,
 int limiter_peek(struct limiter *l, const struct limiter_request *req,
                  int64_t deadline_us, struct limiter_result *res,
                  struct permitd_error *err);
+
+/* Like limiter_peek, for permitd's own use (the admin bucket inspector):
+ * any app may look. key "" is the shared bucket. */
+int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
+                    int64_t deadline_us, struct limiter_result *res,
+                    struct permitd_error *err);
+
+/* Deletes a bucket's state: it is full again. */
+int limiter_reset(struct limiter *l, const char *bucket, const char *key,
+                  int64_t deadline_us, struct permitd_error *err);
 
 #endif

@@ -5,6 +5,7 @@
  *                                     admin listener, MySQL sync thread; wait
  *                                     for SIGTERM/SIGINT; drain; exit 0
  *   permitd migrate VERB [args]       the schema migrations (migrate.c)
+ *   permitd admin VERB [args]         admin accounts (admin.c)
  *
  * Signals are blocked before any thread starts, so every worker inherits the
  * mask and only the main thread, in sigwait(), ever sees them.
@@ -22,6 +23,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "redis.h"
+#include "stats.h"
 #include "sync.h"
 
 #define DRAIN_GRACE_MS 10000
@@ -34,6 +36,7 @@ static int serve(const struct config *cfg)
     struct api *api = NULL;
     struct sync *sync = NULL;
     struct admin *admin = NULL;
+    struct stats *stats = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
@@ -45,16 +48,20 @@ static int serve(const struct config *cfg)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+    if ((stats = stats_new()) == NULL) {
+        permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
+        goto out;
+    }
     if (redis_new(cfg, &redis, &err) != PERMITD_OK ||
         limiter_new(cfg, redis, &limiter, &err) != PERMITD_OK ||
-        api_new(cfg, limiter, &api, &err) != PERMITD_OK)
+        api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK)
         goto out;
     if (cfg->mysql_url[0] != '\0') {
         if (sync_new(cfg, redis, &sync, &err) != PERMITD_OK)
             goto out;
         config_mysql_url_masked(&cfg->mysql, mysql, sizeof(mysql));
     }
-    if (admin_new(cfg, redis, sync, &admin, &err) != PERMITD_OK)
+    if (admin_new(cfg, redis, limiter, sync, stats, &admin, &err) != PERMITD_OK)
         goto out;
 
     struct http_options http = {
@@ -102,6 +109,7 @@ out:
     api_free(api);
     limiter_free(limiter);
     redis_free(redis);
+    stats_free(stats);
     if (status == EXIT_SUCCESS)
         log_msg(LOG_INFO, "permitd stopped", NULL);
     return status;
@@ -112,7 +120,7 @@ int main(int argc, char **argv)
     struct config cfg;
     struct permitd_error err = {0, ""};
     enum log_level level;
-    int rc, sub = argc > 1 && strcmp(argv[1], "migrate") == 0;
+    int rc, sub = argc > 1 && (strcmp(argv[1], "migrate") == 0 || strcmp(argv[1], "admin") == 0);
 
     /* A subcommand takes its settings from the environment; its own
      * arguments are its own to parse. */
@@ -125,7 +133,9 @@ int main(int argc, char **argv)
     }
     log_level_parse(cfg.log_level, &level);
     log_set_level(level);
-    if (sub)
+    if (sub && strcmp(argv[1], "migrate") == 0)
         return migrate_main(&cfg, argc - 1, argv + 1);
+    if (sub)
+        return admin_cli_main(&cfg, argc - 1, argv + 1);
     return serve(&cfg);
 }

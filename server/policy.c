@@ -2,6 +2,7 @@
  * policy.c - policy name rules and the Redis key layout (see policy.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy.h"
@@ -92,4 +93,97 @@ size_t policy_redis_key(char *buf, const char *prefix, const char *name,
     else
         n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}:k:%s", prefix, name, key);
     return n < 0 ? 0 : ((size_t)n < POLICY_REDIS_KEY_MAX ? (size_t)n : POLICY_REDIS_KEY_MAX - 1);
+}
+
+int policy_check_rate(const char *field, const char *value, struct permitd_error *err)
+{
+    const char *p = value;
+    size_t whole = 0, frac = 0;
+    int nonzero = 0, dot = 0;
+    char q[300];
+
+    for (; *p; p++) {
+        if (*p == '.' && !dot) {
+            dot = 1;
+        } else if (*p >= '0' && *p <= '9') {
+            if (dot)
+                frac++;
+            else
+                whole++;
+            nonzero |= *p != '0';
+        } else {
+            break;
+        }
+    }
+    quote(q, sizeof(q), value);
+    if (*p != '\0' || (whole == 0 && frac == 0))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" is not a decimal number of permits per second "
+                                 "(e.g. 50, 0.5, 0.016666666667)", field, q);
+    if (frac > 12)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" has more than 12 decimal places", field, q);
+    if (!nonzero)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s: must be more than 0", field);
+    if (strtod(value, NULL) > 1e9)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" is more than 1000000000 permits per second", field, q);
+    return PERMITD_OK;
+}
+
+/* Counts UTF-8 characters; -1 when s is not UTF-8. */
+static long utf8_chars(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    long n = 0;
+
+    while (*p) {
+        int len = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 0;
+        if (len == 0)
+            return -1;
+        for (int i = 1; i < len; i++)
+            if ((p[i] & 0xc0) != 0x80)
+                return -1;
+        p += len;
+        n++;
+    }
+    return n;
+}
+
+int policy_check_fields(const char *name, const char *const *apps, size_t napps,
+                        long long max_permits, const char *rate, const char *description,
+                        const char *failure_mode, struct permitd_error *err)
+{
+    long chars;
+    int rc;
+
+    if ((rc = policy_check_name("name", name, err)) != PERMITD_OK)
+        return rc;
+    if (napps == 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "apps: at least one app is needed (\"*\" lets any app in)");
+    for (size_t i = 0; i < napps; i++)
+        if (strcmp(apps[i], "*") != 0 &&
+            (rc = policy_check_name("apps", apps[i], err)) != PERMITD_OK)
+            return rc;
+    if (max_permits < 1)
+        return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %lld is less than 1",
+                                 max_permits);
+    if (max_permits > POLICY_MAX_PERMITS_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %lld is more than %lld",
+                                 max_permits, POLICY_MAX_PERMITS_MAX);
+    if ((rc = policy_check_rate("rate", rate, err)) != PERMITD_OK)
+        return rc;
+    chars = utf8_chars(description);
+    if (chars < 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "description: is not valid UTF-8 text");
+    if (chars > POLICY_DESCRIPTION_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "description: %ld characters, the limit is %d", chars,
+                                 POLICY_DESCRIPTION_MAX);
+    if (strcmp(failure_mode, "open") != 0 && strcmp(failure_mode, "closed") != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "failure_mode: \"%.32s\" is not \"open\" or \"closed\"",
+                                 failure_mode);
+    return PERMITD_OK;
 }

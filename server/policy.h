@@ -31,6 +31,22 @@ int policy_check_name(const char *field, const char *value, struct permitd_error
 /* Checks a bucket key: at most 256 bytes, no control characters; "" = none. */
 int policy_check_key(const char *field, const char *value, struct permitd_error *err);
 
+#define POLICY_DESCRIPTION_MAX 1024
+#define POLICY_MAX_PERMITS_MAX 9007199254740992LL   /* 2^53: exact in Lua */
+
+/* Checks a rate: decimal text of permits per second, > 0, at most 12
+ * decimal places and at most 1e9 (the column is DECIMAL(24,12)).
+ * field names it in the message ("rate"). */
+int policy_check_rate(const char *field, const char *value, struct permitd_error *err);
+
+/* Checks a policy's editable fields, naming the first bad one:
+ * name, apps (names or "*"; at least one), max_permits (1..2^53), rate,
+ * description (at most 1024 characters of UTF-8 text), failure_mode
+ * ("open" or "closed"). */
+int policy_check_fields(const char *name, const char *const *apps, size_t napps,
+                        long long max_permits, const char *rate, const char *description,
+                        const char *failure_mode, struct permitd_error *err);
+
 enum policy_key_kind { POLICY_KEY_HASH, POLICY_KEY_BUCKET };
 
 /* Writes into buf (POLICY_REDIS_KEY_MAX bytes) the Redis key of the policy

@@ -6,7 +6,9 @@
  * own MYSQL_OPT_RECONNECT stays off because it silently loses session state.
  * Every session runs in UTC, so DATETIME(6) values are UTC throughout.
  */
+#define _GNU_SOURCE   /* vasprintf */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +88,8 @@ static int connect_db(struct store *s, struct permitd_error *err)
     mysql_options(s->db, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
     mysql_options(s->db, MYSQL_OPT_RECONNECT, &off);
     mysql_options(s->db, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-    mysql_options(s->db, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
+    mysql_options(s->db, MYSQL_INIT_COMMAND,
+                  "SET time_zone = '+00:00', group_concat_max_len = 1048576");
     if (mysql_real_connect(s->db, m->socket[0] ? NULL : m->host, m->user, m->password,
                            m->database, m->socket[0] ? 0 : (unsigned int)m->port,
                            m->socket[0] ? m->socket : NULL, 0) == NULL) {
@@ -288,4 +291,575 @@ int store_snapshot(struct store *s, struct store_snapshot **out, struct permitd_
 fail:
     store_snapshot_free(snap);
     return rc;
+}
+
+/* ---- policies, one at a time, for administrators ---- */
+
+/* Every column of a policy, for SELECT ... FROM policies p. Used as a
+ * printf format fragment, hence the doubled %. */
+#define POLICY_COLUMNS \
+    "p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, p.version, " \
+    "CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), p.description, " \
+    "p.created_by, p.updated_by, " \
+    "DATE_FORMAT(p.created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
+    "DATE_FORMAT(p.updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
+    "IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app SEPARATOR ',') " \
+    "FROM policy_apps a WHERE a.policy_id = p.id), '')"
+
+/* The policy as JSON text, for audit rows (JSON_OBJECT exists in MySQL 8
+ * and MariaDB alike). */
+#define POLICY_JSON \
+    "JSON_OBJECT('name', p.name, 'apps', IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app " \
+    "SEPARATOR ',') FROM policy_apps a WHERE a.policy_id = p.id), ''), " \
+    "'max_permits', p.max_permits, 'rate', p.rate, 'description', p.description, " \
+    "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'version', p.version)"
+
+/* MySQL's and MariaDB's error numbers for what an editor can cause. */
+#define ER_DUP_ENTRY 1062
+#define ER_CHECK_CONSTRAINT_VIOLATED 3819     /* MySQL 8 */
+#define ER_CONSTRAINT_FAILED 4025             /* MariaDB */
+
+/* A new SQL text from a printf format; NULL when out of memory. */
+__attribute__((format(printf, 1, 2)))
+static char *sqlf(const char *fmt, ...)
+{
+    va_list ap;
+    char *out = NULL;
+
+    va_start(ap, fmt);
+    if (vasprintf(&out, fmt, ap) < 0)
+        out = NULL;
+    va_end(ap);
+    return out;
+}
+
+/* s quoted for SQL: a new string 'like this' (free()), or NULL. */
+static char *quoted(struct store *s, const char *str)
+{
+    size_t n = strlen(str);
+    char *out = malloc(n * 2 + 3);
+
+    if (out == NULL)
+        return NULL;
+    out[0] = '\'';
+    n = mysql_real_escape_string(s->db, out + 1, str, (unsigned long)n);
+    out[n + 1] = '\'';
+    out[n + 2] = '\0';
+    return out;
+}
+
+/* Runs an SQL text made by sqlf() and frees it. */
+static int run(struct store *s, char *sql, struct permitd_error *err)
+{
+    int rc;
+
+    if (sql == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = exec(s, sql, err);
+    free(sql);
+    return rc;
+}
+
+static int run_query(struct store *s, char *sql, MYSQL_RES **res, struct permitd_error *err)
+{
+    int rc;
+
+    if (sql == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = query(s, sql, res, err);
+    free(sql);
+    return rc;
+}
+
+void store_policy_clear(struct store_policy *p)
+{
+    if (p == NULL)
+        return;
+    free(p->apps);
+    free(p->description);
+    p->apps = p->description = NULL;
+}
+
+void store_policies_free(struct store_policy *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        store_policy_clear(&v[i]);
+    free(v);
+}
+
+static int fill(struct store_policy *p, MYSQL_ROW row)
+{
+    memset(p, 0, sizeof(*p));
+    p->id = strtoull(row[0], NULL, 10);
+    snprintf(p->name, sizeof(p->name), "%s", row[1]);
+    p->max_permits = strtoll(row[2], NULL, 10);
+    snprintf(p->rate, sizeof(p->rate), "%s", row[3]);
+    p->enabled = atoi(row[4]) != 0;
+    snprintf(p->failure_mode, sizeof(p->failure_mode), "%s", row[5]);
+    p->version = strtoull(row[6], NULL, 10);
+    p->updated_us = row[7] ? strtoll(row[7], NULL, 10) : 0;
+    p->description = strdup(row[8] ? row[8] : "");
+    snprintf(p->created_by, sizeof(p->created_by), "%s", row[9] ? row[9] : "");
+    snprintf(p->updated_by, sizeof(p->updated_by), "%s", row[10] ? row[10] : "");
+    snprintf(p->created_at, sizeof(p->created_at), "%s", row[11] ? row[11] : "");
+    snprintf(p->updated_at, sizeof(p->updated_at), "%s", row[12] ? row[12] : "");
+    p->apps = strdup(row[13] ? row[13] : "");
+    return p->description != NULL && p->apps != NULL ? 0 : -1;
+}
+
+int store_policy_list(struct store *s, struct store_policy **out, size_t *n,
+                      struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    struct store_policy *v;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    rc = run_query(s, sqlf("SELECT " POLICY_COLUMNS " FROM policies p ORDER BY p.name"), &res, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
+    if (v == NULL) {
+        mysql_free_result(res);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        if (fill(&v[*n], row) != 0) {
+            store_policies_free(v, *n + 1);
+            mysql_free_result(res);
+            *n = 0;
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        }
+        (*n)++;
+    }
+    mysql_free_result(res);
+    *out = v;
+    return PERMITD_OK;
+}
+
+int store_policy_get(struct store *s, const char *name, struct store_policy *out,
+                     struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    char *q;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((q = quoted(s, name)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run_query(s, sqlf("SELECT " POLICY_COLUMNS " FROM policies p WHERE p.name = %s", q),
+                   &res, err);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    row = mysql_fetch_row(res);
+    if (row == NULL)
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "name: no policy named \"%s\"", name);
+    else if (fill(out, row) != 0)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    mysql_free_result(res);
+    return rc;
+}
+
+/* Ends a write transaction: COMMIT on success, else ROLLBACK; the session's
+ * actor mark is cleared either way. */
+static int finish(struct store *s, int rc, struct permitd_error *err)
+{
+    if (s->db == NULL)
+        return rc;
+    if (rc == PERMITD_OK) {
+        rc = exec(s, "COMMIT", err);
+    } else {
+        mysql_real_query(s->db, "ROLLBACK", 8);
+    }
+    if (s->db != NULL)
+        mysql_real_query(s->db, "SET @permitd_actor = NULL", 25);
+    return rc;
+}
+
+/* SET @permitd_actor (which keeps the plain-SQL audit triggers quiet: the
+ * rows written here say more) and START TRANSACTION. */
+static int begin(struct store *s, const char *actor, struct permitd_error *err)
+{
+    char *q;
+    int rc;
+
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((q = quoted(s, actor)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run(s, sqlf("SET @permitd_actor = %s", q), err);
+    free(q);
+    if (rc == PERMITD_OK)
+        rc = exec(s, "START TRANSACTION", err);
+    return rc;
+}
+
+/* Maps a failed write to what the editor did wrong, when that is what it
+ * was (the CHECK constraints back up the validation done before). */
+static int write_failed(struct store *s, const char *name, int rc, struct permitd_error *err)
+{
+    unsigned int no = s->db ? mysql_errno(s->db) : 0;
+
+    if (no == ER_DUP_ENTRY)
+        return permitd_error_set(err, PERMITD_EEXIST, "name: a policy named \"%s\" already exists",
+                                 name);
+    if (no == ER_CHECK_CONSTRAINT_VIOLATED || no == ER_CONSTRAINT_FAILED)
+        return permitd_error_set(err, PERMITD_EINVAL, "policy \"%s\" breaks a rule of the schema: %s",
+                                 name, mysql_error(s->db));
+    return rc;
+}
+
+/* Replaces the app list of policy id. */
+static int put_apps(struct store *s, uint64_t id, const struct store_policy_input *in,
+                    struct permitd_error *err)
+{
+    int rc = run(s, sqlf("DELETE FROM policy_apps WHERE policy_id = %" PRIu64, id), err);
+
+    for (size_t i = 0; i < in->napps && rc == PERMITD_OK; i++) {
+        char *q = quoted(s, in->apps[i]);
+        if (q == NULL)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        rc = run(s, sqlf("INSERT IGNORE INTO policy_apps (policy_id, app) VALUES (%" PRIu64 ", %s)",
+                         id, q), err);
+        free(q);
+    }
+    return rc;
+}
+
+static int audit(struct store *s, uint64_t id, const char *action, const char *actor,
+                 const char *old_json, int with_new, struct permitd_error *err)
+{
+    char *qa = quoted(s, actor), *qo = old_json ? quoted(s, old_json) : strdup("NULL");
+    int rc;
+
+    if (qa == NULL || qo == NULL) {
+        free(qa);
+        free(qo);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    rc = run(s, sqlf("INSERT INTO policy_audit (policy_id, name, action, actor, old_value, new_value) "
+                     "SELECT p.id, p.name, '%s', %s, %s, %s FROM policies p WHERE p.id = %" PRIu64,
+                     action, qa, qo, with_new ? POLICY_JSON : "NULL", id), err);
+    free(qa);
+    free(qo);
+    return rc;
+}
+
+int store_policy_create(struct store *s, const struct store_policy_input *in,
+                        const char *actor, struct store_policy *out,
+                        struct permitd_error *err)
+{
+    char *qn = NULL, *qr = NULL, *qd = NULL, *qf = NULL, *qa = NULL;
+    uint64_t id = 0;
+    int rc;
+
+    if ((rc = begin(s, actor, err)) != PERMITD_OK)
+        return rc;
+    qn = quoted(s, in->name);
+    qr = quoted(s, in->rate);
+    qd = quoted(s, in->description);
+    qf = quoted(s, in->failure_mode);
+    qa = quoted(s, actor);
+    if (!qn || !qr || !qd || !qf || !qa) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    rc = run(s, sqlf("INSERT INTO policies (name, max_permits, rate, description, enabled, "
+                     "failure_mode, created_by, updated_by) VALUES (%s, %" PRId64 ", %s, %s, %d, "
+                     "%s, %s, %s)", qn, in->max_permits, qr, qd, in->enabled ? 1 : 0, qf, qa, qa),
+             err);
+    if (rc != PERMITD_OK) {
+        rc = write_failed(s, in->name, rc, err);
+        goto done;
+    }
+    id = mysql_insert_id(s->db);
+    if ((rc = put_apps(s, id, in, err)) == PERMITD_OK)
+        rc = audit(s, id, "create", actor, NULL, 1, err);
+done:
+    rc = finish(s, rc, err);
+    free(qn); free(qr); free(qd); free(qf); free(qa);
+    if (rc == PERMITD_OK && out != NULL)
+        rc = store_policy_get(s, in->name, out, err);
+    return rc;
+}
+
+/* Locks the policy's row and checks its version. *id and *old_json (the
+ * policy before the change, free()) are set on success. */
+static int lock_policy(struct store *s, const char *name, uint64_t version, uint64_t *id,
+                       char **old_json, struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    char *q = quoted(s, name);
+    int rc;
+
+    *old_json = NULL;
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run_query(s, sqlf("SELECT p.id, p.version, " POLICY_JSON " FROM policies p "
+                           "WHERE p.name = %s FOR UPDATE", q), &res, err);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    row = mysql_fetch_row(res);
+    if (row == NULL) {
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "name: no policy named \"%s\"", name);
+    } else if (version != 0 && strtoull(row[1], NULL, 10) != version) {
+        rc = permitd_error_set(err, PERMITD_EABORTED,
+                               "version: policy \"%s\" was changed by someone else since you "
+                               "loaded it (your version %" PRIu64 ", now %s); reload it and "
+                               "make your change again", name, version, row[1]);
+    } else {
+        *id = strtoull(row[0], NULL, 10);
+        *old_json = strdup(row[2] ? row[2] : "");
+        if (*old_json == NULL)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    mysql_free_result(res);
+    return rc;
+}
+
+int store_policy_update(struct store *s, const struct store_policy_input *in,
+                        uint64_t version, const char *actor, struct store_policy *out,
+                        struct permitd_error *err)
+{
+    char *old = NULL, *qr = NULL, *qd = NULL, *qf = NULL, *qa = NULL;
+    uint64_t id = 0;
+    int rc;
+
+    if ((rc = begin(s, actor, err)) != PERMITD_OK)
+        return rc;
+    if ((rc = lock_policy(s, in->name, version, &id, &old, err)) != PERMITD_OK)
+        goto done;
+    qr = quoted(s, in->rate);
+    qd = quoted(s, in->description);
+    qf = quoted(s, in->failure_mode);
+    qa = quoted(s, actor);
+    if (!qr || !qd || !qf || !qa) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    rc = run(s, sqlf("UPDATE policies SET max_permits = %" PRId64 ", rate = %s, description = %s, "
+                     "enabled = %d, failure_mode = %s, updated_by = %s, version = version + 1 "
+                     "WHERE id = %" PRIu64, in->max_permits, qr, qd, in->enabled ? 1 : 0, qf, qa, id),
+             err);
+    if (rc != PERMITD_OK)
+        rc = write_failed(s, in->name, rc, err);
+    if (rc == PERMITD_OK)
+        rc = put_apps(s, id, in, err);
+    if (rc == PERMITD_OK)
+        rc = audit(s, id, "update", actor, old, 1, err);
+done:
+    rc = finish(s, rc, err);
+    free(old); free(qr); free(qd); free(qf); free(qa);
+    if (rc == PERMITD_OK && out != NULL)
+        rc = store_policy_get(s, in->name, out, err);
+    return rc;
+}
+
+int store_policy_delete(struct store *s, const char *name, uint64_t version,
+                        const char *actor, struct permitd_error *err)
+{
+    char *old = NULL;
+    uint64_t id = 0;
+    int rc;
+
+    if ((rc = begin(s, actor, err)) != PERMITD_OK)
+        return rc;
+    if ((rc = lock_policy(s, name, version, &id, &old, err)) == PERMITD_OK &&
+        (rc = audit(s, id, "delete", actor, old, 0, err)) == PERMITD_OK)
+        rc = run(s, sqlf("DELETE FROM policies WHERE id = %" PRIu64, id), err);
+    rc = finish(s, rc, err);
+    free(old);
+    return rc;
+}
+
+void store_history_free(struct store_change *v, size_t n)
+{
+    for (size_t i = 0; i < n && v != NULL; i++) {
+        free(v[i].old_value);
+        free(v[i].new_value);
+    }
+    free(v);
+}
+
+int store_history(struct store *s, const char *name, int limit, struct store_change **out,
+                  size_t *n, struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    struct store_change *v;
+    char *q;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((q = quoted(s, name)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run_query(s, sqlf("SELECT action, actor, DATE_FORMAT(changed_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), "
+                           "IFNULL(old_value, ''), IFNULL(new_value, '') FROM policy_audit "
+                           "WHERE name = %s ORDER BY changed_at DESC, id DESC LIMIT %d",
+                           q, limit), &res, err);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
+    if (v == NULL) {
+        mysql_free_result(res);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        struct store_change *c = &v[*n];
+        snprintf(c->action, sizeof(c->action), "%s", row[0]);
+        snprintf(c->actor, sizeof(c->actor), "%s", row[1]);
+        snprintf(c->changed_at, sizeof(c->changed_at), "%s", row[2]);
+        c->old_value = strdup(row[3]);
+        c->new_value = strdup(row[4]);
+        (*n)++;
+        if (c->old_value == NULL || c->new_value == NULL) {
+            store_history_free(v, *n);
+            mysql_free_result(res);
+            *n = 0;
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        }
+    }
+    mysql_free_result(res);
+    *out = v;
+    return PERMITD_OK;
+}
+
+/* ---- admin accounts and sessions ---- */
+
+static int user_row(MYSQL_RES *res, struct store_user *out)
+{
+    MYSQL_ROW row = mysql_fetch_row(res);
+
+    if (row == NULL)
+        return -1;
+    out->id = strtoull(row[0], NULL, 10);
+    snprintf(out->username, sizeof(out->username), "%s", row[1]);
+    snprintf(out->role, sizeof(out->role), "%s", row[2]);
+    snprintf(out->password_hash, sizeof(out->password_hash), "%s", row[3] ? row[3] : "");
+    return 0;
+}
+
+int store_user_get(struct store *s, const char *username, struct store_user *out,
+                   struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    char *q;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((q = quoted(s, username)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run_query(s, sqlf("SELECT id, username, role, password_hash FROM admin_users "
+                           "WHERE username = %s", q), &res, err);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    if (user_row(res, out) != 0)
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "no admin user \"%s\"", username);
+    mysql_free_result(res);
+    return rc;
+}
+
+int store_user_put(struct store *s, const char *username, const char *password_hash,
+                   const char *role, struct permitd_error *err)
+{
+    char *qu, *qh, *qr;
+    int rc;
+
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    qu = quoted(s, username);
+    qh = quoted(s, password_hash);
+    qr = quoted(s, role);
+    if (qu && qh && qr)
+        rc = run(s, sqlf("INSERT INTO admin_users (username, password_hash, role) "
+                         "VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE "
+                         "password_hash = %s, role = %s", qu, qh, qr, qh, qr), err);
+    else
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    free(qu);
+    free(qh);
+    free(qr);
+    return rc;
+}
+
+/* Session tokens are hex; anything else never reaches SQL. */
+static int hex_token(const char *token)
+{
+    size_t n = strlen(token);
+
+    if (n < 32 || n > 128)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((token[i] >= '0' && token[i] <= '9') || (token[i] >= 'a' && token[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+int store_session_create(struct store *s, const char *token, uint64_t user_id, int ttl_s,
+                         struct permitd_error *err)
+{
+    int rc;
+
+    if (!hex_token(token))
+        return permitd_error_set(err, PERMITD_EINTERNAL, "malformed session token");
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    /* Expired sessions go whenever a new one comes. */
+    if ((rc = exec(s, "DELETE FROM admin_sessions WHERE expires_at < NOW(6)", err)) != PERMITD_OK)
+        return rc;
+    return run(s, sqlf("INSERT INTO admin_sessions (id_hash, user_id, expires_at) VALUES "
+                       "(SHA2('%s', 256), %" PRIu64 ", NOW(6) + INTERVAL %d SECOND)",
+                       token, user_id, ttl_s), err);
+}
+
+int store_session_user(struct store *s, const char *token, struct store_user *out,
+                       struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if (!hex_token(token))
+        return permitd_error_set(err, PERMITD_EUNAUTHENTICATED, "not logged in");
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    rc = run_query(s, sqlf("SELECT u.id, u.username, u.role, '' FROM admin_sessions s "
+                           "JOIN admin_users u ON u.id = s.user_id "
+                           "WHERE s.id_hash = SHA2('%s', 256) AND s.expires_at > NOW(6)", token),
+                   &res, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    if (user_row(res, out) != 0)
+        rc = permitd_error_set(err, PERMITD_EUNAUTHENTICATED,
+                               "not logged in (the session has expired or ended)");
+    mysql_free_result(res);
+    return rc;
+}
+
+int store_session_delete(struct store *s, const char *token, struct permitd_error *err)
+{
+    int rc;
+
+    if (!hex_token(token))
+        return PERMITD_OK;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    return run(s, sqlf("DELETE FROM admin_sessions WHERE id_hash = SHA2('%s', 256)", token), err);
 }

@@ -230,6 +230,36 @@ done:
     return rc;
 }
 
+int sync_write_policy(struct sync *s, const struct store_policy *p, struct permitd_error *err)
+{
+    int written = 0;
+
+    /* The change's own time orders it against snapshots: any snapshot that
+     * saw it is at least as new, one that did not has an older version. */
+    return put(s, p, p->updated_us, &written, err);
+}
+
+int sync_remove_policy(struct sync *s, const char *name, struct permitd_error *err)
+{
+    char key[POLICY_REDIS_KEY_MAX];
+    struct redis_str del[2], srem[3];
+    int rc;
+
+    del[0].p = "DEL";
+    del[0].len = 3;
+    del[1].p = key;
+    del[1].len = policy_redis_key(key, s->cfg->redis_prefix, name, POLICY_KEY_HASH, NULL);
+    if ((rc = redis_command(s->redis, del, 2, deadline(), NULL, NULL, NULL, err)) != PERMITD_OK)
+        return rc;
+    srem[0].p = "SREM";
+    srem[0].len = 4;
+    srem[1].p = s->index_key;
+    srem[1].len = strlen(s->index_key);
+    srem[2].p = name;
+    srem[2].len = strlen(name);
+    return redis_command(s->redis, srem, 3, deadline(), NULL, NULL, NULL, err);
+}
+
 void sync_get_status(struct sync *s, struct sync_status *out)
 {
     pthread_mutex_lock(&s->lock);

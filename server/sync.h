@@ -50,6 +50,16 @@ int sync_start(struct sync *s, struct permitd_error *err);
 /* One reconcile pass on the calling thread. */
 int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err);
 
+struct store_policy;
+
+/* Write-through after an administrator's change, on the calling thread:
+ * offers p to Redis now, exactly as a pass would, so the next Acquire sees
+ * it. PERMITD_OK when Redis holds p (or something newer) afterwards. */
+int sync_write_policy(struct sync *s, const struct store_policy *p, struct permitd_error *err);
+
+/* Removes a deleted policy's hash from Redis now. */
+int sync_remove_policy(struct sync *s, const char *name, struct permitd_error *err);
+
 /* Copies the current status (thread-safe). */
 void sync_get_status(struct sync *s, struct sync_status *out);
 

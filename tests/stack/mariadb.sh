@@ -44,6 +44,15 @@ running_pid() {
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
 }
 
+# The PERMITD_TEST_MYSQL_* lines for a server on port $1, socket $2.
+print_env() {
+    echo "PERMITD_TEST_MYSQL_HOST=127.0.0.1"
+    echo "PERMITD_TEST_MYSQL_PORT=$1"
+    echo "PERMITD_TEST_MYSQL_SOCKET=$2"
+    echo "PERMITD_TEST_MYSQL_URL=mysql://permitd:permitd@127.0.0.1:$1/permitd"
+    echo "PERMITD_TEST_MYSQL_ROOT_URL=mysql://root@localhost/permitd?socket=$2"
+}
+
 case "$cmd" in
 start)
     mkdir -p "$dir"
@@ -56,6 +65,15 @@ start)
         if [ ${#sock} -gt 100 ]; then      # sun_path holds 107 bytes
             sock=$(mktemp -u /tmp/permitd-mariadb-XXXXXX.sock)
         fi
+    fi
+    # Still running from an earlier start (say, a run.sh that was killed)
+    # on the port asked for: use it rather than fail on its datadir lock.
+    if running_pid >/dev/null && [ -f "$dir/port" ] &&
+            { [ -z "${3:-}" ] || [ "$(cat "$dir/port")" = "$3" ]; } &&
+            mariadb-admin --no-defaults --protocol=socket --socket="$sock" -uroot \
+                --connect-timeout=1 ping >/dev/null 2>&1; then
+        print_env "$(cat "$dir/port")" "$sock"
+        exit 0
     fi
     if [ ! -d "$data/mysql" ]; then
         rm -rf "$data"
@@ -99,11 +117,7 @@ GRANT ALL PRIVILEGES ON permitd.* TO 'permitd'@'localhost';
 SQL
             echo "$port" > "$dir/port"
             echo "$sock" > "$dir/socket"
-            echo "PERMITD_TEST_MYSQL_HOST=127.0.0.1"
-            echo "PERMITD_TEST_MYSQL_PORT=$port"
-            echo "PERMITD_TEST_MYSQL_SOCKET=$sock"
-            echo "PERMITD_TEST_MYSQL_URL=mysql://permitd:permitd@127.0.0.1:$port/permitd"
-            echo "PERMITD_TEST_MYSQL_ROOT_URL=mysql://root@localhost/permitd?socket=$sock"
+            print_env "$port" "$sock"
             exit 0
         fi
         kill -9 "$pid" 2>/dev/null || true

@@ -1,0 +1,465 @@
+"""`permitd migrate` against the stack's real MariaDB (issue 3).
+
+Every test works in a database of its own (mig_<unique>, created through
+root over the socket and dropped at the end), so tests never see each
+other's history or lock. Migrations come from the binary (embedded
+migrations/) or from a --dir copy that a test may break or edit.
+"""
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+import harness
+
+MIGRATIONS = os.path.join(harness.SOURCE_DIR, "migrations")
+# The versions migrations/ ships; the tests add theirs above them.
+SHIPPED = sorted(int(f.split("_")[0]) for f in os.listdir(MIGRATIONS) if f.endswith(".up.sql"))
+LAST = SHIPPED[-1]
+NEXT = LAST + 1
+
+
+def v(n):
+    """A version as files and output spell it: 0001."""
+    return "%04d" % n
+
+
+class MigrateCase(unittest.TestCase):
+    n = 0
+
+    def setUp(self):
+        env = harness.stack_env()
+        MigrateCase.n += 1
+        self.db = "mig_%d_%d_%d" % (os.getpid(), int(time.time() * 1000) % 10000000, MigrateCase.n)
+        self.socket = env["PERMITD_TEST_MYSQL_SOCKET"]
+        self.port = int(env["PERMITD_TEST_MYSQL_PORT"])
+        harness.mysql("CREATE DATABASE `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+                      % self.db)
+        self.url = "mysql://root@localhost/%s?socket=%s" % (self.db, self.socket)
+        self.tmp = tempfile.mkdtemp(prefix="permitd-migrate-")
+        self.users = []
+
+    def tearDown(self):
+        harness.mysql("DROP DATABASE IF EXISTS `%s`" % self.db)
+        for u in self.users:
+            harness.mysql("DROP USER IF EXISTS %s" % u)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ------------------------------------------------------------ helpers
+
+    def migrate(self, *args, url=None, env=None, cwd=None, timeout=120):
+        """Runs `permitd migrate ARGS`; returns (exit status, stdout + stderr)."""
+        full = dict(os.environ)
+        full.pop("PERMITD_MYSQL_URL", None)
+        full["PERMITD_MYSQL_URL"] = self.url if url is None else url
+        full.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        full.update(env or {})
+        r = subprocess.run([harness.PERMITD_BIN, "migrate"] + list(args), env=full, cwd=cwd,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        return r.returncode, r.stdout
+
+    def ok(self, *args, **kw):
+        rc, out = self.migrate(*args, **kw)
+        self.assertEqual(rc, 0, out)
+        return out
+
+    def sql(self, q):
+        return harness.mysql(q, database=self.db)
+
+    def tables(self):
+        return {r[0] for r in self.sql(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()")}
+
+    def history(self):
+        """{version: row dict} of permitd_schema_history."""
+        rows = self.sql("SELECT version, title, checksum, state, applied_by, "
+                        "IFNULL(execution_ms, 'NULL'), IFNULL(failed_statement, 'NULL'), "
+                        "IFNULL(error, 'NULL'), applied_at FROM permitd_schema_history "
+                        "ORDER BY version")
+        keys = ("version", "title", "checksum", "state", "applied_by", "execution_ms",
+                "failed_statement", "error", "applied_at")
+        return {int(r[0]): dict(zip(keys, r)) for r in rows}
+
+    def copy_migrations(self, extra=None):
+        """A --dir copy of migrations/ plus extra {file name: text}."""
+        d = os.path.join(self.tmp, "migrations")
+        shutil.copytree(MIGRATIONS, d)
+        for name, text in (extra or {}).items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        return d
+
+    # ------------------------------------------------------------ tests
+
+    def test_up_from_empty(self):
+        out = self.ok("up")
+        self.assertIn("0001", out)
+        self.assertIn("policies", out)
+        self.assertRegex(out, r"\d+ statements")
+        self.assertRegex(out, r"\d+ ms")
+        self.assertTrue({"policies", "policy_apps", "policy_audit",
+                         "permitd_schema_history"} <= self.tables(), self.tables())
+
+        checks = {r[0] for r in self.sql(
+            "SELECT CONSTRAINT_NAME FROM information_schema.CHECK_CONSTRAINTS "
+            "WHERE CONSTRAINT_SCHEMA = DATABASE()")}
+        self.assertIn("chk_policies_max_permits", checks)
+        self.assertIn("chk_policies_rate", checks)
+        triggers = {r[0] for r in self.sql(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS "
+            "WHERE TRIGGER_SCHEMA = DATABASE()")}
+        self.assertIn("trg_policies_version", triggers)
+        for name, collation in self.sql(
+                "SELECT TABLE_NAME, TABLE_COLLATION FROM information_schema.TABLES "
+                "WHERE TABLE_SCHEMA = DATABASE()"):
+            self.assertEqual(collation, "utf8mb4_unicode_ci", name)
+
+        # The schema works: a plain UPDATE bumps version; CHECKs hold.
+        self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('p1', 10, 0.5)")
+        self.sql("UPDATE policies SET max_permits = 20 WHERE name = 'p1'")
+        self.assertEqual(self.sql("SELECT version FROM policies WHERE name = 'p1'"), [["2"]])
+        with self.assertRaises(harness.MysqlError):
+            self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('p2', 0, 1)")
+        with self.assertRaises(harness.MysqlError):
+            self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('p3', 1, 0)")
+
+        h = self.history()
+        self.assertEqual(sorted(h), SHIPPED)
+        self.assertEqual(h[1]["title"], "policies")
+        for name in os.listdir(MIGRATIONS):
+            if not name.endswith(".up.sql"):
+                continue
+            row = h[int(name.split("_")[0])]
+            self.assertEqual(row["state"], "applied")
+            with open(os.path.join(MIGRATIONS, name), "rb") as f:
+                self.assertEqual(row["checksum"], hashlib.sha256(f.read()).hexdigest(), name)
+            self.assertIn("root@localhost", row["applied_by"])
+            self.assertIn("os user", row["applied_by"])
+            self.assertNotEqual(row["execution_ms"], "NULL")
+        # applied_at is UTC
+        for (age,) in self.sql("SELECT TIMESTAMPDIFF(SECOND, applied_at, UTC_TIMESTAMP()) "
+                               "FROM permitd_schema_history"):
+            self.assertTrue(-5 <= int(age) <= 60, age)
+
+        out = self.ok("up")
+        self.assertIn("nothing to do", out)
+
+    def test_down_all_and_up_again(self):
+        self.ok("up")
+        out = self.ok("down", "--all")
+        self.assertIn("0001", out)
+        self.assertEqual(self.tables(), {"permitd_schema_history"})
+        self.assertEqual(self.history(), {})
+        self.ok("up")
+        self.assertIn("policies", self.tables())
+        self.assertEqual(sorted(self.history()), SHIPPED)
+        self.ok("down", "1")
+        self.assertEqual(sorted(self.history()), SHIPPED[:-1])
+        self.ok("down", str(len(SHIPPED) + 5))       # more than applied: all of them
+        self.assertEqual(self.tables(), {"permitd_schema_history"})
+        self.assertIn("nothing to do", self.ok("down", "--all"))
+        self.ok("up")
+        self.assertEqual(sorted(self.history()), SHIPPED)
+
+    def test_down_without_count_refuses(self):
+        self.ok("up")
+        rc, out = self.migrate("down")
+        self.assertEqual(rc, 2, out)
+        self.assertIn("--all", out)
+        self.assertIn("down N", out)
+        self.assertIn("policies", self.tables())
+        self.assertEqual(sorted(self.history()), SHIPPED)
+        for bad in (["down", "0"], ["down", "x"], ["down", "1", "--all"], ["up", "0"],
+                    ["force"], ["frobnicate"], ["up", "--bogus"]):
+            rc, out = self.migrate(*bad)
+            self.assertEqual(rc, 2, (bad, out))
+
+    def test_up_n_and_down_n(self):
+        d = self.copy_migrations({
+            v(NEXT) + "_two.up.sql": "CREATE TABLE two (id INT PRIMARY KEY);\n",
+            v(NEXT) + "_two.down.sql": "DROP TABLE two;\n",
+            v(NEXT + 1) + "_three.up.sql": "CREATE TABLE three (id INT PRIMARY KEY);\n",
+            v(NEXT + 1) + "_three.down.sql": "DROP TABLE three;\n",
+        })
+        self.ok("--dir", d, "up", "1")
+        self.assertEqual(sorted(self.history()), [1])
+        self.ok("--dir", d, "up", str(len(SHIPPED)))
+        self.assertEqual(sorted(self.history()), SHIPPED + [NEXT])
+        self.ok("--dir", d, "up")
+        self.assertEqual(sorted(self.history()), SHIPPED + [NEXT, NEXT + 1])
+        self.ok("--dir", d, "down", "2")
+        self.assertEqual(sorted(self.history()), SHIPPED)
+        self.assertNotIn("two", self.tables())
+        self.assertIn("policies", self.tables())
+
+    def test_status_lists_applied_and_pending(self):
+        d = self.copy_migrations({
+            v(NEXT) + "_second.up.sql": "CREATE TABLE second (id INT);\n",
+            v(NEXT) + "_second.down.sql": "DROP TABLE second;\n",
+        })
+        out = self.ok("--dir", d, "status")
+        self.assertRegex(out, r"0001\s+pending")
+        self.assertRegex(out, v(NEXT) + r"\s+pending\s.*second")
+        self.assertIn("0 applied, %d pending, 0 dirty" % (len(SHIPPED) + 1), out)
+        self.ok("--dir", d, "up", "1")
+        out = self.ok("--dir", d, "status")
+        self.assertRegex(out, r"0001\s+applied\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\s+\d+\s+"
+                              r"root@localhost \(os user \S+\)\s+policies")
+        self.assertRegex(out, v(NEXT) + r"\s+pending")
+        self.assertIn("1 applied, %d pending, 0 dirty" % len(SHIPPED), out)
+
+    def test_concurrent_ups_apply_everything_once(self):
+        d = self.copy_migrations({
+            v(NEXT) + "_runs.up.sql": "CREATE TABLE runs (n INT NOT NULL);\nDO SLEEP(1);\n",
+            v(NEXT) + "_runs.down.sql": "DROP TABLE runs;\n",
+            v(NEXT + 1) + "_count.up.sql": "INSERT INTO runs VALUES (3);\nDO SLEEP(0.5);\n",
+            v(NEXT + 1) + "_count.down.sql": "DELETE FROM runs WHERE n = 3;\n",
+        })
+        full = dict(os.environ, PERMITD_MYSQL_URL=self.url)
+        full.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        procs = [subprocess.Popen([harness.PERMITD_BIN, "migrate", "--dir", d, "up"], env=full,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        for p, out in zip(procs, outs):
+            self.assertEqual(p.returncode, 0, out)
+            self.assertNotIn("ERROR", out)
+        both = "\n".join(outs)
+        for n in SHIPPED + [NEXT, NEXT + 1]:
+            self.assertEqual(both.count("applied %s " % v(n)), 1, both)
+        self.assertEqual(sorted(self.history()), SHIPPED + [NEXT, NEXT + 1])
+        self.assertTrue(all(h["state"] == "applied" for h in self.history().values()))
+        self.assertEqual(self.sql("SELECT COUNT(*) FROM runs"), [["1"]])
+        self.assertIn("waiting", both)
+
+    def test_broken_migration_leaves_clear_dirty_state(self):
+        d = self.copy_migrations({
+            v(NEXT) + "_broken.up.sql": "-- the second statement is not SQL\n"
+                                  "CREATE TABLE half_done (id INT);\n"
+                                  "CREATE TABLEX oops (id INT);\n"
+                                  "CREATE TABLE never_made (id INT);\n",
+            v(NEXT) + "_broken.down.sql": "DROP TABLE IF EXISTS never_made;\n"
+                                          "DROP TABLE IF EXISTS half_done;\n",
+            v(NEXT + 1) + "_later.up.sql": "CREATE TABLE later (id INT);\n",
+            v(NEXT + 1) + "_later.down.sql": "DROP TABLE later;\n",
+        })
+        rc, out = self.migrate("--dir", d, "up")
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn(v(NEXT) + "_broken.up.sql", out)
+        self.assertIn("statement 2", out)
+        self.assertIn("You have an error in your SQL syntax", out)
+        self.assertIn("ERROR 1064", out)
+        self.assertIn("force", out)
+        tables = self.tables()
+        self.assertIn("half_done", tables)
+        self.assertNotIn("never_made", tables)
+        self.assertNotIn("later", tables)
+        h = self.history()
+        self.assertTrue(all(h[n]["state"] == "applied" for n in SHIPPED), h)
+        self.assertEqual(h[NEXT]["state"], "dirty")
+        self.assertEqual(h[NEXT]["failed_statement"], "2")
+        self.assertIn("1064", h[NEXT]["error"])
+        self.assertNotIn(NEXT + 1, h)
+
+        # Later runs refuse, naming the dirty version, until force.
+        for args in (["up"], ["down", "1"], ["validate"]):
+            rc, out = self.migrate("--dir", d, *args)
+            self.assertEqual(rc, 1, (args, out))
+            self.assertIn(v(NEXT), out)
+            self.assertIn("dirty", out)
+        out = self.ok("--dir", d, "status")
+        self.assertRegex(out, v(NEXT) + r"\s+DIRTY")
+        self.assertIn("statement 2", out)
+        self.assertIn("1 dirty", out)
+
+        # The DBA undoes statement 1 by hand, forces back to 1, fixes the file.
+        self.sql("DROP TABLE half_done")
+        self.ok("--dir", d, "force", str(LAST))
+        self.assertEqual(sorted(self.history()), SHIPPED)
+        with open(os.path.join(d, v(NEXT) + "_broken.up.sql"), "w") as f:
+            f.write("CREATE TABLE half_done (id INT);\nCREATE TABLE never_made (id INT);\n")
+        self.ok("--dir", d, "up")
+        self.assertEqual(sorted(self.history()), SHIPPED + [NEXT, NEXT + 1])
+        self.assertTrue({"half_done", "never_made", "later"} <= self.tables())
+
+    def test_force_marks_dirty_version_applied(self):
+        d = self.copy_migrations({
+            v(NEXT) + "_bad.up.sql": "CREATE TABLE a2 (id INT);\nSELECT * FROM no_such_table;\n",
+            v(NEXT) + "_bad.down.sql": "DROP TABLE a2;\n",
+        })
+        rc, out = self.migrate("--dir", d, "up")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("statement 2", out)
+        self.assertIn("no_such_table", out)
+        rc, out = self.migrate("--dir", d, "force", str(NEXT + 5))
+        self.assertEqual(rc, 1, out)
+        self.ok("--dir", d, "force", str(NEXT))
+        h = self.history()
+        self.assertEqual(h[NEXT]["state"], "applied")
+        self.assertEqual(h[NEXT]["error"], "NULL")
+        self.assertEqual(h[NEXT]["execution_ms"], "NULL")      # recorded, not run
+        self.ok("--dir", d, "validate")
+        self.assertIn("nothing to do", self.ok("--dir", d, "up"))
+
+    def test_interrupted_migration_is_dirty(self):
+        """A run killed mid-file leaves its version dirty, like a failure."""
+        d = self.copy_migrations({
+            v(NEXT) + "_slow.up.sql": "CREATE TABLE slow (id INT);\nDO SLEEP(20);\n",
+            v(NEXT) + "_slow.down.sql": "DROP TABLE slow;\n",
+        })
+        full = dict(os.environ, PERMITD_MYSQL_URL=self.url)
+        p = subprocess.Popen([harness.PERMITD_BIN, "migrate", "--dir", d, "up"], env=full,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 30
+        while time.time() < deadline and "slow" not in self.tables():
+            time.sleep(0.1)
+        p.kill()
+        p.communicate()
+        # The server notices the lost client only when the sleep ends: end it.
+        for (pid,) in harness.mysql("SELECT ID FROM information_schema.PROCESSLIST "
+                                    "WHERE DB = '%s' AND INFO LIKE 'DO SLEEP%%'" % self.db):
+            harness.mysql("KILL QUERY %s" % pid)
+        self.assertEqual(self.history()[NEXT]["state"], "dirty")
+        rc, out = self.migrate("--dir", d, "up")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("never finished", out)
+
+    def test_edited_applied_file_is_caught(self):
+        d = self.copy_migrations()
+        self.ok("--dir", d, "up")
+        self.ok("--dir", d, "validate")
+        with open(os.path.join(d, "0001_policies.up.sql"), "a") as f:
+            f.write("\n-- an innocent-looking edit\n")
+        for args in (["validate"], ["up"]):
+            rc, out = self.migrate("--dir", d, *args)
+            self.assertEqual(rc, 1, (args, out))
+            self.assertIn("0001_policies.up.sql", out)
+            self.assertIn("changed", out)
+        out = self.ok("--dir", d, "status")
+        self.assertIn("CHANGED", out)
+        # The embedded (unedited) files still validate.
+        self.ok("validate")
+        # force re-records the checksum when the DBA accepts the edit.
+        self.ok("--dir", d, "force", str(LAST))
+        self.ok("--dir", d, "validate")
+
+    def test_new_creates_next_pair(self):
+        d = self.copy_migrations()
+        out = self.ok("--dir", d, "new", "Add Owner-Column!", url="")
+        up = os.path.join(d, v(NEXT) + "_add_owner_column.up.sql")
+        down = os.path.join(d, v(NEXT) + "_add_owner_column.down.sql")
+        self.assertTrue(os.path.exists(up), out)
+        self.assertTrue(os.path.exists(down), out)
+        self.assertIn(up, out)
+        # ./migrations by default
+        out = self.ok("new", "second", "one", cwd=self.tmp, url="")
+        self.assertTrue(os.path.exists(os.path.join(d, v(NEXT + 1) + "_second_one.up.sql")), out)
+        self.assertTrue(os.path.exists(os.path.join(d, v(NEXT + 1) + "_second_one.down.sql")), out)
+        rc, out = self.migrate("new", "!!!", cwd=self.tmp, url="")
+        self.assertEqual(rc, 2, out)
+        # The new (comment-only) files apply and revert cleanly.
+        self.ok("--dir", d, "up")
+        self.assertEqual(sorted(self.history()), SHIPPED + [NEXT, NEXT + 1])
+        self.ok("--dir", d, "down", "--all")
+        self.assertEqual(self.history(), {})
+
+    def test_new_needs_a_directory(self):
+        rc, out = self.migrate("new", "x", cwd=self.tmp, url="")
+        self.assertEqual(rc, 2, out)
+        self.assertIn("--dir", out)
+
+    def test_delimiter_and_quotes(self):
+        d = self.copy_migrations({
+            v(NEXT) + "_proc.up.sql":
+                "# a hash comment; with a semicolon\n"
+                "CREATE TABLE notes (id INT AUTO_INCREMENT PRIMARY KEY,\n"
+                "  body VARCHAR(200) NOT NULL DEFAULT 'it''s; fine',\n"
+                "  `odd;name` INT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 "
+                "COLLATE=utf8mb4_unicode_ci;\n"
+                "INSERT INTO notes (body) VALUES ('a \\'quoted\\' ; semicolon'), (\"x;y\");\n"
+                "/* a block comment; with a semicolon */\n"
+                "DELIMITER $$\n"
+                "CREATE PROCEDURE add_note(IN b VARCHAR(200))\n"
+                "BEGIN\n"
+                "  INSERT INTO notes (body) VALUES (b);\n"
+                "  INSERT INTO notes (body) VALUES (CONCAT(b, ';2'));\n"
+                "END$$\n"
+                "DELIMITER ;\n"
+                "CALL add_note('from proc');\n"
+                "-- trailing comment\n",
+            v(NEXT) + "_proc.down.sql": "DROP PROCEDURE add_note;\nDROP TABLE notes;\n",
+        })
+        out = self.ok("--dir", d, "up")
+        self.assertRegex(out, "applied %s proc: ok, 4 statements" % v(NEXT))
+        rows = [r[0] for r in self.sql("SELECT body FROM notes ORDER BY id")]
+        self.assertEqual(rows, ["a 'quoted' ; semicolon", "x;y", "from proc", "from proc;2"])
+        self.assertEqual(self.sql("SELECT DEFAULT(body) FROM notes LIMIT 1"), [["it's; fine"]])
+        self.ok("--dir", d, "down", "1")
+        self.assertNotIn("notes", self.tables())
+
+    def test_password_never_printed(self):
+        password = "Pw@Zq9/x7Kw"          # '@' and '/' must be percent-encoded
+        encoded = "Pw%40Zq9%2Fx7Kw"
+        for host in ("localhost", "127.0.0.1"):
+            user = "'migpw_%d'@'%s'" % (MigrateCase.n, host)
+            harness.mysql("CREATE USER %s IDENTIFIED BY '%s'" % (user, password))
+            self.users.append(user)
+            harness.mysql("GRANT ALL PRIVILEGES ON `%s`.* TO %s" % (self.db, user))
+        name = "migpw_%d" % MigrateCase.n
+        urls = ["mysql://%s:%s@localhost/%s?socket=%s" % (name, encoded, self.db, self.socket),
+                "mysql://%s:%s@127.0.0.1:%d/%s" % (name, encoded, self.port, self.db)]
+        outputs = []
+        for url in urls:
+            for args in (["up"], ["status"], ["validate"], ["down", "--all"], ["up"],
+                         ["force", "1"], ["down"], ["status"]):
+                outputs.append(self.migrate(*args, url=url)[1])
+        # failures: wrong database, wrong password, bad port, unreachable server
+        bad = ["mysql://%s:%s@127.0.0.1:%d/nodb_%s" % (name, encoded, self.port, self.db),
+               "mysql://%s:%sWRONG@127.0.0.1:%d/%s" % (name, encoded, self.port, self.db),
+               "mysql://%s:%s@127.0.0.1:99999/%s" % (name, encoded, self.db),
+               "mysql://%s:%s@127.0.0.1:%d/%s" % (name, encoded, harness.free_port(), self.db)]
+        for url in bad:
+            rc, out = self.migrate("up", url=url)
+            self.assertNotEqual(rc, 0, out)
+            outputs.append(out)
+        outputs.append(self.migrate("--mysql-url", urls[1], "status", url="")[1])
+        for out in outputs:
+            self.assertNotIn(password, out)
+            self.assertNotIn(encoded, out)
+            self.assertNotIn("Zq9", out)
+        self.assertTrue(any("***" in out for out in outputs))
+
+    def test_bad_url_names_the_setting(self):
+        for url in ("postgres://u:Sekr1tPw@h/db", "mysql://u:Sekr1tPw@h:70000/db",
+                    "mysql://u:Sekr1tPw@h"):
+            rc, out = self.migrate("status", url=url)
+            self.assertEqual(rc, 2, out)
+            self.assertIn("PERMITD_MYSQL_URL", out)
+            self.assertNotIn("Sekr1tPw", out)
+        rc, out = self.migrate("status", url="")
+        self.assertEqual(rc, 2, out)
+        self.assertIn("PERMITD_MYSQL_URL", out)
+
+    def test_unreachable_server(self):
+        url = "mysql://root:x@127.0.0.1:%d/%s" % (harness.free_port(), self.db)
+        rc, out = self.migrate("up", url=url, env={"PERMITD_MYSQL_TIMEOUT_MS": "1000"})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("cannot connect", out)
+
+    def test_help_explains_every_verb(self):
+        rc, out = self.migrate("--help", url="")
+        self.assertEqual(rc, 0, out)
+        for verb in ("up [N]", "down N", "down --all", "status", "validate", "force VERSION",
+                     "new TITLE", "--dir", "PERMITD_MYSQL_URL"):
+            self.assertIn(verb, out)
+        rc, out = self.migrate(url="")
+        self.assertEqual(rc, 2, out)
+
+
+if __name__ == "__main__":
+    harness.main()
