@@ -1038,7 +1038,10 @@ function editView(main, { policy: name }) {
     }
     return true;
   }
-  const stripField = (m) => m.replace(/^[a-z_]+:\s*/, "");
+  const stripField = (m) => {
+    const r = m.replace(/^[a-z_]+:\s*/, "");
+    return r.charAt(0).toUpperCase() + r.slice(1);
+  };
 
   function updatePreview() {
     const r = rateToSend();

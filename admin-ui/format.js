@@ -5,7 +5,7 @@
 // Policy and app names (server: policy.c).
 export const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 export const NAME_RULE =
-  "starts with a letter or digit, then letters, digits, '.', '_' or '-'; at most 128 characters";
+  "use only letters, digits, '.', '_' and '-', starting with a letter or digit (at most 128 characters)";
 
 // The largest integer a browser keeps exactly; int64 fields beyond it would
 // be rounded, so the form refuses them rather than send something else.
@@ -37,7 +37,7 @@ export function parseApps(s) {
   const apps = [];
   for (const p of parts) {
     if (p !== "*" && !NAME_RE.test(p)) {
-      return { apps: [], error: `apps: "${p}" is not a valid app name (${NAME_RULE}), or use * for any app` };
+      return { apps: [], error: `apps: "${p}" is not a valid app name: ${NAME_RULE}; or * for any app` };
     }
     if (!seen.has(p)) {
       seen.add(p);
@@ -131,7 +131,7 @@ export function rateForEditing(rateText) {
 
 // 0 → "full now"; 1500 → "1.5 s"; 90000 → "1 min 30 s"; 7200000 → "2 h".
 export function formatDuration(ms) {
-  ms = Number(ms) || 0;
+  ms = Math.round(Number(ms) || 0);
   if (ms <= 0) return "0 s";
   if (ms < 1000) return `${Math.ceil(ms)} ms`;
   const s = ms / 1000;
@@ -227,7 +227,8 @@ export function formatFieldValue(field, v) {
   }
   if (field === "rate") {
     const d = describeRate(String(v));
-    return Number.isFinite(d.value) ? `${d.text} (${v} / s)` : String(v);
+    if (!Number.isFinite(d.value)) return String(v);
+    return d.unit === "s" ? d.text : `${d.text} (${v} / s)`;
   }
   if (field === "description" && v === "") return "(empty)";
   if (typeof v === "object") return JSON.stringify(v);

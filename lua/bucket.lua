@@ -105,6 +105,16 @@ end
 -- capped at FOREVER_MS (3170 years): past 1e14 a number no longer reaches
 -- Redis as an integer (PX gets "1e+14"; replies overflow near 1e19).
 local FOREVER_MS = 99999999999999
+
+-- Tokens in millionths of a permit, capped where doubles stop being whole
+-- numbers (2^53), so the reply stays an exact integer.
+local function micro(t)
+  local m = math.floor(t * 1000000)
+  if m > 9007199254740992 then
+    return 9007199254740992
+  end
+  return m
+end
 local function until_full(tokens)
   if tokens >= max then
     return 0
@@ -117,7 +127,7 @@ local window = math.min(math.ceil(max / rate), FOREVER_MS)
 
 if ARGV[3] == '0' then
   return {0, 1, math.floor(tokens), max, 0, until_full(tokens), window,
-          math.floor(tokens * 1000000)}
+          micro(tokens)}
 end
 
 if tokens >= want then
@@ -126,7 +136,7 @@ if tokens >= want then
   if ttl > 0 then
     redis.call('SET', KEYS[2], string.format('%.17g %d', tokens, now), 'PX', ttl)
   end
-  return {0, 1, math.floor(tokens), max, 0, ttl, window, math.floor(tokens * 1000000)}
+  return {0, 1, math.floor(tokens), max, 0, ttl, window, micro(tokens)}
 end
 
 -- Denied: nothing is taken (and nothing written but a skewed state's new
@@ -145,4 +155,4 @@ if skewed then
   redis.call('SET', KEYS[2], string.format('%.17g %d', tokens, now), 'PX', until_full(tokens))
 end
 return {0, 0, math.floor(tokens), max, math.min(math.ceil(wait / 1000), FOREVER_MS),
-        until_full(tokens), window, math.floor(tokens * 1000000)}
+        until_full(tokens), window, micro(tokens)}

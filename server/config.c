@@ -178,7 +178,7 @@ static int copy_part(char *dst, size_t dstlen, const char *from, const char *to,
                      const char *what, struct permitd_error *err)
 {
     if ((size_t)(to - from) >= dstlen)
-        return permitd_error_set(err, PERMITD_EINVAL, "redis url: %s is too long", what);
+        return permitd_error_set(err, PERMITD_EINVAL, "%s is too long", what);
     memcpy(dst, from, (size_t)(to - from));
     dst[to - from] = '\0';
     return PERMITD_OK;
@@ -217,7 +217,7 @@ int config_parse_redis_url(struct config *cfg, const char *url,
                                      "redis url: \"%s\" needs an absolute socket path "
                                      "(unix:///path/redis.sock)", url);
         rc = copy_part(cfg->redis_socket, sizeof(cfg->redis_socket), path,
-                       q ? q : path + strlen(path), "socket path", err);
+                       q ? q : path + strlen(path), "redis url: socket path", err);
         if (rc == PERMITD_OK && q != NULL) {
             if (strncmp(q, "?db=", 4) != 0)
                 return permitd_error_set(err, PERMITD_EINVAL,
@@ -239,12 +239,12 @@ int config_parse_redis_url(struct config *cfg, const char *url,
         if (colon == NULL) {
             /* redis://password@host, as redis-cli accepts */
             rc = copy_part(cfg->redis_password, sizeof(cfg->redis_password), p, at,
-                           "password", err);
+                           "redis url: password", err);
         } else {
-            rc = copy_part(cfg->redis_user, sizeof(cfg->redis_user), p, colon, "user", err);
+            rc = copy_part(cfg->redis_user, sizeof(cfg->redis_user), p, colon, "redis url: user", err);
             if (rc == PERMITD_OK)
                 rc = copy_part(cfg->redis_password, sizeof(cfg->redis_password),
-                               colon + 1, at, "password", err);
+                               colon + 1, at, "redis url: password", err);
         }
         if (rc != PERMITD_OK)
             return rc;
@@ -259,7 +259,7 @@ int config_parse_redis_url(struct config *cfg, const char *url,
         char *end;
         long port;
 
-        rc = copy_part(hostport, sizeof(hostport), p, hostend, "host", err);
+        rc = copy_part(hostport, sizeof(hostport), p, hostend, "redis url: host", err);
         if (rc != PERMITD_OK)
             return rc;
         colon = strrchr(hostport, ':');
@@ -282,7 +282,7 @@ int config_parse_redis_url(struct config *cfg, const char *url,
                 h++;
                 he--;
             }
-            rc = copy_part(cfg->redis_host, sizeof(cfg->redis_host), h, he, "host", err);
+            rc = copy_part(cfg->redis_host, sizeof(cfg->redis_host), h, he, "redis url: host", err);
             if (rc != PERMITD_OK)
                 return rc;
         }
@@ -318,7 +318,7 @@ static int unescape(char *dst, size_t dstlen, const char *from, const char *to,
             p += 2;
         }
         if (o + 1 >= dstlen)
-            return permitd_error_set(err, PERMITD_EINVAL, "mysql url: %s is too long", what);
+            return permitd_error_set(err, PERMITD_EINVAL, "%s is too long", what);
         dst[o++] = (char)c;
     }
     dst[o] = '\0';
@@ -333,9 +333,13 @@ int config_parse_mysql_url(const char *url, struct config_mysql *m,
 
     memset(m, 0, sizeof(*m));
     m->port = 3306;
-    if (strncmp(url, "mysql://", 8) != 0)
+    if (strncmp(url, "mysql://", 8) != 0) {
+        const char *scheme = strstr(url, "://");
+        int shown = scheme ? (int)(scheme - url) + 3 : (int)strcspn(url, ":@/");
         return permitd_error_set(err, PERMITD_EINVAL,
-                                 "mysql url must look like mysql://user:pass@host:port/db");
+                                 "mysql url \"%.*s...\" must look like "
+                                 "mysql://user:pass@host:port/db", shown > 32 ? 32 : shown, url);
+    }
     p = url + 8;
     end = p + strlen(p);
     q = strchr(p, '?');
@@ -364,13 +368,13 @@ int config_parse_mysql_url(const char *url, struct config_mysql *m,
             const char *rb = memchr(p, ']', (size_t)(hostend - p));
             if (rb == NULL)
                 return permitd_error_set(err, PERMITD_EINVAL, "mysql url: unclosed [ in host");
-            if ((rc = copy_part(m->host, sizeof(m->host), p + 1, rb, "host", err)) != PERMITD_OK)
+            if ((rc = copy_part(m->host, sizeof(m->host), p + 1, rb, "mysql url: host", err)) != PERMITD_OK)
                 return rc;
             if (rb + 1 < hostend && rb[1] == ':')
                 pc = rb + 1;
         } else {
             pc = memchr(p, ':', (size_t)(hostend - p));
-            if ((rc = copy_part(m->host, sizeof(m->host), p, pc ? pc : hostend, "host", err)) != PERMITD_OK)
+            if ((rc = copy_part(m->host, sizeof(m->host), p, pc ? pc : hostend, "mysql url: host", err)) != PERMITD_OK)
                 return rc;
         }
         if (pc != NULL) {
@@ -396,9 +400,11 @@ int config_parse_mysql_url(const char *url, struct config_mysql *m,
     if ((rc = unescape(m->database, sizeof(m->database), slash + 1, end, "database", err)) != PERMITD_OK)
         return rc;
     if (q != NULL) {
-        if (strncmp(q, "?socket=", 8) != 0)
+        if (strncmp(q, "?socket=", 8) != 0)   /* the name only: the value may be a secret */
             return permitd_error_set(err, PERMITD_EINVAL,
-                                     "mysql url: unknown parameter \"%.40s\" (only ?socket=/path)", q);
+                                     "mysql url: unknown parameter \"%.*s\" (only ?socket=/path)",
+                                     (int)strcspn(q + 1, "=&") > 40 ? 40 : (int)strcspn(q + 1, "=&"),
+                                     q + 1);
         if ((rc = unescape(m->socket, sizeof(m->socket), q + 8, q + strlen(q), "socket", err)) != PERMITD_OK)
             return rc;
         if (m->socket[0] != '/')

@@ -187,6 +187,11 @@ class Permitd:
         # unless the test chose one.
         self.admin_port = free_port()
         admin = [] if "--admin-listen" in args else ["--admin-listen", "127.0.0.1:%d" % self.admin_port]
+        # The production default (50 ms) is about latency; tests are about
+        # behaviour on a shared, noisy machine, so they wait longer unless
+        # they test the timeout itself.
+        if "--redis-timeout-ms" not in args and "PERMITD_REDIS_TIMEOUT_MS" not in (env or {}):
+            admin += ["--redis-timeout-ms", "1000"]
         self.argv = [PERMITD_BIN, "--listen", "127.0.0.1:%d" % self.port,
                      "--redis-url", self.redis_url, "--redis-prefix", prefix] + admin + list(args)
         self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,

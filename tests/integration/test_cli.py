@@ -26,6 +26,11 @@ SETTINGS = [
     ("--log-level", "PERMITD_LOG_LEVEL"),
     ("--max-connections", "PERMITD_MAX_CONNECTIONS"),
     ("--connection-timeout", "PERMITD_CONNECTION_TIMEOUT"),
+    ("--mysql-url", "PERMITD_MYSQL_URL"),
+    ("--mysql-timeout-ms", "PERMITD_MYSQL_TIMEOUT_MS"),
+    ("--sync-interval-ms", "PERMITD_SYNC_INTERVAL_MS"),
+    ("--admin-listen", "PERMITD_ADMIN_LISTEN"),
+    ("--admin-ui-dir", "PERMITD_ADMIN_UI_DIR"),
 ]
 
 
@@ -136,6 +141,13 @@ class BadValueTest(unittest.TestCase):
         (["--redis-timeout-ms", "0"], {}, "--redis-timeout-ms", "0"),
         (["--redis-prefix", "app{x}:"], {}, "--redis-prefix", "app{x}:"),
         ([], {"PERMITD_REDIS_PREFIX": "app{x}:"}, "PERMITD_REDIS_PREFIX", "app{x}:"),
+        (["--mysql-url", "postgres://u:p@h/db"], {}, "--mysql-url", "postgres://"),
+        ([], {"PERMITD_MYSQL_URL": "mysql://u:p@h"}, "PERMITD_MYSQL_URL", "database"),
+        (["--mysql-url", "mysql://u:p@h:99999/db"], {}, "--mysql-url", "99999"),
+        (["--mysql-timeout-ms", "10"], {}, "--mysql-timeout-ms", "10"),
+        (["--sync-interval-ms", "0"], {}, "--sync-interval-ms", "0"),
+        (["--admin-listen", "nowhere"], {}, "--admin-listen", "nowhere"),
+        ([], {"PERMITD_ADMIN_LISTEN": "h:x"}, "PERMITD_ADMIN_LISTEN", "h:x"),
         (["--nope"], {}, "--nope", "--nope"),
         (["--nope=1"], {}, "--nope", "--nope"),
     ]
@@ -156,6 +168,16 @@ class BadValueTest(unittest.TestCase):
                 self.assertTrue(mentions(p.stderr, value),
                                 "%r does not appear in: %s" % (value, p.stderr))
                 self.assertLess(len(p.stderr.strip().splitlines()), 5, p.stderr)
+
+    def test_passwords_never_echoed(self):
+        for url in ("mysql://u:hunter2@h:99999/db", "mysql://u:hunter2@h/db?password=hunter2",
+                    "mysql://u:hunter2@h", "redis://:hunter2@h:99999"):
+            with self.subTest(url=url):
+                flag = "--mysql-url" if url.startswith("mysql") else "--redis-url"
+                p = run([flag, url, "--listen", "127.0.0.1:%d" % free_port()])
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(flag, p.stderr)
+                self.assertNotIn("hunter2", p.stderr + p.stdout)
 
     def test_flag_missing_its_value(self):
         p = run(["--threads"])
