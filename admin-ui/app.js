@@ -57,9 +57,11 @@ function describeError(err) {
   if (!(err instanceof RpcError)) return String(err?.message || err);
   switch (err.code) {
     case "network":
-      return `Cannot reach permitd (${err.message}). Check that it is running.`;
+      return err.message === "cannot reach permitd"
+        ? "Cannot reach permitd. Check that it is running."
+        : `${err.message.charAt(0).toUpperCase()}${err.message.slice(1)}.`;
     case "unavailable":
-      return `permitd cannot reach its policy store: ${err.message}`;
+      return `permitd's storage (MySQL or Redis) is unavailable: ${err.message}`;
     case "permission_denied":
       return `Not allowed for your account: ${err.message}`;
     case "unauthenticated":
@@ -510,6 +512,7 @@ function listView(main) {
     const r = await call(POLICY, "ListPolicies", { includeBuckets: true }, ac.signal);
     if (ac.signal.aborted) return;
     update(r.policies || [], r.buckets || []);
+    card.classList.remove("stale");
   }, LIST_POLL_MS, ac.signal, (err) => {
     if (err instanceof RpcError && err.code === "unauthenticated") return;
     if (!loaded) {
@@ -521,6 +524,7 @@ function listView(main) {
       }));
     } else {
       setText(sub, "Showing the last data received; retrying…");
+      card.classList.add("stale");
     }
     pollError(err);
   });
@@ -1066,8 +1070,14 @@ function editView(main, { policy: name }) {
     rate: () => rateToSend().error,
     failure_mode: () => (openIn.checked || closedIn.checked ? "" : "failure_mode: choose open or closed"),
   };
+  // A server error stays next to its field until the field's value changes
+  // (tabbing away from it must not hide what the server said).
+  const serverErrors = {};
   function validate(key) {
     const msg = validators[key]?.() || "";
+    const server = serverErrors[key];
+    if (!msg && server && server.value === fields[key].control.value) return true;
+    delete serverErrors[key];
     setError(key, msg ? stripField(msg) : "");
     return !msg;
   }
@@ -1110,7 +1120,10 @@ function editView(main, { policy: name }) {
     closedIn.checked = p.failureMode === "closed";
     enabledIn.checked = !!p.enabled;
     descIn.value = p.description || "";
-    for (const k of Object.keys(fields)) setError(k, "");
+    for (const k of Object.keys(fields)) {
+      delete serverErrors[k];
+      setError(k, "");
+    }
     updatePreview();
   }
 
@@ -1158,6 +1171,10 @@ function editView(main, { policy: name }) {
     formError.hidden = true;
     conflict.hidden = true;
     let firstBad = null;
+    for (const k of Object.keys(serverErrors)) {
+      delete serverErrors[k];
+      setError(k, "");
+    }
     for (const key of Object.keys(validators)) {
       touched.add(key);
       if (!validate(key) && !firstBad) firstBad = fields[key].control;
@@ -1196,6 +1213,7 @@ function editView(main, { policy: name }) {
       if (!key && err.code === "already_exists") key = "name";
       if (key && fields[key] && ["invalid_argument", "already_exists", "out_of_range", "failed_precondition"].includes(err.code)) {
         setError(key, err.message);
+        serverErrors[key] = { value: fields[key].control.value };
         fields[key].control.focus();
         return;
       }

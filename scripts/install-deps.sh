@@ -3,7 +3,7 @@
 # and nothing that is already there.
 #
 #   scripts/install-deps.sh run    build + run (compiler, libraries, redis)
-#   scripts/install-deps.sh test   also what the tests need (python3, node)
+#   scripts/install-deps.sh test   also what the tests need (python3, node, chromium)
 #
 # Runs apt-get only when a package is missing, as root or through sudo.
 set -euo pipefail
@@ -15,7 +15,7 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
       redis-server redis-tools mariadb-server mariadb-client libmariadb-dev
       curl ca-certificates)
 if [ "$what" = test ]; then
-    pkgs+=(python3 docker-compose)
+    pkgs+=(python3 docker-compose chromium)
 fi
 
 missing=()

@@ -72,6 +72,15 @@ sql() { mariadb --no-defaults --protocol=socket --socket="$mysql_sock" -uroot --
 
 "$build/server/permitd" migrate up
 
+# A first editor for the admin UI; its password is printed once.
+admin_note=""
+if [ "$(sql 'SELECT COUNT(*) FROM admin_users')" = 0 ]; then
+    admin_password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
+    printf '%s\n' "$admin_password" | "$build/server/permitd" admin add-user admin --role editor
+    admin_note="  admin UI login: admin / $admin_password   (shown once; add users with
+                  printf 'PASSWORD\\n' | PERMITD_MYSQL_URL=... permitd admin add-user NAME --role viewer)"
+fi
+
 if [ "$(sql 'SELECT COUNT(*) FROM policies')" = 0 ]; then
     sql "INSERT INTO policies (name, max_permits, rate, description, created_by, updated_by)
          VALUES ('example', 10, 1, 'added by scripts/run.sh', 'run.sh', 'run.sh');
@@ -91,7 +100,8 @@ cat <<MSG
 
 permitd is serving:
   API      http://$PERMITD_LISTEN  (Connect: /permit.v1.RateLimitService/Acquire, /Peek)
-  admin    http://$PERMITD_ADMIN_LISTEN/readyz
+  admin UI http://$PERMITD_ADMIN_LISTEN/   (health: /readyz)
+$admin_note
   Redis    127.0.0.1:$redis_port, data in $data/redis
   MariaDB  $PERMITD_MYSQL_URL (root: mariadb --no-defaults -S $mysql_sock -uroot permitd)
 

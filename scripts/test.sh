@@ -22,7 +22,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cmake -S "$root" -B "$build" -DPERMITD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
+cmake -S "$root" -B "$build" -DPERMITD_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DPERMITD_STACK_DIR="$stack" >/dev/null
 cmake --build "$build" -j "$jobs"
 

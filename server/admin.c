@@ -619,15 +619,19 @@ HANDLER(logout)
 {
     struct admin *a = ud;
     char token[AUTH_TOKEN_LEN + 1];
-    int rc = PERMITD_OK;
+    struct store_user user;
+    int rc;
 
-    if (a->store != NULL &&
-        auth_cookie_token(http_request_header(call->http, "Cookie"), token, sizeof(token)) == 0) {
-        pthread_mutex_lock(&a->store_lock);
-        rc = store_session_delete(a->store, token, err);
-        pthread_mutex_unlock(&a->store_lock);
-    }
+    /* The browser's copy goes either way; but like every RPC except Login,
+     * Logout needs a live session (admin.proto), else unauthenticated. */
     session_cookie(call->resp, "", 0);
+    if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK)
+        return rc;
+    if (auth_cookie_token(http_request_header(call->http, "Cookie"), token, sizeof(token)) != 0)
+        return permitd_error_set(err, PERMITD_EUNAUTHENTICATED, "not logged in");
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_session_delete(a->store, token, err);
+    pthread_mutex_unlock(&a->store_lock);
     return rc;
 }
 

@@ -337,7 +337,7 @@ int connect_serve(const struct connect_method *methods, void *ud,
 {
     const char *path = http_request_path(req), *method = http_request_method(req);
     const struct connect_method *m;
-    const char *hdr, *body, *compression;
+    const char *hdr, *body = "", *compression;
     struct permitd_error err;
     struct connect_call call;
     ProtobufCMessage *in = NULL;
@@ -345,7 +345,7 @@ int connect_serve(const struct connect_method *methods, void *ud,
     char scratch[CONNECT_SCRATCH];
     _Alignas(max_align_t) unsigned char outbuf[512];
     ProtobufCMessage *out = (ProtobufCMessage *)outbuf;
-    size_t len;
+    size_t len = 0;
     int is_get, rc;
 
     for (m = methods; m->path != NULL; m++)
@@ -377,7 +377,7 @@ int connect_serve(const struct connect_method *methods, void *ud,
     call.deadline_us = INT64_MAX;
     hdr = http_request_header(req, "Connect-Timeout-Ms");
     if (hdr != NULL) {
-        int64_t ms;
+        int64_t ms = 0;
         if (connect_parse_timeout(hdr, &ms, &err) != PERMITD_OK)
             goto fail;
         call.deadline_us = clock_now_us() + ms * 1000;

@@ -581,7 +581,7 @@ static int set_load(struct migration_set *s, const char *dir, struct permitd_err
         while ((e = readdir(d)) != NULL) {
             size_t n = strlen(e->d_name);
             char path[4096], *data;
-            size_t len;
+            size_t len = 0;
             if (n < 4 || strcmp(e->d_name + n - 4, ".sql") != 0)
                 continue;
             snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);

@@ -615,10 +615,8 @@ def hammer(ports, bucket, threads=8, seconds=3.0, app="app", key="", permits=Non
 
 def main():
     # Tests open many short-lived connections and let the garbage collector
-    # close them; the warnings would bury real failures in the log.
-    import warnings
-    warnings.simplefilter("ignore", ResourceWarning)
-    unittest.main(verbosity=2)
+    # close them; ResourceWarnings would bury real failures in the log.
+    unittest.main(verbosity=2, warnings="ignore")
 
 
 # ---------------------------------------------------------------- MariaDB
