@@ -593,7 +593,8 @@ static int set_load(struct migration_set *s, const char *dir, struct permitd_err
         if (rc != PERMITD_OK)
             return rc;
     }
-    qsort(s->v, s->n, sizeof(*s->v), by_version);
+    if (s->n > 1)
+        qsort(s->v, s->n, sizeof(*s->v), by_version);
     for (size_t i = 0; i < s->n; i++)
         if (s->v[i].up == NULL)
             return permitd_error_set(err, PERMITD_EINVAL, "%s: %s has no %.*s.up.sql",
