@@ -215,12 +215,14 @@ function makeGauge(label, large = false) {
       const reset = Number(bucket.resetAfterMs ?? 0);
       el.title = reset > 0 ? `full again in ${fmt.formatDuration(reset)}` : "full";
     },
-    unknown() {
+    unknown(label = "—", why = "bucket state unknown") {
       fill.style.width = "0%";
       el.classList.add("unknown");
-      setText(text, "—");
-      el.setAttribute("aria-valuetext", "unknown");
-      el.title = "bucket state unknown";
+      el.classList.remove("low", "mid");
+      setText(text, label);
+      el.setAttribute("aria-valuenow", "0");
+      el.setAttribute("aria-valuetext", why);
+      el.title = why;
     },
   };
 }
@@ -490,7 +492,9 @@ function listView(main) {
       }
       let b = buckets[i];
       if (b && b.policy && b.policy !== name) b = buckets.find((x) => x.policy === name);
-      e.gauge.set(b, p.maxPermits);
+      // A disabled policy keeps no bucket (Acquire answers failed_precondition).
+      if (!p.enabled) e.gauge.unknown("disabled", "the policy is disabled: no bucket in use");
+      else e.gauge.set(b, p.maxPermits);
       // Keep rows in server order; move a row only when it is out of place
       // (moving the row that holds focus would lose it).
       const want = tbody.children[i];
@@ -681,7 +685,8 @@ function detailView(main, { policy: name }) {
     replace(settings,
       item("Apps", appChips(p.apps)),
       item("Max permits (burst)", fmt.formatNumber(Number(p.maxPermits ?? 0), 0)),
-      item("Rate", h("span", { class: "rate" }, rate.text), h("span", { class: "muted" }, ` · ${p.rate ?? "?"} permits/s`)),
+      item("Rate", h("span", { class: "rate" }, rate.text),
+        rate.unit !== "s" && h("span", { class: "muted" }, ` · ${p.rate ?? "?"} permits/s`)),
       item("Empty → full", refill > 0 ? fmt.formatDuration(refill) : "—"),
       item("When Redis is down", p.failureMode === "closed" ? "refuse (fail closed)" : p.failureMode === "open" ? "allow (fail open)" : "—"),
       item("Version", String(p.version ?? "—")),
@@ -700,6 +705,7 @@ function detailView(main, { policy: name }) {
     }
   }
 
+  let statsPoll = { now() {} };
   const policyPoll = poll(async () => {
     let r;
     try {
@@ -731,18 +737,20 @@ function detailView(main, { policy: name }) {
       renderSettings(policy);
       loadHistory();
     }
+    if (first) statsPoll = poll(loadStats, DETAIL_POLL_MS, ac.signal);
+    if (!policy.enabled) {
+      sharedGauge.unknown("disabled", "the policy is disabled: no bucket in use");
+      setText(sharedInfo, "The policy is disabled: Acquire answers failed_precondition and no bucket is kept.");
+      return;
+    }
     const b = await call(POLICY, "GetBucket", { name, key: "" }, ac.signal);
     if (ac.signal.aborted) return;
     const bucket = b.bucket || {};
     sharedGauge.set(bucket, policy.maxPermits);
     const reset = Number(bucket.resetAfterMs ?? 0);
     setText(sharedInfo, reset > 0 ? `${fmt.formatNumber(Number(bucket.tokens ?? 0), 3)} tokens · full again in ${fmt.formatDuration(reset)}` : "Full");
-    if (first) {
-      statsPoll = poll(loadStats, DETAIL_POLL_MS, ac.signal);
-    }
   }, DETAIL_POLL_MS, ac.signal);
 
-  let statsPoll = { now() {} };
   async function loadStats() {
     const r = await call(POLICY, "GetPolicyStats", { name, seconds: chartSeconds }, ac.signal);
     if (ac.signal.aborted) return;
@@ -818,13 +826,13 @@ function drawChart(box, legend, stats, seconds) {
 }
 
 function bucketInspector(name, editor, signal) {
-  const key = h("input", { id: "inspect-key", name: "key", autocomplete: "off", spellcheck: "false", placeholder: "e.g. user-42 (empty: the shared bucket)", "aria-describedby": "inspect-hint" });
+  const key = h("input", { id: "inspect-key", name: "key", autocomplete: "off", spellcheck: "false", placeholder: "e.g. user-42", "aria-describedby": "inspect-hint" });
   const submit = h("button", { type: "submit", class: "btn" }, "Inspect");
   const result = h("div", { class: "inspect-result", "aria-live": "polite" });
   const form = h("form", { class: "inspect-form", novalidate: true },
     h("label", { for: "inspect-key" }, "Key"),
     h("div", { class: "input-row" }, key, submit),
-    h("p", { class: "hint", id: "inspect-hint" }, "Each key (a user id, an IP, a tenant) has its own bucket with this policy's limits."));
+    h("p", { class: "hint", id: "inspect-hint" }, "Each key (a user id, an IP, a tenant) has its own bucket with this policy's limits. Leave it empty for the shared bucket."));
   let ac = null;
 
   const gauge = makeGauge("Permits available in the inspected bucket", true);
@@ -1069,6 +1077,7 @@ function editView(main, { policy: name }) {
     max_permits: () => fmt.parseMaxPermits(maxIn.value).error,
     rate: () => rateToSend().error,
     failure_mode: () => (openIn.checked || closedIn.checked ? "" : "failure_mode: choose open or closed"),
+    description: () => fmt.validateDescription(descIn.value),
   };
   // A server error stays next to its field until the field's value changes
   // (tabbing away from it must not hide what the server said).
@@ -1082,7 +1091,7 @@ function editView(main, { policy: name }) {
     return !msg;
   }
   const touched = new Set();
-  for (const [key, el] of [["name", nameIn], ["apps", appsIn], ["max_permits", maxIn], ["rate", rateIn]]) {
+  for (const [key, el] of [["name", nameIn], ["apps", appsIn], ["max_permits", maxIn], ["rate", rateIn], ["description", descIn]]) {
     el.addEventListener("blur", () => {
       if (el.value !== "" || touched.has(key)) {
         touched.add(key);

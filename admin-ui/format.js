@@ -57,6 +57,13 @@ export function parseMaxPermits(s) {
   return { value: String(n), error: "" };
 }
 
+export const DESCRIPTION_MAX = 1024;
+
+export function validateDescription(s) {
+  const n = [...String(s)].length;
+  return n > DESCRIPTION_MAX ? `description: ${n} characters, the limit is ${DESCRIPTION_MAX}` : "";
+}
+
 // Decimal text with at most `decimals` decimals and no trailing zeros.
 export function decimalText(x, decimals = RATE_DECIMALS) {
   let s = x.toFixed(decimals);
@@ -218,7 +225,15 @@ function parsePolicyJson(text) {
   }
 }
 
+// The audit JSON keeps apps as one comma-separated string ("a,b"); the
+// API as a list. Both become a list.
+function normalize(field, v) {
+  if (field === "apps" && typeof v === "string") return v.split(",").map((x) => x.trim()).filter((x) => x !== "");
+  return v;
+}
+
 export function formatFieldValue(field, v) {
+  v = normalize(field, v);
   if (v === undefined || v === null) return "—";
   if (Array.isArray(v)) return v.length ? v.map(String).join(", ") : "(none)";
   if (field === "enabled") {
@@ -236,6 +251,7 @@ export function formatFieldValue(field, v) {
 }
 
 function comparable(field, v) {
+  v = normalize(field, v);
   if (v === undefined || v === null) return "";
   if (Array.isArray(v)) return JSON.stringify(v.map(String).sort());
   if (field === "enabled") return formatFieldValue(field, v);

@@ -1,23 +1,25 @@
 --[[
-bucket.lua - one token-bucket decision, atomically, inside Redis.
+bucket.lua - token-bucket decisions, atomically, inside Redis.
 
-KEYS[1]  the policy hash   <prefix>{<policy>}:policy
-KEYS[2]  the bucket state  <prefix>{<policy>}:b  or  <prefix>{<policy>}:k:<key>
-ARGV[1]  the calling app
-ARGV[2]  permits wanted (>= 1)
-ARGV[3]  "1" to take them (Acquire), "0" to only look (Peek)
+One call decides one or more items in order:
+  KEYS[2i-1]  item i's policy hash   <prefix>{<policy>}:policy
+  KEYS[2i]    item i's bucket state  <prefix>{<policy>}:b  or  <prefix>{<policy>}:k:<key>
+  ARGV[1]     "take" (Acquire), "peek" (Peek: nothing taken), or "all"
+              (all or nothing: every item is granted, or none takes anything)
+  ARGV[2i]    item i's app
+  ARGV[2i+1]  item i's permits (>= 1)
 
-Returns {status, allowed, remaining, limit, retry_after_ms, reset_after_ms,
-window_s, tokens_micro}: window_s is the seconds an empty bucket takes to
-fill (the `w` of the RateLimit-Policy header), tokens_micro the tokens left
-in millionths of a permit (for the admin UI's gauge).
+Returns 8 numbers per item, in order: {status, allowed, remaining, limit,
+retry_after_ms, reset_after_ms, window_s, tokens_micro}. status is 0 or a
+negated Connect code (server/status.h): -5 not_found, -7 permission_denied,
+-9 failed_precondition (policy disabled), -11 out_of_range (more permits
+than the bucket holds), -13 internal (a policy hash that is not a valid
+policy). window_s is the seconds an empty bucket takes to fill (the `w` of
+the RateLimit-Policy header), tokens_micro the tokens left in millionths of
+a permit (for the admin UI's gauge).
 
-ARGV[1] = "*" skips the apps check: only permitd itself sends it (the admin
-bucket inspector); a request's app can never be "*" (server/policy.c).
-status is 0 or a negated Connect code (server/status.h): -5 not_found,
--7 permission_denied, -9 failed_precondition (policy disabled),
--11 out_of_range (more permits than the bucket holds), -13 internal (a
-policy hash that is not a valid policy).
+App "*" skips the apps check: only permitd itself sends it (the admin bucket
+inspector); a request's app can never be "*" (server/policy.c).
 
 The bucket keeps sub-permit precision: its state is one string
 "<tokens> <t>" where tokens is a double written with 17 significant digits
@@ -29,82 +31,115 @@ per minute. The clock is Redis TIME: no client clock is trusted.
 A full bucket has no state key: every write sets the key to expire when
 the bucket would be full again, and a missing key reads as full. A denied
 request (and every Peek) writes nothing, save that a denial re-stamps a
-state stamped ahead of the Redis clock (the clock stepped back).
+state stamped ahead of the Redis clock (the clock stepped back). Items of
+one call that share a bucket see each other's takes, as if sent one after
+the other; each bucket is written once, at the end.
 ]]
 
-local policy = redis.call('HMGET', KEYS[1], 'max_permits', 'rate', 'apps', 'enabled')
-if not policy[1] then
-  return {-5}
-end
-local max, rate, apps = tonumber(policy[1]), tonumber(policy[2]), policy[3]
-if not max or not rate or max < 1 or rate <= 0 or rate ~= rate or not apps then
-  return {-13}
-end
-if policy[4] == '0' then
-  return {-9, 0, 0, max}
-end
-
--- Exact set membership: apps is a comma-separated list of names that cannot
--- themselves hold a comma; a plain find (no patterns) on ",a,b," for ",app,".
-if apps ~= '*' and ARGV[1] ~= '*' then
-  local set = ',' .. apps .. ','
-  if not string.find(set, ',' .. ARGV[1] .. ',', 1, true)
-     and not string.find(set, ',*,', 1, true) then
-    return {-7, 0, 0, max}
-  end
-end
-
-local want = tonumber(ARGV[2])
-if want > max then
-  return {-11, 0, 0, max}
-end
+local mode = ARGV[1]
+local n = #KEYS / 2
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 
-local stored, since = max, now
-local state = redis.call('GET', KEYS[2])
-if state then
-  local sp = string.find(state, ' ', 1, true)
-  stored = tonumber(string.sub(state, 1, sp - 1))
-  since = tonumber(string.sub(state, sp + 1))
-end
--- Redis TIME can step back (failover to a replica, NTP). A state stamped
--- ahead of the clock counts as measured now: otherwise the bucket would stay
--- frozen until the clock caught up, and the wait search below would crawl
--- there one microsecond per step (minutes of a blocked Redis per hour of skew).
--- A denial re-stamps such a state (below), or it would never start accruing.
-local skewed = since > now
-if skewed then
-  since = now
+-- Milliseconds are capped at FOREVER_MS (3170 years): past 1e14 a number no
+-- longer reaches Redis as an integer (PX gets "1e+14"; replies overflow).
+local FOREVER_MS = 99999999999999
+
+local policies, buckets = {}, {}
+
+-- The policy of hash key k, read once per call: {max, rate, apps, enabled,
+-- window} or {status = code}.
+local function policy(k)
+  local p = policies[k]
+  if p then
+    return p
+  end
+  local f = redis.call('HMGET', k, 'max_permits', 'rate', 'apps', 'enabled')
+  if not f[1] then
+    p = {status = -5}
+  else
+    local max, rate = tonumber(f[1]), tonumber(f[2])
+    if not max or not rate or max < 1 or rate <= 0 or rate ~= rate or not f[3] then
+      p = {status = -13}
+    elseif f[4] == '0' then
+      p = {status = -9, max = max}
+    else
+      p = {max = max, rate = rate, apps = f[3],
+           window = math.min(math.ceil(max / rate), FOREVER_MS)}
+    end
+  end
+  policies[k] = p
+  return p
 end
 
--- Tokens in the bucket at time `at`. The elapsed time is capped at the time
--- the bucket takes to fill before it is multiplied, so a bucket idle for years
--- stays exact (Lua numbers are doubles) and simply reads as full. Monotone
--- in `at`, which is what makes retry_after_ms trustworthy below.
-local function level(at)
-  if stored >= max then
-    return max
+-- Exact set membership: apps is a comma-separated list of names that cannot
+-- themselves hold a comma; a plain find (no patterns) on ",a,b," for ",app,".
+local function admits(p, app)
+  if p.apps == '*' or app == '*' then
+    return true
   end
-  local elapsed = at - since
+  local set = ',' .. p.apps .. ','
+  return string.find(set, ',' .. app .. ',', 1, true) ~= nil
+      or string.find(set, ',*,', 1, true) ~= nil
+end
+
+-- The bucket of state key k: {stored, since} is the state the next decision
+-- will read (after this call's writes), orig the tokens it held before.
+local function bucket(k)
+  local b = buckets[k]
+  if b then
+    return b
+  end
+  b = {key = k}
+  local state = redis.call('GET', k)
+  if state then
+    local sp = string.find(state, ' ', 1, true)
+    b.stored = tonumber(string.sub(state, 1, sp - 1))
+    b.since = tonumber(string.sub(state, sp + 1))
+    -- Redis TIME can step back (failover to a replica, NTP). A state stamped
+    -- ahead of the clock counts as measured now: otherwise the bucket would
+    -- stay frozen until the clock caught up. A denial re-stamps it (below),
+    -- or it would never start accruing.
+    if b.since > now then
+      b.since = now
+      b.skewed = true
+    end
+  end
+  b.orig_stored, b.orig_since = b.stored, b.since
+  buckets[k] = b
+  return b
+end
+
+-- Tokens in bucket b of policy p at time `at`. The elapsed time is capped
+-- at the time the bucket takes to fill before it is multiplied, so a bucket
+-- idle for years stays exact (Lua numbers are doubles) and simply reads as
+-- full. Monotone in `at`, which is what makes retry_after_ms trustworthy.
+local function level(b, p, at)
+  local stored = b.stored
+  if not stored or stored >= p.max then
+    return p.max
+  end
+  local elapsed = at - b.since
   if elapsed <= 0 then
     return stored
   end
-  if elapsed >= (max - stored) * 1000000 / rate then
-    return max
+  if elapsed >= (p.max - stored) * 1000000 / p.rate then
+    return p.max
   end
-  local t = stored + elapsed * rate / 1000000
-  if t > max then
-    return max
+  local t = stored + elapsed * p.rate / 1000000
+  if t > p.max then
+    return p.max
   end
   return t
 end
 
--- Milliseconds until a bucket holding `tokens` is full again, rounded up,
--- capped at FOREVER_MS (3170 years): past 1e14 a number no longer reaches
--- Redis as an integer (PX gets "1e+14"; replies overflow near 1e19).
-local FOREVER_MS = 99999999999999
+local function until_full(p, tokens)
+  if tokens >= p.max then
+    return 0
+  end
+  return math.min(math.ceil((p.max - tokens) * 1000 / p.rate), FOREVER_MS)
+end
 
 -- Tokens in millionths of a permit, capped where doubles stop being whole
 -- numbers (2^53), so the reply stays an exact integer.
@@ -115,44 +150,99 @@ local function micro(t)
   end
   return m
 end
-local function until_full(tokens)
-  if tokens >= max then
-    return 0
+
+local out = {}
+local items = {}        -- per item: its bucket and policy
+local refused = false   -- some item of an "all" call was not granted
+local longest = 0       -- the longest retry_after_ms among them
+
+for i = 1, n do
+  local p = policy(KEYS[2 * i - 1])
+  local app, want = ARGV[2 * i], tonumber(ARGV[2 * i + 1])
+  local o = 8 * (i - 1)
+  local status = p.status
+  if not status and not admits(p, app) then
+    status = -7
+  elseif not status and want > p.max then
+    status = -11
   end
-  return math.min(math.ceil((max - tokens) * 1000 / rate), FOREVER_MS)
-end
-
-local tokens = level(now)
-local window = math.min(math.ceil(max / rate), FOREVER_MS)
-
-if ARGV[3] == '0' then
-  return {0, 1, math.floor(tokens), max, 0, until_full(tokens), window,
-          micro(tokens)}
-end
-
-if tokens >= want then
-  tokens = tokens - want
-  local ttl = until_full(tokens)
-  if ttl > 0 then
-    redis.call('SET', KEYS[2], string.format('%.17g %d', tokens, now), 'PX', ttl)
+  if status then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = status, 0, 0, p.max or 0
+    out[o + 5], out[o + 6], out[o + 7], out[o + 8] = 0, 0, 0, 0
+    refused = true
+  else
+    local b = bucket(KEYS[2 * i])
+    local tokens = level(b, p, now)
+    if not b.before then
+      b.before = tokens         -- as it stood before this call took anything
+    end
+    items[i] = {b = b, p = p}
+    if mode == 'peek' then
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, math.floor(tokens), p.max
+      out[o + 5], out[o + 6] = 0, until_full(p, tokens)
+    elseif tokens >= want then
+      tokens = tokens - want
+      b.stored, b.since, b.taken = tokens, now, true
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, math.floor(tokens), p.max
+      out[o + 5], out[o + 6] = 0, until_full(p, tokens)
+    else
+      -- Denied: nothing is taken. The wait is computed, then checked against
+      -- the very function the next decision will use, so a client that waits
+      -- retry_after_ms is admitted (barring others taking the tokens first).
+      local wait = math.ceil((want - tokens) * 1000000 / p.rate)
+      local step = 1
+      while level(b, p, now + wait) < want do
+        -- growing steps: past 2^53 us (285 years) wait + 1 == wait, and +1
+        -- steps would spin forever, holding Redis
+        wait = wait + step
+        step = step * 2
+      end
+      local retry = math.min(math.ceil(wait / 1000), FOREVER_MS)
+      if retry > longest then
+        longest = retry
+      end
+      refused = true
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 0, math.floor(tokens), p.max
+      out[o + 5], out[o + 6] = retry, until_full(p, tokens)
+    end
+    out[o + 7], out[o + 8] = p.window, micro(tokens)
   end
-  return {0, 1, math.floor(tokens), max, 0, ttl, window, micro(tokens)}
 end
 
--- Denied: nothing is taken (and nothing written but a skewed state's new
--- stamp, see `skewed`). The wait is computed, then checked against the
--- very function the next decision will use, so a client that waits
--- retry_after_ms is admitted (barring other clients taking the tokens first).
-local wait = math.ceil((want - tokens) * 1000000 / rate)
-local step = 1
-while level(now + wait) < want do
-  -- growing steps: past 2^53 us (285 years) wait + 1 == wait, and +1 steps
-  -- would spin forever, holding Redis
-  wait = wait + step
-  step = step * 2
+if mode == 'all' and refused then
+  -- Nothing is granted: every item answers with its bucket as it stood,
+  -- and the wait after which the whole batch could pass.
+  for i = 1, n do
+    local it = items[i]
+    if it then
+      local o = 8 * (i - 1)
+      local before = it.b.before
+      out[o + 2], out[o + 3] = 0, math.floor(before)
+      out[o + 5], out[o + 6] = longest, until_full(it.p, before)
+      out[o + 8] = micro(before)
+    end
+  end
+  for _, b in pairs(buckets) do
+    b.taken, b.stored, b.since = false, b.orig_stored, b.orig_since
+  end
 end
-if skewed then
-  redis.call('SET', KEYS[2], string.format('%.17g %d', tokens, now), 'PX', until_full(tokens))
+
+for i = 1, n do
+  local it = items[i]
+  if it and not it.written then
+    local b = it.b
+    if b.taken or (b.skewed and mode ~= 'peek') then
+      local tokens = level(b, it.p, now)
+      local ttl = until_full(it.p, tokens)
+      if ttl > 0 then
+        redis.call('SET', b.key, string.format('%.17g %d', tokens, now), 'PX', ttl)
+      elseif b.stored then
+        redis.call('DEL', b.key)
+      end
+      b.taken, b.skewed = false, false
+    end
+    it.written = true
+  end
 end
-return {0, 0, math.floor(tokens), max, math.min(math.ceil(wait / 1000), FOREVER_MS),
-        until_full(tokens), window, micro(tokens)}
+
+return out

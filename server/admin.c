@@ -538,9 +538,9 @@ static int login_try(struct admin *a, const char *key, int take, struct permitd_
     keys[0].len = policy_redis_key(hash, a->cfg->redis_prefix, LOGIN_POLICY, POLICY_KEY_HASH, NULL);
     keys[1].p = state;
     keys[1].len = policy_redis_key(state, a->cfg->redis_prefix, LOGIN_POLICY, POLICY_KEY_BUCKET, key);
-    args[0].p = "*"; args[0].len = 1;
-    args[1].p = "1"; args[1].len = 1;
-    args[2].p = take ? "1" : "0"; args[2].len = 1;
+    args[0].p = take ? "take" : "peek"; args[0].len = 4;
+    args[1].p = "*"; args[1].len = 1;
+    args[2].p = "1"; args[2].len = 1;
     for (int attempt = 0; attempt < 2; attempt++) {
         rc = redis_script_run(a->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline(), out, 8, &why);
         if (rc != PERMITD_OK) {

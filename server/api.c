@@ -1,5 +1,6 @@
 /*
- * api.c - RateLimitService over Connect, plus /healthz.
+ * api.c - RateLimitService over Connect (Acquire, Peek, AcquireBatch), plus
+ * /healthz.
  *
  * Each procedure is a thin translation between its protobuf-c messages and
  * the limiter; connect.c does the protocol. Acquire replies also carry the
@@ -84,11 +85,88 @@ static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
     return PERMITD_OK;
 }
 
+/* The Connect error of one batch item, as the unary call would answer. */
+static Permit__V1__BatchError *batch_error(struct connect_call *call, const struct permitd_error *e)
+{
+    Permit__V1__BatchError *be = connect_call_alloc(call, sizeof(*be));
+
+    if (be == NULL)
+        return NULL;
+    permit__v1__batch_error__init(be);
+    be->code = (char *)connect_code_name(e->code);
+    be->message = connect_call_strdup(call, e->message);
+    return be->message ? be : NULL;
+}
+
+static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                         ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    struct api *a = ud;
+    const Permit__V1__AcquireBatchRequest *rq = (const Permit__V1__AcquireBatchRequest *)in;
+    Permit__V1__AcquireBatchResponse *rs = (Permit__V1__AcquireBatchResponse *)out;
+    size_t n = rq->n_requests;
+    struct limiter_request *reqs;
+    struct limiter_result *res;
+    struct permitd_error *errs;
+    Permit__V1__AcquireBatchResult *results;
+    Permit__V1__AcquireResponse *answers;
+    int rc;
+
+    if (n > LIMITER_BATCH_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
+                                 n, LIMITER_BATCH_MAX);
+    reqs = connect_call_alloc(call, (n + 1) * sizeof(*reqs));
+    res = connect_call_alloc(call, (n + 1) * sizeof(*res));
+    errs = connect_call_alloc(call, (n + 1) * sizeof(*errs));
+    results = connect_call_alloc(call, (n + 1) * sizeof(*results));
+    answers = connect_call_alloc(call, (n + 1) * sizeof(*answers));
+    rs->results = connect_call_alloc(call, (n + 1) * sizeof(*rs->results));
+    if (!reqs || !res || !errs || !results || !answers || !rs->results)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const Permit__V1__AcquireRequest *r = rq->requests[i];
+        reqs[i].bucket = r->bucket;
+        reqs[i].app = r->app;
+        reqs[i].key = r->key;
+        reqs[i].permits = r->permits;
+    }
+    rc = limiter_acquire_batch(a->limiter, reqs, n, rq->all_or_nothing, call->deadline_us,
+                               res, errs, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        Permit__V1__AcquireBatchResult *r = &results[i];
+        permit__v1__acquire_batch_result__init(r);
+        if (errs[i].code != PERMITD_OK) {
+            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
+            if ((r->error = batch_error(call, &errs[i])) == NULL)
+                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        } else {
+            Permit__V1__AcquireResponse *ar = &answers[i];
+            permit__v1__acquire_response__init(ar);
+            ar->allowed = res[i].allowed;
+            ar->remaining = res[i].remaining;
+            ar->limit = res[i].limit;
+            ar->retry_after_ms = res[i].retry_after_ms;
+            ar->reset_after_ms = res[i].reset_after_ms;
+            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_RESPONSE;
+            r->response = ar;
+            if (a->stats != NULL)
+                stats_record(a->stats, reqs[i].bucket, res[i].allowed);
+        }
+        rs->results[i] = r;
+    }
+    rs->n_results = n;
+    return PERMITD_OK;
+}
+
 static const struct connect_method methods[] = {
     {"/permit.v1.RateLimitService/Acquire", &permit__v1__acquire_request__descriptor,
      &permit__v1__acquire_response__descriptor, 0, acquire},
     {"/permit.v1.RateLimitService/Peek", &permit__v1__peek_request__descriptor,
      &permit__v1__peek_response__descriptor, 1, peek},
+    {"/permit.v1.RateLimitService/AcquireBatch", &permit__v1__acquire_batch_request__descriptor,
+     &permit__v1__acquire_batch_response__descriptor, 0, acquire_batch},
     {NULL, NULL, NULL, 0, NULL},
 };
 

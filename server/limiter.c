@@ -6,6 +6,7 @@
  * permitd instances. This file only decides what to ask and how to read
  * the answer.
  */
+#define _GNU_SOURCE     /* qsort_r */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,12 +102,12 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
     keys[1].p = state_key;
     keys[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, req->bucket,
                                    POLICY_KEY_BUCKET, req->key);
-    args[0].p = req->app;
-    args[0].len = strlen(req->app);
-    args[1].p = permits_s;
-    args[1].len = (size_t)snprintf(permits_s, sizeof(permits_s), "%" PRId64, take ? permits : 1);
-    args[2].p = take ? "1" : "0";
-    args[2].len = 1;
+    args[0].p = take ? "take" : "peek";
+    args[0].len = 4;
+    args[1].p = req->app;
+    args[1].len = strlen(req->app);
+    args[2].p = permits_s;
+    args[2].len = (size_t)snprintf(permits_s, sizeof(permits_s), "%" PRId64, take ? permits : 1);
 
     rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline_us,
                           out, 8, err);
@@ -166,4 +167,154 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
     del[1].p = state_key;
     del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket, POLICY_KEY_BUCKET, key);
     return redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err);
+}
+
+/* Fills item i's answer from its 8 numbers of the script's reply. */
+static void item_answer(const struct limiter_request *req, const long long *o,
+                        struct limiter_result *res, struct permitd_error *err)
+{
+    int64_t permits = req->permits == 0 ? 1 : req->permits;
+
+    memset(res, 0, sizeof(*res));
+    res->limit = o[3];
+    err->code = PERMITD_OK;
+    err->message[0] = '\0';
+    if (o[0] != 0) {
+        script_error(o[0], req, permits, o[3], err);
+        return;
+    }
+    res->allowed = o[1] != 0;
+    res->remaining = o[2];
+    res->retry_after_ms = o[4];
+    res->reset_after_ms = o[5];
+    res->window_s = o[6];
+    res->tokens_micro = o[7];
+}
+
+/* Sorting item indices by policy name groups one policy's items together;
+ * ties keep request order, so a policy's items reach Redis in order. */
+static int by_bucket(const void *a, const void *b, void *reqs_)
+{
+    const struct limiter_request *reqs = reqs_;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(reqs[i].bucket, reqs[j].bucket);
+
+    return c != 0 ? c : (i < j ? -1 : (i > j));
+}
+
+int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                          int all_or_nothing, int64_t deadline_us,
+                          struct limiter_result *res, struct permitd_error *errs,
+                          struct permitd_error *err)
+{
+    size_t *order = NULL, valid = 0, ngroups = 0, bad = 0;
+    struct redis_str *keys = NULL, *args = NULL;
+    char (*knames)[POLICY_REDIS_KEY_MAX] = NULL, (*permits)[24] = NULL;
+    long long *out = NULL;
+    struct redis_script_call *calls = NULL;
+    int rc = PERMITD_OK;
+
+    if (n > LIMITER_BATCH_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
+                                 n, LIMITER_BATCH_MAX);
+    if (n == 0)
+        return PERMITD_OK;
+    order = malloc(n * sizeof(*order));
+    keys = malloc(2 * n * sizeof(*keys));
+    args = malloc((2 * n + n) * sizeof(*args));
+    knames = malloc(2 * n * sizeof(*knames));
+    permits = malloc(n * sizeof(*permits));
+    out = malloc(8 * n * sizeof(*out));
+    calls = malloc(n * sizeof(*calls));
+    if (!order || !keys || !args || !knames || !permits || !out || !calls) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        memset(&res[i], 0, sizeof(res[i]));
+        errs[i].code = PERMITD_OK;
+        errs[i].message[0] = '\0';
+        if (validate(&reqs[i], 1, &errs[i]) != PERMITD_OK)
+            bad++;
+        else
+            order[valid++] = i;
+    }
+    if (all_or_nothing) {
+        for (size_t k = 1; k < valid; k++)
+            if (policy_slot(reqs[order[k]].bucket) != policy_slot(reqs[order[0]].bucket)) {
+                rc = permitd_error_set(err, PERMITD_EPRECONDITION,
+                                       "all_or_nothing: policies \"%s\" and \"%s\" live in different "
+                                       "Redis Cluster slots, so no single script can decide them "
+                                       "together; use one policy (keys may differ) or two calls",
+                                       reqs[order[0]].bucket, reqs[order[k]].bucket);
+                goto done;
+            }
+        if (bad > 0) {
+            for (size_t k = 0; k < valid; k++)
+                permitd_error_set(&errs[order[k]], PERMITD_EABORTED,
+                                  "not granted: another item of this all_or_nothing batch is invalid");
+            goto done;
+        }
+    }
+
+    qsort_r(order, valid, sizeof(*order), by_bucket, (void *)reqs);
+
+    /* One script call per policy (all of them in one for all_or_nothing),
+     * laid out in the shared arrays in sorted order. */
+    for (size_t k = 0, a = 0; k < valid;) {
+        size_t first = k;
+        struct redis_script_call *c = &calls[ngroups++];
+
+        args[a].p = all_or_nothing ? "all" : "take";
+        args[a].len = all_or_nothing ? 3 : 4;
+        c->args = &args[a++];
+        c->keys = &keys[2 * first];
+        c->out = &out[8 * first];
+        do {
+            const struct limiter_request *rq = &reqs[order[k]];
+            int64_t p = rq->permits == 0 ? 1 : rq->permits;
+
+            keys[2 * k].p = knames[2 * k];
+            keys[2 * k].len = policy_redis_key(knames[2 * k], l->cfg->redis_prefix, rq->bucket,
+                                               POLICY_KEY_HASH, NULL);
+            keys[2 * k + 1].p = knames[2 * k + 1];
+            keys[2 * k + 1].len = policy_redis_key(knames[2 * k + 1], l->cfg->redis_prefix,
+                                                   rq->bucket, POLICY_KEY_BUCKET, rq->key);
+            args[a].p = rq->app;
+            args[a++].len = strlen(rq->app);
+            args[a].p = permits[k];
+            args[a++].len = (size_t)snprintf(permits[k], sizeof(permits[k]), "%" PRId64, p);
+            k++;
+        } while (k < valid && (all_or_nothing || strcmp(reqs[order[k]].bucket,
+                                                       reqs[order[first]].bucket) == 0));
+        c->nkeys = (int)(2 * (k - first));
+        c->nargs = (int)(1 + 2 * (k - first));
+        c->nout = (int)(8 * (k - first));
+    }
+
+    rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, calls, ngroups, deadline_us, err);
+    if (rc != PERMITD_OK)
+        goto done;
+    for (size_t g = 0, k = 0; g < ngroups; g++) {
+        size_t m = (size_t)calls[g].nkeys / 2;
+        for (size_t j = 0; j < m; j++, k++) {
+            size_t i = order[k];
+            if (calls[g].rc != PERMITD_OK)
+                permitd_error_set(&errs[i], calls[g].rc,
+                                  "redis could not decide policy \"%s\" (see permitd's log)",
+                                  reqs[i].bucket);
+            else
+                item_answer(&reqs[i], &calls[g].out[8 * j], &res[i], &errs[i]);
+        }
+    }
+done:
+    free(order);
+    free(keys);
+    free(args);
+    free(knames);
+    free(permits);
+    free(out);
+    free(calls);
+    return rc;
 }

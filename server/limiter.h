@@ -55,6 +55,21 @@ int limiter_peek(struct limiter *l, const struct limiter_request *req,
                  int64_t deadline_us, struct limiter_result *res,
                  struct permitd_error *err);
 
+#define LIMITER_BATCH_MAX 1000
+
+/* Decides n Acquires (n <= LIMITER_BATCH_MAX) in one Redis round trip.
+ * Each item gets its own answer: res[i] when errs[i].code is PERMITD_OK,
+ * else errs[i] says why, exactly as limiter_acquire() would have. Items of
+ * one policy go to Redis in one script call, so they see each other's takes
+ * in order. With all_or_nothing, either every item is granted or nothing is
+ * taken (one atomic script call); the items must then share one Redis
+ * Cluster slot (one policy), else the call fails with PERMITD_EPRECONDITION.
+ * The return value is an error of the whole call (Redis unreachable, ...). */
+int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                          int all_or_nothing, int64_t deadline_us,
+                          struct limiter_result *res, struct permitd_error *errs,
+                          struct permitd_error *err);
+
 /* Like limiter_peek, for permitd's own use (the admin bucket inspector):
  * any app may look. key "" is the shared bucket. */
 int limiter_inspect(struct limiter *l, const char *bucket, const char *key,

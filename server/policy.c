@@ -187,3 +187,16 @@ int policy_check_fields(const char *name, const char *const *apps, size_t napps,
                                  failure_mode);
     return PERMITD_OK;
 }
+
+unsigned policy_slot(const char *name)
+{
+    unsigned crc = 0;
+
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        crc ^= (unsigned)*p << 8;
+        for (int i = 0; i < 8; i++)
+            crc = crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1;
+        crc &= 0xffff;
+    }
+    return crc & 16383;
+}

@@ -47,6 +47,10 @@ int policy_check_fields(const char *name, const char *const *apps, size_t napps,
                         long long max_permits, const char *rate, const char *description,
                         const char *failure_mode, struct permitd_error *err);
 
+/* The Redis Cluster slot (0..16383) of every key of policy `name`: CRC16
+ * (XMODEM) of the hash tag, as Redis computes it. */
+unsigned policy_slot(const char *name);
+
 enum policy_key_kind { POLICY_KEY_HASH, POLICY_KEY_BUCKET };
 
 /* Writes into buf (POLICY_REDIS_KEY_MAX bytes) the Redis key of the policy

@@ -414,6 +414,111 @@ int redis_script_run(struct redis *r, enum redis_script script,
     return PERMITD_OK;
 }
 
+/* argv for one EVALSHA of a pipeline: a new array (free()) of 3 + nkeys +
+ * nargs entries, with the SHA already in place. */
+static int evalsha_argv(const char *sha, const struct redis_script_call *c, char *nkeys_s,
+                        const char ***argv, size_t **lens)
+{
+    size_t argc = 3 + (size_t)c->nkeys + (size_t)c->nargs, i = 0;
+
+    *argv = malloc(argc * sizeof(**argv));
+    *lens = malloc(argc * sizeof(**lens));
+    if (*argv == NULL || *lens == NULL) {
+        free(*argv);
+        free(*lens);
+        return -1;
+    }
+    snprintf(nkeys_s, 12, "%d", c->nkeys);
+    (*argv)[i] = "EVALSHA"; (*lens)[i++] = 7;
+    (*argv)[i] = sha; (*lens)[i++] = 40;
+    (*argv)[i] = nkeys_s; (*lens)[i++] = strlen(nkeys_s);
+    for (int k = 0; k < c->nkeys; k++, i++) {
+        (*argv)[i] = c->keys[k].p;
+        (*lens)[i] = c->keys[k].len;
+    }
+    for (int k = 0; k < c->nargs; k++, i++) {
+        (*argv)[i] = c->args[k].p;
+        (*lens)[i] = c->args[k].len;
+    }
+    return (int)argc;
+}
+
+int redis_script_pipeline(struct redis *r, enum redis_script script,
+                          struct redis_script_call *calls, size_t n,
+                          int64_t deadline_us, struct permitd_error *err)
+{
+    int bound, timeout_ms, rc = PERMITD_OK, reloaded = 0;
+    struct conn *c;
+    size_t sent = 0, pending;
+
+    timeout_ms = call_timeout(r, deadline_us, &bound, err);
+    if (timeout_ms < 0)
+        return timeout_ms;
+    c = acquire_conn(r, timeout_ms, err);
+    if (c == NULL)
+        return conn_failed(r, bound, deadline_us, err);
+    for (size_t i = 0; i < n; i++)
+        calls[i].rc = -1;       /* not answered yet */
+
+again:
+    /* Queue every unanswered call, then read the replies in order. */
+    sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char **argv;
+        size_t *lens;
+        char nkeys_s[12];
+        int argc;
+
+        if (calls[i].rc != -1)
+            continue;
+        argc = evalsha_argv(c->sha[script], &calls[i], nkeys_s, &argv, &lens);
+        if (argc < 0)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        rc = redisAppendCommandArgv(c->ctx, argc, argv, lens) == REDIS_OK ? PERMITD_OK : -1;
+        free(argv);
+        free(lens);
+        if (rc != PERMITD_OK)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        sent++;
+    }
+    pending = 0;
+    for (size_t i = 0; i < n && sent > 0; i++) {
+        redisReply *rep = NULL;
+
+        if (calls[i].rc != -1)
+            continue;
+        sent--;
+        if (redisGetReply(c->ctx, (void **)&rep) != REDIS_OK || rep == NULL)
+            return broken(r, c, bound, timeout_ms, err);
+        if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+            pending++;          /* stays -1: sent again after the reload */
+        } else if (rep->type == REDIS_REPLY_ARRAY) {
+            for (int k = 0; k < calls[i].nout; k++)
+                calls[i].out[k] = (size_t)k < rep->elements &&
+                                  rep->element[k]->type == REDIS_REPLY_INTEGER
+                                  ? rep->element[k]->integer : 0;
+            calls[i].rc = PERMITD_OK;
+        } else {
+            log_msg(LOG_WARN, "script call failed", "script=%s error=\"%.200s\"",
+                    script_files[script], rep->type == REDIS_REPLY_ERROR ? rep->str : "no array");
+            calls[i].rc = PERMITD_EINTERNAL;
+        }
+        freeReplyObject(rep);
+    }
+    if (pending > 0) {
+        if (reloaded || handshake(r, c) != 0) {
+            rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: scripts could not be "
+                                   "loaded: %s", r->where, c->last_error);
+            disconnect(c);
+            return rc;
+        }
+        log_msg(LOG_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
+        reloaded = 1;
+        goto again;
+    }
+    return PERMITD_OK;
+}
+
 int redis_command(struct redis *r, const struct redis_str *args, int nargs,
                   int64_t deadline_us, long long *integer,
                   void (*each)(void *ud, const char *s, size_t len), void *ud,

@@ -52,6 +52,27 @@ int redis_script_run(struct redis *r, enum redis_script script,
                      int64_t deadline_us, long long *out, int nout,
                      struct permitd_error *err);
 
+/* One script call of a pipeline. The caller fills keys, args, out and
+ * nout; redis_script_pipeline() fills out and sets rc (PERMITD_OK, or
+ * PERMITD_EINTERNAL/PERMITD_EUNAVAILABLE for an error reply, whose text
+ * is logged). */
+struct redis_script_call {
+    const struct redis_str *keys;
+    int nkeys;
+    const struct redis_str *args;
+    int nargs;
+    long long *out;
+    int nout;
+    int rc;
+};
+
+/* Sends every call in one write and reads the n replies: one round trip for
+ * the lot. A broken connection or the deadline fails the whole pipeline
+ * (the return value and err); a single error reply fails only its call. */
+int redis_script_pipeline(struct redis *r, enum redis_script script,
+                          struct redis_script_call *calls, size_t n,
+                          int64_t deadline_us, struct permitd_error *err);
+
 /* Runs any command (args[0] is its name) like redis_script_run(). When
  * integer is not NULL it receives an integer reply (0 otherwise); when each
  * is not NULL it is called for every string element of an array reply (the

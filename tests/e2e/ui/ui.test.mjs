@@ -47,6 +47,7 @@ const VIEWER = { name: "bob", password: crypto.randomBytes(12).toString("hex") }
 
 const POLICY = "ui-e2e";
 const XSS_POLICY = "ui-xss";
+const OFF_POLICY = "ui-off";
 const APP = "ui-app";
 const XSS = "<img src=x onerror=alert(1)>";
 
@@ -211,11 +212,21 @@ function pageRpc(page, method, body) {
 }
 
 async function shot(page, name) {
-  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true, animations: "disabled" });
+  // Toasts are position: fixed; in a full-page shot they would float
+  // mid-page. (Hidden through the CSSOM: the page's Content-Security-Policy
+  // refuses the <style> that screenshot({style}) would inject.)
+  await page.evaluate(() => document.getElementById("toast")?.style.setProperty("visibility", "hidden"));
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+  await page.evaluate(() => document.getElementById("toast")?.style.removeProperty("visibility"));
 }
 
+// Uncaught exceptions and console errors (a CSP violation is one); failed
+// requests are expected here (401, 403, 409 …) and are left out.
 function watch(page, label) {
   page.on("pageerror", (err) => pageErrors.push(`${label}: ${err.message}`));
+  page.on("console", (msg) => {
+    if (msg.type() === "error" && !/^Failed to load resource/.test(msg.text())) pageErrors.push(`${label}: console: ${msg.text()}`);
+  });
   return page;
 }
 
@@ -314,6 +325,22 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(fmt.fieldOfMessage("max_permits: 0 is less than 1"), "max_permits");
     assert.equal(fmt.fieldOfMessage("failure_mode: must be open or closed"), "failure_mode");
     assert.equal(fmt.fieldOfMessage("no field here"), null);
+    assert.equal(fmt.validateDescription("é".repeat(1024)), "");
+    assert.ok(fmt.validateDescription("é".repeat(1025)).startsWith("description:"));
+    // The audit JSON as policy_audit keeps it (apps comma-joined, enabled 0/1, rate a number).
+    const d = fmt.diffChange({
+      action: "update",
+      oldValue: '{"name": "p", "apps": "a", "max_permits": 5, "rate": 0.016666666667, "description": "d", "enabled": 1, "failure_mode": "open", "version": 1}',
+      newValue: '{"name": "p", "apps": "a,b", "max_permits": 6, "rate": 0.500000000000, "description": "d", "enabled": 0, "failure_mode": "open", "version": 2}',
+    });
+    assert.deepEqual(d.rows.map((r) => [r.field, r.old, r.new]), [
+      ["apps", "a", "a, b"],
+      ["max_permits", "5", "6"],
+      ["rate", "1 / min (0.016666666667 / s)", "0.5 / s"],
+      ["enabled", "yes", "no"],
+    ]);
+    assert.equal(d.fromVersion, "1");
+    assert.equal(d.toVersion, "2");
   });
 
   step("the login page refuses a wrong password", async () => {
@@ -515,6 +542,25 @@ describe("admin web UI in headless Chromium", () => {
     await shot(page, "11-xss-as-text");
   });
 
+  step("a disabled policy shows no bucket, and its page raises no error", async () => {
+    const made = await pageRpc(page, "PolicyService/CreatePolicy", {
+      policy: { name: OFF_POLICY, apps: [APP], maxPermits: "7", rate: "1", failureMode: "closed", enabled: false },
+    });
+    assert.equal(made.status, 200, JSON.stringify(made));
+    await page.goto(`${adminBase()}/#/`);
+    await row(page, OFF_POLICY).waitFor();
+    assert.equal((await gaugeOf(page, OFF_POLICY).innerText()).trim(), "disabled");
+    assert.match(await row(page, OFF_POLICY).innerText(), /Disabled/);
+    await row(page, OFF_POLICY).getByRole("link", { name: OFF_POLICY, exact: true }).click();
+    await page.getByText("The policy is disabled").waitFor();
+    await sleep(2500);
+    assert.equal(await page.locator("#banner").isVisible(), false, "no error banner for a disabled policy");
+    const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: OFF_POLICY, version: "1" });
+    assert.equal(del.status, 200, JSON.stringify(del));
+    await page.goto(`${adminBase()}/#/`);
+    await row(page, XSS_POLICY).waitFor();
+  });
+
   step("delete asks for confirmation and sends the version shown", async () => {
     await page.getByRole("button", { name: `Delete ${POLICY}` }).click();
     const dlg = page.getByRole("dialog");
@@ -558,8 +604,23 @@ describe("admin web UI in headless Chromium", () => {
     ctx.setDefaultTimeout(15_000);
     try {
       const vp = watch(await ctx.newPage(), "bob");
-      await login(vp, VIEWER);
+      // Keyboard only: the username field has focus, Tab moves on, Enter submits.
+      await vp.goto(`${adminBase()}/`);
+      await vp.getByLabel("Username").waitFor();
+      assert.equal(await vp.evaluate(() => document.activeElement?.id), "login-username");
+      await vp.keyboard.type(VIEWER.name);
+      await vp.keyboard.press("Tab");
+      assert.equal(await vp.evaluate(() => document.activeElement?.id), "login-password");
+      await vp.keyboard.type(VIEWER.password);
+      await vp.keyboard.press("Enter");
       await row(vp, XSS_POLICY).waitFor();
+      // …and Tab reaches the policy's link.
+      let reached = false;
+      for (let i = 0; i < 12 && !reached; i++) {
+        await vp.keyboard.press("Tab");
+        reached = await vp.evaluate((n) => document.activeElement?.textContent === n && document.activeElement.tagName === "A", XSS_POLICY);
+      }
+      assert.ok(reached, "the policy link is reachable with Tab");
       assert.match(await vp.locator("#user-role").textContent(), /viewer/);
       assert.equal(await vp.getByRole("link", { name: "New policy" }).count(), 0);
       assert.equal(await vp.getByRole("link", { name: /^Edit/ }).count(), 0);
@@ -628,20 +689,27 @@ describe("admin web UI in headless Chromium", () => {
     assert.ok(names.includes(XSS_POLICY), "nothing was deleted");
   });
 
-  step("log out ends the session", async () => {
+  step("log out ends the session, and a second tab falls back to the login page", async () => {
     await page.goto(`${adminBase()}/#/`);
     await row(page, XSS_POLICY).waitFor();
+    const second = watch(await editorCtx.newPage(), "alice (second tab)");
+    await second.goto(`${adminBase()}/#/policy/${XSS_POLICY}`);
+    await second.getByRole("heading", { name: XSS_POLICY, level: 1 }).waitFor();
     const cookies = await editorCtx.cookies(adminBase());
     const cookie = cookies.map((c) => `${c.name}=${c.value}`).join("; ");
     await page.getByRole("button", { name: "Log out" }).click();
     await page.getByLabel("Username").waitFor();
+    await second.getByText("Your session has expired").waitFor({ timeout: 6000 });
+    await second.getByLabel("Username").waitFor();
+    await shot(second, "16-session-expired");
+    await second.close();
     const who = await pageRpc(page, "AdminAuthService/WhoAmI", {});
     assert.equal(who.status, 401, JSON.stringify(who));
     const old = await adminRpc("AdminAuthService/WhoAmI", {}, { Cookie: cookie, Origin: adminBase() });
     assert.equal(old.status, 401, `the old session cookie no longer works: ${JSON.stringify(old.json)}`);
   });
 
-  step("the UI raised no uncaught script errors", () => {
+  step("the UI raised no script errors and broke no Content-Security-Policy", () => {
     assert.deepEqual(pageErrors, []);
   });
 });
