@@ -1,0 +1,177 @@
+"""AcquireBatch (issue 5): order, per-item errors, one round trip,
+all_or_nothing atomicity and its one-slot rule, the 1,000-item limit, both
+codecs. Against a real permitd and Redis."""
+import json
+import unittest
+
+import harness
+from harness import (Permitd, Redis, decision, put_policy, read_state, state_key, unique,
+                     pb_encode, pb_decode)
+
+PATH = "/permit.v1.RateLimitService/AcquireBatch"
+
+
+def evalsha_calls(redis):
+    """Redis's count of EVALSHA calls so far (INFO commandstats)."""
+    for line in redis("INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_evalsha:"):
+            return int(line.split("calls=")[1].split(",")[0])
+    return 0
+
+
+class BatchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.prefix = unique("ba") + ":"
+        cls.redis = Redis()
+        cls.p = Permitd(prefix=cls.prefix)
+        cls.c = cls.p.http()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+        cls.p.stop()
+        cls.redis.close()
+
+    def policy(self, max_permits=3, rate=0.001, apps="app"):
+        name = unique("b")
+        put_policy(self.redis, name, apps=apps, max_permits=max_permits, rate=rate,
+                   prefix=self.prefix)
+        return name
+
+    def batch(self, items, all_or_nothing=False, expect=200):
+        body = {"requests": items}
+        if all_or_nothing:
+            body["allOrNothing"] = True
+        r = self.c.request("POST", PATH, json.dumps(body).encode(),
+                           {"Content-Type": "application/json"})
+        self.assertEqual(r.status, expect, r)
+        return r.json()
+
+    def test_answers_in_order_with_per_item_errors(self):
+        a, b = self.policy(3), self.policy(5)
+        res = self.batch([
+            {"bucket": a, "app": "app", "permits": 2},
+            {"bucket": b, "app": "app"},
+            {"bucket": a, "app": "app", "permits": 2},     # sees the first item's take
+            {"bucket": "nope-" + a, "app": "app"},
+            {"bucket": "bad name", "app": "app"},
+            {"bucket": a, "app": "intruder"},
+            {"bucket": a, "app": "app", "permits": 4},
+            {"bucket": a, "app": "app", "key": "u1"},
+        ])["results"]
+        self.assertEqual(len(res), 8)
+        self.assertTrue(res[0]["response"]["allowed"])
+        self.assertEqual(res[0]["response"]["remaining"], "1")
+        self.assertEqual(res[1]["response"]["remaining"], "4")
+        self.assertNotIn("allowed", res[2]["response"])           # denied
+        self.assertGreater(int(res[2]["response"]["retryAfterMs"]), 0)
+        self.assertEqual(res[3]["error"]["code"], "not_found")
+        self.assertEqual(res[4]["error"]["code"], "invalid_argument")
+        self.assertIn("bucket", res[4]["error"]["message"])
+        self.assertEqual(res[5]["error"]["code"], "permission_denied")
+        self.assertEqual(res[6]["error"]["code"], "out_of_range")
+        self.assertEqual(res[7]["response"]["remaining"], "2")   # its own bucket
+
+    def test_one_script_call_per_policy(self):
+        a, b = self.policy(1000, 1), self.policy(1000, 1)
+        before = evalsha_calls(self.redis)
+        items = [{"bucket": a if i % 2 else b, "app": "app", "key": "user-%06d" % i}
+                 for i in range(200)]
+        res = self.batch(items)["results"]
+        self.assertTrue(all(r["response"]["allowed"] for r in res))
+        self.assertEqual(evalsha_calls(self.redis) - before, 2)
+        self.assertIsNotNone(read_state(self.redis, state_key(a, "user-000001", self.prefix)))
+
+    def test_all_or_nothing_grants_every_item(self):
+        a = self.policy(3)
+        res = self.batch([{"bucket": a, "app": "app", "key": "u"},
+                          {"bucket": a, "app": "app"}], all_or_nothing=True)["results"]
+        self.assertTrue(res[0]["response"]["allowed"] and res[1]["response"]["allowed"])
+        self.assertEqual(decision(self.c.peek(a, key="u"))["remaining"], 2)
+        self.assertEqual(decision(self.c.peek(a))["remaining"], 2)
+
+    def test_all_or_nothing_takes_nothing_when_one_is_denied(self):
+        a = self.policy(3)
+        self.assertTrue(decision(self.c.acquire(a, permits=3))["allowed"])   # shared bucket empty
+        shared = self.redis("GET", state_key(a, "", self.prefix))
+        res = self.batch([{"bucket": a, "app": "app", "key": "per-user"},
+                          {"bucket": a, "app": "app"}], all_or_nothing=True)["results"]
+        for r in res:
+            self.assertNotIn("allowed", r["response"])
+            self.assertGreater(int(r["response"]["retryAfterMs"]), 0)
+        self.assertEqual(res[0]["response"]["remaining"], "3")   # the per-user bucket as it stands
+        self.assertIsNone(read_state(self.redis, state_key(a, "per-user", self.prefix)))
+        self.assertEqual(self.redis("GET", state_key(a, "", self.prefix)), shared)
+
+    def test_all_or_nothing_same_bucket_twice(self):
+        a = self.policy(3)
+        res = self.batch([{"bucket": a, "app": "app", "key": "k", "permits": 2},
+                          {"bucket": a, "app": "app", "key": "k", "permits": 2}],
+                         all_or_nothing=True)["results"]
+        self.assertFalse(any(r["response"].get("allowed") for r in res))
+        self.assertEqual([r["response"]["remaining"] for r in res], ["3", "3"])
+        self.assertIsNone(read_state(self.redis, state_key(a, "k", self.prefix)))
+
+    def test_all_or_nothing_across_slots_is_refused(self):
+        a, b = self.policy(), self.policy()
+        if harness.hash_tag(state_key(a, "", self.prefix)) == harness.hash_tag(state_key(b, "", self.prefix)):
+            self.skipTest("names share a tag")
+        r = self.c.request("POST", PATH, json.dumps({"allOrNothing": True, "requests": [
+            {"bucket": a, "app": "app"}, {"bucket": b, "app": "app"}]}).encode(),
+            {"Content-Type": "application/json"})
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.json()["code"], "failed_precondition")
+        self.assertIsNone(read_state(self.redis, state_key(a, "", self.prefix)))
+
+    def test_all_or_nothing_with_an_invalid_item(self):
+        a = self.policy()
+        res = self.batch([{"bucket": a, "app": "app"}, {"bucket": a, "app": "bad app"}],
+                         all_or_nothing=True)["results"]
+        self.assertEqual(res[0]["error"]["code"], "aborted")
+        self.assertEqual(res[1]["error"]["code"], "invalid_argument")
+        self.assertIsNone(read_state(self.redis, state_key(a, "", self.prefix)))
+
+    def test_limit_of_1000_items(self):
+        a = self.policy(100000, 100000)
+        p = Permitd(prefix=self.prefix, args=["--max-body-bytes", "1000000"])
+        try:
+            c = p.http()
+            items = [{"bucket": a, "app": "app", "key": "k%d" % i} for i in range(1001)]
+            r = c.request("POST", PATH, json.dumps({"requests": items[:1000]}).encode(),
+                          {"Content-Type": "application/json"})
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(len(r.json()["results"]), 1000)
+            r = c.request("POST", PATH, json.dumps({"requests": items}).encode(),
+                          {"Content-Type": "application/json"})
+            self.assertEqual(r.status, 400, r)
+            self.assertEqual(r.json()["code"], "invalid_argument")
+            self.assertIn("1000", r.json()["message"])
+            c.close()
+        finally:
+            p.stop()
+
+    def test_binary_codec(self):
+        a = self.policy(3)
+        item = lambda key: pb_encode([(1, a), (2, "app"), (3, key), (4, 1)])
+        body = pb_encode([(1, item("x")), (1, item("y")), (2, 0)])
+        r = self.c.rpc_proto("AcquireBatch", body)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["content-type"], "application/proto")
+        # results: repeated field 1 of AcquireBatchResult{response=1 | error=2}
+        raw, results, i = r.body, [], 0
+        while i < len(raw):
+            assert raw[i] == 0x0A
+            n, i = raw[i + 1], i + 2
+            results.append(pb_decode(raw[i:i + n]))
+            i += n
+        self.assertEqual(len(results), 2)
+        for res in results:
+            resp = pb_decode(res[1])
+            self.assertEqual(resp[1], 1)      # allowed
+            self.assertEqual(resp[2], 2)      # remaining
+            self.assertEqual(resp[3], 3)      # limit
+
+
+if __name__ == "__main__":
+    harness.main()
