@@ -8,8 +8,9 @@
  *     HttpOnly, SameSite=Strict); viewers may call the read-only ones,
  *     editors all of them;
  *   - a POST must carry an Origin equal to this listener's own origin
- *     (scheme://Host), so a page on another site cannot make a logged-in
- *     browser change anything, and no CORS header is ever sent; connect.c
+ *     (scheme://Host; on a loopback listener Host must be a loopback name,
+ *     which stops DNS rebinding), so a page on another site cannot make a
+ *     logged-in browser change anything, and no CORS header is ever sent; connect.c
  *     already refuses any content type but JSON and proto, which a plain
  *     HTML form cannot send;
  *   - failed logins for one user name spend tokens from permitd's own
@@ -791,14 +792,35 @@ static int ui_file(struct admin *a, const char *name, struct http_response *resp
     return 1;
 }
 
+/* When the admin listener is bound to loopback, the only names a browser
+ * can rightly use for it are loopback names: any other Host is a DNS
+ * rebinding page pointing its own name at 127.0.0.1. */
+static int host_allowed(const struct admin *a, const char *host)
+{
+    const char *h = a->cfg->admin_listen_host;
+    char want[300];
+
+    if (!(strcmp(h, "127.0.0.1") == 0 || strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0))
+        return 1;
+    if (host == NULL)
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        static const char *const names[] = {"127.0.0.1", "localhost", "[::1]"};
+        snprintf(want, sizeof(want), "%s:%d", names[i], a->cfg->admin_listen_port);
+        if (strcasecmp(host, want) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* A state-changing request must come from a page of this listener. */
-static int same_origin(const struct http_request *req)
+static int same_origin(const struct admin *a, const struct http_request *req)
 {
     const char *origin = http_request_header(req, "Origin");
     const char *host = http_request_header(req, "Host");
     size_t n;
 
-    if (origin == NULL || host == NULL)
+    if (origin == NULL || host == NULL || !host_allowed(a, host))
         return 0;
     if (strncmp(origin, "http://", 7) == 0)
         n = 7;
@@ -837,7 +859,7 @@ void admin_handle(void *ud, const struct http_request *req, struct http_response
         if (strncmp(path, "/ui/", 4) == 0 && ui_file(a, path + 4, resp))
             return;
     }
-    if (strcmp(method, "POST") == 0 && strncmp(path, "/permit.v1.", 11) == 0 && !same_origin(req)) {
+    if (strcmp(method, "POST") == 0 && strncmp(path, "/permit.v1.", 11) == 0 && !same_origin(a, req)) {
         permitd_error_set(&err, PERMITD_EPERM,
                           "cross-origin request refused: the Origin header must be this admin "
                           "listener's own origin");

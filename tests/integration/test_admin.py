@@ -14,6 +14,7 @@ Acquire), buckets and stats as administrators see them, the API listener not
 serving admin RPCs, `permitd admin add-user`, and the UI's files.
 """
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -452,6 +453,37 @@ class CrossSiteTest(AdminCase):
                             origin="http://evil.example", cookie=False)
         self.assertConnectError(r, 403, "permission_denied")
         self.assertNotIn("set-cookie", r.headers)
+
+    def test_dns_rebinding_host_is_refused(self):
+        # A page on rebind.example whose name now resolves to 127.0.0.1:
+        # the browser sends Host and Origin of its own name, which match.
+        port = self.permitd.admin_port
+        body = json.dumps({"username": EDITOR, "password": EDITOR_PW}).encode()
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.putrequest("POST", "/permit.v1.AdminAuthService/Login", skip_host=True)
+        c.putheader("Host", "rebind.example:%d" % port)
+        c.putheader("Origin", "http://rebind.example:%d" % port)
+        c.putheader("Content-Type", "application/json")
+        c.putheader("Content-Length", str(len(body)))
+        c.endheaders(body)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        self.assertEqual(r.status, 403, data)
+        self.assertIn(b"permission_denied", data)
+        self.assertIsNone(r.getheader("Set-Cookie"))
+        # localhost is a loopback name and is fine.
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.putrequest("POST", "/permit.v1.AdminAuthService/Login", skip_host=True)
+        c.putheader("Host", "localhost:%d" % port)
+        c.putheader("Origin", "http://localhost:%d" % port)
+        c.putheader("Content-Type", "application/json")
+        c.putheader("Content-Length", str(len(body)))
+        c.endheaders(body)
+        r = c.getresponse()
+        r.read()
+        c.close()
+        self.assertEqual(r.status, 200)
 
     def test_missing_origin_is_refused(self):
         e = self.editor()
