@@ -15,7 +15,8 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
       redis-server redis-tools mariadb-server mariadb-client libmariadb-dev
       curl ca-certificates)
 if [ "$what" = test ]; then
-    pkgs+=(python3 docker-compose chromium)
+    # clang + its runtime libraries: the libFuzzer build (tests/fuzz)
+    pkgs+=(python3 docker-compose chromium clang libclang-rt-14-dev)
 fi
 
 missing=()

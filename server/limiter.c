@@ -8,6 +8,8 @@
  */
 #define _GNU_SOURCE     /* qsort_r */
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +17,19 @@
 #include "limiter.h"
 #include "policy.h"
 
+struct fallback {
+    char *name;
+    int open;
+    int64_t max_permits;
+};
+
 struct limiter {
     const struct config *cfg;
     struct redis *redis;
+    pthread_mutex_t lock;           /* guards fallbacks */
+    struct fallback *fallbacks;     /* sorted by name */
+    size_t nfallbacks;
+    _Atomic uint64_t open_passes;
 };
 
 int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
@@ -30,13 +42,84 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     l->cfg = cfg;
     l->redis = redis;
+    pthread_mutex_init(&l->lock, NULL);
     *out = l;
     return PERMITD_OK;
 }
 
+static void free_fallbacks(struct fallback *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+}
+
 void limiter_free(struct limiter *l)
 {
+    if (l == NULL)
+        return;
+    free_fallbacks(l->fallbacks, l->nfallbacks);
+    pthread_mutex_destroy(&l->lock);
     free(l);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct fallback *)a)->name, ((const struct fallback *)b)->name);
+}
+
+int limiter_set_fallbacks(struct limiter *l, const struct limiter_fallback *v, size_t n)
+{
+    struct fallback *t = calloc(n + 1, sizeof(*t)), *old;
+    size_t nold;
+
+    if (t == NULL)
+        return PERMITD_EINTERNAL;
+    for (size_t i = 0; i < n; i++) {
+        t[i].name = strdup(v[i].name);
+        t[i].open = v[i].open;
+        t[i].max_permits = v[i].max_permits;
+        if (t[i].name == NULL) {
+            free_fallbacks(t, i);
+            return PERMITD_EINTERNAL;
+        }
+    }
+    qsort(t, n, sizeof(*t), by_name);
+    pthread_mutex_lock(&l->lock);
+    old = l->fallbacks;
+    nold = l->nfallbacks;
+    l->fallbacks = t;
+    l->nfallbacks = n;
+    pthread_mutex_unlock(&l->lock);
+    free_fallbacks(old, nold);
+    return PERMITD_OK;
+}
+
+uint64_t limiter_open_passes(struct limiter *l)
+{
+    return atomic_load(&l->open_passes);
+}
+
+/* Redis could not decide (unavailable, deadline): a policy whose
+ * failure_mode is "open" lets the request through, flagged and counted;
+ * every other request keeps the error. Returns 1 when it let it through. */
+static int fail_open(struct limiter *l, const char *bucket, struct limiter_result *res)
+{
+    struct fallback probe = {(char *)bucket, 0, 0}, *f;
+    int open = 0;
+
+    pthread_mutex_lock(&l->lock);
+    f = bsearch(&probe, l->fallbacks, l->nfallbacks, sizeof(*f), by_name);
+    if (f != NULL && f->open) {
+        open = 1;
+        memset(res, 0, sizeof(*res));
+        res->allowed = 1;
+        res->limit = f->max_permits;
+    }
+    pthread_mutex_unlock(&l->lock);
+    if (open)
+        atomic_fetch_add(&l->open_passes, 1);
+    return open;
 }
 
 static int validate(const struct limiter_request *req, int take, struct permitd_error *err)
@@ -111,6 +194,9 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
 
     rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline_us,
                           out, 8, err);
+    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && take && check &&
+        fail_open(l, req->bucket, res))
+        return PERMITD_OK;
     if (rc != PERMITD_OK)
         return rc;
     res->limit = out[3];
@@ -294,6 +380,16 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
     }
 
     rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, calls, ngroups, deadline_us, err);
+    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && !all_or_nothing) {
+        /* Each item as its policy's failure_mode says. */
+        for (size_t k = 0; k < valid; k++) {
+            size_t i = order[k];
+            if (!fail_open(l, reqs[i].bucket, &res[i]))
+                permitd_error_set(&errs[i], rc, "%s", err->message);
+        }
+        rc = PERMITD_OK;
+        goto done;
+    }
     if (rc != PERMITD_OK)
         goto done;
     for (size_t g = 0, k = 0; g < ngroups; g++) {

@@ -55,6 +55,21 @@ int limiter_peek(struct limiter *l, const struct limiter_request *req,
                  int64_t deadline_us, struct limiter_result *res,
                  struct permitd_error *err);
 
+/* What to do with a policy's Acquires while Redis cannot answer. */
+struct limiter_fallback {
+    const char *name;
+    int open;               /* 1: allow (and count it); 0: unavailable */
+    int64_t max_permits;
+};
+
+/* Replaces the table of failure modes (from the MySQL snapshot; copied).
+ * Policies not in it fail closed. Thread-safe; read only when Redis fails,
+ * so the request path never touches its lock. */
+int limiter_set_fallbacks(struct limiter *l, const struct limiter_fallback *v, size_t n);
+
+/* How many Acquires failure_mode "open" let through so far. */
+uint64_t limiter_open_passes(struct limiter *l);
+
 #define LIMITER_BATCH_MAX 1000
 
 /* Decides n Acquires (n <= LIMITER_BATCH_MAX) in one Redis round trip.

@@ -57,7 +57,7 @@ static int serve(const struct config *cfg)
         api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK)
         goto out;
     if (cfg->mysql_url[0] != '\0') {
-        if (sync_new(cfg, redis, &sync, &err) != PERMITD_OK)
+        if (sync_new(cfg, redis, limiter, &sync, &err) != PERMITD_OK)
             goto out;
         config_mysql_url_masked(&cfg->mysql, mysql, sizeof(mysql));
     }

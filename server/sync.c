@@ -30,6 +30,7 @@
 struct sync {
     const struct config *cfg;
     struct redis *redis;
+    struct limiter *limiter;
     struct store *store;        /* used by the sync thread only */
     char index_key[160];        /* <prefix>policies */
 
@@ -41,8 +42,8 @@ struct sync {
     struct sync_status status;
 };
 
-int sync_new(const struct config *cfg, struct redis *redis, struct sync **out,
-             struct permitd_error *err)
+int sync_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
+             struct sync **out, struct permitd_error *err)
 {
     struct sync *s = calloc(1, sizeof(*s));
     int rc;
@@ -52,6 +53,7 @@ int sync_new(const struct config *cfg, struct redis *redis, struct sync **out,
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     s->cfg = cfg;
     s->redis = redis;
+    s->limiter = limiter;
     snprintf(s->index_key, sizeof(s->index_key), "%spolicies", cfg->redis_prefix);
     if ((rc = store_new(cfg, &s->store, err)) != PERMITD_OK) {
         free(s);
@@ -211,6 +213,26 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
     if ((rc = store_snapshot(s->store, &snap, err)) != PERMITD_OK)
         return rc;
     res->policies = snap->count;
+    /* Failure modes first: they matter exactly when Redis does not answer. */
+    if (s->limiter != NULL) {
+        struct limiter_fallback *fb = calloc(snap->count + 1, sizeof(*fb));
+        if (fb == NULL) {
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < snap->count; i++) {
+            fb[i].name = snap->policies[i].name;
+            fb[i].open = snap->policies[i].enabled &&
+                         strcmp(snap->policies[i].failure_mode, "open") == 0;
+            fb[i].max_permits = snap->policies[i].max_permits;
+        }
+        rc = limiter_set_fallbacks(s->limiter, fb, snap->count);
+        free(fb);
+        if (rc != PERMITD_OK) {
+            rc = permitd_error_set(err, rc, "out of memory");
+            goto done;
+        }
+    }
     for (size_t i = 0; i < snap->count; i++) {
         int written = 0;
         if ((rc = put(s, &snap->policies[i], snap->taken_us, &written, err)) != PERMITD_OK)

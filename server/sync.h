@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "limiter.h"
 #include "redis.h"
 #include "status.h"
 
@@ -39,10 +40,11 @@ struct sync_status {
     char last_error[512];
 };
 
-/* Returns a new sync in *out (free with sync_free()); cfg and redis must
- * outlive it. Nothing runs until sync_start(). */
-int sync_new(const struct config *cfg, struct redis *redis, struct sync **out,
-             struct permitd_error *err);
+/* Returns a new sync in *out (free with sync_free()); cfg, redis and
+ * limiter (which learns each policy's failure_mode from every snapshot; may
+ * be NULL) must outlive it. Nothing runs until sync_start(). */
+int sync_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
+             struct sync **out, struct permitd_error *err);
 
 /* Starts the background thread; its first pass runs at once. */
 int sync_start(struct sync *s, struct permitd_error *err);

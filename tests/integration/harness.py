@@ -10,6 +10,7 @@ binaries started on free ports. No mocks.
   Http       keep-alive HTTP/1.1 client with Connect helpers
   pb_*       protobuf binary encode/decode for the permit.v1 messages
 """
+import glob
 import gzip
 import json
 import os
@@ -611,6 +612,30 @@ def hammer(ports, bucket, threads=8, seconds=3.0, app="app", key="", permits=Non
     out["allowed_at"].sort()
     out["elapsed"] = out["last_reply"] - out["first_send"]
     return out
+
+
+def migrate_with_client(database, url=None):
+    """Applies every up migration with the stock mariadb client."""
+    for f in sorted(glob.glob(os.path.join(SOURCE_DIR, "migrations", "*.up.sql"))):
+        with open(f) as fh:
+            mysql(fh.read(), url=url, database=database)
+
+
+def wait_for(what, fn, timeout=10.0):
+    """Polls fn() until it returns a truthy value; fails naming `what`."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = fn()
+        except AssertionError as e:     # e.g. decision() of a not-yet-200 reply
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
 
 
 def main():

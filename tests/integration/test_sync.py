@@ -12,32 +12,10 @@ import time
 import unittest
 
 import harness
-from harness import Permitd, Redis, decision, error_code, mysql, unique, stack_env
+from harness import (Permitd, Redis, decision, error_code, migrate_with_client, mysql, unique,
+                     stack_env, wait_for)
 
 INTERVAL_MS = 300
-
-
-def migrate_with_client(database, url=None):
-    """Applies every up migration with the stock mariadb client."""
-    for f in sorted(glob.glob(os.path.join(harness.SOURCE_DIR, "migrations", "*.up.sql"))):
-        with open(f) as fh:
-            mysql(fh.read(), url=url, database=database)
-
-
-def wait_for(what, fn, timeout=10.0):
-    """Polls fn() until it returns a truthy value; fails naming `what`."""
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = fn()
-        except AssertionError as e:     # e.g. decision() of a not-yet-200 reply
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
 
 
 class SyncTest(unittest.TestCase):

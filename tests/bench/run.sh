@@ -1,0 +1,643 @@
+#!/usr/bin/env bash
+# permitd's benchmark: one command on a fresh Debian 12 machine (as root).
+#
+#   tests/bench/run.sh
+#
+# Installs what is missing (tests/bench/install-deps.sh), builds a release
+# permitd in build/bench, starts its own Redis in a temporary directory (no
+# MariaDB: the policies are written straight into Redis), then measures on
+# loopback, every run bounded in time, the same wrk settings for every HTTP
+# contestant:
+#   permitd Acquire, binary and JSON, 1 hot bucket and 100,000 keys;
+#   permitd AcquireBatch of 100 (decisions/s), when this build serves it;
+#   the ceiling: redis-benchmark EVALSHA of permitd's own script (exactly the
+#     call permitd makes, captured with MONITOR), same key spread;
+#   a naive HMGET+HSET+PEXPIRE script (naive.lua) through redis-benchmark;
+#   the peer: tests/bench/peer (Node.js, rate-limiter-flexible), 1 and 2
+#     processes;
+#   memory: permitd RSS under load, Redis bytes per bucket key.
+# Prints one markdown table and writes it, with the machine's description
+# and the exact commands, to tests/bench/RESULTS.md. See tests/bench/README.md.
+#
+# Knobs (environment): BENCH_DURATION (s per measured run, 10),
+# BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (50), BENCH_WRK_THREADS (1),
+# BENCH_THREADS ("2 4 8 16": permitd --threads values tried; the best is
+# used), BENCH_PROFILE (1: also perf-record permitd under load and list the
+# top functions), BENCH_KEEP (1: keep the temporary directory and its logs),
+# BENCH_RESULTS (where to write the results, tests/bench/RESULTS.md).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+DURATION=${BENCH_DURATION:-10}
+WARMUP=${BENCH_WARMUP:-2}
+SELECT_DURATION=${BENCH_SELECT_DURATION:-5}
+DENY_DURATION=${BENCH_DENY_DURATION:-5}
+CONNS=${BENCH_CONNECTIONS:-50}
+WRK_THREADS=${BENCH_WRK_THREADS:-1}
+THREAD_CHOICES=${BENCH_THREADS:-"2 4 8 16"}
+PROFILE=${BENCH_PROFILE:-0}
+RESULTS=${BENCH_RESULTS:-$here/RESULTS.md}
+NKEYS=100000
+BATCH=100
+PREFIX=b:
+APP=bench
+API=/permit.v1.RateLimitService
+
+t_start=$(date +%s)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+log() { echo "bench: $*" >&2; }
+die() { echo "bench: $*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- set-up
+"$here/install-deps.sh"
+
+log "building a release permitd in build/bench"
+cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+    >/dev/null
+cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
+permitd="$root/build/bench/server/permitd"
+[ -x "$permitd" ] || die "no $permitd after the build"
+
+if [ ! -f "$here/peer/node_modules/.package-lock.json" ] ||
+        [ "$here/peer/package-lock.json" -nt "$here/peer/node_modules/.package-lock.json" ]; then
+    log "installing the peer's packages (npm ci)"
+    (cd "$here/peer" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+tmp=$(mktemp -d /tmp/permitd-bench-XXXXXX)
+permitd_pid="" peer_pid="" sampler_pid="" monitor_pid=""
+
+cleanup() {
+    local rc=$?
+    set +e
+    for p in $sampler_pid $monitor_pid; do kill "$p" 2>/dev/null; done
+    if [ -n "$permitd_pid" ]; then kill "$permitd_pid" 2>/dev/null; wait "$permitd_pid" 2>/dev/null; fi
+    declare -F stop_peer >/dev/null && stop_peer
+    "$root/tests/stack/redis.sh" stop "$tmp/redis" >/dev/null 2>&1
+    if [ "$rc" -ne 0 ]; then
+        for f in "$tmp"/*.log; do
+            [ -f "$f" ] && { echo "--- $f (tail)" >&2; tail -n 15 "$f" >&2; }
+        done
+    fi
+    if [ "${BENCH_KEEP:-0}" = 1 ] || [ "$rc" -ne 0 ]; then
+        echo "bench: logs kept in $tmp" >&2
+    else
+        rm -rf "$tmp"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+    local p
+    while :; do
+        p=$(( 20000 + RANDOM % 40000 ))
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    done
+}
+
+"$root/tests/stack/redis.sh" start "$tmp/redis" > "$tmp/redis.env"
+rport=$(sed -n 's/^PERMITD_TEST_REDIS_PORT=//p' "$tmp/redis.env")
+redis_pid=$(cat "$tmp/redis/redis.pid")
+rcli() { redis-cli -p "$rport" "$@"; }
+log "redis on port $rport (pid $redis_pid)"
+
+# The policies, in the documented layout (README, "Redis layout"):
+#   hot   one shared bucket that (practically) never runs dry: mostly allows
+#   deny  one shared bucket of 10, 1 more per second: denies almost all
+#   keys  per-key buckets (user-000000..user-099999), a burst no run uses up
+#         and a slow refill, so every key stays live for the whole run
+policy() {
+    rcli HSET "$PREFIX{$1}:policy" name "$1" apps "web,$APP" max_permits "$2" rate "$3" \
+        version 1 enabled 1 >/dev/null
+}
+policy hot 1000000000 1000000000
+policy deny 10 1
+policy keys 1000000 0.01
+
+# ------------------------------------------------------ measuring helpers
+CLK_TCK=$(getconf CLK_TCK)
+declare -A R            # R[<case>.<metric>]
+commands=()             # every measuring command, for RESULTS.md
+
+# CPU ticks (utime + stime) of the given pids, summed.
+cpu_ticks() {
+    local s=0 p t
+    for p in "$@"; do
+        t=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}') || t=0
+        s=$(( s + ${t:-0} ))
+    done
+    echo "$s"
+}
+
+children_of() {
+    cat "/proc/$1/task/$1/children" 2>/dev/null ||
+        awk -v p="$1" '$4 == p {print $1}' /proc/[0-9]*/stat 2>/dev/null
+}
+
+# Samples the summed VmRSS (kB) of the pids every 0.2 s; the peak lands in $1.
+start_sampler() {
+    local out=$1; shift
+    echo 0 > "$out"
+    (
+        max=0
+        while :; do
+            s=0
+            for p in "$@"; do
+                r=$(awk '/^VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null)
+                s=$(( s + ${r:-0} ))
+            done
+            if [ "$s" -gt "$max" ]; then max=$s; echo "$max" > "$out"; fi
+            sleep 0.2
+        done
+    ) &
+    sampler_pid=$!
+}
+stop_sampler() {
+    [ -n "$sampler_pid" ] && { kill "$sampler_pid" 2>/dev/null; wait "$sampler_pid" 2>/dev/null || true; }
+    sampler_pid=""
+}
+
+# One field of INFO commandstats: cmdstat_value evalsha usec_per_call
+cmdstat() {
+    rcli INFO commandstats | tr -d '\r' |
+        sed -n "s/^cmdstat_$1:.*[:,]$2=\([0-9.]*\).*/\1/p" | head -1
+}
+
+# Writes the script made per call (SET/PSETEX/HSET/PEXPIRE/... from inside
+# it), from commandstats: ~1 when every decision allowed, ~0 when all denied.
+writes_per_call() {
+    local calls w
+    calls=$(cmdstat "$1" calls)
+    w=$(rcli INFO commandstats | tr -d '\r' |
+        sed -n 's/^cmdstat_\(set\|psetex\|setex\|hset\|hmset\|pexpire\|expire\|pexpireat\|incrby\):calls=\([0-9]*\).*/\2/p' |
+        awk '{s += $1} END {print s + 0}')
+    awk -v c="${calls:-0}" -v w="$w" 'BEGIN {printf "%.2f", c > 0 ? w / c : 0}'
+}
+
+# run_wrk CASE URL PIDS -- ENV...: a warm-up, then the measured run.
+# Fills R[CASE.rps|p50|p99|p999|req|non2xx|sockerr|cpu_us|rcpu_us|rss_kb|
+# evalsha_us|writes].
+run_wrk() {
+    local id=$1 url=$2 pids=$3 dur=${RUN_DURATION:-$DURATION}; shift 4
+    local line c0 c1 r0 r1
+    env "$@" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${WARMUP}s" -s "$here/acquire.lua" "$url" \
+        > "$tmp/$id.warmup.log" 2>&1 || true
+    rcli CONFIG RESETSTAT >/dev/null
+    # shellcheck disable=SC2086
+    start_sampler "$tmp/$id.rss" $pids
+    # shellcheck disable=SC2086
+    c0=$(cpu_ticks $pids); r0=$(cpu_ticks "$redis_pid")
+    env "$@" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${dur}s" -s "$here/acquire.lua" "$url" \
+        > "$tmp/$id.log" 2>&1 || true
+    # shellcheck disable=SC2086
+    c1=$(cpu_ticks $pids); r1=$(cpu_ticks "$redis_pid")
+    stop_sampler
+    commands+=("$* wrk -t$WRK_THREADS -c$CONNS -d${dur}s -s tests/bench/acquire.lua $url")
+    line=$(grep '^BENCH ' "$tmp/$id.log" || true)
+    if [ -z "$line" ]; then
+        log "$id: wrk printed no result:"; cat "$tmp/$id.log" >&2
+        R[$id.rps]=0; R[$id.req]=0
+        return
+    fi
+    for kv in $line; do
+        case $kv in
+        rps=*) R[$id.rps]=${kv#rps=} ;;
+        p50_us=*) R[$id.p50]=${kv#p50_us=} ;;
+        p99_us=*) R[$id.p99]=${kv#p99_us=} ;;
+        p999_us=*) R[$id.p999]=${kv#p999_us=} ;;
+        requests=*) R[$id.req]=${kv#requests=} ;;
+        non2xx=*) R[$id.non2xx]=${kv#non2xx=} ;;
+        sockerr=*) R[$id.sockerr]=${kv#sockerr=} ;;
+        esac
+    done
+    R[$id.cpu_us]=$(awk -v t=$(( c1 - c0 )) -v hz="$CLK_TCK" -v n="${R[$id.req]}" \
+        'BEGIN {printf "%.1f", n > 0 ? t * 1e6 / hz / n : 0}')
+    R[$id.rcpu_us]=$(awk -v t=$(( r1 - r0 )) -v hz="$CLK_TCK" -v n="${R[$id.req]}" \
+        'BEGIN {printf "%.1f", n > 0 ? t * 1e6 / hz / n : 0}')
+    R[$id.rss_kb]=$(cat "$tmp/$id.rss")
+    R[$id.evalsha_us]=$(cmdstat evalsha usec_per_call)
+    R[$id.writes]=$(writes_per_call evalsha)
+    log "$(printf '%-22s %9.0f req/s  p50 %6s us  p99 %6s us  p99.9 %6s us  non-2xx %s' \
+        "$id" "${R[$id.rps]}" "${R[$id.p50]}" "${R[$id.p99]}" "${R[$id.p999]}" "${R[$id.non2xx]}")"
+}
+
+# run_rb CASE -- COMMAND...: redis-benchmark, -c CONNS -P 1, keys spread by
+# __rand_int__ over NKEYS; a short first run warms up and sizes -n for
+# about DURATION seconds.
+run_rb() {
+    local id=$1 n rps r0 r1 csv; shift 2
+    csv=$(redis-benchmark -p "$rport" -c "$CONNS" -P 1 -r "$NKEYS" -n 20000 --csv "$@" | tail -1)
+    rps=$(echo "$csv" | awk -F'"' '{print $4}')
+    n=$(awk -v r="${rps:-10000}" -v d="$DURATION" 'BEGIN {n = int(r * d); if (n < 50000) n = 50000; if (n > 5000000) n = 5000000; print n}')
+    rcli CONFIG RESETSTAT >/dev/null
+    r0=$(cpu_ticks "$redis_pid")
+    csv=$(redis-benchmark -p "$rport" -c "$CONNS" -P 1 -r "$NKEYS" -n "$n" --csv "$@" | tail -1)
+    r1=$(cpu_ticks "$redis_pid")
+    commands+=("redis-benchmark -p PORT -c $CONNS -P 1 -r $NKEYS -n $n --csv $*")
+    # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+    R[$id.rps]=$(echo "$csv" | awk -F'"' '{print $4}')
+    R[$id.p50]=$(echo "$csv" | awk -F'"' '{printf "%d", $10 * 1000}')
+    R[$id.p99]=$(echo "$csv" | awk -F'"' '{printf "%d", $14 * 1000}')
+    R[$id.req]=$n
+    R[$id.rcpu_us]=$(awk -v t=$(( r1 - r0 )) -v hz="$CLK_TCK" -v n="$n" \
+        'BEGIN {printf "%.1f", t * 1e6 / hz / n}')
+    R[$id.evalsha_us]=$(cmdstat evalsha usec_per_call)
+    R[$id.writes]=$(writes_per_call evalsha)
+    log "$(printf '%-22s %9.0f calls/s p50 %6s us  p99 %6s us  (%s calls)' \
+        "$id" "${R[$id.rps]}" "${R[$id.p50]}" "${R[$id.p99]}" "$n")"
+}
+
+api_port="" admin_port=""
+start_permitd() {
+    api_port=$(free_port); admin_port=$(free_port)
+    while [ "$admin_port" = "$api_port" ]; do admin_port=$(free_port); done
+    "$permitd" --listen "127.0.0.1:$api_port" --admin-listen "127.0.0.1:$admin_port" \
+        --redis-url "redis://127.0.0.1:$rport" --redis-prefix "$PREFIX" \
+        --threads "$1" --log-level warn > "$tmp/permitd.$1.log" 2>&1 &
+    permitd_pid=$!
+    for _ in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$api_port/healthz" >/dev/null 2>&1 && return 0
+        kill -0 "$permitd_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    die "permitd --threads $1 did not come up (see $tmp/permitd.$1.log)"
+}
+stop_permitd() {
+    [ -n "$permitd_pid" ] || return 0
+    kill "$permitd_pid" 2>/dev/null || true
+    wait "$permitd_pid" 2>/dev/null || true
+    permitd_pid=""
+}
+
+peer_port=""
+start_peer() {
+    peer_port=$(free_port)
+    PORT=$peer_port REDIS_HOST=127.0.0.1 REDIS_PORT=$rport POLICY_PREFIX=$PREFIX \
+        PEER_PREFIX="peer$1:" WORKERS=$1 node "$here/peer/server.js" > "$tmp/peer.$1.log" 2>&1 &
+    peer_pid=$!
+    for _ in $(seq 1 100); do
+        curl -sf "http://127.0.0.1:$peer_port/healthz" >/dev/null 2>&1 && break
+        kill -0 "$peer_pid" 2>/dev/null || die "the peer did not start (see $tmp/peer.$1.log)"
+        sleep 0.1
+    done
+    if [ "$1" -gt 1 ]; then     # every worker listening
+        for _ in $(seq 1 100); do
+            [ "$(children_of "$peer_pid" | wc -w)" -ge "$1" ] && break
+            sleep 0.1
+        done
+        sleep 0.5
+    fi
+}
+stop_peer() {
+    [ -n "$peer_pid" ] || return 0
+    local kids
+    kids=$(children_of "$peer_pid")
+    kill "$peer_pid" 2>/dev/null || true
+    wait "$peer_pid" 2>/dev/null || true
+    for k in $kids; do kill "$k" 2>/dev/null || true; done
+    peer_pid=""
+}
+
+# The exact EVALSHA permitd sends for one Acquire, captured with MONITOR, as
+# a bash array literal with every argument on its own line.
+capture_call() {   # capture_call OUTFILE JSON-BODY MATCH
+    local out=$1 body=$2 match=$3
+    redis-cli -p "$rport" MONITOR > "$out.monitor" 2>/dev/null &
+    monitor_pid=$!
+    sleep 0.3
+    curl -s -H 'Content-Type: application/json' -d "$body" \
+        "http://127.0.0.1:$api_port$API/Acquire" > "$tmp/capture.reply"
+    sleep 0.3
+    kill "$monitor_pid" 2>/dev/null; wait "$monitor_pid" 2>/dev/null || true
+    monitor_pid=""
+    grep -a '"EVALSHA"' "$out.monitor" | grep -aF -m1 "$match" | sed 's/^[^]]*\] //' |
+        awk '{ s = substr($0, 2, length($0) - 2); n = split(s, a, /" "/);
+               for (i = 2; i <= n; i++) print a[i] }' > "$out"
+    [ -s "$out" ] || die "no EVALSHA seen from permitd (reply: $(cat "$tmp/capture.reply"))"
+}
+
+fmt_ms() { awk -v u="${1:-}" 'BEGIN {if (u == "") print "–"; else printf "%.2f", u / 1000}'; }
+fmt_int() { awk -v x="${1:-}" 'BEGIN {if (x == "") print "–"; else printf "%d", x + 0.5}'; }
+ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN {if (b > 0 && a > 0) printf "%.2f", a / b; else print "–"}'; }
+
+# --------------------------------------------------- what permitd sends
+log "permitd: capturing its script call"
+start_permitd 2
+curl -s -H 'Content-Type: application/json' \
+    -d "{\"bucket\":\"hot\",\"app\":\"$APP\",\"permits\":1}" \
+    "http://127.0.0.1:$api_port$API/Acquire" > "$tmp/hot.reply"
+grep -Eq '"allowed": ?true' "$tmp/hot.reply" || die "a JSON Acquire on the hot bucket answered: $(cat "$tmp/hot.reply")"
+capture_call "$tmp/call.keys" "{\"bucket\":\"keys\",\"app\":\"$APP\",\"key\":\"user-000000\",\"permits\":1}" \
+    "\"$PREFIX{keys}:k:user-000000\""
+capture_call "$tmp/call.hot" "{\"bucket\":\"hot\",\"app\":\"$APP\",\"permits\":1}" "\"$PREFIX{hot}:"
+mapfile -t call_keys < "$tmp/call.keys"
+mapfile -t call_hot < "$tmp/call.hot"
+permitd_sha=${call_keys[0]}
+disk_sha=$(rcli SCRIPT LOAD "$(cat "$root/lua/bucket.lua")")
+if [ "$disk_sha" = "$permitd_sha" ]; then
+    sha_note="lua/bucket.lua (SHA $disk_sha) is the script permitd runs"
+else
+    sha_note="lua/bucket.lua on disk (SHA $disk_sha) differs from the script built into permitd (SHA $permitd_sha): changed since the build; the ceiling runs permitd's"
+    log "$sha_note"
+fi
+log "permitd calls: EVALSHA ${call_keys[*]}"
+bench_keys=("EVALSHA" "${call_keys[@]}")
+bench_hot=("EVALSHA" "${call_hot[@]}")
+for i in "${!bench_keys[@]}"; do
+    bench_keys[$i]=${bench_keys[$i]//user-000000/user-__rand_int__}
+done
+
+# ----------------------------------------------- Redis memory per bucket key
+log "memory: filling $NKEYS bucket keys"
+rcli DEL "$PREFIX{keys}:k:user-000000" >/dev/null
+db0=$(rcli DBSIZE)
+mem0=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
+FILL_ARGS=$(printf '%s\n' EVALSHA "${call_keys[@]}") awk -v n="$NKEYS" 'BEGIN {
+    na = split(ENVIRON["FILL_ARGS"], a, "\n"); if (a[na] == "") na--
+    for (i = 0; i < n; i++) {
+        k = sprintf("user-%06d", i)
+        printf "*%d\r\n", na
+        for (j = 1; j <= na; j++) { v = a[j]; gsub(/user-000000/, k, v); printf "$%d\r\n%s\r\n", length(v), v }
+    }
+}' > "$tmp/fill.resp"
+rcli --pipe < "$tmp/fill.resp" > "$tmp/fill.log" 2>&1 || die "filling failed: $(tail -3 "$tmp/fill.log")"
+mem1=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
+db1=$(rcli DBSIZE)
+R[mem.new_keys]=$(( db1 - db0 ))
+R[mem.per_key]=$(awk -v a="$mem0" -v b="$mem1" -v n="$(( db1 - db0 ))" 'BEGIN {printf "%.0f", n > 0 ? (b - a) / n : 0}')
+R[mem.usage]=$(rcli MEMORY USAGE "$PREFIX{keys}:k:user-000001")
+R[mem.value]=$(rcli GET "$PREFIX{keys}:k:user-000001" 2>/dev/null || echo "(not a string)")
+R[mem.type]=$(rcli TYPE "$PREFIX{keys}:k:user-000001")
+log "memory: $(( db1 - db0 )) keys, $(( mem1 - mem0 )) bytes, ${R[mem.per_key]} bytes/key; MEMORY USAGE of one: ${R[mem.usage]}"
+commands+=("redis-cli --pipe < (EVALSHA ${call_keys[*]} for user-000000..user-099999)")
+
+# ----------------------------------------------------- permitd --threads
+url_acquire() { echo "http://127.0.0.1:$api_port$API/Acquire"; }
+declare -A T
+best_threads="" best_rps=0
+for t in $THREAD_CHOICES; do
+    stop_permitd
+    start_permitd "$t"
+    RUN_DURATION=$SELECT_DURATION run_wrk "threads$t" "$(url_acquire)" "$permitd_pid" -- \
+        BENCH_CODEC=proto BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
+    T[$t]="${R[threads$t.rps]} ${R[threads$t.p99]}"
+    if awk -v a="${R[threads$t.rps]}" -v b="$best_rps" 'BEGIN {exit !(a > b)}'; then
+        best_rps=${R[threads$t.rps]}; best_threads=$t
+    fi
+done
+log "best --threads: $best_threads"
+stop_permitd
+start_permitd "$best_threads"
+
+# ------------------------------------------------------ permitd measured
+url=$(url_acquire)
+run_wrk bin_hot "$url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET=hot BENCH_KEYS=0
+RUN_DURATION=$DENY_DURATION run_wrk bin_deny "$url" "$permitd_pid" -- \
+    BENCH_CODEC=proto BENCH_BUCKET=deny BENCH_KEYS=0
+R[deny.sample]=$(node "$here/probe.js" acquire "$url" deny "$APP" || true)
+run_wrk bin_keys "$url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
+run_wrk json_hot "$url" "$permitd_pid" -- BENCH_CODEC=json BENCH_BUCKET=hot BENCH_KEYS=0
+run_wrk json_keys "$url" "$permitd_pid" -- BENCH_CODEC=json BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
+
+batch_url="http://127.0.0.1:$api_port$API/AcquireBatch"
+batch_probe=$(node "$here/probe.js" batch "$batch_url" keys "$APP" "$NKEYS" "$BATCH") && batch_rc=0 || batch_rc=$?
+log "AcquireBatch probe: $batch_probe"
+R[batch.probe]=$batch_probe
+if [ "$batch_rc" -eq 0 ]; then
+    run_wrk batch "$batch_url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET=keys \
+        BENCH_KEYS=$NKEYS BENCH_BATCH=$BATCH
+    R[batch.decisions]=$(awk -v r="${R[batch.rps]}" -v b=$BATCH 'BEGIN {printf "%.0f", r * b}')
+elif [ "$batch_rc" -eq 3 ]; then
+    R[batch.state]="AcquireBatch: not implemented in this build"
+    log "${R[batch.state]}"
+else
+    R[batch.state]="AcquireBatch: failed ($batch_probe)"
+    log "${R[batch.state]}"
+fi
+R[permitd.hwm_kb]=$(awk '/^VmHWM/ {print $2}' "/proc/$permitd_pid/status")
+
+profile_top=""
+if [ "$PROFILE" = 1 ] && command -v perf >/dev/null 2>&1; then
+    log "profiling permitd under load (perf record, ${DURATION}s, binary, 100k keys)"
+    BENCH_CODEC=proto BENCH_BUCKET=keys BENCH_KEYS=$NKEYS \
+        wrk -t"$WRK_THREADS" -c"$CONNS" -d"$(( DURATION + 2 ))s" -s "$here/acquire.lua" "$url" \
+        > "$tmp/profile.wrk.log" 2>&1 &
+    wrk_pid=$!
+    sleep 1
+    perf record -e cpu-clock -F 999 -p "$permitd_pid" -o "$tmp/perf.data" -- sleep "$DURATION" \
+        > "$tmp/perf.log" 2>&1 || true
+    wait "$wrk_pid" || true
+    profile_top=$(perf report -i "$tmp/perf.data" --no-children --sort symbol,dso \
+        --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15 || true)
+    commands+=("perf record -e cpu-clock -F 999 -p PERMITD_PID -- sleep $DURATION; perf report --no-children --sort symbol,dso")
+fi
+stop_permitd
+
+# ------------------------------------------------------ Redis ceilings
+log "ceiling: redis-benchmark EVALSHA of permitd's script"
+run_rb rb_hot -- "${bench_hot[@]}"
+run_rb rb_keys -- "${bench_keys[@]}"
+naive_sha=$(rcli SCRIPT LOAD "$(cat "$here/naive.lua")")
+run_rb rb_naive -- EVALSHA "$naive_sha" 1 "naive:{keys}:user-__rand_int__" 1000000 0.01 1
+
+# ---------------------------------------------------------- the peer
+declare -A P
+for w in 1 2; do
+    start_peer "$w"
+    # shellcheck disable=SC2046
+    pids="$peer_pid $(children_of "$peer_pid" | tr '\n' ' ')"
+    run_wrk "peer${w}_hot" "http://127.0.0.1:$peer_port/acquire" "$pids" -- \
+        BENCH_CODEC=json BENCH_BUCKET=hot BENCH_KEYS=0
+    run_wrk "peer${w}_keys" "http://127.0.0.1:$peer_port/acquire" "$pids" -- \
+        BENCH_CODEC=json BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
+    stop_peer
+done
+peer_best=1
+awk -v a="${R[peer2_keys.rps]}" -v b="${R[peer1_keys.rps]}" 'BEGIN {exit !(a > b)}' && peer_best=2
+for c in hot keys; do
+    for m in rps p50 p99 p999 req non2xx cpu_us rcpu_us rss_kb evalsha_us writes; do
+        R[peer_$c.$m]=${R[peer${peer_best}_$c.$m]:-}
+    done
+done
+peer_label="$peer_best process$([ "$peer_best" = 2 ] && echo "es (cluster)")"
+
+# ------------------------------------------------------------- the table
+t_end=$(date +%s)
+elapsed=$(( t_end - t_start ))
+
+row() {   # row LABEL CASE DECISIONS-PER-REQUEST NOTE
+    local id=$2 dec
+    dec=$(awk -v r="${R[$id.rps]:-0}" -v b="$3" 'BEGIN {printf "%.0f", r * b}')
+    local err=""
+    [ "${R[$id.non2xx]:-0}" != 0 ] && err=" **${R[$id.non2xx]} non-2xx**"
+    [ "${R[$id.sockerr]:-0}" != 0 ] && err="$err **${R[$id.sockerr]} socket errors**"
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" \
+        "$(fmt_int "${R[$id.rps]:-}")" "$(fmt_int "$dec")" \
+        "$(fmt_ms "${R[$id.p50]:-}")" "$(fmt_ms "${R[$id.p99]:-}")" "$(fmt_ms "${R[$id.p999]:-}")" \
+        "${R[$id.cpu_us]:-–}" "${R[$id.rcpu_us]:-–}" "${R[$id.evalsha_us]:-–}" "$4$err"
+}
+
+mb() { awk -v k="${1:-0}" 'BEGIN {printf "%.1f", k / 1024}'; }
+mark() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN {
+    if (v == "" || v == "–") { print "–"; exit }
+    ok = (op == "le") ? (v + 0 <= t + 0) : (v + 0 >= t + 0); print ok ? "met" : "**not met**" }'; }
+
+keys_vs_peer=$(ratio "${R[bin_keys.rps]}" "${R[peer_keys.rps]}")
+keys_vs_naive=$(ratio "${R[bin_keys.rps]}" "${R[rb_naive.rps]}")
+batch_dec=${R[batch.decisions]:-}
+
+table=$(
+cat <<EOF
+| run | req/s | decisions/s | p50 ms | p99 ms | p99.9 ms | server CPU µs/req | Redis CPU µs/req | Redis µs/call (evalsha) | notes |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---|
+EOF
+row "permitd Acquire binary, hot bucket" bin_hot 1 "$(ratio "${R[bin_hot.rps]}" "${R[rb_hot.rps]}")× ceiling; writes/call ${R[bin_hot.writes]}"
+row "permitd Acquire binary, hot bucket, deny-heavy (${DENY_DURATION}s)" bin_deny 1 "writes/call ${R[bin_deny.writes]} (denied calls write nothing)"
+row "permitd Acquire binary, 100k keys" bin_keys 1 "$(ratio "${R[bin_keys.rps]}" "${R[rb_keys.rps]}")× ceiling; ${keys_vs_peer}× peer; ${keys_vs_naive}× naive ceiling; RSS peak $(mb "${R[bin_keys.rss_kb]}") MB"
+row "permitd Acquire JSON, hot bucket" json_hot 1 "$(ratio "${R[json_hot.rps]}" "${R[rb_hot.rps]}")× ceiling; $(ratio "${R[json_hot.rps]}" "${R[peer_hot.rps]}")× peer"
+row "permitd Acquire JSON, 100k keys" json_keys 1 "$(ratio "${R[json_keys.rps]}" "${R[rb_keys.rps]}")× ceiling; $(ratio "${R[json_keys.rps]}" "${R[peer_keys.rps]}")× peer"
+if [ -n "$batch_dec" ]; then
+    row "permitd AcquireBatch ×$BATCH binary, 100k keys" batch $BATCH "${R[batch.probe]}"
+else
+    echo "| ${R[batch.state]} | – | – | – | – | – | – | – | – | |"
+fi
+row "peer (Node, $peer_label) JSON, hot bucket" peer_hot 1 "RSS peak $(mb "${R[peer_hot.rss_kb]}") MB"
+row "peer (Node, $peer_label) JSON, 100k keys" peer_keys 1 "RSS peak $(mb "${R[peer_keys.rss_kb]}") MB"
+row "ceiling: redis-benchmark EVALSHA permitd's script, hot bucket" rb_hot 1 "writes/call ${R[rb_hot.writes]}"
+row "ceiling: redis-benchmark EVALSHA permitd's script, 100k keys" rb_keys 1 "writes/call ${R[rb_keys.writes]}"
+row "naive script (naive.lua) via redis-benchmark, 100k keys" rb_naive 1 ""
+)
+
+targets=$(
+cat <<EOF
+| measure (binary Acquire, 100k keys, $CONNS connections unless said) | measured | target | |
+|---|---:|---:|---|
+| Redis time per decision (evalsha usec_per_call) | ${R[bin_keys.evalsha_us]:-–} µs | ≤ 8 µs | $(mark "${R[bin_keys.evalsha_us]:-}" 8 le) |
+| req/s ÷ the peer's (JSON, best of 1/2 processes) | ${keys_vs_peer}× | ≥ 2.5× | $(mark "$keys_vs_peer" 2.5 ge) |
+| req/s ÷ naive script's redis-benchmark ceiling | ${keys_vs_naive}× | > 1× | $(mark "$keys_vs_naive" 1.0001 ge) |
+| req/s ÷ permitd's own script's redis-benchmark ceiling | $(ratio "${R[bin_keys.rps]}" "${R[rb_keys.rps]}")× | close to 1× | |
+| p99 | $(fmt_ms "${R[bin_keys.p99]:-}") ms | ≤ 2 ms | $(mark "$(fmt_ms "${R[bin_keys.p99]:-}")" 2 le) |
+| permitd CPU per request | ${R[bin_keys.cpu_us]:-–} µs | ≤ 15 µs | $(mark "${R[bin_keys.cpu_us]:-}" 15 le) |
+| AcquireBatch ×$BATCH decisions/s | $( [ -n "$batch_dec" ] && fmt_int "$batch_dec" || echo "not served") | ≥ 150,000 | $(mark "$batch_dec" 150000 ge) |
+| permitd RSS, peak while under load (VmHWM over the whole run) | $(mb "${R[bin_keys.rss_kb]}") MB ($(mb "${R[permitd.hwm_kb]}") MB) | ≤ 64 MB | $(mark "$(mb "${R[permitd.hwm_kb]}")" 64 le) |
+| Redis bytes per active bucket key (used_memory delta / ${R[mem.new_keys]} keys) | ${R[mem.per_key]} B | ≤ 120 B | $(mark "${R[mem.per_key]}" 120 le) |
+| MEMORY USAGE of one bucket key (\`${PREFIX}{keys}:k:user-000001\`, ${R[mem.type]}) | ${R[mem.usage]} B | | |
+EOF
+)
+
+threads_table=$(
+echo "| --threads | req/s (binary, 100k keys, ${SELECT_DURATION}s) | p99 ms |"
+echo "|---:|---:|---:|"
+for t in $THREAD_CHOICES; do
+    set -- ${T[$t]}
+    printf '| %s%s | %s | %s |\n' "$t" "$([ "$t" = "$best_threads" ] && echo ' (chosen)')" \
+        "$(fmt_int "$1")" "$(fmt_ms "$2")"
+done
+)
+
+peer_table=$(
+echo "| peer processes | hot bucket req/s | 100k keys req/s | 100k keys p99 ms | CPU µs/req (100k keys, all processes) |"
+echo "|---:|---:|---:|---:|---:|"
+for w in 1 2; do
+    printf '| %s%s | %s | %s | %s | %s |\n' "$w" "$([ "$w" = "$peer_best" ] && echo ' (used above)')" \
+        "$(fmt_int "${R[peer${w}_hot.rps]}")" "$(fmt_int "${R[peer${w}_keys.rps]}")" \
+        "$(fmt_ms "${R[peer${w}_keys.p99]}")" "${R[peer${w}_keys.cpu_us]}"
+done
+)
+
+echo
+echo "$table"
+echo
+echo "$targets"
+echo
+echo "$threads_table"
+echo
+echo "$peer_table"
+echo
+[ -n "$profile_top" ] && { echo "perf, permitd under load (self time):"; echo "$profile_top"; echo; }
+
+# ----------------------------------------------------------- RESULTS.md
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+mem_total=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+git_rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "?")
+git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || true)
+{
+    echo "# permitd benchmark results"
+    echo
+    echo "Written by \`tests/bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC') in ${elapsed} s."
+    echo "Every number below comes from this one run; compare ratios, not absolutes"
+    echo "(wrk, Redis and the server under test share the machine)."
+    echo
+    echo "## Machine"
+    echo
+    echo "- CPUs: $(nproc) ($cpu_model)"
+    echo "- memory: $mem_total"
+    echo "- kernel: $(uname -sr)"
+    echo "- load average at the start: $load_start"
+    echo "- $(redis-server --version | cut -d' ' -f1-3), Node $(node --version), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
+    echo "- permitd: git $git_rev (+$git_dirty modified files), Release build, \`--threads $best_threads\`, \`--redis-prefix $PREFIX\`"
+    echo "- wrk: \`-t$WRK_THREADS -c$CONNS -d${DURATION}s\` after a ${WARMUP}s warm-up, keep-alive, loopback"
+    echo
+    echo "## Results"
+    echo
+    echo "$table"
+    echo
+    echo "Decisions/s = req/s × items per request. CPU µs/req: (utime+stime) of the"
+    echo "process(es) over the run ÷ requests. Redis µs/call: INFO commandstats"
+    echo "usec_per_call of evalsha (reset before each run). Ceiling rows: redis-benchmark"
+    echo "\`-c $CONNS -P 1\`, keys spread with \`-r $NKEYS\` (its keys carry 12 digits:"
+    echo "user-000000012345); p99.9 is not reported by redis-benchmark. The deny-heavy"
+    echo "run's sample reply: \`${R[deny.sample]}\`."
+    echo
+    echo "## Targets (issue 5)"
+    echo
+    echo "$targets"
+    echo
+    echo "## permitd --threads"
+    echo
+    echo "$threads_table"
+    echo
+    echo "## The peer (Node.js, rate-limiter-flexible $(node -p "require('$here/peer/node_modules/rate-limiter-flexible/package.json').version"), ioredis $(node -p "require('$here/peer/node_modules/ioredis/package.json').version"))"
+    echo
+    echo "$peer_table"
+    echo
+    echo "## Redis memory"
+    echo
+    echo "$NKEYS buckets filled with permitd's own call (one Acquire per key), used_memory"
+    echo "before $mem0 B, after $mem1 B, ${R[mem.new_keys]} new keys: ${R[mem.per_key]} B per key"
+    echo "(includes the key's share of the main and expires dictionaries). One key:"
+    echo "\`${PREFIX}{keys}:k:user-000001\` = \`${R[mem.value]}\`, MEMORY USAGE ${R[mem.usage]} B."
+    echo
+    echo "## Script"
+    echo
+    echo "$sha_note. permitd's call, as MONITOR saw it:"
+    echo
+    echo '```'
+    echo "EVALSHA ${call_keys[*]}"
+    echo '```'
+    if [ -n "$profile_top" ]; then
+        echo
+        echo "## Profile (perf record -e cpu-clock, permitd, binary Acquire, 100k keys)"
+        echo
+        echo '```'
+        echo "$profile_top"
+        echo '```'
+    fi
+    echo
+    echo "## Commands"
+    echo
+    echo "Policies: \`redis-cli HSET '${PREFIX}{NAME}:policy' name NAME apps 'web,$APP' max_permits M rate R version 1 enabled 1\`"
+    echo "for hot (M 1000000000, R 1000000000), deny (10, 1), keys (1000000, 0.01)."
+    echo "permitd: \`build/bench/server/permitd --listen 127.0.0.1:PORT --admin-listen 127.0.0.1:PORT --redis-url redis://127.0.0.1:PORT --redis-prefix $PREFIX --threads $best_threads --log-level warn\`."
+    echo "Peer: \`PORT=... REDIS_PORT=... POLICY_PREFIX=$PREFIX WORKERS=1|2 node tests/bench/peer/server.js\`."
+    echo
+    echo '```'
+    printf '%s\n' "${commands[@]}"
+    echo '```'
+} > "$RESULTS"
+
+log "wrote $RESULTS"
+log "done in ${elapsed} s"

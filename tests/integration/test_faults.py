@@ -1,0 +1,97 @@
+"""Redis faults and failure_mode (issue 6): with Redis killed or hung,
+every Acquire answers within its deadline, as its policy's failure_mode
+says: "open" lets it through (and counts it), "closed" answers unavailable.
+Real MariaDB (the policies) and a private Redis per test."""
+import os
+import signal
+import time
+import unittest
+
+import harness
+from harness import (Permitd, PrivateRedis, decision, error_code, migrate_with_client, mysql,
+                     stack_env, unique, wait_for)
+
+
+class FailureModeTest(unittest.TestCase):
+    def setUp(self):
+        self.db = unique("flt").replace("-", "_")
+        mysql("CREATE DATABASE `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci" % self.db)
+        migrate_with_client(self.db)
+        for name, mode in (("opened", "open"), ("closed", "closed")):
+            mysql("INSERT INTO policies (name, max_permits, rate, failure_mode) "
+                  "VALUES ('%s', 1000, 1000, '%s');"
+                  "INSERT INTO policy_apps (policy_id, app) SELECT id, 'app' FROM policies "
+                  "WHERE name = '%s'" % (name, mode, name), database=self.db)
+        base, _, query = stack_env()["PERMITD_TEST_MYSQL_ROOT_URL"].partition("?")
+        self.mysql_url = base.rsplit("/", 1)[0] + "/" + self.db + "?" + query
+        self.redis = PrivateRedis()
+        self.p = Permitd(redis_url=self.redis.url, prefix="f:",
+                         args=["--mysql-url", self.mysql_url, "--sync-interval-ms", "300",
+                               "--redis-timeout-ms", "100"])
+        self.c = self.p.http()
+        wait_for("policies in redis",
+                 lambda: decision(self.c.acquire("opened"))["allowed"] and
+                 decision(self.c.acquire("closed"))["allowed"])
+
+    def tearDown(self):
+        try:
+            os.kill(self.redis.pid(), signal.SIGCONT)
+        except (OSError, ValueError):
+            pass
+        self.c.close()
+        self.p.stop()
+        self.redis.stop()
+        mysql("DROP DATABASE IF EXISTS `%s`" % self.db)
+
+    def timed(self, fn):
+        t = time.monotonic()
+        r = fn()
+        return r, time.monotonic() - t
+
+    def check_modes(self, what):
+        for _ in range(20):
+            r, took = self.timed(lambda: self.c.acquire("opened"))
+            d = decision(r)
+            self.assertTrue(d["allowed"], "%s: open policy refused: %r" % (what, r))
+            self.assertEqual(d["limit"], 1000)
+            self.assertLess(took, 2.0, "%s: an open Acquire hung" % what)
+            r, took = self.timed(lambda: self.c.acquire("closed"))
+            self.assertEqual(r.status, 503, "%s: %r" % (what, r))
+            self.assertEqual(error_code(r), "unavailable")
+            self.assertLess(took, 2.0, "%s: a closed Acquire hung" % what)
+        # Peek takes nothing, so it never passes open: it reports the fault.
+        self.assertIn(error_code(self.c.peek("opened")), ("unavailable", "deadline_exceeded"))
+
+    def test_redis_killed(self):
+        os.kill(self.redis.pid(), signal.SIGKILL)
+        time.sleep(0.1)
+        self.check_modes("killed")
+        # Connect-Timeout-Ms shorter than the Redis timeout bounds the wait too.
+        r = self.c.acquire("closed", headers={"Connect-Timeout-Ms": "30"})
+        self.assertIn(error_code(r), ("unavailable", "deadline_exceeded"))
+        # Recovery is automatic once Redis is back (it comes back empty: the
+        # sync puts the policies back).
+        self.redis.start()
+        wait_for("recovery", lambda: decision(self.c.acquire("closed"))["allowed"], 15)
+
+    def test_redis_hung(self):
+        os.kill(self.redis.pid(), signal.SIGSTOP)
+        self.check_modes("SIGSTOP")
+        os.kill(self.redis.pid(), signal.SIGCONT)
+        wait_for("recovery", lambda: decision(self.c.acquire("closed"))["allowed"], 15)
+
+    def test_batch_items_follow_their_policy(self):
+        os.kill(self.redis.pid(), signal.SIGKILL)
+        import json
+        r = self.c.request("POST", "/permit.v1.RateLimitService/AcquireBatch", json.dumps(
+            {"requests": [{"bucket": "opened", "app": "app"}, {"bucket": "closed", "app": "app"}]}
+        ).encode(), {"Content-Type": "application/json"})
+        self.assertEqual(r.status, 200, r)
+        res = r.json()["results"]
+        self.assertTrue(res[0]["response"]["allowed"])
+        self.assertEqual(res[1]["error"]["code"], "unavailable")
+        self.redis.start()
+
+
+if __name__ == "__main__":
+    harness.main()
