@@ -22,6 +22,7 @@
  * RPC returns sees the change. The store connection is used from the admin
  * listener's threads under one mutex: admin traffic is light.
  */
+#define _GNU_SOURCE     /* open_memstream */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -57,6 +58,7 @@ struct admin {
     struct sync *sync;
     struct stats *stats;
     struct store *store;            /* NULL without --mysql-url */
+    struct http_server *listeners[2];   /* api, admin: for /metrics */
     pthread_mutex_t store_lock;
     struct connect_limits limits;
 };
@@ -725,6 +727,71 @@ static void readyz(struct admin *a, struct http_response *resp)
     resp->body_owned = 1;
 }
 
+/* ---- /metrics ---- */
+
+void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin)
+{
+    a->listeners[0] = api;
+    a->listeners[1] = admin;
+}
+
+/* Prometheus text format. Labels are bounded: policies (at most the ones
+ * stats.c tracks, 256) and fixed words; request keys never become labels. */
+static void metrics(struct admin *a, struct http_response *resp)
+{
+    static const char *const names[2] = {"api", "admin"};
+    char *body = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&body, &len);
+    uint64_t errors, connects;
+
+    if (out == NULL) {
+        resp->status = 500;
+        return;
+    }
+    stats_prometheus(a->stats, out);
+    fprintf(out, "# HELP permitd_failure_mode_open_passes_total Acquires let through by "
+                 "failure_mode open while Redis could not answer.\n"
+                 "# TYPE permitd_failure_mode_open_passes_total counter\n"
+                 "permitd_failure_mode_open_passes_total %llu\n",
+            (unsigned long long)limiter_open_passes(a->limiter));
+    redis_counters(a->redis, &errors, &connects);
+    fprintf(out, "# HELP permitd_redis_errors_total Redis calls that failed (unreachable, "
+                 "timeouts, broken connections).\n# TYPE permitd_redis_errors_total counter\n"
+                 "permitd_redis_errors_total %llu\n"
+                 "# HELP permitd_redis_connects_total Redis connections made (first ones and "
+                 "reconnects).\n# TYPE permitd_redis_connects_total counter\n"
+                 "permitd_redis_connects_total %llu\n",
+            (unsigned long long)errors, (unsigned long long)connects);
+    if (a->sync != NULL) {
+        struct sync_status st;
+        sync_get_status(a->sync, &st);
+        fprintf(out, "# HELP permitd_sync_failures_total MySQL -> Redis sync passes that failed.\n"
+                     "# TYPE permitd_sync_failures_total counter\n"
+                     "permitd_sync_failures_total %llu\n"
+                     "# HELP permitd_sync_lag_seconds Time since the last successful sync pass.\n"
+                     "# TYPE permitd_sync_lag_seconds gauge\n"
+                     "permitd_sync_lag_seconds %.3f\n"
+                     "# HELP permitd_policies Policies in the last MySQL snapshot.\n"
+                     "# TYPE permitd_policies gauge\n"
+                     "permitd_policies %zu\n",
+                (unsigned long long)st.failures,
+                st.ever_succeeded ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0,
+                st.last.policies);
+    }
+    fprintf(out, "# HELP permitd_http_connections HTTP connections open, by listener.\n"
+                 "# TYPE permitd_http_connections gauge\n");
+    for (int i = 0; i < 2; i++)
+        if (a->listeners[i] != NULL)
+            fprintf(out, "permitd_http_connections{listener=\"%s\"} %u\n", names[i],
+                    http_server_connections(a->listeners[i]));
+    fclose(out);
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp->body = body;
+    resp->body_len = len;
+    resp->body_owned = 1;
+}
+
 /* ---- the UI's files ---- */
 
 static const char *content_type(const char *name)
@@ -851,6 +918,10 @@ void admin_handle(void *ud, const struct http_request *req, struct http_response
     }
     if (strcmp(path, "/readyz") == 0) {
         readyz(a, resp);
+        return;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        metrics(a, resp);
         return;
     }
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {

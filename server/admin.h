@@ -28,6 +28,10 @@ int admin_new(const struct config *cfg, struct redis *redis, struct limiter *lim
               struct permitd_error *err);
 void admin_free(struct admin *a);
 
+/* Tells the admin which listeners to report on in /metrics (either may be
+ * NULL); call once both have started. */
+void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin);
+
 /* The http_handler_fn of the admin listener; ud is the struct admin. */
 void admin_handle(void *ud, const struct http_request *req, struct http_response *resp);
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "clock.h"
 #include "connect.h"
 #include "permit/v1/ratelimit.pb-c.h"
 
@@ -52,11 +53,18 @@ static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *
     struct limiter_result r;
     int rc;
 
+    int64_t t0 = clock_now_us();
+
     rc = limiter_acquire(a->limiter, &lr, call->deadline_us, &r, err);
+    if (a->stats != NULL) {
+        stats_observe(a->stats, clock_now_us() - t0);
+        if (rc != PERMITD_OK)
+            stats_record_error(a->stats, rq->bucket, rc);
+        else
+            stats_record(a->stats, rq->bucket, r.allowed);
+    }
     if (rc != PERMITD_OK)
         return rc;
-    if (a->stats != NULL)
-        stats_record(a->stats, rq->bucket, r.allowed);
     rs->allowed = r.allowed;
     rs->remaining = r.remaining;
     rs->limit = r.limit;
@@ -138,6 +146,8 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
         Permit__V1__AcquireBatchResult *r = &results[i];
         permit__v1__acquire_batch_result__init(r);
         if (errs[i].code != PERMITD_OK) {
+            if (a->stats != NULL)
+                stats_record_error(a->stats, reqs[i].bucket, errs[i].code);
             r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
             if ((r->error = batch_error(call, &errs[i])) == NULL)
                 return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");

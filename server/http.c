@@ -317,6 +317,14 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
     return PERMITD_OK;
 }
 
+unsigned http_server_connections(const struct http_server *s)
+{
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+    return info ? info->num_connections : 0;
+}
+
 int http_server_port(const struct http_server *s)
 {
     return s->port;

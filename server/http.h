@@ -52,6 +52,9 @@ struct http_options {
 int http_server_start(const struct http_options *opts, http_handler_fn fn, void *ud,
                       struct http_server **out, struct permitd_error *err);
 
+/* Connections open right now. */
+unsigned http_server_connections(const struct http_server *s);
+
 /* The port actually bound (useful with port 0). */
 int http_server_port(const struct http_server *s);
 

@@ -109,7 +109,8 @@ static int fail_open(struct limiter *l, const char *bucket, struct limiter_resul
     int open = 0;
 
     pthread_mutex_lock(&l->lock);
-    f = bsearch(&probe, l->fallbacks, l->nfallbacks, sizeof(*f), by_name);
+    f = l->nfallbacks == 0 ? NULL
+                           : bsearch(&probe, l->fallbacks, l->nfallbacks, sizeof(*f), by_name);
     if (f != NULL && f->open) {
         open = 1;
         memset(res, 0, sizeof(*res));

@@ -82,6 +82,7 @@ static int serve(const struct config *cfg)
     if (http_server_start(&http, api_handle, api, &server, &err) != PERMITD_OK ||
         http_server_start(&admin_http, admin_handle, admin, &admin_server, &err) != PERMITD_OK)
         goto out;
+    admin_set_listeners(admin, server, admin_server);
     if (sync != NULL && sync_start(sync, &err) != PERMITD_OK)
         goto out;
 
@@ -95,6 +96,10 @@ static int serve(const struct config *cfg)
         sig = SIGTERM;
     log_msg(LOG_INFO, "stopping: finishing requests in flight", "signal=%s grace_ms=%d",
             sig == SIGINT ? "SIGINT" : "SIGTERM", DRAIN_GRACE_MS);
+    /* The admin listener first: it reports on the API listener, which is
+     * then drained. */
+    http_server_stop(admin_server, 0);
+    admin_server = NULL;
     http_server_stop(server, DRAIN_GRACE_MS);
     server = NULL;
     status = EXIT_SUCCESS;

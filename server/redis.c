@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,8 @@ struct redis {
     const struct config *cfg;
     const struct embedded_file *scripts[REDIS_SCRIPT_COUNT];
     pthread_key_t key;           /* -> this thread's struct conn */
+    _Atomic uint64_t errors;     /* calls that failed on Redis's side */
+    _Atomic uint64_t connects;   /* connections made (the first, and reconnects) */
     char where[300];             /* "127.0.0.1:6379" or the socket path, for messages */
 };
 
@@ -237,8 +240,10 @@ static struct conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd
                     r->where, c->last_error, c->backoff_ms);
             permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
                               r->where, c->last_error);
+            atomic_fetch_add(&r->errors, 1);
             return NULL;
         }
+        atomic_fetch_add(&r->connects, 1);
         if (c->backoff_ms != 0)
             log_msg(LOG_INFO, "redis reconnected", "addr=%s", r->where);
         c->backoff_ms = 0;
@@ -288,6 +293,7 @@ static int broken(struct redis *r, struct conn *c, int bound_by_deadline, int ti
         rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
                                r->where, c->ctx->errstr);
     snprintf(c->last_error, sizeof(c->last_error), "%.190s", err ? err->message : "broken");
+    atomic_fetch_add(&r->errors, 1);
     disconnect(c);
     /* Reconnect on the next call without waiting: one failure is often just
      * a restart. Backoff starts only if that reconnect fails too. */
@@ -552,4 +558,10 @@ int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err)
     const struct redis_str ping = {"PING", 4};
 
     return redis_command(r, &ping, 1, deadline_us, NULL, NULL, NULL, err);
+}
+
+void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects)
+{
+    *errors = atomic_load(&r->errors);
+    *connects = atomic_load(&r->connects);
 }

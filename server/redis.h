@@ -82,6 +82,10 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
                   void (*each)(void *ud, const char *s, size_t len), void *ud,
                   struct permitd_error *err);
 
+/* Failed calls (connection refused, timeouts, broken connections) and
+ * connections made, since start. For /metrics. */
+void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects);
+
 /* PING on this thread's connection, within deadline_us: 0 or an error as
  * above. For health checks. */
 int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err);

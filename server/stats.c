@@ -15,6 +15,7 @@
 
 #include "policy.h"
 #include "stats.h"
+#include "connect.h"
 
 #define SLOTS 256
 #define PROBES 8
@@ -24,15 +25,28 @@ struct second {
     _Atomic int64_t allowed, denied;
 };
 
+#define NCODES 17                       /* -PERMITD_E* codes, 0 unused */
+
 struct slot {
     _Atomic uint64_t hash;              /* 0 = free */
     char name[POLICY_NAME_MAX + 1];
     _Atomic int ready;                  /* name written */
     struct second ring[STATS_SECONDS];
+    _Atomic uint64_t allowed, denied;   /* since start */
+    _Atomic uint64_t errors[NCODES];
 };
+
+/* Latency buckets' upper bounds, in microseconds. */
+static const int64_t bounds_us[] = {100, 250, 500, 1000, 2500, 5000, 10000, 25000,
+                                    50000, 100000, 250000, 1000000};
+#define NBOUNDS (sizeof(bounds_us) / sizeof(bounds_us[0]))
 
 struct stats {
     struct slot slots[SLOTS];
+    _Atomic uint64_t unknown_errors[NCODES];    /* errors naming no policy */
+    _Atomic uint64_t untracked;                 /* decisions of policies past SLOTS */
+    _Atomic uint64_t hist[NBOUNDS + 1];
+    _Atomic uint64_t hist_sum_us;
 };
 
 struct stats *stats_new(void)
@@ -89,8 +103,11 @@ void stats_record(struct stats *s, const char *policy, int allowed)
     struct second *sec;
     int64_t stamp;
 
-    if (sl == NULL)
+    if (sl == NULL) {
+        atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
         return;
+    }
+    atomic_fetch_add_explicit(allowed ? &sl->allowed : &sl->denied, 1, memory_order_relaxed);
     sec = &sl->ring[now % STATS_SECONDS];
     stamp = atomic_load_explicit(&sec->second, memory_order_relaxed);
     if (stamp != now && atomic_compare_exchange_strong(&sec->second, &stamp, now)) {
@@ -123,4 +140,78 @@ size_t stats_series(struct stats *s, const char *policy, size_t seconds, int64_t
         }
     }
     return seconds;
+}
+
+void stats_record_error(struct stats *s, const char *policy, int code)
+{
+    int c = -code;
+    struct slot *sl;
+
+    if (c <= 0 || c >= NCODES)
+        c = -PERMITD_EUNKNOWN;
+    if (code == PERMITD_ENOTFOUND || code == PERMITD_EINVAL || policy == NULL ||
+        (sl = find(s, policy, 1)) == NULL) {
+        atomic_fetch_add_explicit(&s->unknown_errors[c], 1, memory_order_relaxed);
+        return;
+    }
+    atomic_fetch_add_explicit(&sl->errors[c], 1, memory_order_relaxed);
+}
+
+void stats_observe(struct stats *s, int64_t micros)
+{
+    size_t i = 0;
+
+    while (i < NBOUNDS && micros > bounds_us[i])
+        i++;
+    atomic_fetch_add_explicit(&s->hist[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->hist_sum_us, (uint64_t)(micros < 0 ? 0 : micros),
+                              memory_order_relaxed);
+}
+
+void stats_prometheus(struct stats *s, FILE *out)
+{
+    uint64_t cum = 0;
+
+    fprintf(out, "# HELP permitd_acquires_total Acquire decisions and errors, by policy and result.\n"
+                 "# TYPE permitd_acquires_total counter\n");
+    for (size_t i = 0; i < SLOTS; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!atomic_load(&sl->ready))
+            continue;
+        fprintf(out, "permitd_acquires_total{policy=\"%s\",result=\"allowed\"} %llu\n", sl->name,
+                (unsigned long long)atomic_load(&sl->allowed));
+        fprintf(out, "permitd_acquires_total{policy=\"%s\",result=\"denied\"} %llu\n", sl->name,
+                (unsigned long long)atomic_load(&sl->denied));
+        for (int c = 1; c < NCODES; c++) {
+            uint64_t v = atomic_load(&sl->errors[c]);
+            if (v > 0)
+                fprintf(out, "permitd_acquires_total{policy=\"%s\",result=\"%s\"} %llu\n",
+                        sl->name, connect_code_name(-c), (unsigned long long)v);
+        }
+    }
+    for (int c = 1; c < NCODES; c++) {
+        uint64_t v = atomic_load(&s->unknown_errors[c]);
+        if (v > 0)
+            fprintf(out, "permitd_acquires_total{policy=\"\",result=\"%s\"} %llu\n",
+                    connect_code_name(-c), (unsigned long long)v);
+    }
+    fprintf(out, "# HELP permitd_acquires_untracked_total Decisions of policies beyond the %d "
+                 "tracked one by one.\n# TYPE permitd_acquires_untracked_total counter\n"
+                 "permitd_acquires_untracked_total %llu\n", SLOTS,
+            (unsigned long long)atomic_load(&s->untracked));
+    fprintf(out, "# HELP permitd_acquire_duration_seconds Time to answer an Acquire, "
+                 "from decoded request to encoded reply.\n"
+                 "# TYPE permitd_acquire_duration_seconds histogram\n");
+    for (size_t i = 0; i <= NBOUNDS; i++) {
+        cum += atomic_load(&s->hist[i]);
+        if (i < NBOUNDS)
+            fprintf(out, "permitd_acquire_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                    (double)bounds_us[i] / 1e6, (unsigned long long)cum);
+        else
+            fprintf(out, "permitd_acquire_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+                    (unsigned long long)cum);
+    }
+    fprintf(out, "permitd_acquire_duration_seconds_sum %.6f\n"
+                 "permitd_acquire_duration_seconds_count %llu\n",
+            (double)atomic_load(&s->hist_sum_us) / 1e6, (unsigned long long)cum);
 }

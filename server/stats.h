@@ -1,12 +1,15 @@
 /*
- * stats.h - allowed and denied Acquires per second, per policy, for the
- * admin UI's live chart. Counted by this instance, kept for 5 minutes.
+ * stats.h - what this instance's decisions looked like: allowed and denied
+ * Acquires per second per policy (the admin UI's live chart, 5 minutes),
+ * running totals per policy and result, and a latency histogram; written
+ * out in the Prometheus text format for /metrics.
  */
 #ifndef PERMITD_STATS_H
 #define PERMITD_STATS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define STATS_SECONDS 300
 
@@ -18,6 +21,17 @@ void stats_free(struct stats *s);
 /* Counts one decision for policy (lock-free; safe from any thread). A
  * policy that finds no free slot among the tracked ones is not counted. */
 void stats_record(struct stats *s, const char *policy, int allowed);
+
+/* Counts an Acquire that ended in an error (code: PERMITD_E*). Errors that
+ * name no real policy (not_found, invalid_argument) are counted under
+ * policy "" so made-up names cannot grow the label set. */
+void stats_record_error(struct stats *s, const char *policy, int code);
+
+/* Adds one Acquire's handling time to the latency histogram. */
+void stats_observe(struct stats *s, int64_t micros);
+
+/* Writes the Prometheus text of the totals and the histogram to out. */
+void stats_prometheus(struct stats *s, FILE *out);
 
 /* Fills allowed[] and denied[] with the last `seconds` seconds ending at
  * *end_unix (the current second), oldest first. Returns seconds. */

@@ -174,7 +174,7 @@ writes_per_call() {
     w=$(rcli INFO commandstats | tr -d '\r' |
         sed -n 's/^cmdstat_\(set\|psetex\|setex\|hset\|hmset\|pexpire\|expire\|pexpireat\|incrby\):calls=\([0-9]*\).*/\2/p' |
         awk '{s += $1} END {print s + 0}')
-    awk -v c="${calls:-0}" -v w="$w" 'BEGIN {printf "%.2f", c > 0 ? w / c : 0}'
+    awk -v c="${calls:-0}" -v w="$w" 'BEGIN {printf "%.2f", (c > 0 ? w / c : 0)}'
 }
 
 # run_wrk CASE URL PIDS -- ENV...: a warm-up, then the measured run.
@@ -214,9 +214,9 @@ run_wrk() {
         esac
     done
     R[$id.cpu_us]=$(awk -v t=$(( c1 - c0 )) -v hz="$CLK_TCK" -v n="${R[$id.req]}" \
-        'BEGIN {printf "%.1f", n > 0 ? t * 1e6 / hz / n : 0}')
+        'BEGIN {printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0)}')
     R[$id.rcpu_us]=$(awk -v t=$(( r1 - r0 )) -v hz="$CLK_TCK" -v n="${R[$id.req]}" \
-        'BEGIN {printf "%.1f", n > 0 ? t * 1e6 / hz / n : 0}')
+        'BEGIN {printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0)}')
     R[$id.rss_kb]=$(cat "$tmp/$id.rss")
     R[$id.evalsha_us]=$(cmdstat evalsha usec_per_call)
     R[$id.writes]=$(writes_per_call evalsha)
@@ -336,7 +336,7 @@ capture_call "$tmp/call.hot" "{\"bucket\":\"hot\",\"app\":\"$APP\",\"permits\":1
 mapfile -t call_keys < "$tmp/call.keys"
 mapfile -t call_hot < "$tmp/call.hot"
 permitd_sha=${call_keys[0]}
-disk_sha=$(rcli SCRIPT LOAD "$(cat "$root/lua/bucket.lua")")
+disk_sha=$(rcli -x SCRIPT LOAD < "$root/lua/bucket.lua")
 if [ "$disk_sha" = "$permitd_sha" ]; then
     sha_note="lua/bucket.lua (SHA $disk_sha) is the script permitd runs"
 else
@@ -367,7 +367,7 @@ rcli --pipe < "$tmp/fill.resp" > "$tmp/fill.log" 2>&1 || die "filling failed: $(
 mem1=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
 db1=$(rcli DBSIZE)
 R[mem.new_keys]=$(( db1 - db0 ))
-R[mem.per_key]=$(awk -v a="$mem0" -v b="$mem1" -v n="$(( db1 - db0 ))" 'BEGIN {printf "%.0f", n > 0 ? (b - a) / n : 0}')
+R[mem.per_key]=$(awk -v a="$mem0" -v b="$mem1" -v n="$(( db1 - db0 ))" 'BEGIN {printf "%.0f", (n > 0 ? (b - a) / n : 0)}')
 R[mem.usage]=$(rcli MEMORY USAGE "$PREFIX{keys}:k:user-000001")
 R[mem.value]=$(rcli GET "$PREFIX{keys}:k:user-000001" 2>/dev/null || echo "(not a string)")
 R[mem.type]=$(rcli TYPE "$PREFIX{keys}:k:user-000001")
@@ -440,7 +440,7 @@ stop_permitd
 log "ceiling: redis-benchmark EVALSHA of permitd's script"
 run_rb rb_hot -- "${bench_hot[@]}"
 run_rb rb_keys -- "${bench_keys[@]}"
-naive_sha=$(rcli SCRIPT LOAD "$(cat "$here/naive.lua")")
+naive_sha=$(rcli -x SCRIPT LOAD < "$here/naive.lua")
 run_rb rb_naive -- EVALSHA "$naive_sha" 1 "naive:{keys}:user-__rand_int__" 1000000 0.01 1
 
 # ---------------------------------------------------------- the peer
