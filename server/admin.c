@@ -565,10 +565,11 @@ static int login_try(struct admin *a, const char *key, int take, struct permitd_
     return PERMITD_OK;
 }
 
-static void session_cookie(struct http_response *resp, const char *token, int max_age)
+static void session_cookie(const struct admin *a, struct http_response *resp, const char *token,
+                           int max_age)
 {
-    http_response_header(resp, "Set-Cookie", "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d",
-                         AUTH_COOKIE, token, max_age);
+    http_response_header(resp, "Set-Cookie", "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s",
+                         AUTH_COOKIE, token, max_age, a->cfg->tls_cert[0] ? "; Secure" : "");
 }
 
 HANDLER(login)
@@ -610,7 +611,7 @@ HANDLER(login)
     pthread_mutex_unlock(&a->store_lock);
     if (rc != PERMITD_OK)
         return rc;
-    session_cookie(call->resp, token, SESSION_TTL_S);
+    session_cookie(a, call->resp, token, SESSION_TTL_S);
     rs->username = connect_call_strdup(call, user.username);
     rs->role = connect_call_strdup(call, user.role);
     log_msg(LOG_INFO, "login", "user=%s role=%s", user.username, user.role);
@@ -627,7 +628,7 @@ HANDLER(logout)
 
     /* The browser's copy goes either way; but like every RPC except Login,
      * Logout needs a live session (admin.proto), else unauthenticated. */
-    session_cookie(call->resp, "", 0);
+    session_cookie(a, call->resp, "", 0);
     if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK)
         return rc;
     if (auth_cookie_token(http_request_header(call->http, "Cookie"), token, sizeof(token)) != 0)

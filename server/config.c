@@ -49,6 +49,16 @@ static const struct setting settings[] = {
         1, 1000000, "most HTTP connections open at once"),
     INT(connection_timeout_s, "connection-timeout", "PERMITD_CONNECTION_TIMEOUT",
         "30", 1, 3600, "seconds a connection may stay idle or slow"),
+    INT(max_connections_per_ip, "max-connections-per-ip", "PERMITD_MAX_CONNECTIONS_PER_IP",
+        "0", 0, 1000000, "most connections from one client address; 0 = no limit "
+        "(behind a load balancer every client has its address)"),
+    INT(max_header_bytes, "max-header-bytes", "PERMITD_MAX_HEADER_BYTES", "16384",
+        2048, 1048576, "largest request line + headers, in bytes"),
+    INT(access_log, "access-log", "PERMITD_ACCESS_LOG", "0", 0, 1,
+        "1: log one line per HTTP request (method, path, status, time)"),
+    STR(tls_cert, "tls-cert", "PERMITD_TLS_CERT", "",
+        "PEM certificate (chain) file: both listeners serve HTTPS; needs --tls-key"),
+    STR(tls_key, "tls-key", "PERMITD_TLS_KEY", "", "PEM private key file for --tls-cert"),
     STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
         "redis://[[user]:pass@]host[:port][/db] or unix:///path/redis.sock"),
     STR(redis_prefix, "redis-prefix", "PERMITD_REDIS_PREFIX", "permitd:",
@@ -512,6 +522,11 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
         return prefixed(err, "--mysql-url (PERMITD_MYSQL_URL)");
     if ((rc = check_prefix(cfg->redis_prefix, err)) != PERMITD_OK)
         return rc;
+    if ((cfg->tls_cert[0] == '\0') != (cfg->tls_key[0] == '\0'))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "--tls-cert (PERMITD_TLS_CERT) and --tls-key (PERMITD_TLS_KEY) "
+                                 "go together: \"%s\" was given without the other",
+                                 cfg->tls_cert[0] ? cfg->tls_cert : cfg->tls_key);
     if (log_level_parse(cfg->log_level, &lvl) != 0)
         return permitd_error_set(err, PERMITD_EINVAL,
                                  "--log-level (PERMITD_LOG_LEVEL): \"%s\" is not one of "

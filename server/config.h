@@ -23,6 +23,11 @@ struct config {
     int max_body_bytes;           /* largest request body accepted */
     int max_connections;
     int connection_timeout_s;     /* idle/slow connection limit */
+    int max_connections_per_ip;   /* 0 = no limit */
+    int max_header_bytes;         /* per connection: request line + headers */
+    int access_log;               /* 1: one log line per request */
+    char tls_cert[1024];          /* PEM files; both set = HTTPS on both listeners */
+    char tls_key[1024];
 
     /* Redis */
     char redis_url[1024];         /* as given; may hold a password */

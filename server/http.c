@@ -45,6 +45,7 @@ struct http_server {
 /* One request in progress; MHD's con_cls. */
 struct http_request {
     struct MHD_Connection *conn;
+    int64_t started_us;
     const char *method;
     const char *path;
     char *body;
@@ -153,6 +154,20 @@ static void dispatch(struct http_server *s, struct http_request *req)
     memset(&resp, 0, sizeof(resp));
     resp.status = 200;
     s->fn(s->ud, req, &resp);
+    if (s->opts.access_log) {
+        char path[201];
+        size_t i = 0;
+        /* The path is the client's: no quote or control character may
+         * reach the log line and forge fields. */
+        for (; req->path[i] && i < sizeof(path) - 1; i++) {
+            unsigned char c = (unsigned char)req->path[i];
+            path[i] = (c < 0x20 || c == 0x7f || c == '"' || c == '\\') ? '?' : (char)c;
+        }
+        path[i] = '\0';
+        log_msg(LOG_INFO, "request", "listener=%s method=%.16s path=\"%s\" status=%d bytes=%zu us=%lld",
+                s->name, req->method, path, resp.status, resp.body_len,
+                (long long)(clock_now_us() - req->started_us));
+    }
     if (send_response(req->conn, &resp) != MHD_YES)
         log_msg(LOG_WARN, "could not queue response", "listener=%s path=\"%.100s\"",
                 s->name, req->path);
@@ -173,6 +188,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (req == NULL)
             return MHD_NO;
         atomic_fetch_add(&s->in_flight, 1);
+        req->started_us = clock_now_us();
         req->conn = conn;
         req->method = method;
         req->path = url;
@@ -292,26 +308,51 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
     s->listen_fd = fd;
     /* A pool of one is no pool: libmicrohttpd warns about it, so the
      * option is only passed for two threads or more. */
-    struct MHD_OptionItem pool[] = {
-        {opts->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
-         opts->threads, NULL},
-        {MHD_OPTION_END, 0, NULL},
-    };
+    struct MHD_OptionItem extra[8];
+    int nextra = 0;
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+
+    if (opts->threads > 1)
+        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, opts->threads, NULL};
+    if (opts->max_connections_per_ip > 0)
+        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                                  opts->max_connections_per_ip, NULL};
+    if (opts->max_header_bytes > 0)
+        /* MHD reads the request line and headers into this per-connection
+         * pool; anything larger is answered 431/413 by MHD itself. */
+        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                                  opts->max_header_bytes, NULL};
+    if (opts->tls_cert_pem != NULL && opts->tls_key_pem != NULL) {
+        flags |= MHD_USE_TLS;
+        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
+                                                  (void *)opts->tls_cert_pem};
+        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
+                                                  (void *)opts->tls_key_pem};
+    }
+    extra[nextra] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    if ((flags & MHD_USE_TLS) && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        close(fd);
+        free(s);
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s listener: this libmicrohttpd was built without TLS", opts->name);
+    }
     s->daemon = MHD_start_daemon(
-        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
+        flags, 0,
         NULL, NULL, on_request, s,
         MHD_OPTION_LISTEN_SOCKET, fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opts->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)opts->connection_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name,
-        MHD_OPTION_ARRAY, pool,
+        MHD_OPTION_ARRAY, extra,
         MHD_OPTION_END);
     if (s->daemon == NULL) {
         close(fd);
         free(s);
         return permitd_error_set(err, PERMITD_EINTERNAL,
-                                 "%s listener: libmicrohttpd failed to start", opts->name);
+                                 "%s listener: libmicrohttpd failed to start%s", opts->name,
+                                 (flags & MHD_USE_TLS) ? " (is the TLS certificate/key pair valid?)"
+                                                       : "");
     }
     *out = s;
     return PERMITD_OK;

@@ -43,6 +43,11 @@ struct http_options {
     int max_body_bytes;
     int max_connections;
     int connection_timeout_s;
+    int max_connections_per_ip;   /* 0 = no limit */
+    int max_header_bytes;         /* memory per connection for request line + headers */
+    int access_log;
+    const char *tls_cert_pem;     /* both NULL: plain HTTP */
+    const char *tls_key_pem;
     const char *name;             /* "api", for logs */
 };
 

@@ -10,6 +10,7 @@
  * Signals are blocked before any thread starts, so every worker inherits the
  * mask and only the main thread, in sigwait(), ever sees them.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,33 @@
 
 #define DRAIN_GRACE_MS 10000
 
+/* Reads a whole (PEM) file into a new string (free()). */
+static char *read_pem(const char *path, const char *setting, struct permitd_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long len;
+
+    if (f == NULL) {
+        permitd_error_set(err, PERMITD_EINVAL, "%s: cannot read \"%s\": %s", setting, path,
+                          strerror(errno));
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && len < 1024 * 1024 &&
+        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)) != NULL) {
+        buf[fread(buf, 1, (size_t)len, f)] = '\0';
+        if (strstr(buf, "-----BEGIN ") == NULL) {
+            permitd_error_set(err, PERMITD_EINVAL, "%s: \"%s\" is not a PEM file", setting, path);
+            free(buf);
+            buf = NULL;
+        }
+    } else {
+        permitd_error_set(err, PERMITD_EINVAL, "%s: cannot read \"%s\"", setting, path);
+    }
+    fclose(f);
+    return buf;
+}
+
 static int serve(const struct config *cfg)
 {
     struct permitd_error err = {0, ""};
@@ -41,6 +69,7 @@ static int serve(const struct config *cfg)
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
     char url[1400], mysql[1400] = "off";
+    char *cert = NULL, *key = NULL;
 
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&sigs);
@@ -64,6 +93,10 @@ static int serve(const struct config *cfg)
     if (admin_new(cfg, redis, limiter, sync, stats, &admin, &err) != PERMITD_OK)
         goto out;
 
+    if (cfg->tls_cert[0] != '\0' &&
+        ((cert = read_pem(cfg->tls_cert, "--tls-cert (PERMITD_TLS_CERT)", &err)) == NULL ||
+         (key = read_pem(cfg->tls_key, "--tls-key (PERMITD_TLS_KEY)", &err)) == NULL))
+        goto out;
     struct http_options http = {
         .host = cfg->listen_host,
         .port = cfg->listen_port,
@@ -71,6 +104,11 @@ static int serve(const struct config *cfg)
         .max_body_bytes = cfg->max_body_bytes,
         .max_connections = cfg->max_connections,
         .connection_timeout_s = cfg->connection_timeout_s,
+        .max_connections_per_ip = cfg->max_connections_per_ip,
+        .max_header_bytes = cfg->max_header_bytes,
+        .access_log = cfg->access_log,
+        .tls_cert_pem = cert,
+        .tls_key_pem = key,
         .name = "api",
     };
     struct http_options admin_http = http;
@@ -88,9 +126,10 @@ static int serve(const struct config *cfg)
 
     config_redis_url_masked(cfg, url, sizeof(url));
     log_msg(LOG_INFO, "permitd started",
-            "version=%s listen=%s:%d admin=%s:%d threads=%d redis=%s prefix=%s mysql=%s",
+            "version=%s listen=%s:%d admin=%s:%d tls=%s threads=%d redis=%s prefix=%s mysql=%s",
             PERMITD_VERSION, cfg->listen_host, http_server_port(server), cfg->admin_listen_host,
-            http_server_port(admin_server), cfg->threads, url, cfg->redis_prefix, mysql);
+            http_server_port(admin_server), cert ? "on" : "off", cfg->threads, url,
+            cfg->redis_prefix, mysql);
 
     if (sigwait(&sigs, &sig) != 0)
         sig = SIGTERM;
@@ -115,6 +154,11 @@ out:
     limiter_free(limiter);
     redis_free(redis);
     stats_free(stats);
+    free(cert);
+    if (key != NULL) {
+        memset(key, 0, strlen(key));
+        free(key);
+    }
     if (status == EXIT_SUCCESS)
         log_msg(LOG_INFO, "permitd stopped", NULL);
     return status;
