@@ -21,7 +21,7 @@
 #
 # Knobs (environment): BENCH_DURATION (s per measured run, 10),
 # BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (50), BENCH_WRK_THREADS (1),
-# BENCH_THREADS ("2 4 8 16": permitd --threads values tried; the best is
+# BENCH_THREADS ("2 4 8 16 32": permitd --threads values tried; the best is
 # used), BENCH_PROFILE (1: also perf-record permitd under load and list the
 # top functions), BENCH_KEEP (1: keep the temporary directory and its logs),
 # BENCH_RESULTS (where to write the results, tests/bench/RESULTS.md).
@@ -35,7 +35,7 @@ SELECT_DURATION=${BENCH_SELECT_DURATION:-5}
 DENY_DURATION=${BENCH_DENY_DURATION:-5}
 CONNS=${BENCH_CONNECTIONS:-50}
 WRK_THREADS=${BENCH_WRK_THREADS:-1}
-THREAD_CHOICES=${BENCH_THREADS:-"2 4 8 16"}
+THREAD_CHOICES=${BENCH_THREADS:-"2 4 8 16 32"}
 PROFILE=${BENCH_PROFILE:-0}
 RESULTS=${BENCH_RESULTS:-$here/RESULTS.md}
 NKEYS=100000
@@ -462,7 +462,8 @@ for c in hot keys; do
         R[peer_$c.$m]=${R[peer${peer_best}_$c.$m]:-}
     done
 done
-peer_label="$peer_best process$([ "$peer_best" = 2 ] && echo "es (cluster)")"
+peer_label="1 process"
+[ "$peer_best" = 2 ] && peer_label="2 processes (cluster)"
 
 # ------------------------------------------------------------- the table
 t_end=$(date +%s)
