@@ -31,6 +31,11 @@ SETTINGS = [
     ("--sync-interval-ms", "PERMITD_SYNC_INTERVAL_MS"),
     ("--admin-listen", "PERMITD_ADMIN_LISTEN"),
     ("--admin-ui-dir", "PERMITD_ADMIN_UI_DIR"),
+    ("--max-connections-per-ip", "PERMITD_MAX_CONNECTIONS_PER_IP"),
+    ("--max-header-bytes", "PERMITD_MAX_HEADER_BYTES"),
+    ("--access-log", "PERMITD_ACCESS_LOG"),
+    ("--tls-cert", "PERMITD_TLS_CERT"),
+    ("--tls-key", "PERMITD_TLS_KEY"),
 ]
 
 
@@ -148,6 +153,9 @@ class BadValueTest(unittest.TestCase):
         (["--sync-interval-ms", "0"], {}, "--sync-interval-ms", "0"),
         (["--admin-listen", "nowhere"], {}, "--admin-listen", "nowhere"),
         ([], {"PERMITD_ADMIN_LISTEN": "h:x"}, "PERMITD_ADMIN_LISTEN", "h:x"),
+        (["--max-header-bytes", "100"], {}, "--max-header-bytes", "100"),
+        ([], {"PERMITD_ACCESS_LOG": "yes"}, "PERMITD_ACCESS_LOG", "yes"),
+        (["--max-connections-per-ip", "-1"], {}, "--max-connections-per-ip", "-1"),
         (["--nope"], {}, "--nope", "--nope"),
         (["--nope=1"], {}, "--nope", "--nope"),
     ]
