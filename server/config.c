@@ -295,6 +295,8 @@ int config_parse_redis_url(struct config *cfg, const char *url,
             rc = copy_part(cfg->redis_host, sizeof(cfg->redis_host), h, he, "redis url: host", err);
             if (rc != PERMITD_OK)
                 return rc;
+            if (cfg->redis_host[0] == '\0')    /* "redis://:6379", "redis://u:p@[]" */
+                return permitd_error_set(err, PERMITD_EINVAL, "redis url: no host given");
         }
     }
     if (slash != NULL && slash[1] != '\0')

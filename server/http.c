@@ -48,10 +48,19 @@ struct http_request {
     int64_t started_us;
     const char *method;
     const char *path;
-    char *body;
+    char *body;                 /* small[] or malloc'd */
     size_t len, cap;
     int too_large;
+    char small[512];            /* most request bodies fit: no second allocation */
 };
+
+static void drop_body(struct http_request *req)
+{
+    if (req->body != req->small)
+        free(req->body);
+    req->body = NULL;
+    req->len = req->cap = 0;
+}
 
 const char *http_request_method(const struct http_request *req) { return req->method; }
 const char *http_request_path(const struct http_request *req) { return req->path; }
@@ -98,25 +107,28 @@ static void append(struct http_request *req, const char *data, size_t n, size_t 
         return;
     if (req->len + n > max) {
         req->too_large = 1;
-        free(req->body);
-        req->body = NULL;
-        req->len = req->cap = 0;
+        drop_body(req);
         return;
     }
+    if (req->body == NULL) {
+        req->body = req->small;
+        req->cap = sizeof(req->small);
+    }
     if (req->len + n > req->cap) {
-        size_t cap = req->cap ? req->cap : 1024;
+        size_t cap = req->cap * 2;
+        char *b;
         while (cap < req->len + n)
             cap *= 2;
         if (cap > max)
             cap = max;
-        char *b = realloc(req->body, cap);
+        b = req->body == req->small ? malloc(cap) : realloc(req->body, cap);
         if (b == NULL) {
             req->too_large = 1;     /* treated like an oversized body */
-            free(req->body);
-            req->body = NULL;
-            req->len = req->cap = 0;
+            drop_body(req);
             return;
         }
+        if (req->body == req->small)
+            memcpy(b, req->small, req->len);
         req->body = b;
         req->cap = cap;
     }
@@ -223,7 +235,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req == NULL)
         return;
     atomic_fetch_sub(&s->in_flight, 1);
-    free(req->body);
+    drop_body(req);
     free(req);
     *con_cls = NULL;
 }

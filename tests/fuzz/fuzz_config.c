@@ -178,7 +178,7 @@ static void fuzz_redis_secret(const char *rest)
     struct buf b = { 0 };
     char masked[2048];
 
-    if (has_any(rest, "@"))
+    if (has_any(rest, "@") || strstr(rest, SECRET) != NULL)
         return;
     put(&b, "redis://u:" SECRET "@%s", rest);
     if (config_parse_redis_url(&c, b.p, &err) != PERMITD_OK) {
@@ -258,7 +258,7 @@ static void fuzz_mysql_secret(const char *rest)
     struct buf b = { 0 };
     char masked[2048];
 
-    if (has_any(rest, "@"))
+    if (has_any(rest, "@") || strstr(rest, SECRET) != NULL)
         return;
     put(&b, "mysql://u:" SECRET "@%s", rest);
     if (config_parse_mysql_url(b.p, &m, &err) != PERMITD_OK) {
