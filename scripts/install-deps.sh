@@ -17,6 +17,8 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
 if [ "$what" = test ]; then
     # clang + its runtime libraries: the libFuzzer build (tests/fuzz)
     pkgs+=(python3 docker-compose chromium clang libclang-rt-14-dev)
+    # wrk: the load of the chaos test (tests/chaos)
+    pkgs+=(wrk)
 fi
 
 missing=()

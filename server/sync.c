@@ -32,6 +32,7 @@ struct sync {
     struct redis *redis;
     struct limiter *limiter;
     struct store *store;        /* used by the sync thread only */
+    int snapshot_ok;            /* the last pass read MySQL (sync thread only) */
     char index_key[160];        /* <prefix>policies */
 
     pthread_t thread;
@@ -210,8 +211,10 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
     int rc;
 
     memset(res, 0, sizeof(*res));
+    s->snapshot_ok = 0;
     if ((rc = store_snapshot(s->store, &snap, err)) != PERMITD_OK)
         return rc;
+    s->snapshot_ok = 1;
     res->policies = snap->count;
     /* Failure modes first: they matter exactly when Redis does not answer. */
     if (s->limiter != NULL) {
@@ -339,7 +342,14 @@ static void *run(void *arg)
             int64_t cap = s->cfg->sync_interval_ms > SYNC_BACKOFF_MAX_MS
                         ? s->cfg->sync_interval_ms : SYNC_BACKOFF_MAX_MS;
             s->status.failures++;
-            wait_ms = s->status.failing ? wait_ms * 2 : s->cfg->sync_interval_ms;
+            /* Back off from MySQL only. A pass that read its snapshot failed
+             * on Redis, whose client fails fast and paces its own reconnects:
+             * retrying every interval costs what a normal pass does, and a
+             * Redis that comes back empty has its policies again within one
+             * interval (a grown backoff left every policy not_found for up to
+             * SYNC_BACKOFF_MAX_MS after Redis was back: tests/chaos). */
+            wait_ms = s->status.failing && !s->snapshot_ok ? wait_ms * 2
+                                                           : s->cfg->sync_interval_ms;
             if (wait_ms > cap)
                 wait_ms = cap;
             s->status.failing = 1;
