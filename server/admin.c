@@ -393,6 +393,7 @@ HANDLER(delete_policy)
     pthread_mutex_unlock(&a->store_lock);
     if (rc != PERMITD_OK)
         return rc;
+    limiter_forget(a->limiter, rq->name);
     if (a->sync != NULL && sync_remove_policy(a->sync, rq->name, &why) != PERMITD_OK)
         log_msg(LOG_WARN, "removing a deleted policy from redis failed; the next sync pass will",
                 "policy=%s error=\"%s\"", rq->name, why.message);

@@ -329,6 +329,9 @@ static int unescape(char *dst, size_t dstlen, const char *from, const char *to,
             c = (int)strtol(hex, NULL, 16);
             p += 2;
         }
+        if (c == '\0')    /* would cut the C string short, or leave it empty */
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "mysql url: %s may not hold %%00 (a NUL byte)", what);
         if (o + 1 >= dstlen)
             return permitd_error_set(err, PERMITD_EINVAL, "%s is too long", what);
         dst[o++] = (char)c;

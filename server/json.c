@@ -544,7 +544,11 @@ static int scalar(struct dec *d, const ProtobufCFieldDescriptor *f,
     case PROTOBUF_C_TYPE_FLOAT:
         if (to_double(v, &x) < 0)
             return bad(d, v, "is not a number");
-        if (isfinite(x) && (x > FLT_MAX || x < -FLT_MAX))
+        /* Out of range means rounding to infinity as a float: FLT_MAX
+         * itself prints as 3.4028235e38 (shortest form, json_encode's and
+         * every proto3 JSON printer's), which is a little over FLT_MAX as
+         * a double but rounds back to it. Halfway to 2^128 rounds up. */
+        if (isfinite(x) && (x >= 0x1.ffffffp127 || x <= -0x1.ffffffp127))
             return bad(d, v, "is out of range for a float");
         *(float *)slot = (float)x;
         return 0;

@@ -30,6 +30,8 @@ struct limiter {
     struct fallback *fallbacks;     /* sorted by name */
     size_t nfallbacks;
     _Atomic uint64_t open_passes;
+    void (*missing_hook)(void *ud); /* set once at start-up */
+    void *missing_ud;
 };
 
 int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
@@ -100,27 +102,90 @@ uint64_t limiter_open_passes(struct limiter *l)
     return atomic_load(&l->open_passes);
 }
 
+/* Looks bucket up in the failure-mode table. Returns 1 when MySQL's last
+ * snapshot had the policy, with *open and *max set. */
+static int known(struct limiter *l, const char *bucket, int *open, int64_t *max)
+{
+    struct fallback probe = {(char *)bucket, 0, 0}, *f;
+    int found = 0;
+
+    pthread_mutex_lock(&l->lock);
+    f = l->nfallbacks == 0 ? NULL
+                           : bsearch(&probe, l->fallbacks, l->nfallbacks, sizeof(*f), by_name);
+    if (f != NULL) {
+        found = 1;
+        *open = f->open;
+        *max = f->max_permits;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return found;
+}
+
 /* Redis could not decide (unavailable, deadline): a policy whose
  * failure_mode is "open" lets the request through, flagged and counted;
  * every other request keeps the error. Returns 1 when it let it through. */
 static int fail_open(struct limiter *l, const char *bucket, struct limiter_result *res)
 {
-    struct fallback probe = {(char *)bucket, 0, 0}, *f;
     int open = 0;
+    int64_t max = 0;
+
+    if (!known(l, bucket, &open, &max) || !open)
+        return 0;
+    memset(res, 0, sizeof(*res));
+    res->allowed = 1;
+    res->limit = max;
+    atomic_fetch_add(&l->open_passes, 1);
+    return 1;
+}
+
+/* Redis has no such policy, but MySQL's last snapshot does: Redis lost it
+ * (restarted empty, flushed) and the sync has not put it back yet. The sync
+ * is asked to run now, and the request is answered as if Redis were
+ * unavailable (failure_mode decides), not with a not_found that would be
+ * false. Returns 0 when the policy is unknown (a true not_found); else 1 with
+ * *rc set (PERMITD_OK when failure_mode open let an Acquire through). */
+static int missing(struct limiter *l, const struct limiter_request *req, int take,
+                   struct limiter_result *res, struct permitd_error *err, int *rc)
+{
+    int open = 0;
+    int64_t max = 0;
+
+    if (!known(l, req->bucket, &open, &max))
+        return 0;
+    if (l->missing_hook != NULL)
+        l->missing_hook(l->missing_ud);
+    if (take && fail_open(l, req->bucket, res)) {
+        *rc = PERMITD_OK;
+        err->code = PERMITD_OK;
+        err->message[0] = '\0';
+        return 1;
+    }
+    *rc = permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                            "bucket: policy \"%s\" is in MySQL but not back in Redis yet "
+                            "(Redis restarted or was flushed); it is being reloaded", req->bucket);
+    return 1;
+}
+
+void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud)
+{
+    l->missing_hook = fn;
+    l->missing_ud = ud;
+}
+
+void limiter_forget(struct limiter *l, const char *name)
+{
+    struct fallback probe = {(char *)name, 0, 0}, *f;
 
     pthread_mutex_lock(&l->lock);
     f = l->nfallbacks == 0 ? NULL
                            : bsearch(&probe, l->fallbacks, l->nfallbacks, sizeof(*f), by_name);
-    if (f != NULL && f->open) {
-        open = 1;
-        memset(res, 0, sizeof(*res));
-        res->allowed = 1;
-        res->limit = f->max_permits;
+    if (f != NULL) {
+        size_t i = (size_t)(f - l->fallbacks);
+        free(f->name);
+        memmove(f, f + 1, (l->nfallbacks - i - 1) * sizeof(*f));
+        l->nfallbacks--;
     }
     pthread_mutex_unlock(&l->lock);
-    if (open)
-        atomic_fetch_add(&l->open_passes, 1);
-    return open;
 }
 
 static int validate(const struct limiter_request *req, int take, struct permitd_error *err)
@@ -201,6 +266,8 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
     if (rc != PERMITD_OK)
         return rc;
     res->limit = out[3];
+    if (out[0] == PERMITD_ENOTFOUND && check && missing(l, req, take, res, err, &rc))
+        return rc;
     if (out[0] != 0)
         return script_error(out[0], req, permits, out[3], err);
     res->allowed = out[1] != 0;
@@ -257,15 +324,18 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
 }
 
 /* Fills item i's answer from its 8 numbers of the script's reply. */
-static void item_answer(const struct limiter_request *req, const long long *o,
+static void item_answer(struct limiter *l, const struct limiter_request *req, const long long *o,
                         struct limiter_result *res, struct permitd_error *err)
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
+    int rc;
 
     memset(res, 0, sizeof(*res));
     res->limit = o[3];
     err->code = PERMITD_OK;
     err->message[0] = '\0';
+    if (o[0] == PERMITD_ENOTFOUND && missing(l, req, 1, res, err, &rc))
+        return;
     if (o[0] != 0) {
         script_error(o[0], req, permits, o[3], err);
         return;
@@ -402,7 +472,7 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
                                   "redis could not decide policy \"%s\" (see permitd's log)",
                                   reqs[i].bucket);
             else
-                item_answer(&reqs[i], &calls[g].out[8 * j], &res[i], &errs[i]);
+                item_answer(l, &reqs[i], &calls[g].out[8 * j], &res[i], &errs[i]);
         }
     }
 done:

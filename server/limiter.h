@@ -67,6 +67,15 @@ struct limiter_fallback {
  * so the request path never touches its lock. */
 int limiter_set_fallbacks(struct limiter *l, const struct limiter_fallback *v, size_t n);
 
+/* fn is called (from a request thread) when Redis lacks a policy that the
+ * failure-mode table has: Redis lost it and it must be reloaded now. Set
+ * once at start-up. */
+void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud);
+
+/* Drops a deleted policy from the failure-mode table, so it answers
+ * not_found at once. */
+void limiter_forget(struct limiter *l, const char *name);
+
 /* How many Acquires failure_mode "open" let through so far. */
 uint64_t limiter_open_passes(struct limiter *l);
 

@@ -88,6 +88,7 @@ static int serve(const struct config *cfg)
     if (cfg->mysql_url[0] != '\0') {
         if (sync_new(cfg, redis, limiter, &sync, &err) != PERMITD_OK)
             goto out;
+        limiter_set_missing_hook(limiter, sync_kick, sync);
         config_mysql_url_masked(&cfg->mysql, mysql, sizeof(mysql));
     }
     if (admin_new(cfg, redis, limiter, sync, stats, &admin, &err) != PERMITD_OK)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
@@ -26,6 +27,7 @@
 
 #define SYNC_REDIS_DEADLINE_MS 2000
 #define SYNC_BACKOFF_MAX_MS 30000
+#define KICK_GAP_MS 100
 
 struct sync {
     const struct config *cfg;
@@ -40,6 +42,7 @@ struct sync {
     pthread_mutex_t lock;       /* guards stopping and status */
     pthread_cond_t wake;
     int stopping;
+    int kicked;                 /* a pass was asked for (sync_kick) */
     struct sync_status status;
 };
 
@@ -314,13 +317,23 @@ static void *run(void *arg)
                 until.tv_sec++;
                 until.tv_nsec -= 1000000000;
             }
-            while (!s->stopping &&
+            while (!s->stopping && !s->kicked &&
                    pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
                 ;
         }
         if (s->stopping) {
             pthread_mutex_unlock(&s->lock);
             break;
+        }
+        if (s->kicked) {
+            /* Asked for: not more often than every KICK_GAP_MS. */
+            int64_t since = (clock_now_us() - s->status.last_attempt_us) / 1000;
+            s->kicked = 0;
+            if (since < KICK_GAP_MS) {
+                pthread_mutex_unlock(&s->lock);
+                usleep((useconds_t)(KICK_GAP_MS - since) * 1000);
+                pthread_mutex_lock(&s->lock);
+            }
         }
         pthread_mutex_unlock(&s->lock);
 
@@ -360,6 +373,18 @@ static void *run(void *arg)
         pthread_mutex_unlock(&s->lock);
     }
     return NULL;
+}
+
+void sync_kick(void *ud)
+{
+    struct sync *s = ud;
+
+    pthread_mutex_lock(&s->lock);
+    if (!s->kicked) {
+        s->kicked = 1;
+        pthread_cond_signal(&s->wake);
+    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 int sync_start(struct sync *s, struct permitd_error *err)

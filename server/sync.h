@@ -62,6 +62,10 @@ int sync_write_policy(struct sync *s, const struct store_policy *p, struct permi
 /* Removes a deleted policy's hash from Redis now. */
 int sync_remove_policy(struct sync *s, const char *name, struct permitd_error *err);
 
+/* Asks the background thread for a pass now (it runs at most every 100 ms
+ * this way). Callable from any thread; ud is the struct sync. */
+void sync_kick(void *ud);
+
 /* Copies the current status (thread-safe). */
 void sync_get_status(struct sync *s, struct sync_status *out);
 

@@ -187,8 +187,24 @@ class SyncTest(unittest.TestCase):
         wait_for("policy", lambda: self.hash("phoenix"))
         for k in self.redis("KEYS", self.prefix + "*"):
             self.redis("DEL", k)
-        self.assertEqual(error_code(p.http().acquire("phoenix")), "not_found")
+        # MySQL still has it: not a not_found but "not back yet" (failure_mode
+        # closed), and the miss itself asks the sync for a pass at once.
+        r = p.http().acquire("phoenix")
+        self.assertEqual(error_code(r), "unavailable", r)
+        self.assertIn("not back in Redis yet", r.json()["message"])
         wait_for("back", lambda: decision(p.http().acquire("phoenix")).get("allowed"))
+
+    def test_a_miss_brings_the_policy_back_before_the_interval(self):
+        self.add_policy("quick", 5, "1")
+        p = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
+                                              "--sync-interval-ms", "600000"])
+        self.procs.append(p)
+        wait_for("policy", lambda: self.hash("quick"))
+        self.redis("DEL", "%s{quick}:policy" % self.prefix)
+        self.assertEqual(error_code(p.http().acquire("quick")), "unavailable")
+        # The regular pass is ten minutes away; the miss triggered one.
+        wait_for("back", lambda: decision(p.http().acquire("quick")).get("allowed"), 5)
+        self.assertEqual(error_code(p.http().acquire("never-existed")), "not_found")
 
     def test_mysql_down_acquire_keeps_working_and_readyz_says_why(self):
         db = harness.PrivateMariaDB()
