@@ -6,7 +6,11 @@
 #   scripts/test.sh                 everything
 #   scripts/test.sh -L unit         any ctest arguments narrow the run
 #
-# Environment: PERMITD_BUILD_DIR (default build/test), PERMITD_JOBS.
+# Then, if that passed, a second build with clang and libFuzzer (tests/fuzz)
+# runs every fuzzer for PERMITD_FUZZ_SECONDS (default 20; 0 skips this).
+#
+# Environment: PERMITD_BUILD_DIR (default build/test), PERMITD_JOBS,
+# PERMITD_FUZZ_BUILD_DIR (default build/fuzz), PERMITD_FUZZ_SECONDS.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,4 +34,20 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 cd "$build"
-ctest --output-on-failure --timeout 900 "$@"
+status=0
+ctest --output-on-failure --timeout 900 "$@" || status=$?
+fuzz_seconds=${PERMITD_FUZZ_SECONDS:-20}
+if [ "$status" -ne 0 ] || [ "$fuzz_seconds" = 0 ]; then
+    exit "$status"
+fi
+
+# The fuzzers: request decoding (Connect framing, proto, JSON) and config
+# parsing under libFuzzer + ASan + UBSan, each on a copy of its seed corpus
+# (tests/fuzz/corpus), in parallel. A failure leaves the input that did it
+# in $fuzz_build/tests/fuzz/artifacts/.
+fuzz_build=${PERMITD_FUZZ_BUILD_DIR:-$root/build/fuzz}
+CC=clang cmake -S "$root" -B "$fuzz_build" -DPERMITD_FUZZ=ON -DBUILD_TESTING=ON \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERMITD_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
+cmake --build "$fuzz_build" -j "$jobs" --target fuzzers
+cd "$fuzz_build"
+ctest -L fuzz --output-on-failure -j "$jobs"

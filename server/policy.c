@@ -131,19 +131,41 @@ int policy_check_rate(const char *field, const char *value, struct permitd_error
     return PERMITD_OK;
 }
 
-/* Counts UTF-8 characters; -1 when s is not UTF-8. */
+/* Counts UTF-8 characters; -1 when s is not well-formed UTF-8 (RFC 3629:
+ * no overlong forms, no surrogates, nothing above U+10FFFF). */
 static long utf8_chars(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     long n = 0;
 
     while (*p) {
-        int len = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 0;
-        if (len == 0)
+        unsigned c = *p, lo = 0x80, hi = 0xbf;
+        int len;
+
+        if (c < 0x80)
+            len = 1;
+        else if (c >= 0xc2 && c <= 0xdf)
+            len = 2;
+        else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            if (c == 0xe0)
+                lo = 0xa0;          /* overlong */
+            else if (c == 0xed)
+                hi = 0x9f;          /* surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            if (c == 0xf0)
+                lo = 0x90;          /* overlong */
+            else if (c == 0xf4)
+                hi = 0x8f;          /* above U+10FFFF */
+        } else {
             return -1;
-        for (int i = 1; i < len; i++)
-            if ((p[i] & 0xc0) != 0x80)
+        }
+        for (int i = 1; i < len; i++) {
+            unsigned b = p[i];
+            if (i == 1 ? (b < lo || b > hi) : (b & 0xc0) != 0x80)
                 return -1;
+        }
         p += len;
         n++;
     }

@@ -9,8 +9,9 @@
  *     json_encode_error() can put in a Connect error body;
  *   - what the strict decoder takes, the lenient one takes the same way;
  *   - json_encode() of the result is UTF-8 JSON that the strict decoder
- *     takes back to the same message (same packed bytes), and encoding
- *     that gives the same text;
+ *     takes back to the same message (same packed bytes; for a message
+ *     with a map, whose JSON keeps one entry per key, the same JSON), and
+ *     encoding that gives the same text;
  *   - the binary codec agrees: pack -> unpack -> json_encode is the same text;
  *   - policy.c's checks pass or fail exactly as their rules say.
  */
@@ -64,7 +65,7 @@ static void check_decoded(const ProtobufCMessageDescriptor *desc, ProtobufCMessa
         fprintf(stderr, "json_decode refused json_encode's \"%s\": %s\n", json, err.message);
         FUZZ_CHECK(!"json_encode output decodes");
     }
-    if (!fuzz_same_packed(msg, back)) {
+    if (!fuzz_has_map(desc, 0) && !fuzz_same_packed(msg, back)) {
         fprintf(stderr, "JSON round trip of %s changed it: %s\n", desc->name, json);
         FUZZ_CHECK(!"JSON round trip keeps the message");
     }

@@ -22,9 +22,14 @@
 #include "policy.h"
 #include "permit/v1/admin.pb-c.h"
 #include "permit/v1/ratelimit.pb-c.h"
+#include "jsontest.pb-c.h"
+#include "jsontest2.pb-c.h"
 
 /* Requests first: they are what permitd decodes from clients. The
- * responses follow, for the kinds of fields only they have (double, oneof). */
+ * responses follow, for the kinds of fields only they have (double, oneof),
+ * then the test messages of tests/unit/proto, which have every kind of
+ * field json.c maps (bytes, enums, maps, floats, proto2 defaults and
+ * required fields), so no path of the generic codec goes unfuzzed. */
 static const ProtobufCMessageDescriptor *const fuzz_messages[] = {
     &permit__v1__acquire_request__descriptor,
     &permit__v1__peek_request__descriptor,
@@ -50,8 +55,33 @@ static const ProtobufCMessageDescriptor *const fuzz_messages[] = {
     &permit__v1__get_bucket_response__descriptor,
     &permit__v1__get_policy_stats_response__descriptor,
     &permit__v1__login_response__descriptor,
+    &permit__test__all_types__descriptor,
+    &permit__test__legacy__descriptor,
 };
 #define FUZZ_NMESSAGES (sizeof(fuzz_messages) / sizeof(fuzz_messages[0]))
+
+/* Whether messages of type d can hold a map (at any depth). A map read
+ * from JSON can hold one key twice ("1" and "01" for an int32 key; binary
+ * input any key twice) and JSON keeps only the last, so for these the
+ * fuzzers check that JSON is stable rather than that it is lossless. */
+static inline int fuzz_has_map(const ProtobufCMessageDescriptor *d, int depth)
+{
+    for (unsigned i = 0; depth < 8 && i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        const ProtobufCMessageDescriptor *sub = f->descriptor;
+        size_t n;
+
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        n = strlen(sub->short_name);
+        if (f->label == PROTOBUF_C_LABEL_REPEATED && n > 5 &&
+            strcmp(sub->short_name + n - 5, "Entry") == 0)
+            return 1;
+        if (fuzz_has_map(sub, depth + 1))
+            return 1;
+    }
+    return 0;
+}
 
 /* The packed bytes of msg: a new buffer (free()), its length in *len. */
 static inline uint8_t *fuzz_pack(const ProtobufCMessage *msg, size_t *len)
@@ -126,6 +156,9 @@ static inline void fuzz_strings_of(ProtobufCMessage *msg, void *ud)
 
         if (f->type != PROTOBUF_C_TYPE_STRING)
             continue;
+        if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            *(uint32_t *)((char *)msg + f->quantifier_offset) != f->id)
+            continue;    /* not the member chosen: its slot is another's */
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             size_t n = *(size_t *)((char *)msg + f->quantifier_offset);
             for (size_t k = 0; k < n; k++)
@@ -245,28 +278,16 @@ static inline int fuzz_rate_ok(const char *s)
     return digits > 0 && frac <= 12 && nonzero && strtod(s, NULL) <= 1e9;
 }
 
-/* Characters of a description as policy.c counts them, or -1 when it is
- * not UTF-8. NOTE: policy.c only checks the shape of each sequence (lead
- * byte, then continuation bytes), so it lets overlong forms (C0 AF),
- * surrogates (ED A0 80) and code points past U+10FFFF (F5..F7 leads)
- * through, which fuzz_utf8() refuses; this mirrors the shape rule so the
- * fuzzer checks everything else. */
+/* Characters of a description, or -1 when it is not well-formed UTF-8
+ * (the rule policy.c applies, restated: fuzz_utf8()). */
 static inline long fuzz_description_chars(const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
     long n = 0;
 
-    while (*p) {
-        int len = *p < 0x80 ? 1 : *p >= 0xc0 && *p < 0xe0 ? 2
-                : *p >= 0xe0 && *p < 0xf0 ? 3 : *p >= 0xf0 && *p < 0xf8 ? 4 : 0;
-        if (len == 0)
-            return -1;
-        for (int i = 1; i < len; i++)
-            if ((p[i] & 0xc0) != 0x80)
-                return -1;
-        p += len;
-        n++;
-    }
+    if (!fuzz_utf8((const unsigned char *)s, strlen(s)))
+        return -1;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        n += (*p & 0xc0) != 0x80;
     return n;
 }
 
