@@ -19,24 +19,27 @@
 # Prints one markdown table and writes it, with the machine's description
 # and the exact commands, to tests/bench/RESULTS.md. See tests/bench/README.md.
 #
-# Knobs (environment): BENCH_DURATION (s per measured run, 10),
+# Knobs (environment): BENCH_DURATION (s per measured run, 5),
+# BENCH_ROUNDS (2: each case runs this many times, the best round counts),
 # BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (50), BENCH_WRK_THREADS (1),
 # BENCH_THREADS ("2 4 8 16 32": permitd --threads values tried; the best is
-# used), BENCH_PROFILE (1: also perf-record permitd under load and list the
-# top functions), BENCH_KEEP (1: keep the temporary directory and its logs),
-# BENCH_RESULTS (where to write the results, tests/bench/RESULTS.md).
+# used; BENCH_SELECT_DURATION s each, 4), BENCH_PROFILE (1, the default:
+# when perf is installed, also perf-record permitd under load and list the
+# top functions; 0: skip), BENCH_KEEP (1: keep the temporary directory and
+# its logs), BENCH_RESULTS (where to write the results, tests/bench/RESULTS.md).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-DURATION=${BENCH_DURATION:-10}
+DURATION=${BENCH_DURATION:-5}
+ROUNDS=${BENCH_ROUNDS:-2}
 WARMUP=${BENCH_WARMUP:-2}
-SELECT_DURATION=${BENCH_SELECT_DURATION:-5}
+SELECT_DURATION=${BENCH_SELECT_DURATION:-4}
 DENY_DURATION=${BENCH_DENY_DURATION:-5}
 CONNS=${BENCH_CONNECTIONS:-50}
 WRK_THREADS=${BENCH_WRK_THREADS:-1}
 THREAD_CHOICES=${BENCH_THREADS:-"2 4 8 16 32"}
-PROFILE=${BENCH_PROFILE:-0}
+PROFILE=${BENCH_PROFILE:-1}
 RESULTS=${BENCH_RESULTS:-$here/RESULTS.md}
 NKEYS=100000
 BATCH=100
@@ -66,7 +69,7 @@ if [ ! -f "$here/peer/node_modules/.package-lock.json" ] ||
 fi
 
 tmp=$(mktemp -d /tmp/permitd-bench-XXXXXX)
-permitd_pid="" peer_pid="" sampler_pid="" monitor_pid=""
+permitd_pid="" sampler_pid="" monitor_pid=""
 
 cleanup() {
     local rc=$?
@@ -76,7 +79,7 @@ cleanup() {
     declare -F stop_peer >/dev/null && stop_peer
     "$root/tests/stack/redis.sh" stop "$tmp/redis" >/dev/null 2>&1
     if [ "$rc" -ne 0 ]; then
-        for f in "$tmp"/*.log; do
+        for f in "$tmp"/permitd.*.log "$tmp"/peer.*.log "$tmp"/perf.log; do
             [ -f "$f" ] && { echo "--- $f (tail)" >&2; tail -n 15 "$f" >&2; }
         done
     fi
@@ -90,10 +93,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# A port nothing listens on, below the kernel's ephemeral range (a port in
+# that range may be held by one of the many client sockets the runs open).
+eph_lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 free_port() {
-    local p
+    local p lo=10000 hi=$(( eph_lo > 12000 ? eph_lo : 32768 ))
     while :; do
-        p=$(( 20000 + RANDOM % 40000 ))
+        p=$(( lo + RANDOM % (hi - lo) ))
         (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
     done
 }
@@ -132,6 +138,24 @@ cpu_ticks() {
     echo "$s"
 }
 
+# CPU ticks in the kernel (stime) of the given pids, summed.
+sys_ticks() {
+    local s=0 p t
+    for p in "$@"; do
+        t=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $13}') || t=0
+        s=$(( s + ${t:-0} ))
+    done
+    echo "$s"
+}
+
+# Context switches (voluntary + involuntary) of every thread of the pids.
+ctx_switches() {
+    local p
+    for p in "$@"; do
+        cat /proc/"$p"/task/*/status 2>/dev/null
+    done | awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s += $2} END {print s + 0}'
+}
+
 children_of() {
     cat "/proc/$1/task/$1/children" 2>/dev/null ||
         awk -v p="$1" '$4 == p {print $1}' /proc/[0-9]*/stat 2>/dev/null
@@ -162,8 +186,8 @@ stop_sampler() {
 
 # One field of INFO commandstats: cmdstat_value evalsha usec_per_call
 cmdstat() {
-    rcli INFO commandstats | tr -d '\r' |
-        sed -n "s/^cmdstat_$1:.*[:,]$2=\([0-9.]*\).*/\1/p" | head -1
+    rcli INFO commandstats | tr -d '\r' | sed -n "s/^cmdstat_$1:/,/p" |
+        sed -n "s/.*,$2=\([0-9.]*\).*/\1/p" | sed -n 1p
 }
 
 # Writes the script made per call (SET/PSETEX/HSET/PEXPIRE/... from inside
@@ -182,19 +206,31 @@ writes_per_call() {
 # evalsha_us|writes].
 run_wrk() {
     local id=$1 url=$2 pids=$3 dur=${RUN_DURATION:-$DURATION}; shift 4
-    local line c0 c1 r0 r1
+    local line c0 c1 r0 r1 x0 x1 s0 s1 l0=0
+    local watch=""
+    [ "$pids" = "$permitd_pid" ] && watch=${server_log:-}
+    [ -n "$watch" ] && l0=$(wc -l < "$watch")
     env "$@" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${WARMUP}s" -s "$here/acquire.lua" "$url" \
         > "$tmp/$id.warmup.log" 2>&1 || true
     rcli CONFIG RESETSTAT >/dev/null
     # shellcheck disable=SC2086
     start_sampler "$tmp/$id.rss" $pids
     # shellcheck disable=SC2086
-    c0=$(cpu_ticks $pids); r0=$(cpu_ticks "$redis_pid")
+    c0=$(cpu_ticks $pids); r0=$(cpu_ticks "$redis_pid"); x0=$(ctx_switches $pids)
+    # shellcheck disable=SC2086
+    s0=$(sys_ticks $pids)
     env "$@" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${dur}s" -s "$here/acquire.lua" "$url" \
         > "$tmp/$id.log" 2>&1 || true
     # shellcheck disable=SC2086
-    c1=$(cpu_ticks $pids); r1=$(cpu_ticks "$redis_pid")
+    # shellcheck disable=SC2086
+    c1=$(cpu_ticks $pids); r1=$(cpu_ticks "$redis_pid"); x1=$(ctx_switches $pids)
+    # shellcheck disable=SC2086
+    s1=$(sys_ticks $pids)
     stop_sampler
+    if [ -n "$watch" ]; then   # what permitd had to say during the run
+        R[$id.logn]=$(( $(wc -l < "$watch") - l0 ))
+        R[$id.log1]=$(tail -n +"$(( l0 + 1 ))" "$watch" | sed -n '1s/^.*msg=//p' | cut -c1-140)
+    fi
     commands+=("$* wrk -t$WRK_THREADS -c$CONNS -d${dur}s -s tests/bench/acquire.lua $url")
     line=$(grep '^BENCH ' "$tmp/$id.log" || true)
     if [ -z "$line" ]; then
@@ -211,14 +247,28 @@ run_wrk() {
         requests=*) R[$id.req]=${kv#requests=} ;;
         non2xx=*) R[$id.non2xx]=${kv#non2xx=} ;;
         sockerr=*) R[$id.sockerr]=${kv#sockerr=} ;;
+        secs=*) R[$id.secs]=${kv#secs=} ;;
+        esac
+    done
+    for kv in $(grep '^BATCH ' "$tmp/$id.log" || true); do
+        case $kv in
+        items_ok=*) R[$id.items_ok]=${kv#items_ok=} ;;
+        items_err=*) R[$id.items_err]=${kv#items_err=} ;;
+        items_allowed=*) R[$id.items_allowed]=${kv#items_allowed=} ;;
+        first_err=*) R[$id.first_err]=${kv#first_err=} ;;
         esac
     done
     R[$id.cpu_us]=$(awk -v t=$(( c1 - c0 )) -v hz="$CLK_TCK" -v n="${R[$id.req]}" \
         'BEGIN {printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0)}')
     R[$id.rcpu_us]=$(awk -v t=$(( r1 - r0 )) -v hz="$CLK_TCK" -v n="${R[$id.req]}" \
         'BEGIN {printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0)}')
+    R[$id.sys_pct]=$(awk -v s=$(( s1 - s0 )) -v t=$(( c1 - c0 )) \
+        'BEGIN {printf "%.0f", (t > 0 ? 100 * s / t : 0)}')
+    R[$id.ctx]=$(awk -v x=$(( x1 - x0 )) -v n="${R[$id.req]}" \
+        'BEGIN {printf "%.1f", (n > 0 ? x / n : 0)}')
     R[$id.rss_kb]=$(cat "$tmp/$id.rss")
     R[$id.evalsha_us]=$(cmdstat evalsha usec_per_call)
+    R[$id.evalsha_calls]=$(cmdstat evalsha calls)
     R[$id.writes]=$(writes_per_call evalsha)
     log "$(printf '%-22s %9.0f req/s  p50 %6s us  p99 %6s us  p99.9 %6s us  non-2xx %s' \
         "$id" "${R[$id.rps]}" "${R[$id.p50]}" "${R[$id.p99]}" "${R[$id.p999]}" "${R[$id.non2xx]}")"
@@ -251,54 +301,73 @@ run_rb() {
 }
 
 api_port="" admin_port=""
-start_permitd() {
-    api_port=$(free_port); admin_port=$(free_port)
-    while [ "$admin_port" = "$api_port" ]; do admin_port=$(free_port); done
-    "$permitd" --listen "127.0.0.1:$api_port" --admin-listen "127.0.0.1:$admin_port" \
-        --redis-url "redis://127.0.0.1:$rport" --redis-prefix "$PREFIX" \
-        --threads "$1" --log-level warn > "$tmp/permitd.$1.log" 2>&1 &
-    permitd_pid=$!
-    for _ in $(seq 1 100); do
-        curl -sf "http://127.0.0.1:$api_port/healthz" >/dev/null 2>&1 && return 0
-        kill -0 "$permitd_pid" 2>/dev/null || break
-        sleep 0.1
+start_permitd() {   # start_permitd THREADS; a few ports tried
+    local attempt
+    server_log="$tmp/permitd.$1.log"
+    for attempt in 1 2 3 4 5; do
+        api_port=$(free_port); admin_port=$(free_port)
+        while [ "$admin_port" = "$api_port" ]; do admin_port=$(free_port); done
+        "$permitd" --listen "127.0.0.1:$api_port" --admin-listen "127.0.0.1:$admin_port" \
+            --redis-url "redis://127.0.0.1:$rport" --redis-prefix "$PREFIX" \
+            --threads "$1" --log-level warn >> "$server_log" 2>&1 &
+        permitd_pid=$!
+        for _ in $(seq 1 100); do
+            curl -sf "http://127.0.0.1:$api_port/healthz" >/dev/null 2>&1 && return 0
+            kill -0 "$permitd_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill "$permitd_pid" 2>/dev/null || true
+        wait "$permitd_pid" 2>/dev/null || true
+        permitd_pid=""
+        log "permitd --threads $1 did not come up on port $api_port (attempt $attempt)"
     done
-    die "permitd --threads $1 did not come up (see $tmp/permitd.$1.log)"
+    die "permitd --threads $1 did not come up (see $server_log)"
 }
 stop_permitd() {
     [ -n "$permitd_pid" ] || return 0
     kill "$permitd_pid" 2>/dev/null || true
     wait "$permitd_pid" 2>/dev/null || true
-    permitd_pid=""
+    permitd_pid="" server_log=""
 }
 
-peer_port=""
-start_peer() {
-    peer_port=$(free_port)
-    PORT=$peer_port REDIS_HOST=127.0.0.1 REDIS_PORT=$rport POLICY_PREFIX=$PREFIX \
-        PEER_PREFIX="peer$1:" WORKERS=$1 node "$here/peer/server.js" > "$tmp/peer.$1.log" 2>&1 &
-    peer_pid=$!
-    for _ in $(seq 1 100); do
-        curl -sf "http://127.0.0.1:$peer_port/healthz" >/dev/null 2>&1 && break
-        kill -0 "$peer_pid" 2>/dev/null || die "the peer did not start (see $tmp/peer.$1.log)"
-        sleep 0.1
+declare -A PEER_PID PEER_PORT
+start_peer() {   # start_peer PROCESSES; a few ports tried
+    local attempt up port pid
+    for attempt in 1 2 3 4 5; do
+        port=$(free_port) up=""
+        PORT=$port REDIS_HOST=127.0.0.1 REDIS_PORT=$rport POLICY_PREFIX=$PREFIX \
+            PEER_PREFIX="peer$1:" WORKERS=$1 node "$here/peer/server.js" >> "$tmp/peer.$1.log" 2>&1 &
+        pid=$!
+        PEER_PID[$1]=$pid PEER_PORT[$1]=$port
+        for _ in $(seq 1 100); do
+            curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && { up=1; break; }
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        [ -n "$up" ] && break
+        stop_peer "$1"
+        log "the peer did not come up on port $port (attempt $attempt)"
     done
+    [ -n "$up" ] || die "the peer did not start (see $tmp/peer.$1.log)"
     if [ "$1" -gt 1 ]; then     # every worker listening
         for _ in $(seq 1 100); do
-            [ "$(children_of "$peer_pid" | wc -w)" -ge "$1" ] && break
+            [ "$(children_of "$pid" | wc -w)" -ge "$1" ] && break
             sleep 0.1
         done
         sleep 0.5
     fi
 }
-stop_peer() {
-    [ -n "$peer_pid" ] || return 0
-    local kids
-    kids=$(children_of "$peer_pid")
-    kill "$peer_pid" 2>/dev/null || true
-    wait "$peer_pid" 2>/dev/null || true
-    for k in $kids; do kill "$k" 2>/dev/null || true; done
-    peer_pid=""
+stop_peer() {    # stop_peer [PROCESSES]: that one, or every peer
+    local n kids pid
+    for n in ${1:-${!PEER_PID[@]}}; do
+        pid=${PEER_PID[$n]:-}
+        [ -n "$pid" ] || continue
+        kids=$(children_of "$pid")
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        for k in $kids; do kill "$k" 2>/dev/null || true; done
+        unset "PEER_PID[$n]"
+    done
 }
 
 # The exact EVALSHA permitd sends for one Acquire, captured with MONITOR, as
@@ -313,7 +382,7 @@ capture_call() {   # capture_call OUTFILE JSON-BODY MATCH
     sleep 0.3
     kill "$monitor_pid" 2>/dev/null; wait "$monitor_pid" 2>/dev/null || true
     monitor_pid=""
-    grep -a '"EVALSHA"' "$out.monitor" | grep -aF -m1 "$match" | sed 's/^[^]]*\] //' |
+    grep -a '"EVALSHA"' "$out.monitor" | grep -aF "$match" | sed -n '1s/^[^]]*\] //p' |
         awk '{ s = substr($0, 2, length($0) - 2); n = split(s, a, /" "/);
                for (i = 2; i <= n; i++) print a[i] }' > "$out"
     [ -s "$out" ] || die "no EVALSHA seen from permitd (reply: $(cat "$tmp/capture.reply"))"
@@ -392,15 +461,71 @@ log "best --threads: $best_threads"
 stop_permitd
 start_permitd "$best_threads"
 
-# ------------------------------------------------------ permitd measured
+# ------------------------------------------------------------ measured
+# Contestants of one case run back to back (permitd binary and JSON, the
+# peer with 1 and 2 processes, the redis-benchmark ceiling), so that other
+# work on the machine moves them alike and their ratios hold. Idle servers
+# wait on their sockets and cost nothing meanwhile.
+start_peer 1
+start_peer 2
 url=$(url_acquire)
-run_wrk bin_hot "$url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET=hot BENCH_KEYS=0
+peer_url() { echo "http://127.0.0.1:${PEER_PORT[$1]}/acquire"; }
+peer_pids() { echo "${PEER_PID[$1]} $(children_of "${PEER_PID[$1]}" | tr '\n' ' ')"; }
+for w in 1 2; do
+    R[peer$w.sample]=$(curl -s -H 'Content-Type: application/json' \
+        -d "{\"bucket\":\"keys\",\"app\":\"$APP\",\"key\":\"user-000042\",\"permits\":1}" \
+        "$(peer_url $w)")
+done
+naive_sha=$(rcli -x SCRIPT LOAD < "$here/naive.lua")
+
+# Each case runs ROUNDS times, and each contestant keeps its best round:
+# interference from other work on the machine only ever slows a run down.
+# Every round's req/s is listed in RESULTS.md.
+keep_best() {   # keep_best ID: R[ID.*] := R[ID@<best round>.*]
+    local id=$1 r best="" best_rps=-1 k all=""
+    for r in $(seq 1 "$ROUNDS"); do
+        all="$all${all:+ / }$(fmt_int "${R[$id@$r.rps]:-0}")"
+        if awk -v a="${R[$id@$r.rps]:-0}" -v b="$best_rps" 'BEGIN {exit !(a > b)}'; then
+            best=$r best_rps=${R[$id@$r.rps]:-0}
+        fi
+    done
+    for k in "${!R[@]}"; do
+        case $k in "$id@$best".*) R[$id.${k#"$id@$best".}]=${R[$k]} ;; esac
+    done
+    R[$id.rounds]=$all
+    rounds_ids+=("$id")
+}
+rounds_ids=()
+
+for r in $(seq 1 "$ROUNDS"); do
+    log "hot bucket, round $r/$ROUNDS: permitd, the peer, the ceiling"
+    run_wrk "bin_hot@$r" "$url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET=hot BENCH_KEYS=0
+    run_wrk "json_hot@$r" "$url" "$permitd_pid" -- BENCH_CODEC=json BENCH_BUCKET=hot BENCH_KEYS=0
+    for w in 1 2; do
+        run_wrk "peer${w}_hot@$r" "$(peer_url $w)" "$(peer_pids $w)" -- \
+            BENCH_CODEC=json BENCH_BUCKET=hot BENCH_KEYS=0
+    done
+    run_rb "rb_hot@$r" -- "${bench_hot[@]}"
+done
+for id in bin_hot json_hot peer1_hot peer2_hot rb_hot; do keep_best "$id"; done
+
 RUN_DURATION=$DENY_DURATION run_wrk bin_deny "$url" "$permitd_pid" -- \
     BENCH_CODEC=proto BENCH_BUCKET=deny BENCH_KEYS=0
 R[deny.sample]=$(node "$here/probe.js" acquire "$url" deny "$APP" || true)
-run_wrk bin_keys "$url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
-run_wrk json_hot "$url" "$permitd_pid" -- BENCH_CODEC=json BENCH_BUCKET=hot BENCH_KEYS=0
-run_wrk json_keys "$url" "$permitd_pid" -- BENCH_CODEC=json BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
+
+for r in $(seq 1 "$ROUNDS"); do
+    log "100k keys, round $r/$ROUNDS: permitd, the peer, the ceiling, the naive script"
+    run_wrk "bin_keys@$r" "$url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
+    run_wrk "json_keys@$r" "$url" "$permitd_pid" -- BENCH_CODEC=json BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
+    for w in 1 2; do
+        run_wrk "peer${w}_keys@$r" "$(peer_url $w)" "$(peer_pids $w)" -- \
+            BENCH_CODEC=json BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
+    done
+    run_rb "rb_keys@$r" -- "${bench_keys[@]}"
+    run_rb "rb_naive@$r" -- EVALSHA "$naive_sha" 1 "naive:{keys}:user-__rand_int__" 1000000 0.01 1
+done
+for id in bin_keys json_keys peer1_keys peer2_keys rb_keys rb_naive; do keep_best "$id"; done
+stop_peer
 
 batch_url="http://127.0.0.1:$api_port$API/AcquireBatch"
 batch_probe=$(node "$here/probe.js" batch "$batch_url" keys "$APP" "$NKEYS" "$BATCH") && batch_rc=0 || batch_rc=$?
@@ -409,7 +534,10 @@ R[batch.probe]=$batch_probe
 if [ "$batch_rc" -eq 0 ]; then
     run_wrk batch "$batch_url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET=keys \
         BENCH_KEYS=$NKEYS BENCH_BATCH=$BATCH
-    R[batch.decisions]=$(awk -v r="${R[batch.rps]}" -v b=$BATCH 'BEGIN {printf "%.0f", r * b}')
+    # decisions/s: items answered with a decision (not an error) per second
+    R[batch.decisions]=$(awk -v n="${R[batch.items_ok]:-0}" -v t="${R[batch.secs]:-0}" \
+        'BEGIN {printf "%.0f", (t > 0 ? n / t : 0)}')
+    log "batch items: ${R[batch.items_ok]:-?} decided (${R[batch.items_allowed]:-?} allowed), ${R[batch.items_err]:-?} errors (first: ${R[batch.first_err]:-})"
 elif [ "$batch_rc" -eq 3 ]; then
     R[batch.state]="AcquireBatch: not implemented in this build"
     log "${R[batch.state]}"
@@ -430,35 +558,24 @@ if [ "$PROFILE" = 1 ] && command -v perf >/dev/null 2>&1; then
     perf record -e cpu-clock -F 999 -p "$permitd_pid" -o "$tmp/perf.data" -- sleep "$DURATION" \
         > "$tmp/perf.log" 2>&1 || true
     wait "$wrk_pid" || true
-    profile_top=$(perf report -i "$tmp/perf.data" --no-children --sort symbol,dso \
-        --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15 || true)
+    perf report -i "$tmp/perf.data" --no-children --sort symbol,dso --stdio 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | sed 's/[[:space:]]*$//' > "$tmp/perf.txt" || true
+    profile_top=$(
+        echo "all (kernel [k] and user space [.]):"
+        head -12 "$tmp/perf.txt"
+        echo
+        echo "user space only:"
+        grep -F '[.]' "$tmp/perf.txt" | sed -n 1,12p
+    )
     commands+=("perf record -e cpu-clock -F 999 -p PERMITD_PID -- sleep $DURATION; perf report --no-children --sort symbol,dso")
 fi
 stop_permitd
 
-# ------------------------------------------------------ Redis ceilings
-log "ceiling: redis-benchmark EVALSHA of permitd's script"
-run_rb rb_hot -- "${bench_hot[@]}"
-run_rb rb_keys -- "${bench_keys[@]}"
-naive_sha=$(rcli -x SCRIPT LOAD < "$here/naive.lua")
-run_rb rb_naive -- EVALSHA "$naive_sha" 1 "naive:{keys}:user-__rand_int__" 1000000 0.01 1
-
 # ---------------------------------------------------------- the peer
-declare -A P
-for w in 1 2; do
-    start_peer "$w"
-    # shellcheck disable=SC2046
-    pids="$peer_pid $(children_of "$peer_pid" | tr '\n' ' ')"
-    run_wrk "peer${w}_hot" "http://127.0.0.1:$peer_port/acquire" "$pids" -- \
-        BENCH_CODEC=json BENCH_BUCKET=hot BENCH_KEYS=0
-    run_wrk "peer${w}_keys" "http://127.0.0.1:$peer_port/acquire" "$pids" -- \
-        BENCH_CODEC=json BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
-    stop_peer
-done
 peer_best=1
 awk -v a="${R[peer2_keys.rps]}" -v b="${R[peer1_keys.rps]}" 'BEGIN {exit !(a > b)}' && peer_best=2
 for c in hot keys; do
-    for m in rps p50 p99 p999 req non2xx cpu_us rcpu_us rss_kb evalsha_us writes; do
+    for m in rps p50 p99 p999 req non2xx sockerr cpu_us sys_pct ctx rcpu_us rss_kb evalsha_us writes; do
         R[peer_$c.$m]=${R[peer${peer_best}_$c.$m]:-}
     done
 done
@@ -471,14 +588,15 @@ elapsed=$(( t_end - t_start ))
 
 row() {   # row LABEL CASE DECISIONS-PER-REQUEST NOTE
     local id=$2 dec
-    dec=$(awk -v r="${R[$id.rps]:-0}" -v b="$3" 'BEGIN {printf "%.0f", r * b}')
+    dec=${R[$id.decisions]:-$(awk -v r="${R[$id.rps]:-0}" -v b="$3" 'BEGIN {printf "%.0f", r * b}')}
     local err=""
     [ "${R[$id.non2xx]:-0}" != 0 ] && err=" **${R[$id.non2xx]} non-2xx**"
     [ "${R[$id.sockerr]:-0}" != 0 ] && err="$err **${R[$id.sockerr]} socket errors**"
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" \
+    [ "${R[$id.logn]:-0}" != 0 ] && err="$err; permitd logged ${R[$id.logn]} lines, first: \`${R[$id.log1]}\`"
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" \
         "$(fmt_int "${R[$id.rps]:-}")" "$(fmt_int "$dec")" \
         "$(fmt_ms "${R[$id.p50]:-}")" "$(fmt_ms "${R[$id.p99]:-}")" "$(fmt_ms "${R[$id.p999]:-}")" \
-        "${R[$id.cpu_us]:-–}" "${R[$id.rcpu_us]:-–}" "${R[$id.evalsha_us]:-–}" "$4$err"
+        "${R[$id.cpu_us]:-–}${R[$id.sys_pct]:+ (${R[$id.sys_pct]}% sys)}" "${R[$id.ctx]:-–}" "${R[$id.rcpu_us]:-–}" "${R[$id.evalsha_us]:-–}" "$4$err"
 }
 
 mb() { awk -v k="${1:-0}" 'BEGIN {printf "%.1f", k / 1024}'; }
@@ -492,8 +610,8 @@ batch_dec=${R[batch.decisions]:-}
 
 table=$(
 cat <<EOF
-| run | req/s | decisions/s | p50 ms | p99 ms | p99.9 ms | server CPU µs/req | Redis CPU µs/req | Redis µs/call (evalsha) | notes |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---|
+| run | req/s | decisions/s | p50 ms | p99 ms | p99.9 ms | server CPU µs/req | server ctx switches/req | Redis CPU µs/req | Redis µs/call (evalsha) | notes |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|
 EOF
 row "permitd Acquire binary, hot bucket" bin_hot 1 "$(ratio "${R[bin_hot.rps]}" "${R[rb_hot.rps]}")× ceiling; writes/call ${R[bin_hot.writes]}"
 row "permitd Acquire binary, hot bucket, deny-heavy (${DENY_DURATION}s)" bin_deny 1 "writes/call ${R[bin_deny.writes]} (denied calls write nothing)"
@@ -501,9 +619,10 @@ row "permitd Acquire binary, 100k keys" bin_keys 1 "$(ratio "${R[bin_keys.rps]}"
 row "permitd Acquire JSON, hot bucket" json_hot 1 "$(ratio "${R[json_hot.rps]}" "${R[rb_hot.rps]}")× ceiling; $(ratio "${R[json_hot.rps]}" "${R[peer_hot.rps]}")× peer"
 row "permitd Acquire JSON, 100k keys" json_keys 1 "$(ratio "${R[json_keys.rps]}" "${R[rb_keys.rps]}")× ceiling; $(ratio "${R[json_keys.rps]}" "${R[peer_keys.rps]}")× peer"
 if [ -n "$batch_dec" ]; then
-    row "permitd AcquireBatch ×$BATCH binary, 100k keys" batch $BATCH "${R[batch.probe]}"
+    row "permitd AcquireBatch ×$BATCH binary, 100k keys" batch $BATCH \
+        "per decision: server CPU $(awk -v x="${R[batch.cpu_us]}" -v b=$BATCH 'BEGIN {printf "%.1f", x / b}') µs, Redis CPU $(awk -v x="${R[batch.rcpu_us]}" -v b=$BATCH 'BEGIN {printf "%.1f", x / b}') µs; evalsha calls/req $(awk -v c="${R[batch.evalsha_calls]:-0}" -v n="${R[batch.req]:-0}" 'BEGIN {printf "%.1f", (n > 0 ? c / n : 0)}'); items: ${R[batch.items_ok]:-?} decided, ${R[batch.items_allowed]:-?} allowed, ${R[batch.items_err]:-?} errors$( [ "${R[batch.items_err]:-0}" != 0 ] && echo " (first: ${R[batch.first_err]:-?})" )"
 else
-    echo "| ${R[batch.state]} | – | – | – | – | – | – | – | – | |"
+    echo "| ${R[batch.state]} | – | – | – | – | – | – | – | – | – | |"
 fi
 row "peer (Node, $peer_label) JSON, hot bucket" peer_hot 1 "RSS peak $(mb "${R[peer_hot.rss_kb]}") MB"
 row "peer (Node, $peer_label) JSON, 100k keys" peer_keys 1 "RSS peak $(mb "${R[peer_keys.rss_kb]}") MB"
@@ -561,7 +680,7 @@ echo
 [ -n "$profile_top" ] && { echo "perf, permitd under load (self time):"; echo "$profile_top"; echo; }
 
 # ----------------------------------------------------------- RESULTS.md
-cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | sed -n 1p)
 mem_total=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
 git_rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "?")
 git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || true)
@@ -577,25 +696,35 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo "- CPUs: $(nproc) ($cpu_model)"
     echo "- memory: $mem_total"
     echo "- kernel: $(uname -sr)"
-    echo "- load average at the start: $load_start"
-    echo "- $(redis-server --version | cut -d' ' -f1-3), Node $(node --version), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
+    echo "- load average (1, 5, 15 min) at the start: $load_start, at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shows here)"
+    echo "- $(redis-server --version | cut -d' ' -f1-3), Node $(node --version), $(wrk -v 2>&1 | sed -n 1p | cut -d' ' -f1-2)"
     echo "- permitd: git $git_rev (+$git_dirty modified files), Release build, \`--threads $best_threads\`, \`--redis-prefix $PREFIX\`"
-    echo "- wrk: \`-t$WRK_THREADS -c$CONNS -d${DURATION}s\` after a ${WARMUP}s warm-up, keep-alive, loopback"
+    echo "- wrk: \`-t$WRK_THREADS -c$CONNS -d${DURATION}s\` after a ${WARMUP}s warm-up, keep-alive, loopback; each case run $ROUNDS times with its contestants back to back, the best round of each kept (see Rounds)"
     echo
     echo "## Results"
     echo
     echo "$table"
     echo
-    echo "Decisions/s = req/s × items per request. CPU µs/req: (utime+stime) of the"
-    echo "process(es) over the run ÷ requests. Redis µs/call: INFO commandstats"
+    echo "Decisions/s = req/s × items per request (for AcquireBatch: items answered with a decision, not an error, per second). CPU µs/req: (utime+stime) of the"
+    echo "process(es) over the run ÷ requests; context switches from every thread's"
+    echo "/proc status (voluntary + involuntary). Redis µs/call: INFO commandstats"
     echo "usec_per_call of evalsha (reset before each run). Ceiling rows: redis-benchmark"
     echo "\`-c $CONNS -P 1\`, keys spread with \`-r $NKEYS\` (its keys carry 12 digits:"
     echo "user-000000012345); p99.9 is not reported by redis-benchmark. The deny-heavy"
-    echo "run's sample reply: \`${R[deny.sample]}\`."
+    echo "run's sample reply: \`${R[deny.sample]}\`. Sample JSON replies, permitd:"
+    echo "\`$(cat "$tmp/capture.reply")\`, the peer: \`${R[peer1.sample]}\`."
     echo
     echo "## Targets (issue 5)"
     echo
     echo "$targets"
+    echo
+    echo "## Rounds"
+    echo
+    echo "req/s of every round (each ${DURATION}s; the table above shows the best):"
+    echo
+    echo "| run | req/s per round |"
+    echo "|---|---|"
+    for id in "${rounds_ids[@]}"; do echo "| $id | ${R[$id.rounds]} |"; done
     echo
     echo "## permitd --threads"
     echo
@@ -636,7 +765,7 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo "Peer: \`PORT=... REDIS_PORT=... POLICY_PREFIX=$PREFIX WORKERS=1|2 node tests/bench/peer/server.js\`."
     echo
     echo '```'
-    printf '%s\n' "${commands[@]}"
+    printf '%s\n' "${commands[@]}" | awk '!seen[$0]++'
     echo '```'
 } > "$RESULTS"
 
