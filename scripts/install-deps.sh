@@ -25,7 +25,9 @@ missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# Node.js: any node >= 18 will do; install Debian's only when there is none.
+# Node.js: the e2e tests' code generator (protoc-gen-es 2.x) wants Node 20.
+# Debian 12 ships 18, so a Node already on the machine is kept, and Debian's
+# is installed only when there is none (with a warning below).
 if [ "$what" = test ] && ! command -v node >/dev/null 2>&1; then
     missing+=(nodejs npm)
 fi
@@ -54,3 +56,11 @@ if [ ! -e "$policy" ]; then
     trap '$sudo rm -f "$policy"' EXIT
 fi
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+if [ "$what" = test ] && command -v node >/dev/null 2>&1; then
+    major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+    if [ "$major" -lt 20 ]; then
+        echo "install-deps: warning: node $(node --version) is older than 20, which the e2e" \
+             "tests' code generator (protoc-gen-es) asks for" >&2
+    fi
+fi

@@ -52,7 +52,7 @@ static const struct setting settings[] = {
     INT(max_connections_per_ip, "max-connections-per-ip", "PERMITD_MAX_CONNECTIONS_PER_IP",
         "0", 0, 1000000, "most connections from one client address; 0 = no limit "
         "(behind a load balancer every client has its address)"),
-    INT(max_header_bytes, "max-header-bytes", "PERMITD_MAX_HEADER_BYTES", "16384",
+    INT(max_header_bytes, "max-header-bytes", "PERMITD_MAX_HEADER_BYTES", "8192",
         2048, 1048576, "largest request line + headers, in bytes"),
     INT(access_log, "access-log", "PERMITD_ACCESS_LOG", "0", 0, 1,
         "1: log one line per HTTP request (method, path, status, time)"),
