@@ -151,6 +151,74 @@ local function micro(t)
   return m
 end
 
+-- Milliseconds until bucket b (holding `tokens` now) holds `want`, rounded
+-- up. The wait is computed, then checked against the very function the next
+-- decision will use, so a client that waits retry_after_ms is admitted
+-- (barring others taking the tokens first).
+local function retry_after(b, p, tokens, want)
+  local wait = math.ceil((want - tokens) * 1000000 / p.rate)
+  local step = 1
+  while level(b, p, now + wait) < want do
+    -- growing steps: past 2^53 us (285 years) wait + 1 == wait, and +1
+    -- steps would spin forever, holding Redis
+    wait = wait + step
+    step = step * 2
+  end
+  return math.min(math.ceil(wait / 1000), FOREVER_MS)
+end
+
+-- Writes bucket b's state: `tokens` now (or deletes it when full).
+local function save(b, p, tokens)
+  local ttl = until_full(p, tokens)
+  if ttl > 0 then
+    redis.call('SET', b.key, string.format('%.17g %d', tokens, now), 'PX', ttl)
+  elseif b.orig_stored then
+    redis.call('DEL', b.key)
+  end
+end
+
+-- The status of an item before any bucket is read: nil when it may be
+-- decided, else a negated Connect code.
+local function refusal(p, app, want)
+  if p.status then
+    return p.status
+  end
+  if not admits(p, app) then
+    return -7
+  end
+  if want > p.max then
+    return -11
+  end
+  return nil
+end
+
+-- One item (Acquire, Peek): the decision of the loop below without its
+-- bookkeeping for many items, since it is nearly every call.
+if n == 1 and mode ~= 'all' then
+  local p = policy(KEYS[1])
+  local want = tonumber(ARGV[3])
+  local status = refusal(p, ARGV[2], want)
+  if status then
+    return {status, 0, 0, p.max or 0, 0, 0, 0, 0}
+  end
+  local b = bucket(KEYS[2])
+  local tokens = level(b, p, now)
+  if mode == 'peek' then
+    return {0, 1, math.floor(tokens), p.max, 0, until_full(p, tokens), p.window, micro(tokens)}
+  end
+  if tokens >= want then
+    tokens = tokens - want
+    b.stored, b.since = tokens, now
+    save(b, p, tokens)
+    return {0, 1, math.floor(tokens), p.max, 0, until_full(p, tokens), p.window, micro(tokens)}
+  end
+  if b.skewed then
+    save(b, p, tokens)
+  end
+  return {0, 0, math.floor(tokens), p.max, retry_after(b, p, tokens, want),
+          until_full(p, tokens), p.window, micro(tokens)}
+end
+
 local out = {}
 local items = {}        -- per item: its bucket and policy
 local refused = false   -- some item of an "all" call was not granted
@@ -160,12 +228,7 @@ for i = 1, n do
   local p = policy(KEYS[2 * i - 1])
   local app, want = ARGV[2 * i], tonumber(ARGV[2 * i + 1])
   local o = 8 * (i - 1)
-  local status = p.status
-  if not status and not admits(p, app) then
-    status = -7
-  elseif not status and want > p.max then
-    status = -11
-  end
+  local status = refusal(p, app, want)
   if status then
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = status, 0, 0, p.max or 0
     out[o + 5], out[o + 6], out[o + 7], out[o + 8] = 0, 0, 0, 0
@@ -189,15 +252,7 @@ for i = 1, n do
       -- Denied: nothing is taken. The wait is computed, then checked against
       -- the very function the next decision will use, so a client that waits
       -- retry_after_ms is admitted (barring others taking the tokens first).
-      local wait = math.ceil((want - tokens) * 1000000 / p.rate)
-      local step = 1
-      while level(b, p, now + wait) < want do
-        -- growing steps: past 2^53 us (285 years) wait + 1 == wait, and +1
-        -- steps would spin forever, holding Redis
-        wait = wait + step
-        step = step * 2
-      end
-      local retry = math.min(math.ceil(wait / 1000), FOREVER_MS)
+      local retry = retry_after(b, p, tokens, want)
       if retry > longest then
         longest = retry
       end
@@ -232,13 +287,7 @@ for i = 1, n do
   if it and not it.written then
     local b = it.b
     if b.taken or (b.skewed and mode ~= 'peek') then
-      local tokens = level(b, it.p, now)
-      local ttl = until_full(it.p, tokens)
-      if ttl > 0 then
-        redis.call('SET', b.key, string.format('%.17g %d', tokens, now), 'PX', ttl)
-      elseif b.stored then
-        redis.call('DEL', b.key)
-      end
+      save(b, it.p, level(b, it.p, now))
       b.taken, b.skewed = false, false
     end
     it.written = true
