@@ -220,7 +220,7 @@ if n == 1 and mode ~= 'all' then
 end
 
 local out = {}
-local items = {}        -- per item: its bucket and policy
+local item_bucket = {}  -- per decided item: its bucket (whose .p is its policy)
 local refused = false   -- some item of an "all" call was not granted
 local longest = 0       -- the longest retry_after_ms among them
 
@@ -237,9 +237,9 @@ for i = 1, n do
     local b = bucket(KEYS[2 * i])
     local tokens = level(b, p, now)
     if not b.before then
-      b.before = tokens         -- as it stood before this call took anything
+      b.before, b.p = tokens, p   -- as it stood before this call took anything
     end
-    items[i] = {b = b, p = p}
+    item_bucket[i] = b
     if mode == 'peek' then
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, math.floor(tokens), p.max
       out[o + 5], out[o + 6] = 0, until_full(p, tokens)
@@ -249,9 +249,7 @@ for i = 1, n do
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, math.floor(tokens), p.max
       out[o + 5], out[o + 6] = 0, until_full(p, tokens)
     else
-      -- Denied: nothing is taken. The wait is computed, then checked against
-      -- the very function the next decision will use, so a client that waits
-      -- retry_after_ms is admitted (barring others taking the tokens first).
+      -- Denied: nothing is taken.
       local retry = retry_after(b, p, tokens, want)
       if retry > longest then
         longest = retry
@@ -268,13 +266,12 @@ if mode == 'all' and refused then
   -- Nothing is granted: every item answers with its bucket as it stood,
   -- and the wait after which the whole batch could pass.
   for i = 1, n do
-    local it = items[i]
-    if it then
+    local b = item_bucket[i]
+    if b then
       local o = 8 * (i - 1)
-      local before = it.b.before
-      out[o + 2], out[o + 3] = 0, math.floor(before)
-      out[o + 5], out[o + 6] = longest, until_full(it.p, before)
-      out[o + 8] = micro(before)
+      out[o + 2], out[o + 3] = 0, math.floor(b.before)
+      out[o + 5], out[o + 6] = longest, until_full(b.p, b.before)
+      out[o + 8] = micro(b.before)
     end
   end
   for _, b in pairs(buckets) do
@@ -282,15 +279,12 @@ if mode == 'all' and refused then
   end
 end
 
-for i = 1, n do
-  local it = items[i]
-  if it and not it.written then
-    local b = it.b
-    if b.taken or (b.skewed and mode ~= 'peek') then
-      save(b, it.p, level(b, it.p, now))
-      b.taken, b.skewed = false, false
+-- Each bucket is written once, with its final state.
+if mode ~= 'peek' then
+  for _, b in pairs(buckets) do
+    if b.taken or b.skewed then
+      save(b, b.p, level(b, b.p, now))
     end
-    it.written = true
   end
 end
 
