@@ -3,6 +3,7 @@
  * name the setting and the value.
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "test.h"
@@ -39,7 +40,10 @@ static void test_config_defaults(void)
     CHECK_STR(cfg.redis_prefix, "permitd:");
     CHECK_INT(cfg.redis_timeout_ms, 50);
     CHECK_INT(cfg.max_body_bytes, 65536);
-    CHECK(cfg.threads >= 1);
+    {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        CHECK_INT(cfg.threads, cpus < 1 ? 4 : (4 * cpus > 256 ? 256 : 4 * cpus));
+    }
 }
 
 static void test_config_env_then_flags(void)
