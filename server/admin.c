@@ -1,7 +1,7 @@
 /*
  * admin.c - what administrators reach: the admin UI's files, the
  * PolicyService and AdminAuthService RPCs (over connect.c), /healthz,
- * /readyz; and `permitd admin add-user`.
+ * /readyz and /metrics (health.c); and `permitd admin add-user`.
  *
  * Who may do what is decided here, for every RPC, not only in the UI:
  *   - every RPC but Login needs a live session (cookie permitd_session,
@@ -22,7 +22,6 @@
  * RPC returns sees the change. The store connection is used from the admin
  * listener's threads under one mutex: admin traffic is light.
  */
-#define _GNU_SOURCE     /* open_memstream */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -37,12 +36,12 @@
 #include "clock.h"
 #include "connect.h"
 #include "embed.h"
+#include "health.h"
 #include "log.h"
 #include "permit/v1/admin.pb-c.h"
 #include "policy.h"
 #include "store.h"
 
-#define READYZ_REDIS_DEADLINE_MS 250
 #define ADMIN_REDIS_DEADLINE_MS 1000
 #define SESSION_TTL_S (12 * 3600)
 #define LOGIN_POLICY "_login"
@@ -58,7 +57,7 @@ struct admin {
     struct sync *sync;
     struct stats *stats;
     struct store *store;            /* NULL without --mysql-url */
-    struct http_server *listeners[2];   /* api, admin: for /metrics */
+    struct health health;           /* what /readyz and /metrics report on */
     pthread_mutex_t store_lock;
     struct connect_limits limits;
 };
@@ -79,6 +78,10 @@ int admin_new(const struct config *cfg, struct redis *redis, struct limiter *lim
     a->sync = sync;
     a->stats = stats;
     a->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
+    a->health.redis = redis;
+    a->health.limiter = limiter;
+    a->health.sync = sync;
+    a->health.stats = stats;
     if (cfg->mysql_url[0] != '\0' && (rc = store_new(cfg, &a->store, err)) != PERMITD_OK) {
         free(a);
         return rc;
@@ -677,121 +680,12 @@ static const struct connect_method methods[] = {
     {NULL, NULL, NULL, 0, NULL},
 };
 
-/* ---- /readyz ---- */
-
-static void readyz(struct admin *a, struct http_response *resp)
-{
-    struct permitd_error err = {0, ""};
-    size_t cap = 2048, n = 0;
-    char *body = malloc(cap);
-    int ready = 1;
-
-    if (body == NULL) {
-        resp->status = 500;
-        return;
-    }
-    if (redis_ping(a->redis, clock_now_us() + READYZ_REDIS_DEADLINE_MS * 1000, &err) == PERMITD_OK) {
-        n += (size_t)snprintf(body + n, cap - n, "redis: ok\n");
-    } else {
-        ready = 0;
-        n += (size_t)snprintf(body + n, cap - n, "redis: %s\n", err.message);
-    }
-    if (a->sync == NULL) {
-        n += (size_t)snprintf(body + n, cap - n, "mysql sync: off (no --mysql-url)\n");
-    } else {
-        struct sync_status st;
-        int64_t now = clock_now_us();
-
-        sync_get_status(a->sync, &st);
-        if (!st.ever_succeeded && st.passes == 0) {
-            ready = 0;
-            n += (size_t)snprintf(body + n, cap - n, "mysql sync: first pass not done yet\n");
-        } else if (st.failing) {
-            ready = 0;
-            n += (size_t)snprintf(body + n, cap - n,
-                                  "mysql sync: failing (%" PRIu64 " failures; last success %s%" PRId64
-                                  " s ago): %s\n", st.failures,
-                                  st.ever_succeeded ? "" : "never, ",
-                                  st.ever_succeeded ? (now - st.last_success_us) / 1000000 : 0,
-                                  st.last_error);
-        } else {
-            n += (size_t)snprintf(body + n, cap - n,
-                                  "mysql sync: ok, %zu policies, last pass %" PRId64 " ms ago\n",
-                                  st.last.policies, (now - st.last_success_us) / 1000);
-        }
-    }
-    if (n >= cap)
-        n = cap - 1;
-    resp->status = ready ? 200 : 503;
-    resp->content_type = "text/plain; charset=utf-8";
-    resp->body = body;
-    resp->body_len = n;
-    resp->body_owned = 1;
-}
-
-/* ---- /metrics ---- */
+/* ---- /readyz and /metrics (health.c) ---- */
 
 void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin)
 {
-    a->listeners[0] = api;
-    a->listeners[1] = admin;
-}
-
-/* Prometheus text format. Labels are bounded: policies (at most the ones
- * stats.c tracks, 256) and fixed words; request keys never become labels. */
-static void metrics(struct admin *a, struct http_response *resp)
-{
-    static const char *const names[2] = {"api", "admin"};
-    char *body = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&body, &len);
-    uint64_t errors, connects;
-
-    if (out == NULL) {
-        resp->status = 500;
-        return;
-    }
-    stats_prometheus(a->stats, out);
-    fprintf(out, "# HELP permitd_failure_mode_open_passes_total Acquires let through by "
-                 "failure_mode open while Redis could not answer.\n"
-                 "# TYPE permitd_failure_mode_open_passes_total counter\n"
-                 "permitd_failure_mode_open_passes_total %llu\n",
-            (unsigned long long)limiter_open_passes(a->limiter));
-    redis_counters(a->redis, &errors, &connects);
-    fprintf(out, "# HELP permitd_redis_errors_total Redis calls that failed (unreachable, "
-                 "timeouts, broken connections).\n# TYPE permitd_redis_errors_total counter\n"
-                 "permitd_redis_errors_total %llu\n"
-                 "# HELP permitd_redis_connects_total Redis connections made (first ones and "
-                 "reconnects).\n# TYPE permitd_redis_connects_total counter\n"
-                 "permitd_redis_connects_total %llu\n",
-            (unsigned long long)errors, (unsigned long long)connects);
-    if (a->sync != NULL) {
-        struct sync_status st;
-        sync_get_status(a->sync, &st);
-        fprintf(out, "# HELP permitd_sync_failures_total MySQL -> Redis sync passes that failed.\n"
-                     "# TYPE permitd_sync_failures_total counter\n"
-                     "permitd_sync_failures_total %llu\n"
-                     "# HELP permitd_sync_lag_seconds Time since the last successful sync pass.\n"
-                     "# TYPE permitd_sync_lag_seconds gauge\n"
-                     "permitd_sync_lag_seconds %.3f\n"
-                     "# HELP permitd_policies Policies in the last MySQL snapshot.\n"
-                     "# TYPE permitd_policies gauge\n"
-                     "permitd_policies %zu\n",
-                (unsigned long long)st.failures,
-                st.ever_succeeded ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0,
-                st.last.policies);
-    }
-    fprintf(out, "# HELP permitd_http_connections HTTP connections open, by listener.\n"
-                 "# TYPE permitd_http_connections gauge\n");
-    for (int i = 0; i < 2; i++)
-        if (a->listeners[i] != NULL)
-            fprintf(out, "permitd_http_connections{listener=\"%s\"} %u\n", names[i],
-                    http_server_connections(a->listeners[i]));
-    fclose(out);
-    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    resp->body = body;
-    resp->body_len = len;
-    resp->body_owned = 1;
+    a->health.listeners[0] = api;
+    a->health.listeners[1] = admin;
 }
 
 /* ---- the UI's files ---- */
@@ -919,11 +813,11 @@ void admin_handle(void *ud, const struct http_request *req, struct http_response
         return;
     }
     if (strcmp(path, "/readyz") == 0) {
-        readyz(a, resp);
+        health_readyz(&a->health, resp);
         return;
     }
     if (strcmp(path, "/metrics") == 0) {
-        metrics(a, resp);
+        health_metrics(&a->health, resp);
         return;
     }
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {

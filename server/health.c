@@ -1,0 +1,127 @@
+/*
+ * health.c - what operators read: /readyz and /metrics.
+ *
+ * /readyz answers 200 only when this instance can do its whole job: Redis
+ * answers, and (with a policy store) the last MySQL sync succeeded. Its
+ * plain-text body says what is wrong, one line per dependency, so an
+ * operator reading it needs no log:
+ *   redis: ok
+ *   mysql sync: failing (3 failures; last success 12 s ago): mysql at ...
+ */
+#define _GNU_SOURCE     /* open_memstream */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "health.h"
+
+#define READYZ_REDIS_DEADLINE_MS 250
+
+void health_readyz(const struct health *h, struct http_response *resp)
+{
+    struct permitd_error err = {0, ""};
+    size_t cap = 2048, n = 0;
+    char *body = malloc(cap);
+    int ready = 1;
+
+    if (body == NULL) {
+        resp->status = 500;
+        return;
+    }
+    if (redis_ping(h->redis, clock_now_us() + READYZ_REDIS_DEADLINE_MS * 1000, &err) == PERMITD_OK) {
+        n += (size_t)snprintf(body + n, cap - n, "redis: ok\n");
+    } else {
+        ready = 0;
+        n += (size_t)snprintf(body + n, cap - n, "redis: %s\n", err.message);
+    }
+    if (h->sync == NULL) {
+        n += (size_t)snprintf(body + n, cap - n, "mysql sync: off (no --mysql-url)\n");
+    } else {
+        struct sync_status st;
+        int64_t now = clock_now_us();
+
+        sync_get_status(h->sync, &st);
+        if (!st.ever_succeeded && st.passes == 0) {
+            ready = 0;
+            n += (size_t)snprintf(body + n, cap - n, "mysql sync: first pass not done yet\n");
+        } else if (st.failing) {
+            ready = 0;
+            n += (size_t)snprintf(body + n, cap - n,
+                                  "mysql sync: failing (%" PRIu64 " failures; last success %s%" PRId64
+                                  " s ago): %s\n", st.failures,
+                                  st.ever_succeeded ? "" : "never, ",
+                                  st.ever_succeeded ? (now - st.last_success_us) / 1000000 : 0,
+                                  st.last_error);
+        } else {
+            n += (size_t)snprintf(body + n, cap - n,
+                                  "mysql sync: ok, %zu policies, last pass %" PRId64 " ms ago\n",
+                                  st.last.policies, (now - st.last_success_us) / 1000);
+        }
+    }
+    if (n >= cap)
+        n = cap - 1;
+    resp->status = ready ? 200 : 503;
+    resp->content_type = "text/plain; charset=utf-8";
+    resp->body = body;
+    resp->body_len = n;
+    resp->body_owned = 1;
+}
+
+/* Prometheus text format. Labels are bounded: policies (at most the ones
+ * stats.c tracks, 256) and fixed words; request keys never become labels. */
+void health_metrics(const struct health *h, struct http_response *resp)
+{
+    static const char *const names[2] = {"api", "admin"};
+    char *body = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&body, &len);
+    uint64_t errors, connects;
+
+    if (out == NULL) {
+        resp->status = 500;
+        return;
+    }
+    stats_prometheus(h->stats, out);
+    fprintf(out, "# HELP permitd_failure_mode_open_passes_total Acquires let through by "
+                 "failure_mode open while Redis could not answer.\n"
+                 "# TYPE permitd_failure_mode_open_passes_total counter\n"
+                 "permitd_failure_mode_open_passes_total %llu\n",
+            (unsigned long long)limiter_open_passes(h->limiter));
+    redis_counters(h->redis, &errors, &connects);
+    fprintf(out, "# HELP permitd_redis_errors_total Redis calls that failed (unreachable, "
+                 "timeouts, broken connections).\n# TYPE permitd_redis_errors_total counter\n"
+                 "permitd_redis_errors_total %llu\n"
+                 "# HELP permitd_redis_connects_total Redis connections made (first ones and "
+                 "reconnects).\n# TYPE permitd_redis_connects_total counter\n"
+                 "permitd_redis_connects_total %llu\n",
+            (unsigned long long)errors, (unsigned long long)connects);
+    if (h->sync != NULL) {
+        struct sync_status st;
+        sync_get_status(h->sync, &st);
+        fprintf(out, "# HELP permitd_sync_failures_total MySQL -> Redis sync passes that failed.\n"
+                     "# TYPE permitd_sync_failures_total counter\n"
+                     "permitd_sync_failures_total %llu\n"
+                     "# HELP permitd_sync_lag_seconds Time since the last successful sync pass.\n"
+                     "# TYPE permitd_sync_lag_seconds gauge\n"
+                     "permitd_sync_lag_seconds %.3f\n"
+                     "# HELP permitd_policies Policies in the last MySQL snapshot.\n"
+                     "# TYPE permitd_policies gauge\n"
+                     "permitd_policies %zu\n",
+                (unsigned long long)st.failures,
+                st.ever_succeeded ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0,
+                st.last.policies);
+    }
+    fprintf(out, "# HELP permitd_http_connections HTTP connections open, by listener.\n"
+                 "# TYPE permitd_http_connections gauge\n");
+    for (int i = 0; i < 2; i++)
+        if (h->listeners[i] != NULL)
+            fprintf(out, "permitd_http_connections{listener=\"%s\"} %u\n", names[i],
+                    http_server_connections(h->listeners[i]));
+    fclose(out);
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp->body = body;
+    resp->body_len = len;
+    resp->body_owned = 1;
+}
