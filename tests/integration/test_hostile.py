@@ -63,10 +63,26 @@ class HostileTest(unittest.TestCase):
 
     def test_connections_per_address_are_limited(self):
         p = self.permitd("--max-connections-per-ip", "2")
-        held = [socket.create_connection(("127.0.0.1", p.port)) for _ in range(2)]
-        for s in held:
+
+        def served():
+            s = socket.create_connection(("127.0.0.1", p.port), timeout=5)
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            self.assertIn(b"200", s.recv(4096))
+            if b"200" in s.recv(4096):
+                return s
+            s.close()
+            return None
+
+        # The start-up health probe's connection may not be closed on the
+        # server's side yet: wait until two connections are served.
+        held = []
+        deadline = time.monotonic() + 5
+        while len(held) < 2 and time.monotonic() < deadline:
+            s = served()
+            if s is not None:
+                held.append(s)
+            else:
+                time.sleep(0.1)
+        self.assertEqual(len(held), 2, "two connections from one address were not served")
         third = socket.create_connection(("127.0.0.1", p.port), timeout=5)
         try:
             third.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
