@@ -4,6 +4,7 @@
 #
 #   scripts/install-deps.sh run    build + run (compiler, libraries, redis)
 #   scripts/install-deps.sh test   also what the tests need (python3, node, chromium)
+#   scripts/install-deps.sh bench  run + what tests/bench needs (wrk, node)
 #
 # Runs apt-get only when a package is missing, as root or through sudo.
 set -euo pipefail
@@ -20,6 +21,9 @@ if [ "$what" = test ]; then
     # wrk: the load of the chaos test (tests/chaos)
     pkgs+=(wrk)
 fi
+if [ "$what" = bench ]; then
+    pkgs+=(wrk)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -28,7 +32,7 @@ done
 # Node.js: the e2e tests' code generator (protoc-gen-es 2.x) wants Node 20.
 # Debian 12 ships 18, so a Node already on the machine is kept, and Debian's
 # is installed only when there is none (with a warning below).
-if [ "$what" = test ] && ! command -v node >/dev/null 2>&1; then
+if [ "$what" != run ] && ! command -v node >/dev/null 2>&1; then
     missing+=(nodejs npm)
 fi
 
