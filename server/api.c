@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "connect.h"
 #include "permit/v1/ratelimit.pb-c.h"
+#include "policy.h"
 
 struct api {
     const struct config *cfg;
@@ -43,35 +44,88 @@ static void ratelimit_headers(struct http_response *resp, const char *policy,
                              ceil_div(r->retry_after_ms, 1000));
 }
 
+/* An Acquire waiting for its decision (limiter_acquire_queued): what the
+ * reply needs once the decision comes back on the limiter's I/O thread. */
+struct pending {
+    struct api *a;
+    const struct http_request *http;
+    enum connect_codec codec;
+    struct limiter_request lr;
+    char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
+    int64_t deadline_us, t0;
+};
+
+static void acquire_done(void *ud, int rc, const struct limiter_result *r,
+                         const struct permitd_error *err)
+{
+    struct pending *p = ud;
+    struct http_response resp;
+    struct permitd_error e = *err;
+
+    memset(&resp, 0, sizeof(resp));
+    resp.status = 200;
+    if (p->a->stats != NULL) {
+        stats_observe(p->a->stats, clock_now_us() - p->t0);
+        if (rc != PERMITD_OK)
+            stats_record_error(p->a->stats, p->bucket, rc);
+        else
+            stats_record(p->a->stats, p->bucket, r->allowed);
+    }
+    if (rc == PERMITD_OK) {
+        Permit__V1__AcquireResponse rs = PERMIT__V1__ACQUIRE_RESPONSE__INIT;
+        rs.allowed = r->allowed;
+        rs.remaining = r->remaining;
+        rs.limit = r->limit;
+        rs.retry_after_ms = r->retry_after_ms;
+        rs.reset_after_ms = r->reset_after_ms;
+        rc = connect_reply(p->codec, &rs.base, &resp, &e);
+        if (rc == PERMITD_OK)
+            ratelimit_headers(&resp, p->bucket, r);
+    }
+    if (rc != PERMITD_OK)
+        connect_error_reply(&resp, &e);
+    http_request_resume(p->http, &resp);
+    free(p);
+}
+
+static void acquire_start(void *arg)
+{
+    struct pending *p = arg;
+
+    limiter_acquire_queued(p->a->limiter, &p->lr, p->deadline_us, acquire_done, p);
+}
+
+/* Acquire is checked here and decided on the worker's I/O thread, pipelined
+ * with the other Acquires that arrive meanwhile (limiter.c): the worker goes
+ * back to its connections instead of waiting for Redis. */
 static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *in,
                    ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
     struct api *a = ud;
     const Permit__V1__AcquireRequest *rq = (const Permit__V1__AcquireRequest *)in;
-    Permit__V1__AcquireResponse *rs = (Permit__V1__AcquireResponse *)out;
     struct limiter_request lr = {rq->bucket, rq->app, rq->key, rq->permits};
-    struct limiter_result r;
+    struct pending *p;
     int rc;
 
-    int64_t t0 = clock_now_us();
-
-    rc = limiter_acquire(a->limiter, &lr, call->deadline_us, &r, err);
-    if (a->stats != NULL) {
-        stats_observe(a->stats, clock_now_us() - t0);
-        if (rc != PERMITD_OK)
+    if ((rc = limiter_check(&lr, err)) != PERMITD_OK) {
+        if (a->stats != NULL)
             stats_record_error(a->stats, rq->bucket, rc);
-        else
-            stats_record(a->stats, rq->bucket, r.allowed);
-    }
-    if (rc != PERMITD_OK)
         return rc;
-    rs->allowed = r.allowed;
-    rs->remaining = r.remaining;
-    rs->limit = r.limit;
-    rs->retry_after_ms = r.retry_after_ms;
-    rs->reset_after_ms = r.reset_after_ms;
-    ratelimit_headers(call->resp, rq->bucket, &r);
-    return PERMITD_OK;
+    }
+    p = malloc(sizeof(*p));
+    if (p == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    p->a = a;
+    p->http = call->http;
+    p->codec = call->codec;
+    snprintf(p->bucket, sizeof(p->bucket), "%s", rq->bucket);
+    snprintf(p->app, sizeof(p->app), "%s", rq->app);
+    snprintf(p->key, sizeof(p->key), "%s", rq->key);
+    p->lr = (struct limiter_request){p->bucket, p->app, p->key, rq->permits};
+    p->deadline_us = call->deadline_us;
+    p->t0 = clock_now_us();
+    http_request_defer(call->http, acquire_start, p);
+    return CONNECT_DEFERRED;
 }
 
 static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,

@@ -307,7 +307,7 @@ static int decode(enum connect_codec codec, const ProtobufCMessageDescriptor *de
     return PERMITD_OK;
 }
 
-static int encode(enum connect_codec codec, const ProtobufCMessage *msg,
+int connect_reply(enum connect_codec codec, const ProtobufCMessage *msg,
                   struct http_response *resp, struct permitd_error *err)
 {
     if (codec == CONNECT_CODEC_JSON) {
@@ -470,9 +470,12 @@ int connect_serve(const struct connect_method *methods, void *ud,
         goto fail;
     }
     protobuf_c_message_init(m->output, out);
-    if (m->fn(ud, &call, in, out, scratch, &err) != PERMITD_OK)
+    rc = m->fn(ud, &call, in, out, scratch, &err);
+    if (rc == CONNECT_DEFERRED)
+        goto done;
+    if (rc != PERMITD_OK)
         goto fail;
-    if (encode(call.codec, out, resp, &err) != PERMITD_OK)
+    if (connect_reply(call.codec, out, resp, &err) != PERMITD_OK)
         goto fail;
     goto done;
 

@@ -47,6 +47,12 @@ typedef int (*connect_handler_fn)(void *ud, struct connect_call *call,
                                   const ProtobufCMessage *in, ProtobufCMessage *out,
                                   char *scratch, struct permitd_error *err);
 
+/* A handler's return value meaning "answered later": it called
+ * http_request_defer(), and whatever it set off will end in
+ * connect_reply() or connect_error_reply() + http_request_resume(). The
+ * handler's `out` and scratch are not used then. */
+#define CONNECT_DEFERRED 1
+
 struct connect_method {
     const char *path;                            /* "/permit.v1.RateLimitService/Acquire" */
     const ProtobufCMessageDescriptor *input;
@@ -65,6 +71,11 @@ struct connect_limits {
 int connect_serve(const struct connect_method *methods, void *ud,
                   const struct connect_limits *limits,
                   const struct http_request *req, struct http_response *resp);
+
+/* Encodes msg with codec into resp (Content-Type, owned body): the reply of
+ * a deferred call. PERMITD_OK or PERMITD_EINTERNAL (out of memory). */
+int connect_reply(enum connect_codec codec, const ProtobufCMessage *msg,
+                  struct http_response *resp, struct permitd_error *err);
 
 /* Fills resp with the Connect error for err: HTTP status from the code
  * mapping, Content-Type application/json, {"code":"...","message":"..."}. */

@@ -40,6 +40,7 @@ struct http_server {
     struct http_options opts;
     char name[32];
     atomic_int in_flight;       /* requests begun and not yet completed */
+    atomic_int deferred;        /* suspended, or resumed and not yet answered */
 };
 
 /* One request in progress; MHD's con_cls. */
@@ -51,6 +52,13 @@ struct http_request {
     char *body;                 /* small[] or malloc'd */
     size_t len, cap;
     int too_large;
+    /* Deferred answers (http_request_defer): the work runs elsewhere and
+     * http_request_resume() hands the answer back. */
+    void (*start)(void *arg);
+    void *start_arg;
+    _Atomic int answered;               /* 1 once resume stored `answer` */
+    int deferred;                       /* counted in s->deferred */
+    struct http_response answer;
     char small[512];            /* most request bodies fit: no second allocation */
 };
 
@@ -159,6 +167,26 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct http_re
     return ret;
 }
 
+void http_request_defer(const struct http_request *creq, void (*start)(void *arg), void *arg)
+{
+    struct http_request *req = (struct http_request *)creq;
+
+    req->start = start;
+    req->start_arg = arg;
+}
+
+void http_request_resume(const struct http_request *creq, const struct http_response *resp)
+{
+    struct http_request *req = (struct http_request *)creq;
+
+    req->answer = *resp;
+    atomic_store_explicit(&req->answered, 1, memory_order_release);
+    MHD_resume_connection(req->conn);
+}
+
+/* Logs (when asked to) and queues resp for req. */
+static void answer(struct http_server *s, struct http_request *req, struct http_response *resp);
+
 static void dispatch(struct http_server *s, struct http_request *req)
 {
     struct http_response resp;
@@ -166,6 +194,24 @@ static void dispatch(struct http_server *s, struct http_request *req)
     memset(&resp, 0, sizeof(resp));
     resp.status = 200;
     s->fn(s->ud, req, &resp);
+    if (req->start != NULL) {
+        /* Suspend first, then start the work: its completion may resume
+         * the connection from another thread at any moment after. */
+        void (*start)(void *) = req->start;
+        req->start = NULL;
+        atomic_fetch_add(&s->deferred, 1);
+        req->deferred = 1;
+        MHD_suspend_connection(req->conn);
+        start(req->start_arg);
+        return;
+    }
+    answer(s, req, &resp);
+}
+
+static void answer(struct http_server *s, struct http_request *req, struct http_response *resp_)
+{
+    struct http_response resp = *resp_;
+
     if (s->opts.access_log) {
         char path[201];
         size_t i = 0;
@@ -219,6 +265,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (atomic_load_explicit(&req->answered, memory_order_acquire)) {
+        /* Resumed: the deferred work left its answer. */
+        atomic_store_explicit(&req->answered, 0, memory_order_relaxed);
+        answer(s, req, &req->answer);
+        req->deferred = 0;
+        atomic_fetch_sub(&s->deferred, 1);
+        return MHD_YES;
+    }
     if (req->too_large && MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                       MHD_HTTP_HEADER_CONTENT_LENGTH) != NULL)
         return MHD_YES;   /* already answered on the first call */
@@ -235,6 +289,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req == NULL)
         return;
     atomic_fetch_sub(&s->in_flight, 1);
+    if (req->deferred) {
+        /* The client went away while its answer was pending; the answer
+         * (if it came) was never sent. */
+        atomic_fetch_sub(&s->deferred, 1);
+        if (atomic_load(&req->answered) && req->answer.body_owned)
+            free(req->answer.body);
+    }
     drop_body(req);
     free(req);
     *con_cls = NULL;
@@ -323,7 +384,8 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
      * option is only passed for two threads or more. */
     struct MHD_OptionItem extra[8];
     int nextra = 0;
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                     MHD_ALLOW_SUSPEND_RESUME;
 
     if (opts->threads > 1)
         extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, opts->threads, NULL};
@@ -398,6 +460,11 @@ void http_server_stop(struct http_server *s, int grace_ms)
     /* Idle keep-alive connections do not hold us up: only requests that
      * have begun and not yet been answered do. */
     while (atomic_load(&s->in_flight) > 0 && clock_now_us() < until)
+        usleep(5 * 1000);
+    /* A deferred request is bounded by the Redis timeout and must be back
+     * from suspension before libmicrohttpd may stop: wait for it past the
+     * grace period too. */
+    while (atomic_load(&s->deferred) > 0)
         usleep(5 * 1000);
     MHD_stop_daemon(s->daemon);
     free(s);

@@ -78,6 +78,16 @@ const char *http_request_body(const struct http_request *req, size_t *len);
 /* True when the body went over max_body_bytes (what was read is dropped). */
 int http_request_body_too_large(const struct http_request *req);
 
+/* Answers req later: called from the handler, it makes the handler's resp
+ * be ignored; the connection is suspended and then start(arg) runs (still
+ * on the worker thread). Whatever start set off must end in exactly one
+ * http_request_resume(). req stays valid until then. */
+void http_request_defer(const struct http_request *req, void (*start)(void *arg), void *arg);
+
+/* Hands the answer of a deferred request back, from any thread; resp is
+ * copied (body ownership moves with it). */
+void http_request_resume(const struct http_request *req, const struct http_response *resp);
+
 /* Adds a response header; value is copied (truncated to 191 bytes).
  * Returns -1 when HTTP_MAX_HEADERS are already set. */
 int http_response_header(struct http_response *resp, const char *name, const char *fmt, ...)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "limiter.h"
 #include "policy.h"
 
@@ -32,6 +33,9 @@ struct limiter {
     _Atomic uint64_t open_passes;
     void (*missing_hook)(void *ud); /* set once at start-up */
     void *missing_ud;
+    pthread_key_t queue_key;        /* -> the calling worker's struct queue */
+    pthread_mutex_t queues_lock;    /* guards queues (creation and shutdown only) */
+    struct queue *queues;
 };
 
 int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
@@ -45,6 +49,11 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
     l->cfg = cfg;
     l->redis = redis;
     pthread_mutex_init(&l->lock, NULL);
+    pthread_mutex_init(&l->queues_lock, NULL);
+    if (pthread_key_create(&l->queue_key, NULL) != 0) {
+        free(l);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "pthread_key_create failed");
+    }
     *out = l;
     return PERMITD_OK;
 }
@@ -56,10 +65,15 @@ static void free_fallbacks(struct fallback *v, size_t n)
     free(v);
 }
 
+static void queues_stop(struct limiter *l);
+
 void limiter_free(struct limiter *l)
 {
     if (l == NULL)
         return;
+    queues_stop(l);
+    pthread_key_delete(l->queue_key);
+    pthread_mutex_destroy(&l->queues_lock);
     free_fallbacks(l->fallbacks, l->nfallbacks);
     pthread_mutex_destroy(&l->lock);
     free(l);
@@ -232,34 +246,16 @@ static int script_error(long long status, const struct limiter_request *req,
 }
 
 /* validate: 0 for permitd's own calls (app "*" may look at any bucket). */
-static int decide(struct limiter *l, const struct limiter_request *req, int take, int check,
-                  int64_t deadline_us, struct limiter_result *res, struct permitd_error *err)
+/* Turns what Redis said about one item (rc of the call, the script's 8
+ * numbers) into the answer: failure_mode on a Redis failure, failure_mode
+ * again when Redis lost a policy MySQL still has, else the decision or the
+ * error the script named. check: a client's request (not permitd's own). */
+static int conclude(struct limiter *l, const struct limiter_request *req, int take, int check,
+                    int rc, const long long *out, struct limiter_result *res,
+                    struct permitd_error *err)
 {
-    char hash_key[POLICY_REDIS_KEY_MAX], state_key[POLICY_REDIS_KEY_MAX], permits_s[24];
-    struct redis_str keys[2], args[3];
-    long long out[8];
     int64_t permits = req->permits == 0 ? 1 : req->permits;
-    int rc;
 
-    memset(res, 0, sizeof(*res));
-    if (check && (rc = validate(req, take, err)) != PERMITD_OK)
-        return rc;
-
-    keys[0].p = hash_key;
-    keys[0].len = policy_redis_key(hash_key, l->cfg->redis_prefix, req->bucket,
-                                   POLICY_KEY_HASH, NULL);
-    keys[1].p = state_key;
-    keys[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, req->bucket,
-                                   POLICY_KEY_BUCKET, req->key);
-    args[0].p = take ? "take" : "peek";
-    args[0].len = 4;
-    args[1].p = req->app;
-    args[1].len = strlen(req->app);
-    args[2].p = permits_s;
-    args[2].len = (size_t)snprintf(permits_s, sizeof(permits_s), "%" PRId64, take ? permits : 1);
-
-    rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline_us,
-                          out, 8, err);
     if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && take && check &&
         fail_open(l, req->bucket, res))
         return PERMITD_OK;
@@ -277,6 +273,254 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
     res->window_s = out[6];
     res->tokens_micro = out[7];
     return PERMITD_OK;
+}
+
+/* The Redis keys and script arguments of one item. keys[2], args[3]; the
+ * strings live in names[2] and permits_s. */
+static void item_call(const struct limiter *l, const struct limiter_request *req, int take,
+                      char (*names)[POLICY_REDIS_KEY_MAX], char *permits_s,
+                      struct redis_str *keys, struct redis_str *args)
+{
+    int64_t permits = req->permits == 0 ? 1 : req->permits;
+
+    keys[0].p = names[0];
+    keys[0].len = policy_redis_key(names[0], l->cfg->redis_prefix, req->bucket,
+                                   POLICY_KEY_HASH, NULL);
+    keys[1].p = names[1];
+    keys[1].len = policy_redis_key(names[1], l->cfg->redis_prefix, req->bucket,
+                                   POLICY_KEY_BUCKET, req->key);
+    args[0].p = take ? "take" : "peek";
+    args[0].len = 4;
+    args[1].p = req->app;
+    args[1].len = strlen(req->app);
+    args[2].p = permits_s;
+    args[2].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take ? permits : 1);
+}
+
+static int decide(struct limiter *l, const struct limiter_request *req, int take, int check,
+                  int64_t deadline_us, struct limiter_result *res, struct permitd_error *err)
+{
+    char names[2][POLICY_REDIS_KEY_MAX], permits_s[24];
+    struct redis_str keys[2], args[3];
+    long long out[8];
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    if (check && (rc = validate(req, take, err)) != PERMITD_OK)
+        return rc;
+    item_call(l, req, take, names, permits_s, keys, args);
+    rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline_us,
+                          out, 8, err);
+    return conclude(l, req, take, check, rc, out, res, err);
+}
+
+int limiter_check(const struct limiter_request *req, struct permitd_error *err)
+{
+    return validate(req, 1, err);
+}
+
+/* ---- queued Acquires: one worker's requests pipelined by its I/O thread ----
+ *
+ * A worker thread that queues an Acquire gets, on first use, a queue and a
+ * companion I/O thread of its own. The worker appends jobs; the I/O thread
+ * takes every job waiting, sends them to Redis in one pipelined write on its
+ * own connection (redis.c: per-thread connection, deadlines, NOSCRIPT,
+ * reconnect backoff), reads the replies and reports each job. While one batch
+ * is at Redis the next one gathers, so under load each round trip carries
+ * many decisions and Redis pays its syscalls once per batch, not per
+ * decision. The lock is the pair's own: workers never contend with each
+ * other. */
+
+#define QUEUE_BATCH_MAX 256
+
+struct job {
+    struct job *next;
+    struct limiter_request req;
+    char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
+    int64_t deadline_us;
+    limiter_done_fn done;
+    void *ud;
+};
+
+/* What one batch needs, kept with its queue (too large for a stack). */
+struct batch {
+    char names[QUEUE_BATCH_MAX][2][POLICY_REDIS_KEY_MAX];
+    char permits[QUEUE_BATCH_MAX][24];
+    struct redis_str keys[QUEUE_BATCH_MAX][2], args[QUEUE_BATCH_MAX][3];
+    long long out[QUEUE_BATCH_MAX][8];
+    struct redis_script_call calls[QUEUE_BATCH_MAX];
+};
+
+struct queue {
+    struct queue *next;             /* in l->queues */
+    struct batch batch;
+    struct limiter *l;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    struct job *head, *tail;
+    int stopping;
+};
+
+/* Decides a batch of jobs (n <= QUEUE_BATCH_MAX) and reports each. */
+static void run_batch(struct limiter *l, struct batch *b, struct job **jobs, size_t n)
+{
+    char (*names)[2][POLICY_REDIS_KEY_MAX] = b->names;
+    char (*permits)[24] = b->permits;
+    struct redis_str (*keys)[2] = b->keys, (*args)[3] = b->args;
+    long long (*out)[8] = b->out;
+    struct redis_script_call *calls = b->calls;
+    struct permitd_error err = {0, ""}, item_err;
+    struct limiter_result res;
+    int64_t deadline = INT64_MAX, now = clock_now_us();
+    size_t m = 0;
+    int rc;
+
+    /* Jobs whose deadline has passed are answered without asking Redis. */
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i]->deadline_us <= now) {
+            permitd_error_set(&item_err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
+            memset(&res, 0, sizeof(res));
+            rc = conclude(l, &jobs[i]->req, 1, 1, PERMITD_EDEADLINE, NULL, &res, &item_err);
+            jobs[i]->done(jobs[i]->ud, rc, &res, &item_err);
+            free(jobs[i]);
+            continue;
+        }
+        if (jobs[i]->deadline_us < deadline)
+            deadline = jobs[i]->deadline_us;
+        jobs[m] = jobs[i];
+        item_call(l, &jobs[m]->req, 1, names[m], permits[m], keys[m], args[m]);
+        calls[m] = (struct redis_script_call){keys[m], 2, args[m], 3, out[m], 8, 0};
+        m++;
+    }
+    if (m == 0)
+        return;
+    rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, calls, m, deadline, &err);
+    for (size_t i = 0; i < m; i++) {
+        int item_rc = rc;
+        item_err = err;
+        if (rc == PERMITD_OK && calls[i].rc != PERMITD_OK)
+            item_rc = permitd_error_set(&item_err, calls[i].rc,
+                                        "redis could not decide policy \"%s\" (see permitd's log)",
+                                        jobs[i]->req.bucket);
+        memset(&res, 0, sizeof(res));
+        item_rc = conclude(l, &jobs[i]->req, 1, 1, item_rc, out[i], &res, &item_err);
+        jobs[i]->done(jobs[i]->ud, item_rc, &res, &item_err);
+        free(jobs[i]);
+    }
+}
+
+static void *queue_main(void *arg)
+{
+    struct queue *q = arg;
+    struct job *batch[QUEUE_BATCH_MAX];
+
+    for (;;) {
+        size_t n = 0;
+
+        pthread_mutex_lock(&q->lock);
+        while (q->head == NULL && !q->stopping)
+            pthread_cond_wait(&q->wake, &q->lock);
+        if (q->head == NULL && q->stopping) {
+            pthread_mutex_unlock(&q->lock);
+            break;
+        }
+        while (q->head != NULL && n < QUEUE_BATCH_MAX) {
+            batch[n++] = q->head;
+            q->head = q->head->next;
+        }
+        if (q->head == NULL)
+            q->tail = NULL;
+        pthread_mutex_unlock(&q->lock);
+        run_batch(q->l, &q->batch, batch, n);
+    }
+    return NULL;
+}
+
+/* This worker's queue, made (with its I/O thread) on first use. */
+static struct queue *my_queue(struct limiter *l)
+{
+    struct queue *q = pthread_getspecific(l->queue_key);
+
+    if (q != NULL)
+        return q;
+    q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return NULL;
+    q->l = l;
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->wake, NULL);
+    if (pthread_create(&q->thread, NULL, queue_main, q) != 0) {
+        pthread_cond_destroy(&q->wake);
+        pthread_mutex_destroy(&q->lock);
+        free(q);
+        return NULL;
+    }
+    pthread_mutex_lock(&l->queues_lock);
+    q->next = l->queues;
+    l->queues = q;
+    pthread_mutex_unlock(&l->queues_lock);
+    pthread_setspecific(l->queue_key, q);
+    return q;
+}
+
+/* Lets every I/O thread finish what is queued, then joins it. */
+static void queues_stop(struct limiter *l)
+{
+    struct queue *q = l->queues;
+
+    while (q != NULL) {
+        struct queue *next = q->next;
+        pthread_mutex_lock(&q->lock);
+        q->stopping = 1;
+        pthread_cond_signal(&q->wake);
+        pthread_mutex_unlock(&q->lock);
+        pthread_join(q->thread, NULL);
+        pthread_cond_destroy(&q->wake);
+        pthread_mutex_destroy(&q->lock);
+        free(q);
+        q = next;
+    }
+    l->queues = NULL;
+}
+
+void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
+                            int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    struct queue *q = my_queue(l);
+    struct job *j = q ? malloc(sizeof(*j)) : NULL;
+    int was_empty;
+
+    if (j == NULL) {
+        /* No queue (out of memory or threads): decide right here. */
+        struct permitd_error err = {0, ""};
+        struct limiter_result res;
+        int rc = limiter_acquire(l, req, deadline_us, &res, &err);
+        free(j);
+        done(ud, rc, &res, &err);
+        return;
+    }
+    j->next = NULL;
+    snprintf(j->bucket, sizeof(j->bucket), "%s", req->bucket);
+    snprintf(j->app, sizeof(j->app), "%s", req->app);
+    snprintf(j->key, sizeof(j->key), "%s", req->key);
+    j->req.bucket = j->bucket;
+    j->req.app = j->app;
+    j->req.key = j->key;
+    j->req.permits = req->permits;
+    j->deadline_us = deadline_us;
+    j->done = done;
+    j->ud = ud;
+    pthread_mutex_lock(&q->lock);
+    was_empty = q->head == NULL;
+    if (q->tail != NULL)
+        q->tail->next = j;
+    else
+        q->head = j;
+    q->tail = j;
+    if (was_empty)
+        pthread_cond_signal(&q->wake);
+    pthread_mutex_unlock(&q->lock);
 }
 
 int limiter_acquire(struct limiter *l, const struct limiter_request *req,

@@ -42,6 +42,22 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
                 struct permitd_error *err);
 void limiter_free(struct limiter *l);
 
+/* Checks a request as limiter_acquire() would, without asking Redis. */
+int limiter_check(const struct limiter_request *req, struct permitd_error *err);
+
+/* Called once when a queued Acquire is decided, on a limiter I/O thread:
+ * rc, res and err as limiter_acquire() returns them (valid during the call). */
+typedef void (*limiter_done_fn)(void *ud, int rc, const struct limiter_result *res,
+                                const struct permitd_error *err);
+
+/* limiter_acquire(), queued: Acquires queued from one worker thread go to
+ * Redis together, pipelined in one write on the connection of that thread's
+ * companion I/O thread (each worker has its own; nothing is shared between
+ * workers). req must have passed limiter_check(); its strings are copied.
+ * done runs exactly once, on the I/O thread. */
+void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
+                            int64_t deadline_us, limiter_done_fn done, void *ud);
+
 /* Takes req->permits from the bucket if they are all there, else nothing.
  * On PERMITD_OK, res holds the decision; otherwise err says why, and for
  * out_of_range, permission_denied and failed_precondition res->limit is set. */
