@@ -396,9 +396,16 @@ static void run_batch(struct limiter *l, struct batch *b, struct job **jobs, siz
     if (m == 0)
         return;
     rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, calls, m, deadline, &err);
+    now = clock_now_us();
     for (size_t i = 0; i < m; i++) {
         int item_rc = rc;
         item_err = err;
+        /* The batch waited as long as its most impatient job allowed; a job
+         * whose own deadline is still ahead was failed by Redis's slowness,
+         * not by its deadline. */
+        if (rc == PERMITD_EDEADLINE && jobs[i]->deadline_us > now)
+            item_rc = permitd_error_set(&item_err, PERMITD_EUNAVAILABLE,
+                                        "redis did not answer in time: %s", err.message);
         if (rc == PERMITD_OK && calls[i].rc != PERMITD_OK)
             item_rc = permitd_error_set(&item_err, calls[i].rc,
                                         "redis could not decide policy \"%s\" (see permitd's log)",
