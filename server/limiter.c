@@ -336,7 +336,6 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
 struct job {
     struct job *next;
     struct limiter_request req;
-    char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
     int64_t deadline_us;
     limiter_done_fn done;
     void *ud;
@@ -508,13 +507,7 @@ void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req
         return;
     }
     j->next = NULL;
-    snprintf(j->bucket, sizeof(j->bucket), "%s", req->bucket);
-    snprintf(j->app, sizeof(j->app), "%s", req->app);
-    snprintf(j->key, sizeof(j->key), "%s", req->key);
-    j->req.bucket = j->bucket;
-    j->req.app = j->app;
-    j->req.key = j->key;
-    j->req.permits = req->permits;
+    j->req = *req;              /* the caller keeps the strings until done */
     j->deadline_us = deadline_us;
     j->done = done;
     j->ud = ud;
@@ -574,30 +567,6 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
     return redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err);
 }
 
-/* Fills item i's answer from its 8 numbers of the script's reply. */
-static void item_answer(struct limiter *l, const struct limiter_request *req, const long long *o,
-                        struct limiter_result *res, struct permitd_error *err)
-{
-    int64_t permits = req->permits == 0 ? 1 : req->permits;
-    int rc;
-
-    memset(res, 0, sizeof(*res));
-    res->limit = o[3];
-    err->code = PERMITD_OK;
-    err->message[0] = '\0';
-    if (o[0] == PERMITD_ENOTFOUND && missing(l, req, 1, res, err, &rc))
-        return;
-    if (o[0] != 0) {
-        script_error(o[0], req, permits, o[3], err);
-        return;
-    }
-    res->allowed = o[1] != 0;
-    res->remaining = o[2];
-    res->retry_after_ms = o[4];
-    res->reset_after_ms = o[5];
-    res->window_s = o[6];
-    res->tokens_micro = o[7];
-}
 
 /* Sorting item indices by policy name groups one policy's items together;
  * ties keep request order, so a policy's items reach Redis in order. */
@@ -723,7 +692,12 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
                                   "redis could not decide policy \"%s\" (see permitd's log)",
                                   reqs[i].bucket);
             else
-                item_answer(l, &reqs[i], &calls[g].out[8 * j], &res[i], &errs[i]);
+                /* The same reading of the script's numbers as a single Acquire. */
+                if (conclude(l, &reqs[i], 1, 1, PERMITD_OK, &calls[g].out[8 * j], &res[i],
+                             &errs[i]) == PERMITD_OK) {
+                    errs[i].code = PERMITD_OK;
+                    errs[i].message[0] = '\0';
+                }
         }
     }
 done:

@@ -53,7 +53,8 @@ typedef void (*limiter_done_fn)(void *ud, int rc, const struct limiter_result *r
 /* limiter_acquire(), queued: Acquires queued from one worker thread go to
  * Redis together, pipelined in one write on the connection of that thread's
  * companion I/O thread (each worker has its own; nothing is shared between
- * workers). req must have passed limiter_check(); its strings are copied.
+ * workers). req must have passed limiter_check(); its strings must stay
+ * valid until done has run (the caller owns them; nothing is copied).
  * done runs exactly once, on the I/O thread. */
 void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
                             int64_t deadline_us, limiter_done_fn done, void *ud);
