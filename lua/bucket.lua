@@ -38,185 +38,224 @@ the other; each bucket is written once, at the end.
 
 local mode = ARGV[1]
 local n = #KEYS / 2
+local find, byte, sub = string.find, string.byte, string.sub
+local floor, ceil = math.floor, math.ceil
 
 local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local now = clock[1] * 1000000 + clock[2]
 
 -- Milliseconds are capped at FOREVER_MS (3170 years): past 1e14 a number no
 -- longer reaches Redis as an integer (PX gets "1e+14"; replies overflow).
 local FOREVER_MS = 99999999999999
 
-local policies, buckets = {}, {}
+-- Everything below works on plain numbers and strings: the single-item path
+-- (nearly every call) builds no table until its reply, which is most of
+-- what a call costs inside Redis besides its four commands.
 
--- The policy of hash key k, read once per call: {max, rate, apps, enabled,
--- window} or {status = code}.
-local function policy(k)
-  local p = policies[k]
-  if p then
-    return p
-  end
+-- The policy in hash k: nil, max, rate, apps when it may decide; else a
+-- negated Connect code (and max when known).
+local function read_policy(k)
   local f = redis.call('HMGET', k, 'max_permits', 'rate', 'apps', 'enabled')
   if not f[1] then
-    p = {status = -5}
-  else
-    local max, rate = tonumber(f[1]), tonumber(f[2])
-    if not max or not rate or max < 1 or rate <= 0 or rate ~= rate or not f[3] then
-      p = {status = -13}
-    elseif f[4] == '0' then
-      p = {status = -9, max = max}
-    else
-      p = {max = max, rate = rate, apps = f[3],
-           window = math.min(math.ceil(max / rate), FOREVER_MS)}
+    return -5
+  end
+  local max, rate = tonumber(f[1]), tonumber(f[2])
+  if not max or not rate or max < 1 or rate <= 0 or rate ~= rate or not f[3] then
+    return -13
+  end
+  if f[4] == '0' then
+    return -9, max
+  end
+  return nil, max, rate, f[3]
+end
+
+-- Exact set membership: list is comma-separated names that cannot hold a
+-- comma themselves; a plain find (no patterns, no string built) accepted
+-- only where it spans a whole element.
+local function member(list, name)
+  local i, len, last = 1, #name, #list
+  while true do
+    local s = find(list, name, i, true)
+    if not s then
+      return false
     end
+    local e = s + len
+    if (s == 1 or byte(list, s - 1) == 44) and (e > last or byte(list, e) == 44) then
+      return true
+    end
+    i = s + 1
   end
-  policies[k] = p
-  return p
 end
 
--- Exact set membership: apps is a comma-separated list of names that cannot
--- themselves hold a comma; a plain find (no patterns) on ",a,b," for ",app,".
-local function admits(p, app)
-  if p.apps == '*' or app == '*' then
-    return true
+-- The status of an item before any bucket is read: nil when it may be
+-- decided, else a negated Connect code.
+local function refusal(status, max, apps, app, want)
+  if status then
+    return status
   end
-  local set = ',' .. p.apps .. ','
-  return string.find(set, ',' .. app .. ',', 1, true) ~= nil
-      or string.find(set, ',*,', 1, true) ~= nil
+  if apps ~= '*' and app ~= '*' and not member(apps, app) and not member(apps, '*') then
+    return -7
+  end
+  if want > max then
+    return -11
+  end
+  return nil
 end
 
--- The bucket of state key k: {stored, since} is the state the next decision
--- will read (after this call's writes), orig the tokens it held before.
-local function bucket(k)
-  local b = buckets[k]
-  if b then
-    return b
-  end
-  b = {key = k}
+-- The state in key k: stored tokens and the time they were measured, nil
+-- when there is no key (a full bucket). Redis TIME can step back (failover
+-- to a replica, NTP): a state stamped ahead of the clock counts as measured
+-- now, else the bucket would stay frozen until the clock caught up; the
+-- third value says so, and a denial re-stamps such a state, or it would
+-- never start accruing.
+local function read_state(k)
   local state = redis.call('GET', k)
-  if state then
-    local sp = string.find(state, ' ', 1, true)
-    b.stored = tonumber(string.sub(state, 1, sp - 1))
-    b.since = tonumber(string.sub(state, sp + 1))
-    -- Redis TIME can step back (failover to a replica, NTP). A state stamped
-    -- ahead of the clock counts as measured now: otherwise the bucket would
-    -- stay frozen until the clock caught up. A denial re-stamps it (below),
-    -- or it would never start accruing.
-    if b.since > now then
-      b.since = now
-      b.skewed = true
-    end
+  if not state then
+    return nil
   end
-  b.orig_stored, b.orig_since = b.stored, b.since
-  buckets[k] = b
-  return b
+  local sp = find(state, ' ', 1, true)
+  local stored, since = tonumber(sub(state, 1, sp - 1)), tonumber(sub(state, sp + 1))
+  if since > now then
+    return stored, now, true
+  end
+  return stored, since, false
 end
 
--- Tokens in bucket b of policy p at time `at`. The elapsed time is capped
--- at the time the bucket takes to fill before it is multiplied, so a bucket
--- idle for years stays exact (Lua numbers are doubles) and simply reads as
--- full. Monotone in `at`, which is what makes retry_after_ms trustworthy.
-local function level(b, p, at)
-  local stored = b.stored
-  if not stored or stored >= p.max then
-    return p.max
+-- Tokens at time `at` of a bucket that held `stored` at `since` (nil: full).
+-- The elapsed time is capped at the time the bucket takes to fill before it
+-- is multiplied, so a bucket idle for years stays exact (Lua numbers are
+-- doubles) and simply reads as full. Monotone in `at`, which is what makes
+-- retry_after_ms trustworthy.
+local function level(stored, since, max, rate, at)
+  if not stored or stored >= max then
+    return max
   end
-  local elapsed = at - b.since
+  local elapsed = at - since
   if elapsed <= 0 then
     return stored
   end
-  if elapsed >= (p.max - stored) * 1000000 / p.rate then
-    return p.max
+  if elapsed >= (max - stored) * 1000000 / rate then
+    return max
   end
-  local t = stored + elapsed * p.rate / 1000000
-  if t > p.max then
-    return p.max
+  local t = stored + elapsed * rate / 1000000
+  if t > max then
+    return max
   end
   return t
 end
 
-local function until_full(p, tokens)
-  if tokens >= p.max then
+local function until_full(max, rate, tokens)
+  if tokens >= max then
     return 0
   end
-  return math.min(math.ceil((p.max - tokens) * 1000 / p.rate), FOREVER_MS)
+  local ms = ceil((max - tokens) * 1000 / rate)
+  if ms > FOREVER_MS then
+    return FOREVER_MS
+  end
+  return ms
+end
+
+-- The seconds an empty bucket takes to fill.
+local function window(max, rate)
+  local s = ceil(max / rate)
+  if s > FOREVER_MS then
+    return FOREVER_MS
+  end
+  return s
 end
 
 -- Tokens in millionths of a permit, capped where doubles stop being whole
 -- numbers (2^53), so the reply stays an exact integer.
 local function micro(t)
-  local m = math.floor(t * 1000000)
+  local m = floor(t * 1000000)
   if m > 9007199254740992 then
     return 9007199254740992
   end
   return m
 end
 
--- Milliseconds until bucket b (holding `tokens` now) holds `want`, rounded
--- up. The wait is computed, then checked against the very function the next
--- decision will use, so a client that waits retry_after_ms is admitted
--- (barring others taking the tokens first).
-local function retry_after(b, p, tokens, want)
-  local wait = math.ceil((want - tokens) * 1000000 / p.rate)
+-- Milliseconds until a bucket that held `stored` at `since` (holding
+-- `tokens` now) holds `want`, rounded up. The wait is computed, then checked
+-- against the very function the next decision will use, so a client that
+-- waits retry_after_ms is admitted (barring others taking the tokens first).
+local function retry_after(stored, since, max, rate, tokens, want)
+  local wait = ceil((want - tokens) * 1000000 / rate)
   local step = 1
-  while level(b, p, now + wait) < want do
+  while level(stored, since, max, rate, now + wait) < want do
     -- growing steps: past 2^53 us (285 years) wait + 1 == wait, and +1
     -- steps would spin forever, holding Redis
     wait = wait + step
     step = step * 2
   end
-  return math.min(math.ceil(wait / 1000), FOREVER_MS)
+  local ms = ceil(wait / 1000)
+  if ms > FOREVER_MS then
+    return FOREVER_MS
+  end
+  return ms
 end
 
--- Writes bucket b's state: `tokens` now (or deletes it when full).
-local function save(b, p, tokens)
-  local ttl = until_full(p, tokens)
+-- Writes the state of key k: `tokens` now, expiring when full; a full
+-- bucket is no key (existed: whether there was one to delete).
+local function save(k, max, rate, tokens, existed)
+  local ttl = until_full(max, rate, tokens)
   if ttl > 0 then
-    redis.call('SET', b.key, string.format('%.17g %d', tokens, now), 'PX', ttl)
-  elseif b.orig_stored then
-    redis.call('DEL', b.key)
+    redis.call('SET', k, string.format('%.17g %d', tokens, now), 'PX', ttl)
+  elseif existed then
+    redis.call('DEL', k)
   end
 end
 
--- The status of an item before any bucket is read: nil when it may be
--- decided, else a negated Connect code.
-local function refusal(p, app, want)
-  if p.status then
-    return p.status
-  end
-  if not admits(p, app) then
-    return -7
-  end
-  if want > p.max then
-    return -11
-  end
-  return nil
-end
-
--- One item (Acquire, Peek): the decision of the loop below without its
--- bookkeeping for many items, since it is nearly every call.
+-- One item (Acquire, Peek): the loop below without its bookkeeping for many
+-- items, since it is nearly every call.
 if n == 1 and mode ~= 'all' then
-  local p = policy(KEYS[1])
+  local status, max, rate, apps = read_policy(KEYS[1])
   local want = tonumber(ARGV[3])
-  local status = refusal(p, ARGV[2], want)
+  status = refusal(status, max, apps, ARGV[2], want)
   if status then
-    return {status, 0, 0, p.max or 0, 0, 0, 0, 0}
+    return {status, 0, 0, max or 0, 0, 0, 0, 0}
   end
-  local b = bucket(KEYS[2])
-  local tokens = level(b, p, now)
-  if mode == 'peek' then
-    return {0, 1, math.floor(tokens), p.max, 0, until_full(p, tokens), p.window, micro(tokens)}
-  end
-  if tokens >= want then
+  local stored, since, skewed = read_state(KEYS[2])
+  local tokens = level(stored, since, max, rate, now)
+  local retry = 0
+  if mode == 'take' and tokens >= want then
     tokens = tokens - want
-    b.stored, b.since = tokens, now
-    save(b, p, tokens)
-    return {0, 1, math.floor(tokens), p.max, 0, until_full(p, tokens), p.window, micro(tokens)}
+    save(KEYS[2], max, rate, tokens, stored)
+  elseif mode == 'take' then
+    -- Denied: nothing is taken.
+    retry = retry_after(stored, since, max, rate, tokens, want)
+    if skewed then
+      save(KEYS[2], max, rate, tokens, stored)
+    end
   end
-  if b.skewed then
-    save(b, p, tokens)
+  return {0, retry == 0 and 1 or 0, floor(tokens), max, retry, until_full(max, rate, tokens),
+          window(max, rate), micro(tokens)}
+end
+
+-- Many items: policies and buckets are read once per call and shared by
+-- the items that name them.
+local policies, buckets = {}, {}
+
+local function policy(k)
+  local p = policies[k]
+  if not p then
+    local status, max, rate, apps = read_policy(k)
+    p = {status = status, max = max, rate = rate, apps = apps}
+    policies[k] = p
   end
-  return {0, 0, math.floor(tokens), p.max, retry_after(b, p, tokens, want),
-          until_full(p, tokens), p.window, micro(tokens)}
+  return p
+end
+
+-- {stored, since} is the state the next decision will read (after this
+-- call's takes), orig_* what the key held before.
+local function bucket(k)
+  local b = buckets[k]
+  if not b then
+    local stored, since, skewed = read_state(k)
+    b = {key = k, stored = stored, since = since, skewed = skewed,
+         orig_stored = stored, orig_since = since}
+    buckets[k] = b
+  end
+  return b
 end
 
 local out = {}
@@ -226,39 +265,38 @@ local longest = 0       -- the longest retry_after_ms among them
 
 for i = 1, n do
   local p = policy(KEYS[2 * i - 1])
-  local app, want = ARGV[2 * i], tonumber(ARGV[2 * i + 1])
+  local want = tonumber(ARGV[2 * i + 1])
   local o = 8 * (i - 1)
-  local status = refusal(p, app, want)
+  local status = refusal(p.status, p.max, p.apps, ARGV[2 * i], want)
   if status then
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = status, 0, 0, p.max or 0
     out[o + 5], out[o + 6], out[o + 7], out[o + 8] = 0, 0, 0, 0
     refused = true
   else
+    local max, rate = p.max, p.rate
     local b = bucket(KEYS[2 * i])
-    local tokens = level(b, p, now)
+    local tokens = level(b.stored, b.since, max, rate, now)
     if not b.before then
       b.before, b.p = tokens, p   -- as it stood before this call took anything
     end
     item_bucket[i] = b
     if mode == 'peek' then
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, math.floor(tokens), p.max
-      out[o + 5], out[o + 6] = 0, until_full(p, tokens)
+      out[o + 1], out[o + 2], out[o + 5] = 0, 1, 0
     elseif tokens >= want then
       tokens = tokens - want
       b.stored, b.since, b.taken = tokens, now, true
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 1, math.floor(tokens), p.max
-      out[o + 5], out[o + 6] = 0, until_full(p, tokens)
+      out[o + 1], out[o + 2], out[o + 5] = 0, 1, 0
     else
       -- Denied: nothing is taken.
-      local retry = retry_after(b, p, tokens, want)
+      local retry = retry_after(b.stored, b.since, max, rate, tokens, want)
       if retry > longest then
         longest = retry
       end
       refused = true
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 0, math.floor(tokens), p.max
-      out[o + 5], out[o + 6] = retry, until_full(p, tokens)
+      out[o + 1], out[o + 2], out[o + 5] = 0, 0, retry
     end
-    out[o + 7], out[o + 8] = p.window, micro(tokens)
+    out[o + 3], out[o + 4], out[o + 6] = floor(tokens), max, until_full(max, rate, tokens)
+    out[o + 7], out[o + 8] = window(max, rate), micro(tokens)
   end
 end
 
@@ -269,8 +307,8 @@ if mode == 'all' and refused then
     local b = item_bucket[i]
     if b then
       local o = 8 * (i - 1)
-      out[o + 2], out[o + 3] = 0, math.floor(b.before)
-      out[o + 5], out[o + 6] = longest, until_full(b.p, b.before)
+      out[o + 2], out[o + 3] = 0, floor(b.before)
+      out[o + 5], out[o + 6] = longest, until_full(b.p.max, b.p.rate, b.before)
       out[o + 8] = micro(b.before)
     end
   end
@@ -283,7 +321,8 @@ end
 if mode ~= 'peek' then
   for _, b in pairs(buckets) do
     if b.taken or b.skewed then
-      save(b, b.p, level(b, b.p, now))
+      local p = b.p
+      save(b.key, p.max, p.rate, level(b.stored, b.since, p.max, p.rate, now), b.orig_stored)
     end
   end
 end
