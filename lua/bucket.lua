@@ -102,14 +102,13 @@ local function refusal(status, max, apps, app, want)
   return nil
 end
 
--- The state in key k: stored tokens and the time they were measured, nil
--- when there is no key (a full bucket). Redis TIME can step back (failover
--- to a replica, NTP): a state stamped ahead of the clock counts as measured
--- now, else the bucket would stay frozen until the clock caught up; the
--- third value says so, and a denial re-stamps such a state, or it would
--- never start accruing.
-local function read_state(k)
-  local state = redis.call('GET', k)
+-- A bucket's state as read from its key: stored tokens and the time they
+-- were measured, nil when there is no key (a full bucket). Redis TIME can
+-- step back (failover to a replica, NTP): a state stamped ahead of the clock
+-- counts as measured now, else the bucket would stay frozen until the clock
+-- caught up; the third value says so, and a denial re-stamps such a state,
+-- or it would never start accruing.
+local function parse_state(state)
   if not state then
     return nil
   end
@@ -214,7 +213,7 @@ if n == 1 and mode ~= 'all' then
   if status then
     return {status, 0, 0, max or 0, 0, 0, 0, 0}
   end
-  local stored, since, skewed = read_state(KEYS[2])
+  local stored, since, skewed = parse_state(redis.call('GET', KEYS[2]))
   local tokens = level(stored, since, max, rate, now)
   local retry = 0
   if mode == 'take' and tokens >= want then
@@ -232,8 +231,16 @@ if n == 1 and mode ~= 'all' then
 end
 
 -- Many items: policies and buckets are read once per call and shared by
--- the items that name them.
+-- the items that name them; every bucket's state comes in one MGET.
 local policies, buckets = {}, {}
+local states
+do
+  local names = {}
+  for i = 1, n do
+    names[i] = KEYS[2 * i]
+  end
+  states = redis.call('MGET', unpack(names))
+end
 
 local function policy(k)
   local p = policies[k]
@@ -245,12 +252,14 @@ local function policy(k)
   return p
 end
 
+-- Item i's bucket, shared with the items before it that name the same key:
 -- {stored, since} is the state the next decision will read (after this
 -- call's takes), orig_* what the key held before.
-local function bucket(k)
+local function bucket(i)
+  local k = KEYS[2 * i]
   local b = buckets[k]
   if not b then
-    local stored, since, skewed = read_state(k)
+    local stored, since, skewed = parse_state(states[i])
     b = {key = k, stored = stored, since = since, skewed = skewed,
          orig_stored = stored, orig_since = since}
     buckets[k] = b
@@ -274,7 +283,7 @@ for i = 1, n do
     refused = true
   else
     local max, rate = p.max, p.rate
-    local b = bucket(KEYS[2 * i])
+    local b = bucket(i)
     local tokens = level(b.stored, b.since, max, rate, now)
     if not b.before then
       b.before, b.p = tokens, p   -- as it stood before this call took anything

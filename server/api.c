@@ -45,7 +45,7 @@ static void ratelimit_headers(struct http_response *resp, const char *policy,
 }
 
 /* An Acquire waiting for its decision (limiter_acquire_queued): what the
- * reply needs once the decision comes back on the limiter's I/O thread. */
+ * reply needs once the decision comes back to the worker's loop. */
 struct pending {
     struct api *a;
     const struct http_request *http;
@@ -95,7 +95,7 @@ static void acquire_start(void *arg)
     limiter_acquire_queued(p->a->limiter, &p->lr, p->deadline_us, acquire_done, p);
 }
 
-/* Acquire is checked here and decided on the worker's I/O thread, pipelined
+/* Acquire is checked here and decided from the worker's loop, pipelined
  * with the other Acquires that arrive meanwhile (limiter.c): the worker goes
  * back to its connections instead of waiting for Redis. */
 static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *in,

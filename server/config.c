@@ -42,7 +42,7 @@ static const struct setting settings[] = {
     STR(listen, "listen", "PERMITD_LISTEN", "127.0.0.1:8080",
         "API listener address, host:port"),
     INT(threads, "threads", "PERMITD_THREADS", NULL, 1, 1024,
-        "HTTP worker threads, each with its own Redis connection (default: 4 per CPU)"),
+        "HTTP worker threads, each an event loop with its own Redis connections (default: 1 per CPU)"),
     INT(max_body_bytes, "max-body-bytes", "PERMITD_MAX_BODY_BYTES", "65536",
         64, 64 * 1024 * 1024, "largest request body accepted, in bytes"),
     INT(max_connections, "max-connections", "PERMITD_MAX_CONNECTIONS", "4096",
@@ -473,11 +473,11 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
             return rc;
     }
     if (getenv("PERMITD_THREADS") == NULL) {
-        /* A worker waits for Redis on every request, so a few per CPU keep
-         * the CPUs busy: tests/bench found 4 per CPU best (35k req/s on 2
-         * CPUs, against 24k with one per CPU). */
+        /* One event loop per CPU: a worker never waits for Redis on an
+         * Acquire (its loop pipelines them), so more loops than CPUs only
+         * add thread switches. */
         long n = sysconf(_SC_NPROCESSORS_ONLN);
-        n = n < 1 ? 4 : 4 * n;
+        n = n < 1 ? 1 : n;
         cfg->threads = n > 256 ? 256 : (int)n;
     }
 

@@ -10,6 +10,7 @@ struct embedded_file {
     const char *name;   /* base name, e.g. "acquire.lua" */
     const char *data;   /* NUL-terminated */
     size_t len;         /* without the NUL */
+    const char *sha1;   /* of data, in hex: the name Redis gives a script */
 };
 
 /* The Lua scripts of lua/, ending in {NULL, NULL, 0}. */

@@ -1,10 +1,18 @@
 /*
- * http.c - libmicrohttpd listener, body buffering, limits.
+ * http.c - libmicrohttpd listener, worker event loops, body buffering, limits.
  *
- * libmicrohttpd runs a pool of `threads` worker threads, each with its own
- * event loop (epoll) over the connections it accepted; the handler runs on
- * that thread and may block briefly (one Redis round trip), which is why
- * each worker has its own Redis connection rather than sharing one.
+ * `threads` worker threads share the listening socket. Each runs its own
+ * event loop (epoll) over one libmicrohttpd daemon in external-epoll mode
+ * (the connections it accepted) and over the sources that work set off by
+ * its handlers attached to it (limiter.c's pipelined Redis connection).
+ * Handlers run on the worker thread. A handler may answer at once, block
+ * briefly (one Redis round trip on the thread's own connection), or defer:
+ * the connection is suspended, and a source answers it later from the same
+ * loop, so a deferred answer costs no thread switch and no lock.
+ *
+ * The limits that span connections are kept across the workers: the
+ * connection limit is split between them (as libmicrohttpd's own thread
+ * pool does) and the per-address count is shared (apc()).
  *
  * Bodies are buffered per request up to max_body_bytes. A Content-Length
  * above the limit is refused before any byte of the body is read; a
@@ -19,9 +27,12 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,8 +42,40 @@
 #include "http.h"
 #include "log.h"
 
-struct http_server {
+#define LOOP_SOURCES_MAX 4
+#define IP_BUCKETS 256
+
+/* A source attached to a worker's loop, with what is registered in epoll. */
+struct loop_source {
+    struct http_loop_source src;
+    struct http_loop_want armed;    /* what epoll has (fd -1: nothing) */
+};
+
+/* One worker thread: its daemon and its event loop. Everything in it is
+ * touched by that thread only, save wakefd. */
+struct worker {
+    struct http_server *s;
     struct MHD_Daemon *daemon;
+    pthread_t thread;
+    int started;
+    int epfd;
+    int wakefd;                 /* eventfd: http_server_stop() wakes the loop */
+    int mhd_fd;                 /* libmicrohttpd's own epoll fd */
+    int deferred;               /* suspended, or resumed and not yet answered */
+    atomic_int quiesced;        /* no longer accepting */
+    atomic_int resumed;         /* connections resumed since libmicrohttpd last ran */
+    struct loop_source sources[LOOP_SOURCES_MAX];
+    int nsources;
+};
+
+/* Connections open per client address, shared by the workers. */
+struct ip_count {
+    struct ip_count *next;
+    struct sockaddr_storage addr;   /* address only: port zeroed */
+    int n;
+};
+
+struct http_server {
     int listen_fd;
     int port;
     http_handler_fn fn;
@@ -40,8 +83,15 @@ struct http_server {
     struct http_options opts;
     char name[32];
     atomic_int in_flight;       /* requests begun and not yet completed */
-    atomic_int deferred;        /* suspended, or resumed and not yet answered */
+    atomic_int stopping;
+    int64_t stop_until_us;      /* grace for requests in flight, once stopping */
+    pthread_mutex_t ip_lock;
+    struct ip_count *ips[IP_BUCKETS];
+    int nworkers;
+    struct worker workers[];
 };
+
+static _Thread_local struct worker *current_worker;
 
 /* One request in progress; MHD's con_cls. */
 struct http_request {
@@ -57,7 +107,7 @@ struct http_request {
     void (*start)(void *arg);
     void *start_arg;
     _Atomic int answered;               /* 1 once resume stored `answer` */
-    int deferred;                       /* counted in s->deferred */
+    struct worker *deferred;            /* counted in this worker's deferred */
     struct http_response answer;
     char small[512];            /* most request bodies fit: no second allocation */
 };
@@ -179,9 +229,17 @@ void http_request_resume(const struct http_request *creq, const struct http_resp
 {
     struct http_request *req = (struct http_request *)creq;
 
+    struct worker *w = req->deferred;
+
     req->answer = *resp;
     atomic_store_explicit(&req->answered, 1, memory_order_release);
     MHD_resume_connection(req->conn);
+    /* libmicrohttpd (0.9.75, external epoll) neither wakes its loop nor
+     * counts a resumed connection in its timeout: the loop must be told to
+     * run it. */
+    atomic_store_explicit(&w->resumed, 1, memory_order_release);
+    if (current_worker != w)
+        eventfd_write(w->wakefd, 1);
 }
 
 /* Logs (when asked to) and queues resp for req. */
@@ -199,8 +257,8 @@ static void dispatch(struct http_server *s, struct http_request *req)
          * the connection from another thread at any moment after. */
         void (*start)(void *) = req->start;
         req->start = NULL;
-        atomic_fetch_add(&s->deferred, 1);
-        req->deferred = 1;
+        req->deferred = current_worker;
+        req->deferred->deferred++;
         MHD_suspend_connection(req->conn);
         start(req->start_arg);
         return;
@@ -269,8 +327,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* Resumed: the deferred work left its answer. */
         atomic_store_explicit(&req->answered, 0, memory_order_relaxed);
         answer(s, req, &req->answer);
-        req->deferred = 0;
-        atomic_fetch_sub(&s->deferred, 1);
+        req->deferred->deferred--;
+        req->deferred = NULL;
         return MHD_YES;
     }
     if (req->too_large && MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -289,10 +347,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req == NULL)
         return;
     atomic_fetch_sub(&s->in_flight, 1);
-    if (req->deferred) {
+    if (req->deferred != NULL) {
         /* The client went away while its answer was pending; the answer
          * (if it came) was never sent. */
-        atomic_fetch_sub(&s->deferred, 1);
+        req->deferred->deferred--;
         if (atomic_load(&req->answered) && req->answer.body_owned)
             free(req->answer.body);
     }
@@ -334,7 +392,9 @@ static int open_listener(const struct http_options *o, int *port_out, struct per
     if (rc != 0)
         return permitd_error_set(err, PERMITD_EINVAL, "%s listener: cannot resolve \"%s\": %s",
                                  o->name, o->host, gai_strerror(rc));
-    fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
+    /* Non-blocking: every worker waits on it, and all but one of those
+     * woken by a connection find nothing to accept. */
+    fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, res->ai_protocol);
     if (fd < 0)
         goto fail;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -359,14 +419,326 @@ fail:
                              o->name, o->host, o->port, strerror(rc));
 }
 
+/* ---- connections per client address, across the workers ----
+ *
+ * apc() refuses a connection whose address already has its limit; the
+ * count itself moves with libmicrohttpd's start and close notifications,
+ * which come in pairs, so no count can leak. Two workers accepting from one
+ * address at the same instant can each pass the check: the limit can be
+ * overshot by at most threads - 1 for that moment. */
+
+static unsigned ip_hash(const struct sockaddr_storage *a)
+{
+    const unsigned char *p;
+    size_t n;
+    unsigned h = 2166136261u;
+
+    if (a->ss_family == AF_INET6) {
+        p = (const unsigned char *)&((const struct sockaddr_in6 *)a)->sin6_addr;
+        n = 16;
+    } else {
+        p = (const unsigned char *)&((const struct sockaddr_in *)a)->sin_addr;
+        n = 4;
+    }
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h % IP_BUCKETS;
+}
+
+/* The address of sa with its port zeroed, comparable with memcmp. */
+static void ip_key(struct sockaddr_storage *key, const struct sockaddr *sa)
+{
+    memset(key, 0, sizeof(*key));
+    key->ss_family = sa->sa_family;
+    if (sa->sa_family == AF_INET6)
+        ((struct sockaddr_in6 *)key)->sin6_addr = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+    else if (sa->sa_family == AF_INET)
+        ((struct sockaddr_in *)key)->sin_addr = ((const struct sockaddr_in *)sa)->sin_addr;
+}
+
+/* The count of key's address (locked), made when create is set. */
+static struct ip_count **ip_find(struct http_server *s, const struct sockaddr_storage *key)
+{
+    struct ip_count **pp = &s->ips[ip_hash(key)];
+
+    while (*pp != NULL && memcmp(&(*pp)->addr, key, sizeof(*key)) != 0)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static enum MHD_Result apc(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    struct http_server *s = cls;
+    struct sockaddr_storage key;
+    struct ip_count **pp;
+    int ok;
+
+    (void)addrlen;
+    if (s->opts.max_connections_per_ip <= 0 || addr == NULL)
+        return MHD_YES;
+    ip_key(&key, addr);
+    pthread_mutex_lock(&s->ip_lock);
+    pp = ip_find(s, &key);
+    ok = *pp == NULL || (*pp)->n < s->opts.max_connections_per_ip;
+    pthread_mutex_unlock(&s->ip_lock);
+    return ok ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct http_server *s = cls;
+    const union MHD_ConnectionInfo *ci;
+    struct sockaddr_storage key;
+    struct ip_count **pp, *c;
+
+    (void)socket_context;
+    if (s->opts.max_connections_per_ip <= 0)
+        return;
+    ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci == NULL || ci->client_addr == NULL)
+        return;
+    ip_key(&key, ci->client_addr);
+    pthread_mutex_lock(&s->ip_lock);
+    pp = ip_find(s, &key);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        if (*pp == NULL && (*pp = calloc(1, sizeof(**pp))) != NULL)
+            (*pp)->addr = key;
+        if (*pp != NULL)
+            (*pp)->n++;
+    } else if (*pp != NULL && --(*pp)->n <= 0) {
+        c = *pp;
+        *pp = c->next;
+        free(c);
+    }
+    pthread_mutex_unlock(&s->ip_lock);
+}
+
+/* ---- the worker's event loop ---- */
+
+int http_loop_attach(const struct http_loop_source *src)
+{
+    struct worker *w = current_worker;
+
+    if (w == NULL || w->nsources == LOOP_SOURCES_MAX)
+        return -1;
+    w->sources[w->nsources++] = (struct loop_source){*src, {-1, 0, INT64_MAX, 0}};
+    return 0;
+}
+
+/* Brings the epoll registration of every source in line with what it
+ * wants now; returns the earliest time one asked to be called at. */
+static int64_t sources_arm(struct worker *w)
+{
+    int64_t first = INT64_MAX;
+
+    for (int i = 0; i < w->nsources; i++) {
+        struct loop_source *ls = &w->sources[i];
+        struct http_loop_want now = {-1, 0, INT64_MAX, 0};
+        int same_fd;
+
+        ls->src.want(ls->src.ud, &now);
+        if (now.at_us < first)
+            first = now.at_us;
+        same_fd = now.fd == ls->armed.fd && now.generation == ls->armed.generation;
+        if (same_fd && now.events == ls->armed.events)
+            continue;
+        /* A closed fd has left epoll by itself; its number may be back
+         * already as another socket (hence the generation). */
+        if (ls->armed.fd >= 0 && !same_fd)
+            epoll_ctl(w->epfd, EPOLL_CTL_DEL, ls->armed.fd, NULL);
+        if (now.fd >= 0) {
+            struct epoll_event ev = {.events = now.events, .data.ptr = ls};
+            if (!same_fd || epoll_ctl(w->epfd, EPOLL_CTL_MOD, now.fd, &ev) != 0)
+                epoll_ctl(w->epfd, EPOLL_CTL_ADD, now.fd, &ev);
+        }
+        ls->armed = now;
+    }
+    return first;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct http_server *s = w->s;
+    struct epoll_event ev[64];
+
+    current_worker = w;
+    for (;;) {
+        MHD_UNSIGNED_LONG_LONG mhd_ms;
+        int64_t at = sources_arm(w), now, wait_ms = -1;
+        int n, run;
+
+        if (MHD_get_timeout(w->daemon, &mhd_ms) == MHD_YES)
+            wait_ms = mhd_ms > INT32_MAX ? INT32_MAX : (int64_t)mhd_ms;
+        if (at != INT64_MAX) {
+            int64_t ms = (at - clock_now_us() + 999) / 1000;
+            if (ms < 0)
+                ms = 0;
+            if (wait_ms < 0 || ms < wait_ms)
+                wait_ms = ms;
+        }
+        if (atomic_load_explicit(&w->quiesced, memory_order_relaxed) &&
+            (wait_ms < 0 || wait_ms > 5))
+            wait_ms = 5;        /* draining: look at the counts often */
+        n = epoll_wait(w->epfd, ev, 64, (int)wait_ms);
+        run = n == 0;           /* a timeout of libmicrohttpd's may be due */
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.ptr == &w->mhd_fd) {
+                run = 1;
+            } else if (ev[i].data.ptr == &w->wakefd) {
+                eventfd_t v;
+                eventfd_read(w->wakefd, &v);
+            } else {
+                struct loop_source *ls = ev[i].data.ptr;
+                ls->src.ready(ls->src.ud, ev[i].events);
+                run = 1;        /* it may have resumed connections */
+            }
+        }
+        if (at != INT64_MAX && (now = clock_now_us()) >= at) {
+            for (int i = 0; i < w->nsources; i++) {
+                struct http_loop_want due = {-1, 0, INT64_MAX, 0};
+                w->sources[i].src.want(w->sources[i].src.ud, &due);
+                if (due.at_us <= now)
+                    w->sources[i].src.ready(w->sources[i].src.ud, 0);
+            }
+            run = 1;
+        }
+        /* Then what the handlers of this pass queued leaves, together; a
+         * source that answered at once (Redis down, say) resumed
+         * connections that libmicrohttpd must run again for. */
+        do {
+            int resumed = atomic_exchange(&w->resumed, 0);
+            if (run || resumed)
+                MHD_run(w->daemon);
+            run = 0;
+            for (int i = 0; i < w->nsources; i++)
+                w->sources[i].src.flush(w->sources[i].src.ud);
+        } while (atomic_load_explicit(&w->resumed, memory_order_acquire));
+        if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
+            if (!atomic_load(&w->quiesced)) {
+                /* Stop accepting; http_server_stop() closes the listening
+                 * socket once every worker has let go of it. */
+                MHD_quiesce_daemon(w->daemon);
+                atomic_store(&w->quiesced, 1);
+            }
+            /* Idle keep-alive connections do not hold us up: only requests
+             * begun and not answered do, until the grace period ends. A
+             * deferred request is bounded by the Redis timeout and must be
+             * back from suspension before libmicrohttpd may stop: it is
+             * waited for past the grace period too. */
+            if (w->deferred == 0 && (atomic_load(&s->in_flight) == 0 ||
+                                     clock_now_us() >= s->stop_until_us))
+                break;
+        }
+    }
+    for (int i = 0; i < w->nsources; i++)
+        w->sources[i].src.close(w->sources[i].src.ud);
+    w->nsources = 0;
+    current_worker = NULL;
+    return NULL;
+}
+
+static void workers_free(struct http_server *s)
+{
+    for (int i = 0; i < s->nworkers; i++) {
+        struct worker *w = &s->workers[i];
+        if (w->started)
+            pthread_join(w->thread, NULL);
+        if (w->daemon != NULL) {
+            /* Quiesced, a daemon leaves the shared listening socket open. */
+            if (!atomic_load(&w->quiesced))
+                MHD_quiesce_daemon(w->daemon);
+            MHD_stop_daemon(w->daemon);
+        }
+        if (w->epfd >= 0)
+            close(w->epfd);
+        if (w->wakefd >= 0)
+            close(w->wakefd);
+    }
+    for (int i = 0; i < IP_BUCKETS; i++)
+        while (s->ips[i] != NULL) {
+            struct ip_count *c = s->ips[i];
+            s->ips[i] = c->next;
+            free(c);
+        }
+    pthread_mutex_destroy(&s->ip_lock);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    free(s);
+}
+
+/* Starts worker w's daemon on the shared listening socket. */
+static int worker_start(struct http_server *s, struct worker *w, struct permitd_error *err)
+{
+    struct MHD_OptionItem extra[4];
+    int nextra = 0;
+    unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    unsigned limit = (unsigned)(s->opts.max_connections / s->nworkers);
+    const union MHD_DaemonInfo *info;
+    struct epoll_event ev;
+
+    if (s->opts.max_header_bytes > 0)
+        /* MHD reads the request line and headers into this per-connection
+         * pool; anything larger is answered 431/413 by MHD itself. */
+        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                                  s->opts.max_header_bytes, NULL};
+    if (s->opts.tls_cert_pem != NULL && s->opts.tls_key_pem != NULL) {
+        flags |= MHD_USE_TLS;
+        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
+                                                  (void *)s->opts.tls_cert_pem};
+        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
+                                                  (void *)s->opts.tls_key_pem};
+    }
+    extra[nextra] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    w->s = s;
+    w->daemon = MHD_start_daemon(
+        flags, 0,
+        apc, s, on_request, s,
+        MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+        MHD_OPTION_CONNECTION_LIMIT, limit > 0 ? limit : 1u,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->opts.connection_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name,
+        MHD_OPTION_ARRAY, extra,
+        MHD_OPTION_END);
+    if (w->daemon == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "%s listener: libmicrohttpd failed to start%s", s->name,
+                                 (flags & MHD_USE_TLS) ? " (is the TLS certificate/key pair valid?)"
+                                                       : "");
+    info = MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    w->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (info == NULL || w->epfd < 0 || w->wakefd < 0)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: cannot set up an event "
+                                 "loop: %s", s->name, strerror(errno));
+    w->mhd_fd = info->epoll_fd;
+    ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &w->mhd_fd};
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->mhd_fd, &ev);
+    ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &w->wakefd};
+    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev);
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: cannot start a worker "
+                                 "thread", s->name);
+    w->started = 1;
+    return PERMITD_OK;
+}
+
 int http_server_start(const struct http_options *opts, http_handler_fn fn, void *ud,
                       struct http_server **out, struct permitd_error *err)
 {
     struct http_server *s;
-    int fd;
+    int nworkers = opts->threads > 0 ? opts->threads : 1;
+    int fd, rc;
 
     *out = NULL;
-    s = calloc(1, sizeof(*s));
+    if ((opts->tls_cert_pem != NULL && opts->tls_key_pem != NULL) &&
+        MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s listener: this libmicrohttpd was built without TLS", opts->name);
+    s = calloc(1, sizeof(*s) + (size_t)nworkers * sizeof(s->workers[0]));
     if (s == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     s->fn = fn;
@@ -380,54 +752,20 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
         return fd;
     }
     s->listen_fd = fd;
-    /* A pool of one is no pool: libmicrohttpd warns about it, so the
-     * option is only passed for two threads or more. */
-    struct MHD_OptionItem extra[8];
-    int nextra = 0;
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
-                     MHD_ALLOW_SUSPEND_RESUME;
-
-    if (opts->threads > 1)
-        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, opts->threads, NULL};
-    if (opts->max_connections_per_ip > 0)
-        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                                                  opts->max_connections_per_ip, NULL};
-    if (opts->max_header_bytes > 0)
-        /* MHD reads the request line and headers into this per-connection
-         * pool; anything larger is answered 431/413 by MHD itself. */
-        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                                  opts->max_header_bytes, NULL};
-    if (opts->tls_cert_pem != NULL && opts->tls_key_pem != NULL) {
-        flags |= MHD_USE_TLS;
-        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
-                                                  (void *)opts->tls_cert_pem};
-        extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
-                                                  (void *)opts->tls_key_pem};
-    }
-    extra[nextra] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-    if ((flags & MHD_USE_TLS) && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-        close(fd);
-        free(s);
-        return permitd_error_set(err, PERMITD_EINVAL,
-                                 "%s listener: this libmicrohttpd was built without TLS", opts->name);
-    }
-    s->daemon = MHD_start_daemon(
-        flags, 0,
-        NULL, NULL, on_request, s,
-        MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opts->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)opts->connection_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name,
-        MHD_OPTION_ARRAY, extra,
-        MHD_OPTION_END);
-    if (s->daemon == NULL) {
-        close(fd);
-        free(s);
-        return permitd_error_set(err, PERMITD_EINTERNAL,
-                                 "%s listener: libmicrohttpd failed to start%s", opts->name,
-                                 (flags & MHD_USE_TLS) ? " (is the TLS certificate/key pair valid?)"
-                                                       : "");
+    pthread_mutex_init(&s->ip_lock, NULL);
+    s->nworkers = nworkers;
+    for (int i = 0; i < nworkers; i++)
+        s->workers[i].epfd = s->workers[i].wakefd = -1;
+    for (int i = 0; i < nworkers; i++) {
+        rc = worker_start(s, &s->workers[i], err);
+        if (rc != PERMITD_OK) {
+            s->stop_until_us = 0;
+            atomic_store(&s->stopping, 1);
+            for (int k = 0; k < i; k++)
+                eventfd_write(s->workers[k].wakefd, 1);
+            workers_free(s);
+            return rc;
+        }
     }
     *out = s;
     return PERMITD_OK;
@@ -435,10 +773,14 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
 
 unsigned http_server_connections(const struct http_server *s)
 {
-    const union MHD_DaemonInfo *info =
-        MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    unsigned n = 0;
 
-    return info ? info->num_connections : 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(s->workers[i].daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        n += info ? info->num_connections : 0;
+    }
+    return n;
 }
 
 int http_server_port(const struct http_server *s)
@@ -448,24 +790,19 @@ int http_server_port(const struct http_server *s)
 
 void http_server_stop(struct http_server *s, int grace_ms)
 {
-    int64_t until;
-
     if (s == NULL)
         return;
-    /* Stop accepting; connections already open carry on. */
-    MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
-    if (lfd != MHD_INVALID_SOCKET)
-        close(lfd);
-    until = clock_now_us() + (int64_t)grace_ms * 1000;
-    /* Idle keep-alive connections do not hold us up: only requests that
-     * have begun and not yet been answered do. */
-    while (atomic_load(&s->in_flight) > 0 && clock_now_us() < until)
-        usleep(5 * 1000);
-    /* A deferred request is bounded by the Redis timeout and must be back
-     * from suspension before libmicrohttpd may stop: wait for it past the
-     * grace period too. */
-    while (atomic_load(&s->deferred) > 0)
-        usleep(5 * 1000);
-    MHD_stop_daemon(s->daemon);
-    free(s);
+    s->stop_until_us = clock_now_us() + (int64_t)grace_ms * 1000;
+    atomic_store_explicit(&s->stopping, 1, memory_order_release);
+    for (int i = 0; i < s->nworkers; i++)
+        eventfd_write(s->workers[i].wakefd, 1);
+    /* Once every worker has let go of the listening socket, close it: new
+     * connections are refused from then on instead of waiting in the
+     * backlog for a server that will not accept them. */
+    for (int i = 0; i < s->nworkers; i++)
+        while (!atomic_load(&s->workers[i].quiesced))
+            usleep(1000);
+    close(s->listen_fd);
+    s->listen_fd = -1;
+    workers_free(s);
 }

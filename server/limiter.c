@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "http.h"
 #include "limiter.h"
 #include "policy.h"
 
@@ -34,8 +35,6 @@ struct limiter {
     void (*missing_hook)(void *ud); /* set once at start-up */
     void *missing_ud;
     pthread_key_t queue_key;        /* -> the calling worker's struct queue */
-    pthread_mutex_t queues_lock;    /* guards queues (creation and shutdown only) */
-    struct queue *queues;
 };
 
 int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
@@ -49,7 +48,6 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
     l->cfg = cfg;
     l->redis = redis;
     pthread_mutex_init(&l->lock, NULL);
-    pthread_mutex_init(&l->queues_lock, NULL);
     if (pthread_key_create(&l->queue_key, NULL) != 0) {
         free(l);
         return permitd_error_set(err, PERMITD_EINTERNAL, "pthread_key_create failed");
@@ -65,15 +63,12 @@ static void free_fallbacks(struct fallback *v, size_t n)
     free(v);
 }
 
-static void queues_stop(struct limiter *l);
-
 void limiter_free(struct limiter *l)
 {
     if (l == NULL)
         return;
-    queues_stop(l);
+    /* The queues went with the worker loops (queue_close()). */
     pthread_key_delete(l->queue_key);
-    pthread_mutex_destroy(&l->queues_lock);
     free_fallbacks(l->fallbacks, l->nfallbacks);
     pthread_mutex_destroy(&l->lock);
     free(l);
@@ -319,17 +314,17 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
     return validate(req, 1, err);
 }
 
-/* ---- queued Acquires: one worker's requests pipelined by its I/O thread ----
+/* ---- queued Acquires: one worker's requests pipelined from its own loop ----
  *
- * A worker thread that queues an Acquire gets, on first use, a queue and a
- * companion I/O thread of its own. The worker appends jobs; the I/O thread
- * takes every job waiting, sends them to Redis in one pipelined write on its
- * own connection (redis.c: per-thread connection, deadlines, NOSCRIPT,
- * reconnect backoff), reads the replies and reports each job. While one batch
- * is at Redis the next one gathers, so under load each round trip carries
- * many decisions and Redis pays its syscalls once per batch, not per
- * decision. The lock is the pair's own: workers never contend with each
- * other. */
+ * A worker thread that queues an Acquire gets, on first use, a queue of its
+ * own attached to its event loop (http.c) with a Redis pipe (redis.c: its
+ * own connection, deadlines, NOSCRIPT, reconnect backoff). Handlers append
+ * jobs while libmicrohttpd runs; after the pass the loop flushes the queue:
+ * every job waiting goes to Redis in one write. While that batch is out the
+ * next one gathers, so under load each round trip carries many decisions and
+ * Redis pays its syscalls once per batch, not per decision. Replies are read
+ * when the loop sees the socket ready, and each job's connection is resumed
+ * right there: no other thread, no lock, no wake-up. */
 
 #define QUEUE_BATCH_MAX 256
 
@@ -348,105 +343,144 @@ struct batch {
     struct redis_str keys[QUEUE_BATCH_MAX][2], args[QUEUE_BATCH_MAX][3];
     long long out[QUEUE_BATCH_MAX][8];
     struct redis_script_call calls[QUEUE_BATCH_MAX];
+    struct job *jobs[QUEUE_BATCH_MAX];  /* the jobs of the batch out */
+    size_t n;
 };
 
 struct queue {
-    struct queue *next;             /* in l->queues */
-    struct batch batch;
     struct limiter *l;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    struct job *head, *tail;
-    int stopping;
+    struct redis_pipe *pipe;
+    struct job *head, *tail;        /* waiting for the next batch */
+    struct batch batch;
 };
 
-/* Decides a batch of jobs (n <= QUEUE_BATCH_MAX) and reports each. */
-static void run_batch(struct limiter *l, struct batch *b, struct job **jobs, size_t n)
+/* Answers one job and frees it. */
+static void job_done(struct limiter *l, struct job *j, int rc, const long long *out,
+                     struct permitd_error *err)
 {
-    char (*names)[2][POLICY_REDIS_KEY_MAX] = b->names;
-    char (*permits)[24] = b->permits;
-    struct redis_str (*keys)[2] = b->keys, (*args)[3] = b->args;
-    long long (*out)[8] = b->out;
-    struct redis_script_call *calls = b->calls;
-    struct permitd_error err = {0, ""}, item_err;
     struct limiter_result res;
-    int64_t deadline = INT64_MAX, now = clock_now_us();
-    size_t m = 0;
-    int rc;
 
-    /* Jobs whose deadline has passed are answered without asking Redis. */
+    memset(&res, 0, sizeof(res));
+    rc = conclude(l, &j->req, 1, 1, rc, out, &res, err);
+    j->done(j->ud, rc, &res, err);
+    free(j);
+}
+
+/* The batch out has ended: rc is the whole batch's (PERMITD_OK: every call
+ * has its own). */
+static void batch_end(struct queue *q, int rc, const struct permitd_error *err)
+{
+    struct batch *b = &q->batch;
+    int64_t now = clock_now_us();
+    size_t n = b->n;
+
+    b->n = 0;
     for (size_t i = 0; i < n; i++) {
-        if (jobs[i]->deadline_us <= now) {
-            permitd_error_set(&item_err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
-            memset(&res, 0, sizeof(res));
-            rc = conclude(l, &jobs[i]->req, 1, 1, PERMITD_EDEADLINE, NULL, &res, &item_err);
-            jobs[i]->done(jobs[i]->ud, rc, &res, &item_err);
-            free(jobs[i]);
-            continue;
-        }
-        if (jobs[i]->deadline_us < deadline)
-            deadline = jobs[i]->deadline_us;
-        jobs[m] = jobs[i];
-        item_call(l, &jobs[m]->req, 1, names[m], permits[m], keys[m], args[m]);
-        calls[m] = (struct redis_script_call){keys[m], 2, args[m], 3, out[m], 8, 0};
-        m++;
-    }
-    if (m == 0)
-        return;
-    rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, calls, m, deadline, &err);
-    now = clock_now_us();
-    for (size_t i = 0; i < m; i++) {
+        struct permitd_error item_err = *err;
         int item_rc = rc;
-        item_err = err;
         /* The batch waited as long as its most impatient job allowed; a job
          * whose own deadline is still ahead was failed by Redis's slowness,
          * not by its deadline. */
-        if (rc == PERMITD_EDEADLINE && jobs[i]->deadline_us > now)
+        if (rc == PERMITD_EDEADLINE && b->jobs[i]->deadline_us > now)
             item_rc = permitd_error_set(&item_err, PERMITD_EUNAVAILABLE,
-                                        "redis did not answer in time: %s", err.message);
-        if (rc == PERMITD_OK && calls[i].rc != PERMITD_OK)
-            item_rc = permitd_error_set(&item_err, calls[i].rc,
+                                        "redis did not answer in time: %s", err->message);
+        if (rc == PERMITD_OK && b->calls[i].rc != PERMITD_OK)
+            item_rc = permitd_error_set(&item_err, b->calls[i].rc,
                                         "redis could not decide policy \"%s\" (see permitd's log)",
-                                        jobs[i]->req.bucket);
-        memset(&res, 0, sizeof(res));
-        item_rc = conclude(l, &jobs[i]->req, 1, 1, item_rc, out[i], &res, &item_err);
-        jobs[i]->done(jobs[i]->ud, item_rc, &res, &item_err);
-        free(jobs[i]);
+                                        b->jobs[i]->req.bucket);
+        job_done(q->l, b->jobs[i], item_rc, b->out[i], &item_err);
     }
 }
 
-static void *queue_main(void *arg)
+/* Sends every waiting job (up to QUEUE_BATCH_MAX) as one batch; jobs whose
+ * deadline has passed are answered without asking Redis. */
+static void batch_send(struct queue *q)
 {
-    struct queue *q = arg;
-    struct job *batch[QUEUE_BATCH_MAX];
+    struct batch *b = &q->batch;
+    struct permitd_error err = {0, ""};
+    int64_t deadline = INT64_MAX, now = clock_now_us();
+    int rc;
 
-    for (;;) {
-        size_t n = 0;
+    while (q->head != NULL && b->n < QUEUE_BATCH_MAX) {
+        struct job *j = q->head;
+        size_t m = b->n;
 
-        pthread_mutex_lock(&q->lock);
-        while (q->head == NULL && !q->stopping)
-            pthread_cond_wait(&q->wake, &q->lock);
-        if (q->head == NULL && q->stopping) {
-            pthread_mutex_unlock(&q->lock);
-            break;
+        q->head = j->next;
+        if (j->deadline_us <= now) {
+            permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
+            job_done(q->l, j, PERMITD_EDEADLINE, NULL, &err);
+            continue;
         }
-        while (q->head != NULL && n < QUEUE_BATCH_MAX) {
-            batch[n++] = q->head;
-            q->head = q->head->next;
-        }
-        if (q->head == NULL)
-            q->tail = NULL;
-        pthread_mutex_unlock(&q->lock);
-        run_batch(q->l, &q->batch, batch, n);
+        if (j->deadline_us < deadline)
+            deadline = j->deadline_us;
+        b->jobs[m] = j;
+        item_call(q->l, &j->req, 1, b->names[m], b->permits[m], b->keys[m], b->args[m]);
+        b->calls[m] = (struct redis_script_call){b->keys[m], 2, b->args[m], 3, b->out[m], 8, 0};
+        b->n++;
     }
-    return NULL;
+    if (q->head == NULL)
+        q->tail = NULL;
+    if (b->n == 0)
+        return;
+    err = (struct permitd_error){0, ""};
+    rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->n, deadline, &err);
+    if (rc != PERMITD_OK)
+        batch_end(q, rc, &err);
 }
 
-/* This worker's queue, made (with its I/O thread) on first use. */
+static void queue_want(void *ud, struct http_loop_want *w)
+{
+    struct queue *q = ud;
+
+    redis_pipe_want(q->pipe, &w->fd, &w->events, &w->at_us, &w->generation);
+}
+
+static void queue_ready(void *ud, uint32_t revents)
+{
+    struct queue *q = ud;
+    struct permitd_error err = {0, ""};
+    int rc = redis_pipe_io(q->pipe, revents, &err);
+
+    if (rc == 1)
+        batch_end(q, PERMITD_OK, &err);
+    else if (rc < 0)
+        batch_end(q, rc, &err);
+}
+
+static void queue_flush(void *ud)
+{
+    struct queue *q = ud;
+
+    if (q->head != NULL && !redis_pipe_busy(q->pipe))
+        batch_send(q);
+}
+
+static void queue_close(void *ud)
+{
+    struct queue *q = ud;
+    struct permitd_error err;
+
+    /* The loop ends only once every deferred request is answered, so
+     * nothing should be left; whatever is, is answered. */
+    permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
+    if (redis_pipe_busy(q->pipe))
+        batch_end(q, PERMITD_EUNAVAILABLE, &err);
+    while (q->head != NULL) {
+        struct job *j = q->head;
+        q->head = j->next;
+        job_done(q->l, j, PERMITD_EUNAVAILABLE, NULL, &err);
+    }
+    pthread_setspecific(q->l->queue_key, NULL);
+    redis_pipe_free(q->pipe);
+    free(q);
+}
+
+/* This worker's queue, made and attached to its loop on first use; NULL
+ * when the thread runs no loop (or out of memory). */
 static struct queue *my_queue(struct limiter *l)
 {
     struct queue *q = pthread_getspecific(l->queue_key);
+    struct http_loop_source src = {NULL, queue_want, queue_ready, queue_flush, queue_close};
 
     if (q != NULL)
         return q;
@@ -454,40 +488,14 @@ static struct queue *my_queue(struct limiter *l)
     if (q == NULL)
         return NULL;
     q->l = l;
-    pthread_mutex_init(&q->lock, NULL);
-    pthread_cond_init(&q->wake, NULL);
-    if (pthread_create(&q->thread, NULL, queue_main, q) != 0) {
-        pthread_cond_destroy(&q->wake);
-        pthread_mutex_destroy(&q->lock);
+    src.ud = q;
+    if (redis_pipe_new(l->redis, &q->pipe) != PERMITD_OK || http_loop_attach(&src) != 0) {
+        redis_pipe_free(q->pipe);
         free(q);
         return NULL;
     }
-    pthread_mutex_lock(&l->queues_lock);
-    q->next = l->queues;
-    l->queues = q;
-    pthread_mutex_unlock(&l->queues_lock);
     pthread_setspecific(l->queue_key, q);
     return q;
-}
-
-/* Lets every I/O thread finish what is queued, then joins it. */
-static void queues_stop(struct limiter *l)
-{
-    struct queue *q = l->queues;
-
-    while (q != NULL) {
-        struct queue *next = q->next;
-        pthread_mutex_lock(&q->lock);
-        q->stopping = 1;
-        pthread_cond_signal(&q->wake);
-        pthread_mutex_unlock(&q->lock);
-        pthread_join(q->thread, NULL);
-        pthread_cond_destroy(&q->wake);
-        pthread_mutex_destroy(&q->lock);
-        free(q);
-        q = next;
-    }
-    l->queues = NULL;
 }
 
 void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
@@ -495,14 +503,12 @@ void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req
 {
     struct queue *q = my_queue(l);
     struct job *j = q ? malloc(sizeof(*j)) : NULL;
-    int was_empty;
 
     if (j == NULL) {
-        /* No queue (out of memory or threads): decide right here. */
+        /* No loop on this thread (or out of memory): decide right here. */
         struct permitd_error err = {0, ""};
         struct limiter_result res;
         int rc = limiter_acquire(l, req, deadline_us, &res, &err);
-        free(j);
         done(ud, rc, &res, &err);
         return;
     }
@@ -511,16 +517,11 @@ void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req
     j->deadline_us = deadline_us;
     j->done = done;
     j->ud = ud;
-    pthread_mutex_lock(&q->lock);
-    was_empty = q->head == NULL;
     if (q->tail != NULL)
         q->tail->next = j;
     else
         q->head = j;
     q->tail = j;
-    if (was_empty)
-        pthread_cond_signal(&q->wake);
-    pthread_mutex_unlock(&q->lock);
 }
 
 int limiter_acquire(struct limiter *l, const struct limiter_request *req,

@@ -45,17 +45,18 @@ void limiter_free(struct limiter *l);
 /* Checks a request as limiter_acquire() would, without asking Redis. */
 int limiter_check(const struct limiter_request *req, struct permitd_error *err);
 
-/* Called once when a queued Acquire is decided, on a limiter I/O thread:
+/* Called once when a queued Acquire is decided, on the queuing thread:
  * rc, res and err as limiter_acquire() returns them (valid during the call). */
 typedef void (*limiter_done_fn)(void *ud, int rc, const struct limiter_result *res,
                                 const struct permitd_error *err);
 
-/* limiter_acquire(), queued: Acquires queued from one worker thread go to
- * Redis together, pipelined in one write on the connection of that thread's
- * companion I/O thread (each worker has its own; nothing is shared between
- * workers). req must have passed limiter_check(); its strings must stay
- * valid until done has run (the caller owns them; nothing is copied).
- * done runs exactly once, on the I/O thread. */
+/* limiter_acquire(), queued: Acquires queued from one HTTP worker thread
+ * go to Redis together, pipelined in one write on a connection of that
+ * thread's own, driven by its event loop (http_loop_attach(); nothing is
+ * shared between workers). req must have passed limiter_check(); its
+ * strings must stay valid until done has run (the caller owns them; nothing
+ * is copied). done runs exactly once, on the same thread: later, from the
+ * loop, or at once when the thread runs no loop. */
 void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
                             int64_t deadline_us, limiter_done_fn done, void *ud);
 

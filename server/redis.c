@@ -19,6 +19,7 @@
  * behind our back) reloads and retries once.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <string.h>
 
 #include <hiredis/hiredis.h>
+#include <sys/epoll.h>
 
 #include "clock.h"
 #include "embed.h"
@@ -193,10 +195,12 @@ static int handshake(struct redis *r, struct conn *c)
 /* Returns this thread's connection, connected, with its socket timeout set
  * to timeout_ms; or NULL with err set (unavailable) while Redis cannot be
  * reached or the backoff since the last failure has not passed. */
+static int conn_ensure(struct redis *r, struct conn *c, int timeout_ms, int greet,
+                       struct permitd_error *err);
+
 static struct conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd_error *err)
 {
     struct conn *c = pthread_getspecific(r->key);
-    int64_t now;
 
     if (c == NULL) {
         c = calloc(1, sizeof(*c));
@@ -206,14 +210,24 @@ static struct conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd
         }
         pthread_setspecific(r->key, c);
     }
+    return conn_ensure(r, c, timeout_ms, 1, err) == PERMITD_OK ? c : NULL;
+}
+
+/* Connects c if it is not (blocking, within timeout_ms), with the backoff
+ * after failures, and sets its socket timeout to timeout_ms. greet: run the
+ * handshake() too; else the caller sends it (a pipe, without blocking). */
+static int conn_ensure(struct redis *r, struct conn *c, int timeout_ms, int greet,
+                       struct permitd_error *err)
+{
+    int64_t now;
+
     if (c->ctx == NULL) {
         now = clock_now_us();
         if (now < c->retry_at_us) {
-            permitd_error_set(err, PERMITD_EUNAVAILABLE,
-                              "redis at %s is unavailable (%s); next attempt in %lld ms",
-                              r->where, c->last_error,
-                              (long long)((c->retry_at_us - now + 999) / 1000));
-            return NULL;
+            return permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                                     "redis at %s is unavailable (%s); next attempt in %lld ms",
+                                     r->where, c->last_error,
+                                     (long long)((c->retry_at_us - now + 999) / 1000));
         }
         struct timeval tv = tv_ms(timeout_ms);
         if (r->cfg->redis_socket[0] != '\0')
@@ -229,7 +243,7 @@ static struct conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd
                 redisEnableKeepAlive(c->ctx);
             redisSetTimeout(c->ctx, tv);
             c->timeout_ms = timeout_ms;
-            if (handshake(r, c) != 0)
+            if (greet && handshake(r, c) != 0)
                 disconnect(c);
         }
         if (c->ctx == NULL) {
@@ -238,10 +252,9 @@ static struct conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd
             c->retry_at_us = clock_now_us() + (int64_t)c->backoff_ms * 1000;
             log_msg(LOG_WARN, "redis connect failed", "addr=%s error=\"%s\" retry_in_ms=%d",
                     r->where, c->last_error, c->backoff_ms);
-            permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
-                              r->where, c->last_error);
             atomic_fetch_add(&r->errors, 1);
-            return NULL;
+            return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
+                                     r->where, c->last_error);
         }
         atomic_fetch_add(&r->connects, 1);
         if (c->backoff_ms != 0)
@@ -253,7 +266,7 @@ static struct conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd
         redisSetTimeout(c->ctx, tv_ms(timeout_ms));
         c->timeout_ms = timeout_ms;
     }
-    return c;
+    return PERMITD_OK;
 }
 
 /* The socket timeout for a call: the configured Redis timeout, or less when
@@ -523,6 +536,355 @@ again:
         goto again;
     }
     return PERMITD_OK;
+}
+
+/* ---- pipes: pipelined script calls driven by an event loop ----
+ *
+ * A pipe has its own connection (never the thread's blocking one, which the
+ * same thread may need for a synchronous call while a batch is out). It is
+ * connected like any other (blocking, within the timeout, with the same
+ * backoff), then switched to non-blocking: the batch is written as one RESP
+ * buffer, replies are read as the loop reports the socket readable, and the
+ * batch fails as a whole at its deadline. NOSCRIPT (Redis restarted or
+ * flushed its scripts) sends SCRIPT LOAD and the calls it refused once more,
+ * on the same connection, without blocking. */
+
+struct redis_pipe {
+    struct redis *r;
+    struct conn c;
+    uint64_t generation;          /* counts connections: the loop's epoll key */
+    enum redis_script script;
+    struct redis_script_call *calls;
+    size_t n;
+    size_t awaiting;              /* replies still due in this round */
+    size_t cursor;                /* the first call that may be awaiting one */
+    int greet;                    /* a new connection: AUTH and SELECT go first */
+    int load;                     /* SCRIPT LOAD goes first (new connection, NOSCRIPT) */
+    const char *preamble[3];      /* the commands sent before the calls, in order */
+    int npreamble, answered;      /* how many; how many have their reply */
+    int reloaded;
+    int write_pending;
+    int busy;                     /* a batch is out */
+    int bound;                    /* deadline_us was the caller's, not the Redis timeout */
+    int timeout_ms;
+    int64_t deadline_us;
+    char *buf;                    /* the RESP of one round, reused */
+    size_t buf_cap;
+};
+
+int redis_pipe_new(struct redis *r, struct redis_pipe **out)
+{
+    *out = calloc(1, sizeof(**out));
+    if (*out == NULL)
+        return PERMITD_EINTERNAL;
+    (*out)->r = r;
+    return PERMITD_OK;
+}
+
+void redis_pipe_free(struct redis_pipe *p)
+{
+    if (p == NULL)
+        return;
+    disconnect(&p->c);
+    free(p->buf);
+    free(p);
+}
+
+/* Appends n bytes to the round's buffer; -1 when out of memory. */
+static int buf_put(struct redis_pipe *p, size_t *len, const char *s, size_t n)
+{
+    if (*len + n > p->buf_cap) {
+        size_t cap = p->buf_cap ? p->buf_cap : 4096;
+        char *b;
+        while (cap < *len + n)
+            cap *= 2;
+        if ((b = realloc(p->buf, cap)) == NULL)
+            return -1;
+        p->buf = b;
+        p->buf_cap = cap;
+    }
+    memcpy(p->buf + *len, s, n);
+    *len += n;
+    return 0;
+}
+
+/* One bulk string ($<n>\r\n<s>\r\n) of RESP. */
+static int buf_bulk(struct redis_pipe *p, size_t *len, const char *s, size_t n)
+{
+    char head[32];
+    int h = snprintf(head, sizeof(head), "$%zu\r\n", n);
+
+    return buf_put(p, len, head, (size_t)h) || buf_put(p, len, s, n) || buf_put(p, len, "\r\n", 2)
+           ? -1 : 0;
+}
+
+/* Queues this round, as one formatted buffer: on a new connection AUTH and
+ * SELECT (when configured), then SCRIPT LOAD when asked, then an EVALSHA
+ * for every call still awaiting its reply (rc -1). Nothing waits for the
+ * preamble: Redis answers in order, and pipe_preamble() checks it. */
+static int pipe_queue(struct redis_pipe *p)
+{
+    const struct config *cfg = p->r->cfg;
+    const struct embedded_file *script = p->r->scripts[p->script];
+    size_t len = 0;
+    char head[32];
+    int h;
+
+    p->awaiting = 0;
+    p->cursor = 0;
+    p->npreamble = p->answered = 0;
+    if (p->greet && cfg->redis_password[0] != '\0') {
+        int user = cfg->redis_user[0] != '\0';
+        if (buf_put(p, &len, user ? "*3\r\n" : "*2\r\n", 4) || buf_bulk(p, &len, "AUTH", 4) ||
+            (user && buf_bulk(p, &len, cfg->redis_user, strlen(cfg->redis_user))) ||
+            buf_bulk(p, &len, cfg->redis_password, strlen(cfg->redis_password)))
+            return -1;
+        p->preamble[p->npreamble++] = "AUTH";
+    }
+    if (p->greet && cfg->redis_db != 0) {
+        h = snprintf(head, sizeof(head), "%d", cfg->redis_db);
+        if (buf_put(p, &len, "*2\r\n", 4) || buf_bulk(p, &len, "SELECT", 6) ||
+            buf_bulk(p, &len, head, (size_t)h))
+            return -1;
+        p->preamble[p->npreamble++] = "SELECT";
+    }
+    if (p->load) {
+        if (buf_put(p, &len, "*3\r\n", 4) || buf_bulk(p, &len, "SCRIPT", 6) ||
+            buf_bulk(p, &len, "LOAD", 4) || buf_bulk(p, &len, script->data, script->len))
+            return -1;
+        p->preamble[p->npreamble++] = "SCRIPT LOAD";
+    }
+    p->awaiting = (size_t)p->npreamble;
+    for (size_t i = 0; i < p->n; i++) {
+        const struct redis_script_call *c = &p->calls[i];
+        if (c->rc != -1)
+            continue;
+        h = snprintf(head, sizeof(head), "*%d\r\n", 3 + c->nkeys + c->nargs);
+        if (buf_put(p, &len, head, (size_t)h) || buf_bulk(p, &len, "EVALSHA", 7) ||
+            buf_bulk(p, &len, p->c.sha[p->script], 40))
+            return -1;
+        h = snprintf(head, sizeof(head), "%d", c->nkeys);
+        if (buf_bulk(p, &len, head, (size_t)h))
+            return -1;
+        for (int k = 0; k < c->nkeys; k++)
+            if (buf_bulk(p, &len, c->keys[k].p, c->keys[k].len))
+                return -1;
+        for (int k = 0; k < c->nargs; k++)
+            if (buf_bulk(p, &len, c->args[k].p, c->args[k].len))
+                return -1;
+        p->awaiting++;
+    }
+    return redisAppendFormattedCommand(p->c.ctx, p->buf, len) == REDIS_OK ? 0 : -1;
+}
+
+/* Ends the batch with rc: the connection is dropped (its replies can no
+ * longer be matched), to be made again by the next send. */
+static int pipe_fail(struct redis_pipe *p, int rc, struct permitd_error *err)
+{
+    snprintf(p->c.last_error, sizeof(p->c.last_error), "%.190s", err ? err->message : "broken");
+    atomic_fetch_add(&p->r->errors, 1);
+    disconnect(&p->c);
+    p->c.retry_at_us = 0;       /* as broken(): reconnect at once, back off after */
+    p->busy = 0;
+    p->write_pending = 0;
+    return rc;
+}
+
+static int pipe_write(struct redis_pipe *p, struct permitd_error *err)
+{
+    int done = 0;
+
+    if (redisBufferWrite(p->c.ctx, &done) != REDIS_OK)
+        return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
+                                              p->r->where, p->c.ctx->errstr), err);
+    p->write_pending = !done;
+    return PERMITD_OK;
+}
+
+int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
+                    struct redis_script_call *calls, size_t n, int64_t deadline_us,
+                    struct permitd_error *err)
+{
+    int bound, timeout_ms, rc;
+
+    timeout_ms = call_timeout(p->r, deadline_us, &bound, err);
+    if (timeout_ms < 0)
+        return timeout_ms;
+    if (p->c.ctx == NULL) {
+        /* Connecting blocks (briefly: it is local, or bounded by the
+         * timeout); the handshake goes out with the first batch instead,
+         * so a Redis that accepts but does not answer never stalls the
+         * caller's loop. */
+        rc = conn_ensure(p->r, &p->c, timeout_ms, 0, err);
+        if (rc != PERMITD_OK)
+            return conn_failed(p->r, bound, deadline_us, err);
+        p->greet = p->load = 1;
+        /* The SHA is known before Redis says it (the build computed it):
+         * the EVALSHAs can follow the SCRIPT LOAD in the same write. */
+        memcpy(p->c.sha[script], p->r->scripts[script]->sha1, 41);
+        int fl = fcntl(p->c.ctx->fd, F_GETFL);
+        if (fl < 0 || fcntl(p->c.ctx->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+            disconnect(&p->c);
+            return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: cannot make the "
+                                     "socket non-blocking: %s", p->r->where, strerror(errno));
+        }
+        p->c.ctx->flags &= ~REDIS_BLOCK;
+        p->generation++;
+    }
+    p->script = script;
+    p->calls = calls;
+    p->n = n;
+    p->reloaded = 0;
+    for (size_t i = 0; i < n; i++)
+        calls[i].rc = -1;       /* awaiting its reply */
+    if (pipe_queue(p) != 0)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    p->bound = bound;
+    p->timeout_ms = timeout_ms;
+    /* The caller's deadline to the microsecond when it is the nearer (a
+     * job must not be failed a fraction of a millisecond before its own). */
+    p->deadline_us = bound ? deadline_us : clock_now_us() + (int64_t)timeout_ms * 1000;
+    p->busy = 1;
+    return pipe_write(p, err);
+}
+
+/* Checks one reply to the preamble: AUTH and SELECT answer OK, SCRIPT LOAD
+ * the SHA. 0, or -1 (the batch fails, and the connection with it). */
+static int pipe_preamble(struct redis_pipe *p, redisReply *rep)
+{
+    const char *what = p->preamble[p->answered++];
+    int load = strcmp(what, "SCRIPT LOAD") == 0;
+
+    if (rep->type == REDIS_REPLY_ERROR || (load && (rep->type != REDIS_REPLY_STRING ||
+                                                    rep->len != 40))) {
+        snprintf(p->c.last_error, sizeof(p->c.last_error), "%s failed: %.100s", what,
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        return -1;
+    }
+    if (load)
+        memcpy(p->c.sha[p->script], rep->str, 41);
+    if (p->answered == p->npreamble)
+        p->greet = p->load = 0;
+    return 0;
+}
+
+/* Files one reply of this round. 0, or -1 when the preamble failed (the
+ * batch fails). */
+static int pipe_reply(struct redis_pipe *p, redisReply *rep)
+{
+    struct redis_script_call *c;
+
+    p->awaiting--;
+    if (p->answered < p->npreamble)
+        return pipe_preamble(p, rep);
+    while (p->calls[p->cursor].rc != -1)
+        p->cursor++;
+    c = &p->calls[p->cursor++];
+    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+        c->rc = -2;             /* sent again once the script is loaded */
+    } else if (rep->type == REDIS_REPLY_ARRAY) {
+        for (int k = 0; k < c->nout; k++)
+            c->out[k] = (size_t)k < rep->elements && rep->element[k]->type == REDIS_REPLY_INTEGER
+                        ? rep->element[k]->integer : 0;
+        c->rc = PERMITD_OK;
+    } else {
+        log_msg(LOG_WARN, "script call failed", "script=%s error=\"%.200s\"",
+                script_files[p->script], rep->type == REDIS_REPLY_ERROR ? rep->str : "no array");
+        c->rc = PERMITD_EINTERNAL;
+    }
+    return 0;
+}
+
+/* The round is complete: done, or a second round for NOSCRIPT. */
+static int pipe_round_over(struct redis_pipe *p, struct permitd_error *err)
+{
+    size_t refused = 0;
+
+    for (size_t i = 0; i < p->n; i++)
+        if (p->calls[i].rc == -2) {
+            p->calls[i].rc = -1;
+            refused++;
+        }
+    if (refused == 0) {
+        p->busy = 0;
+        return 1;
+    }
+    if (p->reloaded)
+        return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s refused "
+                                              "the script just loaded", p->r->where), err);
+    log_msg(LOG_WARN, "redis lost its scripts; reloading", "addr=%s", p->r->where);
+    p->reloaded = p->load = 1;
+    if (pipe_queue(p) != 0)
+        return pipe_fail(p, permitd_error_set(err, PERMITD_EINTERNAL, "out of memory"), err);
+    {
+        int rc = pipe_write(p, err);
+        return rc == PERMITD_OK ? 0 : rc;
+    }
+}
+
+int redis_pipe_io(struct redis_pipe *p, uint32_t revents, struct permitd_error *err)
+{
+    redisContext *ctx = p->c.ctx;
+    int rc;
+
+    if (ctx == NULL)
+        return 0;
+    if (!p->busy) {
+        /* An idle connection is readable only when Redis closed it (a
+         * restart) or sent what nobody asked for: drop it either way. */
+        if (revents != 0) {
+            log_msg(LOG_DEBUG, "redis pipe connection dropped while idle", "addr=%s", p->r->where);
+            disconnect(&p->c);
+        }
+        return 0;
+    }
+    if (p->write_pending && (revents & (EPOLLOUT | EPOLLERR | EPOLLHUP)) &&
+        (rc = pipe_write(p, err)) != PERMITD_OK)
+        return rc;
+    if (revents & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+        if (redisBufferRead(ctx) != REDIS_OK)
+            return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
+                                                  p->r->where, ctx->errstr), err);
+        for (;;) {
+            void *rep = NULL;
+            if (redisGetReplyFromReader(ctx, &rep) != REDIS_OK)
+                return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
+                                                      p->r->where, ctx->errstr), err);
+            if (rep == NULL)
+                break;
+            rc = pipe_reply(p, rep);
+            freeReplyObject(rep);
+            if (rc != 0)
+                return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
+                                                      p->r->where, p->c.last_error), err);
+            if (p->awaiting == 0)
+                return pipe_round_over(p, err);
+        }
+    }
+    if (clock_now_us() >= p->deadline_us) {
+        if (p->bound)
+            rc = permitd_error_set(err, PERMITD_EDEADLINE, "deadline exceeded waiting %d ms for "
+                                   "redis", p->timeout_ms);
+        else
+            rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s did not answer within "
+                                   "%d ms", p->r->where, p->timeout_ms);
+        return pipe_fail(p, rc, err);
+    }
+    return 0;
+}
+
+void redis_pipe_want(const struct redis_pipe *p, int *fd, uint32_t *events, int64_t *at_us,
+                     uint64_t *generation)
+{
+    *fd = p->c.ctx != NULL ? p->c.ctx->fd : -1;
+    *events = EPOLLIN | (p->write_pending ? EPOLLOUT : 0);
+    *at_us = p->busy ? p->deadline_us : INT64_MAX;
+    *generation = p->generation;
+}
+
+int redis_pipe_busy(const struct redis_pipe *p)
+{
+    return p->busy;
 }
 
 int redis_command(struct redis *r, const struct redis_str *args, int nargs,

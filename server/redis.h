@@ -73,6 +73,38 @@ int redis_script_pipeline(struct redis *r, enum redis_script script,
                           struct redis_script_call *calls, size_t n,
                           int64_t deadline_us, struct permitd_error *err);
 
+/* A pipe: script calls pipelined on a connection of its own, driven by an
+ * event loop (http.c's worker loop) instead of blocking. One batch is out
+ * at a time. Use from one thread. */
+struct redis_pipe;
+
+int redis_pipe_new(struct redis *r, struct redis_pipe **out);
+void redis_pipe_free(struct redis_pipe *p);
+
+/* Sends calls[0..n) in one write (connecting first if need be, blocking up
+ * to the timeout, with the usual backoff). calls must stay put until the
+ * batch ends. PERMITD_OK: the batch is out, and redis_pipe_io() will say
+ * when it ends; else nothing is out and the error is the whole batch's
+ * (as redis_script_pipeline()). */
+int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
+                    struct redis_script_call *calls, size_t n, int64_t deadline_us,
+                    struct permitd_error *err);
+
+/* What the loop should wait for: the socket (fd -1 while disconnected),
+ * EPOLLIN and perhaps EPOLLOUT, the batch's deadline (INT64_MAX when none
+ * is out), and the connection's generation (changes with each new socket). */
+void redis_pipe_want(const struct redis_pipe *p, int *fd, uint32_t *events, int64_t *at_us,
+                     uint64_t *generation);
+
+/* Does the I/O the loop saw ready (revents; 0 when the deadline came).
+ * Returns 1 when the batch has ended with every call's rc and out filled
+ * (as redis_script_pipeline()); 0 while it is still out (or none is); an
+ * error when the batch failed as a whole (broken connection, deadline). */
+int redis_pipe_io(struct redis_pipe *p, uint32_t revents, struct permitd_error *err);
+
+/* A batch is out. */
+int redis_pipe_busy(const struct redis_pipe *p);
+
 /* Runs any command (args[0] is its name) like redis_script_run(). When
  * integer is not NULL it receives an integer reply (0 otherwise); when each
  * is not NULL it is called for every string element of an array reply (the

@@ -42,7 +42,7 @@ static void test_config_defaults(void)
     CHECK_INT(cfg.max_body_bytes, 65536);
     {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        CHECK_INT(cfg.threads, cpus < 1 ? 4 : (4 * cpus > 256 ? 256 : 4 * cpus));
+        CHECK_INT(cfg.threads, cpus < 1 ? 1 : (cpus > 256 ? 256 : cpus));   /* one loop per CPU */
     }
 }
 
