@@ -62,7 +62,8 @@ class HostileTest(unittest.TestCase):
         self.assertEqual(p.http().request("GET", "/healthz").status, 200)
 
     def test_connections_per_address_are_limited(self):
-        p = self.permitd("--max-connections-per-ip", "2")
+        # Several workers: the count is shared, whichever accepts.
+        p = self.permitd("--max-connections-per-ip", "2", "--threads", "4")
 
         def served():
             s = socket.create_connection(("127.0.0.1", p.port), timeout=5)

@@ -267,6 +267,38 @@ class RedisTest(unittest.TestCase):
         finally:
             pr.stop()
 
+    def test_a_silent_redis_does_not_stall_the_worker(self):
+        # One worker: while its Acquire waits on a Redis that accepts
+        # connections but answers nothing (SIGSTOP), the same loop keeps
+        # serving. The Acquire is the worker's first, so its Redis
+        # handshake is part of the wait: it must not block the loop either.
+        pr = PrivateRedis()
+        try:
+            name = unique("stall")
+            put_policy(pr.client(), name, max_permits=10, rate=1)
+            with Permitd(redis_url=pr.url, args=["--threads", "1", "--redis-timeout-ms", "3000"]) as p:
+                os.kill(pr.pid(), signal.SIGSTOP)
+                result = {}
+
+                def slow():
+                    result["reply"] = p.http().acquire(name)
+
+                t = threading.Thread(target=slow)
+                t.start()
+                time.sleep(0.3)
+                self.assertTrue(t.is_alive(), "the Acquire did not wait for the stopped Redis")
+                h = p.http()
+                t0 = time.monotonic()
+                self.assertEqual(h.request("GET", "/healthz").status, 200)
+                self.assertLess(time.monotonic() - t0, 1.0, "the worker's loop was blocked")
+                h.close()
+                os.kill(pr.pid(), signal.SIGCONT)
+                t.join(10)
+                self.assertTrue(decision(result["reply"])["allowed"], result)
+        finally:
+            os.kill(pr.pid(), signal.SIGCONT)
+            pr.stop()
+
     def test_redis_restart(self):
         self._restart_case(kill=False)
 
