@@ -147,81 +147,137 @@ static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
     return PERMITD_OK;
 }
 
-/* The Connect error of one batch item, as the unary call would answer. */
-static Permit__V1__BatchError *batch_error(struct connect_call *call, const struct permitd_error *e)
-{
-    Permit__V1__BatchError *be = connect_call_alloc(call, sizeof(*be));
+/* An AcquireBatch waiting for its decisions (limiter_acquire_batch_queued),
+ * in one block: the items with copies of their strings, and room for the
+ * answers and the reply message. */
+struct pending_batch {
+    struct api *a;
+    const struct http_request *http;
+    enum connect_codec codec;
+    size_t n;
+    struct limiter_request *reqs;
+    struct limiter_result *res;
+    struct permitd_error *errs;
+    Permit__V1__AcquireBatchResult *results, **result_ptrs;
+    Permit__V1__AcquireResponse *answers;
+    Permit__V1__BatchError *batch_errors;
+    int all_or_nothing;
+    int64_t deadline_us;
+};
 
-    if (be == NULL)
-        return NULL;
-    permit__v1__batch_error__init(be);
-    be->code = (char *)connect_code_name(e->code);
-    be->message = connect_call_strdup(call, e->message);
-    return be->message ? be : NULL;
+static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err)
+{
+    struct pending_batch *p = ud;
+    struct api *a = p->a;
+    Permit__V1__AcquireBatchResponse rs = PERMIT__V1__ACQUIRE_BATCH_RESPONSE__INIT;
+    struct http_response resp;
+    struct permitd_error e = *err;
+
+    memset(&resp, 0, sizeof(resp));
+    resp.status = 200;
+    for (size_t i = 0; rc == PERMITD_OK && i < p->n; i++) {
+        Permit__V1__AcquireBatchResult *r = &p->results[i];
+        permit__v1__acquire_batch_result__init(r);
+        if (p->errs[i].code != PERMITD_OK) {
+            Permit__V1__BatchError *be = &p->batch_errors[i];
+            if (a->stats != NULL)
+                stats_record_error(a->stats, p->reqs[i].bucket, p->errs[i].code);
+            permit__v1__batch_error__init(be);
+            be->code = (char *)connect_code_name(p->errs[i].code);
+            be->message = p->errs[i].message;
+            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
+            r->error = be;
+        } else {
+            Permit__V1__AcquireResponse *ar = &p->answers[i];
+            permit__v1__acquire_response__init(ar);
+            ar->allowed = p->res[i].allowed;
+            ar->remaining = p->res[i].remaining;
+            ar->limit = p->res[i].limit;
+            ar->retry_after_ms = p->res[i].retry_after_ms;
+            ar->reset_after_ms = p->res[i].reset_after_ms;
+            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_RESPONSE;
+            r->response = ar;
+            if (a->stats != NULL)
+                stats_record(a->stats, p->reqs[i].bucket, p->res[i].allowed);
+        }
+        p->result_ptrs[i] = r;
+    }
+    if (rc == PERMITD_OK) {
+        rs.results = p->result_ptrs;
+        rs.n_results = p->n;
+        rc = connect_reply(p->codec, &rs.base, &resp, &e);
+    }
+    if (rc != PERMITD_OK)
+        connect_error_reply(&resp, &e);
+    http_request_resume(p->http, &resp);
+    free(p);
 }
 
+static void acquire_batch_start(void *arg)
+{
+    struct pending_batch *p = arg;
+
+    limiter_acquire_batch_queued(p->a->limiter, p->reqs, p->n, p->all_or_nothing,
+                                 p->deadline_us, p->res, p->errs, acquire_batch_done, p);
+}
+
+/* AcquireBatch is decided from the worker's loop too: its calls go to Redis
+ * with the Acquires of the same pass, and the worker serves other
+ * connections meanwhile. */
 static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMessage *in,
                          ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
     struct api *a = ud;
     const Permit__V1__AcquireBatchRequest *rq = (const Permit__V1__AcquireBatchRequest *)in;
-    Permit__V1__AcquireBatchResponse *rs = (Permit__V1__AcquireBatchResponse *)out;
-    size_t n = rq->n_requests;
-    struct limiter_request *reqs;
-    struct limiter_result *res;
-    struct permitd_error *errs;
-    Permit__V1__AcquireBatchResult *results;
-    Permit__V1__AcquireResponse *answers;
-    int rc;
+    size_t n = rq->n_requests, strings = 0, size;
+    struct pending_batch *p;
+    char *at;
 
+    (void)out;
+    (void)scratch;
     if (n > LIMITER_BATCH_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
                                  n, LIMITER_BATCH_MAX);
-    reqs = connect_call_alloc(call, (n + 1) * sizeof(*reqs));
-    res = connect_call_alloc(call, (n + 1) * sizeof(*res));
-    errs = connect_call_alloc(call, (n + 1) * sizeof(*errs));
-    results = connect_call_alloc(call, (n + 1) * sizeof(*results));
-    answers = connect_call_alloc(call, (n + 1) * sizeof(*answers));
-    rs->results = connect_call_alloc(call, (n + 1) * sizeof(*rs->results));
-    if (!reqs || !res || !errs || !results || !answers || !rs->results)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const Permit__V1__AcquireRequest *r = rq->requests[i];
-        reqs[i].bucket = r->bucket;
-        reqs[i].app = r->app;
-        reqs[i].key = r->key;
-        reqs[i].permits = r->permits;
+        strings += strlen(r->bucket) + strlen(r->app) + strlen(r->key) + 3;
     }
-    rc = limiter_acquire_batch(a->limiter, reqs, n, rq->all_or_nothing, call->deadline_us,
-                               res, errs, err);
-    if (rc != PERMITD_OK)
-        return rc;
+    size = sizeof(*p) + n * (sizeof(*p->reqs) + sizeof(*p->res) + sizeof(*p->errs) +
+                             sizeof(*p->results) + sizeof(*p->result_ptrs) +
+                             sizeof(*p->answers) + sizeof(*p->batch_errors)) + strings;
+    p = calloc(1, size);
+    if (p == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    /* Every array is laid out by its own size in turn: pointers and 64-bit
+     * fields first, strings last, so each stays aligned. */
+    p->reqs = (struct limiter_request *)(p + 1);
+    p->res = (struct limiter_result *)(p->reqs + n);
+    p->results = (Permit__V1__AcquireBatchResult *)(p->res + n);
+    p->answers = (Permit__V1__AcquireResponse *)(p->results + n);
+    p->batch_errors = (Permit__V1__BatchError *)(p->answers + n);
+    p->result_ptrs = (Permit__V1__AcquireBatchResult **)(p->batch_errors + n);
+    p->errs = (struct permitd_error *)(p->result_ptrs + n);
+    at = (char *)(p->errs + n);
     for (size_t i = 0; i < n; i++) {
-        Permit__V1__AcquireBatchResult *r = &results[i];
-        permit__v1__acquire_batch_result__init(r);
-        if (errs[i].code != PERMITD_OK) {
-            if (a->stats != NULL)
-                stats_record_error(a->stats, reqs[i].bucket, errs[i].code);
-            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
-            if ((r->error = batch_error(call, &errs[i])) == NULL)
-                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        } else {
-            Permit__V1__AcquireResponse *ar = &answers[i];
-            permit__v1__acquire_response__init(ar);
-            ar->allowed = res[i].allowed;
-            ar->remaining = res[i].remaining;
-            ar->limit = res[i].limit;
-            ar->retry_after_ms = res[i].retry_after_ms;
-            ar->reset_after_ms = res[i].reset_after_ms;
-            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_RESPONSE;
-            r->response = ar;
-            if (a->stats != NULL)
-                stats_record(a->stats, reqs[i].bucket, res[i].allowed);
+        const Permit__V1__AcquireRequest *r = rq->requests[i];
+        const char *src[3] = {r->bucket, r->app, r->key};
+        const char *dst[3];
+        for (int k = 0; k < 3; k++) {
+            size_t len = strlen(src[k]) + 1;
+            memcpy(at, src[k], len);
+            dst[k] = at;
+            at += len;
         }
-        rs->results[i] = r;
+        p->reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits};
     }
-    rs->n_results = n;
-    return PERMITD_OK;
+    p->a = a;
+    p->http = call->http;
+    p->codec = call->codec;
+    p->n = n;
+    p->all_or_nothing = rq->all_or_nothing;
+    p->deadline_us = call->deadline_us;
+    http_request_defer(call->http, acquire_batch_start, p);
+    return CONNECT_DEFERRED;
 }
 
 static const struct connect_method methods[] = {

@@ -326,25 +326,32 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
  * when the loop sees the socket ready, and each job's connection is resumed
  * right there: no other thread, no lock, no wake-up. */
 
-#define QUEUE_BATCH_MAX 256
+#define QUEUE_BATCH_MAX 256     /* jobs per batch */
 
+struct plan;
+
+/* One queued piece of work: an Acquire (one script call, whose strings and
+ * numbers live here), or an AcquireBatch (plan: its calls, one per policy). */
 struct job {
     struct job *next;
-    struct limiter_request req;
     int64_t deadline_us;
+    size_t first;                   /* its first call in the batch out */
+    struct plan *plan;              /* NULL: an Acquire */
+    struct limiter_request req;
     limiter_done_fn done;
     void *ud;
+    char names[2][POLICY_REDIS_KEY_MAX];
+    char permits[24];
+    struct redis_str keys[2], args[3];
+    long long out[8];
 };
 
-/* What one batch needs, kept with its queue (too large for a stack). */
+/* The batch out: every call of its jobs, contiguous, as the pipe wants them. */
 struct batch {
-    char names[QUEUE_BATCH_MAX][2][POLICY_REDIS_KEY_MAX];
-    char permits[QUEUE_BATCH_MAX][24];
-    struct redis_str keys[QUEUE_BATCH_MAX][2], args[QUEUE_BATCH_MAX][3];
-    long long out[QUEUE_BATCH_MAX][8];
-    struct redis_script_call calls[QUEUE_BATCH_MAX];
-    struct job *jobs[QUEUE_BATCH_MAX];  /* the jobs of the batch out */
-    size_t n;
+    struct job *jobs[QUEUE_BATCH_MAX];
+    size_t njobs;
+    struct redis_script_call *calls;
+    size_t ncalls, cap;
 };
 
 struct queue {
@@ -354,42 +361,65 @@ struct queue {
     struct batch batch;
 };
 
-/* Answers one job and frees it. */
-static void job_done(struct limiter *l, struct job *j, int rc, const long long *out,
-                     struct permitd_error *err)
+static void plan_end(struct plan *pl, int rc, const struct redis_script_call *calls,
+                     struct permitd_error *err);
+
+/* Answers one job with the batch's rc (PERMITD_OK: each call has its own)
+ * and frees it. calls: its calls in the batch, NULL when none was sent. */
+static void job_end(struct limiter *l, struct job *j, int rc, const struct redis_script_call *calls,
+                    const struct permitd_error *err)
 {
+    struct permitd_error e = *err;
     struct limiter_result res;
 
+    /* The batch waited as long as its most impatient job allowed; a job
+     * whose own deadline is still ahead was failed by Redis's slowness,
+     * not by its deadline. */
+    if (rc == PERMITD_EDEADLINE && j->deadline_us > clock_now_us())
+        rc = permitd_error_set(&e, PERMITD_EUNAVAILABLE, "redis did not answer in time: %s",
+                               err->message);
+    if (j->plan != NULL) {
+        plan_end(j->plan, rc, calls, &e);   /* answers, and frees the plan */
+        free(j);
+        return;
+    }
+    if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
+        rc = permitd_error_set(&e, calls[0].rc,
+                               "redis could not decide policy \"%s\" (see permitd's log)",
+                               j->req.bucket);
     memset(&res, 0, sizeof(res));
-    rc = conclude(l, &j->req, 1, 1, rc, out, &res, err);
-    j->done(j->ud, rc, &res, err);
+    rc = conclude(l, &j->req, 1, 1, rc, rc == PERMITD_OK ? j->out : NULL, &res, &e);
+    j->done(j->ud, rc, &res, &e);
     free(j);
 }
 
-/* The batch out has ended: rc is the whole batch's (PERMITD_OK: every call
- * has its own). */
+/* The batch out has ended: rc is the whole batch's. */
 static void batch_end(struct queue *q, int rc, const struct permitd_error *err)
 {
     struct batch *b = &q->batch;
-    int64_t now = clock_now_us();
-    size_t n = b->n;
+    size_t n = b->njobs;
 
-    b->n = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct permitd_error item_err = *err;
-        int item_rc = rc;
-        /* The batch waited as long as its most impatient job allowed; a job
-         * whose own deadline is still ahead was failed by Redis's slowness,
-         * not by its deadline. */
-        if (rc == PERMITD_EDEADLINE && b->jobs[i]->deadline_us > now)
-            item_rc = permitd_error_set(&item_err, PERMITD_EUNAVAILABLE,
-                                        "redis did not answer in time: %s", err->message);
-        if (rc == PERMITD_OK && b->calls[i].rc != PERMITD_OK)
-            item_rc = permitd_error_set(&item_err, b->calls[i].rc,
-                                        "redis could not decide policy \"%s\" (see permitd's log)",
-                                        b->jobs[i]->req.bucket);
-        job_done(q->l, b->jobs[i], item_rc, b->out[i], &item_err);
+    b->njobs = b->ncalls = 0;
+    for (size_t i = 0; i < n; i++)
+        job_end(q->l, b->jobs[i], rc, &b->calls[b->jobs[i]->first], err);
+}
+
+static struct redis_script_call *plan_calls(struct plan *pl, size_t *n);
+
+/* Room for n more calls in the batch; 0 or -1 (out of memory). */
+static int batch_reserve(struct batch *b, size_t n)
+{
+    if (b->ncalls + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        struct redis_script_call *c;
+        while (cap < b->ncalls + n)
+            cap *= 2;
+        if ((c = realloc(b->calls, cap * sizeof(*c))) == NULL)
+            return -1;
+        b->calls = c;
+        b->cap = cap;
     }
+    return 0;
 }
 
 /* Sends every waiting job (up to QUEUE_BATCH_MAX) as one batch; jobs whose
@@ -401,29 +431,42 @@ static void batch_send(struct queue *q)
     int64_t deadline = INT64_MAX, now = clock_now_us();
     int rc;
 
-    while (q->head != NULL && b->n < QUEUE_BATCH_MAX) {
+    while (q->head != NULL && b->njobs < QUEUE_BATCH_MAX) {
         struct job *j = q->head;
-        size_t m = b->n;
+        struct redis_script_call *calls = NULL;
+        size_t n = 1;
 
-        q->head = j->next;
-        if (j->deadline_us <= now) {
-            permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
-            job_done(q->l, j, PERMITD_EDEADLINE, NULL, &err);
+        if (j->plan != NULL)
+            calls = plan_calls(j->plan, &n);
+        if (j->deadline_us <= now || batch_reserve(b, n) != 0) {
+            q->head = j->next;
+            if (j->deadline_us <= now)
+                permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
+            else
+                permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
+            job_end(q->l, j, err.code, NULL, &err);
             continue;
         }
+        q->head = j->next;
         if (j->deadline_us < deadline)
             deadline = j->deadline_us;
-        b->jobs[m] = j;
-        item_call(q->l, &j->req, 1, b->names[m], b->permits[m], b->keys[m], b->args[m]);
-        b->calls[m] = (struct redis_script_call){b->keys[m], 2, b->args[m], 3, b->out[m], 8, 0};
-        b->n++;
+        j->first = b->ncalls;
+        if (calls != NULL) {
+            memcpy(&b->calls[b->ncalls], calls, n * sizeof(*calls));
+        } else {
+            item_call(q->l, &j->req, 1, j->names, j->permits, j->keys, j->args);
+            b->calls[b->ncalls] = (struct redis_script_call){j->keys, 2, j->args, 3, j->out, 8, 0};
+        }
+        b->ncalls += n;
+        b->jobs[b->njobs++] = j;
     }
     if (q->head == NULL)
         q->tail = NULL;
-    if (b->n == 0)
+    if (b->njobs == 0)
         return;
     err = (struct permitd_error){0, ""};
-    rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->n, deadline, &err);
+    rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->ncalls, deadline,
+                                    &err);
     if (rc != PERMITD_OK)
         batch_end(q, rc, &err);
 }
@@ -468,10 +511,11 @@ static void queue_close(void *ud)
     while (q->head != NULL) {
         struct job *j = q->head;
         q->head = j->next;
-        job_done(q->l, j, PERMITD_EUNAVAILABLE, NULL, &err);
+        job_end(q->l, j, PERMITD_EUNAVAILABLE, NULL, &err);
     }
     pthread_setspecific(q->l->queue_key, NULL);
     redis_pipe_free(q->pipe);
+    free(q->batch.calls);
     free(q);
 }
 
@@ -498,6 +542,16 @@ static struct queue *my_queue(struct limiter *l)
     return q;
 }
 
+static void enqueue(struct queue *q, struct job *j)
+{
+    j->next = NULL;
+    if (q->tail != NULL)
+        q->tail->next = j;
+    else
+        q->head = j;
+    q->tail = j;
+}
+
 void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
                             int64_t deadline_us, limiter_done_fn done, void *ud)
 {
@@ -512,16 +566,12 @@ void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req
         done(ud, rc, &res, &err);
         return;
     }
-    j->next = NULL;
+    j->plan = NULL;
     j->req = *req;              /* the caller keeps the strings until done */
     j->deadline_us = deadline_us;
     j->done = done;
     j->ud = ud;
-    if (q->tail != NULL)
-        q->tail->next = j;
-    else
-        q->head = j;
-    q->tail = j;
+    enqueue(q, j);
 }
 
 int limiter_acquire(struct limiter *l, const struct limiter_request *req,
@@ -580,134 +630,234 @@ static int by_bucket(const void *a, const void *b, void *reqs_)
     return c != 0 ? c : (i < j ? -1 : (i > j));
 }
 
-int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
-                          int all_or_nothing, int64_t deadline_us,
-                          struct limiter_result *res, struct permitd_error *errs,
-                          struct permitd_error *err)
+/* ---- AcquireBatch ----
+ *
+ * A plan is an AcquireBatch on its way: its items checked, sorted by policy,
+ * and laid out as one script call per policy (all of them in one for
+ * all_or_nothing). limiter_acquire_batch() sends it and waits;
+ * limiter_acquire_batch_queued() hands it to the worker's queue, where it
+ * travels with the Acquires of the same pass. */
+struct plan {
+    struct limiter *l;
+    const struct limiter_request *reqs;
+    size_t n;
+    int all_or_nothing;
+    struct limiter_result *res;
+    struct permitd_error *errs;
+    size_t *order, valid, ngroups;
+    struct redis_str *keys, *args;
+    char (*knames)[POLICY_REDIS_KEY_MAX], (*permits)[24];
+    long long *out;
+    struct redis_script_call *calls;
+    limiter_batch_done_fn done;     /* queued only */
+    void *ud;
+};
+
+static void plan_free(struct plan *pl)
 {
-    size_t *order = NULL, valid = 0, ngroups = 0, bad = 0;
-    struct redis_str *keys = NULL, *args = NULL;
-    char (*knames)[POLICY_REDIS_KEY_MAX] = NULL, (*permits)[24] = NULL;
-    long long *out = NULL;
-    struct redis_script_call *calls = NULL;
-    int rc = PERMITD_OK;
+    free(pl->order);
+    free(pl->keys);
+    free(pl->args);
+    free(pl->knames);
+    free(pl->permits);
+    free(pl->out);
+    free(pl->calls);
+}
+
+/* Checks every item and lays out the calls. PERMITD_OK with ngroups 0 when
+ * nothing is left to ask Redis (every item has its error); an error for the
+ * whole batch otherwise. */
+static int plan_make(struct plan *pl, struct permitd_error *err)
+{
+    const struct limiter_request *reqs = pl->reqs;
+    size_t n = pl->n, bad = 0;
 
     if (n > LIMITER_BATCH_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
                                  n, LIMITER_BATCH_MAX);
     if (n == 0)
         return PERMITD_OK;
-    order = malloc(n * sizeof(*order));
-    keys = malloc(2 * n * sizeof(*keys));
-    args = malloc((2 * n + n) * sizeof(*args));
-    knames = malloc(2 * n * sizeof(*knames));
-    permits = malloc(n * sizeof(*permits));
-    out = malloc(8 * n * sizeof(*out));
-    calls = malloc(n * sizeof(*calls));
-    if (!order || !keys || !args || !knames || !permits || !out || !calls) {
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        goto done;
-    }
+    pl->order = malloc(n * sizeof(*pl->order));
+    pl->keys = malloc(2 * n * sizeof(*pl->keys));
+    pl->args = malloc((2 * n + n) * sizeof(*pl->args));
+    pl->knames = malloc(2 * n * sizeof(*pl->knames));
+    pl->permits = malloc(n * sizeof(*pl->permits));
+    pl->out = malloc(8 * n * sizeof(*pl->out));
+    pl->calls = malloc(n * sizeof(*pl->calls));
+    if (!pl->order || !pl->keys || !pl->args || !pl->knames || !pl->permits || !pl->out ||
+        !pl->calls)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 
     for (size_t i = 0; i < n; i++) {
-        memset(&res[i], 0, sizeof(res[i]));
-        errs[i].code = PERMITD_OK;
-        errs[i].message[0] = '\0';
-        if (validate(&reqs[i], 1, &errs[i]) != PERMITD_OK)
+        memset(&pl->res[i], 0, sizeof(pl->res[i]));
+        pl->errs[i].code = PERMITD_OK;
+        pl->errs[i].message[0] = '\0';
+        if (validate(&reqs[i], 1, &pl->errs[i]) != PERMITD_OK)
             bad++;
         else
-            order[valid++] = i;
+            pl->order[pl->valid++] = i;
     }
-    if (all_or_nothing) {
-        for (size_t k = 1; k < valid; k++)
-            if (policy_slot(reqs[order[k]].bucket) != policy_slot(reqs[order[0]].bucket)) {
-                rc = permitd_error_set(err, PERMITD_EPRECONDITION,
-                                       "all_or_nothing: policies \"%s\" and \"%s\" live in different "
-                                       "Redis Cluster slots, so no single script can decide them "
-                                       "together; use one policy (keys may differ) or two calls",
-                                       reqs[order[0]].bucket, reqs[order[k]].bucket);
-                goto done;
-            }
+    if (pl->all_or_nothing) {
+        for (size_t k = 1; k < pl->valid; k++)
+            if (policy_slot(reqs[pl->order[k]].bucket) != policy_slot(reqs[pl->order[0]].bucket))
+                return permitd_error_set(err, PERMITD_EPRECONDITION,
+                                         "all_or_nothing: policies \"%s\" and \"%s\" live in "
+                                         "different Redis Cluster slots, so no single script can "
+                                         "decide them together; use one policy (keys may differ) "
+                                         "or two calls",
+                                         reqs[pl->order[0]].bucket, reqs[pl->order[k]].bucket);
         if (bad > 0) {
-            for (size_t k = 0; k < valid; k++)
-                permitd_error_set(&errs[order[k]], PERMITD_EABORTED,
+            for (size_t k = 0; k < pl->valid; k++)
+                permitd_error_set(&pl->errs[pl->order[k]], PERMITD_EABORTED,
                                   "not granted: another item of this all_or_nothing batch is invalid");
-            goto done;
+            return PERMITD_OK;
         }
     }
 
-    qsort_r(order, valid, sizeof(*order), by_bucket, (void *)reqs);
+    qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, (void *)reqs);
 
-    /* One script call per policy (all of them in one for all_or_nothing),
-     * laid out in the shared arrays in sorted order. */
-    for (size_t k = 0, a = 0; k < valid;) {
+    for (size_t k = 0, a = 0; k < pl->valid;) {
         size_t first = k;
-        struct redis_script_call *c = &calls[ngroups++];
+        struct redis_script_call *c = &pl->calls[pl->ngroups++];
 
-        args[a].p = all_or_nothing ? "all" : "take";
-        args[a].len = all_or_nothing ? 3 : 4;
-        c->args = &args[a++];
-        c->keys = &keys[2 * first];
-        c->out = &out[8 * first];
+        pl->args[a].p = pl->all_or_nothing ? "all" : "take";
+        pl->args[a].len = pl->all_or_nothing ? 3 : 4;
+        c->args = &pl->args[a++];
+        c->keys = &pl->keys[2 * first];
+        c->out = &pl->out[8 * first];
         do {
-            const struct limiter_request *rq = &reqs[order[k]];
+            const struct limiter_request *rq = &reqs[pl->order[k]];
             int64_t p = rq->permits == 0 ? 1 : rq->permits;
 
-            keys[2 * k].p = knames[2 * k];
-            keys[2 * k].len = policy_redis_key(knames[2 * k], l->cfg->redis_prefix, rq->bucket,
-                                               POLICY_KEY_HASH, NULL);
-            keys[2 * k + 1].p = knames[2 * k + 1];
-            keys[2 * k + 1].len = policy_redis_key(knames[2 * k + 1], l->cfg->redis_prefix,
-                                                   rq->bucket, POLICY_KEY_BUCKET, rq->key);
-            args[a].p = rq->app;
-            args[a++].len = strlen(rq->app);
-            args[a].p = permits[k];
-            args[a++].len = (size_t)snprintf(permits[k], sizeof(permits[k]), "%" PRId64, p);
+            pl->keys[2 * k].p = pl->knames[2 * k];
+            pl->keys[2 * k].len = policy_redis_key(pl->knames[2 * k], pl->l->cfg->redis_prefix,
+                                                   rq->bucket, POLICY_KEY_HASH, NULL);
+            pl->keys[2 * k + 1].p = pl->knames[2 * k + 1];
+            pl->keys[2 * k + 1].len = policy_redis_key(pl->knames[2 * k + 1],
+                                                       pl->l->cfg->redis_prefix, rq->bucket,
+                                                       POLICY_KEY_BUCKET, rq->key);
+            pl->args[a].p = rq->app;
+            pl->args[a++].len = strlen(rq->app);
+            pl->args[a].p = pl->permits[k];
+            pl->args[a++].len = (size_t)snprintf(pl->permits[k], sizeof(pl->permits[k]),
+                                                 "%" PRId64, p);
             k++;
-        } while (k < valid && (all_or_nothing || strcmp(reqs[order[k]].bucket,
-                                                       reqs[order[first]].bucket) == 0));
+        } while (k < pl->valid && (pl->all_or_nothing ||
+                                   strcmp(reqs[pl->order[k]].bucket,
+                                          reqs[pl->order[first]].bucket) == 0));
         c->nkeys = (int)(2 * (k - first));
         c->nargs = (int)(1 + 2 * (k - first));
         c->nout = (int)(8 * (k - first));
     }
+    return PERMITD_OK;
+}
 
-    rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, calls, ngroups, deadline_us, err);
-    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && !all_or_nothing) {
+/* Reads the answers of the calls (rc: the whole round trip's) into res and
+ * errs; returns the batch's rc. */
+static int plan_conclude(struct plan *pl, int rc, struct permitd_error *err)
+{
+    const struct limiter_request *reqs = pl->reqs;
+
+    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && !pl->all_or_nothing) {
         /* Each item as its policy's failure_mode says. */
-        for (size_t k = 0; k < valid; k++) {
-            size_t i = order[k];
-            if (!fail_open(l, reqs[i].bucket, &res[i]))
-                permitd_error_set(&errs[i], rc, "%s", err->message);
+        for (size_t k = 0; k < pl->valid; k++) {
+            size_t i = pl->order[k];
+            if (!fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
+                permitd_error_set(&pl->errs[i], rc, "%s", err->message);
         }
-        rc = PERMITD_OK;
-        goto done;
+        return PERMITD_OK;
     }
     if (rc != PERMITD_OK)
-        goto done;
-    for (size_t g = 0, k = 0; g < ngroups; g++) {
-        size_t m = (size_t)calls[g].nkeys / 2;
+        return rc;
+    for (size_t g = 0, k = 0; g < pl->ngroups; g++) {
+        size_t m = (size_t)pl->calls[g].nkeys / 2;
         for (size_t j = 0; j < m; j++, k++) {
-            size_t i = order[k];
-            if (calls[g].rc != PERMITD_OK)
-                permitd_error_set(&errs[i], calls[g].rc,
+            size_t i = pl->order[k];
+            if (pl->calls[g].rc != PERMITD_OK)
+                permitd_error_set(&pl->errs[i], pl->calls[g].rc,
                                   "redis could not decide policy \"%s\" (see permitd's log)",
                                   reqs[i].bucket);
             else
                 /* The same reading of the script's numbers as a single Acquire. */
-                if (conclude(l, &reqs[i], 1, 1, PERMITD_OK, &calls[g].out[8 * j], &res[i],
-                             &errs[i]) == PERMITD_OK) {
-                    errs[i].code = PERMITD_OK;
-                    errs[i].message[0] = '\0';
+                if (conclude(pl->l, &reqs[i], 1, 1, PERMITD_OK, &pl->calls[g].out[8 * j],
+                             &pl->res[i], &pl->errs[i]) == PERMITD_OK) {
+                    pl->errs[i].code = PERMITD_OK;
+                    pl->errs[i].message[0] = '\0';
                 }
         }
     }
-done:
-    free(order);
-    free(keys);
-    free(args);
-    free(knames);
-    free(permits);
-    free(out);
-    free(calls);
+    return PERMITD_OK;
+}
+
+int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                          int all_or_nothing, int64_t deadline_us,
+                          struct limiter_result *res, struct permitd_error *errs,
+                          struct permitd_error *err)
+{
+    struct plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+                      .res = res, .errs = errs};
+    int rc = plan_make(&pl, err);
+
+    if (rc == PERMITD_OK && pl.ngroups > 0) {
+        rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, pl.calls, pl.ngroups,
+                                   deadline_us, err);
+        rc = plan_conclude(&pl, rc, err);
+    }
+    plan_free(&pl);
     return rc;
+}
+
+/* The calls of a queued plan, for the batch out. */
+static struct redis_script_call *plan_calls(struct plan *pl, size_t *n)
+{
+    *n = pl->ngroups;
+    return pl->calls;
+}
+
+/* A queued plan's round trip has ended: calls are the batch's copies of its
+ * calls (their rc; the answers went straight to pl->out), NULL when none was
+ * sent. Answers and frees the plan. */
+static void plan_end(struct plan *pl, int rc, const struct redis_script_call *calls,
+                     struct permitd_error *err)
+{
+    for (size_t g = 0; calls != NULL && g < pl->ngroups; g++)
+        pl->calls[g].rc = calls[g].rc;
+    rc = plan_conclude(pl, rc, err);
+    pl->done(pl->ud, rc, err);
+    plan_free(pl);
+    free(pl);
+}
+
+void limiter_acquire_batch_queued(struct limiter *l, const struct limiter_request *reqs,
+                                  size_t n, int all_or_nothing, int64_t deadline_us,
+                                  struct limiter_result *res, struct permitd_error *errs,
+                                  limiter_batch_done_fn done, void *ud)
+{
+    struct permitd_error err = {0, ""};
+    struct queue *q = my_queue(l);
+    struct plan *pl = calloc(1, sizeof(*pl));
+    struct job *j = calloc(1, sizeof(*j));
+    int rc;
+
+    if (q == NULL || pl == NULL || j == NULL) {
+        /* No loop on this thread (or out of memory): decide right here. */
+        free(pl);
+        free(j);
+        rc = limiter_acquire_batch(l, reqs, n, all_or_nothing, deadline_us, res, errs, &err);
+        done(ud, rc, &err);
+        return;
+    }
+    *pl = (struct plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+                        .res = res, .errs = errs, .done = done, .ud = ud};
+    rc = plan_make(pl, &err);
+    if (rc != PERMITD_OK || pl->ngroups == 0) {
+        done(ud, rc, &err);
+        plan_free(pl);
+        free(pl);
+        free(j);
+        return;
+    }
+    j->plan = pl;
+    j->deadline_us = deadline_us;
+    enqueue(q, j);
 }

@@ -112,6 +112,18 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
                           struct limiter_result *res, struct permitd_error *errs,
                           struct permitd_error *err);
 
+/* Called once when a queued AcquireBatch is decided, on the queuing thread:
+ * rc and err as limiter_acquire_batch() returns them; res and errs filled. */
+typedef void (*limiter_batch_done_fn)(void *ud, int rc, const struct permitd_error *err);
+
+/* limiter_acquire_batch(), queued like limiter_acquire_queued(): its calls
+ * travel with the Acquires of the same pass. reqs (and their strings), res
+ * and errs must stay valid until done has run. */
+void limiter_acquire_batch_queued(struct limiter *l, const struct limiter_request *reqs,
+                                  size_t n, int all_or_nothing, int64_t deadline_us,
+                                  struct limiter_result *res, struct permitd_error *errs,
+                                  limiter_batch_done_fn done, void *ud);
+
 /* Like limiter_peek, for permitd's own use (the admin bucket inspector):
  * any app may look. key "" is the shared bucket. */
 int limiter_inspect(struct limiter *l, const char *bucket, const char *key,

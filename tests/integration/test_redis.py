@@ -268,10 +268,10 @@ class RedisTest(unittest.TestCase):
             pr.stop()
 
     def test_a_silent_redis_does_not_stall_the_worker(self):
-        # One worker: while its Acquire waits on a Redis that accepts
-        # connections but answers nothing (SIGSTOP), the same loop keeps
-        # serving. The Acquire is the worker's first, so its Redis
-        # handshake is part of the wait: it must not block the loop either.
+        # One worker: while its Acquire and AcquireBatch wait on a Redis
+        # that accepts connections but answers nothing (SIGSTOP), the same
+        # loop keeps serving. The Acquire is the worker's first, so its
+        # Redis handshake is part of the wait: it must not block either.
         pr = PrivateRedis()
         try:
             name = unique("stall")
@@ -283,18 +283,28 @@ class RedisTest(unittest.TestCase):
                 def slow():
                     result["reply"] = p.http().acquire(name)
 
-                t = threading.Thread(target=slow)
-                t.start()
+                def slow_batch():
+                    item = {"bucket": name, "app": "app", "key": "k", "permits": 1}
+                    result["batch"] = p.http().rpc_json("AcquireBatch", {"requests": [item] * 3})
+
+                ts = [threading.Thread(target=slow), threading.Thread(target=slow_batch)]
+                for t in ts:
+                    t.start()
                 time.sleep(0.3)
-                self.assertTrue(t.is_alive(), "the Acquire did not wait for the stopped Redis")
+                self.assertTrue(all(t.is_alive() for t in ts),
+                                "Acquire and AcquireBatch did not wait for the stopped Redis")
                 h = p.http()
                 t0 = time.monotonic()
                 self.assertEqual(h.request("GET", "/healthz").status, 200)
                 self.assertLess(time.monotonic() - t0, 1.0, "the worker's loop was blocked")
                 h.close()
                 os.kill(pr.pid(), signal.SIGCONT)
-                t.join(10)
+                for t in ts:
+                    t.join(10)
                 self.assertTrue(decision(result["reply"])["allowed"], result)
+                results = result["batch"].json()["results"]
+                self.assertEqual([r["response"]["remaining"] for r in results], ["9", "8", "7"],
+                                 result)
         finally:
             os.kill(pr.pid(), signal.SIGCONT)
             pr.stop()
