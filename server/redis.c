@@ -608,14 +608,40 @@ static int buf_put(struct redis_pipe *p, size_t *len, const char *s, size_t n)
     return 0;
 }
 
+/* Writes v in decimal into out (no NUL); returns how many digits. Every
+ * call of a batch needs several numbers: no printf on that path. */
+static size_t put_uint(char *out, size_t v)
+{
+    char digits[24];
+    size_t n = 0, k = 0;
+
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0)
+        out[k++] = digits[--n];
+    return k;
+}
+
+/* Writes the RESP line "<mark><v>\r\n" into out; returns its length. */
+static size_t resp_len(char *out, char mark, size_t v)
+{
+    size_t k = 1 + put_uint(out + 1, v);
+
+    out[0] = mark;
+    out[k++] = '\r';
+    out[k++] = '\n';
+    return k;
+}
+
 /* One bulk string ($<n>\r\n<s>\r\n) of RESP. */
 static int buf_bulk(struct redis_pipe *p, size_t *len, const char *s, size_t n)
 {
     char head[32];
-    int h = snprintf(head, sizeof(head), "$%zu\r\n", n);
 
-    return buf_put(p, len, head, (size_t)h) || buf_put(p, len, s, n) || buf_put(p, len, "\r\n", 2)
-           ? -1 : 0;
+    return buf_put(p, len, head, resp_len(head, '$', n)) || buf_put(p, len, s, n) ||
+           buf_put(p, len, "\r\n", 2) ? -1 : 0;
 }
 
 /* Queues this round, as one formatted buffer: on a new connection AUTH and
@@ -659,12 +685,10 @@ static int pipe_queue(struct redis_pipe *p)
         const struct redis_script_call *c = &p->calls[i];
         if (c->rc != -1)
             continue;
-        h = snprintf(head, sizeof(head), "*%d\r\n", 3 + c->nkeys + c->nargs);
-        if (buf_put(p, &len, head, (size_t)h) || buf_bulk(p, &len, "EVALSHA", 7) ||
-            buf_bulk(p, &len, p->c.sha[p->script], 40))
+        if (buf_put(p, &len, head, resp_len(head, '*', (size_t)(3 + c->nkeys + c->nargs))) ||
+            buf_bulk(p, &len, "EVALSHA", 7) || buf_bulk(p, &len, p->c.sha[p->script], 40))
             return -1;
-        h = snprintf(head, sizeof(head), "%d", c->nkeys);
-        if (buf_bulk(p, &len, head, (size_t)h))
+        if (buf_bulk(p, &len, head, put_uint(head, (size_t)c->nkeys)))
             return -1;
         for (int k = 0; k < c->nkeys; k++)
             if (buf_bulk(p, &len, c->keys[k].p, c->keys[k].len))
