@@ -44,6 +44,16 @@ static void ratelimit_headers(struct http_response *resp, const char *policy,
                              ceil_div(r->retry_after_ms, 1000));
 }
 
+/* Hands a deferred call's answer back: resp as filled, or the Connect error
+ * for rc. */
+static void deferred_answer(const struct http_request *http, int rc, struct http_response *resp,
+                            const struct permitd_error *err)
+{
+    if (rc != PERMITD_OK)
+        connect_error_reply(resp, err);
+    http_request_resume(http, resp);
+}
+
 /* An Acquire waiting for its decision (limiter_acquire_queued): what the
  * reply needs once the decision comes back to the worker's loop. */
 struct pending {
@@ -82,9 +92,7 @@ static void acquire_done(void *ud, int rc, const struct limiter_result *r,
         if (rc == PERMITD_OK)
             ratelimit_headers(&resp, p->bucket, r);
     }
-    if (rc != PERMITD_OK)
-        connect_error_reply(&resp, &e);
-    http_request_resume(p->http, &resp);
+    deferred_answer(p->http, rc, &resp, &e);
     free(p);
 }
 
@@ -207,9 +215,7 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
         rs.n_results = p->n;
         rc = connect_reply(p->codec, &rs.base, &resp, &e);
     }
-    if (rc != PERMITD_OK)
-        connect_error_reply(&resp, &e);
-    http_request_resume(p->http, &resp);
+    deferred_answer(p->http, rc, &resp, &e);
     free(p);
 }
 
