@@ -19,7 +19,6 @@
  * behind our back) reloads and retries once.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -192,12 +191,99 @@ static int handshake(struct redis *r, struct conn *c)
     return 0;
 }
 
+/* c could not be connected (or, for a pipe, its new connection failed
+ * before its first reply): backs off, so a dead Redis is not hammered. */
+static int conn_down(struct redis *r, struct conn *c, struct permitd_error *err)
+{
+    disconnect(c);
+    c->backoff_ms = c->backoff_ms == 0 ? BACKOFF_MIN_MS
+                  : (c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2);
+    c->retry_at_us = clock_now_us() + (int64_t)c->backoff_ms * 1000;
+    log_msg(LOG_WARN, "redis connect failed", "addr=%s error=\"%s\" retry_in_ms=%d",
+            r->where, c->last_error, c->backoff_ms);
+    atomic_fetch_add(&r->errors, 1);
+    return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
+                             r->where, c->last_error);
+}
+
+/* c answered on a new connection: the backoff is over. */
+static void conn_up(struct redis *r, struct conn *c)
+{
+    if (c->backoff_ms != 0)
+        log_msg(LOG_INFO, "redis reconnected", "addr=%s", r->where);
+    c->backoff_ms = 0;
+    c->retry_at_us = 0;
+}
+
+/* Connects c if it is not, with the backoff after failures. greet: blocking,
+ * within timeout_ms, with the handshake(), and the socket timeout set to
+ * timeout_ms; else non-blocking (a pipe: the connect completes, and the
+ * handshake goes out, while the caller's loop waits on the socket). */
+static int conn_ensure(struct redis *r, struct conn *c, int timeout_ms, int greet,
+                       struct permitd_error *err)
+{
+    int64_t now;
+    int unix_socket = r->cfg->redis_socket[0] != '\0';
+
+    if (c->ctx == NULL && !greet) {
+        now = clock_now_us();
+        if (now < c->retry_at_us)
+            return permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                                     "redis at %s is unavailable (%s); next attempt in %lld ms",
+                                     r->where, c->last_error,
+                                     (long long)((c->retry_at_us - now + 999) / 1000));
+        c->ctx = unix_socket ? redisConnectUnixNonBlock(r->cfg->redis_socket)
+                             : redisConnectNonBlock(r->cfg->redis_host, r->cfg->redis_port);
+        if (c->ctx == NULL || c->ctx->err) {
+            snprintf(c->last_error, sizeof(c->last_error), "%s",
+                     c->ctx ? c->ctx->errstr : "out of memory");
+            return conn_down(r, c, err);
+        }
+        if (!unix_socket)
+            redisEnableKeepAlive(c->ctx);
+        atomic_fetch_add(&r->connects, 1);
+        return PERMITD_OK;
+    }
+    if (c->ctx == NULL) {
+        now = clock_now_us();
+        if (now < c->retry_at_us) {
+            return permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                                     "redis at %s is unavailable (%s); next attempt in %lld ms",
+                                     r->where, c->last_error,
+                                     (long long)((c->retry_at_us - now + 999) / 1000));
+        }
+        struct timeval tv = tv_ms(timeout_ms);
+        if (unix_socket)
+            c->ctx = redisConnectUnixWithTimeout(r->cfg->redis_socket, tv);
+        else
+            c->ctx = redisConnectWithTimeout(r->cfg->redis_host, r->cfg->redis_port, tv);
+        if (c->ctx == NULL || c->ctx->err) {
+            snprintf(c->last_error, sizeof(c->last_error), "%s",
+                     c->ctx ? c->ctx->errstr : "out of memory");
+            disconnect(c);
+        } else {
+            if (!unix_socket)
+                redisEnableKeepAlive(c->ctx);
+            redisSetTimeout(c->ctx, tv);
+            c->timeout_ms = timeout_ms;
+            if (greet && handshake(r, c) != 0)
+                disconnect(c);
+        }
+        if (c->ctx == NULL)
+            return conn_down(r, c, err);
+        atomic_fetch_add(&r->connects, 1);
+        conn_up(r, c);
+    }
+    if (c->timeout_ms != timeout_ms) {
+        redisSetTimeout(c->ctx, tv_ms(timeout_ms));
+        c->timeout_ms = timeout_ms;
+    }
+    return PERMITD_OK;
+}
+
 /* Returns this thread's connection, connected, with its socket timeout set
  * to timeout_ms; or NULL with err set (unavailable) while Redis cannot be
  * reached or the backoff since the last failure has not passed. */
-static int conn_ensure(struct redis *r, struct conn *c, int timeout_ms, int greet,
-                       struct permitd_error *err);
-
 static struct conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd_error *err)
 {
     struct conn *c = pthread_getspecific(r->key);
@@ -211,62 +297,6 @@ static struct conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd
         pthread_setspecific(r->key, c);
     }
     return conn_ensure(r, c, timeout_ms, 1, err) == PERMITD_OK ? c : NULL;
-}
-
-/* Connects c if it is not (blocking, within timeout_ms), with the backoff
- * after failures, and sets its socket timeout to timeout_ms. greet: run the
- * handshake() too; else the caller sends it (a pipe, without blocking). */
-static int conn_ensure(struct redis *r, struct conn *c, int timeout_ms, int greet,
-                       struct permitd_error *err)
-{
-    int64_t now;
-
-    if (c->ctx == NULL) {
-        now = clock_now_us();
-        if (now < c->retry_at_us) {
-            return permitd_error_set(err, PERMITD_EUNAVAILABLE,
-                                     "redis at %s is unavailable (%s); next attempt in %lld ms",
-                                     r->where, c->last_error,
-                                     (long long)((c->retry_at_us - now + 999) / 1000));
-        }
-        struct timeval tv = tv_ms(timeout_ms);
-        if (r->cfg->redis_socket[0] != '\0')
-            c->ctx = redisConnectUnixWithTimeout(r->cfg->redis_socket, tv);
-        else
-            c->ctx = redisConnectWithTimeout(r->cfg->redis_host, r->cfg->redis_port, tv);
-        if (c->ctx == NULL || c->ctx->err) {
-            snprintf(c->last_error, sizeof(c->last_error), "%s",
-                     c->ctx ? c->ctx->errstr : "out of memory");
-            disconnect(c);
-        } else {
-            if (r->cfg->redis_socket[0] == '\0')
-                redisEnableKeepAlive(c->ctx);
-            redisSetTimeout(c->ctx, tv);
-            c->timeout_ms = timeout_ms;
-            if (greet && handshake(r, c) != 0)
-                disconnect(c);
-        }
-        if (c->ctx == NULL) {
-            c->backoff_ms = c->backoff_ms == 0 ? BACKOFF_MIN_MS
-                          : (c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2);
-            c->retry_at_us = clock_now_us() + (int64_t)c->backoff_ms * 1000;
-            log_msg(LOG_WARN, "redis connect failed", "addr=%s error=\"%s\" retry_in_ms=%d",
-                    r->where, c->last_error, c->backoff_ms);
-            atomic_fetch_add(&r->errors, 1);
-            return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
-                                     r->where, c->last_error);
-        }
-        atomic_fetch_add(&r->connects, 1);
-        if (c->backoff_ms != 0)
-            log_msg(LOG_INFO, "redis reconnected", "addr=%s", r->where);
-        c->backoff_ms = 0;
-        c->retry_at_us = 0;
-    }
-    if (c->timeout_ms != timeout_ms) {
-        redisSetTimeout(c->ctx, tv_ms(timeout_ms));
-        c->timeout_ms = timeout_ms;
-    }
-    return PERMITD_OK;
 }
 
 /* The socket timeout for a call: the configured Redis timeout, or less when
@@ -706,11 +736,17 @@ static int pipe_queue(struct redis_pipe *p)
 static int pipe_fail(struct redis_pipe *p, int rc, struct permitd_error *err)
 {
     snprintf(p->c.last_error, sizeof(p->c.last_error), "%.190s", err ? err->message : "broken");
+    p->busy = 0;
+    p->write_pending = 0;
+    if (p->greet) {
+        /* The connection failed before its first reply: it never came
+         * up (refused, unreachable, AUTH): back off. */
+        conn_down(p->r, &p->c, NULL);
+        return rc;
+    }
     atomic_fetch_add(&p->r->errors, 1);
     disconnect(&p->c);
     p->c.retry_at_us = 0;       /* as broken(): reconnect at once, back off after */
-    p->busy = 0;
-    p->write_pending = 0;
     return rc;
 }
 
@@ -735,10 +771,11 @@ int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
     if (timeout_ms < 0)
         return timeout_ms;
     if (p->c.ctx == NULL) {
-        /* Connecting blocks (briefly: it is local, or bounded by the
-         * timeout); the handshake goes out with the first batch instead,
-         * so a Redis that accepts but does not answer never stalls the
-         * caller's loop. */
+        /* Nothing here blocks: the connect completes, and the handshake
+         * goes out with the first batch, while the loop waits on the
+         * socket; the batch's deadline covers them all. So neither an
+         * unreachable Redis nor one that accepts but does not answer can
+         * stall the caller's loop. */
         rc = conn_ensure(p->r, &p->c, timeout_ms, 0, err);
         if (rc != PERMITD_OK)
             return conn_failed(p->r, bound, deadline_us, err);
@@ -746,13 +783,6 @@ int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
         /* The SHA is known before Redis says it (the build computed it):
          * the EVALSHAs can follow the SCRIPT LOAD in the same write. */
         memcpy(p->c.sha[script], p->r->scripts[script]->sha1, 41);
-        int fl = fcntl(p->c.ctx->fd, F_GETFL);
-        if (fl < 0 || fcntl(p->c.ctx->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-            disconnect(&p->c);
-            return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: cannot make the "
-                                     "socket non-blocking: %s", p->r->where, strerror(errno));
-        }
-        p->c.ctx->flags &= ~REDIS_BLOCK;
         p->generation++;
     }
     p->script = script;
@@ -787,8 +817,11 @@ static int pipe_preamble(struct redis_pipe *p, redisReply *rep)
     }
     if (load)
         memcpy(p->c.sha[p->script], rep->str, 41);
-    if (p->answered == p->npreamble)
+    if (p->answered == p->npreamble) {
+        if (p->greet)
+            conn_up(p->r, &p->c);
         p->greet = p->load = 0;
+    }
     return 0;
 }
 

@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -308,6 +309,49 @@ class RedisTest(unittest.TestCase):
         finally:
             os.kill(pr.pid(), signal.SIGCONT)
             pr.stop()
+
+    def test_an_unreachable_redis_does_not_stall_the_worker(self):
+        # A Redis address whose accept queue is full: connecting hangs (the
+        # SYN is dropped). The worker's new Redis connection is made without
+        # blocking, so /healthz on the same single worker answers while the
+        # Acquire waits out its Redis timeout and fails.
+        lst = socket.socket()
+        lst.bind(("127.0.0.1", 0))
+        lst.listen(0)
+        addr = lst.getsockname()
+        fillers = []
+        for _ in range(4):
+            f = socket.socket()
+            f.setblocking(False)
+            f.connect_ex(addr)
+            fillers.append(f)
+        time.sleep(0.2)
+        try:
+            with Permitd(redis_url="redis://127.0.0.1:%d" % addr[1],
+                         args=["--threads", "1", "--redis-timeout-ms", "1500"]) as p:
+                result = {}
+
+                def slow():
+                    t0 = time.monotonic()
+                    result["reply"] = p.http().acquire(unique("unreachable"))
+                    result["took"] = time.monotonic() - t0
+
+                t = threading.Thread(target=slow)
+                t.start()
+                time.sleep(0.3)
+                self.assertTrue(t.is_alive(), "the Acquire did not wait for the connect")
+                h = p.http()
+                t0 = time.monotonic()
+                self.assertEqual(h.request("GET", "/healthz").status, 200)
+                self.assertLess(time.monotonic() - t0, 0.7, "the worker's loop was blocked")
+                h.close()
+                t.join(10)
+                self.assertEqual(error_code(result["reply"]), "unavailable", result)
+                self.assertGreater(result["took"], 1.0, result)
+        finally:
+            for f in fillers:
+                f.close()
+            lst.close()
 
     def test_redis_restart(self):
         self._restart_case(kill=False)
