@@ -4,7 +4,9 @@
  * http.c owns sockets, threads, connection limits and timeouts, and the
  * buffering of request bodies (Content-Length or chunked) up to a byte
  * limit; it knows nothing of Connect. Each complete request is handed to
- * one handler function on the worker thread that owns the connection.
+ * one handler function on the worker thread that owns the connection; each
+ * worker thread is one event loop, which work set off by a handler can join
+ * (http_loop_attach) to answer later without another thread.
  */
 #ifndef PERMITD_HTTP_H
 #define PERMITD_HTTP_H

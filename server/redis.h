@@ -2,11 +2,13 @@
  * redis.h - permitd's only door to Redis (hiredis stays inside redis.c).
  *
  * One `struct redis` per process holds the settings and the embedded
- * scripts; each thread that calls in gets its own connection, created on
- * first use and kept in thread-local storage, so the hot path takes no lock.
- * A broken connection is dropped and re-made on a later call, with a
- * backoff so a dead Redis is not hammered; scripts are loaded on every new
- * connection and re-loaded when Redis answers NOSCRIPT.
+ * scripts; each thread that calls in gets its own blocking connection,
+ * created on first use and kept in thread-local storage, so no call takes a
+ * lock. An event loop drives a pipe instead (redis_pipe_*: a non-blocking
+ * connection of its own for pipelined script calls). A broken connection is
+ * dropped and re-made on a later call, with a backoff so a dead Redis is not
+ * hammered; scripts are loaded on every new connection and re-loaded when
+ * Redis answers NOSCRIPT.
  */
 #ifndef PERMITD_REDIS_H
 #define PERMITD_REDIS_H
