@@ -44,6 +44,17 @@ static void ratelimit_headers(struct http_response *resp, const char *policy,
                              ceil_div(r->retry_after_ms, 1000));
 }
 
+/* An AcquireResponse (initialised here) for a decision. */
+static void decision_message(Permit__V1__AcquireResponse *m, const struct limiter_result *r)
+{
+    permit__v1__acquire_response__init(m);
+    m->allowed = r->allowed;
+    m->remaining = r->remaining;
+    m->limit = r->limit;
+    m->retry_after_ms = r->retry_after_ms;
+    m->reset_after_ms = r->reset_after_ms;
+}
+
 /* Hands a deferred call's answer back: resp as filled, or the Connect error
  * for rc. */
 static void deferred_answer(const struct http_request *http, int rc, struct http_response *resp,
@@ -82,12 +93,8 @@ static void acquire_done(void *ud, int rc, const struct limiter_result *r,
             stats_record(p->a->stats, p->bucket, r->allowed);
     }
     if (rc == PERMITD_OK) {
-        Permit__V1__AcquireResponse rs = PERMIT__V1__ACQUIRE_RESPONSE__INIT;
-        rs.allowed = r->allowed;
-        rs.remaining = r->remaining;
-        rs.limit = r->limit;
-        rs.retry_after_ms = r->retry_after_ms;
-        rs.reset_after_ms = r->reset_after_ms;
+        Permit__V1__AcquireResponse rs;
+        decision_message(&rs, r);
         rc = connect_reply(p->codec, &rs.base, &resp, &e);
         if (rc == PERMITD_OK)
             ratelimit_headers(&resp, p->bucket, r);
@@ -196,15 +203,9 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
             r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
             r->error = be;
         } else {
-            Permit__V1__AcquireResponse *ar = &p->answers[i];
-            permit__v1__acquire_response__init(ar);
-            ar->allowed = p->res[i].allowed;
-            ar->remaining = p->res[i].remaining;
-            ar->limit = p->res[i].limit;
-            ar->retry_after_ms = p->res[i].retry_after_ms;
-            ar->reset_after_ms = p->res[i].reset_after_ms;
+            decision_message(&p->answers[i], &p->res[i]);
             r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_RESPONSE;
-            r->response = ar;
+            r->response = &p->answers[i];
             if (a->stats != NULL)
                 stats_record(a->stats, p->reqs[i].bucket, p->res[i].allowed);
         }

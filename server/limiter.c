@@ -436,10 +436,10 @@ static void batch_send(struct queue *q)
         struct redis_script_call *calls = NULL;
         size_t n = 1;
 
+        q->head = j->next;
         if (j->plan != NULL)
             calls = plan_calls(j->plan, &n);
         if (j->deadline_us <= now || batch_reserve(b, n) != 0) {
-            q->head = j->next;
             if (j->deadline_us <= now)
                 permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
             else
@@ -447,7 +447,6 @@ static void batch_send(struct queue *q)
             job_end(q->l, j, err.code, NULL, &err);
             continue;
         }
-        q->head = j->next;
         if (j->deadline_us < deadline)
             deadline = j->deadline_us;
         j->first = b->ncalls;
@@ -465,8 +464,7 @@ static void batch_send(struct queue *q)
     if (b->njobs == 0)
         return;
     err = (struct permitd_error){0, ""};
-    rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->ncalls, deadline,
-                                    &err);
+    rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->ncalls, deadline, &err);
     if (rc != PERMITD_OK)
         batch_end(q, rc, &err);
 }
