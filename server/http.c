@@ -52,7 +52,7 @@ struct loop_source {
 };
 
 /* One worker thread: its daemon and its event loop. Everything in it is
- * touched by that thread only, save wakefd. */
+ * touched by that thread only, save wakefd and the two atomics. */
 struct worker {
     struct http_server *s;
     struct MHD_Daemon *daemon;
@@ -456,7 +456,7 @@ static void ip_key(struct sockaddr_storage *key, const struct sockaddr *sa)
         ((struct sockaddr_in *)key)->sin_addr = ((const struct sockaddr_in *)sa)->sin_addr;
 }
 
-/* The count of key's address (locked), made when create is set. */
+/* Where the count of key's address is, or would go (call with ip_lock held). */
 static struct ip_count **ip_find(struct http_server *s, const struct sockaddr_storage *key)
 {
     struct ip_count **pp = &s->ips[ip_hash(key)];
