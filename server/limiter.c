@@ -314,6 +314,209 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
     return validate(req, 1, err);
 }
 
+/* ---- AcquireBatch ----
+ *
+ * A plan is an AcquireBatch on its way: its items checked, sorted by policy,
+ * and laid out as one script call per policy (all of them in one for
+ * all_or_nothing). limiter_acquire_batch() sends it and waits;
+ * limiter_acquire_batch_queued() hands it to the worker's queue, where it
+ * travels with the Acquires of the same pass. */
+
+/* Sorting item indices by policy name groups one policy's items together;
+ * ties keep request order, so a policy's items reach Redis in order. */
+static int by_bucket(const void *a, const void *b, void *reqs_)
+{
+    const struct limiter_request *reqs = reqs_;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(reqs[i].bucket, reqs[j].bucket);
+
+    return c != 0 ? c : (i < j ? -1 : (i > j));
+}
+
+struct plan {
+    struct limiter *l;
+    const struct limiter_request *reqs;
+    size_t n;
+    int all_or_nothing;
+    struct limiter_result *res;
+    struct permitd_error *errs;
+    size_t *order, valid, ngroups;
+    struct redis_str *keys, *args;
+    char (*knames)[POLICY_REDIS_KEY_MAX], (*permits)[24];
+    long long *out;
+    struct redis_script_call *calls;
+    limiter_batch_done_fn done;     /* queued only */
+    void *ud;
+};
+
+static void plan_free(struct plan *pl)
+{
+    free(pl->order);
+    free(pl->keys);
+    free(pl->args);
+    free(pl->knames);
+    free(pl->permits);
+    free(pl->out);
+    free(pl->calls);
+}
+
+/* Checks every item and lays out the calls. PERMITD_OK with ngroups 0 when
+ * nothing is left to ask Redis (every item has its error); an error for the
+ * whole batch otherwise. */
+static int plan_make(struct plan *pl, struct permitd_error *err)
+{
+    const struct limiter_request *reqs = pl->reqs;
+    size_t n = pl->n, bad = 0;
+
+    if (n > LIMITER_BATCH_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
+                                 n, LIMITER_BATCH_MAX);
+    if (n == 0)
+        return PERMITD_OK;
+    pl->order = malloc(n * sizeof(*pl->order));
+    pl->keys = malloc(2 * n * sizeof(*pl->keys));
+    pl->args = malloc((2 * n + n) * sizeof(*pl->args));
+    pl->knames = malloc(2 * n * sizeof(*pl->knames));
+    pl->permits = malloc(n * sizeof(*pl->permits));
+    pl->out = malloc(8 * n * sizeof(*pl->out));
+    pl->calls = malloc(n * sizeof(*pl->calls));
+    if (!pl->order || !pl->keys || !pl->args || !pl->knames || !pl->permits || !pl->out ||
+        !pl->calls)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+
+    for (size_t i = 0; i < n; i++) {
+        memset(&pl->res[i], 0, sizeof(pl->res[i]));
+        pl->errs[i].code = PERMITD_OK;
+        pl->errs[i].message[0] = '\0';
+        if (validate(&reqs[i], 1, &pl->errs[i]) != PERMITD_OK)
+            bad++;
+        else
+            pl->order[pl->valid++] = i;
+    }
+    if (pl->all_or_nothing) {
+        for (size_t k = 1; k < pl->valid; k++)
+            if (policy_slot(reqs[pl->order[k]].bucket) != policy_slot(reqs[pl->order[0]].bucket))
+                return permitd_error_set(err, PERMITD_EPRECONDITION,
+                                         "all_or_nothing: policies \"%s\" and \"%s\" live in "
+                                         "different Redis Cluster slots, so no single script can "
+                                         "decide them together; use one policy (keys may differ) "
+                                         "or two calls",
+                                         reqs[pl->order[0]].bucket, reqs[pl->order[k]].bucket);
+        if (bad > 0) {
+            for (size_t k = 0; k < pl->valid; k++)
+                permitd_error_set(&pl->errs[pl->order[k]], PERMITD_EABORTED,
+                                  "not granted: another item of this all_or_nothing batch is invalid");
+            return PERMITD_OK;
+        }
+    }
+
+    qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, (void *)reqs);
+
+    for (size_t k = 0, a = 0; k < pl->valid;) {
+        size_t first = k;
+        struct redis_script_call *c = &pl->calls[pl->ngroups++];
+
+        pl->args[a].p = pl->all_or_nothing ? "all" : "take";
+        pl->args[a].len = pl->all_or_nothing ? 3 : 4;
+        c->args = &pl->args[a++];
+        c->keys = &pl->keys[2 * first];
+        c->out = &pl->out[8 * first];
+        do {
+            const struct limiter_request *rq = &reqs[pl->order[k]];
+            int64_t p = rq->permits == 0 ? 1 : rq->permits;
+
+            pl->keys[2 * k].p = pl->knames[2 * k];
+            pl->keys[2 * k].len = policy_redis_key(pl->knames[2 * k], pl->l->cfg->redis_prefix,
+                                                   rq->bucket, POLICY_KEY_HASH, NULL);
+            pl->keys[2 * k + 1].p = pl->knames[2 * k + 1];
+            pl->keys[2 * k + 1].len = policy_redis_key(pl->knames[2 * k + 1],
+                                                       pl->l->cfg->redis_prefix, rq->bucket,
+                                                       POLICY_KEY_BUCKET, rq->key);
+            pl->args[a].p = rq->app;
+            pl->args[a++].len = strlen(rq->app);
+            pl->args[a].p = pl->permits[k];
+            pl->args[a++].len = (size_t)snprintf(pl->permits[k], sizeof(pl->permits[k]),
+                                                 "%" PRId64, p);
+            k++;
+        } while (k < pl->valid && (pl->all_or_nothing ||
+                                   strcmp(reqs[pl->order[k]].bucket,
+                                          reqs[pl->order[first]].bucket) == 0));
+        c->nkeys = (int)(2 * (k - first));
+        c->nargs = (int)(1 + 2 * (k - first));
+        c->nout = (int)(8 * (k - first));
+    }
+    return PERMITD_OK;
+}
+
+/* Reads the answers of the calls (rc: the whole round trip's) into res and
+ * errs; returns the batch's rc. */
+static int plan_conclude(struct plan *pl, int rc, struct permitd_error *err)
+{
+    const struct limiter_request *reqs = pl->reqs;
+
+    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && !pl->all_or_nothing) {
+        /* Each item as its policy's failure_mode says. */
+        for (size_t k = 0; k < pl->valid; k++) {
+            size_t i = pl->order[k];
+            if (!fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
+                permitd_error_set(&pl->errs[i], rc, "%s", err->message);
+        }
+        return PERMITD_OK;
+    }
+    if (rc != PERMITD_OK)
+        return rc;
+    for (size_t g = 0, k = 0; g < pl->ngroups; g++) {
+        size_t m = (size_t)pl->calls[g].nkeys / 2;
+        for (size_t j = 0; j < m; j++, k++) {
+            size_t i = pl->order[k];
+            if (pl->calls[g].rc != PERMITD_OK)
+                permitd_error_set(&pl->errs[i], pl->calls[g].rc,
+                                  "redis could not decide policy \"%s\" (see permitd's log)",
+                                  reqs[i].bucket);
+            else
+                /* The same reading of the script's numbers as a single Acquire. */
+                if (conclude(pl->l, &reqs[i], 1, 1, PERMITD_OK, &pl->calls[g].out[8 * j],
+                             &pl->res[i], &pl->errs[i]) == PERMITD_OK) {
+                    pl->errs[i].code = PERMITD_OK;
+                    pl->errs[i].message[0] = '\0';
+                }
+        }
+    }
+    return PERMITD_OK;
+}
+
+int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                          int all_or_nothing, int64_t deadline_us,
+                          struct limiter_result *res, struct permitd_error *errs,
+                          struct permitd_error *err)
+{
+    struct plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+                      .res = res, .errs = errs};
+    int rc = plan_make(&pl, err);
+
+    if (rc == PERMITD_OK && pl.ngroups > 0) {
+        rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, pl.calls, pl.ngroups,
+                                   deadline_us, err);
+        rc = plan_conclude(&pl, rc, err);
+    }
+    plan_free(&pl);
+    return rc;
+}
+
+/* A queued plan's round trip has ended: calls are the batch's copies of its
+ * calls (their rc; the answers went straight to pl->out), NULL when none was
+ * sent. Answers and frees the plan. */
+static void plan_end(struct plan *pl, int rc, const struct redis_script_call *calls,
+                     struct permitd_error *err)
+{
+    for (size_t g = 0; calls != NULL && g < pl->ngroups; g++)
+        pl->calls[g].rc = calls[g].rc;
+    rc = plan_conclude(pl, rc, err);
+    pl->done(pl->ud, rc, err);
+    plan_free(pl);
+    free(pl);
+}
+
 /* ---- queued Acquires: one worker's requests pipelined from its own loop ----
  *
  * A worker thread that queues an Acquire gets, on first use, a queue of its
@@ -327,8 +530,6 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
  * right there: no other thread, no lock, no wake-up. */
 
 #define QUEUE_BATCH_MAX 256     /* jobs per batch */
-
-struct plan;
 
 /* One queued piece of work: an Acquire (one script call, whose strings and
  * numbers live here), or an AcquireBatch (plan: its calls, one per policy). */
@@ -360,9 +561,6 @@ struct queue {
     struct job *head, *tail;        /* waiting for the next batch */
     struct batch batch;
 };
-
-static void plan_end(struct plan *pl, int rc, const struct redis_script_call *calls,
-                     struct permitd_error *err);
 
 /* Answers one job with the batch's rc (PERMITD_OK: each call has its own)
  * and frees it. calls: its calls in the batch, NULL when none was sent. */
@@ -404,8 +602,6 @@ static void batch_end(struct queue *q, int rc, const struct permitd_error *err)
         job_end(q->l, b->jobs[i], rc, &b->calls[b->jobs[i]->first], err);
 }
 
-static struct redis_script_call *plan_calls(struct plan *pl, size_t *n);
-
 /* Room for n more calls in the batch; 0 or -1 (out of memory). */
 static int batch_reserve(struct batch *b, size_t n)
 {
@@ -437,8 +633,10 @@ static void batch_send(struct queue *q)
         size_t n = 1;
 
         q->head = j->next;
-        if (j->plan != NULL)
-            calls = plan_calls(j->plan, &n);
+        if (j->plan != NULL) {
+            calls = j->plan->calls;
+            n = j->plan->ngroups;
+        }
         if (j->deadline_us <= now || batch_reserve(b, n) != 0) {
             if (j->deadline_us <= now)
                 permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
@@ -614,216 +812,6 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
     del[1].p = state_key;
     del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket, POLICY_KEY_BUCKET, key);
     return redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err);
-}
-
-
-/* Sorting item indices by policy name groups one policy's items together;
- * ties keep request order, so a policy's items reach Redis in order. */
-static int by_bucket(const void *a, const void *b, void *reqs_)
-{
-    const struct limiter_request *reqs = reqs_;
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(reqs[i].bucket, reqs[j].bucket);
-
-    return c != 0 ? c : (i < j ? -1 : (i > j));
-}
-
-/* ---- AcquireBatch ----
- *
- * A plan is an AcquireBatch on its way: its items checked, sorted by policy,
- * and laid out as one script call per policy (all of them in one for
- * all_or_nothing). limiter_acquire_batch() sends it and waits;
- * limiter_acquire_batch_queued() hands it to the worker's queue, where it
- * travels with the Acquires of the same pass. */
-struct plan {
-    struct limiter *l;
-    const struct limiter_request *reqs;
-    size_t n;
-    int all_or_nothing;
-    struct limiter_result *res;
-    struct permitd_error *errs;
-    size_t *order, valid, ngroups;
-    struct redis_str *keys, *args;
-    char (*knames)[POLICY_REDIS_KEY_MAX], (*permits)[24];
-    long long *out;
-    struct redis_script_call *calls;
-    limiter_batch_done_fn done;     /* queued only */
-    void *ud;
-};
-
-static void plan_free(struct plan *pl)
-{
-    free(pl->order);
-    free(pl->keys);
-    free(pl->args);
-    free(pl->knames);
-    free(pl->permits);
-    free(pl->out);
-    free(pl->calls);
-}
-
-/* Checks every item and lays out the calls. PERMITD_OK with ngroups 0 when
- * nothing is left to ask Redis (every item has its error); an error for the
- * whole batch otherwise. */
-static int plan_make(struct plan *pl, struct permitd_error *err)
-{
-    const struct limiter_request *reqs = pl->reqs;
-    size_t n = pl->n, bad = 0;
-
-    if (n > LIMITER_BATCH_MAX)
-        return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
-                                 n, LIMITER_BATCH_MAX);
-    if (n == 0)
-        return PERMITD_OK;
-    pl->order = malloc(n * sizeof(*pl->order));
-    pl->keys = malloc(2 * n * sizeof(*pl->keys));
-    pl->args = malloc((2 * n + n) * sizeof(*pl->args));
-    pl->knames = malloc(2 * n * sizeof(*pl->knames));
-    pl->permits = malloc(n * sizeof(*pl->permits));
-    pl->out = malloc(8 * n * sizeof(*pl->out));
-    pl->calls = malloc(n * sizeof(*pl->calls));
-    if (!pl->order || !pl->keys || !pl->args || !pl->knames || !pl->permits || !pl->out ||
-        !pl->calls)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-
-    for (size_t i = 0; i < n; i++) {
-        memset(&pl->res[i], 0, sizeof(pl->res[i]));
-        pl->errs[i].code = PERMITD_OK;
-        pl->errs[i].message[0] = '\0';
-        if (validate(&reqs[i], 1, &pl->errs[i]) != PERMITD_OK)
-            bad++;
-        else
-            pl->order[pl->valid++] = i;
-    }
-    if (pl->all_or_nothing) {
-        for (size_t k = 1; k < pl->valid; k++)
-            if (policy_slot(reqs[pl->order[k]].bucket) != policy_slot(reqs[pl->order[0]].bucket))
-                return permitd_error_set(err, PERMITD_EPRECONDITION,
-                                         "all_or_nothing: policies \"%s\" and \"%s\" live in "
-                                         "different Redis Cluster slots, so no single script can "
-                                         "decide them together; use one policy (keys may differ) "
-                                         "or two calls",
-                                         reqs[pl->order[0]].bucket, reqs[pl->order[k]].bucket);
-        if (bad > 0) {
-            for (size_t k = 0; k < pl->valid; k++)
-                permitd_error_set(&pl->errs[pl->order[k]], PERMITD_EABORTED,
-                                  "not granted: another item of this all_or_nothing batch is invalid");
-            return PERMITD_OK;
-        }
-    }
-
-    qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, (void *)reqs);
-
-    for (size_t k = 0, a = 0; k < pl->valid;) {
-        size_t first = k;
-        struct redis_script_call *c = &pl->calls[pl->ngroups++];
-
-        pl->args[a].p = pl->all_or_nothing ? "all" : "take";
-        pl->args[a].len = pl->all_or_nothing ? 3 : 4;
-        c->args = &pl->args[a++];
-        c->keys = &pl->keys[2 * first];
-        c->out = &pl->out[8 * first];
-        do {
-            const struct limiter_request *rq = &reqs[pl->order[k]];
-            int64_t p = rq->permits == 0 ? 1 : rq->permits;
-
-            pl->keys[2 * k].p = pl->knames[2 * k];
-            pl->keys[2 * k].len = policy_redis_key(pl->knames[2 * k], pl->l->cfg->redis_prefix,
-                                                   rq->bucket, POLICY_KEY_HASH, NULL);
-            pl->keys[2 * k + 1].p = pl->knames[2 * k + 1];
-            pl->keys[2 * k + 1].len = policy_redis_key(pl->knames[2 * k + 1],
-                                                       pl->l->cfg->redis_prefix, rq->bucket,
-                                                       POLICY_KEY_BUCKET, rq->key);
-            pl->args[a].p = rq->app;
-            pl->args[a++].len = strlen(rq->app);
-            pl->args[a].p = pl->permits[k];
-            pl->args[a++].len = (size_t)snprintf(pl->permits[k], sizeof(pl->permits[k]),
-                                                 "%" PRId64, p);
-            k++;
-        } while (k < pl->valid && (pl->all_or_nothing ||
-                                   strcmp(reqs[pl->order[k]].bucket,
-                                          reqs[pl->order[first]].bucket) == 0));
-        c->nkeys = (int)(2 * (k - first));
-        c->nargs = (int)(1 + 2 * (k - first));
-        c->nout = (int)(8 * (k - first));
-    }
-    return PERMITD_OK;
-}
-
-/* Reads the answers of the calls (rc: the whole round trip's) into res and
- * errs; returns the batch's rc. */
-static int plan_conclude(struct plan *pl, int rc, struct permitd_error *err)
-{
-    const struct limiter_request *reqs = pl->reqs;
-
-    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && !pl->all_or_nothing) {
-        /* Each item as its policy's failure_mode says. */
-        for (size_t k = 0; k < pl->valid; k++) {
-            size_t i = pl->order[k];
-            if (!fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
-                permitd_error_set(&pl->errs[i], rc, "%s", err->message);
-        }
-        return PERMITD_OK;
-    }
-    if (rc != PERMITD_OK)
-        return rc;
-    for (size_t g = 0, k = 0; g < pl->ngroups; g++) {
-        size_t m = (size_t)pl->calls[g].nkeys / 2;
-        for (size_t j = 0; j < m; j++, k++) {
-            size_t i = pl->order[k];
-            if (pl->calls[g].rc != PERMITD_OK)
-                permitd_error_set(&pl->errs[i], pl->calls[g].rc,
-                                  "redis could not decide policy \"%s\" (see permitd's log)",
-                                  reqs[i].bucket);
-            else
-                /* The same reading of the script's numbers as a single Acquire. */
-                if (conclude(pl->l, &reqs[i], 1, 1, PERMITD_OK, &pl->calls[g].out[8 * j],
-                             &pl->res[i], &pl->errs[i]) == PERMITD_OK) {
-                    pl->errs[i].code = PERMITD_OK;
-                    pl->errs[i].message[0] = '\0';
-                }
-        }
-    }
-    return PERMITD_OK;
-}
-
-int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
-                          int all_or_nothing, int64_t deadline_us,
-                          struct limiter_result *res, struct permitd_error *errs,
-                          struct permitd_error *err)
-{
-    struct plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
-                      .res = res, .errs = errs};
-    int rc = plan_make(&pl, err);
-
-    if (rc == PERMITD_OK && pl.ngroups > 0) {
-        rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, pl.calls, pl.ngroups,
-                                   deadline_us, err);
-        rc = plan_conclude(&pl, rc, err);
-    }
-    plan_free(&pl);
-    return rc;
-}
-
-/* The calls of a queued plan, for the batch out. */
-static struct redis_script_call *plan_calls(struct plan *pl, size_t *n)
-{
-    *n = pl->ngroups;
-    return pl->calls;
-}
-
-/* A queued plan's round trip has ended: calls are the batch's copies of its
- * calls (their rc; the answers went straight to pl->out), NULL when none was
- * sent. Answers and frees the plan. */
-static void plan_end(struct plan *pl, int rc, const struct redis_script_call *calls,
-                     struct permitd_error *err)
-{
-    for (size_t g = 0; calls != NULL && g < pl->ngroups; g++)
-        pl->calls[g].rc = calls[g].rc;
-    rc = plan_conclude(pl, rc, err);
-    pl->done(pl->ud, rc, err);
-    plan_free(pl);
-    free(pl);
 }
 
 void limiter_acquire_batch_queued(struct limiter *l, const struct limiter_request *reqs,

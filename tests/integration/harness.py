@@ -349,35 +349,31 @@ def pb_encode(fields):
     return out
 
 
+def _read_varint(data, i):
+    """Returns (value, index after it) of the varint at data[i]."""
+    v, shift = 0, 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
 def pb_decode(data):
     """Returns {field number: value} for varint and length-delimited fields."""
     out, i = {}, 0
     while i < len(data):
-        key, shift = 0, 0
-        while True:
-            b = data[i]; i += 1
-            key |= (b & 0x7F) << shift; shift += 7
-            if not b & 0x80:
-                break
+        key, i = _read_varint(data, i)
         num, wt = key >> 3, key & 7
         if wt == 0:
-            v, shift = 0, 0
-            while True:
-                b = data[i]; i += 1
-                v |= (b & 0x7F) << shift; shift += 7
-                if not b & 0x80:
-                    break
-            if v >= 1 << 63:
-                v -= 1 << 64
-            out[num] = v
+            v, i = _read_varint(data, i)
+            out[num] = v - (1 << 64) if v >= 1 << 63 else v
         elif wt == 2:
-            n, shift = 0, 0
-            while True:
-                b = data[i]; i += 1
-                n |= (b & 0x7F) << shift; shift += 7
-                if not b & 0x80:
-                    break
-            out[num] = data[i:i + n]; i += n
+            n, i = _read_varint(data, i)
+            out[num] = data[i:i + n]
+            i += n
         else:
             raise ValueError("wire type %d" % wt)
     return out

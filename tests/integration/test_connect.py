@@ -552,6 +552,16 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
         r.close()
         return priv
 
+    def _acquire_with_redis_stopped(self, priv, h, name, headers=None):
+        """One Acquire while priv's Redis is SIGSTOPped: (reply, seconds)."""
+        os.kill(priv.pid(), signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            r = h.acquire(name, headers=headers)
+            return r, time.monotonic() - t0
+        finally:
+            os.kill(priv.pid(), signal.SIGCONT)
+
     def test_deadline_exceeded_with_stopped_redis(self):
         name = unique("deadline")
         priv = self._private(name)
@@ -560,13 +570,8 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
                                                    "--threads", "1"]) as p:
                 h = p.http()
                 self.assertOk(h.acquire(name))   # connected, scripts loaded
-                os.kill(priv.pid(), signal.SIGSTOP)
-                try:
-                    t0 = time.monotonic()
-                    r = h.acquire(name, headers={"Connect-Timeout-Ms": "100"})
-                    elapsed = time.monotonic() - t0
-                finally:
-                    os.kill(priv.pid(), signal.SIGCONT)
+                r, elapsed = self._acquire_with_redis_stopped(
+                    priv, h, name, {"Connect-Timeout-Ms": "100"})
                 self.assertConnectError(r, 504, "deadline_exceeded")
                 self.assertLess(elapsed, 3.0)
                 # Redis is back: permitd recovers by itself.
@@ -590,13 +595,8 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
             with Permitd(redis_url=priv.url, args=["--redis-timeout-ms", "5000",
                                                    "--threads", "1"]) as p:
                 h = p.http()
-                os.kill(priv.pid(), signal.SIGSTOP)
-                try:
-                    t0 = time.monotonic()
-                    r = h.acquire(name, headers={"Connect-Timeout-Ms": "100"})
-                    elapsed = time.monotonic() - t0
-                finally:
-                    os.kill(priv.pid(), signal.SIGCONT)
+                r, elapsed = self._acquire_with_redis_stopped(
+                    priv, h, name, {"Connect-Timeout-Ms": "100"})
                 self.assertConnectError(r, 504, "deadline_exceeded")
                 self.assertLess(elapsed, 3.0)
                 h.close()
@@ -611,13 +611,7 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
                                                    "--threads", "1"]) as p:
                 h = p.http()
                 self.assertOk(h.acquire(name))
-                os.kill(priv.pid(), signal.SIGSTOP)
-                try:
-                    t0 = time.monotonic()
-                    r = h.acquire(name)
-                    elapsed = time.monotonic() - t0
-                finally:
-                    os.kill(priv.pid(), signal.SIGCONT)
+                r, elapsed = self._acquire_with_redis_stopped(priv, h, name)
                 self.assertConnectError(r, 503, "unavailable")
                 self.assertLess(elapsed, 3.0)
                 h.close()
