@@ -440,7 +440,9 @@ db1=$(rcli DBSIZE)
 R[mem.new_keys]=$(( db1 - db0 ))
 R[mem.per_key]=$(awk -v a="$mem0" -v b="$mem1" -v n="$(( db1 - db0 ))" 'BEGIN {printf "%.0f", (n > 0 ? (b - a) / n : 0)}')
 R[mem.usage]=$(rcli MEMORY USAGE "$PREFIX{keys}:k:user-000001")
-R[mem.value]=$(rcli GET "$PREFIX{keys}:k:user-000001" 2>/dev/null || echo "(not a string)")
+# The state is two little-endian doubles (lua/bucket.lua): shown decoded.
+R[mem.value]=$(rcli --raw GET "$PREFIX{keys}:k:user-000001" 2>/dev/null | head -c 16 |
+    od -A n -t f8 | awk '{printf "tokens %s, t %s us", $1, $2}')
 R[mem.type]=$(rcli TYPE "$PREFIX{keys}:k:user-000001")
 log "memory: $(( db1 - db0 )) keys, $(( mem1 - mem0 )) bytes, ${R[mem.per_key]} bytes/key; MEMORY USAGE of one: ${R[mem.usage]}"
 commands+=("redis-cli --pipe < (EVALSHA ${call_keys[*]} for user-000000..user-099999)")
@@ -739,7 +741,7 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo "$NKEYS buckets filled with permitd's own call (one Acquire per key), used_memory"
     echo "before $mem0 B, after $mem1 B, ${R[mem.new_keys]} new keys: ${R[mem.per_key]} B per key"
     echo "(includes the key's share of the main and expires dictionaries). One key:"
-    echo "\`${PREFIX}{keys}:k:user-000001\` = \`${R[mem.value]}\`, MEMORY USAGE ${R[mem.usage]} B."
+    echo "\`${PREFIX}{keys}:k:user-000001\` = 16 bytes (${R[mem.value]}), MEMORY USAGE ${R[mem.usage]} B."
     echo
     echo "## Script"
     echo

@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import struct
 import sys
 import tempfile
 import time
@@ -97,7 +98,7 @@ class Redis:
         data, self.buf = self.buf[:n], self.buf[n + 2:]
         return data
 
-    def _reply(self):
+    def _reply(self, raw=False):
         line = self._line()
         kind, rest = line[:1], line[1:]
         if kind == b"+":
@@ -108,19 +109,32 @@ class Redis:
             return int(rest)
         if kind == b"$":
             n = int(rest)
-            return None if n < 0 else self._exact(n).decode("utf-8", "replace")
+            if n < 0:
+                return None
+            data = self._exact(n)
+            return data if raw else data.decode("utf-8", "replace")
         if kind == b"*":
             n = int(rest)
-            return None if n < 0 else [self._reply() for _ in range(n)]
+            return None if n < 0 else [self._reply(raw) for _ in range(n)]
         raise RedisError("bad reply %r" % line)
 
     def __call__(self, *args):
+        """Runs one command; bulk strings come back as text."""
+        self._send(args)
+        return self._reply()
+
+    def raw(self, *args):
+        """Runs one command; bulk strings come back as bytes, exactly (a
+        bucket state is binary)."""
+        self._send(args)
+        return self._reply(raw=True)
+
+    def _send(self, args):
         out = b"*%d\r\n" % len(args)
         for a in args:
             a = a if isinstance(a, bytes) else str(a).encode()
             out += b"$%d\r\n%s\r\n" % (len(a), a)
         self.sock.sendall(out)
-        return self._reply()
 
     def time_us(self):
         sec, usec = self("TIME")
@@ -527,20 +541,24 @@ def error_code(reply):
         return ""
 
 
+# A bucket state (lua/bucket.lua): two little-endian doubles, the tokens and
+# the Redis time in microseconds when they were measured.
+STATE = struct.Struct("<dd")
+
+
 def read_state(redis, key):
-    """A bucket state key as (tokens, t_us), or None when there is none
-    (lua/bucket.lua: the state is the string "<tokens> <t_us>")."""
-    s = redis("GET", key)
+    """A bucket state key as (tokens, t_us), or None when there is none."""
+    s = redis.raw("GET", key)
     if s is None:
         return None
-    tokens, t = s.split(" ")
-    return float(tokens), int(t)
+    tokens, t = STATE.unpack(s)
+    return tokens, int(t)
 
 
 def write_state(redis, key, tokens, t_us):
     """Puts a bucket in a known state: `tokens` measured at Redis time t_us
     (use redis.time_us() - X for a bucket last touched X µs ago)."""
-    redis("SET", key, "%.17g %d" % (tokens, t_us))
+    redis("SET", key, STATE.pack(tokens, t_us))
 
 
 def hash_tag(key):

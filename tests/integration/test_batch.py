@@ -83,6 +83,20 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(evalsha_calls(self.redis) - before, 2)
         self.assertIsNotNone(read_state(self.redis, state_key(a, "user-000001", self.prefix)))
 
+    def test_foreign_state_fails_the_call_naming_the_key(self):
+        # The many-item path reads states too: one it did not write fails
+        # the policy's items (a Redis error, logged with the key), and
+        # nothing of the call is written.
+        a = self.policy(3)
+        key = state_key(a, "u1", self.prefix)
+        self.redis("SET", key, "1 2")
+        res = self.batch([{"bucket": a, "app": "app", "key": "u2"},
+                          {"bucket": a, "app": "app", "key": "u1"}])["results"]
+        self.assertEqual([x["error"]["code"] for x in res], ["internal", "internal"], res)
+        self.assertIsNone(read_state(self.redis, state_key(a, "u2", self.prefix)))
+        self.assertEqual(self.redis("GET", key), "1 2")
+        self.assertIn("bucket state %s holds 3 bytes" % key, self.p.output())
+
     def test_all_or_nothing_grants_every_item(self):
         a = self.policy(3)
         res = self.batch([{"bucket": a, "app": "app", "key": "u"},
@@ -94,7 +108,7 @@ class BatchTest(unittest.TestCase):
     def test_all_or_nothing_takes_nothing_when_one_is_denied(self):
         a = self.policy(3)
         self.assertTrue(decision(self.c.acquire(a, permits=3))["allowed"])   # shared bucket empty
-        shared = self.redis("GET", state_key(a, "", self.prefix))
+        shared = self.redis.raw("GET", state_key(a, "", self.prefix))
         res = self.batch([{"bucket": a, "app": "app", "key": "per-user"},
                           {"bucket": a, "app": "app"}], all_or_nothing=True)["results"]
         for r in res:
@@ -102,7 +116,7 @@ class BatchTest(unittest.TestCase):
             self.assertGreater(int(r["response"]["retryAfterMs"]), 0)
         self.assertEqual(res[0]["response"]["remaining"], "3")   # the per-user bucket as it stands
         self.assertIsNone(read_state(self.redis, state_key(a, "per-user", self.prefix)))
-        self.assertEqual(self.redis("GET", state_key(a, "", self.prefix)), shared)
+        self.assertEqual(self.redis.raw("GET", state_key(a, "", self.prefix)), shared)
 
     def test_all_or_nothing_same_bucket_twice(self):
         a = self.policy(3)

@@ -2,9 +2,9 @@
 issue 2 point 3, checked end to end: HTTP -> permitd -> lua/bucket.lua in
 the stack's Redis.
 
-Time-dependent math is tested by writing a bucket's state directly
-("<tokens> <t_us>", t in Redis TIME microseconds) so that it sits in a known
-past, instead of waiting.
+Time-dependent math is tested by writing a bucket's state directly (two
+little-endian doubles: tokens, and t in Redis TIME microseconds; see
+harness.write_state) so that it sits in a known past, instead of waiting.
 """
 import math
 import os
@@ -116,6 +116,39 @@ class BucketTest(unittest.TestCase):
         d = self.acquire(name)
         self.assertTrue(d["allowed"], (d, tokens, t))
 
+    def test_state_is_two_doubles_read_back_bit_for_bit(self):
+        # A state from the future counts as measured now (nothing accrues),
+        # so taking 1 from 2.3000000000000003 must leave exactly the double
+        # Python computes: no digit lost on the way in or out.
+        name = self.policy(max_permits=5, rate=0.001)
+        key = state_key(name)
+        stored = 0.1 + 2.2
+        write_state(self.redis, key, stored, self.redis.time_us() + 10000000)
+        before = self.redis.time_us()
+        self.assertTrue(self.acquire(name)["allowed"])
+        raw = self.redis.raw("GET", key)
+        self.assertEqual(len(raw), 16, raw)
+        tokens, t = read_state(self.redis, key)
+        self.assertEqual(tokens, stored - 1, (tokens, t))
+        self.assertGreaterEqual(t, before)
+        self.assertLessEqual(t, self.redis.time_us())
+
+    def test_foreign_state_fails_naming_the_key(self):
+        # A state lua/bucket.lua did not write (text, a truncated value) is
+        # not guessed at: the call fails, the log names the key, and the key
+        # is left for the operator to look at.
+        name = self.policy(max_permits=5, rate=1)
+        key = state_key(name)
+        for junk in (b"2.5 1763750000000000", b"\x00" * 8):
+            self.redis("SET", key, junk)
+            r = self.http.acquire(name)
+            self.assertError(r, "internal", 500)
+            self.assertEqual(self.redis.raw("GET", key), junk)
+            self.assertIn("bucket state %s holds %d bytes" % (key, len(junk)),
+                          self.permitd.output())
+        self.redis("DEL", key)
+        self.assertTrue(self.acquire(name)["allowed"])
+
     def test_one_per_minute_is_exact(self):
         name = self.policy(max_permits=1, rate=ONE_PER_MINUTE)
         key = state_key(name)
@@ -170,20 +203,20 @@ class BucketTest(unittest.TestCase):
         key = state_key(name)
         for _ in range(3):
             self.assertTrue(self.acquire(name)["allowed"])
-        before = self.redis("GET", key)
+        before = self.redis.raw("GET", key)
         self.assertIsNotNone(before)
         for _ in range(20):
             d = self.acquire(name)
             self.assertFalse(d["allowed"], d)
-        self.assertEqual(self.redis("GET", key), before)
+        self.assertEqual(self.redis.raw("GET", key), before)
         # a partial request (more than is there) takes nothing either
         name = self.policy(max_permits=5, rate=0.01)
         key = state_key(name)
         self.assertTrue(self.acquire(name, permits=4)["allowed"])
-        before = self.redis("GET", key)
+        before = self.redis.raw("GET", key)
         for _ in range(5):
             self.assertFalse(self.acquire(name, permits=2)["allowed"])
-        self.assertEqual(self.redis("GET", key), before)
+        self.assertEqual(self.redis.raw("GET", key), before)
         self.assertTrue(self.acquire(name, permits=1)["allowed"])
 
     # ------------------------------------------------------------ expiry
@@ -191,7 +224,7 @@ class BucketTest(unittest.TestCase):
     def test_state_expires_when_full(self):
         name = self.policy(max_permits=3, rate=1)
         key = state_key(name)
-        self.assertIsNone(self.redis("GET", key))
+        self.assertIsNone(self.redis.raw("GET", key))
         d = self.acquire(name)
         pttl = self.redis("PTTL", key)
         self.assertTrue(d["allowed"], d)
@@ -376,12 +409,12 @@ class BucketTest(unittest.TestCase):
             self.assertEqual((p["remaining"], p["limit"], p["reset_after_ms"]), (5, 5, 0), p)
         self.assertEqual(self.redis("EXISTS", key), 0)
         self.assertTrue(self.acquire(name)["allowed"])
-        before = self.redis("GET", key)
+        before = self.redis.raw("GET", key)
         for _ in range(10):
             p = self.peek(name)
             self.assertEqual((p["remaining"], p["limit"]), (4, 5), p)
             self.assertGreater(p["reset_after_ms"], 0, p)
-        self.assertEqual(self.redis("GET", key), before)
+        self.assertEqual(self.redis.raw("GET", key), before)
         d = self.acquire(name)
         self.assertEqual(d["remaining"], 3, d)
 
