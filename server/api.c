@@ -65,19 +65,21 @@ static void deferred_answer(const struct http_request *http, int rc, struct http
     http_request_resume(http, resp);
 }
 
-/* An Acquire waiting for its decision (limiter_acquire_queued): what the
- * reply needs once the decision comes back to the worker's loop. */
+/* An Acquire or a Peek waiting for its decision (limiter_acquire_queued,
+ * limiter_peek_queued): what the reply needs once the decision comes back to
+ * the worker's loop. */
 struct pending {
     struct api *a;
     const struct http_request *http;
     enum connect_codec codec;
+    int peek;
     struct limiter_request lr;
     char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
     int64_t deadline_us, t0;
 };
 
-static void acquire_done(void *ud, int rc, const struct limiter_result *r,
-                         const struct permitd_error *err)
+static void decided(void *ud, int rc, const struct limiter_result *r,
+                    const struct permitd_error *err)
 {
     struct pending *p = ud;
     struct http_response resp;
@@ -85,6 +87,19 @@ static void acquire_done(void *ud, int rc, const struct limiter_result *r,
 
     memset(&resp, 0, sizeof(resp));
     resp.status = 200;
+    if (p->peek) {
+        Permit__V1__PeekResponse rs;
+        permit__v1__peek_response__init(&rs);
+        if (rc == PERMITD_OK) {
+            rs.remaining = r->remaining;
+            rs.limit = r->limit;
+            rs.reset_after_ms = r->reset_after_ms;
+            rc = connect_reply(p->codec, &rs.base, &resp, &e);
+        }
+        deferred_answer(p->http, rc, &resp, &e);
+        free(p);
+        return;
+    }
     if (p->a->stats != NULL) {
         stats_observe(p->a->stats, clock_now_us() - p->t0);
         if (rc != PERMITD_OK)
@@ -103,28 +118,28 @@ static void acquire_done(void *ud, int rc, const struct limiter_result *r,
     free(p);
 }
 
-static void acquire_start(void *arg)
+static void decide_start(void *arg)
 {
     struct pending *p = arg;
 
-    limiter_acquire_queued(p->a->limiter, &p->lr, p->deadline_us, acquire_done, p);
+    if (p->peek)
+        limiter_peek_queued(p->a->limiter, &p->lr, p->deadline_us, decided, p);
+    else
+        limiter_acquire_queued(p->a->limiter, &p->lr, p->deadline_us, decided, p);
 }
 
-/* Acquire is checked here and decided from the worker's loop, pipelined
- * with the other Acquires that arrive meanwhile (limiter.c): the worker goes
- * back to its connections instead of waiting for Redis. */
-static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *in,
-                   ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+/* Acquire and Peek are checked here and decided from the worker's loop,
+ * pipelined with the other calls that arrive meanwhile (limiter.c): the
+ * worker goes back to its connections instead of waiting for Redis. */
+static int defer_decision(struct api *a, struct connect_call *call, int peek,
+                          const struct limiter_request *lr, struct permitd_error *err)
 {
-    struct api *a = ud;
-    const Permit__V1__AcquireRequest *rq = (const Permit__V1__AcquireRequest *)in;
-    struct limiter_request lr = {rq->bucket, rq->app, rq->key, rq->permits};
     struct pending *p;
     int rc;
 
-    if ((rc = limiter_check(&lr, err)) != PERMITD_OK) {
-        if (a->stats != NULL)
-            stats_record_error(a->stats, rq->bucket, rc);
+    if ((rc = limiter_check(lr, err)) != PERMITD_OK) {
+        if (a->stats != NULL && !peek)
+            stats_record_error(a->stats, lr->bucket, rc);
         return rc;
     }
     p = malloc(sizeof(*p));
@@ -133,33 +148,35 @@ static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *
     p->a = a;
     p->http = call->http;
     p->codec = call->codec;
-    snprintf(p->bucket, sizeof(p->bucket), "%s", rq->bucket);
-    snprintf(p->app, sizeof(p->app), "%s", rq->app);
-    snprintf(p->key, sizeof(p->key), "%s", rq->key);
-    p->lr = (struct limiter_request){p->bucket, p->app, p->key, rq->permits};
+    p->peek = peek;
+    snprintf(p->bucket, sizeof(p->bucket), "%s", lr->bucket);
+    snprintf(p->app, sizeof(p->app), "%s", lr->app);
+    snprintf(p->key, sizeof(p->key), "%s", lr->key);
+    p->lr = (struct limiter_request){p->bucket, p->app, p->key, lr->permits};
     p->deadline_us = call->deadline_us;
     p->t0 = clock_now_us();
-    http_request_defer(call->http, acquire_start, p);
+    http_request_defer(call->http, decide_start, p);
     return CONNECT_DEFERRED;
 }
 
+static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                   ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    const Permit__V1__AcquireRequest *rq = (const Permit__V1__AcquireRequest *)in;
+    struct limiter_request lr = {rq->bucket, rq->app, rq->key, rq->permits};
+
+    return defer_decision(ud, call, 0, &lr, err);
+}
+
+/* Permits are not a Peek's: 0 passes limiter_check(), and the script looks
+ * for one. */
 static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
                 ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
-    struct api *a = ud;
     const Permit__V1__PeekRequest *rq = (const Permit__V1__PeekRequest *)in;
-    Permit__V1__PeekResponse *rs = (Permit__V1__PeekResponse *)out;
     struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0};
-    struct limiter_result r;
-    int rc;
 
-    rc = limiter_peek(a->limiter, &lr, call->deadline_us, &r, err);
-    if (rc != PERMITD_OK)
-        return rc;
-    rs->remaining = r.remaining;
-    rs->limit = r.limit;
-    rs->reset_after_ms = r.reset_after_ms;
-    return PERMITD_OK;
+    return defer_decision(ud, call, 1, &lr, err);
 }
 
 /* An AcquireBatch waiting for its decisions (limiter_acquire_batch_queued),

@@ -240,7 +240,6 @@ static int script_error(long long status, const struct limiter_request *req,
     }
 }
 
-/* validate: 0 for permitd's own calls (app "*" may look at any bucket). */
 /* Turns what Redis said about one item (rc of the call, the script's 8
  * numbers) into the answer: failure_mode on a Redis failure, failure_mode
  * again when Redis lost a policy MySQL still has, else the decision or the
@@ -531,13 +530,15 @@ static void plan_end(struct plan *pl, int rc, const struct redis_script_call *ca
 
 #define QUEUE_BATCH_MAX 256     /* jobs per batch */
 
-/* One queued piece of work: an Acquire (one script call, whose strings and
- * numbers live here), or an AcquireBatch (plan: its calls, one per policy). */
+/* One queued piece of work: an Acquire or a Peek (one script call, whose
+ * strings and numbers live here), or an AcquireBatch (plan: its calls, one
+ * per policy). */
 struct job {
     struct job *next;
     int64_t deadline_us;
     size_t first;                   /* its first call in the batch out */
-    struct plan *plan;              /* NULL: an Acquire */
+    struct plan *plan;              /* NULL: an Acquire or a Peek */
+    int take;                       /* 1: an Acquire, 0: a Peek */
     struct limiter_request req;
     limiter_done_fn done;
     void *ud;
@@ -586,7 +587,7 @@ static void job_end(struct limiter *l, struct job *j, int rc, const struct redis
                                "redis could not decide policy \"%s\" (see permitd's log)",
                                j->req.bucket);
     memset(&res, 0, sizeof(res));
-    rc = conclude(l, &j->req, 1, 1, rc, rc == PERMITD_OK ? j->out : NULL, &res, &e);
+    rc = conclude(l, &j->req, j->take, 1, rc, rc == PERMITD_OK ? j->out : NULL, &res, &e);
     j->done(j->ud, rc, &res, &e);
     free(j);
 }
@@ -651,7 +652,7 @@ static void batch_send(struct queue *q)
         if (calls != NULL) {
             memcpy(&b->calls[b->ncalls], calls, n * sizeof(*calls));
         } else {
-            item_call(q->l, &j->req, 1, j->names, j->permits, j->keys, j->args);
+            item_call(q->l, &j->req, j->take, j->names, j->permits, j->keys, j->args);
             b->calls[b->ncalls] = (struct redis_script_call){j->keys, 2, j->args, 3, j->out, 8, 0};
         }
         b->ncalls += n;
@@ -748,8 +749,8 @@ static void enqueue(struct queue *q, struct job *j)
     q->tail = j;
 }
 
-void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
-                            int64_t deadline_us, limiter_done_fn done, void *ud)
+static void queue_decision(struct limiter *l, const struct limiter_request *req, int take,
+                           int64_t deadline_us, limiter_done_fn done, void *ud)
 {
     struct queue *q = my_queue(l);
     struct job *j = q ? malloc(sizeof(*j)) : NULL;
@@ -758,11 +759,12 @@ void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req
         /* No loop on this thread (or out of memory): decide right here. */
         struct permitd_error err = {0, ""};
         struct limiter_result res;
-        int rc = limiter_acquire(l, req, deadline_us, &res, &err);
+        int rc = decide(l, req, take, 1, deadline_us, &res, &err);
         done(ud, rc, &res, &err);
         return;
     }
     j->plan = NULL;
+    j->take = take;
     j->req = *req;              /* the caller keeps the strings until done */
     j->deadline_us = deadline_us;
     j->done = done;
@@ -770,18 +772,16 @@ void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req
     enqueue(q, j);
 }
 
-int limiter_acquire(struct limiter *l, const struct limiter_request *req,
-                    int64_t deadline_us, struct limiter_result *res,
-                    struct permitd_error *err)
+void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
+                            int64_t deadline_us, limiter_done_fn done, void *ud)
 {
-    return decide(l, req, 1, 1, deadline_us, res, err);
+    queue_decision(l, req, 1, deadline_us, done, ud);
 }
 
-int limiter_peek(struct limiter *l, const struct limiter_request *req,
-                 int64_t deadline_us, struct limiter_result *res,
-                 struct permitd_error *err)
+void limiter_peek_queued(struct limiter *l, const struct limiter_request *req,
+                         int64_t deadline_us, limiter_done_fn done, void *ud)
 {
-    return decide(l, req, 0, 1, deadline_us, res, err);
+    queue_decision(l, req, 0, deadline_us, done, ud);
 }
 
 int limiter_inspect(struct limiter *l, const char *bucket, const char *key,

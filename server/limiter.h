@@ -42,36 +42,31 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
                 struct permitd_error *err);
 void limiter_free(struct limiter *l);
 
-/* Checks a request as limiter_acquire() would, without asking Redis. */
+/* Checks a request as an Acquire or a Peek would be, without asking Redis. */
 int limiter_check(const struct limiter_request *req, struct permitd_error *err);
 
-/* Called once when a queued Acquire is decided, on the queuing thread:
- * rc, res and err as limiter_acquire() returns them (valid during the call). */
+/* Called once when a queued Acquire or Peek is decided, on the queuing
+ * thread. On PERMITD_OK, res holds the decision; otherwise err says why,
+ * and for out_of_range, permission_denied and failed_precondition
+ * res->limit is set. res and err are valid during the call. */
 typedef void (*limiter_done_fn)(void *ud, int rc, const struct limiter_result *res,
                                 const struct permitd_error *err);
 
-/* limiter_acquire(), queued: Acquires queued from one HTTP worker thread
- * go to Redis together, pipelined in one write on a connection of that
- * thread's own, driven by its event loop (http_loop_attach(); nothing is
- * shared between workers). req must have passed limiter_check(); its
- * strings must stay valid until done has run (the caller owns them; nothing
- * is copied). done runs exactly once, on the same thread: later, from the
- * loop, or at once when the thread runs no loop. */
+/* Acquire: takes req->permits from the bucket if they are all there, else
+ * nothing. Calls queued from one HTTP worker thread go to Redis together,
+ * pipelined in one write on a connection of that thread's own, driven by
+ * its event loop (http_loop_attach(); nothing is shared between workers).
+ * req must have passed limiter_check(); its strings must stay valid until
+ * done has run (the caller owns them; nothing is copied). done runs exactly
+ * once, on the same thread: later, from the loop, or at once when the
+ * thread runs no loop. */
 void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
                             int64_t deadline_us, limiter_done_fn done, void *ud);
 
-/* Takes req->permits from the bucket if they are all there, else nothing.
- * On PERMITD_OK, res holds the decision; otherwise err says why, and for
- * out_of_range, permission_denied and failed_precondition res->limit is set. */
-int limiter_acquire(struct limiter *l, const struct limiter_request *req,
-                    int64_t deadline_us, struct limiter_result *res,
-                    struct permitd_error *err);
-
-/* The bucket as it stands; takes nothing. req->permits is ignored.
- * res->allowed is always 1. */
-int limiter_peek(struct limiter *l, const struct limiter_request *req,
-                 int64_t deadline_us, struct limiter_result *res,
-                 struct permitd_error *err);
+/* Peek, queued like limiter_acquire_queued(): the bucket as it stands;
+ * takes nothing. req->permits is ignored; res->allowed is always 1. */
+void limiter_peek_queued(struct limiter *l, const struct limiter_request *req,
+                         int64_t deadline_us, limiter_done_fn done, void *ud);
 
 /* What to do with a policy's Acquires while Redis cannot answer. */
 struct limiter_fallback {
@@ -101,7 +96,7 @@ uint64_t limiter_open_passes(struct limiter *l);
 
 /* Decides n Acquires (n <= LIMITER_BATCH_MAX) in one Redis round trip.
  * Each item gets its own answer: res[i] when errs[i].code is PERMITD_OK,
- * else errs[i] says why, exactly as limiter_acquire() would have. Items of
+ * else errs[i] says why, exactly as a single Acquire would have. Items of
  * one policy go to Redis in one script call, so they see each other's takes
  * in order. With all_or_nothing, either every item is granted or nothing is
  * taken (one atomic script call); the items must then share one Redis

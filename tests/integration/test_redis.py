@@ -269,9 +269,9 @@ class RedisTest(unittest.TestCase):
             pr.stop()
 
     def test_a_silent_redis_does_not_stall_the_worker(self):
-        # One worker: while its Acquire and AcquireBatch wait on a Redis
-        # that accepts connections but answers nothing (SIGSTOP), the same
-        # loop keeps serving. The Acquire is the worker's first, so its
+        # One worker: while its Acquire, Peek and AcquireBatch wait on a
+        # Redis that accepts connections but answers nothing (SIGSTOP), the
+        # same loop keeps serving. The Acquire is the worker's first, so its
         # Redis handshake is part of the wait: it must not block either.
         pr = PrivateRedis()
         try:
@@ -288,12 +288,15 @@ class RedisTest(unittest.TestCase):
                     item = {"bucket": name, "app": "app", "key": "k", "permits": 1}
                     result["batch"] = p.http().rpc_json("AcquireBatch", {"requests": [item] * 3})
 
-                ts = [threading.Thread(target=slow), threading.Thread(target=slow_batch)]
+                def slow_peek():
+                    result["peek"] = p.http().peek(name, key="p")
+
+                ts = [threading.Thread(target=f) for f in (slow, slow_batch, slow_peek)]
                 for t in ts:
                     t.start()
                 time.sleep(0.3)
                 self.assertTrue(all(t.is_alive() for t in ts),
-                                "Acquire and AcquireBatch did not wait for the stopped Redis")
+                                "Acquire, AcquireBatch and Peek did not wait for the stopped Redis")
                 h = p.http()
                 t0 = time.monotonic()
                 self.assertEqual(h.request("GET", "/healthz").status, 200)
@@ -303,6 +306,7 @@ class RedisTest(unittest.TestCase):
                 for t in ts:
                     t.join(10)
                 self.assertTrue(decision(result["reply"])["allowed"], result)
+                self.assertEqual(decision(result["peek"])["remaining"], 10, result)
                 results = result["batch"].json()["results"]
                 self.assertEqual([r["response"]["remaining"] for r in results], ["9", "8", "7"],
                                  result)
