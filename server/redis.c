@@ -32,10 +32,12 @@
 #include "embed.h"
 #include "log.h"
 #include "redis.h"
+#include "resolve.h"
 
 #define BACKOFF_MIN_MS 25
 #define BACKOFF_MAX_MS 1000
 #define MAX_ARGV 64
+#define RESOLVE_WAIT_MS 2000    /* at start, for the Redis host's first lookup */
 
 static const char *const script_files[REDIS_SCRIPT_COUNT] = {
     [REDIS_SCRIPT_BUCKET] = "bucket.lua",
@@ -49,6 +51,7 @@ struct redis {
     _Atomic uint64_t errors;     /* calls that failed on Redis's side */
     _Atomic uint64_t connects;   /* connections made (the first, and reconnects) */
     char where[300];             /* "127.0.0.1:6379" or the socket path, for messages */
+    struct resolver *resolver;   /* the host's address, for pipes; NULL with a socket */
 };
 
 /* One thread's connection. Owned by that thread; freed by conn_free() from
@@ -59,6 +62,7 @@ struct conn {
     int64_t retry_at_us;          /* no reconnect attempt before this */
     int backoff_ms;
     char sha[REDIS_SCRIPT_COUNT][41];
+    char ip[RESOLVE_ADDR_MAX];    /* a pipe's: the address it connects to */
     char last_error[200];         /* why the last connect failed */
 };
 
@@ -94,10 +98,16 @@ int redis_new(const struct config *cfg, struct redis **out, struct permitd_error
         free(r);
         return permitd_error_set(err, PERMITD_EINTERNAL, "pthread_key_create failed");
     }
-    if (cfg->redis_socket[0] != '\0')
+    if (cfg->redis_socket[0] != '\0') {
         snprintf(r->where, sizeof(r->where), "%s", cfg->redis_socket);
-    else
+    } else {
         snprintf(r->where, sizeof(r->where), "%s:%d", cfg->redis_host, cfg->redis_port);
+        if (resolver_new(cfg->redis_host, RESOLVE_WAIT_MS, &r->resolver, err) != PERMITD_OK) {
+            pthread_key_delete(r->key);
+            free(r);
+            return err->code;
+        }
+    }
     *out = r;
     return PERMITD_OK;
 }
@@ -111,6 +121,7 @@ void redis_free(struct redis *r)
     conn_free(pthread_getspecific(r->key));
     pthread_setspecific(r->key, NULL);
     pthread_key_delete(r->key);
+    resolver_free(r->resolver);
     free(r);
 }
 
@@ -192,10 +203,15 @@ static int handshake(struct redis *r, struct conn *c)
 }
 
 /* c could not be connected (or, for a pipe, its new connection failed
- * before its first reply): backs off, so a dead Redis is not hammered. */
+ * before its first reply): backs off, so a dead Redis is not hammered. A
+ * pipe's next attempt goes to the host's next address, if it has several. */
 static int conn_down(struct redis *r, struct conn *c, struct permitd_error *err)
 {
     disconnect(c);
+    if (c->ip[0] != '\0') {
+        resolver_failed(r->resolver, c->ip);
+        c->ip[0] = '\0';
+    }
     c->backoff_ms = c->backoff_ms == 0 ? BACKOFF_MIN_MS
                   : (c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2);
     c->retry_at_us = clock_now_us() + (int64_t)c->backoff_ms * 1000;
@@ -232,11 +248,19 @@ static int conn_ensure(struct redis *r, struct conn *c, int timeout_ms, int gree
                                      "redis at %s is unavailable (%s); next attempt in %lld ms",
                                      r->where, c->last_error,
                                      (long long)((c->retry_at_us - now + 999) / 1000));
+        /* By numeric address: a name is looked up by the resolver's
+         * thread, never here on the caller's loop. */
+        if (!unix_socket &&
+            resolver_address(r->resolver, c->ip, c->last_error, sizeof(c->last_error)) != 0)
+            return conn_down(r, c, err);
         c->ctx = unix_socket ? redisConnectUnixNonBlock(r->cfg->redis_socket)
-                             : redisConnectNonBlock(r->cfg->redis_host, r->cfg->redis_port);
+                             : redisConnectNonBlock(c->ip, r->cfg->redis_port);
         if (c->ctx == NULL || c->ctx->err) {
-            snprintf(c->last_error, sizeof(c->last_error), "%s",
-                     c->ctx ? c->ctx->errstr : "out of memory");
+            const char *why = c->ctx ? c->ctx->errstr : "out of memory";
+            if (unix_socket)
+                snprintf(c->last_error, sizeof(c->last_error), "%s", why);
+            else
+                snprintf(c->last_error, sizeof(c->last_error), "%.120s (address %s)", why, c->ip);
             return conn_down(r, c, err);
         }
         if (!unix_socket)
@@ -571,11 +595,12 @@ again:
 /* ---- pipes: pipelined script calls driven by an event loop ----
  *
  * A pipe has its own connection (never the thread's blocking one, which the
- * same thread may need for a synchronous call while a batch is out). It is
- * connected like any other (blocking, within the timeout, with the same
- * backoff), then switched to non-blocking: the batch is written as one RESP
- * buffer, replies are read as the loop reports the socket readable, and the
- * batch fails as a whole at its deadline. NOSCRIPT (Redis restarted or
+ * same thread may need for a synchronous call while a batch is out). Nothing
+ * on it blocks: it connects without waiting, to the numeric address the
+ * resolver keeps (resolve.h: no DNS on the loop), with the same backoff as
+ * any connection; the batch is written as one RESP buffer, replies are read
+ * as the loop reports the socket readable, and the batch fails as a whole
+ * at its deadline. NOSCRIPT (Redis restarted or
  * flushed its scripts) sends SCRIPT LOAD and the calls it refused once more,
  * on the same connection, without blocking. */
 

@@ -314,6 +314,59 @@ class RedisTest(unittest.TestCase):
             os.kill(pr.pid(), signal.SIGCONT)
             pr.stop()
 
+    def _slow_dns(self, pr, ms):
+        """A permitd (one worker) that reaches pr by the name redis.slow.test,
+        whose every lookup takes ms (tests/integration/slowdns.c)."""
+        return Permitd(redis_url="redis://redis.slow.test:%d" % pr.port,
+                       args=["--threads", "1", "--redis-timeout-ms", "3000"],
+                       env={"LD_PRELOAD": os.environ["PERMITD_SLOWDNS"], "SLOWDNS_MS": str(ms),
+                            "ASAN_OPTIONS": "detect_leaks=1:verify_asan_link_order=0"})
+
+    def test_a_slow_dns_does_not_stall_the_worker(self):
+        # Lookups take 1.5 s. permitd looks the name up at start and then
+        # on a thread of its own: neither the worker's first Redis
+        # connection nor a reconnect waits for DNS on the worker's loop.
+        pr = PrivateRedis()
+        try:
+            name = unique("dns")
+            r = pr.client()
+            put_policy(r, name, max_permits=100, rate=1)
+            with self._slow_dns(pr, 1500) as p:
+                h = p.http()
+                for attempt in ("first connection", "reconnect"):
+                    t0 = time.monotonic()
+                    d = decision(h.acquire(name))
+                    took = time.monotonic() - t0
+                    self.assertTrue(d["allowed"], d)
+                    self.assertLess(took, 1.0, "%s waited %.2f s for DNS" % (attempt, took))
+                    r("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+                h.close()
+            r.close()
+        finally:
+            pr.stop()
+
+    def test_a_host_not_resolved_yet_answers_unavailable(self):
+        # The first lookup takes 4 s: permitd starts serving after waiting
+        # 2 s for it. Until the answer comes, an Acquire fails at once with
+        # unavailable, saying why, and the loop serves on; then it succeeds.
+        pr = PrivateRedis()
+        try:
+            name = unique("dns")
+            put_policy(pr.client(), name, max_permits=100, rate=1)
+            with self._slow_dns(pr, 4000) as p:
+                h = p.http()
+                t0 = time.monotonic()
+                reply = h.acquire(name)
+                self.assertLess(time.monotonic() - t0, 1.0, reply)
+                self.assertEqual((reply.status, error_code(reply)), (503, "unavailable"), reply)
+                self.assertIn("looking up the host name", reply.json()["message"], reply)
+                self.assertEqual(h.request("GET", "/healthz").status, 200)
+                self._poll_until_allowed(h, name, seconds=10)
+                self.assertIn("redis host lookup is slow", p.output())
+                h.close()
+        finally:
+            pr.stop()
+
     def test_an_unreachable_redis_does_not_stall_the_worker(self):
         # A Redis address whose accept queue is full: connecting hangs (the
         # SYN is dropped). The worker's new Redis connection is made without
