@@ -62,7 +62,7 @@ struct conn {
     int64_t retry_at_us;          /* no reconnect attempt before this */
     int backoff_ms;
     char sha[REDIS_SCRIPT_COUNT][41];
-    char ip[RESOLVE_ADDR_MAX];    /* a pipe's: the address it connects to */
+    char ip[RESOLVE_ADDR_MAX];    /* the address it connects to ("" with a socket) */
     char last_error[200];         /* why the last connect failed */
 };
 
@@ -203,8 +203,8 @@ static int handshake(struct redis *r, struct conn *c)
 }
 
 /* c could not be connected (or, for a pipe, its new connection failed
- * before its first reply): backs off, so a dead Redis is not hammered. A
- * pipe's next attempt goes to the host's next address, if it has several. */
+ * before its first reply): backs off, so a dead Redis is not hammered. The
+ * next attempt goes to the host's next address, if it has several. */
 static int conn_down(struct redis *r, struct conn *c, struct permitd_error *err)
 {
     disconnect(c);
@@ -231,77 +231,59 @@ static void conn_up(struct redis *r, struct conn *c)
     c->retry_at_us = 0;
 }
 
-/* Connects c if it is not, with the backoff after failures. greet: blocking,
- * within timeout_ms, with the handshake(), and the socket timeout set to
- * timeout_ms; else non-blocking (a pipe: the connect completes, and the
- * handshake goes out, while the caller's loop waits on the socket). */
+/* Connects c if it is not, with the backoff after failures, by numeric
+ * address (a host name is looked up by the resolver's thread, never by the
+ * caller). greet: blocking, within timeout_ms, with the handshake(), and the
+ * socket timeout set to timeout_ms; else non-blocking (a pipe: the connect
+ * completes, and the handshake goes out, while the caller's loop waits on
+ * the socket). */
 static int conn_ensure(struct redis *r, struct conn *c, int timeout_ms, int greet,
                        struct permitd_error *err)
 {
+    const char *sock = r->cfg->redis_socket;
+    int unix_socket = sock[0] != '\0', port = r->cfg->redis_port;
+    struct timeval tv = tv_ms(timeout_ms);
     int64_t now;
-    int unix_socket = r->cfg->redis_socket[0] != '\0';
 
-    if (c->ctx == NULL && !greet) {
-        now = clock_now_us();
-        if (now < c->retry_at_us)
-            return permitd_error_set(err, PERMITD_EUNAVAILABLE,
-                                     "redis at %s is unavailable (%s); next attempt in %lld ms",
-                                     r->where, c->last_error,
-                                     (long long)((c->retry_at_us - now + 999) / 1000));
-        /* By numeric address: a name is looked up by the resolver's
-         * thread, never here on the caller's loop. */
-        if (!unix_socket &&
-            resolver_address(r->resolver, c->ip, c->last_error, sizeof(c->last_error)) != 0)
-            return conn_down(r, c, err);
-        c->ctx = unix_socket ? redisConnectUnixNonBlock(r->cfg->redis_socket)
-                             : redisConnectNonBlock(c->ip, r->cfg->redis_port);
-        if (c->ctx == NULL || c->ctx->err) {
-            const char *why = c->ctx ? c->ctx->errstr : "out of memory";
-            if (unix_socket)
-                snprintf(c->last_error, sizeof(c->last_error), "%s", why);
-            else
-                snprintf(c->last_error, sizeof(c->last_error), "%.120s (address %s)", why, c->ip);
-            return conn_down(r, c, err);
-        }
-        if (!unix_socket)
-            redisEnableKeepAlive(c->ctx);
-        atomic_fetch_add(&r->connects, 1);
-        return PERMITD_OK;
-    }
-    if (c->ctx == NULL) {
-        now = clock_now_us();
-        if (now < c->retry_at_us) {
-            return permitd_error_set(err, PERMITD_EUNAVAILABLE,
-                                     "redis at %s is unavailable (%s); next attempt in %lld ms",
-                                     r->where, c->last_error,
-                                     (long long)((c->retry_at_us - now + 999) / 1000));
-        }
-        struct timeval tv = tv_ms(timeout_ms);
-        if (unix_socket)
-            c->ctx = redisConnectUnixWithTimeout(r->cfg->redis_socket, tv);
-        else
-            c->ctx = redisConnectWithTimeout(r->cfg->redis_host, r->cfg->redis_port, tv);
-        if (c->ctx == NULL || c->ctx->err) {
-            snprintf(c->last_error, sizeof(c->last_error), "%s",
-                     c->ctx ? c->ctx->errstr : "out of memory");
-            disconnect(c);
-        } else {
-            if (!unix_socket)
-                redisEnableKeepAlive(c->ctx);
+    if (c->ctx != NULL) {
+        if (greet && c->timeout_ms != timeout_ms) {
             redisSetTimeout(c->ctx, tv);
             c->timeout_ms = timeout_ms;
-            if (greet && handshake(r, c) != 0)
-                disconnect(c);
         }
-        if (c->ctx == NULL)
-            return conn_down(r, c, err);
-        atomic_fetch_add(&r->connects, 1);
-        conn_up(r, c);
+        return PERMITD_OK;
     }
-    if (c->timeout_ms != timeout_ms) {
-        redisSetTimeout(c->ctx, tv_ms(timeout_ms));
-        c->timeout_ms = timeout_ms;
+    now = clock_now_us();
+    if (now < c->retry_at_us)
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                                 "redis at %s is unavailable (%s); next attempt in %lld ms",
+                                 r->where, c->last_error,
+                                 (long long)((c->retry_at_us - now + 999) / 1000));
+    if (!unix_socket &&
+        resolver_address(r->resolver, c->ip, c->last_error, sizeof(c->last_error)) != 0)
+        return conn_down(r, c, err);
+    if (greet)
+        c->ctx = unix_socket ? redisConnectUnixWithTimeout(sock, tv)
+                             : redisConnectWithTimeout(c->ip, port, tv);
+    else
+        c->ctx = unix_socket ? redisConnectUnixNonBlock(sock) : redisConnectNonBlock(c->ip, port);
+    if (c->ctx == NULL || c->ctx->err) {
+        const char *why = c->ctx ? c->ctx->errstr : "out of memory";
+        if (unix_socket)
+            snprintf(c->last_error, sizeof(c->last_error), "%s", why);
+        else
+            snprintf(c->last_error, sizeof(c->last_error), "%.120s (address %s)", why, c->ip);
+        return conn_down(r, c, err);
     }
+    if (!unix_socket)
+        redisEnableKeepAlive(c->ctx);
+    atomic_fetch_add(&r->connects, 1);
+    if (!greet)
+        return PERMITD_OK;      /* a pipe's handshake goes out with its first batch */
+    redisSetTimeout(c->ctx, tv);
+    c->timeout_ms = timeout_ms;
+    if (handshake(r, c) != 0)
+        return conn_down(r, c, err);
+    conn_up(r, c);
     return PERMITD_OK;
 }
 

@@ -4,8 +4,8 @@
  * getaddrinfo() blocks for as long as DNS takes (seconds when a resolver is
  * slow or gone). A worker's event loop connects its Redis pipe itself, so it
  * must never be the one waiting: a thread of the resolver's own looks the
- * name up and keeps the answer, and the loop connects to that numeric
- * address. A numeric host needs no lookup and no thread.
+ * name up and keeps the answer, and every Redis connection (redis.c) is made
+ * to that numeric address. A numeric host needs no lookup and no thread.
  */
 #ifndef PERMITD_RESOLVE_H
 #define PERMITD_RESOLVE_H

@@ -325,7 +325,8 @@ class RedisTest(unittest.TestCase):
     def test_a_slow_dns_does_not_stall_the_worker(self):
         # Lookups take 1.5 s. permitd looks the name up at start and then
         # on a thread of its own: neither the worker's first Redis
-        # connection nor a reconnect waits for DNS on the worker's loop.
+        # connection nor a reconnect waits for DNS on the worker's loop, and
+        # neither does the admin listener's own connection (/readyz).
         pr = PrivateRedis()
         try:
             name = unique("dns")
@@ -340,6 +341,11 @@ class RedisTest(unittest.TestCase):
                     self.assertTrue(d["allowed"], d)
                     self.assertLess(took, 1.0, "%s waited %.2f s for DNS" % (attempt, took))
                     r("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+                a = p.admin()
+                t0 = time.monotonic()
+                self.assertEqual(a.request("GET", "/readyz").status, 200)
+                self.assertLess(time.monotonic() - t0, 1.0, "/readyz waited for DNS")
+                a.close()
                 h.close()
             r.close()
         finally:
