@@ -34,6 +34,7 @@ struct resolver {
     pthread_mutex_t lock;
     pthread_cond_t cond;        /* on CLOCK_MONOTONIC */
     int wanted, stop, answers;  /* answers: lookups finished */
+    int looking;                /* a lookup is running (the lock is not held) */
     int64_t looked_at_us;       /* when the last lookup started */
     char addrs[RESOLVE_ADDRS][RESOLVE_ADDR_MAX];
     int naddrs;                 /* 0 until a lookup succeeded */
@@ -80,12 +81,16 @@ static void *resolver_main(void *arg)
         if (rs->stop)
             break;
         rs->wanted = 0;
+        rs->looking = 1;
         rs->looked_at_us = clock_now_us();
         pthread_mutex_unlock(&rs->lock);
 
         int n = lookup(rs->host, addrs, error, sizeof(error));
 
         pthread_mutex_lock(&rs->lock);
+        rs->looking = 0;
+        if (rs->stop)
+            break;              /* resolver_free() left the resolver to us */
         if (n > 0) {
             /* The same answer keeps the address in use; a new one starts
              * from its first address. */
@@ -105,6 +110,13 @@ static void *resolver_main(void *arg)
         }
         rs->answers++;
         pthread_cond_broadcast(&rs->cond);
+    }
+    if (rs->stop == 2) {
+        pthread_mutex_unlock(&rs->lock);
+        pthread_cond_destroy(&rs->cond);
+        pthread_mutex_destroy(&rs->lock);
+        free(rs);
+        return NULL;
     }
     pthread_mutex_unlock(&rs->lock);
     return NULL;
@@ -164,9 +176,16 @@ void resolver_free(struct resolver *rs)
     if (rs == NULL)
         return;
     if (!rs->numeric) {
-        /* A lookup in progress is waited for: getaddrinfo() cannot be
-         * interrupted, and it is bounded by the system's resolver timeouts. */
         pthread_mutex_lock(&rs->lock);
+        if (rs->looking) {
+            /* getaddrinfo() cannot be interrupted, and a dead DNS holds it
+             * for its timeouts (tens of seconds): shutting down does not
+             * wait for it. The thread frees the resolver when it returns. */
+            rs->stop = 2;
+            pthread_mutex_unlock(&rs->lock);
+            pthread_detach(rs->thread);
+            return;
+        }
         rs->stop = 1;
         pthread_cond_broadcast(&rs->cond);
         pthread_mutex_unlock(&rs->lock);

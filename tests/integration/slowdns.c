@@ -3,13 +3,15 @@
  * answers slowly, which a test cannot summon on demand.
  *
  * getaddrinfo() of a name ending in ".slow.test" waits SLOWDNS_MS
- * milliseconds (default 2000), then answers as for 127.0.0.1; the name
+ * milliseconds (default 2000; a name like "3000ms.slow.test" says its own),
+ * then answers as for 127.0.0.1; the name
  * "two.slow.test" answers two addresses, ::1 then 127.0.0.1. Every other
  * name goes to the real getaddrinfo() at once.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,8 +28,13 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
 
     if (n > sizeof(suffix) - 1 && strcmp(node + n - (sizeof(suffix) - 1), suffix) == 0) {
         const char *env = getenv("SLOWDNS_MS");
-        long ms = env != NULL ? atol(env) : 2000;
-        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        long ms = env != NULL ? atol(env) : 2000, own;
+        struct timespec ts;
+
+        if (sscanf(node, "%ldms.", &own) == 1)
+            ms = own;
+        ts.tv_sec = ms / 1000;
+        ts.tv_nsec = (ms % 1000) * 1000000L;
 
         struct addrinfo *v6 = NULL;
         int rc;

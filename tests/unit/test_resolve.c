@@ -5,6 +5,7 @@
  * does), whose "two.slow.test" answers ::1 then 127.0.0.1; a slow DNS is
  * test_redis.py's.
  */
+#include <stdint.h>
 #include <time.h>
 
 #include "resolve.h"
@@ -77,6 +78,28 @@ static void test_resolve_answers_why_while_looking_up(void)
     resolver_free(rs);
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_resolve_free_does_not_wait_for_a_lookup(void)
+{
+    struct permitd_error err = {0, ""};
+    struct resolver *rs = NULL;
+    int64_t t0;
+
+    /* A lookup of 3 s is running; shutting down leaves it to its thread
+     * (which frees the resolver when getaddrinfo() returns). */
+    CHECK_INT(resolver_new("3000ms.slow.test", 100, &rs, &err), PERMITD_OK);
+    t0 = now_ms();
+    resolver_free(rs);
+    CHECK(now_ms() - t0 < 1500);
+}
+
 static void test_resolve_rejects_a_host_too_long(void)
 {
     struct permitd_error err = {0, ""};
@@ -95,6 +118,7 @@ int main(void)
     TEST_RUN(test_resolve_numeric_hosts_need_no_lookup);
     TEST_RUN(test_resolve_names_ipv4_first_then_the_next);
     TEST_RUN(test_resolve_answers_why_while_looking_up);
+    TEST_RUN(test_resolve_free_does_not_wait_for_a_lookup);
     TEST_RUN(test_resolve_rejects_a_host_too_long);
     return TEST_REPORT();
 }
