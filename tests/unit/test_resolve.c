@@ -11,6 +11,14 @@
 #include "resolve.h"
 #include "test.h"
 
+/* The address rs gives now must be want. A macro, so a failure names the
+ * caller's line. */
+#define CHECK_ADDRESS(rs, want) do { \
+    char ip_[RESOLVE_ADDR_MAX] = "", why_[200] = ""; \
+    CHECK_INT(resolver_address((rs), ip_, why_, sizeof(why_)), 0); \
+    CHECK_STR(ip_, (want)); \
+} while (0)
+
 static void test_resolve_numeric_hosts_need_no_lookup(void)
 {
     const char *hosts[] = {"127.0.0.1", "::1", "10.1.2.3", "fe80::1"};
@@ -18,13 +26,10 @@ static void test_resolve_numeric_hosts_need_no_lookup(void)
 
     for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
         struct resolver *rs = NULL;
-        char ip[RESOLVE_ADDR_MAX] = "", why[200] = "";
         CHECK_INT(resolver_new(hosts[i], 0, &rs, &err), PERMITD_OK);
-        CHECK_INT(resolver_address(rs, ip, why, sizeof(why)), 0);
-        CHECK_STR(ip, hosts[i]);
-        resolver_failed(rs, ip);           /* nothing else to try: the same */
-        CHECK_INT(resolver_address(rs, ip, why, sizeof(why)), 0);
-        CHECK_STR(ip, hosts[i]);
+        CHECK_ADDRESS(rs, hosts[i]);
+        resolver_failed(rs, hosts[i]);     /* nothing else to try: the same */
+        CHECK_ADDRESS(rs, hosts[i]);
         resolver_free(rs);
     }
 }
@@ -33,29 +38,23 @@ static void test_resolve_names_ipv4_first_then_the_next(void)
 {
     struct permitd_error err = {0, ""};
     struct resolver *rs = NULL;
-    char ip[RESOLVE_ADDR_MAX] = "", why[200] = "";
 
     CHECK_INT(resolver_new("two.slow.test", 5000, &rs, &err), PERMITD_OK);
-    CHECK_INT(resolver_address(rs, ip, why, sizeof(why)), 0);
-    CHECK_STR(ip, "127.0.0.1");         /* IPv4 first, as hiredis connects */
+    CHECK_ADDRESS(rs, "127.0.0.1");     /* IPv4 first, as hiredis connects */
     /* A failure reported for an address no longer in use moves nothing
      * (several connections fail on one address at once). */
     resolver_failed(rs, "::1");
-    CHECK_INT(resolver_address(rs, ip, why, sizeof(why)), 0);
-    CHECK_STR(ip, "127.0.0.1");
+    CHECK_ADDRESS(rs, "127.0.0.1");
     /* A failure on the address in use moves to the next, and round. */
     resolver_failed(rs, "127.0.0.1");
-    CHECK_INT(resolver_address(rs, ip, why, sizeof(why)), 0);
-    CHECK_STR(ip, "::1");
+    CHECK_ADDRESS(rs, "::1");
     resolver_failed(rs, "::1");
-    CHECK_INT(resolver_address(rs, ip, why, sizeof(why)), 0);
-    CHECK_STR(ip, "127.0.0.1");
+    CHECK_ADDRESS(rs, "127.0.0.1");
     resolver_free(rs);
 
     /* A plain name through the system's resolver: /etc/hosts. */
     CHECK_INT(resolver_new("localhost", 5000, &rs, &err), PERMITD_OK);
-    CHECK_INT(resolver_address(rs, ip, why, sizeof(why)), 0);
-    CHECK_STR(ip, "127.0.0.1");
+    CHECK_ADDRESS(rs, "127.0.0.1");
     resolver_free(rs);
 }
 
