@@ -139,6 +139,20 @@ static void disconnect(struct conn *c)
     }
 }
 
+/* An error reply that says this Redis cannot serve us now (loading its data,
+ * a script running too long, a replica after a failover...), not a fault of
+ * ours: the caller gets unavailable, and the policy's failure_mode. */
+static int unserving(const char *reply)
+{
+    static const char *const codes[] = {"LOADING", "BUSY", "READONLY", "MASTERDOWN",
+                                        "TRYAGAIN"};
+
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        if (strncmp(reply, codes[i], strlen(codes[i])) == 0)
+            return 1;
+    return 0;
+}
+
 /* Runs one command on a connected context; NULL reply means the connection
  * is broken (ctx->errstr says why). The reply is the caller's to free. */
 static redisReply *command(struct conn *c, int argc, const char **argv, const size_t *lens)
@@ -220,6 +234,16 @@ static int conn_down(struct redis *r, struct conn *c, struct permitd_error *err)
     atomic_fetch_add(&r->errors, 1);
     return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
                              r->where, c->last_error);
+}
+
+/* Drops c, whose Redis answered that it cannot serve now: the next call
+ * connects afresh, and the host name is looked up again (after a failover
+ * it may name the new primary). */
+static void drop_unserving(struct redis *r, struct conn *c)
+{
+    disconnect(c);
+    if (c->ip[0] != '\0')
+        resolver_failed(r->resolver, c->ip);
 }
 
 /* c answered on a new connection: the backoff is over. */
@@ -410,16 +434,13 @@ static int call(struct redis *r, int argc, const char **argv, const size_t *lens
     }
 
     if (rep->type == REDIS_REPLY_ERROR) {
-        /* LOADING, BUSY, READONLY, MASTERDOWN...: this Redis cannot serve us
-         * now; anything else is a bug of ours (a script error, say). */
-        int transient = strncmp(rep->str, "LOADING", 7) == 0 || strncmp(rep->str, "BUSY", 4) == 0 ||
-                        strncmp(rep->str, "READONLY", 8) == 0 ||
-                        strncmp(rep->str, "MASTERDOWN", 10) == 0 ||
-                        strncmp(rep->str, "TRYAGAIN", 8) == 0;
+        /* Anything but a Redis that cannot serve now is a bug of ours (a
+         * script error, say). */
+        int transient = unserving(rep->str);
         rc = permitd_error_set(err, transient ? PERMITD_EUNAVAILABLE : PERMITD_EINTERNAL,
                                "redis at %s: %s", r->where, rep->str);
         if (transient)
-            disconnect(c);
+            drop_unserving(r, c);
         freeReplyObject(rep);
         return rc;
     }
@@ -600,6 +621,7 @@ struct redis_pipe {
     const char *preamble[3];      /* the commands sent before the calls, in order */
     int npreamble, answered;      /* how many; how many have their reply */
     int reloaded;
+    int unserving;                /* Redis said it cannot serve now: drop after the round */
     int write_pending;
     int busy;                     /* a batch is out */
     int bound;                    /* deadline_us was the caller's, not the Redis timeout */
@@ -795,7 +817,7 @@ int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
     p->script = script;
     p->calls = calls;
     p->n = n;
-    p->reloaded = 0;
+    p->reloaded = p->unserving = 0;
     for (size_t i = 0; i < n; i++)
         calls[i].rc = -1;       /* awaiting its reply */
     if (pipe_queue(p) != 0)
@@ -846,6 +868,12 @@ static int pipe_reply(struct redis_pipe *p, redisReply *rep)
     c = &p->calls[p->cursor++];
     if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
         c->rc = -2;             /* sent again once the script is loaded */
+    } else if (rep->type == REDIS_REPLY_ERROR && unserving(rep->str)) {
+        if (!p->unserving)
+            log_msg(LOG_WARN, "redis cannot serve now", "addr=%s error=\"%.200s\"",
+                    p->r->where, rep->str);
+        p->unserving = 1;
+        c->rc = PERMITD_EUNAVAILABLE;
     } else if (rep->type == REDIS_REPLY_ARRAY) {
         for (int k = 0; k < c->nout; k++)
             c->out[k] = (size_t)k < rep->elements && rep->element[k]->type == REDIS_REPLY_INTEGER
@@ -869,6 +897,17 @@ static int pipe_round_over(struct redis_pipe *p, struct permitd_error *err)
             p->calls[i].rc = -1;
             refused++;
         }
+    if (p->unserving) {
+        /* The calls it refused are answered unavailable; the connection
+         * is not used again (see drop_unserving()). */
+        p->unserving = 0;
+        for (size_t i = 0; i < p->n; i++)
+            if (p->calls[i].rc == -1)
+                p->calls[i].rc = PERMITD_EUNAVAILABLE;
+        drop_unserving(p->r, &p->c);
+        p->busy = 0;
+        return 1;
+    }
     if (refused == 0) {
         p->busy = 0;
         return 1;

@@ -314,6 +314,40 @@ class RedisTest(unittest.TestCase):
             os.kill(pr.pid(), signal.SIGCONT)
             pr.stop()
 
+    def test_a_replica_answers_unavailable_until_promoted(self):
+        # After a failover the address may still lead to the old primary,
+        # now a replica: its READONLY is "Redis cannot serve now", so the
+        # caller gets unavailable (and the policy's failure_mode), not an
+        # internal error, and the connection is made afresh. Acquire, Peek
+        # (read-only: the replica answers it) and AcquireBatch.
+        primary, replica = PrivateRedis(), PrivateRedis()
+        try:
+            name = unique("replica")
+            put_policy(primary.client(), name, max_permits=10, rate=1)
+            r = replica.client()
+            r("REPLICAOF", "127.0.0.1", str(primary.port))
+            deadline = time.time() + 10
+            while "master_link_status:up" not in r("INFO", "replication"):
+                self.assertLess(time.time(), deadline, "the replica did not sync")
+                time.sleep(0.05)
+            with Permitd(redis_url=replica.url, args=["--threads", "1"]) as p:
+                h = p.http()
+                reply = h.acquire(name)
+                self.assertEqual((reply.status, error_code(reply)), (503, "unavailable"), reply)
+                self.assertEqual(decision(h.peek(name))["remaining"], 10)
+                batch = h.rpc_json("AcquireBatch", {"requests": [
+                    {"bucket": name, "app": "app", "key": "k"}]})
+                self.assertEqual(batch.json()["results"][0]["error"]["code"], "unavailable", batch)
+                self.assertIn("READONLY", p.output())
+                r("REPLICAOF", "NO", "ONE")             # promoted
+                d = decision(self._poll_until_allowed(h, name))
+                self.assertEqual(d["remaining"], 9, d)
+                h.close()
+            r.close()
+        finally:
+            replica.stop()
+            primary.stop()
+
     def _slow_dns(self, pr, ms):
         """A permitd (one worker) that reaches pr by the name redis.slow.test,
         whose every lookup takes ms (tests/integration/slowdns.c)."""
