@@ -51,7 +51,7 @@ struct redis {
     _Atomic uint64_t errors;     /* calls that failed on Redis's side */
     _Atomic uint64_t connects;   /* connections made (the first, and reconnects) */
     char where[300];             /* "127.0.0.1:6379" or the socket path, for messages */
-    struct resolver *resolver;   /* the host's address, for pipes; NULL with a socket */
+    struct resolver *resolver;   /* the host's addresses (resolve.h); NULL with a socket */
 };
 
 /* One thread's connection. Owned by that thread; freed by conn_free() from
@@ -242,8 +242,10 @@ static int conn_down(struct redis *r, struct conn *c, struct permitd_error *err)
 static void drop_unserving(struct redis *r, struct conn *c)
 {
     disconnect(c);
-    if (c->ip[0] != '\0')
+    if (c->ip[0] != '\0') {
         resolver_failed(r->resolver, c->ip);
+        c->ip[0] = '\0';
+    }
 }
 
 /* c answered on a new connection: the backoff is over. */
@@ -603,9 +605,10 @@ again:
  * resolver keeps (resolve.h: no DNS on the loop), with the same backoff as
  * any connection; the batch is written as one RESP buffer, replies are read
  * as the loop reports the socket readable, and the batch fails as a whole
- * at its deadline. NOSCRIPT (Redis restarted or
- * flushed its scripts) sends SCRIPT LOAD and the calls it refused once more,
- * on the same connection, without blocking. */
+ * at its deadline. NOSCRIPT (Redis restarted or flushed its scripts) sends
+ * SCRIPT LOAD and the calls it refused once more, on the same connection,
+ * without blocking. A Redis that cannot serve now (unserving()) fails the
+ * calls it refused with unavailable, and the connection is dropped. */
 
 struct redis_pipe {
     struct redis *r;
@@ -898,8 +901,8 @@ static int pipe_round_over(struct redis_pipe *p, struct permitd_error *err)
             refused++;
         }
     if (p->unserving) {
-        /* The calls it refused are answered unavailable; the connection
-         * is not used again (see drop_unserving()). */
+        /* Calls refused with NOSCRIPT in this round are not sent again:
+         * unavailable too; the connection is not used again. */
         p->unserving = 0;
         for (size_t i = 0; i < p->n; i++)
             if (p->calls[i].rc == -1)
