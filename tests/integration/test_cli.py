@@ -187,6 +187,19 @@ class BadValueTest(unittest.TestCase):
                 self.assertIn(flag, p.stderr)
                 self.assertNotIn("hunter2", p.stderr + p.stdout)
 
+    def test_port_taken_stops_start_up(self):
+        # Workers listen with SO_REUSEPORT, which would let a second
+        # permitd (or anything of the same user) silently share the port:
+        # the port is checked free without it first.
+        with Permitd(args=["--threads", "4"]) as first:
+            for threads in ("1", "4"):
+                with self.subTest(threads=threads):
+                    p = run(["--listen", "127.0.0.1:%d" % first.port, "--threads", threads,
+                             "--admin-listen", "127.0.0.1:%d" % free_port()])
+                    self.assertNotEqual(p.returncode, 0, p.stderr)
+                    self.assertIn("cannot listen on 127.0.0.1:%d" % first.port, p.stderr)
+                    self.assertIn("Address already in use", p.stderr)
+
     def test_flag_missing_its_value(self):
         p = run(["--threads"])
         self.assertEqual(p.returncode, 2, p.stderr)
