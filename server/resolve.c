@@ -94,7 +94,10 @@ static void *resolver_main(void *arg)
         if (n > 0) {
             /* The same answer keeps the address in use; a new one starts
              * from its first address. */
-            if (n != rs->naddrs || memcmp(addrs, rs->addrs, sizeof(addrs[0]) * (size_t)n) != 0) {
+            int same = n == rs->naddrs;
+            for (int i = 0; same && i < n; i++)
+                same = strcmp(addrs[i], rs->addrs[i]) == 0;
+            if (!same) {
                 log_msg(rs->naddrs ? LOG_INFO : LOG_DEBUG, "redis host resolved",
                         "host=%s addr=%s addresses=%d previous=%s", rs->host, addrs[0], n,
                         rs->naddrs ? rs->addrs[rs->cur] : "none");
