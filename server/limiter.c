@@ -240,6 +240,17 @@ static int script_error(long long status, const struct limiter_request *req,
     }
 }
 
+/* The error of an item whose script call Redis answered with an error
+ * (rc: the call's own, as redis.h says), naming the policy. */
+static int call_refused(int rc, const char *bucket, struct permitd_error *err)
+{
+    if (rc == PERMITD_EUNAVAILABLE)
+        return permitd_error_set(err, rc, "redis cannot decide policy \"%s\" now (loading, busy "
+                                 "or read-only: see permitd's log)", bucket);
+    return permitd_error_set(err, rc, "redis could not decide policy \"%s\" (see permitd's log)",
+                             bucket);
+}
+
 /* Turns what Redis said about one item (rc of the call, the script's 8
  * numbers) into the answer: failure_mode on a Redis failure, failure_mode
  * again when Redis lost a policy MySQL still has, else the decision or the
@@ -468,17 +479,23 @@ static int plan_conclude(struct plan *pl, int rc, struct permitd_error *err)
         size_t m = (size_t)pl->calls[g].nkeys / 2;
         for (size_t j = 0; j < m; j++, k++) {
             size_t i = pl->order[k];
-            if (pl->calls[g].rc != PERMITD_OK)
-                permitd_error_set(&pl->errs[i], pl->calls[g].rc,
-                                  "redis could not decide policy \"%s\" (see permitd's log)",
-                                  reqs[i].bucket);
-            else
-                /* The same reading of the script's numbers as a single Acquire. */
-                if (conclude(pl->l, &reqs[i], 1, 1, PERMITD_OK, &pl->calls[g].out[8 * j],
-                             &pl->res[i], &pl->errs[i]) == PERMITD_OK) {
-                    pl->errs[i].code = PERMITD_OK;
-                    pl->errs[i].message[0] = '\0';
-                }
+            const long long *out = &pl->calls[g].out[8 * j];
+            int crc = PERMITD_OK;
+            if (pl->calls[g].rc != PERMITD_OK) {
+                /* A call Redis refused: as for a single Acquire,
+                 * failure_mode applies when it could not serve now; but
+                 * all_or_nothing never passes in part. */
+                crc = call_refused(pl->calls[g].rc, reqs[i].bucket, &pl->errs[i]);
+                out = NULL;
+                if (pl->all_or_nothing)
+                    continue;
+            }
+            /* The same reading as a single Acquire's. */
+            if (conclude(pl->l, &reqs[i], 1, 1, crc, out, &pl->res[i], &pl->errs[i]) ==
+                PERMITD_OK) {
+                pl->errs[i].code = PERMITD_OK;
+                pl->errs[i].message[0] = '\0';
+            }
         }
     }
     return PERMITD_OK;
@@ -583,9 +600,7 @@ static void job_end(struct limiter *l, struct job *j, int rc, const struct redis
         return;
     }
     if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
-        rc = permitd_error_set(&e, calls[0].rc,
-                               "redis could not decide policy \"%s\" (see permitd's log)",
-                               j->req.bucket);
+        rc = call_refused(calls[0].rc, j->req.bucket, &e);
     memset(&res, 0, sizeof(res));
     rc = conclude(l, &j->req, j->take, 1, rc, rc == PERMITD_OK ? j->out : NULL, &res, &e);
     j->done(j->ud, rc, &res, &e);

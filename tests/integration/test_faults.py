@@ -80,14 +80,40 @@ class FailureModeTest(unittest.TestCase):
         os.kill(self.redis.pid(), signal.SIGCONT)
         wait_for("recovery", lambda: decision(self.c.acquire("closed"))["allowed"], 15)
 
+    def test_redis_turned_replica(self):
+        # A failover that leaves permitd's address on the old primary, now
+        # a replica (here of a primary that is not there): it answers
+        # READONLY to every write. That is "Redis cannot serve now", so
+        # Acquire and AcquireBatch items follow failure_mode; a Peek (it
+        # writes nothing) is still answered.
+        r = self.redis.client()
+        r("REPLICAOF", "127.0.0.1", str(harness.free_port()))
+        for _ in range(5):
+            d = decision(self.c.acquire("opened"))
+            self.assertTrue(d["allowed"], d)
+            reply = self.c.acquire("closed")
+            self.assertEqual((reply.status, error_code(reply)), (503, "unavailable"), reply)
+            self.assertIn("read-only", reply.json()["message"], reply)
+        self.assertEqual(decision(self.c.peek("opened"))["limit"], 1000)
+        res = self.batch([{"bucket": "opened", "app": "app"}, {"bucket": "closed", "app": "app"}])
+        self.assertTrue(res[0]["response"]["allowed"], res)
+        self.assertEqual(res[1]["error"]["code"], "unavailable", res)
+        self.assertIn("READONLY", self.p.output())
+        r("REPLICAOF", "NO", "ONE")
+        r.close()
+        wait_for("recovery", lambda: decision(self.c.acquire("closed"))["allowed"], 15)
+
+    def batch(self, items):
+        import json
+        r = self.c.request("POST", "/permit.v1.RateLimitService/AcquireBatch",
+                           json.dumps({"requests": items}).encode(),
+                           {"Content-Type": "application/json"})
+        self.assertEqual(r.status, 200, r)
+        return r.json()["results"]
+
     def test_batch_items_follow_their_policy(self):
         os.kill(self.redis.pid(), signal.SIGKILL)
-        import json
-        r = self.c.request("POST", "/permit.v1.RateLimitService/AcquireBatch", json.dumps(
-            {"requests": [{"bucket": "opened", "app": "app"}, {"bucket": "closed", "app": "app"}]}
-        ).encode(), {"Content-Type": "application/json"})
-        self.assertEqual(r.status, 200, r)
-        res = r.json()["results"]
+        res = self.batch([{"bucket": "opened", "app": "app"}, {"bucket": "closed", "app": "app"}])
         self.assertTrue(res[0]["response"]["allowed"])
         self.assertEqual(res[1]["error"]["code"], "unavailable")
         self.redis.start()
