@@ -67,7 +67,8 @@ static void deferred_answer(const struct http_request *http, int rc, struct http
 
 /* An Acquire or a Peek waiting for its decision (limiter_acquire_queued,
  * limiter_peek_queued): what the reply needs once the decision comes back to
- * the worker's loop. */
+ * the worker's loop. It lives in the request's own storage
+ * (http_request_alloc()), as long as the request. */
 struct pending {
     struct api *a;
     const struct http_request *http;
@@ -94,10 +95,9 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
             rs.remaining = r->remaining;
             rs.limit = r->limit;
             rs.reset_after_ms = r->reset_after_ms;
-            rc = connect_reply(p->codec, &rs.base, &resp, &e);
+            rc = connect_reply(p->http, p->codec, &rs.base, &resp, &e);
         }
         deferred_answer(p->http, rc, &resp, &e);
-        free(p);
         return;
     }
     if (p->a->stats != NULL) {
@@ -110,12 +110,11 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     if (rc == PERMITD_OK) {
         Permit__V1__AcquireResponse rs;
         decision_message(&rs, r);
-        rc = connect_reply(p->codec, &rs.base, &resp, &e);
+        rc = connect_reply(p->http, p->codec, &rs.base, &resp, &e);
         if (rc == PERMITD_OK)
             ratelimit_headers(&resp, p->bucket, r);
     }
     deferred_answer(p->http, rc, &resp, &e);
-    free(p);
 }
 
 static void decide_start(void *arg)
@@ -142,7 +141,7 @@ static int defer_decision(struct api *a, struct connect_call *call, int peek,
             stats_record_error(a->stats, lr->bucket, rc);
         return rc;
     }
-    p = malloc(sizeof(*p));
+    p = http_request_alloc(call->http, sizeof(*p));
     if (p == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     p->a = a;
@@ -180,8 +179,8 @@ static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
 }
 
 /* An AcquireBatch waiting for its decisions (limiter_acquire_batch_queued),
- * in one block: the items with copies of their strings, and room for the
- * answers and the reply message. */
+ * in one block of the request's storage: the items with copies of their
+ * strings, and room for the answers and the reply message. */
 struct pending_batch {
     struct api *a;
     const struct http_request *http;
@@ -231,10 +230,9 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
     if (rc == PERMITD_OK) {
         rs.results = p->result_ptrs;
         rs.n_results = p->n;
-        rc = connect_reply(p->codec, &rs.base, &resp, &e);
+        rc = connect_reply(p->http, p->codec, &rs.base, &resp, &e);
     }
     deferred_answer(p->http, rc, &resp, &e);
-    free(p);
 }
 
 static void acquire_batch_start(void *arg)
@@ -269,9 +267,10 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
     size = sizeof(*p) + n * (sizeof(*p->reqs) + sizeof(*p->res) + sizeof(*p->errs) +
                              sizeof(*p->results) + sizeof(*p->result_ptrs) +
                              sizeof(*p->answers) + sizeof(*p->batch_errors)) + strings;
-    p = calloc(1, size);
+    p = http_request_alloc(call->http, size);
     if (p == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    memset(p, 0, size);
     /* Every array is laid out by its own size in turn: pointers and 64-bit
      * fields first, strings last, so each stays aligned. */
     p->reqs = (struct limiter_request *)(p + 1);

@@ -72,10 +72,12 @@ int connect_serve(const struct connect_method *methods, void *ud,
                   const struct connect_limits *limits,
                   const struct http_request *req, struct http_response *resp);
 
-/* Encodes msg with codec into resp (Content-Type, owned body): the reply of
- * a deferred call. PERMITD_OK or PERMITD_EINTERNAL (out of memory). */
-int connect_reply(enum connect_codec codec, const ProtobufCMessage *msg,
-                  struct http_response *resp, struct permitd_error *err);
+/* Encodes msg with codec into resp (Content-Type and body; a binary body
+ * lives in req's own storage, a JSON one is owned by resp): the reply of a
+ * deferred call. PERMITD_OK or PERMITD_EINTERNAL (out of memory). */
+int connect_reply(const struct http_request *req, enum connect_codec codec,
+                  const ProtobufCMessage *msg, struct http_response *resp,
+                  struct permitd_error *err);
 
 /* Fills resp with the Connect error for err: HTTP status from the code
  * mapping, Content-Type application/json, {"code":"...","message":"..."}. */

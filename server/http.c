@@ -28,6 +28,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -69,6 +70,8 @@ struct worker {
     atomic_int resumed;         /* connections resumed since libmicrohttpd last ran */
     struct loop_source sources[LOOP_SOURCES_MAX];
     int nsources;
+    struct http_request *spare;   /* finished requests, for the next ones */
+    int nspare;
 };
 
 /* Connections open per client address, shared by the workers. */
@@ -95,7 +98,19 @@ struct http_server {
 
 static _Thread_local struct worker *current_worker;
 
-/* One request in progress; MHD's con_cls. */
+#define REQUEST_SPARE_MAX 256   /* finished requests a worker keeps for reuse */
+#define REQUEST_STORE 1024      /* http_request_alloc()'s room inside a request */
+
+/* What http_request_alloc() handed out beyond a request's store[]. */
+struct store_block {
+    struct store_block *next;
+    _Alignas(max_align_t) unsigned char data[];
+};
+
+/* One request in progress; MHD's con_cls. Requests are recycled by the
+ * worker that served them: on the hot path neither the request, nor the
+ * record its deferred work keeps (api.c), nor a binary reply's body costs
+ * an allocation (http_request_alloc()). */
 struct http_request {
     struct MHD_Connection *conn;
     int64_t started_us;
@@ -111,7 +126,13 @@ struct http_request {
     _Atomic int answered;               /* 1 once resume stored `answer` */
     struct worker *deferred;            /* counted in this worker's deferred */
     struct http_response answer;
+    struct worker *worker;      /* whose spare list takes it back (NULL: none) */
+    struct http_request *next_spare;
+    size_t stored;              /* bytes of store[] handed out */
+    struct store_block *blocks; /* what did not fit in store[] */
+    /* Not cleared when a request is reused: */
     char small[512];            /* most request bodies fit: no second allocation */
+    _Alignas(max_align_t) unsigned char store[REQUEST_STORE];
 };
 
 static void drop_body(struct http_request *req)
@@ -120,6 +141,62 @@ static void drop_body(struct http_request *req)
         free(req->body);
     req->body = NULL;
     req->len = req->cap = 0;
+}
+
+static struct http_request *request_new(void)
+{
+    struct worker *w = current_worker;
+    struct http_request *req = w != NULL ? w->spare : NULL;
+
+    if (req != NULL) {
+        w->spare = req->next_spare;
+        w->nspare--;
+    } else if ((req = malloc(sizeof(*req))) == NULL) {
+        return NULL;
+    }
+    memset(req, 0, offsetof(struct http_request, small));
+    req->worker = w;
+    return req;
+}
+
+/* Ends req: what it holds is freed, and it goes back to its worker's
+ * spare list when this is that worker's thread (libmicrohttpd stopping
+ * ends the last ones from the main thread). */
+static void request_end(struct http_request *req)
+{
+    struct worker *w = req->worker;
+
+    drop_body(req);
+    while (req->blocks != NULL) {
+        struct store_block *b = req->blocks;
+        req->blocks = b->next;
+        free(b);
+    }
+    if (w == NULL || w != current_worker || w->nspare >= REQUEST_SPARE_MAX) {
+        free(req);
+        return;
+    }
+    req->next_spare = w->spare;
+    w->spare = req;
+    w->nspare++;
+}
+
+void *http_request_alloc(const struct http_request *creq, size_t size)
+{
+    struct http_request *req = (struct http_request *)creq;
+    size_t align = _Alignof(max_align_t), need = (size + align - 1) & ~(align - 1);
+    struct store_block *b;
+
+    if (need >= size && need <= sizeof(req->store) - req->stored) {
+        void *p = req->store + req->stored;
+        req->stored += need;
+        return p;
+    }
+    if (size > SIZE_MAX - sizeof(*b) || (b = malloc(sizeof(*b) + size)) == NULL)
+        return NULL;
+    b->next = req->blocks;
+    req->blocks = b;
+    return b->data;
 }
 
 const char *http_request_method(const struct http_request *req) { return req->method; }
@@ -302,7 +379,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (req == NULL) {
         const char *cl;
 
-        req = calloc(1, sizeof(*req));
+        req = request_new();
         if (req == NULL)
             return MHD_NO;
         atomic_fetch_add(&s->in_flight, 1);
@@ -356,8 +433,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (atomic_load(&req->answered) && req->answer.body_owned)
             free(req->answer.body);
     }
-    drop_body(req);
-    free(req);
+    request_end(req);
     *con_cls = NULL;
 }
 
@@ -705,6 +781,11 @@ static void workers_free(struct http_server *s)
             close(w->epfd);
         if (w->wakefd >= 0)
             close(w->wakefd);
+        while (w->spare != NULL) {
+            struct http_request *req = w->spare;
+            w->spare = req->next_spare;
+            free(req);
+        }
     }
     for (int i = 0; i < IP_BUCKETS; i++)
         while (s->ips[i] != NULL) {

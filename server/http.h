@@ -88,6 +88,14 @@ int http_request_body_too_large(const struct http_request *req);
  * req stays valid until then. */
 void http_request_defer(const struct http_request *req, void (*start)(void *arg), void *arg);
 
+/* size bytes, aligned for any type, that live as long as req does: until
+ * its answer has been sent, or the client has gone. For what a handler and
+ * its deferred work keep (their record, the reply's body: set body_owned
+ * 0). Requests are recycled by their worker with room for such records, so
+ * small ones cost no allocation. NULL when out of memory. Call it from the
+ * thread that holds req: the handler's, then whoever answers it. */
+void *http_request_alloc(const struct http_request *req, size_t size);
+
 /* Hands the answer of a deferred request back, from any thread; resp is
  * copied (body ownership moves with it). */
 void http_request_resume(const struct http_request *req, const struct http_response *resp);

@@ -546,6 +546,7 @@ static void plan_end(struct plan *pl, int rc, const struct redis_script_call *ca
  * right there: no other thread, no lock, no wake-up. */
 
 #define QUEUE_BATCH_MAX 256     /* jobs per batch */
+#define QUEUE_SPARE_MAX 256     /* finished jobs kept for reuse */
 
 /* One queued piece of work: an Acquire or a Peek (one script call, whose
  * strings and numbers live here), or an AcquireBatch (plan: its calls, one
@@ -578,13 +579,40 @@ struct queue {
     struct redis_pipe *pipe;
     struct job *head, *tail;        /* waiting for the next batch */
     struct batch batch;
+    struct job *spare;              /* finished jobs, for the next ones */
+    size_t nspare;
 };
 
+/* Jobs are recycled by their worker's queue: once a worker has had as many
+ * in flight as it will, queuing a decision allocates nothing. */
+static struct job *job_get(struct queue *q)
+{
+    struct job *j = q->spare;
+
+    if (j == NULL)
+        return malloc(sizeof(*j));
+    q->spare = j->next;
+    q->nspare--;
+    return j;
+}
+
+static void job_put(struct queue *q, struct job *j)
+{
+    if (q->nspare >= QUEUE_SPARE_MAX) {
+        free(j);
+        return;
+    }
+    j->next = q->spare;
+    q->spare = j;
+    q->nspare++;
+}
+
 /* Answers one job with the batch's rc (PERMITD_OK: each call has its own)
- * and frees it. calls: its calls in the batch, NULL when none was sent. */
-static void job_end(struct limiter *l, struct job *j, int rc, const struct redis_script_call *calls,
+ * and recycles it. calls: its calls in the batch, NULL when none was sent. */
+static void job_end(struct queue *q, struct job *j, int rc, const struct redis_script_call *calls,
                     const struct permitd_error *err)
 {
+    struct limiter *l = q->l;
     struct permitd_error e = *err;
     struct limiter_result res;
 
@@ -596,7 +624,7 @@ static void job_end(struct limiter *l, struct job *j, int rc, const struct redis
                                err->message);
     if (j->plan != NULL) {
         plan_end(j->plan, rc, calls, &e);   /* answers, and frees the plan */
-        free(j);
+        job_put(q, j);
         return;
     }
     if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
@@ -604,7 +632,7 @@ static void job_end(struct limiter *l, struct job *j, int rc, const struct redis
     memset(&res, 0, sizeof(res));
     rc = conclude(l, &j->req, j->take, 1, rc, rc == PERMITD_OK ? j->out : NULL, &res, &e);
     j->done(j->ud, rc, &res, &e);
-    free(j);
+    job_put(q, j);
 }
 
 /* The batch out has ended: rc is the whole batch's. */
@@ -615,7 +643,7 @@ static void batch_end(struct queue *q, int rc, const struct permitd_error *err)
 
     b->njobs = b->ncalls = 0;
     for (size_t i = 0; i < n; i++)
-        job_end(q->l, b->jobs[i], rc, &b->calls[b->jobs[i]->first], err);
+        job_end(q, b->jobs[i], rc, &b->calls[b->jobs[i]->first], err);
 }
 
 /* Room for n more calls in the batch; 0 or -1 (out of memory). */
@@ -658,7 +686,7 @@ static void batch_send(struct queue *q)
                 permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
             else
                 permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
-            job_end(q->l, j, err.code, NULL, &err);
+            job_end(q, j, err.code, NULL, &err);
             continue;
         }
         if (j->deadline_us < deadline)
@@ -723,7 +751,12 @@ static void queue_close(void *ud)
     while (q->head != NULL) {
         struct job *j = q->head;
         q->head = j->next;
-        job_end(q->l, j, PERMITD_EUNAVAILABLE, NULL, &err);
+        job_end(q, j, PERMITD_EUNAVAILABLE, NULL, &err);
+    }
+    while (q->spare != NULL) {
+        struct job *j = q->spare;
+        q->spare = j->next;
+        free(j);
     }
     pthread_setspecific(q->l->queue_key, NULL);
     redis_pipe_free(q->pipe);
@@ -768,7 +801,7 @@ static void queue_decision(struct limiter *l, const struct limiter_request *req,
                            int64_t deadline_us, limiter_done_fn done, void *ud)
 {
     struct queue *q = my_queue(l);
-    struct job *j = q ? malloc(sizeof(*j)) : NULL;
+    struct job *j = q ? job_get(q) : NULL;
 
     if (j == NULL) {
         /* No loop on this thread (or out of memory): decide right here. */
@@ -837,13 +870,12 @@ void limiter_acquire_batch_queued(struct limiter *l, const struct limiter_reques
     struct permitd_error err = {0, ""};
     struct queue *q = my_queue(l);
     struct plan *pl = calloc(1, sizeof(*pl));
-    struct job *j = calloc(1, sizeof(*j));
+    struct job *j = q && pl ? job_get(q) : NULL;
     int rc;
 
-    if (q == NULL || pl == NULL || j == NULL) {
+    if (j == NULL) {
         /* No loop on this thread (or out of memory): decide right here. */
         free(pl);
-        free(j);
         rc = limiter_acquire_batch(l, reqs, n, all_or_nothing, deadline_us, res, errs, &err);
         done(ud, rc, &err);
         return;
@@ -855,7 +887,7 @@ void limiter_acquire_batch_queued(struct limiter *l, const struct limiter_reques
         done(ud, rc, &err);
         plan_free(pl);
         free(pl);
-        free(j);
+        job_put(q, j);
         return;
     }
     j->plan = pl;

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <hiredis/hiredis.h>
 #include <sys/epoll.h>
@@ -610,6 +611,18 @@ again:
  * without blocking. A Redis that cannot serve now (unserving()) fails the
  * calls it refused with unavailable, and the connection is dropped. */
 
+/* One reply as the pipe's reader files it. hiredis's default reader builds
+ * an object per element and one for their list: ten allocations for every
+ * decision. The pipe's reader allocates nothing: a script's integers go
+ * straight into the out[] of the call the reply answers, and an error or a
+ * string (SCRIPT LOAD's SHA) is copied here, truncated. */
+struct pipe_reply {
+    int type;                     /* REDIS_REPLY_* of the reply itself */
+    struct redis_script_call *call; /* the call it answers; NULL: a preamble reply */
+    char str[192];
+    size_t len;
+};
+
 struct redis_pipe {
     struct redis *r;
     struct conn c;
@@ -632,6 +645,8 @@ struct redis_pipe {
     int64_t deadline_us;
     char *buf;                    /* the RESP of one round, reused */
     size_t buf_cap;
+    size_t buf_len, buf_sent;     /* this round's bytes; how many are written */
+    struct pipe_reply rep;        /* the reply being read */
 };
 
 int redis_pipe_new(struct redis *r, struct redis_pipe **out)
@@ -760,7 +775,9 @@ static int pipe_queue(struct redis_pipe *p)
                 return -1;
         p->awaiting++;
     }
-    return redisAppendFormattedCommand(p->c.ctx, p->buf, len) == REDIS_OK ? 0 : -1;
+    p->buf_len = len;
+    p->buf_sent = 0;
+    return 0;
 }
 
 /* Ends the batch with rc: the connection is dropped (its replies can no
@@ -782,16 +799,107 @@ static int pipe_fail(struct redis_pipe *p, int rc, struct permitd_error *err)
     return rc;
 }
 
+/* Writes what the socket takes of this round. The round goes out from the
+ * pipe's own buffer: hiredis's output buffer would copy it, and be freed and
+ * made again for every round. */
 static int pipe_write(struct redis_pipe *p, struct permitd_error *err)
 {
-    int done = 0;
-
-    if (redisBufferWrite(p->c.ctx, &done) != REDIS_OK)
-        return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
-                                              p->r->where, p->c.ctx->errstr), err);
-    p->write_pending = !done;
+    while (p->buf_sent < p->buf_len) {
+        ssize_t n = write(p->c.ctx->fd, p->buf + p->buf_sent, p->buf_len - p->buf_sent);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;              /* the rest when the socket is writable (also: still connecting) */
+        if (n < 0)
+            return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
+                                                  p->r->where, strerror(errno)), err);
+        p->buf_sent += (size_t)n;
+    }
+    p->write_pending = p->buf_sent < p->buf_len;
     return PERMITD_OK;
 }
+
+/* The call the next reply answers, or NULL while the preamble's replies
+ * are due: the walk pipe_reply() makes, without moving. */
+static struct redis_script_call *reply_target(const struct redis_pipe *p)
+{
+    size_t k = p->cursor;
+
+    if (p->answered < p->npreamble)
+        return NULL;
+    while (k < p->n && p->calls[k].rc != -1)
+        k++;
+    return k < p->n ? &p->calls[k] : NULL;
+}
+
+/* The pipe's reader (struct pipe_reply). hiredis calls these as it parses;
+ * task->parent is NULL for the reply itself, else the array holding the
+ * element. Each returns the pipe's one reply record: never NULL, which
+ * hiredis would take for out of memory. */
+static void *reply_begin(const redisReadTask *task, int type)
+{
+    struct redis_pipe *p = task->privdata;
+
+    if (task->parent == NULL) {
+        p->rep.type = type;
+        p->rep.call = reply_target(p);
+        p->rep.len = 0;
+        p->rep.str[0] = '\0';
+    }
+    return &p->rep;
+}
+
+static void *reply_string(const redisReadTask *task, char *s, size_t len)
+{
+    struct redis_pipe *p = task->privdata;
+    void *obj = reply_begin(task, task->type);
+
+    if (task->parent == NULL) {
+        p->rep.len = len < sizeof(p->rep.str) ? len : sizeof(p->rep.str) - 1;
+        memcpy(p->rep.str, s, p->rep.len);
+        p->rep.str[p->rep.len] = '\0';
+    }
+    return obj;
+}
+
+static void *reply_array(const redisReadTask *task, int elements)
+{
+    struct redis_pipe *p = task->privdata;
+    void *obj = reply_begin(task, REDIS_REPLY_ARRAY);
+    struct redis_script_call *c = p->rep.call;
+
+    (void)elements;
+    if (task->parent == NULL && c != NULL)
+        memset(c->out, 0, (size_t)c->nout * sizeof(*c->out));  /* what is not sent reads 0 */
+    return obj;
+}
+
+static void *reply_integer(const redisReadTask *task, long long v)
+{
+    struct redis_pipe *p = task->privdata;
+    void *obj = reply_begin(task, REDIS_REPLY_INTEGER);
+    struct redis_script_call *c = p->rep.call;
+
+    /* An element of the reply's own array, not of one nested in it. */
+    if (task->parent != NULL && task->parent->parent == NULL && c != NULL &&
+        p->rep.type == REDIS_REPLY_ARRAY && task->idx >= 0 && task->idx < c->nout)
+        c->out[task->idx] = v;
+    return obj;
+}
+
+static void *reply_nil(const redisReadTask *task)
+{
+    return reply_begin(task, REDIS_REPLY_NIL);
+}
+
+static void reply_free(void *obj)
+{
+    (void)obj;                  /* the record is the pipe's */
+}
+
+static redisReplyObjectFunctions pipe_reader = {
+    reply_string, reply_array, reply_integer, reply_nil, reply_free,
+};
 
 int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
                     struct redis_script_call *calls, size_t n, int64_t deadline_us,
@@ -811,6 +919,8 @@ int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
         rc = conn_ensure(p->r, &p->c, timeout_ms, 0, err);
         if (rc != PERMITD_OK)
             return conn_failed(p->r, bound, deadline_us, err);
+        p->c.ctx->reader->fn = &pipe_reader;
+        p->c.ctx->reader->privdata = p;
         p->greet = p->load = 1;
         /* The SHA is known before Redis says it (the build computed it):
          * the EVALSHAs can follow the SCRIPT LOAD in the same write. */
@@ -836,7 +946,7 @@ int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
 
 /* Checks one reply to the preamble: AUTH and SELECT answer OK, SCRIPT LOAD
  * the SHA. 0, or -1 (the batch fails, and the connection with it). */
-static int pipe_preamble(struct redis_pipe *p, redisReply *rep)
+static int pipe_preamble(struct redis_pipe *p, const struct pipe_reply *rep)
 {
     const char *what = p->preamble[p->answered++];
     int load = strcmp(what, "SCRIPT LOAD") == 0;
@@ -859,16 +969,18 @@ static int pipe_preamble(struct redis_pipe *p, redisReply *rep)
 
 /* Files one reply of this round. 0, or -1 when the preamble failed (the
  * batch fails). */
-static int pipe_reply(struct redis_pipe *p, redisReply *rep)
+static int pipe_reply(struct redis_pipe *p, const struct pipe_reply *rep)
 {
-    struct redis_script_call *c;
+    struct redis_script_call *c = rep->call;
 
     p->awaiting--;
-    if (p->answered < p->npreamble)
+    if (c == NULL && p->answered >= p->npreamble) {
+        snprintf(p->c.last_error, sizeof(p->c.last_error), "a reply nothing asked for");
+        return -1;
+    }
+    if (c == NULL)
         return pipe_preamble(p, rep);
-    while (p->calls[p->cursor].rc != -1)
-        p->cursor++;
-    c = &p->calls[p->cursor++];
+    p->cursor = (size_t)(c - p->calls) + 1;
     if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
         c->rc = -2;             /* sent again once the script is loaded */
     } else if (rep->type == REDIS_REPLY_ERROR && unserving(rep->str)) {
@@ -878,10 +990,7 @@ static int pipe_reply(struct redis_pipe *p, redisReply *rep)
         p->unserving = 1;
         c->rc = PERMITD_EUNAVAILABLE;
     } else if (rep->type == REDIS_REPLY_ARRAY) {
-        for (int k = 0; k < c->nout; k++)
-            c->out[k] = (size_t)k < rep->elements && rep->element[k]->type == REDIS_REPLY_INTEGER
-                        ? rep->element[k]->integer : 0;
-        c->rc = PERMITD_OK;
+        c->rc = PERMITD_OK;     /* its integers are in c->out already */
     } else {
         log_msg(LOG_WARN, "script call failed", "script=%s error=\"%.200s\"",
                 script_files[p->script], rep->type == REDIS_REPLY_ERROR ? rep->str : "no array");
@@ -959,7 +1068,6 @@ int redis_pipe_io(struct redis_pipe *p, uint32_t revents, struct permitd_error *
             if (rep == NULL)
                 break;
             rc = pipe_reply(p, rep);
-            freeReplyObject(rep);
             if (rc != 0)
                 return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
                                                       p->r->where, p->c.last_error), err);
