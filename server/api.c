@@ -10,7 +10,7 @@
  *   RateLimit: "<policy>";r=<remaining>;t=<seconds until full>
  *   Retry-After: <seconds, rounded up>            (denials only)
  */
-#include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,16 +32,64 @@ static int64_t ceil_div(int64_t a, int64_t b)
     return a <= 0 ? 0 : (a + b - 1) / b;
 }
 
+/* A header value under construction (ratelimit_headers()). Every piece
+ * is bounded: a policy name is at most 128 bytes, a number 20 digits. */
+struct value {
+    char s[192];
+    size_t n;
+};
+
+static void value_str(struct value *v, const char *s, size_t len)
+{
+    if (len > sizeof(v->s) - v->n)
+        len = sizeof(v->s) - v->n;
+    memcpy(v->s + v->n, s, len);
+    v->n += len;
+}
+
+static void value_int(struct value *v, int64_t x)
+{
+    char digits[24];
+    size_t i = sizeof(digits);
+    uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+
+    do {
+        digits[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (x < 0)
+        digits[--i] = '-';
+    value_str(v, digits + i, sizeof(digits) - i);
+}
+
+/* Written by hand rather than through printf: every decision carries them. */
 static void ratelimit_headers(struct http_response *resp, const char *policy,
                               const struct limiter_result *r)
 {
-    http_response_header(resp, "RateLimit-Policy", "\"%s\";q=%" PRId64 ";w=%" PRId64,
-                         policy, r->limit, r->window_s);
-    http_response_header(resp, "RateLimit", "\"%s\";r=%" PRId64 ";t=%" PRId64,
-                         policy, r->remaining, ceil_div(r->reset_after_ms, 1000));
-    if (!r->allowed)
-        http_response_header(resp, "Retry-After", "%" PRId64,
-                             ceil_div(r->retry_after_ms, 1000));
+    size_t plen = strlen(policy);
+    struct value v;
+
+    v.n = 0;
+    value_str(&v, "\"", 1);
+    value_str(&v, policy, plen);
+    value_str(&v, "\";q=", 4);
+    value_int(&v, r->limit);
+    value_str(&v, ";w=", 3);
+    value_int(&v, r->window_s);
+    http_response_header_set(resp, "RateLimit-Policy", v.s, v.n);
+    v.n = 0;
+    value_str(&v, "\"", 1);
+    value_str(&v, policy, plen);
+    value_str(&v, "\";r=", 4);
+    value_int(&v, r->remaining);
+    value_str(&v, ";t=", 3);
+    value_int(&v, ceil_div(r->reset_after_ms, 1000));
+    http_response_header_set(resp, "RateLimit", v.s, v.n);
+    if (!r->allowed) {
+        v.n = 0;
+        value_int(&v, ceil_div(r->retry_after_ms, 1000));
+        http_response_header_set(resp, "Retry-After", v.s, v.n);
+    }
 }
 
 /* An AcquireResponse (initialised here) for a decision. */
@@ -78,6 +126,16 @@ struct pending {
     char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
     int64_t deadline_us, t0;
 };
+
+/* s into dst (size bytes), cut to fit: limiter_check() has bounded every
+ * field already. */
+static void copy_field(char *dst, size_t size, const char *s)
+{
+    size_t n = strnlen(s, size - 1);
+
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+}
 
 static void decided(void *ud, int rc, const struct limiter_result *r,
                     const struct permitd_error *err)
@@ -148,9 +206,9 @@ static int defer_decision(struct api *a, struct connect_call *call, int peek,
     p->http = call->http;
     p->codec = call->codec;
     p->peek = peek;
-    snprintf(p->bucket, sizeof(p->bucket), "%s", lr->bucket);
-    snprintf(p->app, sizeof(p->app), "%s", lr->app);
-    snprintf(p->key, sizeof(p->key), "%s", lr->key);
+    copy_field(p->bucket, sizeof(p->bucket), lr->bucket);
+    copy_field(p->app, sizeof(p->app), lr->app);
+    copy_field(p->key, sizeof(p->key), lr->key);
     p->lr = (struct limiter_request){p->bucket, p->app, p->key, lr->permits};
     p->deadline_us = call->deadline_us;
     p->t0 = clock_now_us();

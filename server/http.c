@@ -223,6 +223,22 @@ int http_request_body_too_large(const struct http_request *req)
     return req->too_large;
 }
 
+int http_response_header_set(struct http_response *resp, const char *name, const char *value,
+                             size_t len)
+{
+    char *to;
+
+    if (resp->nheaders >= HTTP_MAX_HEADERS)
+        return -1;
+    to = resp->headers[resp->nheaders].value;
+    if (len > sizeof(resp->headers[0].value) - 1)
+        len = sizeof(resp->headers[0].value) - 1;
+    memcpy(to, value, len);
+    to[len] = '\0';
+    resp->headers[resp->nheaders++].name = name;
+    return 0;
+}
+
 int http_response_header(struct http_response *resp, const char *name, const char *fmt, ...)
 {
     va_list ap;

@@ -136,4 +136,10 @@ int http_loop_attach(const struct http_loop_source *src);
 int http_response_header(struct http_response *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The same for a value already made: its len bytes are copied (and
+ * truncated the same way). No formatting: for the headers of every
+ * decision. */
+int http_response_header_set(struct http_response *resp, const char *name, const char *value,
+                             size_t len);
+
 #endif

@@ -81,18 +81,38 @@ int policy_check_key(const char *field, const char *value, struct permitd_error 
     return PERMITD_OK;
 }
 
+/* Appends s to the key being built in buf (*n bytes so far), as much as
+ * fits before the terminating NUL. */
+static void key_put(char *buf, size_t *n, const char *s)
+{
+    size_t len = strlen(s), room = POLICY_REDIS_KEY_MAX - 1 - *n;
+
+    if (len > room)
+        len = room;
+    memcpy(buf + *n, s, len);
+    *n += len;
+}
+
+/* Built piece by piece rather than with snprintf: every decision names two
+ * keys. */
 size_t policy_redis_key(char *buf, const char *prefix, const char *name,
                         enum policy_key_kind kind, const char *key)
 {
-    int n;
+    size_t n = 0;
 
-    if (kind == POLICY_KEY_HASH)
-        n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}:policy", prefix, name);
-    else if (key == NULL || key[0] == '\0')
-        n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}:b", prefix, name);
-    else
-        n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}:k:%s", prefix, name, key);
-    return n < 0 ? 0 : ((size_t)n < POLICY_REDIS_KEY_MAX ? (size_t)n : POLICY_REDIS_KEY_MAX - 1);
+    key_put(buf, &n, prefix);
+    key_put(buf, &n, "{");
+    key_put(buf, &n, name);
+    if (kind == POLICY_KEY_HASH) {
+        key_put(buf, &n, "}:policy");
+    } else if (key == NULL || key[0] == '\0') {
+        key_put(buf, &n, "}:b");
+    } else {
+        key_put(buf, &n, "}:k:");
+        key_put(buf, &n, key);
+    }
+    buf[n] = '\0';
+    return n;
 }
 
 int policy_check_rate(const char *field, const char *value, struct permitd_error *err)

@@ -406,6 +406,20 @@ class ConnectTest(ConnectAssertions, unittest.TestCase):
         self.assertRegex(r.headers.get("ratelimit", ""), r'^"%s";r=2;t=\d+$' % re.escape(name))
         self.assertNotIn("retry-after", r.headers, r)
 
+    def test_ratelimit_headers_at_their_longest(self):
+        # The longest name a policy may have and the largest numbers the
+        # headers can carry come out whole: 2^53 permits, and a fill time
+        # capped at 99999999999999 s.
+        name = unique("h") + "x" * 100
+        name = name + "y" * (128 - len(name))
+        put_policy(self.redis, name, max_permits=9007199254740992, rate=0.000001)
+        r = self.post(ACQUIRE, acquire_pb(name, permits=3), PROTO)
+        self.assertOk(r, "application/proto")
+        self.assertEqual(r.headers.get("ratelimit-policy"),
+                         '"%s";q=9007199254740992;w=99999999999999' % name, r)
+        self.assertRegex(r.headers.get("ratelimit", ""),
+                         r'^"%s";r=9007199254740989;t=\d{7}$' % re.escape(name))
+
     def test_ratelimit_headers_denied(self):
         # 0.3/s: the wait is about 3.33 s, so Retry-After must say 4, not 3.
         name = self.policy(max_permits=1, rate=0.3)

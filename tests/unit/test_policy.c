@@ -63,10 +63,40 @@ static void test_policy_redis_layout(void)
     CHECK_STR(buf, "p:{api}:k:{evil}");
 }
 
+/* The longest names the rules allow fit whole; anything longer is cut at the
+ * buffer's end, never written past it. */
+static void test_policy_redis_key_bounds(void)
+{
+    char buf[POLICY_REDIS_KEY_MAX + 16], prefix[129], name[129], key[600];
+    size_t n;
+
+    memset(prefix, 'p', 128);
+    prefix[128] = '\0';
+    memset(name, 'n', 128);
+    name[128] = '\0';
+    memset(key, 'k', 256);
+    key[256] = '\0';
+    memset(buf, '#', sizeof(buf));
+    n = policy_redis_key(buf, prefix, name, POLICY_KEY_BUCKET, key);
+    CHECK_INT(n, 128 + 1 + 128 + 4 + 256);
+    CHECK_INT(strlen(buf), n);
+    CHECK_INT(memcmp(buf + 128, "{", 1), 0);
+    CHECK_INT(memcmp(buf + 128 + 1 + 128, "}:k:", 4), 0);
+
+    memset(key, 'k', sizeof(key) - 1);
+    key[sizeof(key) - 1] = '\0';
+    memset(buf, '#', sizeof(buf));
+    n = policy_redis_key(buf, prefix, name, POLICY_KEY_BUCKET, key);
+    CHECK_INT(n, POLICY_REDIS_KEY_MAX - 1);
+    CHECK_INT(strlen(buf), n);
+    CHECK_INT(buf[POLICY_REDIS_KEY_MAX], '#');      /* nothing past the NUL */
+}
+
 int main(void)
 {
     TEST_RUN(test_policy_names);
     TEST_RUN(test_policy_keys);
     TEST_RUN(test_policy_redis_layout);
+    TEST_RUN(test_policy_redis_key_bounds);
     return TEST_REPORT();
 }
