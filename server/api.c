@@ -144,8 +144,7 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     struct http_response resp;
     struct permitd_error e = *err;
 
-    memset(&resp, 0, sizeof(resp));
-    resp.status = 200;
+    http_response_init(&resp);
     if (p->peek) {
         Permit__V1__PeekResponse rs;
         permit__v1__peek_response__init(&rs);
@@ -262,8 +261,7 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
     struct http_response resp;
     struct permitd_error e = *err;
 
-    memset(&resp, 0, sizeof(resp));
-    resp.status = 200;
+    http_response_init(&resp);
     for (size_t i = 0; rc == PERMITD_OK && i < p->n; i++) {
         Permit__V1__AcquireBatchResult *r = &p->results[i];
         permit__v1__acquire_batch_result__init(r);

@@ -125,12 +125,12 @@ struct http_request {
     void *start_arg;
     _Atomic int answered;               /* 1 once resume stored `answer` */
     struct worker *deferred;            /* counted in this worker's deferred */
-    struct http_response answer;
     struct worker *worker;      /* whose spare list takes it back (NULL: none) */
     struct http_request *next_spare;
     size_t stored;              /* bytes of store[] handed out */
     struct store_block *blocks; /* what did not fit in store[] */
     /* Not cleared when a request is reused: */
+    struct http_response answer;        /* read only once `answered` */
     char small[512];            /* most request bodies fit: no second allocation */
     _Alignas(max_align_t) unsigned char store[REQUEST_STORE];
 };
@@ -154,7 +154,7 @@ static struct http_request *request_new(void)
     } else if ((req = malloc(sizeof(*req))) == NULL) {
         return NULL;
     }
-    memset(req, 0, offsetof(struct http_request, small));
+    memset(req, 0, offsetof(struct http_request, answer));
     req->worker = w;
     return req;
 }
@@ -289,7 +289,8 @@ static void append(struct http_request *req, const char *data, size_t n, size_t 
     req->len += n;
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *conn, struct http_response *resp)
+static enum MHD_Result send_response(struct MHD_Connection *conn,
+                                     const struct http_response *resp)
 {
     struct MHD_Response *r;
     enum MHD_Result ret;
@@ -320,13 +321,24 @@ void http_request_defer(const struct http_request *creq, void (*start)(void *arg
     req->start_arg = arg;
 }
 
+void http_response_init(struct http_response *resp)
+{
+    resp->status = 200;
+    resp->content_type = NULL;
+    resp->body = NULL;
+    resp->body_len = 0;
+    resp->body_owned = 0;
+    resp->nheaders = 0;
+}
+
 void http_request_resume(const struct http_request *creq, const struct http_response *resp)
 {
     struct http_request *req = (struct http_request *)creq;
-
     struct worker *w = req->deferred;
 
-    req->answer = *resp;
+    /* The fields and the headers set, not all eight slots (1.6 kB). */
+    memcpy(&req->answer, resp, offsetof(struct http_response, headers) +
+                               (size_t)resp->nheaders * sizeof(resp->headers[0]));
     atomic_store_explicit(&req->answered, 1, memory_order_release);
     MHD_resume_connection(req->conn);
     /* libmicrohttpd (0.9.75, external epoll) neither wakes its loop nor
@@ -338,14 +350,14 @@ void http_request_resume(const struct http_request *creq, const struct http_resp
 }
 
 /* Logs (when asked to) and queues resp for req. */
-static void answer(struct http_server *s, struct http_request *req, struct http_response *resp);
+static void answer(struct http_server *s, struct http_request *req,
+                   const struct http_response *resp);
 
 static void dispatch(struct http_server *s, struct http_request *req)
 {
     struct http_response resp;
 
-    memset(&resp, 0, sizeof(resp));
-    resp.status = 200;
+    http_response_init(&resp);
     s->fn(s->ud, req, &resp);
     if (req->start != NULL) {
         /* Suspend first, then start the work: its completion may resume
@@ -361,10 +373,9 @@ static void dispatch(struct http_server *s, struct http_request *req)
     answer(s, req, &resp);
 }
 
-static void answer(struct http_server *s, struct http_request *req, struct http_response *resp_)
+static void answer(struct http_server *s, struct http_request *req,
+                   const struct http_response *resp)
 {
-    struct http_response resp = *resp_;
-
     if (s->opts.access_log) {
         char path[201];
         size_t i = 0;
@@ -376,10 +387,10 @@ static void answer(struct http_server *s, struct http_request *req, struct http_
         }
         path[i] = '\0';
         log_msg(LOG_INFO, "request", "listener=%s method=%.16s path=\"%s\" status=%d bytes=%zu us=%lld",
-                s->name, req->method, path, resp.status, resp.body_len,
+                s->name, req->method, path, resp->status, resp->body_len,
                 (long long)(clock_now_us() - req->started_us));
     }
-    if (send_response(req->conn, &resp) != MHD_YES)
+    if (send_response(req->conn, resp) != MHD_YES)
         log_msg(LOG_WARN, "could not queue response", "listener=%s path=\"%.100s\"",
                 s->name, req->path);
 }

@@ -34,8 +34,12 @@ struct http_response {
     } headers[HTTP_MAX_HEADERS];
 };
 
-/* Called once per complete request. resp arrives zeroed with status 200;
- * the handler fills it. Runs on an HTTP worker thread. */
+/* Makes resp what a handler's starts as: status 200, no body, no headers.
+ * (Only those fields: the header slots are written as headers are added.) */
+void http_response_init(struct http_response *resp);
+
+/* Called once per complete request. resp arrives as http_response_init()
+ * leaves it; the handler fills it. Runs on an HTTP worker thread. */
 typedef void (*http_handler_fn)(void *ud, const struct http_request *req,
                                 struct http_response *resp);
 
