@@ -28,7 +28,9 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,80 @@
 #include "base64.h"
 
 #include "json.h"
+
+/* ---- jansson's memory ----
+ *
+ * Every tree jansson builds here lives for one json_decode() or
+ * json_encode() call, and jansson allocates each value, key, string and
+ * hash table of it on its own: some forty allocations for an Acquire. While
+ * such a call runs, its thread's allocations come from a bump arena of the
+ * thread's own instead, and the arena is emptied when the outermost call
+ * returns (nothing of a tree outlives it: what the caller keeps is copied
+ * out with malloc). What does not fit, and whatever jansson allocates
+ * outside these calls or on other threads, goes to malloc; jfree() tells
+ * the two apart by address. Temporaries of this file (JSON names, scratch
+ * strings) use the same pair. */
+#define ARENA_BYTES 16384
+
+struct arena {
+    size_t used;
+    int depth;                  /* codec calls in progress on this thread */
+    _Alignas(max_align_t) char buf[ARENA_BYTES];
+};
+
+static __thread struct arena arena;
+static pthread_once_t alloc_once = PTHREAD_ONCE_INIT;
+
+static void *jalloc(size_t n)
+{
+    size_t align = _Alignof(max_align_t), need = (n + align - 1) & ~(align - 1);
+
+    if (arena.depth > 0 && need >= n && need <= sizeof(arena.buf) - arena.used) {
+        void *p = arena.buf + arena.used;
+        arena.used += need;
+        return p;
+    }
+    return malloc(n);
+}
+
+static void jfree(void *p)
+{
+    if ((char *)p >= arena.buf && (char *)p < arena.buf + sizeof(arena.buf))
+        return;                 /* the arena's: reclaimed all at once */
+    free(p);
+}
+
+/* Only pointers jfree() can tell apart ever reach it: malloc's, or this
+ * thread's arena's within a codec call. So installing the pair late (after
+ * jansson allocated with malloc) is harmless. */
+static void install_alloc(void)
+{
+    json_set_alloc_funcs(jalloc, jfree);
+}
+
+static void arena_enter(void)
+{
+    pthread_once(&alloc_once, install_alloc);
+    arena.depth++;
+}
+
+static void arena_leave(void)
+{
+    if (--arena.depth == 0)
+        arena.used = 0;
+}
+
+/* A copy, with malloc, of what an arena call produced: len bytes and a NUL. */
+static char *keep(const char *s, size_t len)
+{
+    char *out = malloc(len + 1);
+
+    if (out != NULL) {
+        memcpy(out, s, len);
+        out[len] = '\0';
+    }
+    return out;
+}
 
 /* scalar() result for a value that is dropped, not an error: an unknown
  * enum name when the caller asked to ignore unknown names. */
@@ -119,10 +195,10 @@ static const char *camel_match(const char *name, int upper_first,
     return s;
 }
 
-/* Returns the JSON name of a field (a new string, freed with free()). */
+/* Returns the JSON name of a field (a new string, freed with jfree()). */
 static char *camel(const char *name)
 {
-    char *out = malloc(strlen(name) + 1), *o = out;
+    char *out = jalloc(strlen(name) + 1), *o = out;
     int up = 0;
 
     if (out == NULL)
@@ -245,7 +321,7 @@ static void tidy(char *s)
 /* Encodes p[0, n) as padded standard base64: a new JSON string. */
 static json_t *base64(const uint8_t *p, size_t n)
 {
-    char *out = malloc(base64_encoded_len(n) + 1);
+    char *out = jalloc(base64_encoded_len(n) + 1);
     json_t *v;
     size_t len;
 
@@ -253,7 +329,7 @@ static json_t *base64(const uint8_t *p, size_t n)
         return NULL;
     len = base64_encode(p, n, out);
     v = json_stringn(out, len);
-    free(out);
+    jfree(out);
     return v;
 }
 
@@ -306,7 +382,7 @@ static int bad(struct dec *d, const json_t *v, const char *fmt, ...)
                            d->path, shown != NULL ? shown : "value",
                            shown != NULL && strlen(shown) > 64 ? "..." : "",
                            what);
-    free(shown);
+    jfree(shown);
     return rc;
 }
 
@@ -749,9 +825,10 @@ static int dec_message(struct dec *d, const ProtobufCMessageDescriptor *desc,
     size_t mark;
     int rc = 0;
 
-    seen = calloc(desc->n_fields + 1, 1);
+    seen = jalloc(desc->n_fields + 1);
     if (seen == NULL)
         return oom(d);
+    memset(seen, 0, desc->n_fields + 1);
     json_object_foreach(obj, key, v) {
         f = lookup(desc, key);
         mark = push(d, "%s%s", d->path[0] != '\0' ? "." : "", key);
@@ -788,7 +865,7 @@ static int dec_message(struct dec *d, const ProtobufCMessageDescriptor *desc,
         }
     }
 cleanup:
-    free(seen);
+    jfree(seen);
     return rc;
 }
 
@@ -803,6 +880,7 @@ int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
     int rc;
 
     *out = NULL;
+    arena_enter();
     root = json_loadb(text != NULL ? text : "", text != NULL ? len : 0,
                       JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (root == NULL) {
@@ -837,6 +915,7 @@ cleanup:
     if (msg != NULL)
         protobuf_c_message_free_unpacked(msg, NULL);
     json_decref(root);
+    arena_leave();
     return rc;
 }
 
@@ -862,7 +941,7 @@ static json_t *text(const char *s)
     }
     if (*p == '\0')    /* checked here, so jansson need not check again */
         return json_string_nocheck(s);
-    fixed = malloc(3 * strlen(s) + 1);
+    fixed = jalloc(3 * strlen(s) + 1);
     if (fixed == NULL)
         return NULL;
     for (p = (const unsigned char *)s, o = fixed; *p != '\0'; p += k) {
@@ -878,7 +957,7 @@ static json_t *text(const char *s)
     }
     *o = '\0';
     v = json_string_nocheck(fixed);
-    free(fixed);
+    jfree(fixed);
     return v;
 }
 
@@ -1139,45 +1218,57 @@ static json_t *enc_message(struct enc *e, const ProtobufCMessage *msg)
             goto cleanup;
         }
         v = NULL;
-        free(name);
+        jfree(name);
         name = NULL;
     }
     rv = obj;
     obj = NULL;
 cleanup:
-    free(name);
+    jfree(name);
     json_decref(v);
     json_decref(obj);
     return rv;
 }
 
-/* jansson's json_dumps() allocates with malloc() unless someone installs
- * other functions with json_set_alloc_funcs(), which permitd does not; so
- * the caller's free() matches. */
+/* jansson writes the text into the arena; the caller gets it copied out
+ * with malloc (its free() matches). */
+static char *dump(json_t *root, size_t flags, size_t *len)
+{
+    char *text = json_dumps(root, flags), *out = NULL;
+
+    if (text != NULL) {
+        size_t n = strlen(text);
+        out = keep(text, n);
+        if (out != NULL && len != NULL)
+            *len = n;
+        jfree(text);
+    }
+    return out;
+}
+
 char *json_encode(const ProtobufCMessage *msg, size_t *len)
 {
     struct enc e = { .digits = 0 };
     json_t *root = NULL;
     char *out = NULL;
 
+    arena_enter();
     root = enc_message(&e, msg);
-    if (root == NULL)
-        goto cleanup;
-    out = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(e.digits));
-    if (out != NULL && len != NULL)
-        *len = strlen(out);
-cleanup:
+    if (root != NULL)
+        out = dump(root, JSON_COMPACT | JSON_REAL_PRECISION(e.digits), len);
     json_decref(root);
+    arena_leave();
     return out;
 }
 
 char *json_encode_error(const char *code, const char *message, size_t *len)
 {
-    json_t *root = json_object();
+    json_t *root;
     char *out = NULL;
 
-    if (root == NULL)
-        return NULL;
+    arena_enter();
+    if ((root = json_object()) == NULL)
+        goto cleanup;
     if (json_object_set_new(root, "code", json_string(code)) != 0)
         goto cleanup;
     /* json_string() refuses invalid UTF-8; a message cut mid-character or
@@ -1185,22 +1276,23 @@ char *json_encode_error(const char *code, const char *message, size_t *len)
     if (message != NULL && message[0] != '\0') {
         json_t *m = json_string(message);
         if (m == NULL) {
-            char *clean = strdup(message);
+            size_t n = strlen(message) + 1;
+            char *clean = jalloc(n);
             if (clean == NULL)
                 goto cleanup;
+            memcpy(clean, message, n);
             for (unsigned char *c = (unsigned char *)clean; *c; c++)
                 if (*c >= 0x80)
                     *c = '?';
             m = json_string(clean);
-            free(clean);
+            jfree(clean);
         }
         if (m == NULL || json_object_set_new(root, "message", m) != 0)
             goto cleanup;
     }
-    out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (out != NULL && len != NULL)
-        *len = strlen(out);
+    out = dump(root, JSON_COMPACT | JSON_PRESERVE_ORDER, len);
 cleanup:
     json_decref(root);
+    arena_leave();
     return out;
 }

@@ -1,10 +1,10 @@
 /*
  * allocs.c - an LD_PRELOAD shim that counts the heap allocations made by
- * permitd's own code and by hiredis (test_hotpath.py).
+ * permitd's own code, by hiredis and by jansson (test_hotpath.py).
  *
  * malloc, calloc and realloc are passed on untouched; a call counts when
- * the code that made it lies in the main program or in libhiredis (the
- * return address, against their mapped segments). libmicrohttpd's and
+ * the code that made it lies in the main program, libhiredis or libjansson
+ * (the return address, against their mapped segments). libmicrohttpd's and
  * libc's own allocations do not count: they are not permitd's to remove.
  *
  * SIGUSR2 writes the count so far, as one decimal line, to the file named
@@ -71,14 +71,16 @@ static void count(const void *ra)
         }
 }
 
-/* The executable segments of the main program ("" name) and of libhiredis. */
+/* The executable segments of the main program ("" name), libhiredis and
+ * libjansson. */
 static int add_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
     int n = atomic_load(&nranges);
 
     (void)size;
     (void)arg;
-    if (info->dlpi_name[0] != '\0' && strstr(info->dlpi_name, "libhiredis") == NULL)
+    if (info->dlpi_name[0] != '\0' && strstr(info->dlpi_name, "libhiredis") == NULL &&
+        strstr(info->dlpi_name, "libjansson") == NULL)
         return 0;
     for (int i = 0; i < info->dlpi_phnum && n < RANGES_MAX; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
