@@ -62,30 +62,32 @@ static void value_int(struct value *v, int64_t x)
     value_str(v, digits + i, sizeof(digits) - i);
 }
 
+/* `"<policy>"<k1><a><k2><b>`, the shape both RateLimit headers share
+ * (k1 and k2 as "\";q=" and ";w="). */
+static void policy_header(struct http_response *resp, const char *header, const char *policy,
+                          const char *k1, int64_t a, const char *k2, int64_t b)
+{
+    struct value v;
+
+    v.n = 0;                    /* not {0}: that would clear all of s[] */
+    value_str(&v, "\"", 1);
+    value_str(&v, policy, strlen(policy));
+    value_str(&v, k1, strlen(k1));
+    value_int(&v, a);
+    value_str(&v, k2, strlen(k2));
+    value_int(&v, b);
+    http_response_header_set(resp, header, v.s, v.n);
+}
+
 /* Written by hand rather than through printf: every decision carries them. */
 static void ratelimit_headers(struct http_response *resp, const char *policy,
                               const struct limiter_result *r)
 {
-    size_t plen = strlen(policy);
-    struct value v;
-
-    v.n = 0;
-    value_str(&v, "\"", 1);
-    value_str(&v, policy, plen);
-    value_str(&v, "\";q=", 4);
-    value_int(&v, r->limit);
-    value_str(&v, ";w=", 3);
-    value_int(&v, r->window_s);
-    http_response_header_set(resp, "RateLimit-Policy", v.s, v.n);
-    v.n = 0;
-    value_str(&v, "\"", 1);
-    value_str(&v, policy, plen);
-    value_str(&v, "\";r=", 4);
-    value_int(&v, r->remaining);
-    value_str(&v, ";t=", 3);
-    value_int(&v, ceil_div(r->reset_after_ms, 1000));
-    http_response_header_set(resp, "RateLimit", v.s, v.n);
+    policy_header(resp, "RateLimit-Policy", policy, "\";q=", r->limit, ";w=", r->window_s);
+    policy_header(resp, "RateLimit", policy, "\";r=", r->remaining, ";t=",
+                  ceil_div(r->reset_after_ms, 1000));
     if (!r->allowed) {
+        struct value v;
         v.n = 0;
         value_int(&v, ceil_div(r->retry_after_ms, 1000));
         http_response_header_set(resp, "Retry-After", v.s, v.n);
