@@ -14,7 +14,8 @@ retry_after_ms, reset_after_ms, window_s, tokens_micro}. status is 0 or a
 negated Connect code (server/status.h): -5 not_found, -7 permission_denied,
 -9 failed_precondition (policy disabled), -11 out_of_range (more permits
 than the bucket holds), -13 internal (a policy hash that is not a valid
-policy). window_s is the seconds an empty bucket takes to fill (the `w` of
+policy), -15 data_loss (the bucket's state key holds a value this script
+did not write; `remaining` is its size in bytes). window_s is the seconds an empty bucket takes to fill (the `w` of
 the RateLimit-Policy header), tokens_micro the tokens left in millionths of
 a permit (for the admin UI's gauge).
 
@@ -80,12 +81,14 @@ local function member(list, name)
   end
 end
 
--- The tokens and their time in the state read from key k. Anything but a
--- state this script wrote fails the call, naming the key: guessing would
--- grant or refuse on garbage.
-local function state(k, s)
+-- The tokens and their time in state s, or nil and its size when s is not
+-- a state this script wrote. Such an item answers -15 and its key is left
+-- as it is for the operator: guessing would grant or refuse on garbage. It
+-- fails no other item of the call (permitd sends the Acquires of one policy
+-- that arrive together as one call).
+local function state(s)
   if #s ~= 16 then
-    error('bucket state ' .. k .. ' holds ' .. #s .. ' bytes, not the 16 of a permitd state')
+    return nil, #s
   end
   return unpack_state(STATE, s)
 end
@@ -152,9 +155,12 @@ if n == 1 and mode ~= 'all' then
   local s = redis.call('GET', KEYS[2])
   local stored, since, skewed
   if s then
-    stored, since = state(KEYS[2], s)
+    stored, since = state(s)
+    if not stored then
+      return {-15, 0, since, max, 0, 0, 0, 0}
+    end
     if since > now then
-      since, skewed = now, true     -- see parse_state()
+      since, skewed = now, true     -- see bucket()
     end
   end
   local tokens = level(stored, since, max, rate, now)
@@ -222,23 +228,6 @@ local function refusal(status, max, apps, app, want)
   return nil
 end
 
--- A bucket's state as read from its key: stored tokens and the time they
--- were measured, nil when there is no key (a full bucket). Redis TIME can
--- step back (failover to a replica, NTP): a state stamped ahead of the clock
--- counts as measured now, else the bucket would stay frozen until the clock
--- caught up; the third value says so, and a denial re-stamps such a state,
--- or it would never start accruing.
-local function parse_state(k, s)
-  if not s then
-    return nil
-  end
-  local stored, since = state(k, s)
-  if since > now then
-    return stored, now, true
-  end
-  return stored, since, false
-end
-
 local function until_full(max, rate, tokens)
   if tokens >= max then
     return 0
@@ -304,12 +293,30 @@ end
 
 -- Item i's bucket, shared with the items before it that name the same key:
 -- {stored, since} is the state the next decision will read (after this
--- call's takes), orig_* what the key held before.
+-- call's takes), orig_* what the key held before; {foreign = size} when the
+-- key holds what this script did not write (see state()).
+--
+-- Redis TIME can step back (failover to a replica, NTP): a state stamped
+-- ahead of the clock counts as measured now, else the bucket would stay
+-- frozen until the clock caught up; `skewed` says so, and a denial
+-- re-stamps such a state, or it would never start accruing.
 local function bucket(i)
   local k = KEYS[2 * i]
   local b = buckets[k]
   if not b then
-    local stored, since, skewed = parse_state(k, states[i])
+    local s = states[i]
+    local stored, since, skewed
+    if s then
+      stored, since = state(s)
+      if not stored then
+        b = {foreign = since}
+        buckets[k] = b
+        return b
+      end
+      if since > now then
+        since, skewed = now, true
+      end
+    end
     b = {key = k, stored = stored, since = since, skewed = skewed,
          orig_stored = stored, orig_since = since}
     buckets[k] = b
@@ -327,13 +334,16 @@ for i = 1, n do
   local want = tonumber(ARGV[2 * i + 1])
   local o = 8 * (i - 1)
   local status = refusal(p.status, p.max, p.apps, ARGV[2 * i], want)
+  local b = not status and bucket(i)
+  if b and b.foreign then
+    status = -15
+  end
   if status then
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = status, 0, 0, p.max or 0
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = status, 0, b and b.foreign or 0, p.max or 0
     out[o + 5], out[o + 6], out[o + 7], out[o + 8] = 0, 0, 0, 0
     refused = true
   else
     local max, rate = p.max, p.rate
-    local b = bucket(i)
     local tokens = level(b.stored, b.since, max, rate, now)
     if not b.before then
       b.before, b.p = tokens, p   -- as it stood before this call took anything

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "http.h"
 #include "limiter.h"
+#include "log.h"
 #include "policy.h"
 
 struct fallback {
@@ -213,11 +214,15 @@ static int validate(const struct limiter_request *req, int take, struct permitd_
     return PERMITD_OK;
 }
 
-/* Maps the script's status (a negated Connect code, see lua/bucket.lua)
- * to an error that names the policy. */
-static int script_error(long long status, const struct limiter_request *req,
-                        int64_t permits, long long limit, struct permitd_error *err)
+/* Maps the script's status (a negated Connect code, see lua/bucket.lua;
+ * out: its 8 numbers) to an error that names the policy. */
+static int script_error(const struct limiter *l, const long long *out,
+                        const struct limiter_request *req, int64_t permits,
+                        struct permitd_error *err)
 {
+    long long status = out[0], limit = out[3];
+    char key[POLICY_REDIS_KEY_MAX];
+
     switch (status) {
     case PERMITD_ENOTFOUND:
         return permitd_error_set(err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
@@ -233,6 +238,16 @@ static int script_error(long long status, const struct limiter_request *req,
         return permitd_error_set(err, PERMITD_ERANGE,
                                  "permits: %" PRId64 " is more than policy \"%s\" ever holds "
                                  "(max_permits %lld)", permits, req->bucket, limit);
+    case PERMITD_EDATALOSS:
+        /* The state key holds what lua/bucket.lua did not write (out[2]:
+         * its size). Left as it is for the operator; the client sees an
+         * internal error, as for any fault of the server's side. */
+        policy_redis_key(key, l->cfg->redis_prefix, req->bucket, POLICY_KEY_BUCKET, req->key);
+        log_msg(LOG_WARN, "bucket state is not permitd's; left as it is",
+                "key=\"%s\" bytes=%lld expected=16", key, out[2]);
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "bucket state of policy \"%s\" in redis is not permitd's "
+                                 "(see permitd's log)", req->bucket);
     default:
         return permitd_error_set(err, PERMITD_EINTERNAL,
                                  "policy \"%s\" in redis is not a valid policy (script status %lld)",
@@ -270,7 +285,7 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
     if (out[0] == PERMITD_ENOTFOUND && check && missing(l, req, take, res, err, &rc))
         return rc;
     if (out[0] != 0)
-        return script_error(out[0], req, permits, out[3], err);
+        return script_error(l, out, req, permits, err);
     res->allowed = out[1] != 0;
     res->remaining = out[2];
     res->retry_after_ms = out[4];
@@ -280,8 +295,12 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
     return PERMITD_OK;
 }
 
-/* The Redis keys and script arguments of one item. keys[2], args[3]; the
- * strings live in names[2] and permits_s. */
+/* The script's first argument: what a call does with its items. */
+static const struct redis_str MODE_TAKE = {"take", 4}, MODE_PEEK = {"peek", 4},
+                              MODE_ALL = {"all", 3};
+
+/* One item of a script call: its two Redis keys (keys[2], the strings in
+ * names[2]) and its two arguments (args[2]: app, permits in permits_s). */
 static void item_call(const struct limiter *l, const struct limiter_request *req, int take,
                       char (*names)[POLICY_REDIS_KEY_MAX], char *permits_s,
                       struct redis_str *keys, struct redis_str *args)
@@ -294,12 +313,10 @@ static void item_call(const struct limiter *l, const struct limiter_request *req
     keys[1].p = names[1];
     keys[1].len = policy_redis_key(names[1], l->cfg->redis_prefix, req->bucket,
                                    POLICY_KEY_BUCKET, req->key);
-    args[0].p = take ? "take" : "peek";
-    args[0].len = 4;
-    args[1].p = req->app;
-    args[1].len = strlen(req->app);
-    args[2].p = permits_s;
-    args[2].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take ? permits : 1);
+    args[0].p = req->app;
+    args[0].len = strlen(req->app);
+    args[1].p = permits_s;
+    args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take ? permits : 1);
 }
 
 static int decide(struct limiter *l, const struct limiter_request *req, int take, int check,
@@ -313,7 +330,8 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
     memset(res, 0, sizeof(*res));
     if (check && (rc = validate(req, take, err)) != PERMITD_OK)
         return rc;
-    item_call(l, req, take, names, permits_s, keys, args);
+    args[0] = take ? MODE_TAKE : MODE_PEEK;
+    item_call(l, req, take, names, permits_s, keys, &args[1]);
     rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline_us,
                           out, 8, err);
     return conclude(l, req, take, check, rc, out, res, err);
@@ -426,27 +444,14 @@ static int plan_make(struct plan *pl, struct permitd_error *err)
         size_t first = k;
         struct redis_script_call *c = &pl->calls[pl->ngroups++];
 
-        pl->args[a].p = pl->all_or_nothing ? "all" : "take";
-        pl->args[a].len = pl->all_or_nothing ? 3 : 4;
+        pl->args[a] = pl->all_or_nothing ? MODE_ALL : MODE_TAKE;
         c->args = &pl->args[a++];
         c->keys = &pl->keys[2 * first];
         c->out = &pl->out[8 * first];
         do {
-            const struct limiter_request *rq = &reqs[pl->order[k]];
-            int64_t p = rq->permits == 0 ? 1 : rq->permits;
-
-            pl->keys[2 * k].p = pl->knames[2 * k];
-            pl->keys[2 * k].len = policy_redis_key(pl->knames[2 * k], pl->l->cfg->redis_prefix,
-                                                   rq->bucket, POLICY_KEY_HASH, NULL);
-            pl->keys[2 * k + 1].p = pl->knames[2 * k + 1];
-            pl->keys[2 * k + 1].len = policy_redis_key(pl->knames[2 * k + 1],
-                                                       pl->l->cfg->redis_prefix, rq->bucket,
-                                                       POLICY_KEY_BUCKET, rq->key);
-            pl->args[a].p = rq->app;
-            pl->args[a++].len = strlen(rq->app);
-            pl->args[a].p = pl->permits[k];
-            pl->args[a++].len = (size_t)snprintf(pl->permits[k], sizeof(pl->permits[k]),
-                                                 "%" PRId64, p);
+            item_call(pl->l, &reqs[pl->order[k]], 1, &pl->knames[2 * k], pl->permits[k],
+                      &pl->keys[2 * k], &pl->args[a]);
+            a += 2;
             k++;
         } while (k < pl->valid && (pl->all_or_nothing ||
                                    strcmp(reqs[pl->order[k]].bucket,
@@ -541,20 +546,23 @@ static void plan_end(struct plan *pl, int rc, const struct redis_script_call *ca
  * jobs while libmicrohttpd runs; after the pass the loop flushes the queue:
  * every job waiting goes to Redis in one write. While that batch is out the
  * next one gathers, so under load each round trip carries many decisions and
- * Redis pays its syscalls once per batch, not per decision. Replies are read
+ * Redis pays its syscalls once per batch, not per decision. The Acquires of
+ * one policy in a batch go as the items of one script call (and so do its
+ * Peeks): Redis reads the policy, the clock and their states once for all
+ * of them, and runs the script once (see batch_send()). Replies are read
  * when the loop sees the socket ready, and each job's connection is resumed
  * right there: no other thread, no lock, no wake-up. */
 
 #define QUEUE_BATCH_MAX 256     /* jobs per batch */
 #define QUEUE_SPARE_MAX 256     /* finished jobs kept for reuse */
 
-/* One queued piece of work: an Acquire or a Peek (one script call, whose
- * strings and numbers live here), or an AcquireBatch (plan: its calls, one
- * per policy). */
+/* One queued piece of work: an Acquire or a Peek (an item of a script
+ * call; its strings live here, its 8 numbers in the batch's out), or an
+ * AcquireBatch (plan: its calls, one per policy). */
 struct job {
     struct job *next;
     int64_t deadline_us;
-    size_t first;                   /* its first call in the batch out */
+    size_t first;                   /* its (first) call in the batch out */
     struct plan *plan;              /* NULL: an Acquire or a Peek */
     int take;                       /* 1: an Acquire, 0: a Peek */
     struct limiter_request req;
@@ -562,14 +570,19 @@ struct job {
     void *ud;
     char names[2][POLICY_REDIS_KEY_MAX];
     char permits[24];
-    struct redis_str keys[2], args[3];
-    long long out[8];
+    const long long *out;           /* an Acquire's or a Peek's answer */
 };
 
-/* The batch out: every call of its jobs, contiguous, as the pipe wants them. */
+/* The batch out: every call of its jobs, contiguous, as the pipe wants
+ * them; the keys, arguments and answers of its Acquires and Peeks, each
+ * call's items side by side. */
 struct batch {
     struct job *jobs[QUEUE_BATCH_MAX];
     size_t njobs;
+    size_t items[QUEUE_BATCH_MAX];  /* the Acquires and Peeks, as indices of jobs */
+    struct redis_str keys[2 * QUEUE_BATCH_MAX];
+    struct redis_str args[3 * QUEUE_BATCH_MAX];
+    long long out[8 * QUEUE_BATCH_MAX];
     struct redis_script_call *calls;
     size_t ncalls, cap;
 };
@@ -630,7 +643,7 @@ static void job_end(struct queue *q, struct job *j, int rc, const struct redis_s
     if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
         rc = call_refused(calls[0].rc, j->req.bucket, &e);
     memset(&res, 0, sizeof(res));
-    rc = conclude(l, &j->req, j->take, 1, rc, rc == PERMITD_OK ? j->out : NULL, &res, &e);
+    rc = conclude(l, &j->req, j->take, 1, rc, j->out, &res, &e);
     j->done(j->ud, rc, &res, &e);
     job_put(q, j);
 }
@@ -662,6 +675,56 @@ static int batch_reserve(struct batch *b, size_t n)
     return 0;
 }
 
+/* Orders a batch's Acquires and Peeks into calls: Acquires before Peeks,
+ * by policy, and in the order they came within a policy. */
+static int by_call(const void *a, const void *b, void *jobs_)
+{
+    struct job *const *jobs = jobs_;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const struct job *x = jobs[i], *y = jobs[j];
+    int c = y->take - x->take;
+
+    if (c == 0)
+        c = strcmp(x->req.bucket, y->req.bucket);
+    return c != 0 ? c : (i < j ? -1 : (i > j));
+}
+
+/* Lays the batch's Acquires and Peeks (b->items, n of them) out as calls
+ * after its AcquireBatches': one per policy and kind, its items in the order
+ * they came. A policy's keys share its cluster slot (policy.h), so one
+ * script may touch them all; the script decides its items one after the
+ * other, exactly as if each had been a call of its own, and answers each
+ * on its own (lua/bucket.lua). */
+static void batch_items(struct queue *q, size_t n)
+{
+    struct batch *b = &q->batch;
+    size_t a = 0;
+
+    qsort_r(b->items, n, sizeof(*b->items), by_call, b->jobs);
+    for (size_t k = 0; k < n;) {
+        size_t first = k;
+        struct job *lead = b->jobs[b->items[first]];
+        struct redis_script_call *c = &b->calls[b->ncalls];
+
+        b->args[a] = lead->take ? MODE_TAKE : MODE_PEEK;
+        *c = (struct redis_script_call){.keys = &b->keys[2 * first], .args = &b->args[a++],
+                                        .out = &b->out[8 * first]};
+        do {
+            struct job *j = b->jobs[b->items[k]];
+            item_call(q->l, &j->req, j->take, j->names, j->permits, &b->keys[2 * k], &b->args[a]);
+            a += 2;
+            j->first = b->ncalls;
+            j->out = &b->out[8 * k];
+            k++;
+        } while (k < n && b->jobs[b->items[k]]->take == lead->take &&
+                 strcmp(b->jobs[b->items[k]]->req.bucket, lead->req.bucket) == 0);
+        c->nkeys = (int)(2 * (k - first));
+        c->nargs = (int)(1 + 2 * (k - first));
+        c->nout = (int)(8 * (k - first));
+        b->ncalls++;
+    }
+}
+
 /* Sends every waiting job (up to QUEUE_BATCH_MAX) as one batch; jobs whose
  * deadline has passed are answered without asking Redis. */
 static void batch_send(struct queue *q)
@@ -669,18 +732,15 @@ static void batch_send(struct queue *q)
     struct batch *b = &q->batch;
     struct permitd_error err = {0, ""};
     int64_t deadline = INT64_MAX, now = clock_now_us();
+    size_t nitems = 0;
     int rc;
 
     while (q->head != NULL && b->njobs < QUEUE_BATCH_MAX) {
         struct job *j = q->head;
-        struct redis_script_call *calls = NULL;
-        size_t n = 1;
+        size_t n = j->plan != NULL ? j->plan->ngroups : 1;
 
         q->head = j->next;
-        if (j->plan != NULL) {
-            calls = j->plan->calls;
-            n = j->plan->ngroups;
-        }
+        j->out = NULL;
         if (j->deadline_us <= now || batch_reserve(b, n) != 0) {
             if (j->deadline_us <= now)
                 permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
@@ -691,20 +751,20 @@ static void batch_send(struct queue *q)
         }
         if (j->deadline_us < deadline)
             deadline = j->deadline_us;
-        j->first = b->ncalls;
-        if (calls != NULL) {
-            memcpy(&b->calls[b->ncalls], calls, n * sizeof(*calls));
+        if (j->plan != NULL) {
+            j->first = b->ncalls;
+            memcpy(&b->calls[b->ncalls], j->plan->calls, n * sizeof(*b->calls));
+            b->ncalls += n;
         } else {
-            item_call(q->l, &j->req, j->take, j->names, j->permits, j->keys, j->args);
-            b->calls[b->ncalls] = (struct redis_script_call){j->keys, 2, j->args, 3, j->out, 8, 0};
+            b->items[nitems++] = b->njobs;
         }
-        b->ncalls += n;
         b->jobs[b->njobs++] = j;
     }
     if (q->head == NULL)
         q->tail = NULL;
     if (b->njobs == 0)
         return;
+    batch_items(q, nitems);
     err = (struct permitd_error){0, ""};
     rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->ncalls, deadline, &err);
     if (rc != PERMITD_OK)

@@ -1,12 +1,14 @@
 """AcquireBatch (issue 5): order, per-item errors, one round trip,
 all_or_nothing atomicity and its one-slot rule, the 1,000-item limit, both
-codecs. Against a real permitd and Redis."""
+codecs; and the Acquires of one policy that reach a worker together, sent
+as one script call. Against a real permitd and Redis."""
 import json
+import threading
 import unittest
 
 import harness
-from harness import (Permitd, Redis, decision, put_policy, read_state, state_key, unique,
-                     pb_encode, pb_decode)
+from harness import (Http, Permitd, PrivateRedis, Redis, decision, error_code, put_policy,
+                     read_state, state_key, unique, pb_encode, pb_decode)
 
 PATH = "/permit.v1.RateLimitService/AcquireBatch"
 
@@ -83,19 +85,34 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(evalsha_calls(self.redis) - before, 2)
         self.assertIsNotNone(read_state(self.redis, state_key(a, "user-000001", self.prefix)))
 
-    def test_foreign_state_fails_the_call_naming_the_key(self):
-        # The many-item path reads states too: one it did not write fails
-        # the policy's items (a Redis error, logged with the key), and
-        # nothing of the call is written.
+    def test_foreign_state_fails_only_its_items(self):
+        # The many-item path reads states too: an item whose key holds what
+        # the script did not write fails on its own (internal, the key in
+        # permitd's log, left as it is); the other items are decided.
         a = self.policy(3)
         key = state_key(a, "u1", self.prefix)
         self.redis("SET", key, "1 2")
         res = self.batch([{"bucket": a, "app": "app", "key": "u2"},
+                          {"bucket": a, "app": "app", "key": "u1"},
                           {"bucket": a, "app": "app", "key": "u1"}])["results"]
-        self.assertEqual([x["error"]["code"] for x in res], ["internal", "internal"], res)
+        self.assertTrue(res[0]["response"]["allowed"], res)
+        self.assertEqual([x.get("error", {}).get("code") for x in res[1:]],
+                         ["internal", "internal"], res)
+        self.assertIsNotNone(read_state(self.redis, state_key(a, "u2", self.prefix)))
+        self.assertEqual(self.redis("GET", key), "1 2")
+        self.assertIn('key="%s" bytes=3 expected=16' % key, self.p.output())
+
+    def test_foreign_state_in_all_or_nothing_takes_nothing(self):
+        a = self.policy(3)
+        key = state_key(a, "u1", self.prefix)
+        self.redis("SET", key, "1 2")
+        res = self.batch([{"bucket": a, "app": "app", "key": "u2"},
+                          {"bucket": a, "app": "app", "key": "u1"}],
+                         all_or_nothing=True)["results"]
+        self.assertFalse(res[0].get("response", {}).get("allowed"), res)
+        self.assertEqual(res[1]["error"]["code"], "internal", res)
         self.assertIsNone(read_state(self.redis, state_key(a, "u2", self.prefix)))
         self.assertEqual(self.redis("GET", key), "1 2")
-        self.assertIn("bucket state %s holds 3 bytes" % key, self.p.output())
 
     def test_all_or_nothing_grants_every_item(self):
         a = self.policy(3)
@@ -185,6 +202,99 @@ class BatchTest(unittest.TestCase):
             self.assertEqual(resp[1], 1)      # allowed
             self.assertEqual(resp[2], 2)      # remaining
             self.assertEqual(resp[3], 3)      # limit
+
+
+class CoalescedTest(unittest.TestCase):
+    """A worker sends the Acquires (and the Peeks) of one policy that wait
+    for the same round trip as the items of one script call. To make them
+    wait together, Redis (a private one) is paused: the worker's first
+    batch sits in Redis while the other requests gather behind it."""
+
+    N = 40
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = PrivateRedis()
+        cls.redis = cls.server.client()
+        cls.prefix = "co:"
+        cls.p = Permitd(redis_url=cls.server.url, prefix=cls.prefix,
+                        args=["--threads", "1", "--mysql-url", ""])
+        cls.conns = [Http(cls.p.port) for _ in range(cls.N)]
+
+    @classmethod
+    def tearDownClass(cls):
+        for c in cls.conns:
+            c.close()
+        cls.p.stop()
+        cls.redis.close()
+        cls.server.stop()
+
+    def policy(self, max_permits, rate=0.001):
+        name = unique("co")
+        put_policy(self.redis, name, max_permits=max_permits, rate=rate, prefix=self.prefix)
+        return name
+
+    def together(self, calls):
+        """Runs calls (fn(conn) -> reply) at once, one connection each,
+        while Redis is paused for 500 ms; returns the replies in order and
+        the number of script calls they took."""
+        replies = [None] * len(calls)
+        before = evalsha_calls(self.redis)
+        start = threading.Barrier(len(calls) + 1)
+
+        def run(i):
+            start.wait()
+            replies[i] = calls[i](self.conns[i])
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+        for t in threads:
+            t.start()
+        self.redis("CLIENT", "PAUSE", "500", "ALL")
+        start.wait()
+        for t in threads:
+            t.join()
+        return replies, evalsha_calls(self.redis) - before
+
+    def test_one_bucket_decided_in_order(self):
+        # 40 Acquires of a bucket holding 25: exactly 25 pass, each seeing
+        # the takes before it (remaining 24, 23, ... 0, each once), in a
+        # handful of script calls instead of 40.
+        name = self.policy(25)
+        replies, calls = self.together([lambda c: c.acquire(name)] * self.N)
+        got = [decision(r) for r in replies]
+        allowed = sorted(d["remaining"] for d in got if d["allowed"])
+        self.assertEqual(allowed, list(range(25)), got)
+        for d in got:
+            if not d["allowed"]:
+                self.assertGreater(d["retry_after_ms"], 0, d)
+        self.assertLessEqual(calls, self.N // 4, "Acquires were not sent together")
+
+    def test_a_foreign_state_fails_only_its_request(self):
+        name = self.policy(5)
+        bad = state_key(name, "u7", self.prefix)
+        self.redis("SET", bad, "junk")
+        replies, calls = self.together(
+            [(lambda k: lambda c: c.acquire(name, key=k))("u%d" % i) for i in range(20)])
+        self.assertEqual(error_code(replies[7]), "internal", replies[7])
+        for i, r in enumerate(replies):
+            if i != 7:
+                d = decision(r)
+                self.assertEqual((d["allowed"], d["remaining"]), (True, 4), (i, d))
+        self.assertLessEqual(calls, 5, "Acquires were not sent together")
+        self.assertEqual(self.redis("GET", bad), "junk")
+        self.assertIn('key="%s" bytes=4 expected=16' % bad, self.p.output())
+
+    def test_peeks_together_take_nothing(self):
+        name = self.policy(100)
+        replies, calls = self.together([lambda c: c.acquire(name)] * 20 +
+                                        [lambda c: c.peek(name)] * 20)
+        got = [decision(r) for r in replies]
+        self.assertTrue(all(d["allowed"] for d in got[:20]), got)
+        self.assertEqual(sorted(d["remaining"] for d in got[:20]), list(range(80, 100)))
+        for d in got[20:]:      # a Peek sees the takes decided before it
+            self.assertTrue(80 <= d["remaining"] <= 100, d)
+        self.assertLessEqual(calls, 10, "requests were not sent together")
+        self.assertEqual(decision(self.conns[0].peek(name))["remaining"], 80)
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ class BucketTest(unittest.TestCase):
             r = self.http.acquire(name)
             self.assertError(r, "internal", 500)
             self.assertEqual(self.redis.raw("GET", key), junk)
-            self.assertIn("bucket state %s holds %d bytes" % (key, len(junk)),
+            self.assertIn('key="%s" bytes=%d expected=16' % (key, len(junk)),
                           self.permitd.output())
         self.redis("DEL", key)
         self.assertTrue(self.acquire(name)["allowed"])
