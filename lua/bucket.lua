@@ -272,6 +272,7 @@ end
 -- Many items: policies and buckets are read once per call and shared by
 -- the items that name them; every bucket's state comes in one MGET.
 local policies, buckets = {}, {}
+local written = {}      -- the buckets read, in order (full: the writes)
 local states
 do
   local names = {}
@@ -285,7 +286,8 @@ local function policy(k)
   local p = policies[k]
   if not p then
     local status, max, rate, apps = read_policy(k)
-    p = {status = status, max = max, rate = rate, apps = apps}
+    p = {status = status, max = max, rate = rate, apps = apps,
+         window = status == nil and window(max, rate)}
     policies[k] = p
   end
   return p
@@ -317,9 +319,12 @@ local function bucket(i)
         since, skewed = now, true
       end
     end
-    b = {key = k, stored = stored, since = since, skewed = skewed,
-         orig_stored = stored, orig_since = since}
+    -- Every field is named here, so the table is made once at its size.
+    b = {key = k, stored = stored, since = since, skewed = skewed or false,
+         orig_stored = stored, orig_since = since, before = false, p = false,
+         taken = false}
     buckets[k] = b
+    written[#written + 1] = b
   end
   return b
 end
@@ -365,7 +370,7 @@ for i = 1, n do
       out[o + 1], out[o + 2], out[o + 5] = 0, 0, retry
     end
     out[o + 3], out[o + 4], out[o + 6] = floor(tokens), max, until_full(max, rate, tokens)
-    out[o + 7], out[o + 8] = window(max, rate), micro(tokens)
+    out[o + 7], out[o + 8] = p.window, micro(tokens)
   end
 end
 
@@ -381,14 +386,14 @@ if mode == 'all' and refused then
       out[o + 8] = micro(b.before)
     end
   end
-  for _, b in pairs(buckets) do
+  for _, b in ipairs(written) do
     b.taken, b.stored, b.since = false, b.orig_stored, b.orig_since
   end
 end
 
 -- Each bucket is written once, with its final state.
 if mode ~= 'peek' then
-  for _, b in pairs(buckets) do
+  for _, b in ipairs(written) do
     if b.taken or b.skewed then
       local p = b.p
       save(b.key, p.max, p.rate, level(b.stored, b.since, p.max, p.rate, now), b.orig_stored)
