@@ -248,10 +248,11 @@ char *connect_call_strdup(struct connect_call *call, const char *s)
     return d;
 }
 
-/* Decoding a binary request allocates the message and each of its strings;
- * on the hot path those come from a per-thread bump arena instead of
- * malloc, reset after every request (a worker thread serves one request at
- * a time). What does not fit falls back to malloc and is freed normally. */
+/* Decoding a request (binary or JSON) allocates the message and each of its
+ * strings; on the hot path those come from a per-thread bump arena instead
+ * of malloc, reset after every request (a worker thread serves one request
+ * at a time, and a handler copies what its deferred work keeps). What does
+ * not fit falls back to malloc and is freed normally. */
 #define ARENA_BYTES 16384
 
 struct arena {
@@ -288,17 +289,17 @@ static ProtobufCAllocator arena_allocator(void)
     return al;
 }
 
-/* Unpacks or parses body into a new message of type desc (binary: from
- * the thread's arena; free with free_request()). */
+/* Unpacks or parses body into a new message of type desc, from the
+ * thread's arena (freed with the same allocator, then the arena reset). */
 static int decode(enum connect_codec codec, const ProtobufCMessageDescriptor *desc,
                   const char *body, size_t len, ProtobufCMessage **msg,
                   struct permitd_error *err)
 {
     ProtobufCAllocator al = arena_allocator();
 
-    if (codec == CONNECT_CODEC_JSON)
-        return json_decode(desc, body, len, 0, msg, err);
     arena.used = 0;
+    if (codec == CONNECT_CODEC_JSON)
+        return json_decode(desc, body, len, 0, &al, msg, err);
     *msg = protobuf_c_message_unpack(desc, &al, len, (const uint8_t *)body);
     if (*msg == NULL)
         return permitd_error_set(err, PERMITD_EINVAL,
@@ -307,17 +308,31 @@ static int decode(enum connect_codec codec, const ProtobufCMessageDescriptor *de
     return PERMITD_OK;
 }
 
+/* A reply body in the request's storage (http_request_alloc()): it lives
+ * as long as the request, so nothing frees it on its own. */
+static void *storage_alloc(void *req, size_t n)
+{
+    return http_request_alloc(req, n);
+}
+
+static void storage_free(void *req, void *p)
+{
+    (void)req;
+    (void)p;
+}
+
 int connect_reply(const struct http_request *req, enum connect_codec codec,
                   const ProtobufCMessage *msg, struct http_response *resp,
                   struct permitd_error *err)
 {
+    /* The body goes straight into the request's storage: an Acquire's
+     * reply costs no allocation in either codec. */
     if (codec == CONNECT_CODEC_JSON) {
-        resp->body = json_encode(msg, &resp->body_len);
-        resp->body_owned = 1;
+        ProtobufCAllocator al = {storage_alloc, storage_free, (void *)req};
+        resp->body = json_encode(msg, &al, &resp->body_len);
+        resp->body_owned = 0;
         resp->content_type = "application/json";
     } else {
-        /* Packed straight into the request's storage: an Acquire's few
-         * bytes cost no allocation. */
         size_t n = protobuf_c_message_get_packed_size(msg);
         resp->body = http_request_alloc(req, n);
         if (resp->body != NULL)
@@ -495,7 +510,7 @@ done:
     }
     if (in != NULL) {
         ProtobufCAllocator al = arena_allocator();
-        protobuf_c_message_free_unpacked(in, call.codec == CONNECT_CODEC_JSON ? NULL : &al);
+        protobuf_c_message_free_unpacked(in, &al);
         arena.used = 0;
     }
     free(inflated);

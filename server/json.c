@@ -10,11 +10,12 @@
  * https://protobuf.dev/programming-guides/proto3/#json.
  *
  * Decoding builds the message as protobuf_c_message_unpack() would with the
- * system allocator: a malloc'd struct with malloc'd strings, bytes, arrays
- * and sub-messages. So the caller frees it with
- * protobuf_c_message_free_unpacked(msg, NULL), and so does the decoder when
- * it fails halfway. For that to work, every allocation is attached to the
- * message (and counted in its n_ field) before anything that can fail.
+ * caller's allocator (NULL: the system's): a struct with its strings, bytes,
+ * arrays and sub-messages, each allocated on its own. So the caller frees it
+ * with protobuf_c_message_free_unpacked(msg, allocator), and so does the
+ * decoder when it fails halfway. For that to work, every allocation is
+ * attached to the message (and counted in its n_ field) before anything
+ * that can fail.
  *
  * protobuf-c 1.4.1 does not record two things, so this file works them out:
  * - the JSON name: protoc's rule (drop each '_', upper-case the letter after
@@ -104,10 +105,11 @@ static void arena_leave(void)
         arena.used = 0;
 }
 
-/* A copy, with malloc, of what an arena call produced: len bytes and a NUL. */
-static char *keep(const char *s, size_t len)
+/* A copy of what an arena call produced, len bytes and a NUL, from al
+ * (NULL: malloc). */
+static char *keep(const char *s, size_t len, ProtobufCAllocator *al)
 {
-    char *out = malloc(len + 1);
+    char *out = al != NULL ? al->alloc(al->allocator_data, len + 1) : malloc(len + 1);
 
     if (out != NULL) {
         memcpy(out, s, len);
@@ -123,6 +125,7 @@ static char *keep(const char *s, size_t len)
 /* State for one json_decode() call. */
 struct dec {
     int flags;                  /* JSON_IGNORE_UNKNOWN */
+    ProtobufCAllocator *al;     /* the message's blocks; NULL: malloc */
     struct permitd_error *err;
     char path[256];             /* where we are, e.g. "inner.items[2]" */
 };
@@ -262,11 +265,25 @@ lookup(const ProtobufCMessageDescriptor *desc, const char *key)
     return NULL;
 }
 
-/* A new message of type desc at its defaults, freed with
- * protobuf_c_message_free_unpacked(); NULL when out of memory. */
-static ProtobufCMessage *fresh(const ProtobufCMessageDescriptor *desc)
+/* A block of the message being decoded, from the caller's allocator. */
+static void *dalloc(struct dec *d, size_t n)
 {
-    ProtobufCMessage *msg = malloc(desc->sizeof_message);
+    return d->al != NULL ? d->al->alloc(d->al->allocator_data, n) : malloc(n);
+}
+
+static void dfree(struct dec *d, void *p)
+{
+    if (d->al != NULL)
+        d->al->free(d->al->allocator_data, p);
+    else
+        free(p);
+}
+
+/* A new message of type desc at its defaults, freed with
+ * protobuf_c_message_free_unpacked(msg, d->al); NULL when out of memory. */
+static ProtobufCMessage *fresh(struct dec *d, const ProtobufCMessageDescriptor *desc)
+{
+    ProtobufCMessage *msg = dalloc(d, desc->sizeof_message);
 
     if (msg != NULL)
         protobuf_c_message_init(desc, msg);
@@ -562,12 +579,12 @@ static int dec_bytes(struct dec *d, const json_t *v, ProtobufCBinaryData *slot)
 
     if (!json_is_string(v))
         return bad(d, v, "is not base64");
-    data = malloc(base64_decoded_max(n) + 1);
+    data = dalloc(d, base64_decoded_max(n) + 1);
     if (data == NULL)
         return oom(d);
     len = base64_decode(s, n, data);
     if (len <= 0) {
-        free(data);
+        dfree(d, data);
         if (len < 0)
             return bad(d, v, "is not base64");
         data = NULL;
@@ -645,7 +662,7 @@ static int scalar(struct dec *d, const ProtobufCFieldDescriptor *f,
          * JSON_ALLOW_NUL), so the C string holds all of it. */
         if (!json_is_string(v))
             return bad(d, v, "is not a string");
-        s = malloc(json_string_length(v) + 1);
+        s = dalloc(d, json_string_length(v) + 1);
         if (s == NULL)
             return oom(d);
         memcpy(s, json_string_value(v), json_string_length(v) + 1);
@@ -656,7 +673,7 @@ static int scalar(struct dec *d, const ProtobufCFieldDescriptor *f,
     case PROTOBUF_C_TYPE_MESSAGE:
         if (!json_is_object(v))
             return bad(d, v, "is not an object");
-        sub = fresh(f->descriptor);
+        sub = fresh(d, f->descriptor);
         if (sub == NULL)
             return oom(d);
         *(ProtobufCMessage **)slot = sub;
@@ -691,9 +708,10 @@ static int dec_list(struct dec *d, const ProtobufCFieldDescriptor *f,
         return bad(d, v, "is not an array");
     if (json_array_size(v) == 0)
         return 0;
-    arr = calloc(json_array_size(v), size);
+    arr = dalloc(d, json_array_size(v) * size);
     if (arr == NULL)
         return oom(d);
+    memset(arr, 0, json_array_size(v) * size);
     *(void **)at(msg, f->offset) = arr;
     for (size_t i = 0; i < json_array_size(v); i++) {
         elem = json_array_get(v, i);
@@ -747,15 +765,16 @@ static int dec_map(struct dec *d, const ProtobufCFieldDescriptor *f,
         return bad(d, v, "is not an object");
     if (json_object_size(v) == 0)
         return 0;
-    arr = calloc(json_object_size(v), sizeof(*arr));
+    arr = dalloc(d, json_object_size(v) * sizeof(*arr));
     if (arr == NULL)
         return oom(d);
+    memset(arr, 0, json_object_size(v) * sizeof(*arr));
     *(ProtobufCMessage ***)at(msg, f->offset) = arr;
     json_object_foreach(v, key, val) {
         mark = push(d, "[%s]", key);
         if (json_is_null(val))
             return bad(d, val, "is not allowed as a map value");
-        entry = fresh(ed);
+        entry = fresh(d, ed);
         if (entry == NULL)
             return oom(d);
         arr[(*n)++] = entry;
@@ -767,7 +786,7 @@ static int dec_map(struct dec *d, const ProtobufCFieldDescriptor *f,
         if (rc < 0)
             return rc;
         if (rc == SKIP) {
-            protobuf_c_message_free_unpacked(entry, NULL);
+            protobuf_c_message_free_unpacked(entry, d->al);
             arr[--(*n)] = NULL;
         } else {
             mark_present(vf, entry);
@@ -870,10 +889,10 @@ cleanup:
 }
 
 int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
-                size_t len, int flags, ProtobufCMessage **out,
-                struct permitd_error *err)
+                size_t len, int flags, ProtobufCAllocator *al,
+                ProtobufCMessage **out, struct permitd_error *err)
 {
-    struct dec d = { .flags = flags, .err = err };
+    struct dec d = { .flags = flags, .al = al, .err = err };
     ProtobufCMessage *msg = NULL;
     json_error_t jerr;
     json_t *root = NULL;
@@ -901,7 +920,7 @@ int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
                                "the message must be a JSON object");
         goto cleanup;
     }
-    msg = fresh(desc);
+    msg = fresh(&d, desc);
     if (msg == NULL) {
         rc = oom(&d);
         goto cleanup;
@@ -913,7 +932,7 @@ int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
     msg = NULL;
 cleanup:
     if (msg != NULL)
-        protobuf_c_message_free_unpacked(msg, NULL);
+        protobuf_c_message_free_unpacked(msg, al);
     json_decref(root);
     arena_leave();
     return rc;
@@ -1231,14 +1250,14 @@ cleanup:
 }
 
 /* jansson writes the text into the arena; the caller gets it copied out
- * with malloc (its free() matches). */
-static char *dump(json_t *root, size_t flags, size_t *len)
+ * with al (NULL: malloc). */
+static char *dump(json_t *root, size_t flags, ProtobufCAllocator *al, size_t *len)
 {
     char *text = json_dumps(root, flags), *out = NULL;
 
     if (text != NULL) {
         size_t n = strlen(text);
-        out = keep(text, n);
+        out = keep(text, n, al);
         if (out != NULL && len != NULL)
             *len = n;
         jfree(text);
@@ -1246,7 +1265,7 @@ static char *dump(json_t *root, size_t flags, size_t *len)
     return out;
 }
 
-char *json_encode(const ProtobufCMessage *msg, size_t *len)
+char *json_encode(const ProtobufCMessage *msg, ProtobufCAllocator *al, size_t *len)
 {
     struct enc e = { .digits = 0 };
     json_t *root = NULL;
@@ -1255,7 +1274,7 @@ char *json_encode(const ProtobufCMessage *msg, size_t *len)
     arena_enter();
     root = enc_message(&e, msg);
     if (root != NULL)
-        out = dump(root, JSON_COMPACT | JSON_REAL_PRECISION(e.digits), len);
+        out = dump(root, JSON_COMPACT | JSON_REAL_PRECISION(e.digits), al, len);
     json_decref(root);
     arena_leave();
     return out;
@@ -1290,7 +1309,7 @@ char *json_encode_error(const char *code, const char *message, size_t *len)
         if (m == NULL || json_object_set_new(root, "message", m) != 0)
             goto cleanup;
     }
-    out = dump(root, JSON_COMPACT | JSON_PRESERVE_ORDER, len);
+    out = dump(root, JSON_COMPACT | JSON_PRESERVE_ORDER, NULL, len);
 cleanup:
     json_decref(root);
     arena_leave();

@@ -25,21 +25,23 @@ enum {
     JSON_IGNORE_UNKNOWN = 1 << 0,   /* skip unknown fields and enum names */
 };
 
-/* Decodes len bytes of JSON text into a new message of type desc.
- * On success returns PERMITD_OK and *out, to be freed with
- * protobuf_c_message_free_unpacked(*out, NULL). On failure returns
+/* Decodes len bytes of JSON text into a new message of type desc, its
+ * blocks allocated with al (NULL: malloc), as protobuf_c_message_unpack()
+ * would. On success returns PERMITD_OK and *out, to be freed with
+ * protobuf_c_message_free_unpacked(*out, al). On failure returns
  * PERMITD_EINVAL (PERMITD_EINTERNAL when out of memory) with err->message
  * naming the field and the bad value
  * (e.g. `field "permits": "abc" is not a 64-bit integer`); *out is NULL.
  * The text need not be NUL-terminated. */
 int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
-                size_t len, int flags, ProtobufCMessage **out,
-                struct permitd_error *err);
+                size_t len, int flags, ProtobufCAllocator *al,
+                ProtobufCMessage **out, struct permitd_error *err);
 
 /* Encodes msg as compact proto3 JSON (fields at their default value are
- * omitted). Returns a new NUL-terminated string, freed with free(), and its
- * length in *len; NULL when out of memory. */
-char *json_encode(const ProtobufCMessage *msg, size_t *len);
+ * omitted). Returns a new NUL-terminated string allocated with al (NULL:
+ * malloc, freed with free()), and its length in *len; NULL when out of
+ * memory. */
+char *json_encode(const ProtobufCMessage *msg, ProtobufCAllocator *al, size_t *len);
 
 #endif
 

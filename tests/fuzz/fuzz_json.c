@@ -58,10 +58,10 @@ static void check_decoded(const ProtobufCMessageDescriptor *desc, ProtobufCMessa
     char *json, *json2;
     uint8_t *packed;
 
-    json = json_encode(msg, &jlen);
+    json = json_encode(msg, NULL, &jlen);
     FUZZ_CHECK(json != NULL && strlen(json) == jlen);
     FUZZ_CHECK(fuzz_utf8((const unsigned char *)json, jlen));
-    if (json_decode(desc, json, jlen, 0, &back, &err) != PERMITD_OK) {
+    if (json_decode(desc, json, jlen, 0, NULL, &back, &err) != PERMITD_OK) {
         fprintf(stderr, "json_decode refused json_encode's \"%s\": %s\n", json, err.message);
         FUZZ_CHECK(!"json_encode output decodes");
     }
@@ -69,7 +69,7 @@ static void check_decoded(const ProtobufCMessageDescriptor *desc, ProtobufCMessa
         fprintf(stderr, "JSON round trip of %s changed it: %s\n", desc->name, json);
         FUZZ_CHECK(!"JSON round trip keeps the message");
     }
-    json2 = json_encode(back, &j2len);
+    json2 = json_encode(back, NULL, &j2len);
     FUZZ_CHECK(json2 != NULL);
     if (strcmp(json, json2) != 0) {
         fprintf(stderr, "JSON not stable:\n  %s\n  %s\n", json, json2);
@@ -80,7 +80,7 @@ static void check_decoded(const ProtobufCMessageDescriptor *desc, ProtobufCMessa
     packed = fuzz_pack(msg, &plen);
     unpacked = protobuf_c_message_unpack(desc, NULL, plen, packed);
     FUZZ_CHECK(unpacked != NULL);
-    json2 = json_encode(unpacked, &j2len);
+    json2 = json_encode(unpacked, NULL, &j2len);
     FUZZ_CHECK(json2 != NULL);
     if (strcmp(json, json2) != 0) {
         fprintf(stderr, "binary round trip changed the JSON:\n  %s\n  %s\n", json, json2);
@@ -111,8 +111,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size--;
 
     /* not NUL-terminated: json_decode() must stay inside [text, text+size) */
-    rc = json_decode(desc, text, size, 0, &strict, &err);
-    lrc = json_decode(desc, text, size, JSON_IGNORE_UNKNOWN, &lenient, &lerr);
+    rc = json_decode(desc, text, size, 0, NULL, &strict, &err);
+    lrc = json_decode(desc, text, size, JSON_IGNORE_UNKNOWN, NULL, &lenient, &lerr);
     if (rc != PERMITD_OK)
         check_failure(rc, strict, &err);
     if (lrc != PERMITD_OK)

@@ -31,7 +31,7 @@ static void *decode(const ProtobufCMessageDescriptor *desc, const char *text,
     struct permitd_error err = { 0 };
     ProtobufCMessage *msg = NULL;
 
-    if (json_decode(desc, text, strlen(text), flags, &msg, &err) != PERMITD_OK) {
+    if (json_decode(desc, text, strlen(text), flags, NULL, &msg, &err) != PERMITD_OK) {
         fprintf(stderr, "decode %s: %s\n", text, err.message);
         return NULL;
     }
@@ -49,7 +49,7 @@ static const char *error_of(const ProtobufCMessageDescriptor *desc,
     int rc;
 
     memset(&err, 0, sizeof(err));
-    rc = json_decode(desc, text, strlen(text), flags, &msg, &err);
+    rc = json_decode(desc, text, strlen(text), flags, NULL, &msg, &err);
     if (rc == PERMITD_OK) {
         protobuf_c_message_free_unpacked(msg, NULL);
         return "(decoded)";
@@ -72,7 +72,7 @@ static const char *encoded(const void *msg)
     last = NULL;
     if (msg == NULL)
         return NULL;
-    last = json_encode(msg, &len);
+    last = json_encode(msg, NULL, &len);
     if (last != NULL && strlen(last) != len)
         return "(wrong length)";
     return last;
@@ -331,15 +331,15 @@ static void test_json_text_not_nul_terminated(void)
     ProtobufCMessage *msg = NULL;
     Permit__V1__AcquireRequest *req;
 
-    CHECK_INT(json_decode(REQ, buf, 13, 0, &msg, &err), PERMITD_OK);
+    CHECK_INT(json_decode(REQ, buf, 13, 0, NULL, &msg, &err), PERMITD_OK);
     req = (Permit__V1__AcquireRequest *)msg;
     if (req != NULL) {
         CHECK_STR(req->app, "web");
         protobuf_c_message_free_unpacked(msg, NULL);
     }
-    CHECK_INT(json_decode(REQ, buf, 12, 0, &msg, &err), PERMITD_EINVAL);
+    CHECK_INT(json_decode(REQ, buf, 12, 0, NULL, &msg, &err), PERMITD_EINVAL);
     CHECK(msg == NULL);
-    CHECK_INT(json_decode(REQ, NULL, 0, 0, &msg, &err), PERMITD_EINVAL);
+    CHECK_INT(json_decode(REQ, NULL, 0, 0, NULL, &msg, &err), PERMITD_EINVAL);
     CHECK(msg == NULL);
 }
 
@@ -599,7 +599,7 @@ static void test_json_doubles_round_trip_exactly(void)
     for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
         m.f_double = values[i];
         m.f_float = (float)values[i];
-        text = json_encode(&m.base, &len);
+        text = json_encode(&m.base, NULL, &len);
         CHECK(text != NULL);
         if (text == NULL)
             continue;
@@ -803,6 +803,89 @@ static void test_json_failed_decode_frees_everything(void)
         CHECK_CONTAINS(error_of(ALL, texts[i], 0), "field \"");
 }
 
+/* An allocator that keeps a list of the blocks it handed out: a block that
+ * did not come from it, or comes back twice, is a failure; so is one left. */
+struct tracked {
+    void *live[256];
+    size_t nlive, allocs, strays;
+};
+
+static void *tracked_alloc(void *ud, size_t n)
+{
+    struct tracked *t = ud;
+    void *p = malloc(n);
+
+    if (p != NULL && t->nlive < sizeof(t->live) / sizeof(t->live[0])) {
+        t->live[t->nlive++] = p;
+        t->allocs++;
+    }
+    return p;
+}
+
+static void tracked_free(void *ud, void *p)
+{
+    struct tracked *t = ud;
+
+    if (p == NULL)
+        return;
+    for (size_t i = 0; i < t->nlive; i++) {
+        if (t->live[i] == p) {
+            t->live[i] = t->live[--t->nlive];
+            free(p);
+            return;
+        }
+    }
+    t->strays++;
+}
+
+/* connect.c decodes into a per-thread arena: every block of a message,
+ * whether decoding succeeds or fails halfway, comes from the caller's
+ * allocator and goes back to it; and json_encode() writes its text with
+ * the allocator it is given. */
+static void test_json_caller_allocator(void)
+{
+    static const char *const texts[] = {
+        "{\"fString\":\"x\",\"fBytes\":\"aGk=\",\"inner\":{\"name\":\"n\"},"
+        "\"rString\":[\"a\",\"b\"],\"rInner\":[{\"name\":\"a\"}],\"counts\":{\"a\":1},"
+        "\"byId\":{\"1\":{\"name\":\"z\"}},\"choiceInner\":{\"name\":\"c\"},"
+        "\"rBytes\":[\"aGk=\"],\"byFlag\":{\"true\":\"t\"}}",
+        "{\"rInner\":[{\"name\":\"a\"},{\"name\":\"b\",\"count\":[]}]}",
+        "{\"byId\":{\"1\":{\"name\":\"z\"},\"2\":{\"name\":\"y\",\"count\":{}}}}",
+        "{\"rBytes\":[\"aGk=\",\"*\"]}",
+        "{\"fBytes\":\"\"}",
+    };
+
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        struct tracked t = {.nlive = 0};
+        ProtobufCAllocator al = {tracked_alloc, tracked_free, &t};
+        struct permitd_error err = {0, ""};
+        ProtobufCMessage *msg = NULL;
+        int rc = json_decode(ALL, texts[i], strlen(texts[i]), 0, &al, &msg, &err);
+
+        CHECK_INT(rc, i == 0 || i == 4 ? PERMITD_OK : PERMITD_EINVAL);
+        CHECK(t.allocs > 0);
+        if (i == 0) {
+            /* struct, 3 strings, bytes, inner, 2 arrays of 2 and 1, ... */
+            CHECK(t.allocs >= 15);
+            CHECK_INT((int)t.nlive, (int)t.allocs);
+        }
+        if (msg != NULL) {
+            size_t len;
+            struct tracked out = {.nlive = 0};
+            ProtobufCAllocator oal = {tracked_alloc, tracked_free, &out};
+            char *text = json_encode(msg, &oal, &len);
+            CHECK(text != NULL);
+            CHECK_INT((int)out.allocs, 1);
+            CHECK_INT((int)strlen(text), (int)len);
+            tracked_free(&out, text);
+            CHECK_INT((int)out.nlive, 0);
+            protobuf_c_message_free_unpacked(msg, &al);
+        }
+        CHECK_INT((int)t.nlive, 0);
+        CHECK_INT((int)t.strays, 0);
+    }
+}
+
 static void test_json_maps(void)
 {
     Permit__Test__AllTypes *m;
@@ -958,6 +1041,7 @@ int main(void)
     TEST_RUN(test_json_enums);
     TEST_RUN(test_json_nested_errors_name_the_path);
     TEST_RUN(test_json_failed_decode_frees_everything);
+    TEST_RUN(test_json_caller_allocator);
     TEST_RUN(test_json_maps);
     TEST_RUN(test_json_oneof);
     TEST_RUN(test_json_defaults_omitted);
