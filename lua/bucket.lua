@@ -15,9 +15,10 @@ negated Connect code (server/status.h): -5 not_found, -7 permission_denied,
 -9 failed_precondition (policy disabled), -11 out_of_range (more permits
 than the bucket holds), -13 internal (a policy hash that is not a valid
 policy), -15 data_loss (the bucket's state key holds a value this script
-did not write; `remaining` is its size in bytes). window_s is the seconds an empty bucket takes to fill (the `w` of
-the RateLimit-Policy header), tokens_micro the tokens left in millionths of
-a permit (for the admin UI's gauge).
+did not write; `remaining` is its size in bytes). window_s is the seconds
+an empty bucket takes to fill (the `w` of the RateLimit-Policy header),
+tokens_micro the tokens left in millionths of a permit (for the admin UI's
+gauge).
 
 App "*" skips the apps check: only permitd itself sends it (the admin bucket
 inspector); a request's app can never be "*" (server/policy.c).
@@ -272,7 +273,7 @@ end
 -- Many items: policies and buckets are read once per call and shared by
 -- the items that name them; every bucket's state comes in one MGET.
 local policies, buckets = {}, {}
-local written = {}      -- the buckets read, in order (full: the writes)
+local written = {}      -- the buckets in the order first read: they are written in it
 local states
 do
   local names = {}
