@@ -246,8 +246,9 @@ static int script_error(const struct limiter *l, const long long *out,
         log_msg(LOG_WARN, "bucket state is not permitd's; left as it is",
                 "key=\"%s\" bytes=%lld expected=16", key, out[2]);
         return permitd_error_set(err, PERMITD_EINTERNAL,
-                                 "bucket state of policy \"%s\" in redis is not permitd's "
-                                 "(see permitd's log)", req->bucket);
+                                 "bucket state of policy \"%s\" key \"%s\" in redis is not "
+                                 "permitd's: left as it is (see permitd's log)",
+                                 req->bucket, req->key);
     default:
         return permitd_error_set(err, PERMITD_EINTERNAL,
                                  "policy \"%s\" in redis is not a valid policy (script status %lld)",

@@ -276,6 +276,7 @@ class CoalescedTest(unittest.TestCase):
         replies, calls = self.together(
             [(lambda k: lambda c: c.acquire(name, key=k))("u%d" % i) for i in range(20)])
         self.assertEqual(error_code(replies[7]), "internal", replies[7])
+        self.assertIn('policy "%s" key "u7"' % name, replies[7].json()["message"])
         for i, r in enumerate(replies):
             if i != 7:
                 d = decision(r)
