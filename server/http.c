@@ -9,8 +9,17 @@
  * Redis connection).
  * Handlers run on the worker thread. A handler may answer at once, block
  * briefly (one Redis round trip on the thread's own connection), or defer:
- * the connection is suspended, and a source answers it later from the same
- * loop, so a deferred answer costs no thread switch and no lock.
+ * a source answers it later from the same loop, so a deferred answer costs
+ * no thread switch and no lock.
+ *
+ * A deferred request is not suspended: libmicrohttpd (0.9.75, external
+ * epoll) takes a suspended connection out of its epoll set and puts it back
+ * once resumed, two epoll_ctl calls per request (a fifth of permitd's CPU
+ * per Acquire under load). Left alone instead, the connection waits in
+ * libmicrohttpd's ready list and the handler is asked again on each run
+ * (on_request() says "not yet" until the answer is there); the price is
+ * that libmicrohttpd then always asks for a zero timeout, which the loop
+ * heeds only when its last run moved something (see worker_main()).
  *
  * The limits that span connections are kept across the workers: the
  * connection limit is split between them (as libmicrohttpd's own thread
@@ -23,6 +32,7 @@
  * The connection timeout bounds slow senders.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -46,6 +56,7 @@
 #include "log.h"
 
 #define LOOP_SOURCES_MAX 4
+#define WAITING_POLL_MS 10      /* see worker_main() */
 #define IP_BUCKETS 256
 
 /* A source attached to a worker's loop, with what is registered in epoll. */
@@ -55,7 +66,7 @@ struct loop_source {
 };
 
 /* One worker thread: its daemon and its event loop. Everything in it is
- * touched by that thread only, save wakefd and the two atomics. */
+ * touched by that thread only, save wakefd and quiesced. */
 struct worker {
     struct http_server *s;
     struct MHD_Daemon *daemon;
@@ -65,9 +76,11 @@ struct worker {
     int epfd;
     int wakefd;                 /* eventfd: http_server_stop() wakes the loop */
     int mhd_fd;                 /* libmicrohttpd's own epoll fd */
-    int deferred;               /* suspended, or resumed and not yet answered */
+    int deferred;               /* deferred and not yet answered (or their client gone) */
+    int waiting;                /* of those, the ones whose answer has not come */
+    int answers;                /* answers come since libmicrohttpd last ran */
+    int moved;                  /* its last run did more than ask the waiting ones */
     atomic_int quiesced;        /* no longer accepting */
-    atomic_int resumed;         /* connections resumed since libmicrohttpd last ran */
     struct loop_source sources[LOOP_SOURCES_MAX];
     int nsources;
     struct http_request *spare;   /* finished requests, for the next ones */
@@ -123,8 +136,9 @@ struct http_request {
      * http_request_resume() hands the answer back. */
     void (*start)(void *arg);
     void *start_arg;
-    _Atomic int answered;               /* 1 once resume stored `answer` */
-    struct worker *deferred;            /* counted in this worker's deferred */
+    int answered;               /* 1 once resume stored `answer` */
+    int orphaned;               /* the client went while the answer was awaited */
+    struct worker *deferred;    /* counted in this worker's deferred */
     struct worker *worker;      /* whose spare list takes it back (NULL: none) */
     struct http_request *next_spare;
     size_t stored;              /* bytes of store[] handed out */
@@ -336,22 +350,35 @@ void http_request_resume(const struct http_request *creq, const struct http_resp
     struct http_request *req = (struct http_request *)creq;
     struct worker *w = req->deferred;
 
+    assert(w == current_worker);
+    w->waiting--;
+    if (req->orphaned) {
+        /* on_completed() left req to us: nobody is left to answer. */
+        if (resp->body_owned)
+            free(resp->body);
+        w->deferred--;
+        request_end(req);
+        return;
+    }
     /* The fields and the headers set, not all eight slots (1.6 kB). */
     memcpy(&req->answer, resp, offsetof(struct http_response, headers) +
                                (size_t)resp->nheaders * sizeof(resp->headers[0]));
-    atomic_store_explicit(&req->answered, 1, memory_order_release);
-    MHD_resume_connection(req->conn);
-    /* libmicrohttpd (0.9.75, external epoll) neither wakes its loop nor
-     * counts a resumed connection in its timeout: the loop must be told to
-     * run it. */
-    atomic_store_explicit(&w->resumed, 1, memory_order_release);
-    if (current_worker != w)
-        eventfd_write(w->wakefd, 1);
+    req->answered = 1;
+    w->answers++;               /* libmicrohttpd must run to send it */
 }
 
 /* Logs (when asked to) and queues resp for req. */
 static void answer(struct http_server *s, struct http_request *req,
                    const struct http_response *resp);
+
+/* Sends the answer a deferred request was handed back. */
+static void answer_deferred(struct http_server *s, struct http_request *req)
+{
+    req->answered = 0;
+    answer(s, req, &req->answer);
+    req->deferred->deferred--;
+    req->deferred = NULL;
+}
 
 static void dispatch(struct http_server *s, struct http_request *req)
 {
@@ -360,14 +387,14 @@ static void dispatch(struct http_server *s, struct http_request *req)
     http_response_init(&resp);
     s->fn(s->ud, req, &resp);
     if (req->start != NULL) {
-        /* Suspend first, then start the work: its completion may resume
-         * the connection from another thread at any moment after. */
         void (*start)(void *) = req->start;
         req->start = NULL;
         req->deferred = current_worker;
         req->deferred->deferred++;
-        MHD_suspend_connection(req->conn);
+        req->deferred->waiting++;
         start(req->start_arg);
+        if (req->answered)      /* answered at once (Redis down, say) */
+            answer_deferred(s, req);
         return;
     }
     answer(s, req, &resp);
@@ -403,6 +430,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct http_server *s = cls;
     struct http_request *req = *con_cls;
 
+    if (req != NULL && req->deferred != NULL) {
+        /* libmicrohttpd asks again on every run until there is a response. */
+        if (!req->answered)
+            return MHD_YES;
+        answer_deferred(s, req);
+        current_worker->moved = 1;
+        return MHD_YES;
+    }
+    current_worker->moved = 1;
     if (req == NULL) {
         const char *cl;
 
@@ -429,14 +465,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (atomic_load_explicit(&req->answered, memory_order_acquire)) {
-        /* Resumed: the deferred work left its answer. */
-        atomic_store_explicit(&req->answered, 0, memory_order_relaxed);
-        answer(s, req, &req->answer);
-        req->deferred->deferred--;
-        req->deferred = NULL;
-        return MHD_YES;
-    }
     if (req->too_large && MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                       MHD_HTTP_HEADER_CONTENT_LENGTH) != NULL)
         return MHD_YES;   /* already answered on the first call */
@@ -453,15 +481,20 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req == NULL)
         return;
     atomic_fetch_sub(&s->in_flight, 1);
+    *con_cls = NULL;
+    if (req->deferred != NULL && !req->answered) {
+        /* The client went (or timed out) while the answer was awaited:
+         * the work still holds req, and http_request_resume() ends it. */
+        req->orphaned = 1;
+        return;
+    }
     if (req->deferred != NULL) {
-        /* The client went away while its answer was pending; the answer
-         * (if it came) was never sent. */
+        /* The answer came but was never sent. */
         req->deferred->deferred--;
-        if (atomic_load(&req->answered) && req->answer.body_owned)
+        if (req->answer.body_owned)
             free(req->answer.body);
     }
     request_end(req);
-    *con_cls = NULL;
 }
 
 __attribute__((format(printf, 2, 0)))
@@ -722,6 +755,14 @@ static void *worker_main(void *arg)
 
         if (MHD_get_timeout(w->daemon, &mhd_ms) == MHD_YES)
             wait_ms = mhd_ms > INT32_MAX ? INT32_MAX : (int64_t)mhd_ms;
+        /* A request waiting for its answer keeps libmicrohttpd's ready list
+         * non-empty, and so its timeout at zero: running it again is worth
+         * it only when its last run moved something (read a request, sent
+         * an answer). Else the loop waits for an event, or for
+         * WAITING_POLL_MS, in case libmicrohttpd holds work no handler saw
+         * (a header larger than one read, a partly sent answer). */
+        if (wait_ms == 0 && w->waiting > 0 && !w->moved)
+            wait_ms = WAITING_POLL_MS;
         if (at != INT64_MAX) {
             int64_t ms = (at - clock_now_us() + 999) / 1000;
             if (ms < 0)
@@ -743,7 +784,7 @@ static void *worker_main(void *arg)
             } else {
                 struct loop_source *ls = ev[i].data.ptr;
                 ls->src.ready(ls->src.ud, ev[i].events);
-                run = 1;        /* it may have resumed connections */
+                run = 1;        /* it may have handed back answers */
             }
         }
         if (at != INT64_MAX && (now = clock_now_us()) >= at) {
@@ -756,16 +797,18 @@ static void *worker_main(void *arg)
             run = 1;
         }
         /* Then what the handlers of this pass queued leaves, together; a
-         * source that answered at once (Redis down, say) resumed
-         * connections that libmicrohttpd must run again for. */
+         * source that answered at once (Redis down, say) handed back
+         * answers that libmicrohttpd must run again to send. */
         do {
-            int resumed = atomic_exchange(&w->resumed, 0);
-            if (run || resumed)
+            if (run || w->answers > 0) {
+                w->answers = 0;
+                w->moved = 0;
                 MHD_run(w->daemon);
+            }
             run = 0;
             for (int i = 0; i < w->nsources; i++)
                 w->sources[i].src.flush(w->sources[i].src.ud);
-        } while (atomic_load_explicit(&w->resumed, memory_order_acquire));
+        } while (w->answers > 0);
         if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
             if (!atomic_load(&w->quiesced)) {
                 /* Stop accepting; http_server_stop() closes the listening
@@ -775,9 +818,9 @@ static void *worker_main(void *arg)
             }
             /* Idle keep-alive connections do not hold us up: only requests
              * begun and not answered do, until the grace period ends. A
-             * deferred request is bounded by the Redis timeout and must be
-             * back from suspension before libmicrohttpd may stop: it is
-             * waited for past the grace period too. */
+             * deferred request is bounded by the Redis timeout and holds
+             * memory its work still writes to: it is waited for past the
+             * grace period too. */
             if (w->deferred == 0 && (atomic_load(&s->in_flight) == 0 ||
                                      clock_now_us() >= s->stop_until_us))
                 break;
@@ -829,7 +872,7 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
 {
     struct MHD_OptionItem extra[4];
     int nextra = 0;
-    unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     unsigned limit = (unsigned)(s->opts.max_connections / s->nworkers);
     const union MHD_DaemonInfo *info;
     struct epoll_event ev;

@@ -86,10 +86,10 @@ const char *http_request_body(const struct http_request *req, size_t *len);
 int http_request_body_too_large(const struct http_request *req);
 
 /* Answers req later: called from the handler, it makes the handler's resp
- * be ignored; the connection is suspended and then start(arg) runs (still
- * on the worker thread). Whatever start set off must end in exactly one
- * http_request_resume(), normally from a loop source of the same thread.
- * req stays valid until then. */
+ * be ignored, and then start(arg) runs (still on the worker thread).
+ * Whatever start set off must end in exactly one http_request_resume(),
+ * from start itself or from a loop source of the same thread. req stays
+ * valid until then, even if its client goes away meanwhile. */
 void http_request_defer(const struct http_request *req, void (*start)(void *arg), void *arg);
 
 /* size bytes, aligned for any type, that live as long as req does: until
@@ -100,8 +100,8 @@ void http_request_defer(const struct http_request *req, void (*start)(void *arg)
  * thread that holds req: the handler's, then whoever answers it. */
 void *http_request_alloc(const struct http_request *req, size_t size);
 
-/* Hands the answer of a deferred request back, from any thread; resp is
- * copied (body ownership moves with it). */
+/* Hands the answer of a deferred request back, on the worker thread that
+ * deferred it; resp is copied (body ownership moves with it). */
 void http_request_resume(const struct http_request *req, const struct http_response *resp);
 
 /* ---- the worker's event loop ----

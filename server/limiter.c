@@ -551,7 +551,7 @@ static void plan_end(struct plan *pl, int rc, const struct redis_script_call *ca
  * one policy in a batch go as the items of one script call (and so do its
  * Peeks): Redis reads the policy, the clock and their states once for all
  * of them, and runs the script once (see batch_send()). Replies are read
- * when the loop sees the socket ready, and each job's connection is resumed
+ * when the loop sees the socket ready, and each job's answer is handed back
  * right there: no other thread, no lock, no wake-up. */
 
 #define QUEUE_BATCH_MAX 256     /* jobs per batch */

@@ -1,15 +1,20 @@
 /*
  * allocs.c - an LD_PRELOAD shim that counts the heap allocations made by
- * permitd's own code, by hiredis and by jansson (test_hotpath.py).
+ * permitd's own code, by hiredis and by jansson, and every epoll_ctl call
+ * (test_hotpath.py).
  *
  * malloc, calloc and realloc are passed on untouched; a call counts when
  * the code that made it lies in the main program, libhiredis or libjansson
  * (the return address, against their mapped segments). libmicrohttpd's and
  * libc's own allocations do not count: they are not permitd's to remove.
  *
- * SIGUSR2 writes the count so far, as one decimal line, to the file named
- * by ALLOCS_OUT (replacing it). The test reads it before and after a run of
- * requests; the difference is what those requests allocated.
+ * epoll_ctl calls count whoever makes them (libmicrohttpd's too): a request
+ * should cost none, the loops' registrations staying put.
+ *
+ * SIGUSR2 writes the counts so far, as one line "ALLOCATIONS EPOLL_CTLS",
+ * to the file named by ALLOCS_OUT (replacing it). The test reads them
+ * before and after a run of requests; the difference is what those
+ * requests cost.
  *
  * Built without sanitizers: it is preloaded in front of the ASan build
  * (ASAN_OPTIONS=verify_asan_link_order=0), whose malloc it then calls.
@@ -23,6 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #define RANGES_MAX 32
@@ -32,11 +38,13 @@ static struct {
 } ranges[RANGES_MAX];
 static atomic_int nranges;
 static atomic_long counted;
+static atomic_long epoll_ctls;
 
 static void *(*next_malloc)(size_t);
 static void *(*next_calloc)(size_t, size_t);
 static void *(*next_realloc)(void *, size_t);
 static void (*next_free)(void *);
+static int (*next_epoll_ctl)(int, int, int, struct epoll_event *);
 
 /* dlsym() may allocate before the real functions are known: from here. */
 static _Alignas(16) char early[16384];
@@ -94,21 +102,29 @@ static int add_object(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/* v in decimal, written backwards ending at p; returns where it starts. */
+static char *put_decimal(char *p, long v)
+{
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    return p;
+}
+
 static void put_count(int sig)
 {
     const char *path = getenv("ALLOCS_OUT");
-    char buf[32], *p = buf + sizeof(buf);
-    long v = atomic_load(&counted);
+    char buf[48], *p = buf + sizeof(buf);
     int fd;
 
     (void)sig;
     if (path == NULL)
         return;
     *--p = '\n';
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v > 0);
+    p = put_decimal(p, atomic_load(&epoll_ctls));
+    *--p = ' ';
+    p = put_decimal(p, atomic_load(&counted));
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0) {
         ssize_t w = write(fd, p, (size_t)(buf + sizeof(buf) - p));
@@ -127,6 +143,7 @@ static void resolve(void)
     next_calloc = dlsym(RTLD_NEXT, "calloc");
     next_realloc = dlsym(RTLD_NEXT, "realloc");
     next_free = dlsym(RTLD_NEXT, "free");
+    next_epoll_ctl = dlsym(RTLD_NEXT, "epoll_ctl");
 }
 
 __attribute__((constructor)) static void init(void)
@@ -181,4 +198,12 @@ void free(void *p)
         resolve();
     if (next_free != NULL)
         next_free(p);           /* else dlsym() is freeing its own: let it be */
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
+{
+    if (next_epoll_ctl == NULL)
+        resolve();
+    atomic_fetch_add_explicit(&epoll_ctls, 1, memory_order_relaxed);
+    return next_epoll_ctl(epfd, op, fd, event);
 }

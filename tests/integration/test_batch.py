@@ -3,7 +3,10 @@ all_or_nothing atomicity and its one-slot rule, the 1,000-item limit, both
 codecs; and the Acquires of one policy that reach a worker together, sent
 as one script call. Against a real permitd and Redis."""
 import json
+import socket
+import struct
 import threading
+import time
 import unittest
 
 import harness
@@ -296,6 +299,32 @@ class CoalescedTest(unittest.TestCase):
             self.assertTrue(80 <= d["remaining"] <= 100, d)
         self.assertLessEqual(calls, 10, "requests were not sent together")
         self.assertEqual(decision(self.conns[0].peek(name))["remaining"], 80)
+
+    def test_clients_gone_while_waiting(self):
+        # A request waits for Redis in libmicrohttpd's ready list, not
+        # suspended, so a client that resets its connection meanwhile is
+        # seen at once and its connection closed. The work already sent
+        # still writes its answer into the request (server/http.c keeps it
+        # until then; the ASan build would catch it otherwise): each such
+        # request is decided exactly once, its answer dropped, and the
+        # requests after it are served as usual.
+        name = self.policy(100)
+        body = pb_encode([(1, name), (2, "app"), (4, 1)])
+        head = ("POST /permit.v1.RateLimitService/Acquire HTTP/1.1\r\nHost: permitd\r\n"
+                "Content-Type: application/proto\r\nContent-Length: %d\r\n\r\n" % len(body))
+        self.redis("CLIENT", "PAUSE", "800", "ALL")
+        gone = [socket.create_connection(("127.0.0.1", self.p.port)) for _ in range(20)]
+        for s in gone:
+            s.sendall(head.encode() + body)
+        time.sleep(0.3)         # read and sent to Redis, where they wait
+        for s in gone:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()           # a reset, not a polite FIN
+        d = decision(self.conns[0].acquire(name))   # waits out the pause
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 79), d)
+        self.assertIsNone(self.p.proc.poll(), self.p.output())
+        d = decision(self.conns[1].acquire(name))
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 78), d)
 
 
 if __name__ == "__main__":

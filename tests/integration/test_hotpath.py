@@ -4,7 +4,9 @@ has warmed up, make no heap allocation in permitd's own code, in hiredis
 (which reads Redis's replies) or in jansson, and JSON ones none either.
 tests/integration/allocs.c, preloaded, counts every malloc,
 calloc and realloc made from those. libmicrohttpd's copies of each response
-header are its own and not counted. Against a real permitd and Redis."""
+header are its own and not counted. Nor does a request cost an epoll_ctl
+call ("no syscalls beyond the socket and Redis round trip"): the shim counts
+those too, libmicrohttpd's included. Against a real permitd and Redis."""
 import os
 import signal
 import tempfile
@@ -28,8 +30,9 @@ class HotPathTest(unittest.TestCase):
                        env={"LD_PRELOAD": os.environ["PERMITD_ALLOCS"], "ALLOCS_OUT": self.out,
                             "ASAN_OPTIONS": "detect_leaks=1:verify_asan_link_order=0"})
 
-    def _allocations(self, p):
-        """The shim's count so far (it writes it on SIGUSR2)."""
+    def _counts(self, p):
+        """The shim's counts so far (it writes them on SIGUSR2): allocations,
+        epoll_ctl calls."""
         os.truncate(self.out, 0)
         p.proc.send_signal(signal.SIGUSR2)
         deadline = time.monotonic() + 5
@@ -37,9 +40,13 @@ class HotPathTest(unittest.TestCase):
             with open(self.out) as f:
                 text = f.read()
             if text.endswith("\n"):
-                return int(text)
+                allocations, epoll_ctls = text.split()
+                return int(allocations), int(epoll_ctls)
             time.sleep(0.01)
         self.fail("the allocation counter did not answer")
+
+    def _allocations(self, p):
+        return self._counts(p)[0]
 
     def _run(self, conns, name, method, n):
         """n calls round-robin over conns, each on its own key (own bucket)."""
@@ -99,6 +106,22 @@ class HotPathTest(unittest.TestCase):
             made = self._allocations(p) - before
             self.assertGreaterEqual(made, 20, "%d allocations in 20 failed calls" % made)
             h.close()
+    def test_a_waiting_request_costs_no_epoll_ctl(self):
+        # An Acquire waits for Redis without leaving libmicrohttpd's epoll
+        # set (server/http.c): suspended, each cost an EPOLL_CTL_DEL and an
+        # EPOLL_CTL_ADD, 2 per call (1,000 here).
+        name = unique("hot")
+        put_policy(self.redis, name, max_permits=10 ** 9, rate=1000)
+        with self._permitd() as p:
+            conns = [p.http() for _ in range(4)]
+            self._run(conns, name, "Acquire", 50)
+            before = self._counts(p)[1]
+            self._run(conns, name, "Acquire", N // 2)
+            self._run(conns, name, "Peek", N // 10)
+            made = self._counts(p)[1] - before
+            self.assertLessEqual(made, 10, "%d epoll_ctl calls in %d calls" % (made, N // 2 + N // 10))
+            for c in conns:
+                c.close()
 
 if __name__ == "__main__":
     unittest.main()
