@@ -214,19 +214,21 @@ local function read_policy(k)
   return nil, max, rate, f[3]
 end
 
--- The status of an item before any bucket is read: nil when it may be
--- decided, else a negated Connect code.
-local function refusal(status, max, apps, app, want)
-  if status then
-    return status
+-- Whether policy p refuses app: its own status (a negated Connect code),
+-- -7 when app may not use it, false when it may. The answer is kept for the
+-- next item of the same policy and app (items of a call nearly always share
+-- both): done for each item, the check cost ~3,000 of the ~60,000 Redis
+-- instructions of a decision in a call of 9 (callgrind).
+local function refusal(p, app)
+  if p.app ~= app then
+    local status = p.status or false
+    if not status and p.apps ~= '*' and app ~= '*' and not member(p.apps, app) and
+       not member(p.apps, '*') then
+      status = -7
+    end
+    p.app, p.refusal = app, status
   end
-  if apps ~= '*' and app ~= '*' and not member(apps, app) and not member(apps, '*') then
-    return -7
-  end
-  if want > max then
-    return -11
-  end
-  return nil
+  return p.refusal
 end
 
 local function until_full(max, rate, tokens)
@@ -288,7 +290,7 @@ local function policy(k)
   if not p then
     local status, max, rate, apps = read_policy(k)
     p = {status = status, max = max, rate = rate, apps = apps,
-         window = status == nil and window(max, rate)}
+         window = status == nil and window(max, rate), app = false, refusal = false}
     policies[k] = p
   end
   return p
@@ -339,7 +341,10 @@ for i = 1, n do
   local p = policy(KEYS[2 * i - 1])
   local want = tonumber(ARGV[2 * i + 1])
   local o = 8 * (i - 1)
-  local status = refusal(p.status, p.max, p.apps, ARGV[2 * i], want)
+  local status = refusal(p, ARGV[2 * i])
+  if not status and want > p.max then
+    status = -11
+  end
   local b = not status and bucket(i)
   if b and b.foreign then
     status = -15

@@ -4,7 +4,7 @@
 #
 #   scripts/install-deps.sh run    build + run (compiler, libraries, redis)
 #   scripts/install-deps.sh test   also what the tests need (python3, node, chromium)
-#   scripts/install-deps.sh bench  run + what tests/bench needs (wrk, node)
+#   scripts/install-deps.sh bench  run + what tests/bench needs (wrk, valgrind, node)
 #
 # Runs apt-get only when a package is missing, as root or through sudo.
 set -euo pipefail
@@ -22,7 +22,8 @@ if [ "$what" = test ]; then
     pkgs+=(wrk)
 fi
 if [ "$what" = bench ]; then
-    pkgs+=(wrk)
+    # valgrind: Redis's instructions per decision (tests/bench/redis-cost.sh)
+    pkgs+=(wrk valgrind)
 fi
 
 missing=()

@@ -15,7 +15,9 @@
 #   a naive HMGET+HSET+PEXPIRE script (naive.lua) through redis-benchmark;
 #   the peer: tests/bench/peer (Node.js, rate-limiter-flexible), 1 and 2
 #     processes;
-#   memory: permitd RSS under load, Redis bytes per bucket key.
+#   memory: permitd RSS under load, Redis bytes per bucket key;
+#   Redis's instructions per decision, counted under valgrind
+#     (tests/bench/redis-cost.sh): permitd's calls and the naive script's.
 # Prints one markdown table and writes it, with the machine's description
 # and the exact commands, to tests/bench/RESULTS.md. See tests/bench/README.md.
 #
@@ -26,7 +28,9 @@
 # only; BENCH_SELECT_DURATION s each, 4), BENCH_PERMITD_THREADS (the
 # --threads of the measured runs: permitd's default, one per CPU), BENCH_PROFILE (1, the default:
 # when perf is installed, also perf-record permitd under load and list the
-# top functions; 0: skip), BENCH_KEEP (1: keep the temporary directory and
+# top functions; 0: skip), BENCH_COST (1, the default: also count Redis's
+# instructions per decision with tests/bench/redis-cost.sh; 0: skip),
+# BENCH_KEEP (1: keep the temporary directory and
 # its logs), BENCH_RESULTS (where to write the results, tests/bench/RESULTS.md).
 set -euo pipefail
 
@@ -42,6 +46,7 @@ WRK_THREADS=${BENCH_WRK_THREADS:-1}
 THREAD_CHOICES=${BENCH_THREADS:-"1 2 4 8"}
 USED_THREADS=${BENCH_PERMITD_THREADS:-$(nproc)}
 PROFILE=${BENCH_PROFILE:-1}
+COST=${BENCH_COST:-1}
 RESULTS=${BENCH_RESULTS:-$here/RESULTS.md}
 NKEYS=100000
 BATCH=100
@@ -585,6 +590,15 @@ if [ "$PROFILE" = 1 ] && command -v perf >/dev/null 2>&1; then
 fi
 stop_permitd
 
+# Redis's instructions per decision (callgrind): the one figure here that
+# other work on the machine does not move.
+cost_table=""
+if [ "$COST" = 1 ]; then
+    log "counting Redis's instructions per decision (tests/bench/redis-cost.sh, under valgrind)"
+    cost_table=$("$here/redis-cost.sh" "$root/lua/bucket.lua") || die "tests/bench/redis-cost.sh failed"
+    commands+=("tests/bench/redis-cost.sh lua/bucket.lua")
+fi
+
 # ---------------------------------------------------------- the peer
 peer_best=1
 awk -v a="${R[peer2_keys.rps]}" -v b="${R[peer1_keys.rps]}" 'BEGIN {exit !(a > b)}' && peer_best=2
@@ -757,6 +771,16 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo "(includes the key's share of the main and expires dictionaries). One key:"
     echo "\`${PREFIX}{keys}:k:user-000001\` = 16 bytes (${R[mem.value]}), MEMORY USAGE ${R[mem.usage]} B."
     echo
+    if [ -n "$cost_table" ]; then
+        echo "## Redis instructions per decision"
+        echo
+        echo "Counted, not timed (tests/bench/redis-cost.sh: a Redis of its own under"
+        echo "valgrind's callgrind, 100,000 bucket states, the same calls every run; within"
+        echo "about 2% from run to run, whatever else the machine does):"
+        echo
+        echo "$cost_table"
+        echo
+    fi
     echo "## Script"
     echo
     echo "$sha_note. permitd's call, as MONITOR saw it:"
