@@ -451,6 +451,62 @@ static int call(struct redis *r, int argc, const char **argv, const size_t *lens
     return PERMITD_OK;
 }
 
+/* What a reply that is not a script's numbers was, for the log. */
+static const char *reply_kind(int type)
+{
+    switch (type) {
+    case REDIS_REPLY_STRING: return "a malformed string";
+    case REDIS_REPLY_ARRAY: return "an array";
+    case REDIS_REPLY_INTEGER: return "an integer";
+    case REDIS_REPLY_NIL: return "nil";
+    case REDIS_REPLY_STATUS: return "a status";
+    default: return "an error";
+    }
+}
+
+/* A script's numbers into out[0..nout); those it did not send read 0.
+ * bucket.lua sends them as one string of little-endian doubles, each a
+ * whole number (Redis answers a string with one copy, a table at ~650
+ * instructions a number); sync.lua, called a few times a minute, as an
+ * array of integers. -1 for a string that is not whole doubles in the
+ * range of a long long (what Redis itself would have turned a Lua number
+ * into, answering it as an integer). */
+static int doubles_out(const char *s, size_t len, long long *out, int nout)
+{
+    if (len % 8 != 0)
+        return -1;
+    for (size_t i = 0; i < len / 8; i++) {
+        const unsigned char *b = (const unsigned char *)s + 8 * i;
+        uint64_t bits = 0;
+        double d;
+
+        for (int k = 7; k >= 0; k--)
+            bits = bits << 8 | b[k];
+        memcpy(&d, &bits, sizeof(d));
+        /* NaN fails every comparison; the range check makes the cast safe. */
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) ||
+            d != (double)(long long)d)
+            return -1;
+        if (i < (size_t)nout)
+            out[i] = (long long)d;
+    }
+    for (size_t i = len / 8; i < (size_t)nout; i++)
+        out[i] = 0;
+    return 0;
+}
+
+static int script_numbers(const redisReply *rep, long long *out, int nout)
+{
+    if (rep->type == REDIS_REPLY_STRING)
+        return doubles_out(rep->str, rep->len, out, nout);
+    if (rep->type != REDIS_REPLY_ARRAY)
+        return -1;
+    for (int i = 0; i < nout; i++)
+        out[i] = (size_t)i < rep->elements && rep->element[i]->type == REDIS_REPLY_INTEGER
+                 ? rep->element[i]->integer : 0;
+    return 0;
+}
+
 int redis_script_run(struct redis *r, enum redis_script script,
                      const struct redis_str *keys, int nkeys,
                      const struct redis_str *args, int nargs,
@@ -479,15 +535,11 @@ int redis_script_run(struct redis *r, enum redis_script script,
     }
     if ((rc = call(r, argc, argv, lens, (int)script, deadline_us, &rep, err)) != PERMITD_OK)
         return rc;
-    if (rep->type != REDIS_REPLY_ARRAY) {
+    if (script_numbers(rep, out, nout) != 0) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "script %s answered with %s instead of its numbers",
+                               script_files[script], reply_kind(rep->type));
         freeReplyObject(rep);
-        return permitd_error_set(err, PERMITD_EINTERNAL, "script %s returned no array",
-                                 script_files[script]);
-    }
-    for (int i = 0; i < nout; i++) {
-        out[i] = 0;
-        if ((size_t)i < rep->elements && rep->element[i]->type == REDIS_REPLY_INTEGER)
-            out[i] = rep->element[i]->integer;
+        return rc;
     }
     freeReplyObject(rep);
     return PERMITD_OK;
@@ -571,15 +623,13 @@ again:
             return broken(r, c, bound, timeout_ms, err);
         if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
             pending++;          /* stays -1: sent again after the reload */
-        } else if (rep->type == REDIS_REPLY_ARRAY) {
-            for (int k = 0; k < calls[i].nout; k++)
-                calls[i].out[k] = (size_t)k < rep->elements &&
-                                  rep->element[k]->type == REDIS_REPLY_INTEGER
-                                  ? rep->element[k]->integer : 0;
+        } else if (rep->type != REDIS_REPLY_ERROR &&
+                   script_numbers(rep, calls[i].out, calls[i].nout) == 0) {
             calls[i].rc = PERMITD_OK;
         } else {
             log_msg(LOG_WARN, "script call failed", "script=%s error=\"%.200s\"",
-                    script_files[script], rep->type == REDIS_REPLY_ERROR ? rep->str : "no array");
+                    script_files[script],
+                    rep->type == REDIS_REPLY_ERROR ? rep->str : reply_kind(rep->type));
             calls[i].rc = PERMITD_EINTERNAL;
         }
         freeReplyObject(rep);
@@ -612,13 +662,14 @@ again:
  * calls it refused with unavailable, and the connection is dropped. */
 
 /* One reply as the pipe's reader files it. hiredis's default reader builds
- * an object per element and one for their list: ten allocations for every
- * decision. The pipe's reader allocates nothing: a script's integers go
- * straight into the out[] of the call the reply answers, and an error or a
- * string (SCRIPT LOAD's SHA) is copied here, truncated. */
+ * an object per reply (and per element of an array). The pipe's reader
+ * allocates nothing: a script's numbers go straight into the out[] of the
+ * call the reply answers, and an error or another string (SCRIPT LOAD's
+ * SHA) is copied here, truncated. */
 struct pipe_reply {
     int type;                     /* REDIS_REPLY_* of the reply itself */
     struct redis_script_call *call; /* the call it answers; NULL: a preamble reply */
+    int numbers;                  /* its numbers are in call->out */
     char str[192];
     size_t len;
 };
@@ -843,6 +894,7 @@ static void *reply_begin(const redisReadTask *task, int type)
     if (task->parent == NULL) {
         p->rep.type = type;
         p->rep.call = reply_target(p);
+        p->rep.numbers = 0;
         p->rep.len = 0;
         p->rep.str[0] = '\0';
     }
@@ -854,7 +906,10 @@ static void *reply_string(const redisReadTask *task, char *s, size_t len)
     struct redis_pipe *p = task->privdata;
     void *obj = reply_begin(task, task->type);
 
-    if (task->parent == NULL) {
+    if (task->parent == NULL && task->type == REDIS_REPLY_STRING && p->rep.call != NULL) {
+        struct redis_script_call *c = p->rep.call;
+        p->rep.numbers = doubles_out(s, len, c->out, c->nout) == 0;
+    } else if (task->parent == NULL) {
         p->rep.len = len < sizeof(p->rep.str) ? len : sizeof(p->rep.str) - 1;
         memcpy(p->rep.str, s, p->rep.len);
         p->rep.str[p->rep.len] = '\0';
@@ -869,8 +924,10 @@ static void *reply_array(const redisReadTask *task, int elements)
     struct redis_script_call *c = p->rep.call;
 
     (void)elements;
-    if (task->parent == NULL && c != NULL)
+    if (task->parent == NULL && c != NULL) {
         memset(c->out, 0, (size_t)c->nout * sizeof(*c->out));  /* what is not sent reads 0 */
+        p->rep.numbers = 1;
+    }
     return obj;
 }
 
@@ -989,11 +1046,12 @@ static int pipe_reply(struct redis_pipe *p, const struct pipe_reply *rep)
                     p->r->where, rep->str);
         p->unserving = 1;
         c->rc = PERMITD_EUNAVAILABLE;
-    } else if (rep->type == REDIS_REPLY_ARRAY) {
-        c->rc = PERMITD_OK;     /* its integers are in c->out already */
+    } else if (rep->numbers) {
+        c->rc = PERMITD_OK;     /* they are in c->out already */
     } else {
         log_msg(LOG_WARN, "script call failed", "script=%s error=\"%.200s\"",
-                script_files[p->script], rep->type == REDIS_REPLY_ERROR ? rep->str : "no array");
+                script_files[p->script],
+                rep->type == REDIS_REPLY_ERROR ? rep->str : reply_kind(rep->type));
         c->rc = PERMITD_EINTERNAL;
     }
     return 0;

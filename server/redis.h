@@ -42,12 +42,14 @@ int redis_new(const struct config *cfg, struct redis **out, struct permitd_error
 void redis_free(struct redis *r);
 
 /* Runs script with keys and args on this thread's connection and stores the
- * integer array it returns in out[0..nout) (missing elements become 0).
+ * numbers it returns in out[0..nout) (missing ones become 0): an array of
+ * integers, or one string of little-endian doubles, each a whole number.
  * The call gives up at deadline_us (clock_now_us() scale) or after the
  * configured Redis timeout, whichever is first. Returns PERMITD_OK;
  * PERMITD_EUNAVAILABLE when Redis cannot be reached or does not answer in
  * its configured timeout; PERMITD_EDEADLINE when the caller's deadline was
- * the shorter and ran out; PERMITD_EINTERNAL for an error reply. */
+ * the shorter and ran out; PERMITD_EINTERNAL for an error reply or one
+ * that is not numbers. */
 int redis_script_run(struct redis *r, enum redis_script script,
                      const struct redis_str *keys, int nkeys,
                      const struct redis_str *args, int nargs,

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -87,6 +88,63 @@ class AuthRedis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class OneAnswerRedis:
+    """A stand-in for Redis that loads scripts (answering their SHA) and
+    answers every EVALSHA with one fixed reply: what a Redis, or a proxy in
+    front of one, that does not run permitd's script faithfully would send.
+    PING answers PONG; anything else an error."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.url = "redis://127.0.0.1:%d" % self.port
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        f = conn.makefile("rb")
+        try:
+            while True:
+                head = f.readline()
+                if not head.startswith(b"*"):
+                    return
+                argv = []
+                for _ in range(int(head[1:])):
+                    n = int(f.readline()[1:])
+                    argv.append(f.read(n + 2)[:n])
+                cmd = [a.upper() for a in argv[:2]]
+                if cmd[:2] == [b"SCRIPT", b"LOAD"]:
+                    reply = b"$40\r\n" + hashlib.sha1(argv[2]).hexdigest().encode() + b"\r\n"
+                elif cmd[0] == b"EVALSHA":
+                    reply = self.answer
+                elif cmd[0] == b"PING":
+                    reply = b"+PONG\r\n"
+                else:
+                    reply = b"-ERR not served here\r\n"
+                conn.sendall(reply)
+        except (OSError, ValueError):
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.listener.close()
+
+
+def bulk(b):
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
 class RedisTest(unittest.TestCase):
 
     def setUp(self):
@@ -146,6 +204,49 @@ class RedisTest(unittest.TestCase):
                 c.close()
             self.assertNotIn("ERROR", p.output())
             h.close()
+
+    def test_an_answer_that_is_not_the_scripts_numbers_is_internal(self):
+        # lua/bucket.lua answers one string of whole little-endian doubles,
+        # 8 per item. Sent through a stand-in, a well-formed answer is read
+        # as the decision it says; anything else fails the request as
+        # internal, on every path (Acquire and AcquireBatch on the worker's
+        # pipe, Peek on the thread's own connection), and is logged, never
+        # read as a decision.
+        good = struct.pack("<8d", 0, 1, 7, 10, 0, 3000, 10, 7500000)
+        fake = OneAnswerRedis(bulk(good))
+        try:
+            with Permitd(redis_url=fake.url, args=["--threads", "1"]) as p:
+                h = p.http()
+                d = decision(h.acquire("anything"))
+                self.assertEqual((d["allowed"], d["remaining"], d["limit"], d["reset_after_ms"]),
+                                 (True, 7, 10, 3000), d)
+                self.assertEqual(decision(h.peek("anything"))["remaining"], 7)
+                h.close()
+        finally:
+            fake.close()
+        for what, answer, logged in [
+                ("7 bytes", bulk(b"garbage"), "a malformed string"),
+                ("a fraction", bulk(struct.pack("<8d", 0, 1, 6.5, 10, 0, 0, 10, 0)),
+                 "a malformed string"),
+                ("NaN", bulk(struct.pack("<8d", float("nan"), 1, 7, 10, 0, 0, 10, 0)),
+                 "a malformed string"),
+                ("an integer", b":1\r\n", "an integer")]:
+            with self.subTest(what):
+                fake = OneAnswerRedis(answer)
+                try:
+                    with Permitd(redis_url=fake.url, args=["--threads", "1"]) as p:
+                        h = p.http()
+                        self.assertEqual(error_code(h.acquire("anything")), "internal")
+                        self.assertEqual(error_code(h.peek("anything")), "internal")
+                        item = {"bucket": "anything", "app": "app", "key": "k", "permits": 1}
+                        r = h.rpc_json("AcquireBatch", {"requests": [item] * 2})
+                        self.assertEqual(r.status, 200, r.body)
+                        self.assertEqual([x["error"]["code"] for x in r.json()["results"]],
+                                         ["internal", "internal"], r.body)
+                        h.close()
+                        self.assertIn(logged, p.output())
+                finally:
+                    fake.close()
 
     # ------------------------------------------------------------ connections
 
