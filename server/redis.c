@@ -464,13 +464,9 @@ static const char *reply_kind(int type)
     }
 }
 
-/* A script's numbers into out[0..nout); those it did not send read 0.
- * bucket.lua sends them as one string of little-endian doubles, each a
- * whole number (Redis answers a string with one copy, a table at ~650
- * instructions a number); sync.lua, called a few times a minute, as an
- * array of integers. -1 for a string that is not whole doubles in the
- * range of a long long (what Redis itself would have turned a Lua number
- * into, answering it as an integer). */
+/* The little-endian doubles that make up s into out[0..nout), the rest of
+ * out 0. -1 unless every one is a whole number in a long long's range
+ * (what Redis itself makes of a Lua number it answers as an integer). */
 static int doubles_out(const char *s, size_t len, long long *out, int nout)
 {
     if (len % 8 != 0)
@@ -495,6 +491,10 @@ static int doubles_out(const char *s, size_t len, long long *out, int nout)
     return 0;
 }
 
+/* A script's numbers into out[0..nout); those it did not send read 0.
+ * bucket.lua sends them as one string of doubles (Redis answers a string
+ * with one copy, a table at ~650 instructions a number), sync.lua, called a
+ * few times a minute, as an array of integers. -1 for any other reply. */
 static int script_numbers(const redisReply *rep, long long *out, int nout)
 {
     if (rep->type == REDIS_REPLY_STRING)
@@ -536,7 +536,8 @@ int redis_script_run(struct redis *r, enum redis_script script,
     if ((rc = call(r, argc, argv, lens, (int)script, deadline_us, &rep, err)) != PERMITD_OK)
         return rc;
     if (script_numbers(rep, out, nout) != 0) {
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "script %s answered with %s instead of its numbers",
+        rc = permitd_error_set(err, PERMITD_EINTERNAL,
+                               "script %s answered with %s instead of its numbers",
                                script_files[script], reply_kind(rep->type));
         freeReplyObject(rep);
         return rc;
