@@ -11,7 +11,7 @@ import unittest
 
 import harness
 from harness import (Http, Permitd, PrivateRedis, Redis, decision, error_code, put_policy,
-                     read_state, state_key, unique, pb_encode, pb_decode)
+                     read_state, state_key, unique, write_state, pb_encode, pb_decode)
 
 PATH = "/permit.v1.RateLimitService/AcquireBatch"
 
@@ -116,6 +116,26 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(res[1]["error"]["code"], "internal", res)
         self.assertIsNone(read_state(self.redis, state_key(a, "u2", self.prefix)))
         self.assertEqual(self.redis("GET", key), "1 2")
+
+    def test_a_denial_restamps_a_state_from_the_future(self):
+        # Redis TIME can step back (failover, NTP): a state stamped ahead of
+        # the clock counts as measured now, and a denial writes it back
+        # stamped now, or the bucket would stay frozen until the clock
+        # caught up. Two items of one bucket: one call of the many-item path.
+        name = self.policy(max_permits=1, rate=2)
+        key = state_key(name, "k", prefix=self.prefix)
+        write_state(self.redis, key, 0, self.redis.time_us() + 10000000)
+        item = {"bucket": name, "app": "app", "key": "k"}
+        res = self.batch([item, item])["results"]
+        self.assertEqual([r["response"].get("allowed", False) for r in res], [False, False], res)
+        retry = int(res[0]["response"]["retryAfterMs"])
+        self.assertLessEqual(retry, 500, res)
+        tokens, t = read_state(self.redis, key)
+        self.assertEqual(tokens, 0)
+        self.assertLessEqual(t, self.redis.time_us(), "the state was not re-stamped")
+        time.sleep(retry / 1000.0)
+        res = self.batch([item, item])["results"]
+        self.assertEqual([r["response"].get("allowed", False) for r in res], [True, False], res)
 
     def test_all_or_nothing_grants_every_item(self):
         a = self.policy(3)
