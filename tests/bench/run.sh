@@ -4,8 +4,9 @@
 #   tests/bench/run.sh
 #
 # Installs what is missing (tests/bench/install-deps.sh), builds a release
-# permitd in build/bench, starts its own Redis in a temporary directory (no
-# MariaDB: the policies are written straight into Redis), then measures on
+# permitd in build/bench, starts its own Redis and MariaDB in a temporary
+# directory (the policies live in MariaDB, and permitd runs as it would in
+# production: migrated store, sync loading them into Redis), then measures on
 # loopback, every run bounded in time, the same wrk settings for every HTTP
 # contestant:
 #   permitd Acquire, binary and JSON, 1 hot bucket and 100,000 keys;
@@ -85,6 +86,7 @@ cleanup() {
     if [ -n "$permitd_pid" ]; then kill "$permitd_pid" 2>/dev/null; wait "$permitd_pid" 2>/dev/null; fi
     declare -F stop_peer >/dev/null && stop_peer
     "$root/tests/stack/redis.sh" stop "$tmp/redis" >/dev/null 2>&1
+    "$root/tests/stack/mariadb.sh" stop "$tmp/mariadb" >/dev/null 2>&1
     if [ "$rc" -ne 0 ]; then
         for f in "$tmp"/permitd.*.log "$tmp"/peer.*.log "$tmp"/perf.log; do
             [ -f "$f" ] && { echo "--- $f (tail)" >&2; tail -n 15 "$f" >&2; }
@@ -117,14 +119,29 @@ redis_pid=$(cat "$tmp/redis/redis.pid")
 rcli() { redis-cli -p "$rport" "$@"; }
 log "redis on port $rport (pid $redis_pid)"
 
-# The policies, in the documented layout (README, "Redis layout"):
+# The policy store: a migrated MariaDB of its own. permitd's sync loads the
+# policies into Redis (README, "Redis layout"), where the peer and the
+# redis-benchmark ceiling read them too.
+"$root/tests/stack/mariadb.sh" start "$tmp/mariadb" > "$tmp/mariadb.env"
+mysql_url=$(sed -n 's/^PERMITD_TEST_MYSQL_URL=//p' "$tmp/mariadb.env")
+mysql_sock=$(sed -n 's/^PERMITD_TEST_MYSQL_SOCKET=//p' "$tmp/mariadb.env")
+sql() { mariadb --no-defaults --protocol=socket --socket="$mysql_sock" -uroot permitd -e "$1"; }
+PERMITD_MYSQL_URL=$mysql_url "$permitd" migrate up > "$tmp/migrate.log" 2>&1 ||
+    die "permitd migrate up failed (see $tmp/migrate.log)"
+log "mariadb migrated ($mysql_url)"
+
+# The policies:
 #   hot   one shared bucket that (practically) never runs dry: mostly allows
 #   deny  one shared bucket of 10, 1 more per second: denies almost all
 #   keys  per-key buckets (user-000000..user-099999), a burst no run uses up
 #         and a slow refill, so every key stays live for the whole run
+POLICIES=(hot deny keys)
 policy() {
-    rcli HSET "$PREFIX{$1}:policy" name "$1" apps "web,$APP" max_permits "$2" rate "$3" \
-        version 1 enabled 1 >/dev/null
+    sql "INSERT INTO policies (name, max_permits, rate, created_by, updated_by)
+             VALUES ('$1', $2, $3, 'bench', 'bench');
+         INSERT INTO policy_apps (policy_id, app)
+             SELECT id, app FROM policies, (SELECT 'web' AS app UNION SELECT '$APP') a
+             WHERE name = '$1';"
 }
 policy hot 1000000000 1000000000
 policy deny 10 1
@@ -319,6 +336,14 @@ run_rb() {
         "$id" "${R[$id.rps]}" "${R[$id.p50]}" "${R[$id.p99]}" "$n")"
 }
 
+# True once sync has put every policy into Redis.
+policies_synced() {
+    local p
+    for p in "${POLICIES[@]}"; do
+        [ "$(rcli EXISTS "$PREFIX{$p}:policy")" = 1 ] || return 1
+    done
+}
+
 api_port="" admin_port=""
 start_permitd() {   # start_permitd THREADS; a few ports tried
     local attempt
@@ -328,10 +353,11 @@ start_permitd() {   # start_permitd THREADS; a few ports tried
         while [ "$admin_port" = "$api_port" ]; do admin_port=$(free_port); done
         "$permitd" --listen "127.0.0.1:$api_port" --admin-listen "127.0.0.1:$admin_port" \
             --redis-url "redis://127.0.0.1:$rport" --redis-prefix "$PREFIX" \
-            --threads "$1" --log-level warn >> "$server_log" 2>&1 &
+            --mysql-url "$mysql_url" --threads "$1" --log-level warn >> "$server_log" 2>&1 &
         permitd_pid=$!
         for _ in $(seq 1 100); do
-            curl -sf "http://127.0.0.1:$api_port/healthz" >/dev/null 2>&1 && return 0
+            curl -sf "http://127.0.0.1:$api_port/healthz" >/dev/null 2>&1 && policies_synced &&
+                return 0
             kill -0 "$permitd_pid" 2>/dev/null || break
             sleep 0.1
         done
@@ -725,7 +751,7 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo "- memory: $mem_total"
     echo "- kernel: $(uname -sr)"
     echo "- load average (1, 5, 15 min) at the start: $load_start, at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shows here)"
-    echo "- $(redis-server --version | cut -d' ' -f1-3), Node $(node --version), $(wrk -v 2>&1 | sed -n 1p | cut -d' ' -f1-2)"
+    echo "- $(redis-server --version | cut -d' ' -f1-3), MariaDB $(mariadb --no-defaults --version | sed -n 's/.*Distrib \([^ ,-]*\).*/\1/p'), Node $(node --version), $(wrk -v 2>&1 | sed -n 1p | cut -d' ' -f1-2)"
     echo "- permitd: git $git_rev (+$git_dirty modified files), Release build, \`--threads $USED_THREADS\`, \`--redis-prefix $PREFIX\`"
     echo "- wrk: \`-t$WRK_THREADS -c$CONNS -d${DURATION}s\` after a ${WARMUP}s warm-up, keep-alive, loopback; each case run $ROUNDS times with its contestants back to back, the best round of each kept (see Rounds)"
     echo
@@ -799,9 +825,9 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo
     echo "## Commands"
     echo
-    echo "Policies: \`redis-cli HSET '${PREFIX}{NAME}:policy' name NAME apps 'web,$APP' max_permits M rate R version 1 enabled 1\`"
-    echo "for hot (M 1000000000, R 1000000000), deny (10, 1), keys (1000000, 0.01)."
-    echo "permitd: \`build/bench/server/permitd --listen 127.0.0.1:PORT --admin-listen 127.0.0.1:PORT --redis-url redis://127.0.0.1:PORT --redis-prefix $PREFIX --threads $USED_THREADS --log-level warn\`."
+    echo "Policies, in MariaDB (\`permitd migrate up\`, then): \`INSERT INTO policies (name, max_permits, rate, ...) VALUES (NAME, M, R, ...)\`"
+    echo "with apps web and $APP, for hot (M 1000000000, R 1000000000), deny (10, 1), keys (1000000, 0.01); permitd's sync loads them into Redis."
+    echo "permitd: \`build/bench/server/permitd --listen 127.0.0.1:PORT --admin-listen 127.0.0.1:PORT --redis-url redis://127.0.0.1:PORT --redis-prefix $PREFIX --mysql-url mysql://permitd:permitd@127.0.0.1:PORT/permitd --threads $USED_THREADS --log-level warn\`."
     echo "Peer: \`PORT=... REDIS_PORT=... POLICY_PREFIX=$PREFIX WORKERS=1|2 node tests/bench/peer/server.js\`."
     echo
     echo '```'
