@@ -17,11 +17,12 @@ server/redis.c reads (script_numbers()). Answered as a table of integers
 they cost Redis ~650 instructions each and permitd a parse each; a lone
 Acquire cost Redis 93.8k instructions, 87.8k now (tests/bench/redis-cost.sh).
 status is 0 or a negated Connect code (server/status.h): -5 not_found,
--7 permission_denied, -9 failed_precondition (policy disabled), -11
-out_of_range (more permits than the bucket holds), -13 internal (a policy
-hash that is not a valid policy), -15 data_loss (the bucket's state key
-holds a value this script did not write; `remaining` is its size in
-bytes). window_s is the seconds an empty bucket takes to fill (the `w` of
+-7 permission_denied, -9 failed_precondition (policy disabled), -10
+aborted ("all": another item was refused), -11 out_of_range (more permits
+than the bucket holds; in "all", the items of one bucket together:
+`remaining` is their total), -13 internal (a policy hash that is not a
+valid policy), -15 data_loss (the bucket's state key holds a value this
+script did not write; `remaining` is its size in bytes). window_s is the seconds an empty bucket takes to fill (the `w` of
 the RateLimit-Policy header), tokens_micro the tokens left in millionths
 of a permit (for the admin UI's gauge).
 
@@ -330,7 +331,6 @@ end
 local out = {}          -- per item: its answer (ANSWER)
 local item_bucket = {}  -- per decided item: its bucket (whose .p is its policy)
 local refused = false   -- some item of an "all" call was not granted
-local longest = 0       -- the longest retry_after_ms among them
 
 for i = 1, n do
   local p = policy(KEYS[2 * i - 1])
@@ -360,9 +360,6 @@ for i = 1, n do
     elseif mode ~= 'peek' then
       -- Denied: nothing is taken.
       retry = retry_after(b.stored, b.since, max, rate, tokens, want)
-      if retry > longest then
-        longest = retry
-      end
       refused = true
       allowed = 0
     end
@@ -372,14 +369,46 @@ for i = 1, n do
 end
 
 if mode == 'all' and refused then
-  -- Nothing is granted: every item answers with its bucket as it stood,
-  -- and the wait after which the whole batch could pass.
+  -- Nothing is granted. An item refused on its own (an error) aborts the
+  -- others. Else the batch passes once every bucket holds what all of its
+  -- items ask together: the wait is the longest of the buckets' waits for
+  -- their totals (not of the items' own: the first of two takes would pass
+  -- sooner than both), and a total beyond the bucket's max_permits can
+  -- never pass: its items answer out_of_range, the others aborted.
+  local total, errored, never, longest = {}, false, false, 0
+  for i = 1, n do
+    local b = item_bucket[i]
+    if b then
+      total[b] = (total[b] or 0) + tonumber(ARGV[2 * i + 1])
+    else
+      errored = true
+    end
+  end
+  if not errored then
+    for b, want in pairs(total) do
+      local p = b.p
+      if want > p.max then
+        never = true
+      elseif b.before < want then
+        local wait = retry_after(b.orig_stored, b.orig_since, p.max, p.rate, b.before, want)
+        if wait > longest then
+          longest = wait
+        end
+      end
+    end
+  end
   for i = 1, n do
     local b = item_bucket[i]
     if b then
       local p = b.p
-      out[i] = pack(ANSWER, 0, 0, floor(b.before), p.max, longest,
-                    until_full(p.max, p.rate, b.before), p.window, micro(b.before))
+      if errored or (never and total[b] <= p.max) then
+        out[i] = pack(ANSWER, -10, 0, 0, p.max, 0, 0, 0, 0)
+      elseif never then
+        out[i] = pack(ANSWER, -11, 0, total[b], p.max, 0, 0, 0, 0)
+      else
+        out[i] = pack(ANSWER, 0, 0, floor(b.before), p.max, longest,
+                      until_full(p.max, p.rate, b.before), p.window, micro(b.before))
+      end
     end
   end
   for _, b in ipairs(written) do

@@ -235,9 +235,18 @@ static int script_error(const struct limiter *l, const long long *out,
         return permitd_error_set(err, PERMITD_EPRECONDITION, "bucket: policy \"%s\" is disabled",
                                  req->bucket);
     case PERMITD_ERANGE:
+        if (out[2] > permits)   /* all_or_nothing: out[2] is what its items ask together */
+            return permitd_error_set(err, PERMITD_ERANGE,
+                                     "permits: the items of this all_or_nothing batch ask %lld "
+                                     "of one bucket of policy \"%s\" together, more than it ever "
+                                     "holds (max_permits %lld)", out[2], req->bucket, limit);
         return permitd_error_set(err, PERMITD_ERANGE,
                                  "permits: %" PRId64 " is more than policy \"%s\" ever holds "
                                  "(max_permits %lld)", permits, req->bucket, limit);
+    case PERMITD_EABORTED:
+        return permitd_error_set(err, PERMITD_EABORTED,
+                                 "not granted: another item of this all_or_nothing batch was "
+                                 "refused");
     case PERMITD_EDATALOSS:
         /* The state key holds what lua/bucket.lua did not write (out[2]:
          * its size). Left as it is for the operator; the client sees an

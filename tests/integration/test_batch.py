@@ -159,13 +159,61 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(self.redis.raw("GET", state_key(a, "", self.prefix)), shared)
 
     def test_all_or_nothing_same_bucket_twice(self):
-        a = self.policy(3)
+        a = self.policy(4)
+        self.assertTrue(decision(self.c.acquire(a, key="k"))["allowed"])   # 3 left of 4
+        state = read_state(self.redis, state_key(a, "k", self.prefix))
         res = self.batch([{"bucket": a, "app": "app", "key": "k", "permits": 2},
                           {"bucket": a, "app": "app", "key": "k", "permits": 2}],
                          all_or_nothing=True)["results"]
         self.assertFalse(any(r["response"].get("allowed") for r in res))
         self.assertEqual([r["response"]["remaining"] for r in res], ["3", "3"])
-        self.assertIsNone(read_state(self.redis, state_key(a, "k", self.prefix)))
+        self.assertEqual(read_state(self.redis, state_key(a, "k", self.prefix)), state)
+
+    def test_all_or_nothing_waits_for_what_its_items_ask_together(self):
+        # 4 left of 10, 10 a second; two takes of 5 from that bucket: the
+        # first alone would pass in 100 ms, both together only once the
+        # bucket holds 10 again, 600 ms after the take.
+        a = self.policy(10, 10)
+        self.assertTrue(decision(self.c.acquire(a, key="u", permits=6))["allowed"])
+        item = {"bucket": a, "app": "app", "key": "u", "permits": 5}
+        res = self.batch([item, item], all_or_nothing=True)["results"]
+        retry = [int(r["response"]["retryAfterMs"]) for r in res]
+        self.assertFalse(any(r["response"].get("allowed") for r in res), res)
+        self.assertEqual(retry[0], retry[1])
+        self.assertGreater(retry[0], 300, "the wait of one item, not of the two together")
+        self.assertLessEqual(retry[0], 600)
+        time.sleep(retry[0] / 1000.0)
+        res = self.batch([item, item], all_or_nothing=True)["results"]
+        self.assertEqual([r["response"].get("allowed", False) for r in res], [True, True], res)
+
+    def test_all_or_nothing_asking_one_bucket_for_more_than_it_holds(self):
+        # 6 + 6 of a bucket of 10 can never pass together: out_of_range,
+        # not a denial with a wait; the item of another bucket is aborted.
+        a = self.policy(10, 10)
+        item = {"bucket": a, "app": "app", "key": "u", "permits": 6}
+        res = self.batch([item, {"bucket": a, "app": "app", "key": "v"}, item],
+                         all_or_nothing=True)["results"]
+        self.assertEqual([r.get("error", {}).get("code") for r in res],
+                         ["out_of_range", "aborted", "out_of_range"], res)
+        self.assertIn("ask 12 of one bucket", res[0]["error"]["message"])
+        self.assertIn("max_permits 10", res[0]["error"]["message"])
+        for key in ("u", "v"):
+            self.assertIsNone(read_state(self.redis, state_key(a, key, self.prefix)))
+
+    def test_all_or_nothing_item_refused_by_the_script_aborts_the_others(self):
+        # Refusals only the script can make (permits beyond max_permits, an
+        # app the policy does not list): the other items are aborted, not
+        # denied with a wait that would never end.
+        a = self.policy(10, 10, apps="app")
+        for bad, code in (({"bucket": a, "app": "app", "key": "v", "permits": 11},
+                           "out_of_range"),
+                          ({"bucket": a, "app": "other", "key": "v"}, "permission_denied")):
+            res = self.batch([{"bucket": a, "app": "app", "key": "u"}, bad],
+                             all_or_nothing=True)["results"]
+            self.assertEqual([r.get("error", {}).get("code") for r in res], ["aborted", code], res)
+            self.assertIn("another item of this all_or_nothing batch was refused",
+                          res[0]["error"]["message"])
+            self.assertIsNone(read_state(self.redis, state_key(a, "u", self.prefix)))
 
     def test_all_or_nothing_across_slots_is_refused(self):
         a, b = self.policy(), self.policy()
