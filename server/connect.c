@@ -446,6 +446,13 @@ int connect_serve(const struct connect_method *methods, void *ud,
         call.deadline_us = clock_now_us() + ms * 1000;
     }
 
+    /* A body declared over the limit is refused before anything else,
+     * a GET's too: its answer must go out before the body would be read. */
+    if (http_request_body_too_large(req)) {
+        permitd_error_set(&err, PERMITD_EEXHAUSTED,
+                          "request body is over the %zu-byte limit", limits->max_body_bytes);
+        goto fail;
+    }
     if (is_get) {
         if ((rc = get_message(req, &call.codec, &body, &len, &owned, &err)) != PERMITD_OK)
             goto fail;
@@ -458,11 +465,6 @@ int connect_serve(const struct connect_method *methods, void *ud,
                        "application/json", hdr ? hdr : "");
             http_response_header(resp, "Accept-Post", "application/json, application/proto");
             return 1;
-        }
-        if (http_request_body_too_large(req)) {
-            permitd_error_set(&err, PERMITD_EEXHAUSTED,
-                              "request body is over the %zu-byte limit", limits->max_body_bytes);
-            goto fail;
         }
         body = http_request_body(req, &len);
         compression = http_request_header(req, "Content-Encoding");

@@ -751,7 +751,9 @@ static void batch_send(struct queue *q)
 
         q->head = j->next;
         j->out = NULL;
-        if (j->deadline_us <= now || batch_reserve(b, n) != 0) {
+        /* Room for this job's calls and for one per Acquire and Peek so
+         * far: batch_items() lays theirs out after the AcquireBatches'. */
+        if (j->deadline_us <= now || batch_reserve(b, nitems + n) != 0) {
             if (j->deadline_us <= now)
                 permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
             else

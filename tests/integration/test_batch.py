@@ -368,6 +368,48 @@ class CoalescedTest(unittest.TestCase):
         self.assertLessEqual(calls, 10, "requests were not sent together")
         self.assertEqual(decision(self.conns[0].peek(name))["remaining"], 80)
 
+    def test_a_batch_of_many_policies_behind_acquires(self):
+        # One batch out to Redis carries the calls of the AcquireBatches
+        # queued (one per policy) and one per policy of the Acquires queued
+        # before them. Ten Acquires of ten policies, then an AcquireBatch of
+        # 256 policies: 266 calls, more than the batch first has room for
+        # (256); they were once written past its end when the Acquires came
+        # first (the ASan build aborts on it).
+        singles = [self.policy(5) for _ in range(10)]
+        many = [self.policy(5) for _ in range(256)]
+        replies = {}
+
+        def run(i, fn):
+            replies[i] = fn(self.conns[i])
+
+        def batch(c):
+            return c.request("POST", PATH, json.dumps({"requests": [
+                {"bucket": n, "app": "app"} for n in many]}).encode(),
+                {"Content-Type": "application/json"})
+
+        first = self.policy(5)
+        self.redis("CLIENT", "PAUSE", "800", "ALL")
+        threads = [threading.Thread(target=run, args=(0, lambda c: c.acquire(first)))]
+        threads[0].start()
+        time.sleep(0.15)        # the first batch is out, waiting on Redis
+        for i, name in enumerate(singles, 1):
+            threads.append(threading.Thread(target=run,
+                                            args=(i, (lambda n: lambda c: c.acquire(n))(name))))
+            threads[-1].start()
+        time.sleep(0.15)        # the Acquires are queued
+        threads.append(threading.Thread(target=run, args=(11, batch)))
+        threads[-1].start()
+        for t in threads:
+            t.join()
+        self.assertIsNone(self.p.proc.poll(), self.p.output())
+        for i in range(11):
+            d = decision(replies[i])
+            self.assertEqual((d["allowed"], d["remaining"]), (True, 4), (i, d))
+        self.assertEqual(replies[11].status, 200, replies[11])
+        res = replies[11].json()["results"]
+        self.assertEqual(len(res), 256)
+        self.assertTrue(all(r["response"].get("allowed") for r in res), res)
+
     def test_clients_gone_while_waiting(self):
         # A request waits for Redis in libmicrohttpd's ready list, not
         # suspended, so a client that resets its connection meanwhile is

@@ -518,6 +518,18 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
             self.assertConnectError(r, 429, "resource_exhausted", "1024")
             h.close()
 
+            # A GET (Peek) declaring a body over the limit: refused the same
+            # way at once. It was once dispatched as a Peek whose answer
+            # could not be sent while the body came in: no reply, and the
+            # worker spinning until the connection timed out.
+            h = p.http()
+            query = urllib.parse.urlencode({"connect": "v1", "encoding": "json",
+                                            "message": json.dumps({"bucket": name, "app": "app"})})
+            h.conn.timeout = 5
+            r = h.request("GET", PEEK + "?" + query, b" " * 2000)
+            self.assertConnectError(r, 429, "resource_exhausted", "1024")
+            h.close()
+
             # 50 MB chunked, 64 KiB at a time: refused with memory bounded.
             rss_before = p.rss_kb()
             chunk = b" " * 65536
