@@ -534,18 +534,17 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
     return rc;
 }
 
-/* A queued plan's round trip has ended: calls are the batch's copies of its
- * calls (their rc; the answers went straight to pl->out), NULL when none was
- * sent. Answers and frees the plan. */
-static void plan_end(struct plan *pl, int rc, const struct redis_script_call *calls,
-                     struct permitd_error *err)
+/* Answers a queued plan's caller: calls are the batch's copies of its calls
+ * (their rc; the answers went straight to pl->out), NULL when none was
+ * sent or its deadline passed first. The plan itself is freed with its job
+ * (job_end()): a batch still out writes into pl->out. */
+static void plan_answer(struct plan *pl, int rc, const struct redis_script_call *calls,
+                        struct permitd_error *err)
 {
     for (size_t g = 0; calls != NULL && g < pl->ngroups; g++)
         pl->calls[g].rc = calls[g].rc;
     rc = plan_conclude(pl, rc, err);
     pl->done(pl->ud, rc, err);
-    plan_free(pl);
-    free(pl);
 }
 
 /* ---- queued Acquires: one worker's requests pipelined from its own loop ----
@@ -581,6 +580,8 @@ struct job {
     char names[2][POLICY_REDIS_KEY_MAX];
     char permits[24];
     const long long *out;           /* an Acquire's or a Peek's answer */
+    int answered;                   /* its caller has its answer (the deadline
+                                       passed while its batch was out) */
 };
 
 /* The batch out: every call of its jobs, contiguous, as the pipe wants
@@ -604,6 +605,7 @@ struct queue {
     struct batch batch;
     struct job *spare;              /* finished jobs, for the next ones */
     size_t nspare;
+    size_t timed;                   /* jobs with a deadline of their own, not yet answered */
 };
 
 /* Jobs are recycled by their worker's queue: once a worker has had as many
@@ -630,31 +632,39 @@ static void job_put(struct queue *q, struct job *j)
     q->nspare++;
 }
 
-/* Answers one job with the batch's rc (PERMITD_OK: each call has its own)
- * and recycles it. calls: its calls in the batch, NULL when none was sent. */
-static void job_end(struct queue *q, struct job *j, int rc, const struct redis_script_call *calls,
-                    const struct permitd_error *err)
+/* Answers one job's caller with rc (PERMITD_OK: each call has its own).
+ * calls: its calls in the batch, NULL when none was sent (or its answer is
+ * not awaited). The caller's strings and storage are not touched after. */
+static void job_answer(struct queue *q, struct job *j, int rc,
+                       const struct redis_script_call *calls, const struct permitd_error *err)
 {
-    struct limiter *l = q->l;
     struct permitd_error e = *err;
     struct limiter_result res;
 
-    /* The batch waited as long as its most impatient job allowed; a job
-     * whose own deadline is still ahead was failed by Redis's slowness,
-     * not by its deadline. */
-    if (rc == PERMITD_EDEADLINE && j->deadline_us > clock_now_us())
-        rc = permitd_error_set(&e, PERMITD_EUNAVAILABLE, "redis did not answer in time: %s",
-                               err->message);
+    j->answered = 1;
+    if (j->deadline_us != INT64_MAX)
+        q->timed--;
     if (j->plan != NULL) {
-        plan_end(j->plan, rc, calls, &e);   /* answers, and frees the plan */
-        job_put(q, j);
+        plan_answer(j->plan, rc, calls, &e);
         return;
     }
     if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
         rc = call_refused(calls[0].rc, j->req.bucket, &e);
     memset(&res, 0, sizeof(res));
-    rc = conclude(l, &j->req, j->take, 1, rc, j->out, &res, &e);
+    rc = conclude(q->l, &j->req, j->take, 1, rc, j->out, &res, &e);
     j->done(j->ud, rc, &res, &e);
+}
+
+/* Answers one job, unless it was already, and recycles it. */
+static void job_end(struct queue *q, struct job *j, int rc, const struct redis_script_call *calls,
+                    const struct permitd_error *err)
+{
+    if (!j->answered)
+        job_answer(q, j, rc, calls, err);
+    if (j->plan != NULL) {
+        plan_free(j->plan);
+        free(j->plan);
+    }
     job_put(q, j);
 }
 
@@ -736,12 +746,15 @@ static void batch_items(struct queue *q, size_t n)
 }
 
 /* Sends every waiting job (up to QUEUE_BATCH_MAX) as one batch; jobs whose
- * deadline has passed are answered without asking Redis. */
+ * deadline has passed are answered without asking Redis. The batch waits
+ * for Redis as long as --redis-timeout-ms allows; a job's own deadline
+ * (Connect-Timeout-Ms) ends that job alone (queue_expire()): one impatient
+ * client must not fail the others, nor cost the connection. */
 static void batch_send(struct queue *q)
 {
     struct batch *b = &q->batch;
     struct permitd_error err = {0, ""};
-    int64_t deadline = INT64_MAX, now = clock_now_us();
+    int64_t now = clock_now_us();
     size_t nitems = 0;
     int rc;
 
@@ -761,8 +774,6 @@ static void batch_send(struct queue *q)
             job_end(q, j, err.code, NULL, &err);
             continue;
         }
-        if (j->deadline_us < deadline)
-            deadline = j->deadline_us;
         if (j->plan != NULL) {
             j->first = b->ncalls;
             memcpy(&b->calls[b->ncalls], j->plan->calls, n * sizeof(*b->calls));
@@ -778,9 +789,56 @@ static void batch_send(struct queue *q)
         return;
     batch_items(q, nitems);
     err = (struct permitd_error){0, ""};
-    rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->ncalls, deadline, &err);
+    rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->ncalls, INT64_MAX, &err);
     if (rc != PERMITD_OK)
         batch_end(q, rc, &err);
+}
+
+/* The earliest deadline of a job not yet answered, out or waiting. */
+static int64_t queue_soonest(const struct queue *q)
+{
+    int64_t at = INT64_MAX;
+
+    for (size_t i = 0; i < q->batch.njobs; i++)
+        if (!q->batch.jobs[i]->answered && q->batch.jobs[i]->deadline_us < at)
+            at = q->batch.jobs[i]->deadline_us;
+    for (const struct job *j = q->head; j != NULL; j = j->next)
+        if (j->deadline_us < at)
+            at = j->deadline_us;
+    return at;
+}
+
+/* Answers the jobs whose own deadline has passed: those waiting, and those
+ * in the batch out, whose calls stay in it (Redis may still decide them;
+ * their answers are dropped when it ends). */
+static void queue_expire(struct queue *q, int64_t now)
+{
+    struct batch *b = &q->batch;
+    struct permitd_error err;
+    struct job **link = &q->head, *prev = NULL;
+
+    if (q->timed == 0)
+        return;
+    for (size_t i = 0; i < b->njobs; i++) {
+        struct job *j = b->jobs[i];
+        if (!j->answered && j->deadline_us <= now) {
+            permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded waiting for redis");
+            job_answer(q, j, PERMITD_EDEADLINE, NULL, &err);
+        }
+    }
+    while (*link != NULL) {
+        struct job *j = *link;
+        if (j->deadline_us > now) {
+            prev = j;
+            link = &j->next;
+            continue;
+        }
+        *link = j->next;
+        if (q->tail == j)
+            q->tail = prev;
+        permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
+        job_end(q, j, PERMITD_EDEADLINE, NULL, &err);
+    }
 }
 
 static void queue_want(void *ud, struct http_loop_want *w)
@@ -788,6 +846,11 @@ static void queue_want(void *ud, struct http_loop_want *w)
     struct queue *q = ud;
 
     redis_pipe_want(q->pipe, &w->fd, &w->events, &w->at_us, &w->generation);
+    if (q->timed > 0) {
+        int64_t at = queue_soonest(q);
+        if (at < w->at_us)
+            w->at_us = at;
+    }
 }
 
 static void queue_ready(void *ud, uint32_t revents)
@@ -800,6 +863,7 @@ static void queue_ready(void *ud, uint32_t revents)
         batch_end(q, PERMITD_OK, &err);
     else if (rc < 0)
         batch_end(q, rc, &err);
+    queue_expire(q, clock_now_us());
 }
 
 static void queue_flush(void *ud)
@@ -862,6 +926,9 @@ static struct queue *my_queue(struct limiter *l)
 static void enqueue(struct queue *q, struct job *j)
 {
     j->next = NULL;
+    j->answered = 0;
+    if (j->deadline_us != INT64_MAX)
+        q->timed++;
     if (q->tail != NULL)
         q->tail->next = j;
     else

@@ -410,6 +410,84 @@ class CoalescedTest(unittest.TestCase):
         self.assertEqual(len(res), 256)
         self.assertTrue(all(r["response"].get("allowed") for r in res), res)
 
+    def connects(self):
+        """permitd_redis_connects_total, from /metrics."""
+        text = self.p.admin().request("GET", "/metrics").body.decode()
+        for line in text.splitlines():
+            if line.startswith("permitd_redis_connects_total "):
+                return float(line.split()[-1])
+        self.fail("no permitd_redis_connects_total in /metrics")
+
+    def test_an_impatient_request_ends_alone(self):
+        # Connect-Timeout-Ms ends its own request only: the request sent to
+        # Redis in the same script call still gets Redis's answer, on the
+        # same connection. (The batch once waited only as long as its most
+        # impatient request allowed: the others failed with 503, and the
+        # connection was dropped and made again.) Two requests are sent at
+        # once, on two connections, while Redis is paused; the case is the
+        # one where the worker read both in one pass (one script call).
+        name = self.policy(1000)
+        body = json.dumps({"bucket": name, "app": "app"}).encode()
+
+        def raw(extra):
+            return ("POST /permit.v1.RateLimitService/Acquire HTTP/1.1\r\nHost: permitd\r\n"
+                    "Content-Type: application/json\r\nConnection: close\r\n%s"
+                    "Content-Length: %d\r\n\r\n" % (extra, len(body))).encode() + body
+
+        def reply(sock):
+            data = b""
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            sock.close()
+            return harness.parse_http_response(data)
+
+        remaining = decision(self.conns[2].peek(name))["remaining"]
+        for attempt in range(5):
+            calls, connects = evalsha_calls(self.redis), self.connects()
+            socks = [socket.create_connection(("127.0.0.1", self.p.port)) for _ in range(2)]
+            for s in socks:
+                s.settimeout(10)
+            self.redis("CLIENT", "PAUSE", "800", "ALL")
+            t0 = time.time()
+            socks[0].sendall(raw(""))
+            socks[1].sendall(raw("Connect-Timeout-Ms: 150\r\n"))
+            impatient = reply(socks[1])
+            waited = time.time() - t0
+            patient = reply(socks[0])
+            # Whichever pass each was read in: the impatient one ends at its
+            # deadline, the other is decided, the connection stays.
+            self.assertEqual(error_code(impatient), "deadline_exceeded", impatient)
+            self.assertLess(waited, 0.7, "answered when Redis did, not at its own deadline")
+            d = decision(patient)
+            self.assertEqual(d["allowed"], True, (attempt, d))
+            self.assertEqual(self.connects(), connects, "the Redis connection was made again")
+            # One script call that took two permits: both went out together
+            # (Redis still decided the impatient one; its answer was dropped).
+            was, remaining = remaining, decision(self.conns[2].peek(name))["remaining"]
+            if evalsha_calls(self.redis) - calls == 2 and was - remaining == 2:
+                return      # the peek is the second call
+        self.skipTest("the two requests never reached Redis in one script call")
+
+    def test_a_waiting_request_ends_at_its_deadline(self):
+        # A request queued behind the batch out ends at its own deadline,
+        # not when that batch comes back.
+        name = self.policy(1000)
+        first = {}
+        self.redis("CLIENT", "PAUSE", "900", "ALL")
+        t = threading.Thread(target=lambda: first.update(r=self.conns[0].acquire(name)))
+        t.start()
+        time.sleep(0.15)        # the first Acquire is out, waiting on Redis
+        t0 = time.time()
+        r = self.conns[1].acquire(name, headers={"Connect-Timeout-Ms": "200"})
+        waited = time.time() - t0
+        t.join()
+        self.assertEqual(error_code(r), "deadline_exceeded", r)
+        self.assertLess(waited, 0.6, "answered when the batch out ended, not at its deadline")
+        self.assertTrue(decision(first["r"])["allowed"], first["r"])
+
     def test_clients_gone_while_waiting(self):
         # A request waits for Redis in libmicrohttpd's ready list, not
         # suspended, so a client that resets its connection meanwhile is
