@@ -4,8 +4,9 @@ bucket.lua - token-bucket decisions, atomically, inside Redis.
 One call decides one or more items in order:
   KEYS[2i-1]  item i's policy hash   <prefix>{<policy>}:policy
   KEYS[2i]    item i's bucket state  <prefix>{<policy>}:b  or  <prefix>{<policy>}:k:<key>
-  ARGV[1]     "take" (Acquire), "peek" (Peek: nothing taken), or "all"
-              (all or nothing: every item is granted, or none takes anything)
+  ARGV[1]     "take" (Acquire), "peek" (Peek: nothing taken), "all"
+              (all or nothing: every item is granted, or none takes anything),
+              or "settle" (no items: see the settle section below)
   ARGV[2i]    item i's app
   ARGV[2i+1]  item i's permits (>= 1)
 
@@ -145,7 +146,7 @@ local function retry_after(stored, since, max, rate, tokens, want)
 end
 
 -- One item (Acquire, Peek).
-if n == 1 and mode ~= 'all' then
+if n == 1 and (mode == 'take' or mode == 'peek') then
   local f = redis.call('HMGET', KEYS[1], 'max_permits', 'rate', 'apps', 'enabled')
   local max, rate, apps = tonumber(f[1]), tonumber(f[2]), f[3]
   local app, want = ARGV[2], tonumber(ARGV[3])
@@ -266,6 +267,48 @@ local function micro(t)
     return 9007199254740992
   end
   return m
+end
+
+-- settle: the policy's max_permits or rate was edited (lua/sync.lua tells
+-- permitd, which scans for the policy's buckets and sends them here, a page
+-- at a time: KEYS as for items, ARGV[1] alone). A bucket's key was set to
+-- expire when it would be full under the limits of its last write; under
+-- slower ones (a lower rate, a higher max) that is too soon, and a missing
+-- key reads as full. Each bucket named is set to expire when it would be
+-- full under the policy's limits now, its key removed when it is full
+-- already; its state stays as it is. Answers {buckets set, keys removed}.
+if mode == 'settle' then
+  local f = redis.call('HMGET', KEYS[1], 'max_permits', 'rate')
+  local max, rate = tonumber(f[1]), tonumber(f[2])
+  if not max or not rate or max < 1 or rate <= 0 or rate ~= rate then
+    return pack('<dd', 0, 0)
+  end
+  local names = {}
+  for i = 1, n do
+    names[i] = KEYS[2 * i]
+  end
+  local states = redis.call('MGET', unpack(names))
+  local set, removed = 0, 0
+  for i = 1, n do
+    local stored, since = false, 0
+    if states[i] then
+      stored, since = state(states[i])
+    end
+    if stored then
+      if since > now then
+        since = now
+      end
+      local ttl = until_full(max, rate, level(stored, since, max, rate, now))
+      if ttl > 0 then
+        redis.call('PEXPIRE', names[i], ttl)
+        set = set + 1
+      else
+        redis.call('DEL', names[i])
+        removed = removed + 1
+      end
+    end
+  end
+  return pack('<dd', set, removed)
 end
 
 -- Many items: policies and buckets are read once per call and shared by

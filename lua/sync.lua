@@ -15,7 +15,11 @@ ARGV[1] = "put": ARGV[2] the row id, ARGV[3] its version, ARGV[4] the
               (an app list edited with plain SQL changes no version), or
             - every field already has the offered value (nothing changed).
           Otherwise the hash is replaced and stamped synced_us = ARGV[4].
-          Returns {1} when written, {0} when Redis was already up to date.
+          Returns {written, limits}: written 1 when written, 0 when Redis
+          was already up to date; limits 1 when the hash replaced had
+          another max_permits or rate (permitd then has bucket.lua "settle"
+          the policy's buckets: their keys expire on the old limits'
+          schedule).
 
 ARGV[1] = "del": ARGV[2] the snapshot's MySQL time in µs, ARGV[3] the
           highest policy id in the snapshot. The hash is deleted only when
@@ -24,9 +28,10 @@ ARGV[1] = "del": ARGV[2] the snapshot's MySQL time in µs, ARGV[3] the
           already written through by another instance) survives.
           Returns {1} when deleted, {0} otherwise.
 
-Bucket state keys are left alone: a limit that changes keeps its buckets
-(tokens clamp to the new max_permits inside bucket.lua), and the buckets of
-a deleted policy expire by themselves.
+Bucket state keys are not touched here: a limit that changes keeps its
+buckets (tokens clamp to the new max_permits inside bucket.lua; their
+expiry is set again by the settle pass), and the buckets of a deleted
+policy expire by themselves.
 ]]
 
 local op = ARGV[1]
@@ -41,14 +46,14 @@ if op == 'put' then
   local cur_id, cur_version = tonumber(cur.id), tonumber(cur.version)
   if cur_id then
     if cur_id > id then
-      return {0}
+      return {0, 0}
     end
     if cur_id == id and cur_version then
       if cur_version > version then
-        return {0}
+        return {0, 0}
       end
       if cur_version == version and (tonumber(cur.synced_us) or 0) >= taken then
-        return {0}
+        return {0, 0}
       end
     end
     local same = true
@@ -59,7 +64,7 @@ if op == 'put' then
       end
     end
     if same then
-      return {0}
+      return {0, 0}
     end
   end
   redis.call('DEL', KEYS[1])
@@ -68,7 +73,16 @@ if op == 'put' then
     fields[#fields + 1] = ARGV[i]
   end
   redis.call('HSET', KEYS[1], unpack(fields))
-  return {1}
+  local limits = 0
+  if cur_id then
+    for i = 5, #ARGV, 2 do
+      local f = ARGV[i]
+      if (f == 'max_permits' or f == 'rate') and tonumber(cur[f]) ~= tonumber(ARGV[i + 1]) then
+        limits = 1
+      end
+    end
+  end
+  return {1, limits}
 end
 
 if op == 'del' then

@@ -1160,6 +1160,39 @@ int redis_pipe_busy(const struct redis_pipe *p)
     return p->busy;
 }
 
+int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
+               int64_t deadline_us, void (*each)(void *ud, const char *s, size_t len),
+               void *ud, struct permitd_error *err)
+{
+    char count_s[12];
+    const char *argv[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", count_s};
+    size_t lens[6];
+    redisReply *rep;
+    int rc;
+
+    snprintf(count_s, sizeof(count_s), "%d", count);
+    for (int i = 0; i < 6; i++)
+        lens[i] = strlen(argv[i]);
+    if ((rc = call(r, 6, argv, lens, -1, deadline_us, &rep, err)) != PERMITD_OK)
+        return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_STRING || rep->element[0]->len >= 24 ||
+        rep->element[1]->type != REDIS_REPLY_ARRAY) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "SCAN answered with %s, not a cursor "
+                               "and keys", reply_kind(rep->type));
+        freeReplyObject(rep);
+        return rc;
+    }
+    memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+    for (size_t i = 0; i < rep->element[1]->elements; i++) {
+        const redisReply *k = rep->element[1]->element[i];
+        if (k->type == REDIS_REPLY_STRING)
+            each(ud, k->str, k->len);
+    }
+    freeReplyObject(rep);
+    return PERMITD_OK;
+}
+
 int redis_command(struct redis *r, const struct redis_str *args, int nargs,
                   int64_t deadline_us, long long *integer,
                   void (*each)(void *ud, const char *s, size_t len), void *ud,

@@ -109,6 +109,14 @@ int redis_pipe_io(struct redis_pipe *p, uint32_t revents, struct permitd_error *
 /* A batch is out. */
 int redis_pipe_busy(const struct redis_pipe *p);
 
+/* One step of SCAN: cursor (a decimal string, "0" to begin) becomes the
+ * next one, "0" once the scan has gone round; each key of this step that
+ * matches pattern (SCAN's glob) is handed to each (valid only during the
+ * call). A key present for the whole scan is handed over at least once. */
+int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
+               int64_t deadline_us, void (*each)(void *ud, const char *s, size_t len),
+               void *ud, struct permitd_error *err);
+
 /* Runs any command (args[0] is its name) like redis_script_run(). When
  * integer is not NULL it receives an integer reply (0 otherwise); when each
  * is not NULL it is called for every string element of an array reply (the

@@ -26,6 +26,8 @@
 #include "sync.h"
 
 #define SYNC_REDIS_DEADLINE_MS 2000
+#define SETTLE_SCAN_COUNT 1000      /* SCAN's COUNT: slots looked at per step */
+#define SETTLE_CALL_KEYS 500        /* buckets per settle script call */
 #define SYNC_BACKOFF_MAX_MS 30000
 #define KICK_GAP_MS 100
 
@@ -74,13 +76,15 @@ static int64_t deadline(void)
     return clock_now_us() + (int64_t)SYNC_REDIS_DEADLINE_MS * 1000;
 }
 
+static int settle(struct sync *s, const char *name, struct permitd_error *err);
+
 /* Offers one policy to Redis; *written is 1 when Redis took it. */
 static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, int *written,
                struct permitd_error *err)
 {
     char key[POLICY_REDIS_KEY_MAX], id[24], version[24], max[24], updated[24], taken[24];
     struct redis_str keys[1], args[22];
-    long long out[1];
+    long long out[2];
     int n = 0, rc;
 
     keys[0].p = key;
@@ -104,7 +108,7 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
     args[n].p = "updated_us"; args[n].len = 10; n++;
     args[n].p = updated; args[n].len = strlen(updated); n++;
 
-    rc = redis_script_run(s->redis, REDIS_SCRIPT_SYNC, keys, 1, args, n, deadline(), out, 1, err);
+    rc = redis_script_run(s->redis, REDIS_SCRIPT_SYNC, keys, 1, args, n, deadline(), out, 2, err);
     if (rc != PERMITD_OK)
         return rc;
     *written = out[0] == 1;
@@ -112,6 +116,14 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
         struct redis_str sadd[3] = {{"SADD", 4}, {s->index_key, strlen(s->index_key)},
                                     {p->name, strlen(p->name)}};
         rc = redis_command(s->redis, sadd, 3, deadline(), NULL, NULL, NULL, err);
+    }
+    if (rc == PERMITD_OK && *written && out[1] == 1) {
+        struct permitd_error serr = {0, ""};
+        /* The policy is written either way; its buckets keep the expiry of
+         * the old limits when this fails (and say so). */
+        if (settle(s, p->name, &serr) != PERMITD_OK)
+            log_msg(LOG_WARN, "buckets keep the expiry of the policy's old limits",
+                    "policy=%s error=\"%s\"", p->name, serr.message);
     }
     return rc;
 }
@@ -142,6 +154,105 @@ static void collect(void *ud, const char *str, size_t len)
         nm->oom = 1;
     else
         nm->n++;
+}
+
+static void names_clear(struct names *nm)
+{
+    for (size_t i = 0; i < nm->n; i++)
+        free(nm->v[i]);
+    nm->n = 0;
+}
+
+/* Settles the buckets in nm (bucket.lua "settle"), SETTLE_CALL_KEYS to a
+ * script call, all of them in one round trip; adds up its answers. */
+static int settle_page(struct sync *s, const char *hash, const struct names *nm,
+                       long long *set, long long *removed, struct permitd_error *err)
+{
+    static const struct redis_str mode = {"settle", 6};
+    size_t ncalls = (nm->n + SETTLE_CALL_KEYS - 1) / SETTLE_CALL_KEYS;
+    struct redis_str *keys = malloc(2 * nm->n * sizeof(*keys));
+    struct redis_script_call *calls = calloc(ncalls, sizeof(*calls));
+    long long *out = calloc(2 * ncalls, sizeof(*out));
+    int rc = PERMITD_OK;
+
+    if (keys == NULL || calls == NULL || out == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < nm->n; i++) {
+        keys[2 * i] = (struct redis_str){hash, strlen(hash)};
+        keys[2 * i + 1] = (struct redis_str){nm->v[i], strlen(nm->v[i])};
+    }
+    for (size_t c = 0; c < ncalls; c++) {
+        size_t first = c * SETTLE_CALL_KEYS;
+        size_t n = nm->n - first < SETTLE_CALL_KEYS ? nm->n - first : SETTLE_CALL_KEYS;
+        calls[c] = (struct redis_script_call){.keys = &keys[2 * first], .nkeys = (int)(2 * n),
+                                              .args = &mode, .nargs = 1, .out = &out[2 * c],
+                                              .nout = 2};
+    }
+    rc = redis_script_pipeline(s->redis, REDIS_SCRIPT_BUCKET, calls, ncalls, deadline(), err);
+    for (size_t c = 0; rc == PERMITD_OK && c < ncalls; c++) {
+        if (calls[c].rc != PERMITD_OK)
+            rc = permitd_error_set(err, calls[c].rc, "redis refused bucket.lua \"settle\" "
+                                   "(see the log above)");
+        *set += out[2 * c];
+        *removed += out[2 * c + 1];
+    }
+done:
+    free(keys);
+    free(calls);
+    free(out);
+    return rc;
+}
+
+/* A policy's max_permits or rate changed (sync.lua said so): each of its
+ * buckets is set to expire when it would be full under the new limits
+ * (bucket.lua "settle"). Their keys were set to expire on the old limits'
+ * schedule, which under slower ones (a lower rate, a higher max) comes too
+ * soon: a missing key reads as a full bucket. The buckets are found with
+ * SCAN, a step at a time, each step's settled in one round trip; a bucket
+ * written meanwhile already has the new limits' expiry. */
+static int settle(struct sync *s, const char *name, struct permitd_error *err)
+{
+    const char *prefix = s->cfg->redis_prefix;
+    char hash[POLICY_REDIS_KEY_MAX], one[POLICY_REDIS_KEY_MAX];
+    char pattern[2 * POLICY_REDIS_KEY_MAX], cursor[24] = "0";
+    struct names nm = {0};
+    long long set = 0, removed = 0;
+    int64_t started = clock_now_us();
+    size_t len, steps = 0, j = 0;
+    int rc = PERMITD_OK;
+
+    policy_redis_key(hash, prefix, name, POLICY_KEY_HASH, NULL);
+    /* Every key of the policy's buckets begins as the key of "x" does, but
+     * for its last character; in the pattern, SCAN's glob characters (the
+     * prefix may hold them) are escaped. */
+    len = policy_redis_key(one, prefix, name, POLICY_KEY_BUCKET, "x") - 1;
+    for (size_t i = 0; i < len; i++) {
+        if (strchr("*?[]\\", one[i]) != NULL)
+            pattern[j++] = '\\';
+        pattern[j++] = one[i];
+    }
+    pattern[j++] = '*';
+    pattern[j] = '\0';
+    policy_redis_key(one, prefix, name, POLICY_KEY_BUCKET, "");    /* the shared bucket */
+    collect(&nm, one, strlen(one));
+    do {
+        rc = redis_scan(s->redis, cursor, pattern, SETTLE_SCAN_COUNT, deadline(), collect, &nm,
+                        err);
+        if (rc == PERMITD_OK && nm.oom)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        if (rc == PERMITD_OK && nm.n > 0)
+            rc = settle_page(s, hash, &nm, &set, &removed, err);
+        names_clear(&nm);
+        steps++;
+    } while (rc == PERMITD_OK && strcmp(cursor, "0") != 0);
+    free(nm.v);
+    if (rc == PERMITD_OK)
+        log_msg(LOG_INFO, "policy limits changed: buckets set to expire on the new ones",
+                "policy=%s buckets=%lld full_removed=%lld scan_steps=%zu ms=%lld", name, set,
+                removed, steps, (long long)(clock_now_us() - started) / 1000);
+    return rc;
 }
 
 static int by_name(const void *a, const void *b)

@@ -120,6 +120,47 @@ class SyncTest(unittest.TestCase):
         self.assertEqual(self.hash("edit"), {})
         self.assertNotIn("edit", self.redis("SMEMBERS", self.prefix + "policies"))
 
+    def test_an_edit_of_the_limits_moves_the_buckets_expiry(self):
+        # A bucket's key expires when the bucket would be full; written
+        # under the old limits, it would expire on their schedule, and a
+        # missing key reads as full. Rate 4/s -> 0.01/s: a bucket of 10
+        # emptied must stay (nearly) empty past the old 2.5 s. max_permits
+        # 10 -> 1000 at 1/s: a bucket at 5 now fills in ~1000 s, not 5. max
+        # 10 -> 4: buckets holding more than 4 are full: no key.
+        self.add_policy("slower", 10, "4")
+        self.add_policy("larger", 10, "1")
+        self.add_policy("smaller", 10, "0.001")
+        p = self.permitd()
+        c = p.http()
+        for name in ("slower", "larger", "smaller"):
+            wait_for(name, lambda: self.hash(name))
+        t0 = time.time()
+        self.assertTrue(decision(c.acquire("slower", key="u", permits=10))["allowed"])
+        self.assertTrue(decision(c.acquire("larger", key="u", permits=5))["allowed"])
+        self.assertTrue(decision(c.acquire("smaller", key="u", permits=5))["allowed"])
+        self.assertTrue(decision(c.acquire("smaller"))["allowed"])   # the shared bucket: 9 left
+        key = lambda name: "%s{%s}:k:u" % (self.prefix, name)
+        self.assertLessEqual(self.redis("PTTL", key("slower")), 2500)
+        self.assertLessEqual(self.redis("PTTL", key("larger")), 5000)
+
+        self.sql("UPDATE policies SET rate = 0.01 WHERE name = 'slower'")
+        self.sql("UPDATE policies SET max_permits = 1000 WHERE name = 'larger'")
+        self.sql("UPDATE policies SET max_permits = 4 WHERE name = 'smaller'")
+        wait_for("new limits", lambda: self.hash("slower").get("rate", "").startswith("0.01") and
+                 self.hash("larger").get("max_permits") == "1000" and
+                 self.hash("smaller").get("max_permits") == "4")
+        # Settled in the pass that wrote the policy.
+        wait_for("settled", lambda: self.redis("PTTL", key("slower")) > 100 * 1000)
+        self.assertGreater(self.redis("PTTL", key("larger")), 100 * 1000)
+        self.assertEqual(self.redis("EXISTS", key("smaller")), 0)                 # 5 > 4
+        self.assertEqual(self.redis("EXISTS", "%s{smaller}:b" % self.prefix), 0)  # 9 > 4
+        self.assertIn("policy limits changed: buckets set to expire on the new ones", p.output())
+
+        time.sleep(max(0.0, t0 + 2.8 - time.time()))    # past the old expiry of "slower"
+        d = decision(c.acquire("slower", key="u"))
+        self.assertFalse(d["allowed"], d)
+        self.assertGreater(d["retry_after_ms"], 50 * 1000, d)    # about a permit at 0.01/s
+
     def test_unchanged_policies_are_not_rewritten(self):
         self.add_policy("steady", 5, "1")
         p = self.permitd()
@@ -141,11 +182,11 @@ class SyncTest(unittest.TestCase):
                          open(os.path.join(harness.SOURCE_DIR, "lua", "sync.lua")).read())
         version, synced = int(h["version"]), int(h["synced_us"])
 
-        def put(row_id, v, taken, max_permits):
-            return self.redis("EVALSHA", sha, 1, key, "put", row_id, v, taken,
-                              "name", "race", "apps", "app", "max_permits", max_permits,
-                              "rate", "1", "enabled", "1", "failure_mode", "closed",
-                              "version", v, "id", row_id, "updated_us", "0")[0]
+        def put(row_id, v, taken, max_permits, answer=lambda a: a[0]):
+            return answer(self.redis("EVALSHA", sha, 1, key, "put", row_id, v, taken,
+                                     "name", "race", "apps", "app", "max_permits", max_permits,
+                                     "rate", "1", "enabled", "1", "failure_mode", "closed",
+                                     "version", v, "id", row_id, "updated_us", "0"))
 
         # What slow instances holding older snapshots would send:
         self.assertEqual(put(h["id"], version - 1, synced + 10 ** 9, "999"), 0)   # older version
@@ -157,6 +198,11 @@ class SyncTest(unittest.TestCase):
         self.assertEqual(self.hash("race")["max_permits"], "6")
         self.assertEqual(put(h["id"], version + 1, 0, "7"), 1)         # newer version
         self.assertEqual(self.hash("race")["max_permits"], "7")
+        # The second number: whether max_permits or rate changed (permitd
+        # then settles the policy's buckets).
+        self.assertEqual(put(h["id"], version + 2, 0, "8", list), [1, 1])
+        self.assertEqual(put(h["id"], version + 3, 0, "8", list), [1, 0])
+        self.assertEqual(put(h["id"], version + 3, 0, "9", list), [0, 0])  # not newer
         # A snapshot that predates a policy's last change does not delete it.
         self.assertEqual(self.redis("EVALSHA", sha, 1, key, "del", 0, 10 ** 12), [0])
         self.assertTrue(self.hash("race"))
