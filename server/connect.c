@@ -152,7 +152,7 @@ int connect_gunzip(const char *in, size_t inlen, size_t max, char **out, size_t 
                    struct permitd_error *err)
 {
     z_stream zs;
-    size_t cap = inlen * 4 < 4096 ? 4096 : inlen * 4;
+    size_t cap = inlen * 4 < 4096 ? 4096 : inlen * 4, got = 0;
     char *buf = NULL;
     int zr, rc = PERMITD_OK;
 
@@ -171,12 +171,19 @@ int connect_gunzip(const char *in, size_t inlen, size_t max, char **out, size_t 
     zs.next_in = (Bytef *)in;
     zs.avail_in = (uInt)inlen;
     for (;;) {
-        zs.next_out = (Bytef *)buf + zs.total_out;
-        zs.avail_out = (uInt)(cap - zs.total_out);
+        zs.next_out = (Bytef *)buf + got;
+        zs.avail_out = (uInt)(cap - got);
         zr = inflate(&zs, Z_NO_FLUSH);
-        if (zr == Z_STREAM_END)
+        got = (size_t)((char *)zs.next_out - buf);
+        if (zr == Z_STREAM_END && zs.avail_in == 0)
             break;
-        if (zs.total_out > max) {
+        if (zr == Z_STREAM_END) {
+            /* More follows: a gzip body may hold several members, read
+             * one after the other (RFC 1952); anything else is corrupt. */
+            inflateReset(&zs);
+            continue;
+        }
+        if (got > max) {
             rc = permitd_error_set(err, PERMITD_EEXHAUSTED,
                                    "request body is over the %zu-byte limit once decompressed",
                                    max);
@@ -208,13 +215,13 @@ int connect_gunzip(const char *in, size_t inlen, size_t max, char **out, size_t 
             cap = ncap;
         }
     }
-    if (zs.total_out > max) {
+    if (got > max) {
         rc = permitd_error_set(err, PERMITD_EEXHAUSTED,
                                "request body is over the %zu-byte limit once decompressed", max);
         goto done;
     }
     *out = buf;
-    *outlen = zs.total_out;
+    *outlen = got;
     buf = NULL;
 done:
     inflateEnd(&zs);

@@ -308,8 +308,24 @@ class ConnectTest(ConnectAssertions, unittest.TestCase):
         self.assertConnectError(r, 400, "invalid_argument", "gzip")
         r = self.post(ACQUIRE, good[:len(good) // 2], h)
         self.assertConnectError(r, 400, "invalid_argument", "gzip")
+        # Bytes after the gzip stream that are not another member of it.
+        r = self.post(ACQUIRE, good + b"GARBAGE", h)
+        self.assertConnectError(r, 400, "invalid_argument", "gzip")
+        r = self.post(ACQUIRE, good + good[:10], h)
+        self.assertConnectError(r, 400, "invalid_argument", "gzip")
         # None of them took a permit.
         self.assertEqual(self.http.peek(name).json().get("remaining"), "5")
+
+    def test_gzip_members_are_read_one_after_the_other(self):
+        # A gzip body may hold several members (RFC 1952; `cat a.gz b.gz`):
+        # the message is what they hold together.
+        name = self.policy()
+        text = json.dumps({"bucket": name, "app": "app", "permits": 2}).encode()
+        body = gz(text[:10]) + gz(text[10:])
+        r = self.post(ACQUIRE, body, {"Content-Type": "application/json",
+                                      "Content-Encoding": "gzip"})
+        self.assertOk(r)
+        self.assertEqual(r.json().get("remaining"), "3", r)
 
     def test_unsupported_compression(self):
         name = self.policy()
