@@ -381,6 +381,7 @@ struct plan {
     size_t *order, valid, ngroups;
     struct redis_str *keys, *args;
     char (*knames)[POLICY_REDIS_KEY_MAX], (*permits)[24];
+    char *apps;                     /* the items' apps, as the calls send them */
     long long *out;
     struct redis_script_call *calls;
     limiter_batch_done_fn done;     /* queued only */
@@ -394,6 +395,7 @@ static void plan_free(struct plan *pl)
     free(pl->args);
     free(pl->knames);
     free(pl->permits);
+    free(pl->apps);
     free(pl->out);
     free(pl->calls);
 }
@@ -404,7 +406,7 @@ static void plan_free(struct plan *pl)
 static int plan_make(struct plan *pl, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
-    size_t n = pl->n, bad = 0;
+    size_t n = pl->n, bad = 0, apps_len = 1, apps_at = 0;
 
     if (n > LIMITER_BATCH_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
@@ -448,6 +450,14 @@ static int plan_make(struct plan *pl, struct permitd_error *err)
         }
     }
 
+    /* Everything a call sends is the plan's own, the apps too: a job
+     * answered at its deadline leaves its caller's memory, while the pipe
+     * may still send its calls again (NOSCRIPT). */
+    for (size_t k = 0; k < pl->valid; k++)
+        apps_len += strlen(reqs[pl->order[k]].app) + 1;
+    if ((pl->apps = malloc(apps_len)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+
     qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, (void *)reqs);
 
     for (size_t k = 0, a = 0; k < pl->valid;) {
@@ -459,8 +469,11 @@ static int plan_make(struct plan *pl, struct permitd_error *err)
         c->keys = &pl->keys[2 * first];
         c->out = &pl->out[8 * first];
         do {
+            const char *app = reqs[pl->order[k]].app;
             item_call(pl->l, &reqs[pl->order[k]], 1, &pl->knames[2 * k], pl->permits[k],
                       &pl->keys[2 * k], &pl->args[a]);
+            pl->args[a].p = memcpy(pl->apps + apps_at, app, pl->args[a].len + 1);
+            apps_at += pl->args[a].len + 1;
             a += 2;
             k++;
         } while (k < pl->valid && (pl->all_or_nothing ||
@@ -579,6 +592,9 @@ struct job {
     void *ud;
     char names[2][POLICY_REDIS_KEY_MAX];
     char permits[24];
+    char app[POLICY_NAME_MAX + 1];  /* req.app: what the call sends is the job's own
+                                       (the pipe may send it again after the
+                                       job was answered: NOSCRIPT) */
     const long long *out;           /* an Acquire's or a Peek's answer */
     int answered;                   /* its caller has its answer (the deadline
                                        passed while its batch was out) */
@@ -953,6 +969,8 @@ static void queue_decision(struct limiter *l, const struct limiter_request *req,
     j->plan = NULL;
     j->take = take;
     j->req = *req;              /* the caller keeps the strings until done */
+    memcpy(j->app, req->app, strlen(req->app) + 1);    /* limiter_check(): a name */
+    j->req.app = j->app;
     j->deadline_us = deadline_us;
     j->done = done;
     j->ud = ud;

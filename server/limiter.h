@@ -57,7 +57,8 @@ typedef void (*limiter_done_fn)(void *ud, int rc, const struct limiter_result *r
  * pipelined in one write on a connection of that thread's own, driven by
  * its event loop (http_loop_attach(); nothing is shared between workers).
  * req must have passed limiter_check(); its strings must stay valid until
- * done has run (the caller owns them; nothing is copied). done runs exactly
+ * done has run (the caller owns them; the app is copied, as what Redis may
+ * be sent again after done has run). done runs exactly
  * once, on the same thread: later, from the loop, or at once when the
  * thread runs no loop. */
 void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,

@@ -488,6 +488,28 @@ class CoalescedTest(unittest.TestCase):
         self.assertLess(waited, 0.6, "answered when the batch out ended, not at its deadline")
         self.assertTrue(decision(first["r"])["allowed"], first["r"])
 
+    def test_scripts_lost_while_an_ended_request_is_out(self):
+        # A request answered at its deadline while its call is out leaves
+        # its memory behind; when Redis then answers NOSCRIPT, the worker
+        # sends that batch's calls again, and must not read it (the ASan
+        # build aborted on the app strings of an AcquireBatch that ended).
+        name = self.policy(1000)
+        self.assertTrue(decision(self.conns[0].acquire(name))["allowed"])  # connected, loaded
+        self.redis("SCRIPT", "FLUSH")
+        self.redis("CLIENT", "PAUSE", "600", "ALL")
+        r = self.conns[1].request("POST", PATH, json.dumps({"requests": [
+            {"bucket": name, "app": "app", "key": "k%d" % i} for i in range(20)]}).encode(),
+            {"Content-Type": "application/json", "Connect-Timeout-Ms": "100"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual({x.get("error", {}).get("code") for x in r.json()["results"]},
+                         {"deadline_exceeded"}, r)
+        d = decision(self.conns[0].acquire(name))   # waits out the pause and the reload
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 998), d)
+        self.assertIsNone(self.p.proc.poll(), self.p.output())
+        # Redis decided the ended items all the same, once each.
+        for i in (0, 19):
+            self.assertEqual(decision(self.conns[2].peek(name, key="k%d" % i))["remaining"], 999)
+
     def test_clients_gone_while_waiting(self):
         # A request waits for Redis in libmicrohttpd's ready list, not
         # suspended, so a client that resets its connection meanwhile is
