@@ -31,6 +31,41 @@
 #define SYNC_BACKOFF_MAX_MS 30000
 #define KICK_GAP_MS 100
 
+/* Names (policies, keys) collected from Redis's answers. */
+struct names {
+    char **v;
+    size_t n, cap;
+    int oom;
+};
+
+static void collect(void *ud, const char *str, size_t len)
+{
+    struct names *nm = ud;
+
+    if (nm->n == nm->cap) {
+        size_t cap = nm->cap ? nm->cap * 2 : 64;
+        char **v = realloc(nm->v, cap * sizeof(*v));
+        if (v == NULL) {
+            nm->oom = 1;
+            return;
+        }
+        nm->v = v;
+        nm->cap = cap;
+    }
+    nm->v[nm->n] = strndup(str, len);
+    if (nm->v[nm->n] == NULL)
+        nm->oom = 1;
+    else
+        nm->n++;
+}
+
+static void names_clear(struct names *nm)
+{
+    for (size_t i = 0; i < nm->n; i++)
+        free(nm->v[i]);
+    nm->n = 0;
+}
+
 struct sync {
     const struct config *cfg;
     struct redis *redis;
@@ -46,6 +81,7 @@ struct sync {
     int stopping;
     int kicked;                 /* a pass was asked for (sync_kick) */
     struct sync_status status;
+    struct names unsettled;     /* policies whose settle() failed: tried again each pass */
 };
 
 int sync_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -77,6 +113,7 @@ static int64_t deadline(void)
 }
 
 static int settle(struct sync *s, const char *name, struct permitd_error *err);
+static void settle_or_later(struct sync *s, const char *name);
 
 /* Offers one policy to Redis; *written is 1 when Redis took it. */
 static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, int *written,
@@ -117,50 +154,9 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
                                     {p->name, strlen(p->name)}};
         rc = redis_command(s->redis, sadd, 3, deadline(), NULL, NULL, NULL, err);
     }
-    if (rc == PERMITD_OK && *written && out[1] == 1) {
-        struct permitd_error serr = {0, ""};
-        /* The policy is written either way; its buckets keep the expiry of
-         * the old limits when this fails (and say so). */
-        if (settle(s, p->name, &serr) != PERMITD_OK)
-            log_msg(LOG_WARN, "buckets keep the expiry of the policy's old limits",
-                    "policy=%s error=\"%s\"", p->name, serr.message);
-    }
+    if (rc == PERMITD_OK && *written && out[1] == 1)
+        settle_or_later(s, p->name);
     return rc;
-}
-
-/* Names Redis knows of, collected from SMEMBERS. */
-struct names {
-    char **v;
-    size_t n, cap;
-    int oom;
-};
-
-static void collect(void *ud, const char *str, size_t len)
-{
-    struct names *nm = ud;
-
-    if (nm->n == nm->cap) {
-        size_t cap = nm->cap ? nm->cap * 2 : 64;
-        char **v = realloc(nm->v, cap * sizeof(*v));
-        if (v == NULL) {
-            nm->oom = 1;
-            return;
-        }
-        nm->v = v;
-        nm->cap = cap;
-    }
-    nm->v[nm->n] = strndup(str, len);
-    if (nm->v[nm->n] == NULL)
-        nm->oom = 1;
-    else
-        nm->n++;
-}
-
-static void names_clear(struct names *nm)
-{
-    for (size_t i = 0; i < nm->n; i++)
-        free(nm->v[i]);
-    nm->n = 0;
 }
 
 /* Settles the buckets in nm (bucket.lua "settle"), SETTLE_CALL_KEYS to a
@@ -253,6 +249,43 @@ static int settle(struct sync *s, const char *name, struct permitd_error *err)
                 "policy=%s buckets=%lld full_removed=%lld scan_steps=%zu ms=%lld", name, set,
                 removed, steps, (long long)(clock_now_us() - started) / 1000);
     return rc;
+}
+
+/* settle(), or, when it fails, again at the next passes until it is done
+ * (sync.lua reports a change of limits once: to the instance that wrote
+ * it). The policy itself is written either way. */
+static void settle_or_later(struct sync *s, const char *name)
+{
+    struct permitd_error err = {0, ""};
+    int known = 0;
+
+    if (settle(s, name, &err) == PERMITD_OK)
+        return;
+    log_msg(LOG_WARN, "buckets keep the expiry of the policy's old limits until the next pass",
+            "policy=%s error=\"%s\"", name, err.message);
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->unsettled.n && !known; i++)
+        known = strcmp(s->unsettled.v[i], name) == 0;
+    if (!known) {
+        collect(&s->unsettled, name, strlen(name));
+        s->unsettled.oom = 0;   /* not kept: logged above all the same */
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Tries again the settles that failed before. */
+static void settle_again(struct sync *s)
+{
+    struct names todo;
+
+    pthread_mutex_lock(&s->lock);
+    todo = s->unsettled;
+    s->unsettled = (struct names){0};
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < todo.n; i++)
+        settle_or_later(s, todo.v[i]);
+    names_clear(&todo);
+    free(todo.v);
 }
 
 static int by_name(const void *a, const void *b)
@@ -363,6 +396,7 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
                     snap->policies[i].enabled);
         }
     }
+    settle_again(s);
     rc = remove_deleted(s, snap, &res->deleted, err);
 done:
     store_snapshot_free(snap);
@@ -518,6 +552,8 @@ void sync_free(struct sync *s)
         pthread_join(s->thread, NULL);
     }
     store_free(s->store);
+    names_clear(&s->unsettled);
+    free(s->unsettled.v);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);

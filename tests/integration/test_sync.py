@@ -161,6 +161,33 @@ class SyncTest(unittest.TestCase):
         self.assertFalse(d["allowed"], d)
         self.assertGreater(d["retry_after_ms"], 50 * 1000, d)    # about a permit at 0.01/s
 
+    def test_a_settle_that_fails_is_tried_again(self):
+        # sync.lua reports a change of limits once; when the settle that
+        # follows fails (here: a Redis user that may not SCAN), the next
+        # passes try it again until it is done.
+        user = unique("settle").replace("-", "_")
+        self.redis("ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all", "-scan")
+        try:
+            env = stack_env()
+            url = "redis://%s:pw-%s@%s:%s" % (user, user, env["PERMITD_TEST_REDIS_HOST"],
+                                              env["PERMITD_TEST_REDIS_PORT"])
+            self.add_policy("retried", 10, "4")
+            p = Permitd(redis_url=url, prefix=self.prefix,
+                        args=["--mysql-url", self.mysql_url, "--sync-interval-ms", str(INTERVAL_MS)])
+            self.procs.append(p)
+            c = p.http()
+            wait_for("policy", lambda: self.hash("retried"))
+            self.assertTrue(decision(c.acquire("retried", key="u", permits=10))["allowed"])
+            key = "%s{retried}:k:u" % self.prefix
+            self.sql("UPDATE policies SET rate = 0.01 WHERE name = 'retried'")
+            wait_for("the failure logged", lambda: "buckets keep the expiry of the policy's old "
+                     "limits until the next pass" in p.output())
+            self.assertLessEqual(self.redis("PTTL", key), 2500)
+            self.redis("ACL", "SETUSER", user, "+scan")
+            wait_for("settled", lambda: self.redis("PTTL", key) > 100 * 1000)
+        finally:
+            self.redis("ACL", "DELUSER", user)
+
     def test_unchanged_policies_are_not_rewritten(self):
         self.add_policy("steady", 5, "1")
         p = self.permitd()
