@@ -588,11 +588,16 @@ HANDLER(login)
 
     if ((rc = need_store(a, err)) != PERMITD_OK)
         return rc;
-    if (rq->username[0] == '\0' || strlen(rq->username) > 64)
-        return permitd_error_set(err, PERMITD_EINVAL, "username: is required (at most 64 characters)");
+    /* Only a name `permitd admin add-user` accepts can exist: the rest are
+     * refused before the password is tried. MySQL compares names without
+     * case (and would match "ed " or "éd" to "ed"), so within these the
+     * lower-cased name is the one account's key for the login throttle. */
+    if ((rc = policy_check_name("username", rq->username, err)) != PERMITD_OK)
+        return rc;
+    if (strlen(rq->username) > 64)
+        return permitd_error_set(err, PERMITD_EINVAL, "username: at most 64 characters");
     login_key(rq->username, key, sizeof(key));
-    if (policy_check_key("username", key, err) != PERMITD_OK ||
-        (rc = login_try(a, key, 0, err)) != PERMITD_OK)
+    if ((rc = login_try(a, key, 0, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&a->store_lock);
     rc = store_user_get(a->store, rq->username, &user, &miss);

@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "policy.h"
+#include "sha256.h"
 #include "store.h"
 
 struct store {
@@ -55,19 +56,23 @@ void store_free(struct store *s)
 }
 
 /* Client errors (2000-2999: cannot connect, server gone, lost, timeout)
- * mean MySQL is unreachable; anything else is the server refusing. */
-static int failed(struct store *s, const char *what, struct permitd_error *err)
+ * mean MySQL is unreachable; anything else is the server refusing. The
+ * statement is named by its first word only: its text may hold what must
+ * not reach a client or a log (a session's hash, a password's). */
+static int failed(struct store *s, const char *sql, struct permitd_error *err)
 {
     unsigned int no = mysql_errno(s->db);
-    int rc;
+    int verb = (int)strcspn(sql, " \n"), rc;
 
+    if (verb > 16)
+        verb = 16;
     if (no >= 2000 && no < 3000) {
-        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "mysql at %s: %s: %s (%u)",
-                               s->where, what, mysql_error(s->db), no);
+        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "mysql at %s: %.*s: %s (%u)",
+                               s->where, verb, sql, mysql_error(s->db), no);
         disconnect(s);
     } else {
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "mysql at %s: %s: %s (%u)",
-                               s->where, what, mysql_error(s->db), no);
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "mysql at %s: %.*s: %s (%u)",
+                               s->where, verb, sql, mysql_error(s->db), no);
     }
     return rc;
 }
@@ -78,8 +83,12 @@ static int connect_db(struct store *s, struct permitd_error *err)
     unsigned int timeout = (unsigned int)((s->cfg->mysql_timeout_ms + 999) / 1000);
     my_bool off = 0;
 
-    if (s->db != NULL)
+    /* A connection kept from before may have been closed by the server
+     * meanwhile (wait_timeout, a restart, a failover): checked, and made
+     * again, rather than failing the next statement. */
+    if (s->db != NULL && mysql_ping(s->db) == 0)
         return PERMITD_OK;
+    disconnect(s);
     s->db = mysql_init(NULL);
     if (s->db == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
@@ -793,6 +802,10 @@ int store_user_put(struct store *s, const char *username, const char *password_h
                          "password_hash = %s, role = %s", qu, qh, qr, qh, qr), err);
     else
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    /* A new password ends the sessions made with the old one. */
+    if (rc == PERMITD_OK)
+        rc = run(s, sqlf("DELETE s FROM admin_sessions s JOIN admin_users u ON u.id = s.user_id "
+                         "WHERE u.username = %s", qu), err);
     free(qu);
     free(qh);
     free(qr);
@@ -815,34 +828,38 @@ static int hex_token(const char *token)
 int store_session_create(struct store *s, const char *token, uint64_t user_id, int ttl_s,
                          struct permitd_error *err)
 {
+    char id_hash[SHA256_HEX_LEN + 1];
     int rc;
 
     if (!hex_token(token))
         return permitd_error_set(err, PERMITD_EINTERNAL, "malformed session token");
+    sha256_hex(token, strlen(token), id_hash);
     if ((rc = connect_db(s, err)) != PERMITD_OK)
         return rc;
     /* Expired sessions go whenever a new one comes. */
     if ((rc = exec(s, "DELETE FROM admin_sessions WHERE expires_at < NOW(6)", err)) != PERMITD_OK)
         return rc;
     return run(s, sqlf("INSERT INTO admin_sessions (id_hash, user_id, expires_at) VALUES "
-                       "(SHA2('%s', 256), %" PRIu64 ", NOW(6) + INTERVAL %d SECOND)",
-                       token, user_id, ttl_s), err);
+                       "('%s', %" PRIu64 ", NOW(6) + INTERVAL %d SECOND)",
+                       id_hash, user_id, ttl_s), err);
 }
 
 int store_session_user(struct store *s, const char *token, struct store_user *out,
                        struct permitd_error *err)
 {
+    char id_hash[SHA256_HEX_LEN + 1];
     MYSQL_RES *res;
     int rc;
 
     memset(out, 0, sizeof(*out));
     if (!hex_token(token))
         return permitd_error_set(err, PERMITD_EUNAUTHENTICATED, "not logged in");
+    sha256_hex(token, strlen(token), id_hash);
     if ((rc = connect_db(s, err)) != PERMITD_OK)
         return rc;
     rc = run_query(s, sqlf("SELECT u.id, u.username, u.role, '' FROM admin_sessions s "
                            "JOIN admin_users u ON u.id = s.user_id "
-                           "WHERE s.id_hash = SHA2('%s', 256) AND s.expires_at > NOW(6)", token),
+                           "WHERE s.id_hash = '%s' AND s.expires_at > NOW(6)", id_hash),
                    &res, err);
     if (rc != PERMITD_OK)
         return rc;
@@ -855,11 +872,13 @@ int store_session_user(struct store *s, const char *token, struct store_user *ou
 
 int store_session_delete(struct store *s, const char *token, struct permitd_error *err)
 {
+    char id_hash[SHA256_HEX_LEN + 1];
     int rc;
 
     if (!hex_token(token))
         return PERMITD_OK;
+    sha256_hex(token, strlen(token), id_hash);
     if ((rc = connect_db(s, err)) != PERMITD_OK)
         return rc;
-    return run(s, sqlf("DELETE FROM admin_sessions WHERE id_hash = SHA2('%s', 256)", token), err);
+    return run(s, sqlf("DELETE FROM admin_sessions WHERE id_hash = '%s'", id_hash), err);
 }

@@ -294,6 +294,44 @@ class LoginTest(AdminCase):
         self.assertRegex(msg, r"(?i)(try again|retry).*\d+\s*(s|sec|second)", "says when to retry")
         # User names are throttled one by one: another user still gets in.
         self.assertEqual(c.ok(self.client().login(EDITOR, EDITOR_PW))["role"], "editor")
+        # MySQL compares names without case, and would match "guessme " or
+        # "guessmé" to this user: the first shares its throttle, the others
+        # are not names (refused before any password is tried).
+        self.assertConnectError(c.login("GuessMe", "the-right-password"), 429,
+                                "resource_exhausted")
+        for other in ("guessme ", "guessm\u00e9", "guess\x01me"):
+            r = c.login(other, "the-right-password")
+            self.assertConnectError(r, 400, "invalid_argument", ["username"])
+            self.assertNotIn("set-cookie", r.headers)
+
+    def test_session_tokens_never_reach_mysql(self):
+        # MySQL keeps a session's SHA-256, and is only ever sent that: a
+        # statement log must not hold the token the cookie carries.
+        mysql("SET GLOBAL log_output = 'TABLE'")
+        mysql("SET GLOBAL general_log = 1")
+        try:
+            c = self.editor()
+            self.assertEqual(c.ok(c.a("WhoAmI"))["username"], EDITOR)
+            c.ok(c.a("Logout"))
+        finally:
+            mysql("SET GLOBAL general_log = 0")
+        token = c.cookie
+        hashed = hashlib.sha256(token.encode()).hexdigest()
+        seen = lambda s: int(mysql("SELECT COUNT(*) FROM mysql.general_log "
+                                   "WHERE argument LIKE '%%%s%%'" % s)[0][0])
+        self.assertGreaterEqual(seen(hashed), 3, "made, looked up and ended by its hash")
+        self.assertEqual(seen(token), 0, "the token itself reached MySQL")
+
+    def test_a_connection_mysql_closed_is_made_again(self):
+        # MySQL closes idle connections (wait_timeout), restarts, fails
+        # over: the next call connects again instead of failing once.
+        c = self.editor()
+        ids = mysql("SELECT id FROM information_schema.PROCESSLIST WHERE db = '%s'" % self.db)
+        self.assertTrue(ids)
+        for (i,) in ids:
+            mysql("KILL %s" % i)
+        self.assertEqual(c.ok(c.a("WhoAmI"))["username"], EDITOR)
+        c.create(unique("again"))
 
     def test_logout_ends_the_session(self):
         c = self.editor()
@@ -991,6 +1029,8 @@ class AddUserTest(AdminCase):
         self.add_user("rotate", "second-password", "editor")
         self.assertConnectError(self.client().login("rotate", "first-password"), 401,
                                 "unauthenticated")
+        # The session made with the old password has ended too.
+        self.assertConnectError(c.a("WhoAmI"), 401, "unauthenticated")
         d = self.client()
         self.assertEqual(d.ok(d.login("rotate", "second-password")),
                          {"username": "rotate", "role": "editor"})
