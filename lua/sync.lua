@@ -22,7 +22,8 @@ ARGV[1] = "put": ARGV[2] the row id, ARGV[3] its version, ARGV[4] the
           schedule).
 
 ARGV[1] = "del": ARGV[2] the snapshot's MySQL time in µs, ARGV[3] the
-          highest policy id in the snapshot. The hash is deleted only when
+          highest policy id the snapshot knows of (its rows, and the ids
+          its audit names: a deleted row's too). The hash is deleted only when
           it was last changed before the snapshot and its row is not newer
           than the snapshot, so a policy created after the snapshot (and
           already written through by another instance) survives.

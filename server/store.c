@@ -257,6 +257,27 @@ static int read_apps(struct store *s, struct store_snapshot *snap, struct permit
     return PERMITD_OK;
 }
 
+/* Raises max_id to the highest policy id the audit names (every create
+ * and delete is audited, by the API or by the triggers): sync.lua removes
+ * from Redis a policy the snapshot lacks only when its id is not above
+ * max_id (a row made after the snapshot is not), so a deleted row with
+ * the highest id, or every row deleted, must count too. */
+static int read_audited_id(struct store *s, struct store_snapshot *snap,
+                           struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int rc;
+
+    if ((rc = query(s, "SELECT MAX(policy_id) FROM policy_audit", &res, err)) != PERMITD_OK)
+        return rc;
+    row = mysql_fetch_row(res);
+    if (row != NULL && row[0] != NULL && strtoull(row[0], NULL, 10) > snap->max_id)
+        snap->max_id = strtoull(row[0], NULL, 10);
+    mysql_free_result(res);
+    return PERMITD_OK;
+}
+
 int store_snapshot(struct store *s, struct store_snapshot **out, struct permitd_error *err)
 {
     struct store_snapshot *snap = NULL;
@@ -282,7 +303,8 @@ int store_snapshot(struct store *s, struct store_snapshot **out, struct permitd_
     if ((rc = exec(s, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY", err)) != PERMITD_OK)
         goto fail;
     if ((rc = read_policies(s, snap, err)) != PERMITD_OK ||
-        (rc = read_apps(s, snap, err)) != PERMITD_OK) {
+        (rc = read_apps(s, snap, err)) != PERMITD_OK ||
+        (rc = read_audited_id(s, snap, err)) != PERMITD_OK) {
         if (s->db != NULL)
             mysql_real_query(s->db, "ROLLBACK", 8);
         goto fail;

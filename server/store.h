@@ -69,7 +69,8 @@ struct store_snapshot {
     struct store_policy *policies;
     size_t count;
     int64_t taken_us;           /* MySQL's clock when the snapshot was taken */
-    uint64_t max_id;            /* highest policy id in it */
+    uint64_t max_id;            /* highest policy id it knows of: its rows', and
+                                   those its audit names (a deleted row's too) */
 };
 
 /* Returns a new store in *out (free with store_free()); does not connect

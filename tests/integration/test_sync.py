@@ -188,6 +188,23 @@ class SyncTest(unittest.TestCase):
         finally:
             self.redis("ACL", "DELUSER", user)
 
+    def test_deleting_the_newest_policy_and_then_every_policy(self):
+        # A policy the snapshot lacks is removed from Redis unless its row is
+        # newer than the snapshot; the newest row deleted (or every row) is
+        # not newer, and must go too.
+        self.add_policy("older", 5, "1")
+        self.add_policy("newest", 5, "1")
+        p = self.permitd()
+        c = p.http()
+        wait_for("both", lambda: self.hash("older") and self.hash("newest"))
+        self.sql("DELETE FROM policies WHERE name = 'newest'")
+        wait_for("newest removed", lambda: error_code(c.acquire("newest")) == "not_found")
+        self.assertEqual(self.hash("newest"), {})
+        self.assertTrue(decision(c.acquire("older"))["allowed"])
+        self.sql("DELETE FROM policies")
+        wait_for("every one removed", lambda: error_code(c.acquire("older")) == "not_found")
+        self.assertEqual(self.redis("SMEMBERS", self.prefix + "policies"), [])
+
     def test_unchanged_policies_are_not_rewritten(self):
         self.add_policy("steady", 5, "1")
         p = self.permitd()
