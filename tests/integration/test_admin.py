@@ -697,6 +697,24 @@ class WriteThroughTest(AdminCase):
         self.assertEqual(error_code(api.peek(name, app="other")), "not_found")
         self.assertEqual(redis_policy(), {})
 
+    def test_names_and_apps_differ_by_case(self):
+        # The API and Redis compare names exactly, and so does MySQL: a
+        # policy "X" beside "x" is another policy, "Billing" another app;
+        # deleting one leaves the other, in MySQL and in Redis.
+        e = self.editor()
+        api = self.api()
+        lower = self.name("case")
+        upper = lower.upper()
+        e.create(lower, apps=("billing", "Billing"))
+        pol = e.create(upper, apps=("app",))
+        self.assertEqual(sorted(e.get(lower)["apps"]), ["Billing", "billing"])
+        self.assertEqual(decision(api.acquire(lower, app="billing"))["limit"], 10)
+        self.assertEqual(decision(api.acquire(lower, app="Billing"))["limit"], 10)
+        e.ok(e.p("DeletePolicy", {"name": upper, "version": pol["version"]}))
+        self.assertEqual(error_code(api.acquire(upper)), "not_found")
+        self.assertEqual(e.get(lower)["name"], lower)
+        self.assertEqual(decision(api.acquire(lower, app="billing"))["limit"], 10)
+
 
 # ---------------------------------------------------------------- versions
 
@@ -834,11 +852,19 @@ class HistoryTest(AdminCase):
         self.assertEqual(apps_of(json.loads(upd["newValue"])), ["app", "mobile"])
 
     def test_plain_sql_change_appears_with_the_mysql_user(self):
+        # The DBA is a MySQL user of their own, not the one that ran the
+        # migrations (a trigger's CURRENT_USER() would name that one).
         e = self.editor()
         name = self.name("hsql")
         e.create(name, max_permits=10)
-        self.sql("UPDATE policies SET max_permits = 30 WHERE name = '%s'" % name)
-        dba = mysql("SELECT CURRENT_USER()")[0][0]
+        user = unique("dba").replace("-", "_")[:30]
+        mysql("CREATE USER '%s'@'localhost' IDENTIFIED BY 'pw'; "
+              "GRANT ALL ON `%s`.* TO '%s'@'localhost'" % (user, self.db, user))
+        self.addCleanup(mysql, "DROP USER '%s'@'localhost'" % user)
+        root = stack_env()["PERMITD_TEST_MYSQL_ROOT_URL"]
+        mysql("UPDATE policies SET max_permits = 30 WHERE name = '%s'" % name,
+              url=root.replace("root@", "%s:pw@" % user, 1), database=self.db)
+        dba = user + "@localhost"
         changes = e.history(name)
         self.assertEqual([(c["action"], c["actor"]) for c in changes],
                          [("update", dba), ("create", EDITOR)])
