@@ -688,9 +688,12 @@ static MYSQL *db_connect(struct run *r, unsigned int read_timeout_s, unsigned lo
         return NULL;
     }
     /* Times in the history are UTC; the connection speaks utf8mb4 with the
-     * collation the schema uses. */
+     * collation the schema uses. The server must not close it for being
+     * idle while a long migration runs on the other one (wait_timeout):
+     * the control connection holds the run's lock and writes its result. */
     if (mysql_query(conn, "SET time_zone = '+00:00'") != 0 ||
-        mysql_query(conn, "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci") != 0) {
+        mysql_query(conn, "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci") != 0 ||
+        mysql_query(conn, "SET SESSION wait_timeout = 31536000") != 0) {
         server_error(conn, msg, sizeof(msg));
         fprintf(stderr, "permitd migrate: setting up the session on %s: %s\n", r->url, msg);
         mysql_close(conn);

@@ -236,6 +236,23 @@ class MigrateCase(unittest.TestCase):
         self.assertEqual(self.sql("SELECT COUNT(*) FROM runs"), [["1"]])
         self.assertIn("waiting", both)
 
+    def test_a_migration_longer_than_wait_timeout(self):
+        # The control connection waits idle while a migration runs on the
+        # other: MySQL must not drop it (and the run's lock and result with
+        # it) after wait_timeout. Sessions made now get a 2 s timeout.
+        d = self.copy_migrations({
+            v(NEXT) + "_slow.up.sql": "CREATE TABLE slow (n INT);\nDO SLEEP(4);\n",
+            v(NEXT) + "_slow.down.sql": "DROP TABLE slow;\n",
+        })
+        before = harness.mysql("SELECT @@GLOBAL.wait_timeout")[0][0]
+        harness.mysql("SET GLOBAL wait_timeout = 2")
+        try:
+            out = self.ok("--dir", d, "up")
+        finally:
+            harness.mysql("SET GLOBAL wait_timeout = %s" % before)
+        self.assertIn("applied %s " % v(NEXT), out)
+        self.assertEqual(self.history()[NEXT]["state"], "applied")
+
     def test_broken_migration_leaves_clear_dirty_state(self):
         d = self.copy_migrations({
             v(NEXT) + "_broken.up.sql": "-- the second statement is not SQL\n"
