@@ -105,34 +105,36 @@ static void fuzz_timeout(const uint8_t *data, size_t size)
     free(s);
 }
 
-/* zlib's inflate of a whole gzip member into at most cap bytes: 0 and the
- * output, 1 when more than cap came out, -1 when the stream is corrupt or
- * truncated. Deliberately the simplest use of zlib, as the reference. */
+/* zlib's inflate of the gzip members in, one after the other (RFC 1952),
+ * into at most cap bytes (out holds cap + 1): 0 and the output, 1 when more
+ * than cap came out, -1 when a member is corrupt or truncated or what
+ * follows one is not a member. Deliberately the simplest use of zlib, as
+ * the reference. */
 static int reference_gunzip(const uint8_t *in, size_t inlen, size_t cap,
                             unsigned char *out, size_t *outlen)
 {
     z_stream zs;
-    unsigned char sink[1];
+    size_t got = 0;
     int zr;
 
     memset(&zs, 0, sizeof(zs));
     FUZZ_CHECK(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK);
     zs.next_in = (Bytef *)in;
     zs.avail_in = (uInt)inlen;
-    zs.next_out = out;
-    zs.avail_out = (uInt)cap;
-    zr = inflate(&zs, Z_FINISH);
-    if (zr == Z_BUF_ERROR && zs.avail_out == 0) {
-        /* cap reached: one more byte says whether there is more */
-        zs.next_out = sink;
-        zs.avail_out = 1;
+    for (;;) {
+        zs.next_out = out + got;
+        zs.avail_out = (uInt)(cap + 1 - got);
         zr = inflate(&zs, Z_FINISH);
-        if (zs.avail_out == 0) {
+        got = (size_t)(zs.next_out - out);
+        if (got > cap) {
             inflateEnd(&zs);
             return 1;
         }
+        if (zr != Z_STREAM_END || zs.avail_in == 0)
+            break;
+        inflateReset(&zs);
     }
-    *outlen = zs.total_out;
+    *outlen = got;
     inflateEnd(&zs);
     return zr == Z_STREAM_END ? 0 : -1;
 }

@@ -63,6 +63,8 @@ write("connect", "gunzip-empty", connect_mode(2, 0) + gzip.compress(b"", mtime=0
 write("connect", "gunzip-truncated", connect_mode(2, 4) + blob[:-6])
 write("connect", "gunzip-badcrc", connect_mode(2, 4) + blob[:-8] + b"\0\0\0\0" + blob[-4:])
 write("connect", "gunzip-two-members", connect_mode(2, 4) + blob + blob)
+write("connect", "gunzip-member-then-garbage", connect_mode(2, 4) + blob + b"GARBAGE")
+write("connect", "gunzip-member-then-part", connect_mode(2, 4) + blob + blob[:10])
 write("connect", "gzip-round-trip", connect_mode(3, 4, 6) + BODY)
 write("connect", "gzip-round-trip-over", connect_mode(3, 1, 1) + BODY)
 for b in ["cGVybWl0ZA==", "cGVybWl0ZA", "AAECAwQFBgc-_w", "AAECAwQFBgc+/w==", "Zg==", "Zg",
