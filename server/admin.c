@@ -853,8 +853,9 @@ static void cli_usage(FILE *out)
             "Usage: permitd admin add-user NAME --role viewer|editor\n"
             "\n"
             "Creates an administrator of the admin UI, or sets a new password and\n"
-            "role for an existing one. The password is read from standard input\n"
-            "(one line; at least 8 characters). Viewers read, editors also change.\n"
+            "role for an existing one (ending the sessions it has). The password is\n"
+            "read from standard input (one line; at least 8 characters). NAME: letters,\n"
+            "digits, '.', '_' and '-', up to 64. Viewers read, editors also change.\n"
             "The database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n");
 }
 
