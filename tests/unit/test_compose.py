@@ -48,8 +48,10 @@ def build_target(service):
 class ComposeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # The defaults, whatever the caller's shell holds.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PERMITD_ADMIN_")}
         r = subprocess.run(["docker-compose", "-f", os.path.join(ROOT, "docker-compose.yml"),
-                            "config"], capture_output=True, text=True, cwd=ROOT)
+                            "config"], capture_output=True, text=True, cwd=ROOT, env=env)
         if r.returncode != 0:
             raise AssertionError("docker-compose config failed:\n" + r.stderr)
         cls.text = r.stdout
@@ -80,12 +82,15 @@ class ComposeTest(unittest.TestCase):
         self.assertEqual(build_target(s), "seed")
         self.assertRegex(s, r"migrate:\s*\n\s*condition: service_completed_successfully")
         self.assertIn("PERMITD_MYSQL_URL: mysql://permitd:permitd@mysql:3306/permitd", s)
-        # The operator's PERMITD_ADMIN_PASSWORD reaches the seed.
+        self.assertIn("PERMITD_ADMIN_USER: admin", s)
+        # The operator's PERMITD_ADMIN_PASSWORD and _USER reach the seed.
         r = subprocess.run(["docker-compose", "-f", "docker-compose.yml", "config"],
                            capture_output=True, text=True, cwd=ROOT,
-                           env=dict(os.environ, PERMITD_ADMIN_PASSWORD="chosen-pw-1"))
+                           env=dict(os.environ, PERMITD_ADMIN_PASSWORD="chosen-pw-1",
+                                    PERMITD_ADMIN_USER="root.admin"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("PERMITD_ADMIN_PASSWORD: chosen-pw-1", services(r.stdout)["seed"])
+        self.assertIn("PERMITD_ADMIN_USER: root.admin", services(r.stdout)["seed"])
         self.assertRegex(s, r"restart: ['\"]no['\"]")
 
     def test_seed_stage_runs_the_seed_script(self):
