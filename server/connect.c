@@ -133,6 +133,9 @@ int connect_parse_timeout(const char *value, int64_t *ms, struct permitd_error *
     size_t n = strlen(value);
     int64_t v = 0;
 
+    /* The Connect spec: a positive integer of at most 10 ASCII digits.
+     * 0 is refused, not read as "already expired": a deadline that has
+     * passed before the work starts is never what a caller means. */
     if (n == 0 || n > 10)
         goto bad;
     for (size_t i = 0; i < n; i++) {
@@ -140,12 +143,14 @@ int connect_parse_timeout(const char *value, int64_t *ms, struct permitd_error *
             goto bad;
         v = v * 10 + (value[i] - '0');
     }
+    if (v == 0)
+        goto bad;
     *ms = v;
     return PERMITD_OK;
 bad:
     return permitd_error_set(err, PERMITD_EINVAL,
-                             "Connect-Timeout-Ms: \"%.32s\" is not a number of milliseconds "
-                             "(1 to 10 digits)", value);
+                             "Connect-Timeout-Ms: \"%.32s\" is not a positive whole number of "
+                             "milliseconds (1 to 10 digits)", value);
 }
 
 int connect_gunzip(const char *in, size_t inlen, size_t max, char **out, size_t *outlen,

@@ -92,7 +92,9 @@ int connect_http_status(int code);
  * an optional "; charset=utf-8". Returns 0 and *codec, or -1. */
 int connect_parse_content_type(const char *ct, enum connect_codec *codec);
 
-/* Parses Connect-Timeout-Ms (1 to 10 digits). 0 and *ms, or PERMITD_EINVAL. */
+/* Parses Connect-Timeout-Ms: a positive integer of 1 to 10 ASCII digits
+ * (the Connect spec). 0 and *ms, or PERMITD_EINVAL naming the header and
+ * the value (0, signs, spaces, exponents, 11 digits and more). */
 int connect_parse_timeout(const char *value, int64_t *ms, struct permitd_error *err);
 
 /* Inflates a gzip body into a new buffer (free()) of at most max bytes.

@@ -131,9 +131,12 @@ static int known(struct limiter *l, const char *bucket, int *open, int64_t *max)
     return found;
 }
 
-/* Redis could not decide (unavailable, deadline): a policy whose
- * failure_mode is "open" lets the request through, flagged and counted;
- * every other request keeps the error. Returns 1 when it let it through. */
+/* Redis could not decide (unreachable, no answer within --redis-timeout-ms,
+ * unable to serve): a policy whose failure_mode is "open" lets the request
+ * through, flagged and counted; every other request keeps the error.
+ * Never called for the caller's own deadline (PERMITD_EDEADLINE): a caller
+ * must not be able to switch a limit off by asking for a deadline it knows
+ * Redis cannot meet. Returns 1 when it let the request through. */
 static int fail_open(struct limiter *l, const char *bucket, struct limiter_result *res)
 {
     int open = 0;
@@ -286,8 +289,7 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
 
-    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && take && check &&
-        fail_open(l, req->bucket, res))
+    if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req->bucket, res))
         return PERMITD_OK;
     if (rc != PERMITD_OK)
         return rc;
@@ -492,8 +494,10 @@ static int plan_conclude(struct plan *pl, int rc, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
 
-    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && !pl->all_or_nothing) {
-        /* Each item as its policy's failure_mode says. */
+    if (rc == PERMITD_EUNAVAILABLE && !pl->all_or_nothing) {
+        /* Redis failed: each item as its policy's failure_mode says. The
+         * caller's own deadline (PERMITD_EDEADLINE) ends the whole call
+         * below, whatever the failure modes. */
         for (size_t k = 0; k < pl->valid; k++) {
             size_t i = pl->order[k];
             if (!fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
@@ -875,6 +879,12 @@ static void queue_ready(void *ud, uint32_t revents)
     struct permitd_error err = {0, ""};
     int rc = redis_pipe_io(q->pipe, revents, &err);
 
+    /* A batch that failed (failure_mode may apply) first answers the jobs
+     * whose own deadline has passed meanwhile: theirs is deadline_exceeded,
+     * never a reason to fail open. A batch that Redis decided answers every
+     * job it carried with its decision: the permits are taken. */
+    if (rc < 0)
+        queue_expire(q, clock_now_us());
     if (rc == 1)
         batch_end(q, PERMITD_OK, &err);
     else if (rc < 0)
