@@ -494,13 +494,12 @@ static int plan_conclude(struct plan *pl, int rc, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
 
-    if (rc == PERMITD_EUNAVAILABLE && !pl->all_or_nothing) {
-        /* Redis failed: each item as its policy's failure_mode says. The
-         * caller's own deadline (PERMITD_EDEADLINE) ends the whole call
-         * below, whatever the failure modes. */
+    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && !pl->all_or_nothing) {
+        /* Each item gets the error; when Redis failed (not the caller's
+         * own deadline), as its policy's failure_mode says. */
         for (size_t k = 0; k < pl->valid; k++) {
             size_t i = pl->order[k];
-            if (!fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
+            if (rc == PERMITD_EDEADLINE || !fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
                 permitd_error_set(&pl->errs[i], rc, "%s", err->message);
         }
         return PERMITD_OK;
