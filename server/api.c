@@ -25,6 +25,10 @@ struct api {
     struct limiter *limiter;
     struct stats *stats;
     struct connect_limits limits;
+    /* AcquireResponse's allowed and remaining: written in JSON even when
+     * false and 0 (a denial says so; proto3 JSON would leave them out), in
+     * Acquire replies and in AcquireBatch items alike. NULL-ended. */
+    const ProtobufCFieldDescriptor *always[3];
 };
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -154,7 +158,7 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
             rs.remaining = r->remaining;
             rs.limit = r->limit;
             rs.reset_after_ms = r->reset_after_ms;
-            rc = connect_reply(p->http, p->codec, &rs.base, &resp, &e);
+            rc = connect_reply(p->http, p->codec, &rs.base, NULL, &resp, &e);
         }
         deferred_answer(p->http, rc, &resp, &e);
         return;
@@ -169,7 +173,7 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     if (rc == PERMITD_OK) {
         Permit__V1__AcquireResponse rs;
         decision_message(&rs, r);
-        rc = connect_reply(p->http, p->codec, &rs.base, &resp, &e);
+        rc = connect_reply(p->http, p->codec, &rs.base, p->a->always, &resp, &e);
         if (rc == PERMITD_OK)
             ratelimit_headers(&resp, p->bucket, r);
     }
@@ -288,7 +292,7 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
     if (rc == PERMITD_OK) {
         rs.results = p->result_ptrs;
         rs.n_results = p->n;
-        rc = connect_reply(p->http, p->codec, &rs.base, &resp, &e);
+        rc = connect_reply(p->http, p->codec, &rs.base, a->always, &resp, &e);
     }
     deferred_answer(p->http, rc, &resp, &e);
 }
@@ -383,6 +387,11 @@ int api_new(const struct config *cfg, struct limiter *limiter, struct stats *sta
     a->limiter = limiter;
     a->stats = stats;
     a->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
+    a->always[0] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__acquire_response__descriptor, "allowed");
+    a->always[1] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__acquire_response__descriptor, "remaining");
+    a->always[2] = NULL;
     *out = a;
     return PERMITD_OK;
 }

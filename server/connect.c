@@ -334,14 +334,14 @@ static void storage_free(void *req, void *p)
 }
 
 int connect_reply(const struct http_request *req, enum connect_codec codec,
-                  const ProtobufCMessage *msg, struct http_response *resp,
-                  struct permitd_error *err)
+                  const ProtobufCMessage *msg, const ProtobufCFieldDescriptor *const *always,
+                  struct http_response *resp, struct permitd_error *err)
 {
     /* The body goes straight into the request's storage: an Acquire's
      * reply costs no allocation in either codec. */
     if (codec == CONNECT_CODEC_JSON) {
         ProtobufCAllocator al = {storage_alloc, storage_free, (void *)req};
-        resp->body = json_encode(msg, &al, &resp->body_len);
+        resp->body = json_encode_always(msg, always, &al, &resp->body_len);
         resp->body_owned = 0;
         resp->content_type = "application/json";
     } else {
@@ -508,7 +508,7 @@ int connect_serve(const struct connect_method *methods, void *ud,
         goto done;
     if (rc != PERMITD_OK)
         goto fail;
-    if (connect_reply(req, call.codec, out, resp, &err) != PERMITD_OK)
+    if (connect_reply(req, call.codec, out, NULL, resp, &err) != PERMITD_OK)
         goto fail;
     goto done;
 

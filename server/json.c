@@ -133,6 +133,8 @@ struct dec {
 /* State for one json_encode() call. */
 struct enc {
     int digits;     /* significant digits the reals so far need to read back */
+    const ProtobufCFieldDescriptor *const *always;  /* written even at their
+                                                       default; NULL-ended */
 };
 
 static int dec_message(struct dec *d, const ProtobufCMessageDescriptor *desc,
@@ -1206,7 +1208,21 @@ cleanup:
     return rv;
 }
 
-/* A message as a JSON object keyed by JSON names, defaults left out. */
+/* Whether f is one of the fields the caller wants written even at their
+ * default: a singular scalar (not a oneof member, not a message). */
+static int forced(const struct enc *e, const ProtobufCFieldDescriptor *f)
+{
+    if (e->always == NULL || f->type == PROTOBUF_C_TYPE_MESSAGE ||
+        (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+        return 0;
+    for (const ProtobufCFieldDescriptor *const *a = e->always; *a != NULL; a++)
+        if (*a == f)
+            return 1;
+    return 0;
+}
+
+/* A message as a JSON object keyed by JSON names, defaults left out (but
+ * for the fields in e->always). */
 static json_t *enc_message(struct enc *e, const ProtobufCMessage *msg)
 {
     const ProtobufCMessageDescriptor *desc = msg->descriptor;
@@ -1223,7 +1239,7 @@ static json_t *enc_message(struct enc *e, const ProtobufCMessage *msg)
             if (*(const size_t *)at(msg, f->quantifier_offset) == 0)
                 continue;
             v = is_map(desc, f) ? enc_map(e, f, msg) : enc_list(e, f, msg);
-        } else if (present(f, msg)) {
+        } else if (present(f, msg) || forced(e, f)) {
             v = enc_value(e, f, at(msg, f->offset));
         } else {
             continue;
@@ -1267,7 +1283,14 @@ static char *dump(json_t *root, size_t flags, ProtobufCAllocator *al, size_t *le
 
 char *json_encode(const ProtobufCMessage *msg, ProtobufCAllocator *al, size_t *len)
 {
-    struct enc e = { .digits = 0 };
+    return json_encode_always(msg, NULL, al, len);
+}
+
+char *json_encode_always(const ProtobufCMessage *msg,
+                         const ProtobufCFieldDescriptor *const *always,
+                         ProtobufCAllocator *al, size_t *len)
+{
+    struct enc e = { .digits = 0, .always = always };
     json_t *root = NULL;
     char *out = NULL;
 
