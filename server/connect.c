@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "connect.h"
 #include "json.h"
+#include "utf8.h"
 
 /* Code names and HTTP statuses, indexed by -code (server/status.h). */
 static const struct {
@@ -317,7 +318,10 @@ static int decode(enum connect_codec codec, const ProtobufCMessageDescriptor *de
         return permitd_error_set(err, PERMITD_EINVAL,
                                  "request body is not a valid %s in protobuf binary",
                                  desc->name);
-    return PERMITD_OK;
+    /* protobuf-c copies string fields as they come; proto3 (and the JSON
+     * path, through jansson) wants UTF-8. On failure *msg stays set: the
+     * caller frees it, as it does after a call. */
+    return utf8_check_message(*msg, err);
 }
 
 /* A reply body in the request's storage (http_request_alloc()): it lives

@@ -42,6 +42,7 @@
 #include "base64.h"
 
 #include "json.h"
+#include "utf8.h"
 
 /* ---- jansson's memory ----
  *
@@ -294,33 +295,7 @@ static ProtobufCMessage *fresh(struct dec *d, const ProtobufCMessageDescriptor *
 
 /* ---- UTF-8 ---- */
 
-/* Length of the well-formed UTF-8 character at s (RFC 3629: no overlong
- * forms, surrogates or code points past U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned char lo = 0x80, hi = 0xbf;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        if (s[0] == 0xe0)
-            lo = 0xa0;
-        if (s[0] == 0xed)
-            hi = 0x9f;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
-    }
-    if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        if (s[0] == 0xf0)
-            lo = 0x90;
-        if (s[0] == 0xf4)
-            hi = 0x8f;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80
-               && (s[3] & 0xc0) == 0x80 ? 4 : 0;
-    }
-    return 0;
-}
+/* utf8_char_len() (utf8.h) says how long a well-formed character is. */
 
 /* Replaces, in place, each byte of s that does not belong to well-formed
  * UTF-8 with '?'. */
@@ -329,7 +304,7 @@ static void tidy(char *s)
     size_t k;
 
     for (unsigned char *p = (unsigned char *)s; *p != '\0'; p += k) {
-        k = utf8_len(p);
+        k = utf8_char_len(p);
         if (k == 0) {
             *p = '?';
             k = 1;
@@ -956,7 +931,7 @@ static json_t *text(const char *s)
     if (s == NULL)
         s = "";
     for (p = (const unsigned char *)s; *p != '\0'; p += k) {
-        k = utf8_len(p);
+        k = utf8_char_len(p);
         if (k == 0)
             break;
     }
@@ -966,7 +941,7 @@ static json_t *text(const char *s)
     if (fixed == NULL)
         return NULL;
     for (p = (const unsigned char *)s, o = fixed; *p != '\0'; p += k) {
-        k = utf8_len(p);
+        k = utf8_char_len(p);
         if (k == 0) {
             memcpy(o, "\xef\xbf\xbd", 3);
             o += 3;
