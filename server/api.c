@@ -109,6 +109,24 @@ static void decision_message(Permit__V1__AcquireResponse *m, const struct limite
     m->reset_after_ms = r->reset_after_ms;
 }
 
+/* Counts an Acquire's (or a batch item's) error for /metrics, under its
+ * policy when that is a real one. invalid_argument (negative permits on
+ * a real policy, as on a made-up name) and not_found are checked here
+ * before Redis is asked, so only MySQL's snapshot or an earlier decision
+ * (stats.h) can say the policy is real; any other error came from the
+ * script, Redis or the policy itself. Made-up names stay out of the
+ * labels. */
+static void count_error(struct api *a, const char *bucket, int code)
+{
+    int real = code != PERMITD_EINVAL && code != PERMITD_ENOTFOUND;
+
+    if (a->stats == NULL)
+        return;
+    if (!real)
+        real = limiter_known_policy(a->limiter, bucket);
+    stats_record_error(a->stats, bucket, code, real);
+}
+
 /* Hands a deferred call's answer back: resp as filled, or the Connect error
  * for rc. */
 static void deferred_answer(const struct http_request *http, int rc, struct http_response *resp,
@@ -166,7 +184,7 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     if (p->a->stats != NULL) {
         stats_observe(p->a->stats, clock_now_us() - p->t0);
         if (rc != PERMITD_OK)
-            stats_record_error(p->a->stats, p->bucket, rc);
+            count_error(p->a, p->bucket, rc);
         else
             stats_record(p->a->stats, p->bucket, r->allowed);
     }
@@ -200,8 +218,8 @@ static int defer_decision(struct api *a, struct connect_call *call, int peek,
     int rc;
 
     if ((rc = limiter_check(lr, err)) != PERMITD_OK) {
-        if (a->stats != NULL && !peek)
-            stats_record_error(a->stats, lr->bucket, rc);
+        if (!peek)
+            count_error(a, lr->bucket, rc);
         return rc;
     }
     p = http_request_alloc(call->http, sizeof(*p));
@@ -273,8 +291,7 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
         permit__v1__acquire_batch_result__init(r);
         if (p->errs[i].code != PERMITD_OK) {
             Permit__V1__BatchError *be = &p->batch_errors[i];
-            if (a->stats != NULL)
-                stats_record_error(a->stats, p->reqs[i].bucket, p->errs[i].code);
+            count_error(a, p->reqs[i].bucket, p->errs[i].code);
             permit__v1__batch_error__init(be);
             be->code = (char *)connect_code_name(p->errs[i].code);
             be->message = p->errs[i].message;

@@ -179,6 +179,14 @@ static int missing(struct limiter *l, const struct limiter_request *req, int tak
     return 1;
 }
 
+int limiter_known_policy(struct limiter *l, const char *name)
+{
+    int open;
+    int64_t max;
+
+    return name != NULL && known(l, name, &open, &max);
+}
+
 void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud)
 {
     l->missing_hook = fn;
