@@ -25,6 +25,10 @@ struct api {
     struct limiter *limiter;
     struct stats *stats;
     struct connect_limits limits;
+    /* AcquireResponse's allowed and remaining: written in JSON even when
+     * false and 0 (a denial says so; proto3 JSON would leave them out), in
+     * Acquire replies and in AcquireBatch items alike. NULL-ended. */
+    const ProtobufCFieldDescriptor *always[3];
 };
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -105,6 +109,24 @@ static void decision_message(Permit__V1__AcquireResponse *m, const struct limite
     m->reset_after_ms = r->reset_after_ms;
 }
 
+/* Counts an Acquire's (or a batch item's) error for /metrics, under its
+ * policy when that is a real one. invalid_argument (negative permits on
+ * a real policy, as on a made-up name) and not_found are checked here
+ * before Redis is asked, so only MySQL's snapshot or an earlier decision
+ * (stats.h) can say the policy is real; any other error came from the
+ * script, Redis or the policy itself. Made-up names stay out of the
+ * labels. */
+static void count_error(struct api *a, const char *bucket, int code)
+{
+    int real = code != PERMITD_EINVAL && code != PERMITD_ENOTFOUND;
+
+    if (a->stats == NULL)
+        return;
+    if (!real)
+        real = limiter_known_policy(a->limiter, bucket);
+    stats_record_error(a->stats, bucket, code, real);
+}
+
 /* Hands a deferred call's answer back: resp as filled, or the Connect error
  * for rc. */
 static void deferred_answer(const struct http_request *http, int rc, struct http_response *resp,
@@ -154,7 +176,7 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
             rs.remaining = r->remaining;
             rs.limit = r->limit;
             rs.reset_after_ms = r->reset_after_ms;
-            rc = connect_reply(p->http, p->codec, &rs.base, &resp, &e);
+            rc = connect_reply(p->http, p->codec, &rs.base, NULL, &resp, &e);
         }
         deferred_answer(p->http, rc, &resp, &e);
         return;
@@ -162,14 +184,14 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     if (p->a->stats != NULL) {
         stats_observe(p->a->stats, clock_now_us() - p->t0);
         if (rc != PERMITD_OK)
-            stats_record_error(p->a->stats, p->bucket, rc);
+            count_error(p->a, p->bucket, rc);
         else
             stats_record(p->a->stats, p->bucket, r->allowed);
     }
     if (rc == PERMITD_OK) {
         Permit__V1__AcquireResponse rs;
         decision_message(&rs, r);
-        rc = connect_reply(p->http, p->codec, &rs.base, &resp, &e);
+        rc = connect_reply(p->http, p->codec, &rs.base, p->a->always, &resp, &e);
         if (rc == PERMITD_OK)
             ratelimit_headers(&resp, p->bucket, r);
     }
@@ -196,8 +218,8 @@ static int defer_decision(struct api *a, struct connect_call *call, int peek,
     int rc;
 
     if ((rc = limiter_check(lr, err)) != PERMITD_OK) {
-        if (a->stats != NULL && !peek)
-            stats_record_error(a->stats, lr->bucket, rc);
+        if (!peek)
+            count_error(a, lr->bucket, rc);
         return rc;
     }
     p = http_request_alloc(call->http, sizeof(*p));
@@ -269,8 +291,7 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
         permit__v1__acquire_batch_result__init(r);
         if (p->errs[i].code != PERMITD_OK) {
             Permit__V1__BatchError *be = &p->batch_errors[i];
-            if (a->stats != NULL)
-                stats_record_error(a->stats, p->reqs[i].bucket, p->errs[i].code);
+            count_error(a, p->reqs[i].bucket, p->errs[i].code);
             permit__v1__batch_error__init(be);
             be->code = (char *)connect_code_name(p->errs[i].code);
             be->message = p->errs[i].message;
@@ -288,7 +309,7 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
     if (rc == PERMITD_OK) {
         rs.results = p->result_ptrs;
         rs.n_results = p->n;
-        rc = connect_reply(p->http, p->codec, &rs.base, &resp, &e);
+        rc = connect_reply(p->http, p->codec, &rs.base, a->always, &resp, &e);
     }
     deferred_answer(p->http, rc, &resp, &e);
 }
@@ -383,6 +404,11 @@ int api_new(const struct config *cfg, struct limiter *limiter, struct stats *sta
     a->limiter = limiter;
     a->stats = stats;
     a->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
+    a->always[0] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__acquire_response__descriptor, "allowed");
+    a->always[1] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__acquire_response__descriptor, "remaining");
+    a->always[2] = NULL;
     *out = a;
     return PERMITD_OK;
 }

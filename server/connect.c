@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "connect.h"
 #include "json.h"
+#include "utf8.h"
 
 /* Code names and HTTP statuses, indexed by -code (server/status.h). */
 static const struct {
@@ -133,6 +134,9 @@ int connect_parse_timeout(const char *value, int64_t *ms, struct permitd_error *
     size_t n = strlen(value);
     int64_t v = 0;
 
+    /* The Connect spec: a positive integer of at most 10 ASCII digits.
+     * 0 is refused, not read as "already expired": a deadline that has
+     * passed before the work starts is never what a caller means. */
     if (n == 0 || n > 10)
         goto bad;
     for (size_t i = 0; i < n; i++) {
@@ -140,12 +144,14 @@ int connect_parse_timeout(const char *value, int64_t *ms, struct permitd_error *
             goto bad;
         v = v * 10 + (value[i] - '0');
     }
+    if (v == 0)
+        goto bad;
     *ms = v;
     return PERMITD_OK;
 bad:
     return permitd_error_set(err, PERMITD_EINVAL,
-                             "Connect-Timeout-Ms: \"%.32s\" is not a number of milliseconds "
-                             "(1 to 10 digits)", value);
+                             "Connect-Timeout-Ms: \"%.32s\" is not a positive whole number of "
+                             "milliseconds (1 to 10 digits)", value);
 }
 
 int connect_gunzip(const char *in, size_t inlen, size_t max, char **out, size_t *outlen,
@@ -312,7 +318,10 @@ static int decode(enum connect_codec codec, const ProtobufCMessageDescriptor *de
         return permitd_error_set(err, PERMITD_EINVAL,
                                  "request body is not a valid %s in protobuf binary",
                                  desc->name);
-    return PERMITD_OK;
+    /* protobuf-c copies string fields as they come; proto3 (and the JSON
+     * path, through jansson) wants UTF-8. On failure *msg stays set: the
+     * caller frees it, as it does after a call. */
+    return utf8_check_message(*msg, err);
 }
 
 /* A reply body in the request's storage (http_request_alloc()): it lives
@@ -329,14 +338,14 @@ static void storage_free(void *req, void *p)
 }
 
 int connect_reply(const struct http_request *req, enum connect_codec codec,
-                  const ProtobufCMessage *msg, struct http_response *resp,
-                  struct permitd_error *err)
+                  const ProtobufCMessage *msg, const ProtobufCFieldDescriptor *const *always,
+                  struct http_response *resp, struct permitd_error *err)
 {
     /* The body goes straight into the request's storage: an Acquire's
      * reply costs no allocation in either codec. */
     if (codec == CONNECT_CODEC_JSON) {
         ProtobufCAllocator al = {storage_alloc, storage_free, (void *)req};
-        resp->body = json_encode(msg, &al, &resp->body_len);
+        resp->body = json_encode_always(msg, always, &al, &resp->body_len);
         resp->body_owned = 0;
         resp->content_type = "application/json";
     } else {
@@ -503,7 +512,7 @@ int connect_serve(const struct connect_method *methods, void *ud,
         goto done;
     if (rc != PERMITD_OK)
         goto fail;
-    if (connect_reply(req, call.codec, out, resp, &err) != PERMITD_OK)
+    if (connect_reply(req, call.codec, out, NULL, resp, &err) != PERMITD_OK)
         goto fail;
     goto done;
 

@@ -74,10 +74,12 @@ int connect_serve(const struct connect_method *methods, void *ud,
 
 /* Encodes msg with codec into resp (Content-Type and body; a binary body
  * lives in req's own storage, a JSON one is owned by resp): the reply of a
- * deferred call. PERMITD_OK or PERMITD_EINTERNAL (out of memory). */
+ * deferred call. In JSON, the fields in always (NULL-ended, or NULL) are
+ * written even at their default (json_encode_always()). PERMITD_OK or
+ * PERMITD_EINTERNAL (out of memory). */
 int connect_reply(const struct http_request *req, enum connect_codec codec,
-                  const ProtobufCMessage *msg, struct http_response *resp,
-                  struct permitd_error *err);
+                  const ProtobufCMessage *msg, const ProtobufCFieldDescriptor *const *always,
+                  struct http_response *resp, struct permitd_error *err);
 
 /* Fills resp with the Connect error for err: HTTP status from the code
  * mapping, Content-Type application/json, {"code":"...","message":"..."}. */
@@ -92,7 +94,9 @@ int connect_http_status(int code);
  * an optional "; charset=utf-8". Returns 0 and *codec, or -1. */
 int connect_parse_content_type(const char *ct, enum connect_codec *codec);
 
-/* Parses Connect-Timeout-Ms (1 to 10 digits). 0 and *ms, or PERMITD_EINVAL. */
+/* Parses Connect-Timeout-Ms: a positive integer of 1 to 10 ASCII digits
+ * (the Connect spec). 0 and *ms, or PERMITD_EINVAL naming the header and
+ * the value (0, signs, spaces, exponents, 11 digits and more). */
 int connect_parse_timeout(const char *value, int64_t *ms, struct permitd_error *err);
 
 /* Inflates a gzip body into a new buffer (free()) of at most max bytes.

@@ -42,6 +42,7 @@
 #include "base64.h"
 
 #include "json.h"
+#include "utf8.h"
 
 /* ---- jansson's memory ----
  *
@@ -133,6 +134,8 @@ struct dec {
 /* State for one json_encode() call. */
 struct enc {
     int digits;     /* significant digits the reals so far need to read back */
+    const ProtobufCFieldDescriptor *const *always;  /* written even at their
+                                                       default; NULL-ended */
 };
 
 static int dec_message(struct dec *d, const ProtobufCMessageDescriptor *desc,
@@ -292,33 +295,7 @@ static ProtobufCMessage *fresh(struct dec *d, const ProtobufCMessageDescriptor *
 
 /* ---- UTF-8 ---- */
 
-/* Length of the well-formed UTF-8 character at s (RFC 3629: no overlong
- * forms, surrogates or code points past U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned char lo = 0x80, hi = 0xbf;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        if (s[0] == 0xe0)
-            lo = 0xa0;
-        if (s[0] == 0xed)
-            hi = 0x9f;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
-    }
-    if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        if (s[0] == 0xf0)
-            lo = 0x90;
-        if (s[0] == 0xf4)
-            hi = 0x8f;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80
-               && (s[3] & 0xc0) == 0x80 ? 4 : 0;
-    }
-    return 0;
-}
+/* utf8_char_len() (utf8.h) says how long a well-formed character is. */
 
 /* Replaces, in place, each byte of s that does not belong to well-formed
  * UTF-8 with '?'. */
@@ -327,7 +304,7 @@ static void tidy(char *s)
     size_t k;
 
     for (unsigned char *p = (unsigned char *)s; *p != '\0'; p += k) {
-        k = utf8_len(p);
+        k = utf8_char_len(p);
         if (k == 0) {
             *p = '?';
             k = 1;
@@ -954,7 +931,7 @@ static json_t *text(const char *s)
     if (s == NULL)
         s = "";
     for (p = (const unsigned char *)s; *p != '\0'; p += k) {
-        k = utf8_len(p);
+        k = utf8_char_len(p);
         if (k == 0)
             break;
     }
@@ -964,7 +941,7 @@ static json_t *text(const char *s)
     if (fixed == NULL)
         return NULL;
     for (p = (const unsigned char *)s, o = fixed; *p != '\0'; p += k) {
-        k = utf8_len(p);
+        k = utf8_char_len(p);
         if (k == 0) {
             memcpy(o, "\xef\xbf\xbd", 3);
             o += 3;
@@ -1206,7 +1183,21 @@ cleanup:
     return rv;
 }
 
-/* A message as a JSON object keyed by JSON names, defaults left out. */
+/* Whether f is one of the fields the caller wants written even at their
+ * default: a singular scalar (not a oneof member, not a message). */
+static int forced(const struct enc *e, const ProtobufCFieldDescriptor *f)
+{
+    if (e->always == NULL || f->type == PROTOBUF_C_TYPE_MESSAGE ||
+        (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+        return 0;
+    for (const ProtobufCFieldDescriptor *const *a = e->always; *a != NULL; a++)
+        if (*a == f)
+            return 1;
+    return 0;
+}
+
+/* A message as a JSON object keyed by JSON names, defaults left out (but
+ * for the fields in e->always). */
 static json_t *enc_message(struct enc *e, const ProtobufCMessage *msg)
 {
     const ProtobufCMessageDescriptor *desc = msg->descriptor;
@@ -1223,7 +1214,7 @@ static json_t *enc_message(struct enc *e, const ProtobufCMessage *msg)
             if (*(const size_t *)at(msg, f->quantifier_offset) == 0)
                 continue;
             v = is_map(desc, f) ? enc_map(e, f, msg) : enc_list(e, f, msg);
-        } else if (present(f, msg)) {
+        } else if (present(f, msg) || forced(e, f)) {
             v = enc_value(e, f, at(msg, f->offset));
         } else {
             continue;
@@ -1267,7 +1258,14 @@ static char *dump(json_t *root, size_t flags, ProtobufCAllocator *al, size_t *le
 
 char *json_encode(const ProtobufCMessage *msg, ProtobufCAllocator *al, size_t *len)
 {
-    struct enc e = { .digits = 0 };
+    return json_encode_always(msg, NULL, al, len);
+}
+
+char *json_encode_always(const ProtobufCMessage *msg,
+                         const ProtobufCFieldDescriptor *const *always,
+                         ProtobufCAllocator *al, size_t *len)
+{
+    struct enc e = { .digits = 0, .always = always };
     json_t *root = NULL;
     char *out = NULL;
 

@@ -43,6 +43,16 @@ int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
  * memory. */
 char *json_encode(const ProtobufCMessage *msg, ProtobufCAllocator *al, size_t *len);
 
+/* json_encode(), but the fields in always (a NULL-ended list of field
+ * descriptors of msg's type or of messages nested in it; NULL: none) are
+ * written even at their default, as proto3 JSON printers do for fields
+ * with presence: an answer whose meaning a reader must not have to guess
+ * (`"allowed": false`). Only singular scalar fields (not oneof members)
+ * are affected. */
+char *json_encode_always(const ProtobufCMessage *msg,
+                         const ProtobufCFieldDescriptor *const *always,
+                         ProtobufCAllocator *al, size_t *len);
+
 #endif
 
 /* Encodes the Connect error body {"code":code,"message":message} (message

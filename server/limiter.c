@@ -131,9 +131,12 @@ static int known(struct limiter *l, const char *bucket, int *open, int64_t *max)
     return found;
 }
 
-/* Redis could not decide (unavailable, deadline): a policy whose
- * failure_mode is "open" lets the request through, flagged and counted;
- * every other request keeps the error. Returns 1 when it let it through. */
+/* Redis could not decide (unreachable, no answer within --redis-timeout-ms,
+ * unable to serve): a policy whose failure_mode is "open" lets the request
+ * through, flagged and counted; every other request keeps the error.
+ * Never called for the caller's own deadline (PERMITD_EDEADLINE): a caller
+ * must not be able to switch a limit off by asking for a deadline it knows
+ * Redis cannot meet. Returns 1 when it let the request through. */
 static int fail_open(struct limiter *l, const char *bucket, struct limiter_result *res)
 {
     int open = 0;
@@ -174,6 +177,14 @@ static int missing(struct limiter *l, const struct limiter_request *req, int tak
                             "bucket: policy \"%s\" is in MySQL but not back in Redis yet "
                             "(Redis restarted or was flushed); it is being reloaded", req->bucket);
     return 1;
+}
+
+int limiter_known_policy(struct limiter *l, const char *name)
+{
+    int open;
+    int64_t max;
+
+    return name != NULL && known(l, name, &open, &max);
 }
 
 void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud)
@@ -286,8 +297,7 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
 
-    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && take && check &&
-        fail_open(l, req->bucket, res))
+    if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req->bucket, res))
         return PERMITD_OK;
     if (rc != PERMITD_OK)
         return rc;
@@ -493,10 +503,11 @@ static int plan_conclude(struct plan *pl, int rc, struct permitd_error *err)
     const struct limiter_request *reqs = pl->reqs;
 
     if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && !pl->all_or_nothing) {
-        /* Each item as its policy's failure_mode says. */
+        /* Each item gets the error; when Redis failed (not the caller's
+         * own deadline), as its policy's failure_mode says. */
         for (size_t k = 0; k < pl->valid; k++) {
             size_t i = pl->order[k];
-            if (!fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
+            if (rc == PERMITD_EDEADLINE || !fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
                 permitd_error_set(&pl->errs[i], rc, "%s", err->message);
         }
         return PERMITD_OK;
@@ -875,6 +886,12 @@ static void queue_ready(void *ud, uint32_t revents)
     struct permitd_error err = {0, ""};
     int rc = redis_pipe_io(q->pipe, revents, &err);
 
+    /* A batch that failed (failure_mode may apply) first answers the jobs
+     * whose own deadline has passed meanwhile: theirs is deadline_exceeded,
+     * never a reason to fail open. A batch that Redis decided answers every
+     * job it carried with its decision: the permits are taken. */
+    if (rc < 0)
+        queue_expire(q, clock_now_us());
     if (rc == 1)
         batch_end(q, PERMITD_OK, &err);
     else if (rc < 0)

@@ -90,6 +90,10 @@ void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud)
  * not_found at once. */
 void limiter_forget(struct limiter *l, const char *name);
 
+/* Whether MySQL's last snapshot (the failure-mode table) has a policy of
+ * that name: a real policy, for counting a request's error under it. */
+int limiter_known_policy(struct limiter *l, const char *name);
+
 /* How many Acquires failure_mode "open" let through so far. */
 uint64_t limiter_open_passes(struct limiter *l);
 

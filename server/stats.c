@@ -142,15 +142,14 @@ size_t stats_series(struct stats *s, const char *policy, size_t seconds, int64_t
     return seconds;
 }
 
-void stats_record_error(struct stats *s, const char *policy, int code)
+void stats_record_error(struct stats *s, const char *policy, int code, int real)
 {
     int c = -code;
     struct slot *sl;
 
     if (c <= 0 || c >= NCODES)
         c = -PERMITD_EUNKNOWN;
-    if (code == PERMITD_ENOTFOUND || code == PERMITD_EINVAL || policy == NULL ||
-        (sl = find(s, policy, 1)) == NULL) {
+    if (policy == NULL || (sl = find(s, policy, real)) == NULL) {
         atomic_fetch_add_explicit(&s->unknown_errors[c], 1, memory_order_relaxed);
         return;
     }

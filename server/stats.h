@@ -22,10 +22,13 @@ void stats_free(struct stats *s);
  * policy that finds no free slot among the tracked ones is not counted. */
 void stats_record(struct stats *s, const char *policy, int allowed);
 
-/* Counts an Acquire that ended in an error (code: PERMITD_E*). Errors that
- * name no real policy (not_found, invalid_argument) are counted under
- * policy "" so made-up names cannot grow the label set. */
-void stats_record_error(struct stats *s, const char *policy, int code);
+/* Counts an Acquire that ended in an error (code: PERMITD_E*) under its
+ * policy when that is a real one: real says the caller knows it is (Redis
+ * or MySQL answered for it); otherwise only a policy this table tracks
+ * already (it has had decisions) gets the error. Errors that name no real
+ * policy (made-up names, malformed ones, NULL) are counted under policy ""
+ * so they cannot grow the label set. */
+void stats_record_error(struct stats *s, const char *policy, int code, int real);
 
 /* Adds one Acquire's handling time to the latency histogram. */
 void stats_observe(struct stats *s, int64_t micros);

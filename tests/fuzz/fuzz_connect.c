@@ -11,7 +11,8 @@
  *   0  Content-Type     accepted exactly when the type is application/proto
  *                       or application/json (any case) and every parameter
  *                       is charset=utf-8
- *   1  timeout          accepted exactly when 1-10 ASCII digits; value exact
+ *   1  timeout          accepted exactly when 1-10 ASCII digits, not 0;
+ *                       value exact
  *   2  gunzip           result equals zlib's own inflate of the same bytes,
  *                       never over the limit, nothing leaked on failure
  *   3  gzip round trip  the rest is compressed here and must come back
@@ -93,10 +94,10 @@ static void fuzz_timeout(const uint8_t *data, size_t size)
 
     while (digits < n && s[digits] >= '0' && s[digits] <= '9')
         digits++;
-    if (n >= 1 && n <= 10 && digits == n) {
+    if (n >= 1 && n <= 10 && digits == n && strtoll(s, NULL, 10) > 0) {
         FUZZ_CHECK(rc == PERMITD_OK);
         FUZZ_CHECK(ms == strtoll(s, NULL, 10));
-        FUZZ_CHECK(ms >= 0 && ms <= 9999999999LL);
+        FUZZ_CHECK(ms >= 1 && ms <= 9999999999LL);
     } else {
         FUZZ_CHECK(rc == PERMITD_EINVAL && err.code == PERMITD_EINVAL);
         FUZZ_CHECK(err.message[0] != '\0');

@@ -69,7 +69,7 @@ class BatchTest(unittest.TestCase):
         self.assertTrue(res[0]["response"]["allowed"])
         self.assertEqual(res[0]["response"]["remaining"], "1")
         self.assertEqual(res[1]["response"]["remaining"], "4")
-        self.assertNotIn("allowed", res[2]["response"])           # denied
+        self.assertIs(res[2]["response"]["allowed"], False)       # denied, and says so
         self.assertGreater(int(res[2]["response"]["retryAfterMs"]), 0)
         self.assertEqual(res[3]["error"]["code"], "not_found")
         self.assertEqual(res[4]["error"]["code"], "invalid_argument")
@@ -152,7 +152,7 @@ class BatchTest(unittest.TestCase):
         res = self.batch([{"bucket": a, "app": "app", "key": "per-user"},
                           {"bucket": a, "app": "app"}], all_or_nothing=True)["results"]
         for r in res:
-            self.assertNotIn("allowed", r["response"])
+            self.assertIs(r["response"]["allowed"], False)   # stated, not left out
             self.assertGreater(int(r["response"]["retryAfterMs"]), 0)
         self.assertEqual(res[0]["response"]["remaining"], "3")   # the per-user bucket as it stands
         self.assertIsNone(read_state(self.redis, state_key(a, "per-user", self.prefix)))

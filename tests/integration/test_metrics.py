@@ -9,7 +9,8 @@ import time
 import unittest
 
 import harness
-from harness import Permitd, PrivateRedis, Redis, decision, put_policy, unique
+from harness import (Permitd, PrivateRedis, Redis, decision, migrate_with_client, mysql,
+                     put_policy, stack_env, unique, wait_for)
 
 
 def sample(text, name, labels=None):
@@ -79,6 +80,66 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(sample(self.metrics(), "permitd_acquires_total",
                                 {"policy": self.name, "result": "unavailable"}), 3)
         self.redis.start()
+
+
+    def test_errors_of_a_real_policy_are_counted_under_it(self):
+        # A policy this instance has decided is real: its errors, those
+        # checked before Redis is asked too (invalid_argument), are its own.
+        self.assertTrue(decision(self.c.acquire(self.name))["allowed"])
+        self.assertEqual(self.c.acquire(self.name, permits=-1).status, 400)
+        r = self.c.rpc_json("AcquireBatch", {"requests": [
+            {"bucket": self.name, "app": "app", "permits": -2}]})
+        self.assertEqual(r.json()["results"][0]["error"]["code"], "invalid_argument", r)
+        # A made-up or malformed name stays under policy="".
+        self.assertEqual(self.c.acquire("made-up-neg", permits=-1).status, 400)
+        self.assertEqual(self.c.acquire("bad name!", permits=-1).status, 400)
+        text = self.metrics()
+        self.assertEqual(sample(text, "permitd_acquires_total",
+                                {"policy": self.name, "result": "invalid_argument"}), 2)
+        self.assertEqual(sample(text, "permitd_acquires_total",
+                                {"policy": "", "result": "invalid_argument"}), 2)
+        self.assertNotIn("made-up-neg", text)
+        self.assertNotIn("bad name", text)
+
+
+class MetricsMySQLTest(unittest.TestCase):
+    """With MySQL, a policy is real from the start: the very first request
+    to it, even one refused before Redis is asked, is counted under it."""
+
+    def setUp(self):
+        self.db = unique("met").replace("-", "_")
+        mysql("CREATE DATABASE `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci" % self.db)
+        migrate_with_client(self.db)
+        mysql("INSERT INTO policies (name, max_permits, rate) VALUES ('example', 10, 1);"
+              "INSERT INTO policy_apps (policy_id, app) SELECT id, 'app' FROM policies "
+              "WHERE name = 'example'", database=self.db)
+        base, _, query = stack_env()["PERMITD_TEST_MYSQL_ROOT_URL"].partition("?")
+        url = base.rsplit("/", 1)[0] + "/" + self.db + "?" + query
+        self.redis = PrivateRedis()
+        self.p = Permitd(redis_url=self.redis.url, prefix="mm:",
+                         args=["--mysql-url", url, "--sync-interval-ms", "300"])
+        self.c = self.p.http()
+        # A Peek is not counted: the policy is synced and nothing decided yet.
+        wait_for("policy synced", lambda: self.c.peek("example").status == 200)
+
+    def tearDown(self):
+        self.c.close()
+        self.p.stop()
+        self.redis.stop()
+        mysql("DROP DATABASE IF EXISTS `%s`" % self.db)
+
+    def test_first_error_of_a_real_policy_is_its_own(self):
+        self.assertEqual(self.c.acquire("example", permits=-1).status, 400)
+        self.assertEqual(self.c.acquire("nonexistent", permits=-1).status, 400)
+        self.assertEqual(self.c.acquire("nonexistent").status, 404)
+        text = self.p.admin().request("GET", "/metrics").body.decode()
+        self.assertEqual(sample(text, "permitd_acquires_total",
+                                {"policy": "example", "result": "invalid_argument"}), 1, text)
+        self.assertEqual(sample(text, "permitd_acquires_total",
+                                {"policy": "", "result": "invalid_argument"}), 1, text)
+        self.assertEqual(sample(text, "permitd_acquires_total",
+                                {"policy": "", "result": "not_found"}), 1, text)
+        self.assertNotIn("nonexistent", text)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,32 @@ static void test_connect_timeouts(void)
     CHECK_INT(connect_parse_timeout("1.5", &ms, &err), PERMITD_EINVAL);
     CHECK_INT(connect_parse_timeout("", &ms, &err), PERMITD_EINVAL);
     CHECK_CONTAINS(err.message, "Connect-Timeout-Ms");
+    CHECK_INT(connect_parse_timeout("1", &ms, &err), PERMITD_OK);
+    CHECK_INT(ms, 1);
+    CHECK_INT(connect_parse_timeout("007", &ms, &err), PERMITD_OK);
+    CHECK_INT(ms, 7);
+}
+
+/* 0 (an expired deadline) and anything but 1-10 digits are refused, with
+ * the header and the value named: a caller must not be able to ask for a
+ * deadline that has passed before the work starts. */
+static void test_connect_timeout_positive(void)
+{
+    static const char *const bad[] = {"0", "00", "0000000000", "-0", "+5", " 5", "5 ",
+                                      "1e3", "0x10", "5ms", "12345678901", " "};
+    int64_t ms;
+    struct permitd_error err;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char want[48];
+        ms = -1;
+        CHECK_INT(connect_parse_timeout(bad[i], &ms, &err), PERMITD_EINVAL);
+        CHECK_INT(err.code, PERMITD_EINVAL);
+        CHECK_INT(ms, -1);
+        CHECK_CONTAINS(err.message, "Connect-Timeout-Ms");
+        snprintf(want, sizeof(want), "\"%s\"", bad[i]);
+        CHECK_CONTAINS(err.message, want);
+    }
 }
 
 static void test_connect_status_mapping(void)
@@ -139,6 +165,7 @@ int main(void)
 {
     TEST_RUN(test_connect_content_types);
     TEST_RUN(test_connect_timeouts);
+    TEST_RUN(test_connect_timeout_positive);
     TEST_RUN(test_connect_status_mapping);
     TEST_RUN(test_connect_error_body);
     TEST_RUN(test_connect_gunzip);
