@@ -49,6 +49,10 @@ static const struct setting settings[] = {
         1, 1000000, "most HTTP connections open at once"),
     INT(connection_timeout_s, "connection-timeout", "PERMITD_CONNECTION_TIMEOUT",
         "30", 1, 3600, "seconds a connection may stay idle or slow"),
+    INT(header_timeout_s, "header-timeout", "PERMITD_HEADER_TIMEOUT", "10", 1, 3600,
+        "seconds a request's line + headers may take in all, however steadily they trickle"),
+    INT(first_byte_timeout_s, "first-byte-timeout", "PERMITD_FIRST_BYTE_TIMEOUT", "3", 1, 3600,
+        "seconds a new connection may stay silent (and pause while sending its first head)"),
     INT(max_connections_per_ip, "max-connections-per-ip", "PERMITD_MAX_CONNECTIONS_PER_IP",
         "0", 0, 1000000, "most connections from one client address; 0 = no limit "
         "(behind a load balancer every client has its address)"),

@@ -23,6 +23,8 @@ struct config {
     int max_body_bytes;           /* largest request body accepted */
     int max_connections;
     int connection_timeout_s;     /* idle/slow connection limit */
+    int header_timeout_s;         /* whole request head, however steady its bytes */
+    int first_byte_timeout_s;     /* a new connection's silence */
     int max_connections_per_ip;   /* 0 = no limit */
     int max_header_bytes;         /* per connection: request line + headers */
     int access_log;               /* 1: one log line per request */

@@ -7,6 +7,7 @@
  * operator reading it needs no log:
  *   redis: ok
  *   mysql sync: failing (3 failures; last success 12 s ago): mysql at ...
+ *   api listener: full: 4096 of 4096 connections open (0 idle keep-alive, ...)
  */
 #define _GNU_SOURCE     /* open_memstream */
 #include <inttypes.h>
@@ -59,6 +60,21 @@ void health_readyz(const struct health *h, struct http_response *resp)
                                   "mysql sync: ok, %zu policies, last pass %" PRId64 " ms ago\n",
                                   st.last.policies, (now - st.last_success_us) / 1000);
         }
+    }
+    /* The API listener's connection slots: when all are taken, new callers
+     * wait in the kernel's queue until one is freed (idle keep-alive ones
+     * are shed first, server/http.c), so this instance is not ready. */
+    if (h->listeners[0] != NULL && n < cap) {
+        struct http_server_load l;
+
+        http_server_load(h->listeners[0], &l);
+        if (l.open >= l.limit)
+            ready = 0;
+        n += (size_t)snprintf(body + n, cap - n,
+                              "api listener: %s%u of %u connections open (%u idle keep-alive, "
+                              "%u awaiting a request head)%s\n",
+                              l.open >= l.limit ? "full: " : "ok, ", l.open, l.limit, l.idle,
+                              l.head, l.open >= l.limit ? "; new callers wait" : "");
     }
     if (n >= cap)
         n = cap - 1;
@@ -119,6 +135,42 @@ void health_metrics(const struct health *h, struct http_response *resp)
         if (h->listeners[i] != NULL)
             fprintf(out, "permitd_http_connections{listener=\"%s\"} %u\n", names[i],
                     http_server_connections(h->listeners[i]));
+    /* Saturation and what the connection deadlines closed (server/http.c). */
+    {
+        struct http_server_load l[2];
+
+        for (int i = 0; i < 2; i++)
+            if (h->listeners[i] != NULL)
+                http_server_load(h->listeners[i], &l[i]);
+        fprintf(out, "# HELP permitd_http_connections_limit Most HTTP connections open at once, "
+                     "by listener.\n# TYPE permitd_http_connections_limit gauge\n");
+        for (int i = 0; i < 2; i++)
+            if (h->listeners[i] != NULL)
+                fprintf(out, "permitd_http_connections_limit{listener=\"%s\"} %u\n", names[i],
+                        l[i].limit);
+        fprintf(out, "# HELP permitd_http_connections_idle Keep-alive HTTP connections between "
+                     "requests, by listener.\n# TYPE permitd_http_connections_idle gauge\n");
+        for (int i = 0; i < 2; i++)
+            if (h->listeners[i] != NULL)
+                fprintf(out, "permitd_http_connections_idle{listener=\"%s\"} %u\n", names[i],
+                        l[i].idle);
+        fprintf(out, "# HELP permitd_http_connections_closed_total HTTP connections closed by "
+                     "permitd: header_timeout (request head not whole in --header-timeout), "
+                     "shed_idle / shed_head (to make room when full), refused (bad framing or "
+                     "head over --max-header-bytes).\n"
+                     "# TYPE permitd_http_connections_closed_total counter\n");
+        for (int i = 0; i < 2; i++)
+            if (h->listeners[i] != NULL)
+                fprintf(out,
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"header_timeout\"} %llu\n"
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"shed_idle\"} %llu\n"
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"shed_head\"} %llu\n"
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"refused\"} %llu\n",
+                        names[i], (unsigned long long)l[i].header_timeouts,
+                        names[i], (unsigned long long)l[i].shed_idle,
+                        names[i], (unsigned long long)l[i].shed_head,
+                        names[i], (unsigned long long)l[i].refused);
+    }
     fclose(out);
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
     resp->body = body;

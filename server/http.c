@@ -29,7 +29,24 @@
  * above the limit is refused before any byte of the body is read; a
  * chunked body that grows past it is dropped as it arrives (memory stays
  * bounded) and the handler is told, so it can answer with a clear error.
- * The connection timeout bounds slow senders.
+ *
+ * Connection deadlines (see "connection deadlines" below). libmicrohttpd
+ * 0.9.75 has only an idle timeout, reset by every byte: a client sending one
+ * header line every few seconds, or a crowd of silent sockets, held every
+ * slot for as long as it liked. Each worker keeps its connections in lists
+ * by phase (awaiting a request head, busy with a request, idle between
+ * requests), each in the order it entered the phase, so the oldest is
+ * always first: a timer of the loop closes those past their deadline, and
+ * when the worker's slots are all taken the oldest idle keep-alive
+ * connection is closed first to make room. The records are preallocated
+ * per worker and moved between lists in O(1): no allocation or syscall
+ * per request.
+ *
+ * Framing (check_framing()): a request that could be read two ways (two
+ * Content-Lengths, Content-Length with Transfer-Encoding: request
+ * smuggling behind a proxy that reads the other) or whose head is over
+ * max_header_bytes is refused before any handler sees it, with the
+ * listener's own error body, and its connection is closed.
  */
 #include <arpa/inet.h>
 #include <assert.h>
@@ -44,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -56,6 +74,7 @@
 #include "log.h"
 
 #define LOOP_SOURCES_MAX 4
+#define SHED_HEAD_AGE_US 1000000    /* when full, a head awaited this long may be shed */
 #define WAITING_POLL_MS 10      /* see worker_main() */
 #define IP_BUCKETS 256
 
@@ -65,8 +84,31 @@ struct loop_source {
     struct http_loop_want armed;    /* what epoll has (fd -1: nothing) */
 };
 
+/* What a connection is doing; each phase is one list per worker. */
+enum conn_phase {
+    PHASE_HEAD,         /* awaiting a whole request head: deadline header_timeout_s */
+    PHASE_BUSY,         /* a request read, answered or being answered: no deadline here */
+    PHASE_IDLE,         /* keep-alive between requests: the first to go when full */
+    PHASE_CLOSING,      /* shut down by us; libmicrohttpd has yet to close it */
+    PHASES
+};
+
+/* One open connection (libmicrohttpd's socket_context), in the list of its
+ * phase, which is ordered by since_us. */
+struct conn {
+    struct conn *prev, *next;
+    struct MHD_Connection *mhd;
+    int64_t since_us;           /* when it entered its phase */
+    int phase;
+    int first;                  /* its first request head is not whole yet */
+};
+
+struct conn_list {
+    struct conn *head, *tail;
+};
+
 /* One worker thread: its daemon and its event loop. Everything in it is
- * touched by that thread only, save wakefd and quiesced. */
+ * touched by that thread only, save wakefd, quiesced and the counts. */
 struct worker {
     struct http_server *s;
     struct MHD_Daemon *daemon;
@@ -85,6 +127,13 @@ struct worker {
     int nsources;
     struct http_request *spare;   /* finished requests, for the next ones */
     int nspare;
+    /* Connection records: `limit` of them, made at start. */
+    struct conn *conns;
+    struct conn *free_conns;
+    struct conn_list phases[PHASES];
+    unsigned limit;             /* libmicrohttpd's connection limit for this worker */
+    int closed;                 /* connections closed since libmicrohttpd last ran */
+    atomic_uint count[PHASES];  /* connections per phase, read by http_server_load() */
 };
 
 /* Connections open per client address, shared by the workers. */
@@ -105,6 +154,7 @@ struct http_server {
     int64_t stop_until_us;      /* grace for requests in flight, once stopping */
     pthread_mutex_t ip_lock;
     struct ip_count *ips[IP_BUCKETS];
+    atomic_uint_fast64_t header_timeouts, shed_idle, shed_head, refused;
     int nworkers;
     struct worker workers[];
 };
@@ -132,6 +182,7 @@ struct http_request {
     char *body;                 /* small[] or malloc'd */
     size_t len, cap;
     int too_large;
+    int refused;                /* answered by http.c itself: the rest is not read */
     /* Deferred answers (http_request_defer): the work runs elsewhere and
      * http_request_resume() hands the answer back. */
     void (*start)(void *arg);
@@ -422,6 +473,250 @@ static void answer(struct http_server *s, struct http_request *req,
                 s->name, req->path);
 }
 
+/* ---- connection deadlines ----
+ *
+ * A new connection starts in PHASE_HEAD with libmicrohttpd's idle timer set
+ * to first_byte_timeout_s (a silent socket is closed by libmicrohttpd
+ * then), and its head must be whole within header_timeout_s of the accept,
+ * however steadily its bytes trickle in. Once the access handler is first
+ * called for a request its head is whole: PHASE_BUSY, and the idle timer
+ * goes back to connection_timeout_s. When the request completes the
+ * connection is PHASE_IDLE; libmicrohttpd closes it after
+ * connection_timeout_s of silence. The start of a keep-alive request is
+ * not visible (libmicrohttpd 0.9.75 calls nothing before the whole head),
+ * so an idle connection still open connection_timeout_s +
+ * header_timeout_s after its last answer (a head trickling in) is closed
+ * too. Closing means shutdown(): libmicrohttpd sees the end of the stream
+ * on its next run and closes the connection itself, with the usual
+ * notifications. */
+
+static void conn_unlink(struct worker *w, struct conn *c)
+{
+    struct conn_list *l = &w->phases[c->phase];
+
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        l->head = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    else
+        l->tail = c->prev;
+    c->prev = c->next = NULL;
+    atomic_fetch_sub_explicit(&w->count[c->phase], 1, memory_order_relaxed);
+}
+
+/* Puts c last in the list of phase, which it enters at now. */
+static void conn_append(struct worker *w, struct conn *c, int phase, int64_t now)
+{
+    struct conn_list *l = &w->phases[phase];
+
+    c->phase = phase;
+    c->since_us = now;
+    c->next = NULL;
+    c->prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->next = c;
+    else
+        l->head = c;
+    l->tail = c;
+    atomic_fetch_add_explicit(&w->count[phase], 1, memory_order_relaxed);
+}
+
+static void conn_move(struct worker *w, struct conn *c, int phase, int64_t now)
+{
+    if (c->phase == PHASE_CLOSING)
+        return;                 /* on its way out already */
+    conn_unlink(w, c);
+    conn_append(w, c, phase, now);
+}
+
+/* Our record of conn, or NULL (none was free; it goes untracked). */
+static struct conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return ci != NULL ? ci->socket_context : NULL;
+}
+
+/* Shuts c's socket down; libmicrohttpd closes it on its next run. */
+static void conn_close(struct worker *w, struct conn *c, int64_t now)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c->mhd, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+    if (ci != NULL)
+        shutdown(ci->connect_fd, SHUT_RDWR);
+    conn_move(w, c, PHASE_CLOSING, now);
+}
+
+/* Every slot of the worker taken by a connection that is not on its way out. */
+static int conn_full(const struct worker *w)
+{
+    unsigned open = 0;
+
+    for (int p = 0; p < PHASE_CLOSING; p++)
+        open += atomic_load_explicit(&w->count[p], memory_order_relaxed);
+    return open >= w->limit;
+}
+
+/* When the worker is full, closes one connection to make room for the
+ * next caller: the oldest idle keep-alive one, else the oldest one that
+ * has awaited its head for SHED_HEAD_AGE_US (younger ones are likely
+ * callers a moment from sending). Returns 1 when it closed one. */
+static int conn_shed(struct worker *w, int64_t now)
+{
+    struct conn *c;
+
+    if (!conn_full(w))
+        return 0;
+    if ((c = w->phases[PHASE_IDLE].head) != NULL) {
+        conn_close(w, c, now);
+        atomic_fetch_add_explicit(&w->s->shed_idle, 1, memory_order_relaxed);
+        return 1;
+    }
+    if ((c = w->phases[PHASE_HEAD].head) != NULL && now - c->since_us >= SHED_HEAD_AGE_US) {
+        conn_close(w, c, now);
+        atomic_fetch_add_explicit(&w->s->shed_head, 1, memory_order_relaxed);
+        return 1;
+    }
+    return 0;
+}
+
+static int64_t header_us(const struct http_server *s)
+{
+    return (int64_t)s->opts.header_timeout_s * 1000000;
+}
+
+static int64_t idle_cap_us(const struct http_server *s)
+{
+    return ((int64_t)s->opts.connection_timeout_s + s->opts.header_timeout_s) * 1000000;
+}
+
+/* When the loop must next call conn_sweep(): INT64_MAX for never. */
+static int64_t conn_due(const struct worker *w)
+{
+    const struct conn *head = w->phases[PHASE_HEAD].head, *idle = w->phases[PHASE_IDLE].head;
+    int64_t due = INT64_MAX;
+
+    if (head != NULL)
+        due = head->since_us + header_us(w->s);
+    if (idle != NULL && idle->since_us + idle_cap_us(w->s) < due)
+        due = idle->since_us + idle_cap_us(w->s);
+    if (head == NULL && idle == NULL)
+        return due;
+    if (conn_full(w)) {
+        if (idle != NULL)
+            return 0;
+        if (head->since_us + SHED_HEAD_AGE_US < due)
+            due = head->since_us + SHED_HEAD_AGE_US;
+    }
+    return due;
+}
+
+/* Closes the connections past their deadline, then makes room if full. */
+static void conn_sweep(struct worker *w, int64_t now)
+{
+    struct conn *c;
+
+    while ((c = w->phases[PHASE_HEAD].head) != NULL && now >= c->since_us + header_us(w->s)) {
+        conn_close(w, c, now);
+        atomic_fetch_add_explicit(&w->s->header_timeouts, 1, memory_order_relaxed);
+    }
+    while ((c = w->phases[PHASE_IDLE].head) != NULL && now >= c->since_us + idle_cap_us(w->s)) {
+        conn_close(w, c, now);
+        atomic_fetch_add_explicit(&w->s->header_timeouts, 1, memory_order_relaxed);
+    }
+    conn_shed(w, now);
+}
+
+/* ---- framing ---- */
+
+struct framing {
+    int ncl, nte;
+    const char *cl[2];          /* the first two Content-Length values */
+    const char *te;             /* the first Transfer-Encoding value */
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    struct framing *f = cls;
+
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (f->ncl < 2)
+            f->cl[f->ncl] = value;
+        f->ncl++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        if (f->nte == 0)
+            f->te = value;
+        f->nte++;
+    }
+    return MHD_YES;
+}
+
+/* Whether req's head can be read only one way and fits max_header_bytes.
+ * PERMITD_OK, or an error saying what is wrong with *status the HTTP
+ * status to answer. Two Content-Lengths are refused even when equal
+ * (RFC 9110 allows either; a proxy may have merged or split them). */
+static int check_framing(const struct http_server *s, struct MHD_Connection *conn,
+                         int *status, struct permitd_error *err)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    struct framing f = {0, 0, {NULL, NULL}, NULL};
+
+    *status = 400;
+    if (ci != NULL && s->opts.max_header_bytes > 0 &&
+        ci->header_size > (size_t)s->opts.max_header_bytes) {
+        *status = 431;
+        return permitd_error_set(err, PERMITD_EEXHAUSTED,
+                                 "request head is %zu bytes, over the %d-byte limit "
+                                 "(--max-header-bytes)", ci->header_size,
+                                 s->opts.max_header_bytes);
+    }
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+    if (f.ncl > 1)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "Content-Length is given %d times (\"%.32s\", \"%.32s\"): "
+                                 "a request has one length", f.ncl, f.cl[0], f.cl[1]);
+    if (f.ncl > 0 && f.nte > 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "Content-Length \"%.32s\" and Transfer-Encoding \"%.32s\" "
+                                 "together: a request is framed by one of them", f.cl[0], f.te);
+    if (f.nte > 1 || (f.nte == 1 && strcasecmp(f.te, "chunked") != 0)) {
+        *status = 501;
+        return permitd_error_set(err, PERMITD_EUNIMPLEMENTED,
+                                 "Transfer-Encoding \"%.32s\"%s is not supported: only a single "
+                                 "\"chunked\"", f.te, f.nte > 1 ? " (given more than once)" : "");
+    }
+    return PERMITD_OK;
+}
+
+/* Answers req with err (the listener's error body, status, and
+ * Connection: close) and stops reading it. */
+static void refuse(struct http_server *s, struct http_request *req, int status,
+                   const struct permitd_error *err)
+{
+    struct http_response resp;
+
+    http_response_init(&resp);
+    if (s->opts.refuse != NULL) {
+        s->opts.refuse(&resp, err);
+    } else {
+        resp.content_type = "text/plain; charset=utf-8";
+        resp.body = (char *)err->message;
+        resp.body_len = strlen(err->message);
+    }
+    resp.status = status;
+    http_response_header(&resp, "Connection", "close");
+    req->refused = 1;
+    atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
+    answer(s, req, &resp);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -440,8 +735,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     current_worker->moved = 1;
     if (req == NULL) {
+        struct conn *c = conn_of(conn);
+        struct permitd_error err;
         const char *cl;
+        int status;
 
+        /* The first call for a request: its head is whole. */
+        if (c != NULL) {
+            if (c->first) {
+                c->first = 0;
+                if (s->opts.first_byte_timeout_s < s->opts.connection_timeout_s)
+                    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                              (unsigned int)s->opts.connection_timeout_s);
+            }
+            conn_move(current_worker, c, PHASE_BUSY, 0);
+        }
         req = request_new();
         if (req == NULL)
             return MHD_NO;
@@ -451,6 +759,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->method = method;
         req->path = url;
         *con_cls = req;
+        if (check_framing(s, conn, &status, &err) != PERMITD_OK) {
+            refuse(s, req, status, &err);
+            return MHD_YES;
+        }
         /* A declared body over the limit is refused before it is read;
          * MHD then closes the connection rather than read the body. */
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -458,6 +770,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             req->too_large = 1;
             dispatch(s, req);
         }
+        return MHD_YES;
+    }
+    if (req->refused) {
+        *upload_data_size = 0;  /* answered on the first call; nothing more is read */
         return MHD_YES;
     }
     if (*upload_data_size != 0) {
@@ -477,7 +793,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     struct http_server *s = cls;
     struct http_request *req = *con_cls;
+    struct conn *c;
 
+    if (current_worker != NULL && (c = conn_of(conn)) != NULL)
+        conn_move(current_worker, c, PHASE_IDLE, clock_now_us());
     if (req == NULL)
         return;
     atomic_fetch_sub(&s->in_flight, 1);
@@ -668,15 +987,38 @@ static enum MHD_Result apc(void *cls, const struct sockaddr *addr, socklen_t add
     return ok ? MHD_YES : MHD_NO;
 }
 
+/* A connection opens or closes (cls: its worker; on close, possibly from
+ * the main thread once the worker has ended): its deadline record, then
+ * its address's count. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    struct http_server *s = cls;
+    struct worker *w = cls;
+    struct http_server *s = w->s;
     const union MHD_ConnectionInfo *ci;
     struct sockaddr_storage key;
     struct ip_count **pp, *c;
+    struct conn *rec = *socket_context;
 
-    (void)socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED && (rec = w->free_conns) != NULL) {
+        int64_t now = clock_now_us();
+        w->free_conns = rec->next;
+        rec->mhd = conn;
+        rec->first = 1;
+        conn_append(w, rec, PHASE_HEAD, now);
+        *socket_context = rec;
+        if (s->opts.first_byte_timeout_s < s->opts.connection_timeout_s)
+            MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                      (unsigned int)s->opts.first_byte_timeout_s);
+        conn_shed(w, now);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && rec != NULL) {
+        conn_unlink(w, rec);
+        rec->mhd = NULL;
+        rec->next = w->free_conns;
+        w->free_conns = rec;
+        *socket_context = NULL;
+        w->closed++;
+    }
     if (s->opts.max_connections_per_ip <= 0)
         return;
     ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -750,7 +1092,7 @@ static void *worker_main(void *arg)
     current_worker = w;
     for (;;) {
         MHD_UNSIGNED_LONG_LONG mhd_ms;
-        int64_t at = sources_arm(w), now, wait_ms = -1;
+        int64_t at = sources_arm(w), conns_at = conn_due(w), now, wait_ms = -1;
         int n, run;
 
         if (MHD_get_timeout(w->daemon, &mhd_ms) == MHD_YES)
@@ -765,6 +1107,13 @@ static void *worker_main(void *arg)
             wait_ms = WAITING_POLL_MS;
         if (at != INT64_MAX) {
             int64_t ms = (at - clock_now_us() + 999) / 1000;
+            if (ms < 0)
+                ms = 0;
+            if (wait_ms < 0 || ms < wait_ms)
+                wait_ms = ms;
+        }
+        if (conns_at != INT64_MAX) {
+            int64_t ms = (conns_at - clock_now_us() + 999) / 1000;
             if (ms < 0)
                 ms = 0;
             if (wait_ms < 0 || ms < wait_ms)
@@ -787,6 +1136,10 @@ static void *worker_main(void *arg)
                 run = 1;        /* it may have handed back answers */
             }
         }
+        if (conns_at != INT64_MAX && (now = clock_now_us()) >= conns_at) {
+            conn_sweep(w, now);
+            run = 1;
+        }
         if (at != INT64_MAX && (now = clock_now_us()) >= at) {
             for (int i = 0; i < w->nsources; i++) {
                 struct http_loop_want due = {-1, 0, INT64_MAX, 0};
@@ -799,16 +1152,21 @@ static void *worker_main(void *arg)
         /* Then what the handlers of this pass queued leaves, together; a
          * source that answered at once (Redis down, say) handed back
          * answers that libmicrohttpd must run again to send. */
+        /* A run that closed connections runs again: a daemon that was at
+         * its connection limit takes its listening socket back into its
+         * epoll set only at the start of a run, and nothing else would
+         * wake the loop for a caller already waiting in the backlog. */
         do {
-            if (run || w->answers > 0) {
+            if (run || w->answers > 0 || w->closed > 0) {
                 w->answers = 0;
+                w->closed = 0;
                 w->moved = 0;
                 MHD_run(w->daemon);
             }
             run = 0;
             for (int i = 0; i < w->nsources; i++)
                 w->sources[i].src.flush(w->sources[i].src.ud);
-        } while (w->answers > 0);
+        } while (w->answers > 0 || w->closed > 0);
         if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
             if (!atomic_load(&w->quiesced)) {
                 /* Stop accepting; http_server_stop() closes the listening
@@ -856,6 +1214,7 @@ static void workers_free(struct http_server *s)
             w->spare = req->next_spare;
             free(req);
         }
+        free(w->conns);
     }
     for (int i = 0; i < IP_BUCKETS; i++)
         while (s->ips[i] != NULL) {
@@ -877,11 +1236,18 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
     const union MHD_DaemonInfo *info;
     struct epoll_event ev;
 
+    if (limit == 0)
+        limit = 1;
     if (s->opts.max_header_bytes > 0)
         /* MHD reads the request line and headers into this per-connection
-         * pool; anything larger is answered 431/413 by MHD itself. */
+         * pool, and answers a head that does not fit with an HTML page of
+         * its own. The pool is larger than the limit, so that a head over
+         * max_header_bytes reaches check_framing(), which answers it with
+         * the listener's error body; only a head over about twice the
+         * limit still gets MHD's page. */
         extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                                  s->opts.max_header_bytes, NULL};
+                                                  (intptr_t)s->opts.max_header_bytes * 2 + 16384,
+                                                  NULL};
     if (s->opts.tls_cert_pem != NULL && s->opts.tls_key_pem != NULL) {
         flags |= MHD_USE_TLS;
         extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
@@ -891,14 +1257,23 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
     }
     extra[nextra] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     w->s = s;
+    w->limit = limit;
+    w->conns = calloc(limit, sizeof(w->conns[0]));
+    if (w->conns == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: out of memory for %u "
+                                 "connection records", s->name, limit);
+    for (unsigned i = 0; i < limit; i++) {
+        w->conns[i].next = w->free_conns;
+        w->free_conns = &w->conns[i];
+    }
     w->daemon = MHD_start_daemon(
         flags, 0,
         apc, s, on_request, s,
         MHD_OPTION_LISTEN_SOCKET, w->listen_fd,
-        MHD_OPTION_CONNECTION_LIMIT, limit > 0 ? limit : 1u,
+        MHD_OPTION_CONNECTION_LIMIT, limit,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->opts.connection_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, w,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s->name,
         MHD_OPTION_ARRAY, extra,
         MHD_OPTION_END);
@@ -978,6 +1353,23 @@ unsigned http_server_connections(const struct http_server *s)
         n += info ? info->num_connections : 0;
     }
     return n;
+}
+
+void http_server_load(const struct http_server *s, struct http_server_load *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < s->nworkers; i++) {
+        const struct worker *w = &s->workers[i];
+        out->limit += w->limit;
+        for (int p = 0; p < PHASES; p++)
+            out->open += atomic_load_explicit(&w->count[p], memory_order_relaxed);
+        out->idle += atomic_load_explicit(&w->count[PHASE_IDLE], memory_order_relaxed);
+        out->head += atomic_load_explicit(&w->count[PHASE_HEAD], memory_order_relaxed);
+    }
+    out->header_timeouts = atomic_load_explicit(&s->header_timeouts, memory_order_relaxed);
+    out->shed_idle = atomic_load_explicit(&s->shed_idle, memory_order_relaxed);
+    out->shed_head = atomic_load_explicit(&s->shed_head, memory_order_relaxed);
+    out->refused = atomic_load_explicit(&s->refused, memory_order_relaxed);
 }
 
 int http_server_port(const struct http_server *s)

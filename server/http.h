@@ -49,13 +49,20 @@ struct http_options {
     int threads;
     int max_body_bytes;
     int max_connections;
-    int connection_timeout_s;
+    int connection_timeout_s;     /* idle: libmicrohttpd's timer, reset by every byte */
+    int header_timeout_s;         /* a request head (line + headers) must be whole by then */
+    int first_byte_timeout_s;     /* a new connection silent this long is closed */
     int max_connections_per_ip;   /* 0 = no limit */
-    int max_header_bytes;         /* memory per connection for request line + headers */
+    int max_header_bytes;         /* largest request line + headers */
     int access_log;
     const char *tls_cert_pem;     /* both NULL: plain HTTP */
     const char *tls_key_pem;
     const char *name;             /* "api", for logs */
+    /* Fills resp for a request that http.c refuses itself, before any
+     * handler (bad framing, a head over max_header_bytes): err says why.
+     * http.c then sets the status it needs and closes the connection after
+     * the answer. NULL: a plain-text answer. (connect_error_reply fits.) */
+    void (*refuse)(struct http_response *resp, const struct permitd_error *err);
 };
 
 /* Binds, listens and starts the worker threads. Returns PERMITD_OK and a
@@ -66,6 +73,20 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
 
 /* Connections open right now. */
 unsigned http_server_connections(const struct http_server *s);
+
+/* How full a listener is, for /readyz and /metrics. Read from any thread;
+ * the counts are each exact but not one snapshot. */
+struct http_server_load {
+    unsigned open;              /* connections open */
+    unsigned limit;             /* most that can be open (the split over workers) */
+    unsigned idle;              /* of the open ones, keep-alive ones between requests */
+    unsigned head;              /* of the open ones, waiting for a whole request head */
+    uint64_t header_timeouts;   /* closed: request head not whole in header_timeout_s */
+    uint64_t shed_idle;         /* closed: idle keep-alive, to make room when full */
+    uint64_t shed_head;         /* closed: awaiting its head > 1 s, to make room when full */
+    uint64_t refused;           /* answered 400/431 and closed by http.c (framing, head size) */
+};
+void http_server_load(const struct http_server *s, struct http_server_load *out);
 
 /* The port actually bound (useful with port 0). */
 int http_server_port(const struct http_server *s);

@@ -19,6 +19,7 @@
 #include "admin.h"
 #include "api.h"
 #include "config.h"
+#include "connect.h"
 #include "http.h"
 #include "limiter.h"
 #include "log.h"
@@ -105,12 +106,15 @@ static int serve(const struct config *cfg)
         .max_body_bytes = cfg->max_body_bytes,
         .max_connections = cfg->max_connections,
         .connection_timeout_s = cfg->connection_timeout_s,
+        .header_timeout_s = cfg->header_timeout_s,
+        .first_byte_timeout_s = cfg->first_byte_timeout_s,
         .max_connections_per_ip = cfg->max_connections_per_ip,
         .max_header_bytes = cfg->max_header_bytes,
         .access_log = cfg->access_log,
         .tls_cert_pem = cert,
         .tls_key_pem = key,
         .name = "api",
+        .refuse = connect_error_reply,
     };
     struct http_options admin_http = http;
     admin_http.host = cfg->admin_listen_host;
