@@ -20,6 +20,14 @@
 #include "sha256.h"
 #include "store.h"
 
+/* A policy's version, for SELECT ... FROM policies p: the row's own plus
+ * the changes of its apps made with plain SQL, which triggers count in
+ * policy_app_changes (migrations/0004_app_versions.up.sql says why they
+ * cannot bump policies.version). Both terms only grow. */
+#define POLICY_VERSION \
+    "(p.version + IFNULL((SELECT c.changes FROM policy_app_changes c " \
+    "WHERE c.policy_id = p.id), 0))"
+
 struct store {
     const struct config *cfg;
     MYSQL *db;                  /* NULL while disconnected */
@@ -191,9 +199,9 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
     int rc;
 
     rc = query(s,
-               "SELECT id, name, max_permits, rate, enabled, failure_mode, version, "
-               "CAST(UNIX_TIMESTAMP(updated_at) * 1000000 AS SIGNED) "
-               "FROM policies ORDER BY id", &res, err);
+               "SELECT p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, "
+               POLICY_VERSION ", CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED) "
+               "FROM policies p ORDER BY p.id", &res, err);
     if (rc != PERMITD_OK)
         return rc;
     snap->policies = calloc(mysql_num_rows(res) + 1, sizeof(*snap->policies));
@@ -329,7 +337,7 @@ fail:
 /* Every column of a policy, for SELECT ... FROM policies p. Used as a
  * printf format fragment, hence the doubled %. */
 #define POLICY_COLUMNS \
-    "p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, p.version, " \
+    "p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, " POLICY_VERSION ", " \
     "CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), p.description, " \
     "p.created_by, p.updated_by, " \
     "DATE_FORMAT(p.created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
@@ -343,7 +351,7 @@ fail:
     "JSON_OBJECT('name', p.name, 'apps', IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app " \
     "SEPARATOR ',') FROM policy_apps a WHERE a.policy_id = p.id), ''), " \
     "'max_permits', p.max_permits, 'rate', p.rate, 'description', p.description, " \
-    "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'version', p.version)"
+    "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'version', " POLICY_VERSION ")"
 
 /* MySQL's and MariaDB's error numbers for what an editor can cause. */
 #define ER_DUP_ENTRY 1062
@@ -635,7 +643,7 @@ static int lock_policy(struct store *s, const char *name, uint64_t version, uint
     *old_json = NULL;
     if (q == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = run_query(s, sqlf("SELECT p.id, p.version, " POLICY_JSON " FROM policies p "
+    rc = run_query(s, sqlf("SELECT p.id, " POLICY_VERSION ", " POLICY_JSON " FROM policies p "
                            "WHERE p.name = %s FOR UPDATE", q), &res, err);
     free(q);
     if (rc != PERMITD_OK)
