@@ -30,6 +30,7 @@
 #define SETTLE_CALL_KEYS 500        /* buckets per settle script call */
 #define SYNC_BACKOFF_MAX_MS 30000
 #define KICK_GAP_MS 100
+#define SYNC_PROBE_MS 250           /* MySQL probed this often while backing off */
 
 /* Names (policies, keys) collected from Redis's answers. */
 struct names {
@@ -440,6 +441,50 @@ void sync_get_status(struct sync *s, struct sync_status *out)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Sleeps (s->lock held, released while waiting) for up to ms, until a
+ * kick or a stop. With probe set (the last pass could not read MySQL) it
+ * asks MySQL for a SELECT 1 every SYNC_PROBE_MS meanwhile and returns as
+ * soon as one is answered: the backoff paces the failed passes and their
+ * log lines, not how long /readyz stays 503 after MySQL is back (issue 17:
+ * up to the whole backoff, 8 s and more). A probe that fails logs nothing.
+ * The store is the sync thread's own, so probing it here is safe. */
+static void wait_or_probe(struct sync *s, int64_t ms, int probe)
+{
+    int64_t end = clock_now_us() + ms * 1000;
+
+    while (!s->stopping && !s->kicked) {
+        int64_t left = (end - clock_now_us()) / 1000, step = left;
+        struct permitd_error err = {0, ""};
+        struct timespec until;
+        int answered;
+
+        if (left <= 0)
+            return;
+        if (probe && step > SYNC_PROBE_MS)
+            step = SYNC_PROBE_MS;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += step / 1000;
+        until.tv_nsec += (step % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        while (!s->stopping && !s->kicked &&
+               pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
+            ;
+        if (!probe || s->stopping || s->kicked || clock_now_us() >= end)
+            continue;
+        pthread_mutex_unlock(&s->lock);
+        answered = store_ping(s->store, &err) == PERMITD_OK;
+        pthread_mutex_lock(&s->lock);
+        if (answered) {
+            log_msg(LOG_INFO, "mysql answers again: sync pass now", "backoff_left_ms=%" PRId64,
+                    (end - clock_now_us()) / 1000);
+            return;
+        }
+    }
+}
+
 /* The thread: a pass, then sleep for the interval, or for a growing
  * backoff while passes fail; one log line per failure. */
 static void *run(void *arg)
@@ -450,22 +495,11 @@ static void *run(void *arg)
     for (;;) {
         struct sync_result res;
         struct permitd_error err = {0, ""};
-        struct timespec until;
         int rc;
 
         pthread_mutex_lock(&s->lock);
-        if (wait_ms > 0 && !s->stopping) {
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += wait_ms / 1000;
-            until.tv_nsec += (wait_ms % 1000) * 1000000;
-            if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-            }
-            while (!s->stopping && !s->kicked &&
-                   pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
-                ;
-        }
+        if (wait_ms > 0 && !s->stopping)
+            wait_or_probe(s, wait_ms, s->status.failing && !s->snapshot_ok);
         if (s->stopping) {
             pthread_mutex_unlock(&s->lock);
             break;

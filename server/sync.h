@@ -7,7 +7,8 @@
  * to let an older snapshot overwrite a newer one (several permitd
  * instances sync at once). Redis flushed or restarted empty is healed by
  * the next pass; MySQL down leaves Redis as it is (Acquire keeps working)
- * and the thread retries with backoff.
+ * and the thread retries with backoff, probing MySQL with a SELECT 1 every
+ * 250 ms meanwhile so that it passes as soon as MySQL answers again.
  */
 #ifndef PERMITD_SYNC_H
 #define PERMITD_SYNC_H

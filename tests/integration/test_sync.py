@@ -330,6 +330,34 @@ class SyncTest(unittest.TestCase):
         finally:
             db.cleanup()
 
+    def test_readyz_recovers_as_soon_as_mysql_answers_again(self):
+        # Issue 17: the backoff between failed passes (here grown to 4.8 s)
+        # kept /readyz at 503 that long after MySQL was back. The sync
+        # probes MySQL with a cheap call while it backs off, and passes as
+        # soon as it answers; the failure lines keep the backoff's pace.
+        db = harness.PrivateMariaDB()
+        try:
+            migrate_with_client("permitd", url=db.root_url)
+            p = Permitd(prefix=self.prefix,
+                        args=["--mysql-url", db.url, "--sync-interval-ms", str(INTERVAL_MS),
+                              "--mysql-timeout-ms", "1000"])
+            self.procs.append(p)
+            admin = p.admin()
+            wait_for("ready", lambda: admin.request("GET", "/readyz").status == 200)
+            db.stop()
+            wait_for("a backoff of 4.8 s", lambda: "retry_in_ms=4800" in p.output(), 30)
+            failures = p.output().count("sync failed")
+            self.assertLessEqual(failures, 5, "the probes must not log: %d lines" % failures)
+            self.assertEqual(admin.request("GET", "/readyz").status, 503)
+            db.start()
+            started = time.monotonic()
+            wait_for("ready again", lambda: admin.request("GET", "/readyz").status == 200, 10)
+            took = time.monotonic() - started
+            self.assertLess(took, 2.0, "readyz 503 for %.1f s after MySQL was back" % took)
+            self.assertIn("sync recovered", p.output())
+        finally:
+            db.cleanup()
+
     def test_readyz_without_mysql(self):
         p = Permitd(prefix=self.prefix)
         self.procs.append(p)
