@@ -7,6 +7,7 @@
  * operator reading it needs no log:
  *   redis: ok
  *   mysql sync: failing (3 failures; last success 12 s ago): mysql at ...
+ * and, below it, the rows the sync skips (they do not make it 503).
  */
 #define _GNU_SOURCE     /* open_memstream */
 #include <inttypes.h>
@@ -18,11 +19,39 @@
 #include "health.h"
 
 #define READYZ_REDIS_DEADLINE_MS 250
+#define READYZ_SKIPPED_SHOWN 10     /* skipped rows named one by one; the rest counted */
+
+/* The rows the sync skips, after the "mysql sync" line, within body's cap:
+ *   mysql sync: 2 rows skipped (not in Redis; fix them in MySQL):
+ *     an app of policy pay (id 3): app: "pay,admin" is not a valid name: ...
+ * They leave /readyz at 200: a bad row is in the MySQL every instance
+ * reads, so a 503 would take all of them out of the load balancer at once
+ * for one row, while every other policy is served as it should be. */
+static void readyz_skipped(const struct health *h, char *body, size_t cap, size_t *n)
+{
+    char **rows = NULL;
+    size_t nrows = 0;
+
+    if (h->sync == NULL || sync_skipped(h->sync, &rows, &nrows) != PERMITD_OK || nrows == 0)
+        return;
+    if (*n < cap)
+        *n += (size_t)snprintf(body + *n, cap - *n, "mysql sync: %zu row%s skipped (not in "
+                               "Redis; fix %s in MySQL):\n", nrows, nrows == 1 ? "" : "s",
+                               nrows == 1 ? "it" : "them");
+    for (size_t i = 0; i < nrows && i < READYZ_SKIPPED_SHOWN && *n < cap; i++)
+        *n += (size_t)snprintf(body + *n, cap - *n, "  %s\n", rows[i]);
+    if (nrows > READYZ_SKIPPED_SHOWN && *n < cap)
+        *n += (size_t)snprintf(body + *n, cap - *n, "  ... and %zu more (see the log)\n",
+                               nrows - READYZ_SKIPPED_SHOWN);
+    if (*n >= cap)
+        *n = cap - 1;   /* cut, and what follows still has its terminating byte */
+    sync_skipped_free(rows, nrows);
+}
 
 void health_readyz(const struct health *h, struct http_response *resp)
 {
     struct permitd_error err = {0, ""};
-    size_t cap = 2048, n = 0;
+    size_t cap = 8192, n = 0;
     char *body = malloc(cap);
     int ready = 1;
 
@@ -59,6 +88,7 @@ void health_readyz(const struct health *h, struct http_response *resp)
                                   "mysql sync: ok, %zu policies, last pass %" PRId64 " ms ago\n",
                                   st.last.policies, (now - st.last_success_us) / 1000);
         }
+        readyz_skipped(h, body, cap, &n);
     }
     if (n >= cap)
         n = cap - 1;
@@ -112,6 +142,10 @@ void health_metrics(const struct health *h, struct http_response *resp)
                 (unsigned long long)st.failures,
                 st.ever_succeeded ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0,
                 st.last.policies);
+        fprintf(out, "# HELP permitd_sync_skipped_rows MySQL rows the last sync pass skipped "
+                     "because a name fails validation (listed by /readyz).\n"
+                     "# TYPE permitd_sync_skipped_rows gauge\n"
+                     "permitd_sync_skipped_rows %zu\n", st.skipped);
     }
     fprintf(out, "# HELP permitd_http_connections HTTP connections open, by listener.\n"
                  "# TYPE permitd_http_connections gauge\n");

@@ -157,6 +157,9 @@ void store_snapshot_free(struct store_snapshot *snap)
         return;
     for (size_t i = 0; i < snap->count; i++)
         free(snap->policies[i].apps);
+    for (size_t i = 0; i < snap->nskipped; i++)
+        free(snap->skipped[i]);
+    free(snap->skipped);
     free(snap->policies);
     free(snap);
 }
@@ -192,6 +195,27 @@ static int add_app(struct store_policy *p, const char *app)
     return 0;
 }
 
+/* Records a skipped row in snap->skipped: a line made from a printf
+ * format. -1 when out of memory. */
+__attribute__((format(printf, 2, 3)))
+static int skip(struct store_snapshot *snap, const char *fmt, ...)
+{
+    char **v = realloc(snap->skipped, (snap->nskipped + 1) * sizeof(*v));
+    va_list ap;
+    int n;
+
+    if (v == NULL)
+        return -1;
+    snap->skipped = v;
+    va_start(ap, fmt);
+    n = vasprintf(&v[snap->nskipped], fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    snap->nskipped++;
+    return 0;
+}
+
 static int read_policies(struct store *s, struct store_snapshot *snap, struct permitd_error *err)
 {
     MYSQL_RES *res;
@@ -216,11 +240,14 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
         p->id = strtoull(row[0], NULL, 10);
         if (p->id > snap->max_id)
             snap->max_id = p->id;
-        /* A name the API could never ask for (a DBA's typo) is skipped
-         * loudly rather than written under a key nobody can reach. */
+        /* A name the API could never ask for (a DBA's typo) is skipped,
+         * and reported (sync.c), rather than written under a key nobody
+         * can reach. Its apps go with it. */
         if (policy_check_name("name", row[1], &why) != PERMITD_OK) {
-            log_msg(LOG_WARN, "policy skipped: invalid name", "id=%" PRIu64 " error=\"%s\"",
-                    p->id, why.message);
+            if (skip(snap, "policy id %" PRIu64 ": %s", p->id, why.message) != 0) {
+                mysql_free_result(res);
+                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            }
             continue;
         }
         snprintf(p->name, sizeof(p->name), "%s", row[1]);
@@ -252,8 +279,11 @@ static int read_apps(struct store *s, struct store_snapshot *snap, struct permit
         if (p == NULL)
             continue;
         if (strcmp(row[1], "*") != 0 && policy_check_name("app", row[1], &why) != PERMITD_OK) {
-            log_msg(LOG_WARN, "app skipped: invalid name", "policy=%s error=\"%s\"",
-                    p->name, why.message);
+            if (skip(snap, "an app of policy %s (id %" PRIu64 "): %s", p->name, p->id,
+                     why.message) != 0) {
+                mysql_free_result(res);
+                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            }
             continue;
         }
         if (add_app(p, row[1]) != 0) {

@@ -83,6 +83,7 @@ struct sync {
     int kicked;                 /* a pass was asked for (sync_kick) */
     struct sync_status status;
     struct names unsettled;     /* policies whose settle() failed: tried again each pass */
+    struct names skipped;       /* the last snapshot's skipped rows (sync_skipped()) */
 };
 
 int sync_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -353,6 +354,77 @@ done:
     return rc;
 }
 
+static int has(const struct names *nm, const char *line)
+{
+    for (size_t i = 0; i < nm->n; i++)
+        if (strcmp(nm->v[i], line) == 0)
+            return 1;
+    return 0;
+}
+
+/* Takes the snapshot's skipped rows as the current ones, logging each that
+ * is new, and each that is gone: a row is logged once per change, not at
+ * every pass of every instance. Out of memory keeps the old list (and may
+ * log a row again later). */
+static void note_skipped(struct sync *s, const struct store_snapshot *snap)
+{
+    struct names now = {0}, old;
+
+    for (size_t i = 0; i < snap->nskipped; i++)
+        collect(&now, snap->skipped[i], strlen(snap->skipped[i]));
+    if (now.oom) {
+        names_clear(&now);
+        free(now.v);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    old = s->skipped;
+    s->skipped = now;
+    s->status.skipped = now.n;
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < now.n; i++)
+        if (!has(&old, now.v[i]))
+            log_msg(LOG_WARN, "row skipped by the sync: fix it in MySQL (logged once; /readyz "
+                    "lists it)", "row=\"%s\" skipped=%zu", now.v[i], now.n);
+    for (size_t i = 0; i < old.n; i++)
+        if (!has(&now, old.v[i]))
+            log_msg(LOG_INFO, "row no longer skipped by the sync", "row=\"%s\" skipped=%zu",
+                    old.v[i], now.n);
+    names_clear(&old);
+    free(old.v);
+}
+
+int sync_skipped(struct sync *s, char ***out, size_t *n)
+{
+    int rc = PERMITD_OK;
+
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->skipped.n > 0 && (*out = calloc(s->skipped.n, sizeof(**out))) == NULL)
+        rc = PERMITD_EINTERNAL;
+    for (size_t i = 0; rc == PERMITD_OK && i < s->skipped.n; i++) {
+        if (((*out)[i] = strdup(s->skipped.v[i])) == NULL)
+            rc = PERMITD_EINTERNAL;
+        else
+            (*n)++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (rc != PERMITD_OK) {
+        sync_skipped_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+void sync_skipped_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n && v != NULL; i++)
+        free(v[i]);
+    free(v);
+}
+
 int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err)
 {
     struct store_snapshot *snap = NULL;
@@ -364,6 +436,7 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
         return rc;
     s->snapshot_ok = 1;
     res->policies = snap->count;
+    note_skipped(s, snap);
     /* Failure modes first: they matter exactly when Redis does not answer. */
     if (s->limiter != NULL) {
         struct limiter_fallback *fb = calloc(snap->count + 1, sizeof(*fb));
@@ -588,6 +661,8 @@ void sync_free(struct sync *s)
     store_free(s->store);
     names_clear(&s->unsettled);
     free(s->unsettled.v);
+    names_clear(&s->skipped);
+    free(s->skipped.v);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -24,7 +24,7 @@ import unittest
 
 import harness
 from harness import (ConnectAssertions, Http, Permitd, Redis, content_type, decision,
-                     error_code, mysql, stack_env, unique)
+                     error_code, mysql, stack_env, unique, wait_for)
 
 EDITOR, EDITOR_PW = "ed", "editor-password-1"
 VIEWER, VIEWER_PW = "vi", "viewer-password-1"
@@ -956,6 +956,27 @@ class HistoryTest(AdminCase):
 # ---------------------------------------------------------------- buckets
 
 class BucketTest(AdminCase):
+
+    def test_list_policies_names_the_rows_the_sync_skips(self):
+        # Issue 17: the admin UI's policy list shows a notice for rows of
+        # MySQL the sync leaves out (here an app row "pay,admin" a DBA
+        # inserted): ListPolicies carries them, one line each.
+        e = self.editor()
+        name = self.name("skip")
+        e.create(name, apps=("app",))
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'pay,admin' FROM policies "
+                 "WHERE name = '%s'" % name)
+        self.addCleanup(self.sql, "DELETE FROM policy_apps WHERE app = 'pay,admin'")
+        rows = wait_for("skipped rows", lambda: e.ok(e.p("ListPolicies")).get("skippedRows"),
+                        5)
+        self.assertEqual(len(rows), 1, rows)
+        self.assertIn("an app of policy %s" % name, rows[0])
+        self.assertIn('"pay,admin" is not a valid name', rows[0])
+        # A viewer sees them too (read-only), and they go once fixed.
+        v = self.viewer()
+        self.assertEqual(v.ok(v.p("ListPolicies")).get("skippedRows"), rows)
+        self.sql("DELETE FROM policy_apps WHERE app = 'pay,admin'")
+        wait_for("no skipped rows", lambda: not e.ok(e.p("ListPolicies")).get("skippedRows"), 5)
 
     def test_list_policies_with_buckets(self):
         e = self.editor()
