@@ -410,12 +410,23 @@ function listView(main) {
     tbody);
   const stateBox = h("div", { class: "table-state" }, loadingState("Loading policies…"));
   const card = h("div", { class: "card table-card" }, h("div", { class: "table-scroll" }, table), stateBox);
+  // Rows of MySQL the sync skips (read-only: they are fixed in MySQL).
+  const skipped = h("div", { class: "notice", id: "skipped-rows", role: "status", hidden: true });
 
   append(main,
     pageHead(h("h1", { tabindex: "-1" }, "Policies"), sub,
       editor && h("a", { class: "btn btn-primary", href: "#/new", id: "new-policy" }, icon("plus"), "New policy")),
+    skipped,
     h("div", { class: "toolbar" }, filter),
     card);
+
+  function showSkipped(lines) {
+    skipped.hidden = lines.length === 0;
+    skipped.replaceChildren(...(lines.length === 0 ? [] : [
+      h("p", {}, `${lines.length === 1 ? "1 row" : `${lines.length} rows`} of MySQL ${lines.length === 1 ? "is" : "are"} not in use: a name there is not valid. Fix ${lines.length === 1 ? "it" : "them"} in MySQL.`),
+      h("ul", {}, lines.map((l) => h("li", { class: "break" }, l))),
+    ]));
+  }
 
   const signature = (p) => JSON.stringify([p.version, p.name, p.apps, p.maxPermits, p.rate, p.enabled, p.failureMode, p.description]);
 
@@ -516,6 +527,7 @@ function listView(main) {
     const r = await call(POLICY, "ListPolicies", { includeBuckets: true }, ac.signal);
     if (ac.signal.aborted) return;
     update(r.policies || [], r.buckets || []);
+    showSkipped(r.skippedRows || []);
     card.classList.remove("stale");
   }, LIST_POLL_MS, ac.signal, (err) => {
     if (err instanceof RpcError && err.code === "unauthenticated") return;

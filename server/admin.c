@@ -255,6 +255,28 @@ static void write_through(struct admin *a, const struct store_policy *p)
     static int fn(void *ud, struct connect_call *call, const ProtobufCMessage *in_, \
                   ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 
+/* The rows the sync skips (sync_skipped()), for the policy list's notice:
+ * copied into the call's memory. */
+static int skipped_rows(struct admin *a, struct connect_call *call,
+                        Permit__V1__ListPoliciesResponse *rs, struct permitd_error *err)
+{
+    char **rows = NULL;
+    size_t n = 0;
+    int rc = PERMITD_OK;
+
+    if (sync_skipped(a->sync, &rows, &n) != PERMITD_OK ||
+        (n > 0 && (rs->skipped_rows = connect_call_alloc(call, n * sizeof(char *))) == NULL))
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t i = 0; rc == PERMITD_OK && i < n; i++) {
+        if ((rs->skipped_rows[i] = connect_call_strdup(call, rows[i])) == NULL)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        else
+            rs->n_skipped_rows++;
+    }
+    sync_skipped_free(rows, n);
+    return rc;
+}
+
 HANDLER(list_policies)
 {
     struct admin *a = ud;
@@ -279,6 +301,8 @@ HANDLER(list_policies)
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto done;
     }
+    if (a->sync != NULL && (rc = skipped_rows(a, call, rs, err)) != PERMITD_OK)
+        goto done;
     for (size_t i = 0; i < n; i++) {
         tidy_rate(v[i].rate);
         if ((rs->policies[i] = to_proto(call, &v[i])) == NULL) {

@@ -8,10 +8,12 @@
  *   redis: ok
  *   mysql sync: failing (3 failures; last success 12 s ago): mysql at ...
  *   api listener: full: 4096 of 4096 connections open (0 idle keep-alive, ...)
+ * and, below it, the rows the sync skips (they do not make it 503).
  */
 #define _GNU_SOURCE     /* open_memstream */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,11 +21,51 @@
 #include "health.h"
 
 #define READYZ_REDIS_DEADLINE_MS 250
+#define READYZ_SKIPPED_SHOWN 10     /* skipped rows named one by one; the rest counted */
+
+/* Appends to a body of cap bytes at *n; text past the end is cut, and *n
+ * never passes cap - 1 (the terminating byte stays). */
+static void __attribute__((format(printf, 4, 5)))
+put(char *body, size_t cap, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    int w;
+
+    if (*n + 1 >= cap)
+        return;
+    va_start(ap, fmt);
+    w = vsnprintf(body + *n, cap - *n, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        *n = *n + (size_t)w < cap ? *n + (size_t)w : cap - 1;
+}
+
+/* The rows the sync skips, after the "mysql sync" line, within body's cap:
+ *   mysql sync: 2 rows skipped (not in Redis; fix them in MySQL):
+ *     an app of policy pay (id 3): app: "pay,admin" is not a valid name: ...
+ * They leave /readyz at 200: a bad row is in the MySQL every instance
+ * reads, so a 503 would take all of them out of the load balancer at once
+ * for one row, while every other policy is served as it should be. */
+static void readyz_skipped(const struct health *h, char *body, size_t cap, size_t *n)
+{
+    char **rows = NULL;
+    size_t nrows = 0;
+
+    if (h->sync == NULL || sync_skipped(h->sync, &rows, &nrows) != PERMITD_OK || nrows == 0)
+        return;
+    put(body, cap, n, "mysql sync: %zu row%s skipped (not in Redis; fix %s in MySQL):\n",
+        nrows, nrows == 1 ? "" : "s", nrows == 1 ? "it" : "them");
+    for (size_t i = 0; i < nrows && i < READYZ_SKIPPED_SHOWN; i++)
+        put(body, cap, n, "  %s\n", rows[i]);
+    if (nrows > READYZ_SKIPPED_SHOWN)
+        put(body, cap, n, "  ... and %zu more (see the log)\n", nrows - READYZ_SKIPPED_SHOWN);
+    sync_skipped_free(rows, nrows);
+}
 
 void health_readyz(const struct health *h, struct http_response *resp)
 {
     struct permitd_error err = {0, ""};
-    size_t cap = 2048, n = 0;
+    size_t cap = 8192, n = 0;
     char *body = malloc(cap);
     int ready = 1;
 
@@ -32,13 +74,13 @@ void health_readyz(const struct health *h, struct http_response *resp)
         return;
     }
     if (redis_ping(h->redis, clock_now_us() + READYZ_REDIS_DEADLINE_MS * 1000, &err) == PERMITD_OK) {
-        n += (size_t)snprintf(body + n, cap - n, "redis: ok\n");
+        put(body, cap, &n, "redis: ok\n");
     } else {
         ready = 0;
-        n += (size_t)snprintf(body + n, cap - n, "redis: %s\n", err.message);
+        put(body, cap, &n, "redis: %s\n", err.message);
     }
     if (h->sync == NULL) {
-        n += (size_t)snprintf(body + n, cap - n, "mysql sync: off (no --mysql-url)\n");
+        put(body, cap, &n, "mysql sync: off (no --mysql-url)\n");
     } else {
         struct sync_status st;
         int64_t now = clock_now_us();
@@ -46,38 +88,34 @@ void health_readyz(const struct health *h, struct http_response *resp)
         sync_get_status(h->sync, &st);
         if (!st.ever_succeeded && st.passes == 0) {
             ready = 0;
-            n += (size_t)snprintf(body + n, cap - n, "mysql sync: first pass not done yet\n");
+            put(body, cap, &n, "mysql sync: first pass not done yet\n");
         } else if (st.failing) {
             ready = 0;
-            n += (size_t)snprintf(body + n, cap - n,
-                                  "mysql sync: failing (%" PRIu64 " failures; last success %s%" PRId64
-                                  " s ago): %s\n", st.failures,
-                                  st.ever_succeeded ? "" : "never, ",
-                                  st.ever_succeeded ? (now - st.last_success_us) / 1000000 : 0,
-                                  st.last_error);
+            put(body, cap, &n,
+                "mysql sync: failing (%" PRIu64 " failures; last success %s%" PRId64 " s ago): %s\n",
+                st.failures, st.ever_succeeded ? "" : "never, ",
+                st.ever_succeeded ? (now - st.last_success_us) / 1000000 : 0, st.last_error);
         } else {
-            n += (size_t)snprintf(body + n, cap - n,
-                                  "mysql sync: ok, %zu policies, last pass %" PRId64 " ms ago\n",
-                                  st.last.policies, (now - st.last_success_us) / 1000);
+            put(body, cap, &n, "mysql sync: ok, %zu policies, last pass %" PRId64 " ms ago\n",
+                st.last.policies, (now - st.last_success_us) / 1000);
         }
+        readyz_skipped(h, body, cap, &n);
     }
     /* The API listener's connection slots: when all are taken, new callers
      * wait in the kernel's queue until one is freed (idle keep-alive ones
      * are shed first, server/http.c), so this instance is not ready. */
-    if (h->listeners[0] != NULL && n < cap) {
+    if (h->listeners[0] != NULL) {
         struct http_server_load l;
 
         http_server_load(h->listeners[0], &l);
         if (l.open >= l.limit)
             ready = 0;
-        n += (size_t)snprintf(body + n, cap - n,
-                              "api listener: %s%u of %u connections open (%u idle keep-alive, "
-                              "%u awaiting a request head)%s\n",
-                              l.open >= l.limit ? "full: " : "ok, ", l.open, l.limit, l.idle,
-                              l.head, l.open >= l.limit ? "; new callers wait" : "");
+        put(body, cap, &n,
+            "api listener: %s%u of %u connections open (%u idle keep-alive, "
+            "%u awaiting a request head)%s\n",
+            l.open >= l.limit ? "full: " : "ok, ", l.open, l.limit, l.idle, l.head,
+            l.open >= l.limit ? "; new callers wait" : "");
     }
-    if (n >= cap)
-        n = cap - 1;
     resp->status = ready ? 200 : 503;
     resp->content_type = "text/plain; charset=utf-8";
     resp->body = body;
@@ -128,6 +166,10 @@ void health_metrics(const struct health *h, struct http_response *resp)
                 (unsigned long long)st.failures,
                 st.ever_succeeded ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0,
                 st.last.policies);
+        fprintf(out, "# HELP permitd_sync_skipped_rows MySQL rows the last sync pass skipped "
+                     "because a name fails validation (listed by /readyz).\n"
+                     "# TYPE permitd_sync_skipped_rows gauge\n"
+                     "permitd_sync_skipped_rows %zu\n", st.skipped);
     }
     fprintf(out, "# HELP permitd_http_connections HTTP connections open, by listener.\n"
                  "# TYPE permitd_http_connections gauge\n");

@@ -20,6 +20,14 @@
 #include "sha256.h"
 #include "store.h"
 
+/* A policy's version, for SELECT ... FROM policies p: the row's own plus
+ * the changes of its apps made with plain SQL, which triggers count in
+ * policy_app_changes (migrations/0004_app_versions.up.sql says why they
+ * cannot bump policies.version). Both terms only grow. */
+#define POLICY_VERSION \
+    "(p.version + IFNULL((SELECT c.changes FROM policy_app_changes c " \
+    "WHERE c.policy_id = p.id), 0))"
+
 struct store {
     const struct config *cfg;
     MYSQL *db;                  /* NULL while disconnected */
@@ -149,6 +157,9 @@ void store_snapshot_free(struct store_snapshot *snap)
         return;
     for (size_t i = 0; i < snap->count; i++)
         free(snap->policies[i].apps);
+    for (size_t i = 0; i < snap->nskipped; i++)
+        free(snap->skipped[i]);
+    free(snap->skipped);
     free(snap->policies);
     free(snap);
 }
@@ -184,6 +195,27 @@ static int add_app(struct store_policy *p, const char *app)
     return 0;
 }
 
+/* Records a skipped row in snap->skipped: a line made from a printf
+ * format. -1 when out of memory. */
+__attribute__((format(printf, 2, 3)))
+static int skip(struct store_snapshot *snap, const char *fmt, ...)
+{
+    char **v = realloc(snap->skipped, (snap->nskipped + 1) * sizeof(*v));
+    va_list ap;
+    int n;
+
+    if (v == NULL)
+        return -1;
+    snap->skipped = v;
+    va_start(ap, fmt);
+    n = vasprintf(&v[snap->nskipped], fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    snap->nskipped++;
+    return 0;
+}
+
 static int read_policies(struct store *s, struct store_snapshot *snap, struct permitd_error *err)
 {
     MYSQL_RES *res;
@@ -191,9 +223,9 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
     int rc;
 
     rc = query(s,
-               "SELECT id, name, max_permits, rate, enabled, failure_mode, version, "
-               "CAST(UNIX_TIMESTAMP(updated_at) * 1000000 AS SIGNED) "
-               "FROM policies ORDER BY id", &res, err);
+               "SELECT p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, "
+               POLICY_VERSION ", CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED) "
+               "FROM policies p ORDER BY p.id", &res, err);
     if (rc != PERMITD_OK)
         return rc;
     snap->policies = calloc(mysql_num_rows(res) + 1, sizeof(*snap->policies));
@@ -208,11 +240,14 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
         p->id = strtoull(row[0], NULL, 10);
         if (p->id > snap->max_id)
             snap->max_id = p->id;
-        /* A name the API could never ask for (a DBA's typo) is skipped
-         * loudly rather than written under a key nobody can reach. */
+        /* A name the API could never ask for (a DBA's typo) is skipped,
+         * and reported (sync.c), rather than written under a key nobody
+         * can reach. Its apps go with it. */
         if (policy_check_name("name", row[1], &why) != PERMITD_OK) {
-            log_msg(LOG_WARN, "policy skipped: invalid name", "id=%" PRIu64 " error=\"%s\"",
-                    p->id, why.message);
+            if (skip(snap, "policy id %" PRIu64 ": %s", p->id, why.message) != 0) {
+                mysql_free_result(res);
+                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            }
             continue;
         }
         snprintf(p->name, sizeof(p->name), "%s", row[1]);
@@ -244,8 +279,11 @@ static int read_apps(struct store *s, struct store_snapshot *snap, struct permit
         if (p == NULL)
             continue;
         if (strcmp(row[1], "*") != 0 && policy_check_name("app", row[1], &why) != PERMITD_OK) {
-            log_msg(LOG_WARN, "app skipped: invalid name", "policy=%s error=\"%s\"",
-                    p->name, why.message);
+            if (skip(snap, "an app of policy %s (id %" PRIu64 "): %s", p->name, p->id,
+                     why.message) != 0) {
+                mysql_free_result(res);
+                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            }
             continue;
         }
         if (add_app(p, row[1]) != 0) {
@@ -329,7 +367,7 @@ fail:
 /* Every column of a policy, for SELECT ... FROM policies p. Used as a
  * printf format fragment, hence the doubled %. */
 #define POLICY_COLUMNS \
-    "p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, p.version, " \
+    "p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, " POLICY_VERSION ", " \
     "CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), p.description, " \
     "p.created_by, p.updated_by, " \
     "DATE_FORMAT(p.created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
@@ -343,7 +381,7 @@ fail:
     "JSON_OBJECT('name', p.name, 'apps', IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app " \
     "SEPARATOR ',') FROM policy_apps a WHERE a.policy_id = p.id), ''), " \
     "'max_permits', p.max_permits, 'rate', p.rate, 'description', p.description, " \
-    "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'version', p.version)"
+    "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'version', " POLICY_VERSION ")"
 
 /* MySQL's and MariaDB's error numbers for what an editor can cause. */
 #define ER_DUP_ENTRY 1062
@@ -635,7 +673,7 @@ static int lock_policy(struct store *s, const char *name, uint64_t version, uint
     *old_json = NULL;
     if (q == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = run_query(s, sqlf("SELECT p.id, p.version, " POLICY_JSON " FROM policies p "
+    rc = run_query(s, sqlf("SELECT p.id, " POLICY_VERSION ", " POLICY_JSON " FROM policies p "
                            "WHERE p.name = %s FOR UPDATE", q), &res, err);
     free(q);
     if (rc != PERMITD_OK)

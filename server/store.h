@@ -71,6 +71,11 @@ struct store_snapshot {
     int64_t taken_us;           /* MySQL's clock when the snapshot was taken */
     uint64_t max_id;            /* highest policy id it knows of: its rows', and
                                    those its audit names (a deleted row's too) */
+    /* Rows left out because a name fails validation (a DBA's typo, an app
+     * row "pay,admin"): one line each naming the row and why, for the
+     * sync to report (store.c logs nothing of them). */
+    char **skipped;
+    size_t nskipped;
 };
 
 /* Returns a new store in *out (free with store_free()); does not connect

@@ -30,6 +30,7 @@
 #define SETTLE_CALL_KEYS 500        /* buckets per settle script call */
 #define SYNC_BACKOFF_MAX_MS 30000
 #define KICK_GAP_MS 100
+#define SYNC_PROBE_MS 250           /* MySQL probed this often while backing off */
 
 /* Names (policies, keys) collected from Redis's answers. */
 struct names {
@@ -82,6 +83,7 @@ struct sync {
     int kicked;                 /* a pass was asked for (sync_kick) */
     struct sync_status status;
     struct names unsettled;     /* policies whose settle() failed: tried again each pass */
+    struct names skipped;       /* the last snapshot's skipped rows (sync_skipped()) */
 };
 
 int sync_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -352,6 +354,77 @@ done:
     return rc;
 }
 
+static int has(const struct names *nm, const char *line)
+{
+    for (size_t i = 0; i < nm->n; i++)
+        if (strcmp(nm->v[i], line) == 0)
+            return 1;
+    return 0;
+}
+
+/* Takes the snapshot's skipped rows as the current ones, logging each that
+ * is new, and each that is gone: a row is logged once per change, not at
+ * every pass of every instance. Out of memory keeps the old list (and may
+ * log a row again later). */
+static void note_skipped(struct sync *s, const struct store_snapshot *snap)
+{
+    struct names now = {0}, old;
+
+    for (size_t i = 0; i < snap->nskipped; i++)
+        collect(&now, snap->skipped[i], strlen(snap->skipped[i]));
+    if (now.oom) {
+        names_clear(&now);
+        free(now.v);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    old = s->skipped;
+    s->skipped = now;
+    s->status.skipped = now.n;
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < now.n; i++)
+        if (!has(&old, now.v[i]))
+            log_msg(LOG_WARN, "row skipped by the sync: fix it in MySQL (logged once; /readyz "
+                    "lists it)", "row=\"%s\" skipped=%zu", now.v[i], now.n);
+    for (size_t i = 0; i < old.n; i++)
+        if (!has(&now, old.v[i]))
+            log_msg(LOG_INFO, "row no longer skipped by the sync", "row=\"%s\" skipped=%zu",
+                    old.v[i], now.n);
+    names_clear(&old);
+    free(old.v);
+}
+
+int sync_skipped(struct sync *s, char ***out, size_t *n)
+{
+    int rc = PERMITD_OK;
+
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->skipped.n > 0 && (*out = calloc(s->skipped.n, sizeof(**out))) == NULL)
+        rc = PERMITD_EINTERNAL;
+    for (size_t i = 0; rc == PERMITD_OK && i < s->skipped.n; i++) {
+        if (((*out)[i] = strdup(s->skipped.v[i])) == NULL)
+            rc = PERMITD_EINTERNAL;
+        else
+            (*n)++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (rc != PERMITD_OK) {
+        sync_skipped_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+void sync_skipped_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n && v != NULL; i++)
+        free(v[i]);
+    free(v);
+}
+
 int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err)
 {
     struct store_snapshot *snap = NULL;
@@ -363,6 +436,7 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
         return rc;
     s->snapshot_ok = 1;
     res->policies = snap->count;
+    note_skipped(s, snap);
     /* Failure modes first: they matter exactly when Redis does not answer. */
     if (s->limiter != NULL) {
         struct limiter_fallback *fb = calloc(snap->count + 1, sizeof(*fb));
@@ -440,6 +514,50 @@ void sync_get_status(struct sync *s, struct sync_status *out)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Sleeps (s->lock held, released while waiting) for up to ms, until a
+ * kick or a stop. With probe set (the last pass could not read MySQL) it
+ * asks MySQL for a SELECT 1 every SYNC_PROBE_MS meanwhile and returns as
+ * soon as one is answered: the backoff paces the failed passes and their
+ * log lines, not how long /readyz stays 503 after MySQL is back (issue 17:
+ * up to the whole backoff, 8 s and more). A probe that fails logs nothing.
+ * The store is the sync thread's own, so probing it here is safe. */
+static void wait_or_probe(struct sync *s, int64_t ms, int probe)
+{
+    int64_t end = clock_now_us() + ms * 1000;
+
+    while (!s->stopping && !s->kicked) {
+        int64_t left = (end - clock_now_us()) / 1000, step = left;
+        struct permitd_error err = {0, ""};
+        struct timespec until;
+        int answered;
+
+        if (left <= 0)
+            return;
+        if (probe && step > SYNC_PROBE_MS)
+            step = SYNC_PROBE_MS;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += step / 1000;
+        until.tv_nsec += (step % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        while (!s->stopping && !s->kicked &&
+               pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
+            ;
+        if (!probe || s->stopping || s->kicked || clock_now_us() >= end)
+            continue;
+        pthread_mutex_unlock(&s->lock);
+        answered = store_ping(s->store, &err) == PERMITD_OK;
+        pthread_mutex_lock(&s->lock);
+        if (answered) {
+            log_msg(LOG_INFO, "mysql answers again: sync pass now", "backoff_left_ms=%" PRId64,
+                    (end - clock_now_us()) / 1000);
+            return;
+        }
+    }
+}
+
 /* The thread: a pass, then sleep for the interval, or for a growing
  * backoff while passes fail; one log line per failure. */
 static void *run(void *arg)
@@ -450,22 +568,11 @@ static void *run(void *arg)
     for (;;) {
         struct sync_result res;
         struct permitd_error err = {0, ""};
-        struct timespec until;
         int rc;
 
         pthread_mutex_lock(&s->lock);
-        if (wait_ms > 0 && !s->stopping) {
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += wait_ms / 1000;
-            until.tv_nsec += (wait_ms % 1000) * 1000000;
-            if (until.tv_nsec >= 1000000000) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000;
-            }
-            while (!s->stopping && !s->kicked &&
-                   pthread_cond_timedwait(&s->wake, &s->lock, &until) == 0)
-                ;
-        }
+        if (wait_ms > 0 && !s->stopping)
+            wait_or_probe(s, wait_ms, s->status.failing && !s->snapshot_ok);
         if (s->stopping) {
             pthread_mutex_unlock(&s->lock);
             break;
@@ -554,6 +661,8 @@ void sync_free(struct sync *s)
     store_free(s->store);
     names_clear(&s->unsettled);
     free(s->unsettled.v);
+    names_clear(&s->skipped);
+    free(s->skipped.v);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -7,7 +7,8 @@
  * to let an older snapshot overwrite a newer one (several permitd
  * instances sync at once). Redis flushed or restarted empty is healed by
  * the next pass; MySQL down leaves Redis as it is (Acquire keeps working)
- * and the thread retries with backoff.
+ * and the thread retries with backoff, probing MySQL with a SELECT 1 every
+ * 250 ms meanwhile so that it passes as soon as MySQL answers again.
  */
 #ifndef PERMITD_SYNC_H
 #define PERMITD_SYNC_H
@@ -38,6 +39,7 @@ struct sync_status {
     uint64_t passes, failures;
     struct sync_result last;
     char last_error[512];
+    size_t skipped;                 /* rows the last pass that read MySQL skipped */
 };
 
 /* Returns a new sync in *out (free with sync_free()); cfg, redis and
@@ -68,6 +70,15 @@ void sync_kick(void *ud);
 
 /* Copies the current status (thread-safe). */
 void sync_get_status(struct sync *s, struct sync_status *out);
+
+/* The rows of MySQL that the last pass which read it skipped because a
+ * name fails validation (a policy's name, an app row such as "pay,admin"),
+ * one line each naming the row and why. Each is logged once, when it
+ * first appears (and once when it is gone), not at every pass. On
+ * PERMITD_OK *out is a new array of *n strings (free with
+ * sync_skipped_free()); thread-safe. */
+int sync_skipped(struct sync *s, char ***out, size_t *n);
+void sync_skipped_free(char **v, size_t n);
 
 /* Stops the thread (if started) and frees s. NULL is a no-op. */
 void sync_free(struct sync *s);

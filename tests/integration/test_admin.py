@@ -24,7 +24,7 @@ import unittest
 
 import harness
 from harness import (ConnectAssertions, Http, Permitd, Redis, content_type, decision,
-                     error_code, mysql, stack_env, unique)
+                     error_code, mysql, stack_env, unique, wait_for)
 
 EDITOR, EDITOR_PW = "ed", "editor-password-1"
 VIEWER, VIEWER_PW = "vi", "viewer-password-1"
@@ -784,6 +784,48 @@ class VersionTest(AdminCase):
         # Reloaded, the edit goes in.
         self.assertEqual(e.ok(e.update(now, maxPermits="12"))["policy"]["maxPermits"], "12")
 
+    def test_plain_sql_app_change_makes_the_editors_version_stale(self):
+        # Issue 17: an app a DBA adds in policy_apps changed neither version
+        # nor audit, and the editor's UpdatePolicy built on the old version
+        # went through and silently dropped it. Every path counts: a plain
+        # INSERT, the natural INSERT ... SELECT FROM policies (a trigger that
+        # wrote policies would fail it with error 1442), UPDATE and DELETE.
+        e = self.editor()
+        name = self.name("dbapps")
+        seen = e.create(name, max_permits=10, apps=("app",))
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'dba-app' FROM policies "
+                 "WHERE name = '%s'" % name)
+        r = e.update(seen, maxPermits="12")
+        self.assertConnectError(r, 409, "aborted")
+        now = e.get(name)
+        self.assertEqual(sorted(now["apps"]), ["app", "dba-app"])
+        self.assertEqual(now["maxPermits"], "10")
+        self.assertEqual(int(now["version"]), int(seen["version"]) + 1)
+        # Each later change by plain SQL is a new version as well.
+        for stmt in ("UPDATE policy_apps SET app = 'dba-app2' WHERE app = 'dba-app' AND "
+                     "policy_id = (SELECT id FROM policies WHERE name = '%s')",
+                     "DELETE FROM policy_apps WHERE app = 'dba-app2' AND "
+                     "policy_id IN (SELECT id FROM policies WHERE name = '%s')"):
+            before = now
+            self.sql(stmt % name)
+            self.assertConnectError(e.update(before, maxPermits="12"), 409, "aborted")
+            now = e.get(name)
+            self.assertEqual(int(now["version"]), int(before["version"]) + 1, stmt)
+        self.assertEqual(now["apps"], ["app"])
+        # Reloaded, the edit goes in, once: one version, one audit row.
+        done = e.ok(e.update(now, maxPermits="12", apps=["app", "web"]))["policy"]
+        self.assertEqual(int(done["version"]), int(now["version"]) + 1)
+        self.assertEqual(sorted(done["apps"]), ["app", "web"])
+        self.assertEqual([(c["action"], c["actor"]) for c in e.history(name)][0:2],
+                         [("update", EDITOR), ("update", "root@localhost")])
+        self.assertEqual(len(e.history(name)), 5, "create, 3 by SQL, 1 by the editor")
+        # Redis holds the version MySQL shows (written through at once).
+        redis = Redis()
+        self.addCleanup(redis.close)
+        key = "%s{%s}:policy" % (self.prefix, name)
+        self.assertEqual(redis("HGET", key, "version"), done["version"])
+        self.assertEqual(redis("HGET", key, "apps"), "app,web")
+
     def test_delete_checks_the_version(self):
         e = self.editor()
         name = self.name("del")
@@ -878,10 +920,63 @@ class HistoryTest(AdminCase):
         self.assertEqual([(c["action"], c["actor"]) for c in changes],
                          [("update", EDITOR), ("update", dba), ("create", EDITOR)])
 
+    def test_plain_sql_app_change_appears_with_the_mysql_user(self):
+        e = self.editor()
+        name = self.name("hsqlapp")
+        v1 = e.create(name, max_permits=10, apps=("app",))
+        user = unique("dbapp").replace("-", "_")[:30]
+        mysql("CREATE USER '%s'@'localhost' IDENTIFIED BY 'pw'; "
+              "GRANT ALL ON `%s`.* TO '%s'@'localhost'" % (user, self.db, user))
+        self.addCleanup(mysql, "DROP USER '%s'@'localhost'" % user)
+        root = stack_env()["PERMITD_TEST_MYSQL_ROOT_URL"]
+        dba_url = root.replace("root@", "%s:pw@" % user, 1)
+        mysql("INSERT INTO policy_apps (policy_id, app) VALUES (%s, 'mobile')"
+              % self.sql("SELECT id FROM policies WHERE name = '%s'" % name)[0][0],
+              url=dba_url, database=self.db)
+        dba = user + "@localhost"
+        changes = e.history(name)
+        self.assertEqual([(c["action"], c["actor"]) for c in changes],
+                         [("update", dba), ("create", EDITOR)])
+        old, new = json.loads(changes[0]["oldValue"]), json.loads(changes[0]["newValue"])
+        self.assertEqual((apps_of(old), apps_of(new)), (["app"], ["app", "mobile"]))
+        now = e.get(name)
+        self.assertEqual(int(now["version"]), int(v1["version"]) + 1)
+        self.assertEqual((int(old["version"]), int(new["version"])),
+                         (int(v1["version"]), int(now["version"])))
+        self.assertEqual(int(new["max_permits"]), 10)
+        # A plain UPDATE of the policy row names the version permitd shows.
+        mysql("UPDATE policies SET max_permits = 11 WHERE name = '%s'" % name,
+              url=dba_url, database=self.db)
+        changes = e.history(name)
+        new = json.loads(changes[0]["newValue"])
+        self.assertEqual(int(new["version"]), int(e.get(name)["version"]))
+        self.assertEqual(apps_of(new), ["app", "mobile"])
+
 
 # ---------------------------------------------------------------- buckets
 
 class BucketTest(AdminCase):
+
+    def test_list_policies_names_the_rows_the_sync_skips(self):
+        # Issue 17: the admin UI's policy list shows a notice for rows of
+        # MySQL the sync leaves out (here an app row "pay,admin" a DBA
+        # inserted): ListPolicies carries them, one line each.
+        e = self.editor()
+        name = self.name("skip")
+        e.create(name, apps=("app",))
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'pay,admin' FROM policies "
+                 "WHERE name = '%s'" % name)
+        self.addCleanup(self.sql, "DELETE FROM policy_apps WHERE app = 'pay,admin'")
+        rows = wait_for("skipped rows", lambda: e.ok(e.p("ListPolicies")).get("skippedRows"),
+                        5)
+        self.assertEqual(len(rows), 1, rows)
+        self.assertIn("an app of policy %s" % name, rows[0])
+        self.assertIn('"pay,admin" is not a valid name', rows[0])
+        # A viewer sees them too (read-only), and they go once fixed.
+        v = self.viewer()
+        self.assertEqual(v.ok(v.p("ListPolicies")).get("skippedRows"), rows)
+        self.sql("DELETE FROM policy_apps WHERE app = 'pay,admin'")
+        wait_for("no skipped rows", lambda: not e.ok(e.p("ListPolicies")).get("skippedRows"), 5)
 
     def test_list_policies_with_buckets(self):
         e = self.editor()

@@ -165,6 +165,62 @@ class MigrateCase(unittest.TestCase):
         self.ok("up")
         self.assertEqual(sorted(self.history()), SHIPPED)
 
+    def test_app_changes_version_and_audit_up_and_down(self):
+        # 0004: an app change by plain SQL is a new version of its policy and
+        # an audit row; its down folds the counted changes into
+        # policies.version, so no version goes down (sync.lua would keep
+        # Redis's newer copy), and writes no audit row for that.
+        self.ok("up")
+        self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('p1', 10, 1), "
+                 "('p2', 10, 1)")
+        version = lambda: int(self.sql(
+            "SELECT p.version + IFNULL((SELECT c.changes FROM policy_app_changes c "
+            "WHERE c.policy_id = p.id), 0) FROM policies p WHERE p.name = 'p1'")[0][0])
+        audits = lambda: int(self.sql("SELECT COUNT(*) FROM policy_audit")[0][0])
+        self.assertEqual(version(), 1)
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'a' FROM policies "
+                 "WHERE name = 'p1'")
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'b' FROM policies "
+                 "WHERE name = 'p1'")
+        self.sql("UPDATE policy_apps SET app = app")           # no change, no version
+        self.sql("DELETE FROM policy_apps WHERE app = 'b'")
+        self.assertEqual(version(), 4)
+        rows = self.sql("SELECT action, actor, JSON_VALUE(old_value, '$.apps'), "
+                        "JSON_VALUE(new_value, '$.apps'), JSON_VALUE(new_value, '$.version') "
+                        "FROM policy_audit WHERE name = 'p1' ORDER BY id")
+        self.assertEqual([r[0] for r in rows], ["create", "update", "update", "update"])
+        self.assertTrue(all(r[1] == "root@localhost" for r in rows), rows)
+        self.assertEqual([r[2:] for r in rows[1:]], [["", "a", "2"], ["a", "a,b", "3"],
+                                                      ["a,b", "a", "4"]])
+        # Moved to another policy: a change of both.
+        self.sql("UPDATE policy_apps SET policy_id = (SELECT id FROM policies WHERE name = 'p2') "
+                 "WHERE app = 'a'")
+        self.assertEqual(version(), 5)
+        self.assertEqual(self.sql("SELECT JSON_VALUE(new_value, '$.apps') FROM policy_audit "
+                                  "WHERE name = 'p2' ORDER BY id DESC LIMIT 1"), [["a"]])
+        # permitd's own writes (@permitd_actor set) are left to permitd.
+        self.sql("SET @permitd_actor = 'ed'; INSERT INTO policy_apps (policy_id, app) "
+                 "SELECT id, 'c' FROM policies WHERE name = 'p1'")
+        self.assertEqual(version(), 5)
+
+        n = audits()
+        self.ok("down", "1")
+        self.assertNotIn("policy_app_changes", self.tables())
+        self.assertEqual(self.sql("SELECT version FROM policies WHERE name = 'p1'"), [["5"]])
+        self.assertEqual(audits(), n, "the fold wrote audit rows")
+        # 0003 again: a plain app change changes no version...
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'd' FROM policies "
+                 "WHERE name = 'p1'")
+        self.assertEqual(self.sql("SELECT version FROM policies WHERE name = 'p1'"), [["5"]])
+        self.assertEqual(audits(), n)
+        # ... and a plain UPDATE is audited as 0003 did it.
+        self.sql("UPDATE policies SET max_permits = 11 WHERE name = 'p1'")
+        self.assertEqual(audits(), n + 1)
+        self.ok("up")
+        self.assertEqual(version(), 6)
+        self.sql("DELETE FROM policy_apps WHERE app = 'd'")
+        self.assertEqual(version(), 7)
+
     def test_down_without_count_refuses(self):
         self.ok("up")
         rc, out = self.migrate("down")

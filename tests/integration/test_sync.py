@@ -7,6 +7,7 @@ permitd processes with --mysql-url pointing at that database and a short
 """
 import glob
 import os
+import re
 import signal
 import time
 import unittest
@@ -264,7 +265,10 @@ class SyncTest(unittest.TestCase):
                      lambda: all(self.hash("multi%02d" % i).get("max_permits") == want
                                  for i in range(20)))
         # The final state is MySQL's in both instances' eyes.
-        rows = self.sql("SELECT name, version FROM policies ORDER BY name")
+        # (A policy's version counts its app changes too: migrations/0004.)
+        rows = self.sql("SELECT p.name, p.version + IFNULL((SELECT c.changes FROM "
+                        "policy_app_changes c WHERE c.policy_id = p.id), 0) "
+                        "FROM policies p ORDER BY p.name")
         time.sleep(INTERVAL_MS * 3 / 1000)
         for name, version in rows:
             self.assertEqual(self.hash(name)["version"], version)
@@ -326,6 +330,74 @@ class SyncTest(unittest.TestCase):
             self.assertLess(failures, 1.5 / (INTERVAL_MS / 1000.0) + 2)
             db.start()
             wait_for("ready again", lambda: admin.request("GET", "/readyz").status == 200, 40)
+            self.assertIn("sync recovered", p.output())
+        finally:
+            db.cleanup()
+
+    def test_skipped_rows_are_logged_once_counted_and_listed_by_readyz(self):
+        # Issue 17: rows that fail validation were logged at every pass of
+        # every instance, and nothing else showed them. Now: one log line
+        # when a row starts being skipped (and one when it stops), a gauge,
+        # and /readyz names them, still 200 (see README: a bad row in the
+        # shared MySQL must not take every instance out of service).
+        self.add_policy("fine", apps=("app",))
+        self.add_policy("pay", apps=("app",))
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'pay,admin' FROM policies "
+                 "WHERE name = 'pay'")
+        self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('bad name', 1, 1)")
+        p = self.permitd()
+        admin = p.admin()
+        wait_for("ready", lambda: admin.request("GET", "/readyz").status == 200)
+        time.sleep(INTERVAL_MS / 1000.0 * 6)             # several passes
+        out = p.output()
+        self.assertEqual(out.count("row skipped by the sync"), 2, out[-3000:])
+        self.assertEqual(len(re.findall(r'row skipped by the sync.*pay,admin', out)), 1)
+        self.assertEqual(len(re.findall(r'row skipped by the sync.*bad name', out)), 1)
+        r = admin.request("GET", "/readyz")
+        self.assertEqual(r.status, 200, r)
+        body = r.body.decode()
+        self.assertIn("2 rows skipped", body)
+        self.assertRegex(body, r'an app of policy pay \(id \d+\): app: "pay,admin" is not a '
+                               r'valid name')
+        self.assertRegex(body, r'policy id \d+: name: "bad name" is not a valid name')
+        metrics = admin.request("GET", "/metrics").body.decode()
+        self.assertIn("\npermitd_sync_skipped_rows 2\n", metrics)
+        # The good rows are served: pay with its valid app only.
+        self.assertEqual(self.hash("pay").get("apps"), "app")
+        self.assertTrue(decision(p.http().acquire("fine")).get("allowed"))
+        # Fixed in MySQL: one line saying so each, the gauge back to 0.
+        self.sql("DELETE FROM policy_apps WHERE app = 'pay,admin'")
+        self.sql("UPDATE policies SET name = 'good-name' WHERE name = 'bad name'")
+        wait_for("no rows skipped", lambda: "\npermitd_sync_skipped_rows 0\n" in
+                 admin.request("GET", "/metrics").body.decode())
+        self.assertNotIn("skipped", admin.request("GET", "/readyz").body.decode())
+        wait_for("logged", lambda: p.output().count("row no longer skipped") == 2)
+        self.assertEqual(p.output().count("row skipped by the sync"), 2)
+
+    def test_readyz_recovers_as_soon_as_mysql_answers_again(self):
+        # Issue 17: the backoff between failed passes (here grown to 4.8 s)
+        # kept /readyz at 503 that long after MySQL was back. The sync
+        # probes MySQL with a cheap call while it backs off, and passes as
+        # soon as it answers; the failure lines keep the backoff's pace.
+        db = harness.PrivateMariaDB()
+        try:
+            migrate_with_client("permitd", url=db.root_url)
+            p = Permitd(prefix=self.prefix,
+                        args=["--mysql-url", db.url, "--sync-interval-ms", str(INTERVAL_MS),
+                              "--mysql-timeout-ms", "1000"])
+            self.procs.append(p)
+            admin = p.admin()
+            wait_for("ready", lambda: admin.request("GET", "/readyz").status == 200)
+            db.stop()
+            wait_for("a backoff of 4.8 s", lambda: "retry_in_ms=4800" in p.output(), 30)
+            failures = p.output().count("sync failed")
+            self.assertLessEqual(failures, 5, "the probes must not log: %d lines" % failures)
+            self.assertEqual(admin.request("GET", "/readyz").status, 503)
+            db.start()
+            started = time.monotonic()
+            wait_for("ready again", lambda: admin.request("GET", "/readyz").status == 200, 10)
+            took = time.monotonic() - started
+            self.assertLess(took, 2.0, "readyz 503 for %.1f s after MySQL was back" % took)
             self.assertIn("sync recovered", p.output())
         finally:
             db.cleanup()
