@@ -39,6 +39,29 @@ permit per minute. (Written as text, a state took a 17-digit printf to
 write and two strtods to read: 0.5 us of Redis time per call, and 16 bytes
 more per key.) The clock is Redis TIME: no client clock is trusted.
 
+A rate edit re-prices nothing already earned: tokens accrue at the old
+rate up to the edit and at the new one after it. lua/sync.lua, which writes
+every policy, stamps an edit of `rate` with Redis TIME and keeps the rates
+before the recent edits in the policy hash's field `rates`, newest first:
+  rates = "<t1>:<rate before t1>;<t2>:<rate before t2>;..."  (t1 > t2 > ...)
+t in Redis microseconds, each rate as the hash held it. A bucket stamped
+before t1 is first brought to t1 edit by edit (fold(): from its stamp to
+t_k at the rate before t_k, ..., to t1 at the rate before t1), then accrues
+at `rate` from t1: exact from the moment the edit is in force, on every
+instance, whatever the settle pass below has or has not done yet. A bucket
+stamped at or after t1 (every bucket written since the edit) costs one
+number read off the front of `rates`; a policy whose history is empty
+has no field and costs nothing. Every segment is capped at the policy's
+max_permits as it is now (a lowered max clamps; a bucket that reached the
+old max before a raise held no key, and a missing key reads as the new
+max): the history is one of rates only. It stays short: sync.lua drops an
+entry once an empty bucket stamped before it would be full by now (no
+bucket written before it can still be below full, and a full bucket has no
+key), and once the settle pass has folded every bucket to now it drops
+every entry up to the newest it saw (sync.c). The history travels with the
+policy's limits: when they reach the script in ARGV rather than from the
+hash (issue 19), it comes with them.
+
 A full bucket has no state key: every write sets the key to expire when
 the bucket would be full again, and a missing key reads as full. A denied
 request (and every Peek) writes nothing, save that a denial re-stamps a
@@ -49,7 +72,7 @@ the other; each bucket is written once, at the end.
 
 local mode = ARGV[1]
 local n = #KEYS / 2
-local find, byte = string.find, string.byte
+local find, byte, sub, gmatch = string.find, string.byte, string.sub, string.gmatch
 local floor, ceil = math.floor, math.ceil
 local pack, unpack_state = struct.pack, struct.unpack
 local STATE = '<dd'
@@ -102,6 +125,51 @@ local function state(s)
   return unpack_state(STATE, s)
 end
 
+-- The time of the newest rate edit in a policy's `rates` (see the top), or
+-- nil when the field does not start with one.
+local function newest(rates)
+  local c = find(rates, ':', 1, true)
+  return c and tonumber(sub(rates, 1, c - 1))
+end
+
+-- A bucket that held `stored` (< max) at `since`, brought to the newest
+-- edit in `rates` (which is later than since): its tokens then, and that
+-- time. Each segment accrues at the rate in force in it, capped at max as
+-- level() caps: elapsed time is compared with the time to fill before it is
+-- multiplied. Deterministic in (stored, since, rates), so every decision
+-- that reads the same state folds it to the same bits, and level() carries
+-- on from there at the policy's rate. nil when `rates` is not a history
+-- sync.lua wrote (the item answers internal).
+local function fold(stored, since, max, rates)
+  local ts, rs, n = {}, {}, 0
+  for t, r in gmatch(rates, '([^:;]+):([^;]*)') do
+    n = n + 1
+    ts[n], rs[n] = tonumber(t), tonumber(r)
+    if not ts[n] or not rs[n] or rs[n] <= 0 or rs[n] ~= rs[n] or (n > 1 and ts[n] >= ts[n - 1]) then
+      return nil
+    end
+  end
+  if n == 0 then
+    return nil
+  end
+  local x = stored
+  for i = n, 1, -1 do
+    local t = ts[i]
+    if t > since then
+      local r = rs[i]
+      if x >= max or t - since >= (max - x) * 1000000 / r then
+        return max, ts[1]
+      end
+      x = x + (t - since) * r / 1000000
+      if x >= max then
+        return max, ts[1]
+      end
+      since = t
+    end
+  end
+  return x, since
+end
+
 -- Tokens at time `at` of a bucket that held `stored` at `since` (nil: full).
 -- The elapsed time is capped at the time the bucket takes to fill before it
 -- is multiplied, so a bucket idle for years stays exact (Lua numbers are
@@ -147,7 +215,7 @@ end
 
 -- One item (Acquire, Peek).
 if n == 1 and (mode == 'take' or mode == 'peek') then
-  local f = redis.call('HMGET', KEYS[1], 'max_permits', 'rate', 'apps', 'enabled')
+  local f = redis.call('HMGET', KEYS[1], 'max_permits', 'rate', 'apps', 'enabled', 'rates')
   local max, rate, apps = tonumber(f[1]), tonumber(f[2]), f[3]
   local app, want = ARGV[2], tonumber(ARGV[3])
   if not f[1] then
@@ -167,6 +235,16 @@ if n == 1 and (mode == 'take' or mode == 'peek') then
     stored, since = state(s)
     if not stored then
       return pack(ANSWER, -15, 0, since, max, 0, 0, 0, 0)
+    end
+    local rates = f[5]
+    if rates and stored < max then  -- idle across rate edits: see the top
+      local top = newest(rates)
+      if not top or since < top then
+        stored, since = fold(stored, since, max, rates)
+        if not stored then
+          return pack(ANSWER, -13, 0, 0, 0, 0, 0, 0, 0)
+        end
+      end
     end
     if since > now then
       since, skewed = now, true     -- see bucket()
@@ -208,7 +286,7 @@ end
 -- The policy in hash k: nil, max, rate, apps when it may decide; else a
 -- negated Connect code (and max when known).
 local function read_policy(k)
-  local f = redis.call('HMGET', k, 'max_permits', 'rate', 'apps', 'enabled')
+  local f = redis.call('HMGET', k, 'max_permits', 'rate', 'apps', 'enabled', 'rates')
   if not f[1] then
     return -5
   end
@@ -219,7 +297,20 @@ local function read_policy(k)
   if f[4] == '0' then
     return -9, max
   end
-  return nil, max, rate, f[3]
+  return nil, max, rate, f[3], f[5] or false
+end
+
+-- A state (stored, since) of a policy whose rate history is `rates` (false:
+-- none), brought to its newest edit when it predates it (fold()); nil when
+-- the history is not one sync.lua wrote.
+local function refold(stored, since, max, rates)
+  if rates and stored < max then
+    local top = newest(rates)
+    if not top or since < top then
+      return fold(stored, since, max, rates)
+    end
+  end
+  return stored, since
 end
 
 -- Whether policy p refuses app: its own status (a negated Connect code),
@@ -276,10 +367,13 @@ end
 -- slower ones (a lower rate, a higher max) that is too soon, and a missing
 -- key reads as full. Each bucket named is set to expire when it would be
 -- full under the policy's limits now, its key removed when it is full
--- already; its state stays as it is. Answers {buckets set, keys removed}.
+-- already; its state stays as it is, save that a state stamped before the
+-- newest rate edit is rewritten as of now (its tokens folded across the
+-- edits: the same number a decision would read). Answers {buckets set,
+-- keys removed}.
 if mode == 'settle' then
-  local f = redis.call('HMGET', KEYS[1], 'max_permits', 'rate')
-  local max, rate = tonumber(f[1]), tonumber(f[2])
+  local f = redis.call('HMGET', KEYS[1], 'max_permits', 'rate', 'rates')
+  local max, rate, rates = tonumber(f[1]), tonumber(f[2]), f[3] or false
   if not max or not rate or max < 1 or rate <= 0 or rate ~= rate then
     return pack('<dd', 0, 0)
   end
@@ -294,12 +388,25 @@ if mode == 'settle' then
     if states[i] then
       stored, since = state(states[i])
     end
+    -- A bucket stamped before the newest rate edit is written as of now,
+    -- its tokens folded across the edits (then no bucket is stamped before
+    -- that edit, and sync.c has sync.lua "trim" the history up to it); a
+    -- history that is not sync.lua's leaves the key as it is.
+    local tokens, at = nil, since
     if stored then
-      if since > now then
-        since = now
+      tokens, at = refold(stored, since, max, rates)
+    end
+    if tokens then
+      local moved = at ~= since
+      if at > now then
+        at = now
       end
-      local ttl = until_full(max, rate, level(stored, since, max, rate, now))
-      if ttl > 0 then
+      tokens = level(tokens, at, max, rate, now)
+      local ttl = until_full(max, rate, tokens)
+      if ttl > 0 and moved then
+        redis.call('SET', names[i], pack(STATE, tokens, now), 'PX', ttl)
+        set = set + 1
+      elseif ttl > 0 then
         redis.call('PEXPIRE', names[i], ttl)
         set = set + 1
       else
@@ -327,8 +434,8 @@ end
 local function policy(k)
   local p = policies[k]
   if not p then
-    local status, max, rate, apps = read_policy(k)
-    p = {status = status, max = max, rate = rate, apps = apps,
+    local status, max, rate, apps, rates = read_policy(k)
+    p = {status = status, max = max, rate = rate, apps = apps, rates = rates,
          window = status == nil and window(max, rate), app = false, refusal = false}
     policies[k] = p
   end
@@ -337,14 +444,16 @@ end
 
 -- Item i's bucket, shared with the items before it that name the same key:
 -- {stored, since} is the state the next decision will read (after this
--- call's takes), orig_* what the key held before; {foreign = size} when the
--- key holds what this script did not write (see state()).
+-- call's takes), orig_* what the key held before (brought to policy p's
+-- newest rate edit when stamped before it: see the top); {foreign = size}
+-- when the key holds what this script did not write (see state()),
+-- {broken = true} when p's rate history is not one sync.lua wrote.
 --
 -- Redis TIME can step back (failover to a replica, NTP): a state stamped
 -- ahead of the clock counts as measured now, else the bucket would stay
 -- frozen until the clock caught up; `skewed` says so, and a denial
 -- re-stamps such a state, or it would never start accruing.
-local function bucket(i)
+local function bucket(i, p)
   local k = KEYS[2 * i]
   local b = buckets[k]
   if not b then
@@ -354,6 +463,12 @@ local function bucket(i)
       stored, since = state(s)
       if not stored then
         b = {foreign = since}
+        buckets[k] = b
+        return b
+      end
+      stored, since = refold(stored, since, p.max, p.rates)   -- see the top
+      if not stored then
+        b = {broken = true}
         buckets[k] = b
         return b
       end
@@ -382,9 +497,11 @@ for i = 1, n do
   if not status and want > p.max then
     status = -11
   end
-  local b = not status and bucket(i)
+  local b = not status and bucket(i, p)
   if b and b.foreign then
     status = -15
+  elseif b and b.broken then
+    status, b = -13, false
   end
   if status then
     out[i] = pack(ANSWER, status, 0, b and b.foreign or 0, p.max or 0, 0, 0, 0, 0)

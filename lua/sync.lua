@@ -29,13 +29,85 @@ ARGV[1] = "del": ARGV[2] the snapshot's MySQL time in µs, ARGV[3] the
           already written through by another instance) survives.
           Returns {1} when deleted, {0} otherwise.
 
+ARGV[1] = "set": ARGV[2..] field/value pairs, for a policy hash kept by hand
+          (no --mysql-url): `redis-cli --eval lua/sync.lua KEY , set rate 20`.
+          The fields are written as given (max_permits must be a whole
+          number >= 1, rate a number > 0: anything else is refused, naming
+          the value), with the rate history below. Returns {1, limits}.
+
+ARGV[1] = "newest": returns {t}, the time of the newest rate edit in the
+          policy's history (0: none). permitd reads it before a settle pass.
+ARGV[1] = "trim": ARGV[2] a time t from "newest". The settle pass has
+          rewritten every bucket stamped before t as of its own time, so
+          the history up to and including t is dropped (the field is
+          removed when nothing is left). Returns {entries left}.
+
+Rate history (bucket.lua explains how a decision uses it). When "put" or
+"set" change the rate of an existing policy, the edit is stamped with Redis
+TIME (the moment the new rate is in force for every decision) and the rate
+it replaces is kept in the hash's field `rates`, newest first:
+"<t>:<rate before t>;..." . Every write carries the field over, and drops
+the entries that no bucket can need any more: an entry whose edit an empty
+bucket would have outlived, full by now at the rates after it and the
+policy's max_permits (a full bucket has no key, so nothing stamped before
+that edit can still be below full).
+
 Bucket state keys are not touched here: a limit that changes keeps its
-buckets (tokens clamp to the new max_permits inside bucket.lua; their
-expiry is set again by the settle pass), and the buckets of a deleted
-policy expire by themselves.
+buckets (tokens clamp to the new max_permits inside bucket.lua, and accrue
+at each rate for the time it was in force; their expiry is set again by the
+settle pass), and the buckets of a deleted policy expire by themselves.
 ]]
 
 local op = ARGV[1]
+local gmatch = string.gmatch
+
+-- The history `rates` (or nil) with the entries dropped that no bucket can
+-- need at Redis time now, for a policy of max_permits max and rate `rate`:
+-- going from the newest edit back, the tokens an empty bucket stamped just
+-- before each edit has earned by now; from the first entry where that
+-- reaches max, that entry and all older ones go. nil when nothing is left.
+local function prune(rates, now, max, rate)
+  if not rates or not max or not rate then
+    return rates
+  end
+  local kept, earned, later, after = {}, 0, now, rate
+  for t, r in gmatch(rates, '([^:;]+):([^;]*)') do
+    local tn, rn = tonumber(t), tonumber(r)
+    if not tn or not rn then
+      return rates        -- not ours: left for bucket.lua to refuse
+    end
+    if later > tn then
+      earned = earned + (later - tn) * after / 1000000
+    end
+    if earned >= max then
+      break
+    end
+    kept[#kept + 1] = t .. ':' .. r
+    later, after = tn, rn
+  end
+  if #kept == 0 then
+    return nil
+  end
+  return table.concat(kept, ';')
+end
+
+-- The history after an edit of the rate from `old` to `new` (strings, as
+-- the hash holds them; nil old: a new policy, no edit) on top of `rates`,
+-- pruned for a policy of max_permits max.
+local function history(rates, old, new, max)
+  local clock = redis.call('TIME')
+  local now = clock[1] * 1000000 + clock[2]
+  if old and tonumber(old) and tonumber(old) ~= tonumber(new) then
+    local top = rates and tonumber(string.match(rates, '^([^:;]+):'))
+    -- An edit in the same microsecond as the last one (or with the clock
+    -- stepped back behind it) adds no entry: the rate it replaces was in
+    -- force for no time, and the times must keep decreasing.
+    if not top or top < now then
+      rates = string.format('%.0f', now) .. ':' .. old .. (rates and (';' .. rates) or '')
+    end
+  end
+  return prune(rates, now, tonumber(max), tonumber(new))
+end
 
 if op == 'put' then
   local id, version, taken = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -69,9 +141,16 @@ if op == 'put' then
     end
   end
   redis.call('DEL', KEYS[1])
-  local fields = {'synced_us', ARGV[4]}
-  for i = 5, #ARGV do
+  local fields, offered = {'synced_us', ARGV[4]}, {}
+  for i = 5, #ARGV, 2 do
     fields[#fields + 1] = ARGV[i]
+    fields[#fields + 1] = ARGV[i + 1]
+    offered[ARGV[i]] = ARGV[i + 1]
+  end
+  local rates = history(cur.rates, cur_id and cur.rate, offered.rate, offered.max_permits)
+  if rates then
+    fields[#fields + 1] = 'rates'
+    fields[#fields + 1] = rates
   end
   redis.call('HSET', KEYS[1], unpack(fields))
   local limits = 0
@@ -84,6 +163,81 @@ if op == 'put' then
     end
   end
   return {1, limits}
+end
+
+if op == 'set' then
+  if #ARGV < 3 or #ARGV % 2 ~= 1 then
+    return redis.error_reply('sync.lua set: give field/value pairs, e.g. set rate 20')
+  end
+  local offered = {}
+  for i = 2, #ARGV, 2 do
+    local f, v = ARGV[i], ARGV[i + 1]
+    local x = tonumber(v)
+    if f == 'rates' then
+      return redis.error_reply('sync.lua set: rates is the rate history this script keeps; ' ..
+                               'set rate instead')
+    elseif f == 'max_permits' and (not x or x < 1 or x ~= math.floor(x) or x >= 2 ^ 53) then
+      return redis.error_reply('sync.lua set: max_permits must be a whole number >= 1, not "' ..
+                               v .. '"')
+    elseif f == 'rate' and (not x or not (x > 0) or x == math.huge) then
+      return redis.error_reply('sync.lua set: rate must be a number > 0 (permits a second), not "' ..
+                               v .. '"')
+    end
+    offered[f] = v
+  end
+  local cur = redis.call('HMGET', KEYS[1], 'rate', 'max_permits', 'rates')
+  local rate = offered.rate or cur[1]
+  local max = offered.max_permits or cur[2]
+  local limits = 0
+  if (offered.rate and cur[1] and tonumber(cur[1]) ~= tonumber(offered.rate)) or
+     (offered.max_permits and cur[2] and tonumber(cur[2]) ~= tonumber(offered.max_permits)) then
+    limits = 1
+  end
+  local fields = {}
+  for i = 2, #ARGV do
+    fields[#fields + 1] = ARGV[i]
+  end
+  redis.call('HSET', KEYS[1], unpack(fields))
+  local rates = cur[3] or nil
+  if rate then
+    rates = history(rates, offered.rate and cur[1] or nil, rate, max)
+  end
+  if rates then
+    redis.call('HSET', KEYS[1], 'rates', rates)
+  elseif cur[3] then
+    redis.call('HDEL', KEYS[1], 'rates')
+  end
+  return {1, limits}
+end
+
+if op == 'newest' then
+  local rates = redis.call('HGET', KEYS[1], 'rates')
+  return {rates and tonumber(string.match(rates, '^(%d+):')) or 0}
+end
+
+if op == 'trim' then
+  local upto = tonumber(ARGV[2])
+  local rates = redis.call('HGET', KEYS[1], 'rates')
+  if not upto then
+    return redis.error_reply('sync.lua trim: not a time: ' .. tostring(ARGV[2]))
+  end
+  if not rates then
+    return {0}
+  end
+  local kept = {}
+  for t, r in gmatch(rates, '([^:;]+):([^;]*)') do
+    local tn = tonumber(t)
+    if tn and tn <= upto then
+      break
+    end
+    kept[#kept + 1] = t .. ':' .. r
+  end
+  if #kept == 0 then
+    redis.call('HDEL', KEYS[1], 'rates')
+  else
+    redis.call('HSET', KEYS[1], 'rates', table.concat(kept, ';'))
+  end
+  return {#kept}
 end
 
 if op == 'del' then

@@ -203,25 +203,47 @@ done:
     return rc;
 }
 
+/* Runs sync.lua op on the policy hash `hash` with one more argument (arg,
+ * or none when NULL); *out receives the first number of its answer. */
+static int history_op(struct sync *s, const char *hash, const char *op, const char *arg,
+                      long long *out, struct permitd_error *err)
+{
+    struct redis_str keys[1] = {{hash, strlen(hash)}};
+    struct redis_str args[2] = {{op, strlen(op)}, {arg, arg ? strlen(arg) : 0}};
+
+    return redis_script_run(s->redis, REDIS_SCRIPT_SYNC, keys, 1, args, arg ? 2 : 1, deadline(),
+                            out, 1, err);
+}
+
 /* A policy's max_permits or rate changed (sync.lua said so): each of its
  * buckets is set to expire when it would be full under the new limits
  * (bucket.lua "settle"). Their keys were set to expire on the old limits'
  * schedule, which under slower ones (a lower rate, a higher max) comes too
  * soon: a missing key reads as a full bucket. The buckets are found with
  * SCAN, a step at a time, each step's settled in one round trip; a bucket
- * written meanwhile already has the new limits' expiry. */
+ * written meanwhile already has the new limits' expiry.
+ *
+ * The same pass bounds the policy's rate history (lua/bucket.lua, top):
+ * "settle" rewrites each bucket stamped before the newest rate edit as of
+ * now, so once the scan is through, no bucket is stamped before the newest
+ * edit it saw (a bucket written since is stamped after it), and sync.lua
+ * "trim" drops the history up to that edit. Decisions never wait for this:
+ * they fold the history themselves. */
 static int settle(struct sync *s, const char *name, struct permitd_error *err)
 {
     const char *prefix = s->cfg->redis_prefix;
     char hash[POLICY_REDIS_KEY_MAX], one[POLICY_REDIS_KEY_MAX];
     char pattern[2 * POLICY_REDIS_KEY_MAX], cursor[24] = "0";
     struct names nm = {0};
-    long long set = 0, removed = 0;
+    char edit[24];
+    long long set = 0, removed = 0, newest = 0, left = 0;
     int64_t started = clock_now_us();
     size_t len, steps = 0, j = 0;
     int rc = PERMITD_OK;
 
     policy_redis_key(hash, prefix, name, POLICY_KEY_HASH, NULL);
+    if ((rc = history_op(s, hash, "newest", NULL, &newest, err)) != PERMITD_OK)
+        return rc;
     /* Every key of the policy's buckets begins as the key of "x" does, but
      * for its last character; in the pattern, SCAN's glob characters (the
      * prefix may hold them) are escaped. */
@@ -246,10 +268,14 @@ static int settle(struct sync *s, const char *name, struct permitd_error *err)
         steps++;
     } while (rc == PERMITD_OK && strcmp(cursor, "0") != 0);
     free(nm.v);
+    snprintf(edit, sizeof(edit), "%lld", newest);
+    if (rc == PERMITD_OK && newest > 0)
+        rc = history_op(s, hash, "trim", edit, &left, err);
     if (rc == PERMITD_OK)
         log_msg(LOG_INFO, "policy limits changed: buckets set to expire on the new ones",
-                "policy=%s buckets=%lld full_removed=%lld scan_steps=%zu ms=%lld", name, set,
-                removed, steps, (long long)(clock_now_us() - started) / 1000);
+                "policy=%s buckets=%lld full_removed=%lld scan_steps=%zu ms=%lld "
+                "rate_edit_us=%lld rate_history_left=%lld", name, set, removed, steps,
+                (long long)(clock_now_us() - started) / 1000, newest, left);
     return rc;
 }
 

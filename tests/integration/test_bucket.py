@@ -17,6 +17,8 @@ import harness  # noqa: E402
 from harness import decision, error_code, put_policy, read_state, state_key, unique, write_state  # noqa: E402
 
 ONE_PER_MINUTE = 0.016666666666666666   # repr(1 / 60)
+with open(os.path.join(harness.SOURCE_DIR, "lua", "sync.lua")) as f:
+    SYNC_LUA = f.read()
 
 
 class BucketTest(unittest.TestCase):
@@ -431,6 +433,111 @@ class BucketTest(unittest.TestCase):
         d = self.acquire(name)
         self.assertEqual((d["allowed"], d["remaining"]), (True, 0), d)
         self.assertFalse(self.acquire(name)["allowed"])
+
+    # ------------------------------------------------------------ rate edits
+
+    def edit(self, name, **fields):
+        """A hand edit of a policy hash, as README ("Redis layout") says to
+        make one: through lua/sync.lua "set", which stamps a rate edit."""
+        args = []
+        for k, v in fields.items():
+            args += [k, v]
+        return self.redis("EVAL", SYNC_LUA, 1, "permitd:{%s}:policy" % name, "set", *args)
+
+    def edits(self, name):
+        """The policy's rate history, oldest first: [(edit time us, rate before)]."""
+        rates = self.redis("HGET", "permitd:{%s}:policy" % name, "rates") or ""
+        return [(int(t), float(r)) for t, r in
+                (e.split(":") for e in reversed(rates.split(";")) if e)]
+
+    @staticmethod
+    def earned(stored, since, edits, rate, at, max_permits):
+        """Tokens at `at` of a bucket that held `stored` at `since`: each rate
+        for the time it was in force (the rate before each edit up to it,
+        `rate` after the last), capped at max_permits."""
+        x, t = stored, since
+        for edit_us, before in edits:
+            if edit_us > t:
+                x, t = min(max_permits, x + (edit_us - t) * before / 1e6), edit_us
+        return min(max_permits, x + (at - t) * rate / 1e6)
+
+    def test_a_rate_edit_reprices_nothing_earned(self):
+        # Max 100 at 1/s, emptied 3 s ago (it holds 3), raised to 50/s: 3
+        # and then 50 a second, not 100 at once. 10/s, emptied 3 s ago (it
+        # holds 30), cut to 0.1/s: 30 and then 0.1 a second, not 0.3. On
+        # the shared bucket and a keyed one, for Acquire, Peek and a batch
+        # (bucket.lua's many-item path).
+        for old, new in ((1, 50), (10, 0.1)):
+            name = self.policy(max_permits=100, rate=old)
+            since = self.redis.time_us() - 3000000
+            for key in ("", "u"):
+                write_state(self.redis, state_key(name, key), 0, since)
+            self.assertEqual(self.edit(name, rate=new), [1, 1])
+            edits = self.edits(name)
+            self.assertEqual(len(edits), 1, edits)
+            self.assertEqual(edits[0][1], old)
+            self.assertGreaterEqual(edits[0][0], since + 3000000)
+            self.assertLessEqual(edits[0][0], self.redis.time_us())
+            for key in ("", "u"):
+                with self.subTest(rate=(old, new), key=key):
+                    before = self.redis.time_us()
+                    p = self.peek(name, key=key)
+                    lo = self.earned(0, since, edits, new, before, 100)
+                    hi = self.earned(0, since, edits, new, self.redis.time_us(), 100)
+                    self.assertGreaterEqual(p["remaining"], math.floor(lo), (p, lo, hi))
+                    self.assertLessEqual(p["remaining"], math.floor(hi), (p, lo, hi))
+                    self.assertLess(p["remaining"], 40, p)      # neither 100 nor 0
+                    self.assertTrue(self.acquire(name, key=key)["allowed"])
+                    tokens, t = read_state(self.redis, state_key(name, key))
+                    want = self.earned(0, since, edits, new, t, 100) - 1
+                    self.assertAlmostEqual(tokens, want, places=6)
+            # The batch path: a bucket idle across the edit, read by two items.
+            write_state(self.redis, state_key(name, "b"), 0, since)
+            r = self.http.rpc_json("AcquireBatch", {"requests": [
+                {"bucket": name, "app": "app", "key": "b"},
+                {"bucket": name, "app": "app", "key": "b"}]})
+            self.assertEqual(r.status, 200, r)
+            tokens, t = read_state(self.redis, state_key(name, "b"))
+            self.assertAlmostEqual(tokens, self.earned(0, since, edits, new, t, 100) - 2, places=6)
+
+    def test_several_rate_edits_while_a_bucket_idles(self):
+        # 1/s until edit 1, 20/s until edit 2, 0.5/s until edit 3, 0.25/s after:
+        # each rate for the time it was in force, through every entry of
+        # the history. A bucket that fills on the way stays full (max 50).
+        name = self.policy(max_permits=1000, rate=1)
+        full = self.policy(max_permits=50, rate=1)
+        since = self.redis.time_us() - 2000000
+        write_state(self.redis, state_key(name, "u"), 0, since)
+        write_state(self.redis, state_key(full, "u"), 0, since)
+        for rate in (20, 0.5, 0.25):
+            time.sleep(0.3)
+            self.assertEqual(self.edit(name, rate=rate)[0], 1)
+            self.assertEqual(self.edit(full, rate=rate * 100)[0], 1)
+        edits = self.edits(name)
+        self.assertEqual([r for _, r in edits], [1, 20, 0.5], edits)
+        d = self.acquire(name, key="u", permits=5)
+        self.assertTrue(d["allowed"], d)      # ~2 + 6 + 0.15: the whole gap at 0.25/s is < 1
+        tokens, t = read_state(self.redis, state_key(name, "u"))
+        self.assertAlmostEqual(tokens, self.earned(0, since, edits, 0.25, t, 1000) - 5, places=6)
+        self.assertEqual(self.peek(full, key="u")["remaining"], 50)
+        # max_permits edits still clamp. The write drops the history no
+        # bucket can need any more: at max 5, an empty bucket stamped before
+        # edit 1 earned 6 at 20/s by edit 2: full, so edit 1 goes; one
+        # stamped before edit 2 earned ~0.15 + a little since: edit 2 stays.
+        self.assertEqual(self.edit(name, max_permits=5), [1, 1])
+        self.assertEqual(self.edits(name), edits[1:])
+        self.assertLessEqual(self.peek(name, key="u")["remaining"], 5)
+
+    def test_a_hand_edit_names_a_bad_value(self):
+        name = self.policy(max_permits=10, rate=1)
+        for field, value in (("rate", "0"), ("rate", "fast"), ("max_permits", "1.5"),
+                             ("rates", "1:2")):
+            with self.assertRaises(harness.RedisError) as e:
+                self.edit(name, **{field: value})
+            self.assertIn(field, str(e.exception))
+            if field != "rates":
+                self.assertIn('"%s"' % value, str(e.exception))
+        self.assertEqual(self.redis("HGET", "permitd:{%s}:policy" % name, "rate"), "1")
 
     # ------------------------------------------------------------ the bound
 

@@ -6,6 +6,7 @@ permitd processes with --mysql-url pointing at that database and a short
 --sync-interval-ms. Changes are made the way a DBA would: plain SQL.
 """
 import glob
+import itertools
 import os
 import re
 import signal
@@ -125,7 +126,8 @@ class SyncTest(unittest.TestCase):
         # A bucket's key expires when the bucket would be full; written
         # under the old limits, it would expire on their schedule, and a
         # missing key reads as full. Rate 4/s -> 0.01/s: a bucket of 10
-        # emptied must stay (nearly) empty past the old 2.5 s. max_permits
+        # emptied keeps what it earned at 4/s until the edit and earns
+        # 0.01/s after it, past the old 2.5 s (not full). max_permits
         # 10 -> 1000 at 1/s: a bucket at 5 now fills in ~1000 s, not 5. max
         # 10 -> 4: buckets holding more than 4 are full: no key.
         self.add_policy("slower", 10, "4")
@@ -158,9 +160,90 @@ class SyncTest(unittest.TestCase):
         self.assertIn("policy limits changed: buckets set to expire on the new ones", p.output())
 
         time.sleep(max(0.0, t0 + 2.8 - time.time()))    # past the old expiry of "slower"
-        d = decision(c.acquire("slower", key="u"))
+        # What it earned at 4/s until the edit, and next to nothing since:
+        # not full (its key outlived the old expiry).
+        d = decision(c.peek("slower", key="u"))
+        self.assertLess(d["remaining"], 10, d)
+        d = decision(c.acquire("slower", key="u", permits=d["remaining"] + 1))
         self.assertFalse(d["allowed"], d)
-        self.assertGreater(d["retry_after_ms"], 50 * 1000, d)    # about a permit at 0.01/s
+        self.assertLessEqual(d["retry_after_ms"], 100 * 1000, d)   # at most a permit at 0.01/s
+
+    def test_a_rate_edit_reprices_nothing_earned(self):
+        # Tokens earned before an edit at the old rate, after it at the new
+        # one, from the moment sync.lua wrote it (stamped with Redis TIME:
+        # the settle log names the stamp), on shared and keyed buckets. A
+        # raise (max 100, 1/s -> 50/s: a bucket emptied 3 s before holds 3,
+        # not 100), a cut (10/s -> 0.1/s: 30, not 0.3), and three edits in
+        # a row while a bucket idles (1/s, 20/s, 0.5/s, 4/s).
+        self.add_policy("raise", 100, "1")
+        self.add_policy("cut", 100, "10")
+        self.add_policy("steps", 1000, "1")
+        p = self.permitd()
+        c = p.http()
+        for name in ("raise", "cut", "steps"):
+            wait_for(name, lambda: self.hash(name))
+        since = self.redis.time_us() - 3000000
+        buckets = [(name, key) for name in ("raise", "cut", "steps") for key in ("", "u")]
+        for name, key in buckets:
+            harness.write_state(self.redis, harness.state_key(name, key, self.prefix), 0, since)
+
+        def stamps(name):
+            return [int(t) for t in re.findall(r"policy=%s .*rate_edit_us=(\d+)" % name,
+                                               p.output())]
+
+        def edit(sql, names):
+            """Runs sql; answers, per policy, the Redis time window in which its
+            new rate came into force and the stamp its settle logged."""
+            seen = {n: len(stamps(n)) for n in names}
+            lo = self.redis.time_us()
+            self.sql(sql)
+            wait_for("settled", lambda: all(len(stamps(n)) > seen[n] for n in names))
+            hi = self.redis.time_us()
+            out = {}
+            for n in names:
+                stamp = stamps(n)[-1]
+                self.assertGreaterEqual(stamp, lo, n)
+                self.assertLessEqual(stamp, hi, n)
+                out[n] = (lo, hi, stamp)
+            return out
+
+        def earned(edits, rate, at, max_permits):
+            x, t = 0.0, since
+            for edit_us, before in edits:
+                x, t = min(max_permits, x + (edit_us - t) * before / 1e6), edit_us
+            return min(max_permits, x + (at - t) * rate / 1e6)
+
+        def check(name, befores, windows, rate, top):
+            for key in ("", "u"):
+                with self.subTest(policy=name, key=key):
+                    d = decision(c.acquire(name, key=key))
+                    self.assertTrue(d["allowed"], d)
+                    tokens, t = harness.read_state(self.redis,
+                                                   harness.state_key(name, key, self.prefix))
+                    # Whenever in its window each edit came into force, the
+                    # bucket holds what the rates earned in their turns ...
+                    corners = [earned(list(zip(ts, befores)), rate, t, top) - 1
+                               for ts in itertools.product(*[w[:2] for w in windows])]
+                    self.assertGreaterEqual(tokens, min(corners) - 1e-6, (tokens, corners))
+                    self.assertLessEqual(tokens, max(corners) + 1e-6, (tokens, corners))
+                    # ... and exactly that for the edit times sync.lua stamped.
+                    exact = earned([(w[2], b) for w, b in zip(windows, befores)], rate, t,
+                                   top) - 1
+                    self.assertAlmostEqual(tokens, exact, places=6)
+
+        raise_cut = edit("UPDATE policies SET rate = CASE name WHEN 'raise' THEN 50 ELSE 0.1 END "
+                         "WHERE name IN ('raise', 'cut')", ("raise", "cut"))
+        check("raise", [1], [raise_cut["raise"]], 50, 100)
+        check("cut", [10], [raise_cut["cut"]], 0.1, 100)
+        steps = []
+        for rate in ("20", "0.5", "4"):
+            time.sleep(0.3)
+            steps.append(edit("UPDATE policies SET rate = %s WHERE name = 'steps'" % rate,
+                              ("steps",))["steps"])
+        check("steps", [1, 20, 0.5], steps, 4, 1000)
+        # The settle pass folded every bucket, so the history is gone.
+        for name in ("raise", "cut", "steps"):
+            self.assertNotIn("rates", self.hash(name))
 
     def test_a_settle_that_fails_is_tried_again(self):
         # sync.lua reports a change of limits once; when the settle that
