@@ -856,7 +856,9 @@ static void cli_usage(FILE *out)
             "role for an existing one (ending the sessions it has). The password is\n"
             "read from standard input (one line; at least 8 characters). NAME: letters,\n"
             "digits, '.', '_' and '-', up to 64. Viewers read, editors also change.\n"
-            "The database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n");
+            "The database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n"
+            "\n"
+            "  -h, --help   this text (anywhere on the line)\n");
 }
 
 /* Reads one line from stdin without its newline. */
@@ -890,6 +892,12 @@ int admin_cli_main(const struct config *cfg, int argc, char **argv)
         fprintf(stderr, "permitd admin: unknown command \"%s\"\n\n", argv[1]);
         cli_usage(stderr);
         return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            cli_usage(stdout);      /* anywhere after the verb, as for migrate */
+            return 0;
+        }
     }
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
