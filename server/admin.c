@@ -807,22 +807,34 @@ static void text(struct http_response *resp, int status, const char *body)
     resp->body_len = strlen(body);
 }
 
-void admin_handle(void *ud, const struct http_request *req, struct http_response *resp)
+/* Everything but the UI's files (which say so themselves) answers with
+ * data that is live or private: sessions, policies, health. No cache or
+ * proxy may keep it, and no browser may guess it is HTML or script. */
+static void no_store(struct http_response *resp)
 {
-    struct admin *a = ud;
+    http_response_header(resp, "Cache-Control", "no-store");
+    http_response_header(resp, "X-Content-Type-Options", "nosniff");
+}
+
+/* Routes one request; admin_handle() adds what every answer carries. */
+static void route(struct admin *a, const struct http_request *req, struct http_response *resp)
+{
     const char *path = http_request_path(req), *method = http_request_method(req);
     struct permitd_error err;
 
     if (strcmp(path, "/healthz") == 0) {
         text(resp, 200, "ok\n");
+        no_store(resp);
         return;
     }
     if (strcmp(path, "/readyz") == 0) {
         health_readyz(&a->health, resp);
+        no_store(resp);
         return;
     }
     if (strcmp(path, "/metrics") == 0) {
         health_metrics(&a->health, resp);
+        no_store(resp);
         return;
     }
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
@@ -836,13 +848,20 @@ void admin_handle(void *ud, const struct http_request *req, struct http_response
                           "cross-origin request refused: the Origin header must be this admin "
                           "listener's own origin");
         connect_error_reply(resp, &err);
+        no_store(resp);
         return;
     }
-    if (connect_serve(methods, a, &a->limits, req, resp))
-        return;
-    permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s", path);
-    connect_error_reply(resp, &err);
-    resp->status = 404;
+    if (!connect_serve(methods, a, &a->limits, req, resp)) {
+        permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s", path);
+        connect_error_reply(resp, &err);
+        resp->status = 404;
+    }
+    no_store(resp);
+}
+
+void admin_handle(void *ud, const struct http_request *req, struct http_response *resp)
+{
+    route(ud, req, resp);
 }
 
 /* ---- permitd admin ---- */

@@ -1064,6 +1064,43 @@ class AddUserTest(AdminCase):
                          [["1"]])
 
 
+# ---------------------------------------------------------------- headers
+
+class NoStoreTest(AdminCase):
+    """What the admin listener answers besides the UI's files is live or
+    private: no cache may keep it, no browser may sniff it into HTML."""
+
+    def assertNoStore(self, r):
+        self.assertEqual(r.headers.get("cache-control"), "no-store", r)
+        self.assertEqual(r.headers.get("x-content-type-options"), "nosniff", r)
+
+    def test_rpcs_health_and_metrics_say_no_store_and_nosniff(self):
+        c = self.client()
+        for path in ("/readyz", "/metrics", "/healthz"):
+            with self.subTest(path=path):
+                self.assertNoStore(c.request("GET", path))
+        # Admin RPCs: answers and errors of every kind.
+        r = c.login(EDITOR, EDITOR_PW)
+        self.assertEqual(r.status, 200, r)
+        self.assertNoStore(r)
+        for reply, status in ((c.a("WhoAmI"), 200), (c.p("ListPolicies"), 200),
+                              (c.p("GetPolicy", {"name": "no-such-policy"}), 404),
+                              (self.client().a("WhoAmI"), 401),
+                              (self.client().login(EDITOR, "wrong-password"), 401),
+                              (c.p("ListPolicies", origin="http://evil.example"), 403),
+                              (c.request("GET", "/permit.v1.PolicyService/GetPolicy?connect=v1"
+                                         "&encoding=json&message=%7B%22name%22%3A%22x%22%7D",
+                                         headers={"Cookie": "permitd_session=" + c.cookie}), 404),
+                              (c.request("GET", "/no/such/page"), 404)):
+            with self.subTest(reply=reply):
+                self.assertEqual(reply.status, status, reply)
+                self.assertNoStore(reply)
+        # The UI's files keep their own caching (revalidated, not banned).
+        r = c.request("GET", "/")
+        self.assertEqual(r.headers.get("cache-control"), "no-cache", r)
+        self.assertEqual(r.headers.get("x-content-type-options"), "nosniff", r)
+
+
 # ---------------------------------------------------------------- UI files
 
 class UiTest(AdminCase):
