@@ -47,6 +47,7 @@
 #define LOGIN_POLICY "_login"
 #define LOGIN_TRIES 5
 #define LOGIN_RATE "0.1"
+#define ADMIN_HSTS_MAX_AGE_S (365 * 24 * 3600)
 
 enum role { ROLE_NONE, ROLE_VIEWER, ROLE_EDITOR };
 
@@ -861,7 +862,14 @@ static void route(struct admin *a, const struct http_request *req, struct http_r
 
 void admin_handle(void *ud, const struct http_request *req, struct http_response *resp)
 {
-    route(ud, req, resp);
+    struct admin *a = ud;
+
+    route(a, req, resp);
+    /* Under TLS, a browser that has seen this listener once never talks
+     * to it over plain HTTP again (a year), so no one on the path can
+     * downgrade it and read the session cookie. */
+    if (a->cfg->tls_cert[0] != '\0')
+        http_response_header(resp, "Strict-Transport-Security", "max-age=%d", ADMIN_HSTS_MAX_AGE_S);
 }
 
 /* ---- permitd admin ---- */

@@ -55,6 +55,7 @@ struct http_options {
     int access_log;
     const char *tls_cert_pem;     /* both NULL: plain HTTP */
     const char *tls_key_pem;
+    const char *tls_priorities;   /* GnuTLS priority string; NULL: GnuTLS's default */
     const char *name;             /* "api", for logs */
 };
 
@@ -63,6 +64,10 @@ struct http_options {
  * address. */
 int http_server_start(const struct http_options *opts, http_handler_fn fn, void *ud,
                       struct http_server **out, struct permitd_error *err);
+
+/* Checks a GnuTLS priority string (the TLS versions and suites offered);
+ * PERMITD_EINVAL with err naming the part GnuTLS refused. */
+int http_tls_check_priorities(const char *priorities, struct permitd_error *err);
 
 /* Connections open right now. */
 unsigned http_server_connections(const struct http_server *s);

@@ -36,6 +36,7 @@ SETTINGS = [
     ("--access-log", "PERMITD_ACCESS_LOG"),
     ("--tls-cert", "PERMITD_TLS_CERT"),
     ("--tls-key", "PERMITD_TLS_KEY"),
+    ("--tls-priorities", "PERMITD_TLS_PRIORITIES"),
 ]
 
 
