@@ -13,9 +13,12 @@
  *     logged-in browser change anything, and no CORS header is ever sent; connect.c
  *     already refuses any content type but JSON and proto, which a plain
  *     HTML form cannot send;
- *   - failed logins for one user name spend tokens from permitd's own
- *     token bucket (policy "_login": 5 tries, then one every 10 s), so
- *     password guessing is slowed by the very mechanism permitd sells.
+ *   - failed logins for one user name from one client address spend
+ *     tokens from permitd's own token bucket (policy "_login": 5 tries,
+ *     then one every 10 s), so password guessing is slowed by the very
+ *     mechanism permitd sells, and a stranger's wrong guesses lock out only
+ *     the stranger, not the administrator elsewhere.
+
  *
  * Writes go to MySQL first (store.c: one transaction with the audit row),
  * then straight through to Redis (sync.c), so the next Acquire after an
@@ -521,15 +524,17 @@ static void login_policy(struct admin *a)
     redis_command(a->redis, args, n, deadline(), NULL, NULL, NULL, NULL);
 }
 
-/* The login bucket's key for a user name (lower-cased: Alice = alice). */
-static void login_key(const char *username, char *out, size_t len)
+/* The login bucket's key for a user name (lower-cased: Alice = alice)
+ * tried from one client address: "alice@127.0.0.2". */
+static void login_key(const char *username, const char *addr, char *out, size_t len)
 {
     size_t i = 0;
 
     for (; username[i] && i + 1 < len; i++)
         out[i] = (char)((username[i] >= 'A' && username[i] <= 'Z') ? username[i] + 32 : username[i]);
-    out[i] = '\0';
+    snprintf(out + i, len - i, "@%s", addr);
 }
+
 
 /* Spends a login try for key; returns PERMITD_EEXHAUSTED (with the wait)
  * when none is left. Redis being down must not lock administrators out in
@@ -564,7 +569,8 @@ static int login_try(struct admin *a, const char *key, int take, struct permitd_
     if (!take && out[2] < 1) {
         int64_t wait_s = (int64_t)((1.0 - (double)out[7] / 1e6) / 0.1) + 1;
         return permitd_error_set(err, PERMITD_EEXHAUSTED,
-                                 "too many failed logins for this user; try again in %" PRId64 " s",
+                                 "too many failed logins for this user from this address; try "
+                                 "again in %" PRId64 " s",
                                  wait_s);
     }
     return PERMITD_OK;
@@ -582,7 +588,7 @@ HANDLER(login)
     struct admin *a = ud;
     const Permit__V1__LoginRequest *rq = (const void *)in_;
     Permit__V1__LoginResponse *rs = (void *)out_;
-    char key[80], token[AUTH_TOKEN_LEN + 1];
+    char key[128], addr[64], token[AUTH_TOKEN_LEN + 1];
     struct store_user user;
     struct permitd_error miss = {0, ""};
     int rc, found, ok;
@@ -597,7 +603,9 @@ HANDLER(login)
         return rc;
     if (strlen(rq->username) > 64)
         return permitd_error_set(err, PERMITD_EINVAL, "username: at most 64 characters");
-    login_key(rq->username, key, sizeof(key));
+    if (http_request_client_addr(call->http, addr, sizeof(addr)) != 0)
+        snprintf(addr, sizeof(addr), "unknown");
+    login_key(rq->username, addr, key, sizeof(key));
     if ((rc = login_try(a, key, 0, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&a->store_lock);
@@ -611,7 +619,7 @@ HANDLER(login)
     ok = auth_verify_password(found ? user.password_hash : auth_dummy_hash(), rq->password) && found;
     if (!ok) {
         login_try(a, key, 1, err);
-        log_msg(LOG_WARN, "login failed", "user=\"%.64s\"", key);
+        log_msg(LOG_WARN, "login failed", "user=\"%.64s\" addr=%s", rq->username, addr);
         return permitd_error_set(err, PERMITD_EUNAUTHENTICATED, "wrong user name or password");
     }
     if ((rc = auth_new_token(token, err)) != PERMITD_OK)

@@ -228,6 +228,24 @@ const char *http_request_header(const struct http_request *req, const char *name
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
+int http_request_client_addr(const struct http_request *req, char *buf, size_t len)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+    const void *a;
+
+    if (sa == NULL)
+        return -1;
+    if (sa->sa_family == AF_INET6)
+        a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    else if (sa->sa_family == AF_INET)
+        a = &((const struct sockaddr_in *)sa)->sin_addr;
+    else
+        return -1;
+    return inet_ntop(sa->sa_family, a, buf, (socklen_t)len) != NULL ? 0 : -1;
+}
+
 const char *http_request_query(const struct http_request *req, const char *name)
 {
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);

@@ -84,6 +84,9 @@ const char *http_request_method(const struct http_request *req);
 const char *http_request_path(const struct http_request *req);
 /* Header value by case-insensitive name, or NULL. */
 const char *http_request_header(const struct http_request *req, const char *name);
+/* The client's address as text ("127.0.0.2", "::1") into buf; -1 when
+ * unknown. The peer of the TCP connection: behind a proxy, the proxy's. */
+int http_request_client_addr(const struct http_request *req, char *buf, size_t len);
 /* URL query argument (percent-decoded), or NULL. */
 const char *http_request_query(const struct http_request *req, const char *name);
 const char *http_request_body(const struct http_request *req, size_t *len);

@@ -74,6 +74,31 @@ def apps_of(value):
     return sorted(apps or [])
 
 
+class SourceHttp(Http):
+    """Http whose connections come from a given local address (any of
+    127/8 reaches a listener on 127.0.0.1)."""
+
+    def __init__(self, port, source):
+        self.source = source
+        super().__init__(port)
+        self.conn = self._connect()
+
+    def _connect(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30,
+                                          source_address=(self.source, 0))
+
+    def request(self, method, path, body=None, headers=None):
+        try:
+            self.conn.request(method, path, body=body, headers=headers or {})
+            r = self.conn.getresponse()
+        except (http.client.HTTPException, OSError):
+            self.conn.close()
+            self.conn = self._connect()
+            self.conn.request(method, path, body=body, headers=headers or {})
+            r = self.conn.getresponse()
+        return harness.Reply(r.status, r.getheaders(), r.read())
+
+
 class AdminClient:
     """One browser-like client of the admin listener: keeps its cookie, sends
     Origin: http://127.0.0.1:<admin port> on every POST, and fails any reply
@@ -303,6 +328,28 @@ class LoginTest(AdminCase):
             r = c.login(other, "the-right-password")
             self.assertConnectError(r, 400, "invalid_argument", ["username"])
             self.assertNotIn("set-cookie", r.headers)
+
+    def test_a_strangers_failures_do_not_lock_the_user_out_elsewhere(self):
+        # Linux routes all of 127/8 to loopback: 127.0.0.2 is a second
+        # client address on this machine.
+        self.add_user("target", "the-right-password", "editor")
+        stranger = self.client()
+        stranger.http = SourceHttp(self.permitd.admin_port, "127.0.0.2")
+        for i in range(7):
+            stranger.login("target", "guess-%d" % i)
+        self.assertConnectError(stranger.login("target", "the-right-password"), 429,
+                                "resource_exhausted", ["address"])
+        # The user, from its own address, still gets in at once.
+        c = self.client()
+        self.assertEqual(c.ok(c.login("target", "the-right-password"))["role"], "editor")
+        # And the other way round: failures from 127.0.0.1 leave 127.0.0.3 alone.
+        for i in range(6):
+            c.login("target", "guess-%d" % i)
+        self.assertConnectError(c.login("target", "the-right-password"), 429,
+                                "resource_exhausted")
+        third = self.client()
+        third.http = SourceHttp(self.permitd.admin_port, "127.0.0.3")
+        self.assertEqual(third.ok(third.login("target", "the-right-password"))["role"], "editor")
 
     def test_session_tokens_never_reach_mysql(self):
         # MySQL keeps a session's SHA-256, and is only ever sent that: a
