@@ -12,12 +12,14 @@ set -euo pipefail
 what=${1:-test}
 
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
-      libmicrohttpd-dev libhiredis-dev libjansson-dev zlib1g-dev libargon2-dev
+      libmicrohttpd-dev libgnutls28-dev libhiredis-dev libjansson-dev zlib1g-dev libargon2-dev
       redis-server redis-tools mariadb-server mariadb-client libmariadb-dev
       curl ca-certificates)
 if [ "$what" = test ]; then
     # clang + its runtime libraries: the libFuzzer build (tests/fuzz)
     pkgs+=(python3 docker-compose chromium clang libclang-rt-14-dev)
+    # openssl: test_tls.py makes its certificate and offers old TLS with s_client
+    pkgs+=(openssl)
     # wrk: the load of the chaos test (tests/chaos)
     pkgs+=(wrk)
 fi

@@ -24,6 +24,21 @@ export PERMITD_MYSQL_URL=mysql://permitd:permitd@127.0.0.1:$mysql_port/permitd
 export PERMITD_REDIS_URL=redis://127.0.0.1:$redis_port
 prefix=${PERMITD_REDIS_PREFIX:-permitd:}
 
+# A URL as it may be shown: the password replaced by ***, as permitd does
+# in its logs (mysql://user:***@host:port/db). The user part ends at the
+# last @ before the first /, as permitd parses it.
+mask_url() {
+    local url=$1 scheme rest auth user
+    case $url in *://*) ;; *) printf '%s\n' "$url"; return ;; esac
+    scheme=${url%%://*}
+    rest=${url#*://}
+    auth=${rest%%/*}
+    case $auth in *@*) ;; *) printf '%s\n' "$url"; return ;; esac
+    user=${auth%@*}
+    case $user in *:*) user="${user%%:*}:***" ;; esac
+    printf '%s://%s@%s%s\n' "$scheme" "$user" "${auth##*@}" "${rest#"$auth"}"
+}
+
 "$root/scripts/install-deps.sh" run
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
@@ -103,7 +118,7 @@ permitd is serving:
   admin UI http://$PERMITD_ADMIN_LISTEN/   (health: /readyz)
 $admin_note
   Redis    127.0.0.1:$redis_port, data in $data/redis
-  MariaDB  $PERMITD_MYSQL_URL (root: mariadb --no-defaults -S $mysql_sock -uroot permitd)
+  MariaDB  $(mask_url "$PERMITD_MYSQL_URL") (root: mariadb --no-defaults -S $mysql_sock -uroot permitd)
 
 Acquire a permit:
   curl -s -H 'Content-Type: application/json' \\

@@ -13,9 +13,12 @@
  *     logged-in browser change anything, and no CORS header is ever sent; connect.c
  *     already refuses any content type but JSON and proto, which a plain
  *     HTML form cannot send;
- *   - failed logins for one user name spend tokens from permitd's own
- *     token bucket (policy "_login": 5 tries, then one every 10 s), so
- *     password guessing is slowed by the very mechanism permitd sells.
+ *   - failed logins for one user name from one client address spend
+ *     tokens from permitd's own token bucket (policy "_login": 5 tries,
+ *     then one every 10 s), so password guessing is slowed by the very
+ *     mechanism permitd sells, and a stranger's wrong guesses lock out only
+ *     the stranger, not the administrator elsewhere.
+
  *
  * Writes go to MySQL first (store.c: one transaction with the audit row),
  * then straight through to Redis (sync.c), so the next Acquire after an
@@ -47,6 +50,7 @@
 #define LOGIN_POLICY "_login"
 #define LOGIN_TRIES 5
 #define LOGIN_RATE "0.1"
+#define ADMIN_HSTS_MAX_AGE_S (365 * 24 * 3600)
 
 enum role { ROLE_NONE, ROLE_VIEWER, ROLE_EDITOR };
 
@@ -544,15 +548,17 @@ static void login_policy(struct admin *a)
     redis_command(a->redis, args, n, deadline(), NULL, NULL, NULL, NULL);
 }
 
-/* The login bucket's key for a user name (lower-cased: Alice = alice). */
-static void login_key(const char *username, char *out, size_t len)
+/* The login bucket's key for a user name (lower-cased: Alice = alice)
+ * tried from one client address: "alice@127.0.0.2". */
+static void login_key(const char *username, const char *addr, char *out, size_t len)
 {
     size_t i = 0;
 
     for (; username[i] && i + 1 < len; i++)
         out[i] = (char)((username[i] >= 'A' && username[i] <= 'Z') ? username[i] + 32 : username[i]);
-    out[i] = '\0';
+    snprintf(out + i, len - i, "@%s", addr);
 }
+
 
 /* Spends a login try for key; returns PERMITD_EEXHAUSTED (with the wait)
  * when none is left. Redis being down must not lock administrators out in
@@ -587,7 +593,8 @@ static int login_try(struct admin *a, const char *key, int take, struct permitd_
     if (!take && out[2] < 1) {
         int64_t wait_s = (int64_t)((1.0 - (double)out[7] / 1e6) / 0.1) + 1;
         return permitd_error_set(err, PERMITD_EEXHAUSTED,
-                                 "too many failed logins for this user; try again in %" PRId64 " s",
+                                 "too many failed logins for this user from this address; try "
+                                 "again in %" PRId64 " s",
                                  wait_s);
     }
     return PERMITD_OK;
@@ -605,7 +612,7 @@ HANDLER(login)
     struct admin *a = ud;
     const Permit__V1__LoginRequest *rq = (const void *)in_;
     Permit__V1__LoginResponse *rs = (void *)out_;
-    char key[80], token[AUTH_TOKEN_LEN + 1];
+    char key[128], addr[64], token[AUTH_TOKEN_LEN + 1];
     struct store_user user;
     struct permitd_error miss = {0, ""};
     int rc, found, ok;
@@ -620,7 +627,9 @@ HANDLER(login)
         return rc;
     if (strlen(rq->username) > 64)
         return permitd_error_set(err, PERMITD_EINVAL, "username: at most 64 characters");
-    login_key(rq->username, key, sizeof(key));
+    if (http_request_client_addr(call->http, addr, sizeof(addr)) != 0)
+        snprintf(addr, sizeof(addr), "unknown");
+    login_key(rq->username, addr, key, sizeof(key));
     if ((rc = login_try(a, key, 0, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&a->store_lock);
@@ -634,7 +643,7 @@ HANDLER(login)
     ok = auth_verify_password(found ? user.password_hash : auth_dummy_hash(), rq->password) && found;
     if (!ok) {
         login_try(a, key, 1, err);
-        log_msg(LOG_WARN, "login failed", "user=\"%.64s\"", key);
+        log_msg(LOG_WARN, "login failed", "user=\"%.64s\" addr=%s", rq->username, addr);
         return permitd_error_set(err, PERMITD_EUNAUTHENTICATED, "wrong user name or password");
     }
     if ((rc = auth_new_token(token, err)) != PERMITD_OK)
@@ -831,22 +840,34 @@ static void text(struct http_response *resp, int status, const char *body)
     resp->body_len = strlen(body);
 }
 
-void admin_handle(void *ud, const struct http_request *req, struct http_response *resp)
+/* Everything but the UI's files (which say so themselves) answers with
+ * data that is live or private: sessions, policies, health. No cache or
+ * proxy may keep it, and no browser may guess it is HTML or script. */
+static void no_store(struct http_response *resp)
 {
-    struct admin *a = ud;
+    http_response_header(resp, "Cache-Control", "no-store");
+    http_response_header(resp, "X-Content-Type-Options", "nosniff");
+}
+
+/* Routes one request; admin_handle() adds what every answer carries. */
+static void route(struct admin *a, const struct http_request *req, struct http_response *resp)
+{
     const char *path = http_request_path(req), *method = http_request_method(req);
     struct permitd_error err;
 
     if (strcmp(path, "/healthz") == 0) {
         text(resp, 200, "ok\n");
+        no_store(resp);
         return;
     }
     if (strcmp(path, "/readyz") == 0) {
         health_readyz(&a->health, resp);
+        no_store(resp);
         return;
     }
     if (strcmp(path, "/metrics") == 0) {
         health_metrics(&a->health, resp);
+        no_store(resp);
         return;
     }
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
@@ -860,13 +881,27 @@ void admin_handle(void *ud, const struct http_request *req, struct http_response
                           "cross-origin request refused: the Origin header must be this admin "
                           "listener's own origin");
         connect_error_reply(resp, &err);
+        no_store(resp);
         return;
     }
-    if (connect_serve(methods, a, &a->limits, req, resp))
-        return;
-    permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s", path);
-    connect_error_reply(resp, &err);
-    resp->status = 404;
+    if (!connect_serve(methods, a, &a->limits, req, resp)) {
+        permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s", path);
+        connect_error_reply(resp, &err);
+        resp->status = 404;
+    }
+    no_store(resp);
+}
+
+void admin_handle(void *ud, const struct http_request *req, struct http_response *resp)
+{
+    struct admin *a = ud;
+
+    route(a, req, resp);
+    /* Under TLS, a browser that has seen this listener once never talks
+     * to it over plain HTTP again (a year), so no one on the path can
+     * downgrade it and read the session cookie. */
+    if (a->cfg->tls_cert[0] != '\0')
+        http_response_header(resp, "Strict-Transport-Security", "max-age=%d", ADMIN_HSTS_MAX_AGE_S);
 }
 
 /* ---- permitd admin ---- */
@@ -880,7 +915,9 @@ static void cli_usage(FILE *out)
             "role for an existing one (ending the sessions it has). The password is\n"
             "read from standard input (one line; at least 8 characters). NAME: letters,\n"
             "digits, '.', '_' and '-', up to 64. Viewers read, editors also change.\n"
-            "The database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n");
+            "The database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n"
+            "\n"
+            "  -h, --help   this text (anywhere on the line)\n");
 }
 
 /* Reads one line from stdin without its newline. */
@@ -914,6 +951,12 @@ int admin_cli_main(const struct config *cfg, int argc, char **argv)
         fprintf(stderr, "permitd admin: unknown command \"%s\"\n\n", argv[1]);
         cli_usage(stderr);
         return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            cli_usage(stdout);      /* anywhere after the verb, as for migrate */
+            return 0;
+        }
     }
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)

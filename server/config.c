@@ -63,6 +63,9 @@ static const struct setting settings[] = {
     STR(tls_cert, "tls-cert", "PERMITD_TLS_CERT", "",
         "PEM certificate (chain) file: both listeners serve HTTPS; needs --tls-key"),
     STR(tls_key, "tls-key", "PERMITD_TLS_KEY", "", "PEM private key file for --tls-cert"),
+    STR(tls_priorities, "tls-priorities", "PERMITD_TLS_PRIORITIES", CONFIG_TLS_PRIORITIES,
+        "GnuTLS priority string of both listeners (default: TLS 1.2 and 1.3, forward-secret "
+        "AEAD suites only)"),
     STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
         "redis://[[user]:pass@]host[:port][/db] or unix:///path/redis.sock"),
     STR(redis_prefix, "redis-prefix", "PERMITD_REDIS_PREFIX", "permitd:",

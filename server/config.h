@@ -14,6 +14,14 @@
 
 #include "status.h"
 
+/* TLS 1.2 and 1.3 only; key exchanges with forward secrecy only (no
+ * static RSA, which the default SECURE levels still offer), and no CBC or
+ * SHA-1 MAC suites: what is left is ECDHE with AES-GCM, AES-CCM or
+ * ChaCha20-Poly1305, and TLS 1.3's own. */
+#define CONFIG_TLS_PRIORITIES \
+    "SECURE256:+SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA:-DHE-RSA:-DHE-DSS:" \
+    "-AES-256-CBC:-AES-128-CBC:-CAMELLIA-256-CBC:-CAMELLIA-128-CBC:-SHA1:%SERVER_PRECEDENCE"
+
 struct config {
     /* API listener */
     char listen[256];             /* as given, "host:port" */
@@ -30,6 +38,7 @@ struct config {
     int access_log;               /* 1: one log line per request */
     char tls_cert[1024];          /* PEM files; both set = HTTPS on both listeners */
     char tls_key[1024];
+    char tls_priorities[512];     /* GnuTLS priority string of both listeners */
 
     /* Redis */
     char redis_url[1024];         /* as given; may hold a password */

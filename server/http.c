@@ -47,6 +47,12 @@
  * smuggling behind a proxy that reads the other) or whose head is over
  * max_header_bytes is refused before any handler sees it, with the
  * listener's own error body, and its connection is closed.
+ *
+ * TLS is libmicrohttpd's (GnuTLS): the versions and suites offered are a
+ * GnuTLS priority string (config.h's default: TLS 1.2 and 1.3, forward
+ * secret AEAD suites only), checked once at start-up by
+ * http_tls_check_priorities() so a bad one is refused with GnuTLS's own
+ * words instead of a bare failure to start.
  */
 #include <arpa/inet.h>
 #include <assert.h>
@@ -67,6 +73,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
 #include "clock.h"
@@ -270,6 +277,24 @@ const char *http_request_path(const struct http_request *req) { return req->path
 const char *http_request_header(const struct http_request *req, const char *name)
 {
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+int http_request_client_addr(const struct http_request *req, char *buf, size_t len)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+    const void *a;
+
+    if (sa == NULL)
+        return -1;
+    if (sa->sa_family == AF_INET6)
+        a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    else if (sa->sa_family == AF_INET)
+        a = &((const struct sockaddr_in *)sa)->sin_addr;
+    else
+        return -1;
+    return inet_ntop(sa->sa_family, a, buf, (socklen_t)len) != NULL ? 0 : -1;
 }
 
 const char *http_request_query(const struct http_request *req, const char *name)
@@ -1229,7 +1254,7 @@ static void workers_free(struct http_server *s)
 /* Starts worker w's daemon on its listening socket. */
 static int worker_start(struct http_server *s, struct worker *w, struct permitd_error *err)
 {
-    struct MHD_OptionItem extra[4];
+    struct MHD_OptionItem extra[5];
     int nextra = 0;
     unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     unsigned limit = (unsigned)(s->opts.max_connections / s->nworkers);
@@ -1254,6 +1279,9 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
                                                   (void *)s->opts.tls_cert_pem};
         extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
                                                   (void *)s->opts.tls_key_pem};
+        if (s->opts.tls_priorities != NULL)
+            extra[nextra++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                                      (void *)s->opts.tls_priorities};
     }
     extra[nextra] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     w->s = s;
@@ -1341,6 +1369,25 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
     }
     *out = s;
     return PERMITD_OK;
+}
+
+int http_tls_check_priorities(const char *priorities, struct permitd_error *err)
+{
+    gnutls_priority_t p;
+    const char *at = NULL;
+    int rc = gnutls_priority_init(&p, priorities, &at);
+
+    if (rc == GNUTLS_E_SUCCESS) {
+        gnutls_priority_deinit(p);
+        return PERMITD_OK;
+    }
+    if (at != NULL && *at != '\0')
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "\"%s\" is not a GnuTLS priority string (GnuTLS refused it at "
+                                 "\"%.60s\": %s)", priorities, at, gnutls_strerror(rc));
+    return permitd_error_set(err, PERMITD_EINVAL,
+                             "\"%s\" is not a GnuTLS priority string (GnuTLS: %s)",
+                             priorities, gnutls_strerror(rc));
 }
 
 unsigned http_server_connections(const struct http_server *s)

@@ -57,6 +57,7 @@ struct http_options {
     int access_log;
     const char *tls_cert_pem;     /* both NULL: plain HTTP */
     const char *tls_key_pem;
+    const char *tls_priorities;   /* GnuTLS priority string; NULL: GnuTLS's default */
     const char *name;             /* "api", for logs */
     /* Fills resp for a request that http.c refuses itself, before any
      * handler (bad framing, a head over max_header_bytes): err says why.
@@ -70,6 +71,10 @@ struct http_options {
  * address. */
 int http_server_start(const struct http_options *opts, http_handler_fn fn, void *ud,
                       struct http_server **out, struct permitd_error *err);
+
+/* Checks a GnuTLS priority string (the TLS versions and suites offered);
+ * PERMITD_EINVAL with err naming the part GnuTLS refused. */
+int http_tls_check_priorities(const char *priorities, struct permitd_error *err);
 
 /* Connections open right now. */
 unsigned http_server_connections(const struct http_server *s);
@@ -100,6 +105,9 @@ const char *http_request_method(const struct http_request *req);
 const char *http_request_path(const struct http_request *req);
 /* Header value by case-insensitive name, or NULL. */
 const char *http_request_header(const struct http_request *req, const char *name);
+/* The client's address as text ("127.0.0.2", "::1") into buf; -1 when
+ * unknown. The peer of the TCP connection: behind a proxy, the proxy's. */
+int http_request_client_addr(const struct http_request *req, char *buf, size_t len);
 /* URL query argument (percent-decoded), or NULL. */
 const char *http_request_query(const struct http_request *req, const char *name);
 const char *http_request_body(const struct http_request *req, size_t *len);

@@ -113,6 +113,7 @@ static int serve(const struct config *cfg)
         .access_log = cfg->access_log,
         .tls_cert_pem = cert,
         .tls_key_pem = key,
+        .tls_priorities = cfg->tls_priorities,
         .name = "api",
         .refuse = connect_error_reply,
     };
@@ -183,6 +184,11 @@ int main(int argc, char **argv)
         return EXIT_SUCCESS;
     if (rc != PERMITD_OK) {
         fprintf(stderr, "permitd: %s\n", err.message);
+        return 2;
+    }
+    /* Checked even without TLS: a typo is found before it is needed. */
+    if (!sub && http_tls_check_priorities(cfg.tls_priorities, &err) != PERMITD_OK) {
+        fprintf(stderr, "permitd: --tls-priorities (PERMITD_TLS_PRIORITIES): %s\n", err.message);
         return 2;
     }
     log_level_parse(cfg.log_level, &level);

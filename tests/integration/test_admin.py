@@ -74,6 +74,31 @@ def apps_of(value):
     return sorted(apps or [])
 
 
+class SourceHttp(Http):
+    """Http whose connections come from a given local address (any of
+    127/8 reaches a listener on 127.0.0.1)."""
+
+    def __init__(self, port, source):
+        self.source = source
+        super().__init__(port)
+        self.conn = self._connect()
+
+    def _connect(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30,
+                                          source_address=(self.source, 0))
+
+    def request(self, method, path, body=None, headers=None):
+        try:
+            self.conn.request(method, path, body=body, headers=headers or {})
+            r = self.conn.getresponse()
+        except (http.client.HTTPException, OSError):
+            self.conn.close()
+            self.conn = self._connect()
+            self.conn.request(method, path, body=body, headers=headers or {})
+            r = self.conn.getresponse()
+        return harness.Reply(r.status, r.getheaders(), r.read())
+
+
 class AdminClient:
     """One browser-like client of the admin listener: keeps its cookie, sends
     Origin: http://127.0.0.1:<admin port> on every POST, and fails any reply
@@ -303,6 +328,28 @@ class LoginTest(AdminCase):
             r = c.login(other, "the-right-password")
             self.assertConnectError(r, 400, "invalid_argument", ["username"])
             self.assertNotIn("set-cookie", r.headers)
+
+    def test_a_strangers_failures_do_not_lock_the_user_out_elsewhere(self):
+        # Linux routes all of 127/8 to loopback: 127.0.0.2 is a second
+        # client address on this machine.
+        self.add_user("target", "the-right-password", "editor")
+        stranger = self.client()
+        stranger.http = SourceHttp(self.permitd.admin_port, "127.0.0.2")
+        for i in range(7):
+            stranger.login("target", "guess-%d" % i)
+        self.assertConnectError(stranger.login("target", "the-right-password"), 429,
+                                "resource_exhausted", ["address"])
+        # The user, from its own address, still gets in at once.
+        c = self.client()
+        self.assertEqual(c.ok(c.login("target", "the-right-password"))["role"], "editor")
+        # And the other way round: failures from 127.0.0.1 leave 127.0.0.3 alone.
+        for i in range(6):
+            c.login("target", "guess-%d" % i)
+        self.assertConnectError(c.login("target", "the-right-password"), 429,
+                                "resource_exhausted")
+        third = self.client()
+        third.http = SourceHttp(self.permitd.admin_port, "127.0.0.3")
+        self.assertEqual(third.ok(third.login("target", "the-right-password"))["role"], "editor")
 
     def test_session_tokens_never_reach_mysql(self):
         # MySQL keeps a session's SHA-256, and is only ever sent that: a
@@ -1157,6 +1204,43 @@ class AddUserTest(AdminCase):
                          {"username": "rotate", "role": "editor"})
         self.assertEqual(self.sql("SELECT COUNT(*) FROM admin_users WHERE username = 'rotate'"),
                          [["1"]])
+
+
+# ---------------------------------------------------------------- headers
+
+class NoStoreTest(AdminCase):
+    """What the admin listener answers besides the UI's files is live or
+    private: no cache may keep it, no browser may sniff it into HTML."""
+
+    def assertNoStore(self, r):
+        self.assertEqual(r.headers.get("cache-control"), "no-store", r)
+        self.assertEqual(r.headers.get("x-content-type-options"), "nosniff", r)
+
+    def test_rpcs_health_and_metrics_say_no_store_and_nosniff(self):
+        c = self.client()
+        for path in ("/readyz", "/metrics", "/healthz"):
+            with self.subTest(path=path):
+                self.assertNoStore(c.request("GET", path))
+        # Admin RPCs: answers and errors of every kind.
+        r = c.login(EDITOR, EDITOR_PW)
+        self.assertEqual(r.status, 200, r)
+        self.assertNoStore(r)
+        for reply, status in ((c.a("WhoAmI"), 200), (c.p("ListPolicies"), 200),
+                              (c.p("GetPolicy", {"name": "no-such-policy"}), 404),
+                              (self.client().a("WhoAmI"), 401),
+                              (self.client().login(EDITOR, "wrong-password"), 401),
+                              (c.p("ListPolicies", origin="http://evil.example"), 403),
+                              (c.request("GET", "/permit.v1.PolicyService/GetPolicy?connect=v1"
+                                         "&encoding=json&message=%7B%22name%22%3A%22x%22%7D",
+                                         headers={"Cookie": "permitd_session=" + c.cookie}), 404),
+                              (c.request("GET", "/no/such/page"), 404)):
+            with self.subTest(reply=reply):
+                self.assertEqual(reply.status, status, reply)
+                self.assertNoStore(reply)
+        # The UI's files keep their own caching (revalidated, not banned).
+        r = c.request("GET", "/")
+        self.assertEqual(r.headers.get("cache-control"), "no-cache", r)
+        self.assertEqual(r.headers.get("x-content-type-options"), "nosniff", r)
 
 
 # ---------------------------------------------------------------- UI files

@@ -36,6 +36,9 @@ SETTINGS = [
     ("--access-log", "PERMITD_ACCESS_LOG"),
     ("--tls-cert", "PERMITD_TLS_CERT"),
     ("--tls-key", "PERMITD_TLS_KEY"),
+    ("--tls-priorities", "PERMITD_TLS_PRIORITIES"),
+    ("--header-timeout", "PERMITD_HEADER_TIMEOUT"),
+    ("--first-byte-timeout", "PERMITD_FIRST_BYTE_TIMEOUT"),
 ]
 
 
@@ -115,6 +118,40 @@ class HelpTest(unittest.TestCase):
                         self.assertIn(m.group(1), [f for f, _ in SETTINGS],
                                       "%s is listed in --help but not tested here" % m.group(1))
                 self.assertIn("--version", out)
+
+    def test_every_subcommand_answers_help(self):
+        # The subcommands and their verbs, read from the code that dispatches
+        # them, so a new one is covered without editing this test.
+        def src(name):
+            with open(os.path.join(harness.SOURCE_DIR, "server", name)) as f:
+                return f.read()
+        subs = sorted(set(re.findall(r'strcmp\(argv\[1\], "([a-z][a-z-]*)"\)', src("main.c"))))
+        self.assertEqual(subs, ["admin", "migrate"])
+        verbs = {
+            "admin": sorted(set(re.findall(r'strcmp\(argv\[1\], "([a-z][a-z-]*)"\)', src("admin.c")))),
+            "migrate": sorted(set(re.findall(r'strcmp\(verb, "([a-z][a-z-]*)"\)', src("migrate.c")))),
+        }
+        self.assertIn("add-user", verbs["admin"])
+        self.assertEqual(set(verbs["migrate"]) >= {"up", "down", "status", "validate", "force",
+                                                   "new"}, True, verbs["migrate"])
+        cases = []
+        for sub in subs:
+            cases.append([sub])
+            for verb in verbs[sub]:
+                cases.append([sub, verb])
+        # Help wins wherever it comes, after other arguments too.
+        cases += [["admin", "add-user", "alice"], ["admin", "add-user", "alice", "--role", "editor"],
+                  ["migrate", "down", "1"], ["migrate", "force", "3"]]
+        for argv in cases:
+            for flag in ("--help", "-h"):
+                with self.subTest(argv=argv + [flag]):
+                    # No database is configured: help must not need one.
+                    p = run(argv + [flag])
+                    self.assertEqual(p.returncode, 0, "stdout:\n%s\nstderr:\n%s" % (p.stdout, p.stderr))
+                    self.assertRegex(p.stdout, r"(?i)usage: permitd %s\b" % argv[0], p.stdout)
+                    if len(argv) > 1:
+                        self.assertIn(argv[1], p.stdout, "the usage does not mention %s" % argv[1])
+                    self.assertEqual(p.stderr, "")
 
     def test_version(self):
         p = run(["--version"])
