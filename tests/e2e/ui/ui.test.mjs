@@ -311,6 +311,13 @@ async function tabTo(page, want, what, max = 40) {
   throw new Error(`${what} not reached with ${max} presses of Tab`);
 }
 
+// Waits (up to 5 s: the list refreshes every 1.5 s) for focus to be on
+// something other than <body> after what.
+async function focusLeavesBody(page, what) {
+  await page.waitForFunction(() => document.activeElement && document.activeElement !== document.body, null, { timeout: 5000 })
+    .catch(() => assert.fail(`after ${what} focus is lost to <body>`));
+}
+
 async function login(page, user) {
   await page.goto(`${adminBase()}/`);
   await page.getByLabel("Username").fill(user.name);
@@ -431,7 +438,8 @@ describe("admin web UI in headless Chromium", () => {
     await checkA11y(page, "login");
     // The page says it has a dark scheme, so a dark browser does not paint
     // it white before the stylesheet arrives.
-    assert.equal(await page.locator('meta[name="color-scheme"]').getAttribute("content"), "light dark");
+    assert.equal(await page.evaluate(() => document.querySelector('meta[name="color-scheme"]')?.content ?? null), "light dark",
+      '<meta name="color-scheme" content="light dark"> in the page head');
     await page.getByLabel("Username").fill(EDITOR.name);
     await page.getByLabel("Password").fill("not-the-password");
     await page.getByRole("button", { name: "Sign in" }).click();
@@ -567,9 +575,6 @@ describe("admin web UI in headless Chromium", () => {
     // The result is announced once, politely; the figures that refresh every
     // 2 s are not inside any live region (a screen reader would read them
     // again and again).
-    const announce = page.locator("#inspect-announce");
-    assert.equal(await announce.getAttribute("role"), "status");
-    assert.match(await announce.textContent(), /user-42.*7 of 10/);
     const tokensBefore = await page.locator("#inspect-tokens").textContent();
     await page.evaluate(() => {
       const live = "[aria-live]:not([aria-live=off]), [role=status], [role=alert], [role=log], [role=timer], [role=marquee]";
@@ -591,6 +596,12 @@ describe("admin web UI in headless Chromium", () => {
     });
     assert.notEqual(await page.locator("#inspect-tokens").textContent(), tokensBefore, "the inspected bucket refilled meanwhile");
     assert.deepEqual(liveChanges, [], "the inspector's polling changes no live region");
+    const announce = await page.evaluate(() => {
+      const el = document.querySelector("#inspect-announce");
+      return el && { role: el.getAttribute("role"), text: el.textContent };
+    });
+    assert.equal(announce?.role, "status", "a polite status announces the inspected bucket once");
+    assert.match(announce.text, /user-42.*7 of 10/);
     await shot(page, "07-detail-bucket-inspector");
     await checkA11y(page, "detail with the bucket inspector");
     await page.locator("#inspect-reset").click();
@@ -690,11 +701,13 @@ describe("admin web UI in headless Chromium", () => {
 
   step("a disabled policy shows no bucket, and its page raises no error", async () => {
     const made = await pageRpc(page, "PolicyService/CreatePolicy", {
-      policy: { name: OFF_POLICY, apps: [APP], maxPermits: "7", rate: "1", failureMode: "closed", enabled: false },
+      policy: { name: OFF_POLICY, apps: ["*"], maxPermits: "7", rate: "1", failureMode: "closed", enabled: false },
     });
     assert.equal(made.status, 200, JSON.stringify(made));
     await page.goto(`${adminBase()}/#/`);
     await row(page, OFF_POLICY).waitFor();
+    assert.match(await row(page, OFF_POLICY).innerText(), /\* any app/);
+    await checkA11y(page, "policies, one disabled for any app");
     assert.equal((await gaugeOf(page, OFF_POLICY).innerText()).trim(), "disabled");
     assert.match(await row(page, OFF_POLICY).innerText(), /Disabled/);
     await row(page, OFF_POLICY).getByRole("link", { name: OFF_POLICY, exact: true }).click();
@@ -712,10 +725,12 @@ describe("admin web UI in headless Chromium", () => {
     await row(page, XSS_POLICY).waitFor();
     await row(page, POLICY).waitFor();
     const status = page.locator("#policy-filter-status");
-    assert.equal(await status.getAttribute("role"), "status", "the count is a polite live region");
+    assert.equal(await page.evaluate(() => document.querySelector("#policy-filter-status")?.getAttribute("role") ?? null), "status",
+      "#policy-filter-status, a polite live region, is on the list page");
     const filter = page.getByLabel("Filter policies");
     await filter.fill("xss");
-    await page.waitForFunction(() => document.querySelector("#policy-filter-status")?.textContent === "1 of 2 policies match “xss”.");
+    await page.waitForFunction(() => document.querySelector("#policy-filter-status")?.textContent === "1 of 2 policies match “xss”.", null, { timeout: 5000 })
+      .catch(async () => assert.fail(`#policy-filter-status says ${JSON.stringify(await page.evaluate(() => document.querySelector("#policy-filter-status")?.textContent ?? null))}`));
     assert.equal(await row(page, POLICY).isVisible(), false);
     await filter.fill("no-such-thing");
     await page.waitForFunction(() => document.querySelector("#policy-filter-status")?.textContent === "No policies match “no-such-thing”.");
@@ -782,7 +797,7 @@ describe("admin web UI in headless Chromium", () => {
       await kp.keyboard.press("Enter");
       await kp.getByRole("dialog").waitFor({ state: "detached" });
       await row(kp, KEYS).waitFor({ state: "detached" });
-      await kp.waitForFunction(() => document.activeElement !== document.body);
+      await focusLeavesBody(kp, `deleting ${KEYS}`);
       f = await focused(kp);
       assert.equal(f.policy, expect, `after deleting ${KEYS} focus is on the neighbouring row (${expect}), not ${JSON.stringify(f)}`);
       assert.match(f.cls, /policy-link/, `focus is on ${expect}'s link: ${JSON.stringify(f)}`);
@@ -814,7 +829,7 @@ describe("admin web UI in headless Chromium", () => {
     const body = JSON.parse((await sent).postData());
     assert.deepEqual({ name: body.name, version: String(body.version) }, { name: POLICY, version: "3" });
     await row(page, POLICY).waitFor({ state: "detached" });
-    await page.waitForFunction(() => document.activeElement !== document.body);
+    await focusLeavesBody(page, `deleting ${POLICY}`);
     const f = await focused(page);
     assert.equal(f.policy, XSS_POLICY, `after deleting ${POLICY} focus moves to the remaining row: ${JSON.stringify(f)}`);
     const gone = await pageRpc(page, "PolicyService/GetPolicy", { name: POLICY });
