@@ -285,7 +285,7 @@ function showLogin(notice) {
     setText(submit, "Signing in…");
     try {
       const r = await call(AUTH, "Login", { username: user.value, password: pass.value });
-      enterApp({ username: r.username || user.value, role: r.role || "viewer" });
+      enterApp({ username: r.username || user.value, role: r.role || "viewer" }, true);
     } catch (err) {
       submit.disabled = false;
       setText(submit, "Sign in");
@@ -300,15 +300,19 @@ function showLogin(notice) {
   user.focus();
 }
 
-function enterApp(user) {
+// After a sign-in (fromLogin) the first page takes focus like any later one:
+// the form that had it is gone. On a plain page load it does not.
+function enterApp(user, fromLogin = false) {
   app.user = user;
   document.body.classList.remove("logged-out");
   ui.topbar.hidden = false;
   setText(ui.userName, user.username);
-  setText(ui.userRole, user.role === "editor" ? "editor" : "viewer · read-only");
+  // On narrow screens CSS hides .role-name: a viewer's badge reads "read-only".
+  if (user.role === "editor") replace(ui.userRole, "editor");
+  else replace(ui.userRole, h("span", { class: "role-name" }, "viewer · "), "read-only");
   ui.userRole.className = `badge ${user.role === "editor" ? "badge-info" : "badge-muted"}`;
   if (!location.hash || location.hash === "#") history.replaceState(null, "", "#/");
-  app.firstRender = true;
+  app.firstRender = !fromLogin;
   render();
 }
 
@@ -400,6 +404,8 @@ function listView(main) {
 
   const sub = h("p", { class: "page-sub muted", "aria-live": "polite" }, "Loading…");
   const filter = h("input", { type: "search", id: "policy-filter", class: "filter", placeholder: "Filter by name, app or description", "aria-label": "Filter policies" });
+  // Says how many rows a filter leaves; changes only when that count does.
+  const filterStatus = h("p", { class: "sr-only", role: "status", id: "policy-filter-status" });
   const tbody = h("tbody");
   const headers = ["Name", "Apps", "Max permits", "Rate", "Shared bucket", "Status"];
   const table = h("table", { class: "policies", "aria-busy": "true" },
@@ -417,7 +423,7 @@ function listView(main) {
     pageHead(h("h1", { tabindex: "-1" }, "Policies"), sub,
       editor && h("a", { class: "btn btn-primary", href: "#/new", id: "new-policy" }, icon("plus"), "New policy")),
     skipped,
-    h("div", { class: "toolbar" }, filter),
+    h("div", { class: "toolbar" }, filter, filterStatus),
     card);
 
   function showSkipped(lines) {
@@ -447,14 +453,34 @@ function listView(main) {
         h("a", { class: "btn btn-small", href: editHref(p.name), "aria-label": `Edit ${p.name}` }, icon("edit"), h("span", {}, "Edit")),
         h("button", {
           type: "button", class: "btn btn-small btn-danger-quiet", "aria-label": `Delete ${p.name}`,
-          onclick: () => confirmDelete(entry.policy, () => refresher.now()),
+          onclick: () => {
+            const pos = shownRows().indexOf(tr);
+            confirmDelete(entry.policy, () => {
+              focusAfterDelete(tr, pos);
+              refresher.now();
+            });
+          },
         }, icon("trash"), h("span", {}, "Delete"))));
     }
     tr.replaceChildren(...cells);
   }
 
-  function applyFilter() {
-    const q = filter.value.trim().toLowerCase();
+  const shownRows = () => [...tbody.children].filter((r) => !r.hidden);
+
+  // The row whose Delete button had focus is about to go: focus moves to the
+  // name of the row after it (else the one before), which stays in place
+  // when the list refreshes; with no row left, to the heading. pos is the
+  // row's place when Delete was pressed, for when a refresh removed it first.
+  function focusAfterDelete(tr, pos) {
+    const shown = shownRows();
+    const i = shown.indexOf(tr);
+    const next = i >= 0 ? shown[i + 1] || shown[i - 1] : shown[pos] || shown[pos - 1];
+    (next?.querySelector(".policy-link") || main.querySelector("h1"))?.focus();
+  }
+
+  function applyFilter(typed = false) {
+    const text = filter.value.trim();
+    const q = text.toLowerCase();
     let shown = 0;
     for (const [name, e] of rows) {
       const p = e.policy;
@@ -464,6 +490,9 @@ function listView(main) {
       if (vis) shown++;
     }
     if (!loaded) return;
+    const n = policies.length;
+    if (q) setText(filterStatus, shown === 0 ? `No policies match “${text}”.` : `${shown} of ${n} ${n === 1 ? "policy matches" : "policies match"} “${text}”.`);
+    else if (typed && filterStatus.textContent) setText(filterStatus, `All ${n} ${n === 1 ? "policy" : "policies"} shown.`);
     if (policies.length === 0) {
       table.hidden = true;
       replace(stateBox, emptyState("No policies yet",
@@ -478,14 +507,22 @@ function listView(main) {
       stateBox.replaceChildren();
     }
   }
-  filter.addEventListener("input", applyFilter);
+  filter.addEventListener("input", () => applyFilter(true));
 
   function update(list, buckets) {
     policies = list;
-    const seen = new Set();
+    // Rows of deleted policies go first: left in place, they would make the
+    // rows after them look out of place below, and moving a row that holds
+    // focus loses it.
+    const seen = new Set(list.map((p) => p.name || ""));
+    for (const [name, e] of rows) {
+      if (!seen.has(name)) {
+        e.tr.remove();
+        rows.delete(name);
+      }
+    }
     list.forEach((p, i) => {
       const name = p.name || "";
-      seen.add(name);
       let e = rows.get(name);
       const sig = signature(p);
       if (!e) {
@@ -511,12 +548,6 @@ function listView(main) {
       const want = tbody.children[i];
       if (want !== e.tr) tbody.insertBefore(e.tr, want || null);
     });
-    for (const [name, e] of rows) {
-      if (!seen.has(name)) {
-        e.tr.remove();
-        rows.delete(name);
-      }
-    }
     loaded = true;
     table.setAttribute("aria-busy", "false");
     setText(sub, list.length === 1 ? "1 policy · bucket levels update live" : `${list.length} policies · bucket levels update live`);
@@ -840,7 +871,10 @@ function drawChart(box, legend, stats, seconds) {
 function bucketInspector(name, editor, signal) {
   const key = h("input", { id: "inspect-key", name: "key", autocomplete: "off", spellcheck: "false", placeholder: "e.g. user-42", "aria-describedby": "inspect-hint" });
   const submit = h("button", { type: "submit", class: "btn" }, "Inspect");
-  const result = h("div", { class: "inspect-result", "aria-live": "polite" });
+  // The result refreshes every 2 s, so it is not a live region: announce
+  // says what was found once per Inspect, status what a reset or an error did.
+  const result = h("div", { class: "inspect-result" });
+  const announce = h("p", { class: "sr-only", role: "status", id: "inspect-announce" });
   const form = h("form", { class: "inspect-form", novalidate: true },
     h("label", { for: "inspect-key" }, "Key"),
     h("div", { class: "input-row" }, key, submit),
@@ -852,7 +886,7 @@ function bucketInspector(name, editor, signal) {
   const remaining = h("dd", { id: "inspect-remaining" });
   const full = h("dd", { id: "inspect-full" });
   const which = h("p", { class: "inspect-which" });
-  const status = h("p", { class: "small muted", role: "status" });
+  const status = h("p", { class: "small muted", role: "status", id: "inspect-status" });
   const reset = editor && h("button", { type: "button", class: "btn btn-small", id: "inspect-reset" }, icon("reset"), "Reset to full");
 
   function show(b, k) {
@@ -870,6 +904,7 @@ function bucketInspector(name, editor, signal) {
     ac = new AbortController();
     const mine = AbortSignal.any([signal, ac.signal]);
     status.textContent = "";
+    announce.textContent = "";
     replace(result, loadingState("Loading bucket…"));
     let shown = false;
     poll(async () => {
@@ -883,6 +918,8 @@ function bucketInspector(name, editor, signal) {
             h("dt", {}, "Whole permits"), remaining,
             h("dt", {}, "Full again"), full),
           reset, status);
+        const b = r.bucket || {};
+        setText(announce, `${k === "" ? "Shared bucket" : `Key ${k}`}: ${fmt.formatNumber(Number(b.remaining ?? 0), 0)} of ${fmt.formatNumber(Number(b.limit ?? 0), 0)} permits available.`);
       }
       show(r.bucket || {}, k);
     }, DETAIL_POLL_MS, mine, (err) => {
@@ -910,7 +947,7 @@ function bucketInspector(name, editor, signal) {
     e.preventDefault();
     start(key.value);
   });
-  return { el: h("div", {}, form, result) };
+  return { el: h("div", {}, form, announce, result) };
 }
 
 function renderHistory(box, changes) {
@@ -940,7 +977,7 @@ function renderHistory(box, changes) {
       bodyEl = h("p", { class: "muted small" }, d.action === "update" ? "No visible field changed." : "");
     } else if (d.action === "update") {
       bodyEl = h("table", { class: "diff" },
-        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Field"), h("th", { scope: "col" }, "Before"), h("th", { scope: "col", class: "sr-only" }, ""), h("th", { scope: "col" }, "After"))),
+        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Field"), h("th", { scope: "col" }, "Before"), h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Change")), h("th", { scope: "col" }, "After"))),
         h("tbody", {}, d.rows.map((r) => h("tr", {},
           h("th", { scope: "row" }, r.field),
           h("td", { class: "old" }, r.old),
@@ -997,13 +1034,22 @@ function editView(main, { policy: name }) {
   const descIn = h("textarea", { name: "description", rows: "3" });
   const ratePreview = h("p", { class: "hint", id: "f-rate-preview", "aria-live": "polite" });
 
+  // Required fields: required + aria-required for assistive technology, and
+  // a marker in the label (hidden from it: the attribute already says so).
+  const required = new Set(creating ? ["name", "apps", "max_permits", "rate"] : ["apps", "max_permits", "rate"]);
+  const requiredMark = () => h("span", { class: "required-mark", "aria-hidden": "true" }, " *");
   const fields = {};
   function field(key, id, label, control, hint, extra) {
     const err = h("p", { class: "field-error", id: `${id}-error`, hidden: true });
     const hintEl = hint ? h("p", { class: "hint", id: `${id}-hint` }, hint) : null;
     control.id = id;
     control.setAttribute("aria-describedby", [hintEl && `${id}-hint`, extra && extra.id, `${id}-error`].filter(Boolean).join(" "));
-    const wrap = h("div", { class: "field", dataset: { field: key } }, h("label", { for: id }, label), control, extra, hintEl, err);
+    if (required.has(key)) {
+      control.required = true;
+      control.setAttribute("aria-required", "true");
+    }
+    const wrap = h("div", { class: "field", dataset: { field: key } },
+      h("label", { for: id }, label, required.has(key) && requiredMark()), control, extra, hintEl, err);
     fields[key] = { wrap, err, control };
     return wrap;
   }
@@ -1012,13 +1058,17 @@ function editView(main, { policy: name }) {
     const err = h("p", { class: "field-error", id: "f-rate-error", hidden: true });
     rateIn.id = "f-rate";
     rateIn.setAttribute("aria-describedby", "f-rate-preview f-rate-error");
-    const wrap = h("div", { class: "field", dataset: { field: "rate" } }, h("label", { for: "f-rate" }, "Rate (refill)"), rateGroup, ratePreview, err);
+    rateIn.required = true;
+    rateIn.setAttribute("aria-required", "true");
+    const wrap = h("div", { class: "field", dataset: { field: "rate" } }, h("label", { for: "f-rate" }, "Rate (refill)", requiredMark()), rateGroup, ratePreview, err);
     fields.rate = { wrap, err, control: rateIn };
     return wrap;
   })();
   const fmErr = h("p", { class: "field-error", id: "f-fm-error", hidden: true });
-  const fmWrap = h("fieldset", { class: "field radios", dataset: { field: "failure_mode" }, "aria-describedby": "f-fm-error" },
-    h("legend", {}, "When Redis is unreachable"),
+  openIn.required = true;
+  closedIn.required = true;
+  const fmWrap = h("fieldset", { class: "field radios", dataset: { field: "failure_mode" }, "aria-describedby": "f-fm-error", role: "radiogroup", "aria-required": "true" },
+    h("legend", {}, "When Redis is unreachable", requiredMark()),
     h("label", { class: "radio" }, openIn, h("span", {}, h("strong", {}, "Fail open"), " — allow requests (flagged in metrics)")),
     h("label", { class: "radio" }, closedIn, h("span", {}, h("strong", {}, "Fail closed"), " — refuse with unavailable (503)")),
     fmErr);
@@ -1032,6 +1082,7 @@ function editView(main, { policy: name }) {
   const conflict = h("div", { class: "conflict", role: "alert", id: "conflict", hidden: true });
   const save = h("button", { type: "submit", class: "btn btn-primary", id: "save-policy" }, creating ? "Create policy" : "Save changes");
   const form = h("form", { class: "card policy-form", novalidate: true, "aria-labelledby": "page-title" },
+    h("p", { class: "required-note" }, "Fields marked ", h("span", { class: "required-mark" }, "*"), " are required."),
     conflict, formError,
     field("name", "f-name", "Name", nameIn, creating
       ? "Applications name the policy in Acquire's bucket field. Letters, digits, '.', '_' and '-'; starts with a letter or digit; up to 128 characters."

@@ -11,6 +11,11 @@
 //
 // The steps run in order and share one permitd, one browser and the policies
 // they create; a failed step prints permitd's output at the end.
+//
+// Accessibility: every page and state the steps visit is checked with
+// axe-core (WCAG 2.0/2.1 A and AA rules) in the light and the dark colour
+// scheme, and a serious or critical violation fails the step; the
+// keyboard-only paths assert where focus is after each key.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
@@ -20,6 +25,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
 
 import { chromium } from "playwright-core";
 
@@ -39,11 +45,22 @@ const CHROMIUM = process.env.PERMITD_CHROMIUM || "/usr/bin/chromium";
 const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"];
 
+// axe-core as npm installed it beside this file. The admin UI's
+// Content-Security-Policy (script-src 'self') refuses the inline <script>
+// that page.addScriptTag({path}) would add, so the file is served to the
+// page from its own origin by a route and added with addScriptTag({url}):
+// the policy stays enforced while axe runs.
+const AXE_FILE = fileURLToPath(new URL("./node_modules/axe-core/axe.min.js", import.meta.url));
+const AXE_PATH = "/__ui-test__/axe.min.js";
+const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
+
 const DB = `ui_${process.pid}`;
 const MYSQL_URL = `mysql://root@localhost/${DB}?socket=${MYSQL_SOCKET}`;
 const PREFIX = `ui${process.pid}:`;
 const EDITOR = { name: "alice", password: crypto.randomBytes(12).toString("hex") };
 const VIEWER = { name: "bob", password: crypto.randomBytes(12).toString("hex") };
+
+const LIST_POLL_MS_TEST = 1600; // a little more than app.js's LIST_POLL_MS
 
 const POLICY = "ui-e2e";
 const XSS_POLICY = "ui-xss";
@@ -230,6 +247,77 @@ function watch(page, label) {
   return page;
 }
 
+// Runs axe-core on the page as it is now, once in the light and once in the
+// dark colour scheme, and fails on any serious or critical violation with one
+// line per element: rule id, impact, the element's selector and axe's summary.
+// The colour scheme is left as it was found (no override).
+const axeRouted = new WeakSet();
+let axeChecks = 0;
+async function checkA11y(page, state) {
+  const ctx = page.context();
+  if (!axeRouted.has(ctx)) {
+    axeRouted.add(ctx);
+    await ctx.route(`**${AXE_PATH}`, (route) => route.fulfill({ path: AXE_FILE, contentType: "text/javascript; charset=utf-8" }));
+  }
+  const problems = [];
+  try {
+    for (const scheme of ["light", "dark"]) {
+      await page.emulateMedia({ colorScheme: scheme });
+      if (!(await page.evaluate(() => typeof window.axe === "object"))) {
+        await page.addScriptTag({ url: AXE_PATH });
+      }
+      const found = await page.evaluate(async (tags) => {
+        const r = await window.axe.run(document, { runOnly: { type: "tag", values: tags }, resultTypes: ["violations"] });
+        return r.violations.flatMap((v) => v.nodes
+          .filter((n) => ["serious", "critical"].includes(n.impact || v.impact))
+          .map((n) => ({
+            id: v.id,
+            impact: n.impact || v.impact,
+            target: n.target.join(" "),
+            summary: (n.failureSummary || v.help).replace(/\s+/g, " ").trim(),
+          })));
+      }, AXE_TAGS);
+      for (const f of found) problems.push(`  [${scheme}] ${f.id} (${f.impact}) at ${f.target}: ${f.summary}`);
+      axeChecks++;
+    }
+  } finally {
+    await page.emulateMedia({ colorScheme: null });
+  }
+  assert.equal(problems.length, 0, `axe-core: ${problems.length} serious or critical violation(s) on "${state}":\n${problems.join("\n")}`);
+}
+
+// The element that has focus, described for assertions and messages.
+function focused(page) {
+  return page.evaluate(() => {
+    const el = document.activeElement;
+    if (!el) return { tag: "none" };
+    return {
+      tag: el.tagName.toLowerCase(), id: el.id, label: el.getAttribute("aria-label") || "",
+      text: (el.textContent || "").trim().slice(0, 80), cls: el.className || "",
+      policy: el.closest("tr[data-policy]")?.dataset.policy ?? null,
+    };
+  });
+}
+
+// Presses Tab until the focused element passes want (at most max times),
+// asserting on the way that focus never falls to <body>.
+async function tabTo(page, want, what, max = 40) {
+  for (let i = 0; i < max; i++) {
+    await page.keyboard.press("Tab");
+    const f = await focused(page);
+    assert.notEqual(f.tag, "body", `Tab #${i + 1} on the way to ${what} left focus on <body>`);
+    if (want(f)) return f;
+  }
+  throw new Error(`${what} not reached with ${max} presses of Tab`);
+}
+
+// Waits (up to 5 s: the list refreshes every 1.5 s) for focus to be on
+// something other than <body> after what.
+async function focusLeavesBody(page, what) {
+  await page.waitForFunction(() => document.activeElement && document.activeElement !== document.body, null, { timeout: 5000 })
+    .catch(() => assert.fail(`after ${what} focus is lost to <body>`));
+}
+
 async function login(page, user) {
   await page.goto(`${adminBase()}/`);
   await page.getByLabel("Username").fill(user.name);
@@ -347,6 +435,11 @@ describe("admin web UI in headless Chromium", () => {
     await page.goto(`${adminBase()}/`);
     await page.getByLabel("Username").waitFor();
     await shot(page, "01-login");
+    await checkA11y(page, "login");
+    // The page says it has a dark scheme, so a dark browser does not paint
+    // it white before the stylesheet arrives.
+    assert.equal(await page.evaluate(() => document.querySelector('meta[name="color-scheme"]')?.content ?? null), "light dark",
+      '<meta name="color-scheme" content="light dark"> in the page head');
     await page.getByLabel("Username").fill(EDITOR.name);
     await page.getByLabel("Password").fill("not-the-password");
     await page.getByRole("button", { name: "Sign in" }).click();
@@ -354,6 +447,7 @@ describe("admin web UI in headless Chromium", () => {
     await error.waitFor();
     assert.match(await error.textContent(), /wrong username or password/i);
     await shot(page, "02-login-refused");
+    await checkA11y(page, "login, wrong password");
     const who = await pageRpc(page, "AdminAuthService/WhoAmI", {});
     assert.equal(who.status, 401, `WhoAmI after a refused login: ${JSON.stringify(who)}`);
     assert.equal(who.json.code, "unauthenticated");
@@ -365,9 +459,12 @@ describe("admin web UI in headless Chromium", () => {
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("heading", { name: "Policies", level: 1 }).waitFor();
     await page.getByText("No policies yet").waitFor();
+    const f = await focused(page);
+    assert.deepEqual([f.tag, f.text], ["h1", "Policies"], `after signing in focus is on the page's heading, not ${JSON.stringify(f)}`);
     assert.equal(await page.locator("#user-name").textContent(), EDITOR.name);
     assert.match(await page.locator("#user-role").textContent(), /editor/);
     await shot(page, "03-empty");
+    await checkA11y(page, "policies, empty");
   });
 
   step("the create form validates inline, and creating shows the policy in the table", async () => {
@@ -378,6 +475,17 @@ describe("admin web UI in headless Chromium", () => {
     page.on("request", onRequest);
     await page.getByRole("link", { name: "New policy" }).click();
     await page.locator("#f-name").waitFor();
+    // Required fields say so to assistive technology and on screen.
+    for (const id of ["f-name", "f-apps", "f-max", "f-rate"]) {
+      const input = page.locator(`#${id}`);
+      assert.equal(await input.getAttribute("required"), "", `#${id} is required`);
+      assert.equal(await input.getAttribute("aria-required"), "true", `#${id} has aria-required`);
+      const marker = page.locator(`label[for="${id}"] .required-mark`);
+      assert.ok(await marker.isVisible(), `the label of #${id} shows a required marker`);
+    }
+    assert.equal(await page.locator("#f-desc").getAttribute("required"), null, "the description is optional");
+    assert.equal(await page.locator("label[for=f-desc] .required-mark").count(), 0);
+    assert.ok(await page.locator(".policy-form .required-note").isVisible(), "the form says what the marker means");
     await fillPolicyForm(page, { name: "bad name!", apps: "web, b@d", max: "0", rate: "0" });
     await page.locator("#save-policy").click();
     for (const id of ["#f-name-error", "#f-apps-error", "#f-max-error", "#f-rate-error"]) {
@@ -386,6 +494,7 @@ describe("admin web UI in headless Chromium", () => {
     }
     assert.equal(await page.locator("#f-name").getAttribute("aria-invalid"), "true");
     await shot(page, "04-create-invalid");
+    await checkA11y(page, "new policy with errors");
     assert.deepEqual(writes, [], "an invalid form sends nothing");
 
     await fillPolicyForm(page, { name: POLICY, apps: APP, max: 10, rate: 2, unit: "min", description: "Created by the UI test" });
@@ -393,6 +502,7 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(await page.locator("#f-name-error").isVisible(), false, "fixing the name clears its error");
     assert.match(await page.locator("#f-rate-preview").textContent(), /0\.033333333333 permits per second/);
     await shot(page, "05-create-form");
+    await checkA11y(page, "new policy, filled in");
     await page.locator("#save-policy").click();
     await row(page, POLICY).waitFor();
     page.off("request", onRequest);
@@ -439,6 +549,10 @@ describe("admin web UI in headless Chromium", () => {
     assert.ok(v >= 4 && v <= 5, `gauge shows ${v} tokens after 6 of 10 were taken at 2/min`);
     assert.match((await gauge.innerText()).trim(), /^4(\.\d)? \/ 10$/);
     await shot(page, "06-table");
+    await page.emulateMedia({ colorScheme: "dark" });
+    await shot(page, "06b-table-dark");
+    await page.emulateMedia({ colorScheme: null });
+    await checkA11y(page, "policies");
   });
 
   step("the detail page charts allowed and denied calls and inspects a key's bucket", async () => {
@@ -458,7 +572,38 @@ describe("admin web UI in headless Chromium", () => {
     await page.locator("#inspect-remaining").waitFor();
     await page.waitForFunction(() => /^7 of 10$/.test(document.querySelector("#inspect-remaining")?.textContent || ""));
     assert.match(await page.locator("#inspect-full").textContent(), /^in /);
+    // The result is announced once, politely; the figures that refresh every
+    // 2 s are not inside any live region (a screen reader would read them
+    // again and again).
+    const tokensBefore = await page.locator("#inspect-tokens").textContent();
+    await page.evaluate(() => {
+      const live = "[aria-live]:not([aria-live=off]), [role=status], [role=alert], [role=log], [role=timer], [role=marquee]";
+      const box = document.querySelector("#inspect-key").closest("section");
+      window.__liveChanges = [];
+      window.__liveObserver = new MutationObserver((records) => {
+        for (const r of records) {
+          const el = r.target.nodeType === Node.ELEMENT_NODE ? r.target : r.target.parentElement;
+          const region = el?.closest(live);
+          if (region && box.contains(region)) window.__liveChanges.push(`${region.className || region.id}: ${region.textContent.trim().slice(0, 60)}`);
+        }
+      });
+      window.__liveObserver.observe(box, { subtree: true, childList: true, characterData: true });
+    });
+    await sleep(4500);
+    const liveChanges = await page.evaluate(() => {
+      window.__liveObserver.disconnect();
+      return window.__liveChanges;
+    });
+    assert.notEqual(await page.locator("#inspect-tokens").textContent(), tokensBefore, "the inspected bucket refilled meanwhile");
+    assert.deepEqual(liveChanges, [], "the inspector's polling changes no live region");
+    const announce = await page.evaluate(() => {
+      const el = document.querySelector("#inspect-announce");
+      return el && { role: el.getAttribute("role"), text: el.textContent };
+    });
+    assert.equal(announce?.role, "status", "a polite status announces the inspected bucket once");
+    assert.match(announce.text, /user-42.*7 of 10/);
     await shot(page, "07-detail-bucket-inspector");
+    await checkA11y(page, "detail with the bucket inspector");
     await page.locator("#inspect-reset").click();
     await page.waitForFunction(() => /^10 of 10$/.test(document.querySelector("#inspect-remaining")?.textContent || ""));
     const b = await pageRpc(page, "PolicyService/GetBucket", { name: POLICY, key: "user-42" });
@@ -472,6 +617,7 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(await page.locator("#f-rate").inputValue(), "2");
     assert.equal(await page.locator("#f-rate-unit").inputValue(), "min");
     await shot(page, "08-edit-form");
+    await checkA11y(page, "edit");
 
     const other = watch(await editorCtx.newPage(), "alice (second tab)");
     await other.goto(`${adminBase()}/#/policy/${POLICY}/edit`);
@@ -490,6 +636,7 @@ describe("admin web UI in headless Chromium", () => {
     assert.match(text, /not saved/i);
     assert.match(text, /max_permits/, "the conflict shows what the other tab changed");
     await shot(page, "09-conflict");
+    await checkA11y(page, "edit, conflict");
     const stale = await pageRpc(page, "PolicyService/GetPolicy", { name: POLICY });
     assert.equal(stale.json.policy.maxPermits, "20", "the second tab's save stands");
     assert.equal(stale.json.policy.description, "Created by the UI test", "the stale save changed nothing");
@@ -518,8 +665,17 @@ describe("admin web UI in headless Chromium", () => {
     assert.match(texts[1], /max_permits\s+10\s+→\s+20/);
     assert.match(texts[2], /Created/);
     for (const t of texts) assert.match(t, new RegExp(`by ${EDITOR.name}`));
+    // Every column header of the before/after tables has a name (the arrow
+    // column's is visually hidden).
+    const headers = await page.locator("#history table.diff thead th").evaluateAll((ths) => ths.map((th) => th.textContent.trim()));
+    assert.ok(headers.length >= 4, `headers: ${JSON.stringify(headers)}`);
+    for (const t of headers) assert.ok(t.length > 0, `a history column header is empty: ${JSON.stringify(headers)}`);
     await page.locator("#history").scrollIntoViewIfNeeded();
     await shot(page, "10-history");
+    await page.emulateMedia({ colorScheme: "dark" });
+    await shot(page, "10b-history-dark");
+    await page.emulateMedia({ colorScheme: null });
+    await checkA11y(page, "detail with history");
   });
 
   step("a description with markup is shown as text, never run", async () => {
@@ -540,15 +696,18 @@ describe("admin web UI in headless Chromium", () => {
     await page.goto(`${adminBase()}/#/`);
     await row(page, XSS_POLICY).waitFor();
     await shot(page, "11-xss-as-text");
+    await checkA11y(page, "policies, two");
   });
 
   step("a disabled policy shows no bucket, and its page raises no error", async () => {
     const made = await pageRpc(page, "PolicyService/CreatePolicy", {
-      policy: { name: OFF_POLICY, apps: [APP], maxPermits: "7", rate: "1", failureMode: "closed", enabled: false },
+      policy: { name: OFF_POLICY, apps: ["*"], maxPermits: "7", rate: "1", failureMode: "closed", enabled: false },
     });
     assert.equal(made.status, 200, JSON.stringify(made));
     await page.goto(`${adminBase()}/#/`);
     await row(page, OFF_POLICY).waitFor();
+    assert.match(await row(page, OFF_POLICY).innerText(), /\* any app/);
+    await checkA11y(page, "policies, one disabled for any app");
     assert.equal((await gaugeOf(page, OFF_POLICY).innerText()).trim(), "disabled");
     assert.match(await row(page, OFF_POLICY).innerText(), /Disabled/);
     await row(page, OFF_POLICY).getByRole("link", { name: OFF_POLICY, exact: true }).click();
@@ -561,12 +720,105 @@ describe("admin web UI in headless Chromium", () => {
     await row(page, XSS_POLICY).waitFor();
   });
 
+  step("filtering the list announces how many policies match", async () => {
+    await page.goto(`${adminBase()}/#/`);
+    await row(page, XSS_POLICY).waitFor();
+    await row(page, POLICY).waitFor();
+    const status = page.locator("#policy-filter-status");
+    assert.equal(await page.evaluate(() => document.querySelector("#policy-filter-status")?.getAttribute("role") ?? null), "status",
+      "#policy-filter-status, a polite live region, is on the list page");
+    const filter = page.getByLabel("Filter policies");
+    await filter.fill("xss");
+    await page.waitForFunction(() => document.querySelector("#policy-filter-status")?.textContent === "1 of 2 policies match “xss”.", null, { timeout: 5000 })
+      .catch(async () => assert.fail(`#policy-filter-status says ${JSON.stringify(await page.evaluate(() => document.querySelector("#policy-filter-status")?.textContent ?? null))}`));
+    assert.equal(await row(page, POLICY).isVisible(), false);
+    await filter.fill("no-such-thing");
+    await page.waitForFunction(() => document.querySelector("#policy-filter-status")?.textContent === "No policies match “no-such-thing”.");
+    await page.getByText("No policies match the filter").waitFor();
+    await checkA11y(page, "policies, filtered to none");
+    await sleep(LIST_POLL_MS_TEST);
+    assert.equal(await status.textContent(), "No policies match “no-such-thing”.", "a refresh of the list says nothing new");
+    await filter.fill("");
+    await page.waitForFunction(() => document.querySelector("#policy-filter-status")?.textContent === "All 2 policies shown.");
+    assert.ok(await row(page, POLICY).isVisible());
+  });
+
+  step("keyboard only: sign in, edit and save, delete from a row, with focus followed at each step", async () => {
+    const KEYS = "ui-keys";
+    const made = await pageRpc(page, "PolicyService/CreatePolicy", {
+      policy: { name: KEYS, apps: [APP], maxPermits: "5", rate: "1", failureMode: "open", enabled: true },
+    });
+    assert.equal(made.status, 200, JSON.stringify(made));
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    ctx.setDefaultTimeout(15_000);
+    try {
+      const kp = watch(await ctx.newPage(), "alice (keyboard)");
+      currentPage = kp;
+      // Sign in.
+      await kp.goto(`${adminBase()}/`);
+      await kp.getByLabel("Username").waitFor();
+      assert.equal((await focused(kp)).id, "login-username", "the username field has focus on load");
+      await kp.keyboard.type(EDITOR.name);
+      await kp.keyboard.press("Tab");
+      assert.equal((await focused(kp)).id, "login-password");
+      await kp.keyboard.type(EDITOR.password);
+      await kp.keyboard.press("Enter");
+      await row(kp, KEYS).waitFor();
+      let f = await focused(kp);
+      assert.deepEqual([f.tag, f.text], ["h1", "Policies"], `after signing in focus is on the heading, not ${JSON.stringify(f)}`);
+
+      // Edit and save.
+      await tabTo(kp, (x) => x.label === `Edit ${KEYS}`, `the Edit link of ${KEYS}`);
+      await kp.keyboard.press("Enter");
+      await kp.waitForFunction(() => document.activeElement?.id === "f-apps");
+      await kp.keyboard.press("Tab");
+      assert.equal((await focused(kp)).id, "f-max", "Tab goes from Apps to Max permits");
+      await kp.keyboard.press("Control+A");
+      await kp.keyboard.type("12");
+      await kp.keyboard.press("Enter");
+      await kp.waitForFunction(() => location.hash === "#/" && document.activeElement?.tagName === "H1");
+      f = await focused(kp);
+      assert.deepEqual([f.tag, f.text], ["h1", "Policies"], `after saving focus is on the list's heading, not ${JSON.stringify(f)}`);
+      const saved = await pageRpc(kp, "PolicyService/GetPolicy", { name: KEYS });
+      assert.equal(saved.json.policy.maxPermits, "12", "the keyboard edit was saved");
+      await row(kp, KEYS).waitFor();
+      await kp.waitForFunction((n) => document.querySelector(`tr[data-policy="${n}"] .rate`) !== null, KEYS);
+
+      // Delete from the row.
+      const order = await kp.locator("tr[data-policy]").evaluateAll((trs) => trs.map((tr) => tr.dataset.policy));
+      const at = order.indexOf(KEYS);
+      const expect = order[at + 1] ?? order[at - 1];
+      await tabTo(kp, (x) => x.label === `Delete ${KEYS}`, `the Delete button of ${KEYS}`);
+      await kp.keyboard.press("Enter");
+      await kp.getByRole("dialog").waitFor();
+      assert.equal((await focused(kp)).id, "delete-cancel", "the dialog opens with focus on Cancel");
+      await kp.keyboard.press("Tab");
+      assert.equal((await focused(kp)).id, "delete-confirm", "Tab moves to the Delete button");
+      await kp.keyboard.press("Enter");
+      await kp.getByRole("dialog").waitFor({ state: "detached" });
+      await row(kp, KEYS).waitFor({ state: "detached" });
+      await focusLeavesBody(kp, `deleting ${KEYS}`);
+      f = await focused(kp);
+      assert.equal(f.policy, expect, `after deleting ${KEYS} focus is on the neighbouring row (${expect}), not ${JSON.stringify(f)}`);
+      assert.match(f.cls, /policy-link/, `focus is on ${expect}'s link: ${JSON.stringify(f)}`);
+      await sleep(2 * LIST_POLL_MS_TEST);
+      f = await focused(kp);
+      assert.equal(f.policy, expect, `focus stays there across list refreshes: ${JSON.stringify(f)}`);
+      const gone = await pageRpc(kp, "PolicyService/GetPolicy", { name: KEYS });
+      assert.equal(gone.status, 404, JSON.stringify(gone));
+    } finally {
+      currentPage = page;
+      await ctx.close();
+    }
+  });
+
   step("delete asks for confirmation and sends the version shown", async () => {
     await page.getByRole("button", { name: `Delete ${POLICY}` }).click();
     const dlg = page.getByRole("dialog");
     await dlg.waitFor();
     assert.match(await dlg.innerText(), new RegExp(`${POLICY}[\\s\\S]*version 3`));
     await shot(page, "12-delete-confirm");
+    await checkA11y(page, "delete dialog");
     await dlg.getByRole("button", { name: "Cancel" }).click();
     await dlg.waitFor({ state: "detached" });
     assert.equal(await row(page, POLICY).count(), 1, "cancel keeps the policy");
@@ -577,6 +829,9 @@ describe("admin web UI in headless Chromium", () => {
     const body = JSON.parse((await sent).postData());
     assert.deepEqual({ name: body.name, version: String(body.version) }, { name: POLICY, version: "3" });
     await row(page, POLICY).waitFor({ state: "detached" });
+    await focusLeavesBody(page, `deleting ${POLICY}`);
+    const f = await focused(page);
+    assert.equal(f.policy, XSS_POLICY, `after deleting ${POLICY} focus moves to the remaining row: ${JSON.stringify(f)}`);
     const gone = await pageRpc(page, "PolicyService/GetPolicy", { name: POLICY });
     assert.equal(gone.status, 404, JSON.stringify(gone));
     assert.equal(gone.json.code, "not_found");
@@ -591,11 +846,13 @@ describe("admin web UI in headless Chromium", () => {
       "no horizontal scrolling at 390 px");
     assert.ok(await row(page, XSS_POLICY).getByRole("button", { name: `Delete ${XSS_POLICY}` }).isVisible());
     await shot(page, "13-phone-table");
+    await checkA11y(page, "policies at 390 px");
     await page.goto(`${adminBase()}/#/policy/${XSS_POLICY}`);
     await page.locator("#traffic-chart svg").waitFor();
     assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
       "no horizontal scrolling on the detail page at 390 px");
     await shot(page, "14-phone-detail");
+    await checkA11y(page, "detail at 390 px");
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
@@ -626,6 +883,7 @@ describe("admin web UI in headless Chromium", () => {
       assert.equal(await vp.getByRole("link", { name: /^Edit/ }).count(), 0);
       assert.equal(await vp.getByRole("button", { name: /^Delete/ }).count(), 0);
       await shot(vp, "15-viewer-table");
+      await checkA11y(vp, "viewer, policies");
 
       await row(vp, XSS_POLICY).getByRole("link", { name: XSS_POLICY, exact: true }).click();
       await vp.getByRole("heading", { name: XSS_POLICY, level: 1 }).waitFor();
@@ -634,10 +892,30 @@ describe("admin web UI in headless Chromium", () => {
       assert.equal(await vp.locator("#edit-policy").count(), 0);
       assert.equal(await vp.locator("#delete-policy").count(), 0);
       assert.equal(await vp.locator("#inspect-reset").count(), 0);
+      await checkA11y(vp, "viewer, detail");
 
       await vp.goto(`${adminBase()}/#/policy/${XSS_POLICY}/edit`);
       await vp.getByText("can view policies but not change them").waitFor();
       assert.equal(await vp.locator("#save-policy").count(), 0);
+      await checkA11y(vp, "viewer, edit refused");
+
+      // At 420 px and below the role badge must still say the access is read-only.
+      for (const width of [420, 360]) {
+        await vp.setViewportSize({ width, height: 800 });
+        await vp.goto(`${adminBase()}/#/`);
+        await row(vp, XSS_POLICY).waitFor();
+        const role = vp.locator("#user-role");
+        assert.ok(await role.isVisible(), `the viewer's role badge is visible at ${width} px`);
+        assert.match(await role.innerText(), /read-only/, `the badge at ${width} px says read-only`);
+        assert.ok(await vp.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
+          `no horizontal scrolling for a viewer at ${width} px`);
+      }
+      await shot(vp, "15b-viewer-phone");
+      await vp.emulateMedia({ colorScheme: "dark" });
+      await shot(vp, "15c-viewer-phone-dark");
+      await vp.emulateMedia({ colorScheme: null });
+      await checkA11y(vp, "viewer, policies at 360 px");
+      await vp.setViewportSize({ width: 1280, height: 800 });
 
       const version = (await pageRpc(vp, "PolicyService/GetPolicy", { name: XSS_POLICY })).json.policy.version;
       const upd = await pageRpc(vp, "PolicyService/UpdatePolicy", {
@@ -702,6 +980,7 @@ describe("admin web UI in headless Chromium", () => {
     await second.getByText("Your session has expired").waitFor({ timeout: 6000 });
     await second.getByLabel("Username").waitFor();
     await shot(second, "16-session-expired");
+    await checkA11y(second, "login, session expired");
     await second.close();
     const who = await pageRpc(page, "AdminAuthService/WhoAmI", {});
     assert.equal(who.status, 401, JSON.stringify(who));
