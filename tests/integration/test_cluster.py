@@ -8,7 +8,11 @@ answers:
   - discover from one seed: the map CLUSTER SHARDS gives (16384 slots over
     3 masters, each with its replica), also when the first seeds are dead,
     and an error naming every seed when all are;
-  - CLUSTER SLOTS (the fallback for Redis < 7) parsed to the same masters;
+  - CLUSTER SLOTS (the fallback for Redis < 7) parsed to the same masters,
+    and discover falls back to it when a node refuses SHARDS as Redis 6 and
+    5 do (a proxy in front of a real node answers that refusal: no Redis 6
+    on Debian 12);
+  - AUTH with a user and password from the URL (an ACL user on the seed);
   - cluster_keyslot() equals CLUSTER KEYSLOT for random keys, braces and
     binary bytes among them;
   - a command sent to the wrong node answers MOVED, and the parsed redirect
@@ -18,8 +22,10 @@ answers:
 """
 import os
 import random
+import socket
 import subprocess
 import sys
+import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -86,6 +92,42 @@ def shards_map(r):
     return out
 
 
+class OldRedisProxy:
+    """Forwards one client's bytes to a real node, but answers CLUSTER
+    SHARDS the way a Redis older than 7 does (refusal, given as text)."""
+
+    def __init__(self, port, refusal):
+        self.port, self.refusal = port, refusal
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4)
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        try:
+            client, _ = self.listener.accept()
+        except OSError:
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.port))
+        with client, upstream:
+            while True:
+                data = client.recv(65536)
+                if not data:
+                    return
+                if b"SHARDS" in data.upper():
+                    client.sendall(b"-" + self.refusal.encode() + b"\r\n")
+                    continue
+                upstream.sendall(data)
+                reply = upstream.recv(1 << 20)
+                while reply and not reply.endswith(b"\r\n"):
+                    reply += upstream.recv(1 << 20)
+                client.sendall(reply)
+
+    def close(self):
+        self.listener.close()
+
+
 class ClusterTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -144,6 +186,45 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(uncovered, 0)
         self.assertEqual({k: v[:3] for k, v in got.items()},
                          {k: v[:3] for k, v in want.items()})
+
+    def test_discover_falls_back_to_cluster_slots(self):
+        want, _ = self.discover("redis+cluster://" + self.seeds[0])
+        for refusal in ("ERR unknown subcommand 'SHARDS'. Try CLUSTER HELP.",              # 7.0 wording
+                        "ERR Unknown subcommand or wrong number of arguments for 'SHARDS'. "
+                        "Try CLUSTER HELP.",                                                 # 6.x
+                        "ERR Wrong CLUSTER subcommand or number of arguments"):             # 5.x
+            proxy = OldRedisProxy(self.ports[0], refusal)
+            try:
+                got, uncovered = self.discover("redis+cluster://" + proxy.address)
+            finally:
+                proxy.close()
+            self.assertEqual(uncovered, 0, refusal)
+            self.assertEqual({k: v[:3] for k, v in got.items()},
+                             {k: v[:3] for k, v in want.items()}, refusal)
+
+    def test_discover_authenticates_with_the_url_user(self):
+        port = self.ports[0]
+        user = "probe-%d" % os.getpid()
+        r = self.redis[port]
+        r("ACL", "SETUSER", user, "on", ">pw-%d" % os.getpid(), "~*", "+@all")
+        try:
+            # Prove the ACL is in force: the user's commands need its password.
+            other = Redis(port)
+            try:
+                with self.assertRaises(RedisError):
+                    other("AUTH", user, "wrong")
+            finally:
+                other.close()
+            masters, uncovered = self.discover("redis+cluster://%s:pw-%d@127.0.0.1:%d"
+                                               % (user, os.getpid(), port))
+            self.assertEqual((len(masters), uncovered), (3, 0))
+            p = probe("discover", "redis+cluster://%s:NotIt9@127.0.0.1:%d" % (user, port),
+                      check=False)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("127.0.0.1:%d: AUTH failed: WRONGPASS" % port, p.stderr)
+            self.assertNotIn("NotIt9", p.stderr)
+        finally:
+            r("ACL", "DELUSER", user)
 
     def test_keyslot_equals_cluster_keyslot(self):
         rng = random.Random(19)
