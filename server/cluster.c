@@ -75,13 +75,13 @@ static uint16_t crc16(const unsigned char *p, size_t len)
 
 unsigned cluster_keyslot(const char *key, size_t len)
 {
-    const char *open = memchr(key, '{', len);
+    const char *lbrace = memchr(key, '{', len);
 
-    if (open != NULL) {
-        const char *from = open + 1;
-        const char *close = memchr(from, '}', len - (size_t)(from - key));
-        if (close != NULL && close > from)
-            return crc16((const unsigned char *)from, (size_t)(close - from)) % CLUSTER_SLOTS;
+    if (lbrace != NULL) {
+        const char *from = lbrace + 1;
+        const char *rbrace = memchr(from, '}', len - (size_t)(from - key));
+        if (rbrace != NULL && rbrace > from)
+            return crc16((const unsigned char *)from, (size_t)(rbrace - from)) % CLUSTER_SLOTS;
     }
     return crc16((const unsigned char *)key, len) % CLUSTER_SLOTS;
 }

@@ -562,8 +562,9 @@ static void test_cluster_redirect_not_one(void)
         "MOVED 12  h:1", "MOVED 12 h:1 ", "MOVED 12 h:0", "MOVED 12 h:65536", "MOVED 12 h:1x",
         "MOVED 12 h:+1", "MOVED 12 h:-1", "MOVED 12 [::1:1", "MOVED 12 ::1]:1", "MOVED 12 h\t:1",
         "moved 12 h:1", "MOVEDX 12 h:1", "ASKING 12 h:1", "ASK12 h:1", " MOVED 12 h:1",
-        "ERR unknown command 'X'", "NOSCRIPT No matching script", "CROSSSLOT Keys in request "
-        "don't hash to the same slot", "TRYAGAIN Multiple keys request during rehashing of slot",
+        "ERR unknown command 'X'", "NOSCRIPT No matching script",
+        "CROSSSLOT Keys in request don't hash to the same slot",
+        "TRYAGAIN Multiple keys request during rehashing of slot",
         "CLUSTERDOWN The cluster is down",
     };
 
