@@ -322,6 +322,169 @@ void config_redis_url_masked(const struct config *cfg, char *buf, size_t len)
                  cfg->redis_host, cfg->redis_port, cfg->redis_db);
 }
 
+/* One seed of a cluster URL, [from, to): "host", "host:port", "[v6]" or
+ * "[v6]:port". n is its position (from 1) for the messages. */
+static int parse_seed(const char *from, const char *to, int n,
+                      struct config_redis_seed *seed, struct permitd_error *err)
+{
+    char text[300];
+    const char *h, *he, *portp = NULL;
+    int len = (int)(to - from);
+
+    if (to == from)
+        return permitd_error_set(err, PERMITD_EINVAL, "redis cluster url: seed %d is empty", n);
+    if ((size_t)(to - from) >= sizeof(text))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: seed %d (\"%.40s...\") is too long", n, from);
+    memcpy(text, from, (size_t)len);
+    text[len] = '\0';
+    if (text[0] == '[') {
+        h = text + 1;
+        he = strchr(h, ']');
+        if (he == NULL || (he[1] != '\0' && he[1] != ':'))
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: seed %d \"%s\" is not [address]:port",
+                                     n, text);
+        if (he[1] == ':')
+            portp = he + 2;
+    } else {
+        const char *colon = strchr(text, ':');
+        if (colon != NULL && strchr(colon + 1, ':') != NULL)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: seed %d \"%s\": an IPv6 address goes "
+                                     "in brackets ([::1]:6379)", n, text);
+        h = text;
+        he = colon ? colon : text + len;
+        if (colon != NULL)
+            portp = colon + 1;
+    }
+    if (he == h)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: seed %d \"%s\" has no host", n, text);
+    for (const char *c = h; c < he; c++) {
+        /* A name, an IPv4 address, or (in brackets) an IPv6 one with a zone. */
+        if (!isalnum((unsigned char)*c) && strchr(".-_", *c) == NULL &&
+            !(text[0] == '[' && strchr(":%", *c) != NULL))
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: seed %d \"%s\": '%c' may not appear "
+                                     "in a host", n, text, isprint((unsigned char)*c) ? *c : '?');
+    }
+    if ((size_t)(he - h) >= sizeof(seed->host))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: seed %d: host is too long", n);
+    memcpy(seed->host, h, (size_t)(he - h));
+    seed->host[he - h] = '\0';
+    seed->port = 6379;
+    if (portp != NULL) {
+        char *end;
+        long port;
+
+        errno = 0;
+        port = strtol(portp, &end, 10);
+        if (errno != 0 || end == portp || *end != '\0' || !isdigit((unsigned char)*portp) ||
+            port < 1 || port > 65535)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: seed %d \"%s\": port \"%s\" is not a "
+                                     "number from 1 to 65535", n, text, portp);
+        seed->port = (int)port;
+    }
+    return PERMITD_OK;
+}
+
+int config_parse_redis_cluster_url(const char *url, struct config_redis_cluster *out,
+                                   struct permitd_error *err)
+{
+    static const char scheme[] = "redis+cluster://";
+    const char *p, *at, *hosts, *slash, *end;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if (strncmp(url, scheme, sizeof(scheme) - 1) != 0) {
+        /* Name the scheme only: what follows may hold a password. */
+        const char *sep = strstr(url, "://");
+        if (sep == NULL)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: no scheme: it reads "
+                                     "redis+cluster://host1:port,host2:port,...");
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: the scheme \"%.*s\" is not redis+cluster "
+                                 "(redis+cluster://host1:port,host2:port,...)",
+                                 (int)(sep - url > 32 ? 32 : sep - url), url);
+    }
+    p = url + sizeof(scheme) - 1;
+    /* The last '@' ends the user part: a password may hold '@' or '/', a
+     * host list holds neither. */
+    at = strrchr(p, '@');
+    if (at != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (colon == NULL) {
+            rc = copy_part(out->password, sizeof(out->password), p, at,
+                           "redis cluster url: password", err);
+        } else {
+            rc = copy_part(out->user, sizeof(out->user), p, colon, "redis cluster url: user", err);
+            if (rc == PERMITD_OK)
+                rc = copy_part(out->password, sizeof(out->password), colon + 1, at,
+                               "redis cluster url: password", err);
+        }
+        if (rc != PERMITD_OK)
+            return rc;
+        if (out->password[0] == '\0')
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: empty password before '@'%s%s%s",
+                                     out->user[0] ? " (user \"" : "", out->user,
+                                     out->user[0] ? "\")" : "");
+        hosts = at + 1;
+    } else {
+        hosts = p;
+    }
+    slash = strchr(hosts, '/');
+    end = slash ? slash : hosts + strlen(hosts);
+    if (end == hosts)
+        return permitd_error_set(err, PERMITD_EINVAL, "redis cluster url: no seed node given");
+    for (const char *s = hosts; s <= end; ) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *se = comma ? comma : end;
+        int n = out->nseeds + 1;
+
+        if (out->nseeds == CONFIG_REDIS_SEEDS_MAX)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: more than %d seed nodes",
+                                     CONFIG_REDIS_SEEDS_MAX);
+        if ((rc = parse_seed(s, se, n, &out->seeds[out->nseeds], err)) != PERMITD_OK)
+            return rc;
+        for (int i = 0; i < out->nseeds; i++)
+            if (out->seeds[i].port == out->seeds[n - 1].port &&
+                strcmp(out->seeds[i].host, out->seeds[n - 1].host) == 0)
+                return permitd_error_set(err, PERMITD_EINVAL,
+                                         "redis cluster url: seed %d \"%.*s\" repeats seed %d",
+                                         n, (int)(se - s), s, i + 1);
+        out->nseeds++;
+        s = se + 1;
+    }
+    if (slash != NULL && slash[1] != '\0' && strcmp(slash + 1, "0") != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: database \"%s\": a Redis Cluster has "
+                                 "database 0 only", slash + 1);
+    return PERMITD_OK;
+}
+
+void config_redis_cluster_url_masked(const struct config_redis_cluster *c, char *buf,
+                                     size_t len)
+{
+    size_t o;
+
+    if (len == 0)
+        return;
+    o = (size_t)snprintf(buf, len, "redis+cluster://%s%s", c->user,
+                         c->password[0] ? ":***@" : "");
+    for (int i = 0; i < c->nseeds && o < len; i++) {
+        const struct config_redis_seed *s = &c->seeds[i];
+        int v6 = strchr(s->host, ':') != NULL;
+        o += (size_t)snprintf(buf + o, len - o, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "",
+                              s->host, v6 ? "]" : "", s->port);
+    }
+}
+
 /* Percent-decodes [from, to) into dst (dstlen bytes). */
 static int unescape(char *dst, size_t dstlen, const char *from, const char *to,
                     const char *what, struct permitd_error *err)

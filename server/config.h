@@ -90,6 +90,33 @@ void config_usage(FILE *out);
 int config_parse_redis_url(struct config *cfg, const char *url,
                            struct permitd_error *err);
 
+/* The seed nodes of a Redis Cluster: where permitd asks for the slot map
+ * (cluster.c). Any node will do; more than one lets a start survive a dead
+ * one. */
+#define CONFIG_REDIS_SEEDS_MAX 16
+
+struct config_redis_cluster {
+    char user[128];
+    char password[256];
+    int nseeds;
+    struct config_redis_seed {
+        char host[256];               /* IP (v6 without brackets) or host name */
+        int port;
+    } seeds[CONFIG_REDIS_SEEDS_MAX];
+};
+
+/* Parses a cluster URL into *out:
+ *   redis+cluster://[[user]:password@]host1[:port],host2[:port],...[/0]
+ * (port 6379; "[v6]:port" for IPv6; a cluster has database 0 only). Returns
+ * PERMITD_OK or PERMITD_EINVAL with err->message naming the bad part (the
+ * seed by its position and text), never echoing the password. */
+int config_parse_redis_cluster_url(const char *url, struct config_redis_cluster *out,
+                                   struct permitd_error *err);
+
+/* The cluster URL with any password replaced by "***", for logs. */
+void config_redis_cluster_url_masked(const struct config_redis_cluster *c, char *buf,
+                                     size_t len);
+
 /* Parses a MySQL URL into *out:
  *   mysql://user[:password]@host[:port]/database        (port 3306)
  *   mysql://user[:password]@localhost/database?socket=/run/mysqld/mysqld.sock

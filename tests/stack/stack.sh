@@ -9,7 +9,10 @@
 #   PERMITD_TEST_REDIS_SOCKET,
 #   PERMITD_TEST_MYSQL_HOST, PERMITD_TEST_MYSQL_PORT, PERMITD_TEST_MYSQL_SOCKET,
 #   PERMITD_TEST_MYSQL_URL (user permitd, database permitd, over TCP),
-#   PERMITD_TEST_MYSQL_ROOT_URL (root, no password, over the socket)
+#   PERMITD_TEST_MYSQL_ROOT_URL (root, no password, over the socket),
+#   PERMITD_TEST_CLUSTER_SEEDS, PERMITD_TEST_CLUSTER_URL, PERMITD_TEST_CLUSTER_DIR
+#   (a Redis Cluster of 3 masters + 3 replicas, tests/stack/redis-cluster.sh;
+#   it starts in the background while MariaDB starts)
 # Servers run daemonized with their output in DIR/*.log: a server that
 # inherited ctest's stdout would keep ctest waiting forever.
 set -euo pipefail
@@ -26,16 +29,21 @@ up)
     "$here/redis.sh" stop "$dir/redis" 2>/dev/null || true
     "$here/redis.sh" start "$dir/redis" > "$dir/env.redis"
     cat "$dir/env.redis" > "$dir/env"
+    "$here/redis-cluster.sh" start "$dir/cluster" > "$dir/env.cluster" &
+    cluster_pid=$!
     "$here/mariadb.sh" stop "$dir/mariadb" 2>/dev/null || true
     rm -rf "$dir/mariadb"   # a fresh datadir every time
     "$here/mariadb.sh" start "$dir/mariadb" > "$dir/env.mariadb"
     cat "$dir/env.mariadb" >> "$dir/env"
+    wait "$cluster_pid" || { echo "stack.sh: the Redis Cluster did not start" >&2; exit 1; }
+    cat "$dir/env.cluster" >> "$dir/env"
     echo "stack up in $dir:"
     sed 's/^/  /' "$dir/env"
     ;;
 down)
     "$here/redis.sh" stop "$dir/redis"
     "$here/mariadb.sh" stop "$dir/mariadb"
+    "$here/redis-cluster.sh" stop "$dir/cluster"
     echo "stack down ($dir)"
     ;;
 *)

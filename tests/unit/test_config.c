@@ -164,6 +164,94 @@ static void test_config_redis_urls(void)
     CHECK_CONTAINS(masked, "***");
 }
 
+/* redis+cluster:// seed lists (cluster.c's discover takes them). */
+static void test_config_redis_cluster_urls(void)
+{
+    static const struct { const char *url; const char *want[3]; } bad[] = {
+        {"redis://h:1,h:2", {"scheme \"redis\" is not redis+cluster"}},
+        {"h:1,h:2", {"no scheme"}},
+        {"redis+cluster://", {"no seed node given"}},
+        {"redis+cluster://a:1,,b:2", {"seed 2 is empty"}},
+        {"redis+cluster://a:1,b:2,", {"seed 3 is empty"}},
+        {"redis+cluster://a:1,b:99999", {"seed 2 \"b:99999\"", "port \"99999\""}},
+        {"redis+cluster://a:0", {"seed 1 \"a:0\"", "port \"0\""}},
+        {"redis+cluster://a:", {"seed 1 \"a:\"", "port \"\""}},
+        {"redis+cluster://a:+1", {"port \"+1\""}},
+        {"redis+cluster://:7000", {"seed 1 \":7000\" has no host"}},
+        {"redis+cluster://::1:7000", {"seed 1 \"::1:7000\"", "brackets"}},
+        {"redis+cluster://[::1:7000", {"seed 1 \"[::1:7000\"", "[address]:port"}},
+        {"redis+cluster://[::1]x", {"[address]:port"}},
+        {"redis+cluster://a b:1", {"seed 1 \"a b:1\"", "' '"}},
+        {"redis+cluster://a:1,b:2,a:1", {"seed 3 \"a:1\" repeats seed 1"}},
+        {"redis+cluster://a:1/2", {"database \"2\"", "database 0 only"}},
+        {"redis+cluster://u:@a:1", {"empty password", "user \"u\""}},
+        {"redis+cluster://a:1?db=2", {"port \"1?db=2\""}},
+    };
+    struct config_redis_cluster c;
+    struct permitd_error err;
+    char masked[512], many[512];
+
+    CHECK_INT(config_parse_redis_cluster_url("redis+cluster://10.0.0.1:7000,node-2.example,"
+                                             "[::1]:7002", &c, &err), PERMITD_OK);
+    CHECK_INT(c.nseeds, 3);
+    CHECK_STR(c.seeds[0].host, "10.0.0.1");
+    CHECK_INT(c.seeds[0].port, 7000);
+    CHECK_STR(c.seeds[1].host, "node-2.example");
+    CHECK_INT(c.seeds[1].port, 6379);
+    CHECK_STR(c.seeds[2].host, "::1");
+    CHECK_INT(c.seeds[2].port, 7002);
+    CHECK_STR(c.user, "");
+    CHECK_STR(c.password, "");
+    config_redis_cluster_url_masked(&c, masked, sizeof(masked));
+    CHECK_STR(masked, "redis+cluster://10.0.0.1:7000,node-2.example:6379,[::1]:7002");
+
+    /* user:password, and a password holding '@', ',' and '/'; /0 is fine. */
+    CHECK_INT(config_parse_redis_cluster_url("redis+cluster://alice:p@s,s/w@h:1,h:2/0", &c, &err),
+              PERMITD_OK);
+    CHECK_STR(c.user, "alice");
+    CHECK_STR(c.password, "p@s,s/w");
+    CHECK_INT(c.nseeds, 2);
+    config_redis_cluster_url_masked(&c, masked, sizeof(masked));
+    CHECK_STR(masked, "redis+cluster://alice:***@h:1,h:2");
+    CHECK_INT(config_parse_redis_cluster_url("redis+cluster://hunter2@h:1", &c, &err), PERMITD_OK);
+    CHECK_STR(c.user, "");
+    CHECK_STR(c.password, "hunter2");
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&err, 0, sizeof(err));
+        CHECK_INT(config_parse_redis_cluster_url(bad[i].url, &c, &err), PERMITD_EINVAL);
+        for (int w = 0; w < 3 && bad[i].want[w]; w++)
+            CHECK_CONTAINS(err.message, bad[i].want[w]);
+        /* and the same with a password: it never shows */
+        if (strncmp(bad[i].url, "redis+cluster://", 16) == 0 && strchr(bad[i].url, '@') == NULL) {
+            char withpw[256];
+            snprintf(withpw, sizeof(withpw), "redis+cluster://bob:Hunter2@%s", bad[i].url + 16);
+            memset(&err, 0, sizeof(err));
+            CHECK_INT(config_parse_redis_cluster_url(withpw, &c, &err), PERMITD_EINVAL);
+            CHECK(strstr(err.message, "Hunter2") == NULL);
+        }
+    }
+    CHECK_INT(config_parse_redis_cluster_url("redis://:Hunter2@h:1", &c, &err), PERMITD_EINVAL);
+    CHECK(strstr(err.message, "Hunter2") == NULL);
+
+    /* At most CONFIG_REDIS_SEEDS_MAX seeds. */
+    strcpy(many, "redis+cluster://");
+    for (int i = 0; i <= CONFIG_REDIS_SEEDS_MAX; i++)
+        snprintf(many + strlen(many), sizeof(many) - strlen(many), "%sh:%d", i ? "," : "", i + 1);
+    CHECK_INT(config_parse_redis_cluster_url(many, &c, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "more than 16 seed nodes");
+    *strrchr(many, ',') = '\0';
+    CHECK_INT(config_parse_redis_cluster_url(many, &c, &err), PERMITD_OK);
+    CHECK_INT(c.nseeds, CONFIG_REDIS_SEEDS_MAX);
+
+    /* The single-node parser is as it was: a cluster URL is not its form. */
+    {
+        struct config cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        CHECK_INT(config_parse_redis_url(&cfg, "redis+cluster://h:1,h:2", &err), PERMITD_EINVAL);
+    }
+}
+
 static void test_config_listen_forms(void)
 {
     char host[64];
@@ -187,5 +275,6 @@ int main(void)
     TEST_RUN(test_config_help_and_version);
     TEST_RUN(test_config_redis_urls);
     TEST_RUN(test_config_listen_forms);
+    TEST_RUN(test_config_redis_cluster_urls);
     return TEST_REPORT();
 }
