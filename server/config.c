@@ -243,9 +243,19 @@ int config_parse_redis_url(struct config *cfg, const char *url,
         }
         return rc;
     }
-    if (strncmp(url, "redis://", 8) != 0)
+    if (strncmp(url, "redis://", 8) != 0) {
+        /* A URL with credentials is named by its scheme only: what
+         * follows may hold a password. */
+        const char *scheme = strstr(url, "://");
+        int shown = scheme ? (int)(scheme - url) + 3 : (int)strcspn(url, ":@/");
+        if (strchr(url, '@') == NULL)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis url \"%.64s\" must start with redis:// or unix://",
+                                     url);
         return permitd_error_set(err, PERMITD_EINVAL,
-                                 "redis url: \"%.64s\" must start with redis:// or unix://", url);
+                                 "redis url \"%.*s...\" must start with redis:// or unix://",
+                                 shown > 32 ? 32 : shown, url);
+    }
     p = url + 8;
     slash = strchr(p, '/');
     at = strrchr(p, '@');

@@ -75,11 +75,24 @@ start)
         print_env "$(cat "$dir/port")" "$sock"
         exit 0
     fi
+    # A temporary directory of its own: the bootstrap server's temporary
+    # tables in the shared /tmp collided with another bootstrap's now and
+    # then ("Error on delete of '/tmp/#sql-temptable-...'") when several
+    # stacks started at once.
+    mkdir -p "$dir/tmp"
     if [ ! -d "$data/mysql" ]; then
-        rm -rf "$data"
-        if ! mariadb-install-db --no-defaults --datadir="$data" --skip-test-db \
-                --auth-root-authentication-method=normal --user=root \
-                --skip-name-resolve >"$dir/install.log" 2>&1 </dev/null; then
+        installed=""
+        for attempt in 1 2; do
+            rm -rf "$data"
+            if TMPDIR="$dir/tmp" mariadb-install-db --no-defaults --datadir="$data" \
+                    --tmpdir="$dir/tmp" --skip-test-db \
+                    --auth-root-authentication-method=normal --user=root \
+                    --skip-name-resolve >"$dir/install.log" 2>&1 </dev/null; then
+                installed=1
+                break
+            fi
+        done
+        if [ -z "$installed" ]; then
             echo "mariadb.sh: mariadb-install-db failed (see $dir/install.log)" >&2
             exit 1
         fi
@@ -88,7 +101,8 @@ start)
         port=${3:-$(( 20000 + RANDOM % 40000 ))}
         port_free "$port" || { [ -n "${3:-}" ] && break; continue; }
         rm -f "$dir/mariadb.pid" "$sock"
-        setsid mariadbd --no-defaults --user=root --datadir="$data" \
+        TMPDIR="$dir/tmp" setsid mariadbd --no-defaults --user=root --datadir="$data" \
+            --tmpdir="$dir/tmp" \
             --bind-address=127.0.0.1 --port="$port" --socket="$sock" \
             --pid-file="$dir/mariadb.pid" --log-error="$dir/mariadb.log" \
             --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \

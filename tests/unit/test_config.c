@@ -157,6 +157,12 @@ static void test_config_redis_urls(void)
     /* The password never appears in an error or in the masked URL. */
     CHECK_INT(config_parse_redis_url(&cfg, "redis://:hunter2@h:0", &err), PERMITD_EINVAL);
     CHECK(strstr(err.message, "hunter2") == NULL);
+    /* ... nor in the error for a scheme permitd does not take. */
+    CHECK_INT(config_parse_redis_url(&cfg, "rediss://:hunter2@h:6379", &err), PERMITD_EINVAL);
+    CHECK(strstr(err.message, "hunter2") == NULL);
+    CHECK_CONTAINS(err.message, "rediss://");
+    CHECK_INT(config_parse_redis_url(&cfg, "h:hunter2@x", &err), PERMITD_EINVAL);
+    CHECK(strstr(err.message, "hunter2") == NULL);
     char masked[300];
     CHECK_INT(config_parse_redis_url(&cfg, "redis://:hunter2@h:1", &err), PERMITD_OK);
     config_redis_url_masked(&cfg, masked, sizeof(masked));
