@@ -1273,6 +1273,39 @@ class UiTest(AdminCase):
         self.assertTrue(r.headers["content-type"].startswith("text/javascript"))
         self.assertEqual(a.request("GET", "/ui/style.css").status, 404)   # not in that dir
 
+    def test_ui_modules_are_embedded_flat_and_served_as_javascript(self):
+        """index.html loads app.js as an ES module, which imports the rest.
+        Every module reached must be a file of admin-ui/ itself (the server
+        serves /ui/NAME only, no subfolder), embedded byte for byte and
+        served as text/javascript (a browser refuses a module of any other
+        type), and every .js file of admin-ui/ must be reached."""
+        c = self.client()
+        ui_dir = os.path.join(harness.SOURCE_DIR, "admin-ui")
+        index = c.request("GET", "/").body.decode()
+        todo = re.findall(r'<script type="module" src="/ui/([^"]+)"></script>', index)
+        self.assertEqual(todo, ["app.js"], "index.html's module scripts")
+        reached = set()
+        while todo:
+            name = todo.pop()
+            if name in reached:
+                continue
+            reached.add(name)
+            r = c.request("GET", "/ui/" + name)
+            self.assertEqual(r.status, 200, "/ui/%s: %r" % (name, r))
+            self.assertEqual(content_type(r), "text/javascript", "/ui/%s: %r" % (name, r))
+            with open(os.path.join(ui_dir, name), "rb") as f:
+                self.assertEqual(r.body, f.read(), "/ui/%s differs from admin-ui/%s" % (name, name))
+            text = r.body.decode()
+            specs = re.findall(r'^(?:import|export)\b[^;"]*?\bfrom\s*"([^"]*)"', text, re.M)
+            specs += re.findall(r'^import\s*"([^"]*)"', text, re.M)
+            specs += re.findall(r'\bimport\s*\(\s*"([^"]*)"', text)
+            for spec in specs:
+                self.assertRegex(spec, r"^\./[A-Za-z0-9_-]+\.js$",
+                                 "admin-ui/%s imports %r: only ./NAME.js beside it is served" % (name, spec))
+                todo.append(spec[2:])
+        on_disk = {n for n in os.listdir(ui_dir) if n.endswith(".js")}
+        self.assertEqual(on_disk - reached, set(), "admin-ui/*.js that no module imports")
+
     def test_no_path_traversal(self):
         c = self.client()
         for path in ("/ui/../../etc/passwd", "/ui/%2e%2e/%2e%2e/etc/passwd",

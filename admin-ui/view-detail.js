@@ -1,0 +1,193 @@
+// view-detail.js - one policy (#/policy/NAME): its settings, the live gauge
+// of its shared bucket, the traffic chart, the bucket inspector and the
+// history; edit/delete for editors. Polls the policy and redraws the
+// settings and the history only when its version changes.
+import { isAbort } from "./api.js";
+import { append, h, replace, setText } from "./dom.js";
+import { drawChart } from "./chart.js";
+import { confirmDelete } from "./dialogs.js";
+import * as fmt from "./format.js";
+import { renderHistory } from "./history.js";
+import { bucketInspector } from "./inspector.js";
+import { describeError } from "./notices.js";
+import { DETAIL_POLL_MS, poll } from "./poll.js";
+import { editHref, go } from "./router.js";
+import { POLICY, call, isEditor } from "./session.js";
+import { appChips, emptyState, errorState, icon, loadingState, makeGauge, pageHead, statusBadges } from "./widgets.js";
+
+const HISTORY_LIMIT = 50;
+
+export function detailView(main, { policy: name }) {
+  document.title = `${name} · permitd admin`;
+  const ac = new AbortController();
+  const editor = isEditor();
+  let policy = null;
+  let shownVersion = null;
+  let chartSeconds = 300;
+  let lastStats = null;
+
+  const title = h("h1", { tabindex: "-1", class: "break" }, name);
+  const badgesBox = h("span", { class: "title-badges" });
+  const actions = editor
+    ? [h("a", { class: "btn", href: editHref(name), id: "edit-policy" }, icon("edit"), "Edit"),
+      h("button", {
+        type: "button", class: "btn btn-danger-quiet", id: "delete-policy",
+        onclick: () => policy && confirmDelete(policy, () => go("#/")),
+      }, icon("trash"), "Delete")]
+    : [];
+  const desc = h("p", { class: "policy-desc" });
+  const settings = h("dl", { class: "settings" });
+  const body = h("div", { class: "detail" });
+
+  // shared bucket
+  const sharedGauge = makeGauge(`Permits available in the shared bucket of ${name}`, true);
+  const sharedInfo = h("p", { class: "muted small" }, "—");
+
+  // chart
+  const chartBox = h("div", { class: "chart", id: "traffic-chart" });
+  const chartLegend = h("div", { class: "chart-legend" });
+  const rangeButtons = [60, 300].map((sec) => {
+    const b = h("button", { type: "button", class: "seg", "aria-pressed": String(sec === chartSeconds) },
+      sec === 60 ? "1 min" : "5 min");
+    b.addEventListener("click", () => {
+      chartSeconds = sec;
+      for (const x of rangeButtons) x.setAttribute("aria-pressed", String(x === b));
+      statsPoll.now();
+    });
+    return b;
+  });
+
+  // inspector
+  const inspector = bucketInspector(name, editor, ac.signal);
+
+  // history
+  const historyBox = h("div", { class: "history", id: "history" }, loadingState("Loading history…"));
+
+  append(main,
+    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/" }, icon("back"), "All policies")),
+    pageHead(h("div", { class: "title-row" }, title, badgesBox), null, ...actions),
+    body);
+
+  const loadingBox = loadingState("Loading policy…");
+  append(body, loadingBox);
+
+  function renderLayout() {
+    body.replaceChildren(
+      desc,
+      h("div", { class: "grid" },
+        h("section", { class: "card span-2", "aria-labelledby": "settings-h" },
+          h("h2", { id: "settings-h" }, "Settings"), settings),
+        h("section", { class: "card", "aria-labelledby": "shared-h" },
+          h("h2", { id: "shared-h" }, "Shared bucket"),
+          sharedGauge.el, sharedInfo),
+        h("section", { class: "card span-2", "aria-labelledby": "traffic-h" },
+          h("div", { class: "card-head" },
+            h("h2", { id: "traffic-h" }, "Traffic"),
+            h("div", { class: "segmented", role: "group", "aria-label": "Chart range" }, rangeButtons)),
+          h("p", { class: "muted small" }, "Acquire calls per second answered by this permitd instance"),
+          chartBox, chartLegend),
+        h("section", { class: "card", "aria-labelledby": "inspect-h" },
+          h("h2", { id: "inspect-h" }, "Bucket inspector"), inspector.el),
+        h("section", { class: "card span-3", "aria-labelledby": "history-h" },
+          h("h2", { id: "history-h" }, "History"), historyBox)));
+  }
+
+  function renderSettings(p) {
+    document.title = `${p.name} · permitd admin`;
+    replace(badgesBox, statusBadges(p));
+    if (p.description) {
+      setText(desc, p.description);
+      desc.hidden = false;
+    } else {
+      desc.hidden = true;
+    }
+    const rate = fmt.describeRate(p.rate);
+    const refill = Number(p.rate) > 0 ? (Number(p.maxPermits ?? 0) / Number(p.rate)) * 1000 : 0;
+    const who = (by, at) => [at ? fmt.formatTimestamp(at) : "—", by ? ` by ${by}` : ""].join("");
+    const item = (label, ...value) => [h("dt", {}, label), h("dd", {}, ...value)];
+    replace(settings,
+      item("Apps", appChips(p.apps)),
+      item("Max permits (burst)", fmt.formatNumber(Number(p.maxPermits ?? 0), 0)),
+      item("Rate", h("span", { class: "rate" }, rate.text),
+        rate.unit !== "s" && h("span", { class: "muted" }, ` · ${p.rate ?? "?"} permits/s`)),
+      item("Empty → full", refill > 0 ? fmt.formatDuration(refill) : "—"),
+      item("When Redis is down", p.failureMode === "closed" ? "refuse (fail closed)" : p.failureMode === "open" ? "allow (fail open)" : "—"),
+      item("Version", String(p.version ?? "—")),
+      item("Created", who(p.createdBy, p.createdAt)),
+      item("Last changed", who(p.updatedBy, p.updatedAt)));
+  }
+
+  async function loadHistory() {
+    try {
+      const r = await call(POLICY, "ListPolicyHistory", { name, limit: HISTORY_LIMIT }, ac.signal);
+      if (ac.signal.aborted) return;
+      renderHistory(historyBox, r.changes || []);
+    } catch (err) {
+      if (isAbort(err) || ac.signal.aborted || err.code === "unauthenticated") return;
+      replace(historyBox, errorState(`Could not load the history: ${describeError(err)}`, loadHistory));
+    }
+  }
+
+  let statsPoll = { now() {} };
+  const policyPoll = poll(async () => {
+    let r;
+    try {
+      r = await call(POLICY, "GetPolicy", { name }, ac.signal);
+    } catch (err) {
+      if (err.code === "not_found") {
+        ac.abort();
+        body.replaceChildren(emptyState("This policy does not exist",
+          policy ? "It was deleted, perhaps by another administrator." : `There is no policy named “${name}”.`,
+          h("a", { class: "btn", href: "#/" }, "All policies")));
+        for (const a of actions) a.hidden = true;
+        badgesBox.replaceChildren();
+        return;
+      }
+      if (!policy) {
+        replace(body, errorState(`Could not load the policy: ${describeError(err)}`, () => {
+          replace(body, loadingBox);
+          policyPoll.now();
+        }));
+      }
+      throw err;
+    }
+    if (ac.signal.aborted) return;
+    const first = policy === null;
+    policy = r.policy || {};
+    if (first) renderLayout();
+    if (String(policy.version) !== shownVersion) {
+      shownVersion = String(policy.version);
+      renderSettings(policy);
+      loadHistory();
+    }
+    if (first) statsPoll = poll(loadStats, DETAIL_POLL_MS, ac.signal);
+    if (!policy.enabled) {
+      sharedGauge.unknown("disabled", "the policy is disabled: no bucket in use");
+      setText(sharedInfo, "The policy is disabled: Acquire answers failed_precondition and no bucket is kept.");
+      return;
+    }
+    const b = await call(POLICY, "GetBucket", { name, key: "" }, ac.signal);
+    if (ac.signal.aborted) return;
+    const bucket = b.bucket || {};
+    sharedGauge.set(bucket, policy.maxPermits);
+    const reset = Number(bucket.resetAfterMs ?? 0);
+    setText(sharedInfo, reset > 0 ? `${fmt.formatNumber(Number(bucket.tokens ?? 0), 3)} tokens · full again in ${fmt.formatDuration(reset)}` : "Full");
+  }, DETAIL_POLL_MS, ac.signal);
+
+  async function loadStats() {
+    const r = await call(POLICY, "GetPolicyStats", { name, seconds: chartSeconds }, ac.signal);
+    if (ac.signal.aborted) return;
+    lastStats = r;
+    drawChart(chartBox, chartLegend, r, chartSeconds);
+  }
+
+  const onResize = () => lastStats && drawChart(chartBox, chartLegend, lastStats, chartSeconds);
+  window.addEventListener("resize", onResize);
+
+  return {
+    dispose() {
+      ac.abort();
+      window.removeEventListener("resize", onResize);
+    },
+  };
+}
