@@ -123,8 +123,11 @@ static int serve(const struct config *cfg)
     admin_http.threads = 1;
     admin_http.max_connections = 256;
     admin_http.name = "admin";
-    if (http_server_start(&http, api_handle, api, &server, &err) != PERMITD_OK ||
-        http_server_start(&admin_http, admin_handle, admin, &admin_server, &err) != PERMITD_OK)
+    /* The admin listener first: once the API listener answers /healthz,
+     * /readyz and the admin RPCs are reachable too (a client that waited
+     * for the API port found the admin port still closed). */
+    if (http_server_start(&admin_http, admin_handle, admin, &admin_server, &err) != PERMITD_OK ||
+        http_server_start(&http, api_handle, api, &server, &err) != PERMITD_OK)
         goto out;
     admin_set_listeners(admin, server, admin_server);
     if (sync != NULL && sync_start(sync, &err) != PERMITD_OK)
