@@ -17,8 +17,12 @@
  *     tokens from permitd's own token bucket (policy "_login": 5 tries,
  *     then one every 10 s), so password guessing is slowed by the very
  *     mechanism permitd sells, and a stranger's wrong guesses lock out only
- *     the stranger, not the administrator elsewhere.
-
+ *     the stranger, not the administrator elsewhere;
+ *   - passwords are checked on verifier.c's threads, never on the admin
+ *     listener's one loop thread: a login is deferred and answered when its
+ *     check comes back, and a login that finds --login-queue checks already
+ *     waiting is answered resource_exhausted at once, so a flood of logins
+ *     from anywhere costs bounded argon2 work and /readyz never waits on it.
  *
  * Writes go to MySQL first (store.c: one transaction with the audit row),
  * then straight through to Redis (sync.c), so the next Acquire after an
@@ -44,6 +48,7 @@
 #include "permit/v1/admin.pb-c.h"
 #include "policy.h"
 #include "store.h"
+#include "verifier.h"
 
 #define ADMIN_REDIS_DEADLINE_MS 1000
 #define SESSION_TTL_S (12 * 3600)
@@ -61,6 +66,7 @@ struct admin {
     struct sync *sync;
     struct stats *stats;
     struct store *store;            /* NULL without --mysql-url */
+    struct verifier *verifier;      /* password checks; NULL without a store */
     struct health health;           /* what /readyz and /metrics report on */
     pthread_mutex_t store_lock;
     struct connect_limits limits;
@@ -90,6 +96,13 @@ int admin_new(const struct config *cfg, struct redis *redis, struct limiter *lim
         free(a);
         return rc;
     }
+    if (a->store != NULL &&
+        (rc = verifier_new(cfg->login_workers, cfg->login_queue, &a->verifier, err)) != PERMITD_OK) {
+        store_free(a->store);
+        free(a);
+        return rc;
+    }
+    a->health.verifier = a->verifier;
     pthread_mutex_init(&a->store_lock, NULL);
     *out = a;
     return PERMITD_OK;
@@ -99,6 +112,7 @@ void admin_free(struct admin *a)
 {
     if (a == NULL)
         return;
+    verifier_free(a->verifier);
     store_free(a->store);
     pthread_mutex_destroy(&a->store_lock);
     free(a);
@@ -607,15 +621,111 @@ static void session_cookie(const struct admin *a, struct http_response *resp, co
                          AUTH_COOKIE, token, max_age, a->cfg->tls_cert[0] ? "; Secure" : "");
 }
 
+/* A login whose password is being checked (verifier.c): what its answer
+ * needs once the check comes back to the listener's loop. It lives in the
+ * request's own storage (http_request_alloc()), as long as the request. */
+struct login {
+    struct admin *a;
+    const struct http_request *http;
+    enum connect_codec codec;
+    int found;                      /* user is a real account */
+    struct store_user user;
+    char *password;                 /* request storage; wiped once handed over */
+    size_t password_len;
+    char key[128], addr[64], username[65];
+};
+
+/* Every admin answer's headers (admin_handle() adds them to the answers
+ * made at once). */
+static void answer_headers(const struct admin *a, struct http_response *resp);
+
+/* Logs the user in: a new session, its cookie and the reply. */
+static int login_session(struct login *l, struct http_response *resp, struct permitd_error *err)
+{
+    struct admin *a = l->a;
+    Permit__V1__LoginResponse rs;
+    char token[AUTH_TOKEN_LEN + 1];
+    int rc;
+
+    if ((rc = auth_new_token(token, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_session_create(a->store, token, l->user.id, SESSION_TTL_S, err);
+    pthread_mutex_unlock(&a->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    permit__v1__login_response__init(&rs);
+    rs.username = l->user.username;
+    rs.role = l->user.role;
+    if ((rc = connect_reply(l->http, l->codec, &rs.base, NULL, resp, err)) != PERMITD_OK)
+        return rc;
+    session_cookie(a, resp, token, SESSION_TTL_S);
+    log_msg(LOG_INFO, "login", "user=%s role=%s", l->user.username, l->user.role);
+    return PERMITD_OK;
+}
+
+/* The password check is done (on the listener's loop): answers the login. */
+static void login_checked(void *ud, int match)
+{
+    struct login *l = ud;
+    struct http_response resp;
+    struct permitd_error err = {0, ""};
+    int rc;
+
+    http_response_init(&resp);
+    if (!match || !l->found) {
+        login_try(l->a, l->key, 1, &err);
+        log_msg(LOG_WARN, "login failed", "user=\"%.64s\" addr=%s", l->username, l->addr);
+        rc = permitd_error_set(&err, PERMITD_EUNAUTHENTICATED, "wrong user name or password");
+    } else {
+        rc = login_session(l, &resp, &err);
+    }
+    if (rc != PERMITD_OK) {
+        if (resp.body_owned)
+            free(resp.body);
+        http_response_init(&resp);
+        connect_error_reply(&resp, &err);
+    }
+    answer_headers(l->a, &resp);
+    http_request_resume(l->http, &resp);
+}
+
+/* Hands the password to the verifier threads; a full queue is answered at
+ * once (resource_exhausted), the rest by login_checked(). */
+static void login_start(void *arg)
+{
+    struct login *l = arg;
+    struct http_response resp;
+    struct permitd_error err = {0, ""};
+    int rc;
+
+    /* Verify even for an unknown user (the dummy hash), so timing does
+     * not tell which user names exist. */
+    rc = verifier_submit(l->a->verifier, l->found ? l->user.password_hash : NULL, l->password,
+                         login_checked, l, &err);
+    explicit_bzero(l->password, l->password_len);
+    if (rc == PERMITD_OK)
+        return;
+    if (rc == PERMITD_EEXHAUSTED)
+        log_msg(LOG_DEBUG, "login shed: password checks full", "user=\"%.64s\" addr=%s",
+                l->username, l->addr);
+    http_response_init(&resp);
+    connect_error_reply(&resp, &err);
+    answer_headers(l->a, &resp);
+    http_request_resume(l->http, &resp);
+}
+
+/* Checks what can be checked on the listener's thread (the name, the
+ * throttle, the account), then defers: argon2 runs on a verifier thread
+ * (verifier.c), never here, so /readyz and the other RPCs never wait for a
+ * password check, and a flood of logins is capped by the verifier's queue. */
 HANDLER(login)
 {
     struct admin *a = ud;
     const Permit__V1__LoginRequest *rq = (const void *)in_;
-    Permit__V1__LoginResponse *rs = (void *)out_;
-    char key[128], addr[64], token[AUTH_TOKEN_LEN + 1];
-    struct store_user user;
     struct permitd_error miss = {0, ""};
-    int rc, found, ok;
+    struct login *l;
+    int rc;
 
     if ((rc = need_store(a, err)) != PERMITD_OK)
         return rc;
@@ -627,38 +737,32 @@ HANDLER(login)
         return rc;
     if (strlen(rq->username) > 64)
         return permitd_error_set(err, PERMITD_EINVAL, "username: at most 64 characters");
-    if (http_request_client_addr(call->http, addr, sizeof(addr)) != 0)
-        snprintf(addr, sizeof(addr), "unknown");
-    login_key(rq->username, addr, key, sizeof(key));
-    if ((rc = login_try(a, key, 0, err)) != PERMITD_OK)
+    if ((l = http_request_alloc(call->http, sizeof(*l))) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    memset(l, 0, sizeof(*l));
+    l->a = a;
+    l->http = call->http;
+    l->codec = call->codec;
+    snprintf(l->username, sizeof(l->username), "%s", rq->username);
+    if (http_request_client_addr(call->http, l->addr, sizeof(l->addr)) != 0)
+        snprintf(l->addr, sizeof(l->addr), "unknown");
+    login_key(rq->username, l->addr, l->key, sizeof(l->key));
+    if ((rc = login_try(a, l->key, 0, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&a->store_lock);
-    rc = store_user_get(a->store, rq->username, &user, &miss);
+    rc = store_user_get(a->store, rq->username, &l->user, &miss);
     pthread_mutex_unlock(&a->store_lock);
     if (rc != PERMITD_OK && rc != PERMITD_ENOTFOUND)
         return permitd_error_set(err, rc, "%s", miss.message);
-    found = rc == PERMITD_OK;
-    /* Verify even for an unknown user, so timing does not tell which
-     * user names exist. */
-    ok = auth_verify_password(found ? user.password_hash : auth_dummy_hash(), rq->password) && found;
-    if (!ok) {
-        login_try(a, key, 1, err);
-        log_msg(LOG_WARN, "login failed", "user=\"%.64s\" addr=%s", rq->username, addr);
-        return permitd_error_set(err, PERMITD_EUNAUTHENTICATED, "wrong user name or password");
-    }
-    if ((rc = auth_new_token(token, err)) != PERMITD_OK)
-        return rc;
-    pthread_mutex_lock(&a->store_lock);
-    rc = store_session_create(a->store, token, user.id, SESSION_TTL_S, err);
-    pthread_mutex_unlock(&a->store_lock);
-    if (rc != PERMITD_OK)
-        return rc;
-    session_cookie(a, call->resp, token, SESSION_TTL_S);
-    rs->username = connect_call_strdup(call, user.username);
-    rs->role = connect_call_strdup(call, user.role);
-    log_msg(LOG_INFO, "login", "user=%s role=%s", user.username, user.role);
-    return rs->username && rs->role ? PERMITD_OK
-                                    : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    l->found = rc == PERMITD_OK;
+    /* The decoded request is gone once this returns: login_start() hands
+     * a copy to the verifier (which keeps its own) and wipes it. */
+    l->password_len = strlen(rq->password);
+    if ((l->password = http_request_alloc(call->http, l->password_len + 1)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    memcpy(l->password, rq->password, l->password_len + 1);
+    http_request_defer(call->http, login_start, l);
+    return CONNECT_DEFERRED;
 }
 
 HANDLER(logout)
@@ -892,16 +996,27 @@ static void route(struct admin *a, const struct http_request *req, struct http_r
     no_store(resp);
 }
 
+/* Under TLS, a browser that has seen this listener once never talks to it
+ * over plain HTTP again (a year), so no one on the path can downgrade it
+ * and read the session cookie. */
+static void hsts(const struct admin *a, struct http_response *resp)
+{
+    if (a->cfg->tls_cert[0] != '\0')
+        http_response_header(resp, "Strict-Transport-Security", "max-age=%d", ADMIN_HSTS_MAX_AGE_S);
+}
+
+static void answer_headers(const struct admin *a, struct http_response *resp)
+{
+    no_store(resp);
+    hsts(a, resp);
+}
+
 void admin_handle(void *ud, const struct http_request *req, struct http_response *resp)
 {
     struct admin *a = ud;
 
     route(a, req, resp);
-    /* Under TLS, a browser that has seen this listener once never talks
-     * to it over plain HTTP again (a year), so no one on the path can
-     * downgrade it and read the session cookie. */
-    if (a->cfg->tls_cert[0] != '\0')
-        http_response_header(resp, "Strict-Transport-Security", "max-age=%d", ADMIN_HSTS_MAX_AGE_S);
+    hsts(a, resp);
 }
 
 /* ---- permitd admin ---- */

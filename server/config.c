@@ -82,6 +82,12 @@ static const struct setting settings[] = {
         "admin listener address (/healthz, /readyz), host:port"),
     STR(admin_ui_dir, "admin-ui-dir", "PERMITD_ADMIN_UI_DIR", "",
         "serve the admin UI from this directory (development); default: built in"),
+    INT(login_workers, "login-workers", "PERMITD_LOGIN_WORKERS", "1", 1, 64,
+        "threads that check admin login passwords (argon2id, ~50 ms of a core each), "
+        "off the admin listener's thread"),
+    INT(login_queue, "login-queue", "PERMITD_LOGIN_QUEUE", "8", 0, 1024,
+        "admin logins that may wait for a password check; more at once are answered "
+        "resource_exhausted (429)"),
     STR(log_level, "log-level", "PERMITD_LOG_LEVEL", "info",
         "debug, info, warn or error"),
 };

@@ -69,6 +69,8 @@ struct config {
     char admin_listen_host[256];
     int admin_listen_port;
     char admin_ui_dir[1024];      /* serve the UI from here (development); "" = embedded */
+    int login_workers;            /* threads that check login passwords (argon2id) */
+    int login_queue;              /* password checks that may wait for one; more: 429 */
 
     char log_level[16];
 };

@@ -171,6 +171,22 @@ void health_metrics(const struct health *h, struct http_response *resp)
                      "# TYPE permitd_sync_skipped_rows gauge\n"
                      "permitd_sync_skipped_rows %zu\n", st.skipped);
     }
+    if (h->verifier != NULL) {
+        struct verifier_load v;
+        verifier_load(h->verifier, &v);
+        fprintf(out, "# HELP permitd_login_checks Admin login password checks (argon2id) running "
+                     "or waiting for a --login-workers thread.\n"
+                     "# TYPE permitd_login_checks gauge\n"
+                     "permitd_login_checks{state=\"running\"} %u\n"
+                     "permitd_login_checks{state=\"waiting\"} %u\n"
+                     "# HELP permitd_login_checks_total Admin login password checks: done, or "
+                     "refused (resource_exhausted) because --login-queue was full.\n"
+                     "# TYPE permitd_login_checks_total counter\n"
+                     "permitd_login_checks_total{result=\"checked\"} %llu\n"
+                     "permitd_login_checks_total{result=\"refused\"} %llu\n",
+                v.busy, v.waiting, (unsigned long long)v.checked,
+                (unsigned long long)v.refused);
+    }
     fprintf(out, "# HELP permitd_http_connections HTTP connections open, by listener.\n"
                  "# TYPE permitd_http_connections gauge\n");
     for (int i = 0; i < 2; i++)

@@ -9,6 +9,7 @@
 #include "redis.h"
 #include "stats.h"
 #include "sync.h"
+#include "verifier.h"
 
 /* What the reports read; the pointers are owned elsewhere (main.c).
  * sync is NULL without a policy store; listeners may be NULL. */
@@ -18,6 +19,7 @@ struct health {
     struct sync *sync;
     struct stats *stats;
     struct http_server *listeners[2];   /* api, admin */
+    struct verifier *verifier;          /* admin login password checks; may be NULL */
 };
 
 /* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */

@@ -39,6 +39,8 @@ SETTINGS = [
     ("--tls-priorities", "PERMITD_TLS_PRIORITIES"),
     ("--header-timeout", "PERMITD_HEADER_TIMEOUT"),
     ("--first-byte-timeout", "PERMITD_FIRST_BYTE_TIMEOUT"),
+    ("--login-workers", "PERMITD_LOGIN_WORKERS"),
+    ("--login-queue", "PERMITD_LOGIN_QUEUE"),
 ]
 
 
