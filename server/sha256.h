@@ -1,7 +1,9 @@
 /*
- * sha256.h - SHA-256 (FIPS 180-4), for the admin session ids stored in
- * MySQL: hashed here, so a session token never travels to MySQL (where a
- * statement log would keep it), only its hash does.
+ * sha256.h - SHA-256 (FIPS 180-4, computed by nettle), the one hash of
+ * permitd: for the admin session ids stored in MySQL (hashed here, so a
+ * session token never travels to MySQL, where a statement log would keep
+ * it, only its hash does) and for the checksums `permitd migrate` records
+ * of every applied migration file.
  */
 #ifndef PERMITD_SHA256_H
 #define PERMITD_SHA256_H

@@ -1,9 +1,10 @@
 /*
  * store.c - policies in MySQL, read through libmariadb.
  *
- * The connection is made on first use and dropped on any client-side error
- * (server gone, lost, timed out), so the next call reconnects: libmariadb's
- * own MYSQL_OPT_RECONNECT stays off because it silently loses session state.
+ * The connection is made on first use (dbconn.c: the same settings as the
+ * migrations' connections) and dropped on any client-side error (server
+ * gone, lost, timed out), so the next call reconnects: libmariadb's own
+ * MYSQL_OPT_RECONNECT stays off because it silently loses session state.
  * Every session runs in UTC, so DATETIME(6) values are UTC throughout.
  */
 #define _GNU_SOURCE   /* vasprintf */
@@ -15,6 +16,7 @@
 
 #include <mysql.h>
 
+#include "dbconn.h"
 #include "log.h"
 #include "policy.h"
 #include "sha256.h"
@@ -85,11 +87,17 @@ static int failed(struct store *s, const char *sql, struct permitd_error *err)
     return rc;
 }
 
+/* The store's sessions: UTC (dbconn.c) and GROUP_CONCAT long enough for a
+ * policy's whole apps list. */
+static const char *const store_session[] = {"SET group_concat_max_len = 1048576", NULL};
+
 static int connect_db(struct store *s, struct permitd_error *err)
 {
-    const struct config_mysql *m = &s->cfg->mysql;
-    unsigned int timeout = (unsigned int)((s->cfg->mysql_timeout_ms + 999) / 1000);
-    my_bool off = 0;
+    struct dbconn_options o = {
+        .timeout_ms = s->cfg->mysql_timeout_ms,
+        .read_timeout_s = (unsigned int)((s->cfg->mysql_timeout_ms + 999) / 1000),
+        .session = store_session,
+    };
 
     /* A connection kept from before may have been closed by the server
      * meanwhile (wait_timeout, a restart, a failover): checked, and made
@@ -97,25 +105,7 @@ static int connect_db(struct store *s, struct permitd_error *err)
     if (s->db != NULL && mysql_ping(s->db) == 0)
         return PERMITD_OK;
     disconnect(s);
-    s->db = mysql_init(NULL);
-    if (s->db == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    mysql_options(s->db, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
-    mysql_options(s->db, MYSQL_OPT_READ_TIMEOUT, &timeout);
-    mysql_options(s->db, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
-    mysql_options(s->db, MYSQL_OPT_RECONNECT, &off);
-    mysql_options(s->db, MYSQL_SET_CHARSET_NAME, "utf8mb4");
-    mysql_options(s->db, MYSQL_INIT_COMMAND,
-                  "SET time_zone = '+00:00', group_concat_max_len = 1048576");
-    if (mysql_real_connect(s->db, m->socket[0] ? NULL : m->host, m->user, m->password,
-                           m->database, m->socket[0] ? 0 : (unsigned int)m->port,
-                           m->socket[0] ? m->socket : NULL, 0) == NULL) {
-        int rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "mysql at %s: cannot connect: %s (%u)",
-                                   s->where, mysql_error(s->db), mysql_errno(s->db));
-        disconnect(s);
-        return rc;
-    }
-    return PERMITD_OK;
+    return dbconn_open(&s->cfg->mysql, &o, &s->db, err);
 }
 
 /* Runs a statement that returns no rows. */

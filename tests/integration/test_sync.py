@@ -417,6 +417,30 @@ class SyncTest(unittest.TestCase):
         finally:
             db.cleanup()
 
+    def test_localhost_with_a_port_is_that_port_over_tcp(self):
+        # mysql://...@localhost:PORT/db means TCP to that port, as it does for
+        # `permitd migrate` (server/dbconn.c): not libmariadb's guess that
+        # "localhost" is its default unix socket, where no server of this
+        # test listens.
+        db = harness.PrivateMariaDB()
+        try:
+            migrate_with_client("permitd", url=db.root_url)
+            db.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('local', 9, 1);"
+                   "INSERT INTO policy_apps (policy_id, app) SELECT id, 'app' FROM policies;",
+                   database="permitd")
+            url = db.url.replace("@127.0.0.1:", "@localhost:")
+            self.assertIn("@localhost:", url)
+            p = Permitd(prefix=self.prefix,
+                        args=["--mysql-url", url, "--sync-interval-ms", str(INTERVAL_MS),
+                              "--mysql-timeout-ms", "1000"])
+            self.procs.append(p)
+            h = wait_for("policy loaded over TCP to localhost", lambda: self.hash("local"))
+            self.assertEqual(h["max_permits"], "9")
+            admin = p.admin()
+            wait_for("ready", lambda: admin.request("GET", "/readyz").status == 200)
+        finally:
+            db.cleanup()
+
     def test_skipped_rows_are_logged_once_counted_and_listed_by_readyz(self):
         # Issue 17: rows that fail validation were logged at every pass of
         # every instance, and nothing else showed them. Now: one log line

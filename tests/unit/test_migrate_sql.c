@@ -1,23 +1,23 @@
 /*
- * test_migrate.c - the parts of migrate.c that need no server: splitting a
- * migration file into statements the way the mysql client does, and the
- * SHA-256 checksum the history records. (The runner itself is tested
- * against real MariaDB in tests/integration/test_migrate.py.)
+ * test_migrate_sql.c - migrate_sql.c: splitting a migration file into
+ * statements the way the mysql client does. (The runner itself is tested
+ * against real MariaDB in tests/integration/test_migrate.py; the checksum
+ * is sha256.c's, tested in test_sha256.c.)
  */
-#include "migrate.h"
+#include "migrate_sql.h"
 #include "test.h"
 
 /* Splits sql; returns the number of statements, or -1 on error. */
-static int split(const char *sql, struct migrate_script *s, struct permitd_error *err)
+static int split(const char *sql, struct migrate_sql_script *s, struct permitd_error *err)
 {
     err->message[0] = '\0';
-    if (migrate_split(sql, strlen(sql), s, err) != PERMITD_OK)
+    if (migrate_sql_split(sql, strlen(sql), s, err) != PERMITD_OK)
         return -1;
     return (int)s->n;
 }
 
 /* Statement i of s as a NUL-terminated copy in buf. */
-static const char *stmt(const struct migrate_script *s, size_t i, char *buf, size_t len)
+static const char *stmt(const struct migrate_sql_script *s, size_t i, char *buf, size_t len)
 {
     size_t n;
 
@@ -29,9 +29,9 @@ static const char *stmt(const struct migrate_script *s, size_t i, char *buf, siz
     return buf;
 }
 
-static void test_migrate_split_plain(void)
+static void test_migrate_sql_split_plain(void)
 {
-    struct migrate_script s;
+    struct migrate_sql_script s;
     struct permitd_error err;
     char b[256];
 
@@ -40,24 +40,24 @@ static void test_migrate_split_plain(void)
     CHECK_STR(stmt(&s, 1, b, sizeof(b)), "CREATE TABLE b (id INT)");
     CHECK_INT(s.v[0].line, 1);
     CHECK_INT(s.v[1].line, 2);
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 
     /* no final delimiter; empty statements and blank space dropped */
     CHECK_INT(split("  ;;\n\nSELECT 1;  ;\n  SELECT 2  \n\n", &s, &err), 2);
     CHECK_STR(stmt(&s, 0, b, sizeof(b)), "SELECT 1");
     CHECK_STR(stmt(&s, 1, b, sizeof(b)), "SELECT 2");
     CHECK_INT(s.v[1].line, 4);
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 
     CHECK_INT(split("", &s, &err), 0);
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
     CHECK_INT(split("-- only a comment\n# and another\n/* and a block */\n", &s, &err), 0);
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 }
 
-static void test_migrate_split_quotes(void)
+static void test_migrate_sql_split_quotes(void)
 {
-    struct migrate_script s;
+    struct migrate_sql_script s;
     struct permitd_error err;
     char b[256];
 
@@ -69,21 +69,21 @@ static void test_migrate_split_quotes(void)
     CHECK_STR(stmt(&s, 2, b, sizeof(b)), "SELECT 'back\\'slash;'");
     CHECK_STR(stmt(&s, 3, b, sizeof(b)), "SELECT `odd``name;`");
     CHECK_STR(stmt(&s, 4, b, sizeof(b)), "SELECT \"q\"\"q;\"");
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 
     /* a string over several lines moves the line count on */
     CHECK_INT(split("SELECT 'a\nb\nc';\nSELECT 2;", &s, &err), 2);
     CHECK_INT(s.v[1].line, 4);
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 
     /* a backslash does not escape inside backticks */
     CHECK_INT(split("SELECT `a\\`;SELECT 2", &s, &err), 2);
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 }
 
-static void test_migrate_split_comments(void)
+static void test_migrate_sql_split_comments(void)
 {
-    struct migrate_script s;
+    struct migrate_sql_script s;
     struct permitd_error err;
     char b[256];
 
@@ -100,22 +100,22 @@ static void test_migrate_split_comments(void)
     /* "--" not followed by a space is an operator, not a comment */
     CHECK_STR(stmt(&s, 1, b, sizeof(b)), "SELECT 5--3");
     CHECK_STR(stmt(&s, 2, b, sizeof(b)), "SELECT 1 -- trailing");
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 
     /* executable comments are statements (mysqldump writes them) */
     CHECK_INT(split("/*!40101 SET NAMES utf8mb4 */;\n/*M!100100 SET @x = 1 */;\n", &s, &err), 2);
     CHECK_STR(stmt(&s, 0, b, sizeof(b)), "/*!40101 SET NAMES utf8mb4 */");
     CHECK_STR(stmt(&s, 1, b, sizeof(b)), "/*M!100100 SET @x = 1 */");
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 
     /* "--" at the very end of the input is a comment */
     CHECK_INT(split("SELECT 1;\n--", &s, &err), 1);
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 }
 
-static void test_migrate_split_delimiter(void)
+static void test_migrate_sql_split_delimiter(void)
 {
-    struct migrate_script s;
+    struct migrate_sql_script s;
     struct permitd_error err;
     char b[512];
 
@@ -140,21 +140,21 @@ static void test_migrate_split_delimiter(void)
     CHECK_INT(s.v[2].line, 9);
     CHECK_STR(stmt(&s, 3, b, sizeof(b)), "SELECT 2");
     CHECK_STR(stmt(&s, 4, b, sizeof(b)), "SELECT 3; SELECT 4");
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 
     /* a column called "delimiter" inside a statement is just a column */
     CHECK_INT(split("CREATE TABLE t (\ndelimiter VARCHAR(8)\n);\nSELECT 1;", &s, &err), 2);
     CHECK_STR(stmt(&s, 0, b, sizeof(b)), "CREATE TABLE t (\ndelimiter VARCHAR(8)\n)");
-    migrate_script_free(&s);
+    migrate_sql_free(&s);
 
     CHECK_INT(split("DELIMITER\nSELECT 1;", &s, &err), -1);
     CHECK_CONTAINS(err.message, "DELIMITER");
     CHECK_CONTAINS(err.message, "line 1");
 }
 
-static void test_migrate_split_unterminated(void)
+static void test_migrate_sql_split_unterminated(void)
 {
-    struct migrate_script s;
+    struct migrate_sql_script s;
     struct permitd_error err;
 
     CHECK_INT(split("SELECT 1;\nSELECT 'abc;\n", &s, &err), -1);
@@ -168,34 +168,12 @@ static void test_migrate_split_unterminated(void)
     CHECK_INT(split("SELECT 'ends in a backslash\\", &s, &err), -1);
 }
 
-static void test_migrate_sha256(void)
-{
-    char hex[65];
-    char big[1000];
-
-    migrate_sha256_hex("", 0, hex);
-    CHECK_STR(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    migrate_sha256_hex("abc", 3, hex);
-    CHECK_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    /* 56 bytes: the padding spills into a second block */
-    migrate_sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, hex);
-    CHECK_STR(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    memset(big, 'a', sizeof(big));
-    migrate_sha256_hex(big, sizeof(big), hex);
-    CHECK_STR(hex, "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
-    for (size_t n = 50; n < 140; n++) {          /* every padding case */
-        migrate_sha256_hex(big, n, hex);
-        CHECK_INT(strlen(hex), 64);
-    }
-}
-
 int main(void)
 {
-    TEST_RUN(test_migrate_split_plain);
-    TEST_RUN(test_migrate_split_quotes);
-    TEST_RUN(test_migrate_split_comments);
-    TEST_RUN(test_migrate_split_delimiter);
-    TEST_RUN(test_migrate_split_unterminated);
-    TEST_RUN(test_migrate_sha256);
+    TEST_RUN(test_migrate_sql_split_plain);
+    TEST_RUN(test_migrate_sql_split_quotes);
+    TEST_RUN(test_migrate_sql_split_comments);
+    TEST_RUN(test_migrate_sql_split_delimiter);
+    TEST_RUN(test_migrate_sql_split_unterminated);
     return TEST_REPORT();
 }
