@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loop.h"
 #include "status.h"
 
 struct http_server;
@@ -133,36 +134,9 @@ void *http_request_alloc(const struct http_request *req, size_t size);
  * deferred it; resp is copied (body ownership moves with it). */
 void http_request_resume(const struct http_request *req, const struct http_response *resp);
 
-/* ---- the worker's event loop ----
- *
- * Work that a handler sets off and that must wait on a socket (limiter.c's
- * pipelined Redis connection) attaches itself, once per worker thread, to
- * that thread's loop as a source. Every callback runs on the worker thread,
- * between libmicrohttpd's passes: a source needs no lock, and may resume
- * deferred requests directly. */
-
-/* What a source waits for now. */
-struct http_loop_want {
-    int fd;                     /* -1: no fd */
-    uint32_t events;            /* EPOLLIN, EPOLLOUT */
-    int64_t at_us;              /* call ready() at this time (clock_now_us()); INT64_MAX: never */
-    uint64_t generation;        /* changes whenever fd is a new socket (the number may repeat) */
-};
-
-struct http_loop_source {
-    void *ud;
-    void (*want)(void *ud, struct http_loop_want *want);
-    /* The fd is ready (revents as epoll reports them) or at_us came (0). */
-    void (*ready)(void *ud, uint32_t revents);
-    /* After every pass of the loop: send what this pass's handlers queued. */
-    void (*flush)(void *ud);
-    /* The loop has ended (the server stopped); nothing calls in again. */
-    void (*close)(void *ud);
-};
-
-/* Attaches src to the calling thread's loop. Returns -1 when the calling
- * thread runs no loop (the caller then does its work in place). */
-int http_loop_attach(const struct http_loop_source *src);
+/* Attaches src to the calling thread's loop (loop.h). Returns -1 when the
+ * calling thread runs no loop (the caller then does its work in place). */
+int http_loop_attach(const struct loop_source *src);
 
 /* Adds a response header; value is copied (truncated to 191 bytes).
  * Returns -1 when HTTP_MAX_HEADERS are already set. */

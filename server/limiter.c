@@ -868,7 +868,7 @@ static void queue_expire(struct queue *q, int64_t now)
     }
 }
 
-static void queue_want(void *ud, struct http_loop_want *w)
+static void queue_want(void *ud, struct loop_want *w)
 {
     struct queue *q = ud;
 
@@ -899,10 +899,11 @@ static void queue_ready(void *ud, uint32_t revents)
     queue_expire(q, clock_now_us());
 }
 
-static void queue_flush(void *ud)
+static void queue_flush(void *ud, int woke)
 {
     struct queue *q = ud;
 
+    (void)woke;
     if (q->head != NULL && !redis_pipe_busy(q->pipe))
         batch_send(q);
 }
@@ -938,7 +939,7 @@ static void queue_close(void *ud)
 static struct queue *my_queue(struct limiter *l)
 {
     struct queue *q = pthread_getspecific(l->queue_key);
-    struct http_loop_source src = {NULL, queue_want, queue_ready, queue_flush, queue_close};
+    struct loop_source src = {NULL, queue_want, queue_ready, queue_flush, queue_close};
 
     if (q != NULL)
         return q;
