@@ -201,11 +201,12 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
 static void decide_start(void *arg)
 {
     struct pending *p = arg;
+    struct limiter_queue *q = http_request_worker(p->http);
 
     if (p->peek)
-        limiter_peek_queued(p->a->limiter, &p->lr, p->deadline_us, decided, p);
+        limiter_peek_queued(q, &p->lr, p->deadline_us, decided, p);
     else
-        limiter_acquire_queued(p->a->limiter, &p->lr, p->deadline_us, decided, p);
+        limiter_acquire_queued(q, &p->lr, p->deadline_us, decided, p);
 }
 
 /* Acquire and Peek are checked here and decided from the worker's loop,
@@ -318,7 +319,7 @@ static void acquire_batch_start(void *arg)
 {
     struct pending_batch *p = arg;
 
-    limiter_acquire_batch_queued(p->a->limiter, p->reqs, p->n, p->all_or_nothing,
+    limiter_acquire_batch_queued(http_request_worker(p->http), p->reqs, p->n, p->all_or_nothing,
                                  p->deadline_us, p->res, p->errs, acquire_batch_done, p);
 }
 
@@ -416,6 +417,19 @@ int api_new(const struct config *cfg, struct limiter *limiter, struct stats *sta
 void api_free(struct api *a)
 {
     free(a);
+}
+
+int api_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err)
+{
+    struct api *a = ud;
+
+    return limiter_queue_new(a->limiter, loop, (struct limiter_queue **)worker, err);
+}
+
+void api_worker_close(void *ud, void *worker)
+{
+    (void)ud;
+    limiter_queue_free(worker);
 }
 
 void api_handle(void *ud, const struct http_request *req, struct http_response *resp)

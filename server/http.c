@@ -117,6 +117,8 @@ struct worker {
     int started;
     int listen_fd;              /* its own listening socket (SO_REUSEPORT) */
     struct loop *loop;
+    void *ctx;                  /* opts.worker_open's, for the handler */
+    int opened;                 /* worker_open succeeded: worker_close frees ctx */
     int mhd_fd;                 /* libmicrohttpd's own epoll fd */
     int deferred;               /* deferred and not yet answered (or their client gone) */
     int waiting;                /* of those, the ones whose answer has not come */
@@ -1067,14 +1069,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
  * closed since it last ran; the sources attached after it then flush what
  * the handlers of that run queued. */
 
-int http_loop_attach(const struct loop_source *src)
+void *http_request_worker(const struct http_request *req)
 {
-    struct worker *w = current_worker;
-    struct permitd_error err;
-
-    if (w == NULL)
-        return -1;
-    return loop_attach(w->loop, src, &err) == PERMITD_OK ? 0 : -1;
+    return req->worker != NULL ? req->worker->ctx : NULL;
 }
 
 /* The earlier of a (a time or INT64_MAX) and ms from now. */
@@ -1187,6 +1184,8 @@ static void workers_free(struct http_server *s)
         }
         if (w->listen_fd >= 0)
             close(w->listen_fd);
+        if (w->opened && s->opts.worker_close != NULL)
+            s->opts.worker_close(s->ud, w->ctx);
         loop_free(w->loop);     /* after the daemon: its last closes call loop_again() */
         while (w->spare != NULL) {
             struct http_request *req = w->spare;
@@ -1275,6 +1274,11 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
     w->mhd_fd = info->epoll_fd;
     if ((rc = loop_attach(w->loop, &daemon_source, err)) != PERMITD_OK)
         return rc;
+    if (s->opts.worker_open != NULL) {
+        if ((rc = s->opts.worker_open(s->ud, w->loop, &w->ctx, err)) != PERMITD_OK)
+            return rc;
+        w->opened = 1;
+    }
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: cannot start a worker "
                                  "thread", s->name);
