@@ -185,8 +185,6 @@ struct http_request {
     int refused;                /* answered by http.c itself: the rest is not read */
     /* Deferred answers (http_request_defer): the work runs elsewhere and
      * http_request_resume() hands the answer back. */
-    void (*start)(void *arg);
-    void *start_arg;
     int answered;               /* 1 once resume stored `answer` */
     int orphaned;               /* the client went while the answer was awaited */
     struct worker *deferred;    /* counted in this worker's deferred */
@@ -396,12 +394,14 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
     return ret;
 }
 
-void http_request_defer(const struct http_request *creq, void (*start)(void *arg), void *arg)
+void http_request_defer(const struct http_request *creq)
 {
     struct http_request *req = (struct http_request *)creq;
 
-    req->start = start;
-    req->start_arg = arg;
+    assert(req->deferred == NULL && req->worker == current_worker);
+    req->deferred = current_worker;
+    req->deferred->deferred++;
+    req->deferred->waiting++;
 }
 
 void http_response_init(struct http_response *resp)
@@ -456,14 +456,8 @@ static void dispatch(struct http_server *s, struct http_request *req)
 
     http_response_init(&resp);
     s->fn(s->ud, req, &resp);
-    if (req->start != NULL) {
-        void (*start)(void *) = req->start;
-        req->start = NULL;
-        req->deferred = current_worker;
-        req->deferred->deferred++;
-        req->deferred->waiting++;
-        start(req->start_arg);
-        if (req->answered)      /* answered at once (Redis down, say) */
+    if (req->deferred != NULL) {
+        if (req->answered)      /* answered at once, from the handler */
             answer_deferred(s, req);
         return;
     }

@@ -130,11 +130,12 @@ const char *http_request_body(const struct http_request *req, size_t *len);
 int http_request_body_too_large(const struct http_request *req);
 
 /* Answers req later: called from the handler, it makes the handler's resp
- * be ignored, and then start(arg) runs (still on the worker thread).
- * Whatever start set off must end in exactly one http_request_resume(),
- * from start itself or from a loop source of the same thread. req stays
- * valid until then, even if its client goes away meanwhile. */
-void http_request_defer(const struct http_request *req, void (*start)(void *arg), void *arg);
+ * be ignored. Whatever the handler then sets off must end in exactly one
+ * http_request_resume() on the worker's thread: at once, from the handler
+ * itself (its answer is sent when the handler returns), or later from a
+ * source of the worker's loop. req stays valid until then, even if its
+ * client goes away meanwhile. */
+void http_request_defer(const struct http_request *req);
 
 /* size bytes, aligned for any type, that live as long as req does: until
  * its answer has been sent, or the client has gone. For what a handler and
