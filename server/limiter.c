@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "limiter.h"
+#include "limiter_plan.h"
 #include "log.h"
 #include "loop.h"
 #include "policy.h"
@@ -357,9 +358,9 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
 
 /* ---- AcquireBatch ----
  *
- * A plan is an AcquireBatch on its way: its items checked, sorted by policy,
- * and laid out as one script call per policy (all of them in one for
- * all_or_nothing). limiter_acquire_batch() sends it and waits;
+ * A plan (limiter_plan.h) is an AcquireBatch on its way: its items checked,
+ * sorted by policy, and laid out as one script call per policy (all of them
+ * in one for all_or_nothing). limiter_acquire_batch() sends it and waits;
  * limiter_acquire_batch_queued() hands it to the worker's queue, where it
  * travels with the Acquires of the same pass. */
 
@@ -374,24 +375,7 @@ static int by_bucket(const void *a, const void *b, void *reqs_)
     return c != 0 ? c : (i < j ? -1 : (i > j));
 }
 
-struct plan {
-    struct limiter *l;
-    const struct limiter_request *reqs;
-    size_t n;
-    int all_or_nothing;
-    struct limiter_result *res;
-    struct permitd_error *errs;
-    size_t *order, valid, ngroups;
-    struct redis_str *keys, *args;
-    char (*knames)[POLICY_REDIS_KEY_MAX], (*permits)[24];
-    char *apps;                     /* the items' apps, as the calls send them */
-    long long *out;
-    struct redis_script_call *calls;
-    limiter_batch_done_fn done;     /* queued only */
-    void *ud;
-};
-
-static void plan_free(struct plan *pl)
+void limiter_plan_free(struct limiter_plan *pl)
 {
     free(pl->order);
     free(pl->keys);
@@ -403,10 +387,8 @@ static void plan_free(struct plan *pl)
     free(pl->calls);
 }
 
-/* Checks every item and lays out the calls. PERMITD_OK with ngroups 0 when
- * nothing is left to ask Redis (every item has its error); an error for the
- * whole batch otherwise. */
-static int plan_make(struct plan *pl, struct permitd_error *err)
+/* See limiter_plan.h. */
+int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
     size_t n = pl->n, bad = 0, apps_len = 1, apps_at = 0;
@@ -491,7 +473,7 @@ static int plan_make(struct plan *pl, struct permitd_error *err)
 
 /* Reads the answers of the calls (rc: the whole round trip's) into res and
  * errs; returns the batch's rc. */
-static int plan_conclude(struct plan *pl, int rc, struct permitd_error *err)
+static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
 
@@ -538,16 +520,16 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
                           struct limiter_result *res, struct permitd_error *errs,
                           struct permitd_error *err)
 {
-    struct plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+    struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
                       .res = res, .errs = errs};
-    int rc = plan_make(&pl, err);
+    int rc = limiter_plan_make(&pl, err);
 
     if (rc == PERMITD_OK && pl.ngroups > 0) {
         rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, pl.calls, pl.ngroups,
                                    deadline_us, err);
         rc = plan_conclude(&pl, rc, err);
     }
-    plan_free(&pl);
+    limiter_plan_free(&pl);
     return rc;
 }
 
@@ -555,7 +537,7 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
  * (their rc; the answers went straight to pl->out), NULL when none was
  * sent or its deadline passed first. The plan itself is freed with its job
  * (job_end()): a batch still out writes into pl->out. */
-static void plan_answer(struct plan *pl, int rc, const struct redis_script_call *calls,
+static void plan_answer(struct limiter_plan *pl, int rc, const struct redis_script_call *calls,
                         struct permitd_error *err)
 {
     for (size_t g = 0; calls != NULL && g < pl->ngroups; g++)
@@ -589,7 +571,7 @@ struct job {
     struct job *next;
     int64_t deadline_us;
     size_t first;                   /* its (first) call in the batch out */
-    struct plan *plan;              /* NULL: an Acquire or a Peek */
+    struct limiter_plan *plan;              /* NULL: an Acquire or a Peek */
     int take;                       /* 1: an Acquire, 0: a Peek */
     struct limiter_request req;
     limiter_done_fn done;
@@ -682,7 +664,7 @@ static void job_end(struct limiter_queue *q, struct job *j, int rc, const struct
     if (!j->answered)
         job_answer(q, j, rc, calls, err);
     if (j->plan != NULL) {
-        plan_free(j->plan);
+        limiter_plan_free(j->plan);
         free(j->plan);
     }
     job_put(q, j);
@@ -1056,7 +1038,7 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
 {
     struct permitd_error err = {0, ""};
     struct limiter *l = q->l;
-    struct plan *pl = calloc(1, sizeof(*pl));
+    struct limiter_plan *pl = calloc(1, sizeof(*pl));
     struct job *j = pl ? job_get(q) : NULL;
     int rc;
 
@@ -1067,12 +1049,12 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
         done(ud, rc, &err);
         return;
     }
-    *pl = (struct plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+    *pl = (struct limiter_plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
                         .res = res, .errs = errs, .done = done, .ud = ud};
-    rc = plan_make(pl, &err);
+    rc = limiter_plan_make(pl, &err);
     if (rc != PERMITD_OK || pl->ngroups == 0) {
         done(ud, rc, &err);
-        plan_free(pl);
+        limiter_plan_free(pl);
         free(pl);
         job_put(q, j);
         return;
