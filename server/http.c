@@ -3,14 +3,15 @@
  *
  * `threads` worker threads listen on one port, each on a socket of its
  * own (SO_REUSEPORT: the kernel spreads connections between them). Each
- * runs its own event loop (epoll) over one libmicrohttpd daemon in
- * external-epoll mode (the connections it accepted) and over the sources
- * that work set off by its handlers attached to it (limiter.c's pipelined
- * Redis connection).
+ * turns its own event loop (loop.c): its first source is one
+ * libmicrohttpd daemon in external-epoll mode (the connections it
+ * accepted); the sources after it are what the handler's owner made for
+ * that worker with that loop (http_options.worker_open: api.c's limiter
+ * queue, with its pipelined Redis connection).
  * Handlers run on the worker thread. A handler may answer at once, block
- * briefly (one Redis round trip on the thread's own connection), or defer:
- * a source answers it later from the same loop, so a deferred answer costs
- * no thread switch and no lock.
+ * briefly (one Redis round trip on the thread's own connection), or defer
+ * (http_request_defer()): a source answers it later from the same loop, so
+ * a deferred answer costs no thread switch and no lock.
  *
  * A deferred request is not suspended: libmicrohttpd (0.9.75, external
  * epoll) takes a suspended connection out of its epoll set and puts it back
