@@ -20,7 +20,7 @@
  * libmicrohttpd's ready list and the handler is asked again on each run
  * (on_request() says "not yet" until the answer is there); the price is
  * that libmicrohttpd then always asks for a zero timeout, which the loop
- * heeds only when its last run moved something (see worker_main()).
+ * heeds only when its last run moved something (see worker_want()).
  *
  * The limits that span connections are kept across the workers: the
  * connection limit is split between them (as libmicrohttpd's own thread
@@ -82,7 +82,7 @@
 #include "loop.h"
 
 #define SHED_HEAD_AGE_US 1000000    /* when full, a head awaited this long may be shed */
-#define WAITING_POLL_MS 10      /* see worker_main() */
+#define WAITING_POLL_MS 10      /* see worker_want() */
 #define IP_BUCKETS 256
 
 /* What a connection is doing; each phase is one list per worker. */
