@@ -198,22 +198,13 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     deferred_answer(p->http, rc, &resp, &e);
 }
 
-static void decide_start(void *arg)
-{
-    struct pending *p = arg;
-
-    if (p->peek)
-        limiter_peek_queued(p->a->limiter, &p->lr, p->deadline_us, decided, p);
-    else
-        limiter_acquire_queued(p->a->limiter, &p->lr, p->deadline_us, decided, p);
-}
-
 /* Acquire and Peek are checked here and decided from the worker's loop,
  * pipelined with the other calls that arrive meanwhile (limiter.c): the
  * worker goes back to its connections instead of waiting for Redis. */
 static int defer_decision(struct api *a, struct connect_call *call, int peek,
                           const struct limiter_request *lr, struct permitd_error *err)
 {
+    struct limiter_queue *q = http_request_worker(call->http);
     struct pending *p;
     int rc;
 
@@ -235,7 +226,11 @@ static int defer_decision(struct api *a, struct connect_call *call, int peek,
     p->lr = (struct limiter_request){p->bucket, p->app, p->key, lr->permits};
     p->deadline_us = call->deadline_us;
     p->t0 = clock_now_us();
-    http_request_defer(call->http, decide_start, p);
+    http_request_defer(call->http);
+    if (peek)
+        limiter_peek_queued(q, &p->lr, p->deadline_us, decided, p);
+    else
+        limiter_acquire_queued(q, &p->lr, p->deadline_us, decided, p);
     return CONNECT_DEFERRED;
 }
 
@@ -314,14 +309,6 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
     deferred_answer(p->http, rc, &resp, &e);
 }
 
-static void acquire_batch_start(void *arg)
-{
-    struct pending_batch *p = arg;
-
-    limiter_acquire_batch_queued(p->a->limiter, p->reqs, p->n, p->all_or_nothing,
-                                 p->deadline_us, p->res, p->errs, acquire_batch_done, p);
-}
-
 /* AcquireBatch is decided from the worker's loop too: its calls go to Redis
  * with the Acquires of the same pass, and the worker serves other
  * connections meanwhile. */
@@ -378,7 +365,10 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
     p->n = n;
     p->all_or_nothing = rq->all_or_nothing;
     p->deadline_us = call->deadline_us;
-    http_request_defer(call->http, acquire_batch_start, p);
+    http_request_defer(call->http);
+    limiter_acquire_batch_queued(http_request_worker(call->http), p->reqs, p->n,
+                                 p->all_or_nothing, p->deadline_us, p->res, p->errs,
+                                 acquire_batch_done, p);
     return CONNECT_DEFERRED;
 }
 
@@ -416,6 +406,19 @@ int api_new(const struct config *cfg, struct limiter *limiter, struct stats *sta
 void api_free(struct api *a)
 {
     free(a);
+}
+
+int api_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err)
+{
+    struct api *a = ud;
+
+    return limiter_queue_new(a->limiter, loop, (struct limiter_queue **)worker, err);
+}
+
+void api_worker_close(void *ud, void *worker)
+{
+    (void)ud;
+    limiter_queue_free(worker);
 }
 
 void api_handle(void *ud, const struct http_request *req, struct http_response *resp)

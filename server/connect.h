@@ -48,9 +48,10 @@ typedef int (*connect_handler_fn)(void *ud, struct connect_call *call,
                                   char *scratch, struct permitd_error *err);
 
 /* A handler's return value meaning "answered later": it called
- * http_request_defer(), and whatever it set off will end in
- * connect_reply() or connect_error_reply() + http_request_resume(). The
- * handler's `out` and scratch are not used then. */
+ * http_request_defer(), and whatever it set off (perhaps already, before
+ * returning) ends in connect_reply() or connect_error_reply() +
+ * http_request_resume(). The handler's `out` and scratch are not used
+ * then. */
 #define CONNECT_DEFERRED 1
 
 struct connect_method {

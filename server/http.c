@@ -3,14 +3,15 @@
  *
  * `threads` worker threads listen on one port, each on a socket of its
  * own (SO_REUSEPORT: the kernel spreads connections between them). Each
- * runs its own event loop (epoll) over one libmicrohttpd daemon in
- * external-epoll mode (the connections it accepted) and over the sources
- * that work set off by its handlers attached to it (limiter.c's pipelined
- * Redis connection).
+ * turns its own event loop (loop.c): its first source is one
+ * libmicrohttpd daemon in external-epoll mode (the connections it
+ * accepted); the sources after it are what the handler's owner made for
+ * that worker with that loop (http_options.worker_open: api.c's limiter
+ * queue, with its pipelined Redis connection).
  * Handlers run on the worker thread. A handler may answer at once, block
- * briefly (one Redis round trip on the thread's own connection), or defer:
- * a source answers it later from the same loop, so a deferred answer costs
- * no thread switch and no lock.
+ * briefly (one Redis round trip on the thread's own connection), or defer
+ * (http_request_defer()): a source answers it later from the same loop, so
+ * a deferred answer costs no thread switch and no lock.
  *
  * A deferred request is not suspended: libmicrohttpd (0.9.75, external
  * epoll) takes a suspended connection out of its epoll set and puts it back
@@ -19,7 +20,7 @@
  * libmicrohttpd's ready list and the handler is asked again on each run
  * (on_request() says "not yet" until the answer is there); the price is
  * that libmicrohttpd then always asks for a zero timeout, which the loop
- * heeds only when its last run moved something (see worker_main()).
+ * heeds only when its last run moved something (see worker_want()).
  *
  * The limits that span connections are kept across the workers: the
  * connection limit is split between them (as libmicrohttpd's own thread
@@ -69,7 +70,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -79,17 +79,11 @@
 #include "clock.h"
 #include "http.h"
 #include "log.h"
+#include "loop.h"
 
-#define LOOP_SOURCES_MAX 4
 #define SHED_HEAD_AGE_US 1000000    /* when full, a head awaited this long may be shed */
-#define WAITING_POLL_MS 10      /* see worker_main() */
+#define WAITING_POLL_MS 10      /* see worker_want() */
 #define IP_BUCKETS 256
-
-/* A source attached to a worker's loop, with what is registered in epoll. */
-struct loop_source {
-    struct http_loop_source src;
-    struct http_loop_want armed;    /* what epoll has (fd -1: nothing) */
-};
 
 /* What a connection is doing; each phase is one list per worker. */
 enum conn_phase {
@@ -114,24 +108,24 @@ struct conn_list {
     struct conn *head, *tail;
 };
 
-/* One worker thread: its daemon and its event loop. Everything in it is
- * touched by that thread only, save wakefd, quiesced and the counts. */
+/* One worker thread: its daemon and its event loop (loop.c), where the
+ * daemon is the first source. Everything in it is touched by that thread
+ * only, save loop_wake(), quiesced and the counts. */
 struct worker {
     struct http_server *s;
     struct MHD_Daemon *daemon;
     pthread_t thread;
     int started;
     int listen_fd;              /* its own listening socket (SO_REUSEPORT) */
-    int epfd;
-    int wakefd;                 /* eventfd: http_server_stop() wakes the loop */
+    struct loop *loop;
+    void *ctx;                  /* opts.worker_open's, for the handler */
+    int opened;                 /* worker_open succeeded: worker_close frees ctx */
     int mhd_fd;                 /* libmicrohttpd's own epoll fd */
     int deferred;               /* deferred and not yet answered (or their client gone) */
     int waiting;                /* of those, the ones whose answer has not come */
     int answers;                /* answers come since libmicrohttpd last ran */
     int moved;                  /* its last run did more than ask the waiting ones */
     atomic_int quiesced;        /* no longer accepting */
-    struct loop_source sources[LOOP_SOURCES_MAX];
-    int nsources;
     struct http_request *spare;   /* finished requests, for the next ones */
     int nspare;
     /* Connection records: `limit` of them, made at start. */
@@ -192,8 +186,6 @@ struct http_request {
     int refused;                /* answered by http.c itself: the rest is not read */
     /* Deferred answers (http_request_defer): the work runs elsewhere and
      * http_request_resume() hands the answer back. */
-    void (*start)(void *arg);
-    void *start_arg;
     int answered;               /* 1 once resume stored `answer` */
     int orphaned;               /* the client went while the answer was awaited */
     struct worker *deferred;    /* counted in this worker's deferred */
@@ -403,12 +395,14 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
     return ret;
 }
 
-void http_request_defer(const struct http_request *creq, void (*start)(void *arg), void *arg)
+void http_request_defer(const struct http_request *creq)
 {
     struct http_request *req = (struct http_request *)creq;
 
-    req->start = start;
-    req->start_arg = arg;
+    assert(req->deferred == NULL && req->worker == current_worker);
+    req->deferred = current_worker;
+    req->deferred->deferred++;
+    req->deferred->waiting++;
 }
 
 void http_response_init(struct http_response *resp)
@@ -441,6 +435,7 @@ void http_request_resume(const struct http_request *creq, const struct http_resp
                                (size_t)resp->nheaders * sizeof(resp->headers[0]));
     req->answered = 1;
     w->answers++;               /* libmicrohttpd must run to send it */
+    loop_again(w->loop);
 }
 
 /* Logs (when asked to) and queues resp for req. */
@@ -462,14 +457,8 @@ static void dispatch(struct http_server *s, struct http_request *req)
 
     http_response_init(&resp);
     s->fn(s->ud, req, &resp);
-    if (req->start != NULL) {
-        void (*start)(void *) = req->start;
-        req->start = NULL;
-        req->deferred = current_worker;
-        req->deferred->deferred++;
-        req->deferred->waiting++;
-        start(req->start_arg);
-        if (req->answered)      /* answered at once (Redis down, say) */
+    if (req->deferred != NULL) {
+        if (req->answered)      /* answered at once, from the handler */
             answer_deferred(s, req);
         return;
     }
@@ -1042,7 +1031,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         rec->next = w->free_conns;
         w->free_conns = rec;
         *socket_context = NULL;
-        w->closed++;
+        w->closed++;            /* libmicrohttpd must run again (worker_flush()) */
+        loop_again(w->loop);
     }
     if (s->opts.max_connections_per_ip <= 0)
         return;
@@ -1065,133 +1055,94 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     pthread_mutex_unlock(&s->ip_lock);
 }
 
-/* ---- the worker's event loop ---- */
+/* ---- the worker's event loop ----
+ *
+ * The daemon is the loop's first source (loop.h): it waits on
+ * libmicrohttpd's own epoll fd, and for the earliest of libmicrohttpd's
+ * timeout and the connection deadlines. Its pass runs libmicrohttpd when
+ * the turn woke for something, or when answers came back or connections
+ * closed since it last ran; the sources attached after it then flush what
+ * the handlers of that run queued. */
 
-int http_loop_attach(const struct http_loop_source *src)
+void *http_request_worker(const struct http_request *req)
 {
-    struct worker *w = current_worker;
-
-    if (w == NULL || w->nsources == LOOP_SOURCES_MAX)
-        return -1;
-    w->sources[w->nsources++] = (struct loop_source){*src, {-1, 0, INT64_MAX, 0}};
-    return 0;
+    return req->worker != NULL ? req->worker->ctx : NULL;
 }
 
-/* Brings the epoll registration of every source in line with what it
- * wants now; returns the earliest time one asked to be called at. */
-static int64_t sources_arm(struct worker *w)
+/* The earlier of a (a time or INT64_MAX) and ms from now. */
+static int64_t sooner(int64_t a, int64_t now, int64_t ms)
 {
-    int64_t first = INT64_MAX;
-
-    for (int i = 0; i < w->nsources; i++) {
-        struct loop_source *ls = &w->sources[i];
-        struct http_loop_want now = {-1, 0, INT64_MAX, 0};
-        int same_fd;
-
-        ls->src.want(ls->src.ud, &now);
-        if (now.at_us < first)
-            first = now.at_us;
-        same_fd = now.fd == ls->armed.fd && now.generation == ls->armed.generation;
-        if (same_fd && now.events == ls->armed.events)
-            continue;
-        /* A closed fd has left epoll by itself; its number may be back
-         * already as another socket (hence the generation). */
-        if (ls->armed.fd >= 0 && !same_fd)
-            epoll_ctl(w->epfd, EPOLL_CTL_DEL, ls->armed.fd, NULL);
-        if (now.fd >= 0) {
-            struct epoll_event ev = {.events = now.events, .data.ptr = ls};
-            if (!same_fd || epoll_ctl(w->epfd, EPOLL_CTL_MOD, now.fd, &ev) != 0)
-                epoll_ctl(w->epfd, EPOLL_CTL_ADD, now.fd, &ev);
-        }
-        ls->armed = now;
-    }
-    return first;
+    return now + ms * 1000 < a ? now + ms * 1000 : a;
 }
 
-static void *worker_main(void *arg)
+static void worker_want(void *ud, struct loop_want *want)
 {
-    struct worker *w = arg;
-    struct http_server *s = w->s;
-    struct epoll_event ev[64];
+    struct worker *w = ud;
+    MHD_UNSIGNED_LONG_LONG mhd_ms;
+    int64_t now = clock_now_us(), at = conn_due(w);
 
-    current_worker = w;
-    for (;;) {
-        MHD_UNSIGNED_LONG_LONG mhd_ms;
-        int64_t at = sources_arm(w), conns_at = conn_due(w), now, wait_ms = -1;
-        int n, run;
-
-        if (MHD_get_timeout(w->daemon, &mhd_ms) == MHD_YES)
-            wait_ms = mhd_ms > INT32_MAX ? INT32_MAX : (int64_t)mhd_ms;
+    want->fd = w->mhd_fd;
+    want->events = EPOLLIN;
+    if (MHD_get_timeout(w->daemon, &mhd_ms) == MHD_YES) {
+        int64_t ms = mhd_ms > INT32_MAX ? INT32_MAX : (int64_t)mhd_ms;
         /* A request waiting for its answer keeps libmicrohttpd's ready list
          * non-empty, and so its timeout at zero: running it again is worth
          * it only when its last run moved something (read a request, sent
          * an answer). Else the loop waits for an event, or for
          * WAITING_POLL_MS, in case libmicrohttpd holds work no handler saw
          * (a header larger than one read, a partly sent answer). */
-        if (wait_ms == 0 && w->waiting > 0 && !w->moved)
-            wait_ms = WAITING_POLL_MS;
-        if (at != INT64_MAX) {
-            int64_t ms = (at - clock_now_us() + 999) / 1000;
-            if (ms < 0)
-                ms = 0;
-            if (wait_ms < 0 || ms < wait_ms)
-                wait_ms = ms;
-        }
-        if (conns_at != INT64_MAX) {
-            int64_t ms = (conns_at - clock_now_us() + 999) / 1000;
-            if (ms < 0)
-                ms = 0;
-            if (wait_ms < 0 || ms < wait_ms)
-                wait_ms = ms;
-        }
-        if (atomic_load_explicit(&w->quiesced, memory_order_relaxed) &&
-            (wait_ms < 0 || wait_ms > 5))
-            wait_ms = 5;        /* draining: look at the counts often */
-        n = epoll_wait(w->epfd, ev, 64, (int)wait_ms);
-        run = n == 0;           /* a timeout of libmicrohttpd's may be due */
-        for (int i = 0; i < n; i++) {
-            if (ev[i].data.ptr == &w->mhd_fd) {
-                run = 1;
-            } else if (ev[i].data.ptr == &w->wakefd) {
-                eventfd_t v;
-                eventfd_read(w->wakefd, &v);
-            } else {
-                struct loop_source *ls = ev[i].data.ptr;
-                ls->src.ready(ls->src.ud, ev[i].events);
-                run = 1;        /* it may have handed back answers */
-            }
-        }
-        if (conns_at != INT64_MAX && (now = clock_now_us()) >= conns_at) {
-            conn_sweep(w, now);
-            run = 1;
-        }
-        if (at != INT64_MAX && (now = clock_now_us()) >= at) {
-            for (int i = 0; i < w->nsources; i++) {
-                struct http_loop_want due = {-1, 0, INT64_MAX, 0};
-                w->sources[i].src.want(w->sources[i].src.ud, &due);
-                if (due.at_us <= now)
-                    w->sources[i].src.ready(w->sources[i].src.ud, 0);
-            }
-            run = 1;
-        }
-        /* Then what the handlers of this pass queued leaves, together; a
-         * source that answered at once (Redis down, say) handed back
-         * answers that libmicrohttpd must run again to send. */
-        /* A run that closed connections runs again: a daemon that was at
-         * its connection limit takes its listening socket back into its
-         * epoll set only at the start of a run, and nothing else would
-         * wake the loop for a caller already waiting in the backlog. */
-        do {
-            if (run || w->answers > 0 || w->closed > 0) {
-                w->answers = 0;
-                w->closed = 0;
-                w->moved = 0;
-                MHD_run(w->daemon);
-            }
-            run = 0;
-            for (int i = 0; i < w->nsources; i++)
-                w->sources[i].src.flush(w->sources[i].src.ud);
-        } while (w->answers > 0 || w->closed > 0);
+        if (ms == 0 && w->waiting > 0 && !w->moved)
+            ms = WAITING_POLL_MS;
+        at = sooner(at, now, ms);
+    }
+    if (atomic_load_explicit(&w->quiesced, memory_order_relaxed))
+        at = sooner(at, now, 5);    /* draining: look at the counts often */
+    want->at_us = at;
+}
+
+/* libmicrohttpd's fd is ready (its run comes in the pass), or a time came:
+ * connections past their deadline are closed. */
+static void worker_ready(void *ud, uint32_t revents)
+{
+    struct worker *w = ud;
+    int64_t now;
+
+    if (revents == 0 && conn_due(w) <= (now = clock_now_us()))
+        conn_sweep(w, now);
+}
+
+/* Runs libmicrohttpd when the turn woke for something (an fd, a time: it
+ * may have requests to read, or sources may have handed back answers),
+ * or answers came back or connections closed since its last run. A run
+ * that closed connections runs again: a daemon that was at its connection
+ * limit takes its listening socket back into its epoll set only at the
+ * start of a run, and nothing else would wake the loop for a caller
+ * already waiting in the backlog (on_connection() asks for that pass). */
+static void worker_flush(void *ud, int woke)
+{
+    struct worker *w = ud;
+
+    if (woke || w->answers > 0 || w->closed > 0) {
+        w->answers = 0;
+        w->closed = 0;
+        w->moved = 0;
+        MHD_run(w->daemon);
+    }
+}
+
+static void worker_close(void *ud)
+{
+    (void)ud;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct http_server *s = w->s;
+
+    current_worker = w;
+    for (;;) {
+        loop_turn(w->loop);
         if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
             if (!atomic_load(&w->quiesced)) {
                 /* Stop accepting; http_server_stop() closes the listening
@@ -1209,9 +1160,7 @@ static void *worker_main(void *arg)
                 break;
         }
     }
-    for (int i = 0; i < w->nsources; i++)
-        w->sources[i].src.close(w->sources[i].src.ud);
-    w->nsources = 0;
+    loop_close(w->loop);
     current_worker = NULL;
     return NULL;
 }
@@ -1230,10 +1179,9 @@ static void workers_free(struct http_server *s)
         }
         if (w->listen_fd >= 0)
             close(w->listen_fd);
-        if (w->epfd >= 0)
-            close(w->epfd);
-        if (w->wakefd >= 0)
-            close(w->wakefd);
+        if (w->opened && s->opts.worker_close != NULL)
+            s->opts.worker_close(s->ud, w->ctx);
+        loop_free(w->loop);     /* after the daemon: its last closes call loop_again() */
         while (w->spare != NULL) {
             struct http_request *req = w->spare;
             w->spare = req->next_spare;
@@ -1259,7 +1207,8 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
     unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     unsigned limit = (unsigned)(s->opts.max_connections / s->nworkers);
     const union MHD_DaemonInfo *info;
-    struct epoll_event ev;
+    struct loop_source daemon_source = {w, worker_want, worker_ready, worker_flush, worker_close};
+    int rc;
 
     if (limit == 0)
         limit = 1;
@@ -1286,6 +1235,9 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
     extra[nextra] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     w->s = s;
     w->limit = limit;
+    /* The loop first: libmicrohttpd's notifications call loop_again(). */
+    if ((rc = loop_new(&w->loop, err)) != PERMITD_OK)
+        return rc;
     w->conns = calloc(limit, sizeof(w->conns[0]));
     if (w->conns == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: out of memory for %u "
@@ -1311,16 +1263,17 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
                                  (flags & MHD_USE_TLS) ? " (is the TLS certificate/key pair valid?)"
                                                        : "");
     info = MHD_get_daemon_info(w->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-    w->epfd = epoll_create1(EPOLL_CLOEXEC);
-    w->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (info == NULL || w->epfd < 0 || w->wakefd < 0)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: cannot set up an event "
-                                 "loop: %s", s->name, strerror(errno));
+    if (info == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: libmicrohttpd has no "
+                                 "epoll fd to wait on", s->name);
     w->mhd_fd = info->epoll_fd;
-    ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &w->mhd_fd};
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->mhd_fd, &ev);
-    ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = &w->wakefd};
-    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev);
+    if ((rc = loop_attach(w->loop, &daemon_source, err)) != PERMITD_OK)
+        return rc;
+    if (s->opts.worker_open != NULL) {
+        if ((rc = s->opts.worker_open(s->ud, w->loop, &w->ctx, err)) != PERMITD_OK)
+            return rc;
+        w->opened = 1;
+    }
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: cannot start a worker "
                                  "thread", s->name);
@@ -1351,7 +1304,7 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
     pthread_mutex_init(&s->ip_lock, NULL);
     s->nworkers = nworkers;
     for (int i = 0; i < nworkers; i++)
-        s->workers[i].listen_fd = s->workers[i].epfd = s->workers[i].wakefd = -1;
+        s->workers[i].listen_fd = -1;
     if ((rc = open_listeners(s, err)) != PERMITD_OK) {
         workers_free(s);
         return rc;
@@ -1362,7 +1315,7 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
             s->stop_until_us = 0;
             atomic_store(&s->stopping, 1);
             for (int k = 0; k < i; k++)
-                eventfd_write(s->workers[k].wakefd, 1);
+                loop_wake(s->workers[k].loop);
             workers_free(s);
             return rc;
         }
@@ -1431,7 +1384,7 @@ void http_server_stop(struct http_server *s, int grace_ms)
     s->stop_until_us = clock_now_us() + (int64_t)grace_ms * 1000;
     atomic_store_explicit(&s->stopping, 1, memory_order_release);
     for (int i = 0; i < s->nworkers; i++)
-        eventfd_write(s->workers[i].wakefd, 1);
+        loop_wake(s->workers[i].loop);
     /* Once every worker has let go of its listening socket, close them
      * all: new connections are refused from then on instead of waiting in
      * a backlog for a server that will not accept them. */

@@ -5,8 +5,10 @@
  * buffering of request bodies (Content-Length or chunked) up to a byte
  * limit; it knows nothing of Connect. Each complete request is handed to
  * one handler function on the worker thread that owns the connection; each
- * worker thread is one event loop, which work set off by a handler can join
- * (http_loop_attach) to answer later without another thread.
+ * worker thread turns one event loop (loop.h), whose libmicrohttpd daemon
+ * is its first source. What a handler's work needs per worker (api.c: a
+ * limiter queue, a source of the same loop) is made for each worker with
+ * that loop (worker_open), so a deferred answer comes back on that thread.
  */
 #ifndef PERMITD_HTTP_H
 #define PERMITD_HTTP_H
@@ -17,6 +19,7 @@
 #include "status.h"
 
 struct http_server;
+struct loop;
 struct http_request;          /* opaque; read with the accessors below */
 
 #define HTTP_MAX_HEADERS 8
@@ -64,6 +67,14 @@ struct http_options {
      * http.c then sets the status it needs and closes the connection after
      * the answer. NULL: a plain-text answer. (connect_error_reply fits.) */
     void (*refuse)(struct http_response *resp, const struct permitd_error *err);
+    /* Per-worker state (both NULL: none). worker_open(ud, loop, &worker,
+     * err) runs for each worker at start, before its thread does, with the
+     * loop that worker will turn; an error stops the start.
+     * http_request_worker() hands *worker to the handler; worker_close(ud,
+     * worker) frees it once the worker's loop has closed. ud is the
+     * handler's. */
+    int (*worker_open)(void *ud, struct loop *loop, void **worker, struct permitd_error *err);
+    void (*worker_close)(void *ud, void *worker);
 };
 
 /* Binds, listens and starts the worker threads. Returns PERMITD_OK and a
@@ -100,6 +111,10 @@ int http_server_port(const struct http_server *s);
  * then closes everything and frees s. NULL is a no-op. */
 void http_server_stop(struct http_server *s, int grace_ms);
 
+/* What worker_open made for the worker serving req (NULL without it); from
+ * the handler's thread. */
+void *http_request_worker(const struct http_request *req);
+
 /* Request accessors; every pointer is valid only during the handler call. */
 const char *http_request_method(const struct http_request *req);
 const char *http_request_path(const struct http_request *req);
@@ -115,11 +130,12 @@ const char *http_request_body(const struct http_request *req, size_t *len);
 int http_request_body_too_large(const struct http_request *req);
 
 /* Answers req later: called from the handler, it makes the handler's resp
- * be ignored, and then start(arg) runs (still on the worker thread).
- * Whatever start set off must end in exactly one http_request_resume(),
- * from start itself or from a loop source of the same thread. req stays
- * valid until then, even if its client goes away meanwhile. */
-void http_request_defer(const struct http_request *req, void (*start)(void *arg), void *arg);
+ * be ignored. Whatever the handler then sets off must end in exactly one
+ * http_request_resume() on the worker's thread: at once, from the handler
+ * itself (its answer is sent when the handler returns), or later from a
+ * source of the worker's loop. req stays valid until then, even if its
+ * client goes away meanwhile. */
+void http_request_defer(const struct http_request *req);
 
 /* size bytes, aligned for any type, that live as long as req does: until
  * its answer has been sent, or the client has gone. For what a handler and
@@ -132,37 +148,6 @@ void *http_request_alloc(const struct http_request *req, size_t size);
 /* Hands the answer of a deferred request back, on the worker thread that
  * deferred it; resp is copied (body ownership moves with it). */
 void http_request_resume(const struct http_request *req, const struct http_response *resp);
-
-/* ---- the worker's event loop ----
- *
- * Work that a handler sets off and that must wait on a socket (limiter.c's
- * pipelined Redis connection) attaches itself, once per worker thread, to
- * that thread's loop as a source. Every callback runs on the worker thread,
- * between libmicrohttpd's passes: a source needs no lock, and may resume
- * deferred requests directly. */
-
-/* What a source waits for now. */
-struct http_loop_want {
-    int fd;                     /* -1: no fd */
-    uint32_t events;            /* EPOLLIN, EPOLLOUT */
-    int64_t at_us;              /* call ready() at this time (clock_now_us()); INT64_MAX: never */
-    uint64_t generation;        /* changes whenever fd is a new socket (the number may repeat) */
-};
-
-struct http_loop_source {
-    void *ud;
-    void (*want)(void *ud, struct http_loop_want *want);
-    /* The fd is ready (revents as epoll reports them) or at_us came (0). */
-    void (*ready)(void *ud, uint32_t revents);
-    /* After every pass of the loop: send what this pass's handlers queued. */
-    void (*flush)(void *ud);
-    /* The loop has ended (the server stopped); nothing calls in again. */
-    void (*close)(void *ud);
-};
-
-/* Attaches src to the calling thread's loop. Returns -1 when the calling
- * thread runs no loop (the caller then does its work in place). */
-int http_loop_attach(const struct http_loop_source *src);
 
 /* Adds a response header; value is copied (truncated to 191 bytes).
  * Returns -1 when HTTP_MAX_HEADERS are already set. */

@@ -15,9 +15,10 @@
 #include <string.h>
 
 #include "clock.h"
-#include "http.h"
 #include "limiter.h"
+#include "limiter_plan.h"
 #include "log.h"
+#include "loop.h"
 #include "policy.h"
 
 struct fallback {
@@ -35,7 +36,6 @@ struct limiter {
     _Atomic uint64_t open_passes;
     void (*missing_hook)(void *ud); /* set once at start-up */
     void *missing_ud;
-    pthread_key_t queue_key;        /* -> the calling worker's struct queue */
 };
 
 int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
@@ -49,10 +49,6 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
     l->cfg = cfg;
     l->redis = redis;
     pthread_mutex_init(&l->lock, NULL);
-    if (pthread_key_create(&l->queue_key, NULL) != 0) {
-        free(l);
-        return permitd_error_set(err, PERMITD_EINTERNAL, "pthread_key_create failed");
-    }
     *out = l;
     return PERMITD_OK;
 }
@@ -68,8 +64,6 @@ void limiter_free(struct limiter *l)
 {
     if (l == NULL)
         return;
-    /* The queues went with the worker loops (queue_close()). */
-    pthread_key_delete(l->queue_key);
     free_fallbacks(l->fallbacks, l->nfallbacks);
     pthread_mutex_destroy(&l->lock);
     free(l);
@@ -364,9 +358,9 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
 
 /* ---- AcquireBatch ----
  *
- * A plan is an AcquireBatch on its way: its items checked, sorted by policy,
- * and laid out as one script call per policy (all of them in one for
- * all_or_nothing). limiter_acquire_batch() sends it and waits;
+ * A plan (limiter_plan.h) is an AcquireBatch on its way: its items checked,
+ * sorted by policy, and laid out as one script call per policy (all of them
+ * in one for all_or_nothing). limiter_acquire_batch() sends it and waits;
  * limiter_acquire_batch_queued() hands it to the worker's queue, where it
  * travels with the Acquires of the same pass. */
 
@@ -381,24 +375,7 @@ static int by_bucket(const void *a, const void *b, void *reqs_)
     return c != 0 ? c : (i < j ? -1 : (i > j));
 }
 
-struct plan {
-    struct limiter *l;
-    const struct limiter_request *reqs;
-    size_t n;
-    int all_or_nothing;
-    struct limiter_result *res;
-    struct permitd_error *errs;
-    size_t *order, valid, ngroups;
-    struct redis_str *keys, *args;
-    char (*knames)[POLICY_REDIS_KEY_MAX], (*permits)[24];
-    char *apps;                     /* the items' apps, as the calls send them */
-    long long *out;
-    struct redis_script_call *calls;
-    limiter_batch_done_fn done;     /* queued only */
-    void *ud;
-};
-
-static void plan_free(struct plan *pl)
+void limiter_plan_free(struct limiter_plan *pl)
 {
     free(pl->order);
     free(pl->keys);
@@ -410,10 +387,8 @@ static void plan_free(struct plan *pl)
     free(pl->calls);
 }
 
-/* Checks every item and lays out the calls. PERMITD_OK with ngroups 0 when
- * nothing is left to ask Redis (every item has its error); an error for the
- * whole batch otherwise. */
-static int plan_make(struct plan *pl, struct permitd_error *err)
+/* See limiter_plan.h. */
+int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
     size_t n = pl->n, bad = 0, apps_len = 1, apps_at = 0;
@@ -498,7 +473,7 @@ static int plan_make(struct plan *pl, struct permitd_error *err)
 
 /* Reads the answers of the calls (rc: the whole round trip's) into res and
  * errs; returns the batch's rc. */
-static int plan_conclude(struct plan *pl, int rc, struct permitd_error *err)
+static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
 
@@ -545,16 +520,16 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
                           struct limiter_result *res, struct permitd_error *errs,
                           struct permitd_error *err)
 {
-    struct plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+    struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
                       .res = res, .errs = errs};
-    int rc = plan_make(&pl, err);
+    int rc = limiter_plan_make(&pl, err);
 
     if (rc == PERMITD_OK && pl.ngroups > 0) {
         rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, pl.calls, pl.ngroups,
                                    deadline_us, err);
         rc = plan_conclude(&pl, rc, err);
     }
-    plan_free(&pl);
+    limiter_plan_free(&pl);
     return rc;
 }
 
@@ -562,7 +537,7 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
  * (their rc; the answers went straight to pl->out), NULL when none was
  * sent or its deadline passed first. The plan itself is freed with its job
  * (job_end()): a batch still out writes into pl->out. */
-static void plan_answer(struct plan *pl, int rc, const struct redis_script_call *calls,
+static void plan_answer(struct limiter_plan *pl, int rc, const struct redis_script_call *calls,
                         struct permitd_error *err)
 {
     for (size_t g = 0; calls != NULL && g < pl->ngroups; g++)
@@ -573,8 +548,8 @@ static void plan_answer(struct plan *pl, int rc, const struct redis_script_call 
 
 /* ---- queued Acquires: one worker's requests pipelined from its own loop ----
  *
- * A worker thread that queues an Acquire gets, on first use, a queue of its
- * own attached to its event loop (http.c) with a Redis pipe (redis.c: its
+ * Each worker's owner (api.c) makes one queue per loop (limiter_queue_new()):
+ * a source of that loop (loop.h) with a Redis pipe of its own (redis.c: its
  * own connection, deadlines, NOSCRIPT, reconnect backoff). Handlers append
  * jobs while libmicrohttpd runs; after the pass the loop flushes the queue:
  * every job waiting goes to Redis in one write. While that batch is out the
@@ -596,7 +571,7 @@ struct job {
     struct job *next;
     int64_t deadline_us;
     size_t first;                   /* its (first) call in the batch out */
-    struct plan *plan;              /* NULL: an Acquire or a Peek */
+    struct limiter_plan *plan;              /* NULL: an Acquire or a Peek */
     int take;                       /* 1: an Acquire, 0: a Peek */
     struct limiter_request req;
     limiter_done_fn done;
@@ -625,7 +600,7 @@ struct batch {
     size_t ncalls, cap;
 };
 
-struct queue {
+struct limiter_queue {
     struct limiter *l;
     struct redis_pipe *pipe;
     struct job *head, *tail;        /* waiting for the next batch */
@@ -637,7 +612,7 @@ struct queue {
 
 /* Jobs are recycled by their worker's queue: once a worker has had as many
  * in flight as it will, queuing a decision allocates nothing. */
-static struct job *job_get(struct queue *q)
+static struct job *job_get(struct limiter_queue *q)
 {
     struct job *j = q->spare;
 
@@ -648,7 +623,7 @@ static struct job *job_get(struct queue *q)
     return j;
 }
 
-static void job_put(struct queue *q, struct job *j)
+static void job_put(struct limiter_queue *q, struct job *j)
 {
     if (q->nspare >= QUEUE_SPARE_MAX) {
         free(j);
@@ -662,7 +637,7 @@ static void job_put(struct queue *q, struct job *j)
 /* Answers one job's caller with rc (PERMITD_OK: each call has its own).
  * calls: its calls in the batch, NULL when none was sent (or its answer is
  * not awaited). The caller's strings and storage are not touched after. */
-static void job_answer(struct queue *q, struct job *j, int rc,
+static void job_answer(struct limiter_queue *q, struct job *j, int rc,
                        const struct redis_script_call *calls, const struct permitd_error *err)
 {
     struct permitd_error e = *err;
@@ -683,20 +658,20 @@ static void job_answer(struct queue *q, struct job *j, int rc,
 }
 
 /* Answers one job, unless it was already, and recycles it. */
-static void job_end(struct queue *q, struct job *j, int rc, const struct redis_script_call *calls,
+static void job_end(struct limiter_queue *q, struct job *j, int rc, const struct redis_script_call *calls,
                     const struct permitd_error *err)
 {
     if (!j->answered)
         job_answer(q, j, rc, calls, err);
     if (j->plan != NULL) {
-        plan_free(j->plan);
+        limiter_plan_free(j->plan);
         free(j->plan);
     }
     job_put(q, j);
 }
 
 /* The batch out has ended: rc is the whole batch's. */
-static void batch_end(struct queue *q, int rc, const struct permitd_error *err)
+static void batch_end(struct limiter_queue *q, int rc, const struct permitd_error *err)
 {
     struct batch *b = &q->batch;
     size_t n = b->njobs;
@@ -742,7 +717,7 @@ static int by_call(const void *a, const void *b, void *jobs_)
  * script may touch them all; the script decides its items one after the
  * other, exactly as if each had been a call of its own, and answers each
  * on its own (lua/bucket.lua). */
-static void batch_items(struct queue *q, size_t n)
+static void batch_items(struct limiter_queue *q, size_t n)
 {
     struct batch *b = &q->batch;
     size_t a = 0;
@@ -777,7 +752,7 @@ static void batch_items(struct queue *q, size_t n)
  * for Redis as long as --redis-timeout-ms allows; a job's own deadline
  * (Connect-Timeout-Ms) ends that job alone (queue_expire()): one impatient
  * client must not fail the others, nor cost the connection. */
-static void batch_send(struct queue *q)
+static void batch_send(struct limiter_queue *q)
 {
     struct batch *b = &q->batch;
     struct permitd_error err = {0, ""};
@@ -822,7 +797,7 @@ static void batch_send(struct queue *q)
 }
 
 /* The earliest deadline of a job not yet answered, out or waiting. */
-static int64_t queue_soonest(const struct queue *q)
+static int64_t queue_soonest(const struct limiter_queue *q)
 {
     int64_t at = INT64_MAX;
 
@@ -838,7 +813,7 @@ static int64_t queue_soonest(const struct queue *q)
 /* Answers the jobs whose own deadline has passed: those waiting, and those
  * in the batch out, whose calls stay in it (Redis may still decide them;
  * their answers are dropped when it ends). */
-static void queue_expire(struct queue *q, int64_t now)
+static void queue_expire(struct limiter_queue *q, int64_t now)
 {
     struct batch *b = &q->batch;
     struct permitd_error err;
@@ -868,9 +843,9 @@ static void queue_expire(struct queue *q, int64_t now)
     }
 }
 
-static void queue_want(void *ud, struct http_loop_want *w)
+static void queue_want(void *ud, struct loop_want *w)
 {
-    struct queue *q = ud;
+    struct limiter_queue *q = ud;
 
     redis_pipe_want(q->pipe, &w->fd, &w->events, &w->at_us, &w->generation);
     if (q->timed > 0) {
@@ -882,7 +857,7 @@ static void queue_want(void *ud, struct http_loop_want *w)
 
 static void queue_ready(void *ud, uint32_t revents)
 {
-    struct queue *q = ud;
+    struct limiter_queue *q = ud;
     struct permitd_error err = {0, ""};
     int rc = redis_pipe_io(q->pipe, revents, &err);
 
@@ -899,64 +874,85 @@ static void queue_ready(void *ud, uint32_t revents)
     queue_expire(q, clock_now_us());
 }
 
-static void queue_flush(void *ud)
+static void queue_flush(void *ud, int woke)
 {
-    struct queue *q = ud;
+    struct limiter_queue *q = ud;
 
+    (void)woke;
     if (q->head != NULL && !redis_pipe_busy(q->pipe))
         batch_send(q);
 }
 
+/* Answers whatever the queue still holds with err: the batch out, then
+ * the jobs waiting. */
+static void queue_drain(struct limiter_queue *q, const struct permitd_error *err)
+{
+    if (redis_pipe_busy(q->pipe))
+        batch_end(q, err->code, err);
+    while (q->head != NULL) {
+        struct job *j = q->head;
+        q->head = j->next;
+        job_end(q, j, err->code, NULL, err);
+    }
+    q->tail = NULL;
+}
+
+/* The loop is closing: its thread answers what is left, while it can. */
 static void queue_close(void *ud)
 {
-    struct queue *q = ud;
+    struct limiter_queue *q = ud;
     struct permitd_error err;
 
     /* The loop ends only once every deferred request is answered, so
      * nothing should be left; whatever is, is answered. */
     permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
-    if (redis_pipe_busy(q->pipe))
-        batch_end(q, PERMITD_EUNAVAILABLE, &err);
-    while (q->head != NULL) {
-        struct job *j = q->head;
-        q->head = j->next;
-        job_end(q, j, PERMITD_EUNAVAILABLE, NULL, &err);
+    queue_drain(q, &err);
+}
+
+int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue **out,
+                      struct permitd_error *err)
+{
+    struct limiter_queue *q = calloc(1, sizeof(*q));
+    struct loop_source src = {q, queue_want, queue_ready, queue_flush, queue_close};
+    int rc;
+
+    *out = NULL;
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "limiter queue: out of memory");
+    q->l = l;
+    if (redis_pipe_new(l->redis, &q->pipe) != PERMITD_OK) {
+        free(q);
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "limiter queue: out of memory for its Redis pipe");
     }
+    if ((rc = loop_attach(loop, &src, err)) != PERMITD_OK) {
+        redis_pipe_free(q->pipe);
+        free(q);
+        return rc;
+    }
+    *out = q;
+    return PERMITD_OK;
+}
+
+void limiter_queue_free(struct limiter_queue *q)
+{
+    struct permitd_error err;
+
+    if (q == NULL)
+        return;
+    permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
+    queue_drain(q, &err);
     while (q->spare != NULL) {
         struct job *j = q->spare;
         q->spare = j->next;
         free(j);
     }
-    pthread_setspecific(q->l->queue_key, NULL);
     redis_pipe_free(q->pipe);
     free(q->batch.calls);
     free(q);
 }
 
-/* This worker's queue, made and attached to its loop on first use; NULL
- * when the thread runs no loop (or out of memory). */
-static struct queue *my_queue(struct limiter *l)
-{
-    struct queue *q = pthread_getspecific(l->queue_key);
-    struct http_loop_source src = {NULL, queue_want, queue_ready, queue_flush, queue_close};
-
-    if (q != NULL)
-        return q;
-    q = calloc(1, sizeof(*q));
-    if (q == NULL)
-        return NULL;
-    q->l = l;
-    src.ud = q;
-    if (redis_pipe_new(l->redis, &q->pipe) != PERMITD_OK || http_loop_attach(&src) != 0) {
-        redis_pipe_free(q->pipe);
-        free(q);
-        return NULL;
-    }
-    pthread_setspecific(l->queue_key, q);
-    return q;
-}
-
-static void enqueue(struct queue *q, struct job *j)
+static void enqueue(struct limiter_queue *q, struct job *j)
 {
     j->next = NULL;
     j->answered = 0;
@@ -969,17 +965,16 @@ static void enqueue(struct queue *q, struct job *j)
     q->tail = j;
 }
 
-static void queue_decision(struct limiter *l, const struct limiter_request *req, int take,
+static void queue_decision(struct limiter_queue *q, const struct limiter_request *req, int take,
                            int64_t deadline_us, limiter_done_fn done, void *ud)
 {
-    struct queue *q = my_queue(l);
-    struct job *j = q ? job_get(q) : NULL;
+    struct job *j = job_get(q);
 
     if (j == NULL) {
-        /* No loop on this thread (or out of memory): decide right here. */
+        /* Out of memory: decide right here. */
         struct permitd_error err = {0, ""};
         struct limiter_result res;
-        int rc = decide(l, req, take, 1, deadline_us, &res, &err);
+        int rc = decide(q->l, req, take, 1, deadline_us, &res, &err);
         done(ud, rc, &res, &err);
         return;
     }
@@ -994,16 +989,16 @@ static void queue_decision(struct limiter *l, const struct limiter_request *req,
     enqueue(q, j);
 }
 
-void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
+void limiter_acquire_queued(struct limiter_queue *q, const struct limiter_request *req,
                             int64_t deadline_us, limiter_done_fn done, void *ud)
 {
-    queue_decision(l, req, 1, deadline_us, done, ud);
+    queue_decision(q, req, 1, deadline_us, done, ud);
 }
 
-void limiter_peek_queued(struct limiter *l, const struct limiter_request *req,
+void limiter_peek_queued(struct limiter_queue *q, const struct limiter_request *req,
                          int64_t deadline_us, limiter_done_fn done, void *ud)
 {
-    queue_decision(l, req, 0, deadline_us, done, ud);
+    queue_decision(q, req, 0, deadline_us, done, ud);
 }
 
 int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
@@ -1036,30 +1031,30 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
     return redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err);
 }
 
-void limiter_acquire_batch_queued(struct limiter *l, const struct limiter_request *reqs,
+void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_request *reqs,
                                   size_t n, int all_or_nothing, int64_t deadline_us,
                                   struct limiter_result *res, struct permitd_error *errs,
                                   limiter_batch_done_fn done, void *ud)
 {
     struct permitd_error err = {0, ""};
-    struct queue *q = my_queue(l);
-    struct plan *pl = calloc(1, sizeof(*pl));
-    struct job *j = q && pl ? job_get(q) : NULL;
+    struct limiter *l = q->l;
+    struct limiter_plan *pl = calloc(1, sizeof(*pl));
+    struct job *j = pl ? job_get(q) : NULL;
     int rc;
 
     if (j == NULL) {
-        /* No loop on this thread (or out of memory): decide right here. */
+        /* Out of memory: decide right here. */
         free(pl);
         rc = limiter_acquire_batch(l, reqs, n, all_or_nothing, deadline_us, res, errs, &err);
         done(ud, rc, &err);
         return;
     }
-    *pl = (struct plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+    *pl = (struct limiter_plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
                         .res = res, .errs = errs, .done = done, .ud = ud};
-    rc = plan_make(pl, &err);
+    rc = limiter_plan_make(pl, &err);
     if (rc != PERMITD_OK || pl->ngroups == 0) {
         done(ud, rc, &err);
-        plan_free(pl);
+        limiter_plan_free(pl);
         free(pl);
         job_put(q, j);
         return;

@@ -18,6 +18,8 @@
 #include "status.h"
 
 struct limiter;
+struct limiter_queue;
+struct loop;
 
 struct limiter_request {
     const char *bucket;     /* policy name */
@@ -52,21 +54,30 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err);
 typedef void (*limiter_done_fn)(void *ud, int rc, const struct limiter_result *res,
                                 const struct permitd_error *err);
 
+/* Returns in *out a new queue for the decisions of one event loop (one
+ * HTTP worker): attached to loop as a source, with a Redis connection of
+ * its own (nothing is shared between queues). Free with
+ * limiter_queue_free() once the loop has closed (loop_close(): what is
+ * left is answered then) or never turned. l must outlive it. An error
+ * says why (out of memory, the loop full). */
+int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue **out,
+                      struct permitd_error *err);
+void limiter_queue_free(struct limiter_queue *q);
+
 /* Acquire: takes req->permits from the bucket if they are all there, else
- * nothing. Calls queued from one HTTP worker thread go to Redis together,
- * pipelined in one write on a connection of that thread's own, driven by
- * its event loop (http_loop_attach(); nothing is shared between workers).
- * req must have passed limiter_check(); its strings must stay valid until
- * done has run (the caller owns them; the app is copied, as what Redis may
- * be sent again after done has run). done runs exactly
- * once, on the same thread: later, from the loop, or at once when the
- * thread runs no loop. */
-void limiter_acquire_queued(struct limiter *l, const struct limiter_request *req,
+ * nothing. Calls queued on one queue go to Redis together, pipelined in one
+ * write on the queue's connection, driven by its loop; call from that
+ * loop's thread. req must have passed limiter_check(); its strings must
+ * stay valid until done has run (the caller owns them; the app is copied,
+ * as what Redis may be sent again after done has run). done runs exactly
+ * once, on the loop's thread: later, from the loop (or at once, deciding
+ * in place, when out of memory). */
+void limiter_acquire_queued(struct limiter_queue *q, const struct limiter_request *req,
                             int64_t deadline_us, limiter_done_fn done, void *ud);
 
 /* Peek, queued like limiter_acquire_queued(): the bucket as it stands;
  * takes nothing. req->permits is ignored; res->allowed is always 1. */
-void limiter_peek_queued(struct limiter *l, const struct limiter_request *req,
+void limiter_peek_queued(struct limiter_queue *q, const struct limiter_request *req,
                          int64_t deadline_us, limiter_done_fn done, void *ud);
 
 /* What to do with a policy's Acquires while Redis cannot answer. */
@@ -119,7 +130,7 @@ typedef void (*limiter_batch_done_fn)(void *ud, int rc, const struct permitd_err
 /* limiter_acquire_batch(), queued like limiter_acquire_queued(): its calls
  * travel with the Acquires of the same pass. reqs (and their strings), res
  * and errs must stay valid until done has run. */
-void limiter_acquire_batch_queued(struct limiter *l, const struct limiter_request *reqs,
+void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_request *reqs,
                                   size_t n, int all_or_nothing, int64_t deadline_us,
                                   struct limiter_result *res, struct permitd_error *errs,
                                   limiter_batch_done_fn done, void *ud);

@@ -116,8 +116,12 @@ static int serve(const struct config *cfg)
         .tls_priorities = cfg->tls_priorities,
         .name = "api",
         .refuse = connect_error_reply,
+        .worker_open = api_worker_open,
+        .worker_close = api_worker_close,
     };
     struct http_options admin_http = http;
+    admin_http.worker_open = NULL;          /* the admin listener decides in place */
+    admin_http.worker_close = NULL;
     admin_http.host = cfg->admin_listen_host;
     admin_http.port = cfg->admin_listen_port;
     admin_http.threads = 1;

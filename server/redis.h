@@ -1,11 +1,13 @@
 /*
- * redis.h - permitd's only door to Redis (hiredis stays inside redis.c).
+ * redis.h - permitd's only door to Redis (hiredis stays inside redis.c and
+ * redis_pipe.c).
  *
  * One `struct redis` per process holds the settings and the embedded
- * scripts; each thread that calls in gets its own blocking connection,
- * created on first use and kept in thread-local storage, so no call takes a
- * lock. An event loop drives a pipe instead (redis_pipe_*: a non-blocking
- * connection of its own for pipelined script calls). A broken connection is
+ * scripts; each thread that calls in gets its own blocking connection
+ * (redis.c), created on first use and kept in thread-local storage, so no
+ * call takes a lock. An event loop drives a pipe instead (redis_pipe.c,
+ * redis_pipe_*: a non-blocking connection of its own for pipelined script
+ * calls). A broken connection is
  * dropped and re-made on a later call, with a backoff so a dead Redis is not
  * hammered; scripts are loaded on every new connection and re-loaded when
  * Redis answers NOSCRIPT.
@@ -77,8 +79,28 @@ int redis_script_pipeline(struct redis *r, enum redis_script script,
                           struct redis_script_call *calls, size_t n,
                           int64_t deadline_us, struct permitd_error *err);
 
-/* A pipe: script calls pipelined on a connection of its own, driven by an
- * event loop (http.c's worker loop) instead of blocking. One batch is out
+/* Reads a script's answer sent as one string of little-endian doubles (s,
+ * len bytes) into out[0..nout); numbers it did not send read 0, numbers
+ * beyond nout are checked and dropped. PERMITD_OK, or PERMITD_EINTERNAL
+ * with err (may be NULL) saying why: a length that is not a multiple of
+ * 8, or a number that is not whole or not in a long long's range (NaN,
+ * 1.5, 2^63). Pure: no Redis. */
+int redis_answer_numbers(const char *s, size_t len, long long *out, int nout,
+                         struct permitd_error *err);
+
+/* What an error reply (its text, "LOADING Redis is loading ...") means for
+ * the call it answers: PERMITD_EUNAVAILABLE when this Redis cannot serve
+ * now (LOADING, BUSY, READONLY, MASTERDOWN, TRYAGAIN: failure_mode
+ * applies), PERMITD_EINTERNAL otherwise (a fault of ours: a script error,
+ * say). Pure. */
+int redis_error_status(const char *reply);
+
+/* 1 when an error reply is NOSCRIPT: Redis lacks the script (restarted or
+ * flushed), which is loaded again and the call sent again. Pure. */
+int redis_error_noscript(const char *reply);
+
+/* A pipe (redis_pipe.c): script calls pipelined on a connection of its
+ * own, driven by an event loop (loop.h) instead of blocking. One batch is out
  * at a time. Use from one thread. */
 struct redis_pipe;
 
