@@ -692,17 +692,17 @@ static void login_checked(void *ud, int match)
 
 /* Hands the password to the verifier threads; a full queue is answered at
  * once (resource_exhausted), the rest by login_checked(). */
-static void login_start(void *arg)
+static void login_start(struct login *l)
 {
-    struct login *l = arg;
     struct http_response resp;
     struct permitd_error err = {0, ""};
     int rc;
 
     /* Verify even for an unknown user (the dummy hash), so timing does
      * not tell which user names exist. */
-    rc = verifier_submit(l->a->verifier, l->found ? l->user.password_hash : NULL, l->password,
-                         login_checked, l, &err);
+    rc = verifier_submit(l->a->verifier, http_request_worker(l->http),
+                         l->found ? l->user.password_hash : NULL, l->password, login_checked, l,
+                         &err);
     explicit_bzero(l->password, l->password_len);
     if (rc == PERMITD_OK)
         return;
@@ -761,7 +761,8 @@ HANDLER(login)
     if ((l->password = http_request_alloc(call->http, l->password_len + 1)) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     memcpy(l->password, rq->password, l->password_len + 1);
-    http_request_defer(call->http, login_start, l);
+    http_request_defer(call->http);
+    login_start(l);
     return CONNECT_DEFERRED;
 }
 
@@ -823,6 +824,22 @@ static const struct connect_method methods[] = {
 };
 
 /* ---- /readyz and /metrics (health.c) ---- */
+
+int admin_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err)
+{
+    struct admin *a = ud;
+
+    *worker = NULL;
+    if (a->verifier == NULL)
+        return PERMITD_OK;          /* no store: no logins to check */
+    return verifier_inbox_new(a->verifier, loop, (struct verifier_inbox **)worker, err);
+}
+
+void admin_worker_close(void *ud, void *worker)
+{
+    (void)ud;
+    (void)worker;
+}
 
 void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin)
 {

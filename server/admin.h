@@ -18,6 +18,7 @@
 #include "sync.h"
 
 struct admin;
+struct loop;
 
 /* Returns a new admin in *out (free with admin_free()). sync is NULL when
  * no policy store is configured (then only /healthz, /readyz and the UI's
@@ -31,6 +32,13 @@ void admin_free(struct admin *a);
 /* Tells the admin which listeners to report on in /metrics (either may be
  * NULL); call once both have started. */
 void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin);
+
+/* The admin listener's http_options worker_open and worker_close: its
+ * worker's loop gets the inbox through which password checks (verifier.c)
+ * come back, which the Login handler finds with http_request_worker(). The
+ * loop's close frees the inbox, so worker_close has nothing left to do. */
+int admin_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err);
+void admin_worker_close(void *ud, void *worker);
 
 /* The http_handler_fn of the admin listener; ud is the struct admin. */
 void admin_handle(void *ud, const struct http_request *req, struct http_response *resp);

@@ -120,8 +120,8 @@ static int serve(const struct config *cfg)
         .worker_close = api_worker_close,
     };
     struct http_options admin_http = http;
-    admin_http.worker_open = NULL;          /* the admin listener decides in place */
-    admin_http.worker_close = NULL;
+    admin_http.worker_open = admin_worker_open;   /* password checks come back to its loop */
+    admin_http.worker_close = admin_worker_close;
     admin_http.host = cfg->admin_listen_host;
     admin_http.port = cfg->admin_listen_port;
     admin_http.threads = 1;

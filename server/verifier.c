@@ -7,9 +7,9 @@
  * admin listener's thread (one event loop, http.c), and whose total must
  * be capped. A check is a job: submitted on a loop thread, queued under
  * one mutex (admin traffic is light), run by a verifier thread, then put
- * on the asking thread's inbox, whose eventfd wakes that loop; the inbox
- * is a loop source (http_loop_attach()) made on the thread's first check,
- * and its ready() calls each job's done() there, where the deferred
+ * on the inbox of the loop that asked, whose eventfd wakes that loop; the
+ * inbox is a source of that loop (loop.h), made for it when its worker
+ * starts (verifier_inbox_new()), and its ready() calls each job's done() there, where the deferred
  * request it belongs to may be resumed. A job that finds `queue` jobs
  * waiting is refused at once: the answer to a flood is a quick
  * resource_exhausted, never a longer wait for everyone.
@@ -28,15 +28,13 @@
 #include <unistd.h>
 
 #include "auth.h"
-#include "http.h"
+#include "loop.h"
 #include "verifier.h"
-
-struct inbox;
 
 /* One check, from submission to done(). */
 struct job {
     struct job *next;
-    struct inbox *inbox;        /* whose loop done() runs on */
+    struct verifier_inbox *inbox;        /* whose loop done() runs on */
     char hash[AUTH_HASH_MAX];   /* "" = auth_dummy_hash() */
     char *password;             /* owned; wiped and freed once checked */
     size_t password_len;
@@ -47,7 +45,7 @@ struct job {
 
 /* The way back to one loop thread: its finished jobs and the eventfd that
  * wakes it. Lists and counts are under the verifier's lock. */
-struct inbox {
+struct verifier_inbox {
     struct verifier *v;
     int efd;
     struct job *head, *tail;    /* checked, done() not yet run */
@@ -62,7 +60,6 @@ struct verifier {
     unsigned waiting, busy;
     unsigned queue_max;
     int stopping;
-    pthread_key_t inbox_key;    /* this thread's inbox, once it has one */
     atomic_uint_fast64_t checked, refused;
     int nthreads;
     pthread_t threads[];
@@ -80,7 +77,7 @@ static void job_free(struct job *j)
     free(j);
 }
 
-static void inbox_free(struct inbox *ib)
+static void inbox_free(struct verifier_inbox *ib)
 {
     close(ib->efd);
     free(ib);
@@ -92,7 +89,7 @@ static void inbox_free(struct inbox *ib)
  * let happen) drops the job and, with the last one, itself. */
 static void deliver(struct job *j)
 {
-    struct inbox *ib = j->inbox;
+    struct verifier_inbox *ib = j->inbox;
 
     if (ib->closed) {
         job_free(j);
@@ -156,13 +153,6 @@ int verifier_new(int workers, int queue, struct verifier **out, struct permitd_e
     v->queue_max = (unsigned)queue;
     pthread_mutex_init(&v->lock, NULL);
     pthread_cond_init(&v->work, NULL);
-    if ((rc = pthread_key_create(&v->inbox_key, NULL)) != 0) {
-        pthread_cond_destroy(&v->work);
-        pthread_mutex_destroy(&v->lock);
-        free(v);
-        return permitd_error_set(err, PERMITD_EINTERNAL, "password verifier: pthread_key_create: %s",
-                                 strerror(rc));
-    }
     for (; v->nthreads < workers; v->nthreads++) {
         if ((rc = pthread_create(&v->threads[v->nthreads], NULL, verifier_main, v)) != 0) {
             permitd_error_set(err, PERMITD_EINTERNAL,
@@ -186,7 +176,6 @@ void verifier_free(struct verifier *v)
     pthread_mutex_unlock(&v->lock);
     for (int i = 0; i < v->nthreads; i++)
         pthread_join(v->threads[i], NULL);
-    pthread_key_delete(v->inbox_key);
     pthread_cond_destroy(&v->work);
     pthread_mutex_destroy(&v->lock);
     free(v);
@@ -194,9 +183,9 @@ void verifier_free(struct verifier *v)
 
 /* ---- the inbox: a source of the asking thread's loop ---- */
 
-static void inbox_want(void *ud, struct http_loop_want *want)
+static void inbox_want(void *ud, struct loop_want *want)
 {
-    struct inbox *ib = ud;
+    struct verifier_inbox *ib = ud;
 
     want->fd = ib->efd;
     want->events = EPOLLIN;
@@ -207,7 +196,7 @@ static void inbox_want(void *ud, struct http_loop_want *want)
 /* Runs the done() of every job checked so far, on the loop's thread. */
 static void inbox_ready(void *ud, uint32_t revents)
 {
-    struct inbox *ib = ud;
+    struct verifier_inbox *ib = ud;
     struct verifier *v = ib->v;
     struct job *list;
     eventfd_t n;
@@ -228,20 +217,20 @@ static void inbox_ready(void *ud, uint32_t revents)
     }
 }
 
-static void inbox_flush(void *ud)
+static void inbox_flush(void *ud, int woke)
 {
     (void)ud;
+    (void)woke;
 }
 
 /* The loop has ended: its deferred requests are all answered, so no job
  * should be out; one that is frees the inbox when it comes back. */
 static void inbox_close(void *ud)
 {
-    struct inbox *ib = ud;
+    struct verifier_inbox *ib = ud;
     struct verifier *v = ib->v;
     int last;
 
-    pthread_setspecific(v->inbox_key, NULL);
     pthread_mutex_lock(&v->lock);
     while (ib->head != NULL) {
         struct job *j = ib->head;
@@ -257,38 +246,41 @@ static void inbox_close(void *ud)
         inbox_free(ib);
 }
 
-/* This thread's inbox, made and attached to its loop on first use; NULL
- * when the thread runs no loop (or out of memory). */
-static struct inbox *my_inbox(struct verifier *v)
+int verifier_inbox_new(struct verifier *v, struct loop *loop, struct verifier_inbox **out,
+                       struct permitd_error *err)
 {
-    struct inbox *ib = pthread_getspecific(v->inbox_key);
-    struct http_loop_source src = {NULL, inbox_want, inbox_ready, inbox_flush, inbox_close};
+    struct verifier_inbox *ib;
+    struct loop_source src = {NULL, inbox_want, inbox_ready, inbox_flush, inbox_close};
+    int rc;
 
-    if (ib != NULL)
-        return ib;
+    *out = NULL;
     if ((ib = calloc(1, sizeof(*ib))) == NULL)
-        return NULL;
+        return permitd_error_set(err, PERMITD_EINTERNAL, "password verifier: out of memory");
     ib->v = v;
     ib->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    src.ud = ib;
-    if (ib->efd < 0 || http_loop_attach(&src) != 0) {
-        if (ib->efd >= 0)
-            close(ib->efd);
+    if (ib->efd < 0) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "password verifier: eventfd: %s",
+                               strerror(errno));
         free(ib);
-        return NULL;
+        return rc;
     }
-    pthread_setspecific(v->inbox_key, ib);
-    return ib;
+    src.ud = ib;
+    if ((rc = loop_attach(loop, &src, err)) != PERMITD_OK) {
+        inbox_free(ib);
+        return rc;
+    }
+    *out = ib;
+    return PERMITD_OK;
 }
 
-int verifier_submit(struct verifier *v, const char *encoded, const char *password,
-                    verifier_done_fn done, void *ud, struct permitd_error *err)
+int verifier_submit(struct verifier *v, struct verifier_inbox *ib, const char *encoded,
+                    const char *password, verifier_done_fn done, void *ud,
+                    struct permitd_error *err)
 {
-    struct inbox *ib = my_inbox(v);
     struct job *j;
 
     if (ib == NULL) {
-        /* No loop here (a test, or out of memory): check in place. */
+        /* No loop to answer on (a caller outside any worker): check in place. */
         int match = auth_verify_password(encoded ? encoded : auth_dummy_hash(), password);
         atomic_fetch_add_explicit(&v->checked, 1, memory_order_relaxed);
         done(ud, match);
