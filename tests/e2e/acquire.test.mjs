@@ -90,7 +90,10 @@ function step(name, fn) {
 
 async function startPermitd() {
   const port = await freePort();
-  const args = ["--listen", `127.0.0.1:${port}`, "--redis-url", REDIS_URL, "--redis-prefix", PREFIX];
+  // The admin listener on a port of its own too: its default (8081) may be
+  // taken by anything else on the machine, a parallel test run among them.
+  const args = ["--listen", `127.0.0.1:${port}`, "--admin-listen", "127.0.0.1:0",
+                "--redis-url", REDIS_URL, "--redis-prefix", PREFIX];
   const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   const output = [];
   child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
