@@ -14,10 +14,10 @@ Answers with 8 numbers per item, in order: {status, allowed, remaining,
 limit, retry_after_ms, reset_after_ms, window_s, tokens_micro}, as one
 string of little-endian doubles (ANSWER per item; every number is whole,
 and exact below 2^53, where every policy permitd accepts stays), which
-server/redis.c reads (script_numbers()). Answered as a table of integers
+server/stores/redis.c reads (script_numbers()). Answered as a table of integers
 they cost Redis ~650 instructions each and permitd a parse each; a lone
 Acquire cost Redis 93.8k instructions, 87.8k now (tests/bench/redis-cost.sh).
-status is 0 or a negated Connect code (server/status.h): -5 not_found,
+status is 0 or a negated Connect code (server/core/status.h): -5 not_found,
 -7 permission_denied, -9 failed_precondition (policy disabled), -10
 aborted ("all": another item was refused), -11 out_of_range (more permits
 than the bucket holds; in "all", the items of one bucket together:
@@ -28,7 +28,7 @@ the RateLimit-Policy header), tokens_micro the tokens left in millionths
 of a permit (for the admin UI's gauge).
 
 App "*" skips the apps check: only permitd itself sends it (the admin bucket
-inspector); a request's app can never be "*" (server/policy.c).
+inspector); a request's app can never be "*" (server/stores/policy.c).
 
 The bucket keeps sub-permit precision: its state is one 16-byte string,
 two little-endian IEEE doubles (struct format '<dd'): the tokens, and the

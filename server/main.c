@@ -16,17 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin.h"
-#include "api.h"
-#include "config.h"
-#include "connect.h"
-#include "http.h"
-#include "limiter.h"
-#include "log.h"
-#include "migrate.h"
-#include "redis.h"
-#include "stats.h"
-#include "sync.h"
+#include "control/admin.h"
+#include "decisions/api.h"
+#include "core/config.h"
+#include "transport/connect.h"
+#include "transport/http.h"
+#include "decisions/limiter.h"
+#include "core/log.h"
+#include "stores/migrate.h"
+#include "stores/redis.h"
+#include "decisions/stats.h"
+#include "control/sync.h"
 
 #define DRAIN_GRACE_MS 10000
 

@@ -39,7 +39,7 @@ static inline char *fuzz_cstr(const uint8_t *data, size_t size)
 }
 
 /* Whether s[0, len) is well-formed UTF-8 (RFC 3629). Written apart from
- * server/json.c on purpose, so the two can disagree. */
+ * server/transport/json.c on purpose, so the two can disagree. */
 static inline int fuzz_utf8(const unsigned char *s, size_t len)
 {
     size_t i = 0;

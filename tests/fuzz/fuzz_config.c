@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "fuzz.h"
 
 extern char **environ;

@@ -2,7 +2,7 @@
  * fuzz_connect.c - libFuzzer target for the Connect framing that is
  * reachable without a live HTTP request: Content-Type and
  * Connect-Timeout-Ms parsing, gzip request bodies (connect_gunzip) and
- * base64 (server/base64.c, used by the JSON codec for bytes and by Connect
+ * base64 (server/core/base64.c, used by the JSON codec for bytes and by Connect
  * GET for ?message=...&base64=1).
  *
  * The first input byte picks what is fuzzed and how; the rest is the
@@ -28,8 +28,8 @@
 
 #include <zlib.h>
 
-#include "base64.h"
-#include "connect.h"
+#include "core/base64.h"
+#include "transport/connect.h"
 #include "fuzz.h"
 
 /* The decompression limits tried: nothing, tiny, and the server's default. */

@@ -1,6 +1,6 @@
 /*
  * fuzz_json.c - libFuzzer target for application/json request bodies:
- * json_decode() of the permit.v1 messages (server/json.c), the encoder on
+ * json_decode() of the permit.v1 messages (server/transport/json.c), the encoder on
  * what it decoded, and the server's validation.
  *
  * The first input byte picks the message type (messages.h); the rest is the
@@ -21,7 +21,7 @@
 
 #include <jansson.h>
 
-#include "json.h"
+#include "transport/json.h"
 #include "fuzz.h"
 #include "messages.h"
 

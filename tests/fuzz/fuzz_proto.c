@@ -1,7 +1,7 @@
 /*
  * fuzz_proto.c - libFuzzer target for application/proto request bodies:
  * protobuf_c_message_unpack() of the permit.v1 messages, then the JSON
- * encoder (server/json.c) on what came out, and the server's validation.
+ * encoder (server/transport/json.c) on what came out, and the server's validation.
  *
  * The first input byte picks the message type (messages.h); the rest is the
  * body. Whatever unpacks must:
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "transport/json.h"
 #include "fuzz.h"
 #include "messages.h"
 

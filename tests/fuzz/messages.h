@@ -2,7 +2,7 @@
  * messages.h - the permit.v1 messages as fuzz_json and fuzz_proto see them:
  * the table of descriptors a fuzzer picks from, packing for byte-for-byte
  * comparison, and the validation the server runs on a decoded request
- * (server/policy.c), checked against a re-statement of its rules.
+ * (server/stores/policy.c), checked against a re-statement of its rules.
  *
  * Comparing two messages means comparing what protobuf_c_message_pack()
  * makes of them: it writes fields in number order with one encoding each,
@@ -19,7 +19,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "fuzz.h"
-#include "policy.h"
+#include "stores/policy.h"
 #include "permit/v1/admin.pb-c.h"
 #include "permit/v1/ratelimit.pb-c.h"
 #include "jsontest.pb-c.h"

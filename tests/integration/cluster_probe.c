@@ -1,5 +1,5 @@
 /*
- * cluster_probe.c - server/cluster.c driven from the command line, for
+ * cluster_probe.c - server/stores/cluster.c driven from the command line, for
  * tests/integration/test_cluster.py, which compares what it prints with
  * what a real Redis Cluster says.
  *
@@ -23,7 +23,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "cluster.h"
+#include "stores/cluster.h"
 
 static const char *health_name(enum cluster_health h)
 {

@@ -514,7 +514,7 @@ class CoalescedTest(unittest.TestCase):
         # A request waits for Redis in libmicrohttpd's ready list, not
         # suspended, so a client that resets its connection meanwhile is
         # seen at once and its connection closed. The work already sent
-        # still writes its answer into the request (server/http.c keeps it
+        # still writes its answer into the request (server/transport/http.c keeps it
         # until then; the ASan build would catch it otherwise): each such
         # request is decided exactly once, its answer dropped, and the
         # requests after it are served as usual.

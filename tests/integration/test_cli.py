@@ -2,6 +2,7 @@
 """permitd's command line: --help, --version, every setting by flag and by
 environment variable, start-up refused on a bad value (exit 2, a message
 naming the setting and the value), Redis over a unix socket."""
+import glob
 import os
 import re
 import subprocess
@@ -125,7 +126,11 @@ class HelpTest(unittest.TestCase):
         # The subcommands and their verbs, read from the code that dispatches
         # them, so a new one is covered without editing this test.
         def src(name):
-            with open(os.path.join(harness.SOURCE_DIR, "server", name)) as f:
+            # server/<layer>/<name>, wherever its layer is
+            paths = glob.glob(os.path.join(harness.SOURCE_DIR, "server", "**", name),
+                              recursive=True)
+            self.assertEqual(len(paths), 1, "server/**/%s: %s" % (name, paths))
+            with open(paths[0]) as f:
                 return f.read()
         subs = sorted(set(re.findall(r'strcmp\(argv\[1\], "([a-z][a-z-]*)"\)', src("main.c"))))
         self.assertEqual(subs, ["admin", "migrate"])

@@ -1,4 +1,4 @@
-"""server/cluster.c against a real Redis Cluster (issue 19, groundwork).
+"""server/stores/cluster.c against a real Redis Cluster (issue 19, groundwork).
 
 The stack fixture starts 3 masters + 3 replicas on loopback
 (tests/stack/redis-cluster.sh, PERMITD_TEST_CLUSTER_* in the env file);

@@ -77,7 +77,7 @@ class HotPathTest(unittest.TestCase):
             # one call per round here, its output buffer made twice).
             self.assertLessEqual(made, 5, "%d allocations in %d calls" % (made, N + N // 4))
             # A request waits for Redis without leaving libmicrohttpd's epoll
-            # set (server/http.c): suspended, each cost an EPOLL_CTL_DEL and
+            # set (server/transport/http.c): suspended, each cost an EPOLL_CTL_DEL and
             # an EPOLL_CTL_ADD, 2 per call (2,500 here).
             self.assertLessEqual(ctls, 10, "%d epoll_ctl calls in %d calls" % (ctls, N + N // 4))
             for c in conns:
@@ -85,7 +85,7 @@ class HotPathTest(unittest.TestCase):
 
     def test_json_acquire_allocates_nothing(self):
         # JSON goes through jansson, whose trees live in a per-thread arena
-        # during each decode and encode (server/json.c); the decoded message
+        # during each decode and encode (server/transport/json.c); the decoded message
         # comes from connect.c's per-thread arena, as a binary one does, and
         # the reply's text is written into the request's storage. Before the
         # arenas: 44 per call (35 of jansson's, 9 of permitd's); then 5 (the

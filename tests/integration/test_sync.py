@@ -419,7 +419,7 @@ class SyncTest(unittest.TestCase):
 
     def test_localhost_with_a_port_is_that_port_over_tcp(self):
         # mysql://...@localhost:PORT/db means TCP to that port, as it does for
-        # `permitd migrate` (server/dbconn.c): not libmariadb's guess that
+        # `permitd migrate` (server/stores/dbconn.c): not libmariadb's guess that
         # "localhost" is its default unix socket, where no server of this
         # test listens.
         db = harness.PrivateMariaDB()

@@ -1,0 +1,1140 @@
+/*
+ * admin.c - what administrators reach: the admin UI's files, the
+ * PolicyService and AdminAuthService RPCs (over connect.c), /healthz,
+ * /readyz and /metrics (health.c); and `permitd admin add-user`.
+ *
+ * Who may do what is decided here, for every RPC, not only in the UI:
+ *   - every RPC but Login needs a live session (cookie permitd_session,
+ *     HttpOnly, SameSite=Strict); viewers may call the read-only ones,
+ *     editors all of them;
+ *   - a POST must carry an Origin equal to this listener's own origin
+ *     (scheme://Host; on a loopback listener Host must be a loopback name,
+ *     which stops DNS rebinding), so a page on another site cannot make a
+ *     logged-in browser change anything, and no CORS header is ever sent; connect.c
+ *     already refuses any content type but JSON and proto, which a plain
+ *     HTML form cannot send;
+ *   - failed logins for one user name from one client address spend
+ *     tokens from permitd's own token bucket (policy "_login": 5 tries,
+ *     then one every 10 s), so password guessing is slowed by the very
+ *     mechanism permitd sells, and a stranger's wrong guesses lock out only
+ *     the stranger, not the administrator elsewhere;
+ *   - passwords are checked on verifier.c's threads, never on the admin
+ *     listener's one loop thread: a login is deferred and answered when its
+ *     check comes back, and a login that finds --login-queue checks already
+ *     waiting is answered resource_exhausted at once, so a flood of logins
+ *     from anywhere costs bounded argon2 work and /readyz never waits on it.
+ *
+ * Writes go to MySQL first (store.c: one transaction with the audit row),
+ * then straight through to Redis (sync.c), so the next Acquire after an
+ * RPC returns sees the change. The store connection is used from the admin
+ * listener's threads under one mutex: admin traffic is light.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "control/admin.h"
+#include "control/auth.h"
+#include "core/clock.h"
+#include "transport/connect.h"
+#include "core/embed.h"
+#include "control/health.h"
+#include "core/log.h"
+#include "permit/v1/admin.pb-c.h"
+#include "stores/policy.h"
+#include "stores/store.h"
+#include "control/verifier.h"
+
+#define ADMIN_REDIS_DEADLINE_MS 1000
+#define SESSION_TTL_S (12 * 3600)
+#define LOGIN_POLICY "_login"
+#define LOGIN_TRIES 5
+#define LOGIN_RATE "0.1"
+#define ADMIN_HSTS_MAX_AGE_S (365 * 24 * 3600)
+
+enum role { ROLE_NONE, ROLE_VIEWER, ROLE_EDITOR };
+
+struct admin {
+    const struct config *cfg;
+    struct redis *redis;
+    struct limiter *limiter;
+    struct sync *sync;
+    struct stats *stats;
+    struct store *store;            /* NULL without --mysql-url */
+    struct verifier *verifier;      /* password checks; NULL without a store */
+    struct health health;           /* what /readyz and /metrics report on */
+    pthread_mutex_t store_lock;
+    struct connect_limits limits;
+};
+
+int admin_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
+              struct sync *sync, struct stats *stats, struct admin **out,
+              struct permitd_error *err)
+{
+    struct admin *a = calloc(1, sizeof(*a));
+    int rc;
+
+    *out = NULL;
+    if (a == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    a->cfg = cfg;
+    a->redis = redis;
+    a->limiter = limiter;
+    a->sync = sync;
+    a->stats = stats;
+    a->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
+    a->health.redis = redis;
+    a->health.limiter = limiter;
+    a->health.sync = sync;
+    a->health.stats = stats;
+    if (cfg->mysql_url[0] != '\0' && (rc = store_new(cfg, &a->store, err)) != PERMITD_OK) {
+        free(a);
+        return rc;
+    }
+    if (a->store != NULL &&
+        (rc = verifier_new(cfg->login_workers, cfg->login_queue, &a->verifier, err)) != PERMITD_OK) {
+        store_free(a->store);
+        free(a);
+        return rc;
+    }
+    a->health.verifier = a->verifier;
+    pthread_mutex_init(&a->store_lock, NULL);
+    *out = a;
+    return PERMITD_OK;
+}
+
+void admin_free(struct admin *a)
+{
+    if (a == NULL)
+        return;
+    verifier_free(a->verifier);
+    store_free(a->store);
+    pthread_mutex_destroy(&a->store_lock);
+    free(a);
+}
+
+static int64_t deadline(void)
+{
+    return clock_now_us() + (int64_t)ADMIN_REDIS_DEADLINE_MS * 1000;
+}
+
+/* ---- sessions and roles ---- */
+
+static int need_store(struct admin *a, struct permitd_error *err)
+{
+    if (a->store == NULL)
+        return permitd_error_set(err, PERMITD_EPRECONDITION,
+                                 "no policy store: start permitd with --mysql-url "
+                                 "(PERMITD_MYSQL_URL) to administer policies");
+    return PERMITD_OK;
+}
+
+/* Finds the caller's session and checks its role; fills *user. */
+static int authenticate(struct admin *a, struct connect_call *call, enum role need,
+                        struct store_user *user, struct permitd_error *err)
+{
+    char token[AUTH_TOKEN_LEN + 1];
+    int rc;
+
+    if ((rc = need_store(a, err)) != PERMITD_OK)
+        return rc;
+    if (auth_cookie_token(http_request_header(call->http, "Cookie"), token, sizeof(token)) != 0)
+        return permitd_error_set(err, PERMITD_EUNAUTHENTICATED, "not logged in");
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_session_user(a->store, token, user, err);
+    pthread_mutex_unlock(&a->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    if (need == ROLE_EDITOR && strcmp(user->role, "editor") != 0)
+        return permitd_error_set(err, PERMITD_EPERM,
+                                 "%s is a %s: only editors may change policies or buckets",
+                                 user->username, user->role);
+    return PERMITD_OK;
+}
+
+/* ---- conversions between store.c and the protobuf messages ---- */
+
+static Permit__V1__Policy *to_proto(struct connect_call *call, const struct store_policy *p)
+{
+    Permit__V1__Policy *m = connect_call_alloc(call, sizeof(*m));
+    size_t n = 0;
+
+    if (m == NULL)
+        return NULL;
+    permit__v1__policy__init(m);
+    m->name = connect_call_strdup(call, p->name);
+    m->max_permits = p->max_permits;
+    m->rate = connect_call_strdup(call, p->rate);
+    m->description = connect_call_strdup(call, p->description ? p->description : "");
+    m->enabled = p->enabled;
+    m->failure_mode = connect_call_strdup(call, p->failure_mode);
+    m->version = (int64_t)p->version;
+    m->created_by = connect_call_strdup(call, p->created_by);
+    m->updated_by = connect_call_strdup(call, p->updated_by);
+    m->created_at = connect_call_strdup(call, p->created_at);
+    m->updated_at = connect_call_strdup(call, p->updated_at);
+    if (p->apps != NULL && p->apps[0] != '\0') {
+        n = 1;
+        for (const char *c = p->apps; *c; c++)
+            n += *c == ',';
+        char *copy = connect_call_strdup(call, p->apps);
+        m->apps = connect_call_alloc(call, n * sizeof(char *));
+        if (copy == NULL || m->apps == NULL)
+            return NULL;
+        m->n_apps = 0;
+        for (char *tok = strtok(copy, ","); tok != NULL; tok = strtok(NULL, ","))
+            m->apps[m->n_apps++] = tok;
+    }
+    if (!m->name || !m->rate || !m->description || !m->failure_mode || !m->created_by ||
+        !m->updated_by || !m->created_at || !m->updated_at)
+        return NULL;
+    return m;
+}
+
+/* Trims a policy's rate as MySQL prints it ("0.500000000000" -> "0.5"). */
+static void tidy_rate(char *rate)
+{
+    char *dot = strchr(rate, '.');
+    size_t n;
+
+    if (dot == NULL)
+        return;
+    n = strlen(rate);
+    while (n > 0 && rate[n - 1] == '0')
+        rate[--n] = '\0';
+    if (n > 0 && rate[n - 1] == '.')
+        rate[--n] = '\0';
+}
+
+/* Checks an editor's policy and turns it into a store input. */
+static int from_proto(const Permit__V1__Policy *m, struct store_policy_input *in,
+                      struct permitd_error *err)
+{
+    if (m == NULL)
+        return permitd_error_set(err, PERMITD_EINVAL, "policy: is required");
+    memset(in, 0, sizeof(*in));
+    in->name = m->name;
+    in->apps = (const char *const *)m->apps;
+    in->napps = m->n_apps;
+    in->max_permits = m->max_permits;
+    in->rate = m->rate;
+    in->description = m->description;
+    in->enabled = m->enabled;
+    in->failure_mode = m->failure_mode[0] ? m->failure_mode : "closed";
+    return policy_check_fields(in->name, in->apps, in->napps, (long long)in->max_permits,
+                               in->rate, in->description, in->failure_mode, err);
+}
+
+static int bucket_proto(struct admin *a, struct connect_call *call, const char *name,
+                        const char *key, Permit__V1__Bucket **out, struct permitd_error *err)
+{
+    struct limiter_result r;
+    Permit__V1__Bucket *b;
+    int rc;
+
+    *out = NULL;
+    if ((rc = limiter_inspect(a->limiter, name, key, deadline(), &r, err)) != PERMITD_OK)
+        return rc;
+    b = connect_call_alloc(call, sizeof(*b));
+    if (b == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    permit__v1__bucket__init(b);
+    b->policy = connect_call_strdup(call, name);
+    b->key = connect_call_strdup(call, key ? key : "");
+    if (b->policy == NULL || b->key == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    b->tokens = (double)r.tokens_micro / 1e6;
+    b->remaining = r.remaining;
+    b->limit = r.limit;
+    b->reset_after_ms = r.reset_after_ms;
+    *out = b;
+    return PERMITD_OK;
+}
+
+/* After MySQL took a change: Redis too, now. A failure here is reported
+ * but the change stands (MySQL is the truth); the next sync pass heals. */
+static void write_through(struct admin *a, const struct store_policy *p)
+{
+    struct permitd_error err = {0, ""};
+
+    if (a->sync != NULL && sync_write_policy(a->sync, p, &err) != PERMITD_OK)
+        log_msg(LOG_WARN, "write-through to redis failed; the next sync pass will retry",
+                "policy=%s error=\"%s\"", p->name, err.message);
+}
+
+/* ---- PolicyService ---- */
+
+#define HANDLER(fn) \
+    static int fn(void *ud, struct connect_call *call, const ProtobufCMessage *in_, \
+                  ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+
+/* The rows the sync skips (sync_skipped()), for the policy list's notice:
+ * copied into the call's memory. */
+static int skipped_rows(struct admin *a, struct connect_call *call,
+                        Permit__V1__ListPoliciesResponse *rs, struct permitd_error *err)
+{
+    char **rows = NULL;
+    size_t n = 0;
+    int rc = PERMITD_OK;
+
+    if (sync_skipped(a->sync, &rows, &n) != PERMITD_OK ||
+        (n > 0 && (rs->skipped_rows = connect_call_alloc(call, n * sizeof(char *))) == NULL))
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t i = 0; rc == PERMITD_OK && i < n; i++) {
+        if ((rs->skipped_rows[i] = connect_call_strdup(call, rows[i])) == NULL)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        else
+            rs->n_skipped_rows++;
+    }
+    sync_skipped_free(rows, n);
+    return rc;
+}
+
+HANDLER(list_policies)
+{
+    struct admin *a = ud;
+    const Permit__V1__ListPoliciesRequest *rq = (const void *)in_;
+    Permit__V1__ListPoliciesResponse *rs = (void *)out_;
+    struct store_policy *v = NULL;
+    struct store_user user;
+    size_t n = 0;
+    int rc;
+
+    if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_policy_list(a->store, &v, &n, err);
+    pthread_mutex_unlock(&a->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    rs->policies = connect_call_alloc(call, (n + 1) * sizeof(*rs->policies));
+    if (rq->include_buckets)
+        rs->buckets = connect_call_alloc(call, (n + 1) * sizeof(*rs->buckets));
+    if (rs->policies == NULL || (rq->include_buckets && rs->buckets == NULL)) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    if (a->sync != NULL && (rc = skipped_rows(a, call, rs, err)) != PERMITD_OK)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        tidy_rate(v[i].rate);
+        if ((rs->policies[i] = to_proto(call, &v[i])) == NULL) {
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            goto done;
+        }
+        rs->n_policies++;
+        if (rq->include_buckets) {
+            Permit__V1__Bucket *b;
+            struct permitd_error why;
+            /* A policy not yet in Redis (sync lag) or Redis down: an empty
+             * gauge, not a failed table. */
+            if (bucket_proto(a, call, v[i].name, "", &b, &why) != PERMITD_OK) {
+                b = connect_call_alloc(call, sizeof(*b));
+                if (b == NULL) {
+                    rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+                    goto done;
+                }
+                permit__v1__bucket__init(b);
+                b->policy = rs->policies[i]->name;
+                b->limit = v[i].max_permits;
+            }
+            rs->buckets[rs->n_buckets++] = b;
+        }
+    }
+done:
+    store_policies_free(v, n);
+    return rc;
+}
+
+HANDLER(get_policy)
+{
+    struct admin *a = ud;
+    const Permit__V1__GetPolicyRequest *rq = (const void *)in_;
+    Permit__V1__GetPolicyResponse *rs = (void *)out_;
+    struct store_policy p;
+    struct store_user user;
+    int rc;
+
+    if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK ||
+        (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_policy_get(a->store, rq->name, &p, err);
+    pthread_mutex_unlock(&a->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    tidy_rate(p.rate);
+    rs->policy = to_proto(call, &p);
+    store_policy_clear(&p);
+    return rs->policy ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+}
+
+/* Create and update: validate, write to MySQL, write through, answer. */
+static int write_policy(struct admin *a, struct connect_call *call, const Permit__V1__Policy *m,
+                        int create, Permit__V1__Policy **out, struct permitd_error *err)
+{
+    struct store_policy_input in;
+    struct store_policy p;
+    struct store_user user;
+    int rc;
+
+    if ((rc = authenticate(a, call, ROLE_EDITOR, &user, err)) != PERMITD_OK ||
+        (rc = from_proto(m, &in, err)) != PERMITD_OK)
+        return rc;
+    if (!create && m->version <= 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "version: send the version you edited (from GetPolicy)");
+    pthread_mutex_lock(&a->store_lock);
+    rc = create ? store_policy_create(a->store, &in, user.username, &p, err)
+                : store_policy_update(a->store, &in, (uint64_t)m->version, user.username, &p, err);
+    pthread_mutex_unlock(&a->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    write_through(a, &p);
+    log_msg(LOG_INFO, create ? "policy created" : "policy updated",
+            "policy=%s version=%" PRIu64 " by=%s", p.name, p.version, user.username);
+    tidy_rate(p.rate);
+    *out = to_proto(call, &p);
+    store_policy_clear(&p);
+    return *out ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+}
+
+HANDLER(create_policy)
+{
+    const Permit__V1__CreatePolicyRequest *rq = (const void *)in_;
+    Permit__V1__CreatePolicyResponse *rs = (void *)out_;
+
+    return write_policy(ud, call, rq->policy, 1, &rs->policy, err);
+}
+
+HANDLER(update_policy)
+{
+    const Permit__V1__UpdatePolicyRequest *rq = (const void *)in_;
+    Permit__V1__UpdatePolicyResponse *rs = (void *)out_;
+
+    return write_policy(ud, call, rq->policy, 0, &rs->policy, err);
+}
+
+HANDLER(delete_policy)
+{
+    struct admin *a = ud;
+    const Permit__V1__DeletePolicyRequest *rq = (const void *)in_;
+    struct store_user user;
+    struct permitd_error why = {0, ""};
+    int rc;
+
+    if ((rc = authenticate(a, call, ROLE_EDITOR, &user, err)) != PERMITD_OK ||
+        (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK)
+        return rc;
+    if (rq->version < 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "version: %" PRId64 " is negative", rq->version);
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_policy_delete(a->store, rq->name, (uint64_t)rq->version, user.username, err);
+    pthread_mutex_unlock(&a->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    limiter_forget(a->limiter, rq->name);
+    if (a->sync != NULL && sync_remove_policy(a->sync, rq->name, &why) != PERMITD_OK)
+        log_msg(LOG_WARN, "removing a deleted policy from redis failed; the next sync pass will",
+                "policy=%s error=\"%s\"", rq->name, why.message);
+    log_msg(LOG_INFO, "policy deleted", "policy=%s by=%s", rq->name, user.username);
+    return PERMITD_OK;
+}
+
+HANDLER(list_policy_history)
+{
+    struct admin *a = ud;
+    const Permit__V1__ListPolicyHistoryRequest *rq = (const void *)in_;
+    Permit__V1__ListPolicyHistoryResponse *rs = (void *)out_;
+    struct store_change *v = NULL;
+    struct store_user user;
+    size_t n = 0;
+    int rc, limit = rq->limit <= 0 ? 100 : (rq->limit > 1000 ? 1000 : rq->limit);
+
+    if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK ||
+        (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_history(a->store, rq->name, limit, &v, &n, err);
+    pthread_mutex_unlock(&a->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    rs->changes = connect_call_alloc(call, (n + 1) * sizeof(*rs->changes));
+    for (size_t i = 0; rs->changes != NULL && i < n; i++) {
+        Permit__V1__PolicyChange *c = connect_call_alloc(call, sizeof(*c));
+        if (c == NULL)
+            break;
+        permit__v1__policy_change__init(c);
+        c->action = connect_call_strdup(call, v[i].action);
+        c->actor = connect_call_strdup(call, v[i].actor);
+        c->changed_at = connect_call_strdup(call, v[i].changed_at);
+        c->old_value = connect_call_strdup(call, v[i].old_value);
+        c->new_value = connect_call_strdup(call, v[i].new_value);
+        if (!c->action || !c->actor || !c->changed_at || !c->old_value || !c->new_value)
+            break;
+        rs->changes[rs->n_changes++] = c;
+    }
+    store_history_free(v, n);
+    if (rs->n_changes != n)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    return PERMITD_OK;
+}
+
+HANDLER(get_bucket)
+{
+    struct admin *a = ud;
+    const Permit__V1__GetBucketRequest *rq = (const void *)in_;
+    Permit__V1__GetBucketResponse *rs = (void *)out_;
+    struct store_user user;
+    int rc;
+
+    if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK)
+        return rc;
+    return bucket_proto(a, call, rq->name, rq->key, &rs->bucket, err);
+}
+
+HANDLER(reset_bucket)
+{
+    struct admin *a = ud;
+    const Permit__V1__ResetBucketRequest *rq = (const void *)in_;
+    Permit__V1__ResetBucketResponse *rs = (void *)out_;
+    struct store_user user;
+    int rc;
+
+    if ((rc = authenticate(a, call, ROLE_EDITOR, &user, err)) != PERMITD_OK ||
+        (rc = limiter_reset(a->limiter, rq->name, rq->key, deadline(), err)) != PERMITD_OK)
+        return rc;
+    log_msg(LOG_INFO, "bucket reset", "policy=%s key=\"%.64s\" by=%s", rq->name, rq->key,
+            user.username);
+    return bucket_proto(a, call, rq->name, rq->key, &rs->bucket, err);
+}
+
+HANDLER(get_policy_stats)
+{
+    struct admin *a = ud;
+    const Permit__V1__GetPolicyStatsRequest *rq = (const void *)in_;
+    Permit__V1__GetPolicyStatsResponse *rs = (void *)out_;
+    struct store_user user;
+    size_t seconds = rq->seconds <= 0 ? STATS_SECONDS : (size_t)rq->seconds;
+    int rc;
+
+    if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK ||
+        (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK)
+        return rc;
+    if (seconds > STATS_SECONDS)
+        seconds = STATS_SECONDS;
+    rs->allowed = connect_call_alloc(call, seconds * sizeof(int64_t));
+    rs->denied = connect_call_alloc(call, seconds * sizeof(int64_t));
+    if (rs->allowed == NULL || rs->denied == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rs->n_allowed = rs->n_denied =
+        stats_series(a->stats, rq->name, seconds, &rs->end_unix, rs->allowed, rs->denied);
+    return PERMITD_OK;
+}
+
+/* ---- AdminAuthService ---- */
+
+/* The login bucket of permitd's own: created (or corrected) on use. */
+static void login_policy(struct admin *a)
+{
+    char key[POLICY_REDIS_KEY_MAX], max[16];
+    struct redis_str args[14];
+    int n = 0;
+
+    snprintf(max, sizeof(max), "%d", LOGIN_TRIES);
+    args[n].p = "HSET"; args[n++].len = 4;
+    args[n].p = key;
+    args[n++].len = policy_redis_key(key, a->cfg->redis_prefix, LOGIN_POLICY, POLICY_KEY_HASH, NULL);
+#define F(k, v) (args[n].p = (k), args[n].len = strlen(k), n++, \
+                 args[n].p = (v), args[n].len = strlen(v), n++)
+    F("name", LOGIN_POLICY);
+    F("apps", "*");
+    F("max_permits", max);
+    F("rate", LOGIN_RATE);
+    F("enabled", "1");
+    F("version", "1");
+#undef F
+    redis_command(a->redis, args, n, deadline(), NULL, NULL, NULL, NULL);
+}
+
+/* The login bucket's key for a user name (lower-cased: Alice = alice)
+ * tried from one client address: "alice@127.0.0.2". */
+static void login_key(const char *username, const char *addr, char *out, size_t len)
+{
+    size_t i = 0;
+
+    for (; username[i] && i + 1 < len; i++)
+        out[i] = (char)((username[i] >= 'A' && username[i] <= 'Z') ? username[i] + 32 : username[i]);
+    snprintf(out + i, len - i, "@%s", addr);
+}
+
+
+/* Spends a login try for key; returns PERMITD_EEXHAUSTED (with the wait)
+ * when none is left. Redis being down must not lock administrators out in
+ * an incident: then the check is skipped (and logged). */
+static int login_try(struct admin *a, const char *key, int take, struct permitd_error *err)
+{
+    char hash[POLICY_REDIS_KEY_MAX], state[POLICY_REDIS_KEY_MAX];
+    struct redis_str keys[2], args[3];
+    long long out[8];
+    struct permitd_error why = {0, ""};
+    int rc;
+
+    keys[0].p = hash;
+    keys[0].len = policy_redis_key(hash, a->cfg->redis_prefix, LOGIN_POLICY, POLICY_KEY_HASH, NULL);
+    keys[1].p = state;
+    keys[1].len = policy_redis_key(state, a->cfg->redis_prefix, LOGIN_POLICY, POLICY_KEY_BUCKET, key);
+    args[0].p = take ? "take" : "peek"; args[0].len = 4;
+    args[1].p = "*"; args[1].len = 1;
+    args[2].p = "1"; args[2].len = 1;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        rc = redis_script_run(a->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline(), out, 8, &why);
+        if (rc != PERMITD_OK) {
+            log_msg(LOG_WARN, "login throttle unavailable; login allowed", "error=\"%s\"", why.message);
+            return PERMITD_OK;
+        }
+        if (out[0] != PERMITD_ENOTFOUND)
+            break;
+        login_policy(a);
+    }
+    if (out[0] != 0)
+        return PERMITD_OK;
+    if (!take && out[2] < 1) {
+        int64_t wait_s = (int64_t)((1.0 - (double)out[7] / 1e6) / 0.1) + 1;
+        return permitd_error_set(err, PERMITD_EEXHAUSTED,
+                                 "too many failed logins for this user from this address; try "
+                                 "again in %" PRId64 " s",
+                                 wait_s);
+    }
+    return PERMITD_OK;
+}
+
+static void session_cookie(const struct admin *a, struct http_response *resp, const char *token,
+                           int max_age)
+{
+    http_response_header(resp, "Set-Cookie", "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s",
+                         AUTH_COOKIE, token, max_age, a->cfg->tls_cert[0] ? "; Secure" : "");
+}
+
+/* A login whose password is being checked (verifier.c): what its answer
+ * needs once the check comes back to the listener's loop. It lives in the
+ * request's own storage (http_request_alloc()), as long as the request. */
+struct login {
+    struct admin *a;
+    const struct http_request *http;
+    enum connect_codec codec;
+    int found;                      /* user is a real account */
+    struct store_user user;
+    char *password;                 /* request storage; wiped once handed over */
+    size_t password_len;
+    char key[128], addr[64], username[65];
+};
+
+/* Every admin answer's headers (admin_handle() adds them to the answers
+ * made at once). */
+static void answer_headers(const struct admin *a, struct http_response *resp);
+
+/* Logs the user in: a new session, its cookie and the reply. */
+static int login_session(struct login *l, struct http_response *resp, struct permitd_error *err)
+{
+    struct admin *a = l->a;
+    Permit__V1__LoginResponse rs;
+    char token[AUTH_TOKEN_LEN + 1];
+    int rc;
+
+    if ((rc = auth_new_token(token, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_session_create(a->store, token, l->user.id, SESSION_TTL_S, err);
+    pthread_mutex_unlock(&a->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    permit__v1__login_response__init(&rs);
+    rs.username = l->user.username;
+    rs.role = l->user.role;
+    if ((rc = connect_reply(l->http, l->codec, &rs.base, NULL, resp, err)) != PERMITD_OK)
+        return rc;
+    session_cookie(a, resp, token, SESSION_TTL_S);
+    log_msg(LOG_INFO, "login", "user=%s role=%s", l->user.username, l->user.role);
+    return PERMITD_OK;
+}
+
+/* The password check is done (on the listener's loop): answers the login. */
+static void login_checked(void *ud, int match)
+{
+    struct login *l = ud;
+    struct http_response resp;
+    struct permitd_error err = {0, ""};
+    int rc;
+
+    http_response_init(&resp);
+    if (!match || !l->found) {
+        login_try(l->a, l->key, 1, &err);
+        log_msg(LOG_WARN, "login failed", "user=\"%.64s\" addr=%s", l->username, l->addr);
+        rc = permitd_error_set(&err, PERMITD_EUNAUTHENTICATED, "wrong user name or password");
+    } else {
+        rc = login_session(l, &resp, &err);
+    }
+    if (rc != PERMITD_OK) {
+        if (resp.body_owned)
+            free(resp.body);
+        http_response_init(&resp);
+        connect_error_reply(&resp, &err);
+    }
+    answer_headers(l->a, &resp);
+    http_request_resume(l->http, &resp);
+}
+
+/* Hands the password to the verifier threads; a full queue is answered at
+ * once (resource_exhausted), the rest by login_checked(). */
+static void login_start(struct login *l)
+{
+    struct http_response resp;
+    struct permitd_error err = {0, ""};
+    int rc;
+
+    /* Verify even for an unknown user (the dummy hash), so timing does
+     * not tell which user names exist. */
+    rc = verifier_submit(l->a->verifier, http_request_worker(l->http),
+                         l->found ? l->user.password_hash : NULL, l->password, login_checked, l,
+                         &err);
+    explicit_bzero(l->password, l->password_len);
+    if (rc == PERMITD_OK)
+        return;
+    if (rc == PERMITD_EEXHAUSTED)
+        log_msg(LOG_DEBUG, "login shed: password checks full", "user=\"%.64s\" addr=%s",
+                l->username, l->addr);
+    http_response_init(&resp);
+    connect_error_reply(&resp, &err);
+    answer_headers(l->a, &resp);
+    http_request_resume(l->http, &resp);
+}
+
+/* Checks what can be checked on the listener's thread (the name, the
+ * throttle, the account), then defers: argon2 runs on a verifier thread
+ * (verifier.c), never here, so /readyz and the other RPCs never wait for a
+ * password check, and a flood of logins is capped by the verifier's queue. */
+HANDLER(login)
+{
+    struct admin *a = ud;
+    const Permit__V1__LoginRequest *rq = (const void *)in_;
+    struct permitd_error miss = {0, ""};
+    struct login *l;
+    int rc;
+
+    if ((rc = need_store(a, err)) != PERMITD_OK)
+        return rc;
+    /* Only a name `permitd admin add-user` accepts can exist: the rest are
+     * refused before the password is tried. MySQL compares names without
+     * case (and would match "ed " or "éd" to "ed"), so within these the
+     * lower-cased name is the one account's key for the login throttle. */
+    if ((rc = policy_check_name("username", rq->username, err)) != PERMITD_OK)
+        return rc;
+    if (strlen(rq->username) > 64)
+        return permitd_error_set(err, PERMITD_EINVAL, "username: at most 64 characters");
+    if ((l = http_request_alloc(call->http, sizeof(*l))) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    memset(l, 0, sizeof(*l));
+    l->a = a;
+    l->http = call->http;
+    l->codec = call->codec;
+    snprintf(l->username, sizeof(l->username), "%s", rq->username);
+    if (http_request_client_addr(call->http, l->addr, sizeof(l->addr)) != 0)
+        snprintf(l->addr, sizeof(l->addr), "unknown");
+    login_key(rq->username, l->addr, l->key, sizeof(l->key));
+    if ((rc = login_try(a, l->key, 0, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_user_get(a->store, rq->username, &l->user, &miss);
+    pthread_mutex_unlock(&a->store_lock);
+    if (rc != PERMITD_OK && rc != PERMITD_ENOTFOUND)
+        return permitd_error_set(err, rc, "%s", miss.message);
+    l->found = rc == PERMITD_OK;
+    /* The decoded request is gone once this returns: login_start() hands
+     * a copy to the verifier (which keeps its own) and wipes it. */
+    l->password_len = strlen(rq->password);
+    if ((l->password = http_request_alloc(call->http, l->password_len + 1)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    memcpy(l->password, rq->password, l->password_len + 1);
+    http_request_defer(call->http);
+    login_start(l);
+    return CONNECT_DEFERRED;
+}
+
+HANDLER(logout)
+{
+    struct admin *a = ud;
+    char token[AUTH_TOKEN_LEN + 1];
+    struct store_user user;
+    int rc;
+
+    /* The browser's copy goes either way; but like every RPC except Login,
+     * Logout needs a live session (admin.proto), else unauthenticated. */
+    session_cookie(a, call->resp, "", 0);
+    if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK)
+        return rc;
+    if (auth_cookie_token(http_request_header(call->http, "Cookie"), token, sizeof(token)) != 0)
+        return permitd_error_set(err, PERMITD_EUNAUTHENTICATED, "not logged in");
+    pthread_mutex_lock(&a->store_lock);
+    rc = store_session_delete(a->store, token, err);
+    pthread_mutex_unlock(&a->store_lock);
+    return rc;
+}
+
+HANDLER(who_am_i)
+{
+    struct admin *a = ud;
+    Permit__V1__WhoAmIResponse *rs = (void *)out_;
+    struct store_user user;
+    int rc;
+
+    if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK)
+        return rc;
+    rs->username = connect_call_strdup(call, user.username);
+    rs->role = connect_call_strdup(call, user.role);
+    return rs->username && rs->role ? PERMITD_OK
+                                    : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+}
+
+#define METHOD(svc, name, lower, get, fn) \
+    {"/permit.v1." svc "/" name, &permit__v1__##lower##_request__descriptor, \
+     &permit__v1__##lower##_response__descriptor, get, fn}
+
+static const struct connect_method methods[] = {
+    METHOD("PolicyService", "ListPolicies", list_policies, 1, list_policies),
+    METHOD("PolicyService", "GetPolicy", get_policy, 1, get_policy),
+    METHOD("PolicyService", "CreatePolicy", create_policy, 0, create_policy),
+    METHOD("PolicyService", "UpdatePolicy", update_policy, 0, update_policy),
+    METHOD("PolicyService", "DeletePolicy", delete_policy, 0, delete_policy),
+    METHOD("PolicyService", "ListPolicyHistory", list_policy_history, 1, list_policy_history),
+    METHOD("PolicyService", "GetBucket", get_bucket, 1, get_bucket),
+    METHOD("PolicyService", "ResetBucket", reset_bucket, 0, reset_bucket),
+    METHOD("PolicyService", "GetPolicyStats", get_policy_stats, 1, get_policy_stats),
+    METHOD("AdminAuthService", "Login", login, 0, login),
+    METHOD("AdminAuthService", "Logout", logout, 0, logout),
+    /* protoc-c spells WhoAmIRequest who_am_irequest */
+    {"/permit.v1.AdminAuthService/WhoAmI", &permit__v1__who_am_irequest__descriptor,
+     &permit__v1__who_am_iresponse__descriptor, 1, who_am_i},
+    {NULL, NULL, NULL, 0, NULL},
+};
+
+/* ---- /readyz and /metrics (health.c) ---- */
+
+int admin_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err)
+{
+    struct admin *a = ud;
+
+    *worker = NULL;
+    if (a->verifier == NULL)
+        return PERMITD_OK;          /* no store: no logins to check */
+    return verifier_inbox_new(a->verifier, loop, (struct verifier_inbox **)worker, err);
+}
+
+void admin_worker_close(void *ud, void *worker)
+{
+    (void)ud;
+    (void)worker;
+}
+
+void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin)
+{
+    a->health.listeners[0] = api;
+    a->health.listeners[1] = admin;
+}
+
+/* ---- the UI's files ---- */
+
+static const char *content_type(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+
+    if (dot == NULL)
+        return "application/octet-stream";
+    if (strcmp(dot, ".html") == 0)
+        return "text/html; charset=utf-8";
+    if (strcmp(dot, ".js") == 0 || strcmp(dot, ".mjs") == 0)
+        return "text/javascript; charset=utf-8";
+    if (strcmp(dot, ".css") == 0)
+        return "text/css; charset=utf-8";
+    if (strcmp(dot, ".svg") == 0)
+        return "image/svg+xml";
+    if (strcmp(dot, ".png") == 0)
+        return "image/png";
+    if (strcmp(dot, ".ico") == 0)
+        return "image/x-icon";
+    if (strcmp(dot, ".json") == 0)
+        return "application/json";
+    return "application/octet-stream";
+}
+
+/* Serves one UI file: from --admin-ui-dir when set (development), else
+ * from the copy embedded in the binary. Returns 0 when not found. */
+static int ui_file(struct admin *a, const char *name, struct http_response *resp)
+{
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '.' || *c == '-' || *c == '_') || (c == name && *c == '.'))
+            return 0;
+    if (a->cfg->admin_ui_dir[0] != '\0') {
+        char path[1200];
+        FILE *f;
+        long len;
+
+        snprintf(path, sizeof(path), "%s/%s", a->cfg->admin_ui_dir, name);
+        f = fopen(path, "rb");
+        if (f == NULL)
+            return 0;
+        if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+            (resp->body = malloc((size_t)len + 1)) == NULL) {
+            fclose(f);
+            return 0;
+        }
+        resp->body_len = fread(resp->body, 1, (size_t)len, f);
+        resp->body_owned = 1;
+        fclose(f);
+    } else {
+        const struct embedded_file *e = embed_find(admin_ui_files, name);
+        if (e == NULL)
+            return 0;
+        resp->body = (char *)e->data;
+        resp->body_len = e->len;
+    }
+    resp->content_type = content_type(name);
+    http_response_header(resp, "Cache-Control", "no-cache");
+    http_response_header(resp, "X-Content-Type-Options", "nosniff");
+    http_response_header(resp, "X-Frame-Options", "DENY");
+    http_response_header(resp, "Content-Security-Policy",
+                         "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                         "script-src 'self'; connect-src 'self'; frame-ancestors 'none'");
+    return 1;
+}
+
+/* When the admin listener is bound to loopback, the only names a browser
+ * can rightly use for it are loopback names: any other Host is a DNS
+ * rebinding page pointing its own name at 127.0.0.1. */
+static int host_allowed(const struct admin *a, const char *host)
+{
+    const char *h = a->cfg->admin_listen_host;
+    char want[300];
+
+    if (!(strcmp(h, "127.0.0.1") == 0 || strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0))
+        return 1;
+    if (host == NULL)
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        static const char *const names[] = {"127.0.0.1", "localhost", "[::1]"};
+        snprintf(want, sizeof(want), "%s:%d", names[i], a->cfg->admin_listen_port);
+        if (strcasecmp(host, want) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A state-changing request must come from a page of this listener. */
+static int same_origin(const struct admin *a, const struct http_request *req)
+{
+    const char *origin = http_request_header(req, "Origin");
+    const char *host = http_request_header(req, "Host");
+    size_t n;
+
+    if (origin == NULL || host == NULL || !host_allowed(a, host))
+        return 0;
+    if (strncmp(origin, "http://", 7) == 0)
+        n = 7;
+    else if (strncmp(origin, "https://", 8) == 0)
+        n = 8;
+    else
+        return 0;
+    return strcasecmp(origin + n, host) == 0;
+}
+
+static void text(struct http_response *resp, int status, const char *body)
+{
+    resp->status = status;
+    resp->content_type = "text/plain; charset=utf-8";
+    resp->body = (char *)body;
+    resp->body_len = strlen(body);
+}
+
+/* Everything but the UI's files (which say so themselves) answers with
+ * data that is live or private: sessions, policies, health. No cache or
+ * proxy may keep it, and no browser may guess it is HTML or script. */
+static void no_store(struct http_response *resp)
+{
+    http_response_header(resp, "Cache-Control", "no-store");
+    http_response_header(resp, "X-Content-Type-Options", "nosniff");
+}
+
+/* Routes one request; admin_handle() adds what every answer carries. */
+static void route(struct admin *a, const struct http_request *req, struct http_response *resp)
+{
+    const char *path = http_request_path(req), *method = http_request_method(req);
+    struct permitd_error err;
+
+    if (strcmp(path, "/healthz") == 0) {
+        text(resp, 200, "ok\n");
+        no_store(resp);
+        return;
+    }
+    if (strcmp(path, "/readyz") == 0) {
+        health_readyz(&a->health, resp);
+        no_store(resp);
+        return;
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        health_metrics(&a->health, resp);
+        no_store(resp);
+        return;
+    }
+    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
+        if (strcmp(path, "/") == 0 && ui_file(a, "index.html", resp))
+            return;
+        if (strncmp(path, "/ui/", 4) == 0 && ui_file(a, path + 4, resp))
+            return;
+    }
+    if (strcmp(method, "POST") == 0 && strncmp(path, "/permit.v1.", 11) == 0 && !same_origin(a, req)) {
+        permitd_error_set(&err, PERMITD_EPERM,
+                          "cross-origin request refused: the Origin header must be this admin "
+                          "listener's own origin");
+        connect_error_reply(resp, &err);
+        no_store(resp);
+        return;
+    }
+    if (!connect_serve(methods, a, &a->limits, req, resp)) {
+        permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s", path);
+        connect_error_reply(resp, &err);
+        resp->status = 404;
+    }
+    no_store(resp);
+}
+
+/* Under TLS, a browser that has seen this listener once never talks to it
+ * over plain HTTP again (a year), so no one on the path can downgrade it
+ * and read the session cookie. */
+static void hsts(const struct admin *a, struct http_response *resp)
+{
+    if (a->cfg->tls_cert[0] != '\0')
+        http_response_header(resp, "Strict-Transport-Security", "max-age=%d", ADMIN_HSTS_MAX_AGE_S);
+}
+
+static void answer_headers(const struct admin *a, struct http_response *resp)
+{
+    no_store(resp);
+    hsts(a, resp);
+}
+
+void admin_handle(void *ud, const struct http_request *req, struct http_response *resp)
+{
+    struct admin *a = ud;
+
+    route(a, req, resp);
+    hsts(a, resp);
+}
+
+/* ---- permitd admin ---- */
+
+static void cli_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: permitd admin add-user NAME --role viewer|editor\n"
+            "\n"
+            "Creates an administrator of the admin UI, or sets a new password and\n"
+            "role for an existing one (ending the sessions it has). The password is\n"
+            "read from standard input (one line; at least 8 characters). NAME: letters,\n"
+            "digits, '.', '_' and '-', up to 64. Viewers read, editors also change.\n"
+            "The database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n"
+            "\n"
+            "  -h, --help   this text (anywhere on the line)\n");
+}
+
+/* Reads one line from stdin without its newline. */
+static int read_password(char *buf, size_t len)
+{
+    size_t n;
+
+    if (fgets(buf, (int)len, stdin) == NULL)
+        return -1;
+    n = strlen(buf);
+    if (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = '\0';
+    if (n > 0 && buf[n - 1] == '\r')
+        buf[--n] = '\0';
+    return 0;
+}
+
+int admin_cli_main(const struct config *cfg, int argc, char **argv)
+{
+    struct permitd_error err = {0, ""};
+    const char *name = NULL, *role = NULL;
+    char password[1024], hash[AUTH_HASH_MAX];
+    struct store *store = NULL;
+    int rc;
+
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        cli_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "add-user") != 0) {
+        fprintf(stderr, "permitd admin: unknown command \"%s\"\n\n", argv[1]);
+        cli_usage(stderr);
+        return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            cli_usage(stdout);      /* anywhere after the verb, as for migrate */
+            return 0;
+        }
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
+            role = argv[++i];
+        else if (strncmp(argv[i], "--role=", 7) == 0)
+            role = argv[i] + 7;
+        else if (argv[i][0] != '-' && name == NULL)
+            name = argv[i];
+        else {
+            fprintf(stderr, "permitd admin add-user: unexpected argument \"%s\"\n", argv[i]);
+            return 2;
+        }
+    }
+    if (name == NULL || role == NULL) {
+        fprintf(stderr, "permitd admin add-user: give a NAME and --role viewer|editor\n");
+        return 2;
+    }
+    if (strcmp(role, "viewer") != 0 && strcmp(role, "editor") != 0) {
+        fprintf(stderr, "permitd admin add-user: --role \"%s\" is not viewer or editor\n", role);
+        return 2;
+    }
+    if (policy_check_name("NAME", name, &err) != PERMITD_OK || strlen(name) > 64) {
+        fprintf(stderr, "permitd admin add-user: %s\n",
+                err.message[0] ? err.message : "NAME: at most 64 characters");
+        return 2;
+    }
+    if (cfg->mysql_url[0] == '\0') {
+        fprintf(stderr, "permitd admin: set PERMITD_MYSQL_URL (mysql://user:pass@host:port/db)\n");
+        return 2;
+    }
+    if (isatty(STDIN_FILENO))
+        fprintf(stderr, "Password for %s: ", name);
+    if (read_password(password, sizeof(password)) != 0 || strlen(password) < 8) {
+        fprintf(stderr, "permitd admin add-user: the password (one line on standard input) "
+                        "must be at least 8 characters\n");
+        return 2;
+    }
+    rc = auth_hash_password(password, hash, &err);
+    memset(password, 0, sizeof(password));
+    if (rc == PERMITD_OK && (rc = store_new(cfg, &store, &err)) == PERMITD_OK)
+        rc = store_user_put(store, name, hash, role, &err);
+    store_free(store);
+    if (rc != PERMITD_OK) {
+        fprintf(stderr, "permitd admin add-user: %s\n", err.message);
+        return 1;
+    }
+    printf("admin user %s (%s) saved\n", name, role);
+    return 0;
+}

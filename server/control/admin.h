@@ -1,0 +1,49 @@
+/*
+ * admin.h - the admin listener: the admin UI, PolicyService and
+ * AdminAuthService (proto/permit/v1/admin.proto), /healthz and /readyz;
+ * and the `permitd admin` command line.
+ *
+ * Separate from the API listener, so what administrators reach is never
+ * what applications reach: an application that can call Acquire cannot
+ * change a policy.
+ */
+#ifndef PERMITD_ADMIN_H
+#define PERMITD_ADMIN_H
+
+#include "core/config.h"
+#include "transport/http.h"
+#include "decisions/limiter.h"
+#include "stores/redis.h"
+#include "decisions/stats.h"
+#include "control/sync.h"
+
+struct admin;
+struct loop;
+
+/* Returns a new admin in *out (free with admin_free()). sync is NULL when
+ * no policy store is configured (then only /healthz, /readyz and the UI's
+ * files answer; the RPCs say MySQL is not configured). Everything passed
+ * must outlive it. */
+int admin_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
+              struct sync *sync, struct stats *stats, struct admin **out,
+              struct permitd_error *err);
+void admin_free(struct admin *a);
+
+/* Tells the admin which listeners to report on in /metrics (either may be
+ * NULL); call once both have started. */
+void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin);
+
+/* The admin listener's http_options worker_open and worker_close: its
+ * worker's loop gets the inbox through which password checks (verifier.c)
+ * come back, which the Login handler finds with http_request_worker(). The
+ * loop's close frees the inbox, so worker_close has nothing left to do. */
+int admin_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err);
+void admin_worker_close(void *ud, void *worker);
+
+/* The http_handler_fn of the admin listener; ud is the struct admin. */
+void admin_handle(void *ud, const struct http_request *req, struct http_response *resp);
+
+/* `permitd admin VERB ...` (argv[0] is "admin"); returns the exit status. */
+int admin_cli_main(const struct config *cfg, int argc, char **argv);
+
+#endif

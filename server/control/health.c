@@ -1,0 +1,237 @@
+/*
+ * health.c - what operators read: /readyz and /metrics.
+ *
+ * /readyz answers 200 only when this instance can do its whole job: Redis
+ * answers, and (with a policy store) the last MySQL sync succeeded. Its
+ * plain-text body says what is wrong, one line per dependency, so an
+ * operator reading it needs no log:
+ *   redis: ok
+ *   mysql sync: failing (3 failures; last success 12 s ago): mysql at ...
+ *   api listener: full: 4096 of 4096 connections open (0 idle keep-alive, ...)
+ * and, below it, the rows the sync skips (they do not make it 503).
+ */
+#define _GNU_SOURCE     /* open_memstream */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "control/health.h"
+
+#define READYZ_REDIS_DEADLINE_MS 250
+#define READYZ_SKIPPED_SHOWN 10     /* skipped rows named one by one; the rest counted */
+
+/* Appends to a body of cap bytes at *n; text past the end is cut, and *n
+ * never passes cap - 1 (the terminating byte stays). */
+static void __attribute__((format(printf, 4, 5)))
+put(char *body, size_t cap, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    int w;
+
+    if (*n + 1 >= cap)
+        return;
+    va_start(ap, fmt);
+    w = vsnprintf(body + *n, cap - *n, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        *n = *n + (size_t)w < cap ? *n + (size_t)w : cap - 1;
+}
+
+/* The rows the sync skips, after the "mysql sync" line, within body's cap:
+ *   mysql sync: 2 rows skipped (not in Redis; fix them in MySQL):
+ *     an app of policy pay (id 3): app: "pay,admin" is not a valid name: ...
+ * They leave /readyz at 200: a bad row is in the MySQL every instance
+ * reads, so a 503 would take all of them out of the load balancer at once
+ * for one row, while every other policy is served as it should be. */
+static void readyz_skipped(const struct health *h, char *body, size_t cap, size_t *n)
+{
+    char **rows = NULL;
+    size_t nrows = 0;
+
+    if (h->sync == NULL || sync_skipped(h->sync, &rows, &nrows) != PERMITD_OK || nrows == 0)
+        return;
+    put(body, cap, n, "mysql sync: %zu row%s skipped (not in Redis; fix %s in MySQL):\n",
+        nrows, nrows == 1 ? "" : "s", nrows == 1 ? "it" : "them");
+    for (size_t i = 0; i < nrows && i < READYZ_SKIPPED_SHOWN; i++)
+        put(body, cap, n, "  %s\n", rows[i]);
+    if (nrows > READYZ_SKIPPED_SHOWN)
+        put(body, cap, n, "  ... and %zu more (see the log)\n", nrows - READYZ_SKIPPED_SHOWN);
+    sync_skipped_free(rows, nrows);
+}
+
+void health_readyz(const struct health *h, struct http_response *resp)
+{
+    struct permitd_error err = {0, ""};
+    size_t cap = 8192, n = 0;
+    char *body = malloc(cap);
+    int ready = 1;
+
+    if (body == NULL) {
+        resp->status = 500;
+        return;
+    }
+    if (redis_ping(h->redis, clock_now_us() + READYZ_REDIS_DEADLINE_MS * 1000, &err) == PERMITD_OK) {
+        put(body, cap, &n, "redis: ok\n");
+    } else {
+        ready = 0;
+        put(body, cap, &n, "redis: %s\n", err.message);
+    }
+    if (h->sync == NULL) {
+        put(body, cap, &n, "mysql sync: off (no --mysql-url)\n");
+    } else {
+        struct sync_status st;
+        int64_t now = clock_now_us();
+
+        sync_get_status(h->sync, &st);
+        if (!st.ever_succeeded && st.passes == 0) {
+            ready = 0;
+            put(body, cap, &n, "mysql sync: first pass not done yet\n");
+        } else if (st.failing) {
+            ready = 0;
+            put(body, cap, &n,
+                "mysql sync: failing (%" PRIu64 " failures; last success %s%" PRId64 " s ago): %s\n",
+                st.failures, st.ever_succeeded ? "" : "never, ",
+                st.ever_succeeded ? (now - st.last_success_us) / 1000000 : 0, st.last_error);
+        } else {
+            put(body, cap, &n, "mysql sync: ok, %zu policies, last pass %" PRId64 " ms ago\n",
+                st.last.policies, (now - st.last_success_us) / 1000);
+        }
+        readyz_skipped(h, body, cap, &n);
+    }
+    /* The API listener's connection slots: when all are taken, new callers
+     * wait in the kernel's queue until one is freed (idle keep-alive ones
+     * are shed first, server/transport/http.c), so this instance is not ready. */
+    if (h->listeners[0] != NULL) {
+        struct http_server_load l;
+
+        http_server_load(h->listeners[0], &l);
+        if (l.open >= l.limit)
+            ready = 0;
+        put(body, cap, &n,
+            "api listener: %s%u of %u connections open (%u idle keep-alive, "
+            "%u awaiting a request head)%s\n",
+            l.open >= l.limit ? "full: " : "ok, ", l.open, l.limit, l.idle, l.head,
+            l.open >= l.limit ? "; new callers wait" : "");
+    }
+    resp->status = ready ? 200 : 503;
+    resp->content_type = "text/plain; charset=utf-8";
+    resp->body = body;
+    resp->body_len = n;
+    resp->body_owned = 1;
+}
+
+/* Prometheus text format. Labels are bounded: policies (at most the ones
+ * stats.c tracks, 256) and fixed words; request keys never become labels. */
+void health_metrics(const struct health *h, struct http_response *resp)
+{
+    static const char *const names[2] = {"api", "admin"};
+    char *body = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&body, &len);
+    uint64_t errors, connects;
+
+    if (out == NULL) {
+        resp->status = 500;
+        return;
+    }
+    stats_prometheus(h->stats, out);
+    fprintf(out, "# HELP permitd_failure_mode_open_passes_total Acquires let through by "
+                 "failure_mode open while Redis could not answer.\n"
+                 "# TYPE permitd_failure_mode_open_passes_total counter\n"
+                 "permitd_failure_mode_open_passes_total %llu\n",
+            (unsigned long long)limiter_open_passes(h->limiter));
+    redis_counters(h->redis, &errors, &connects);
+    fprintf(out, "# HELP permitd_redis_errors_total Redis calls that failed (unreachable, "
+                 "timeouts, broken connections).\n# TYPE permitd_redis_errors_total counter\n"
+                 "permitd_redis_errors_total %llu\n"
+                 "# HELP permitd_redis_connects_total Redis connections made (first ones and "
+                 "reconnects).\n# TYPE permitd_redis_connects_total counter\n"
+                 "permitd_redis_connects_total %llu\n",
+            (unsigned long long)errors, (unsigned long long)connects);
+    if (h->sync != NULL) {
+        struct sync_status st;
+        sync_get_status(h->sync, &st);
+        fprintf(out, "# HELP permitd_sync_failures_total MySQL -> Redis sync passes that failed.\n"
+                     "# TYPE permitd_sync_failures_total counter\n"
+                     "permitd_sync_failures_total %llu\n"
+                     "# HELP permitd_sync_lag_seconds Time since the last successful sync pass.\n"
+                     "# TYPE permitd_sync_lag_seconds gauge\n"
+                     "permitd_sync_lag_seconds %.3f\n"
+                     "# HELP permitd_policies Policies in the last MySQL snapshot.\n"
+                     "# TYPE permitd_policies gauge\n"
+                     "permitd_policies %zu\n",
+                (unsigned long long)st.failures,
+                st.ever_succeeded ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0,
+                st.last.policies);
+        fprintf(out, "# HELP permitd_sync_skipped_rows MySQL rows the last sync pass skipped "
+                     "because a name fails validation (listed by /readyz).\n"
+                     "# TYPE permitd_sync_skipped_rows gauge\n"
+                     "permitd_sync_skipped_rows %zu\n", st.skipped);
+    }
+    if (h->verifier != NULL) {
+        struct verifier_load v;
+        verifier_load(h->verifier, &v);
+        fprintf(out, "# HELP permitd_login_checks Admin login password checks (argon2id) running "
+                     "or waiting for a --login-workers thread.\n"
+                     "# TYPE permitd_login_checks gauge\n"
+                     "permitd_login_checks{state=\"running\"} %u\n"
+                     "permitd_login_checks{state=\"waiting\"} %u\n"
+                     "# HELP permitd_login_checks_total Admin login password checks: done, or "
+                     "refused (resource_exhausted) because --login-queue was full.\n"
+                     "# TYPE permitd_login_checks_total counter\n"
+                     "permitd_login_checks_total{result=\"checked\"} %llu\n"
+                     "permitd_login_checks_total{result=\"refused\"} %llu\n",
+                v.busy, v.waiting, (unsigned long long)v.checked,
+                (unsigned long long)v.refused);
+    }
+    fprintf(out, "# HELP permitd_http_connections HTTP connections open, by listener.\n"
+                 "# TYPE permitd_http_connections gauge\n");
+    for (int i = 0; i < 2; i++)
+        if (h->listeners[i] != NULL)
+            fprintf(out, "permitd_http_connections{listener=\"%s\"} %u\n", names[i],
+                    http_server_connections(h->listeners[i]));
+    /* Saturation and what the connection deadlines closed (server/transport/http.c). */
+    {
+        struct http_server_load l[2];
+
+        for (int i = 0; i < 2; i++)
+            if (h->listeners[i] != NULL)
+                http_server_load(h->listeners[i], &l[i]);
+        fprintf(out, "# HELP permitd_http_connections_limit Most HTTP connections open at once, "
+                     "by listener.\n# TYPE permitd_http_connections_limit gauge\n");
+        for (int i = 0; i < 2; i++)
+            if (h->listeners[i] != NULL)
+                fprintf(out, "permitd_http_connections_limit{listener=\"%s\"} %u\n", names[i],
+                        l[i].limit);
+        fprintf(out, "# HELP permitd_http_connections_idle Keep-alive HTTP connections between "
+                     "requests, by listener.\n# TYPE permitd_http_connections_idle gauge\n");
+        for (int i = 0; i < 2; i++)
+            if (h->listeners[i] != NULL)
+                fprintf(out, "permitd_http_connections_idle{listener=\"%s\"} %u\n", names[i],
+                        l[i].idle);
+        fprintf(out, "# HELP permitd_http_connections_closed_total HTTP connections closed by "
+                     "permitd: header_timeout (request head not whole in --header-timeout), "
+                     "shed_idle / shed_head (to make room when full), refused (bad framing or "
+                     "head over --max-header-bytes).\n"
+                     "# TYPE permitd_http_connections_closed_total counter\n");
+        for (int i = 0; i < 2; i++)
+            if (h->listeners[i] != NULL)
+                fprintf(out,
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"header_timeout\"} %llu\n"
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"shed_idle\"} %llu\n"
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"shed_head\"} %llu\n"
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"refused\"} %llu\n",
+                        names[i], (unsigned long long)l[i].header_timeouts,
+                        names[i], (unsigned long long)l[i].shed_idle,
+                        names[i], (unsigned long long)l[i].shed_head,
+                        names[i], (unsigned long long)l[i].refused);
+    }
+    fclose(out);
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp->body = body;
+    resp->body_len = len;
+    resp->body_owned = 1;
+}

@@ -1,0 +1,32 @@
+/*
+ * health.h - /readyz and /metrics, served by the admin listener.
+ */
+#ifndef PERMITD_HEALTH_H
+#define PERMITD_HEALTH_H
+
+#include "transport/http.h"
+#include "decisions/limiter.h"
+#include "stores/redis.h"
+#include "decisions/stats.h"
+#include "control/sync.h"
+#include "control/verifier.h"
+
+/* What the reports read; the pointers are owned elsewhere (main.c).
+ * sync is NULL without a policy store; listeners may be NULL. */
+struct health {
+    struct redis *redis;
+    struct limiter *limiter;
+    struct sync *sync;
+    struct stats *stats;
+    struct http_server *listeners[2];   /* api, admin */
+    struct verifier *verifier;          /* admin login password checks; may be NULL */
+};
+
+/* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */
+void health_readyz(const struct health *h, struct http_response *resp);
+
+/* Prometheus text format. Labels are bounded: policies (at most the ones
+ * stats.c tracks) and fixed words; request keys never become labels. */
+void health_metrics(const struct health *h, struct http_response *resp);
+
+#endif

@@ -1,0 +1,730 @@
+/*
+ * config.c - the settings table and its loader.
+ *
+ * Each row of `settings` is one setting: its flag (--name), its environment
+ * variable, its type and bounds, its default and one line of help. Loading
+ * applies the defaults, then the environment, then argv, validating every
+ * value as it is applied; derived fields (the parsed listen address and
+ * Redis URL) are filled once at the end. Nothing here is global: the table
+ * is const and the values land in the caller's struct.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/log.h"
+
+enum setting_type { T_STRING, T_INT };
+
+struct setting {
+    const char *name;      /* flag without "--" */
+    const char *env;
+    enum setting_type type;
+    size_t offset;         /* into struct config */
+    size_t size;           /* T_STRING: buffer size */
+    const char *def;       /* default as text; NULL = computed */
+    long min, max;         /* T_INT bounds */
+    const char *help;
+};
+
+#define STR(field, name, env, def, help) \
+    {name, env, T_STRING, offsetof(struct config, field), \
+     sizeof(((struct config *)0)->field), def, 0, 0, help}
+#define INT(field, name, env, def, lo, hi, help) \
+    {name, env, T_INT, offsetof(struct config, field), 0, def, lo, hi, help}
+
+static const struct setting settings[] = {
+    STR(listen, "listen", "PERMITD_LISTEN", "127.0.0.1:8080",
+        "API listener address, host:port"),
+    INT(threads, "threads", "PERMITD_THREADS", NULL, 1, 1024,
+        "HTTP worker threads, each an event loop with its own Redis connections (default: 1 per CPU)"),
+    INT(max_body_bytes, "max-body-bytes", "PERMITD_MAX_BODY_BYTES", "65536",
+        64, 64 * 1024 * 1024, "largest request body accepted, in bytes"),
+    INT(max_connections, "max-connections", "PERMITD_MAX_CONNECTIONS", "4096",
+        1, 1000000, "most HTTP connections open at once"),
+    INT(connection_timeout_s, "connection-timeout", "PERMITD_CONNECTION_TIMEOUT",
+        "30", 1, 3600, "seconds a connection may stay idle or slow"),
+    INT(header_timeout_s, "header-timeout", "PERMITD_HEADER_TIMEOUT", "10", 1, 3600,
+        "seconds a request's line + headers may take in all, however steadily they trickle"),
+    INT(first_byte_timeout_s, "first-byte-timeout", "PERMITD_FIRST_BYTE_TIMEOUT", "3", 1, 3600,
+        "seconds a new connection may stay silent (and pause while sending its first head)"),
+    INT(max_connections_per_ip, "max-connections-per-ip", "PERMITD_MAX_CONNECTIONS_PER_IP",
+        "0", 0, 1000000, "most connections from one client address; 0 = no limit "
+        "(behind a load balancer every client has its address)"),
+    INT(max_header_bytes, "max-header-bytes", "PERMITD_MAX_HEADER_BYTES", "8192",
+        2048, 1048576, "largest request line + headers, in bytes"),
+    INT(access_log, "access-log", "PERMITD_ACCESS_LOG", "0", 0, 1,
+        "1: log one line per HTTP request (method, path, status, time)"),
+    STR(tls_cert, "tls-cert", "PERMITD_TLS_CERT", "",
+        "PEM certificate (chain) file: both listeners serve HTTPS; needs --tls-key"),
+    STR(tls_key, "tls-key", "PERMITD_TLS_KEY", "", "PEM private key file for --tls-cert"),
+    STR(tls_priorities, "tls-priorities", "PERMITD_TLS_PRIORITIES", CONFIG_TLS_PRIORITIES,
+        "GnuTLS priority string of both listeners (default: TLS 1.2 and 1.3, forward-secret "
+        "AEAD suites only)"),
+    STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
+        "redis://[[user]:pass@]host[:port][/db] or unix:///path/redis.sock"),
+    STR(redis_prefix, "redis-prefix", "PERMITD_REDIS_PREFIX", "permitd:",
+        "prefix of every Redis key permitd reads or writes"),
+    INT(redis_timeout_ms, "redis-timeout-ms", "PERMITD_REDIS_TIMEOUT_MS", "50",
+        1, 60000, "Redis connect and command timeout, in milliseconds"),
+    STR(mysql_url, "mysql-url", "PERMITD_MYSQL_URL", "",
+        "mysql://user:pass@host[:port]/db[?socket=/path]; empty: no policy store"),
+    INT(mysql_timeout_ms, "mysql-timeout-ms", "PERMITD_MYSQL_TIMEOUT_MS", "5000",
+        100, 600000, "MySQL connect, read and write timeout, in milliseconds"),
+    INT(sync_interval_ms, "sync-interval-ms", "PERMITD_SYNC_INTERVAL_MS", "5000",
+        100, 3600000, "how often policies are reconciled from MySQL into Redis"),
+    STR(admin_listen, "admin-listen", "PERMITD_ADMIN_LISTEN", "127.0.0.1:8081",
+        "admin listener address (/healthz, /readyz), host:port"),
+    STR(admin_ui_dir, "admin-ui-dir", "PERMITD_ADMIN_UI_DIR", "",
+        "serve the admin UI from this directory (development); default: built in"),
+    INT(login_workers, "login-workers", "PERMITD_LOGIN_WORKERS", "1", 1, 64,
+        "threads that check admin login passwords (argon2id, ~50 ms of a core each), "
+        "off the admin listener's thread"),
+    INT(login_queue, "login-queue", "PERMITD_LOGIN_QUEUE", "8", 0, 1024,
+        "admin logins that may wait for a password check; more at once are answered "
+        "resource_exhausted (429)"),
+    STR(log_level, "log-level", "PERMITD_LOG_LEVEL", "info",
+        "debug, info, warn or error"),
+};
+
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+void config_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: permitd [options]\n"
+            "\n"
+            "permitd answers Acquire/Peek over the Connect protocol from token\n"
+            "buckets kept in Redis. Every option can also be set by its\n"
+            "environment variable; a flag wins over the variable.\n"
+            "\n"
+            "Commands:\n"
+            "  permitd migrate VERB          schema migrations (permitd migrate --help)\n"
+            "  permitd admin add-user NAME   admin UI accounts (permitd admin --help)\n"
+            "\n"
+            "Options:\n");
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        char flag[64];
+        snprintf(flag, sizeof(flag), "--%s %s", s->name,
+                 s->type == T_INT ? "N" : "VALUE");
+        fprintf(out, "  %-28s %s\n  %-28s env %s", flag, s->help, "", s->env);
+        if (s->def != NULL)
+            fprintf(out, ", default %s", s->def);
+        if (s->type == T_INT)
+            fprintf(out, ", %ld..%ld", s->min, s->max);
+        fputc('\n', out);
+    }
+    fprintf(out,
+            "  %-28s print this help and exit\n"
+            "  %-28s print the version and exit\n",
+            "-h, --help", "--version");
+}
+
+/* Applies one textual value to setting s; `from` names where it came from
+ * ("--threads" or "PERMITD_THREADS") for the error message. */
+static int apply(struct config *cfg, const struct setting *s, const char *value,
+                 const char *from, struct permitd_error *err)
+{
+    char *field = (char *)cfg + s->offset;
+
+    if (s->type == T_STRING) {
+        size_t len = strlen(value);
+        if (len >= s->size)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "%s: value is %zu bytes long, the limit is %zu",
+                                     from, len, s->size - 1);
+        memcpy(field, value, len + 1);
+        return PERMITD_OK;
+    }
+
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0' || v < s->min || v > s->max)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" is not a whole number from %ld to %ld",
+                                 from, value, s->min, s->max);
+    *(int *)field = (int)v;
+    return PERMITD_OK;
+}
+
+static const struct setting *find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (strlen(settings[i].name) == len && strncmp(settings[i].name, name, len) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+int config_parse_listen(const char *s, char *host, size_t hostlen, int *port,
+                        struct permitd_error *err)
+{
+    const char *colon, *hstart = s, *hend;
+    char *end;
+    long p;
+
+    if (s[0] == '[') {
+        hend = strchr(s, ']');
+        if (hend == NULL || hend[1] != ':')
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "\"%s\" is not host:port ([v6]:port for IPv6)", s);
+        hstart = s + 1;
+        colon = hend + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            return permitd_error_set(err, PERMITD_EINVAL, "\"%s\" is not host:port", s);
+        hend = colon;
+    }
+    if ((size_t)(hend - hstart) >= hostlen)
+        return permitd_error_set(err, PERMITD_EINVAL, "\"%s\": host too long", s);
+    errno = 0;
+    p = strtol(colon + 1, &end, 10);
+    if (errno != 0 || end == colon + 1 || *end != '\0' || p < 0 || p > 65535)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "\"%s\": port must be a number from 0 to 65535", s);
+    memcpy(host, hstart, (size_t)(hend - hstart));
+    host[hend - hstart] = '\0';
+    *port = (int)p;
+    return PERMITD_OK;
+}
+
+/* Copies [from, to) into dst (size dstlen), or fails naming what. */
+static int copy_part(char *dst, size_t dstlen, const char *from, const char *to,
+                     const char *what, struct permitd_error *err)
+{
+    if ((size_t)(to - from) >= dstlen)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s is too long", what);
+    memcpy(dst, from, (size_t)(to - from));
+    dst[to - from] = '\0';
+    return PERMITD_OK;
+}
+
+static int parse_db(const char *s, int *db, struct permitd_error *err)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 65535)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis url: database \"%s\" is not a number from 0 to 65535", s);
+    *db = (int)v;
+    return PERMITD_OK;
+}
+
+int config_parse_redis_url(struct config *cfg, const char *url,
+                           struct permitd_error *err)
+{
+    const char *p, *at, *slash, *hostend;
+    int rc;
+
+    cfg->redis_host[0] = cfg->redis_socket[0] = '\0';
+    cfg->redis_password[0] = cfg->redis_user[0] = '\0';
+    cfg->redis_port = 6379;
+    cfg->redis_db = 0;
+
+    if (strncmp(url, "unix://", 7) == 0 || strncmp(url, "redis+unix://", 13) == 0) {
+        const char *path = strstr(url, "://") + 3;
+        const char *q = strchr(path, '?');
+        if (path[0] != '/')
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis url: \"%s\" needs an absolute socket path "
+                                     "(unix:///path/redis.sock)", url);
+        rc = copy_part(cfg->redis_socket, sizeof(cfg->redis_socket), path,
+                       q ? q : path + strlen(path), "redis url: socket path", err);
+        if (rc == PERMITD_OK && q != NULL) {
+            if (strncmp(q, "?db=", 4) != 0)
+                return permitd_error_set(err, PERMITD_EINVAL,
+                                         "redis url: unknown parameter \"%s\" (only ?db=N)", q);
+            rc = parse_db(q + 4, &cfg->redis_db, err);
+        }
+        return rc;
+    }
+    if (strncmp(url, "redis://", 8) != 0) {
+        /* A URL with credentials is named by its scheme only: what
+         * follows may hold a password. */
+        const char *scheme = strstr(url, "://");
+        int shown = scheme ? (int)(scheme - url) + 3 : (int)strcspn(url, ":@/");
+        if (strchr(url, '@') == NULL)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis url \"%.64s\" must start with redis:// or unix://",
+                                     url);
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis url \"%.*s...\" must start with redis:// or unix://",
+                                 shown > 32 ? 32 : shown, url);
+    }
+    p = url + 8;
+    slash = strchr(p, '/');
+    at = strrchr(p, '@');
+    if (at != NULL && slash != NULL && at > slash)
+        at = NULL;
+    if (at != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (colon == NULL) {
+            /* redis://password@host, as redis-cli accepts */
+            rc = copy_part(cfg->redis_password, sizeof(cfg->redis_password), p, at,
+                           "redis url: password", err);
+        } else {
+            rc = copy_part(cfg->redis_user, sizeof(cfg->redis_user), p, colon, "redis url: user", err);
+            if (rc == PERMITD_OK)
+                rc = copy_part(cfg->redis_password, sizeof(cfg->redis_password),
+                               colon + 1, at, "redis url: password", err);
+        }
+        if (rc != PERMITD_OK)
+            return rc;
+        p = at + 1;
+    }
+    hostend = slash ? slash : p + strlen(p);
+    if (hostend == p)
+        return permitd_error_set(err, PERMITD_EINVAL, "redis url: no host given");
+    {
+        char hostport[300];
+        const char *colon;
+        char *end;
+        long port;
+
+        rc = copy_part(hostport, sizeof(hostport), p, hostend, "redis url: host", err);
+        if (rc != PERMITD_OK)
+            return rc;
+        colon = strrchr(hostport, ':');
+        if (colon != NULL && strchr(hostport, ']') != NULL && colon < strchr(hostport, ']'))
+            colon = NULL;
+        if (colon != NULL) {
+            errno = 0;
+            port = strtol(colon + 1, &end, 10);
+            if (errno != 0 || end == colon + 1 || *end != '\0' || port < 1 || port > 65535)
+                return permitd_error_set(err, PERMITD_EINVAL,
+                                         "redis url: port \"%s\" is not a number from 1 to 65535",
+                                         colon + 1);
+            cfg->redis_port = (int)port;
+        } else {
+            colon = hostport + strlen(hostport);
+        }
+        {
+            const char *h = hostport, *he = colon;
+            if (*h == '[' && he > h && he[-1] == ']') {
+                h++;
+                he--;
+            }
+            rc = copy_part(cfg->redis_host, sizeof(cfg->redis_host), h, he, "redis url: host", err);
+            if (rc != PERMITD_OK)
+                return rc;
+            if (cfg->redis_host[0] == '\0')    /* "redis://:6379", "redis://u:p@[]" */
+                return permitd_error_set(err, PERMITD_EINVAL, "redis url: no host given");
+        }
+    }
+    if (slash != NULL && slash[1] != '\0')
+        return parse_db(slash + 1, &cfg->redis_db, err);
+    return PERMITD_OK;
+}
+
+void config_redis_url_masked(const struct config *cfg, char *buf, size_t len)
+{
+    if (cfg->redis_socket[0] != '\0')
+        snprintf(buf, len, "unix://%s?db=%d", cfg->redis_socket, cfg->redis_db);
+    else
+        snprintf(buf, len, "redis://%s%s%s:%d/%d",
+                 cfg->redis_user,
+                 cfg->redis_password[0] ? ":***@" : (cfg->redis_user[0] ? "@" : ""),
+                 cfg->redis_host, cfg->redis_port, cfg->redis_db);
+}
+
+/* One seed of a cluster URL, [from, to): "host", "host:port", "[v6]" or
+ * "[v6]:port". n is its position (from 1) for the messages. */
+static int parse_seed(const char *from, const char *to, int n,
+                      struct config_redis_seed *seed, struct permitd_error *err)
+{
+    char text[300];
+    const char *h, *he, *portp = NULL;
+    int len = (int)(to - from);
+
+    if (to == from)
+        return permitd_error_set(err, PERMITD_EINVAL, "redis cluster url: seed %d is empty", n);
+    if ((size_t)(to - from) >= sizeof(text))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: seed %d (\"%.40s...\") is too long", n, from);
+    memcpy(text, from, (size_t)len);
+    text[len] = '\0';
+    if (text[0] == '[') {
+        h = text + 1;
+        he = strchr(h, ']');
+        if (he == NULL || (he[1] != '\0' && he[1] != ':'))
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: seed %d \"%s\" is not [address]:port",
+                                     n, text);
+        if (he[1] == ':')
+            portp = he + 2;
+    } else {
+        const char *colon = strchr(text, ':');
+        if (colon != NULL && strchr(colon + 1, ':') != NULL)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: seed %d \"%s\": an IPv6 address goes "
+                                     "in brackets ([::1]:6379)", n, text);
+        h = text;
+        he = colon ? colon : text + len;
+        if (colon != NULL)
+            portp = colon + 1;
+    }
+    if (he == h)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: seed %d \"%s\" has no host", n, text);
+    for (const char *c = h; c < he; c++) {
+        /* A name, an IPv4 address, or (in brackets) an IPv6 one with a zone. */
+        if (!isalnum((unsigned char)*c) && strchr(".-_", *c) == NULL &&
+            !(text[0] == '[' && strchr(":%", *c) != NULL))
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: seed %d \"%s\": '%c' may not appear "
+                                     "in a host", n, text, isprint((unsigned char)*c) ? *c : '?');
+    }
+    if ((size_t)(he - h) >= sizeof(seed->host))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: seed %d: host is too long", n);
+    memcpy(seed->host, h, (size_t)(he - h));
+    seed->host[he - h] = '\0';
+    seed->port = 6379;
+    if (portp != NULL) {
+        char *end;
+        long port;
+
+        errno = 0;
+        port = strtol(portp, &end, 10);
+        if (errno != 0 || end == portp || *end != '\0' || !isdigit((unsigned char)*portp) ||
+            port < 1 || port > 65535)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: seed %d \"%s\": port \"%s\" is not a "
+                                     "number from 1 to 65535", n, text, portp);
+        seed->port = (int)port;
+    }
+    return PERMITD_OK;
+}
+
+int config_parse_redis_cluster_url(const char *url, struct config_redis_cluster *out,
+                                   struct permitd_error *err)
+{
+    static const char scheme[] = "redis+cluster://";
+    const char *p, *at, *hosts, *slash, *end;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if (strncmp(url, scheme, sizeof(scheme) - 1) != 0) {
+        /* Name the scheme only: what follows may hold a password. */
+        const char *sep = strstr(url, "://");
+        if (sep == NULL)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: no scheme: it reads "
+                                     "redis+cluster://host1:port,host2:port,...");
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: the scheme \"%.*s\" is not redis+cluster "
+                                 "(redis+cluster://host1:port,host2:port,...)",
+                                 (int)(sep - url > 32 ? 32 : sep - url), url);
+    }
+    p = url + sizeof(scheme) - 1;
+    /* The last '@' ends the user part: a password may hold '@' or '/', a
+     * host list holds neither. */
+    at = strrchr(p, '@');
+    if (at != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (colon == NULL) {
+            rc = copy_part(out->password, sizeof(out->password), p, at,
+                           "redis cluster url: password", err);
+        } else {
+            rc = copy_part(out->user, sizeof(out->user), p, colon, "redis cluster url: user", err);
+            if (rc == PERMITD_OK)
+                rc = copy_part(out->password, sizeof(out->password), colon + 1, at,
+                               "redis cluster url: password", err);
+        }
+        if (rc != PERMITD_OK)
+            return rc;
+        if (out->password[0] == '\0')
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: empty password before '@'%s%s%s",
+                                     out->user[0] ? " (user \"" : "", out->user,
+                                     out->user[0] ? "\")" : "");
+        hosts = at + 1;
+    } else {
+        hosts = p;
+    }
+    slash = strchr(hosts, '/');
+    end = slash ? slash : hosts + strlen(hosts);
+    if (end == hosts)
+        return permitd_error_set(err, PERMITD_EINVAL, "redis cluster url: no seed node given");
+    for (const char *s = hosts; s <= end; ) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *se = comma ? comma : end;
+        int n = out->nseeds + 1;
+
+        if (out->nseeds == CONFIG_REDIS_SEEDS_MAX)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "redis cluster url: more than %d seed nodes",
+                                     CONFIG_REDIS_SEEDS_MAX);
+        if ((rc = parse_seed(s, se, n, &out->seeds[out->nseeds], err)) != PERMITD_OK)
+            return rc;
+        for (int i = 0; i < out->nseeds; i++)
+            if (out->seeds[i].port == out->seeds[n - 1].port &&
+                strcmp(out->seeds[i].host, out->seeds[n - 1].host) == 0)
+                return permitd_error_set(err, PERMITD_EINVAL,
+                                         "redis cluster url: seed %d \"%.*s\" repeats seed %d",
+                                         n, (int)(se - s), s, i + 1);
+        out->nseeds++;
+        s = se + 1;
+    }
+    if (slash != NULL && slash[1] != '\0' && strcmp(slash + 1, "0") != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "redis cluster url: database \"%s\": a Redis Cluster has "
+                                 "database 0 only", slash + 1);
+    return PERMITD_OK;
+}
+
+void config_redis_cluster_url_masked(const struct config_redis_cluster *c, char *buf,
+                                     size_t len)
+{
+    size_t o;
+
+    if (len == 0)
+        return;
+    o = (size_t)snprintf(buf, len, "redis+cluster://%s%s", c->user,
+                         c->password[0] ? ":***@" : "");
+    for (int i = 0; i < c->nseeds && o < len; i++) {
+        const struct config_redis_seed *s = &c->seeds[i];
+        int v6 = strchr(s->host, ':') != NULL;
+        o += (size_t)snprintf(buf + o, len - o, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "",
+                              s->host, v6 ? "]" : "", s->port);
+    }
+}
+
+/* Percent-decodes [from, to) into dst (dstlen bytes). */
+static int unescape(char *dst, size_t dstlen, const char *from, const char *to,
+                    const char *what, struct permitd_error *err)
+{
+    size_t o = 0;
+
+    for (const char *p = from; p < to; p++) {
+        int c = (unsigned char)*p;
+        if (c == '%' && to - p >= 3 && isxdigit((unsigned char)p[1]) &&
+            isxdigit((unsigned char)p[2])) {
+            char hex[3] = {p[1], p[2], '\0'};
+            c = (int)strtol(hex, NULL, 16);
+            p += 2;
+        }
+        if (c == '\0')    /* would cut the C string short, or leave it empty */
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "mysql url: %s may not hold %%00 (a NUL byte)", what);
+        if (o + 1 >= dstlen)
+            return permitd_error_set(err, PERMITD_EINVAL, "%s is too long", what);
+        dst[o++] = (char)c;
+    }
+    dst[o] = '\0';
+    return PERMITD_OK;
+}
+
+int config_parse_mysql_url(const char *url, struct config_mysql *m,
+                           struct permitd_error *err)
+{
+    const char *p, *at, *colon, *slash, *q, *hostend, *end;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    m->port = 3306;
+    if (strncmp(url, "mysql://", 8) != 0) {
+        const char *scheme = strstr(url, "://");
+        int shown = scheme ? (int)(scheme - url) + 3 : (int)strcspn(url, ":@/");
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "mysql url \"%.*s...\" must look like "
+                                 "mysql://user:pass@host:port/db", shown > 32 ? 32 : shown, url);
+    }
+    p = url + 8;
+    end = p + strlen(p);
+    q = strchr(p, '?');
+    if (q != NULL)
+        end = q;
+    slash = memchr(p, '/', (size_t)(end - p));
+    at = NULL;
+    for (const char *c = p; c < (slash ? slash : end); c++)
+        if (*c == '@')
+            at = c;
+    if (at == NULL)
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: no user given (mysql://user:pass@host/db)");
+    colon = memchr(p, ':', (size_t)(at - p));
+    if ((rc = unescape(m->user, sizeof(m->user), p, colon ? colon : at, "user", err)) != PERMITD_OK)
+        return rc;
+    if (colon != NULL &&
+        (rc = unescape(m->password, sizeof(m->password), colon + 1, at, "password", err)) != PERMITD_OK)
+        return rc;
+    if (m->user[0] == '\0')
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: no user given");
+    p = at + 1;
+    hostend = slash ? slash : end;
+    {
+        const char *pc = NULL;
+        if (*p == '[') {
+            const char *rb = memchr(p, ']', (size_t)(hostend - p));
+            if (rb == NULL)
+                return permitd_error_set(err, PERMITD_EINVAL, "mysql url: unclosed [ in host");
+            if ((rc = copy_part(m->host, sizeof(m->host), p + 1, rb, "mysql url: host", err)) != PERMITD_OK)
+                return rc;
+            if (rb + 1 < hostend && rb[1] == ':')
+                pc = rb + 1;
+        } else {
+            pc = memchr(p, ':', (size_t)(hostend - p));
+            if ((rc = copy_part(m->host, sizeof(m->host), p, pc ? pc : hostend, "mysql url: host", err)) != PERMITD_OK)
+                return rc;
+        }
+        if (pc != NULL) {
+            char port[8];
+            char *e;
+            long v;
+            if ((size_t)(hostend - pc - 1) >= sizeof(port))
+                return permitd_error_set(err, PERMITD_EINVAL, "mysql url: port is not a number from 1 to 65535");
+            memcpy(port, pc + 1, (size_t)(hostend - pc - 1));
+            port[hostend - pc - 1] = '\0';
+            errno = 0;
+            v = strtol(port, &e, 10);
+            if (errno != 0 || e == port || *e != '\0' || v < 1 || v > 65535)
+                return permitd_error_set(err, PERMITD_EINVAL,
+                                         "mysql url: port \"%s\" is not a number from 1 to 65535", port);
+            m->port = (int)v;
+        }
+    }
+    if (m->host[0] == '\0')
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: no host given");
+    if (slash == NULL || slash + 1 >= end)
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: no database given (mysql://user:pass@host/db)");
+    if ((rc = unescape(m->database, sizeof(m->database), slash + 1, end, "database", err)) != PERMITD_OK)
+        return rc;
+    if (q != NULL) {
+        if (strncmp(q, "?socket=", 8) != 0)   /* the name only: the value may be a secret */
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "mysql url: unknown parameter \"%.*s\" (only ?socket=/path)",
+                                     (int)strcspn(q + 1, "=&") > 40 ? 40 : (int)strcspn(q + 1, "=&"),
+                                     q + 1);
+        if ((rc = unescape(m->socket, sizeof(m->socket), q + 8, q + strlen(q), "socket", err)) != PERMITD_OK)
+            return rc;
+        if (m->socket[0] != '/')
+            return permitd_error_set(err, PERMITD_EINVAL, "mysql url: socket must be an absolute path");
+    }
+    return PERMITD_OK;
+}
+
+void config_mysql_url_masked(const struct config_mysql *m, char *buf, size_t len)
+{
+    snprintf(buf, len, "mysql://%s%s@%s:%d/%s%s%s", m->user, m->password[0] ? ":***" : "",
+             m->host, m->port, m->database, m->socket[0] ? "?socket=" : "", m->socket);
+}
+
+/* The Redis prefix ends up inside every key name; braces would move the
+ * Cluster hash tag off the policy name, and control characters make keys
+ * unreadable in redis-cli. */
+static int check_prefix(const char *prefix, struct permitd_error *err)
+{
+    for (const char *c = prefix; *c; c++)
+        if (*c == '{' || *c == '}' || (unsigned char)*c < 0x21 || *c == 0x7f)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "--redis-prefix (PERMITD_REDIS_PREFIX): \"%s\" may not "
+                                     "hold braces, spaces or control characters", prefix);
+    return PERMITD_OK;
+}
+
+/* Puts the setting's name in front of the message a parser left in err. */
+static int prefixed(struct permitd_error *err, const char *setting)
+{
+    char why[sizeof(err->message)];
+
+    memcpy(why, err->message, sizeof(why));
+    return permitd_error_set(err, PERMITD_EINVAL, "%s: %s", setting, why);
+}
+
+int config_load(struct config *cfg, int argc, char **argv, FILE *out,
+                struct permitd_error *err)
+{
+    char from[96];
+    int rc;
+    enum log_level lvl;
+
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        const char *env = getenv(s->env);
+        if (s->def != NULL && (rc = apply(cfg, s, s->def, s->name, err)) != PERMITD_OK)
+            return rc;
+        if (env != NULL && (rc = apply(cfg, s, env, s->env, err)) != PERMITD_OK)
+            return rc;
+    }
+    if (getenv("PERMITD_THREADS") == NULL) {
+        /* One event loop per CPU: a worker never waits for Redis on an
+         * Acquire (its loop pipelines them), so more loops than CPUs only
+         * add thread switches. */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n = n < 1 ? 1 : n;
+        cfg->threads = n > 256 ? 256 : (int)n;
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *name, *eq, *value;
+        const struct setting *s;
+        size_t namelen;
+
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            config_usage(out);
+            return 1;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            fprintf(out, "permitd %s\n", PERMITD_VERSION);
+            return 1;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "unexpected argument \"%s\" (see --help)", arg);
+        name = arg + 2;
+        eq = strchr(name, '=');
+        namelen = eq ? (size_t)(eq - name) : strlen(name);
+        s = find(name, namelen);
+        if (s == NULL)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "unknown option \"%.*s\" (see --help)",
+                                     (int)namelen + 2, arg);
+        if (eq != NULL) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            return permitd_error_set(err, PERMITD_EINVAL, "--%s needs a value", s->name);
+        }
+        snprintf(from, sizeof(from), "--%s", s->name);
+        if ((rc = apply(cfg, s, value, from, err)) != PERMITD_OK)
+            return rc;
+    }
+
+    if (config_parse_listen(cfg->listen, cfg->listen_host, sizeof(cfg->listen_host),
+                            &cfg->listen_port, err) != PERMITD_OK)
+        return prefixed(err, "--listen (PERMITD_LISTEN)");
+    if (config_parse_listen(cfg->admin_listen, cfg->admin_listen_host,
+                            sizeof(cfg->admin_listen_host), &cfg->admin_listen_port,
+                            err) != PERMITD_OK)
+        return prefixed(err, "--admin-listen (PERMITD_ADMIN_LISTEN)");
+    if (config_parse_redis_url(cfg, cfg->redis_url, err) != PERMITD_OK)
+        return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");
+    if (cfg->mysql_url[0] != '\0' &&
+        config_parse_mysql_url(cfg->mysql_url, &cfg->mysql, err) != PERMITD_OK)
+        return prefixed(err, "--mysql-url (PERMITD_MYSQL_URL)");
+    if ((rc = check_prefix(cfg->redis_prefix, err)) != PERMITD_OK)
+        return rc;
+    if ((cfg->tls_cert[0] == '\0') != (cfg->tls_key[0] == '\0'))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "--tls-cert (PERMITD_TLS_CERT) and --tls-key (PERMITD_TLS_KEY) "
+                                 "go together: \"%s\" was given without the other",
+                                 cfg->tls_cert[0] ? cfg->tls_cert : cfg->tls_key);
+    if (log_level_parse(cfg->log_level, &lvl) != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "--log-level (PERMITD_LOG_LEVEL): \"%s\" is not one of "
+                                 "debug, info, warn, error", cfg->log_level);
+    return PERMITD_OK;
+}

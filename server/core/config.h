@@ -1,0 +1,140 @@
+/*
+ * config.h - every setting of permitd, filled and validated once.
+ *
+ * One table (config.c) names each setting, its flag, its environment
+ * variable, its type, default and bounds; config_load() fills a struct
+ * config from the environment and then argv (flags win), and refuses a bad
+ * value with a message that names the setting and the value. Everyone else
+ * gets a `const struct config *`.
+ */
+#ifndef PERMITD_CONFIG_H
+#define PERMITD_CONFIG_H
+
+#include <stdio.h>
+
+#include "core/status.h"
+
+/* TLS 1.2 and 1.3 only; key exchanges with forward secrecy only (no
+ * static RSA, which the default SECURE levels still offer), and no CBC or
+ * SHA-1 MAC suites: what is left is ECDHE with AES-GCM, AES-CCM or
+ * ChaCha20-Poly1305, and TLS 1.3's own. */
+#define CONFIG_TLS_PRIORITIES \
+    "SECURE256:+SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA:-DHE-RSA:-DHE-DSS:" \
+    "-AES-256-CBC:-AES-128-CBC:-CAMELLIA-256-CBC:-CAMELLIA-128-CBC:-SHA1:%SERVER_PRECEDENCE"
+
+struct config {
+    /* API listener */
+    char listen[256];             /* as given, "host:port" */
+    char listen_host[256];        /* parsed */
+    int listen_port;
+    int threads;                  /* HTTP worker threads, one Redis conn each */
+    int max_body_bytes;           /* largest request body accepted */
+    int max_connections;
+    int connection_timeout_s;     /* idle/slow connection limit */
+    int header_timeout_s;         /* whole request head, however steady its bytes */
+    int first_byte_timeout_s;     /* a new connection's silence */
+    int max_connections_per_ip;   /* 0 = no limit */
+    int max_header_bytes;         /* per connection: request line + headers */
+    int access_log;               /* 1: one log line per request */
+    char tls_cert[1024];          /* PEM files; both set = HTTPS on both listeners */
+    char tls_key[1024];
+    char tls_priorities[512];     /* GnuTLS priority string of both listeners */
+
+    /* Redis */
+    char redis_url[1024];         /* as given; may hold a password */
+    char redis_host[256];         /* parsed from redis_url */
+    int redis_port;
+    char redis_socket[256];       /* unix socket path, or "" */
+    char redis_password[256];
+    char redis_user[128];
+    int redis_db;
+    char redis_prefix[128];       /* prepended to every key */
+    int redis_timeout_ms;         /* per command and connect */
+
+    /* MySQL policy store */
+    char mysql_url[1024];         /* as given; "" = no store (policies by hand) */
+    struct config_mysql {
+        char host[256];
+        int port;
+        char socket[256];
+        char user[128];
+        char password[256];
+        char database[128];
+    } mysql;                      /* parsed from mysql_url */
+    int mysql_timeout_ms;         /* connect, read and write timeout */
+    int sync_interval_ms;         /* MySQL -> Redis reconcile period */
+
+    /* Admin listener: /healthz, /readyz (and the admin UI) */
+    char admin_listen[256];
+    char admin_listen_host[256];
+    int admin_listen_port;
+    char admin_ui_dir[1024];      /* serve the UI from here (development); "" = embedded */
+    int login_workers;            /* threads that check login passwords (argon2id) */
+    int login_queue;              /* password checks that may wait for one; more: 429 */
+
+    char log_level[16];
+};
+
+/* Fills cfg from the environment and argv. Returns PERMITD_OK;
+ * PERMITD_EINVAL with err->message naming the setting and the bad value;
+ * or 1 when --help or --version was printed to out (the caller exits 0). */
+int config_load(struct config *cfg, int argc, char **argv, FILE *out,
+                struct permitd_error *err);
+
+/* Prints the --help text to out. */
+void config_usage(FILE *out);
+
+/* Parses a Redis URL into cfg's redis_* fields:
+ *   redis://[[user]:password@]host[:port][/db]   (port 6379, db 0)
+ *   unix:///path/to/redis.sock[?db=N]            (also redis+unix://)
+ * Returns PERMITD_OK or PERMITD_EINVAL with err->message saying what is
+ * wrong (the password is never echoed). */
+int config_parse_redis_url(struct config *cfg, const char *url,
+                           struct permitd_error *err);
+
+/* The seed nodes of a Redis Cluster: where permitd asks for the slot map
+ * (cluster.c). Any node will do; more than one lets a start survive a dead
+ * one. */
+#define CONFIG_REDIS_SEEDS_MAX 16
+
+struct config_redis_cluster {
+    char user[128];
+    char password[256];
+    int nseeds;
+    struct config_redis_seed {
+        char host[256];               /* IP (v6 without brackets) or host name */
+        int port;
+    } seeds[CONFIG_REDIS_SEEDS_MAX];
+};
+
+/* Parses a cluster URL into *out:
+ *   redis+cluster://[[user]:password@]host1[:port],host2[:port],...[/0]
+ * (port 6379; "[v6]:port" for IPv6; a cluster has database 0 only). Returns
+ * PERMITD_OK or PERMITD_EINVAL with err->message naming the bad part (the
+ * seed by its position and text), never echoing the password. */
+int config_parse_redis_cluster_url(const char *url, struct config_redis_cluster *out,
+                                   struct permitd_error *err);
+
+/* The cluster URL with any password replaced by "***", for logs. */
+void config_redis_cluster_url_masked(const struct config_redis_cluster *c, char *buf,
+                                     size_t len);
+
+/* Parses a MySQL URL into *out:
+ *   mysql://user[:password]@host[:port]/database        (port 3306)
+ *   mysql://user[:password]@localhost/database?socket=/run/mysqld/mysqld.sock
+ * User, password and database may be percent-encoded. Returns PERMITD_OK or
+ * PERMITD_EINVAL saying what is wrong, never echoing the password. */
+int config_parse_mysql_url(const char *url, struct config_mysql *out,
+                           struct permitd_error *err);
+
+/* The MySQL URL with the password replaced by "***", for logs. */
+void config_mysql_url_masked(const struct config_mysql *m, char *buf, size_t len);
+
+/* Parses "host:port", "[v6]:port" or ":port" (all interfaces); port 0..65535. */
+int config_parse_listen(const char *s, char *host, size_t hostlen, int *port,
+                        struct permitd_error *err);
+
+/* The Redis URL with any password replaced by "***", for logs. */
+void config_redis_url_masked(const struct config *cfg, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,441 @@
+/*
+ * api.c - RateLimitService over Connect (Acquire, Peek, AcquireBatch), plus
+ * /healthz.
+ *
+ * Each procedure is a thin translation between its protobuf-c messages and
+ * the limiter; connect.c does the protocol. Acquire replies also carry the
+ * IETF draft RateLimit headers, so a proxy in front can act on a decision
+ * without parsing the body:
+ *   RateLimit-Policy: "<policy>";q=<max_permits>;w=<seconds to fill>
+ *   RateLimit: "<policy>";r=<remaining>;t=<seconds until full>
+ *   Retry-After: <seconds, rounded up>            (denials only)
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decisions/api.h"
+#include "core/clock.h"
+#include "transport/connect.h"
+#include "permit/v1/ratelimit.pb-c.h"
+#include "stores/policy.h"
+
+struct api {
+    const struct config *cfg;
+    struct limiter *limiter;
+    struct stats *stats;
+    struct connect_limits limits;
+    /* AcquireResponse's allowed and remaining: written in JSON even when
+     * false and 0 (a denial says so; proto3 JSON would leave them out), in
+     * Acquire replies and in AcquireBatch items alike. NULL-ended. */
+    const ProtobufCFieldDescriptor *always[3];
+};
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+/* A header value under construction (ratelimit_headers()). Every piece
+ * is bounded: a policy name is at most 128 bytes, a number 20 digits. */
+struct value {
+    char s[192];
+    size_t n;
+};
+
+static void value_str(struct value *v, const char *s, size_t len)
+{
+    if (len > sizeof(v->s) - v->n)
+        len = sizeof(v->s) - v->n;
+    memcpy(v->s + v->n, s, len);
+    v->n += len;
+}
+
+static void value_int(struct value *v, int64_t x)
+{
+    char digits[24];
+    size_t i = sizeof(digits);
+    uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+
+    do {
+        digits[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (x < 0)
+        digits[--i] = '-';
+    value_str(v, digits + i, sizeof(digits) - i);
+}
+
+/* `"<policy>"<k1><a><k2><b>`, the shape both RateLimit headers share
+ * (k1 and k2 as "\";q=" and ";w="). */
+static void policy_header(struct http_response *resp, const char *header, const char *policy,
+                          const char *k1, int64_t a, const char *k2, int64_t b)
+{
+    struct value v;
+
+    v.n = 0;                    /* not {0}: that would clear all of s[] */
+    value_str(&v, "\"", 1);
+    value_str(&v, policy, strlen(policy));
+    value_str(&v, k1, strlen(k1));
+    value_int(&v, a);
+    value_str(&v, k2, strlen(k2));
+    value_int(&v, b);
+    http_response_header_set(resp, header, v.s, v.n);
+}
+
+/* Written by hand rather than through printf: every decision carries them. */
+static void ratelimit_headers(struct http_response *resp, const char *policy,
+                              const struct limiter_result *r)
+{
+    policy_header(resp, "RateLimit-Policy", policy, "\";q=", r->limit, ";w=", r->window_s);
+    policy_header(resp, "RateLimit", policy, "\";r=", r->remaining, ";t=",
+                  ceil_div(r->reset_after_ms, 1000));
+    if (!r->allowed) {
+        struct value v;
+        v.n = 0;
+        value_int(&v, ceil_div(r->retry_after_ms, 1000));
+        http_response_header_set(resp, "Retry-After", v.s, v.n);
+    }
+}
+
+/* An AcquireResponse (initialised here) for a decision. */
+static void decision_message(Permit__V1__AcquireResponse *m, const struct limiter_result *r)
+{
+    permit__v1__acquire_response__init(m);
+    m->allowed = r->allowed;
+    m->remaining = r->remaining;
+    m->limit = r->limit;
+    m->retry_after_ms = r->retry_after_ms;
+    m->reset_after_ms = r->reset_after_ms;
+}
+
+/* Counts an Acquire's (or a batch item's) error for /metrics, under its
+ * policy when that is a real one. invalid_argument (negative permits on
+ * a real policy, as on a made-up name) and not_found are checked here
+ * before Redis is asked, so only MySQL's snapshot or an earlier decision
+ * (stats.h) can say the policy is real; any other error came from the
+ * script, Redis or the policy itself. Made-up names stay out of the
+ * labels. */
+static void count_error(struct api *a, const char *bucket, int code)
+{
+    int real = code != PERMITD_EINVAL && code != PERMITD_ENOTFOUND;
+
+    if (a->stats == NULL)
+        return;
+    if (!real)
+        real = limiter_known_policy(a->limiter, bucket);
+    stats_record_error(a->stats, bucket, code, real);
+}
+
+/* Hands a deferred call's answer back: resp as filled, or the Connect error
+ * for rc. */
+static void deferred_answer(const struct http_request *http, int rc, struct http_response *resp,
+                            const struct permitd_error *err)
+{
+    if (rc != PERMITD_OK)
+        connect_error_reply(resp, err);
+    http_request_resume(http, resp);
+}
+
+/* An Acquire or a Peek waiting for its decision (limiter_acquire_queued,
+ * limiter_peek_queued): what the reply needs once the decision comes back to
+ * the worker's loop. It lives in the request's own storage
+ * (http_request_alloc()), as long as the request. */
+struct pending {
+    struct api *a;
+    const struct http_request *http;
+    enum connect_codec codec;
+    int peek;
+    struct limiter_request lr;
+    char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
+    int64_t deadline_us, t0;
+};
+
+/* s into dst (size bytes), cut to fit: limiter_check() has bounded every
+ * field already. */
+static void copy_field(char *dst, size_t size, const char *s)
+{
+    size_t n = strnlen(s, size - 1);
+
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+}
+
+static void decided(void *ud, int rc, const struct limiter_result *r,
+                    const struct permitd_error *err)
+{
+    struct pending *p = ud;
+    struct http_response resp;
+    struct permitd_error e = *err;
+
+    http_response_init(&resp);
+    if (p->peek) {
+        Permit__V1__PeekResponse rs;
+        permit__v1__peek_response__init(&rs);
+        if (rc == PERMITD_OK) {
+            rs.remaining = r->remaining;
+            rs.limit = r->limit;
+            rs.reset_after_ms = r->reset_after_ms;
+            rc = connect_reply(p->http, p->codec, &rs.base, NULL, &resp, &e);
+        }
+        deferred_answer(p->http, rc, &resp, &e);
+        return;
+    }
+    if (p->a->stats != NULL) {
+        stats_observe(p->a->stats, clock_now_us() - p->t0);
+        if (rc != PERMITD_OK)
+            count_error(p->a, p->bucket, rc);
+        else
+            stats_record(p->a->stats, p->bucket, r->allowed);
+    }
+    if (rc == PERMITD_OK) {
+        Permit__V1__AcquireResponse rs;
+        decision_message(&rs, r);
+        rc = connect_reply(p->http, p->codec, &rs.base, p->a->always, &resp, &e);
+        if (rc == PERMITD_OK)
+            ratelimit_headers(&resp, p->bucket, r);
+    }
+    deferred_answer(p->http, rc, &resp, &e);
+}
+
+/* Acquire and Peek are checked here and decided from the worker's loop,
+ * pipelined with the other calls that arrive meanwhile (limiter.c): the
+ * worker goes back to its connections instead of waiting for Redis. */
+static int defer_decision(struct api *a, struct connect_call *call, int peek,
+                          const struct limiter_request *lr, struct permitd_error *err)
+{
+    struct limiter_queue *q = http_request_worker(call->http);
+    struct pending *p;
+    int rc;
+
+    if ((rc = limiter_check(lr, err)) != PERMITD_OK) {
+        if (!peek)
+            count_error(a, lr->bucket, rc);
+        return rc;
+    }
+    p = http_request_alloc(call->http, sizeof(*p));
+    if (p == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    p->a = a;
+    p->http = call->http;
+    p->codec = call->codec;
+    p->peek = peek;
+    copy_field(p->bucket, sizeof(p->bucket), lr->bucket);
+    copy_field(p->app, sizeof(p->app), lr->app);
+    copy_field(p->key, sizeof(p->key), lr->key);
+    p->lr = (struct limiter_request){p->bucket, p->app, p->key, lr->permits};
+    p->deadline_us = call->deadline_us;
+    p->t0 = clock_now_us();
+    http_request_defer(call->http);
+    if (peek)
+        limiter_peek_queued(q, &p->lr, p->deadline_us, decided, p);
+    else
+        limiter_acquire_queued(q, &p->lr, p->deadline_us, decided, p);
+    return CONNECT_DEFERRED;
+}
+
+static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                   ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    const Permit__V1__AcquireRequest *rq = (const Permit__V1__AcquireRequest *)in;
+    struct limiter_request lr = {rq->bucket, rq->app, rq->key, rq->permits};
+
+    return defer_decision(ud, call, 0, &lr, err);
+}
+
+/* Permits are not a Peek's: 0 passes limiter_check(), and the script looks
+ * for one. */
+static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    const Permit__V1__PeekRequest *rq = (const Permit__V1__PeekRequest *)in;
+    struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0};
+
+    return defer_decision(ud, call, 1, &lr, err);
+}
+
+/* An AcquireBatch waiting for its decisions (limiter_acquire_batch_queued),
+ * in one block of the request's storage: the items with copies of their
+ * strings, and room for the answers and the reply message. */
+struct pending_batch {
+    struct api *a;
+    const struct http_request *http;
+    enum connect_codec codec;
+    size_t n;
+    struct limiter_request *reqs;
+    struct limiter_result *res;
+    struct permitd_error *errs;
+    Permit__V1__AcquireBatchResult *results, **result_ptrs;
+    Permit__V1__AcquireResponse *answers;
+    Permit__V1__BatchError *batch_errors;
+    int all_or_nothing;
+    int64_t deadline_us;
+};
+
+static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err)
+{
+    struct pending_batch *p = ud;
+    struct api *a = p->a;
+    Permit__V1__AcquireBatchResponse rs = PERMIT__V1__ACQUIRE_BATCH_RESPONSE__INIT;
+    struct http_response resp;
+    struct permitd_error e = *err;
+
+    http_response_init(&resp);
+    for (size_t i = 0; rc == PERMITD_OK && i < p->n; i++) {
+        Permit__V1__AcquireBatchResult *r = &p->results[i];
+        permit__v1__acquire_batch_result__init(r);
+        if (p->errs[i].code != PERMITD_OK) {
+            Permit__V1__BatchError *be = &p->batch_errors[i];
+            count_error(a, p->reqs[i].bucket, p->errs[i].code);
+            permit__v1__batch_error__init(be);
+            be->code = (char *)connect_code_name(p->errs[i].code);
+            be->message = p->errs[i].message;
+            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
+            r->error = be;
+        } else {
+            decision_message(&p->answers[i], &p->res[i]);
+            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_RESPONSE;
+            r->response = &p->answers[i];
+            if (a->stats != NULL)
+                stats_record(a->stats, p->reqs[i].bucket, p->res[i].allowed);
+        }
+        p->result_ptrs[i] = r;
+    }
+    if (rc == PERMITD_OK) {
+        rs.results = p->result_ptrs;
+        rs.n_results = p->n;
+        rc = connect_reply(p->http, p->codec, &rs.base, a->always, &resp, &e);
+    }
+    deferred_answer(p->http, rc, &resp, &e);
+}
+
+/* AcquireBatch is decided from the worker's loop too: its calls go to Redis
+ * with the Acquires of the same pass, and the worker serves other
+ * connections meanwhile. */
+static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                         ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    struct api *a = ud;
+    const Permit__V1__AcquireBatchRequest *rq = (const Permit__V1__AcquireBatchRequest *)in;
+    size_t n = rq->n_requests, strings = 0, size;
+    struct pending_batch *p;
+    char *at;
+
+    (void)out;
+    (void)scratch;
+    if (n > LIMITER_BATCH_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
+                                 n, LIMITER_BATCH_MAX);
+    for (size_t i = 0; i < n; i++) {
+        const Permit__V1__AcquireRequest *r = rq->requests[i];
+        strings += strlen(r->bucket) + strlen(r->app) + strlen(r->key) + 3;
+    }
+    size = sizeof(*p) + n * (sizeof(*p->reqs) + sizeof(*p->res) + sizeof(*p->errs) +
+                             sizeof(*p->results) + sizeof(*p->result_ptrs) +
+                             sizeof(*p->answers) + sizeof(*p->batch_errors)) + strings;
+    p = http_request_alloc(call->http, size);
+    if (p == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    memset(p, 0, size);
+    /* Every array is laid out by its own size in turn: pointers and 64-bit
+     * fields first, strings last, so each stays aligned. */
+    p->reqs = (struct limiter_request *)(p + 1);
+    p->res = (struct limiter_result *)(p->reqs + n);
+    p->results = (Permit__V1__AcquireBatchResult *)(p->res + n);
+    p->answers = (Permit__V1__AcquireResponse *)(p->results + n);
+    p->batch_errors = (Permit__V1__BatchError *)(p->answers + n);
+    p->result_ptrs = (Permit__V1__AcquireBatchResult **)(p->batch_errors + n);
+    p->errs = (struct permitd_error *)(p->result_ptrs + n);
+    at = (char *)(p->errs + n);
+    for (size_t i = 0; i < n; i++) {
+        const Permit__V1__AcquireRequest *r = rq->requests[i];
+        const char *src[3] = {r->bucket, r->app, r->key};
+        const char *dst[3];
+        for (int k = 0; k < 3; k++) {
+            size_t len = strlen(src[k]) + 1;
+            memcpy(at, src[k], len);
+            dst[k] = at;
+            at += len;
+        }
+        p->reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits};
+    }
+    p->a = a;
+    p->http = call->http;
+    p->codec = call->codec;
+    p->n = n;
+    p->all_or_nothing = rq->all_or_nothing;
+    p->deadline_us = call->deadline_us;
+    http_request_defer(call->http);
+    limiter_acquire_batch_queued(http_request_worker(call->http), p->reqs, p->n,
+                                 p->all_or_nothing, p->deadline_us, p->res, p->errs,
+                                 acquire_batch_done, p);
+    return CONNECT_DEFERRED;
+}
+
+static const struct connect_method methods[] = {
+    {"/permit.v1.RateLimitService/Acquire", &permit__v1__acquire_request__descriptor,
+     &permit__v1__acquire_response__descriptor, 0, acquire},
+    {"/permit.v1.RateLimitService/Peek", &permit__v1__peek_request__descriptor,
+     &permit__v1__peek_response__descriptor, 1, peek},
+    {"/permit.v1.RateLimitService/AcquireBatch", &permit__v1__acquire_batch_request__descriptor,
+     &permit__v1__acquire_batch_response__descriptor, 0, acquire_batch},
+    {NULL, NULL, NULL, 0, NULL},
+};
+
+int api_new(const struct config *cfg, struct limiter *limiter, struct stats *stats,
+            struct api **out, struct permitd_error *err)
+{
+    struct api *a = calloc(1, sizeof(*a));
+
+    *out = NULL;
+    if (a == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    a->cfg = cfg;
+    a->limiter = limiter;
+    a->stats = stats;
+    a->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
+    a->always[0] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__acquire_response__descriptor, "allowed");
+    a->always[1] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__acquire_response__descriptor, "remaining");
+    a->always[2] = NULL;
+    *out = a;
+    return PERMITD_OK;
+}
+
+void api_free(struct api *a)
+{
+    free(a);
+}
+
+int api_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err)
+{
+    struct api *a = ud;
+
+    return limiter_queue_new(a->limiter, loop, (struct limiter_queue **)worker, err);
+}
+
+void api_worker_close(void *ud, void *worker)
+{
+    (void)ud;
+    limiter_queue_free(worker);
+}
+
+void api_handle(void *ud, const struct http_request *req, struct http_response *resp)
+{
+    struct api *a = ud;
+    const char *path = http_request_path(req);
+    struct permitd_error err;
+
+    if (strcmp(path, "/healthz") == 0) {
+        resp->content_type = "text/plain";
+        resp->body = (char *)"ok\n";
+        resp->body_len = 3;
+        return;
+    }
+    if (connect_serve(methods, a, &a->limits, req, resp))
+        return;
+    permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure %.200s", path);
+    connect_error_reply(resp, &err);
+    resp->status = 404;
+}

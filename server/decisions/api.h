@@ -1,0 +1,32 @@
+/*
+ * api.h - the API listener: permit.v1.RateLimitService and /healthz.
+ *
+ * What applications reach. It holds no policy-changing procedure, so an
+ * application that can reach this port cannot change a limit.
+ */
+#ifndef PERMITD_API_H
+#define PERMITD_API_H
+
+#include "core/config.h"
+#include "transport/http.h"
+#include "decisions/limiter.h"
+#include "decisions/stats.h"
+
+struct api;
+
+/* Returns a new API in *out (free with api_free()); cfg, limiter and stats
+ * (where decisions are counted; may be NULL) must outlive it. */
+int api_new(const struct config *cfg, struct limiter *limiter, struct stats *stats,
+            struct api **out, struct permitd_error *err);
+void api_free(struct api *a);
+
+/* The API listener's http_options worker_open and worker_close: each
+ * worker's decisions go through a limiter queue of its own, attached to
+ * the worker's loop, which the handler finds with http_request_worker(). */
+int api_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err);
+void api_worker_close(void *ud, void *worker);
+
+/* The http_handler_fn of the API listener; ud is the struct api. */
+void api_handle(void *ud, const struct http_request *req, struct http_response *resp);
+
+#endif

@@ -1,0 +1,1065 @@
+/*
+ * limiter.c - request validation and the one script call per decision.
+ *
+ * All bucket arithmetic lives in lua/bucket.lua, inside Redis, against the
+ * Redis clock: that is what makes one limit hold across any number of
+ * permitd instances. This file only decides what to ask and how to read
+ * the answer.
+ */
+#define _GNU_SOURCE     /* qsort_r */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "decisions/limiter.h"
+#include "decisions/limiter_plan.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "stores/policy.h"
+
+struct fallback {
+    char *name;
+    int open;
+    int64_t max_permits;
+};
+
+struct limiter {
+    const struct config *cfg;
+    struct redis *redis;
+    pthread_mutex_t lock;           /* guards fallbacks */
+    struct fallback *fallbacks;     /* sorted by name */
+    size_t nfallbacks;
+    _Atomic uint64_t open_passes;
+    void (*missing_hook)(void *ud); /* set once at start-up */
+    void *missing_ud;
+};
+
+int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
+                struct permitd_error *err)
+{
+    struct limiter *l = calloc(1, sizeof(*l));
+
+    *out = NULL;
+    if (l == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    l->cfg = cfg;
+    l->redis = redis;
+    pthread_mutex_init(&l->lock, NULL);
+    *out = l;
+    return PERMITD_OK;
+}
+
+static void free_fallbacks(struct fallback *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+}
+
+void limiter_free(struct limiter *l)
+{
+    if (l == NULL)
+        return;
+    free_fallbacks(l->fallbacks, l->nfallbacks);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct fallback *)a)->name, ((const struct fallback *)b)->name);
+}
+
+int limiter_set_fallbacks(struct limiter *l, const struct limiter_fallback *v, size_t n)
+{
+    struct fallback *t = calloc(n + 1, sizeof(*t)), *old;
+    size_t nold;
+
+    if (t == NULL)
+        return PERMITD_EINTERNAL;
+    for (size_t i = 0; i < n; i++) {
+        t[i].name = strdup(v[i].name);
+        t[i].open = v[i].open;
+        t[i].max_permits = v[i].max_permits;
+        if (t[i].name == NULL) {
+            free_fallbacks(t, i);
+            return PERMITD_EINTERNAL;
+        }
+    }
+    qsort(t, n, sizeof(*t), by_name);
+    pthread_mutex_lock(&l->lock);
+    old = l->fallbacks;
+    nold = l->nfallbacks;
+    l->fallbacks = t;
+    l->nfallbacks = n;
+    pthread_mutex_unlock(&l->lock);
+    free_fallbacks(old, nold);
+    return PERMITD_OK;
+}
+
+uint64_t limiter_open_passes(struct limiter *l)
+{
+    return atomic_load(&l->open_passes);
+}
+
+/* Looks bucket up in the failure-mode table. Returns 1 when MySQL's last
+ * snapshot had the policy, with *open and *max set. */
+static int known(struct limiter *l, const char *bucket, int *open, int64_t *max)
+{
+    struct fallback probe = {(char *)bucket, 0, 0}, *f;
+    int found = 0;
+
+    pthread_mutex_lock(&l->lock);
+    f = l->nfallbacks == 0 ? NULL
+                           : bsearch(&probe, l->fallbacks, l->nfallbacks, sizeof(*f), by_name);
+    if (f != NULL) {
+        found = 1;
+        *open = f->open;
+        *max = f->max_permits;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return found;
+}
+
+/* Redis could not decide (unreachable, no answer within --redis-timeout-ms,
+ * unable to serve): a policy whose failure_mode is "open" lets the request
+ * through, flagged and counted; every other request keeps the error.
+ * Never called for the caller's own deadline (PERMITD_EDEADLINE): a caller
+ * must not be able to switch a limit off by asking for a deadline it knows
+ * Redis cannot meet. Returns 1 when it let the request through. */
+static int fail_open(struct limiter *l, const char *bucket, struct limiter_result *res)
+{
+    int open = 0;
+    int64_t max = 0;
+
+    if (!known(l, bucket, &open, &max) || !open)
+        return 0;
+    memset(res, 0, sizeof(*res));
+    res->allowed = 1;
+    res->limit = max;
+    atomic_fetch_add(&l->open_passes, 1);
+    return 1;
+}
+
+/* Redis has no such policy, but MySQL's last snapshot does: Redis lost it
+ * (restarted empty, flushed) and the sync has not put it back yet. The sync
+ * is asked to run now, and the request is answered as if Redis were
+ * unavailable (failure_mode decides), not with a not_found that would be
+ * false. Returns 0 when the policy is unknown (a true not_found); else 1 with
+ * *rc set (PERMITD_OK when failure_mode open let an Acquire through). */
+static int missing(struct limiter *l, const struct limiter_request *req, int take,
+                   struct limiter_result *res, struct permitd_error *err, int *rc)
+{
+    int open = 0;
+    int64_t max = 0;
+
+    if (!known(l, req->bucket, &open, &max))
+        return 0;
+    if (l->missing_hook != NULL)
+        l->missing_hook(l->missing_ud);
+    if (take && fail_open(l, req->bucket, res)) {
+        *rc = PERMITD_OK;
+        err->code = PERMITD_OK;
+        err->message[0] = '\0';
+        return 1;
+    }
+    *rc = permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                            "bucket: policy \"%s\" is in MySQL but not back in Redis yet "
+                            "(Redis restarted or was flushed); it is being reloaded", req->bucket);
+    return 1;
+}
+
+int limiter_known_policy(struct limiter *l, const char *name)
+{
+    int open;
+    int64_t max;
+
+    return name != NULL && known(l, name, &open, &max);
+}
+
+void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud)
+{
+    l->missing_hook = fn;
+    l->missing_ud = ud;
+}
+
+void limiter_forget(struct limiter *l, const char *name)
+{
+    struct fallback probe = {(char *)name, 0, 0}, *f;
+
+    pthread_mutex_lock(&l->lock);
+    f = l->nfallbacks == 0 ? NULL
+                           : bsearch(&probe, l->fallbacks, l->nfallbacks, sizeof(*f), by_name);
+    if (f != NULL) {
+        size_t i = (size_t)(f - l->fallbacks);
+        free(f->name);
+        memmove(f, f + 1, (l->nfallbacks - i - 1) * sizeof(*f));
+        l->nfallbacks--;
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+static int validate(const struct limiter_request *req, int take, struct permitd_error *err)
+{
+    int rc;
+
+    if ((rc = policy_check_name("bucket", req->bucket, err)) != PERMITD_OK)
+        return rc;
+    if ((rc = policy_check_name("app", req->app, err)) != PERMITD_OK)
+        return rc;
+    if ((rc = policy_check_key("key", req->key, err)) != PERMITD_OK)
+        return rc;
+    if (take && req->permits < 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "permits: %" PRId64 " is negative (0 means 1)", req->permits);
+    return PERMITD_OK;
+}
+
+/* Maps the script's status (a negated Connect code, see lua/bucket.lua;
+ * out: its 8 numbers) to an error that names the policy. */
+static int script_error(const struct limiter *l, const long long *out,
+                        const struct limiter_request *req, int64_t permits,
+                        struct permitd_error *err)
+{
+    long long status = out[0], limit = out[3];
+    char key[POLICY_REDIS_KEY_MAX];
+
+    switch (status) {
+    case PERMITD_ENOTFOUND:
+        return permitd_error_set(err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
+                                 req->bucket);
+    case PERMITD_EPERM:
+        return permitd_error_set(err, PERMITD_EPERM,
+                                 "app: \"%s\" is not allowed to use policy \"%s\"",
+                                 req->app, req->bucket);
+    case PERMITD_EPRECONDITION:
+        return permitd_error_set(err, PERMITD_EPRECONDITION, "bucket: policy \"%s\" is disabled",
+                                 req->bucket);
+    case PERMITD_ERANGE:
+        if (out[2] > permits)   /* all_or_nothing: out[2] is what its items ask together */
+            return permitd_error_set(err, PERMITD_ERANGE,
+                                     "permits: the items of this all_or_nothing batch ask %lld "
+                                     "of one bucket of policy \"%s\" together, more than it ever "
+                                     "holds (max_permits %lld)", out[2], req->bucket, limit);
+        return permitd_error_set(err, PERMITD_ERANGE,
+                                 "permits: %" PRId64 " is more than policy \"%s\" ever holds "
+                                 "(max_permits %lld)", permits, req->bucket, limit);
+    case PERMITD_EABORTED:
+        return permitd_error_set(err, PERMITD_EABORTED,
+                                 "not granted: another item of this all_or_nothing batch was "
+                                 "refused");
+    case PERMITD_EDATALOSS:
+        /* The state key holds what lua/bucket.lua did not write (out[2]:
+         * its size). Left as it is for the operator; the client sees an
+         * internal error, as for any fault of the server's side. */
+        policy_redis_key(key, l->cfg->redis_prefix, req->bucket, POLICY_KEY_BUCKET, req->key);
+        log_msg(LOG_WARN, "bucket state is not permitd's; left as it is",
+                "key=\"%s\" bytes=%lld expected=16", key, out[2]);
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "bucket state of policy \"%s\" key \"%s\" in redis is not "
+                                 "permitd's: left as it is (see permitd's log)",
+                                 req->bucket, req->key);
+    default:
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "policy \"%s\" in redis is not a valid policy (script status %lld)",
+                                 req->bucket, status);
+    }
+}
+
+/* The error of an item whose script call Redis answered with an error
+ * (rc: the call's own, as redis.h says), naming the policy. */
+static int call_refused(int rc, const char *bucket, struct permitd_error *err)
+{
+    if (rc == PERMITD_EUNAVAILABLE)
+        return permitd_error_set(err, rc, "redis cannot decide policy \"%s\" now (loading, busy "
+                                 "or read-only: see permitd's log)", bucket);
+    return permitd_error_set(err, rc, "redis could not decide policy \"%s\" (see permitd's log)",
+                             bucket);
+}
+
+/* Turns what Redis said about one item (rc of the call, the script's 8
+ * numbers) into the answer: failure_mode on a Redis failure, failure_mode
+ * again when Redis lost a policy MySQL still has, else the decision or the
+ * error the script named. check: a client's request (not permitd's own). */
+static int conclude(struct limiter *l, const struct limiter_request *req, int take, int check,
+                    int rc, const long long *out, struct limiter_result *res,
+                    struct permitd_error *err)
+{
+    int64_t permits = req->permits == 0 ? 1 : req->permits;
+
+    if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req->bucket, res))
+        return PERMITD_OK;
+    if (rc != PERMITD_OK)
+        return rc;
+    res->limit = out[3];
+    if (out[0] == PERMITD_ENOTFOUND && check && missing(l, req, take, res, err, &rc))
+        return rc;
+    if (out[0] != 0)
+        return script_error(l, out, req, permits, err);
+    res->allowed = out[1] != 0;
+    res->remaining = out[2];
+    res->retry_after_ms = out[4];
+    res->reset_after_ms = out[5];
+    res->window_s = out[6];
+    res->tokens_micro = out[7];
+    return PERMITD_OK;
+}
+
+/* The script's first argument: what a call does with its items. */
+static const struct redis_str MODE_TAKE = {"take", 4}, MODE_PEEK = {"peek", 4},
+                              MODE_ALL = {"all", 3};
+
+/* One item of a script call: its two Redis keys (keys[2], the strings in
+ * names[2]) and its two arguments (args[2]: app, permits in permits_s). */
+static void item_call(const struct limiter *l, const struct limiter_request *req, int take,
+                      char (*names)[POLICY_REDIS_KEY_MAX], char *permits_s,
+                      struct redis_str *keys, struct redis_str *args)
+{
+    int64_t permits = req->permits == 0 ? 1 : req->permits;
+
+    keys[0].p = names[0];
+    keys[0].len = policy_redis_key(names[0], l->cfg->redis_prefix, req->bucket,
+                                   POLICY_KEY_HASH, NULL);
+    keys[1].p = names[1];
+    keys[1].len = policy_redis_key(names[1], l->cfg->redis_prefix, req->bucket,
+                                   POLICY_KEY_BUCKET, req->key);
+    args[0].p = req->app;
+    args[0].len = strlen(req->app);
+    args[1].p = permits_s;
+    args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take ? permits : 1);
+}
+
+static int decide(struct limiter *l, const struct limiter_request *req, int take, int check,
+                  int64_t deadline_us, struct limiter_result *res, struct permitd_error *err)
+{
+    char names[2][POLICY_REDIS_KEY_MAX], permits_s[24];
+    struct redis_str keys[2], args[3];
+    long long out[8];
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    if (check && (rc = validate(req, take, err)) != PERMITD_OK)
+        return rc;
+    args[0] = take ? MODE_TAKE : MODE_PEEK;
+    item_call(l, req, take, names, permits_s, keys, &args[1]);
+    rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline_us,
+                          out, 8, err);
+    return conclude(l, req, take, check, rc, out, res, err);
+}
+
+int limiter_check(const struct limiter_request *req, struct permitd_error *err)
+{
+    return validate(req, 1, err);
+}
+
+/* ---- AcquireBatch ----
+ *
+ * A plan (limiter_plan.h) is an AcquireBatch on its way: its items checked,
+ * sorted by policy, and laid out as one script call per policy (all of them
+ * in one for all_or_nothing). limiter_acquire_batch() sends it and waits;
+ * limiter_acquire_batch_queued() hands it to the worker's queue, where it
+ * travels with the Acquires of the same pass. */
+
+/* Sorting item indices by policy name groups one policy's items together;
+ * ties keep request order, so a policy's items reach Redis in order. */
+static int by_bucket(const void *a, const void *b, void *reqs_)
+{
+    const struct limiter_request *reqs = reqs_;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(reqs[i].bucket, reqs[j].bucket);
+
+    return c != 0 ? c : (i < j ? -1 : (i > j));
+}
+
+void limiter_plan_free(struct limiter_plan *pl)
+{
+    free(pl->order);
+    free(pl->keys);
+    free(pl->args);
+    free(pl->knames);
+    free(pl->permits);
+    free(pl->apps);
+    free(pl->out);
+    free(pl->calls);
+}
+
+/* See limiter_plan.h. */
+int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
+{
+    const struct limiter_request *reqs = pl->reqs;
+    size_t n = pl->n, bad = 0, apps_len = 1, apps_at = 0;
+
+    if (n > LIMITER_BATCH_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
+                                 n, LIMITER_BATCH_MAX);
+    if (n == 0)
+        return PERMITD_OK;
+    pl->order = malloc(n * sizeof(*pl->order));
+    pl->keys = malloc(2 * n * sizeof(*pl->keys));
+    pl->args = malloc((2 * n + n) * sizeof(*pl->args));
+    pl->knames = malloc(2 * n * sizeof(*pl->knames));
+    pl->permits = malloc(n * sizeof(*pl->permits));
+    pl->out = malloc(8 * n * sizeof(*pl->out));
+    pl->calls = malloc(n * sizeof(*pl->calls));
+    if (!pl->order || !pl->keys || !pl->args || !pl->knames || !pl->permits || !pl->out ||
+        !pl->calls)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+
+    for (size_t i = 0; i < n; i++) {
+        memset(&pl->res[i], 0, sizeof(pl->res[i]));
+        pl->errs[i].code = PERMITD_OK;
+        pl->errs[i].message[0] = '\0';
+        if (validate(&reqs[i], 1, &pl->errs[i]) != PERMITD_OK)
+            bad++;
+        else
+            pl->order[pl->valid++] = i;
+    }
+    if (pl->all_or_nothing) {
+        for (size_t k = 1; k < pl->valid; k++)
+            if (policy_slot(reqs[pl->order[k]].bucket) != policy_slot(reqs[pl->order[0]].bucket))
+                return permitd_error_set(err, PERMITD_EPRECONDITION,
+                                         "all_or_nothing: policies \"%s\" and \"%s\" live in "
+                                         "different Redis Cluster slots, so no single script can "
+                                         "decide them together; use one policy (keys may differ) "
+                                         "or two calls",
+                                         reqs[pl->order[0]].bucket, reqs[pl->order[k]].bucket);
+        if (bad > 0) {
+            for (size_t k = 0; k < pl->valid; k++)
+                permitd_error_set(&pl->errs[pl->order[k]], PERMITD_EABORTED,
+                                  "not granted: another item of this all_or_nothing batch is invalid");
+            return PERMITD_OK;
+        }
+    }
+
+    /* Everything a call sends is the plan's own, the apps too: a job
+     * answered at its deadline leaves its caller's memory, while the pipe
+     * may still send its calls again (NOSCRIPT). */
+    for (size_t k = 0; k < pl->valid; k++)
+        apps_len += strlen(reqs[pl->order[k]].app) + 1;
+    if ((pl->apps = malloc(apps_len)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+
+    qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, (void *)reqs);
+
+    for (size_t k = 0, a = 0; k < pl->valid;) {
+        size_t first = k;
+        struct redis_script_call *c = &pl->calls[pl->ngroups++];
+
+        pl->args[a] = pl->all_or_nothing ? MODE_ALL : MODE_TAKE;
+        c->args = &pl->args[a++];
+        c->keys = &pl->keys[2 * first];
+        c->out = &pl->out[8 * first];
+        do {
+            const char *app = reqs[pl->order[k]].app;
+            item_call(pl->l, &reqs[pl->order[k]], 1, &pl->knames[2 * k], pl->permits[k],
+                      &pl->keys[2 * k], &pl->args[a]);
+            pl->args[a].p = memcpy(pl->apps + apps_at, app, pl->args[a].len + 1);
+            apps_at += pl->args[a].len + 1;
+            a += 2;
+            k++;
+        } while (k < pl->valid && (pl->all_or_nothing ||
+                                   strcmp(reqs[pl->order[k]].bucket,
+                                          reqs[pl->order[first]].bucket) == 0));
+        c->nkeys = (int)(2 * (k - first));
+        c->nargs = (int)(1 + 2 * (k - first));
+        c->nout = (int)(8 * (k - first));
+    }
+    return PERMITD_OK;
+}
+
+/* Reads the answers of the calls (rc: the whole round trip's) into res and
+ * errs; returns the batch's rc. */
+static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *err)
+{
+    const struct limiter_request *reqs = pl->reqs;
+
+    if ((rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE) && !pl->all_or_nothing) {
+        /* Each item gets the error; when Redis failed (not the caller's
+         * own deadline), as its policy's failure_mode says. */
+        for (size_t k = 0; k < pl->valid; k++) {
+            size_t i = pl->order[k];
+            if (rc == PERMITD_EDEADLINE || !fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
+                permitd_error_set(&pl->errs[i], rc, "%s", err->message);
+        }
+        return PERMITD_OK;
+    }
+    if (rc != PERMITD_OK)
+        return rc;
+    for (size_t g = 0, k = 0; g < pl->ngroups; g++) {
+        size_t m = (size_t)pl->calls[g].nkeys / 2;
+        for (size_t j = 0; j < m; j++, k++) {
+            size_t i = pl->order[k];
+            const long long *out = &pl->calls[g].out[8 * j];
+            int crc = PERMITD_OK;
+            if (pl->calls[g].rc != PERMITD_OK) {
+                /* A call Redis refused: as for a single Acquire,
+                 * failure_mode applies when it could not serve now; but
+                 * all_or_nothing never passes in part. */
+                crc = call_refused(pl->calls[g].rc, reqs[i].bucket, &pl->errs[i]);
+                out = NULL;
+                if (pl->all_or_nothing)
+                    continue;
+            }
+            /* The same reading as a single Acquire's. */
+            if (conclude(pl->l, &reqs[i], 1, 1, crc, out, &pl->res[i], &pl->errs[i]) ==
+                PERMITD_OK) {
+                pl->errs[i].code = PERMITD_OK;
+                pl->errs[i].message[0] = '\0';
+            }
+        }
+    }
+    return PERMITD_OK;
+}
+
+int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                          int all_or_nothing, int64_t deadline_us,
+                          struct limiter_result *res, struct permitd_error *errs,
+                          struct permitd_error *err)
+{
+    struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+                      .res = res, .errs = errs};
+    int rc = limiter_plan_make(&pl, err);
+
+    if (rc == PERMITD_OK && pl.ngroups > 0) {
+        rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, pl.calls, pl.ngroups,
+                                   deadline_us, err);
+        rc = plan_conclude(&pl, rc, err);
+    }
+    limiter_plan_free(&pl);
+    return rc;
+}
+
+/* Answers a queued plan's caller: calls are the batch's copies of its calls
+ * (their rc; the answers went straight to pl->out), NULL when none was
+ * sent or its deadline passed first. The plan itself is freed with its job
+ * (job_end()): a batch still out writes into pl->out. */
+static void plan_answer(struct limiter_plan *pl, int rc, const struct redis_script_call *calls,
+                        struct permitd_error *err)
+{
+    for (size_t g = 0; calls != NULL && g < pl->ngroups; g++)
+        pl->calls[g].rc = calls[g].rc;
+    rc = plan_conclude(pl, rc, err);
+    pl->done(pl->ud, rc, err);
+}
+
+/* ---- queued Acquires: one worker's requests pipelined from its own loop ----
+ *
+ * Each worker's owner (api.c) makes one queue per loop (limiter_queue_new()):
+ * a source of that loop (loop.h) with a Redis pipe of its own (redis.c: its
+ * own connection, deadlines, NOSCRIPT, reconnect backoff). Handlers append
+ * jobs while libmicrohttpd runs; after the pass the loop flushes the queue:
+ * every job waiting goes to Redis in one write. While that batch is out the
+ * next one gathers, so under load each round trip carries many decisions and
+ * Redis pays its syscalls once per batch, not per decision. The Acquires of
+ * one policy in a batch go as the items of one script call (and so do its
+ * Peeks): Redis reads the policy, the clock and their states once for all
+ * of them, and runs the script once (see batch_send()). Replies are read
+ * when the loop sees the socket ready, and each job's answer is handed back
+ * right there: no other thread, no lock, no wake-up. */
+
+#define QUEUE_BATCH_MAX 256     /* jobs per batch */
+#define QUEUE_SPARE_MAX 256     /* finished jobs kept for reuse */
+
+/* One queued piece of work: an Acquire or a Peek (an item of a script
+ * call; its strings live here, its 8 numbers in the batch's out), or an
+ * AcquireBatch (plan: its calls, one per policy). */
+struct job {
+    struct job *next;
+    int64_t deadline_us;
+    size_t first;                   /* its (first) call in the batch out */
+    struct limiter_plan *plan;              /* NULL: an Acquire or a Peek */
+    int take;                       /* 1: an Acquire, 0: a Peek */
+    struct limiter_request req;
+    limiter_done_fn done;
+    void *ud;
+    char names[2][POLICY_REDIS_KEY_MAX];
+    char permits[24];
+    char app[POLICY_NAME_MAX + 1];  /* req.app: what the call sends is the job's own
+                                       (the pipe may send it again after the
+                                       job was answered: NOSCRIPT) */
+    const long long *out;           /* an Acquire's or a Peek's answer */
+    int answered;                   /* its caller has its answer (the deadline
+                                       passed while its batch was out) */
+};
+
+/* The batch out: every call of its jobs, contiguous, as the pipe wants
+ * them; the keys, arguments and answers of its Acquires and Peeks, each
+ * call's items side by side. */
+struct batch {
+    struct job *jobs[QUEUE_BATCH_MAX];
+    size_t njobs;
+    size_t items[QUEUE_BATCH_MAX];  /* the Acquires and Peeks, as indices of jobs */
+    struct redis_str keys[2 * QUEUE_BATCH_MAX];
+    struct redis_str args[3 * QUEUE_BATCH_MAX];
+    long long out[8 * QUEUE_BATCH_MAX];
+    struct redis_script_call *calls;
+    size_t ncalls, cap;
+};
+
+struct limiter_queue {
+    struct limiter *l;
+    struct redis_pipe *pipe;
+    struct job *head, *tail;        /* waiting for the next batch */
+    struct batch batch;
+    struct job *spare;              /* finished jobs, for the next ones */
+    size_t nspare;
+    size_t timed;                   /* jobs with a deadline of their own, not yet answered */
+};
+
+/* Jobs are recycled by their worker's queue: once a worker has had as many
+ * in flight as it will, queuing a decision allocates nothing. */
+static struct job *job_get(struct limiter_queue *q)
+{
+    struct job *j = q->spare;
+
+    if (j == NULL)
+        return malloc(sizeof(*j));
+    q->spare = j->next;
+    q->nspare--;
+    return j;
+}
+
+static void job_put(struct limiter_queue *q, struct job *j)
+{
+    if (q->nspare >= QUEUE_SPARE_MAX) {
+        free(j);
+        return;
+    }
+    j->next = q->spare;
+    q->spare = j;
+    q->nspare++;
+}
+
+/* Answers one job's caller with rc (PERMITD_OK: each call has its own).
+ * calls: its calls in the batch, NULL when none was sent (or its answer is
+ * not awaited). The caller's strings and storage are not touched after. */
+static void job_answer(struct limiter_queue *q, struct job *j, int rc,
+                       const struct redis_script_call *calls, const struct permitd_error *err)
+{
+    struct permitd_error e = *err;
+    struct limiter_result res;
+
+    j->answered = 1;
+    if (j->deadline_us != INT64_MAX)
+        q->timed--;
+    if (j->plan != NULL) {
+        plan_answer(j->plan, rc, calls, &e);
+        return;
+    }
+    if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
+        rc = call_refused(calls[0].rc, j->req.bucket, &e);
+    memset(&res, 0, sizeof(res));
+    rc = conclude(q->l, &j->req, j->take, 1, rc, j->out, &res, &e);
+    j->done(j->ud, rc, &res, &e);
+}
+
+/* Answers one job, unless it was already, and recycles it. */
+static void job_end(struct limiter_queue *q, struct job *j, int rc, const struct redis_script_call *calls,
+                    const struct permitd_error *err)
+{
+    if (!j->answered)
+        job_answer(q, j, rc, calls, err);
+    if (j->plan != NULL) {
+        limiter_plan_free(j->plan);
+        free(j->plan);
+    }
+    job_put(q, j);
+}
+
+/* The batch out has ended: rc is the whole batch's. */
+static void batch_end(struct limiter_queue *q, int rc, const struct permitd_error *err)
+{
+    struct batch *b = &q->batch;
+    size_t n = b->njobs;
+
+    b->njobs = b->ncalls = 0;
+    for (size_t i = 0; i < n; i++)
+        job_end(q, b->jobs[i], rc, &b->calls[b->jobs[i]->first], err);
+}
+
+/* Room for n more calls in the batch; 0 or -1 (out of memory). */
+static int batch_reserve(struct batch *b, size_t n)
+{
+    if (b->ncalls + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        struct redis_script_call *c;
+        while (cap < b->ncalls + n)
+            cap *= 2;
+        if ((c = realloc(b->calls, cap * sizeof(*c))) == NULL)
+            return -1;
+        b->calls = c;
+        b->cap = cap;
+    }
+    return 0;
+}
+
+/* Orders a batch's Acquires and Peeks into calls: Acquires before Peeks,
+ * by policy, and in the order they came within a policy. */
+static int by_call(const void *a, const void *b, void *jobs_)
+{
+    struct job *const *jobs = jobs_;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const struct job *x = jobs[i], *y = jobs[j];
+    int c = y->take - x->take;
+
+    if (c == 0)
+        c = strcmp(x->req.bucket, y->req.bucket);
+    return c != 0 ? c : (i < j ? -1 : (i > j));
+}
+
+/* Lays the batch's Acquires and Peeks (b->items, n of them) out as calls
+ * after its AcquireBatches': one per policy and kind, its items in the order
+ * they came. A policy's keys share its cluster slot (policy.h), so one
+ * script may touch them all; the script decides its items one after the
+ * other, exactly as if each had been a call of its own, and answers each
+ * on its own (lua/bucket.lua). */
+static void batch_items(struct limiter_queue *q, size_t n)
+{
+    struct batch *b = &q->batch;
+    size_t a = 0;
+
+    qsort_r(b->items, n, sizeof(*b->items), by_call, b->jobs);
+    for (size_t k = 0; k < n;) {
+        size_t first = k;
+        struct job *lead = b->jobs[b->items[first]];
+        struct redis_script_call *c = &b->calls[b->ncalls];
+
+        b->args[a] = lead->take ? MODE_TAKE : MODE_PEEK;
+        *c = (struct redis_script_call){.keys = &b->keys[2 * first], .args = &b->args[a++],
+                                        .out = &b->out[8 * first]};
+        do {
+            struct job *j = b->jobs[b->items[k]];
+            item_call(q->l, &j->req, j->take, j->names, j->permits, &b->keys[2 * k], &b->args[a]);
+            a += 2;
+            j->first = b->ncalls;
+            j->out = &b->out[8 * k];
+            k++;
+        } while (k < n && b->jobs[b->items[k]]->take == lead->take &&
+                 strcmp(b->jobs[b->items[k]]->req.bucket, lead->req.bucket) == 0);
+        c->nkeys = (int)(2 * (k - first));
+        c->nargs = (int)(1 + 2 * (k - first));
+        c->nout = (int)(8 * (k - first));
+        b->ncalls++;
+    }
+}
+
+/* Sends every waiting job (up to QUEUE_BATCH_MAX) as one batch; jobs whose
+ * deadline has passed are answered without asking Redis. The batch waits
+ * for Redis as long as --redis-timeout-ms allows; a job's own deadline
+ * (Connect-Timeout-Ms) ends that job alone (queue_expire()): one impatient
+ * client must not fail the others, nor cost the connection. */
+static void batch_send(struct limiter_queue *q)
+{
+    struct batch *b = &q->batch;
+    struct permitd_error err = {0, ""};
+    int64_t now = clock_now_us();
+    size_t nitems = 0;
+    int rc;
+
+    while (q->head != NULL && b->njobs < QUEUE_BATCH_MAX) {
+        struct job *j = q->head;
+        size_t n = j->plan != NULL ? j->plan->ngroups : 1;
+
+        q->head = j->next;
+        j->out = NULL;
+        /* Room for this job's calls and for one per Acquire and Peek so
+         * far: batch_items() lays theirs out after the AcquireBatches'. */
+        if (j->deadline_us <= now || batch_reserve(b, nitems + n) != 0) {
+            if (j->deadline_us <= now)
+                permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
+            else
+                permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
+            job_end(q, j, err.code, NULL, &err);
+            continue;
+        }
+        if (j->plan != NULL) {
+            j->first = b->ncalls;
+            memcpy(&b->calls[b->ncalls], j->plan->calls, n * sizeof(*b->calls));
+            b->ncalls += n;
+        } else {
+            b->items[nitems++] = b->njobs;
+        }
+        b->jobs[b->njobs++] = j;
+    }
+    if (q->head == NULL)
+        q->tail = NULL;
+    if (b->njobs == 0)
+        return;
+    batch_items(q, nitems);
+    err = (struct permitd_error){0, ""};
+    rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->ncalls, INT64_MAX, &err);
+    if (rc != PERMITD_OK)
+        batch_end(q, rc, &err);
+}
+
+/* The earliest deadline of a job not yet answered, out or waiting. */
+static int64_t queue_soonest(const struct limiter_queue *q)
+{
+    int64_t at = INT64_MAX;
+
+    for (size_t i = 0; i < q->batch.njobs; i++)
+        if (!q->batch.jobs[i]->answered && q->batch.jobs[i]->deadline_us < at)
+            at = q->batch.jobs[i]->deadline_us;
+    for (const struct job *j = q->head; j != NULL; j = j->next)
+        if (j->deadline_us < at)
+            at = j->deadline_us;
+    return at;
+}
+
+/* Answers the jobs whose own deadline has passed: those waiting, and those
+ * in the batch out, whose calls stay in it (Redis may still decide them;
+ * their answers are dropped when it ends). */
+static void queue_expire(struct limiter_queue *q, int64_t now)
+{
+    struct batch *b = &q->batch;
+    struct permitd_error err;
+    struct job **link = &q->head, *prev = NULL;
+
+    if (q->timed == 0)
+        return;
+    for (size_t i = 0; i < b->njobs; i++) {
+        struct job *j = b->jobs[i];
+        if (!j->answered && j->deadline_us <= now) {
+            permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded waiting for redis");
+            job_answer(q, j, PERMITD_EDEADLINE, NULL, &err);
+        }
+    }
+    while (*link != NULL) {
+        struct job *j = *link;
+        if (j->deadline_us > now) {
+            prev = j;
+            link = &j->next;
+            continue;
+        }
+        *link = j->next;
+        if (q->tail == j)
+            q->tail = prev;
+        permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
+        job_end(q, j, PERMITD_EDEADLINE, NULL, &err);
+    }
+}
+
+static void queue_want(void *ud, struct loop_want *w)
+{
+    struct limiter_queue *q = ud;
+
+    redis_pipe_want(q->pipe, &w->fd, &w->events, &w->at_us, &w->generation);
+    if (q->timed > 0) {
+        int64_t at = queue_soonest(q);
+        if (at < w->at_us)
+            w->at_us = at;
+    }
+}
+
+static void queue_ready(void *ud, uint32_t revents)
+{
+    struct limiter_queue *q = ud;
+    struct permitd_error err = {0, ""};
+    int rc = redis_pipe_io(q->pipe, revents, &err);
+
+    /* A batch that failed (failure_mode may apply) first answers the jobs
+     * whose own deadline has passed meanwhile: theirs is deadline_exceeded,
+     * never a reason to fail open. A batch that Redis decided answers every
+     * job it carried with its decision: the permits are taken. */
+    if (rc < 0)
+        queue_expire(q, clock_now_us());
+    if (rc == 1)
+        batch_end(q, PERMITD_OK, &err);
+    else if (rc < 0)
+        batch_end(q, rc, &err);
+    queue_expire(q, clock_now_us());
+}
+
+static void queue_flush(void *ud, int woke)
+{
+    struct limiter_queue *q = ud;
+
+    (void)woke;
+    if (q->head != NULL && !redis_pipe_busy(q->pipe))
+        batch_send(q);
+}
+
+/* Answers whatever the queue still holds with err: the batch out, then
+ * the jobs waiting. */
+static void queue_drain(struct limiter_queue *q, const struct permitd_error *err)
+{
+    if (redis_pipe_busy(q->pipe))
+        batch_end(q, err->code, err);
+    while (q->head != NULL) {
+        struct job *j = q->head;
+        q->head = j->next;
+        job_end(q, j, err->code, NULL, err);
+    }
+    q->tail = NULL;
+}
+
+/* The loop is closing: its thread answers what is left, while it can. */
+static void queue_close(void *ud)
+{
+    struct limiter_queue *q = ud;
+    struct permitd_error err;
+
+    /* The loop ends only once every deferred request is answered, so
+     * nothing should be left; whatever is, is answered. */
+    permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
+    queue_drain(q, &err);
+}
+
+int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue **out,
+                      struct permitd_error *err)
+{
+    struct limiter_queue *q = calloc(1, sizeof(*q));
+    struct loop_source src = {q, queue_want, queue_ready, queue_flush, queue_close};
+    int rc;
+
+    *out = NULL;
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "limiter queue: out of memory");
+    q->l = l;
+    if (redis_pipe_new(l->redis, &q->pipe) != PERMITD_OK) {
+        free(q);
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "limiter queue: out of memory for its Redis pipe");
+    }
+    if ((rc = loop_attach(loop, &src, err)) != PERMITD_OK) {
+        redis_pipe_free(q->pipe);
+        free(q);
+        return rc;
+    }
+    *out = q;
+    return PERMITD_OK;
+}
+
+void limiter_queue_free(struct limiter_queue *q)
+{
+    struct permitd_error err;
+
+    if (q == NULL)
+        return;
+    permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
+    queue_drain(q, &err);
+    while (q->spare != NULL) {
+        struct job *j = q->spare;
+        q->spare = j->next;
+        free(j);
+    }
+    redis_pipe_free(q->pipe);
+    free(q->batch.calls);
+    free(q);
+}
+
+static void enqueue(struct limiter_queue *q, struct job *j)
+{
+    j->next = NULL;
+    j->answered = 0;
+    if (j->deadline_us != INT64_MAX)
+        q->timed++;
+    if (q->tail != NULL)
+        q->tail->next = j;
+    else
+        q->head = j;
+    q->tail = j;
+}
+
+static void queue_decision(struct limiter_queue *q, const struct limiter_request *req, int take,
+                           int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    struct job *j = job_get(q);
+
+    if (j == NULL) {
+        /* Out of memory: decide right here. */
+        struct permitd_error err = {0, ""};
+        struct limiter_result res;
+        int rc = decide(q->l, req, take, 1, deadline_us, &res, &err);
+        done(ud, rc, &res, &err);
+        return;
+    }
+    j->plan = NULL;
+    j->take = take;
+    j->req = *req;              /* the caller keeps the strings until done */
+    memcpy(j->app, req->app, strlen(req->app) + 1);    /* limiter_check(): a name */
+    j->req.app = j->app;
+    j->deadline_us = deadline_us;
+    j->done = done;
+    j->ud = ud;
+    enqueue(q, j);
+}
+
+void limiter_acquire_queued(struct limiter_queue *q, const struct limiter_request *req,
+                            int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    queue_decision(q, req, 1, deadline_us, done, ud);
+}
+
+void limiter_peek_queued(struct limiter_queue *q, const struct limiter_request *req,
+                         int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    queue_decision(q, req, 0, deadline_us, done, ud);
+}
+
+int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
+                    int64_t deadline_us, struct limiter_result *res,
+                    struct permitd_error *err)
+{
+    struct limiter_request req = {bucket, "*", key ? key : "", 1};
+    int rc;
+
+    if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
+        (rc = policy_check_key("key", req.key, err)) != PERMITD_OK)
+        return rc;
+    return decide(l, &req, 0, 0, deadline_us, res, err);
+}
+
+int limiter_reset(struct limiter *l, const char *bucket, const char *key,
+                  int64_t deadline_us, struct permitd_error *err)
+{
+    char state_key[POLICY_REDIS_KEY_MAX];
+    struct redis_str del[2];
+    int rc;
+
+    if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
+        (rc = policy_check_key("key", key ? key : "", err)) != PERMITD_OK)
+        return rc;
+    del[0].p = "DEL";
+    del[0].len = 3;
+    del[1].p = state_key;
+    del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket, POLICY_KEY_BUCKET, key);
+    return redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err);
+}
+
+void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_request *reqs,
+                                  size_t n, int all_or_nothing, int64_t deadline_us,
+                                  struct limiter_result *res, struct permitd_error *errs,
+                                  limiter_batch_done_fn done, void *ud)
+{
+    struct permitd_error err = {0, ""};
+    struct limiter *l = q->l;
+    struct limiter_plan *pl = calloc(1, sizeof(*pl));
+    struct job *j = pl ? job_get(q) : NULL;
+    int rc;
+
+    if (j == NULL) {
+        /* Out of memory: decide right here. */
+        free(pl);
+        rc = limiter_acquire_batch(l, reqs, n, all_or_nothing, deadline_us, res, errs, &err);
+        done(ud, rc, &err);
+        return;
+    }
+    *pl = (struct limiter_plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+                        .res = res, .errs = errs, .done = done, .ud = ud};
+    rc = limiter_plan_make(pl, &err);
+    if (rc != PERMITD_OK || pl->ngroups == 0) {
+        done(ud, rc, &err);
+        limiter_plan_free(pl);
+        free(pl);
+        job_put(q, j);
+        return;
+    }
+    j->plan = pl;
+    j->deadline_us = deadline_us;
+    enqueue(q, j);
+}

@@ -1,0 +1,148 @@
+/*
+ * limiter.h - Acquire and Peek decisions.
+ *
+ * Validates a request the same way for every transport, builds the Redis
+ * keys of its bucket and asks lua/bucket.lua, in one script call, for the
+ * decision. A denial is a result (allowed = 0), not an error; errors are
+ * the request's fault (invalid_argument, not_found, permission_denied,
+ * out_of_range, failed_precondition) or Redis's (unavailable,
+ * deadline_exceeded).
+ */
+#ifndef PERMITD_LIMITER_H
+#define PERMITD_LIMITER_H
+
+#include <stdint.h>
+
+#include "core/config.h"
+#include "stores/redis.h"
+#include "core/status.h"
+
+struct limiter;
+struct limiter_queue;
+struct loop;
+
+struct limiter_request {
+    const char *bucket;     /* policy name */
+    const char *app;        /* calling application */
+    const char *key;        /* partition within the policy; "" = shared bucket */
+    int64_t permits;        /* 0 means 1; negative is invalid */
+};
+
+struct limiter_result {
+    int allowed;
+    int64_t remaining;      /* whole permits left */
+    int64_t limit;          /* max_permits */
+    int64_t retry_after_ms; /* 0 when allowed */
+    int64_t reset_after_ms; /* until the bucket is full again */
+    int64_t window_s;       /* seconds an empty bucket takes to fill */
+    int64_t tokens_micro;   /* tokens left, in millionths of a permit */
+};
+
+/* Returns a new limiter in *out, free with limiter_free(). cfg and redis
+ * must outlive it. */
+int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
+                struct permitd_error *err);
+void limiter_free(struct limiter *l);
+
+/* Checks a request as an Acquire or a Peek would be, without asking Redis. */
+int limiter_check(const struct limiter_request *req, struct permitd_error *err);
+
+/* Called once when a queued Acquire or Peek is decided, on the queuing
+ * thread. On PERMITD_OK, res holds the decision; otherwise err says why,
+ * and for out_of_range, permission_denied and failed_precondition
+ * res->limit is set. res and err are valid during the call. */
+typedef void (*limiter_done_fn)(void *ud, int rc, const struct limiter_result *res,
+                                const struct permitd_error *err);
+
+/* Returns in *out a new queue for the decisions of one event loop (one
+ * HTTP worker): attached to loop as a source, with a Redis connection of
+ * its own (nothing is shared between queues). Free with
+ * limiter_queue_free() once the loop has closed (loop_close(): what is
+ * left is answered then) or never turned. l must outlive it. An error
+ * says why (out of memory, the loop full). */
+int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue **out,
+                      struct permitd_error *err);
+void limiter_queue_free(struct limiter_queue *q);
+
+/* Acquire: takes req->permits from the bucket if they are all there, else
+ * nothing. Calls queued on one queue go to Redis together, pipelined in one
+ * write on the queue's connection, driven by its loop; call from that
+ * loop's thread. req must have passed limiter_check(); its strings must
+ * stay valid until done has run (the caller owns them; the app is copied,
+ * as what Redis may be sent again after done has run). done runs exactly
+ * once, on the loop's thread: later, from the loop (or at once, deciding
+ * in place, when out of memory). */
+void limiter_acquire_queued(struct limiter_queue *q, const struct limiter_request *req,
+                            int64_t deadline_us, limiter_done_fn done, void *ud);
+
+/* Peek, queued like limiter_acquire_queued(): the bucket as it stands;
+ * takes nothing. req->permits is ignored; res->allowed is always 1. */
+void limiter_peek_queued(struct limiter_queue *q, const struct limiter_request *req,
+                         int64_t deadline_us, limiter_done_fn done, void *ud);
+
+/* What to do with a policy's Acquires while Redis cannot answer. */
+struct limiter_fallback {
+    const char *name;
+    int open;               /* 1: allow (and count it); 0: unavailable */
+    int64_t max_permits;
+};
+
+/* Replaces the table of failure modes (from the MySQL snapshot; copied).
+ * Policies not in it fail closed. Thread-safe; read only when Redis fails,
+ * so the request path never touches its lock. */
+int limiter_set_fallbacks(struct limiter *l, const struct limiter_fallback *v, size_t n);
+
+/* fn is called (from a request thread) when Redis lacks a policy that the
+ * failure-mode table has: Redis lost it and it must be reloaded now. Set
+ * once at start-up. */
+void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud);
+
+/* Drops a deleted policy from the failure-mode table, so it answers
+ * not_found at once. */
+void limiter_forget(struct limiter *l, const char *name);
+
+/* Whether MySQL's last snapshot (the failure-mode table) has a policy of
+ * that name: a real policy, for counting a request's error under it. */
+int limiter_known_policy(struct limiter *l, const char *name);
+
+/* How many Acquires failure_mode "open" let through so far. */
+uint64_t limiter_open_passes(struct limiter *l);
+
+#define LIMITER_BATCH_MAX 1000
+
+/* Decides n Acquires (n <= LIMITER_BATCH_MAX) in one Redis round trip.
+ * Each item gets its own answer: res[i] when errs[i].code is PERMITD_OK,
+ * else errs[i] says why, exactly as a single Acquire would have. Items of
+ * one policy go to Redis in one script call, so they see each other's takes
+ * in order. With all_or_nothing, either every item is granted or nothing is
+ * taken (one atomic script call); the items must then share one Redis
+ * Cluster slot (one policy), else the call fails with PERMITD_EPRECONDITION.
+ * The return value is an error of the whole call (Redis unreachable, ...). */
+int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                          int all_or_nothing, int64_t deadline_us,
+                          struct limiter_result *res, struct permitd_error *errs,
+                          struct permitd_error *err);
+
+/* Called once when a queued AcquireBatch is decided, on the queuing thread:
+ * rc and err as limiter_acquire_batch() returns them; res and errs filled. */
+typedef void (*limiter_batch_done_fn)(void *ud, int rc, const struct permitd_error *err);
+
+/* limiter_acquire_batch(), queued like limiter_acquire_queued(): its calls
+ * travel with the Acquires of the same pass. reqs (and their strings), res
+ * and errs must stay valid until done has run. */
+void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_request *reqs,
+                                  size_t n, int all_or_nothing, int64_t deadline_us,
+                                  struct limiter_result *res, struct permitd_error *errs,
+                                  limiter_batch_done_fn done, void *ud);
+
+/* Like limiter_peek, for permitd's own use (the admin bucket inspector):
+ * any app may look. key "" is the shared bucket. */
+int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
+                    int64_t deadline_us, struct limiter_result *res,
+                    struct permitd_error *err);
+
+/* Deletes a bucket's state: it is full again. */
+int limiter_reset(struct limiter *l, const char *bucket, const char *key,
+                  int64_t deadline_us, struct permitd_error *err);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * limiter_plan.h - how limiter.c lays an AcquireBatch out as script calls;
+ * for limiter.c and its unit test only (tests/unit/test_limiter.c).
+ *
+ * A plan is an AcquireBatch on its way: its items checked, sorted by
+ * policy, and laid out as one script call per policy (all of them in one
+ * for all_or_nothing). Making one asks nothing of Redis, so what a batch
+ * will send (which items, grouped how, refused why) can be checked
+ * without a server.
+ */
+#ifndef PERMITD_LIMITER_PLAN_H
+#define PERMITD_LIMITER_PLAN_H
+
+#include <stddef.h>
+
+#include "decisions/limiter.h"
+#include "stores/policy.h"
+#include "stores/redis.h"
+
+struct limiter_plan {
+    /* Filled by the caller: */
+    struct limiter *l;
+    const struct limiter_request *reqs;
+    size_t n;
+    int all_or_nothing;
+    struct limiter_result *res;     /* n of them, cleared by limiter_plan_make() */
+    struct permitd_error *errs;     /* n: each item's own error, or PERMITD_OK */
+    limiter_batch_done_fn done;     /* queued only */
+    void *ud;
+    /* Filled by limiter_plan_make(): */
+    size_t *order;                  /* valid items' indices, grouped by policy, in request order */
+    size_t valid, ngroups;          /* valid items; script calls (calls[0..ngroups)) */
+    struct redis_str *keys, *args;
+    char (*knames)[POLICY_REDIS_KEY_MAX], (*permits)[24];
+    char *apps;                     /* the items' apps, as the calls send them */
+    long long *out;
+    struct redis_script_call *calls;
+};
+
+/* Checks every item (errs[i] says what is wrong with one) and lays out the
+ * calls: one per policy, its items in request order (all in one call with
+ * all_or_nothing, whose items must then share a Redis Cluster slot, and
+ * where one bad item aborts the others). PERMITD_OK with ngroups 0 when
+ * nothing is left to ask Redis; else an error for the whole batch (over
+ * LIMITER_BATCH_MAX items, policies in different slots, out of memory).
+ * What it allocates is freed by limiter_plan_free(), even on error. */
+int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err);
+
+void limiter_plan_free(struct limiter_plan *pl);
+
+#endif

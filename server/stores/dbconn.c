@@ -1,0 +1,78 @@
+/*
+ * dbconn.c - opens and configures a MySQL connection for the store and the
+ * migrations (dbconn.h says what every connection gets, and why).
+ *
+ * Everything a connection is set up with is here, so the two users cannot
+ * drift apart: they once did, and a URL with host "localhost" and a port
+ * reached the server over TCP from `permitd migrate` but libmariadb's
+ * default unix socket from the daemon. The options are all set before the
+ * connect; the session statements run after it, so a failure among them is
+ * told apart from a failure to reach the server.
+ */
+#include <stdio.h>
+
+#include <mysql.h>
+
+#include "stores/dbconn.h"
+
+void dbconn_error(MYSQL *conn, char *buf, size_t len)
+{
+    snprintf(buf, len, "ERROR %u (%s): %s", mysql_errno(conn), mysql_sqlstate(conn),
+             mysql_error(conn));
+}
+
+int dbconn_open(const struct config_mysql *db, const struct dbconn_options *o, MYSQL **out,
+                struct permitd_error *err)
+{
+    MYSQL *conn;
+    my_bool reconnect = 0;
+    unsigned int timeout_s = o->timeout_ms > 0 ? (unsigned int)((o->timeout_ms + 999) / 1000) : 1;
+    unsigned int read_timeout_s = o->read_timeout_s;
+    unsigned int protocol = db->socket[0] ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
+    unsigned int local_infile = 0;
+    char where[1400], msg[600];
+    int code;
+
+    *out = NULL;
+    conn = mysql_init(NULL);
+    if (conn == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    config_mysql_url_masked(db, where, sizeof(where));
+    mysql_options(conn, MYSQL_OPT_RECONNECT, &reconnect);
+    mysql_options(conn, MYSQL_OPT_CONNECT_TIMEOUT, &timeout_s);
+    mysql_options(conn, MYSQL_OPT_WRITE_TIMEOUT, &timeout_s);
+    if (read_timeout_s > 0)
+        mysql_options(conn, MYSQL_OPT_READ_TIMEOUT, &read_timeout_s);
+    mysql_options(conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    mysql_options(conn, MYSQL_OPT_PROTOCOL, &protocol);
+    mysql_options(conn, MYSQL_OPT_LOCAL_INFILE, &local_infile);
+    if (mysql_real_connect(conn, db->socket[0] ? "localhost" : db->host, db->user, db->password,
+                           db->database, (unsigned int)db->port,
+                           db->socket[0] ? db->socket : NULL, o->client_flags) == NULL) {
+        dbconn_error(conn, msg, sizeof(msg));
+        mysql_close(conn);
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE, "cannot connect to %s: %s",
+                                 where, msg);
+    }
+    if (mysql_query(conn, "SET time_zone = '+00:00'") != 0)
+        goto session_failed;
+    for (const char *const *s = o->session; s != NULL && *s != NULL; s++)
+        if (mysql_query(conn, *s) != 0)
+            goto session_failed;
+    *out = conn;
+    return PERMITD_OK;
+
+session_failed:
+    /* A client error (2000-2999: gone, lost, timed out) is the server out of
+     * reach; anything else is the server refusing a setting. */
+    code = mysql_errno(conn) >= 2000 && mysql_errno(conn) < 3000 ? PERMITD_EUNAVAILABLE
+                                                                  : PERMITD_EINTERNAL;
+    dbconn_error(conn, msg, sizeof(msg));
+    mysql_close(conn);
+    return permitd_error_set(err, code, "setting up the session on %s: %s", where, msg);
+}
+
+void dbconn_end(void)
+{
+    mysql_library_end();
+}

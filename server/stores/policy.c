@@ -1,0 +1,244 @@
+/*
+ * policy.c - policy name rules and the Redis key layout (see policy.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stores/policy.h"
+
+static int name_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+}
+
+/* Prints at most 64 bytes of value, escaping what would garble a message. */
+static void quote(char *out, size_t outlen, const char *value)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; value[i] != '\0' && o + 6 < outlen; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if (i == 64) {
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
+            o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+        else
+            out[o++] = (char)c;
+    }
+    out[o] = '\0';
+}
+
+int policy_check_name(const char *field, const char *value, struct permitd_error *err)
+{
+    size_t len = strlen(value);
+    char q[300];
+
+    if (len == 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s: is required", field);
+    if (len > POLICY_NAME_MAX) {
+        quote(q, sizeof(q), value);
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" is %zu characters long, the limit is %d",
+                                 field, q, len, POLICY_NAME_MAX);
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if (!name_char(c) || (i == 0 && (c == '.' || c == '_' || c == '-'))) {
+            quote(q, sizeof(q), value);
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "%s: \"%s\" is not a valid name: use letters, digits, "
+                                     "'.', '_' and '-', starting with a letter or digit",
+                                     field, q);
+        }
+    }
+    return PERMITD_OK;
+}
+
+int policy_check_key(const char *field, const char *value, struct permitd_error *err)
+{
+    size_t len = strlen(value);
+    char q[300];
+
+    if (len > POLICY_KEY_MAX) {
+        quote(q, sizeof(q), value);
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" is %zu bytes long, the limit is %d",
+                                 field, q, len, POLICY_KEY_MAX);
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if (c < 0x20 || c == 0x7f) {
+            quote(q, sizeof(q), value);
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "%s: \"%s\" holds a control character", field, q);
+        }
+    }
+    return PERMITD_OK;
+}
+
+/* Appends s to the key being built in buf (*n bytes so far), as much as
+ * fits before the terminating NUL. */
+static void key_put(char *buf, size_t *n, const char *s)
+{
+    size_t len = strlen(s), room = POLICY_REDIS_KEY_MAX - 1 - *n;
+
+    if (len > room)
+        len = room;
+    memcpy(buf + *n, s, len);
+    *n += len;
+}
+
+/* Built piece by piece rather than with snprintf: every decision names two
+ * keys. */
+size_t policy_redis_key(char *buf, const char *prefix, const char *name,
+                        enum policy_key_kind kind, const char *key)
+{
+    size_t n = 0;
+
+    key_put(buf, &n, prefix);
+    key_put(buf, &n, "{");
+    key_put(buf, &n, name);
+    if (kind == POLICY_KEY_HASH) {
+        key_put(buf, &n, "}:policy");
+    } else if (key == NULL || key[0] == '\0') {
+        key_put(buf, &n, "}:b");
+    } else {
+        key_put(buf, &n, "}:k:");
+        key_put(buf, &n, key);
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+int policy_check_rate(const char *field, const char *value, struct permitd_error *err)
+{
+    const char *p = value;
+    size_t whole = 0, frac = 0;
+    int nonzero = 0, dot = 0;
+    char q[300];
+
+    for (; *p; p++) {
+        if (*p == '.' && !dot) {
+            dot = 1;
+        } else if (*p >= '0' && *p <= '9') {
+            if (dot)
+                frac++;
+            else
+                whole++;
+            nonzero |= *p != '0';
+        } else {
+            break;
+        }
+    }
+    quote(q, sizeof(q), value);
+    if (*p != '\0' || (whole == 0 && frac == 0))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" is not a decimal number of permits per second "
+                                 "(e.g. 50, 0.5, 0.016666666667)", field, q);
+    if (frac > 12)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" has more than 12 decimal places", field, q);
+    if (!nonzero)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s: must be more than 0", field);
+    if (strtod(value, NULL) > 1e9)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "%s: \"%s\" is more than 1000000000 permits per second", field, q);
+    return PERMITD_OK;
+}
+
+/* Counts UTF-8 characters; -1 when s is not well-formed UTF-8 (RFC 3629:
+ * no overlong forms, no surrogates, nothing above U+10FFFF). */
+static long utf8_chars(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    long n = 0;
+
+    while (*p) {
+        unsigned c = *p, lo = 0x80, hi = 0xbf;
+        int len;
+
+        if (c < 0x80)
+            len = 1;
+        else if (c >= 0xc2 && c <= 0xdf)
+            len = 2;
+        else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            if (c == 0xe0)
+                lo = 0xa0;          /* overlong */
+            else if (c == 0xed)
+                hi = 0x9f;          /* surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            if (c == 0xf0)
+                lo = 0x90;          /* overlong */
+            else if (c == 0xf4)
+                hi = 0x8f;          /* above U+10FFFF */
+        } else {
+            return -1;
+        }
+        for (int i = 1; i < len; i++) {
+            unsigned b = p[i];
+            if (i == 1 ? (b < lo || b > hi) : (b & 0xc0) != 0x80)
+                return -1;
+        }
+        p += len;
+        n++;
+    }
+    return n;
+}
+
+int policy_check_fields(const char *name, const char *const *apps, size_t napps,
+                        long long max_permits, const char *rate, const char *description,
+                        const char *failure_mode, struct permitd_error *err)
+{
+    long chars;
+    int rc;
+
+    if ((rc = policy_check_name("name", name, err)) != PERMITD_OK)
+        return rc;
+    if (napps == 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "apps: at least one app is needed (\"*\" lets any app in)");
+    for (size_t i = 0; i < napps; i++)
+        if (strcmp(apps[i], "*") != 0 &&
+            (rc = policy_check_name("apps", apps[i], err)) != PERMITD_OK)
+            return rc;
+    if (max_permits < 1)
+        return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %lld is less than 1",
+                                 max_permits);
+    if (max_permits > POLICY_MAX_PERMITS_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %lld is more than %lld",
+                                 max_permits, POLICY_MAX_PERMITS_MAX);
+    if ((rc = policy_check_rate("rate", rate, err)) != PERMITD_OK)
+        return rc;
+    chars = utf8_chars(description);
+    if (chars < 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "description: is not valid UTF-8 text");
+    if (chars > POLICY_DESCRIPTION_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "description: %ld characters, the limit is %d", chars,
+                                 POLICY_DESCRIPTION_MAX);
+    if (strcmp(failure_mode, "open") != 0 && strcmp(failure_mode, "closed") != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "failure_mode: \"%.32s\" is not \"open\" or \"closed\"",
+                                 failure_mode);
+    return PERMITD_OK;
+}
+
+unsigned policy_slot(const char *name)
+{
+    unsigned crc = 0;
+
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        crc ^= (unsigned)*p << 8;
+        for (int i = 0; i < 8; i++)
+            crc = crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1;
+        crc &= 0xffff;
+    }
+    return crc & 16383;
+}

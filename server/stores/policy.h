@@ -1,0 +1,62 @@
+/*
+ * policy.h - what a policy is allowed to look like, and where it lives in
+ * Redis. Shared by the limiter (every request) and by whatever writes
+ * policies, so a name is judged the same way everywhere.
+ *
+ * Redis layout, for prefix P (default "permitd:") and policy NAME:
+ *   P{NAME}:policy      hash: name, apps, max_permits, rate, version, enabled, ...
+ *   P{NAME}:b           the policy's shared bucket (requests without a key)
+ *   P{NAME}:k:KEY       the bucket of one key (user id, IP, tenant)
+ * "{NAME}" is the Redis Cluster hash tag: a policy and all its buckets sit
+ * in one slot, which is what lets one script read both atomically.
+ */
+#ifndef PERMITD_POLICY_H
+#define PERMITD_POLICY_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+
+#define POLICY_NAME_MAX 128
+#define POLICY_KEY_MAX 256
+
+/* Room for the longest key policy_redis_key() builds. */
+#define POLICY_REDIS_KEY_MAX (128 + 2 + POLICY_NAME_MAX + 4 + POLICY_KEY_MAX + 1)
+
+/* Checks a policy or app name: [A-Za-z0-9][A-Za-z0-9._-]{0,127}.
+ * field names the request field for the message ("bucket", "app").
+ * Returns PERMITD_OK or PERMITD_EINVAL naming the field and the value. */
+int policy_check_name(const char *field, const char *value, struct permitd_error *err);
+
+/* Checks a bucket key: at most 256 bytes, no control characters; "" = none. */
+int policy_check_key(const char *field, const char *value, struct permitd_error *err);
+
+#define POLICY_DESCRIPTION_MAX 1024
+#define POLICY_MAX_PERMITS_MAX 9007199254740992LL   /* 2^53: exact in Lua */
+
+/* Checks a rate: decimal text of permits per second, > 0, at most 12
+ * decimal places and at most 1e9 (the column is DECIMAL(24,12)).
+ * field names it in the message ("rate"). */
+int policy_check_rate(const char *field, const char *value, struct permitd_error *err);
+
+/* Checks a policy's editable fields, naming the first bad one:
+ * name, apps (names or "*"; at least one), max_permits (1..2^53), rate,
+ * description (at most 1024 characters of UTF-8 text), failure_mode
+ * ("open" or "closed"). */
+int policy_check_fields(const char *name, const char *const *apps, size_t napps,
+                        long long max_permits, const char *rate, const char *description,
+                        const char *failure_mode, struct permitd_error *err);
+
+/* The Redis Cluster slot (0..16383) of every key of policy `name`: CRC16
+ * (XMODEM) of the hash tag, as Redis computes it. */
+unsigned policy_slot(const char *name);
+
+enum policy_key_kind { POLICY_KEY_HASH, POLICY_KEY_BUCKET };
+
+/* Writes into buf (POLICY_REDIS_KEY_MAX bytes) the Redis key of the policy
+ * hash, or of the bucket for `key` ("" or NULL: the shared bucket). The
+ * inputs must have passed the checks above. Returns the key's length. */
+size_t policy_redis_key(char *buf, const char *prefix, const char *name,
+                        enum policy_key_kind kind, const char *key);
+
+#endif

@@ -1,0 +1,709 @@
+/*
+ * redis.c - hiredis behind per-thread connections, deadlines and EVALSHA;
+ * the connection setup and reply reading that redis_pipe.c shares.
+ *
+ * This file holds what both ways of calling Redis need (redis_conn.h): the
+ * address, connecting with backoff, the script registry and the handshake,
+ * and reading a script's answer and Redis's error replies (pure functions,
+ * tests/unit/test_redis.c); then the blocking calls. The pipelined calls
+ * of a worker's loop are redis_pipe.c's.
+ *
+ * The idea: the HTTP worker threads are few and long-lived, so each keeps
+ * one blocking hiredis connection of its own (thread-local, found through a
+ * pthread key whose destructor closes it when the thread ends). No lock is
+ * taken on the hot path and no connection is shared.
+ *
+ * Every call is bounded: the socket timeout is set to the smaller of the
+ * caller's remaining deadline and the configured Redis timeout, so a hung
+ * Redis costs a request at most that long. A connection that failed in any
+ * way is closed at once (its protocol state is unknown); the next call
+ * reconnects, but not before a backoff that doubles from 25 ms to 1 s while
+ * Redis stays unreachable, so a dead Redis gets at most a few connection
+ * attempts a second per thread and requests fail fast in between.
+ *
+ * Scripts are loaded with SCRIPT LOAD on every new connection (after a
+ * restart Redis has none) and called by EVALSHA; NOSCRIPT (SCRIPT FLUSH
+ * behind our back) reloads and retries once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "core/clock.h"
+#include "core/embed.h"
+#include "core/log.h"
+#include "stores/redis.h"
+#include "stores/redis_conn.h"
+#include "stores/resolve.h"
+
+#define BACKOFF_MIN_MS 25
+#define BACKOFF_MAX_MS 1000
+#define MAX_ARGV 64
+#define RESOLVE_WAIT_MS 2000    /* at start, for the Redis host's first lookup */
+
+const char *const redis_script_files[REDIS_SCRIPT_COUNT] = {
+    [REDIS_SCRIPT_BUCKET] = "bucket.lua",
+    [REDIS_SCRIPT_SYNC] = "sync.lua",
+};
+
+static void conn_free(void *p)
+{
+    struct redis_conn *c = p;
+
+    if (c == NULL)
+        return;
+    if (c->ctx != NULL)
+        redisFree(c->ctx);
+    free(c);
+}
+
+int redis_new(const struct config *cfg, struct redis **out, struct permitd_error *err)
+{
+    struct redis *r;
+
+    *out = NULL;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    r->cfg = cfg;
+    for (int i = 0; i < REDIS_SCRIPT_COUNT; i++) {
+        r->scripts[i] = embed_find(lua_script_files, redis_script_files[i]);
+        if (r->scripts[i] == NULL) {
+            free(r);
+            return permitd_error_set(err, PERMITD_EINTERNAL,
+                                     "script %s is not embedded in this binary", redis_script_files[i]);
+        }
+    }
+    if (pthread_key_create(&r->key, conn_free) != 0) {
+        free(r);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "pthread_key_create failed");
+    }
+    if (cfg->redis_socket[0] != '\0') {
+        snprintf(r->where, sizeof(r->where), "%s", cfg->redis_socket);
+    } else {
+        snprintf(r->where, sizeof(r->where), "%s:%d", cfg->redis_host, cfg->redis_port);
+        if (resolver_new(cfg->redis_host, RESOLVE_WAIT_MS, &r->resolver, err) != PERMITD_OK) {
+            pthread_key_delete(r->key);
+            free(r);
+            return err->code;
+        }
+    }
+    *out = r;
+    return PERMITD_OK;
+}
+
+void redis_free(struct redis *r)
+{
+    if (r == NULL)
+        return;
+    /* The calling thread's connection, if it made one; the worker threads'
+     * were freed by the key destructor when they ended. */
+    conn_free(pthread_getspecific(r->key));
+    pthread_setspecific(r->key, NULL);
+    pthread_key_delete(r->key);
+    resolver_free(r->resolver);
+    free(r);
+}
+
+static struct timeval tv_ms(int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+void redis_conn_close(struct redis_conn *c)
+{
+    if (c->ctx != NULL) {
+        redisFree(c->ctx);
+        c->ctx = NULL;
+    }
+}
+
+int redis_error_status(const char *reply)
+{
+    static const char *const codes[] = {"LOADING", "BUSY", "READONLY", "MASTERDOWN",
+                                        "TRYAGAIN"};
+
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        if (strncmp(reply, codes[i], strlen(codes[i])) == 0)
+            return PERMITD_EUNAVAILABLE;
+    return PERMITD_EINTERNAL;
+}
+
+int redis_error_noscript(const char *reply)
+{
+    return strncmp(reply, "NOSCRIPT", 8) == 0;
+}
+
+/* Runs one command on a connected context; NULL reply means the connection
+ * is broken (ctx->errstr says why). The reply is the caller's to free. */
+static redisReply *command(struct redis_conn *c, int argc, const char **argv, const size_t *lens)
+{
+    return redisCommandArgv(c->ctx, argc, argv, lens);
+}
+
+/* AUTH, SELECT and SCRIPT LOAD on a fresh connection. 0 or -1 with
+ * c->last_error set. */
+static int handshake(struct redis *r, struct redis_conn *c)
+{
+    const struct config *cfg = r->cfg;
+    redisReply *rep;
+    char db[16];
+
+    if (cfg->redis_password[0] != '\0') {
+        const char *argv[3] = {"AUTH", cfg->redis_user, cfg->redis_password};
+        size_t lens[3] = {4, strlen(cfg->redis_user), strlen(cfg->redis_password)};
+        int argc = cfg->redis_user[0] ? 3 : 2;
+        if (argc == 2) {
+            argv[1] = cfg->redis_password;
+            lens[1] = lens[2];
+        }
+        rep = command(c, argc, argv, lens);
+        if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
+            snprintf(c->last_error, sizeof(c->last_error), "AUTH failed: %s",
+                     rep ? rep->str : c->ctx->errstr);
+            freeReplyObject(rep);
+            return -1;
+        }
+        freeReplyObject(rep);
+    }
+    if (cfg->redis_db != 0) {
+        snprintf(db, sizeof(db), "%d", cfg->redis_db);
+        const char *argv[2] = {"SELECT", db};
+        size_t lens[2] = {6, strlen(db)};
+        rep = command(c, 2, argv, lens);
+        if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
+            snprintf(c->last_error, sizeof(c->last_error), "SELECT %s failed: %s", db,
+                     rep ? rep->str : c->ctx->errstr);
+            freeReplyObject(rep);
+            return -1;
+        }
+        freeReplyObject(rep);
+    }
+    for (int i = 0; i < REDIS_SCRIPT_COUNT; i++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", r->scripts[i]->data};
+        size_t lens[3] = {6, 4, r->scripts[i]->len};
+        rep = command(c, 3, argv, lens);
+        if (rep == NULL || rep->type != REDIS_REPLY_STRING || rep->len != 40) {
+            snprintf(c->last_error, sizeof(c->last_error), "SCRIPT LOAD %s failed: %s",
+                     redis_script_files[i],
+                     rep ? (rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply")
+                         : c->ctx->errstr);
+            freeReplyObject(rep);
+            return -1;
+        }
+        memcpy(c->sha[i], rep->str, 41);
+        freeReplyObject(rep);
+    }
+    return 0;
+}
+
+/* c could not be connected (or, for a pipe, its new connection failed
+ * before its first reply): backs off, so a dead Redis is not hammered. The
+ * next attempt goes to the host's next address, if it has several. */
+int redis_conn_down(struct redis *r, struct redis_conn *c, struct permitd_error *err)
+{
+    redis_conn_close(c);
+    if (c->ip[0] != '\0') {
+        resolver_failed(r->resolver, c->ip);
+        c->ip[0] = '\0';
+    }
+    c->backoff_ms = c->backoff_ms == 0 ? BACKOFF_MIN_MS
+                  : (c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2);
+    c->retry_at_us = clock_now_us() + (int64_t)c->backoff_ms * 1000;
+    log_msg(LOG_WARN, "redis connect failed", "addr=%s error=\"%s\" retry_in_ms=%d",
+            r->where, c->last_error, c->backoff_ms);
+    atomic_fetch_add(&r->errors, 1);
+    return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
+                             r->where, c->last_error);
+}
+
+/* Drops c, whose Redis answered that it cannot serve now: the next call
+ * connects afresh, and the host name is looked up again (after a failover
+ * it may name the new primary). */
+void redis_conn_drop(struct redis *r, struct redis_conn *c)
+{
+    redis_conn_close(c);
+    if (c->ip[0] != '\0') {
+        resolver_failed(r->resolver, c->ip);
+        c->ip[0] = '\0';
+    }
+}
+
+/* c answered on a new connection: the backoff is over. */
+void redis_conn_up(struct redis *r, struct redis_conn *c)
+{
+    if (c->backoff_ms != 0)
+        log_msg(LOG_INFO, "redis reconnected", "addr=%s", r->where);
+    c->backoff_ms = 0;
+    c->retry_at_us = 0;
+}
+
+/* Connects c if it is not, with the backoff after failures, by numeric
+ * address (a host name is looked up by the resolver's thread, never by the
+ * caller). greet: blocking, within timeout_ms, with the handshake(), and the
+ * socket timeout set to timeout_ms; else non-blocking (a pipe: the connect
+ * completes, and the handshake goes out, while the caller's loop waits on
+ * the socket). */
+int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int greet,
+                       struct permitd_error *err)
+{
+    const char *sock = r->cfg->redis_socket;
+    int unix_socket = sock[0] != '\0', port = r->cfg->redis_port;
+    struct timeval tv = tv_ms(timeout_ms);
+    int64_t now;
+
+    if (c->ctx != NULL) {
+        if (greet && c->timeout_ms != timeout_ms) {
+            redisSetTimeout(c->ctx, tv);
+            c->timeout_ms = timeout_ms;
+        }
+        return PERMITD_OK;
+    }
+    now = clock_now_us();
+    if (now < c->retry_at_us)
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                                 "redis at %s is unavailable (%s); next attempt in %lld ms",
+                                 r->where, c->last_error,
+                                 (long long)((c->retry_at_us - now + 999) / 1000));
+    if (!unix_socket &&
+        resolver_address(r->resolver, c->ip, c->last_error, sizeof(c->last_error)) != 0)
+        return redis_conn_down(r, c, err);
+    if (greet)
+        c->ctx = unix_socket ? redisConnectUnixWithTimeout(sock, tv)
+                             : redisConnectWithTimeout(c->ip, port, tv);
+    else
+        c->ctx = unix_socket ? redisConnectUnixNonBlock(sock) : redisConnectNonBlock(c->ip, port);
+    if (c->ctx == NULL || c->ctx->err) {
+        const char *why = c->ctx ? c->ctx->errstr : "out of memory";
+        if (unix_socket)
+            snprintf(c->last_error, sizeof(c->last_error), "%s", why);
+        else
+            snprintf(c->last_error, sizeof(c->last_error), "%.120s (address %s)", why, c->ip);
+        return redis_conn_down(r, c, err);
+    }
+    if (!unix_socket)
+        redisEnableKeepAlive(c->ctx);
+    atomic_fetch_add(&r->connects, 1);
+    if (!greet)
+        return PERMITD_OK;      /* a pipe's handshake goes out with its first batch */
+    redisSetTimeout(c->ctx, tv);
+    c->timeout_ms = timeout_ms;
+    if (handshake(r, c) != 0)
+        return redis_conn_down(r, c, err);
+    redis_conn_up(r, c);
+    return PERMITD_OK;
+}
+
+/* Returns this thread's connection, connected, with its socket timeout set
+ * to timeout_ms; or NULL with err set (unavailable) while Redis cannot be
+ * reached or the backoff since the last failure has not passed. */
+static struct redis_conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd_error *err)
+{
+    struct redis_conn *c = pthread_getspecific(r->key);
+
+    if (c == NULL) {
+        c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            return NULL;
+        }
+        pthread_setspecific(r->key, c);
+    }
+    return redis_conn_ensure(r, c, timeout_ms, 1, err) == PERMITD_OK ? c : NULL;
+}
+
+/* The socket timeout for a call: the configured Redis timeout, or less when
+ * the caller's deadline is nearer. *bound_by_deadline tells which won. */
+int redis_call_timeout(struct redis *r, int64_t deadline_us, int *bound_by_deadline,
+                        struct permitd_error *err)
+{
+    int64_t left_ms = (deadline_us - clock_now_us()) / 1000;
+
+    *bound_by_deadline = 0;
+    if (left_ms <= 0) {
+        *bound_by_deadline = 1;
+        return permitd_error_set(err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
+    }
+    if (left_ms < r->cfg->redis_timeout_ms) {
+        *bound_by_deadline = 1;
+        return (int)left_ms;
+    }
+    return r->cfg->redis_timeout_ms;
+}
+
+/* Turns a broken connection into an error, dropping the connection. */
+static int broken(struct redis *r, struct redis_conn *c, int bound_by_deadline, int timeout_ms,
+                  struct permitd_error *err)
+{
+    int timed_out = c->ctx->err == REDIS_ERR_IO &&
+                    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINPROGRESS);
+    int rc;
+
+    if (timed_out && bound_by_deadline)
+        rc = permitd_error_set(err, PERMITD_EDEADLINE,
+                               "deadline exceeded waiting %d ms for redis", timeout_ms);
+    else if (timed_out)
+        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                               "redis at %s did not answer within %d ms", r->where, timeout_ms);
+    else
+        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
+                               r->where, c->ctx->errstr);
+    snprintf(c->last_error, sizeof(c->last_error), "%.190s", err ? err->message : "broken");
+    atomic_fetch_add(&r->errors, 1);
+    redis_conn_close(c);
+    /* Reconnect on the next call without waiting: one failure is often just
+     * a restart. Backoff starts only if that reconnect fails too. */
+    c->retry_at_us = 0;
+    return rc;
+}
+
+/* acquire_conn() or a pipe's connect failed (redis_conn.h). */
+int redis_conn_failed(struct redis *r, int bound_by_deadline, int64_t deadline_us,
+                       struct permitd_error *err)
+{
+    if (err == NULL)
+        return PERMITD_EUNAVAILABLE;
+    /* Under 1 ms left counts as passed, as in redis_call_timeout(). */
+    if (bound_by_deadline && err->code == PERMITD_EUNAVAILABLE &&
+        (deadline_us - clock_now_us()) / 1000 <= 0)
+        return permitd_error_set(err, PERMITD_EDEADLINE,
+                                 "deadline exceeded connecting to redis at %s", r->where);
+    return err->code;
+}
+
+/* Runs one command on this thread's connection within the deadline. For
+ * an EVALSHA, `script` names it so a NOSCRIPT reply reloads the scripts and
+ * retries once (argv[1] is then replaced by the fresh SHA); otherwise pass
+ * -1. On PERMITD_OK *out is a reply that is not an error (free it with
+ * freeReplyObject); every failure is turned into err here. */
+static int call(struct redis *r, int argc, const char **argv, const size_t *lens,
+                int script, int64_t deadline_us, redisReply **out, struct permitd_error *err)
+{
+    int bound, timeout_ms, rc;
+    struct redis_conn *c;
+    redisReply *rep = NULL;
+
+    *out = NULL;
+    timeout_ms = redis_call_timeout(r, deadline_us, &bound, err);
+    if (timeout_ms < 0)
+        return timeout_ms;
+    c = acquire_conn(r, timeout_ms, err);
+    if (c == NULL)
+        return redis_conn_failed(r, bound, deadline_us, err);
+    if (script >= 0)
+        argv[1] = c->sha[script];
+
+    for (int attempt = 0; attempt < 2; attempt++) {
+        rep = command(c, argc, argv, lens);
+        if (rep == NULL)
+            return broken(r, c, bound, timeout_ms, err);
+        if (script >= 0 && attempt == 0 && rep->type == REDIS_REPLY_ERROR &&
+            redis_error_noscript(rep->str)) {
+            freeReplyObject(rep);
+            rep = NULL;
+            log_msg(LOG_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
+            if (handshake(r, c) != 0) {
+                rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
+                                       r->where, c->last_error);
+                redis_conn_close(c);
+                return rc;
+            }
+            argv[1] = c->sha[script];
+            continue;
+        }
+        break;
+    }
+
+    if (rep->type == REDIS_REPLY_ERROR) {
+        /* Anything but a Redis that cannot serve now is a bug of ours (a
+         * script error, say). */
+        int transient = redis_error_status(rep->str) == PERMITD_EUNAVAILABLE;
+        rc = permitd_error_set(err, transient ? PERMITD_EUNAVAILABLE : PERMITD_EINTERNAL,
+                               "redis at %s: %s", r->where, rep->str);
+        if (transient)
+            redis_conn_drop(r, c);
+        freeReplyObject(rep);
+        return rc;
+    }
+    *out = rep;
+    return PERMITD_OK;
+}
+
+/* What a reply that is not a script's numbers was, for the log. */
+const char *redis_reply_kind(int type)
+{
+    switch (type) {
+    case REDIS_REPLY_STRING: return "a malformed string";
+    case REDIS_REPLY_ARRAY: return "an array";
+    case REDIS_REPLY_INTEGER: return "an integer";
+    case REDIS_REPLY_NIL: return "nil";
+    case REDIS_REPLY_STATUS: return "a status";
+    default: return "an error";
+    }
+}
+
+int redis_answer_numbers(const char *s, size_t len, long long *out, int nout,
+                         struct permitd_error *err)
+{
+    if (len % 8 != 0)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "a script's answer of %zu bytes is not "
+                                 "a whole number of 8-byte doubles", len);
+    for (size_t i = 0; i < len / 8; i++) {
+        const unsigned char *b = (const unsigned char *)s + 8 * i;
+        uint64_t bits = 0;
+        double d;
+
+        for (int k = 7; k >= 0; k--)
+            bits = bits << 8 | b[k];
+        memcpy(&d, &bits, sizeof(d));
+        /* NaN fails every comparison; the range check makes the cast safe. */
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) ||
+            d != (double)(long long)d)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "number %zu of a script's answer "
+                                     "is %.17g, not a whole number a long long holds", i, d);
+        if (i < (size_t)nout)
+            out[i] = (long long)d;
+    }
+    for (size_t i = len / 8; i < (size_t)nout; i++)
+        out[i] = 0;
+    return PERMITD_OK;
+}
+
+/* A script's numbers into out[0..nout); those it did not send read 0.
+ * bucket.lua sends them as one string of doubles (Redis answers a string
+ * with one copy, a table at ~650 instructions a number), sync.lua, called a
+ * few times a minute, as an array of integers. -1 for any other reply. */
+static int script_numbers(const redisReply *rep, long long *out, int nout)
+{
+    if (rep->type == REDIS_REPLY_STRING)
+        return redis_answer_numbers(rep->str, rep->len, out, nout, NULL) == PERMITD_OK ? 0 : -1;
+    if (rep->type != REDIS_REPLY_ARRAY)
+        return -1;
+    for (int i = 0; i < nout; i++)
+        out[i] = (size_t)i < rep->elements && rep->element[i]->type == REDIS_REPLY_INTEGER
+                 ? rep->element[i]->integer : 0;
+    return 0;
+}
+
+int redis_script_run(struct redis *r, enum redis_script script,
+                     const struct redis_str *keys, int nkeys,
+                     const struct redis_str *args, int nargs,
+                     int64_t deadline_us, long long *out, int nout,
+                     struct permitd_error *err)
+{
+    const char *argv[MAX_ARGV];
+    size_t lens[MAX_ARGV];
+    char nkeys_s[12];
+    int argc = 0, rc;
+    redisReply *rep;
+
+    if (3 + nkeys + nargs > MAX_ARGV)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "too many script arguments");
+    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
+    argv[argc] = "EVALSHA"; lens[argc++] = 7;
+    argv[argc] = NULL; lens[argc++] = 40;       /* the SHA, filled in by call() */
+    argv[argc] = nkeys_s; lens[argc++] = strlen(nkeys_s);
+    for (int i = 0; i < nkeys; i++) {
+        argv[argc] = keys[i].p;
+        lens[argc++] = keys[i].len;
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[argc] = args[i].p;
+        lens[argc++] = args[i].len;
+    }
+    if ((rc = call(r, argc, argv, lens, (int)script, deadline_us, &rep, err)) != PERMITD_OK)
+        return rc;
+    if (script_numbers(rep, out, nout) != 0) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL,
+                               "script %s answered with %s instead of its numbers",
+                               redis_script_files[script], redis_reply_kind(rep->type));
+        freeReplyObject(rep);
+        return rc;
+    }
+    freeReplyObject(rep);
+    return PERMITD_OK;
+}
+
+/* argv for one EVALSHA of a pipeline: a new array (free()) of 3 + nkeys +
+ * nargs entries, with the SHA already in place. */
+static int evalsha_argv(const char *sha, const struct redis_script_call *c, char *nkeys_s,
+                        const char ***argv, size_t **lens)
+{
+    size_t argc = 3 + (size_t)c->nkeys + (size_t)c->nargs, i = 0;
+
+    *argv = malloc(argc * sizeof(**argv));
+    *lens = malloc(argc * sizeof(**lens));
+    if (*argv == NULL || *lens == NULL) {
+        free(*argv);
+        free(*lens);
+        return -1;
+    }
+    snprintf(nkeys_s, 12, "%d", c->nkeys);
+    (*argv)[i] = "EVALSHA"; (*lens)[i++] = 7;
+    (*argv)[i] = sha; (*lens)[i++] = 40;
+    (*argv)[i] = nkeys_s; (*lens)[i++] = strlen(nkeys_s);
+    for (int k = 0; k < c->nkeys; k++, i++) {
+        (*argv)[i] = c->keys[k].p;
+        (*lens)[i] = c->keys[k].len;
+    }
+    for (int k = 0; k < c->nargs; k++, i++) {
+        (*argv)[i] = c->args[k].p;
+        (*lens)[i] = c->args[k].len;
+    }
+    return (int)argc;
+}
+
+int redis_script_pipeline(struct redis *r, enum redis_script script,
+                          struct redis_script_call *calls, size_t n,
+                          int64_t deadline_us, struct permitd_error *err)
+{
+    int bound, timeout_ms, rc = PERMITD_OK, reloaded = 0;
+    struct redis_conn *c;
+    size_t sent = 0, pending;
+
+    timeout_ms = redis_call_timeout(r, deadline_us, &bound, err);
+    if (timeout_ms < 0)
+        return timeout_ms;
+    c = acquire_conn(r, timeout_ms, err);
+    if (c == NULL)
+        return redis_conn_failed(r, bound, deadline_us, err);
+    for (size_t i = 0; i < n; i++)
+        calls[i].rc = -1;       /* not answered yet */
+
+again:
+    /* Queue every unanswered call, then read the replies in order. */
+    sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char **argv;
+        size_t *lens;
+        char nkeys_s[12];
+        int argc;
+
+        if (calls[i].rc != -1)
+            continue;
+        argc = evalsha_argv(c->sha[script], &calls[i], nkeys_s, &argv, &lens);
+        if (argc < 0)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        rc = redisAppendCommandArgv(c->ctx, argc, argv, lens) == REDIS_OK ? PERMITD_OK : -1;
+        free(argv);
+        free(lens);
+        if (rc != PERMITD_OK)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        sent++;
+    }
+    pending = 0;
+    for (size_t i = 0; i < n && sent > 0; i++) {
+        redisReply *rep = NULL;
+
+        if (calls[i].rc != -1)
+            continue;
+        sent--;
+        if (redisGetReply(c->ctx, (void **)&rep) != REDIS_OK || rep == NULL)
+            return broken(r, c, bound, timeout_ms, err);
+        if (rep->type == REDIS_REPLY_ERROR && redis_error_noscript(rep->str)) {
+            pending++;          /* stays -1: sent again after the reload */
+        } else if (rep->type != REDIS_REPLY_ERROR &&
+                   script_numbers(rep, calls[i].out, calls[i].nout) == 0) {
+            calls[i].rc = PERMITD_OK;
+        } else {
+            log_msg(LOG_WARN, "script call failed", "script=%s error=\"%.200s\"",
+                    redis_script_files[script],
+                    rep->type == REDIS_REPLY_ERROR ? rep->str : redis_reply_kind(rep->type));
+            calls[i].rc = PERMITD_EINTERNAL;
+        }
+        freeReplyObject(rep);
+    }
+    if (pending > 0) {
+        if (reloaded || handshake(r, c) != 0) {
+            rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: scripts could not be "
+                                   "loaded: %s", r->where, c->last_error);
+            redis_conn_close(c);
+            return rc;
+        }
+        log_msg(LOG_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
+        reloaded = 1;
+        goto again;
+    }
+    return PERMITD_OK;
+}
+
+int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
+               int64_t deadline_us, void (*each)(void *ud, const char *s, size_t len),
+               void *ud, struct permitd_error *err)
+{
+    char count_s[12];
+    const char *argv[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", count_s};
+    size_t lens[6];
+    redisReply *rep;
+    int rc;
+
+    snprintf(count_s, sizeof(count_s), "%d", count);
+    for (int i = 0; i < 6; i++)
+        lens[i] = strlen(argv[i]);
+    if ((rc = call(r, 6, argv, lens, -1, deadline_us, &rep, err)) != PERMITD_OK)
+        return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_STRING || rep->element[0]->len >= 24 ||
+        rep->element[1]->type != REDIS_REPLY_ARRAY) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "SCAN answered with %s, not a cursor "
+                               "and keys", redis_reply_kind(rep->type));
+        freeReplyObject(rep);
+        return rc;
+    }
+    memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+    for (size_t i = 0; i < rep->element[1]->elements; i++) {
+        const redisReply *k = rep->element[1]->element[i];
+        if (k->type == REDIS_REPLY_STRING)
+            each(ud, k->str, k->len);
+    }
+    freeReplyObject(rep);
+    return PERMITD_OK;
+}
+
+int redis_command(struct redis *r, const struct redis_str *args, int nargs,
+                  int64_t deadline_us, long long *integer,
+                  void (*each)(void *ud, const char *s, size_t len), void *ud,
+                  struct permitd_error *err)
+{
+    const char *argv[MAX_ARGV];
+    size_t lens[MAX_ARGV];
+    redisReply *rep;
+    int rc;
+
+    if (nargs > MAX_ARGV)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "too many command arguments");
+    for (int i = 0; i < nargs; i++) {
+        argv[i] = args[i].p;
+        lens[i] = args[i].len;
+    }
+    if ((rc = call(r, nargs, argv, lens, -1, deadline_us, &rep, err)) != PERMITD_OK)
+        return rc;
+    if (integer != NULL)
+        *integer = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    if (each != NULL && rep->type == REDIS_REPLY_ARRAY)
+        for (size_t i = 0; i < rep->elements; i++)
+            if (rep->element[i]->type == REDIS_REPLY_STRING)
+                each(ud, rep->element[i]->str, (size_t)rep->element[i]->len);
+    freeReplyObject(rep);
+    return PERMITD_OK;
+}
+
+int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err)
+{
+    const struct redis_str ping = {"PING", 4};
+
+    return redis_command(r, &ping, 1, deadline_us, NULL, NULL, NULL, err);
+}
+
+void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects)
+{
+    *errors = atomic_load(&r->errors);
+    *connects = atomic_load(&r->connects);
+}

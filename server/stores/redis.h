@@ -1,0 +1,159 @@
+/*
+ * redis.h - permitd's only door to Redis (hiredis stays inside redis.c and
+ * redis_pipe.c).
+ *
+ * One `struct redis` per process holds the settings and the embedded
+ * scripts; each thread that calls in gets its own blocking connection
+ * (redis.c), created on first use and kept in thread-local storage, so no
+ * call takes a lock. An event loop drives a pipe instead (redis_pipe.c,
+ * redis_pipe_*: a non-blocking connection of its own for pipelined script
+ * calls). A broken connection is
+ * dropped and re-made on a later call, with a backoff so a dead Redis is not
+ * hammered; scripts are loaded on every new connection and re-loaded when
+ * Redis answers NOSCRIPT.
+ */
+#ifndef PERMITD_REDIS_H
+#define PERMITD_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/status.h"
+
+struct redis;
+
+/* The scripts of lua/, by purpose. */
+enum redis_script {
+    REDIS_SCRIPT_BUCKET,    /* lua/bucket.lua: one token-bucket decision */
+    REDIS_SCRIPT_SYNC,      /* lua/sync.lua: write or delete one policy, if newer */
+    REDIS_SCRIPT_COUNT
+};
+
+/* A byte string that need not be NUL-terminated. */
+struct redis_str {
+    const char *p;
+    size_t len;
+};
+
+/* Returns a new handle in *out (free with redis_free()). Connects lazily:
+ * Redis need not be up yet. cfg must outlive the handle. */
+int redis_new(const struct config *cfg, struct redis **out, struct permitd_error *err);
+
+/* Frees r; call after every thread that used it has stopped. NULL is a no-op. */
+void redis_free(struct redis *r);
+
+/* Runs script with keys and args on this thread's connection and stores the
+ * numbers it returns in out[0..nout) (missing ones become 0): an array of
+ * integers, or one string of little-endian doubles, each a whole number.
+ * The call gives up at deadline_us (clock_now_us() scale) or after the
+ * configured Redis timeout, whichever is first. Returns PERMITD_OK;
+ * PERMITD_EUNAVAILABLE when Redis cannot be reached or does not answer in
+ * its configured timeout; PERMITD_EDEADLINE when the caller's deadline was
+ * the shorter and ran out; PERMITD_EINTERNAL for an error reply or one
+ * that is not numbers. */
+int redis_script_run(struct redis *r, enum redis_script script,
+                     const struct redis_str *keys, int nkeys,
+                     const struct redis_str *args, int nargs,
+                     int64_t deadline_us, long long *out, int nout,
+                     struct permitd_error *err);
+
+/* One script call of a pipeline. The caller fills keys, args, out and
+ * nout; redis_script_pipeline() fills out and sets rc (PERMITD_OK, or
+ * PERMITD_EINTERNAL/PERMITD_EUNAVAILABLE for an error reply, whose text
+ * is logged). */
+struct redis_script_call {
+    const struct redis_str *keys;
+    int nkeys;
+    const struct redis_str *args;
+    int nargs;
+    long long *out;
+    int nout;
+    int rc;
+};
+
+/* Sends every call in one write and reads the n replies: one round trip for
+ * the lot. A broken connection or the deadline fails the whole pipeline
+ * (the return value and err); a single error reply fails only its call. */
+int redis_script_pipeline(struct redis *r, enum redis_script script,
+                          struct redis_script_call *calls, size_t n,
+                          int64_t deadline_us, struct permitd_error *err);
+
+/* Reads a script's answer sent as one string of little-endian doubles (s,
+ * len bytes) into out[0..nout); numbers it did not send read 0, numbers
+ * beyond nout are checked and dropped. PERMITD_OK, or PERMITD_EINTERNAL
+ * with err (may be NULL) saying why: a length that is not a multiple of
+ * 8, or a number that is not whole or not in a long long's range (NaN,
+ * 1.5, 2^63). Pure: no Redis. */
+int redis_answer_numbers(const char *s, size_t len, long long *out, int nout,
+                         struct permitd_error *err);
+
+/* What an error reply (its text, "LOADING Redis is loading ...") means for
+ * the call it answers: PERMITD_EUNAVAILABLE when this Redis cannot serve
+ * now (LOADING, BUSY, READONLY, MASTERDOWN, TRYAGAIN: failure_mode
+ * applies), PERMITD_EINTERNAL otherwise (a fault of ours: a script error,
+ * say). Pure. */
+int redis_error_status(const char *reply);
+
+/* 1 when an error reply is NOSCRIPT: Redis lacks the script (restarted or
+ * flushed), which is loaded again and the call sent again. Pure. */
+int redis_error_noscript(const char *reply);
+
+/* A pipe (redis_pipe.c): script calls pipelined on a connection of its
+ * own, driven by an event loop (loop.h) instead of blocking. One batch is out
+ * at a time. Use from one thread. */
+struct redis_pipe;
+
+int redis_pipe_new(struct redis *r, struct redis_pipe **out);
+void redis_pipe_free(struct redis_pipe *p);
+
+/* Sends calls[0..n) in one write (connecting first if need be, blocking up
+ * to the timeout, with the usual backoff). calls must stay put until the
+ * batch ends. PERMITD_OK: the batch is out, and redis_pipe_io() will say
+ * when it ends; else nothing is out and the error is the whole batch's
+ * (as redis_script_pipeline()). */
+int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
+                    struct redis_script_call *calls, size_t n, int64_t deadline_us,
+                    struct permitd_error *err);
+
+/* What the loop should wait for: the socket (fd -1 while disconnected),
+ * EPOLLIN and perhaps EPOLLOUT, the batch's deadline (INT64_MAX when none
+ * is out), and the connection's generation (changes with each new socket). */
+void redis_pipe_want(const struct redis_pipe *p, int *fd, uint32_t *events, int64_t *at_us,
+                     uint64_t *generation);
+
+/* Does the I/O the loop saw ready (revents; 0 when the deadline came).
+ * Returns 1 when the batch has ended with every call's rc and out filled
+ * (as redis_script_pipeline()); 0 while it is still out (or none is); an
+ * error when the batch failed as a whole (broken connection, deadline). */
+int redis_pipe_io(struct redis_pipe *p, uint32_t revents, struct permitd_error *err);
+
+/* A batch is out. */
+int redis_pipe_busy(const struct redis_pipe *p);
+
+/* One step of SCAN: cursor (a decimal string, "0" to begin) becomes the
+ * next one, "0" once the scan has gone round; each key of this step that
+ * matches pattern (SCAN's glob) is handed to each (valid only during the
+ * call). A key present for the whole scan is handed over at least once. */
+int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
+               int64_t deadline_us, void (*each)(void *ud, const char *s, size_t len),
+               void *ud, struct permitd_error *err);
+
+/* Runs any command (args[0] is its name) like redis_script_run(). When
+ * integer is not NULL it receives an integer reply (0 otherwise); when each
+ * is not NULL it is called for every string element of an array reply (the
+ * strings are valid only during the call). */
+int redis_command(struct redis *r, const struct redis_str *args, int nargs,
+                  int64_t deadline_us, long long *integer,
+                  void (*each)(void *ud, const char *s, size_t len), void *ud,
+                  struct permitd_error *err);
+
+/* Failed calls (connection refused, timeouts, broken connections) and
+ * connections made, since start. For /metrics. */
+void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects);
+
+/* PING on this thread's connection, within deadline_us: 0 or an error as
+ * above. For health checks. */
+int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err);
+
+#endif

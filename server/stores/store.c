@@ -1,0 +1,934 @@
+/*
+ * store.c - policies in MySQL, read through libmariadb.
+ *
+ * The connection is made on first use (dbconn.c: the same settings as the
+ * migrations' connections) and dropped on any client-side error (server
+ * gone, lost, timed out), so the next call reconnects: libmariadb's own
+ * MYSQL_OPT_RECONNECT stays off because it silently loses session state.
+ * Every session runs in UTC, so DATETIME(6) values are UTC throughout.
+ */
+#define _GNU_SOURCE   /* vasprintf */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mysql.h>
+
+#include "stores/dbconn.h"
+#include "core/log.h"
+#include "stores/policy.h"
+#include "core/sha256.h"
+#include "stores/store.h"
+
+/* A policy's version, for SELECT ... FROM policies p: the row's own plus
+ * the changes of its apps made with plain SQL, which triggers count in
+ * policy_app_changes (migrations/0004_app_versions.up.sql says why they
+ * cannot bump policies.version). Both terms only grow. */
+#define POLICY_VERSION \
+    "(p.version + IFNULL((SELECT c.changes FROM policy_app_changes c " \
+    "WHERE c.policy_id = p.id), 0))"
+
+struct store {
+    const struct config *cfg;
+    MYSQL *db;                  /* NULL while disconnected */
+    char where[300];            /* masked URL, for messages */
+};
+
+int store_new(const struct config *cfg, struct store **out, struct permitd_error *err)
+{
+    struct store *s = calloc(1, sizeof(*s));
+
+    *out = NULL;
+    if (s == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    s->cfg = cfg;
+    config_mysql_url_masked(&cfg->mysql, s->where, sizeof(s->where));
+    *out = s;
+    return PERMITD_OK;
+}
+
+static void disconnect(struct store *s)
+{
+    if (s->db != NULL) {
+        mysql_close(s->db);
+        s->db = NULL;
+    }
+}
+
+void store_free(struct store *s)
+{
+    if (s == NULL)
+        return;
+    disconnect(s);
+    free(s);
+}
+
+/* Client errors (2000-2999: cannot connect, server gone, lost, timeout)
+ * mean MySQL is unreachable; anything else is the server refusing. The
+ * statement is named by its first word only: its text may hold what must
+ * not reach a client or a log (a session's hash, a password's). */
+static int failed(struct store *s, const char *sql, struct permitd_error *err)
+{
+    unsigned int no = mysql_errno(s->db);
+    int verb = (int)strcspn(sql, " \n"), rc;
+
+    if (verb > 16)
+        verb = 16;
+    if (no >= 2000 && no < 3000) {
+        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "mysql at %s: %.*s: %s (%u)",
+                               s->where, verb, sql, mysql_error(s->db), no);
+        disconnect(s);
+    } else {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "mysql at %s: %.*s: %s (%u)",
+                               s->where, verb, sql, mysql_error(s->db), no);
+    }
+    return rc;
+}
+
+/* The store's sessions: UTC (dbconn.c) and GROUP_CONCAT long enough for a
+ * policy's whole apps list. */
+static const char *const store_session[] = {"SET group_concat_max_len = 1048576", NULL};
+
+static int connect_db(struct store *s, struct permitd_error *err)
+{
+    struct dbconn_options o = {
+        .timeout_ms = s->cfg->mysql_timeout_ms,
+        .read_timeout_s = (unsigned int)((s->cfg->mysql_timeout_ms + 999) / 1000),
+        .session = store_session,
+    };
+
+    /* A connection kept from before may have been closed by the server
+     * meanwhile (wait_timeout, a restart, a failover): checked, and made
+     * again, rather than failing the next statement. */
+    if (s->db != NULL && mysql_ping(s->db) == 0)
+        return PERMITD_OK;
+    disconnect(s);
+    return dbconn_open(&s->cfg->mysql, &o, &s->db, err);
+}
+
+/* Runs a statement that returns no rows. */
+static int exec(struct store *s, const char *sql, struct permitd_error *err)
+{
+    if (mysql_real_query(s->db, sql, strlen(sql)) != 0)
+        return failed(s, sql, err);
+    return PERMITD_OK;
+}
+
+/* Runs a query; *res is the buffered result (mysql_free_result()). */
+static int query(struct store *s, const char *sql, MYSQL_RES **res, struct permitd_error *err)
+{
+    *res = NULL;
+    if (mysql_real_query(s->db, sql, strlen(sql)) != 0)
+        return failed(s, sql, err);
+    *res = mysql_store_result(s->db);
+    if (*res == NULL)
+        return failed(s, sql, err);
+    return PERMITD_OK;
+}
+
+int store_ping(struct store *s, struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    int rc;
+
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((rc = query(s, "SELECT 1", &res, err)) != PERMITD_OK)
+        return rc;
+    mysql_free_result(res);
+    return PERMITD_OK;
+}
+
+void store_snapshot_free(struct store_snapshot *snap)
+{
+    if (snap == NULL)
+        return;
+    for (size_t i = 0; i < snap->count; i++)
+        free(snap->policies[i].apps);
+    for (size_t i = 0; i < snap->nskipped; i++)
+        free(snap->skipped[i]);
+    free(snap->skipped);
+    free(snap->policies);
+    free(snap);
+}
+
+static struct store_policy *by_id(struct store_snapshot *snap, uint64_t id)
+{
+    size_t lo = 0, hi = snap->count;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (snap->policies[mid].id == id)
+            return &snap->policies[mid];
+        if (snap->policies[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Appends app to p->apps ("a,b,c"). */
+static int add_app(struct store_policy *p, const char *app)
+{
+    size_t old = p->apps ? strlen(p->apps) : 0, n = strlen(app);
+    char *a = realloc(p->apps, old + n + 2);
+
+    if (a == NULL)
+        return -1;
+    if (old > 0)
+        a[old++] = ',';
+    memcpy(a + old, app, n + 1);
+    p->apps = a;
+    return 0;
+}
+
+/* Records a skipped row in snap->skipped: a line made from a printf
+ * format. -1 when out of memory. */
+__attribute__((format(printf, 2, 3)))
+static int skip(struct store_snapshot *snap, const char *fmt, ...)
+{
+    char **v = realloc(snap->skipped, (snap->nskipped + 1) * sizeof(*v));
+    va_list ap;
+    int n;
+
+    if (v == NULL)
+        return -1;
+    snap->skipped = v;
+    va_start(ap, fmt);
+    n = vasprintf(&v[snap->nskipped], fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    snap->nskipped++;
+    return 0;
+}
+
+static int read_policies(struct store *s, struct store_snapshot *snap, struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int rc;
+
+    rc = query(s,
+               "SELECT p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, "
+               POLICY_VERSION ", CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED) "
+               "FROM policies p ORDER BY p.id", &res, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    snap->policies = calloc(mysql_num_rows(res) + 1, sizeof(*snap->policies));
+    if (snap->policies == NULL) {
+        mysql_free_result(res);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        struct store_policy *p = &snap->policies[snap->count];
+        struct permitd_error why;
+
+        p->id = strtoull(row[0], NULL, 10);
+        if (p->id > snap->max_id)
+            snap->max_id = p->id;
+        /* A name the API could never ask for (a DBA's typo) is skipped,
+         * and reported (sync.c), rather than written under a key nobody
+         * can reach. Its apps go with it. */
+        if (policy_check_name("name", row[1], &why) != PERMITD_OK) {
+            if (skip(snap, "policy id %" PRIu64 ": %s", p->id, why.message) != 0) {
+                mysql_free_result(res);
+                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            }
+            continue;
+        }
+        snprintf(p->name, sizeof(p->name), "%s", row[1]);
+        p->max_permits = strtoll(row[2], NULL, 10);
+        snprintf(p->rate, sizeof(p->rate), "%s", row[3]);
+        p->enabled = atoi(row[4]) != 0;
+        snprintf(p->failure_mode, sizeof(p->failure_mode), "%s", row[5]);
+        p->version = strtoull(row[6], NULL, 10);
+        p->updated_us = row[7] ? strtoll(row[7], NULL, 10) : 0;
+        snap->count++;
+    }
+    mysql_free_result(res);
+    return PERMITD_OK;
+}
+
+static int read_apps(struct store *s, struct store_snapshot *snap, struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int rc;
+
+    rc = query(s, "SELECT policy_id, app FROM policy_apps ORDER BY policy_id, app", &res, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        struct store_policy *p = by_id(snap, strtoull(row[0], NULL, 10));
+        struct permitd_error why;
+
+        if (p == NULL)
+            continue;
+        if (strcmp(row[1], "*") != 0 && policy_check_name("app", row[1], &why) != PERMITD_OK) {
+            if (skip(snap, "an app of policy %s (id %" PRIu64 "): %s", p->name, p->id,
+                     why.message) != 0) {
+                mysql_free_result(res);
+                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            }
+            continue;
+        }
+        if (add_app(p, row[1]) != 0) {
+            mysql_free_result(res);
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        }
+    }
+    mysql_free_result(res);
+    return PERMITD_OK;
+}
+
+/* Raises max_id to the highest policy id the audit names (every create
+ * and delete is audited, by the API or by the triggers): sync.lua removes
+ * from Redis a policy the snapshot lacks only when its id is not above
+ * max_id (a row made after the snapshot is not), so a deleted row with
+ * the highest id, or every row deleted, must count too. */
+static int read_audited_id(struct store *s, struct store_snapshot *snap,
+                           struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int rc;
+
+    if ((rc = query(s, "SELECT MAX(policy_id) FROM policy_audit", &res, err)) != PERMITD_OK)
+        return rc;
+    row = mysql_fetch_row(res);
+    if (row != NULL && row[0] != NULL && strtoull(row[0], NULL, 10) > snap->max_id)
+        snap->max_id = strtoull(row[0], NULL, 10);
+    mysql_free_result(res);
+    return PERMITD_OK;
+}
+
+int store_snapshot(struct store *s, struct store_snapshot **out, struct permitd_error *err)
+{
+    struct store_snapshot *snap = NULL;
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    int rc;
+
+    *out = NULL;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    snap = calloc(1, sizeof(*snap));
+    if (snap == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+
+    /* The time is read before the snapshot starts: anything changed after
+     * it is either in the snapshot or newer than taken_us (see sync.lua). */
+    if ((rc = query(s, "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)", &res, err)) != PERMITD_OK)
+        goto fail;
+    row = mysql_fetch_row(res);
+    snap->taken_us = row && row[0] ? strtoll(row[0], NULL, 10) : 0;
+    mysql_free_result(res);
+
+    if ((rc = exec(s, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY", err)) != PERMITD_OK)
+        goto fail;
+    if ((rc = read_policies(s, snap, err)) != PERMITD_OK ||
+        (rc = read_apps(s, snap, err)) != PERMITD_OK ||
+        (rc = read_audited_id(s, snap, err)) != PERMITD_OK) {
+        if (s->db != NULL)
+            mysql_real_query(s->db, "ROLLBACK", 8);
+        goto fail;
+    }
+    if ((rc = exec(s, "COMMIT", err)) != PERMITD_OK)
+        goto fail;
+    for (size_t i = 0; i < snap->count; i++)
+        if (snap->policies[i].apps == NULL && add_app(&snap->policies[i], "") != 0) {
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            goto fail;
+        }
+    *out = snap;
+    return PERMITD_OK;
+
+fail:
+    store_snapshot_free(snap);
+    return rc;
+}
+
+/* ---- policies, one at a time, for administrators ---- */
+
+/* Every column of a policy, for SELECT ... FROM policies p. Used as a
+ * printf format fragment, hence the doubled %. */
+#define POLICY_COLUMNS \
+    "p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, " POLICY_VERSION ", " \
+    "CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), p.description, " \
+    "p.created_by, p.updated_by, " \
+    "DATE_FORMAT(p.created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
+    "DATE_FORMAT(p.updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
+    "IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app SEPARATOR ',') " \
+    "FROM policy_apps a WHERE a.policy_id = p.id), '')"
+
+/* The policy as JSON text, for audit rows (JSON_OBJECT exists in MySQL 8
+ * and MariaDB alike). */
+#define POLICY_JSON \
+    "JSON_OBJECT('name', p.name, 'apps', IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app " \
+    "SEPARATOR ',') FROM policy_apps a WHERE a.policy_id = p.id), ''), " \
+    "'max_permits', p.max_permits, 'rate', p.rate, 'description', p.description, " \
+    "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'version', " POLICY_VERSION ")"
+
+/* MySQL's and MariaDB's error numbers for what an editor can cause. */
+#define ER_DUP_ENTRY 1062
+#define ER_CHECK_CONSTRAINT_VIOLATED 3819     /* MySQL 8 */
+#define ER_CONSTRAINT_FAILED 4025             /* MariaDB */
+
+/* A new SQL text from a printf format; NULL when out of memory. */
+__attribute__((format(printf, 1, 2)))
+static char *sqlf(const char *fmt, ...)
+{
+    va_list ap;
+    char *out = NULL;
+
+    va_start(ap, fmt);
+    if (vasprintf(&out, fmt, ap) < 0)
+        out = NULL;
+    va_end(ap);
+    return out;
+}
+
+/* s quoted for SQL: a new string 'like this' (free()), or NULL. */
+static char *quoted(struct store *s, const char *str)
+{
+    size_t n = strlen(str);
+    char *out = malloc(n * 2 + 3);
+
+    if (out == NULL)
+        return NULL;
+    out[0] = '\'';
+    n = mysql_real_escape_string(s->db, out + 1, str, (unsigned long)n);
+    out[n + 1] = '\'';
+    out[n + 2] = '\0';
+    return out;
+}
+
+/* Runs an SQL text made by sqlf() and frees it. */
+static int run(struct store *s, char *sql, struct permitd_error *err)
+{
+    int rc;
+
+    if (sql == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = exec(s, sql, err);
+    free(sql);
+    return rc;
+}
+
+static int run_query(struct store *s, char *sql, MYSQL_RES **res, struct permitd_error *err)
+{
+    int rc;
+
+    if (sql == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = query(s, sql, res, err);
+    free(sql);
+    return rc;
+}
+
+void store_policy_clear(struct store_policy *p)
+{
+    if (p == NULL)
+        return;
+    free(p->apps);
+    free(p->description);
+    p->apps = p->description = NULL;
+}
+
+void store_policies_free(struct store_policy *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        store_policy_clear(&v[i]);
+    free(v);
+}
+
+static int fill(struct store_policy *p, MYSQL_ROW row)
+{
+    memset(p, 0, sizeof(*p));
+    p->id = strtoull(row[0], NULL, 10);
+    snprintf(p->name, sizeof(p->name), "%s", row[1]);
+    p->max_permits = strtoll(row[2], NULL, 10);
+    snprintf(p->rate, sizeof(p->rate), "%s", row[3]);
+    p->enabled = atoi(row[4]) != 0;
+    snprintf(p->failure_mode, sizeof(p->failure_mode), "%s", row[5]);
+    p->version = strtoull(row[6], NULL, 10);
+    p->updated_us = row[7] ? strtoll(row[7], NULL, 10) : 0;
+    p->description = strdup(row[8] ? row[8] : "");
+    snprintf(p->created_by, sizeof(p->created_by), "%s", row[9] ? row[9] : "");
+    snprintf(p->updated_by, sizeof(p->updated_by), "%s", row[10] ? row[10] : "");
+    snprintf(p->created_at, sizeof(p->created_at), "%s", row[11] ? row[11] : "");
+    snprintf(p->updated_at, sizeof(p->updated_at), "%s", row[12] ? row[12] : "");
+    p->apps = strdup(row[13] ? row[13] : "");
+    return p->description != NULL && p->apps != NULL ? 0 : -1;
+}
+
+int store_policy_list(struct store *s, struct store_policy **out, size_t *n,
+                      struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    struct store_policy *v;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    rc = run_query(s, sqlf("SELECT " POLICY_COLUMNS " FROM policies p ORDER BY p.name"), &res, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
+    if (v == NULL) {
+        mysql_free_result(res);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        if (fill(&v[*n], row) != 0) {
+            store_policies_free(v, *n + 1);
+            mysql_free_result(res);
+            *n = 0;
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        }
+        (*n)++;
+    }
+    mysql_free_result(res);
+    *out = v;
+    return PERMITD_OK;
+}
+
+int store_policy_get(struct store *s, const char *name, struct store_policy *out,
+                     struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    char *q;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((q = quoted(s, name)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run_query(s, sqlf("SELECT " POLICY_COLUMNS " FROM policies p WHERE p.name = %s", q),
+                   &res, err);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    row = mysql_fetch_row(res);
+    if (row == NULL)
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "name: no policy named \"%s\"", name);
+    else if (fill(out, row) != 0)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    mysql_free_result(res);
+    return rc;
+}
+
+/* Ends a write transaction: COMMIT on success, else ROLLBACK; the session's
+ * actor mark is cleared either way. */
+static int finish(struct store *s, int rc, struct permitd_error *err)
+{
+    if (s->db == NULL)
+        return rc;
+    if (rc == PERMITD_OK) {
+        rc = exec(s, "COMMIT", err);
+    } else {
+        mysql_real_query(s->db, "ROLLBACK", 8);
+    }
+    if (s->db != NULL)
+        mysql_real_query(s->db, "SET @permitd_actor = NULL", 25);
+    return rc;
+}
+
+/* SET @permitd_actor (which keeps the plain-SQL audit triggers quiet: the
+ * rows written here say more) and START TRANSACTION. */
+static int begin(struct store *s, const char *actor, struct permitd_error *err)
+{
+    char *q;
+    int rc;
+
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((q = quoted(s, actor)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run(s, sqlf("SET @permitd_actor = %s", q), err);
+    free(q);
+    if (rc == PERMITD_OK)
+        rc = exec(s, "START TRANSACTION", err);
+    return rc;
+}
+
+/* Maps a failed write to what the editor did wrong, when that is what it
+ * was (the CHECK constraints back up the validation done before). */
+static int write_failed(struct store *s, const char *name, int rc, struct permitd_error *err)
+{
+    unsigned int no = s->db ? mysql_errno(s->db) : 0;
+
+    if (no == ER_DUP_ENTRY)
+        return permitd_error_set(err, PERMITD_EEXIST, "name: a policy named \"%s\" already exists",
+                                 name);
+    if (no == ER_CHECK_CONSTRAINT_VIOLATED || no == ER_CONSTRAINT_FAILED)
+        return permitd_error_set(err, PERMITD_EINVAL, "policy \"%s\" breaks a rule of the schema: %s",
+                                 name, mysql_error(s->db));
+    return rc;
+}
+
+/* Replaces the app list of policy id. */
+static int put_apps(struct store *s, uint64_t id, const struct store_policy_input *in,
+                    struct permitd_error *err)
+{
+    int rc = run(s, sqlf("DELETE FROM policy_apps WHERE policy_id = %" PRIu64, id), err);
+
+    for (size_t i = 0; i < in->napps && rc == PERMITD_OK; i++) {
+        char *q = quoted(s, in->apps[i]);
+        if (q == NULL)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        rc = run(s, sqlf("INSERT IGNORE INTO policy_apps (policy_id, app) VALUES (%" PRIu64 ", %s)",
+                         id, q), err);
+        free(q);
+    }
+    return rc;
+}
+
+static int audit(struct store *s, uint64_t id, const char *action, const char *actor,
+                 const char *old_json, int with_new, struct permitd_error *err)
+{
+    char *qa = quoted(s, actor), *qo = old_json ? quoted(s, old_json) : strdup("NULL");
+    int rc;
+
+    if (qa == NULL || qo == NULL) {
+        free(qa);
+        free(qo);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    rc = run(s, sqlf("INSERT INTO policy_audit (policy_id, name, action, actor, old_value, new_value) "
+                     "SELECT p.id, p.name, '%s', %s, %s, %s FROM policies p WHERE p.id = %" PRIu64,
+                     action, qa, qo, with_new ? POLICY_JSON : "NULL", id), err);
+    free(qa);
+    free(qo);
+    return rc;
+}
+
+int store_policy_create(struct store *s, const struct store_policy_input *in,
+                        const char *actor, struct store_policy *out,
+                        struct permitd_error *err)
+{
+    char *qn = NULL, *qr = NULL, *qd = NULL, *qf = NULL, *qa = NULL;
+    uint64_t id = 0;
+    int rc;
+
+    if ((rc = begin(s, actor, err)) != PERMITD_OK)
+        return rc;
+    qn = quoted(s, in->name);
+    qr = quoted(s, in->rate);
+    qd = quoted(s, in->description);
+    qf = quoted(s, in->failure_mode);
+    qa = quoted(s, actor);
+    if (!qn || !qr || !qd || !qf || !qa) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    rc = run(s, sqlf("INSERT INTO policies (name, max_permits, rate, description, enabled, "
+                     "failure_mode, created_by, updated_by) VALUES (%s, %" PRId64 ", %s, %s, %d, "
+                     "%s, %s, %s)", qn, in->max_permits, qr, qd, in->enabled ? 1 : 0, qf, qa, qa),
+             err);
+    if (rc != PERMITD_OK) {
+        rc = write_failed(s, in->name, rc, err);
+        goto done;
+    }
+    id = mysql_insert_id(s->db);
+    if ((rc = put_apps(s, id, in, err)) == PERMITD_OK)
+        rc = audit(s, id, "create", actor, NULL, 1, err);
+done:
+    rc = finish(s, rc, err);
+    free(qn); free(qr); free(qd); free(qf); free(qa);
+    if (rc == PERMITD_OK && out != NULL)
+        rc = store_policy_get(s, in->name, out, err);
+    return rc;
+}
+
+/* Locks the policy's row and checks its version. *id and *old_json (the
+ * policy before the change, free()) are set on success. */
+static int lock_policy(struct store *s, const char *name, uint64_t version, uint64_t *id,
+                       char **old_json, struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    char *q = quoted(s, name);
+    int rc;
+
+    *old_json = NULL;
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run_query(s, sqlf("SELECT p.id, " POLICY_VERSION ", " POLICY_JSON " FROM policies p "
+                           "WHERE p.name = %s FOR UPDATE", q), &res, err);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    row = mysql_fetch_row(res);
+    if (row == NULL) {
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "name: no policy named \"%s\"", name);
+    } else if (version != 0 && strtoull(row[1], NULL, 10) != version) {
+        rc = permitd_error_set(err, PERMITD_EABORTED,
+                               "version: policy \"%s\" was changed by someone else since you "
+                               "loaded it (your version %" PRIu64 ", now %s); reload it and "
+                               "make your change again", name, version, row[1]);
+    } else {
+        *id = strtoull(row[0], NULL, 10);
+        *old_json = strdup(row[2] ? row[2] : "");
+        if (*old_json == NULL)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    mysql_free_result(res);
+    return rc;
+}
+
+int store_policy_update(struct store *s, const struct store_policy_input *in,
+                        uint64_t version, const char *actor, struct store_policy *out,
+                        struct permitd_error *err)
+{
+    char *old = NULL, *qr = NULL, *qd = NULL, *qf = NULL, *qa = NULL;
+    uint64_t id = 0;
+    int rc;
+
+    if ((rc = begin(s, actor, err)) != PERMITD_OK)
+        return rc;
+    if ((rc = lock_policy(s, in->name, version, &id, &old, err)) != PERMITD_OK)
+        goto done;
+    qr = quoted(s, in->rate);
+    qd = quoted(s, in->description);
+    qf = quoted(s, in->failure_mode);
+    qa = quoted(s, actor);
+    if (!qr || !qd || !qf || !qa) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    rc = run(s, sqlf("UPDATE policies SET max_permits = %" PRId64 ", rate = %s, description = %s, "
+                     "enabled = %d, failure_mode = %s, updated_by = %s, version = version + 1 "
+                     "WHERE id = %" PRIu64, in->max_permits, qr, qd, in->enabled ? 1 : 0, qf, qa, id),
+             err);
+    if (rc != PERMITD_OK)
+        rc = write_failed(s, in->name, rc, err);
+    if (rc == PERMITD_OK)
+        rc = put_apps(s, id, in, err);
+    if (rc == PERMITD_OK)
+        rc = audit(s, id, "update", actor, old, 1, err);
+done:
+    rc = finish(s, rc, err);
+    free(old); free(qr); free(qd); free(qf); free(qa);
+    if (rc == PERMITD_OK && out != NULL)
+        rc = store_policy_get(s, in->name, out, err);
+    return rc;
+}
+
+int store_policy_delete(struct store *s, const char *name, uint64_t version,
+                        const char *actor, struct permitd_error *err)
+{
+    char *old = NULL;
+    uint64_t id = 0;
+    int rc;
+
+    if ((rc = begin(s, actor, err)) != PERMITD_OK)
+        return rc;
+    if ((rc = lock_policy(s, name, version, &id, &old, err)) == PERMITD_OK &&
+        (rc = audit(s, id, "delete", actor, old, 0, err)) == PERMITD_OK)
+        rc = run(s, sqlf("DELETE FROM policies WHERE id = %" PRIu64, id), err);
+    rc = finish(s, rc, err);
+    free(old);
+    return rc;
+}
+
+void store_history_free(struct store_change *v, size_t n)
+{
+    for (size_t i = 0; i < n && v != NULL; i++) {
+        free(v[i].old_value);
+        free(v[i].new_value);
+    }
+    free(v);
+}
+
+int store_history(struct store *s, const char *name, int limit, struct store_change **out,
+                  size_t *n, struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    struct store_change *v;
+    char *q;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((q = quoted(s, name)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run_query(s, sqlf("SELECT action, actor, DATE_FORMAT(changed_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), "
+                           "IFNULL(old_value, ''), IFNULL(new_value, '') FROM policy_audit "
+                           "WHERE name = %s ORDER BY changed_at DESC, id DESC LIMIT %d",
+                           q, limit), &res, err);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
+    if (v == NULL) {
+        mysql_free_result(res);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        struct store_change *c = &v[*n];
+        snprintf(c->action, sizeof(c->action), "%s", row[0]);
+        snprintf(c->actor, sizeof(c->actor), "%s", row[1]);
+        snprintf(c->changed_at, sizeof(c->changed_at), "%s", row[2]);
+        c->old_value = strdup(row[3]);
+        c->new_value = strdup(row[4]);
+        (*n)++;
+        if (c->old_value == NULL || c->new_value == NULL) {
+            store_history_free(v, *n);
+            mysql_free_result(res);
+            *n = 0;
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        }
+    }
+    mysql_free_result(res);
+    *out = v;
+    return PERMITD_OK;
+}
+
+/* ---- admin accounts and sessions ---- */
+
+static int user_row(MYSQL_RES *res, struct store_user *out)
+{
+    MYSQL_ROW row = mysql_fetch_row(res);
+
+    if (row == NULL)
+        return -1;
+    out->id = strtoull(row[0], NULL, 10);
+    snprintf(out->username, sizeof(out->username), "%s", row[1]);
+    snprintf(out->role, sizeof(out->role), "%s", row[2]);
+    snprintf(out->password_hash, sizeof(out->password_hash), "%s", row[3] ? row[3] : "");
+    return 0;
+}
+
+int store_user_get(struct store *s, const char *username, struct store_user *out,
+                   struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    char *q;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((q = quoted(s, username)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run_query(s, sqlf("SELECT id, username, role, password_hash FROM admin_users "
+                           "WHERE username = %s", q), &res, err);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    if (user_row(res, out) != 0)
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "no admin user \"%s\"", username);
+    mysql_free_result(res);
+    return rc;
+}
+
+int store_user_put(struct store *s, const char *username, const char *password_hash,
+                   const char *role, struct permitd_error *err)
+{
+    char *qu, *qh, *qr;
+    int rc;
+
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    qu = quoted(s, username);
+    qh = quoted(s, password_hash);
+    qr = quoted(s, role);
+    if (qu && qh && qr)
+        rc = run(s, sqlf("INSERT INTO admin_users (username, password_hash, role) "
+                         "VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE "
+                         "password_hash = %s, role = %s", qu, qh, qr, qh, qr), err);
+    else
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    /* A new password ends the sessions made with the old one. */
+    if (rc == PERMITD_OK)
+        rc = run(s, sqlf("DELETE s FROM admin_sessions s JOIN admin_users u ON u.id = s.user_id "
+                         "WHERE u.username = %s", qu), err);
+    free(qu);
+    free(qh);
+    free(qr);
+    return rc;
+}
+
+/* Session tokens are hex; anything else never reaches SQL. */
+static int hex_token(const char *token)
+{
+    size_t n = strlen(token);
+
+    if (n < 32 || n > 128)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((token[i] >= '0' && token[i] <= '9') || (token[i] >= 'a' && token[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+int store_session_create(struct store *s, const char *token, uint64_t user_id, int ttl_s,
+                         struct permitd_error *err)
+{
+    char id_hash[SHA256_HEX_LEN + 1];
+    int rc;
+
+    if (!hex_token(token))
+        return permitd_error_set(err, PERMITD_EINTERNAL, "malformed session token");
+    sha256_hex(token, strlen(token), id_hash);
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    /* Expired sessions go whenever a new one comes. */
+    if ((rc = exec(s, "DELETE FROM admin_sessions WHERE expires_at < NOW(6)", err)) != PERMITD_OK)
+        return rc;
+    return run(s, sqlf("INSERT INTO admin_sessions (id_hash, user_id, expires_at) VALUES "
+                       "('%s', %" PRIu64 ", NOW(6) + INTERVAL %d SECOND)",
+                       id_hash, user_id, ttl_s), err);
+}
+
+int store_session_user(struct store *s, const char *token, struct store_user *out,
+                       struct permitd_error *err)
+{
+    char id_hash[SHA256_HEX_LEN + 1];
+    MYSQL_RES *res;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if (!hex_token(token))
+        return permitd_error_set(err, PERMITD_EUNAUTHENTICATED, "not logged in");
+    sha256_hex(token, strlen(token), id_hash);
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    rc = run_query(s, sqlf("SELECT u.id, u.username, u.role, '' FROM admin_sessions s "
+                           "JOIN admin_users u ON u.id = s.user_id "
+                           "WHERE s.id_hash = '%s' AND s.expires_at > NOW(6)", id_hash),
+                   &res, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    if (user_row(res, out) != 0)
+        rc = permitd_error_set(err, PERMITD_EUNAUTHENTICATED,
+                               "not logged in (the session has expired or ended)");
+    mysql_free_result(res);
+    return rc;
+}
+
+int store_session_delete(struct store *s, const char *token, struct permitd_error *err)
+{
+    char id_hash[SHA256_HEX_LEN + 1];
+    int rc;
+
+    if (!hex_token(token))
+        return PERMITD_OK;
+    sha256_hex(token, strlen(token), id_hash);
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    return run(s, sqlf("DELETE FROM admin_sessions WHERE id_hash = '%s'", id_hash), err);
+}

@@ -1,0 +1,141 @@
+/*
+ * store.h - the MySQL policy store (libmariadb stays inside store.c).
+ *
+ * MySQL is the source of truth for policies. A struct store is one
+ * connection, used by one thread at a time; it connects lazily, keeps
+ * MYSQL_OPT_RECONNECT off and reconnects by itself on the next call after
+ * the connection broke.
+ */
+#ifndef PERMITD_STORE_H
+#define PERMITD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/status.h"
+
+struct store;
+
+/* One policy as MySQL holds it. Strings are NUL-terminated. */
+struct store_policy {
+    uint64_t id;
+    char name[129];
+    int64_t max_permits;
+    char rate[48];              /* DECIMAL as MySQL prints it, e.g. "0.500000000000" */
+    int enabled;
+    char failure_mode[8];       /* "open" or "closed" */
+    uint64_t version;
+    int64_t updated_us;         /* updated_at, µs since the epoch (UTC) */
+    char *apps;                 /* comma-separated, sorted; "" = none */
+    /* Filled by store_policy_get/list only (NULL/"" in snapshots): */
+    char *description;
+    char created_by[129];
+    char updated_by[129];
+    char created_at[40];        /* RFC 3339 UTC, µs */
+    char updated_at[40];
+};
+
+/* What an administrator writes. Strings must have passed policy_validate(). */
+struct store_policy_input {
+    const char *name;
+    const char *const *apps;    /* napps names */
+    size_t napps;
+    int64_t max_permits;
+    const char *rate;           /* decimal text */
+    const char *description;
+    int enabled;
+    const char *failure_mode;
+};
+
+/* One row of policy_audit. Strings are owned by the list. */
+struct store_change {
+    char action[8];
+    char actor[129];
+    char changed_at[40];
+    char *old_value;            /* JSON text or "" */
+    char *new_value;
+};
+
+struct store_user {
+    uint64_t id;
+    char username[65];
+    char role[8];
+    char password_hash[256];
+};
+
+/* Every policy at one instant (one consistent-snapshot transaction). */
+struct store_snapshot {
+    struct store_policy *policies;
+    size_t count;
+    int64_t taken_us;           /* MySQL's clock when the snapshot was taken */
+    uint64_t max_id;            /* highest policy id it knows of: its rows', and
+                                   those its audit names (a deleted row's too) */
+    /* Rows left out because a name fails validation (a DBA's typo, an app
+     * row "pay,admin"): one line each naming the row and why, for the
+     * sync to report (store.c logs nothing of them). */
+    char **skipped;
+    size_t nskipped;
+};
+
+/* Returns a new store in *out (free with store_free()); does not connect
+ * yet. cfg->mysql must be filled. */
+int store_new(const struct config *cfg, struct store **out, struct permitd_error *err);
+void store_free(struct store *s);
+
+/* Reads every policy and its apps. On PERMITD_OK *snap is new (free with
+ * store_snapshot_free()). PERMITD_EUNAVAILABLE when MySQL cannot be reached,
+ * PERMITD_EINTERNAL for anything else (e.g. schema not migrated), with a
+ * message saying which. */
+int store_snapshot(struct store *s, struct store_snapshot **snap, struct permitd_error *err);
+void store_snapshot_free(struct store_snapshot *snap);
+
+/* One policy with every field, or PERMITD_ENOTFOUND. Free the strings
+ * with store_policy_clear(). */
+int store_policy_get(struct store *s, const char *name, struct store_policy *out,
+                     struct permitd_error *err);
+/* Every policy by name; *out is freed with store_policies_free(). */
+int store_policy_list(struct store *s, struct store_policy **out, size_t *n,
+                      struct permitd_error *err);
+void store_policy_clear(struct store_policy *p);
+void store_policies_free(struct store_policy *v, size_t n);
+
+/* Creates a policy and its audit row in one transaction, as `actor`.
+ * PERMITD_EEXIST when the name is taken. On success *out (may be NULL) is
+ * the stored policy. */
+int store_policy_create(struct store *s, const struct store_policy_input *in,
+                        const char *actor, struct store_policy *out,
+                        struct permitd_error *err);
+/* Updates a policy if its version is still `version`; PERMITD_EABORTED
+ * when someone changed it since, PERMITD_ENOTFOUND when it is gone. */
+int store_policy_update(struct store *s, const struct store_policy_input *in,
+                        uint64_t version, const char *actor, struct store_policy *out,
+                        struct permitd_error *err);
+/* Deletes a policy (version 0: whatever version it has). */
+int store_policy_delete(struct store *s, const char *name, uint64_t version,
+                        const char *actor, struct permitd_error *err);
+
+/* The newest `limit` changes of a policy, newest first. */
+int store_history(struct store *s, const char *name, int limit, struct store_change **out,
+                  size_t *n, struct permitd_error *err);
+void store_history_free(struct store_change *v, size_t n);
+
+/* Admin accounts. */
+int store_user_get(struct store *s, const char *username, struct store_user *out,
+                   struct permitd_error *err);
+/* Creates the user, or replaces password and role of an existing one. */
+int store_user_put(struct store *s, const char *username, const char *password_hash,
+                   const char *role, struct permitd_error *err);
+
+/* Sessions: only SHA-256(token) is stored. */
+int store_session_create(struct store *s, const char *token, uint64_t user_id, int ttl_s,
+                         struct permitd_error *err);
+/* The user of a live session, or PERMITD_EUNAUTHENTICATED. */
+int store_session_user(struct store *s, const char *token, struct store_user *out,
+                       struct permitd_error *err);
+int store_session_delete(struct store *s, const char *token, struct permitd_error *err);
+
+/* SELECT 1 within the configured timeout: PERMITD_OK or unavailable. */
+int store_ping(struct store *s, struct permitd_error *err);
+
+#endif

@@ -1,0 +1,221 @@
+/*
+ * test_limiter.c - the parts of a decision that need no Redis: checking a
+ * request (limiter_check) and laying an AcquireBatch out as script calls
+ * (limiter_plan.h): which items go, grouped per policy in request order,
+ * and what all_or_nothing refuses before anything is sent.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/config.h"
+#include "decisions/limiter.h"
+#include "decisions/limiter_plan.h"
+#include "stores/policy.h"
+#include "test.h"
+
+static struct config cfg;
+
+static struct limiter *new_limiter(void)
+{
+    struct limiter *l = NULL;
+    struct permitd_error err;
+
+    memset(&cfg, 0, sizeof(cfg));
+    strcpy(cfg.redis_prefix, "t");
+    /* No Redis: a plan is made without asking it. */
+    CHECK_INT(limiter_new(&cfg, NULL, &l, &err), PERMITD_OK);
+    return l;
+}
+
+/* s (len bytes) equals the NUL-terminated want. */
+static int same(const char *s, size_t len, const char *want)
+{
+    return len == strlen(want) && memcmp(s, want, len) == 0;
+}
+
+static void test_limiter_check(void)
+{
+    struct permitd_error err = {0, ""};
+    struct limiter_request ok = {"api", "web", "", 1}, r;
+    char long_key[POLICY_KEY_MAX + 2];
+
+    CHECK_INT(limiter_check(&ok, &err), PERMITD_OK);
+    r = ok;
+    r.permits = 0;                      /* 0 means 1 */
+    CHECK_INT(limiter_check(&r, &err), PERMITD_OK);
+    r.key = "user:42";
+    CHECK_INT(limiter_check(&r, &err), PERMITD_OK);
+
+    r = ok;
+    r.permits = -3;
+    CHECK_INT(limiter_check(&r, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "permits: -3");
+
+    r = ok;
+    r.bucket = "no such/name";
+    CHECK_INT(limiter_check(&r, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "bucket");
+    CHECK_CONTAINS(err.message, "no such/name");
+    r.bucket = "";
+    CHECK_INT(limiter_check(&r, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "bucket");
+
+    r = ok;
+    r.app = "a,b";
+    CHECK_INT(limiter_check(&r, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "app");
+    r.app = "*";                        /* "any app" is a policy's, not a caller's */
+    CHECK_INT(limiter_check(&r, &err), PERMITD_EINVAL);
+
+    r = ok;
+    memset(long_key, 'k', sizeof(long_key) - 1);
+    long_key[sizeof(long_key) - 1] = '\0';
+    r.key = long_key;
+    CHECK_INT(limiter_check(&r, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "key");
+}
+
+/* Items are grouped one call per policy, in request order within it; an
+ * invalid item gets its own error and is left out; the others go. */
+static void test_limiter_plan_groups_per_policy(void)
+{
+    struct limiter *l = new_limiter();
+    const struct limiter_request reqs[] = {
+        {"alpha", "web", "x", 2}, {"beta", "web", "y", 0}, {"alpha", "cli", "z", 1},
+        {"bad name", "web", "", 1}, {"beta", "web", "w", 5}, {"alpha", "web", "", -1},
+    };
+    size_t n = sizeof(reqs) / sizeof(reqs[0]);
+    struct limiter_result res[6];
+    struct permitd_error errs[6], err = {0, ""};
+    struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .res = res, .errs = errs};
+    char want[POLICY_REDIS_KEY_MAX];
+    size_t len;
+
+    CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+    CHECK_INT(pl.valid, 4);
+    CHECK_INT(pl.ngroups, 2);
+    CHECK_INT(errs[0].code, PERMITD_OK);
+    CHECK_INT(errs[3].code, PERMITD_EINVAL);
+    CHECK_CONTAINS(errs[3].message, "bad name");
+    CHECK_INT(errs[5].code, PERMITD_EINVAL);
+    CHECK_CONTAINS(errs[5].message, "-1");
+    /* alpha's items (0, 2), then beta's (1, 4), each in request order. */
+    CHECK_INT(pl.order[0], 0);
+    CHECK_INT(pl.order[1], 2);
+    CHECK_INT(pl.order[2], 1);
+    CHECK_INT(pl.order[3], 4);
+
+    /* Call 0: "take", then per item its app and permits; keys: the policy
+     * hash and the item's bucket, per item. */
+    CHECK_INT(pl.calls[0].nkeys, 4);
+    CHECK_INT(pl.calls[0].nargs, 5);
+    CHECK_INT(pl.calls[0].nout, 16);
+    CHECK(same(pl.calls[0].args[0].p, pl.calls[0].args[0].len, "take"));
+    CHECK(same(pl.calls[0].args[1].p, pl.calls[0].args[1].len, "web"));
+    CHECK(same(pl.calls[0].args[2].p, pl.calls[0].args[2].len, "2"));
+    CHECK(same(pl.calls[0].args[3].p, pl.calls[0].args[3].len, "cli"));
+    CHECK(same(pl.calls[0].args[4].p, pl.calls[0].args[4].len, "1"));
+    len = policy_redis_key(want, "t", "alpha", POLICY_KEY_HASH, NULL);
+    CHECK(same(pl.calls[0].keys[0].p, pl.calls[0].keys[0].len, want) && len > 0);
+    policy_redis_key(want, "t", "alpha", POLICY_KEY_BUCKET, "x");
+    CHECK(same(pl.calls[0].keys[1].p, pl.calls[0].keys[1].len, want));
+    policy_redis_key(want, "t", "alpha", POLICY_KEY_BUCKET, "z");
+    CHECK(same(pl.calls[0].keys[3].p, pl.calls[0].keys[3].len, want));
+
+    /* Call 1: beta; permits 0 is sent as 1. */
+    if (pl.ngroups < 2) {
+        limiter_plan_free(&pl);
+        limiter_free(l);
+        return;
+    }
+    CHECK_INT(pl.calls[1].nkeys, 4);
+    CHECK(same(pl.calls[1].args[0].p, pl.calls[1].args[0].len, "take"));
+    CHECK(same(pl.calls[1].args[2].p, pl.calls[1].args[2].len, "1"));
+    CHECK(same(pl.calls[1].args[4].p, pl.calls[1].args[4].len, "5"));
+    policy_redis_key(want, "t", "beta", POLICY_KEY_BUCKET, "y");
+    CHECK(same(pl.calls[1].keys[1].p, pl.calls[1].keys[1].len, want));
+    policy_redis_key(want, "t", "beta", POLICY_KEY_BUCKET, "w");
+    CHECK(same(pl.calls[1].keys[3].p, pl.calls[1].keys[3].len, want));
+
+    limiter_plan_free(&pl);
+    limiter_free(l);
+}
+
+/* all_or_nothing: one call ("all") for the items of one policy; policies
+ * in different cluster slots refuse the whole batch, naming both; one
+ * invalid item aborts the others and nothing is sent. */
+static void test_limiter_plan_all_or_nothing(void)
+{
+    struct limiter *l = new_limiter();
+    struct limiter_result res[3];
+    struct permitd_error errs[3], err = {0, ""};
+
+    {
+        const struct limiter_request reqs[] = {
+            {"alpha", "web", "x", 1}, {"alpha", "web", "y", 2}, {"alpha", "web", "x", 3},
+        };
+        struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
+                                  .res = res, .errs = errs};
+        CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+        CHECK_INT(pl.ngroups, 1);
+        CHECK_INT(pl.calls[0].nkeys, 6);
+        CHECK(same(pl.calls[0].args[0].p, pl.calls[0].args[0].len, "all"));
+        CHECK(same(pl.calls[0].args[6].p, pl.calls[0].args[6].len, "3"));
+        limiter_plan_free(&pl);
+    }
+    {
+        /* Two policies: in different slots (else the check could not fail). */
+        const struct limiter_request reqs[] = {{"alpha", "web", "", 1}, {"beta", "web", "", 1}};
+        struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 2, .all_or_nothing = 1,
+                                  .res = res, .errs = errs};
+        CHECK(policy_slot("alpha") != policy_slot("beta"));
+        CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_EPRECONDITION);
+        CHECK_CONTAINS(err.message, "\"alpha\"");
+        CHECK_CONTAINS(err.message, "\"beta\"");
+        limiter_plan_free(&pl);
+    }
+    {
+        const struct limiter_request reqs[] = {
+            {"alpha", "web", "x", 1}, {"alpha", "web", "y", -2}, {"alpha", "web", "z", 1},
+        };
+        struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
+                                  .res = res, .errs = errs};
+        CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+        CHECK_INT(pl.ngroups, 0);       /* nothing goes to Redis */
+        CHECK_INT(errs[0].code, PERMITD_EABORTED);
+        CHECK_INT(errs[1].code, PERMITD_EINVAL);
+        CHECK_INT(errs[2].code, PERMITD_EABORTED);
+        CHECK_CONTAINS(errs[0].message, "invalid");
+        limiter_plan_free(&pl);
+    }
+    limiter_free(l);
+}
+
+/* The batch's own limits: none is nothing to do; over LIMITER_BATCH_MAX is
+ * refused, the count named. */
+static void test_limiter_plan_bounds(void)
+{
+    struct limiter *l = new_limiter();
+    struct permitd_error err = {0, ""};
+    struct limiter_request one = {"alpha", "web", "", 1};
+    struct limiter_plan pl = {.l = l, .reqs = &one, .n = 0};
+
+    CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+    CHECK_INT(pl.ngroups, 0);
+    limiter_plan_free(&pl);
+
+    pl = (struct limiter_plan){.l = l, .reqs = &one, .n = LIMITER_BATCH_MAX + 1};
+    CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "1001 items");
+    limiter_plan_free(&pl);
+    limiter_free(l);
+}
+
+int main(void)
+{
+    TEST_RUN(test_limiter_check);
+    TEST_RUN(test_limiter_plan_groups_per_policy);
+    TEST_RUN(test_limiter_plan_all_or_nothing);
+    TEST_RUN(test_limiter_plan_bounds);
+    return TEST_REPORT();
+}
