@@ -138,7 +138,7 @@ static int serve(const struct config *cfg)
         goto out;
 
     config_redis_url_masked(cfg, url, sizeof(url));
-    log_msg(LOG_INFO, "permitd started",
+    log_msg(LOG_LEVEL_INFO, "permitd started",
             "version=%s listen=%s:%d admin=%s:%d tls=%s threads=%d redis=%s prefix=%s mysql=%s",
             PERMITD_VERSION, cfg->listen_host, http_server_port(server), cfg->admin_listen_host,
             http_server_port(admin_server), cert ? "on" : "off", cfg->threads, url,
@@ -146,7 +146,7 @@ static int serve(const struct config *cfg)
 
     if (sigwait(&sigs, &sig) != 0)
         sig = SIGTERM;
-    log_msg(LOG_INFO, "stopping: finishing requests in flight", "signal=%s grace_ms=%d",
+    log_msg(LOG_LEVEL_INFO, "stopping: finishing requests in flight", "signal=%s grace_ms=%d",
             sig == SIGINT ? "SIGINT" : "SIGTERM", DRAIN_GRACE_MS);
     /* The admin listener first: it reports on the API listener, which is
      * then drained. */
@@ -173,7 +173,7 @@ out:
         free(key);
     }
     if (status == EXIT_SUCCESS)
-        log_msg(LOG_INFO, "permitd stopped", NULL);
+        log_msg(LOG_LEVEL_INFO, "permitd stopped", NULL);
     return status;
 }
 

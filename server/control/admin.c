@@ -263,7 +263,7 @@ static void write_through(struct admin *a, const struct store_policy *p)
     struct permitd_error err = {0, ""};
 
     if (a->sync != NULL && sync_write_policy(a->sync, p, &err) != PERMITD_OK)
-        log_msg(LOG_WARN, "write-through to redis failed; the next sync pass will retry",
+        log_msg(LOG_LEVEL_WARN, "write-through to redis failed; the next sync pass will retry",
                 "policy=%s error=\"%s\"", p->name, err.message);
 }
 
@@ -396,7 +396,7 @@ static int write_policy(struct admin *a, struct connect_call *call, const Permit
     if (rc != PERMITD_OK)
         return rc;
     write_through(a, &p);
-    log_msg(LOG_INFO, create ? "policy created" : "policy updated",
+    log_msg(LOG_LEVEL_INFO, create ? "policy created" : "policy updated",
             "policy=%s version=%" PRIu64 " by=%s", p.name, p.version, user.username);
     tidy_rate(p.rate);
     *out = to_proto(call, &p);
@@ -440,9 +440,9 @@ HANDLER(delete_policy)
         return rc;
     limiter_forget(a->limiter, rq->name);
     if (a->sync != NULL && sync_remove_policy(a->sync, rq->name, &why) != PERMITD_OK)
-        log_msg(LOG_WARN, "removing a deleted policy from redis failed; the next sync pass will",
+        log_msg(LOG_LEVEL_WARN, "removing a deleted policy from redis failed; the next sync pass will",
                 "policy=%s error=\"%s\"", rq->name, why.message);
-    log_msg(LOG_INFO, "policy deleted", "policy=%s by=%s", rq->name, user.username);
+    log_msg(LOG_LEVEL_INFO, "policy deleted", "policy=%s by=%s", rq->name, user.username);
     return PERMITD_OK;
 }
 
@@ -509,7 +509,7 @@ HANDLER(reset_bucket)
     if ((rc = authenticate(a, call, ROLE_EDITOR, &user, err)) != PERMITD_OK ||
         (rc = limiter_reset(a->limiter, rq->name, rq->key, deadline(), err)) != PERMITD_OK)
         return rc;
-    log_msg(LOG_INFO, "bucket reset", "policy=%s key=\"%.64s\" by=%s", rq->name, rq->key,
+    log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=\"%.64s\" by=%s", rq->name, rq->key,
             user.username);
     return bucket_proto(a, call, rq->name, rq->key, &rs->bucket, err);
 }
@@ -595,7 +595,7 @@ static int login_try(struct admin *a, const char *key, int take, struct permitd_
     for (int attempt = 0; attempt < 2; attempt++) {
         rc = redis_script_run(a->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline(), out, 8, &why);
         if (rc != PERMITD_OK) {
-            log_msg(LOG_WARN, "login throttle unavailable; login allowed", "error=\"%s\"", why.message);
+            log_msg(LOG_LEVEL_WARN, "login throttle unavailable; login allowed", "error=\"%s\"", why.message);
             return PERMITD_OK;
         }
         if (out[0] != PERMITD_ENOTFOUND)
@@ -660,7 +660,7 @@ static int login_session(struct login *l, struct http_response *resp, struct per
     if ((rc = connect_reply(l->http, l->codec, &rs.base, NULL, resp, err)) != PERMITD_OK)
         return rc;
     session_cookie(a, resp, token, SESSION_TTL_S);
-    log_msg(LOG_INFO, "login", "user=%s role=%s", l->user.username, l->user.role);
+    log_msg(LOG_LEVEL_INFO, "login", "user=%s role=%s", l->user.username, l->user.role);
     return PERMITD_OK;
 }
 
@@ -675,7 +675,7 @@ static void login_checked(void *ud, int match)
     http_response_init(&resp);
     if (!match || !l->found) {
         login_try(l->a, l->key, 1, &err);
-        log_msg(LOG_WARN, "login failed", "user=\"%.64s\" addr=%s", l->username, l->addr);
+        log_msg(LOG_LEVEL_WARN, "login failed", "user=\"%.64s\" addr=%s", l->username, l->addr);
         rc = permitd_error_set(&err, PERMITD_EUNAUTHENTICATED, "wrong user name or password");
     } else {
         rc = login_session(l, &resp, &err);
@@ -707,7 +707,7 @@ static void login_start(struct login *l)
     if (rc == PERMITD_OK)
         return;
     if (rc == PERMITD_EEXHAUSTED)
-        log_msg(LOG_DEBUG, "login shed: password checks full", "user=\"%.64s\" addr=%s",
+        log_msg(LOG_LEVEL_DEBUG, "login shed: password checks full", "user=\"%.64s\" addr=%s",
                 l->username, l->addr);
     http_response_init(&resp);
     connect_error_reply(&resp, &err);

@@ -272,7 +272,7 @@ static int settle(struct sync *s, const char *name, struct permitd_error *err)
     if (rc == PERMITD_OK && newest > 0)
         rc = history_op(s, hash, "trim", edit, &left, err);
     if (rc == PERMITD_OK)
-        log_msg(LOG_INFO, "policy limits changed: buckets set to expire on the new ones",
+        log_msg(LOG_LEVEL_INFO, "policy limits changed: buckets set to expire on the new ones",
                 "policy=%s buckets=%lld full_removed=%lld scan_steps=%zu ms=%lld "
                 "rate_edit_us=%lld rate_history_left=%lld", name, set, removed, steps,
                 (long long)(clock_now_us() - started) / 1000, newest, left);
@@ -289,7 +289,7 @@ static void settle_or_later(struct sync *s, const char *name)
 
     if (settle(s, name, &err) == PERMITD_OK)
         return;
-    log_msg(LOG_WARN, "buckets keep the expiry of the policy's old limits until the next pass",
+    log_msg(LOG_LEVEL_WARN, "buckets keep the expiry of the policy's old limits until the next pass",
             "policy=%s error=\"%s\"", name, err.message);
     pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->unsettled.n && !known; i++)
@@ -368,7 +368,7 @@ static int remove_deleted(struct sync *s, const struct store_snapshot *snap, siz
             struct redis_str srem[3] = {{"SREM", 4}, {s->index_key, strlen(s->index_key)},
                                         {nm.v[i], strlen(nm.v[i])}};
             (*deleted)++;
-            log_msg(LOG_INFO, "policy removed from redis", "policy=%s", nm.v[i]);
+            log_msg(LOG_LEVEL_INFO, "policy removed from redis", "policy=%s", nm.v[i]);
             rc = redis_command(s->redis, srem, 3, deadline(), NULL, NULL, NULL, err);
         }
     }
@@ -410,11 +410,11 @@ static void note_skipped(struct sync *s, const struct store_snapshot *snap)
     pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < now.n; i++)
         if (!has(&old, now.v[i]))
-            log_msg(LOG_WARN, "row skipped by the sync: fix it in MySQL (logged once; /readyz "
+            log_msg(LOG_LEVEL_WARN, "row skipped by the sync: fix it in MySQL (logged once; /readyz "
                     "lists it)", "row=\"%s\" skipped=%zu", now.v[i], now.n);
     for (size_t i = 0; i < old.n; i++)
         if (!has(&now, old.v[i]))
-            log_msg(LOG_INFO, "row no longer skipped by the sync", "row=\"%s\" skipped=%zu",
+            log_msg(LOG_LEVEL_INFO, "row no longer skipped by the sync", "row=\"%s\" skipped=%zu",
                     old.v[i], now.n);
     names_clear(&old);
     free(old.v);
@@ -489,7 +489,7 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
             goto done;
         if (written) {
             res->written++;
-            log_msg(LOG_INFO, "policy written to redis",
+            log_msg(LOG_LEVEL_INFO, "policy written to redis",
                     "policy=%s version=%" PRIu64 " max_permits=%" PRId64 " rate=%s enabled=%d",
                     snap->policies[i].name, snap->policies[i].version,
                     snap->policies[i].max_permits, snap->policies[i].rate,
@@ -577,7 +577,7 @@ static void wait_or_probe(struct sync *s, int64_t ms, int probe)
         answered = store_ping(s->store, &err) == PERMITD_OK;
         pthread_mutex_lock(&s->lock);
         if (answered) {
-            log_msg(LOG_INFO, "mysql answers again: sync pass now", "backoff_left_ms=%" PRId64,
+            log_msg(LOG_LEVEL_INFO, "mysql answers again: sync pass now", "backoff_left_ms=%" PRId64,
                     (end - clock_now_us()) / 1000);
             return;
         }
@@ -622,7 +622,7 @@ static void *run(void *arg)
         s->status.last_attempt_us = clock_now_us();
         if (rc == PERMITD_OK) {
             if (s->status.failing)
-                log_msg(LOG_INFO, "sync recovered", "policies=%zu", res.policies);
+                log_msg(LOG_LEVEL_INFO, "sync recovered", "policies=%zu", res.policies);
             s->status.failing = 0;
             s->status.ever_succeeded = 1;
             s->status.last_success_us = s->status.last_attempt_us;
@@ -645,7 +645,7 @@ static void *run(void *arg)
                 wait_ms = cap;
             s->status.failing = 1;
             snprintf(s->status.last_error, sizeof(s->status.last_error), "%s", err.message);
-            log_msg(LOG_WARN, "sync failed", "error=\"%s\" retry_in_ms=%" PRId64,
+            log_msg(LOG_LEVEL_WARN, "sync failed", "error=\"%s\" retry_in_ms=%" PRId64,
                     err.message, wait_ms);
         }
         pthread_mutex_unlock(&s->lock);

@@ -15,7 +15,7 @@
 #include "core/log.h"
 
 /* Set once in main() before threads start; read-only afterwards. */
-static enum log_level threshold = LOG_INFO;
+static enum log_level threshold = LOG_LEVEL_INFO;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 

@@ -7,7 +7,8 @@
 #ifndef PERMITD_LOG_H
 #define PERMITD_LOG_H
 
-enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+/* LOG_LEVEL_*, not LOG_*: <syslog.h> defines LOG_DEBUG, LOG_INFO, ... */
+enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
 
 /* Sets the threshold once at start-up, before any thread starts. */
 void log_set_level(enum log_level level);
@@ -15,7 +16,7 @@ void log_set_level(enum log_level level);
 int log_level_parse(const char *s, enum log_level *out);
 
 /* msg is a fixed text (quoted as is); fmt, when not NULL, adds key=value
- * pairs, e.g. log_msg(LOG_WARN, "redis unreachable", "addr=%s", addr). */
+ * pairs, e.g. log_msg(LOG_LEVEL_WARN, "redis unreachable", "addr=%s", addr). */
 void log_msg(enum log_level level, const char *msg, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

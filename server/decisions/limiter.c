@@ -257,7 +257,7 @@ static int script_error(const struct limiter *l, const long long *out,
          * its size). Left as it is for the operator; the client sees an
          * internal error, as for any fault of the server's side. */
         policy_redis_key(key, l->cfg->redis_prefix, req->bucket, POLICY_KEY_BUCKET, req->key);
-        log_msg(LOG_WARN, "bucket state is not permitd's; left as it is",
+        log_msg(LOG_LEVEL_WARN, "bucket state is not permitd's; left as it is",
                 "key=\"%s\" bytes=%lld expected=16", key, out[2]);
         return permitd_error_set(err, PERMITD_EINTERNAL,
                                  "bucket state of policy \"%s\" key \"%s\" in redis is not "

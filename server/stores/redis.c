@@ -217,7 +217,7 @@ int redis_conn_down(struct redis *r, struct redis_conn *c, struct permitd_error 
     c->backoff_ms = c->backoff_ms == 0 ? BACKOFF_MIN_MS
                   : (c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2);
     c->retry_at_us = clock_now_us() + (int64_t)c->backoff_ms * 1000;
-    log_msg(LOG_WARN, "redis connect failed", "addr=%s error=\"%s\" retry_in_ms=%d",
+    log_msg(LOG_LEVEL_WARN, "redis connect failed", "addr=%s error=\"%s\" retry_in_ms=%d",
             r->where, c->last_error, c->backoff_ms);
     atomic_fetch_add(&r->errors, 1);
     return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
@@ -240,7 +240,7 @@ void redis_conn_drop(struct redis *r, struct redis_conn *c)
 void redis_conn_up(struct redis *r, struct redis_conn *c)
 {
     if (c->backoff_ms != 0)
-        log_msg(LOG_INFO, "redis reconnected", "addr=%s", r->where);
+        log_msg(LOG_LEVEL_INFO, "redis reconnected", "addr=%s", r->where);
     c->backoff_ms = 0;
     c->retry_at_us = 0;
 }
@@ -408,7 +408,7 @@ static int call(struct redis *r, int argc, const char **argv, const size_t *lens
             redis_error_noscript(rep->str)) {
             freeReplyObject(rep);
             rep = NULL;
-            log_msg(LOG_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
+            log_msg(LOG_LEVEL_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
             if (handshake(r, c) != 0) {
                 rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
                                        r->where, c->last_error);
@@ -613,7 +613,7 @@ again:
                    script_numbers(rep, calls[i].out, calls[i].nout) == 0) {
             calls[i].rc = PERMITD_OK;
         } else {
-            log_msg(LOG_WARN, "script call failed", "script=%s error=\"%.200s\"",
+            log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
                     redis_script_files[script],
                     rep->type == REDIS_REPLY_ERROR ? rep->str : redis_reply_kind(rep->type));
             calls[i].rc = PERMITD_EINTERNAL;
@@ -627,7 +627,7 @@ again:
             redis_conn_close(c);
             return rc;
         }
-        log_msg(LOG_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
+        log_msg(LOG_LEVEL_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
         reloaded = 1;
         goto again;
     }

@@ -414,14 +414,14 @@ static int pipe_reply(struct redis_pipe *p, const struct pipe_reply *rep)
     } else if (rep->type == REDIS_REPLY_ERROR &&
                redis_error_status(rep->str) == PERMITD_EUNAVAILABLE) {
         if (!p->unserving)
-            log_msg(LOG_WARN, "redis cannot serve now", "addr=%s error=\"%.200s\"",
+            log_msg(LOG_LEVEL_WARN, "redis cannot serve now", "addr=%s error=\"%.200s\"",
                     p->r->where, rep->str);
         p->unserving = 1;
         c->rc = PERMITD_EUNAVAILABLE;
     } else if (rep->numbers) {
         c->rc = PERMITD_OK;     /* they are in c->out already */
     } else {
-        log_msg(LOG_WARN, "script call failed", "script=%s error=\"%.200s\"",
+        log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
                 redis_script_files[p->script],
                 rep->type == REDIS_REPLY_ERROR ? rep->str : redis_reply_kind(rep->type));
         c->rc = PERMITD_EINTERNAL;
@@ -457,7 +457,7 @@ static int pipe_round_over(struct redis_pipe *p, struct permitd_error *err)
     if (p->reloaded)
         return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s refused "
                                               "the script just loaded", p->r->where), err);
-    log_msg(LOG_WARN, "redis lost its scripts; reloading", "addr=%s", p->r->where);
+    log_msg(LOG_LEVEL_WARN, "redis lost its scripts; reloading", "addr=%s", p->r->where);
     p->reloaded = p->load = 1;
     if (pipe_queue(p) != 0)
         return pipe_fail(p, permitd_error_set(err, PERMITD_EINTERNAL, "out of memory"), err);
@@ -478,7 +478,7 @@ int redis_pipe_io(struct redis_pipe *p, uint32_t revents, struct permitd_error *
         /* An idle connection is readable only when Redis closed it (a
          * restart) or sent what nobody asked for: drop it either way. */
         if (revents != 0) {
-            log_msg(LOG_DEBUG, "redis pipe connection dropped while idle", "addr=%s", p->r->where);
+            log_msg(LOG_LEVEL_DEBUG, "redis pipe connection dropped while idle", "addr=%s", p->r->where);
             redis_conn_close(&p->c);
         }
         return 0;

@@ -98,7 +98,7 @@ static void *resolver_main(void *arg)
             for (int i = 0; same && i < n; i++)
                 same = strcmp(addrs[i], rs->addrs[i]) == 0;
             if (!same) {
-                log_msg(rs->naddrs ? LOG_INFO : LOG_DEBUG, "redis host resolved",
+                log_msg(rs->naddrs ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG, "redis host resolved",
                         "host=%s addr=%s addresses=%d previous=%s", rs->host, addrs[0], n,
                         rs->naddrs ? rs->addrs[rs->cur] : "none");
                 memcpy(rs->addrs, addrs, sizeof(addrs[0]) * (size_t)n);
@@ -107,7 +107,7 @@ static void *resolver_main(void *arg)
             }
             rs->error[0] = '\0';
         } else {
-            log_msg(LOG_WARN, "redis host lookup failed", "host=%s error=\"%s\" keeping=%s",
+            log_msg(LOG_LEVEL_WARN, "redis host lookup failed", "host=%s error=\"%s\" keeping=%s",
                     rs->host, error, rs->naddrs ? rs->addrs[rs->cur] : "none");
             memcpy(rs->error, error, sizeof(error));
         }
@@ -167,7 +167,7 @@ int resolver_new(const char *host, int wait_ms, struct resolver **out, struct pe
             break;
     }
     if (rs->answers == 0)
-        log_msg(LOG_WARN, "redis host lookup is slow; serving meanwhile", "host=%s waited_ms=%d",
+        log_msg(LOG_LEVEL_WARN, "redis host lookup is slow; serving meanwhile", "host=%s waited_ms=%d",
                 host, wait_ms);
     pthread_mutex_unlock(&rs->lock);
     *out = rs;

@@ -478,12 +478,12 @@ static void answer(struct http_server *s, struct http_request *req,
             path[i] = (c < 0x20 || c == 0x7f || c == '"' || c == '\\') ? '?' : (char)c;
         }
         path[i] = '\0';
-        log_msg(LOG_INFO, "request", "listener=%s method=%.16s path=\"%s\" status=%d bytes=%zu us=%lld",
+        log_msg(LOG_LEVEL_INFO, "request", "listener=%s method=%.16s path=\"%s\" status=%d bytes=%zu us=%lld",
                 s->name, req->method, path, resp->status, resp->body_len,
                 (long long)(clock_now_us() - req->started_us));
     }
     if (send_response(req->conn, resp) != MHD_YES)
-        log_msg(LOG_WARN, "could not queue response", "listener=%s path=\"%.100s\"",
+        log_msg(LOG_LEVEL_WARN, "could not queue response", "listener=%s path=\"%.100s\"",
                 s->name, req->path);
 }
 
@@ -843,7 +843,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     for (char *c = buf; *c; c++)
         if (*c == '"')
             *c = '\'';
-    log_msg(LOG_DEBUG, "libmicrohttpd", "listener=%s detail=\"%s\"", (const char *)cls, buf);
+    log_msg(LOG_LEVEL_DEBUG, "libmicrohttpd", "listener=%s detail=\"%s\"", (const char *)cls, buf);
 }
 
 /* The listening sockets are made here, not by libmicrohttpd, so any address
