@@ -28,19 +28,35 @@ class Http:
 
     def __init__(self, port):
         self.port = port
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.conn = self._connect()
+
+    def _connect(self):
+        """The connection this client sends on (a subclass may choose, say,
+        its local address); http.client opens it again, before sending
+        anything, once the server or request() has closed it."""
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
 
     def request(self, method, path, body=None, headers=None):
+        """Sends one request and returns its Reply. A request is sent once,
+        never again on its own: when the connection fails at any point (the
+        server closed it while it was idle, or after an error reply without
+        saying so, or before answering), this raises ConnectionError naming
+        the request and the cause, and drops the connection. A re-send would
+        hide a request the server acted on but did not answer (a double take
+        reported as one success). The next request on this Http, which the
+        test chose to send, goes out on a new connection; so does one after
+        a reply that said Connection: close (http.client reconnects before
+        sending anything)."""
         try:
             self.conn.request(method, path, body=body, headers=headers or {})
             r = self.conn.getresponse()
-        except (http.client.HTTPException, OSError):
-            # The server may close a connection after an error reply.
+            return Reply(r.status, r.getheaders(), r.read())
+        except (http.client.HTTPException, OSError) as e:
             self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-            self.conn.request(method, path, body=body, headers=headers or {})
-            r = self.conn.getresponse()
-        return Reply(r.status, r.getheaders(), r.read())
+            raise ConnectionError(
+                "%s %s on 127.0.0.1:%d failed: %s: %s (harness.Http does not send a "
+                "request again; a test that expects the server to close the connection "
+                "opens a new one)" % (method, path, self.port, type(e).__name__, e)) from e
 
     def rpc_json(self, method, msg, headers=None, service="permit.v1.RateLimitService"):
         h = {"Content-Type": "application/json"}

@@ -5,6 +5,7 @@ test fails."""
 import http.client
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,8 @@ class Permitd:
         # Every permitd also opens its admin listener: give it a free port
         # unless the test chose one.
         self.admin_port = free_port()
-        admin = [] if "--admin-listen" in args else ["--admin-listen", "127.0.0.1:%d" % self.admin_port]
+        self.own_admin = "--admin-listen" not in args
+        admin = ["--admin-listen", "127.0.0.1:%d" % self.admin_port] if self.own_admin else []
         # The production default (50 ms) is about latency; tests are about
         # behaviour on a shared, noisy machine, so they wait longer unless
         # they test the timeout itself.
@@ -47,22 +49,41 @@ class Permitd:
         self.wait_healthy()
 
     def wait_healthy(self, timeout=15):
+        """Returns once the API listener answers /healthz and the admin
+        listener (when the harness chose its port) takes connections:
+        permitd opens the admin listener after the API one, and a test's
+        first admin request must not race it (harness.Http sends a request
+        once: a refused connection is an error, not a reason to try again)."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("permitd exited with %s:\n%s" % (self.proc.returncode, self.output()))
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
-                try:
-                    c.request("GET", "/healthz")
-                    if c.getresponse().status == 200:
-                        return
-                finally:
-                    c.close()
-            except OSError:
-                pass
+            if self._api_healthy() and (not self.own_admin or self._accepts(self.admin_port)):
+                return
             time.sleep(0.05)
-        raise RuntimeError("permitd did not become healthy:\n" + self.output())
+        raise RuntimeError("permitd did not become healthy (API port %d, admin port %d):\n%s"
+                           % (self.port, self.admin_port, self.output()))
+
+    def _api_healthy(self):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+            try:
+                c.request("GET", "/healthz")
+                return c.getresponse().status == 200
+            finally:
+                c.close()
+        except OSError:
+            return False
+
+    @staticmethod
+    def _accepts(port):
+        """Whether a TCP connection to 127.0.0.1:port is accepted (whatever
+        the listener speaks: plain HTTP or TLS)."""
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
 
     def output(self):
         with open(self.log.name, errors="replace") as f:
