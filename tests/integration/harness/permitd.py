@@ -25,6 +25,11 @@ def _binary():
 class Permitd:
     """One permitd process on a free port. Use as a context manager."""
 
+    # Whether the harness chose the admin listener's port (and so waits for
+    # it): set at start; a subclass that builds its own argv leaves it off.
+    own_admin = False
+    admin_port = None
+
     def __init__(self, redis_url=None, prefix="permitd:", args=(), env=None, port=None):
         self.port = port or free_port()
         self.redis_url = redis_url or stack_env()["PERMITD_TEST_REDIS_URL"]
@@ -61,7 +66,7 @@ class Permitd:
             if self._api_healthy() and (not self.own_admin or self._accepts(self.admin_port)):
                 return
             time.sleep(0.05)
-        raise RuntimeError("permitd did not become healthy (API port %d, admin port %d):\n%s"
+        raise RuntimeError("permitd did not become healthy (API port %s, admin port %s):\n%s"
                            % (self.port, self.admin_port, self.output()))
 
     def _api_healthy(self):
