@@ -81,22 +81,10 @@ class SourceHttp(Http):
     def __init__(self, port, source):
         self.source = source
         super().__init__(port)
-        self.conn = self._connect()
 
     def _connect(self):
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30,
                                           source_address=(self.source, 0))
-
-    def request(self, method, path, body=None, headers=None):
-        try:
-            self.conn.request(method, path, body=body, headers=headers or {})
-            r = self.conn.getresponse()
-        except (http.client.HTTPException, OSError):
-            self.conn.close()
-            self.conn = self._connect()
-            self.conn.request(method, path, body=body, headers=headers or {})
-            r = self.conn.getresponse()
-        return harness.Reply(r.status, r.getheaders(), r.read())
 
 
 class AdminClient:

@@ -1,0 +1,33 @@
+"""Shared plumbing for permitd's integration tests, one module per concern.
+
+Everything here talks to real processes: the redis-server the `stack`
+fixture started (tests/stack/stack.sh, address in $PERMITD_STACK_DIR/env),
+private redis-servers for tests that kill or stop Redis, and permitd
+binaries started on free ports. No mocks.
+
+  stack      where things are, the stack's env, free ports, unique names,
+             wait_for, main
+  redis      a minimal RESP client, private redis-servers, the key layout
+  permitd    one permitd process: start, wait for /healthz, stop, logs
+  http       keep-alive HTTP/1.1 client with Connect helpers, chunked and
+             raw-socket POSTs, decisions, hammer
+  proto      protobuf binary encode/decode for the permit.v1 messages
+  asserts    unittest assertions on Connect replies
+  mariadb    the stock mariadb client, private mariadbds
+
+This file re-exports every name the tests use, so `import harness` and
+`from harness import ...` read as they did when the harness was one file.
+PERMITD_BIN is read from here at each Permitd start, so patching
+harness.PERMITD_BIN points every Permitd at another binary.
+"""
+from .stack import (PERMITD_BIN, SOURCE_DIR, STACK_DIR, free_port, main, stack_env,  # noqa: F401
+                    unique, wait_for)
+from .redis import (STATE, PrivateRedis, Redis, RedisError, hash_tag, put_policy,  # noqa: F401
+                    read_state, state_key, write_state)
+from .http import (Http, Reply, chunked_post, content_type, decision, error_code, gz,  # noqa: F401
+                   hammer, parse_http_response, raw_chunked_post)
+from .proto import ACQUIRE_RESPONSE, PEEK_RESPONSE, pb_decode, pb_encode, pb_named  # noqa: F401
+from .asserts import ConnectAssertions  # noqa: F401
+from .mariadb import (MysqlError, PrivateMariaDB, migrate_with_client, mysql,  # noqa: F401
+                    mysql_url_parts)
+from .permitd import Permitd  # noqa: F401
