@@ -71,6 +71,10 @@ class BarePermitd(Permitd):
 
     def __init__(self, port, args=(), env=None):
         self.port = port
+        # The admin listener on a free port unless the test names one: its
+        # default (8081) may be held by anything else on the machine.
+        if "--admin-listen" not in args and "PERMITD_ADMIN_LISTEN" not in (env or {}):
+            env = dict(env or {}, PERMITD_ADMIN_LISTEN="127.0.0.1:%d" % free_port())
         self.log = tempfile.NamedTemporaryFile(prefix="permitd-", suffix=".log", delete=False)
         self.argv = [PERMITD_BIN] + list(args)
         self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
