@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "decisions/api.h"
+#include "decisions/api_internal.h"
 #include "core/clock.h"
 #include "transport/connect.h"
 #include "permit/v1/ratelimit.pb-c.h"
@@ -84,8 +85,8 @@ static void policy_header(struct http_response *resp, const char *header, const 
 }
 
 /* Written by hand rather than through printf: every decision carries them. */
-static void ratelimit_headers(struct http_response *resp, const char *policy,
-                              const struct limiter_result *r)
+void api_ratelimit_headers(struct http_response *resp, const char *policy,
+                           const struct limiter_result *r)
 {
     policy_header(resp, "RateLimit-Policy", policy, "\";q=", r->limit, ";w=", r->window_s);
     policy_header(resp, "RateLimit", policy, "\";r=", r->remaining, ";t=",
@@ -98,8 +99,7 @@ static void ratelimit_headers(struct http_response *resp, const char *policy,
     }
 }
 
-/* An AcquireResponse (initialised here) for a decision. */
-static void decision_message(Permit__V1__AcquireResponse *m, const struct limiter_result *r)
+void api_decision_message(Permit__V1__AcquireResponse *m, const struct limiter_result *r)
 {
     permit__v1__acquire_response__init(m);
     m->allowed = r->allowed;
@@ -107,6 +107,53 @@ static void decision_message(Permit__V1__AcquireResponse *m, const struct limite
     m->limit = r->limit;
     m->retry_after_ms = r->retry_after_ms;
     m->reset_after_ms = r->reset_after_ms;
+}
+
+void api_peek_message(Permit__V1__PeekResponse *m, const struct limiter_result *r)
+{
+    permit__v1__peek_response__init(m);
+    m->remaining = r->remaining;
+    m->limit = r->limit;
+    m->reset_after_ms = r->reset_after_ms;
+}
+
+void api_batch_item(Permit__V1__AcquireBatchResult *item, Permit__V1__AcquireResponse *answer,
+                    Permit__V1__BatchError *error, const struct limiter_result *r,
+                    const struct permitd_error *err)
+{
+    permit__v1__acquire_batch_result__init(item);
+    if (err->code != PERMITD_OK) {
+        permit__v1__batch_error__init(error);
+        error->code = (char *)connect_code_name(err->code);
+        error->message = (char *)err->message;
+        item->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
+        item->error = error;
+    } else {
+        api_decision_message(answer, r);
+        item->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_RESPONSE;
+        item->response = answer;
+    }
+}
+
+struct limiter_request api_acquire_request(const Permit__V1__AcquireRequest *rq)
+{
+    return (struct limiter_request){rq->bucket, rq->app, rq->key, rq->permits};
+}
+
+/* Permits are not a Peek's: 0 passes limiter_check(), and the script looks
+ * for one. */
+struct limiter_request api_peek_request(const Permit__V1__PeekRequest *rq)
+{
+    return (struct limiter_request){rq->bucket, rq->app, rq->key, 0};
+}
+
+void api_always_fields(const ProtobufCFieldDescriptor *always[3])
+{
+    always[0] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__acquire_response__descriptor, "allowed");
+    always[1] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__acquire_response__descriptor, "remaining");
+    always[2] = NULL;
 }
 
 /* Counts an Acquire's (or a batch item's) error for /metrics, under its
@@ -173,9 +220,7 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
         Permit__V1__PeekResponse rs;
         permit__v1__peek_response__init(&rs);
         if (rc == PERMITD_OK) {
-            rs.remaining = r->remaining;
-            rs.limit = r->limit;
-            rs.reset_after_ms = r->reset_after_ms;
+            api_peek_message(&rs, r);
             rc = connect_reply(p->http, p->codec, &rs.base, NULL, &resp, &e);
         }
         deferred_answer(p->http, rc, &resp, &e);
@@ -190,10 +235,10 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     }
     if (rc == PERMITD_OK) {
         Permit__V1__AcquireResponse rs;
-        decision_message(&rs, r);
+        api_decision_message(&rs, r);
         rc = connect_reply(p->http, p->codec, &rs.base, p->a->always, &resp, &e);
         if (rc == PERMITD_OK)
-            ratelimit_headers(&resp, p->bucket, r);
+            api_ratelimit_headers(&resp, p->bucket, r);
     }
     deferred_answer(p->http, rc, &resp, &e);
 }
@@ -237,19 +282,15 @@ static int defer_decision(struct api *a, struct connect_call *call, int peek,
 static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *in,
                    ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
-    const Permit__V1__AcquireRequest *rq = (const Permit__V1__AcquireRequest *)in;
-    struct limiter_request lr = {rq->bucket, rq->app, rq->key, rq->permits};
+    struct limiter_request lr = api_acquire_request((const Permit__V1__AcquireRequest *)in);
 
     return defer_decision(ud, call, 0, &lr, err);
 }
 
-/* Permits are not a Peek's: 0 passes limiter_check(), and the script looks
- * for one. */
 static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
                 ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
-    const Permit__V1__PeekRequest *rq = (const Permit__V1__PeekRequest *)in;
-    struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0};
+    struct limiter_request lr = api_peek_request((const Permit__V1__PeekRequest *)in);
 
     return defer_decision(ud, call, 1, &lr, err);
 }
@@ -282,24 +323,13 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
 
     http_response_init(&resp);
     for (size_t i = 0; rc == PERMITD_OK && i < p->n; i++) {
-        Permit__V1__AcquireBatchResult *r = &p->results[i];
-        permit__v1__acquire_batch_result__init(r);
-        if (p->errs[i].code != PERMITD_OK) {
-            Permit__V1__BatchError *be = &p->batch_errors[i];
+        api_batch_item(&p->results[i], &p->answers[i], &p->batch_errors[i], &p->res[i],
+                       &p->errs[i]);
+        if (p->errs[i].code != PERMITD_OK)
             count_error(a, p->reqs[i].bucket, p->errs[i].code);
-            permit__v1__batch_error__init(be);
-            be->code = (char *)connect_code_name(p->errs[i].code);
-            be->message = p->errs[i].message;
-            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
-            r->error = be;
-        } else {
-            decision_message(&p->answers[i], &p->res[i]);
-            r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_RESPONSE;
-            r->response = &p->answers[i];
-            if (a->stats != NULL)
-                stats_record(a->stats, p->reqs[i].bucket, p->res[i].allowed);
-        }
-        p->result_ptrs[i] = r;
+        else if (a->stats != NULL)
+            stats_record(a->stats, p->reqs[i].bucket, p->res[i].allowed);
+        p->result_ptrs[i] = &p->results[i];
     }
     if (rc == PERMITD_OK) {
         rs.results = p->result_ptrs;
@@ -394,11 +424,7 @@ int api_new(const struct config *cfg, struct limiter *limiter, struct stats *sta
     a->limiter = limiter;
     a->stats = stats;
     a->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
-    a->always[0] = protobuf_c_message_descriptor_get_field_by_name(
-        &permit__v1__acquire_response__descriptor, "allowed");
-    a->always[1] = protobuf_c_message_descriptor_get_field_by_name(
-        &permit__v1__acquire_response__descriptor, "remaining");
-    a->always[2] = NULL;
+    api_always_fields(a->always);
     *out = a;
     return PERMITD_OK;
 }

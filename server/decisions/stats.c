@@ -98,8 +98,12 @@ static struct slot *find(struct stats *s, const char *policy, int create)
 
 void stats_record(struct stats *s, const char *policy, int allowed)
 {
+    stats_record_at(s, policy, allowed, (int64_t)time(NULL));
+}
+
+void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now)
+{
     struct slot *sl = find(s, policy, 1);
-    int64_t now = (int64_t)time(NULL);
     struct second *sec;
     int64_t stamp;
 
@@ -122,12 +126,17 @@ void stats_record(struct stats *s, const char *policy, int allowed)
 size_t stats_series(struct stats *s, const char *policy, size_t seconds, int64_t *end_unix,
                     int64_t *allowed, int64_t *denied)
 {
+    *end_unix = (int64_t)time(NULL);
+    return stats_series_at(s, policy, seconds, *end_unix, allowed, denied);
+}
+
+size_t stats_series_at(struct stats *s, const char *policy, size_t seconds, int64_t now,
+                       int64_t *allowed, int64_t *denied)
+{
     struct slot *sl = find(s, policy, 0);
-    int64_t now = (int64_t)time(NULL);
 
     if (seconds > STATS_SECONDS)
         seconds = STATS_SECONDS;
-    *end_unix = now;
     for (size_t i = 0; i < seconds; i++) {
         int64_t t = now - (int64_t)(seconds - 1 - i);
         allowed[i] = denied[i] = 0;

@@ -22,6 +22,11 @@ void stats_free(struct stats *s);
  * policy that finds no free slot among the tracked ones is not counted. */
 void stats_record(struct stats *s, const char *policy, int allowed);
 
+/* stats_record() as of the Unix second now, which stats_record() reads
+ * from time(NULL): for a caller that drives the clock itself (the unit
+ * test rolls the ring this way). */
+void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now);
+
 /* Counts an Acquire that ended in an error (code: PERMITD_E*) under its
  * policy when that is a real one: real says the caller knows it is (Redis
  * or MySQL answered for it); otherwise only a policy this table tracks
@@ -40,5 +45,10 @@ void stats_prometheus(struct stats *s, FILE *out);
  * *end_unix (the current second), oldest first. Returns seconds. */
 size_t stats_series(struct stats *s, const char *policy, size_t seconds, int64_t *end_unix,
                     int64_t *allowed, int64_t *denied);
+
+/* stats_series() ending at the Unix second now instead of the current one
+ * (stats_series() passes time(NULL) and hands it back in *end_unix). */
+size_t stats_series_at(struct stats *s, const char *policy, size_t seconds, int64_t now,
+                       int64_t *allowed, int64_t *denied);
 
 #endif
