@@ -34,7 +34,8 @@ struct api {
 
 static int64_t ceil_div(int64_t a, int64_t b)
 {
-    return a <= 0 ? 0 : (a + b - 1) / b;
+    /* Not (a + b - 1) / b: that overflows for a near INT64_MAX. */
+    return a <= 0 ? 0 : a / b + (a % b != 0);
 }
 
 /* A header value under construction (ratelimit_headers()). Every piece

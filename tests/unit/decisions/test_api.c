@@ -135,8 +135,9 @@ static void test_api_headers_round_up(void)
 static void test_api_headers_widest(void)
 {
     char name[129], want[256];
-    /* The milliseconds as large as rounding up can take without overflow. */
-    const int64_t ms = INT64_MAX - 1000;
+    /* The largest milliseconds there are: rounding them up to seconds must
+     * not overflow (it did, as (a + b - 1) / b: UBSan stopped the test). */
+    const int64_t ms = INT64_MAX;
     struct limiter_result r = {0, INT64_MAX, INT64_MAX, ms, ms, INT64_MAX, 0};
     struct http_response resp;
     int n;
@@ -149,9 +150,9 @@ static void test_api_headers_widest(void)
              (long long)INT64_MAX);
     CHECK_STR(header(&resp, "RateLimit-Policy", &n), want);
     snprintf(want, sizeof(want), "\"%s\";r=%lld;t=%lld", name, (long long)INT64_MAX,
-             (long long)(INT64_MAX / 1000));
+             (long long)(INT64_MAX / 1000 + 1));
     CHECK_STR(header(&resp, "RateLimit", &n), want);
-    snprintf(want, sizeof(want), "%lld", (long long)(INT64_MAX / 1000));
+    snprintf(want, sizeof(want), "%lld", (long long)(INT64_MAX / 1000 + 1));
     CHECK_STR(header(&resp, "Retry-After", &n), want);
 
     /* Negative numbers keep their sign (digits written by hand). */
