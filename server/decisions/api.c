@@ -288,7 +288,7 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
             Permit__V1__BatchError *be = &p->batch_errors[i];
             count_error(a, p->reqs[i].bucket, p->errs[i].code);
             permit__v1__batch_error__init(be);
-            be->code = (char *)connect_code_name(p->errs[i].code);
+            be->code = (char *)permitd_status_name(p->errs[i].code);
             be->message = p->errs[i].message;
             r->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
             r->error = be;

@@ -23,46 +23,37 @@
 #include "transport/json.h"
 #include "core/utf8.h"
 
-/* Code names and HTTP statuses, indexed by -code (server/core/status.h). */
-static const struct {
-    const char *name;
-    int http;
-} codes[] = {
-    {"ok", 200},
-    {"canceled", 499},
-    {"unknown", 500},
-    {"invalid_argument", 400},
-    {"deadline_exceeded", 504},
-    {"not_found", 404},
-    {"already_exists", 409},
-    {"permission_denied", 403},
-    {"resource_exhausted", 429},
-    {"failed_precondition", 400},
-    {"aborted", 409},
-    {"out_of_range", 400},
-    {"unimplemented", 501},
-    {"internal", 500},
-    {"unavailable", 503},
-    {"data_loss", 500},
-    {"unauthenticated", 401},
+/* HTTP statuses, indexed by -code (server/core/status.h); the code's name
+ * is permitd_status_name()'s. */
+static const int http_statuses[PERMITD_STATUS_COUNT] = {
+    200,    /* ok */
+    499,    /* canceled */
+    500,    /* unknown */
+    400,    /* invalid_argument */
+    504,    /* deadline_exceeded */
+    404,    /* not_found */
+    409,    /* already_exists */
+    403,    /* permission_denied */
+    429,    /* resource_exhausted */
+    400,    /* failed_precondition */
+    409,    /* aborted */
+    400,    /* out_of_range */
+    501,    /* unimplemented */
+    500,    /* internal */
+    503,    /* unavailable */
+    500,    /* data_loss */
+    401,    /* unauthenticated */
 };
-
-#define NCODES ((int)(sizeof(codes) / sizeof(codes[0])))
-
-const char *connect_code_name(int code)
-{
-    return code <= 0 && -code < NCODES ? codes[-code].name : "unknown";
-}
 
 int connect_http_status(int code)
 {
-    return code <= 0 && -code < NCODES ? codes[-code].http : 500;
+    return code <= 0 && -code < PERMITD_STATUS_COUNT ? http_statuses[-code] : 500;
 }
 
 void connect_error_reply(struct http_response *resp, const struct permitd_error *err)
 {
     size_t len = 0;
-    char *body = json_encode_error(connect_code_name(err->code), err->message, &len);
+    char *body = json_encode_error(permitd_status_name(err->code), err->message, &len);
 
     resp->status = connect_http_status(err->code);
     resp->content_type = "application/json";

@@ -86,9 +86,9 @@ int connect_reply(const struct http_request *req, enum connect_codec codec,
  * mapping, Content-Type application/json, {"code":"...","message":"..."}. */
 void connect_error_reply(struct http_response *resp, const struct permitd_error *err);
 
-/* "invalid_argument" for PERMITD_EINVAL, ...; "unknown" for anything else. */
-const char *connect_code_name(int code);
-/* The HTTP status Connect maps code to (400 for PERMITD_EINVAL, ...). */
+/* The HTTP status Connect maps code to (400 for PERMITD_EINVAL, ...; 500
+ * for a value that is no PERMITD_* code). The code's name in the body is
+ * permitd_status_name()'s (core/status.h). */
 int connect_http_status(int code);
 
 /* Parses a Content-Type: "application/proto" or "application/json", with
