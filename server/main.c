@@ -198,7 +198,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "permitd: --tls-priorities (PERMITD_TLS_PRIORITIES): %s\n", err.message);
         return 2;
     }
-    log_level_parse(cfg.log_level, &level);
+    log_level_parse(cfg.log_level, &level, NULL);   /* config_load() checked it */
     log_set_level(level);
     if (sub && strcmp(argv[1], "migrate") == 0)
         return migrate_main(&cfg, argc - 1, argv + 1);

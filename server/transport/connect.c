@@ -88,12 +88,14 @@ static void http_error(struct http_response *resp, int http_status, int code,
     resp->status = http_status;
 }
 
-int connect_parse_content_type(const char *ct, enum connect_codec *codec)
+int connect_parse_content_type(const char *ct, enum connect_codec *codec,
+                               struct permitd_error *err)
 {
+    const char *value = ct != NULL ? ct : "";
     size_t n;
 
     if (ct == NULL)
-        return -1;
+        goto bad;
     while (*ct == ' ')
         ct++;
     n = strcspn(ct, "; ");
@@ -102,7 +104,7 @@ int connect_parse_content_type(const char *ct, enum connect_codec *codec)
     else if (n == 16 && strncasecmp(ct, "application/json", n) == 0)
         *codec = CONNECT_CODEC_JSON;
     else
-        return -1;
+        goto bad;
     /* Parameters: only charset=utf-8 (any case, optionally quoted). */
     for (const char *p = ct + n; *p != '\0';) {
         while (*p == ' ' || *p == ';')
@@ -114,10 +116,14 @@ int connect_parse_content_type(const char *ct, enum connect_codec *codec)
             len--;
         if (!(len == 13 && strncasecmp(p, "charset=utf-8", 13) == 0) &&
             !(len == 15 && strncasecmp(p, "charset=\"utf-8\"", 15) == 0))
-            return -1;
+            goto bad;
         p += strcspn(p, ";");
     }
-    return 0;
+    return PERMITD_OK;
+bad:
+    return permitd_error_set(err, PERMITD_EINVAL,
+                             "Content-Type \"%.64s\" is not supported: use application/proto or "
+                             "application/json", value);
 }
 
 int connect_parse_timeout(const char *value, int64_t *ms, struct permitd_error *err)
@@ -466,10 +472,8 @@ int connect_serve(const struct connect_method *methods, void *ud,
         compression = http_request_query(req, "compression");
     } else {
         hdr = http_request_header(req, "Content-Type");
-        if (connect_parse_content_type(hdr, &call.codec) != 0) {
-            http_error(resp, 415, PERMITD_EINTERNAL,
-                       "Content-Type \"%.64s\" is not supported: use application/proto or "
-                       "application/json", hdr ? hdr : "");
+        if (connect_parse_content_type(hdr, &call.codec, &err) != PERMITD_OK) {
+            http_error(resp, 415, PERMITD_EINTERNAL, "%s", err.message);
             http_response_header(resp, "Accept-Post", "application/json, application/proto");
             return 1;
         }

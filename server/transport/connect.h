@@ -92,8 +92,10 @@ void connect_error_reply(struct http_response *resp, const struct permitd_error 
 int connect_http_status(int code);
 
 /* Parses a Content-Type: "application/proto" or "application/json", with
- * an optional "; charset=utf-8". Returns 0 and *codec, or -1. */
-int connect_parse_content_type(const char *ct, enum connect_codec *codec);
+ * an optional "; charset=utf-8". PERMITD_OK and *codec, or PERMITD_EINVAL
+ * with err naming the value (ct may be NULL: no Content-Type). */
+int connect_parse_content_type(const char *ct, enum connect_codec *codec,
+                               struct permitd_error *err);
 
 /* Parses Connect-Timeout-Ms: a positive integer of 1 to 10 ASCII digits
  * (the Connect spec). 0 and *ms, or PERMITD_EINVAL naming the header and
