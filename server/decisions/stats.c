@@ -49,9 +49,13 @@ struct stats {
     _Atomic uint64_t hist_sum_us;
 };
 
-struct stats *stats_new(void)
+int stats_new(struct stats **out, struct permitd_error *err)
 {
-    return calloc(1, sizeof(struct stats));
+    if ((*out = calloc(1, sizeof(struct stats))) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "stats: out of memory for the %zu-byte counter table",
+                                 sizeof(struct stats));
+    return PERMITD_OK;
 }
 
 void stats_free(struct stats *s)

@@ -1,0 +1,52 @@
+"""The conventions of STYLE.md that a reader relies on, checked on server/.
+
+- Constructors that fail say why: every public *_new / *_start / *_open
+  returns an int status (core/status.h) and takes a struct permitd_error *
+  to fill with what failed, never a bare NULL or -1.
+"""
+import os
+import re
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVER = os.path.join(HERE, "..", "..", "server")
+
+
+def files(suffixes):
+    for root, _, names in os.walk(SERVER):
+        for name in sorted(names):
+            if name.endswith(suffixes):
+                path = os.path.join(root, name)
+                with open(path) as f:
+                    yield os.path.relpath(path, SERVER), f.read()
+
+
+def without_comments(text):
+    return re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+
+
+# A prototype at file level: return type, name, parameters, ';'.
+PROTOTYPE = re.compile(r"^([A-Za-z_][\w \t*]*?)\b(\w+)\s*\(([^;{}()]*)\)\s*;", re.M)
+
+
+class ConventionsTest(unittest.TestCase):
+
+    def test_conventions_constructors_say_why(self):
+        bad, seen = [], 0
+        for path, text in files((".h",)):
+            for m in PROTOTYPE.finditer(without_comments(text)):
+                ret, name, params = " ".join(m.group(1).split()), m.group(2), m.group(3)
+                if not re.search(r"_(new|start|open)$", name):
+                    continue
+                seen += 1
+                last = " ".join(params.split(",")[-1].split())
+                if ret != "int" or not re.fullmatch(r"struct permitd_error \*\s*\w*", last):
+                    bad.append("%s: %s %s(%s)" % (path, ret, name, " ".join(params.split())))
+        self.assertGreater(seen, 10, "the prototype pattern found the constructors")
+        self.assertEqual(bad, [], "constructors return an int status and fill a "
+                                  "struct permitd_error * (last parameter)")
+
+
+if __name__ == "__main__":
+    sys.exit(0 if unittest.main(exit=False, verbosity=2).result.wasSuccessful() else 1)
