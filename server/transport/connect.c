@@ -17,6 +17,7 @@
 
 #include <zlib.h>
 
+#include "core/arena.h"
 #include "core/base64.h"
 #include "core/clock.h"
 #include "transport/connect.h"
@@ -265,37 +266,33 @@ char *connect_call_strdup(struct connect_call *call, const char *s)
  * not fit falls back to malloc and is freed normally. */
 #define ARENA_BYTES 16384
 
-struct arena {
-    size_t used;
+static __thread struct {
+    struct arena a;             /* over buf once the thread's first decode starts */
     _Alignas(max_align_t) char buf[ARENA_BYTES];
-};
+} darena;
 
-static __thread struct arena arena;
-
-static void *arena_alloc(void *ud, size_t n)
+static void *darena_alloc(void *ud, size_t n)
 {
-    struct arena *a = ud;
-    size_t need = (n + 15) & ~(size_t)15;
+    void *p = arena_alloc(ud, n);
 
-    if (need <= ARENA_BYTES - a->used) {
-        void *p = a->buf + a->used;
-        a->used += need;
-        return p;
-    }
-    return malloc(n);
+    return p != NULL ? p : malloc(n);
 }
 
-static void arena_free(void *ud, void *p)
+static void darena_free(void *ud, void *p)
 {
-    struct arena *a = ud;
-
-    if ((char *)p < a->buf || (char *)p >= a->buf + ARENA_BYTES)
+    if (!arena_owns(ud, p))
         free(p);
 }
 
+/* The thread's decode arena, emptied: what the last request decoded into
+ * it is gone. */
 static ProtobufCAllocator arena_allocator(void)
 {
-    ProtobufCAllocator al = {arena_alloc, arena_free, &arena};
+    ProtobufCAllocator al = {darena_alloc, darena_free, &darena.a};
+
+    if (darena.a.buf == NULL)
+        arena_init(&darena.a, darena.buf, sizeof(darena.buf));
+    arena_reset(&darena.a);
     return al;
 }
 
@@ -307,7 +304,6 @@ static int decode(enum connect_codec codec, const ProtobufCMessageDescriptor *de
 {
     ProtobufCAllocator al = arena_allocator();
 
-    arena.used = 0;
     if (codec == CONNECT_CODEC_JSON)
         return json_decode(desc, body, len, 0, &al, msg, err);
     *msg = protobuf_c_message_unpack(desc, &al, len, (const uint8_t *)body);
@@ -522,9 +518,9 @@ done:
         call.blocks = next;
     }
     if (in != NULL) {
-        ProtobufCAllocator al = arena_allocator();
+        ProtobufCAllocator al = {darena_alloc, darena_free, &darena.a};
         protobuf_c_message_free_unpacked(in, &al);
-        arena.used = 0;
+        arena_reset(&darena.a);
     }
     free(inflated);
     free(owned);
