@@ -5,6 +5,10 @@ CMakeLists.txt hands their properties in as arguments).
   flags (PERMITD_CFLAGS), as the top CMakeLists.txt says: every flag of the
   list is among permitd_proto's and permitd_test_proto's compile options,
   save a -Wno-... a target names for what its code cannot satisfy.
+- permitd_core links its libraries PRIVATE: none of their include
+  directories (hiredis's, MariaDB's, ...) reaches the permitd binary's
+  compile line, which links only the core; only the wrappers inside the
+  core see those headers.
 """
 import argparse
 import sys
@@ -33,12 +37,22 @@ class BuildTest(unittest.TestCase):
     def test_build_test_proto_gets_the_warning_flags(self):
         self.check_warnings("permitd_test_proto", ARGS.test_proto)
 
+    def test_build_core_links_its_libraries_private(self):
+        wrapped = set(f.rstrip("/") for f in flags(ARGS.wrapped_includes))
+        self.assertIn("/usr/include/hiredis", wrapped, "the libraries' directories reached the test")
+        got = set(f.rstrip("/") for f in flags(ARGS.permitd_includes))
+        self.assertTrue(any(d.endswith("/server") for d in got), "permitd's directories: %s" % got)
+        self.assertEqual(sorted(wrapped & got), [],
+                         "the permitd binary sees no wrapped library's headers")
+
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--cflags", required=True)
     p.add_argument("--proto", default="")
     p.add_argument("--test-proto", default="")
+    p.add_argument("--wrapped-includes", default="")
+    p.add_argument("--permitd-includes", default="")
     ARGS, rest = p.parse_known_args()
     sys.exit(0 if unittest.main(argv=sys.argv[:1] + rest, exit=False,
                                 verbosity=2).result.wasSuccessful() else 1)
