@@ -78,11 +78,8 @@ static int serve(const struct config *cfg)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-    if ((stats = stats_new()) == NULL) {
-        permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
-        goto out;
-    }
-    if (redis_new(cfg, &redis, &err) != PERMITD_OK ||
+    if (stats_new(&stats, &err) != PERMITD_OK ||
+        redis_new(cfg, &redis, &err) != PERMITD_OK ||
         limiter_new(cfg, redis, &limiter, &err) != PERMITD_OK ||
         api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK)
         goto out;
@@ -198,7 +195,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "permitd: --tls-priorities (PERMITD_TLS_PRIORITIES): %s\n", err.message);
         return 2;
     }
-    log_level_parse(cfg.log_level, &level);
+    log_level_parse(cfg.log_level, &level, NULL);   /* config_load() checked it */
     log_set_level(level);
     if (sub && strcmp(argv[1], "migrate") == 0)
         return migrate_main(&cfg, argc - 1, argv + 1);

@@ -269,10 +269,6 @@ static void write_through(struct admin *a, const struct store_policy *p)
 
 /* ---- PolicyService ---- */
 
-#define HANDLER(fn) \
-    static int fn(void *ud, struct connect_call *call, const ProtobufCMessage *in_, \
-                  ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
-
 /* The rows the sync skips (sync_skipped()), for the policy list's notice:
  * copied into the call's memory. */
 static int skipped_rows(struct admin *a, struct connect_call *call,
@@ -295,7 +291,8 @@ static int skipped_rows(struct admin *a, struct connect_call *call,
     return rc;
 }
 
-HANDLER(list_policies)
+static int list_policies(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                         ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__ListPoliciesRequest *rq = (const void *)in_;
@@ -351,7 +348,8 @@ done:
     return rc;
 }
 
-HANDLER(get_policy)
+static int get_policy(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                      ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__GetPolicyRequest *rq = (const void *)in_;
@@ -404,7 +402,8 @@ static int write_policy(struct admin *a, struct connect_call *call, const Permit
     return *out ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 }
 
-HANDLER(create_policy)
+static int create_policy(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                         ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     const Permit__V1__CreatePolicyRequest *rq = (const void *)in_;
     Permit__V1__CreatePolicyResponse *rs = (void *)out_;
@@ -412,7 +411,8 @@ HANDLER(create_policy)
     return write_policy(ud, call, rq->policy, 1, &rs->policy, err);
 }
 
-HANDLER(update_policy)
+static int update_policy(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                         ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     const Permit__V1__UpdatePolicyRequest *rq = (const void *)in_;
     Permit__V1__UpdatePolicyResponse *rs = (void *)out_;
@@ -420,7 +420,8 @@ HANDLER(update_policy)
     return write_policy(ud, call, rq->policy, 0, &rs->policy, err);
 }
 
-HANDLER(delete_policy)
+static int delete_policy(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                         ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__DeletePolicyRequest *rq = (const void *)in_;
@@ -446,7 +447,8 @@ HANDLER(delete_policy)
     return PERMITD_OK;
 }
 
-HANDLER(list_policy_history)
+static int list_policy_history(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                               ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__ListPolicyHistoryRequest *rq = (const void *)in_;
@@ -485,7 +487,8 @@ HANDLER(list_policy_history)
     return PERMITD_OK;
 }
 
-HANDLER(get_bucket)
+static int get_bucket(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                      ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__GetBucketRequest *rq = (const void *)in_;
@@ -498,7 +501,8 @@ HANDLER(get_bucket)
     return bucket_proto(a, call, rq->name, rq->key, &rs->bucket, err);
 }
 
-HANDLER(reset_bucket)
+static int reset_bucket(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                        ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__ResetBucketRequest *rq = (const void *)in_;
@@ -514,7 +518,8 @@ HANDLER(reset_bucket)
     return bucket_proto(a, call, rq->name, rq->key, &rs->bucket, err);
 }
 
-HANDLER(get_policy_stats)
+static int get_policy_stats(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                            ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__GetPolicyStatsRequest *rq = (const void *)in_;
@@ -719,7 +724,8 @@ static void login_start(struct login *l)
  * throttle, the account), then defers: argon2 runs on a verifier thread
  * (verifier.c), never here, so /readyz and the other RPCs never wait for a
  * password check, and a flood of logins is capped by the verifier's queue. */
-HANDLER(login)
+static int login(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                 ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__LoginRequest *rq = (const void *)in_;
@@ -766,7 +772,8 @@ HANDLER(login)
     return CONNECT_DEFERRED;
 }
 
-HANDLER(logout)
+static int logout(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                  ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     char token[AUTH_TOKEN_LEN + 1];
@@ -786,7 +793,8 @@ HANDLER(logout)
     return rc;
 }
 
-HANDLER(who_am_i)
+static int who_am_i(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                    ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     Permit__V1__WhoAmIResponse *rs = (void *)out_;

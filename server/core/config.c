@@ -722,9 +722,7 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                                  "--tls-cert (PERMITD_TLS_CERT) and --tls-key (PERMITD_TLS_KEY) "
                                  "go together: \"%s\" was given without the other",
                                  cfg->tls_cert[0] ? cfg->tls_cert : cfg->tls_key);
-    if (log_level_parse(cfg->log_level, &lvl) != 0)
-        return permitd_error_set(err, PERMITD_EINVAL,
-                                 "--log-level (PERMITD_LOG_LEVEL): \"%s\" is not one of "
-                                 "debug, info, warn, error", cfg->log_level);
+    if (log_level_parse(cfg->log_level, &lvl, err) != PERMITD_OK)
+        return prefixed(err, "--log-level (PERMITD_LOG_LEVEL)");
     return PERMITD_OK;
 }

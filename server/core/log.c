@@ -24,15 +24,16 @@ void log_set_level(enum log_level level)
     threshold = level;
 }
 
-int log_level_parse(const char *s, enum log_level *out)
+int log_level_parse(const char *s, enum log_level *out, struct permitd_error *err)
 {
     for (int i = 0; i < 4; i++) {
         if (strcasecmp(s, level_names[i]) == 0) {
             *out = (enum log_level)i;
-            return 0;
+            return PERMITD_OK;
         }
     }
-    return -1;
+    return permitd_error_set(err, PERMITD_EINVAL, "\"%s\" is not one of debug, info, warn, error",
+                             s);
 }
 
 void log_msg(enum log_level level, const char *msg, const char *fmt, ...)

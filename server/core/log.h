@@ -7,13 +7,16 @@
 #ifndef PERMITD_LOG_H
 #define PERMITD_LOG_H
 
+#include "core/status.h"
+
 /* LOG_LEVEL_*, not LOG_*: <syslog.h> defines LOG_DEBUG, LOG_INFO, ... */
 enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
 
 /* Sets the threshold once at start-up, before any thread starts. */
 void log_set_level(enum log_level level);
-/* Parses "debug", "info", "warn" or "error"; returns 0 or -1. */
-int log_level_parse(const char *s, enum log_level *out);
+/* Parses "debug", "info", "warn" or "error" (any case): PERMITD_OK and
+ * *out, or PERMITD_EINVAL with err (may be NULL) naming the value. */
+int log_level_parse(const char *s, enum log_level *out, struct permitd_error *err);
 
 /* msg is a fixed text (quoted as is); fmt, when not NULL, adds key=value
  * pairs, e.g. log_msg(LOG_LEVEL_WARN, "redis unreachable", "addr=%s", addr). */

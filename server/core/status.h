@@ -2,9 +2,9 @@
  * status.h - the one status enum every permitd module returns.
  *
  * Functions return 0 (PERMITD_OK) on success and a negative PERMITD_E* on
- * failure. The codes are the Connect/gRPC codes negated, so the transport
- * maps a failure to its wire name and HTTP status in one table
- * (connect_code_name(), connect_http_status()) with no second vocabulary.
+ * failure. The codes are the Connect/gRPC codes negated, so a failure has
+ * one wire name, kept here (permitd_status_name()), and the transport adds
+ * only the HTTP status (connect_http_status()): no second vocabulary.
  * A denied Acquire is not an error: it is a result with allowed = false.
  */
 #ifndef PERMITD_STATUS_H
@@ -32,6 +32,15 @@ enum permitd_status {
     PERMITD_EDATALOSS = -15,         /* data_loss           500 */
     PERMITD_EUNAUTHENTICATED = -16,  /* unauthenticated     401 */
 };
+
+/* How many codes there are, PERMITD_OK included: -code indexes a table of
+ * PERMITD_STATUS_COUNT entries for every code above. */
+#define PERMITD_STATUS_COUNT 17
+
+/* The Connect code name of code ("invalid_argument" for PERMITD_EINVAL,
+ * "ok" for PERMITD_OK); "unknown" for a value that is no PERMITD_* code.
+ * A static string. */
+const char *permitd_status_name(int code);
 
 /* A failure and the sentence that explains it to the caller. Lives in the
  * context that failed (one per request); the transport turns it into the

@@ -125,7 +125,7 @@ void api_batch_item(Permit__V1__AcquireBatchResult *item, Permit__V1__AcquireRes
     permit__v1__acquire_batch_result__init(item);
     if (err->code != PERMITD_OK) {
         permit__v1__batch_error__init(error);
-        error->code = (char *)connect_code_name(err->code);
+        error->code = (char *)permitd_status_name(err->code);
         error->message = (char *)err->message;
         item->result_case = PERMIT__V1__ACQUIRE_BATCH_RESULT__RESULT_ERROR;
         item->error = error;

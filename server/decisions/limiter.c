@@ -920,10 +920,9 @@ int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue
     if (q == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "limiter queue: out of memory");
     q->l = l;
-    if (redis_pipe_new(l->redis, &q->pipe) != PERMITD_OK) {
+    if ((rc = redis_pipe_new(l->redis, &q->pipe, err)) != PERMITD_OK) {
         free(q);
-        return permitd_error_set(err, PERMITD_EINTERNAL,
-                                 "limiter queue: out of memory for its Redis pipe");
+        return rc;
     }
     if ((rc = loop_attach(loop, &src, err)) != PERMITD_OK) {
         redis_pipe_free(q->pipe);

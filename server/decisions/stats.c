@@ -15,7 +15,7 @@
 
 #include "stores/policy.h"
 #include "decisions/stats.h"
-#include "transport/connect.h"
+#include "core/status.h"
 
 #define SLOTS 256
 #define PROBES 8
@@ -25,7 +25,7 @@ struct second {
     _Atomic int64_t allowed, denied;
 };
 
-#define NCODES 17                       /* -PERMITD_E* codes, 0 unused */
+#define NCODES PERMITD_STATUS_COUNT      /* -PERMITD_E* codes, 0 unused */
 
 struct slot {
     _Atomic uint64_t hash;              /* 0 = free */
@@ -49,9 +49,13 @@ struct stats {
     _Atomic uint64_t hist_sum_us;
 };
 
-struct stats *stats_new(void)
+int stats_new(struct stats **out, struct permitd_error *err)
 {
-    return calloc(1, sizeof(struct stats));
+    if ((*out = calloc(1, sizeof(struct stats))) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "stats: out of memory for the %zu-byte counter table",
+                                 sizeof(struct stats));
+    return PERMITD_OK;
 }
 
 void stats_free(struct stats *s)
@@ -194,14 +198,14 @@ void stats_prometheus(struct stats *s, FILE *out)
             uint64_t v = atomic_load(&sl->errors[c]);
             if (v > 0)
                 fprintf(out, "permitd_acquires_total{policy=\"%s\",result=\"%s\"} %llu\n",
-                        sl->name, connect_code_name(-c), (unsigned long long)v);
+                        sl->name, permitd_status_name(-c), (unsigned long long)v);
         }
     }
     for (int c = 1; c < NCODES; c++) {
         uint64_t v = atomic_load(&s->unknown_errors[c]);
         if (v > 0)
             fprintf(out, "permitd_acquires_total{policy=\"\",result=\"%s\"} %llu\n",
-                    connect_code_name(-c), (unsigned long long)v);
+                    permitd_status_name(-c), (unsigned long long)v);
     }
     fprintf(out, "# HELP permitd_acquires_untracked_total Decisions of policies beyond the %d "
                  "tracked one by one.\n# TYPE permitd_acquires_untracked_total counter\n"

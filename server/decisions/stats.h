@@ -11,11 +11,16 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/status.h"
+
 #define STATS_SECONDS 300
 
 struct stats;
 
-struct stats *stats_new(void);
+/* Makes an empty table in *out: PERMITD_OK, or PERMITD_EINTERNAL with err
+ * saying what could not be allocated (*out is then NULL). Free with
+ * stats_free(); stats_free(NULL) does nothing. */
+int stats_new(struct stats **out, struct permitd_error *err);
 void stats_free(struct stats *s);
 
 /* Counts one decision for policy (lock-free; safe from any thread). A

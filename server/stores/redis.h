@@ -104,7 +104,10 @@ int redis_error_noscript(const char *reply);
  * at a time. Use from one thread. */
 struct redis_pipe;
 
-int redis_pipe_new(struct redis *r, struct redis_pipe **out);
+/* A pipe on r (not connected yet: the first send connects) in *out:
+ * PERMITD_OK, or PERMITD_EINTERNAL with err saying what could not be
+ * allocated. Free with redis_pipe_free() before r. */
+int redis_pipe_new(struct redis *r, struct redis_pipe **out, struct permitd_error *err);
 void redis_pipe_free(struct redis_pipe *p);
 
 /* Sends calls[0..n) in one write (connecting first if need be, blocking up

@@ -71,11 +71,11 @@ struct redis_pipe {
     struct pipe_reply rep;        /* the reply being read */
 };
 
-int redis_pipe_new(struct redis *r, struct redis_pipe **out)
+int redis_pipe_new(struct redis *r, struct redis_pipe **out, struct permitd_error *err)
 {
     *out = calloc(1, sizeof(**out));
     if (*out == NULL)
-        return PERMITD_EINTERNAL;
+        return permitd_error_set(err, PERMITD_EINTERNAL, "redis pipe: out of memory");
     (*out)->r = r;
     return PERMITD_OK;
 }

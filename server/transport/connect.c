@@ -17,52 +17,44 @@
 
 #include <zlib.h>
 
+#include "core/arena.h"
 #include "core/base64.h"
 #include "core/clock.h"
 #include "transport/connect.h"
 #include "transport/json.h"
 #include "core/utf8.h"
 
-/* Code names and HTTP statuses, indexed by -code (server/core/status.h). */
-static const struct {
-    const char *name;
-    int http;
-} codes[] = {
-    {"ok", 200},
-    {"canceled", 499},
-    {"unknown", 500},
-    {"invalid_argument", 400},
-    {"deadline_exceeded", 504},
-    {"not_found", 404},
-    {"already_exists", 409},
-    {"permission_denied", 403},
-    {"resource_exhausted", 429},
-    {"failed_precondition", 400},
-    {"aborted", 409},
-    {"out_of_range", 400},
-    {"unimplemented", 501},
-    {"internal", 500},
-    {"unavailable", 503},
-    {"data_loss", 500},
-    {"unauthenticated", 401},
+/* HTTP statuses, indexed by -code (server/core/status.h); the code's name
+ * is permitd_status_name()'s. */
+static const int http_statuses[PERMITD_STATUS_COUNT] = {
+    200,    /* ok */
+    499,    /* canceled */
+    500,    /* unknown */
+    400,    /* invalid_argument */
+    504,    /* deadline_exceeded */
+    404,    /* not_found */
+    409,    /* already_exists */
+    403,    /* permission_denied */
+    429,    /* resource_exhausted */
+    400,    /* failed_precondition */
+    409,    /* aborted */
+    400,    /* out_of_range */
+    501,    /* unimplemented */
+    500,    /* internal */
+    503,    /* unavailable */
+    500,    /* data_loss */
+    401,    /* unauthenticated */
 };
-
-#define NCODES ((int)(sizeof(codes) / sizeof(codes[0])))
-
-const char *connect_code_name(int code)
-{
-    return code <= 0 && -code < NCODES ? codes[-code].name : "unknown";
-}
 
 int connect_http_status(int code)
 {
-    return code <= 0 && -code < NCODES ? codes[-code].http : 500;
+    return code <= 0 && -code < PERMITD_STATUS_COUNT ? http_statuses[-code] : 500;
 }
 
 void connect_error_reply(struct http_response *resp, const struct permitd_error *err)
 {
     size_t len = 0;
-    char *body = json_encode_error(connect_code_name(err->code), err->message, &len);
+    char *body = json_encode_error(permitd_status_name(err->code), err->message, &len);
 
     resp->status = connect_http_status(err->code);
     resp->content_type = "application/json";
@@ -97,12 +89,14 @@ static void http_error(struct http_response *resp, int http_status, int code,
     resp->status = http_status;
 }
 
-int connect_parse_content_type(const char *ct, enum connect_codec *codec)
+int connect_parse_content_type(const char *ct, enum connect_codec *codec,
+                               struct permitd_error *err)
 {
+    const char *value = ct != NULL ? ct : "";
     size_t n;
 
     if (ct == NULL)
-        return -1;
+        goto bad;
     while (*ct == ' ')
         ct++;
     n = strcspn(ct, "; ");
@@ -111,7 +105,7 @@ int connect_parse_content_type(const char *ct, enum connect_codec *codec)
     else if (n == 16 && strncasecmp(ct, "application/json", n) == 0)
         *codec = CONNECT_CODEC_JSON;
     else
-        return -1;
+        goto bad;
     /* Parameters: only charset=utf-8 (any case, optionally quoted). */
     for (const char *p = ct + n; *p != '\0';) {
         while (*p == ' ' || *p == ';')
@@ -123,10 +117,14 @@ int connect_parse_content_type(const char *ct, enum connect_codec *codec)
             len--;
         if (!(len == 13 && strncasecmp(p, "charset=utf-8", 13) == 0) &&
             !(len == 15 && strncasecmp(p, "charset=\"utf-8\"", 15) == 0))
-            return -1;
+            goto bad;
         p += strcspn(p, ";");
     }
-    return 0;
+    return PERMITD_OK;
+bad:
+    return permitd_error_set(err, PERMITD_EINVAL,
+                             "Content-Type \"%.64s\" is not supported: use application/proto or "
+                             "application/json", value);
 }
 
 int connect_parse_timeout(const char *value, int64_t *ms, struct permitd_error *err)
@@ -268,37 +266,33 @@ char *connect_call_strdup(struct connect_call *call, const char *s)
  * not fit falls back to malloc and is freed normally. */
 #define ARENA_BYTES 16384
 
-struct arena {
-    size_t used;
+static __thread struct {
+    struct arena a;             /* over buf once the thread's first decode starts */
     _Alignas(max_align_t) char buf[ARENA_BYTES];
-};
+} darena;
 
-static __thread struct arena arena;
-
-static void *arena_alloc(void *ud, size_t n)
+static void *darena_alloc(void *ud, size_t n)
 {
-    struct arena *a = ud;
-    size_t need = (n + 15) & ~(size_t)15;
+    void *p = arena_alloc(ud, n);
 
-    if (need <= ARENA_BYTES - a->used) {
-        void *p = a->buf + a->used;
-        a->used += need;
-        return p;
-    }
-    return malloc(n);
+    return p != NULL ? p : malloc(n);
 }
 
-static void arena_free(void *ud, void *p)
+static void darena_free(void *ud, void *p)
 {
-    struct arena *a = ud;
-
-    if ((char *)p < a->buf || (char *)p >= a->buf + ARENA_BYTES)
+    if (!arena_owns(ud, p))
         free(p);
 }
 
+/* The thread's decode arena, emptied: what the last request decoded into
+ * it is gone. */
 static ProtobufCAllocator arena_allocator(void)
 {
-    ProtobufCAllocator al = {arena_alloc, arena_free, &arena};
+    ProtobufCAllocator al = {darena_alloc, darena_free, &darena.a};
+
+    if (darena.a.buf == NULL)
+        arena_init(&darena.a, darena.buf, sizeof(darena.buf));
+    arena_reset(&darena.a);
     return al;
 }
 
@@ -310,7 +304,6 @@ static int decode(enum connect_codec codec, const ProtobufCMessageDescriptor *de
 {
     ProtobufCAllocator al = arena_allocator();
 
-    arena.used = 0;
     if (codec == CONNECT_CODEC_JSON)
         return json_decode(desc, body, len, 0, &al, msg, err);
     *msg = protobuf_c_message_unpack(desc, &al, len, (const uint8_t *)body);
@@ -475,10 +468,8 @@ int connect_serve(const struct connect_method *methods, void *ud,
         compression = http_request_query(req, "compression");
     } else {
         hdr = http_request_header(req, "Content-Type");
-        if (connect_parse_content_type(hdr, &call.codec) != 0) {
-            http_error(resp, 415, PERMITD_EINTERNAL,
-                       "Content-Type \"%.64s\" is not supported: use application/proto or "
-                       "application/json", hdr ? hdr : "");
+        if (connect_parse_content_type(hdr, &call.codec, &err) != PERMITD_OK) {
+            http_error(resp, 415, PERMITD_EINTERNAL, "%s", err.message);
             http_response_header(resp, "Accept-Post", "application/json, application/proto");
             return 1;
         }
@@ -527,9 +518,9 @@ done:
         call.blocks = next;
     }
     if (in != NULL) {
-        ProtobufCAllocator al = arena_allocator();
+        ProtobufCAllocator al = {darena_alloc, darena_free, &darena.a};
         protobuf_c_message_free_unpacked(in, &al);
-        arena.used = 0;
+        arena_reset(&darena.a);
     }
     free(inflated);
     free(owned);

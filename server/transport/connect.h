@@ -86,14 +86,16 @@ int connect_reply(const struct http_request *req, enum connect_codec codec,
  * mapping, Content-Type application/json, {"code":"...","message":"..."}. */
 void connect_error_reply(struct http_response *resp, const struct permitd_error *err);
 
-/* "invalid_argument" for PERMITD_EINVAL, ...; "unknown" for anything else. */
-const char *connect_code_name(int code);
-/* The HTTP status Connect maps code to (400 for PERMITD_EINVAL, ...). */
+/* The HTTP status Connect maps code to (400 for PERMITD_EINVAL, ...; 500
+ * for a value that is no PERMITD_* code). The code's name in the body is
+ * permitd_status_name()'s (core/status.h). */
 int connect_http_status(int code);
 
 /* Parses a Content-Type: "application/proto" or "application/json", with
- * an optional "; charset=utf-8". Returns 0 and *codec, or -1. */
-int connect_parse_content_type(const char *ct, enum connect_codec *codec);
+ * an optional "; charset=utf-8". PERMITD_OK and *codec, or PERMITD_EINVAL
+ * with err naming the value (ct may be NULL: no Content-Type). */
+int connect_parse_content_type(const char *ct, enum connect_codec *codec,
+                               struct permitd_error *err);
 
 /* Parses Connect-Timeout-Ms: a positive integer of 1 to 10 ASCII digits
  * (the Connect spec). 0 and *ms, or PERMITD_EINVAL naming the header and

@@ -76,6 +76,7 @@
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
+#include "core/arena.h"
 #include "core/clock.h"
 #include "transport/http.h"
 #include "core/log.h"
@@ -191,7 +192,7 @@ struct http_request {
     struct worker *deferred;    /* counted in this worker's deferred */
     struct worker *worker;      /* whose spare list takes it back (NULL: none) */
     struct http_request *next_spare;
-    size_t stored;              /* bytes of store[] handed out */
+    struct arena storage;       /* over store[] (http_request_alloc()) */
     struct store_block *blocks; /* what did not fit in store[] */
     /* Not cleared when a request is reused: */
     struct http_response answer;        /* read only once `answered` */
@@ -219,6 +220,7 @@ static struct http_request *request_new(void)
         return NULL;
     }
     memset(req, 0, offsetof(struct http_request, answer));
+    arena_init(&req->storage, req->store, sizeof(req->store));
     req->worker = w;
     return req;
 }
@@ -248,14 +250,11 @@ static void request_end(struct http_request *req)
 void *http_request_alloc(const struct http_request *creq, size_t size)
 {
     struct http_request *req = (struct http_request *)creq;
-    size_t align = _Alignof(max_align_t), need = (size + align - 1) & ~(align - 1);
     struct store_block *b;
+    void *p;
 
-    if (need >= size && need <= sizeof(req->store) - req->stored) {
-        void *p = req->store + req->stored;
-        req->stored += need;
+    if ((p = arena_alloc(&req->storage, size)) != NULL)
         return p;
-    }
     if (size > SIZE_MAX - sizeof(*b) || (b = malloc(sizeof(*b) + size)) == NULL)
         return NULL;
     b->next = req->blocks;

@@ -39,6 +39,7 @@
 
 #include <jansson.h>
 
+#include "core/arena.h"
 #include "core/base64.h"
 
 #include "transport/json.h"
@@ -58,30 +59,25 @@
  * strings) use the same pair. */
 #define ARENA_BYTES 16384
 
-struct arena {
-    size_t used;
+static __thread struct {
+    struct arena a;             /* over buf once the thread's first call starts */
     int depth;                  /* codec calls in progress on this thread */
     _Alignas(max_align_t) char buf[ARENA_BYTES];
-};
-
-static __thread struct arena arena;
+} jarena;
 static pthread_once_t alloc_once = PTHREAD_ONCE_INIT;
 
 static void *jalloc(size_t n)
 {
-    size_t align = _Alignof(max_align_t), need = (n + align - 1) & ~(align - 1);
+    void *p;
 
-    if (arena.depth > 0 && need >= n && need <= sizeof(arena.buf) - arena.used) {
-        void *p = arena.buf + arena.used;
-        arena.used += need;
+    if (jarena.depth > 0 && (p = arena_alloc(&jarena.a, n)) != NULL)
         return p;
-    }
     return malloc(n);
 }
 
 static void jfree(void *p)
 {
-    if ((char *)p >= arena.buf && (char *)p < arena.buf + sizeof(arena.buf))
+    if (arena_owns(&jarena.a, p))
         return;                 /* the arena's: reclaimed all at once */
     free(p);
 }
@@ -94,16 +90,18 @@ static void install_alloc(void)
     json_set_alloc_funcs(jalloc, jfree);
 }
 
-static void arena_enter(void)
+static void jarena_enter(void)
 {
     pthread_once(&alloc_once, install_alloc);
-    arena.depth++;
+    if (jarena.a.buf == NULL)
+        arena_init(&jarena.a, jarena.buf, sizeof(jarena.buf));
+    jarena.depth++;
 }
 
-static void arena_leave(void)
+static void jarena_leave(void)
 {
-    if (--arena.depth == 0)
-        arena.used = 0;
+    if (--jarena.depth == 0)
+        arena_reset(&jarena.a);
 }
 
 /* A copy of what an arena call produced, len bytes and a NUL, from al
@@ -876,7 +874,7 @@ int json_decode(const ProtobufCMessageDescriptor *desc, const char *text,
     int rc;
 
     *out = NULL;
-    arena_enter();
+    jarena_enter();
     root = json_loadb(text != NULL ? text : "", text != NULL ? len : 0,
                       JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (root == NULL) {
@@ -911,7 +909,7 @@ cleanup:
     if (msg != NULL)
         protobuf_c_message_free_unpacked(msg, al);
     json_decref(root);
-    arena_leave();
+    jarena_leave();
     return rc;
 }
 
@@ -1269,12 +1267,12 @@ char *json_encode_always(const ProtobufCMessage *msg,
     json_t *root = NULL;
     char *out = NULL;
 
-    arena_enter();
+    jarena_enter();
     root = enc_message(&e, msg);
     if (root != NULL)
         out = dump(root, JSON_COMPACT | JSON_REAL_PRECISION(e.digits), al, len);
     json_decref(root);
-    arena_leave();
+    jarena_leave();
     return out;
 }
 
@@ -1283,7 +1281,7 @@ char *json_encode_error(const char *code, const char *message, size_t *len)
     json_t *root;
     char *out = NULL;
 
-    arena_enter();
+    jarena_enter();
     if ((root = json_object()) == NULL)
         goto cleanup;
     if (json_object_set_new(root, "code", json_string(code)) != 0)
@@ -1310,6 +1308,6 @@ char *json_encode_error(const char *code, const char *message, size_t *len)
     out = dump(root, JSON_COMPACT | JSON_PRESERVE_ORDER, NULL, len);
 cleanup:
     json_decref(root);
-    arena_leave();
+    jarena_leave();
     return out;
 }

@@ -74,13 +74,16 @@ static void fuzz_content_type(const uint8_t *data, size_t size)
 {
     char *ct = fuzz_cstr(data, size);
     enum connect_codec got = (enum connect_codec)-1, want = (enum connect_codec)-1;
-    int rc = connect_parse_content_type(ct, &got);
+    struct permitd_error err = { 0 };
+    int rc = connect_parse_content_type(ct, &got, &err);
 
-    FUZZ_CHECK(rc == 0 || rc == -1);
-    FUZZ_CHECK(rc == expect_content_type(ct, &want));
-    if (rc == 0)
+    FUZZ_CHECK(rc == PERMITD_OK || rc == PERMITD_EINVAL);
+    FUZZ_CHECK((rc == PERMITD_OK ? 0 : -1) == expect_content_type(ct, &want));
+    if (rc == PERMITD_OK)
         FUZZ_CHECK(got == want);
-    FUZZ_CHECK(connect_parse_content_type(NULL, &got) == -1);
+    else
+        FUZZ_CHECK(err.code == PERMITD_EINVAL && strstr(err.message, "Content-Type \"") != NULL);
+    FUZZ_CHECK(connect_parse_content_type(NULL, &got, NULL) == PERMITD_EINVAL);
     free(ct);
 }
 

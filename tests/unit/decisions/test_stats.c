@@ -19,6 +19,19 @@
 #define T0 ((int64_t)1700000123)
 
 /* The Prometheus text of s; free() it. */
+/* A new table, or the test stops: new_stats() says why it failed. */
+static struct stats *new_stats(void)
+{
+    struct permitd_error err = {0, ""};
+    struct stats *s = NULL;
+
+    if (stats_new(&s, &err) != PERMITD_OK) {
+        fprintf(stderr, "stats_new: %s\n", err.message);
+        exit(1);
+    }
+    return s;
+}
+
 static char *prom(struct stats *s)
 {
     char *text = NULL;
@@ -60,7 +73,7 @@ static int lines_starting(const char *text, const char *prefix)
 
 static void test_stats_counts_one_second(void)
 {
-    struct stats *s = stats_new();
+    struct stats *s = new_stats();
     int64_t allowed[3], denied[3];
     char *text;
 
@@ -100,7 +113,7 @@ static void test_stats_counts_one_second(void)
  * read 0; a series longer than the ring is cut to STATS_SECONDS. */
 static void test_stats_series_by_second(void)
 {
-    struct stats *s = stats_new();
+    struct stats *s = new_stats();
     int64_t allowed[STATS_SECONDS + 10], denied[STATS_SECONDS + 10];
 
     stats_record_at(s, "api", 1, T0);
@@ -139,7 +152,7 @@ static void test_stats_series_by_second(void)
  * later second starts from 0, and the running totals keep everything. */
 static void test_stats_ring_rolls_over(void)
 {
-    struct stats *s = stats_new();
+    struct stats *s = new_stats();
     int64_t allowed[STATS_SECONDS], denied[STATS_SECONDS];
     char *text;
 
@@ -185,7 +198,7 @@ static void test_stats_ring_rolls_over(void)
  * tracked before the table filled keep being counted. */
 static void test_stats_policy_cap(void)
 {
-    struct stats *s = stats_new();
+    struct stats *s = new_stats();
     const int names = 1000;
     int tracked = 0;
     long long untracked, counted = 0;
@@ -234,7 +247,7 @@ static void test_stats_policy_cap(void)
  * label set; an unknown code counts as unknown. */
 static void test_stats_errors(void)
 {
-    struct stats *s = stats_new();
+    struct stats *s = new_stats();
     char *text;
 
     stats_record_at(s, "seen", 1, T0);
@@ -269,7 +282,7 @@ static void test_stats_errors(void)
  * count, and the sum is in seconds. */
 static void test_stats_latency_histogram(void)
 {
-    struct stats *s = stats_new();
+    struct stats *s = new_stats();
     char *text;
 
     stats_observe(s, 50);           /* le 0.0001 */
@@ -299,7 +312,7 @@ static void test_stats_latency_histogram(void)
  * clock: what is recorded now is in the series ending now. */
 static void test_stats_wall_clock(void)
 {
-    struct stats *s = stats_new();
+    struct stats *s = new_stats();
     int64_t allowed[2], denied[2], end = 0, before = (int64_t)time(NULL);
 
     stats_record(s, "api", 1);

@@ -10,20 +10,32 @@
 
 static void test_connect_content_types(void)
 {
+    static const char *const bad[] = {
+        "application/json; charset=latin1", "application/grpc", "application/protobuf",
+        "text/plain", "application/jsonx",
+    };
+    struct permitd_error err = {0, ""};
     enum connect_codec c;
 
-    CHECK_INT(connect_parse_content_type("application/proto", &c), 0);
+    CHECK_INT(connect_parse_content_type("application/proto", &c, &err), PERMITD_OK);
     CHECK_INT(c, CONNECT_CODEC_PROTO);
-    CHECK_INT(connect_parse_content_type("application/json", &c), 0);
+    CHECK_INT(connect_parse_content_type("application/json", &c, &err), PERMITD_OK);
     CHECK_INT(c, CONNECT_CODEC_JSON);
-    CHECK_INT(connect_parse_content_type("application/json; charset=utf-8", &c), 0);
-    CHECK_INT(connect_parse_content_type("Application/JSON;charset=UTF-8", &c), 0);
-    CHECK_INT(connect_parse_content_type("application/json; charset=latin1", &c), -1);
-    CHECK_INT(connect_parse_content_type("application/grpc", &c), -1);
-    CHECK_INT(connect_parse_content_type("application/protobuf", &c), -1);
-    CHECK_INT(connect_parse_content_type("text/plain", &c), -1);
-    CHECK_INT(connect_parse_content_type("application/jsonx", &c), -1);
-    CHECK_INT(connect_parse_content_type(NULL, &c), -1);
+    CHECK_INT(connect_parse_content_type("application/json; charset=utf-8", &c, &err), PERMITD_OK);
+    CHECK_INT(connect_parse_content_type("Application/JSON;charset=UTF-8", &c, &err), PERMITD_OK);
+    /* A refusal is a status with an error that names the value, as its
+     * sibling connect_parse_timeout()'s. */
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err.message[0] = '\0';
+        CHECK_INT(connect_parse_content_type(bad[i], &c, &err), PERMITD_EINVAL);
+        CHECK_INT(err.code, PERMITD_EINVAL);
+        CHECK_CONTAINS(err.message, bad[i]);
+        CHECK_CONTAINS(err.message, "use application/proto or application/json");
+    }
+    CHECK_INT(connect_parse_content_type(NULL, &c, &err), PERMITD_EINVAL);
+    CHECK_STR(err.message, "Content-Type \"\" is not supported: use application/proto or "
+                           "application/json");
+    CHECK_INT(connect_parse_content_type("text/plain", &c, NULL), PERMITD_EINVAL);
 }
 
 static void test_connect_timeouts(void)
@@ -89,10 +101,9 @@ static void test_connect_status_mapping(void)
         {PERMITD_EUNAUTHENTICATED, "unauthenticated", 401},
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
-        CHECK_STR(connect_code_name(want[i].code), want[i].name);
+        CHECK_STR(permitd_status_name(want[i].code), want[i].name);
         CHECK_INT(connect_http_status(want[i].code), want[i].http);
     }
-    CHECK_STR(connect_code_name(-99), "unknown");
     CHECK_INT(connect_http_status(-99), 500);
 }
 
