@@ -1,5 +1,5 @@
 /*
- * test_arena.c - server/core/arena.c: blocks carved off the caller's
+ * test_arena.c - server/core/arena.h: blocks carved off the caller's
  * storage, aligned for any object, never overlapping, refused (NULL, not
  * malloc'd) once the storage is spent, recognised by arena_owns(), all
  * given back by arena_reset().
