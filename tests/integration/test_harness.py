@@ -200,5 +200,40 @@ class PermitdWaitsForBothListeners(unittest.TestCase):
                 self.assertEqual(p.admin().request("GET", "/healthz").status, 200)
 
 
+class ClusterClientRoutesBySlot(unittest.TestCase):
+    """harness.ClusterRedis, which the suites use under
+    PERMITD_TEST_REDIS_MODE=cluster, against the stack's real cluster."""
+
+    def test_keyslot_agrees_with_redis_and_keys_land_on_their_master(self):
+        import random
+        c = harness.ClusterRedis()
+        self.addCleanup(c.close)
+        self.assertEqual(len(c.masters), 3)
+        rnd = random.Random(7)
+        for _ in range(500):
+            k = "".join(rnd.choice("ab{}:-x") for _ in range(rnd.randint(0, 10)))
+            self.assertEqual(harness.keyslot(k), int(c("CLUSTER", "KEYSLOT", k)), k)
+        keys = ["harness-%d-{t%d}" % (os.getpid(), i) for i in range(60)]
+        for i, k in enumerate(keys):
+            c("SET", k, i)
+        # Each key is on the master its slot names, and only there.
+        for i, k in enumerate(keys):
+            owner = c.slots[harness.keyslot(k)]
+            self.assertEqual(c._node(*owner)("GET", k), str(i))
+            for m in c.masters:
+                if m != owner:
+                    self.assertIn("MOVED", self._error(c._node(*m), "GET", k))
+        self.assertEqual(c("EXISTS", *keys), 60)
+        self.assertEqual(c("DEL", *keys), 60)
+
+    @staticmethod
+    def _error(node, *args):
+        try:
+            node(*args)
+        except harness.RedisError as e:
+            return str(e)
+        return ""
+
+
 if __name__ == "__main__":
     harness.main()

@@ -8,6 +8,7 @@ binaries started on free ports. No mocks.
   stack      where things are, the stack's env, free ports, unique names,
              wait_for, main
   redis      a minimal RESP client, private redis-servers, the key layout
+  cluster    the same client over a Redis Cluster (PERMITD_TEST_REDIS_MODE)
   permitd    one permitd process: start, wait for /healthz, stop, logs
   http       keep-alive HTTP/1.1 client with Connect helpers, chunked and
              raw-socket POSTs, decisions, hammer
@@ -31,3 +32,4 @@ from .asserts import ConnectAssertions  # noqa: F401
 from .mariadb import (MysqlError, PrivateMariaDB, migrate_with_client, mysql,  # noqa: F401
                     mysql_url_parts)
 from .permitd import Permitd  # noqa: F401
+from .cluster import ClusterRedis, keyslot, redis_mode  # noqa: F401

@@ -12,6 +12,7 @@ import tempfile
 import time
 
 from .http import Http
+from .cluster import redis_mode
 from .stack import free_port, stack_env
 
 
@@ -32,7 +33,8 @@ class Permitd:
 
     def __init__(self, redis_url=None, prefix="permitd:", args=(), env=None, port=None):
         self.port = port or free_port()
-        self.redis_url = redis_url or stack_env()["PERMITD_TEST_REDIS_URL"]
+        self.redis_url = redis_url or stack_env()[
+            "PERMITD_TEST_CLUSTER_URL" if redis_mode() == "cluster" else "PERMITD_TEST_REDIS_URL"]
         self.log = tempfile.NamedTemporaryFile(prefix="permitd-", suffix=".log", delete=False)
         full_env = dict(os.environ)
         full_env.update(env or {})

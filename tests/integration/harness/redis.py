@@ -17,7 +17,17 @@ class RedisError(Exception):
 
 
 class Redis:
-    """Blocking RESP2 client: enough for HSET/GET/TIME/CLIENT LIST/..."""
+    """Blocking RESP2 client: enough for HSET/GET/TIME/CLIENT LIST/...
+
+    Redis() with no address is the stack's Redis: under
+    PERMITD_TEST_REDIS_MODE=cluster, a cluster.ClusterRedis over the
+    stack's Redis Cluster, which routes each command by its key."""
+
+    def __new__(cls, port=None, host="127.0.0.1", unix=None):
+        from .cluster import ClusterRedis, redis_mode
+        if cls is Redis and port is None and unix is None and redis_mode() == "cluster":
+            return ClusterRedis()
+        return super().__new__(cls)
 
     def __init__(self, port=None, host="127.0.0.1", unix=None):
         if port is None and unix is None:

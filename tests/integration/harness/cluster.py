@@ -1,0 +1,173 @@
+"""Redis Cluster for the tests: a client with the interface of redis.Redis
+that sends each command to the master of its key's slot.
+
+With PERMITD_TEST_REDIS_MODE=cluster (tests/integration/CMakeLists.txt sets
+it for the suites it runs a second time against the stack's Redis Cluster,
+tests/stack/redis-cluster.sh), `Redis()` is a ClusterRedis and `Permitd()`
+is pointed at `redis+cluster://` seeds, so a suite written for one Redis
+runs unchanged against three masters: what it writes and reads by key
+lands where permitd looks for it.
+
+Routing is the Redis Cluster spec's, written here for the tests on
+purpose (not taken from server/stores/cluster.c, which it checks): CRC16
+(XMODEM) of the key, or of the text between the first `{` and the next `}`
+when that is not empty, modulo 16384; MOVED refreshes the map and retries,
+ASK sends ASKING and the command to the node named, once. Commands without
+a key go to every master where they change state (SCRIPT, FLUSHALL,
+CONFIG SET, ACL), are gathered from every master where they list keys
+(KEYS, SCAN: one full scan, answered as cursor "0"), and go to the first
+master otherwise (TIME, PING, INFO, CLIENT).
+"""
+import os
+
+from .stack import stack_env
+
+SLOTS = 16384
+
+
+def redis_mode():
+    """"cluster" when the suite runs against the stack's Redis Cluster."""
+    return os.environ.get("PERMITD_TEST_REDIS_MODE", "single")
+
+
+def _crc16(data):
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def keyslot(key):
+    """The slot of key (str or bytes), hash tags included."""
+    k = key if isinstance(key, bytes) else str(key).encode()
+    start = k.find(b"{")
+    if start >= 0:
+        end = k.find(b"}", start + 1)
+        if end > start + 1:
+            k = k[start + 1:end]
+    return _crc16(k) % SLOTS
+
+
+# Commands whose first key is argv[1] (the rest of argv is not keys, or is
+# keys of the same slot in what the tests send).
+_KEY_AT_1 = {
+    "GET", "SET", "HSET", "HGET", "HDEL", "HGETALL", "HMGET", "HINCRBY", "PTTL", "TTL",
+    "EXPIRE", "PEXPIRE", "PERSIST", "TYPE", "SADD", "SREM", "SMEMBERS", "SISMEMBER",
+    "SCARD", "INCR", "INCRBY", "STRLEN", "GETRANGE", "SETRANGE", "APPEND", "DUMP",
+    "RESTORE", "LPUSH", "RPUSH", "LRANGE",
+}
+# Each argument is a key; the answers are added up.
+_EACH_KEY_SUMMED = {"DEL", "EXISTS", "UNLINK", "TOUCH"}
+# State every master must share.
+_ALL_MASTERS = {"SCRIPT", "FLUSHALL", "FLUSHDB", "CONFIG", "ACL", "FUNCTION"}
+
+
+class ClusterRedis:
+    """redis.Redis's interface (call, raw, time_us, close) over a cluster."""
+
+    def __init__(self, seeds=None):
+        from .redis import Redis, RedisError   # one module each way: no cycle at import
+        self._Redis, self._Error = Redis, RedisError
+        if seeds is None:
+            seeds = stack_env()["PERMITD_TEST_CLUSTER_SEEDS"]
+        self.seeds = [s.rsplit(":", 1) for s in seeds.split(",")]
+        self.nodes = {}          # (host, port) -> Redis
+        self.refresh()
+
+    def _node(self, host, port):
+        k = (host, int(port))
+        if k not in self.nodes:
+            self.nodes[k] = self._Redis(port=int(port), host=host)
+        return self.nodes[k]
+
+    def refresh(self):
+        """The slot map, from the first seed (or known node) that answers."""
+        last = None
+        for host, port in list(self.seeds) + [list(k) for k in self.nodes]:
+            try:
+                ranges = self._node(host, port)("CLUSTER", "SLOTS")
+            except (OSError, self._Error) as e:
+                self.nodes.pop((host, int(port)), None)
+                last = e
+                continue
+            self.slots = [None] * SLOTS
+            masters = []
+            for r in ranges:
+                master = (r[2][0], int(r[2][1]))
+                if master not in masters:
+                    masters.append(master)
+                for s in range(int(r[0]), int(r[1]) + 1):
+                    self.slots[s] = master
+            self.masters = sorted(masters)
+            return
+        raise ConnectionError("no cluster seed answers: %s" % last)
+
+    def close(self):
+        for r in self.nodes.values():
+            r.close()
+        self.nodes = {}
+
+    def _on(self, node, args, raw):
+        r = self._node(*node)
+        return r.raw(*args) if raw else r(*args)
+
+    def _keyed(self, key, args, raw):
+        node = self.slots[keyslot(key)]
+        for _ in range(5):
+            try:
+                return self._on(node, args, raw)
+            except self._Error as e:
+                words = str(e).split()
+                if words and words[0] == "MOVED":
+                    self.refresh()
+                    node = self.slots[keyslot(key)]
+                    continue
+                if words and words[0] == "ASK":
+                    host, port = words[2].rsplit(":", 1)
+                    target = self._node(host, port)
+                    target("ASKING")
+                    return target.raw(*args) if raw else target(*args)
+                raise
+        raise self._Error("%s: still redirected after 5 tries" % (args[0],))
+
+    def _run(self, args, raw):
+        cmd = str(args[0]).upper()
+        if cmd in _KEY_AT_1 and len(args) > 1:
+            return self._keyed(args[1], args, raw)
+        if cmd in ("EVAL", "EVALSHA") and int(args[2]) > 0:
+            return self._keyed(args[3], args, raw)
+        if cmd == "OBJECT" or cmd == "MEMORY":
+            return self._keyed(args[2], args, raw)
+        if cmd in _EACH_KEY_SUMMED:
+            return sum(self._keyed(k, (args[0], k), raw) for k in args[1:])
+        if cmd in _ALL_MASTERS:
+            answers = [self._on(m, args, raw) for m in self.masters]
+            return answers[0]
+        if cmd == "KEYS":
+            return [k for m in self.masters for k in self._on(m, args, raw)]
+        if cmd == "DBSIZE":
+            return sum(self._on(m, args, raw) for m in self.masters)
+        if cmd == "SCAN":
+            found = []
+            for m in self.masters:
+                cursor = "0"
+                while True:
+                    cursor, keys = self._on(m, (args[0], cursor) + tuple(args[2:]), raw)
+                    found += keys
+                    if str(cursor if not isinstance(cursor, bytes) else cursor.decode()) == "0":
+                        break
+            return ["0", found]
+        return self._on(self.masters[0], args, raw)
+
+    def __call__(self, *args):
+        return self._run(args, raw=False)
+
+    def raw(self, *args):
+        return self._run(args, raw=True)
+
+    def time_us(self):
+        sec, usec = self("TIME")
+        return int(sec) * 1000000 + int(usec)
