@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -264,6 +265,8 @@ class ServeTest(test_admin.AdminCase):
             moved2, _ = self.redirects()
             self.assertGreaterEqual(moved2 - moved1, 1, "MOVED was not followed")
         finally:
+            if self.cluster.owner(slot) == src:
+                self.cluster.finish(slot, dst)      # a migration left half-way
             self.cluster.move(slot, src)
         d = decision(api.acquire(name))
         self.assertEqual(int(d["remaining"]), 4, d)
@@ -281,6 +284,82 @@ class ServeTest(test_admin.AdminCase):
             self.assertEqual(int(d["remaining"]), 3, name)
         self.assertIn("redis lost its scripts; reloading", self.permitd.output())
         self.assertIn("addr=127.0.0.1:%d" % flushed, self.permitd.output())
+
+
+class Forwarder:
+    """A TCP port that forwards to target once open() is called (refused
+    before): a seed that comes up late."""
+
+    def __init__(self, target_port):
+        self.port = harness.free_port()
+        self.target = target_port
+        self.sock = None
+        self.closed = False
+
+    def open(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", self.port))
+        self.sock.listen(16)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            u = socket.create_connection(("127.0.0.1", self.target))
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pipe(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.closed = True
+        if self.sock is not None:
+            self.sock.close()
+
+
+class StartTest(unittest.TestCase):
+    def test_starts_without_a_seed_and_serves_once_one_answers(self):
+        cluster = Cluster(stack_env()["PERMITD_TEST_CLUSTER_SEEDS"])
+        seed = Forwarder(cluster.masters()[0])
+        self.addCleanup(seed.close)
+        prefix = unique("cst") + ":"
+        name = unique("cs")
+        put_policy(lambda *a: cluster.call("{%s}" % name, *a), name, max_permits=5,
+                   prefix=prefix)
+        with Permitd(redis_url="redis+cluster://127.0.0.1:%d" % seed.port, prefix=prefix) as p:
+            api, admin = p.http(), p.admin()
+            r = api.acquire(name)
+            self.assertEqual(error_code(r), "unavailable", r)
+            self.assertIn("slot", r.json()["message"] + p.output())
+            ready = admin.request("GET", "/readyz")
+            self.assertEqual(ready.status, 503, ready)
+            self.assertIn("no seed node answered", ready.body.decode())
+            self.assertIn("no seed answered at start", p.output())
+            seed.open()
+            t0 = time.time()
+            wait_for("the first Acquire after the seed came up",
+                     lambda: api.acquire(name).status == 200, timeout=5)
+            print("served %.2f s after the seed came up" % (time.time() - t0), file=sys.stderr)
+            self.assertEqual(admin.request("GET", "/readyz").status, 200)
 
 
 class PrivateCluster:
