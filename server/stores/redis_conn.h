@@ -124,7 +124,8 @@ int redis_route_start(struct redis *r, struct permitd_error *err);
 void redis_route_stop(struct redis *r);
 
 /* The master serving key's slot (in *slot), or NULL while no master does
- * (the map is then refreshed soon). Lock-free: one atomic load. */
+ * (the map is then refreshed soon). Lock-free: one atomic load. Single
+ * Redis: the one node, slot 0. */
 struct redis_node *redis_route_node(struct redis *r, const char *key, size_t len, unsigned *slot);
 
 /* The masters of the current map into out[0..max): how many. */

@@ -792,7 +792,7 @@ static int front_send(struct redis_pipe *p, enum redis_script script,
     p->ferr.code = 0;
     p->ferr.message[0] = '\0';
     for (size_t i = 0; i < n; i++) {
-        unsigned slot;
+        unsigned slot = 0;
         struct redis_node *node = calls[i].nkeys > 0
             ? redis_route_node(p->r, calls[i].keys[0].p, calls[i].keys[0].len, &slot) : NULL;
 

@@ -6,7 +6,7 @@
  * made on first mention and kept until the process ends, so connections
  * (per thread, per pipe) can point at a node without reference counts. In
  * cluster mode the map is one array of 16384 node indexes, read with a
- * single relaxed atomic load per call (no lock on the hot path) and
+ * single atomic load per call (no lock on the hot path) and
  * written under the route's lock:
  *   - at start, from the seeds (cluster.c's cluster_discover());
  *   - by a refresher thread of its own, every REFRESH_EVERY_MS, and soon
@@ -156,7 +156,7 @@ static int refresh(struct redis *r, int timeout_ms)
         int mi = cluster_map_master_index(m, slot);
         atomic_store_explicit(&rt->slot_node[slot],
                               mi >= 0 && (size_t)mi < total ? idx[mi] : (int16_t)-1,
-                              memory_order_relaxed);
+                              memory_order_release);
     }
     rt->nmasters = 0;
     for (size_t i = 0; i < total; i++)
@@ -286,7 +286,9 @@ struct redis_node *redis_route_node(struct redis *r, const char *key, size_t len
         return r->nodes[0];
     }
     *slot = cluster_keyslot(key, len);
-    idx = atomic_load_explicit(&r->route->slot_node[*slot], memory_order_relaxed);
+    /* Acquire pairs with the release that stored the index: the node it
+     * names (made by another thread) is complete. A plain load on x86. */
+    idx = atomic_load_explicit(&r->route->slot_node[*slot], memory_order_acquire);
     if (idx < 0) {
         redis_route_refresh_soon(r);
         return NULL;
@@ -327,7 +329,7 @@ struct redis_node *redis_route_redirect(struct redis *r, const struct cluster_re
     atomic_fetch_add(&rt->moved, 1);
     if (n != NULL && rd->slot < CLUSTER_SLOTS) {
         pthread_mutex_lock(&rt->lock);
-        atomic_store_explicit(&rt->slot_node[rd->slot], (int16_t)n->index, memory_order_relaxed);
+        atomic_store_explicit(&rt->slot_node[rd->slot], (int16_t)n->index, memory_order_release);
         pthread_mutex_unlock(&rt->lock);
     }
     redis_route_refresh_soon(r);
