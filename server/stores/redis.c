@@ -426,6 +426,8 @@ int redis_conn_failed(struct redis *r, int bound_by_deadline, int64_t deadline_u
 }
 
 #define REDIRECTED 1    /* call_node(): the node answered MOVED or ASK */
+#define TRY_AGAIN 2     /* call_node(): TRYAGAIN (a slot's keys half migrated) */
+#define TRYAGAIN_PAUSE_US 5000  /* then the call is sent again after this */
 
 /* Runs one command on this thread's connection to node within the
  * deadline; with asking, an ASKING goes just before it (an ASK redirect).
@@ -433,8 +435,9 @@ int redis_conn_failed(struct redis *r, int bound_by_deadline, int64_t deadline_u
  * scripts on that node and retries once (argv[1] is then replaced by the
  * fresh SHA); otherwise pass -1. On PERMITD_OK *out is a reply that is not
  * an error (free it with freeReplyObject); REDIRECTED (cluster mode) with
- * *rd filled when the node sent the call elsewhere; every failure is turned
- * into err here. */
+ * *rd filled when the node sent the call elsewhere; TRY_AGAIN (cluster
+ * mode) when the node answered TRYAGAIN (err says so); every failure is
+ * turned into err here. */
 static int call_node(struct redis *r, struct redis_node *node, int asking, int argc,
                      const char **argv, const size_t *lens, int script, int64_t deadline_us,
                      redisReply **out, struct cluster_redirect *rd, struct permitd_error *err)
@@ -487,6 +490,11 @@ static int call_node(struct redis *r, struct redis_node *node, int asking, int a
         freeReplyObject(rep);
         return REDIRECTED;
     }
+    if (rep->type == REDIS_REPLY_ERROR && r->route != NULL && strncmp(rep->str, "TRYAGAIN", 8) == 0) {
+        permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s", node->where, rep->str);
+        freeReplyObject(rep);
+        return TRY_AGAIN;
+    }
     if (rep->type == REDIS_REPLY_ERROR) {
         /* Anything but a Redis that cannot serve now is a bug of ours (a
          * script error, say). */
@@ -505,7 +513,9 @@ static int call_node(struct redis *r, struct redis_node *node, int asking, int a
 /* Runs one command on the node that serves key (len bytes; NULL: any
  * master), following redirects: MOVED (the map is pointed at the new
  * owner) and ASK (ASKING then the call, on the node named, once), at most
- * two hops. Otherwise as call_node(). */
+ * two hops; TRYAGAIN (a multi-key call whose slot is half migrated) sends
+ * it again to the same node every 5 ms until the Redis timeout or the
+ * deadline comes. Otherwise as call_node(). */
 static int call(struct redis *r, const char *key, size_t keylen, int argc, const char **argv,
                 const size_t *lens, int script, int64_t deadline_us, redisReply **out,
                 struct permitd_error *err)
@@ -513,9 +523,12 @@ static int call(struct redis *r, const char *key, size_t keylen, int argc, const
     struct cluster_redirect rd;
     struct redis_node *node;
     unsigned slot = 0;
-    int asking = 0, rc;
+    int asking = 0, rc, hop = 0;
+    int64_t give_up_us = clock_now_us() + (int64_t)r->cfg->redis_timeout_ms * 1000;
 
     *out = NULL;
+    if (deadline_us < give_up_us)
+        give_up_us = deadline_us;
     if (r->route == NULL) {
         node = r->nodes[0];
     } else if (key != NULL) {
@@ -528,8 +541,15 @@ static int call(struct redis *r, const char *key, size_t keylen, int argc, const
         return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis cluster %s: the slot map "
                                  "is not known yet (no seed answered)", r->where);
     }
-    for (int hop = 0;; hop++) {
+    for (;; hop++) {
         rc = call_node(r, node, asking, argc, argv, lens, script, deadline_us, out, &rd, err);
+        if (rc == TRY_AGAIN) {
+            if (clock_now_us() + TRYAGAIN_PAUSE_US >= give_up_us)
+                return PERMITD_EUNAVAILABLE;    /* err says TRYAGAIN */
+            usleep(TRYAGAIN_PAUSE_US);
+            hop--;
+            continue;
+        }
         if (rc != REDIRECTED)
             return rc;
         if (hop == 2 || (node = redis_route_redirect(r, &rd, node)) == NULL)

@@ -54,6 +54,9 @@
  * SHA) is copied here, truncated. */
 #define CALL_REDIRECTED (-3)      /* a node pipe's call rc: MOVED or ASK, see redir[] */
 #define REDIRECT_HOPS_MAX 3       /* a call is redirected at most this often */
+#define TRYAGAIN_PAUSE_US 5000    /* a call answered TRYAGAIN goes again after this */
+#define REDIR_ASK 1               /* redir_ask[] bits: send ASKING first */
+#define REDIR_PAUSE 2             /*   TRYAGAIN: wait TRYAGAIN_PAUSE_US first */
 #define FRONT_EVENTS_MAX 16
 
 struct pipe_reply {
@@ -116,6 +119,12 @@ struct redis_pipe {
     size_t fn, left;
     unsigned char *hops;
     size_t hops_cap;
+    int64_t give_up_us;           /* TRYAGAIN is retried until then */
+    size_t *later;                /* calls answered TRYAGAIN: sent again at later_at */
+    struct redis_node **later_node;
+    unsigned char *later_ask;
+    size_t nlater;
+    int64_t later_at;
     struct permitd_error ferr;    /* the first whole-node failure of the batch */
 };
 
@@ -158,6 +167,9 @@ void redis_pipe_free(struct redis_pipe *p)
     free(p->queued);
     free(p->queued_ask);
     free(p->hops);
+    free(p->later);
+    free(p->later_node);
+    free(p->later_ask);
     free(p);
 }
 
@@ -502,7 +514,15 @@ static int pipe_reply(struct redis_pipe *p, const struct pipe_reply *rep)
         cluster_redirect_parse(rep->str, rep->len, &rd) != CLUSTER_REDIRECT_NONE) {
         size_t k = (size_t)(c - p->calls);
         p->redir[k] = redis_route_redirect(p->r, &rd, p->c.node);
-        p->redir_ask[k] = rd.kind == CLUSTER_REDIRECT_ASK;
+        p->redir_ask[k] = rd.kind == CLUSTER_REDIRECT_ASK ? REDIR_ASK : 0;
+        c->rc = CALL_REDIRECTED;
+    } else if (rep->type == REDIS_REPLY_ERROR && p->redir != NULL &&
+               strncmp(rep->str, "TRYAGAIN", 8) == 0) {
+        /* A multi-key call whose slot is half migrated: the same node again,
+         * ASKING again if it was asked, in a moment. */
+        size_t k = (size_t)(c - p->calls);
+        p->redir[k] = p->c.node;
+        p->redir_ask[k] = (unsigned char)(REDIR_PAUSE | (p->asking[k] != 0 ? REDIR_ASK : 0));
         c->rc = CALL_REDIRECTED;
     } else if (rep->type == REDIS_REPLY_ERROR && redis_error_noscript(rep->str)) {
         c->rc = -2;             /* sent again once the script is loaded */
@@ -752,6 +772,21 @@ static void front_dispatch(struct redis_pipe *p, struct redis_pipe *sub)
     node_register(p, sub);
 }
 
+/* The front's call i goes to node again (ask: after ASKING) in
+ * TRYAGAIN_PAUSE_US. */
+static void front_later(struct redis_pipe *p, struct redis_node *node, size_t i, int ask)
+{
+    if (p->nlater == p->fn) {
+        front_done(p, i, PERMITD_EINTERNAL);    /* cannot happen: one entry per call */
+        return;
+    }
+    if (p->nlater == 0)
+        p->later_at = clock_now_us() + TRYAGAIN_PAUSE_US;
+    p->later[p->nlater] = i;
+    p->later_node[p->nlater] = node;
+    p->later_ask[p->nlater++] = (unsigned char)ask;
+}
+
 /* sub's round ended (1) or failed as a whole (rc < 0): its calls end, or
  * go where they were redirected. */
 static void front_round(struct redis_pipe *p, struct redis_pipe *sub, int rc,
@@ -763,6 +798,14 @@ static void front_round(struct redis_pipe *p, struct redis_pipe *sub, int rc,
 
         if (crc != CALL_REDIRECTED) {
             front_done(p, i, crc);
+        } else if (sub->redir_ask[k] & REDIR_PAUSE) {
+            if (clock_now_us() + TRYAGAIN_PAUSE_US >= p->give_up_us) {
+                log_msg(LOG_LEVEL_WARN, "redis cluster: TRYAGAIN until the timeout", "node=%s",
+                        sub->c.node->where);
+                front_done(p, i, PERMITD_EUNAVAILABLE);
+            } else {
+                front_later(p, sub->redir[k], i, sub->redir_ask[k] & REDIR_ASK);
+            }
         } else if (++p->hops[i] > REDIRECT_HOPS_MAX || sub->redir[k] == NULL) {
             log_msg(LOG_LEVEL_WARN, "redis cluster: a call is still redirected", "node=%s hops=%d",
                     sub->c.node->where, (int)p->hops[i]);
@@ -781,10 +824,16 @@ static int front_send(struct redis_pipe *p, enum redis_script script,
                       struct permitd_error *err)
 {
     if (n > p->hops_cap) {
-        if (grow((void **)&p->hops, 1, n) != 0)
+        if (grow((void **)&p->hops, 1, n) != 0 || grow((void **)&p->later, sizeof(*p->later), n) ||
+            grow((void **)&p->later_node, sizeof(*p->later_node), n) ||
+            grow((void **)&p->later_ask, 1, n))
             return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         p->hops_cap = n;
     }
+    p->nlater = 0;
+    p->give_up_us = clock_now_us() + (int64_t)p->r->cfg->redis_timeout_ms * 1000;
+    if (deadline_us < p->give_up_us)
+        p->give_up_us = deadline_us;
     p->script = script;
     p->fcalls = calls;
     p->fn = p->left = n;
@@ -854,6 +903,11 @@ static int front_io(struct redis_pipe *p, uint32_t revents, struct permitd_error
             front_round(p, sub, rc, &e);
         node_register(p, sub);
     }
+    if (p->nlater > 0 && now >= p->later_at) {
+        for (size_t j = 0; j < p->nlater; j++)
+            front_queue(p, p->later_node[j], p->later[j], p->later_ask[j]);
+        p->nlater = 0;
+    }
     for (int i = 0; i < REDIS_NODES_MAX; i++)
         if (p->subs[i] != NULL)
             front_dispatch(p, p->subs[i]);
@@ -879,6 +933,8 @@ static void front_want(const struct redis_pipe *p, int *fd, uint32_t *events, in
         *at_us = 0;             /* ended without a socket event: say so at once */
         return;
     }
+    if (p->nlater > 0)
+        *at_us = p->later_at;
     for (int i = 0; i < REDIS_NODES_MAX; i++)
         if (p->subs[i] != NULL && p->subs[i]->busy && p->subs[i]->deadline_us < *at_us)
             *at_us = p->subs[i]->deadline_us;

@@ -114,6 +114,14 @@ class Cluster:
         return src
 
 
+def tryagain_count(redis):
+    """How often a node answered TRYAGAIN (INFO errorstats)."""
+    for line in redis("INFO", "errorstats").splitlines():
+        if line.startswith("errorstat_TRYAGAIN:count="):
+            return int(line.split("=")[1])
+    return 0
+
+
 def metric(text, name):
     for line in text.splitlines():
         if line.startswith(name + " "):
@@ -270,6 +278,60 @@ class ServeTest(test_admin.AdminCase):
             self.cluster.move(slot, src)
         d = decision(api.acquire(name))
         self.assertEqual(int(d["remaining"]), 4, d)
+
+    def test_half_migrated_slot_tryagain_waits_for_the_rest(self):
+        # A script's keys split by a migration: the source has the policy
+        # hash, the target the bucket. Redis answers TRYAGAIN (neither node
+        # has them all) until the rest is moved: permitd sends the call again
+        # every 5 ms within the Redis timeout (1 s in tests), on the pipe
+        # (Acquire) and on a blocking connection (the admin inspector).
+        name = self.policies(1, max_permits=10)[0]
+        api = self.api()
+        blocking = self.editor()
+        for _ in range(2):
+            self.assertTrue(decision(api.acquire(name))["allowed"])
+        slot = self.cluster.slot(state_key(name, prefix=self.prefix))
+        src = self.cluster.owner(slot)
+        dst = self.other_master(src)
+        tries0 = tryagain_count(Redis(src)) + tryagain_count(Redis(dst))
+        results = {}
+        try:
+            Redis(dst)("CLUSTER", "SETSLOT", slot, "IMPORTING", self.cluster.node_id(src))
+            Redis(src)("CLUSTER", "SETSLOT", slot, "MIGRATING", self.cluster.node_id(dst))
+            Redis(src)("MIGRATE", "127.0.0.1", dst, state_key(name, prefix=self.prefix), 0, 5000)
+
+            def acquire():
+                results["acquire"] = api.acquire(name)
+
+            def inspect():
+                results["inspect"] = blocking.p("GetBucket", {"name": name})
+
+            threads = [threading.Thread(target=f) for f in (acquire, inspect)]
+            for t in threads:
+                t.start()
+            time.sleep(0.2)
+            keys = Redis(src)("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+            if keys:
+                Redis(src)("MIGRATE", "127.0.0.1", dst, "", 0, 5000, "KEYS", *keys)
+            for t in threads:
+                t.join()
+            self.cluster.finish(slot, dst)
+        finally:
+            if self.cluster.owner(slot) == src:
+                keys = Redis(src)("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+                if keys:
+                    Redis(src)("MIGRATE", "127.0.0.1", dst, "", 0, 5000, "KEYS", *keys)
+                self.cluster.finish(slot, dst)
+            self.cluster.move(slot, src)
+        print("TRYAGAIN answered %d times meanwhile"
+              % (tryagain_count(Redis(src)) + tryagain_count(Redis(dst)) - tries0), file=sys.stderr)
+        self.assertEqual((results["acquire"].status, results["inspect"].status), (200, 200),
+                         results)
+        d = decision(results["acquire"])
+        self.assertTrue(d["allowed"], d)
+        self.assertEqual(int(d["remaining"]), 7)
+        self.assertEqual(results["inspect"].status, 200, results["inspect"])
+        self.assertEqual(int(decision(api.acquire(name))["remaining"]), 6)
 
     def test_noscript_on_one_master_reloads_there(self):
         names = self.policies(6)
