@@ -136,6 +136,13 @@ static int refresh(struct redis *r, int timeout_ms)
         return -1;
     }
     if (cluster_discover(ask, timeout_ms, &m, &err) != PERMITD_OK) {
+        /* No seed answered: each seed's name is tried at its next address
+         * next time (a name with an IPv6 and an IPv4 address, say). */
+        for (int i = 0; i < r->cfg->redis_seeds.nseeds; i++) {
+            char ip[RESOLVE_ADDR_MAX];
+            if (resolver_address(rt->seeds[i], ip, why, sizeof(why)) == 0)
+                resolver_failed(rt->seeds[i], ip);
+        }
         free(ask);
         log_msg(LOG_LEVEL_WARN, "redis cluster: slot map refresh failed", "error=\"%s\"",
                 err.message);

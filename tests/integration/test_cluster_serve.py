@@ -424,6 +424,19 @@ class StartTest(unittest.TestCase):
             self.assertEqual(admin.request("GET", "/readyz").status, 200)
 
 
+    def test_seeds_by_host_name(self):
+        # A seed named, not numbered: looked up by the resolver's thread.
+        cluster = Cluster(stack_env()["PERMITD_TEST_CLUSTER_SEEDS"])
+        prefix = unique("csn") + ":"
+        name = unique("cs")
+        put_policy(lambda *a: cluster.call("{%s}" % name, *a), name, max_permits=5,
+                   prefix=prefix)
+        url = "redis+cluster://localhost:%d" % cluster.masters()[1]
+        with Permitd(redis_url=url, prefix=prefix) as p:
+            self.assertTrue(decision(p.http().acquire(name))["allowed"])
+            self.assertEqual(p.admin().request("GET", "/readyz").status, 200)
+
+
 class PrivateCluster:
     """A cluster of our own, for the tests that reshard or kill a node."""
 
