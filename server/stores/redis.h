@@ -4,13 +4,15 @@
  *
  * One `struct redis` per process holds the settings and the embedded
  * scripts; each thread that calls in gets its own blocking connection
- * (redis.c), created on first use and kept in thread-local storage, so no
- * call takes a lock. An event loop drives a pipe instead (redis_pipe.c,
- * redis_pipe_*: a non-blocking connection of its own for pipelined script
- * calls). A broken connection is
+ * (redis.c; in a Redis Cluster one per master it calls), created on first
+ * use and kept in thread-local storage, so no call takes a lock. An event
+ * loop drives a pipe instead (redis_pipe.c, redis_pipe_*: a non-blocking
+ * connection of its own for pipelined script calls; in a cluster one per
+ * master behind the same API). A broken connection is
  * dropped and re-made on a later call, with a backoff so a dead Redis is not
  * hammered; scripts are loaded on every new connection and re-loaded when
- * Redis answers NOSCRIPT.
+ * Redis answers NOSCRIPT. Which node a call goes to is redis_route.c's
+ * (see "Redis Cluster" below).
  */
 #ifndef PERMITD_REDIS_H
 #define PERMITD_REDIS_H
