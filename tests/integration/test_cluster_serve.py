@@ -558,13 +558,21 @@ class ChaosTest(unittest.TestCase):
         victim = masters[0]
         doomed = self.named_in(lambda s: self.cl.owner(s) == victim, 2)
         safe = self.named_in(lambda s: self.cl.owner(s) != victim, 4)
-        for name in doomed + safe:
+        for name in doomed[:1] + safe:
             put_policy(lambda *a, n=name: self.cl.call("{%s}" % n, *a), name,
                        max_permits=1000000, rate=1000)
+        # doomed[1] is emptied just before the kill: what the replica had not
+        # received yet is taken again after the promotion (replication is
+        # asynchronous): the over-admission a failover can cost.
+        quota = 50
+        put_policy(lambda *a, n=doomed[1]: self.cl.call("{%s}" % n, *a), doomed[1],
+                   max_permits=quota, rate=0.0001)
         p = self.permitd()
         h = p.http()
         for name in doomed + safe:
             self.assertTrue(decision(h.acquire(name))["allowed"])
+        for _ in range(quota - 1):
+            self.assertTrue(decision(h.acquire(doomed[1]))["allowed"])
         os.kill(self.pc.pid(victim), signal.SIGKILL)
         killed = time.time()
         promoted = served = None
@@ -602,7 +610,12 @@ class ChaosTest(unittest.TestCase):
         self.assertLess(served, 10)
         if promoted is not None:
             self.assertLess(served - promoted, 1.5)
-        self.assertTrue(decision(h.acquire(doomed[1]))["allowed"])
+        extra = 0
+        while extra <= quota and decision(h.acquire(doomed[1]))["allowed"]:
+            extra += 1
+        print("failover: %d of a bucket's %d permits taken again after the promotion "
+              "(writes the replica had not received)" % (extra, quota), file=sys.stderr)
+        self.assertLessEqual(extra, quota)
         ready = p.admin().request("GET", "/readyz")
         self.assertEqual(ready.status, 200, ready.body)
 
