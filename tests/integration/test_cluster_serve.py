@@ -468,8 +468,13 @@ class ChaosTest(unittest.TestCase):
 
     def permitd(self):
         p = Permitd(redis_url=self.pc.url, args=["--redis-timeout-ms", "200"])
-        self.addCleanup(p.stop)
+        self.addCleanup(self.stopped, p)
         return p
+
+    def stopped(self, p):
+        # Exits 0 after a cluster's nodes moved or died: no leak (ASan), no hang.
+        code = p.stop()
+        self.assertEqual(code, 0, p.output()[-3000:])
 
     def named_in(self, pred, n):
         """n policy names whose shared bucket's slot satisfies pred(slot)."""
@@ -609,7 +614,7 @@ class ChaosTest(unittest.TestCase):
         self.assertEqual(doomed_codes - {"unavailable"}, set())
         self.assertLess(served, 10)
         if promoted is not None:
-            self.assertLess(served - promoted, 1.5)
+            self.assertLess(served - promoted, 1.0)
         extra = 0
         while extra <= quota and decision(h.acquire(doomed[1]))["allowed"]:
             extra += 1
