@@ -62,6 +62,24 @@ static void readyz_skipped(const struct health *h, char *body, size_t cap, size_
     sync_skipped_free(rows, nrows);
 }
 
+/* /readyz's lines for the masters of a cluster, from redis_ping_each(). */
+struct readyz_masters {
+    char *body;
+    size_t cap, *n;
+    int count;
+};
+
+static void readyz_master(void *ud, const char *where, int rc, const char *error)
+{
+    struct readyz_masters *m = ud;
+
+    m->count++;
+    if (rc == PERMITD_OK)
+        put(m->body, m->cap, m->n, "  master %s: ok\n", where);
+    else
+        put(m->body, m->cap, m->n, "  master %s: %s\n", where, error);
+}
+
 void health_readyz(const struct health *h, struct http_response *resp)
 {
     struct permitd_error err = {0, ""};
@@ -73,7 +91,17 @@ void health_readyz(const struct health *h, struct http_response *resp)
         resp->status = 500;
         return;
     }
-    if (redis_ping(h->redis, clock_now_us() + READYZ_REDIS_DEADLINE_MS * 1000, &err) == PERMITD_OK) {
+    if (redis_cluster_enabled(h->redis)) {
+        /* One line per master: which one is down is what an operator needs. */
+        struct readyz_masters m = {body, cap, &n, 0};
+        put(body, cap, &n, "redis cluster:\n");
+        if (redis_ping_each(h->redis, clock_now_us() + READYZ_REDIS_DEADLINE_MS * 1000,
+                            readyz_master, &m) != PERMITD_OK) {
+            ready = 0;
+            if (m.count == 0)
+                put(body, cap, &n, "  no slot map yet: no seed node answered\n");
+        }
+    } else if (redis_ping(h->redis, clock_now_us() + READYZ_REDIS_DEADLINE_MS * 1000, &err) == PERMITD_OK) {
         put(body, cap, &n, "redis: ok\n");
     } else {
         ready = 0;
@@ -151,6 +179,31 @@ void health_metrics(const struct health *h, struct http_response *resp)
                  "reconnects).\n# TYPE permitd_redis_connects_total counter\n"
                  "permitd_redis_connects_total %llu\n",
             (unsigned long long)errors, (unsigned long long)connects);
+    if (redis_cluster_enabled(h->redis)) {
+        struct redis_node_info ni;
+        uint64_t moved, ask, refreshes;
+
+        redis_cluster_counters(h->redis, &moved, &ask, &refreshes);
+        fprintf(out, "# HELP permitd_redis_redirects_total Redis Cluster redirects followed.\n"
+                     "# TYPE permitd_redis_redirects_total counter\n"
+                     "permitd_redis_redirects_total{kind=\"moved\"} %llu\n"
+                     "permitd_redis_redirects_total{kind=\"ask\"} %llu\n"
+                     "# HELP permitd_redis_slot_map_refreshes_total Slot maps fetched.\n"
+                     "# TYPE permitd_redis_slot_map_refreshes_total counter\n"
+                     "permitd_redis_slot_map_refreshes_total %llu\n"
+                     "# HELP permitd_redis_node_connects_total Connections made, per node.\n"
+                     "# TYPE permitd_redis_node_connects_total counter\n",
+                (unsigned long long)moved, (unsigned long long)ask,
+                (unsigned long long)refreshes);
+        for (int i = 0; redis_node_info(h->redis, i, &ni) == 0; i++)
+            fprintf(out, "permitd_redis_node_connects_total{node=\"%s\"} %llu\n", ni.where,
+                    (unsigned long long)ni.connects);
+        fprintf(out, "# HELP permitd_redis_node_errors_total Failed calls, per node.\n"
+                     "# TYPE permitd_redis_node_errors_total counter\n");
+        for (int i = 0; redis_node_info(h->redis, i, &ni) == 0; i++)
+            fprintf(out, "permitd_redis_node_errors_total{node=\"%s\"} %llu\n", ni.where,
+                    (unsigned long long)ni.errors);
+    }
     if (h->sync != NULL) {
         struct sync_status st;
         sync_get_status(h->sync, &st);

@@ -67,7 +67,8 @@ static const struct setting settings[] = {
         "GnuTLS priority string of both listeners (default: TLS 1.2 and 1.3, forward-secret "
         "AEAD suites only)"),
     STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
-        "redis://[[user]:pass@]host[:port][/db] or unix:///path/redis.sock"),
+        "redis://[[user]:pass@]host[:port][/db], unix:///path/redis.sock, or a Redis Cluster: "
+        "redis+cluster://[[user]:pass@]host1:port,host2:port,... (seed nodes)"),
     STR(redis_prefix, "redis-prefix", "PERMITD_REDIS_PREFIX", "permitd:",
         "prefix of every Redis key permitd reads or writes"),
     INT(redis_timeout_ms, "redis-timeout-ms", "PERMITD_REDIS_TIMEOUT_MS", "50",
@@ -329,7 +330,9 @@ int config_parse_redis_url(struct config *cfg, const char *url,
 
 void config_redis_url_masked(const struct config *cfg, char *buf, size_t len)
 {
-    if (cfg->redis_socket[0] != '\0')
+    if (cfg->redis_cluster)
+        config_redis_cluster_url_masked(&cfg->redis_seeds, buf, len);
+    else if (cfg->redis_socket[0] != '\0')
         snprintf(buf, len, "unix://%s?db=%d", cfg->redis_socket, cfg->redis_db);
     else
         snprintf(buf, len, "redis://%s%s%s:%d/%d",
@@ -710,8 +713,19 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                             sizeof(cfg->admin_listen_host), &cfg->admin_listen_port,
                             err) != PERMITD_OK)
         return prefixed(err, "--admin-listen (PERMITD_ADMIN_LISTEN)");
-    if (config_parse_redis_url(cfg, cfg->redis_url, err) != PERMITD_OK)
+    cfg->redis_cluster = strncmp(cfg->redis_url, "redis+cluster://", 16) == 0;
+    if (cfg->redis_cluster) {
+        /* The seeds; AUTH on every node with the URL's user and password. */
+        if (config_parse_redis_cluster_url(cfg->redis_url, &cfg->redis_seeds, err) != PERMITD_OK)
+            return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");
+        cfg->redis_host[0] = cfg->redis_socket[0] = '\0';
+        cfg->redis_port = 0;
+        cfg->redis_db = 0;
+        snprintf(cfg->redis_user, sizeof(cfg->redis_user), "%s", cfg->redis_seeds.user);
+        snprintf(cfg->redis_password, sizeof(cfg->redis_password), "%s", cfg->redis_seeds.password);
+    } else if (config_parse_redis_url(cfg, cfg->redis_url, err) != PERMITD_OK) {
         return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");
+    }
     if (cfg->mysql_url[0] != '\0' &&
         config_parse_mysql_url(cfg->mysql_url, &cfg->mysql, err) != PERMITD_OK)
         return prefixed(err, "--mysql-url (PERMITD_MYSQL_URL)");

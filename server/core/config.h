@@ -22,6 +22,21 @@
     "SECURE256:+SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA:-DHE-RSA:-DHE-DSS:" \
     "-AES-256-CBC:-AES-128-CBC:-CAMELLIA-256-CBC:-CAMELLIA-128-CBC:-SHA1:%SERVER_PRECEDENCE"
 
+/* The seed nodes of a Redis Cluster: where permitd asks for the slot map
+ * (cluster.c). Any node will do; more than one lets a start survive a dead
+ * one. */
+#define CONFIG_REDIS_SEEDS_MAX 16
+
+struct config_redis_cluster {
+    char user[128];
+    char password[256];
+    int nseeds;
+    struct config_redis_seed {
+        char host[256];               /* IP (v6 without brackets) or host name */
+        int port;
+    } seeds[CONFIG_REDIS_SEEDS_MAX];
+};
+
 struct config {
     /* API listener */
     char listen[256];             /* as given, "host:port" */
@@ -50,6 +65,9 @@ struct config {
     int redis_db;
     char redis_prefix[128];       /* prepended to every key */
     int redis_timeout_ms;         /* per command and connect */
+    int redis_cluster;            /* 1: redis_url is redis+cluster:// (the seeds below; the
+                                   * user and password are copied to redis_user/_password) */
+    struct config_redis_cluster redis_seeds;
 
     /* MySQL policy store */
     char mysql_url[1024];         /* as given; "" = no store (policies by hand) */
@@ -91,21 +109,6 @@ void config_usage(FILE *out);
  * wrong (the password is never echoed). */
 int config_parse_redis_url(struct config *cfg, const char *url,
                            struct permitd_error *err);
-
-/* The seed nodes of a Redis Cluster: where permitd asks for the slot map
- * (cluster.c). Any node will do; more than one lets a start survive a dead
- * one. */
-#define CONFIG_REDIS_SEEDS_MAX 16
-
-struct config_redis_cluster {
-    char user[128];
-    char password[256];
-    int nseeds;
-    struct config_redis_seed {
-        char host[256];               /* IP (v6 without brackets) or host name */
-        int port;
-    } seeds[CONFIG_REDIS_SEEDS_MAX];
-};
 
 /* Parses a cluster URL into *out:
  *   redis+cluster://[[user]:password@]host1[:port],host2[:port],...[/0]

@@ -435,6 +435,17 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
             return rc;
         if (!is_master || slots->elements == 0)
             continue;
+        /* Just after a failover the shard lists the failed old master as a
+         * master still (it is one until it comes back as a replica): the
+         * promoted one serves the slots. */
+        if (index >= 0 && node.health == CLUSTER_HEALTH_FAILED &&
+            m->masters[index].node.health != CLUSTER_HEALTH_FAILED)
+            continue;
+        if (index >= 0 && m->masters[index].node.health == CLUSTER_HEALTH_FAILED &&
+            node.health != CLUSTER_HEALTH_FAILED) {
+            m->masters[index].node = node;
+            continue;
+        }
         if (index >= 0)
             return permitd_error_set(err, PERMITD_EINTERNAL,
                                      "%s has two masters: %s:%d and %s:%d", where,

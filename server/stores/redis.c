@@ -38,6 +38,7 @@
 #include "core/clock.h"
 #include "core/embed.h"
 #include "core/log.h"
+#include "stores/cluster.h"
 #include "stores/redis.h"
 #include "stores/redis_conn.h"
 #include "stores/resolve.h"
@@ -52,15 +53,25 @@ const char *const redis_script_files[REDIS_SCRIPT_COUNT] = {
     [REDIS_SCRIPT_SYNC] = "sync.lua",
 };
 
+/* A thread's blocking connections, one per node it has called (a single
+ * Redis: conns[0] only), made on demand. */
+struct thread_conns {
+    struct redis_conn *conns[REDIS_NODES_MAX];
+};
+
 static void conn_free(void *p)
 {
-    struct redis_conn *c = p;
+    struct thread_conns *t = p;
 
-    if (c == NULL)
+    if (t == NULL)
         return;
-    if (c->ctx != NULL)
-        redisFree(c->ctx);
-    free(c);
+    for (int i = 0; i < REDIS_NODES_MAX; i++)
+        if (t->conns[i] != NULL) {
+            if (t->conns[i]->ctx != NULL)
+                redisFree(t->conns[i]->ctx);
+            free(t->conns[i]);
+        }
+    free(t);
 }
 
 int redis_new(const struct config *cfg, struct redis **out, struct permitd_error *err)
@@ -84,15 +95,23 @@ int redis_new(const struct config *cfg, struct redis **out, struct permitd_error
         free(r);
         return permitd_error_set(err, PERMITD_EINTERNAL, "pthread_key_create failed");
     }
-    if (cfg->redis_socket[0] != '\0') {
-        snprintf(r->where, sizeof(r->where), "%s", cfg->redis_socket);
-    } else {
-        snprintf(r->where, sizeof(r->where), "%s:%d", cfg->redis_host, cfg->redis_port);
-        if (resolver_new(cfg->redis_host, RESOLVE_WAIT_MS, &r->resolver, err) != PERMITD_OK) {
-            pthread_key_delete(r->key);
-            free(r);
+    pthread_mutex_init(&r->nodes_lock, NULL);
+    if (cfg->redis_cluster) {
+        config_redis_url_masked(cfg, r->where, sizeof(r->where));
+        if (redis_route_start(r, err) != PERMITD_OK) {
+            redis_free(r);
             return err->code;
         }
+    } else {
+        int sock = cfg->redis_socket[0] != '\0';
+        if (redis_node_get(r, sock ? cfg->redis_socket : cfg->redis_host,
+                           sock ? 0 : cfg->redis_port, RESOLVE_WAIT_MS) == NULL) {
+            redis_free(r);
+            return permitd_error_set(err, PERMITD_EINTERNAL, "cannot set up redis at %s%s%d",
+                                     sock ? cfg->redis_socket : cfg->redis_host, sock ? "" : ":",
+                                     sock ? 0 : cfg->redis_port);
+        }
+        snprintf(r->where, sizeof(r->where), "%s", r->nodes[0]->where);
     }
     *out = r;
     return PERMITD_OK;
@@ -107,7 +126,12 @@ void redis_free(struct redis *r)
     conn_free(pthread_getspecific(r->key));
     pthread_setspecific(r->key, NULL);
     pthread_key_delete(r->key);
-    resolver_free(r->resolver);
+    redis_route_stop(r);
+    for (int i = 0; i < atomic_load(&r->nnodes); i++) {
+        resolver_free(r->nodes[i]->resolver);
+        free(r->nodes[i]);
+    }
+    pthread_mutex_destroy(&r->nodes_lock);
     free(r);
 }
 
@@ -128,7 +152,7 @@ void redis_conn_close(struct redis_conn *c)
 int redis_error_status(const char *reply)
 {
     static const char *const codes[] = {"LOADING", "BUSY", "READONLY", "MASTERDOWN",
-                                        "TRYAGAIN"};
+                                        "TRYAGAIN", "CLUSTERDOWN"};
 
     for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
         if (strncmp(reply, codes[i], strlen(codes[i])) == 0)
@@ -211,17 +235,19 @@ int redis_conn_down(struct redis *r, struct redis_conn *c, struct permitd_error 
 {
     redis_conn_close(c);
     if (c->ip[0] != '\0') {
-        resolver_failed(r->resolver, c->ip);
+        resolver_failed(c->node->resolver, c->ip);
         c->ip[0] = '\0';
     }
+    redis_route_refresh_soon(r);        /* a master that cannot be reached: failed over? */
+    atomic_fetch_add(&c->node->errors, 1);
     c->backoff_ms = c->backoff_ms == 0 ? BACKOFF_MIN_MS
                   : (c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2);
     c->retry_at_us = clock_now_us() + (int64_t)c->backoff_ms * 1000;
     log_msg(LOG_LEVEL_WARN, "redis connect failed", "addr=%s error=\"%s\" retry_in_ms=%d",
-            r->where, c->last_error, c->backoff_ms);
+            c->node->where, c->last_error, c->backoff_ms);
     atomic_fetch_add(&r->errors, 1);
     return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s is unavailable: %s",
-                             r->where, c->last_error);
+                             c->node->where, c->last_error);
 }
 
 /* Drops c, whose Redis answered that it cannot serve now: the next call
@@ -231,16 +257,18 @@ void redis_conn_drop(struct redis *r, struct redis_conn *c)
 {
     redis_conn_close(c);
     if (c->ip[0] != '\0') {
-        resolver_failed(r->resolver, c->ip);
+        resolver_failed(c->node->resolver, c->ip);
         c->ip[0] = '\0';
     }
+    redis_route_refresh_soon(r);
 }
 
 /* c answered on a new connection: the backoff is over. */
 void redis_conn_up(struct redis *r, struct redis_conn *c)
 {
     if (c->backoff_ms != 0)
-        log_msg(LOG_LEVEL_INFO, "redis reconnected", "addr=%s", r->where);
+        log_msg(LOG_LEVEL_INFO, "redis reconnected", "addr=%s", c->node->where);
+    (void)r;
     c->backoff_ms = 0;
     c->retry_at_us = 0;
 }
@@ -254,8 +282,8 @@ void redis_conn_up(struct redis *r, struct redis_conn *c)
 int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int greet,
                        struct permitd_error *err)
 {
-    const char *sock = r->cfg->redis_socket;
-    int unix_socket = sock[0] != '\0', port = r->cfg->redis_port;
+    const char *sock = c->node->host;
+    int unix_socket = c->node->port == 0, port = c->node->port;
     struct timeval tv = tv_ms(timeout_ms);
     int64_t now;
 
@@ -267,13 +295,15 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
         return PERMITD_OK;
     }
     now = clock_now_us();
-    if (now < c->retry_at_us)
+    if (now < c->retry_at_us) {
+        redis_route_refresh_soon(r);    /* cluster: has a replica taken over? */
         return permitd_error_set(err, PERMITD_EUNAVAILABLE,
                                  "redis at %s is unavailable (%s); next attempt in %lld ms",
-                                 r->where, c->last_error,
+                                 c->node->where, c->last_error,
                                  (long long)((c->retry_at_us - now + 999) / 1000));
+    }
     if (!unix_socket &&
-        resolver_address(r->resolver, c->ip, c->last_error, sizeof(c->last_error)) != 0)
+        resolver_address(c->node->resolver, c->ip, c->last_error, sizeof(c->last_error)) != 0)
         return redis_conn_down(r, c, err);
     if (greet)
         c->ctx = unix_socket ? redisConnectUnixWithTimeout(sock, tv)
@@ -291,6 +321,7 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
     if (!unix_socket)
         redisEnableKeepAlive(c->ctx);
     atomic_fetch_add(&r->connects, 1);
+    atomic_fetch_add(&c->node->connects, 1);
     if (!greet)
         return PERMITD_OK;      /* a pipe's handshake goes out with its first batch */
     redisSetTimeout(c->ctx, tv);
@@ -301,20 +332,33 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
     return PERMITD_OK;
 }
 
-/* Returns this thread's connection, connected, with its socket timeout set
- * to timeout_ms; or NULL with err set (unavailable) while Redis cannot be
- * reached or the backoff since the last failure has not passed. */
-static struct redis_conn *acquire_conn(struct redis *r, int timeout_ms, struct permitd_error *err)
+/* Returns this thread's connection to node, connected, with its socket
+ * timeout set to timeout_ms; or NULL with err set (unavailable) while the
+ * node cannot be reached or the backoff since the last failure has not
+ * passed. */
+static struct redis_conn *acquire_conn(struct redis *r, struct redis_node *node, int timeout_ms,
+                                       struct permitd_error *err)
 {
-    struct redis_conn *c = pthread_getspecific(r->key);
+    struct thread_conns *t = pthread_getspecific(r->key);
+    struct redis_conn *c;
 
+    if (t == NULL) {
+        t = calloc(1, sizeof(*t));
+        if (t == NULL) {
+            permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            return NULL;
+        }
+        pthread_setspecific(r->key, t);
+    }
+    c = t->conns[node->index];
     if (c == NULL) {
         c = calloc(1, sizeof(*c));
         if (c == NULL) {
             permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
             return NULL;
         }
-        pthread_setspecific(r->key, c);
+        c->node = node;
+        t->conns[node->index] = c;
     }
     return redis_conn_ensure(r, c, timeout_ms, 1, err) == PERMITD_OK ? c : NULL;
 }
@@ -351,12 +395,15 @@ static int broken(struct redis *r, struct redis_conn *c, int bound_by_deadline, 
                                "deadline exceeded waiting %d ms for redis", timeout_ms);
     else if (timed_out)
         rc = permitd_error_set(err, PERMITD_EUNAVAILABLE,
-                               "redis at %s did not answer within %d ms", r->where, timeout_ms);
+                               "redis at %s did not answer within %d ms", c->node->where, timeout_ms);
     else
         rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
-                               r->where, c->ctx->errstr);
+                               c->node->where, c->ctx->errstr);
     snprintf(c->last_error, sizeof(c->last_error), "%.190s", err ? err->message : "broken");
     atomic_fetch_add(&r->errors, 1);
+    atomic_fetch_add(&c->node->errors, 1);
+    if (!timed_out)
+        redis_route_refresh_soon(r);
     redis_conn_close(c);
     /* Reconnect on the next call without waiting: one failure is often just
      * a restart. Backoff starts only if that reconnect fails too. */
@@ -378,14 +425,25 @@ int redis_conn_failed(struct redis *r, int bound_by_deadline, int64_t deadline_u
     return err->code;
 }
 
-/* Runs one command on this thread's connection within the deadline. For
- * an EVALSHA, `script` names it so a NOSCRIPT reply reloads the scripts and
- * retries once (argv[1] is then replaced by the fresh SHA); otherwise pass
- * -1. On PERMITD_OK *out is a reply that is not an error (free it with
- * freeReplyObject); every failure is turned into err here. */
-static int call(struct redis *r, int argc, const char **argv, const size_t *lens,
-                int script, int64_t deadline_us, redisReply **out, struct permitd_error *err)
+#define REDIRECTED 1    /* call_node(): the node answered MOVED or ASK */
+#define TRY_AGAIN 2     /* call_node(): TRYAGAIN (a slot's keys half migrated) */
+#define TRYAGAIN_PAUSE_US 5000  /* then the call is sent again after this */
+
+/* Runs one command on this thread's connection to node within the
+ * deadline; with asking, an ASKING goes just before it (an ASK redirect).
+ * For an EVALSHA, `script` names it so a NOSCRIPT reply reloads the
+ * scripts on that node and retries once (argv[1] is then replaced by the
+ * fresh SHA); otherwise pass -1. On PERMITD_OK *out is a reply that is not
+ * an error (free it with freeReplyObject); REDIRECTED (cluster mode) with
+ * *rd filled when the node sent the call elsewhere; TRY_AGAIN (cluster
+ * mode) when the node answered TRYAGAIN (err says so); every failure is
+ * turned into err here. */
+static int call_node(struct redis *r, struct redis_node *node, int asking, int argc,
+                     const char **argv, const size_t *lens, int script, int64_t deadline_us,
+                     redisReply **out, struct cluster_redirect *rd, struct permitd_error *err)
 {
+    static const char *const asking_argv[1] = {"ASKING"};
+    static const size_t asking_len[1] = {6};
     int bound, timeout_ms, rc;
     struct redis_conn *c;
     redisReply *rep = NULL;
@@ -394,13 +452,19 @@ static int call(struct redis *r, int argc, const char **argv, const size_t *lens
     timeout_ms = redis_call_timeout(r, deadline_us, &bound, err);
     if (timeout_ms < 0)
         return timeout_ms;
-    c = acquire_conn(r, timeout_ms, err);
+    c = acquire_conn(r, node, timeout_ms, err);
     if (c == NULL)
         return redis_conn_failed(r, bound, deadline_us, err);
     if (script >= 0)
         argv[1] = c->sha[script];
 
     for (int attempt = 0; attempt < 2; attempt++) {
+        if (asking) {
+            rep = command(c, 1, (const char **)asking_argv, asking_len);
+            if (rep == NULL)
+                return broken(r, c, bound, timeout_ms, err);
+            freeReplyObject(rep);
+        }
         rep = command(c, argc, argv, lens);
         if (rep == NULL)
             return broken(r, c, bound, timeout_ms, err);
@@ -408,10 +472,10 @@ static int call(struct redis *r, int argc, const char **argv, const size_t *lens
             redis_error_noscript(rep->str)) {
             freeReplyObject(rep);
             rep = NULL;
-            log_msg(LOG_LEVEL_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
+            log_msg(LOG_LEVEL_WARN, "redis lost its scripts; reloading", "addr=%s", node->where);
             if (handshake(r, c) != 0) {
                 rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
-                                       r->where, c->last_error);
+                                       node->where, c->last_error);
                 redis_conn_close(c);
                 return rc;
             }
@@ -421,12 +485,22 @@ static int call(struct redis *r, int argc, const char **argv, const size_t *lens
         break;
     }
 
+    if (rep->type == REDIS_REPLY_ERROR && r->route != NULL &&
+        cluster_redirect_parse(rep->str, rep->len, rd) != CLUSTER_REDIRECT_NONE) {
+        freeReplyObject(rep);
+        return REDIRECTED;
+    }
+    if (rep->type == REDIS_REPLY_ERROR && r->route != NULL && strncmp(rep->str, "TRYAGAIN", 8) == 0) {
+        permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s", node->where, rep->str);
+        freeReplyObject(rep);
+        return TRY_AGAIN;
+    }
     if (rep->type == REDIS_REPLY_ERROR) {
         /* Anything but a Redis that cannot serve now is a bug of ours (a
          * script error, say). */
         int transient = redis_error_status(rep->str) == PERMITD_EUNAVAILABLE;
         rc = permitd_error_set(err, transient ? PERMITD_EUNAVAILABLE : PERMITD_EINTERNAL,
-                               "redis at %s: %s", r->where, rep->str);
+                               "redis at %s: %s", node->where, rep->str);
         if (transient)
             redis_conn_drop(r, c);
         freeReplyObject(rep);
@@ -434,6 +508,57 @@ static int call(struct redis *r, int argc, const char **argv, const size_t *lens
     }
     *out = rep;
     return PERMITD_OK;
+}
+
+/* Runs one command on the node that serves key (len bytes; NULL: any
+ * master), following redirects: MOVED (the map is pointed at the new
+ * owner) and ASK (ASKING then the call, on the node named, once), at most
+ * two hops; TRYAGAIN (a multi-key call whose slot is half migrated) sends
+ * it again to the same node every 5 ms until the Redis timeout or the
+ * deadline comes. Otherwise as call_node(). */
+static int call(struct redis *r, const char *key, size_t keylen, int argc, const char **argv,
+                const size_t *lens, int script, int64_t deadline_us, redisReply **out,
+                struct permitd_error *err)
+{
+    struct cluster_redirect rd;
+    struct redis_node *node;
+    unsigned slot = 0;
+    int asking = 0, rc, hop = 0;
+    int64_t give_up_us = clock_now_us() + (int64_t)r->cfg->redis_timeout_ms * 1000;
+
+    *out = NULL;
+    if (deadline_us < give_up_us)
+        give_up_us = deadline_us;
+    if (r->route == NULL) {
+        node = r->nodes[0];
+    } else if (key != NULL) {
+        if ((node = redis_route_node(r, key, keylen, &slot)) == NULL)
+            return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis cluster %s: no master "
+                                     "serves slot %u (of key \"%.*s\") yet", r->where, slot,
+                                     (int)(keylen > 80 ? 80 : keylen), key);
+    } else if (redis_route_masters(r, &node, 1) == 0) {
+        redis_route_refresh_soon(r);
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis cluster %s: the slot map "
+                                 "is not known yet (no seed answered)", r->where);
+    }
+    for (;; hop++) {
+        rc = call_node(r, node, asking, argc, argv, lens, script, deadline_us, out, &rd, err);
+        if (rc == TRY_AGAIN) {
+            if (clock_now_us() + TRYAGAIN_PAUSE_US >= give_up_us)
+                return PERMITD_EUNAVAILABLE;    /* err says TRYAGAIN */
+            usleep(TRYAGAIN_PAUSE_US);
+            hop--;
+            continue;
+        }
+        if (rc != REDIRECTED)
+            return rc;
+        if (hop == 2 || (node = redis_route_redirect(r, &rd, node)) == NULL)
+            return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis cluster %s: slot %u "
+                                     "is still redirected (%s to %s:%d) after %d hops", r->where,
+                                     rd.slot, rd.kind == CLUSTER_REDIRECT_ASK ? "ASK" : "MOVED",
+                                     rd.host, rd.port, hop + 1);
+        asking = rd.kind == CLUSTER_REDIRECT_ASK;
+    }
 }
 
 /* What a reply that is not a script's numbers was, for the log. */
@@ -518,7 +643,8 @@ int redis_script_run(struct redis *r, enum redis_script script,
         argv[argc] = args[i].p;
         lens[argc++] = args[i].len;
     }
-    if ((rc = call(r, argc, argv, lens, (int)script, deadline_us, &rep, err)) != PERMITD_OK)
+    if ((rc = call(r, nkeys > 0 ? keys[0].p : NULL, nkeys > 0 ? keys[0].len : 0, argc, argv, lens,
+                   (int)script, deadline_us, &rep, err)) != PERMITD_OK)
         return rc;
     if (script_numbers(rep, out, nout) != 0) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL,
@@ -568,10 +694,27 @@ int redis_script_pipeline(struct redis *r, enum redis_script script,
     struct redis_conn *c;
     size_t sent = 0, pending;
 
+    if (r->route != NULL) {
+        /* A cluster: each call to the master of its first key's slot, one
+         * round trip each (the blocking pipeline serves the sync's settle
+         * pass, a few calls a step; the Acquires' pipes group per node). */
+        for (size_t i = 0; i < n; i++) {
+            struct permitd_error e = {0, ""};
+            calls[i].rc = redis_script_run(r, script, calls[i].keys, calls[i].nkeys,
+                                           calls[i].args, calls[i].nargs, deadline_us,
+                                           calls[i].out, calls[i].nout, &e);
+            if (calls[i].rc == PERMITD_EDEADLINE)
+                return permitd_error_set(err, PERMITD_EDEADLINE, "%s", e.message);
+            if (calls[i].rc != PERMITD_OK)
+                log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
+                        redis_script_files[script], e.message);
+        }
+        return PERMITD_OK;
+    }
     timeout_ms = redis_call_timeout(r, deadline_us, &bound, err);
     if (timeout_ms < 0)
         return timeout_ms;
-    c = acquire_conn(r, timeout_ms, err);
+    c = acquire_conn(r, r->nodes[0], timeout_ms, err);
     if (c == NULL)
         return redis_conn_failed(r, bound, deadline_us, err);
     for (size_t i = 0; i < n; i++)
@@ -623,11 +766,11 @@ again:
     if (pending > 0) {
         if (reloaded || handshake(r, c) != 0) {
             rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: scripts could not be "
-                                   "loaded: %s", r->where, c->last_error);
+                                   "loaded: %s", c->node->where, c->last_error);
             redis_conn_close(c);
             return rc;
         }
-        log_msg(LOG_LEVEL_WARN, "redis lost its scripts; reloading", "addr=%s", r->where);
+        log_msg(LOG_LEVEL_WARN, "redis lost its scripts; reloading", "addr=%s", c->node->where);
         reloaded = 1;
         goto again;
     }
@@ -638,16 +781,39 @@ int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
                int64_t deadline_us, void (*each)(void *ud, const char *s, size_t len),
                void *ud, struct permitd_error *err)
 {
-    char count_s[12];
+    char count_s[12], node_cursor[24] = "0";
     const char *argv[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", count_s};
-    size_t lens[6];
+    struct redis_node *masters[REDIS_NODES_MAX];
+    struct cluster_redirect rd;
+    size_t lens[6], nmasters = 0;
+    unsigned long master = 0;
     redisReply *rep;
     int rc;
 
     snprintf(count_s, sizeof(count_s), "%d", count);
+    if (r->route != NULL) {
+        /* Every master in turn: the cursor reads "<master>-<its cursor>". */
+        char *dash = strchr(cursor, '-');
+        nmasters = redis_route_masters(r, masters, REDIS_NODES_MAX);
+        if (nmasters == 0)
+            return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis cluster %s: the slot "
+                                     "map is not known yet (no seed answered)", r->where);
+        if (dash != NULL) {
+            master = strtoul(cursor, NULL, 10);
+            snprintf(node_cursor, sizeof(node_cursor), "%s", dash + 1);
+        }
+        if (master >= nmasters)     /* the cluster lost a master mid-scan: done */
+            return snprintf(cursor, 24, "0"), PERMITD_OK;
+        argv[1] = node_cursor;
+    }
     for (int i = 0; i < 6; i++)
         lens[i] = strlen(argv[i]);
-    if ((rc = call(r, 6, argv, lens, -1, deadline_us, &rep, err)) != PERMITD_OK)
+    rc = r->route == NULL
+         ? call(r, NULL, 0, 6, argv, lens, -1, deadline_us, &rep, err)
+         : call_node(r, masters[master], 0, 6, argv, lens, -1, deadline_us, &rep, &rd, err);
+    if (rc == REDIRECTED)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "SCAN was redirected");
+    if (rc != PERMITD_OK)
         return rc;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
         rep->element[0]->type != REDIS_REPLY_STRING || rep->element[0]->len >= 24 ||
@@ -657,7 +823,22 @@ int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
         freeReplyObject(rep);
         return rc;
     }
-    memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+    if (r->route == NULL)
+        memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+    else if (strcmp(rep->element[0]->str, "0") != 0) {
+        char next[48];
+        int len = snprintf(next, sizeof(next), "%lu-%s", master, rep->element[0]->str);
+        if (len < 0 || len >= 24) {
+            freeReplyObject(rep);
+            return permitd_error_set(err, PERMITD_EINTERNAL, "SCAN cursor \"%s\" of master %lu "
+                                     "is too long", next, master);
+        }
+        memcpy(cursor, next, (size_t)len + 1);
+    }
+    else if (master + 1 < nmasters)
+        snprintf(cursor, 24, "%lu-0", master + 1);
+    else
+        snprintf(cursor, 24, "0");
     for (size_t i = 0; i < rep->element[1]->elements; i++) {
         const redisReply *k = rep->element[1]->element[i];
         if (k->type == REDIS_REPLY_STRING)
@@ -683,7 +864,8 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
         argv[i] = args[i].p;
         lens[i] = args[i].len;
     }
-    if ((rc = call(r, nargs, argv, lens, -1, deadline_us, &rep, err)) != PERMITD_OK)
+    if ((rc = call(r, nargs > 1 ? argv[1] : NULL, nargs > 1 ? lens[1] : 0, nargs, argv, lens, -1,
+                   deadline_us, &rep, err)) != PERMITD_OK)
         return rc;
     if (integer != NULL)
         *integer = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
@@ -695,11 +877,64 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
     return PERMITD_OK;
 }
 
+/* Collects the masters that failed a PING into one message. */
+struct ping_failures {
+    char text[400];
+    size_t len;
+    int n;
+};
+
+static void ping_failed(void *ud, const char *where, int rc, const char *error)
+{
+    struct ping_failures *f = ud;
+
+    if (rc == PERMITD_OK || f->len >= sizeof(f->text))
+        return;
+    f->len += (size_t)snprintf(f->text + f->len, sizeof(f->text) - f->len, "%s%s: %s",
+                               f->n++ ? "; " : "", where, error);
+}
+
 int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err)
 {
     const struct redis_str ping = {"PING", 4};
+    struct ping_failures f = {"", 0, 0};
+    int rc;
 
-    return redis_command(r, &ping, 1, deadline_us, NULL, NULL, NULL, err);
+    if (r->route == NULL)
+        return redis_command(r, &ping, 1, deadline_us, NULL, NULL, NULL, err);
+    rc = redis_ping_each(r, deadline_us, ping_failed, &f);
+    if (rc != PERMITD_OK)
+        return permitd_error_set(err, rc, "redis cluster: %s", f.n ? f.text
+                                 : "the slot map is not known yet (no seed answered)");
+    return PERMITD_OK;
+}
+
+int redis_ping_each(struct redis *r, int64_t deadline_us,
+                    void (*each)(void *ud, const char *where, int rc, const char *error),
+                    void *ud)
+{
+    const char *argv[1] = {"PING"};
+    const size_t lens[1] = {4};
+    struct redis_node *masters[REDIS_NODES_MAX];
+    size_t n = redis_route_masters(r, masters, REDIS_NODES_MAX);
+    int first = PERMITD_OK;
+
+    if (n == 0)
+        return PERMITD_EUNAVAILABLE;
+    for (size_t i = 0; i < n; i++) {
+        struct permitd_error e = {0, ""};
+        struct cluster_redirect rd;
+        redisReply *rep = NULL;
+        int rc = call_node(r, masters[i], 0, 1, argv, lens, -1, deadline_us, &rep, &rd, &e);
+
+        if (rc == REDIRECTED)
+            rc = permitd_error_set(&e, PERMITD_EINTERNAL, "PING was redirected");
+        freeReplyObject(rep);
+        each(ud, masters[i]->where, rc, rc == PERMITD_OK ? "" : e.message);
+        if (rc != PERMITD_OK && first == PERMITD_OK)
+            first = rc;
+    }
+    return first;
 }
 
 void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects)

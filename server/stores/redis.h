@@ -4,13 +4,15 @@
  *
  * One `struct redis` per process holds the settings and the embedded
  * scripts; each thread that calls in gets its own blocking connection
- * (redis.c), created on first use and kept in thread-local storage, so no
- * call takes a lock. An event loop drives a pipe instead (redis_pipe.c,
- * redis_pipe_*: a non-blocking connection of its own for pipelined script
- * calls). A broken connection is
+ * (redis.c; in a Redis Cluster one per master it calls), created on first
+ * use and kept in thread-local storage, so no call takes a lock. An event
+ * loop drives a pipe instead (redis_pipe.c, redis_pipe_*: a non-blocking
+ * connection of its own for pipelined script calls; in a cluster one per
+ * master behind the same API). A broken connection is
  * dropped and re-made on a later call, with a backoff so a dead Redis is not
  * hammered; scripts are loaded on every new connection and re-loaded when
- * Redis answers NOSCRIPT.
+ * Redis answers NOSCRIPT. Which node a call goes to is redis_route.c's
+ * (see "Redis Cluster" below).
  */
 #ifndef PERMITD_REDIS_H
 #define PERMITD_REDIS_H
@@ -156,7 +158,41 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
 void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects);
 
 /* PING on this thread's connection, within deadline_us: 0 or an error as
- * above. For health checks. */
+ * above. In cluster mode every master is pinged; the error names each one
+ * that failed. For health checks. */
 int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err);
+
+/* ---- Redis Cluster (redis+cluster:// URLs) ----
+ * Every call above routes itself: a script call by its first key (every
+ * key of one call must share a slot), redis_command() by args[1] (the key
+ * of DEL, SADD, HGETALL ...; a command without one goes to any master),
+ * redis_scan() walks every master in turn (its cursor then reads
+ * "<master>-<cursor>", still under 24 bytes), redis_ping() pings them all.
+ * MOVED and ASK are followed inside. */
+
+/* 1 when r talks to a Redis Cluster. */
+int redis_cluster_enabled(const struct redis *r);
+
+/* PING on every master (one on a single Redis), within deadline_us:
+ * each(ud, "host:port", rc, error text or "") for each. Returns
+ * PERMITD_OK when all answered, else the first failure's code;
+ * PERMITD_EUNAVAILABLE when the cluster's map is not known yet. */
+int redis_ping_each(struct redis *r, int64_t deadline_us,
+                    void (*each)(void *ud, const char *where, int rc, const char *error),
+                    void *ud);
+
+/* Redirects followed (MOVED, ASK) and slot maps fetched, since start; 0
+ * on a single Redis. For /metrics. */
+void redis_cluster_counters(struct redis *r, uint64_t *moved, uint64_t *ask, uint64_t *refreshes);
+
+/* One node permitd has talked to or been told of, for /metrics. */
+struct redis_node_info {
+    char where[300];
+    uint64_t connects;
+    uint64_t errors;
+};
+
+/* Node i (from 0) into *out: 0, or -1 past the last. */
+int redis_node_info(struct redis *r, int i, struct redis_node_info *out);
 
 #endif

@@ -22,6 +22,25 @@
 #include "core/status.h"
 
 struct redisContext;
+struct redis_route;
+struct cluster_redirect;
+
+/* The nodes one process may talk to: the one Redis, or a cluster's masters
+ * (and the nodes redirects named). */
+#define REDIS_NODES_MAX 64
+
+/* A Redis server permitd connects to. Made once (single Redis: at start;
+ * cluster: when the slot map or a redirect first names it) and kept until
+ * redis_free(), so a pointer to it stays valid for the process's life. */
+struct redis_node {
+    char host[256];               /* as the URL or the cluster named it */
+    int port;                     /* 0 with a unix socket */
+    char where[300];              /* "127.0.0.1:6379" or the socket path, for messages */
+    struct resolver *resolver;    /* the host's addresses (resolve.h); NULL with a socket */
+    int index;                    /* in struct redis's nodes[] */
+    _Atomic uint64_t errors;      /* failed calls on this node */
+    _Atomic uint64_t connects;    /* connections made to it */
+};
 
 /* The scripts' file names in lua/, by enum redis_script. */
 extern const char *const redis_script_files[REDIS_SCRIPT_COUNT];
@@ -32,13 +51,20 @@ struct redis {
     pthread_key_t key;           /* -> this thread's struct redis_conn */
     _Atomic uint64_t errors;     /* calls that failed on Redis's side */
     _Atomic uint64_t connects;   /* connections made (the first, and reconnects) */
-    char where[300];             /* "127.0.0.1:6379" or the socket path, for messages */
-    struct resolver *resolver;   /* the host's addresses (resolve.h); NULL with a socket */
+    char where[300];             /* the URL, masked: the Redis as a whole, for messages */
+    /* nodes[0 .. nnodes): single Redis: the one node; cluster: every node
+     * met so far (redis_route.c adds them under its lock, and publishes
+     * nnodes after the node is complete). */
+    struct redis_node *nodes[REDIS_NODES_MAX];
+    _Atomic int nnodes;
+    pthread_mutex_t nodes_lock;  /* adding to nodes[] */
+    struct redis_route *route;   /* the slot map and its refresher; NULL: single Redis */
 };
 
 /* One connection: a thread's blocking one (owned by that thread; freed
  * from the pthread key's destructor), or a pipe's. */
 struct redis_conn {
+    struct redis_node *node;      /* the server it connects to */
     struct redisContext *ctx;     /* NULL while disconnected */
     int timeout_ms;               /* socket timeout currently set on ctx */
     int64_t retry_at_us;          /* no reconnect attempt before this */
@@ -86,6 +112,40 @@ int redis_call_timeout(struct redis *r, int64_t deadline_us, int *bound_by_deadl
  * deadline_exceeded (Connect: the deadline expired), not unavailable. */
 int redis_conn_failed(struct redis *r, int bound_by_deadline, int64_t deadline_us,
                       struct permitd_error *err);
+
+/* ---- Redis Cluster routing (redis_route.c) ---- */
+
+/* Cluster mode: makes r->route, asks the seeds for the slot map once
+ * (keeping going without one: calls answer unavailable until the refresher
+ * thread, started here, gets it) and starts that thread. */
+int redis_route_start(struct redis *r, struct permitd_error *err);
+
+/* Stops the refresher and frees r->route. NULL route is a no-op. */
+void redis_route_stop(struct redis *r);
+
+/* The master serving key's slot (in *slot), or NULL while no master does
+ * (the map is then refreshed soon). Lock-free: one atomic load. Single
+ * Redis: the one node, slot 0. */
+struct redis_node *redis_route_node(struct redis *r, const char *key, size_t len, unsigned *slot);
+
+/* The masters of the current map into out[0..max): how many. */
+size_t redis_route_masters(struct redis *r, struct redis_node **out, size_t max);
+
+/* A MOVED or ASK reply's target node (made if new; NULL when the registry
+ * is full). A MOVED also points the slot at it in the map, counts, and asks
+ * the refresher for a new map; an ASK only counts. asked is the node that
+ * answered, for a redirect that names no host. */
+struct redis_node *redis_route_redirect(struct redis *r, const struct cluster_redirect *rd,
+                                        const struct redis_node *asked);
+
+/* A master failed (connection refused, broken, CLUSTERDOWN): the
+ * refresher fetches a new map soon (at most every 100 ms). */
+void redis_route_refresh_soon(struct redis *r);
+
+/* The node for host:port, made and added to r->nodes when new (its
+ * resolver waits up to wait_ms for a host name's first address). NULL when
+ * r->nodes is full or out of memory. */
+struct redis_node *redis_node_get(struct redis *r, const char *host, int port, int wait_ms);
 
 /* What a reply of hiredis type `type` that is not a script's numbers was,
  * for the log ("an array", "nil", ...). */

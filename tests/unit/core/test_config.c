@@ -259,6 +259,41 @@ static void test_config_redis_cluster_urls(void)
     }
 }
 
+/* --redis-url takes a cluster URL: the seeds, and the user and password
+ * every node is sent in AUTH; a bad one names the setting and the seed;
+ * the masked form for the log hides the password. */
+static void test_config_redis_url_cluster_flag(void)
+{
+    struct config cfg;
+    struct permitd_error err;
+    char masked[512];
+    const char *ok[] = {"permitd", "--redis-url", "redis+cluster://al:s3cret@10.0.0.1:7000,[::1]:7001"};
+    const char *bad[] = {"permitd", "--redis-url", "redis+cluster://h:1,h:99999"};
+
+    clear_env();
+    CHECK_INT(load(&cfg, &err, 3, ok), PERMITD_OK);
+    CHECK_INT(cfg.redis_cluster, 1);
+    CHECK_INT(cfg.redis_seeds.nseeds, 2);
+    CHECK_STR(cfg.redis_seeds.seeds[1].host, "::1");
+    CHECK_INT(cfg.redis_seeds.seeds[1].port, 7001);
+    CHECK_STR(cfg.redis_user, "al");
+    CHECK_STR(cfg.redis_password, "s3cret");
+    CHECK_INT(cfg.redis_db, 0);
+    config_redis_url_masked(&cfg, masked, sizeof(masked));
+    CHECK_STR(masked, "redis+cluster://al:***@10.0.0.1:7000,[::1]:7001");
+
+    CHECK_INT(load(&cfg, &err, 3, bad), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "--redis-url");
+    CHECK_CONTAINS(err.message, "seed 2");
+
+    {
+        const char *single[] = {"permitd", "--redis-url", "redis://h:6380"};
+        CHECK_INT(load(&cfg, &err, 3, single), PERMITD_OK);
+        CHECK_INT(cfg.redis_cluster, 0);
+        CHECK_STR(cfg.redis_host, "h");
+    }
+}
+
 static void test_config_listen_forms(void)
 {
     char host[64];
@@ -283,5 +318,6 @@ int main(void)
     TEST_RUN(test_config_redis_urls);
     TEST_RUN(test_config_listen_forms);
     TEST_RUN(test_config_redis_cluster_urls);
+    TEST_RUN(test_config_redis_url_cluster_flag);
     return TEST_REPORT();
 }

@@ -256,6 +256,37 @@ static void test_cluster_shards_failover_and_gaps(void)
     cluster_map_free(m);
 }
 
+/* Just after a failover, a shard lists its failed old master as a master
+ * beside the promoted replica (Redis 7.0): the map takes the healthy one,
+ * whichever comes first; two healthy masters stay an error. */
+static void test_cluster_shards_failed_old_master_beside_new(void)
+{
+    for (int order = 0; order < 2; order++) {
+        struct resp r = {.len = 0};
+        struct permitd_error err = {0, ""};
+        struct cluster_map *m = NULL;
+
+        arr(&r, 1);
+        arr(&r, 4);
+        str(&r, "slots"); arr(&r, 2); num(&r, 0); num(&r, 16383);
+        str(&r, "nodes"); arr(&r, 2);
+        if (order == 0)
+            shard_node(&r, ID_A, 7000, "10.0.0.1", "10.0.0.1", "master", "failed");
+        shard_node(&r, ID_B, 7001, "10.0.0.2", "10.0.0.2", "master", "online");
+        if (order == 1)
+            shard_node(&r, ID_A, 7000, "10.0.0.1", "10.0.0.1", "master", "failed");
+        CHECK_INT(parse_as(&r, 0, &m, &err), PERMITD_OK);
+        if (m == NULL) {
+            fprintf(stderr, "  %s\n", err.message);
+            continue;
+        }
+        CHECK_INT(cluster_map_masters(m), 1);
+        CHECK_STR(cluster_map_master(m, 0)->id, ID_B);
+        CHECK_INT(cluster_map_node_for_slot(m, 9999)->port, 7001);
+        cluster_map_free(m);
+    }
+}
+
 static void test_cluster_shards_endpoints(void)
 {
     struct resp r = {.len = 0};
@@ -596,6 +627,7 @@ int main(void)
     TEST_RUN(test_cluster_shards_capture);
     TEST_RUN(test_cluster_shards_failover_and_gaps);
     TEST_RUN(test_cluster_shards_endpoints);
+    TEST_RUN(test_cluster_shards_failed_old_master_beside_new);
     TEST_RUN(test_cluster_shards_malformed);
     TEST_RUN(test_cluster_slots_capture);
     TEST_RUN(test_cluster_slots_forms);
