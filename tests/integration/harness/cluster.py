@@ -14,11 +14,13 @@ purpose (not taken from server/stores/cluster.c, which it checks): CRC16
 when that is not empty, modulo 16384; MOVED refreshes the map and retries,
 ASK sends ASKING and the command to the node named, once. Commands without
 a key go to every master where they change state (SCRIPT, FLUSHALL,
-CONFIG SET, ACL), are gathered from every master where they list keys
-(KEYS, SCAN: one full scan, answered as cursor "0"), and go to the first
-master otherwise (TIME, PING, INFO, CLIENT).
+CONFIG SET, ACL), are gathered from every master where they list keys or
+count (KEYS, SCAN: one full scan, answered as cursor "0"; DBSIZE; INFO:
+every master's text, one after the other), and go to the first master
+otherwise (TIME, PING, CLIENT).
 """
 import os
+import re
 
 from .stack import stack_env
 
@@ -28,6 +30,26 @@ SLOTS = 16384
 def redis_mode():
     """"cluster" when the suite runs against the stack's Redis Cluster."""
     return os.environ.get("PERMITD_TEST_REDIS_MODE", "single")
+
+
+def stack_redis_url(user=None, password=None):
+    """The URL of the stack's Redis in this mode (a cluster's seeds under
+    PERMITD_TEST_REDIS_MODE=cluster), as user with password when given."""
+    env = stack_env()
+    auth = "%s:%s@" % (user or "", password) if password is not None else ""
+    if redis_mode() == "cluster":
+        return "redis+cluster://%s%s" % (auth, env["PERMITD_TEST_CLUSTER_SEEDS"])
+    return "redis://%s%s:%s" % (auth, env["PERMITD_TEST_REDIS_HOST"], env["PERMITD_TEST_REDIS_PORT"])
+
+
+def redis_ready(readyz):
+    """True when /readyz's text (str) says Redis answers: `redis: ok`, or
+    with a cluster, a line `master HOST:PORT: ok` for every master and no
+    other."""
+    if "redis: ok" in readyz:
+        return True
+    masters = re.findall(r"^  master (\S+): (.*)$", readyz, re.M)
+    return "redis cluster:" in readyz and bool(masters) and all(s == "ok" for _, s in masters)
 
 
 def _crc16(data):
@@ -148,6 +170,8 @@ class ClusterRedis:
             return answers[0]
         if cmd == "KEYS":
             return [k for m in self.masters for k in self._on(m, args, raw)]
+        if cmd == "INFO":
+            return "\r\n".join(self._on(m, args, raw) for m in self.masters)
         if cmd == "DBSIZE":
             return sum(self._on(m, args, raw) for m in self.masters)
         if cmd == "SCAN":
