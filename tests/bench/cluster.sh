@@ -60,10 +60,13 @@ die() { echo "cluster-bench: $*" >&2; exit 1; }
 
 # What else uses the CPU: the busiest processes over one second (top's
 # second sample; its first is the average since each process started).
+# Processes of this run (pids in $ours) are marked "ours".
+ours=""
 busy_others() {
     top -b -n 2 -d 1 -w 160 -o %CPU 2>/dev/null |
-        awk '/^top -/ {n++} n == 2 && /^ *[0-9]+ / && $9 + 0 >= 1 {
-                 printf "%s %s%% (pid %s)\n", $12, $9, $1; if (++k == 6) exit }'
+        awk -v ours=" $ours " '/^top -/ {n++} n == 2 && /^ *[0-9]+ / && $9 + 0 >= 1 {
+                 printf "%s %s%% (pid %s%s)\n", $12, $9, $1, (index(ours, " " $1 " ") ? ", ours" : "")
+                 if (++k == 6) exit }'
 }
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 busy_start=$(busy_others)
@@ -281,7 +284,7 @@ wrk_run() {   # wrk_run SECONDS URL LOG
 # and, per master i (in NODES order), R[CASE@ROUND.n<i>.*].
 measure() {
     local c=$1 id="$1@$2" url="http://127.0.0.1:${API_PORT[$1]}$API/Acquire"
-    local p i c0 c1 x0 x1 line kv
+    local p i c0 c1 x0 x1 l0 line kv
     local -a ports cpu0
     read -ra ports <<< "${NODES[$c]}"
     wrk_run "$WARMUP" "$url" "$tmp/$id.warmup.log"
@@ -290,8 +293,12 @@ measure() {
         cpu0[$i]=$(node_cpu "${ports[$i]}")
     done
     c0=$(cpu_ticks "${PERMITD_PID[$c]}"); x0=$(redirects "$c")
+    l0=$(wc -l < "$tmp/permitd.$c.log")
     wrk_run "$DURATION" "$url" "$tmp/$id.log"
     c1=$(cpu_ticks "${PERMITD_PID[$c]}"); x1=$(redirects "$c")
+    # what permitd had to say during the run: how many lines, the first one
+    R[$id.logn]=$(( $(wc -l < "$tmp/permitd.$c.log") - l0 ))
+    R[$id.log1]=$(tail -n +"$(( l0 + 1 ))" "$tmp/permitd.$c.log" | sed -n '1s/^.*msg=//p' | cut -c1-160)
     line=$(grep '^BENCH ' "$tmp/$id.log" || true)
     [ -n "$line" ] || { log "$id: wrk printed no result:"; cat "$tmp/$id.log" >&2; line="rps=0 requests=0"; }
     for kv in $line; do
@@ -363,6 +370,8 @@ else
 fi
 log "layout: $layout; e.g. $sample_keys"
 
+ours="${PERMITD_PID[*]} $( { cat "$tmp"/redis/redis.pid "$tmp"/c[13]/node-*/redis.pid \
+    "$tmp"/mariadb/*.pid 2>/dev/null || true; } | tr '\n' ' ')"
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 busy_end=$(busy_others)
 log "load average at end: $load_end"
@@ -439,6 +448,11 @@ echo "layout: $layout"
     echo
     echo "Key layout seen on the 3 masters: $layout. Keys: $sample_keys."
     echo
+    for c in "${CASES[@]}"; do
+        [ "${R[$c.logn]:-0}" -gt 0 ] || [ "$(( ${R[$c.non2xx]:-0} + ${R[$c.sockerr]:-0} ))" -gt 0 ] || continue
+        echo "$c: ${R[$c.non2xx]:-0} non-2xx replies, ${R[$c.sockerr]:-0} socket errors; permitd logged ${R[$c.logn]:-0} lines during the run, the first: \`${R[$c.log1]:-–}\`."
+        echo
+    done
     echo "req/s per round: $(for c in "${CASES[@]}"; do printf '%s %s; ' "$c" "${R[$c.rounds]}"; done | sed 's/; $//')."
     echo
     echo "## Reading it"
