@@ -70,7 +70,7 @@ busy_others() {
 }
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 busy_start=$(busy_others)
-log "load average at start: $load_start"
+log "load average at start: $load_start; busiest processes: $(echo "$busy_start" | paste -sd ';' | sed 's/;/; /g')"
 
 # ---------------------------------------------------------------- set-up
 "$here/install-deps.sh"
@@ -374,7 +374,7 @@ ours="${PERMITD_PID[*]} $( { cat "$tmp"/redis/redis.pid "$tmp"/c[13]/node-*/redi
     "$tmp"/mariadb/*.pid 2>/dev/null || true; } | tr '\n' ' ')"
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 busy_end=$(busy_others)
-log "load average at end: $load_end"
+log "load average at end: $load_end; busiest processes: $(echo "$busy_end" | paste -sd ';' | sed 's/;/; /g')"
 elapsed=$(( $(date +%s) - t_start ))
 
 # ------------------------------------------------------------ tables
