@@ -322,8 +322,8 @@ static int not_an_answer(const redisReply *r, const char *cmd, struct permitd_er
 
 /* One node of a CLUSTER SHARDS shard: a flat array of name/value pairs.
  * Sets *is_master from "role". */
-static int shards_node(const redisReply *r, const char *where, struct cluster_node *node,
-                       int *is_master, struct permitd_error *err)
+static int shards_node(const redisReply *r, const char *where, const char *asked_host,
+                       struct cluster_node *node, int *is_master, struct permitd_error *err)
 {
     char ip[256] = "", endpoint[256] = "", role[16] = "", health[16] = "";
     int have_port = 0, have_tls = 0, rc = PERMITD_OK;
@@ -376,11 +376,15 @@ static int shards_node(const redisReply *r, const char *where, struct cluster_no
     else
         node->health = CLUSTER_HEALTH_UNKNOWN;
     /* The endpoint is what redirects name; "?" means the cluster does not
-     * know one for the node's preferred kind, and the IP still works. */
+     * know one for the node's preferred kind, and the IP still works. A
+     * node that has never met another knows no address of its own (both
+     * empty, Redis 7.0): the spec's "the host you asked", as in SLOTS. */
     if (endpoint[0] != '\0' && strcmp(endpoint, "?") != 0)
         snprintf(node->host, sizeof(node->host), "%s", endpoint);
     else if (ip[0] != '\0')
         snprintf(node->host, sizeof(node->host), "%s", ip);
+    else if (asked_host != NULL && asked_host[0] != '\0')
+        snprintf(node->host, sizeof(node->host), "%s", asked_host);
     else
         return permitd_error_set(err, PERMITD_EINTERNAL,
                                  "%s has neither \"endpoint\" nor \"ip\"", where);
@@ -390,7 +394,7 @@ static int shards_node(const redisReply *r, const char *where, struct cluster_no
 /* One shard: {"slots": [from, to, ...], "nodes": [node, ...]}. A shard
  * without slots (an empty master, or its replicas) adds nothing. */
 static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
-                      struct permitd_error *err)
+                      const char *asked_host, struct permitd_error *err)
 {
     const redisReply *slots = NULL, *nodes = NULL;
     char where[96];
@@ -431,7 +435,8 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
         int is_master = 0;
 
         snprintf(nwhere, sizeof(nwhere), "%s: node %zu", where, k + 1);
-        if ((rc = shards_node(nodes->element[k], nwhere, &node, &is_master, err)) != PERMITD_OK)
+        if ((rc = shards_node(nodes->element[k], nwhere, asked_host, &node, &is_master, err)) !=
+            PERMITD_OK)
             return rc;
         if (!is_master || slots->elements == 0)
             continue;
@@ -464,7 +469,7 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
         struct cluster_node node;
         int is_master = 0;
 
-        shards_node(nodes->element[k], where, &node, &is_master, NULL);   /* read above */
+        shards_node(nodes->element[k], where, asked_host, &node, &is_master, NULL); /* read above */
         if (!is_master && add_replica(&m->masters[index], &node) != 0)
             return permitd_error_set(err, PERMITD_EINTERNAL, "%s: out of memory", where);
     }
@@ -475,8 +480,8 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
     return PERMITD_OK;
 }
 
-int cluster_map_parse_shards(const struct redisReply *reply, struct cluster_map **out,
-                             struct permitd_error *err)
+int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host,
+                             struct cluster_map **out, struct permitd_error *err)
 {
     struct cluster_map *m = NULL;
     int rc;
@@ -487,7 +492,7 @@ int cluster_map_parse_shards(const struct redisReply *reply, struct cluster_map 
     if ((m = map_new()) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "CLUSTER SHARDS: out of memory");
     for (size_t i = 0; i < reply->elements; i++)
-        if ((rc = shards_one(m, reply->element[i], i, err)) != PERMITD_OK)
+        if ((rc = shards_one(m, reply->element[i], i, asked_host, err)) != PERMITD_OK)
             goto fail;
     *out = m;
     return PERMITD_OK;
@@ -718,7 +723,7 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
         rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "CLUSTER SHARDS: %s", c->errstr);
         goto done;
     } else {
-        rc = cluster_map_parse_shards(reply, out, err);
+        rc = cluster_map_parse_shards(reply, seed->host, out, err);
     }
     if (rc == PERMITD_OK && cluster_map_masters(*out) == 0) {
         /* A node that has not joined yet knows of no master: ask another. */

@@ -57,15 +57,17 @@ struct cluster_map;
 
 /* Builds a map from a CLUSTER SHARDS reply (Redis >= 7.0). A node's
  * address is its "endpoint" (the one the cluster hands out in redirects)
- * unless that is empty or "?", then its "ip". Returns PERMITD_OK and a new
+ * unless that is empty or "?", then its "ip", and when both are empty (a
+ * node that has never met another: a one-node cluster) asked_host, the
+ * host the reply came from. Returns PERMITD_OK and a new
  * map in *out (free with cluster_map_free()); PERMITD_EINTERNAL, with err
  * saying which shard, node or field was wrong, for a reply that is not a
  * well-formed SHARDS answer (an error reply, a missing or mistyped field, a
  * slot out of range, a slot claimed twice, a shard with slots but no
  * master). Slots no shard claims are not an error: see
  * cluster_map_slot_ranges(). */
-int cluster_map_parse_shards(const struct redisReply *reply, struct cluster_map **out,
-                             struct permitd_error *err);
+int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host,
+                             struct cluster_map **out, struct permitd_error *err);
 
 /* The same from a CLUSTER SLOTS reply (any Redis with cluster support).
  * asked_host is the host the reply came from: the spec's empty endpoint

@@ -82,7 +82,7 @@ static int parse_as(const struct resp *r, int slots, struct cluster_map **m,
 {
     redisReply *reply = parse_resp(r->buf, r->len);
     int rc = slots ? cluster_map_parse_slots(reply, "seed.example", m, err)
-                   : cluster_map_parse_shards(reply, m, err);
+                   : cluster_map_parse_shards(reply, "seed.example", m, err);
 
     freeReplyObject(reply);
     return rc;
@@ -166,7 +166,7 @@ static void test_cluster_shards_capture(void)
     const struct cluster_node *n, *reps;
     char ranges[64];
 
-    CHECK_INT(cluster_map_parse_shards(reply, &m, &err), PERMITD_OK);
+    CHECK_INT(cluster_map_parse_shards(reply, "seed.example", &m, &err), PERMITD_OK);
     freeReplyObject(reply);
     if (m == NULL) {
         fprintf(stderr, "  %s\n", err.message);
@@ -381,9 +381,26 @@ static void test_cluster_shards_malformed(void)
     BAD((arr(&r, 1), SHARD((arr(&r, 2), num(&r, 0), num(&r, 9)),
                            ONE_NODE(ID_A "a", 1, "h", "h", "master", "online"))),
         "\"id\" (41 bytes)");
-    BAD((arr(&r, 1), SHARD((arr(&r, 2), num(&r, 0), num(&r, 9)),
-                           ONE_NODE(ID_A, 1, "", "", "master", "online"))),
-        "neither \"endpoint\" nor \"ip\"");
+    /* A node that has never met another names no address of its own: the
+     * host asked stands in (a one-node cluster; SLOTS does the same), and
+     * only with no host asked is it an error. */
+    memset(&r, 0, sizeof(r));
+    arr(&r, 1), SHARD((arr(&r, 2), num(&r, 0), num(&r, 16383)),
+                      ONE_NODE(ID_A, 7000, "", "", "master", "online"));
+    CHECK_INT(parse_as(&r, 0, &m, &err), PERMITD_OK);
+    if (m != NULL) {
+        CHECK_STR(cluster_map_master(m, 0)->host, "seed.example");
+        CHECK_INT(cluster_map_master(m, 0)->port, 7000);
+        cluster_map_free(m);
+    }
+    {
+        redisReply *reply = parse_resp(r.buf, r.len);
+        m = NULL;
+        CHECK_INT(cluster_map_parse_shards(reply, NULL, &m, &err), PERMITD_EINTERNAL);
+        CHECK(m == NULL);
+        CHECK_CONTAINS(err.message, "neither \"endpoint\" nor \"ip\"");
+        freeReplyObject(reply);
+    }
     BAD((arr(&r, 1), SHARD((arr(&r, 2), num(&r, 0), num(&r, 9)),
                            (arr(&r, 1), arr(&r, 4), str(&r, "tls-port"), num(&r, 1),
                             str(&r, "ip"), str(&r, "h")))),
