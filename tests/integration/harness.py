@@ -149,8 +149,14 @@ def put_policy(redis, name, apps="app", max_permits=10, rate=1, prefix="permitd:
     args = []
     for k, v in fields.items():
         args += [k, v]
-    redis("DEL", "%s{%s}:policy" % (prefix, name))
+    existed = redis("DEL", "%s{%s}:policy" % (prefix, name))
     redis("HSET", "%s{%s}:policy" % (prefix, name), *args)
+    if existed:
+        # A policy written again: permitd instances that hold a copy reload
+        # it on the change notice lua/sync.lua would have sent (README:
+        # Redis layout), which arrives within milliseconds.
+        redis("PUBLISH", prefix + "changes", "%s %s" % (name, fields["version"]))
+        time.sleep(0.05)
 
 
 def state_key(name, key="", prefix="permitd:"):
@@ -543,7 +549,7 @@ def error_code(reply):
 
 # A bucket state (lua/bucket.lua): two little-endian doubles, the tokens and
 # the Redis time in microseconds when they were measured.
-STATE = struct.Struct("<dd")
+STATE = struct.Struct("<ddd")   # tokens, t_us, the policy's version stamp (lua/bucket.lua)
 
 
 def read_state(redis, key):
@@ -551,14 +557,20 @@ def read_state(redis, key):
     s = redis.raw("GET", key)
     if s is None:
         return None
-    tokens, t = STATE.unpack(s)
+    tokens, t, _version = STATE.unpack(s)
     return tokens, int(t)
 
 
-def write_state(redis, key, tokens, t_us):
+def write_state(redis, key, tokens, t_us, version=0):
     """Puts a bucket in a known state: `tokens` measured at Redis time t_us
-    (use redis.time_us() - X for a bucket last touched X µs ago)."""
-    redis("SET", key, STATE.pack(tokens, t_us))
+    (use redis.time_us() - X for a bucket last touched X µs ago), written
+    under the policy version stamp `version` (0: older than any)."""
+    redis("SET", key, STATE.pack(tokens, t_us, version))
+
+
+def state_version(redis, key):
+    """The policy version stamp a bucket state was last written under."""
+    return STATE.unpack(redis.raw("GET", key))[2]
 
 
 def hash_tag(key):

@@ -103,7 +103,7 @@ class BatchTest(unittest.TestCase):
                          ["internal", "internal"], res)
         self.assertIsNotNone(read_state(self.redis, state_key(a, "u2", self.prefix)))
         self.assertEqual(self.redis("GET", key), "1 2")
-        self.assertIn('key="%s" bytes=3 expected=16' % key, self.p.output())
+        self.assertIn('key="%s" bytes=3 expected=24' % key, self.p.output())
 
     def test_foreign_state_in_all_or_nothing_takes_nothing(self):
         a = self.policy(3)
@@ -201,9 +201,10 @@ class BatchTest(unittest.TestCase):
             self.assertIsNone(read_state(self.redis, state_key(a, key, self.prefix)))
 
     def test_all_or_nothing_item_refused_by_the_script_aborts_the_others(self):
-        # Refusals only the script can make (permits beyond max_permits, an
-        # app the policy does not list): the other items are aborted, not
-        # denied with a wait that would never end.
+        # Refusals by the item's policy (permits beyond max_permits, an app
+        # the policy does not list; permitd's copy of the policy makes them
+        # before any call): the other items are aborted, not denied with a
+        # wait that would never end.
         a = self.policy(10, 10, apps="app")
         for bad, code in (({"bucket": a, "app": "app", "key": "v", "permits": 11},
                            "out_of_range"),
@@ -354,7 +355,7 @@ class CoalescedTest(unittest.TestCase):
                 self.assertEqual((d["allowed"], d["remaining"]), (True, 4), (i, d))
         self.assertLessEqual(calls, 5, "Acquires were not sent together")
         self.assertEqual(self.redis("GET", bad), "junk")
-        self.assertIn('key="%s" bytes=4 expected=16' % bad, self.p.output())
+        self.assertIn('key="%s" bytes=4 expected=24' % bad, self.p.output())
 
     def test_peeks_together_take_nothing(self):
         name = self.policy(100)
@@ -476,6 +477,10 @@ class CoalescedTest(unittest.TestCase):
         # not when that batch comes back.
         name = self.policy(1000)
         first = {}
+        # The policy's copy loaded first: a policy this instance has not
+        # seen yet is read from Redis on the worker's thread (README: Redis
+        # layout), which a paused Redis would hold up.
+        self.assertEqual(decision(self.conns[2].peek(name))["remaining"], 1000)
         self.redis("CLIENT", "PAUSE", "900", "ALL")
         t = threading.Thread(target=lambda: first.update(r=self.conns[0].acquire(name)))
         t.start()
@@ -519,6 +524,7 @@ class CoalescedTest(unittest.TestCase):
         # request is decided exactly once, its answer dropped, and the
         # requests after it are served as usual.
         name = self.policy(100)
+        self.assertEqual(decision(self.conns[1].peek(name))["remaining"], 100)   # its copy loaded
         body = pb_encode([(1, name), (2, "app"), (4, 1)])
         head = ("POST /permit.v1.RateLimitService/Acquire HTTP/1.1\r\nHost: permitd\r\n"
                 "Content-Type: application/proto\r\nContent-Length: %d\r\n\r\n" % len(body))

@@ -362,10 +362,18 @@ class SyncTest(unittest.TestCase):
         self.add_policy("phoenix", 5, "1")
         p = self.permitd()
         wait_for("policy", lambda: self.hash("phoenix"))
+        self.assertEqual(decision(p.http().acquire("phoenix"))["limit"], 5)
         for k in self.redis("KEYS", self.prefix + "*"):
             self.redis("DEL", k)
-        # MySQL still has it: not a not_found but "not back yet" (failure_mode
-        # closed), and the miss itself asks the sync for a pass at once.
+        # The instance decides from its in-memory copy of the policy: losing
+        # Redis loses only bucket state.
+        self.assertEqual(decision(p.http().acquire("phoenix"))["remaining"], 4)
+        # Once its copy is gone too (a change notice makes it reload, and
+        # Redis has nothing), MySQL still has it: not a not_found but "not
+        # back yet" (failure_mode closed), and the miss itself asks the sync
+        # for a pass at once.
+        self.redis("PUBLISH", self.prefix + "changes", "phoenix 0")
+        time.sleep(0.1)
         r = p.http().acquire("phoenix")
         self.assertEqual(error_code(r), "unavailable", r)
         self.assertIn("not back in Redis yet", r.json()["message"])
@@ -378,6 +386,8 @@ class SyncTest(unittest.TestCase):
         self.procs.append(p)
         wait_for("policy", lambda: self.hash("quick"))
         self.redis("DEL", "%s{quick}:policy" % self.prefix)
+        self.redis("PUBLISH", self.prefix + "changes", "quick 0")     # p's copy goes too
+        time.sleep(0.1)
         self.assertEqual(error_code(p.http().acquire("quick")), "unavailable")
         # The regular pass is ten minutes away; the miss triggered one.
         wait_for("back", lambda: decision(p.http().acquire("quick")).get("allowed"), 5)
