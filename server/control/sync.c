@@ -29,6 +29,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "decisions/policies.h"
+#include "stores/cluster.h"
 #include "stores/policy.h"
 #include "stores/store.h"
 #include "control/sync.h"
@@ -174,6 +175,14 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
     return rc;
 }
 
+static int by_slot(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    unsigned sx = cluster_keyslot(x, strlen(x)), sy = cluster_keyslot(y, strlen(y));
+
+    return sx < sy ? -1 : sx > sy;
+}
+
 /* Settles the buckets in nm (bucket.lua "settle") under the limits of e,
  * SETTLE_CALL_KEYS to a script call, all of them in one round trip; adds up
  * its answers. */
@@ -183,7 +192,7 @@ static int settle_page(struct sync *s, const struct policies_entry *e, const str
     const struct redis_str args[6] = {
         {"settle", 6}, {"1", 1}, {e->stamp_s, strlen(e->stamp_s)}, {e->max_s, strlen(e->max_s)},
         {e->rate_s, strlen(e->rate_s)}, {e->rates, strlen(e->rates)}};
-    size_t ncalls = (nm->n + SETTLE_CALL_KEYS - 1) / SETTLE_CALL_KEYS;
+    size_t ncalls = nm->n;     /* at most one per key (a cluster, every key its own slot) */
     struct redis_str *keys = malloc(nm->n * sizeof(*keys));
     struct redis_script_call *calls = calloc(ncalls, sizeof(*calls));
     long long *out = calloc(2 * ncalls, sizeof(*out));
@@ -193,14 +202,25 @@ static int settle_page(struct sync *s, const struct policies_entry *e, const str
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto done;
     }
+    /* In a cluster, a call's keys share one slot: the page sorted by slot,
+     * one call per run of a slot (at most SETTLE_CALL_KEYS keys). */
+    if (s->limiter != NULL && limiter_slot_calls(s->limiter))
+        qsort(nm->v, nm->n, sizeof(*nm->v), by_slot);
     for (size_t i = 0; i < nm->n; i++)
         keys[i] = (struct redis_str){nm->v[i], strlen(nm->v[i])};
-    for (size_t c = 0; c < ncalls; c++) {
-        size_t first = c * SETTLE_CALL_KEYS;
-        size_t n = nm->n - first < SETTLE_CALL_KEYS ? nm->n - first : SETTLE_CALL_KEYS;
-        calls[c] = (struct redis_script_call){.keys = &keys[first], .nkeys = (int)n,
-                                              .args = args, .nargs = 6, .out = &out[2 * c],
-                                              .nout = 2};
+    ncalls = 0;
+    for (size_t first = 0; first < nm->n;) {
+        size_t k = first + 1;
+        unsigned slot = cluster_keyslot(keys[first].p, keys[first].len);
+        while (k < nm->n && k - first < SETTLE_CALL_KEYS &&
+               (s->limiter == NULL || !limiter_slot_calls(s->limiter) ||
+                cluster_keyslot(keys[k].p, keys[k].len) == slot))
+            k++;
+        calls[ncalls] = (struct redis_script_call){.keys = &keys[first], .nkeys = (int)(k - first),
+                                                   .args = args, .nargs = 6,
+                                                   .out = &out[2 * ncalls], .nout = 2};
+        ncalls++;
+        first = k;
     }
     rc = redis_script_pipeline(s->redis, REDIS_SCRIPT_BUCKET, calls, ncalls, deadline(), err);
     for (size_t c = 0; rc == PERMITD_OK && c < ncalls; c++) {
@@ -247,12 +267,12 @@ static int settle(struct sync *s, const char *name, struct permitd_error *err)
 {
     const char *prefix = s->cfg->redis_prefix;
     char hash[POLICY_REDIS_KEY_MAX], one[POLICY_REDIS_KEY_MAX];
-    char pattern[2 * POLICY_REDIS_KEY_MAX], cursor[24] = "0";
+    char patterns[2][POLICY_PATTERN_MAX], cursor[24] = "0";
     struct names nm = {0};
     char edit[24];
     long long set = 0, removed = 0, newest = 0, left = 0;
     int64_t started = clock_now_us();
-    size_t len, steps = 0, j = 0;
+    size_t steps = 0;
     const struct policies_entry *e;
     int rc = PERMITD_OK;
 
@@ -269,29 +289,25 @@ static int settle(struct sync *s, const char *name, struct permitd_error *err)
         return permitd_error_set(err, PERMITD_EINTERNAL, "policy \"%s\" in redis is not a "
                                  "valid policy: %s", name, e->broken);
     }
-    /* Every key of the policy's buckets begins as the key of "x" does, but
-     * for its last character; in the pattern, SCAN's glob characters (the
-     * prefix may hold them) are escaped. */
-    len = policy_redis_key(one, prefix, name, POLICY_KEY_BUCKET, "x") - 1;
-    for (size_t i = 0; i < len; i++) {
-        if (strchr("*?[]\\", one[i]) != NULL)
-            pattern[j++] = '\\';
-        pattern[j++] = one[i];
-    }
-    pattern[j++] = '*';
-    pattern[j] = '\0';
+    /* The keyed buckets of both layouts (stores/policy.h: spread over the
+     * slots, or colocated, as every bucket before issue 19 was), each found
+     * by its own SCAN pattern, and the shared bucket. */
+    policy_bucket_patterns(patterns, prefix, name);
     policy_redis_key(one, prefix, name, POLICY_KEY_BUCKET, "");    /* the shared bucket */
     collect(&nm, one, strlen(one));
-    do {
-        rc = redis_scan(s->redis, cursor, pattern, SETTLE_SCAN_COUNT, deadline(), collect, &nm,
-                        err);
-        if (rc == PERMITD_OK && nm.oom)
-            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        if (rc == PERMITD_OK && nm.n > 0)
-            rc = settle_page(s, e, &nm, &set, &removed, err);
-        names_clear(&nm);
-        steps++;
-    } while (rc == PERMITD_OK && strcmp(cursor, "0") != 0);
+    for (int p = 0; p < 2 && rc == PERMITD_OK; p++) {
+        strcpy(cursor, "0");
+        do {
+            rc = redis_scan(s->redis, cursor, patterns[p], SETTLE_SCAN_COUNT, deadline(), collect,
+                            &nm, err);
+            if (rc == PERMITD_OK && nm.oom)
+                rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            if (rc == PERMITD_OK && nm.n > 0)
+                rc = settle_page(s, e, &nm, &set, &removed, err);
+            names_clear(&nm);
+            steps++;
+        } while (rc == PERMITD_OK && strcmp(cursor, "0") != 0);
+    }
     free(nm.v);
     policies_release(e);
     snprintf(edit, sizeof(edit), "%lld", newest);

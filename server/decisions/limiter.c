@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "decisions/policies.h"
+#include "stores/cluster.h"
 #include "stores/policy.h"
 
 /* lua/bucket.lua's "stale": no Connect code, never leaves this file. */
@@ -47,6 +48,7 @@ struct limiter {
     struct policies *policies;      /* the in-memory copy of the policies */
     _Atomic uint64_t stale_retries;
     struct loader *loader;          /* started on the first miss of a queue */
+    int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
     pthread_mutex_t loader_lock;    /* guards starting it */
 };
 
@@ -62,6 +64,10 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     l->cfg = cfg;
     l->redis = redis;
+    /* A single Redis takes any keys in one call: the Acquires of one
+     * policy go together whatever their buckets' slots (fewer, bigger
+     * calls: lua/bucket.lua reads them once). */
+    l->slot_calls = strncmp(cfg->redis_url, "redis+cluster://", 16) == 0;
     if (policies_new(cfg, redis, &l->policies, err) != PERMITD_OK) {
         free(l);
         return err->code;
@@ -70,6 +76,16 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
     pthread_mutex_init(&l->loader_lock, NULL);
     *out = l;
     return PERMITD_OK;
+}
+
+int limiter_slot_calls(const struct limiter *l)
+{
+    return l->slot_calls;
+}
+
+void limiter_set_slot_calls(struct limiter *l, int on)
+{
+    l->slot_calls = on;
 }
 
 struct policies *limiter_policies(struct limiter *l)
@@ -369,7 +385,13 @@ static int script_error(const struct limiter *l, const long long *out,
         /* The state key holds what lua/bucket.lua did not write (out[2]:
          * its size). Left as it is for the operator; the client sees an
          * internal error, as for any fault of the server's side. */
-        policy_redis_key(key, l->cfg->redis_prefix, req->bucket, POLICY_KEY_BUCKET, req->key);
+        {
+            const struct policies_entry *e = policies_get(l->policies, req->bucket);
+            policy_redis_key(key, l->cfg->redis_prefix, req->bucket,
+                             e && e->colocate ? POLICY_KEY_BUCKET_COLOCATED : POLICY_KEY_BUCKET,
+                             req->key);
+            policies_release(e);
+        }
         log_msg(LOG_LEVEL_WARN, "bucket state is not permitd's; left as it is",
                 "key=\"%s\" bytes=%lld expected=24", key, out[2]);
         return permitd_error_set(err, PERMITD_EINTERNAL,
@@ -469,18 +491,27 @@ static void policy_args(const struct policies_entry *e, struct redis_str *args)
     args[3] = (struct redis_str){e->rates, strlen(e->rates)};
 }
 
-/* One item of a script call: its Redis key (*key, the string in name) and
- * its two arguments (args[2]: its policy's number in the call, index, and
- * its permits, in permits_s). */
-static void item_call(const struct limiter *l, const struct limiter_request *req, int take,
-                      char *name, char *permits_s, const char *index, struct redis_str *key,
-                      struct redis_str *args)
+/* The Redis key of req's bucket under policy e (colocated or not) into name;
+ * returns its length. */
+static size_t bucket_key(const struct limiter *l, const struct limiter_request *req,
+                         const struct policies_entry *e, char *name)
+{
+    return policy_redis_key(name, l->cfg->redis_prefix, req->bucket,
+                            e->colocate ? POLICY_KEY_BUCKET_COLOCATED : POLICY_KEY_BUCKET,
+                            req->key);
+}
+
+/* One item of a script call: its Redis key (*key, the string in name,
+ * built there already: bucket_key()) and its two arguments (args[2]: its
+ * policy's number in the call, index, and its permits, in permits_s). */
+static void item_call(const struct limiter_request *req, int take, char *name,
+                      size_t name_len, char *permits_s, const char *index,
+                      struct redis_str *key, struct redis_str *args)
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
 
     key->p = name;
-    key->len = policy_redis_key(name, l->cfg->redis_prefix, req->bucket, POLICY_KEY_BUCKET,
-                                req->key);
+    key->len = name_len;
     args[0].p = index;
     args[0].len = strlen(index);
     args[1].p = permits_s;
@@ -507,7 +538,8 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
     args[0] = take ? MODE_TAKE : MODE_PEEK;
     args[1] = (struct redis_str){POLICY_INDEX, 1};
     policy_args(e, &args[2]);
-    item_call(l, req, take, name, permits_s, POLICY_INDEX, &key, &args[6]);
+    item_call(req, take, name, bucket_key(l, req, e, name), permits_s, POLICY_INDEX, &key,
+              &args[6]);
     rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, &key, 1, args, 8, deadline_us,
                           out, 8, err);
     rc = conclude(l, req, take, check, retried, deadline_us, rc, out, res, err);
@@ -528,22 +560,27 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
  * limiter_acquire_batch_queued() hands it to the worker's queue, where it
  * travels with the Acquires of the same pass. */
 
-/* Sorting item indices by policy name groups one policy's items together;
+/* Sorting item indices by policy name groups one policy's items together
+ * (and, in a cluster, its items of one slot: a call's keys share one);
  * ties keep request order, so a policy's items reach Redis in order. */
-static int by_bucket(const void *a, const void *b, void *reqs_)
+static int by_bucket(const void *a, const void *b, void *pl_)
 {
-    const struct limiter_request *reqs = reqs_;
+    const struct limiter_plan *pl = pl_;
     size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(reqs[i].bucket, reqs[j].bucket);
+    int c = strcmp(pl->reqs[i].bucket, pl->reqs[j].bucket);
 
+    if (c == 0 && pl->l->slot_calls && !pl->all_or_nothing)
+        c = (int)pl->slots[i] - (int)pl->slots[j];
     return c != 0 ? c : (i < j ? -1 : (i > j));
 }
 
 void limiter_plan_free(struct limiter_plan *pl)
 {
     for (size_t k = 0; pl->entries != NULL && k < pl->valid; k++)
-        policies_release(pl->entries[k]);
+        policies_release(pl->entries[pl->order[k]]);
     free(pl->entries);
+    free(pl->klen);
+    free(pl->slots);
     free(pl->order);
     free(pl->keys);
     free(pl->args);
@@ -555,11 +592,47 @@ void limiter_plan_free(struct limiter_plan *pl)
     free(pl->calls);
 }
 
+/* all_or_nothing is one script call, whose keys must share one Redis
+ * Cluster slot (in any mode: a batch that passes on a single Redis passes
+ * on a cluster). PERMITD_OK, or failed_precondition naming the items
+ * (request indices, policy and key) outside item order[0]'s slot. */
+static int one_slot(const struct limiter_plan *pl, struct permitd_error *err)
+{
+    size_t first = pl->order[0], off = 0, named = 0;
+    char list[360];
+    int len = 0;
+
+    list[0] = '\0';
+    for (size_t k = 1; k < pl->valid; k++) {
+        size_t i = pl->order[k];
+        if (pl->slots[i] == pl->slots[first])
+            continue;
+        off++;
+        if (named < 4 && len < (int)sizeof(list) - 1) {
+            len += snprintf(list + len, sizeof(list) - (size_t)len, "%s%zu (policy \"%.40s\" key "
+                            "\"%.40s\")", named ? ", " : "", i, pl->reqs[i].bucket,
+                            pl->reqs[i].key);
+            named++;
+        }
+    }
+    if (off == 0)
+        return PERMITD_OK;
+    return permitd_error_set(err, PERMITD_EPRECONDITION,
+                             "all_or_nothing: item%s %s%s %s not in the Redis Cluster slot of "
+                             "item %zu (policy \"%.40s\" key \"%.40s\"): one script decides an "
+                             "all_or_nothing batch, and its buckets must share a slot; set "
+                             "colocate on the policy to keep all its buckets in one slot, or send "
+                             "them in separate calls", off > 1 ? "s" : "", list,
+                             off > named ? ", ..." : "", off > 1 ? "are" : "is", first,
+                             pl->reqs[first].bucket, pl->reqs[first].key);
+}
+
 /* See limiter_plan.h. */
 int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
     size_t n = pl->n, bad = 0, refused = 0, a = 0;
+    int rc;
 
     if (n > LIMITER_BATCH_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
@@ -571,13 +644,15 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     pl->keys = malloc(n * sizeof(*pl->keys));
     pl->args = malloc(8 * n * sizeof(*pl->args));
     pl->knames = malloc(n * sizeof(*pl->knames));
+    pl->klen = malloc(n * sizeof(*pl->klen));
+    pl->slots = malloc(n * sizeof(*pl->slots));
     pl->permits = malloc(n * sizeof(*pl->permits));
     pl->index = malloc(n * sizeof(*pl->index));
     pl->npol = malloc(n * sizeof(*pl->npol));
     pl->out = malloc(8 * n * sizeof(*pl->out));
     pl->calls = malloc(n * sizeof(*pl->calls));
     if (!pl->order || !pl->entries || !pl->keys || !pl->args || !pl->knames || !pl->permits ||
-        !pl->index || !pl->npol || !pl->out || !pl->calls)
+        !pl->index || !pl->npol || !pl->out || !pl->calls || !pl->klen || !pl->slots)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 
     for (size_t i = 0; i < n; i++) {
@@ -589,24 +664,12 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         else
             pl->order[pl->valid++] = i;
     }
-    if (pl->all_or_nothing) {
-        for (size_t k = 1; k < pl->valid; k++)
-            if (policy_slot(reqs[pl->order[k]].bucket) != policy_slot(reqs[pl->order[0]].bucket))
-                return permitd_error_set(err, PERMITD_EPRECONDITION,
-                                         "all_or_nothing: policies \"%s\" and \"%s\" live in "
-                                         "different Redis Cluster slots, so no single script can "
-                                         "decide them together; use one policy (keys may differ) "
-                                         "or two calls",
-                                         reqs[pl->order[0]].bucket, reqs[pl->order[k]].bucket);
-    }
-
     /* What needs no Redis (decisions/policies.h): an item its policy's
      * copy refuses gets its error here and is left out. */
-    qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, (void *)reqs);
     for (size_t k = 0, valid = pl->valid; k < valid; k++) {
         size_t i = pl->order[k];
         const struct policies_entry *e;
-        int rc = admit(pl->l, &reqs[i], 1, 1, pl->deadline_us, &e, &pl->res[i], &pl->errs[i]);
+        rc = admit(pl->l, &reqs[i], 1, 1, pl->deadline_us, &e, &pl->res[i], &pl->errs[i]);
         if (k == 0)
             pl->valid = 0;
         if (rc == PERMITD_OK && e == NULL && pl->all_or_nothing)
@@ -621,8 +684,10 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                 pl->errs[i] = (struct permitd_error){PERMITD_OK, ""};   /* failure_mode open */
             continue;
         }
-        pl->entries[pl->valid] = e;
+        pl->entries[i] = e;
         pl->order[pl->valid++] = i;
+        pl->klen[i] = bucket_key(pl->l, &reqs[i], e, pl->knames[i]);
+        pl->slots[i] = cluster_keyslot(pl->knames[i], pl->klen[i]);
     }
     if (pl->all_or_nothing && bad + refused > 0) {
         for (size_t k = 0; k < pl->valid; k++)
@@ -631,10 +696,13 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                               : "not granted: another item of this all_or_nothing batch was "
                                 "refused");
         for (size_t k = 0; k < pl->valid; k++)
-            policies_release(pl->entries[k]);
+            policies_release(pl->entries[pl->order[k]]);
         pl->valid = 0;
         return PERMITD_OK;
     }
+    if (pl->all_or_nothing && (rc = one_slot(pl, err)) != PERMITD_OK)
+        return rc;
+    qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, pl);
 
     /* One call per policy (all of them in one for all_or_nothing): its
      * policies' limits once (the newest copy among its items', should a
@@ -654,14 +722,16 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         c->out = &pl->out[8 * first];
         /* the policies of this call, each once */
         for (size_t m = first; m < pl->valid;) {
-            const struct policies_entry *newest = pl->entries[m];
+            const struct policies_entry *newest = pl->entries[pl->order[m]];
             size_t from = m;
             if (!pl->all_or_nothing && m > first)
                 break;
             while (m < pl->valid && strcmp(reqs[pl->order[m]].bucket,
-                                           reqs[pl->order[from]].bucket) == 0) {
-                if (pl->entries[m]->stamp > newest->stamp)
-                    newest = pl->entries[m];
+                                           reqs[pl->order[from]].bucket) == 0 &&
+                   (pl->all_or_nothing || !pl->l->slot_calls ||
+                    pl->slots[pl->order[m]] == pl->slots[pl->order[from]])) {
+                if (pl->entries[pl->order[m]]->stamp > newest->stamp)
+                    newest = pl->entries[pl->order[m]];
                 m++;
             }
             policy_args(newest, &pl->args[a]);
@@ -676,8 +746,9 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         *npolicies = (struct redis_str){pl->npol[pl->ngroups - 1],
                                         strlen(pl->npol[pl->ngroups - 1])};
         for (size_t x = first; x < k; x++) {
-            item_call(pl->l, &reqs[pl->order[x]], 1, pl->knames[x], pl->permits[x],
-                      pl->index[x], &pl->keys[x], &pl->args[a]);
+            size_t i = pl->order[x];
+            item_call(&reqs[i], 1, pl->knames[i], pl->klen[i], pl->permits[x], pl->index[x],
+                      &pl->keys[x], &pl->args[a]);
             a += 2;
         }
         c->nkeys = (int)(k - first);
@@ -853,7 +924,10 @@ struct job {
     limiter_done_fn done;
     void *ud;
     const struct policies_entry *entry;    /* its policy (held), an Acquire's or a Peek's */
-    char name[POLICY_REDIS_KEY_MAX];
+    char name[POLICY_REDIS_KEY_MAX];        /* its bucket's key (batch_items()) */
+    size_t name_len;
+    unsigned slot;                  /* the key's cluster slot */
+    struct limiter *l;              /* for by_call() */
     char permits[24];
     char app[POLICY_NAME_MAX + 1];  /* req.app: what the call sends is the job's own
                                        (the pipe may send it again after the
@@ -996,6 +1070,8 @@ static int by_call(const void *a, const void *b, void *jobs_)
 
     if (c == 0)
         c = strcmp(x->req.bucket, y->req.bucket);
+    if (c == 0 && x->l->slot_calls)
+        c = (int)x->slot - (int)y->slot;
     return c != 0 ? c : (i < j ? -1 : (i > j));
 }
 
@@ -1011,6 +1087,12 @@ static void batch_items(struct limiter_queue *q, size_t n)
     struct batch *b = &q->batch;
     size_t a = 0;
 
+    for (size_t k = 0; k < n; k++) {
+        struct job *j = b->jobs[b->items[k]];
+        j->l = q->l;
+        j->name_len = bucket_key(q->l, &j->req, j->entry, j->name);
+        j->slot = q->l->slot_calls ? cluster_keyslot(j->name, j->name_len) : 0;
+    }
     qsort_r(b->items, n, sizeof(*b->items), by_call, b->jobs);
     for (size_t k = 0; k < n;) {
         size_t first = k;
@@ -1027,8 +1109,8 @@ static void batch_items(struct limiter_queue *q, size_t n)
         a += 4;
         do {
             struct job *j = b->jobs[b->items[k]];
-            item_call(q->l, &j->req, j->take, j->name, j->permits, POLICY_INDEX, &b->keys[k],
-                      &b->args[a]);
+            item_call(&j->req, j->take, j->name, j->name_len, j->permits, POLICY_INDEX,
+                      &b->keys[k], &b->args[a]);
             if (j->entry->stamp > newest->stamp)
                 newest = j->entry;
             a += 2;
@@ -1036,7 +1118,8 @@ static void batch_items(struct limiter_queue *q, size_t n)
             j->out = &b->out[8 * k];
             k++;
         } while (k < n && b->jobs[b->items[k]]->take == lead->take &&
-                 strcmp(b->jobs[b->items[k]]->req.bucket, lead->req.bucket) == 0);
+                 strcmp(b->jobs[b->items[k]]->req.bucket, lead->req.bucket) == 0 &&
+                 b->jobs[b->items[k]]->slot == lead->slot);
         policy_args(newest, limits);
         c->nkeys = (int)(k - first);
         c->nargs = (int)(6 + 2 * (k - first));
@@ -1613,11 +1696,20 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
     if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
         (rc = policy_check_key("key", key ? key : "", err)) != PERMITD_OK)
         return rc;
+    /* Both layouts (policy.h): the policy may have set or cleared
+     * colocate, and a bucket written before issue 19 has the colocated
+     * one. Each its own DEL: in a cluster they live in different slots. */
     del[0].p = "DEL";
     del[0].len = 3;
     del[1].p = state_key;
-    del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket, POLICY_KEY_BUCKET, key);
-    return redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err);
+    for (int kind = POLICY_KEY_BUCKET; kind <= POLICY_KEY_BUCKET_COLOCATED; kind++) {
+        del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket,
+                                      (enum policy_key_kind)kind, key);
+        if ((rc = redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err)) !=
+            PERMITD_OK || key == NULL || key[0] == '\0')
+            return rc;
+    }
+    return PERMITD_OK;
 }
 
 void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_request *reqs,

@@ -107,6 +107,12 @@ int limiter_known_policy(struct limiter *l, const char *name);
 
 struct policies;
 
+/* Whether each script call's keys share one Redis Cluster slot (set for a
+ * redis+cluster:// URL; a single Redis takes one policy's buckets in one
+ * call, whatever their slots). The setter is for tests and for main. */
+int limiter_slot_calls(const struct limiter *l);
+void limiter_set_slot_calls(struct limiter *l, int on);
+
 /* The limiter's in-memory copy of the policies (decisions/policies.h), for
  * those who feed it: the sync, the admin writes, the change notices. It
  * lives as long as l. */

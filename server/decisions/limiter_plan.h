@@ -33,10 +33,14 @@ struct limiter_plan {
     /* Filled by limiter_plan_make(): */
     size_t *order;                  /* the items to send's indices, grouped by policy, in
                                        request order */
-    const struct policies_entry **entries;  /* per item to send: its policy, held */
+    const struct policies_entry **entries;  /* per request index: its policy, held
+                                               (those in order[0..valid)) */
+    size_t *klen;                   /* per request index: its bucket key's length */
+    unsigned *slots;                /* per request index: its bucket key's cluster slot */
     size_t valid, ngroups;          /* valid items; script calls (calls[0..ngroups)) */
     struct redis_str *keys, *args;
-    char (*knames)[POLICY_REDIS_KEY_MAX], (*permits)[24];
+    char (*knames)[POLICY_REDIS_KEY_MAX];   /* per request index: its bucket key */
+    char (*permits)[24];
     char (*index)[8];               /* per item: its policy's number in its call */
     char (*npol)[8];                /* per call: how many policies it carries */
     long long *out;

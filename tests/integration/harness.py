@@ -159,8 +159,15 @@ def put_policy(redis, name, apps="app", max_permits=10, rate=1, prefix="permitd:
         time.sleep(0.05)
 
 
-def state_key(name, key="", prefix="permitd:"):
-    return "%s{%s}:%s" % (prefix, name, "k:" + key if key else "b")
+def state_key(name, key="", prefix="permitd:", colocate=False):
+    """A bucket's key (README: Redis layout): the shared bucket P{NAME}:b; a
+    keyed one P{NAME:KEY}:k (its own slot), or P{NAME}:k:KEY for a policy
+    that sets colocate (the policy's slot)."""
+    if not key:
+        return "%s{%s}:b" % (prefix, name)
+    if colocate:
+        return "%s{%s}:k:%s" % (prefix, name, key)
+    return "%s{%s:%s}:k" % (prefix, name, key)
 
 
 class PrivateRedis:

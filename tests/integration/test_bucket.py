@@ -155,8 +155,8 @@ class BucketTest(unittest.TestCase):
         # version 5) while this instance's copy says version 1 and Redis's
         # hash now says 5: the script answers "stale", permitd reloads the
         # policy and decides under version 5 (its max_permits 7).
-        name = self.policy(max_permits=5, rate=0.001)
-        key = state_key(name, "u")
+        name = self.policy(max_permits=5, rate=0.001, colocate=1)   # all_or_nothing below
+        key = state_key(name, "u", colocate=True)
         self.assertEqual(self.acquire(name, key="u")["limit"], 5)     # copy: v1
         self.redis("HSET", "permitd:{%s}:policy" % name, "max_permits", 7, "version", 5)
         write_state(self.redis, key, 4, self.redis.time_us(), version=5)
@@ -434,24 +434,40 @@ class BucketTest(unittest.TestCase):
         d = self.acquire(name)
         self.assertEqual((d["allowed"], d["remaining"]), (True, 1), d)
 
+        # The layout (README: Redis layout): the policy hash and the shared
+        # bucket in the policy's slot, each keyed bucket in a slot of its own
+        # (its tag holds the key).
         pfx = "permitd:{%s}:" % name
-        self.assertEqual(state_key(name, "user-1"), pfx + "k:user-1")
-        keys = set(self.redis("KEYS", "permitd:{%s}*" % name))
-        self.assertEqual(keys, {pfx + "policy", pfx + "b", pfx + "k:user-1", pfx + "k:user-2"})
-        for k in keys:
-            self.assertEqual(harness.hash_tag(k), name, k)
+        u1, u2 = "permitd:{%s:user-1}:k" % name, "permitd:{%s:user-2}:k" % name
+        self.assertEqual(state_key(name, "user-1"), u1)
+        keys = set(self.redis("KEYS", "permitd:{%s[:}]*" % name))
+        self.assertEqual(keys, {pfx + "policy", pfx + "b", u1, u2})
+        self.assertEqual(harness.hash_tag(pfx + "b"), name)
+        self.assertEqual(harness.hash_tag(u1), name + ":user-1")
         # (0.001/s accrues a little between the calls)
-        self.assertAlmostEqual(read_state(self.redis, pfx + "k:user-1")[0], 0, delta=0.01)
-        self.assertAlmostEqual(read_state(self.redis, pfx + "k:user-2")[0], 1, delta=0.01)
+        self.assertAlmostEqual(read_state(self.redis, u1)[0], 0, delta=0.01)
+        self.assertAlmostEqual(read_state(self.redis, u2)[0], 1, delta=0.01)
         self.assertAlmostEqual(read_state(self.redis, pfx + "b")[0], 1, delta=0.01)
 
-    def test_key_with_braces_keeps_the_policy_tag(self):
+    def test_key_with_braces_is_its_own_bucket_deterministically(self):
+        # A keyed bucket's hash tag holds the key (P{NAME:KEY}:k): braces in
+        # the key cannot reach another policy's bucket; a '}' ends the tag
+        # early, the same way every time. With colocate, the tag stays the
+        # policy's (P{NAME}:k:KEY).
         name = self.policy(max_permits=2, rate=0.001)
-        self.assertTrue(self.acquire(name, key="{other}")["allowed"])
-        k = "permitd:{%s}:k:{other}" % name
-        self.assertIsNotNone(self.redis("GET", k))
-        self.assertEqual(harness.hash_tag(k), name)
+        for key, tag in (("{other}", name + ":{other"), ("a}b", name + ":a"), ("u", name + ":u")):
+            self.assertTrue(self.acquire(name, key=key)["allowed"])
+            k = state_key(name, key)
+            self.assertEqual(k, "permitd:{%s:%s}:k" % (name, key))
+            self.assertIsNotNone(self.redis("GET", k), key)
+            self.assertEqual(harness.hash_tag(k), tag)
         self.assertEqual(self.redis("EXISTS", "permitd:{other}:b"), 0)
+        together = self.policy(max_permits=2, rate=0.001, colocate=1)
+        self.assertTrue(self.acquire(together, key="{other}")["allowed"])
+        k = state_key(together, "{other}", colocate=True)
+        self.assertEqual(k, "permitd:{%s}:k:{other}" % together)
+        self.assertIsNotNone(self.redis("GET", k))
+        self.assertEqual(harness.hash_tag(k), together)
 
     # ------------------------------------------------------------ peek
 

@@ -31,12 +31,15 @@ static struct limiter *new_limiter(void)
                          "id", "7", "rates", "100:1"};
         char *beta[] = {"max_permits", "5", "rate", "1", "apps", "web", "version", "1"};
         char *off[] = {"max_permits", "5", "rate", "1", "apps", "*", "enabled", "0"};
+        char *gamma[] = {"max_permits", "5", "rate", "1", "apps", "web", "colocate", "1"};
         struct policies_entry *e;
         CHECK_INT(policies_parse("alpha", alpha, 12, &e, &err), PERMITD_OK);
         CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
         CHECK_INT(policies_parse("beta", beta, 8, &e, &err), PERMITD_OK);
         CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
         CHECK_INT(policies_parse("off", off, 8, &e, &err), PERMITD_OK);
+        CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
+        CHECK_INT(policies_parse("gamma", gamma, 8, &e, &err), PERMITD_OK);
         CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
     }
     return l;
@@ -181,16 +184,35 @@ static void test_limiter_plan_all_or_nothing(void)
     struct permitd_error errs[3], err = {0, ""};
 
     {
+        /* gamma sets colocate: its keyed buckets share the policy's slot. */
         const struct limiter_request reqs[] = {
-            {"alpha", "web", "x", 1}, {"alpha", "web", "y", 2}, {"alpha", "web", "x", 3},
+            {"gamma", "web", "x", 1}, {"gamma", "web", "y", 2}, {"gamma", "web", "x", 3},
         };
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
+        char want[POLICY_REDIS_KEY_MAX];
         CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
         CHECK_INT(pl.ngroups, 1);
+        policy_redis_key(want, "t", "gamma", POLICY_KEY_BUCKET_COLOCATED, "y");
+        CHECK(same(pl.calls[0].keys[1].p, pl.calls[0].keys[1].len, want));
         CHECK_INT(pl.calls[0].nkeys, 3);
         CHECK(same(pl.calls[0].args[0].p, pl.calls[0].args[0].len, "all"));
         CHECK(same(pl.calls[0].args[11].p, pl.calls[0].args[11].len, "3"));
+        limiter_plan_free(&pl);
+    }
+    {
+        /* alpha's keyed buckets spread: keys in different slots refuse the
+         * batch, naming the items outside item 0's slot. */
+        const struct limiter_request reqs[] = {
+            {"alpha", "web", "x", 1}, {"alpha", "web", "y", 1}, {"alpha", "web", "z", 1},
+        };
+        struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
+                                  .res = res, .errs = errs};
+        CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_EPRECONDITION);
+        CHECK_CONTAINS(err.message, "items 1 (policy \"alpha\" key \"y\"), 2 (policy "
+                                    "\"alpha\" key \"z\") are not in the Redis Cluster slot "
+                                    "of item 0");
+        CHECK_CONTAINS(err.message, "colocate");
         limiter_plan_free(&pl);
     }
     {
@@ -221,6 +243,29 @@ static void test_limiter_plan_all_or_nothing(void)
     limiter_free(l);
 }
 
+/* In a cluster (slot_calls), a call's keys share one slot: alpha's items
+ * x and z (spread buckets, different slots) go in separate calls. */
+static void test_limiter_plan_slot_calls(void)
+{
+    struct limiter *l = new_limiter();
+    const struct limiter_request reqs[] = {{"alpha", "web", "x", 1}, {"alpha", "web", "z", 1}};
+    struct limiter_result res[2];
+    struct permitd_error errs[2], err = {0, ""};
+    struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 2, .res = res, .errs = errs};
+
+    CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+    CHECK_INT(pl.ngroups, 1);           /* a single Redis: one call per policy */
+    limiter_plan_free(&pl);
+    limiter_set_slot_calls(l, 1);
+    pl = (struct limiter_plan){.l = l, .reqs = reqs, .n = 2, .res = res, .errs = errs};
+    CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+    CHECK_INT(pl.ngroups, 2);
+    CHECK_INT(pl.calls[0].nkeys, 1);
+    CHECK_INT(pl.calls[1].nkeys, 1);
+    limiter_plan_free(&pl);
+    limiter_free(l);
+}
+
 /* The batch's own limits: none is nothing to do; over LIMITER_BATCH_MAX is
  * refused, the count named. */
 static void test_limiter_plan_bounds(void)
@@ -247,5 +292,6 @@ int main(void)
     TEST_RUN(test_limiter_plan_groups_per_policy);
     TEST_RUN(test_limiter_plan_all_or_nothing);
     TEST_RUN(test_limiter_plan_bounds);
+    TEST_RUN(test_limiter_plan_slot_calls);
     return TEST_REPORT();
 }
