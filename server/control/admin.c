@@ -173,6 +173,7 @@ static Permit__V1__Policy *to_proto(struct connect_call *call, const struct stor
     m->description = connect_call_strdup(call, p->description ? p->description : "");
     m->enabled = p->enabled;
     m->failure_mode = connect_call_strdup(call, p->failure_mode);
+    m->colocate = p->colocate != 0;
     m->version = (int64_t)p->version;
     m->created_by = connect_call_strdup(call, p->created_by);
     m->updated_by = connect_call_strdup(call, p->updated_by);
@@ -226,6 +227,7 @@ static int from_proto(const Permit__V1__Policy *m, struct store_policy_input *in
     in->description = m->description;
     in->enabled = m->enabled;
     in->failure_mode = m->failure_mode[0] ? m->failure_mode : "closed";
+    in->colocate = m->colocate;
     return policy_check_fields(in->name, in->apps, in->napps, (long long)in->max_permits,
                                in->rate, in->description, in->failure_mode, err);
 }

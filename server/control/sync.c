@@ -131,7 +131,7 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
                struct permitd_error *err)
 {
     char key[POLICY_REDIS_KEY_MAX], id[24], version[24], max[24], updated[24], taken[24];
-    struct redis_str keys[1], args[22];
+    struct redis_str keys[1], args[24];
     long long out[2];
     int n = 0, rc;
 
@@ -150,6 +150,7 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
     ARG("rate"); ARG(p->rate);
     ARG("enabled"); ARG(p->enabled ? "1" : "0");
     ARG("failure_mode"); ARG(p->failure_mode);
+    ARG("colocate"); ARG(p->colocate ? "1" : "0");
     ARG("version"); ARG(version);
     ARG("id"); ARG(id);
 #undef ARG
