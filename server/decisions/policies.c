@@ -186,8 +186,13 @@ static int install(struct policies *t, const char *name, struct policies_entry *
     pthread_mutex_lock(&t->lock);
     cur = atomic_load(&t->cur);
     i = find(cur, name, &found);
-    if (!found && e == NULL) {
+    /* Two reloads of one policy may finish out of order (a notice and a
+     * decision's "stale", on two threads): the copy never goes back to an
+     * older version stamp. A policy deleted (e NULL) is dropped whatever
+     * its stamp. */
+    if ((!found && e == NULL) || (found && e != NULL && e->stamp < cur->v[i]->stamp)) {
         pthread_mutex_unlock(&t->lock);
+        policies_release(e);
         return PERMITD_OK;
     }
     next = malloc(sizeof(*next) + (cur->n + 1) * sizeof(next->v[0]));

@@ -79,7 +79,9 @@ int policies_reload(struct policies *t, const char *name, int64_t deadline_us, i
                     struct permitd_error *err);
 
 /* Installs e (from policies_parse(); takes over its reference), replacing
- * any entry of its name. PERMITD_OK or PERMITD_EINTERNAL (out of memory). */
+ * any entry of its name, unless that entry has a newer version stamp (two
+ * reloads finished out of order: the copy never goes back). PERMITD_OK or
+ * PERMITD_EINTERNAL (out of memory). policies_reload() installs this way. */
 int policies_install(struct policies *t, struct policies_entry *e);
 
 /* The version stamp of the entry named `name`, 0 when there is none. */

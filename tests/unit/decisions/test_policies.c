@@ -109,6 +109,9 @@ static void test_policies_table(void)
     CHECK_STR(names[0], "a");
     CHECK_STR(names[1], "b");
     policies_names_free(names, n);
+    /* An older copy arriving late (two reloads out of order) is dropped. */
+    CHECK_INT(policies_install(t, parse("b", v1, 8)), PERMITD_OK);
+    CHECK_INT(policies_stamp(t, "b"), 2);
     policies_forget(t, "b");
     CHECK(policies_get(t, "b") == NULL);
     CHECK_INT(policies_stamp(t, "a"), 1);
