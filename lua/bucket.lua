@@ -24,7 +24,9 @@ limit, retry_after_ms, reset_after_ms, window_s, tokens_micro}, as one
 string of little-endian doubles (ANSWER per item; every number is whole,
 and exact below 2^53, where every policy permitd accepts stays), which
 server/stores/redis.c reads (script_numbers()). Answered as a table of integers
-they cost Redis ~650 instructions each and permitd a parse each.
+they cost Redis ~650 instructions each and permitd a parse each. Reading
+no policy hash, a lone Acquire costs Redis 79.9k instructions, 93.8k when it
+read one (tests/bench/redis-cost.sh, issue 19).
 status is 0 or a negated Connect code (server/core/status.h): -10
 aborted ("all": another item was refused), -11 out_of_range (more permits
 than the bucket holds; in "all", the items of one bucket together:
