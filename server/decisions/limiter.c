@@ -54,6 +54,19 @@ struct limiter {
 
 static void loader_free(struct loader *ld);
 
+/* One policy (or an AcquireBatch's several) for the loader to read, and
+ * what came of it (see "the loader" below). */
+struct load {
+    struct load *next;
+    struct limiter_queue *q;
+    int rc;                         /* the reload's (the first that failed, for a batch) */
+    struct permitd_error err;
+    char name[POLICY_NAME_MAX + 1];
+    struct job *batch;              /* an AcquireBatch's: names[0..nnames) instead of name */
+    char (*names)[POLICY_NAME_MAX + 1];
+    size_t nnames;
+};
+
 int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
                 struct permitd_error *err)
 {
@@ -283,17 +296,39 @@ static int admit_entry(struct limiter *l, const struct limiter_request *req, int
                        int check, const struct policies_entry *e,
                        const struct policies_entry **out, struct limiter_result *res,
                        struct permitd_error *err);
+struct load;
+static int admit_loaded(struct limiter *l, const struct limiter_request *req, int take,
+                        int check, int64_t deadline_us, const struct load *loaded,
+                        const struct policies_entry **out, struct limiter_result *res,
+                        struct permitd_error *err);
 
 static int admit(struct limiter *l, const struct limiter_request *req, int take, int check,
                  int64_t deadline_us, const struct policies_entry **out,
                  struct limiter_result *res, struct permitd_error *err)
+{
+    return admit_loaded(l, req, take, check, deadline_us, NULL, out, res, err);
+}
+
+/* admit(); loaded: the loader has read the policies missing (its outcome,
+ * rc and err), so a policy still missing is not read again; NULL: it is
+ * read here. */
+static int admit_loaded(struct limiter *l, const struct limiter_request *req, int take,
+                        int check, int64_t deadline_us, const struct load *loaded,
+                        const struct policies_entry **out, struct limiter_result *res,
+                        struct permitd_error *err)
 {
     const struct policies_entry *e = policies_get(l->policies, req->bucket);
     int rc, found = 0;
 
     *out = NULL;
     if (e == NULL) {
-        rc = policies_reload(l->policies, req->bucket, deadline_us, &found, err);
+        if (loaded != NULL) {
+            rc = loaded->rc;
+            if (rc != PERMITD_OK)
+                *err = loaded->err;
+        } else {
+            rc = policies_reload(l->policies, req->bucket, deadline_us, &found, err);
+        }
         if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req->bucket, res))
             return PERMITD_OK;
         if (rc != PERMITD_OK)
@@ -669,7 +704,8 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     for (size_t k = 0, valid = pl->valid; k < valid; k++) {
         size_t i = pl->order[k];
         const struct policies_entry *e;
-        rc = admit(pl->l, &reqs[i], 1, 1, pl->deadline_us, &e, &pl->res[i], &pl->errs[i]);
+        rc = admit_loaded(pl->l, &reqs[i], 1, 1, pl->deadline_us, pl->loaded, &e, &pl->res[i],
+                          &pl->errs[i]);
         if (k == 0)
             pl->valid = 0;
         if (rc == PERMITD_OK && e == NULL && pl->all_or_nothing)
@@ -875,13 +911,6 @@ static void plan_answer(struct limiter_plan *pl, int rc, const struct redis_scri
  * inbox, then loop_wake()); the loop then admits the parked jobs of that
  * name, or answers them. */
 
-struct load {
-    struct load *next;
-    struct limiter_queue *q;
-    int rc;                         /* the reload's */
-    struct permitd_error err;
-    char name[POLICY_NAME_MAX + 1];
-};
 
 struct loader {
     struct limiter *l;
@@ -957,6 +986,7 @@ struct limiter_queue {
     struct redis_pipe *pipe;
     struct job *head, *tail;        /* waiting for the next batch */
     struct job *parked;             /* waiting for their policy (the loader) */
+    struct job *parked_batches;     /* AcquireBatches waiting for their policies */
     pthread_mutex_t inbox_lock;     /* guards loaded */
     struct load *loaded;            /* the loader's outcomes, for this loop */
     struct batch batch;
@@ -1191,6 +1221,9 @@ static int64_t queue_soonest(const struct limiter_queue *q)
     for (const struct job *j = q->parked; j != NULL; j = j->next)
         if (j->deadline_us < at)
             at = j->deadline_us;
+    for (const struct job *j = q->parked_batches; j != NULL; j = j->next)
+        if (!j->answered && j->deadline_us < at)
+            at = j->deadline_us;
     return at;
 }
 
@@ -1224,6 +1257,15 @@ static void queue_expire(struct limiter_queue *q, int64_t now)
             q->tail = prev;
         permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
         job_end(q, j, PERMITD_EDEADLINE, NULL, &err);
+    }
+    for (struct job *j = q->parked_batches; j != NULL; j = j->next) {
+        if (j->answered || j->deadline_us > now)
+            continue;
+        /* Answered now; recycled when the loader's outcome comes. */
+        j->answered = 1;
+        q->timed--;
+        permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded reading policies from redis");
+        j->plan->done(j->plan->ud, PERMITD_EDEADLINE, &err);
     }
     for (link = &q->parked; *link != NULL;) {
         struct job *j = *link;
@@ -1299,6 +1341,18 @@ static void queue_drain(struct limiter_queue *q, const struct permitd_error *err
         q->parked = j->next;
         memset(&res, 0, sizeof(res));
         parked_end(q, j, err->code, &res, err);
+    }
+    while (q->parked_batches != NULL) {
+        struct job *j = q->parked_batches;
+        q->parked_batches = j->next;
+        if (!j->answered) {
+            if (j->deadline_us != INT64_MAX)
+                q->timed--;
+            j->plan->done(j->plan->ud, err->code, err);
+        }
+        limiter_plan_free(j->plan);
+        free(j->plan);
+        job_put(q, j);
     }
 }
 
@@ -1400,7 +1454,13 @@ static void *loader_run(void *arg)
         x->err = (struct permitd_error){0, ""};
         /* Bounded by --redis-timeout-ms (a parked job's own deadline
          * ends that job alone: queue_expire()). */
-        x->rc = policies_reload(ld->l->policies, x->name, INT64_MAX, NULL, &x->err);
+        if (x->batch == NULL) {
+            x->rc = policies_reload(ld->l->policies, x->name, INT64_MAX, NULL, &x->err);
+        } else {
+            x->rc = PERMITD_OK;
+            for (size_t i = 0; i < x->nnames && x->rc == PERMITD_OK; i++)
+                x->rc = policies_reload(ld->l->policies, x->names[i], INT64_MAX, NULL, &x->err);
+        }
         pthread_mutex_lock(&x->q->inbox_lock);
         x->next = x->q->loaded;
         x->q->loaded = x;
@@ -1412,6 +1472,13 @@ static void *loader_run(void *arg)
     }
     pthread_mutex_unlock(&ld->lock);
     return NULL;
+}
+
+static void load_free(struct load *x)
+{
+    if (x != NULL)
+        free(x->names);
+    free(x);
 }
 
 static void loader_free(struct loader *ld)
@@ -1426,7 +1493,7 @@ static void loader_free(struct loader *ld)
     while (ld->head != NULL) {
         struct load *x = ld->head;
         ld->head = x->next;
-        free(x);
+        load_free(x);
     }
     pthread_cond_destroy(&ld->wake);
     pthread_cond_destroy(&ld->idle);
@@ -1460,16 +1527,17 @@ static struct loader *loader_get(struct limiter *l)
     return ld;
 }
 
-/* Asks the loader to read policy `name` for q. -1: it cannot (no memory). */
-static int loader_ask(struct limiter_queue *q, const char *name)
+/* Hands x (a load for q, which the loader then owns) to the loader. -1: no
+ * loader (x is freed). */
+static int loader_push(struct limiter_queue *q, struct load *x)
 {
     struct loader *ld = loader_get(q->l);
-    struct load *x = ld ? calloc(1, sizeof(*x)) : NULL;
 
-    if (x == NULL)
+    if (ld == NULL) {
+        load_free(x);
         return -1;
+    }
     x->q = q;
-    snprintf(x->name, sizeof(x->name), "%s", name);
     pthread_mutex_lock(&ld->lock);
     if (ld->tail != NULL)
         ld->tail->next = x;
@@ -1479,6 +1547,17 @@ static int loader_ask(struct limiter_queue *q, const char *name)
     pthread_cond_signal(&ld->wake);
     pthread_mutex_unlock(&ld->lock);
     return 0;
+}
+
+/* Asks the loader to read policy `name` for q. -1: it cannot (no memory). */
+static int loader_ask(struct limiter_queue *q, const char *name)
+{
+    struct load *x = calloc(1, sizeof(*x));
+
+    if (x == NULL)
+        return -1;
+    snprintf(x->name, sizeof(x->name), "%s", name);
+    return loader_push(q, x);
 }
 
 /* Takes back q's loads not read yet, waits for the one being read, and
@@ -1494,7 +1573,7 @@ static void loader_cancel(struct limiter_queue *q)
             x = *link;
             if (x->q == q) {
                 *link = x->next;
-                free(x);
+                load_free(x);
             } else {
                 ld->tail = x;
                 link = &x->next;
@@ -1510,7 +1589,7 @@ static void loader_cancel(struct limiter_queue *q)
     pthread_mutex_unlock(&q->inbox_lock);
     while (x != NULL) {
         struct load *next = x->next;
-        free(x);
+        load_free(x);
         x = next;
     }
 }
@@ -1525,24 +1604,36 @@ static void parked_end(struct limiter_queue *q, struct job *j, int rc,
     job_put(q, j);
 }
 
+/* Whether a job of policy `bucket` is parked. */
+static int parked_for(const struct limiter_queue *q, const char *bucket)
+{
+    for (const struct job *p = q->parked; p != NULL; p = p->next)
+        if (strcmp(p->req.bucket, bucket) == 0)
+            return 1;
+    return 0;
+}
+
 /* Parks j until the loader has read its policy; asks for it unless a job
  * of the same policy is parked already (its answer serves both). */
 static void park(struct limiter_queue *q, struct job *j)
 {
+    struct job **link = &q->parked;
     int asked = 0;
 
-    for (struct job *p = q->parked; p != NULL && !asked; p = p->next)
-        asked = strcmp(p->req.bucket, j->req.bucket) == 0;
+    /* At the end: the jobs of one policy leave in the order they came. */
+    for (; *link != NULL; link = &(*link)->next)
+        asked |= strcmp((*link)->req.bucket, j->req.bucket) == 0;
+    policies_release(j->entry);
     j->entry = NULL;
-    j->next = q->parked;
-    q->parked = j;
+    j->next = NULL;
+    *link = j;
     if (j->deadline_us != INT64_MAX)
         q->timed++;
     if (!asked && loader_ask(q, j->req.bucket) != 0) {
         struct permitd_error err;
         struct limiter_result res;
         memset(&res, 0, sizeof(res));
-        q->parked = j->next;
+        *link = NULL;
         permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
         parked_end(q, j, err.code, &res, &err);
     }
@@ -1592,12 +1683,45 @@ static void unpark(struct limiter_queue *q, const struct load *x)
     }
 }
 
+/* An AcquireBatch whose policies the loader has read (x->batch, parked on
+ * q->parked_batches): its plan is made now, from the table as it is (a
+ * policy still missing is not read again: x says why), and queued, or
+ * answered; one whose deadline passed meanwhile was answered then
+ * (queue_expire()) and is only recycled. */
+static void unpark_batch(struct limiter_queue *q, const struct load *x)
+{
+    struct job *j = x->batch, **link = &q->parked_batches;
+    struct limiter_plan *pl = j->plan;
+    struct permitd_error err = {0, ""};
+    int rc;
+
+    while (*link != j)
+        link = &(*link)->next;
+    *link = j->next;
+    if (j->deadline_us != INT64_MAX && !j->answered)
+        q->timed--;
+    if (!j->answered) {
+        pl->loaded = x;
+        rc = limiter_plan_make(pl, &err);
+        pl->loaded = NULL;
+        if (rc == PERMITD_OK && pl->ngroups > 0) {
+            j->first = 0;
+            enqueue(q, j);
+            return;
+        }
+        pl->done(pl->ud, rc, &err);
+    }
+    limiter_plan_free(pl);
+    free(pl);
+    job_put(q, j);
+}
+
 /* The loader's outcomes for this queue, handled on its loop. */
 static void queue_loaded(struct limiter_queue *q)
 {
     struct load *x;
 
-    if (q->parked == NULL && q->loaded == NULL)
+    if (q->parked == NULL && q->parked_batches == NULL && q->loaded == NULL)
         return;
     pthread_mutex_lock(&q->inbox_lock);
     x = q->loaded;
@@ -1605,8 +1729,11 @@ static void queue_loaded(struct limiter_queue *q)
     pthread_mutex_unlock(&q->inbox_lock);
     while (x != NULL) {
         struct load *next = x->next;
-        unpark(q, x);
-        free(x);
+        if (x->batch != NULL)
+            unpark_batch(q, x);
+        else
+            unpark(q, x);
+        load_free(x);
         x = next;
     }
 }
@@ -1644,8 +1771,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     j->deadline_us = deadline_us;
     j->done = done;
     j->ud = ud;
-    if (e == NULL)
-        park(q, j);
+    if (e == NULL || parked_for(q, req->bucket))
+        park(q, j);         /* behind the ones of its policy parked before it */
     else
         enqueue(q, j);
 }
@@ -1712,6 +1839,52 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
     return PERMITD_OK;
 }
 
+/* A batch naming policies the table lacks is parked while the loader reads
+ * them (as an Acquire's is: a worker's loop never waits on Redis for a
+ * policy). 0: parked; -1: nothing missing (or no memory to park: the plan
+ * reads them itself), go on. */
+static int park_batch(struct limiter_queue *q, struct job *j, struct limiter_plan *pl)
+{
+    struct load *x = NULL;
+    size_t n = pl->n <= LIMITER_BATCH_MAX ? pl->n : 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *name = pl->reqs[i].bucket;
+        const struct policies_entry *e;
+        int seen = 0;
+        if (policy_check_name("bucket", name, NULL) != PERMITD_OK)
+            continue;
+        if ((e = policies_get(q->l->policies, name)) != NULL) {
+            policies_release(e);
+            continue;
+        }
+        if (x == NULL && ((x = calloc(1, sizeof(*x))) == NULL ||
+                          (x->names = calloc(n, sizeof(*x->names))) == NULL)) {
+            load_free(x);
+            return -1;
+        }
+        for (size_t k = 0; k < x->nnames && !seen; k++)
+            seen = strcmp(x->names[k], name) == 0;
+        if (!seen)
+            snprintf(x->names[x->nnames++], sizeof(x->names[0]), "%s", name);
+    }
+    if (x == NULL)
+        return -1;
+    x->batch = j;
+    j->plan = pl;
+    j->deadline_us = pl->deadline_us;
+    j->answered = 0;
+    if (loader_push(q, x) != 0) {
+        j->plan = NULL;
+        return -1;
+    }
+    j->next = q->parked_batches;
+    q->parked_batches = j;
+    if (j->deadline_us != INT64_MAX)
+        q->timed++;
+    return 0;
+}
+
 void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_request *reqs,
                                   size_t n, int all_or_nothing, int64_t deadline_us,
                                   struct limiter_result *res, struct permitd_error *errs,
@@ -1733,6 +1906,8 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
     *pl = (struct limiter_plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
                         .res = res, .errs = errs, .done = done, .ud = ud,
                         .deadline_us = deadline_us};
+    if (park_batch(q, j, pl) == 0)
+        return;
     rc = limiter_plan_make(pl, &err);
     if (rc != PERMITD_OK || pl->ngroups == 0) {
         done(ud, rc, &err);

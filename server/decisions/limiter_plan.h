@@ -18,6 +18,8 @@
 #include "stores/policy.h"
 #include "stores/redis.h"
 
+struct load;
+
 struct limiter_plan {
     /* Filled by the caller: */
     struct limiter *l;
@@ -30,6 +32,7 @@ struct limiter_plan {
     void *ud;
     int64_t deadline_us;            /* for what is asked on the way (a reload) */
     int retried;                    /* a second try after a "stale" answer */
+    const struct load *loaded;      /* the loader read the missing policies (limiter.c) */
     /* Filled by limiter_plan_make(): */
     size_t *order;                  /* the items to send's indices, grouped by policy, in
                                        request order */

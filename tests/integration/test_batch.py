@@ -516,10 +516,6 @@ class CoalescedTest(unittest.TestCase):
         # not when that batch comes back.
         name = self.policy(1000)
         first = {}
-        # The policy's copy loaded first: a policy this instance has not
-        # seen yet is read from Redis on the worker's thread (README: Redis
-        # layout), which a paused Redis would hold up.
-        self.assertEqual(decision(self.conns[2].peek(name))["remaining"], 1000)
         self.redis("CLIENT", "PAUSE", "900", "ALL")
         t = threading.Thread(target=lambda: first.update(r=self.conns[0].acquire(name)))
         t.start()
@@ -563,7 +559,6 @@ class CoalescedTest(unittest.TestCase):
         # request is decided exactly once, its answer dropped, and the
         # requests after it are served as usual.
         name = self.policy(100)
-        self.assertEqual(decision(self.conns[1].peek(name))["remaining"], 100)   # its copy loaded
         body = pb_encode([(1, name), (2, "app"), (4, 1)])
         head = ("POST /permit.v1.RateLimitService/Acquire HTTP/1.1\r\nHost: permitd\r\n"
                 "Content-Type: application/proto\r\nContent-Length: %d\r\n\r\n" % len(body))
