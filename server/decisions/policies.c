@@ -38,7 +38,11 @@ struct policies {
     struct redis *redis;
     _Atomic(struct snap *) cur;
     pthread_mutex_t lock;           /* writers; and readers without a slot */
-    _Atomic unsigned long readers[READERS_MAX];
+    struct {
+        _Atomic unsigned long n;    /* odd while its thread is inside a lookup */
+        char pad[64 - sizeof(unsigned long)];  /* a cache line each: the workers'
+                                                  counters do not share one */
+    } readers[READERS_MAX];
 };
 
 /* A reading thread's slot, the same in every table: the thread's identity,
@@ -149,9 +153,9 @@ const struct policies_entry *policies_get(struct policies *t, const char *name)
         pthread_mutex_unlock(&t->lock);
         return e;
     }
-    atomic_fetch_add(&t->readers[me], 1);          /* odd: inside */
+    atomic_fetch_add(&t->readers[me].n, 1);        /* odd: inside */
     e = lookup(atomic_load(&t->cur), name);
-    atomic_fetch_add_explicit(&t->readers[me], 1, memory_order_release);
+    atomic_fetch_add_explicit(&t->readers[me].n, 1, memory_order_release);
     return e;
 }
 
@@ -165,9 +169,9 @@ static struct snap *swap(struct policies *t, struct snap *next)
     if (used > READERS_MAX)
         used = READERS_MAX;
     for (int i = 0; i < used; i++) {
-        unsigned long v = atomic_load(&t->readers[i]);
+        unsigned long v = atomic_load(&t->readers[i].n);
         if (v & 1)
-            while (atomic_load(&t->readers[i]) == v)
+            while (atomic_load(&t->readers[i].n) == v)
                 sched_yield();
     }
     return old;
