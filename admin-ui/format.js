@@ -191,7 +191,7 @@ export function formatTimestamp(text) {
 const FIELD_ALIASES = {
   name: "name", apps: "apps", max_permits: "max_permits", maxpermits: "max_permits",
   rate: "rate", description: "description", failure_mode: "failure_mode",
-  failuremode: "failure_mode", enabled: "enabled", version: "version",
+  failuremode: "failure_mode", enabled: "enabled", version: "version", colocate: "colocate",
 };
 export function fieldOfMessage(message) {
   const m = /^\s*(?:policy\.)?([A-Za-z_]+)(?:\[\d+\])?\s*:/.exec(String(message || ""));
@@ -208,7 +208,7 @@ function snakeCase(k) {
 // Fields that change on every write or never change: shown in the entry's
 // header, not as a diff row.
 const META_FIELDS = new Set(["version", "created_at", "updated_at", "created_by", "updated_by", "id", "policy_id"]);
-const FIELD_ORDER = ["name", "apps", "max_permits", "rate", "failure_mode", "enabled", "description"];
+const FIELD_ORDER = ["name", "apps", "max_permits", "rate", "failure_mode", "enabled", "colocate", "description"];
 
 function parsePolicyJson(text) {
   if (text === undefined || text === null || text === "") return { value: null, error: false };

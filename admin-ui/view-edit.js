@@ -45,6 +45,7 @@ export function editView(main, { policy: name }) {
   const openIn = h("input", { type: "radio", name: "failure_mode", value: "open", id: "f-fm-open" });
   const closedIn = h("input", { type: "radio", name: "failure_mode", value: "closed", id: "f-fm-closed" });
   const enabledIn = h("input", { type: "checkbox", name: "enabled", id: "f-enabled" });
+  const colocateIn = h("input", { type: "checkbox", name: "colocate", id: "f-colocate", "aria-describedby": "f-colocate-hint" });
   const descIn = h("textarea", { name: "description", rows: "3" });
   const ratePreview = h("p", { class: "hint", id: "f-rate-preview", "aria-live": "polite" });
 
@@ -91,6 +92,14 @@ export function editView(main, { policy: name }) {
     h("label", { class: "check" }, enabledIn, h("span", {}, h("strong", {}, "Enabled"), " — applications can acquire permits from this policy")));
   fields.enabled = { wrap: enabledWrap, err: h("p", { class: "field-error", hidden: true }), control: enabledIn };
   enabledWrap.append(fields.enabled.err);
+  const colocateWrap = h("div", { class: "field", dataset: { field: "colocate" } },
+    h("label", { class: "check" }, colocateIn, h("span", {}, h("strong", {}, "Keep all buckets together"), " (colocate)")),
+    h("p", { class: "hint", id: "f-colocate-hint" },
+      "Keeps every key's bucket in one Redis Cluster slot, so an all-or-nothing AcquireBatch may take from several keys of this policy at once. " +
+      "Leave it off unless callers need that: off, each key's bucket lives in a slot of its own and the policy's traffic spreads over every Redis master. " +
+      "Changing it moves the keys' buckets: they start full once."));
+  fields.colocate = { wrap: colocateWrap, err: h("p", { class: "field-error", hidden: true }), control: colocateIn };
+  colocateWrap.append(fields.colocate.err);
 
   const formError = h("div", { class: "form-error", role: "alert", id: "form-error", hidden: true });
   const conflict = h("div", { class: "conflict", role: "alert", id: "conflict", hidden: true });
@@ -107,6 +116,7 @@ export function editView(main, { policy: name }) {
       rateWrap),
     fmWrap,
     enabledWrap,
+    colocateWrap,
     field("description", "f-desc", "Description", descIn, "Optional. For administrators: what the limit protects, who to ask."),
     h("div", { class: "form-actions" }, save, h("a", { class: "btn", href: back }, "Cancel")));
 
@@ -205,6 +215,7 @@ export function editView(main, { policy: name }) {
     openIn.checked = p.failureMode !== "closed";
     closedIn.checked = p.failureMode === "closed";
     enabledIn.checked = !!p.enabled;
+    colocateIn.checked = !!p.colocate;
     descIn.value = p.description || "";
     for (const k of Object.keys(fields)) {
       delete serverErrors[k];
@@ -277,6 +288,7 @@ export function editView(main, { policy: name }) {
       description: descIn.value,
       enabled: enabledIn.checked,
       failureMode: closedIn.checked ? "closed" : "open",
+      colocate: colocateIn.checked,
     };
     if (!creating) policy.version = String(loaded?.version ?? "0");
     save.disabled = true;

@@ -1,81 +1,103 @@
 --[[
 bucket.lua - token-bucket decisions, atomically, inside Redis.
 
-One call decides one or more items in order:
-  KEYS[2i-1]  item i's policy hash   <prefix>{<policy>}:policy
-  KEYS[2i]    item i's bucket state  <prefix>{<policy>}:b  or  <prefix>{<policy>}:k:<key>
+One call decides one or more items in order. Its keys are bucket state keys
+only (server/stores/policy.c lays them out), all of one Redis Cluster slot;
+the policies' limits come in ARGV, from permitd's in-memory copy of each
+policy (server/decisions/policies.c): this script reads no policy hash, so
+a keyed bucket may live in a slot of its own.
+  KEYS[i]     item i's bucket state
   ARGV[1]     "take" (Acquire), "peek" (Peek: nothing taken), "all"
               (all or nothing: every item is granted, or none takes anything),
-              or "settle" (no items: see the settle section below)
-  ARGV[2i]    item i's app
-  ARGV[2i+1]  item i's permits (>= 1)
+              or "settle" (see the settle section below)
+  ARGV[2]     np, the number of policies whose limits follow
+  ARGV[3+4(j-1)..6+4(j-1)]  policy j's limits: its version stamp, max_permits,
+              rate, and its rate history `rates` ("" when none; see below)
+  ARGV[b+2(i-1)], ARGV[b+2i-1]  with b = 3 + 4 np: item i's policy (j, 1..np)
+              and its permits (>= 1)
+permitd checks everything else before the call: the policy exists and is
+enabled, the app is in its `apps` (exact set membership, in C), the key is
+well formed, the limits are valid (max_permits >= 1, rate > 0).
 
 Answers with 8 numbers per item, in order: {status, allowed, remaining,
 limit, retry_after_ms, reset_after_ms, window_s, tokens_micro}, as one
 string of little-endian doubles (ANSWER per item; every number is whole,
 and exact below 2^53, where every policy permitd accepts stays), which
 server/stores/redis.c reads (script_numbers()). Answered as a table of integers
-they cost Redis ~650 instructions each and permitd a parse each; a lone
-Acquire cost Redis 93.8k instructions, 87.8k now (tests/bench/redis-cost.sh).
-status is 0 or a negated Connect code (server/core/status.h): -5 not_found,
--7 permission_denied, -9 failed_precondition (policy disabled), -10
+they cost Redis ~650 instructions each and permitd a parse each. Reading
+no policy hash, a lone Acquire costs Redis 79.9k instructions, 93.8k when it
+read one (tests/bench/redis-cost.sh, issue 19).
+status is 0 or a negated Connect code (server/core/status.h): -10
 aborted ("all": another item was refused), -11 out_of_range (more permits
 than the bucket holds; in "all", the items of one bucket together:
-`remaining` is their total), -13 internal (a policy hash that is not a
-valid policy), -15 data_loss (the bucket's state key holds a value this
-script did not write; `remaining` is its size in bytes). window_s is the seconds an empty bucket takes to fill (the `w` of
-the RateLimit-Policy header), tokens_micro the tokens left in millionths
-of a permit (for the admin UI's gauge).
+`remaining` is their total), -13 internal (a rate history that is not one
+lua/sync.lua wrote), -15 data_loss (the bucket's state key holds a value
+this script did not write; `remaining` is its size in bytes); or -17,
+"stale", which is no Connect code: the bucket was last written under a
+newer version of its policy than the one in ARGV (`remaining` is that
+version stamp). Nothing is written for a stale item (in "all", for any
+item); permitd reloads the policy from Redis and sends the call again, once,
+so no bucket is ever decided under an older version than one it was
+decided under. window_s is the seconds an empty bucket takes to fill (the
+`w` of the RateLimit-Policy header), tokens_micro the tokens left in
+millionths of a permit (for the admin UI's gauge).
 
-App "*" skips the apps check: only permitd itself sends it (the admin bucket
-inspector); a request's app can never be "*" (server/stores/policy.c).
+The version stamp of a policy is id * 2^24 + version (id: its MySQL row
+id, 0 for a policy kept by hand; version: the hash's `version`, which every
+edit raises): a policy deleted and created again under the same name has a
+new id, so its buckets are not "newer" than it. permitd computes it.
 
-The bucket keeps sub-permit precision: its state is one 16-byte string,
-two little-endian IEEE doubles (struct format '<dd'): the tokens, and the
+The bucket keeps sub-permit precision: its state is one 24-byte string,
+three little-endian IEEE doubles (struct format '<ddd'): the tokens, the
 Redis time in microseconds when they were measured (whole, and exact: 2^53
-us is 285 years). The bits go in and come back as they were, so no fraction
-of a permit is ever lost, and a rate such as 1/min accrues exactly one
-permit per minute. (Written as text, a state took a 17-digit printf to
-write and two strtods to read: 0.5 us of Redis time per call, and 16 bytes
-more per key.) The clock is Redis TIME: no client clock is trusted.
+us is 285 years), and the version stamp of the policy it was last written
+under. The bits go in and come back as they were, so no fraction of a
+permit is ever lost, and a rate such as 1/min accrues exactly one permit
+per minute. A 16-byte state (tokens and time: what permitd wrote before
+issue 19) reads as written under version stamp 0. 24 bytes keep the value
+one 48-byte embedded-string allocation in Redis, as 16 were. The clock is
+Redis TIME: no client clock is trusted.
 
 A rate edit re-prices nothing already earned: tokens accrue at the old
 rate up to the edit and at the new one after it. lua/sync.lua, which writes
 every policy, stamps an edit of `rate` with Redis TIME and keeps the rates
 before the recent edits in the policy hash's field `rates`, newest first:
   rates = "<t1>:<rate before t1>;<t2>:<rate before t2>;..."  (t1 > t2 > ...)
-t in Redis microseconds, each rate as the hash held it. A bucket stamped
+t in Redis microseconds, each rate as the hash held it. permitd passes the
+field along with the limits it belongs to. A bucket stamped
 before t1 is first brought to t1 edit by edit (fold(): from its stamp to
 t_k at the rate before t_k, ..., to t1 at the rate before t1), then accrues
 at `rate` from t1: exact from the moment the edit is in force, on every
 instance, whatever the settle pass below has or has not done yet. A bucket
 stamped at or after t1 (every bucket written since the edit) costs one
 number read off the front of `rates`; a policy whose history is empty
-has no field and costs nothing. Every segment is capped at the policy's
+sends "" and costs nothing. Every segment is capped at the policy's
 max_permits as it is now (a lowered max clamps; a bucket that reached the
 old max before a raise held no key, and a missing key reads as the new
 max): the history is one of rates only. It stays short: sync.lua drops an
 entry once an empty bucket stamped before it would be full by now (no
 bucket written before it can still be below full, and a full bucket has no
 key), and once the settle pass has folded every bucket to now it drops
-every entry up to the newest it saw (sync.c). The history travels with the
-policy's limits: when they reach the script in ARGV rather than from the
-hash (issue 19), it comes with them.
+every entry up to the newest it saw (sync.c).
 
 A full bucket has no state key: every write sets the key to expire when
 the bucket would be full again, and a missing key reads as full. A denied
 request (and every Peek) writes nothing, save that a denial re-stamps a
 state stamped ahead of the Redis clock (the clock stepped back). Items of
 one call that share a bucket see each other's takes, as if sent one after
-the other; each bucket is written once, at the end.
+the other; each bucket is written once, at the end, under the version
+stamp of the call.
 ]]
 
 local mode = ARGV[1]
-local n = #KEYS / 2
-local find, byte, sub, gmatch = string.find, string.byte, string.sub, string.gmatch
+local n = #KEYS
+local np = tonumber(ARGV[2])
+local base = 3 + 4 * np  -- ARGV index of item 1's policy
+local find, sub, gmatch = string.find, string.sub, string.gmatch
 local floor, ceil = math.floor, math.ceil
 local pack, unpack_state = struct.pack, struct.unpack
-local STATE = '<dd'
+local STATE = '<ddd'
+local STALE = -17
 local ANSWER = '<dddddddd'  -- one item's 8 numbers
 
 local clock = redis.call('TIME')
@@ -92,37 +114,25 @@ local FOREVER_MS = 99999999999999
 -- three rounds each): through ten helpers 7.84 us per call, in line 7.37.
 -- Its formulas are those of until_full(), window() and micro() below,
 -- which the many-item path uses; change them together.
--- Only what both paths need comes first: member(), state(), level(),
--- retry_after().
+-- Only what both paths need comes first: state(), level(), retry_after().
 
--- Exact set membership: list is comma-separated names that cannot hold a
--- comma themselves; a plain find (no patterns, no string built) accepted
--- only where it spans a whole element.
-local function member(list, name)
-  local i, len, last = 1, #name, #list
-  while true do
-    local s = find(list, name, i, true)
-    if not s then
-      return false
-    end
-    local e = s + len
-    if (s == 1 or byte(list, s - 1) == 44) and (e > last or byte(list, e) == 44) then
-      return true
-    end
-    i = s + 1
-  end
-end
-
--- The tokens and their time in state s, or nil and its size when s is not
--- a state this script wrote. Such an item answers -15 and its key is left
--- as it is for the operator: guessing would grant or refuse on garbage. It
--- fails no other item of the call (permitd sends the Acquires of one policy
--- that arrive together as one call).
+-- The tokens, their time and the version stamp they were written under in
+-- state s, or nil and its size when s is not a state this script wrote.
+-- Such an item answers -15 and its key is left as it is for the operator:
+-- guessing would grant or refuse on garbage. It fails no other item of the
+-- call (permitd sends the Acquires of one policy that arrive together as
+-- one call). A 16-byte state is one written before version stamps (see the
+-- top): stamp 0.
 local function state(s)
-  if #s ~= 16 then
-    return nil, #s
+  local len = #s
+  if len == 24 then
+    local tokens, since, ver = unpack_state(STATE, s)
+    return tokens, since, ver
+  elseif len == 16 then
+    local tokens, since = unpack_state('<dd', s)
+    return tokens, since, 0
   end
-  return unpack_state(STATE, s)
+  return nil, len
 end
 
 -- The time of the newest rate edit in a policy's `rates` (see the top), or
@@ -215,29 +225,22 @@ end
 
 -- One item (Acquire, Peek).
 if n == 1 and (mode == 'take' or mode == 'peek') then
-  local f = redis.call('HMGET', KEYS[1], 'max_permits', 'rate', 'apps', 'enabled', 'rates')
-  local max, rate, apps = tonumber(f[1]), tonumber(f[2]), f[3]
-  local app, want = ARGV[2], tonumber(ARGV[3])
-  if not f[1] then
-    return pack(ANSWER, -5, 0, 0, 0, 0, 0, 0, 0)
-  elseif not max or not rate or max < 1 or rate <= 0 or rate ~= rate or not apps then
-    return pack(ANSWER, -13, 0, 0, 0, 0, 0, 0, 0)
-  elseif f[4] == '0' then
-    return pack(ANSWER, -9, 0, 0, max, 0, 0, 0, 0)
-  elseif apps ~= '*' and app ~= '*' and not member(apps, app) and not member(apps, '*') then
-    return pack(ANSWER, -7, 0, 0, max, 0, 0, 0, 0)
-  elseif want > max then
+  local ver, max, rate, rates = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+  local want = tonumber(ARGV[8])
+  if want > max then
     return pack(ANSWER, -11, 0, 0, max, 0, 0, 0, 0)
   end
-  local s = redis.call('GET', KEYS[2])
+  local s = redis.call('GET', KEYS[1])
   local stored, since, skewed
   if s then
-    stored, since = state(s)
+    local written
+    stored, since, written = state(s)
     if not stored then
       return pack(ANSWER, -15, 0, since, max, 0, 0, 0, 0)
+    elseif written > ver then
+      return pack(ANSWER, STALE, 0, written, max, 0, 0, 0, 0)
     end
-    local rates = f[5]
-    if rates and stored < max then  -- idle across rate edits: see the top
+    if rates ~= '' and stored < max then  -- idle across rate edits: see the top
       local top = newest(rates)
       if not top or since < top then
         stored, since = fold(stored, since, max, rates)
@@ -266,9 +269,9 @@ if n == 1 and (mode == 'take' or mode == 'peek') then
     end
   end
   if write and ttl > 0 then         -- save()
-    redis.call('SET', KEYS[2], pack(STATE, tokens, now), 'PX', ttl)
+    redis.call('SET', KEYS[1], pack(STATE, tokens, now, ver), 'PX', ttl)
   elseif write and s then
-    redis.call('DEL', KEYS[2])
+    redis.call('DEL', KEYS[1])
   end
   local w = ceil(max / rate)        -- window()
   if w > FOREVER_MS then
@@ -283,23 +286,6 @@ end
 
 -- The many-item path's helpers.
 
--- The policy in hash k: nil, max, rate, apps when it may decide; else a
--- negated Connect code (and max when known).
-local function read_policy(k)
-  local f = redis.call('HMGET', k, 'max_permits', 'rate', 'apps', 'enabled', 'rates')
-  if not f[1] then
-    return -5
-  end
-  local max, rate = tonumber(f[1]), tonumber(f[2])
-  if not max or not rate or max < 1 or rate <= 0 or rate ~= rate or not f[3] then
-    return -13
-  end
-  if f[4] == '0' then
-    return -9, max
-  end
-  return nil, max, rate, f[3], f[5] or false
-end
-
 -- A state (stored, since) of a policy whose rate history is `rates` (false:
 -- none), brought to its newest edit when it predates it (fold()); nil when
 -- the history is not one sync.lua wrote.
@@ -311,23 +297,6 @@ local function refold(stored, since, max, rates)
     end
   end
   return stored, since
-end
-
--- Whether policy p refuses app: its own status (a negated Connect code),
--- -7 when app may not use it, false when it may. The answer is kept for the
--- next item of the same policy and app (items of a call nearly always share
--- both): done for each item, the check cost ~3,000 of the ~60,000 Redis
--- instructions of a decision in a call of 9 (callgrind).
-local function refusal(p, app)
-  if p.app ~= app then
-    local status = p.status or false
-    if not status and p.apps ~= '*' and app ~= '*' and not member(p.apps, app) and
-       not member(p.apps, '*') then
-      status = -7
-    end
-    p.app, p.refusal = app, status
-  end
-  return p.refusal
 end
 
 local function until_full(max, rate, tokens)
@@ -362,38 +331,38 @@ end
 
 -- settle: the policy's max_permits or rate was edited (lua/sync.lua tells
 -- permitd, which scans for the policy's buckets and sends them here, a page
--- at a time: KEYS as for items, ARGV[1] alone). A bucket's key was set to
+-- at a time: KEYS the buckets, ARGV[2..6] "1" and the policy's limits as
+-- for items, no items). A bucket's key was set to
 -- expire when it would be full under the limits of its last write; under
 -- slower ones (a lower rate, a higher max) that is too soon, and a missing
 -- key reads as full. Each bucket named is set to expire when it would be
 -- full under the policy's limits now, its key removed when it is full
 -- already; its state stays as it is, save that a state stamped before the
 -- newest rate edit is rewritten as of now (its tokens folded across the
--- edits: the same number a decision would read). Answers {buckets set,
--- keys removed}.
+-- edits: the same number a decision would read). A bucket written under a
+-- newer version than ARGV's is left as it is (its writer had newer limits).
+-- Answers {buckets set, keys removed}.
 if mode == 'settle' then
-  local f = redis.call('HMGET', KEYS[1], 'max_permits', 'rate', 'rates')
-  local max, rate, rates = tonumber(f[1]), tonumber(f[2]), f[3] or false
+  local ver, max, rate, rates = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+  if rates == '' then
+    rates = false
+  end
   if not max or not rate or max < 1 or rate <= 0 or rate ~= rate then
     return pack('<dd', 0, 0)
   end
-  local names = {}
-  for i = 1, n do
-    names[i] = KEYS[2 * i]
-  end
-  local states = redis.call('MGET', unpack(names))
+  local states = redis.call('MGET', unpack(KEYS))
   local set, removed = 0, 0
   for i = 1, n do
-    local stored, since = false, 0
+    local stored, since, written = false, 0, 0
     if states[i] then
-      stored, since = state(states[i])
+      stored, since, written = state(states[i])
     end
     -- A bucket stamped before the newest rate edit is written as of now,
     -- its tokens folded across the edits (then no bucket is stamped before
     -- that edit, and sync.c has sync.lua "trim" the history up to it); a
     -- history that is not sync.lua's leaves the key as it is.
     local tokens, at = nil, since
-    if stored then
+    if stored and written <= ver then
       tokens, at = refold(stored, since, max, rates)
     end
     if tokens then
@@ -404,13 +373,13 @@ if mode == 'settle' then
       tokens = level(tokens, at, max, rate, now)
       local ttl = until_full(max, rate, tokens)
       if ttl > 0 and moved then
-        redis.call('SET', names[i], pack(STATE, tokens, now), 'PX', ttl)
+        redis.call('SET', KEYS[i], pack(STATE, tokens, now, ver), 'PX', ttl)
         set = set + 1
       elseif ttl > 0 then
-        redis.call('PEXPIRE', names[i], ttl)
+        redis.call('PEXPIRE', KEYS[i], ttl)
         set = set + 1
       else
-        redis.call('DEL', names[i])
+        redis.call('DEL', KEYS[i])
         removed = removed + 1
       end
     end
@@ -418,26 +387,21 @@ if mode == 'settle' then
   return pack('<dd', set, removed)
 end
 
--- Many items: policies and buckets are read once per call and shared by
--- the items that name them; every bucket's state comes in one MGET.
+-- Many items: each policy's limits are read once per call and shared by
+-- the items that name it, and so are buckets; every bucket's state comes
+-- in one MGET.
 local policies, buckets = {}, {}
 local written = {}      -- the buckets in the order first read: they are written in it
-local states
-do
-  local names = {}
-  for i = 1, n do
-    names[i] = KEYS[2 * i]
-  end
-  states = redis.call('MGET', unpack(names))
-end
+local states = redis.call('MGET', unpack(KEYS))
 
-local function policy(k)
-  local p = policies[k]
+local function policy(j)
+  local p = policies[j]
   if not p then
-    local status, max, rate, apps, rates = read_policy(k)
-    p = {status = status, max = max, rate = rate, apps = apps, rates = rates,
-         window = status == nil and window(max, rate), app = false, refusal = false}
-    policies[k] = p
+    local at = 3 + 4 * (j - 1)
+    local max, rate, rates = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), ARGV[at + 3]
+    p = {ver = tonumber(ARGV[at]), max = max, rate = rate, rates = rates ~= '' and rates,
+         window = window(max, rate)}
+    policies[j] = p
   end
   return p
 end
@@ -447,22 +411,27 @@ end
 -- call's takes), orig_* what the key held before (brought to policy p's
 -- newest rate edit when stamped before it: see the top); {foreign = size}
 -- when the key holds what this script did not write (see state()),
--- {broken = true} when p's rate history is not one sync.lua wrote.
+-- {broken = true} when p's rate history is not one sync.lua wrote,
+-- {stale = stamp} when it was written under a newer version than p's.
 --
 -- Redis TIME can step back (failover to a replica, NTP): a state stamped
 -- ahead of the clock counts as measured now, else the bucket would stay
 -- frozen until the clock caught up; `skewed` says so, and a denial
 -- re-stamps such a state, or it would never start accruing.
 local function bucket(i, p)
-  local k = KEYS[2 * i]
+  local k = KEYS[i]
   local b = buckets[k]
   if not b then
     local s = states[i]
-    local stored, since, skewed
+    local stored, since, skewed, ver
     if s then
-      stored, since = state(s)
+      stored, since, ver = state(s)
       if not stored then
         b = {foreign = since}
+        buckets[k] = b
+        return b
+      elseif ver > p.ver then
+        b = {stale = ver}
         buckets[k] = b
         return b
       end
@@ -491,20 +460,22 @@ local item_bucket = {}  -- per decided item: its bucket (whose .p is its policy)
 local refused = false   -- some item of an "all" call was not granted
 
 for i = 1, n do
-  local p = policy(KEYS[2 * i - 1])
-  local want = tonumber(ARGV[2 * i + 1])
-  local status = refusal(p, ARGV[2 * i])
-  if not status and want > p.max then
+  local p = policy(tonumber(ARGV[base + 2 * (i - 1)]))
+  local want = tonumber(ARGV[base + 2 * i - 1])
+  local status = false
+  if want > p.max then
     status = -11
   end
   local b = not status and bucket(i, p)
   if b and b.foreign then
     status = -15
+  elseif b and b.stale then
+    status = STALE
   elseif b and b.broken then
     status, b = -13, false
   end
   if status then
-    out[i] = pack(ANSWER, status, 0, b and b.foreign or 0, p.max or 0, 0, 0, 0, 0)
+    out[i] = pack(ANSWER, status, 0, b and (b.foreign or b.stale) or 0, p.max, 0, 0, 0, 0)
     refused = true
   else
     local max, rate = p.max, p.rate
@@ -539,7 +510,7 @@ if mode == 'all' and refused then
   for i = 1, n do
     local b = item_bucket[i]
     if b then
-      total[b] = (total[b] or 0) + tonumber(ARGV[2 * i + 1])
+      total[b] = (total[b] or 0) + tonumber(ARGV[base + 2 * i - 1])
     else
       errored = true
     end
@@ -586,7 +557,7 @@ if mode ~= 'peek' then
       local p, tokens = b.p, b.stored
       local ttl = until_full(p.max, p.rate, tokens)
       if ttl > 0 then
-        redis.call('SET', b.key, pack(STATE, tokens, now), 'PX', ttl)
+        redis.call('SET', b.key, pack(STATE, tokens, now, p.ver), 'PX', ttl)
       elseif b.orig_stored then
         redis.call('DEL', b.key)
       end

@@ -33,7 +33,18 @@ ARGV[1] = "set": ARGV[2..] field/value pairs, for a policy hash kept by hand
           (no --mysql-url): `redis-cli --eval lua/sync.lua KEY , set rate 20`.
           The fields are written as given (max_permits must be a whole
           number >= 1, rate a number > 0: anything else is refused, naming
-          the value), with the rate history below. Returns {1, limits}.
+          the value), with the rate history below, and `version` is raised
+          by one (a `version` given is refused: it is this script's).
+          Returns {1, limits}.
+
+Change notices. Every write ("put" that writes, "set", "del" that deletes)
+PUBLISHes "<name> <version>" on the channel <prefix>changes (the prefix and
+name read off KEYS[1]; version 0 for a delete). Every permitd instance
+subscribes and reloads the policy into its in-memory copy (the limits
+bucket.lua is sent come from it): an edit is in force on every instance
+within milliseconds, and a lost notice is healed by the next sync pass (or,
+without MySQL, the next pass over <prefix>policies). PUBLISH in Redis
+Cluster reaches the subscribers on every node.
 
 ARGV[1] = "newest": returns {t}, the time of the newest rate edit in the
           policy's history (0: none). permitd reads it before a settle pass.
@@ -60,6 +71,17 @@ settle pass), and the buckets of a deleted policy expire by themselves.
 
 local op = ARGV[1]
 local gmatch = string.gmatch
+
+-- Tells every instance that the policy in KEYS[1] changed (see the top).
+local function notify(version)
+  local key = KEYS[1]
+  local open = key:match('^.*(){')
+  local close = open and key:find('}', open, true)
+  if open and close then
+    redis.call('PUBLISH', key:sub(1, open - 1) .. 'changes',
+               key:sub(open + 1, close - 1) .. ' ' .. tostring(version or 0))
+  end
+end
 
 -- The history `rates` (or nil) with the entries dropped that no bucket can
 -- need at Redis time now, for a policy of max_permits max and rate `rate`:
@@ -162,6 +184,7 @@ if op == 'put' then
       end
     end
   end
+  notify(offered.version)
   return {1, limits}
 end
 
@@ -176,6 +199,9 @@ if op == 'set' then
     if f == 'rates' then
       return redis.error_reply('sync.lua set: rates is the rate history this script keeps; ' ..
                                'set rate instead')
+    elseif f == 'version' then
+      return redis.error_reply('sync.lua set: version is raised by this script on every set; ' ..
+                               'leave it out')
     elseif f == 'max_permits' and (not x or x < 1 or x ~= math.floor(x) or x >= 2 ^ 53) then
       return redis.error_reply('sync.lua set: max_permits must be a whole number >= 1, not "' ..
                                v .. '"')
@@ -207,6 +233,7 @@ if op == 'set' then
   elseif cur[3] then
     redis.call('HDEL', KEYS[1], 'rates')
   end
+  notify(redis.call('HINCRBY', KEYS[1], 'version', 1))
   return {1, limits}
 end
 
@@ -246,6 +273,7 @@ if op == 'del' then
   local snapshot_us, max_id = tonumber(ARGV[2]), tonumber(ARGV[3])
   if cur_id and cur_id <= max_id and cur_updated and cur_updated < snapshot_us then
     redis.call('DEL', KEYS[1])
+    notify(0)
     return {1}
   end
   return {0}

@@ -26,6 +26,7 @@
 #include "stores/migrate.h"
 #include "stores/redis.h"
 #include "decisions/stats.h"
+#include "control/follow.h"
 #include "control/sync.h"
 
 #define DRAIN_GRACE_MS 10000
@@ -64,6 +65,7 @@ static int serve(const struct config *cfg)
     struct limiter *limiter = NULL;
     struct api *api = NULL;
     struct sync *sync = NULL;
+    struct follow *follow = NULL;
     struct admin *admin = NULL;
     struct stats *stats = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
@@ -133,6 +135,8 @@ static int serve(const struct config *cfg)
     admin_set_listeners(admin, server, admin_server);
     if (sync != NULL && sync_start(sync, &err) != PERMITD_OK)
         goto out;
+    if (follow_start(cfg, redis, limiter, sync == NULL, &follow, &err) != PERMITD_OK)
+        goto out;
 
     config_redis_url_masked(cfg, url, sizeof(url));
     log_msg(LOG_LEVEL_INFO, "permitd started",
@@ -158,6 +162,7 @@ out:
         fprintf(stderr, "permitd: %s\n", err.message);
     http_server_stop(server, 0);
     http_server_stop(admin_server, 0);
+    follow_stop(follow);
     sync_free(sync);
     admin_free(admin);
     api_free(api);

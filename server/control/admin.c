@@ -173,6 +173,7 @@ static Permit__V1__Policy *to_proto(struct connect_call *call, const struct stor
     m->description = connect_call_strdup(call, p->description ? p->description : "");
     m->enabled = p->enabled;
     m->failure_mode = connect_call_strdup(call, p->failure_mode);
+    m->colocate = p->colocate != 0;
     m->version = (int64_t)p->version;
     m->created_by = connect_call_strdup(call, p->created_by);
     m->updated_by = connect_call_strdup(call, p->updated_by);
@@ -226,6 +227,7 @@ static int from_proto(const Permit__V1__Policy *m, struct store_policy_input *in
     in->description = m->description;
     in->enabled = m->enabled;
     in->failure_mode = m->failure_mode[0] ? m->failure_mode : "closed";
+    in->colocate = m->colocate;
     return policy_check_fields(in->name, in->apps, in->napps, (long long)in->max_permits,
                                in->rate, in->description, in->failure_mode, err);
 }
@@ -584,33 +586,22 @@ static void login_key(const char *username, const char *addr, char *out, size_t 
  * an incident: then the check is skipped (and logged). */
 static int login_try(struct admin *a, const char *key, int take, struct permitd_error *err)
 {
-    char hash[POLICY_REDIS_KEY_MAX], state[POLICY_REDIS_KEY_MAX];
-    struct redis_str keys[2], args[3];
-    long long out[8];
+    struct limiter_result r;
     struct permitd_error why = {0, ""};
-    int rc;
+    int rc = PERMITD_OK;
 
-    keys[0].p = hash;
-    keys[0].len = policy_redis_key(hash, a->cfg->redis_prefix, LOGIN_POLICY, POLICY_KEY_HASH, NULL);
-    keys[1].p = state;
-    keys[1].len = policy_redis_key(state, a->cfg->redis_prefix, LOGIN_POLICY, POLICY_KEY_BUCKET, key);
-    args[0].p = take ? "take" : "peek"; args[0].len = 4;
-    args[1].p = "*"; args[1].len = 1;
-    args[2].p = "1"; args[2].len = 1;
     for (int attempt = 0; attempt < 2; attempt++) {
-        rc = redis_script_run(a->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline(), out, 8, &why);
-        if (rc != PERMITD_OK) {
-            log_msg(LOG_LEVEL_WARN, "login throttle unavailable; login allowed", "error=\"%s\"", why.message);
-            return PERMITD_OK;
-        }
-        if (out[0] != PERMITD_ENOTFOUND)
+        rc = limiter_own(a->limiter, LOGIN_POLICY, key, take, deadline(), &r, &why);
+        if (rc != PERMITD_ENOTFOUND)
             break;
         login_policy(a);
     }
-    if (out[0] != 0)
+    if (rc != PERMITD_OK) {
+        log_msg(LOG_LEVEL_WARN, "login throttle unavailable; login allowed", "error=\"%s\"", why.message);
         return PERMITD_OK;
-    if (!take && out[2] < 1) {
-        int64_t wait_s = (int64_t)((1.0 - (double)out[7] / 1e6) / 0.1) + 1;
+    }
+    if (!take && r.remaining < 1) {
+        int64_t wait_s = (int64_t)((1.0 - (double)r.tokens_micro / 1e6) / 0.1) + 1;
         return permitd_error_set(err, PERMITD_EEXHAUSTED,
                                  "too many failed logins for this user from this address; try "
                                  "again in %" PRId64 " s",

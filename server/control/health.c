@@ -171,6 +171,12 @@ void health_metrics(const struct health *h, struct http_response *resp)
                  "# TYPE permitd_failure_mode_open_passes_total counter\n"
                  "permitd_failure_mode_open_passes_total %llu\n",
             (unsigned long long)limiter_open_passes(h->limiter));
+    fprintf(out, "# HELP permitd_policy_stale_retries_total Decisions asked again after the "
+                 "bucket was found written under a newer policy version than this instance's "
+                 "copy (the policy reloaded first).\n"
+                 "# TYPE permitd_policy_stale_retries_total counter\n"
+                 "permitd_policy_stale_retries_total %llu\n",
+            (unsigned long long)limiter_stale_retries(h->limiter));
     redis_counters(h->redis, &errors, &connects);
     fprintf(out, "# HELP permitd_redis_errors_total Redis calls that failed (unreachable, "
                  "timeouts, broken connections).\n# TYPE permitd_redis_errors_total counter\n"

@@ -10,6 +10,13 @@
  * what makes concurrent passes of several permitd instances safe in any
  * order. Only changed policies are written, so a pass over an unchanged
  * store costs one script call per policy and no writes.
+ *
+ * The limiter decides from its in-memory copy of each policy
+ * (decisions/policies.h): a policy this instance wrote, or whose copy is
+ * not the version MySQL has, is reloaded from Redis right after its put
+ * (the hash holds what only Redis knows: the rate history, stamped with
+ * Redis TIME). So a change notice that never came is healed by the next
+ * pass, within one --sync-interval-ms.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -21,6 +28,8 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "decisions/policies.h"
+#include "stores/cluster.h"
 #include "stores/policy.h"
 #include "stores/store.h"
 #include "control/sync.h"
@@ -122,7 +131,7 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
                struct permitd_error *err)
 {
     char key[POLICY_REDIS_KEY_MAX], id[24], version[24], max[24], updated[24], taken[24];
-    struct redis_str keys[1], args[22];
+    struct redis_str keys[1], args[24];
     long long out[2];
     int n = 0, rc;
 
@@ -141,6 +150,7 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
     ARG("rate"); ARG(p->rate);
     ARG("enabled"); ARG(p->enabled ? "1" : "0");
     ARG("failure_mode"); ARG(p->failure_mode);
+    ARG("colocate"); ARG(p->colocate ? "1" : "0");
     ARG("version"); ARG(version);
     ARG("id"); ARG(id);
 #undef ARG
@@ -156,19 +166,35 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
                                     {p->name, strlen(p->name)}};
         rc = redis_command(s->redis, sadd, 3, deadline(), NULL, NULL, NULL, err);
     }
+    /* The limiter's copy: as Redis now holds it (see the top). */
+    if (rc == PERMITD_OK && s->limiter != NULL &&
+        (*written || policies_stamp(limiter_policies(s->limiter), p->name) !=
+                     (p->id << 24) + p->version))
+        rc = policies_reload(limiter_policies(s->limiter), p->name, deadline(), NULL, err);
     if (rc == PERMITD_OK && *written && out[1] == 1)
         settle_or_later(s, p->name);
     return rc;
 }
 
-/* Settles the buckets in nm (bucket.lua "settle"), SETTLE_CALL_KEYS to a
- * script call, all of them in one round trip; adds up its answers. */
-static int settle_page(struct sync *s, const char *hash, const struct names *nm,
+static int by_slot(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    unsigned sx = cluster_keyslot(x, strlen(x)), sy = cluster_keyslot(y, strlen(y));
+
+    return sx < sy ? -1 : sx > sy;
+}
+
+/* Settles the buckets in nm (bucket.lua "settle") under the limits of e,
+ * SETTLE_CALL_KEYS to a script call, all of them in one round trip; adds up
+ * its answers. */
+static int settle_page(struct sync *s, const struct policies_entry *e, const struct names *nm,
                        long long *set, long long *removed, struct permitd_error *err)
 {
-    static const struct redis_str mode = {"settle", 6};
-    size_t ncalls = (nm->n + SETTLE_CALL_KEYS - 1) / SETTLE_CALL_KEYS;
-    struct redis_str *keys = malloc(2 * nm->n * sizeof(*keys));
+    const struct redis_str args[6] = {
+        {"settle", 6}, {"1", 1}, {e->stamp_s, strlen(e->stamp_s)}, {e->max_s, strlen(e->max_s)},
+        {e->rate_s, strlen(e->rate_s)}, {e->rates, strlen(e->rates)}};
+    size_t ncalls = nm->n;     /* at most one per key (a cluster, every key its own slot) */
+    struct redis_str *keys = malloc(nm->n * sizeof(*keys));
     struct redis_script_call *calls = calloc(ncalls, sizeof(*calls));
     long long *out = calloc(2 * ncalls, sizeof(*out));
     int rc = PERMITD_OK;
@@ -177,16 +203,25 @@ static int settle_page(struct sync *s, const char *hash, const struct names *nm,
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto done;
     }
-    for (size_t i = 0; i < nm->n; i++) {
-        keys[2 * i] = (struct redis_str){hash, strlen(hash)};
-        keys[2 * i + 1] = (struct redis_str){nm->v[i], strlen(nm->v[i])};
-    }
-    for (size_t c = 0; c < ncalls; c++) {
-        size_t first = c * SETTLE_CALL_KEYS;
-        size_t n = nm->n - first < SETTLE_CALL_KEYS ? nm->n - first : SETTLE_CALL_KEYS;
-        calls[c] = (struct redis_script_call){.keys = &keys[2 * first], .nkeys = (int)(2 * n),
-                                              .args = &mode, .nargs = 1, .out = &out[2 * c],
-                                              .nout = 2};
+    /* In a cluster, a call's keys share one slot: the page sorted by slot,
+     * one call per run of a slot (at most SETTLE_CALL_KEYS keys). */
+    if (s->limiter != NULL && limiter_slot_calls(s->limiter))
+        qsort(nm->v, nm->n, sizeof(*nm->v), by_slot);
+    for (size_t i = 0; i < nm->n; i++)
+        keys[i] = (struct redis_str){nm->v[i], strlen(nm->v[i])};
+    ncalls = 0;
+    for (size_t first = 0; first < nm->n;) {
+        size_t k = first + 1;
+        unsigned slot = cluster_keyslot(keys[first].p, keys[first].len);
+        while (k < nm->n && k - first < SETTLE_CALL_KEYS &&
+               (s->limiter == NULL || !limiter_slot_calls(s->limiter) ||
+                cluster_keyslot(keys[k].p, keys[k].len) == slot))
+            k++;
+        calls[ncalls] = (struct redis_script_call){.keys = &keys[first], .nkeys = (int)(k - first),
+                                                   .args = args, .nargs = 6,
+                                                   .out = &out[2 * ncalls], .nout = 2};
+        ncalls++;
+        first = k;
     }
     rc = redis_script_pipeline(s->redis, REDIS_SCRIPT_BUCKET, calls, ncalls, deadline(), err);
     for (size_t c = 0; rc == PERMITD_OK && c < ncalls; c++) {
@@ -233,41 +268,49 @@ static int settle(struct sync *s, const char *name, struct permitd_error *err)
 {
     const char *prefix = s->cfg->redis_prefix;
     char hash[POLICY_REDIS_KEY_MAX], one[POLICY_REDIS_KEY_MAX];
-    char pattern[2 * POLICY_REDIS_KEY_MAX], cursor[24] = "0";
+    char patterns[2][POLICY_PATTERN_MAX], cursor[24] = "0";
     struct names nm = {0};
     char edit[24];
     long long set = 0, removed = 0, newest = 0, left = 0;
     int64_t started = clock_now_us();
-    size_t len, steps = 0, j = 0;
+    size_t steps = 0;
+    const struct policies_entry *e;
     int rc = PERMITD_OK;
 
+    if (s->limiter == NULL)
+        return PERMITD_OK;
     policy_redis_key(hash, prefix, name, POLICY_KEY_HASH, NULL);
     if ((rc = history_op(s, hash, "newest", NULL, &newest, err)) != PERMITD_OK)
         return rc;
-    /* Every key of the policy's buckets begins as the key of "x" does, but
-     * for its last character; in the pattern, SCAN's glob characters (the
-     * prefix may hold them) are escaped. */
-    len = policy_redis_key(one, prefix, name, POLICY_KEY_BUCKET, "x") - 1;
-    for (size_t i = 0; i < len; i++) {
-        if (strchr("*?[]\\", one[i]) != NULL)
-            pattern[j++] = '\\';
-        pattern[j++] = one[i];
+    /* The limits as Redis holds them now: the copy put() just reloaded. */
+    if ((e = policies_get(limiter_policies(s->limiter), name)) == NULL)
+        return PERMITD_OK;              /* deleted meanwhile: its buckets expire */
+    if (e->broken != NULL) {
+        policies_release(e);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "policy \"%s\" in redis is not a "
+                                 "valid policy: %s", name, e->broken);
     }
-    pattern[j++] = '*';
-    pattern[j] = '\0';
+    /* The keyed buckets of both layouts (stores/policy.h: spread over the
+     * slots, or colocated, as every bucket before issue 19 was), each found
+     * by its own SCAN pattern, and the shared bucket. */
+    policy_bucket_patterns(patterns, prefix, name);
     policy_redis_key(one, prefix, name, POLICY_KEY_BUCKET, "");    /* the shared bucket */
     collect(&nm, one, strlen(one));
-    do {
-        rc = redis_scan(s->redis, cursor, pattern, SETTLE_SCAN_COUNT, deadline(), collect, &nm,
-                        err);
-        if (rc == PERMITD_OK && nm.oom)
-            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        if (rc == PERMITD_OK && nm.n > 0)
-            rc = settle_page(s, hash, &nm, &set, &removed, err);
-        names_clear(&nm);
-        steps++;
-    } while (rc == PERMITD_OK && strcmp(cursor, "0") != 0);
+    for (int p = 0; p < 2 && rc == PERMITD_OK; p++) {
+        strcpy(cursor, "0");
+        do {
+            rc = redis_scan(s->redis, cursor, patterns[p], SETTLE_SCAN_COUNT, deadline(), collect,
+                            &nm, err);
+            if (rc == PERMITD_OK && nm.oom)
+                rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            if (rc == PERMITD_OK && nm.n > 0)
+                rc = settle_page(s, e, &nm, &set, &removed, err);
+            names_clear(&nm);
+            steps++;
+        } while (rc == PERMITD_OK && strcmp(cursor, "0") != 0);
+    }
     free(nm.v);
+    policies_release(e);
     snprintf(edit, sizeof(edit), "%lld", newest);
     if (rc == PERMITD_OK && newest > 0)
         rc = history_op(s, hash, "trim", edit, &left, err);
@@ -368,6 +411,8 @@ static int remove_deleted(struct sync *s, const struct store_snapshot *snap, siz
             struct redis_str srem[3] = {{"SREM", 4}, {s->index_key, strlen(s->index_key)},
                                         {nm.v[i], strlen(nm.v[i])}};
             (*deleted)++;
+            if (s->limiter != NULL)
+                policies_forget(limiter_policies(s->limiter), nm.v[i]);
             log_msg(LOG_LEVEL_INFO, "policy removed from redis", "policy=%s", nm.v[i]);
             rc = redis_command(s->redis, srem, 3, deadline(), NULL, NULL, NULL, err);
         }
@@ -377,6 +422,39 @@ done:
         free(nm.v[i]);
     free(nm.v);
     free(sorted);
+    return rc;
+}
+
+/* The limiter's copies of policies the snapshot lacks are read again from
+ * Redis: a delete whose notice was lost is dropped here (its hash is gone);
+ * a policy Redis holds that MySQL does not (created after the snapshot,
+ * permitd's own login policy) stays. */
+static int recheck_extras(struct sync *s, const struct store_snapshot *snap,
+                          struct permitd_error *err)
+{
+    struct store_policy *sorted;
+    char **names;
+    size_t n;
+    int rc = PERMITD_OK;
+
+    if (s->limiter == NULL)
+        return PERMITD_OK;
+    if (policies_names(limiter_policies(s->limiter), &names, &n) != PERMITD_OK)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if ((sorted = malloc((snap->count + 1) * sizeof(*sorted))) == NULL) {
+        policies_names_free(names, n);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    memcpy(sorted, snap->policies, snap->count * sizeof(*sorted));
+    qsort(sorted, snap->count, sizeof(*sorted), by_name);
+    for (size_t i = 0; i < n && rc == PERMITD_OK; i++) {
+        struct store_policy probe;
+        snprintf(probe.name, sizeof(probe.name), "%s", names[i]);
+        if (bsearch(&probe, sorted, snap->count, sizeof(*sorted), by_name) == NULL)
+            rc = policies_reload(limiter_policies(s->limiter), names[i], deadline(), NULL, err);
+    }
+    free(sorted);
+    policies_names_free(names, n);
     return rc;
 }
 
@@ -498,6 +576,8 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
     }
     settle_again(s);
     rc = remove_deleted(s, snap, &res->deleted, err);
+    if (rc == PERMITD_OK)
+        rc = recheck_extras(s, snap, err);
 done:
     store_snapshot_free(snap);
     return rc;
@@ -510,6 +590,18 @@ int sync_write_policy(struct sync *s, const struct store_policy *p, struct permi
     /* The change's own time orders it against snapshots: any snapshot that
      * saw it is at least as new, one that did not has an older version. */
     return put(s, p, p->updated_us, &written, err);
+}
+
+/* The change notice lua/sync.lua sends after its own writes, for a delete
+ * made here: "<name> 0" on <prefix>changes. */
+static int notify(struct sync *s, const char *name, struct permitd_error *err)
+{
+    char channel[160], msg[POLICY_NAME_MAX + 4];
+    struct redis_str pub[3] = {{"PUBLISH", 7}, {channel, 0}, {msg, 0}};
+
+    pub[1].len = (size_t)snprintf(channel, sizeof(channel), "%schanges", s->cfg->redis_prefix);
+    pub[2].len = (size_t)snprintf(msg, sizeof(msg), "%s 0", name);
+    return redis_command(s->redis, pub, 3, deadline(), NULL, NULL, NULL, err);
 }
 
 int sync_remove_policy(struct sync *s, const char *name, struct permitd_error *err)
@@ -530,7 +622,9 @@ int sync_remove_policy(struct sync *s, const char *name, struct permitd_error *e
     srem[1].len = strlen(s->index_key);
     srem[2].p = name;
     srem[2].len = strlen(name);
-    return redis_command(s->redis, srem, 3, deadline(), NULL, NULL, NULL, err);
+    if ((rc = redis_command(s->redis, srem, 3, deadline(), NULL, NULL, NULL, err)) != PERMITD_OK)
+        return rc;
+    return notify(s, name, err);
 }
 
 void sync_get_status(struct sync *s, struct sync_status *out)

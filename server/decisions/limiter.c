@@ -4,7 +4,11 @@
  * All bucket arithmetic lives in lua/bucket.lua, inside Redis, against the
  * Redis clock: that is what makes one limit hold across any number of
  * permitd instances. This file only decides what to ask and how to read
- * the answer.
+ * the answer. The policy's limits come from this instance's in-memory copy
+ * (decisions/policies.h), which also answers, before any call, whether the
+ * policy exists, is enabled and lets the app in; a bucket written under a
+ * newer version of its policy than that copy makes the script answer
+ * "stale", and the policy is reloaded and the decision asked once more.
  */
 #define _GNU_SOURCE     /* qsort_r */
 #include <inttypes.h>
@@ -19,7 +23,12 @@
 #include "decisions/limiter_plan.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "decisions/policies.h"
+#include "stores/cluster.h"
 #include "stores/policy.h"
+
+/* lua/bucket.lua's "stale": no Connect code, never leaves this file. */
+#define SCRIPT_STALE (-17)
 
 struct fallback {
     char *name;
@@ -36,6 +45,26 @@ struct limiter {
     _Atomic uint64_t open_passes;
     void (*missing_hook)(void *ud); /* set once at start-up */
     void *missing_ud;
+    struct policies *policies;      /* the in-memory copy of the policies */
+    _Atomic uint64_t stale_retries;
+    struct loader *loader;          /* started on the first miss of a queue */
+    int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
+    pthread_mutex_t loader_lock;    /* guards starting it */
+};
+
+static void loader_free(struct loader *ld);
+
+/* One policy (or an AcquireBatch's several) for the loader to read, and
+ * what came of it (see "the loader" below). */
+struct load {
+    struct load *next;
+    struct limiter_queue *q;
+    int rc;                         /* the reload's (the first that failed, for a batch) */
+    struct permitd_error err;
+    char name[POLICY_NAME_MAX + 1];
+    struct job *batch;              /* an AcquireBatch's: names[0..nnames) instead of name */
+    char (*names)[POLICY_NAME_MAX + 1];
+    size_t nnames;
 };
 
 int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
@@ -48,9 +77,38 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     l->cfg = cfg;
     l->redis = redis;
+    /* A single Redis takes any keys in one call: the Acquires of one
+     * policy go together whatever their buckets' slots (fewer, bigger
+     * calls: lua/bucket.lua reads them once). */
+    l->slot_calls = strncmp(cfg->redis_url, "redis+cluster://", 16) == 0;
+    if (policies_new(cfg, redis, &l->policies, err) != PERMITD_OK) {
+        free(l);
+        return err->code;
+    }
     pthread_mutex_init(&l->lock, NULL);
+    pthread_mutex_init(&l->loader_lock, NULL);
     *out = l;
     return PERMITD_OK;
+}
+
+int limiter_slot_calls(const struct limiter *l)
+{
+    return l->slot_calls;
+}
+
+void limiter_set_slot_calls(struct limiter *l, int on)
+{
+    l->slot_calls = on;
+}
+
+struct policies *limiter_policies(struct limiter *l)
+{
+    return l->policies;
+}
+
+uint64_t limiter_stale_retries(struct limiter *l)
+{
+    return atomic_load(&l->stale_retries);
 }
 
 static void free_fallbacks(struct fallback *v, size_t n)
@@ -64,7 +122,10 @@ void limiter_free(struct limiter *l)
 {
     if (l == NULL)
         return;
+    loader_free(l->loader);
     free_fallbacks(l->fallbacks, l->nfallbacks);
+    policies_free(l->policies);
+    pthread_mutex_destroy(&l->loader_lock);
     pthread_mutex_destroy(&l->lock);
     free(l);
 }
@@ -201,6 +262,7 @@ void limiter_forget(struct limiter *l, const char *name)
         l->nfallbacks--;
     }
     pthread_mutex_unlock(&l->lock);
+    policies_forget(l->policies, name);
 }
 
 static int validate(const struct limiter_request *req, int take, struct permitd_error *err)
@@ -216,6 +278,108 @@ static int validate(const struct limiter_request *req, int take, struct permitd_
     if (take && req->permits < 0)
         return permitd_error_set(err, PERMITD_EINVAL,
                                  "permits: %" PRId64 " is negative (0 means 1)", req->permits);
+    return PERMITD_OK;
+}
+
+/* The part of a decision that needs no script: finds req's policy in the
+ * in-memory table (reloading it from Redis, on this thread, when the table
+ * lacks it: a policy created on another instance whose notice has not
+ * come yet), and refuses what its copy refuses: no such policy (or one
+ * Redis lost while MySQL has it: failure_mode, see missing()), a hash that
+ * is no valid policy, a disabled policy, an app not in its apps (check: a
+ * client's request; permitd's own inspector may look at any), more
+ * permits than it ever holds. PERMITD_OK with *out holding a reference
+ * (policies_release()) when the script must decide; else *out is NULL and
+ * the return value is the answer (PERMITD_OK: failure_mode "open" let an
+ * Acquire through, res filled). res->limit is set when the policy is known. */
+static int admit_entry(struct limiter *l, const struct limiter_request *req, int take,
+                       int check, const struct policies_entry *e,
+                       const struct policies_entry **out, struct limiter_result *res,
+                       struct permitd_error *err);
+struct load;
+static int admit_loaded(struct limiter *l, const struct limiter_request *req, int take,
+                        int check, int64_t deadline_us, const struct load *loaded,
+                        const struct policies_entry **out, struct limiter_result *res,
+                        struct permitd_error *err);
+
+static int admit(struct limiter *l, const struct limiter_request *req, int take, int check,
+                 int64_t deadline_us, const struct policies_entry **out,
+                 struct limiter_result *res, struct permitd_error *err)
+{
+    return admit_loaded(l, req, take, check, deadline_us, NULL, out, res, err);
+}
+
+/* admit(); loaded: the loader has read the policies missing (its outcome,
+ * rc and err), so a policy still missing is not read again; NULL: it is
+ * read here. */
+static int admit_loaded(struct limiter *l, const struct limiter_request *req, int take,
+                        int check, int64_t deadline_us, const struct load *loaded,
+                        const struct policies_entry **out, struct limiter_result *res,
+                        struct permitd_error *err)
+{
+    const struct policies_entry *e = policies_get(l->policies, req->bucket);
+    int rc, found = 0;
+
+    *out = NULL;
+    if (e == NULL) {
+        if (loaded != NULL) {
+            rc = loaded->rc;
+            if (rc != PERMITD_OK)
+                *err = loaded->err;
+        } else {
+            rc = policies_reload(l->policies, req->bucket, deadline_us, &found, err);
+        }
+        if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req->bucket, res))
+            return PERMITD_OK;
+        if (rc != PERMITD_OK)
+            return rc;
+        if (found)
+            e = policies_get(l->policies, req->bucket);
+        if (e == NULL) {
+            if (check && missing(l, req, take, res, err, &rc))
+                return rc;
+            return permitd_error_set(err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
+                                     req->bucket);
+        }
+    }
+    return admit_entry(l, req, take, check, e, out, res, err);
+}
+
+/* admit() once the entry is found (e: a reference, which is the caller's
+ * on PERMITD_OK in *out, else released). */
+static int admit_entry(struct limiter *l, const struct limiter_request *req, int take,
+                       int check, const struct policies_entry *e,
+                       const struct policies_entry **out, struct limiter_result *res,
+                       struct permitd_error *err)
+{
+    int64_t permits = req->permits == 0 ? 1 : req->permits;
+    int rc;
+
+    (void)l;
+    *out = NULL;
+    res->limit = e->max_permits;
+    if (e->broken != NULL)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL,
+                               "policy \"%s\" in redis is not a valid policy: %s",
+                               req->bucket, e->broken);
+    else if (!e->enabled)
+        rc = permitd_error_set(err, PERMITD_EPRECONDITION, "bucket: policy \"%s\" is disabled",
+                               req->bucket);
+    else if (check && !policies_allows(e, req->app))
+        rc = permitd_error_set(err, PERMITD_EPERM,
+                               "app: \"%s\" is not allowed to use policy \"%s\"",
+                               req->app, req->bucket);
+    else if (take && permits > e->max_permits)
+        rc = permitd_error_set(err, PERMITD_ERANGE,
+                               "permits: %" PRId64 " is more than policy \"%s\" ever holds "
+                               "(max_permits %" PRId64 ")", permits, req->bucket, e->max_permits);
+    else
+        rc = PERMITD_OK;
+    if (rc != PERMITD_OK) {
+        policies_release(e);
+        return rc;
+    }
+    *out = e;
     return PERMITD_OK;
 }
 
@@ -256,9 +420,15 @@ static int script_error(const struct limiter *l, const long long *out,
         /* The state key holds what lua/bucket.lua did not write (out[2]:
          * its size). Left as it is for the operator; the client sees an
          * internal error, as for any fault of the server's side. */
-        policy_redis_key(key, l->cfg->redis_prefix, req->bucket, POLICY_KEY_BUCKET, req->key);
+        {
+            const struct policies_entry *e = policies_get(l->policies, req->bucket);
+            policy_redis_key(key, l->cfg->redis_prefix, req->bucket,
+                             e && e->colocate ? POLICY_KEY_BUCKET_COLOCATED : POLICY_KEY_BUCKET,
+                             req->key);
+            policies_release(e);
+        }
         log_msg(LOG_LEVEL_WARN, "bucket state is not permitd's; left as it is",
-                "key=\"%s\" bytes=%lld expected=16", key, out[2]);
+                "key=\"%s\" bytes=%lld expected=24", key, out[2]);
         return permitd_error_set(err, PERMITD_EINTERNAL,
                                  "bucket state of policy \"%s\" key \"%s\" in redis is not "
                                  "permitd's: left as it is (see permitd's log)",
@@ -281,13 +451,38 @@ static int call_refused(int rc, const char *bucket, struct permitd_error *err)
                              bucket);
 }
 
+static int decide(struct limiter *l, const struct limiter_request *req, int take, int check,
+                  int retried, int64_t deadline_us, struct limiter_result *res,
+                  struct permitd_error *err);
+
+/* The script answered "stale" for a bucket of policy `bucket` (stamp: the
+ * version stamp the bucket was written under): this instance's copy is
+ * older than the one another instance decided it under. The policy is
+ * reloaded from Redis; PERMITD_OK when the caller may ask once more. A
+ * second "stale" (retried) is an error: Redis's own copy of the policy is
+ * older than the bucket's, which only a policy hash rewritten by hand with
+ * a lower version can cause. */
+static int restale(struct limiter *l, const char *bucket, long long stamp, int retried,
+                   int64_t deadline_us, struct permitd_error *err)
+{
+    if (retried)
+        return permitd_error_set(err, PERMITD_EINTERNAL,
+                                 "policy \"%s\": a bucket was decided under version stamp %lld, "
+                                 "newer than redis's copy of the policy (%" PRIu64 "); was the "
+                                 "policy hash rewritten with a lower version?", bucket, stamp,
+                                 policies_stamp(l->policies, bucket));
+    atomic_fetch_add(&l->stale_retries, 1);
+    return policies_reload(l->policies, bucket, deadline_us, NULL, err);
+}
+
 /* Turns what Redis said about one item (rc of the call, the script's 8
- * numbers) into the answer: failure_mode on a Redis failure, failure_mode
- * again when Redis lost a policy MySQL still has, else the decision or the
- * error the script named. check: a client's request (not permitd's own). */
+ * numbers) into the answer: failure_mode on a Redis failure, else the
+ * decision or the error the script named; a "stale" answer is asked again
+ * (once: retried says whether this is that second time) after a reload
+ * of the policy. check: a client's request (not permitd's own). */
 static int conclude(struct limiter *l, const struct limiter_request *req, int take, int check,
-                    int rc, const long long *out, struct limiter_result *res,
-                    struct permitd_error *err)
+                    int retried, int64_t deadline_us, int rc, const long long *out,
+                    struct limiter_result *res, struct permitd_error *err)
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
 
@@ -296,8 +491,11 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
     if (rc != PERMITD_OK)
         return rc;
     res->limit = out[3];
-    if (out[0] == PERMITD_ENOTFOUND && check && missing(l, req, take, res, err, &rc))
-        return rc;
+    if (out[0] == SCRIPT_STALE) {
+        if ((rc = restale(l, req->bucket, out[2], retried, deadline_us, err)) != PERMITD_OK)
+            return rc;
+        return decide(l, req, take, check, 1, deadline_us, res, err);
+    }
     if (out[0] != 0)
         return script_error(l, out, req, permits, err);
     res->allowed = out[1] != 0;
@@ -313,42 +511,75 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
 static const struct redis_str MODE_TAKE = {"take", 4}, MODE_PEEK = {"peek", 4},
                               MODE_ALL = {"all", 3};
 
-/* One item of a script call: its two Redis keys (keys[2], the strings in
- * names[2]) and its two arguments (args[2]: app, permits in permits_s). */
-static void item_call(const struct limiter *l, const struct limiter_request *req, int take,
-                      char (*names)[POLICY_REDIS_KEY_MAX], char *permits_s,
-                      struct redis_str *keys, struct redis_str *args)
+/* Policy numbers (1-based) as the script's arguments: np, and each item's
+ * policy, which is 1 in every call of one policy. */
+static const char POLICY_INDEX[] = "1";
+
+/* A policy's limits, as one call sends them (ARGV[3..6] of policy 1, see
+ * lua/bucket.lua): its version stamp, max_permits, rate and rate history.
+ * The strings are e's: they live as long as the caller's reference. */
+static void policy_args(const struct policies_entry *e, struct redis_str *args)
+{
+    args[0] = (struct redis_str){e->stamp_s, strlen(e->stamp_s)};
+    args[1] = (struct redis_str){e->max_s, strlen(e->max_s)};
+    args[2] = (struct redis_str){e->rate_s, strlen(e->rate_s)};
+    args[3] = (struct redis_str){e->rates, strlen(e->rates)};
+}
+
+/* The Redis key of req's bucket under policy e (colocated or not) into name;
+ * returns its length. */
+static size_t bucket_key(const struct limiter *l, const struct limiter_request *req,
+                         const struct policies_entry *e, char *name)
+{
+    return policy_redis_key(name, l->cfg->redis_prefix, req->bucket,
+                            e->colocate ? POLICY_KEY_BUCKET_COLOCATED : POLICY_KEY_BUCKET,
+                            req->key);
+}
+
+/* One item of a script call: its Redis key (*key, the string in name,
+ * built there already: bucket_key()) and its two arguments (args[2]: its
+ * policy's number in the call, index, and its permits, in permits_s). */
+static void item_call(const struct limiter_request *req, int take, char *name,
+                      size_t name_len, char *permits_s, const char *index,
+                      struct redis_str *key, struct redis_str *args)
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
 
-    keys[0].p = names[0];
-    keys[0].len = policy_redis_key(names[0], l->cfg->redis_prefix, req->bucket,
-                                   POLICY_KEY_HASH, NULL);
-    keys[1].p = names[1];
-    keys[1].len = policy_redis_key(names[1], l->cfg->redis_prefix, req->bucket,
-                                   POLICY_KEY_BUCKET, req->key);
-    args[0].p = req->app;
-    args[0].len = strlen(req->app);
+    key->p = name;
+    key->len = name_len;
+    args[0].p = index;
+    args[0].len = strlen(index);
     args[1].p = permits_s;
     args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take ? permits : 1);
 }
 
+/* One Acquire or Peek on this thread's connection, blocking (permitd's own
+ * inspector, a stale answer asked again, a queue out of memory). */
 static int decide(struct limiter *l, const struct limiter_request *req, int take, int check,
-                  int64_t deadline_us, struct limiter_result *res, struct permitd_error *err)
+                  int retried, int64_t deadline_us, struct limiter_result *res,
+                  struct permitd_error *err)
 {
-    char names[2][POLICY_REDIS_KEY_MAX], permits_s[24];
-    struct redis_str keys[2], args[3];
+    char name[POLICY_REDIS_KEY_MAX], permits_s[24];
+    struct redis_str key, args[8];
+    const struct policies_entry *e;
     long long out[8];
     int rc;
 
     memset(res, 0, sizeof(*res));
     if (check && (rc = validate(req, take, err)) != PERMITD_OK)
         return rc;
+    if ((rc = admit(l, req, take, check, deadline_us, &e, res, err)) != PERMITD_OK || e == NULL)
+        return rc;
     args[0] = take ? MODE_TAKE : MODE_PEEK;
-    item_call(l, req, take, names, permits_s, keys, &args[1]);
-    rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, keys, 2, args, 3, deadline_us,
+    args[1] = (struct redis_str){POLICY_INDEX, 1};
+    policy_args(e, &args[2]);
+    item_call(req, take, name, bucket_key(l, req, e, name), permits_s, POLICY_INDEX, &key,
+              &args[6]);
+    rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, &key, 1, args, 8, deadline_us,
                           out, 8, err);
-    return conclude(l, req, take, check, rc, out, res, err);
+    rc = conclude(l, req, take, check, retried, deadline_us, rc, out, res, err);
+    policies_release(e);
+    return rc;
 }
 
 int limiter_check(const struct limiter_request *req, struct permitd_error *err)
@@ -364,34 +595,79 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
  * limiter_acquire_batch_queued() hands it to the worker's queue, where it
  * travels with the Acquires of the same pass. */
 
-/* Sorting item indices by policy name groups one policy's items together;
+/* Sorting item indices by policy name groups one policy's items together
+ * (and, in a cluster, its items of one slot: a call's keys share one);
  * ties keep request order, so a policy's items reach Redis in order. */
-static int by_bucket(const void *a, const void *b, void *reqs_)
+static int by_bucket(const void *a, const void *b, void *pl_)
 {
-    const struct limiter_request *reqs = reqs_;
+    const struct limiter_plan *pl = pl_;
     size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(reqs[i].bucket, reqs[j].bucket);
+    int c = strcmp(pl->reqs[i].bucket, pl->reqs[j].bucket);
 
+    if (c == 0 && pl->l->slot_calls && !pl->all_or_nothing)
+        c = (int)pl->slots[i] - (int)pl->slots[j];
     return c != 0 ? c : (i < j ? -1 : (i > j));
 }
 
 void limiter_plan_free(struct limiter_plan *pl)
 {
+    for (size_t k = 0; pl->entries != NULL && k < pl->valid; k++)
+        policies_release(pl->entries[pl->order[k]]);
+    free(pl->entries);
+    free(pl->klen);
+    free(pl->slots);
     free(pl->order);
     free(pl->keys);
     free(pl->args);
     free(pl->knames);
     free(pl->permits);
-    free(pl->apps);
+    free(pl->index);
+    free(pl->npol);
     free(pl->out);
     free(pl->calls);
+}
+
+/* all_or_nothing is one script call, whose keys must share one Redis
+ * Cluster slot (in any mode: a batch that passes on a single Redis passes
+ * on a cluster). PERMITD_OK, or failed_precondition naming the items
+ * (request indices, policy and key) outside item order[0]'s slot. */
+static int one_slot(const struct limiter_plan *pl, struct permitd_error *err)
+{
+    size_t first = pl->order[0], off = 0, named = 0;
+    char list[360];
+    int len = 0;
+
+    list[0] = '\0';
+    for (size_t k = 1; k < pl->valid; k++) {
+        size_t i = pl->order[k];
+        if (pl->slots[i] == pl->slots[first])
+            continue;
+        off++;
+        if (named < 4 && len < (int)sizeof(list) - 1) {
+            len += snprintf(list + len, sizeof(list) - (size_t)len, "%s%zu (policy \"%.40s\" key "
+                            "\"%.40s\")", named ? ", " : "", i, pl->reqs[i].bucket,
+                            pl->reqs[i].key);
+            named++;
+        }
+    }
+    if (off == 0)
+        return PERMITD_OK;
+    return permitd_error_set(err, PERMITD_EPRECONDITION,
+                             "all_or_nothing: item%s %s%s %s not in the Redis Cluster slot of "
+                             "item %zu (policy \"%.40s\" key \"%.40s\"): one script decides an "
+                             "all_or_nothing batch, and its buckets must share a slot; set "
+                             "colocate on the policy to keep all its buckets in one slot, or send "
+                             "them in separate calls", off > 1 ? "s" : "", list,
+                             off > named ? ", ..." : "", off > 1 ? "are" : "is", first,
+                             pl->reqs[first].bucket, pl->reqs[first].key);
 }
 
 /* See limiter_plan.h. */
 int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
-    size_t n = pl->n, bad = 0, apps_len = 1, apps_at = 0;
+    size_t n = pl->n, bad = 0, refused = 0, a = 0;
+    int rc;
 
     if (n > LIMITER_BATCH_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
@@ -399,14 +675,19 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     if (n == 0)
         return PERMITD_OK;
     pl->order = malloc(n * sizeof(*pl->order));
-    pl->keys = malloc(2 * n * sizeof(*pl->keys));
-    pl->args = malloc((2 * n + n) * sizeof(*pl->args));
-    pl->knames = malloc(2 * n * sizeof(*pl->knames));
+    pl->entries = calloc(n, sizeof(*pl->entries));
+    pl->keys = malloc(n * sizeof(*pl->keys));
+    pl->args = malloc(8 * n * sizeof(*pl->args));
+    pl->knames = malloc(n * sizeof(*pl->knames));
+    pl->klen = malloc(n * sizeof(*pl->klen));
+    pl->slots = malloc(n * sizeof(*pl->slots));
     pl->permits = malloc(n * sizeof(*pl->permits));
+    pl->index = malloc(n * sizeof(*pl->index));
+    pl->npol = malloc(n * sizeof(*pl->npol));
     pl->out = malloc(8 * n * sizeof(*pl->out));
     pl->calls = malloc(n * sizeof(*pl->calls));
-    if (!pl->order || !pl->keys || !pl->args || !pl->knames || !pl->permits || !pl->out ||
-        !pl->calls)
+    if (!pl->order || !pl->entries || !pl->keys || !pl->args || !pl->knames || !pl->permits ||
+        !pl->index || !pl->npol || !pl->out || !pl->calls || !pl->klen || !pl->slots)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 
     for (size_t i = 0; i < n; i++) {
@@ -418,61 +699,110 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         else
             pl->order[pl->valid++] = i;
     }
-    if (pl->all_or_nothing) {
-        for (size_t k = 1; k < pl->valid; k++)
-            if (policy_slot(reqs[pl->order[k]].bucket) != policy_slot(reqs[pl->order[0]].bucket))
-                return permitd_error_set(err, PERMITD_EPRECONDITION,
-                                         "all_or_nothing: policies \"%s\" and \"%s\" live in "
-                                         "different Redis Cluster slots, so no single script can "
-                                         "decide them together; use one policy (keys may differ) "
-                                         "or two calls",
-                                         reqs[pl->order[0]].bucket, reqs[pl->order[k]].bucket);
-        if (bad > 0) {
-            for (size_t k = 0; k < pl->valid; k++)
-                permitd_error_set(&pl->errs[pl->order[k]], PERMITD_EABORTED,
-                                  "not granted: another item of this all_or_nothing batch is invalid");
-            return PERMITD_OK;
+    /* What needs no Redis (decisions/policies.h): an item its policy's
+     * copy refuses gets its error here and is left out. */
+    for (size_t k = 0, valid = pl->valid; k < valid; k++) {
+        size_t i = pl->order[k];
+        const struct policies_entry *e;
+        rc = admit_loaded(pl->l, &reqs[i], 1, 1, pl->deadline_us, pl->loaded, &e, &pl->res[i],
+                          &pl->errs[i]);
+        if (k == 0)
+            pl->valid = 0;
+        if (rc == PERMITD_OK && e == NULL && pl->all_or_nothing)
+            /* failure_mode "open" (Redis down): never a batch in part */
+            rc = permitd_error_set(&pl->errs[i], PERMITD_EUNAVAILABLE,
+                                   "redis cannot be reached to decide policy \"%s\"",
+                                   reqs[i].bucket);
+        if (rc != PERMITD_OK || e == NULL) {
+            if (rc != PERMITD_OK)
+                refused++;
+            else
+                pl->errs[i] = (struct permitd_error){PERMITD_OK, ""};   /* failure_mode open */
+            continue;
         }
+        pl->entries[i] = e;
+        pl->order[pl->valid++] = i;
+        pl->klen[i] = bucket_key(pl->l, &reqs[i], e, pl->knames[i]);
+        pl->slots[i] = cluster_keyslot(pl->knames[i], pl->klen[i]);
     }
+    if (pl->all_or_nothing && bad + refused > 0) {
+        for (size_t k = 0; k < pl->valid; k++)
+            permitd_error_set(&pl->errs[pl->order[k]], PERMITD_EABORTED, bad > 0
+                              ? "not granted: another item of this all_or_nothing batch is invalid"
+                              : "not granted: another item of this all_or_nothing batch was "
+                                "refused");
+        for (size_t k = 0; k < pl->valid; k++)
+            policies_release(pl->entries[pl->order[k]]);
+        pl->valid = 0;
+        return PERMITD_OK;
+    }
+    if (pl->all_or_nothing && (rc = one_slot(pl, err)) != PERMITD_OK)
+        return rc;
+    qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, pl);
 
-    /* Everything a call sends is the plan's own, the apps too: a job
-     * answered at its deadline leaves its caller's memory, while the pipe
-     * may still send its calls again (NOSCRIPT). */
-    for (size_t k = 0; k < pl->valid; k++)
-        apps_len += strlen(reqs[pl->order[k]].app) + 1;
-    if ((pl->apps = malloc(apps_len)) == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-
-    qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, (void *)reqs);
-
-    for (size_t k = 0, a = 0; k < pl->valid;) {
-        size_t first = k;
+    /* One call per policy (all of them in one for all_or_nothing): its
+     * policies' limits once (the newest copy among its items', should a
+     * reload have come between them), then per item its policy's number
+     * and permits. Everything a call sends is the plan's own or held by
+     * it: a job answered at its deadline leaves its caller's memory, while
+     * the pipe may still send its calls again (NOSCRIPT). */
+    for (size_t k = 0; k < pl->valid;) {
+        size_t first = k, np = 0;
         struct redis_script_call *c = &pl->calls[pl->ngroups++];
+        struct redis_str *npolicies;
 
         pl->args[a] = pl->all_or_nothing ? MODE_ALL : MODE_TAKE;
         c->args = &pl->args[a++];
-        c->keys = &pl->keys[2 * first];
+        npolicies = &pl->args[a++];
+        c->keys = &pl->keys[first];
         c->out = &pl->out[8 * first];
-        do {
-            const char *app = reqs[pl->order[k]].app;
-            item_call(pl->l, &reqs[pl->order[k]], 1, &pl->knames[2 * k], pl->permits[k],
-                      &pl->keys[2 * k], &pl->args[a]);
-            pl->args[a].p = memcpy(pl->apps + apps_at, app, pl->args[a].len + 1);
-            apps_at += pl->args[a].len + 1;
+        /* the policies of this call, each once */
+        for (size_t m = first; m < pl->valid;) {
+            const struct policies_entry *newest = pl->entries[pl->order[m]];
+            size_t from = m;
+            if (!pl->all_or_nothing && m > first)
+                break;
+            while (m < pl->valid && strcmp(reqs[pl->order[m]].bucket,
+                                           reqs[pl->order[from]].bucket) == 0 &&
+                   (pl->all_or_nothing || !pl->l->slot_calls ||
+                    pl->slots[pl->order[m]] == pl->slots[pl->order[from]])) {
+                if (pl->entries[pl->order[m]]->stamp > newest->stamp)
+                    newest = pl->entries[pl->order[m]];
+                m++;
+            }
+            policy_args(newest, &pl->args[a]);
+            a += 4;
+            np++;
+            snprintf(pl->index[from], sizeof(pl->index[from]), "%zu", np);
+            for (size_t x = from + 1; x < m; x++)
+                memcpy(pl->index[x], pl->index[from], sizeof(pl->index[x]));
+            k = m;
+        }
+        snprintf(pl->npol[pl->ngroups - 1], sizeof(pl->npol[0]), "%zu", np);
+        *npolicies = (struct redis_str){pl->npol[pl->ngroups - 1],
+                                        strlen(pl->npol[pl->ngroups - 1])};
+        for (size_t x = first; x < k; x++) {
+            size_t i = pl->order[x];
+            item_call(&reqs[i], 1, pl->knames[i], pl->klen[i], pl->permits[x], pl->index[x],
+                      &pl->keys[x], &pl->args[a]);
             a += 2;
-            k++;
-        } while (k < pl->valid && (pl->all_or_nothing ||
-                                   strcmp(reqs[pl->order[k]].bucket,
-                                          reqs[pl->order[first]].bucket) == 0));
-        c->nkeys = (int)(2 * (k - first));
-        c->nargs = (int)(1 + 2 * (k - first));
+        }
+        c->nkeys = (int)(k - first);
+        c->nargs = (int)(2 + 4 * np + 2 * (k - first));
         c->nout = (int)(8 * (k - first));
     }
     return PERMITD_OK;
 }
 
+static int batch_run(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                     int all_or_nothing, int retried, int64_t deadline_us,
+                     struct limiter_result *res, struct permitd_error *errs,
+                     struct permitd_error *err);
+
 /* Reads the answers of the calls (rc: the whole round trip's) into res and
- * errs; returns the batch's rc. */
+ * errs; returns the batch's rc. A "stale" item is asked again after its
+ * policy is reloaded (once): on its own, or, all_or_nothing, with the whole
+ * batch (the script wrote nothing then). */
 static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *err)
 {
     const struct limiter_request *reqs = pl->reqs;
@@ -489,8 +819,22 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
     }
     if (rc != PERMITD_OK)
         return rc;
+    if (pl->all_or_nothing && pl->ngroups == 1 && pl->calls[0].rc == PERMITD_OK) {
+        for (size_t k = 0; k < pl->valid; k++) {
+            const long long *out = &pl->calls[0].out[8 * k];
+            if (out[0] == SCRIPT_STALE) {
+                size_t i = pl->order[k];
+                rc = restale(pl->l, reqs[i].bucket, out[2], pl->retried, pl->deadline_us,
+                             &pl->errs[i]);
+                if (rc != PERMITD_OK)
+                    return permitd_error_set(err, rc, "%s", pl->errs[i].message);
+                return batch_run(pl->l, reqs, pl->n, 1, 1, pl->deadline_us, pl->res, pl->errs,
+                                 err);
+            }
+        }
+    }
     for (size_t g = 0, k = 0; g < pl->ngroups; g++) {
-        size_t m = (size_t)pl->calls[g].nkeys / 2;
+        size_t m = (size_t)pl->calls[g].nkeys;
         for (size_t j = 0; j < m; j++, k++) {
             size_t i = pl->order[k];
             const long long *out = &pl->calls[g].out[8 * j];
@@ -505,8 +849,8 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
                     continue;
             }
             /* The same reading as a single Acquire's. */
-            if (conclude(pl->l, &reqs[i], 1, 1, crc, out, &pl->res[i], &pl->errs[i]) ==
-                PERMITD_OK) {
+            if (conclude(pl->l, &reqs[i], 1, 1, pl->retried, pl->deadline_us, crc, out,
+                         &pl->res[i], &pl->errs[i]) == PERMITD_OK) {
                 pl->errs[i].code = PERMITD_OK;
                 pl->errs[i].message[0] = '\0';
             }
@@ -515,13 +859,14 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
     return PERMITD_OK;
 }
 
-int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
-                          int all_or_nothing, int64_t deadline_us,
-                          struct limiter_result *res, struct permitd_error *errs,
-                          struct permitd_error *err)
+static int batch_run(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                     int all_or_nothing, int retried, int64_t deadline_us,
+                     struct limiter_result *res, struct permitd_error *errs,
+                     struct permitd_error *err)
 {
     struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
-                      .res = res, .errs = errs};
+                              .res = res, .errs = errs, .deadline_us = deadline_us,
+                              .retried = retried};
     int rc = limiter_plan_make(&pl, err);
 
     if (rc == PERMITD_OK && pl.ngroups > 0) {
@@ -531,6 +876,14 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
     }
     limiter_plan_free(&pl);
     return rc;
+}
+
+int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                          int all_or_nothing, int64_t deadline_us,
+                          struct limiter_result *res, struct permitd_error *errs,
+                          struct permitd_error *err)
+{
+    return batch_run(l, reqs, n, all_or_nothing, 0, deadline_us, res, errs, err);
 }
 
 /* Answers a queued plan's caller: calls are the batch's copies of its calls
@@ -545,6 +898,29 @@ static void plan_answer(struct limiter_plan *pl, int rc, const struct redis_scri
     rc = plan_conclude(pl, rc, err);
     pl->done(pl->ud, rc, err);
 }
+
+/* ---- the loader: a policy a worker's queue lacks, read off its thread ----
+ *
+ * A queued Acquire or Peek whose policy is not in the in-memory table
+ * (created on another instance, or named wrong) must not hold up its
+ * worker's loop while the policy's hash is read: Redis may be slow or
+ * down, and the loop serves every other connection of the worker. The job
+ * is parked on its queue and the name handed to the loader, a thread of the
+ * limiter's with a blocking connection of its own, which reads the hash
+ * into the table and hands the outcome back to the queue's loop (its
+ * inbox, then loop_wake()); the loop then admits the parked jobs of that
+ * name, or answers them. */
+
+
+struct loader {
+    struct limiter *l;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake, idle;
+    struct load *head, *tail;       /* waiting */
+    struct limiter_queue *busy;     /* the queue of the load being read, or NULL */
+    int stopping;
+};
 
 /* ---- queued Acquires: one worker's requests pipelined from its own loop ----
  *
@@ -576,7 +952,11 @@ struct job {
     struct limiter_request req;
     limiter_done_fn done;
     void *ud;
-    char names[2][POLICY_REDIS_KEY_MAX];
+    const struct policies_entry *entry;    /* its policy (held), an Acquire's or a Peek's */
+    char name[POLICY_REDIS_KEY_MAX];        /* its bucket's key (batch_items()) */
+    size_t name_len;
+    unsigned slot;                  /* the key's cluster slot */
+    struct limiter *l;              /* for by_call() */
     char permits[24];
     char app[POLICY_NAME_MAX + 1];  /* req.app: what the call sends is the job's own
                                        (the pipe may send it again after the
@@ -593,8 +973,8 @@ struct batch {
     struct job *jobs[QUEUE_BATCH_MAX];
     size_t njobs;
     size_t items[QUEUE_BATCH_MAX];  /* the Acquires and Peeks, as indices of jobs */
-    struct redis_str keys[2 * QUEUE_BATCH_MAX];
-    struct redis_str args[3 * QUEUE_BATCH_MAX];
+    struct redis_str keys[QUEUE_BATCH_MAX];
+    struct redis_str args[8 * QUEUE_BATCH_MAX];     /* per call 6, per item 2 */
     long long out[8 * QUEUE_BATCH_MAX];
     struct redis_script_call *calls;
     size_t ncalls, cap;
@@ -602,13 +982,23 @@ struct batch {
 
 struct limiter_queue {
     struct limiter *l;
+    struct loop *loop;
     struct redis_pipe *pipe;
     struct job *head, *tail;        /* waiting for the next batch */
+    struct job *parked;             /* waiting for their policy (the loader) */
+    struct job *parked_batches;     /* AcquireBatches waiting for their policies */
+    pthread_mutex_t inbox_lock;     /* guards loaded */
+    struct load *loaded;            /* the loader's outcomes, for this loop */
     struct batch batch;
     struct job *spare;              /* finished jobs, for the next ones */
     size_t nspare;
     size_t timed;                   /* jobs with a deadline of their own, not yet answered */
 };
+
+static void queue_loaded(struct limiter_queue *q);
+static void loader_cancel(struct limiter_queue *q);
+static void parked_end(struct limiter_queue *q, struct job *j, int rc,
+                       const struct limiter_result *res, const struct permitd_error *err);
 
 /* Jobs are recycled by their worker's queue: once a worker has had as many
  * in flight as it will, queuing a decision allocates nothing. */
@@ -653,7 +1043,7 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
     if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
         rc = call_refused(calls[0].rc, j->req.bucket, &e);
     memset(&res, 0, sizeof(res));
-    rc = conclude(q->l, &j->req, j->take, 1, rc, j->out, &res, &e);
+    rc = conclude(q->l, &j->req, j->take, 1, 0, j->deadline_us, rc, j->out, &res, &e);
     j->done(j->ud, rc, &res, &e);
 }
 
@@ -666,6 +1056,8 @@ static void job_end(struct limiter_queue *q, struct job *j, int rc, const struct
     if (j->plan != NULL) {
         limiter_plan_free(j->plan);
         free(j->plan);
+    } else {
+        policies_release(j->entry);
     }
     job_put(q, j);
 }
@@ -708,40 +1100,59 @@ static int by_call(const void *a, const void *b, void *jobs_)
 
     if (c == 0)
         c = strcmp(x->req.bucket, y->req.bucket);
+    if (c == 0 && x->l->slot_calls)
+        c = (int)x->slot - (int)y->slot;
     return c != 0 ? c : (i < j ? -1 : (i > j));
 }
 
 /* Lays the batch's Acquires and Peeks (b->items, n of them) out as calls
  * after its AcquireBatches': one per policy and kind, its items in the order
- * they came. A policy's keys share its cluster slot (policy.h), so one
- * script may touch them all; the script decides its items one after the
- * other, exactly as if each had been a call of its own, and answers each
- * on its own (lua/bucket.lua). */
+ * they came, with the policy's limits once (the newest copy among its
+ * items': a reload may have come between two of them). A policy's keys
+ * share its cluster slot (policy.h), so one script may touch them all; the
+ * script decides its items one after the other, exactly as if each had
+ * been a call of its own, and answers each on its own (lua/bucket.lua). */
 static void batch_items(struct limiter_queue *q, size_t n)
 {
     struct batch *b = &q->batch;
     size_t a = 0;
 
+    for (size_t k = 0; k < n; k++) {
+        struct job *j = b->jobs[b->items[k]];
+        j->l = q->l;
+        j->name_len = bucket_key(q->l, &j->req, j->entry, j->name);
+        j->slot = q->l->slot_calls ? cluster_keyslot(j->name, j->name_len) : 0;
+    }
     qsort_r(b->items, n, sizeof(*b->items), by_call, b->jobs);
     for (size_t k = 0; k < n;) {
         size_t first = k;
         struct job *lead = b->jobs[b->items[first]];
+        const struct policies_entry *newest = lead->entry;
         struct redis_script_call *c = &b->calls[b->ncalls];
+        struct redis_str *limits;
 
         b->args[a] = lead->take ? MODE_TAKE : MODE_PEEK;
-        *c = (struct redis_script_call){.keys = &b->keys[2 * first], .args = &b->args[a++],
+        *c = (struct redis_script_call){.keys = &b->keys[first], .args = &b->args[a++],
                                         .out = &b->out[8 * first]};
+        b->args[a++] = (struct redis_str){POLICY_INDEX, 1};
+        limits = &b->args[a];
+        a += 4;
         do {
             struct job *j = b->jobs[b->items[k]];
-            item_call(q->l, &j->req, j->take, j->names, j->permits, &b->keys[2 * k], &b->args[a]);
+            item_call(&j->req, j->take, j->name, j->name_len, j->permits, POLICY_INDEX,
+                      &b->keys[k], &b->args[a]);
+            if (j->entry->stamp > newest->stamp)
+                newest = j->entry;
             a += 2;
             j->first = b->ncalls;
             j->out = &b->out[8 * k];
             k++;
         } while (k < n && b->jobs[b->items[k]]->take == lead->take &&
-                 strcmp(b->jobs[b->items[k]]->req.bucket, lead->req.bucket) == 0);
-        c->nkeys = (int)(2 * (k - first));
-        c->nargs = (int)(1 + 2 * (k - first));
+                 strcmp(b->jobs[b->items[k]]->req.bucket, lead->req.bucket) == 0 &&
+                 b->jobs[b->items[k]]->slot == lead->slot);
+        policy_args(newest, limits);
+        c->nkeys = (int)(k - first);
+        c->nargs = (int)(6 + 2 * (k - first));
         c->nout = (int)(8 * (k - first));
         b->ncalls++;
     }
@@ -807,6 +1218,12 @@ static int64_t queue_soonest(const struct limiter_queue *q)
     for (const struct job *j = q->head; j != NULL; j = j->next)
         if (j->deadline_us < at)
             at = j->deadline_us;
+    for (const struct job *j = q->parked; j != NULL; j = j->next)
+        if (j->deadline_us < at)
+            at = j->deadline_us;
+    for (const struct job *j = q->parked_batches; j != NULL; j = j->next)
+        if (!j->answered && j->deadline_us < at)
+            at = j->deadline_us;
     return at;
 }
 
@@ -840,6 +1257,28 @@ static void queue_expire(struct limiter_queue *q, int64_t now)
             q->tail = prev;
         permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
         job_end(q, j, PERMITD_EDEADLINE, NULL, &err);
+    }
+    for (struct job *j = q->parked_batches; j != NULL; j = j->next) {
+        if (j->answered || j->deadline_us > now)
+            continue;
+        /* Answered now; recycled when the loader's outcome comes. */
+        j->answered = 1;
+        q->timed--;
+        permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded reading policies from redis");
+        j->plan->done(j->plan->ud, PERMITD_EDEADLINE, &err);
+    }
+    for (link = &q->parked; *link != NULL;) {
+        struct job *j = *link;
+        struct limiter_result res;
+        if (j->deadline_us > now) {
+            link = &j->next;
+            continue;
+        }
+        *link = j->next;
+        memset(&res, 0, sizeof(res));
+        permitd_error_set(&err, PERMITD_EDEADLINE,
+                          "deadline exceeded reading policy \"%s\" from redis", j->req.bucket);
+        parked_end(q, j, PERMITD_EDEADLINE, &res, &err);
     }
 }
 
@@ -879,6 +1318,7 @@ static void queue_flush(void *ud, int woke)
     struct limiter_queue *q = ud;
 
     (void)woke;
+    queue_loaded(q);
     if (q->head != NULL && !redis_pipe_busy(q->pipe))
         batch_send(q);
 }
@@ -895,6 +1335,25 @@ static void queue_drain(struct limiter_queue *q, const struct permitd_error *err
         job_end(q, j, err->code, NULL, err);
     }
     q->tail = NULL;
+    while (q->parked != NULL) {
+        struct job *j = q->parked;
+        struct limiter_result res;
+        q->parked = j->next;
+        memset(&res, 0, sizeof(res));
+        parked_end(q, j, err->code, &res, err);
+    }
+    while (q->parked_batches != NULL) {
+        struct job *j = q->parked_batches;
+        q->parked_batches = j->next;
+        if (!j->answered) {
+            if (j->deadline_us != INT64_MAX)
+                q->timed--;
+            j->plan->done(j->plan->ud, err->code, err);
+        }
+        limiter_plan_free(j->plan);
+        free(j->plan);
+        job_put(q, j);
+    }
 }
 
 /* The loop is closing: its thread answers what is left, while it can. */
@@ -906,6 +1365,7 @@ static void queue_close(void *ud)
     /* The loop ends only once every deferred request is answered, so
      * nothing should be left; whatever is, is answered. */
     permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
+    loader_cancel(q);           /* the loader wakes this loop no more */
     queue_drain(q, &err);
 }
 
@@ -920,12 +1380,16 @@ int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue
     if (q == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "limiter queue: out of memory");
     q->l = l;
+    q->loop = loop;
+    pthread_mutex_init(&q->inbox_lock, NULL);
     if ((rc = redis_pipe_new(l->redis, &q->pipe, err)) != PERMITD_OK) {
+        pthread_mutex_destroy(&q->inbox_lock);
         free(q);
         return rc;
     }
     if ((rc = loop_attach(loop, &src, err)) != PERMITD_OK) {
         redis_pipe_free(q->pipe);
+        pthread_mutex_destroy(&q->inbox_lock);
         free(q);
         return rc;
     }
@@ -940,6 +1404,7 @@ void limiter_queue_free(struct limiter_queue *q)
     if (q == NULL)
         return;
     permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
+    loader_cancel(q);
     queue_drain(q, &err);
     while (q->spare != NULL) {
         struct job *j = q->spare;
@@ -948,6 +1413,7 @@ void limiter_queue_free(struct limiter_queue *q)
     }
     redis_pipe_free(q->pipe);
     free(q->batch.calls);
+    pthread_mutex_destroy(&q->inbox_lock);
     free(q);
 }
 
@@ -964,19 +1430,338 @@ static void enqueue(struct limiter_queue *q, struct job *j)
     q->tail = j;
 }
 
+
+/* ---- the loader's thread, and parked jobs (see "the loader" above) ---- */
+
+static void *loader_run(void *arg)
+{
+    struct loader *ld = arg;
+
+    pthread_mutex_lock(&ld->lock);
+    for (;;) {
+        struct load *x;
+        while (!ld->stopping && ld->head == NULL)
+            pthread_cond_wait(&ld->wake, &ld->lock);
+        if (ld->stopping)
+            break;
+        x = ld->head;
+        ld->head = x->next;
+        if (ld->head == NULL)
+            ld->tail = NULL;
+        ld->busy = x->q;
+        pthread_mutex_unlock(&ld->lock);
+        x->err = (struct permitd_error){0, ""};
+        /* Bounded by --redis-timeout-ms (a parked job's own deadline
+         * ends that job alone: queue_expire()). */
+        if (x->batch == NULL) {
+            x->rc = policies_reload(ld->l->policies, x->name, INT64_MAX, NULL, &x->err);
+        } else {
+            x->rc = PERMITD_OK;
+            for (size_t i = 0; i < x->nnames && x->rc == PERMITD_OK; i++)
+                x->rc = policies_reload(ld->l->policies, x->names[i], INT64_MAX, NULL, &x->err);
+        }
+        pthread_mutex_lock(&x->q->inbox_lock);
+        x->next = x->q->loaded;
+        x->q->loaded = x;
+        pthread_mutex_unlock(&x->q->inbox_lock);
+        loop_wake(x->q->loop);
+        pthread_mutex_lock(&ld->lock);
+        ld->busy = NULL;
+        pthread_cond_broadcast(&ld->idle);
+    }
+    pthread_mutex_unlock(&ld->lock);
+    return NULL;
+}
+
+static void load_free(struct load *x)
+{
+    if (x != NULL)
+        free(x->names);
+    free(x);
+}
+
+static void loader_free(struct loader *ld)
+{
+    if (ld == NULL)
+        return;
+    pthread_mutex_lock(&ld->lock);
+    ld->stopping = 1;
+    pthread_cond_signal(&ld->wake);
+    pthread_mutex_unlock(&ld->lock);
+    pthread_join(ld->thread, NULL);
+    while (ld->head != NULL) {
+        struct load *x = ld->head;
+        ld->head = x->next;
+        load_free(x);
+    }
+    pthread_cond_destroy(&ld->wake);
+    pthread_cond_destroy(&ld->idle);
+    pthread_mutex_destroy(&ld->lock);
+    free(ld);
+}
+
+/* The limiter's loader, started on first use; NULL when out of memory or
+ * no thread could start. */
+static struct loader *loader_get(struct limiter *l)
+{
+    struct loader *ld;
+
+    pthread_mutex_lock(&l->loader_lock);
+    if (l->loader == NULL && (ld = calloc(1, sizeof(*ld))) != NULL) {
+        ld->l = l;
+        pthread_mutex_init(&ld->lock, NULL);
+        pthread_cond_init(&ld->wake, NULL);
+        pthread_cond_init(&ld->idle, NULL);
+        if (pthread_create(&ld->thread, NULL, loader_run, ld) == 0) {
+            l->loader = ld;
+        } else {
+            pthread_cond_destroy(&ld->wake);
+            pthread_cond_destroy(&ld->idle);
+            pthread_mutex_destroy(&ld->lock);
+            free(ld);
+        }
+    }
+    ld = l->loader;
+    pthread_mutex_unlock(&l->loader_lock);
+    return ld;
+}
+
+/* Hands x (a load for q, which the loader then owns) to the loader. -1: no
+ * loader (x is freed). */
+static int loader_push(struct limiter_queue *q, struct load *x)
+{
+    struct loader *ld = loader_get(q->l);
+
+    if (ld == NULL) {
+        load_free(x);
+        return -1;
+    }
+    x->q = q;
+    pthread_mutex_lock(&ld->lock);
+    if (ld->tail != NULL)
+        ld->tail->next = x;
+    else
+        ld->head = x;
+    ld->tail = x;
+    pthread_cond_signal(&ld->wake);
+    pthread_mutex_unlock(&ld->lock);
+    return 0;
+}
+
+/* Asks the loader to read policy `name` for q. -1: it cannot (no memory). */
+static int loader_ask(struct limiter_queue *q, const char *name)
+{
+    struct load *x = calloc(1, sizeof(*x));
+
+    if (x == NULL)
+        return -1;
+    snprintf(x->name, sizeof(x->name), "%s", name);
+    return loader_push(q, x);
+}
+
+/* Takes back q's loads not read yet, waits for the one being read, and
+ * drops the outcomes not handled: after this the loader never touches q. */
+static void loader_cancel(struct limiter_queue *q)
+{
+    struct loader *ld = q->l->loader;
+    struct load *x, **link;
+
+    if (ld != NULL) {
+        pthread_mutex_lock(&ld->lock);
+        for (link = &ld->head, ld->tail = NULL; *link != NULL;) {
+            x = *link;
+            if (x->q == q) {
+                *link = x->next;
+                load_free(x);
+            } else {
+                ld->tail = x;
+                link = &x->next;
+            }
+        }
+        while (ld->busy == q)
+            pthread_cond_wait(&ld->idle, &ld->lock);
+        pthread_mutex_unlock(&ld->lock);
+    }
+    pthread_mutex_lock(&q->inbox_lock);
+    x = q->loaded;
+    q->loaded = NULL;
+    pthread_mutex_unlock(&q->inbox_lock);
+    while (x != NULL) {
+        struct load *next = x->next;
+        load_free(x);
+        x = next;
+    }
+}
+
+/* Answers a parked job (never sent) and recycles it. */
+static void parked_end(struct limiter_queue *q, struct job *j, int rc,
+                       const struct limiter_result *res, const struct permitd_error *err)
+{
+    if (j->deadline_us != INT64_MAX)
+        q->timed--;
+    j->done(j->ud, rc, res, err);
+    job_put(q, j);
+}
+
+/* Whether a job of policy `bucket` is parked. */
+static int parked_for(const struct limiter_queue *q, const char *bucket)
+{
+    for (const struct job *p = q->parked; p != NULL; p = p->next)
+        if (strcmp(p->req.bucket, bucket) == 0)
+            return 1;
+    return 0;
+}
+
+/* Parks j until the loader has read its policy; asks for it unless a job
+ * of the same policy is parked already (its answer serves both). */
+static void park(struct limiter_queue *q, struct job *j)
+{
+    struct job **link = &q->parked;
+    int asked = 0;
+
+    /* At the end: the jobs of one policy leave in the order they came. */
+    for (; *link != NULL; link = &(*link)->next)
+        asked |= strcmp((*link)->req.bucket, j->req.bucket) == 0;
+    policies_release(j->entry);
+    j->entry = NULL;
+    j->next = NULL;
+    *link = j;
+    if (j->deadline_us != INT64_MAX)
+        q->timed++;
+    if (!asked && loader_ask(q, j->req.bucket) != 0) {
+        struct permitd_error err;
+        struct limiter_result res;
+        memset(&res, 0, sizeof(res));
+        *link = NULL;
+        permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
+        parked_end(q, j, err.code, &res, &err);
+    }
+}
+
+/* The loader read policy x->name: its parked jobs are admitted (queued for
+ * the next batch) or answered (no such policy, Redis unreachable: as a
+ * decision would have been). */
+static void unpark(struct limiter_queue *q, const struct load *x)
+{
+    struct job **link = &q->parked;
+
+    while (*link != NULL) {
+        struct job *j = *link;
+        const struct policies_entry *e;
+        struct permitd_error err = {0, ""};
+        struct limiter_result res;
+        int rc;
+
+        if (strcmp(j->req.bucket, x->name) != 0) {
+            link = &j->next;
+            continue;
+        }
+        *link = j->next;
+        memset(&res, 0, sizeof(res));
+        e = policies_get(q->l->policies, x->name);
+        if (e != NULL) {
+            rc = admit_entry(q->l, &j->req, j->take, 1, e, &j->entry, &res, &err);
+            if (rc == PERMITD_OK) {
+                if (j->deadline_us != INT64_MAX)
+                    q->timed--;         /* enqueue() counts it again */
+                enqueue(q, j);
+                continue;
+            }
+        } else if (x->rc != PERMITD_OK) {
+            err = x->err;
+            rc = x->rc;
+            if (rc == PERMITD_EUNAVAILABLE && j->take && fail_open(q->l, j->req.bucket, &res)) {
+                rc = PERMITD_OK;
+                err = (struct permitd_error){0, ""};
+            }
+        } else if (!missing(q->l, &j->req, j->take, &res, &err, &rc)) {
+            rc = permitd_error_set(&err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
+                                   j->req.bucket);
+        }
+        parked_end(q, j, rc, &res, &err);
+    }
+}
+
+/* An AcquireBatch whose policies the loader has read (x->batch, parked on
+ * q->parked_batches): its plan is made now, from the table as it is (a
+ * policy still missing is not read again: x says why), and queued, or
+ * answered; one whose deadline passed meanwhile was answered then
+ * (queue_expire()) and is only recycled. */
+static void unpark_batch(struct limiter_queue *q, const struct load *x)
+{
+    struct job *j = x->batch, **link = &q->parked_batches;
+    struct limiter_plan *pl = j->plan;
+    struct permitd_error err = {0, ""};
+    int rc;
+
+    while (*link != j)
+        link = &(*link)->next;
+    *link = j->next;
+    if (j->deadline_us != INT64_MAX && !j->answered)
+        q->timed--;
+    if (!j->answered) {
+        pl->loaded = x;
+        rc = limiter_plan_make(pl, &err);
+        pl->loaded = NULL;
+        if (rc == PERMITD_OK && pl->ngroups > 0) {
+            j->first = 0;
+            enqueue(q, j);
+            return;
+        }
+        pl->done(pl->ud, rc, &err);
+    }
+    limiter_plan_free(pl);
+    free(pl);
+    job_put(q, j);
+}
+
+/* The loader's outcomes for this queue, handled on its loop. */
+static void queue_loaded(struct limiter_queue *q)
+{
+    struct load *x;
+
+    if (q->parked == NULL && q->parked_batches == NULL && q->loaded == NULL)
+        return;
+    pthread_mutex_lock(&q->inbox_lock);
+    x = q->loaded;
+    q->loaded = NULL;
+    pthread_mutex_unlock(&q->inbox_lock);
+    while (x != NULL) {
+        struct load *next = x->next;
+        if (x->batch != NULL)
+            unpark_batch(q, x);
+        else
+            unpark(q, x);
+        load_free(x);
+        x = next;
+    }
+}
+
 static void queue_decision(struct limiter_queue *q, const struct limiter_request *req, int take,
                            int64_t deadline_us, limiter_done_fn done, void *ud)
 {
-    struct job *j = job_get(q);
+    struct permitd_error err = {0, ""};
+    struct limiter_result res;
+    const struct policies_entry *e;
+    struct job *j;
+    int rc;
 
-    if (j == NULL) {
-        /* Out of memory: decide right here. */
-        struct permitd_error err = {0, ""};
-        struct limiter_result res;
-        int rc = decide(q->l, req, take, 1, deadline_us, &res, &err);
+    /* What the policy's copy refuses is answered here and now; a policy
+     * the table lacks is read by the loader while the job is parked. */
+    memset(&res, 0, sizeof(res));
+    e = policies_get(q->l->policies, req->bucket);
+    if (e != NULL && (rc = admit_entry(q->l, req, take, 1, e, &e, &res, &err)) != PERMITD_OK) {
         done(ud, rc, &res, &err);
         return;
     }
+    if ((j = job_get(q)) == NULL) {
+        /* Out of memory: decide right here. */
+        policies_release(e);
+        rc = decide(q->l, req, take, 1, 0, deadline_us, &res, &err);
+        done(ud, rc, &res, &err);
+        return;
+    }
+    j->entry = e;
     j->plan = NULL;
     j->take = take;
     j->req = *req;              /* the caller keeps the strings until done */
@@ -985,7 +1770,10 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     j->deadline_us = deadline_us;
     j->done = done;
     j->ud = ud;
-    enqueue(q, j);
+    if (e == NULL || parked_for(q, req->bucket))
+        park(q, j);         /* behind the ones of its policy parked before it */
+    else
+        enqueue(q, j);
 }
 
 void limiter_acquire_queued(struct limiter_queue *q, const struct limiter_request *req,
@@ -1010,7 +1798,18 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
     if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
         (rc = policy_check_key("key", req.key, err)) != PERMITD_OK)
         return rc;
-    return decide(l, &req, 0, 0, deadline_us, res, err);
+    return decide(l, &req, 0, 0, 0, deadline_us, res, err);
+}
+
+int limiter_own(struct limiter *l, const char *bucket, const char *key, int take,
+                int64_t deadline_us, struct limiter_result *res, struct permitd_error *err)
+{
+    struct limiter_request req = {bucket, "*", key ? key : "", 1};
+    int rc;
+
+    if ((rc = policy_check_key("key", req.key, err)) != PERMITD_OK)
+        return rc;
+    return decide(l, &req, take, 0, 0, deadline_us, res, err);
 }
 
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,
@@ -1023,11 +1822,66 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
     if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
         (rc = policy_check_key("key", key ? key : "", err)) != PERMITD_OK)
         return rc;
+    /* Both layouts (policy.h): the policy may have set or cleared
+     * colocate, and a bucket written before issue 19 has the colocated
+     * one. Each its own DEL: in a cluster they live in different slots. */
     del[0].p = "DEL";
     del[0].len = 3;
     del[1].p = state_key;
-    del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket, POLICY_KEY_BUCKET, key);
-    return redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err);
+    for (int kind = POLICY_KEY_BUCKET; kind <= POLICY_KEY_BUCKET_COLOCATED; kind++) {
+        del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket,
+                                      (enum policy_key_kind)kind, key);
+        if ((rc = redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err)) !=
+            PERMITD_OK || key == NULL || key[0] == '\0')
+            return rc;
+    }
+    return PERMITD_OK;
+}
+
+/* A batch naming policies the table lacks is parked while the loader reads
+ * them (as an Acquire's is: a worker's loop never waits on Redis for a
+ * policy). 0: parked; -1: nothing missing (or no memory to park: the plan
+ * reads them itself), go on. */
+static int park_batch(struct limiter_queue *q, struct job *j, struct limiter_plan *pl)
+{
+    struct load *x = NULL;
+    size_t n = pl->n <= LIMITER_BATCH_MAX ? pl->n : 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *name = pl->reqs[i].bucket;
+        const struct policies_entry *e;
+        int seen = 0;
+        if (policy_check_name("bucket", name, NULL) != PERMITD_OK)
+            continue;
+        if ((e = policies_get(q->l->policies, name)) != NULL) {
+            policies_release(e);
+            continue;
+        }
+        if (x == NULL && ((x = calloc(1, sizeof(*x))) == NULL ||
+                          (x->names = calloc(n, sizeof(*x->names))) == NULL)) {
+            load_free(x);
+            return -1;
+        }
+        for (size_t k = 0; k < x->nnames && !seen; k++)
+            seen = strcmp(x->names[k], name) == 0;
+        if (!seen)
+            snprintf(x->names[x->nnames++], sizeof(x->names[0]), "%s", name);
+    }
+    if (x == NULL)
+        return -1;
+    x->batch = j;
+    j->plan = pl;
+    j->deadline_us = pl->deadline_us;
+    j->answered = 0;
+    if (loader_push(q, x) != 0) {
+        j->plan = NULL;
+        return -1;
+    }
+    j->next = q->parked_batches;
+    q->parked_batches = j;
+    if (j->deadline_us != INT64_MAX)
+        q->timed++;
+    return 0;
 }
 
 void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_request *reqs,
@@ -1049,7 +1903,10 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
         return;
     }
     *pl = (struct limiter_plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
-                        .res = res, .errs = errs, .done = done, .ud = ud};
+                        .res = res, .errs = errs, .done = done, .ud = ud,
+                        .deadline_us = deadline_us};
+    if (park_batch(q, j, pl) == 0)
+        return;
     rc = limiter_plan_make(pl, &err);
     if (rc != PERMITD_OK || pl->ngroups == 0) {
         done(ud, rc, &err);

@@ -105,6 +105,24 @@ void limiter_forget(struct limiter *l, const char *name);
  * that name: a real policy, for counting a request's error under it. */
 int limiter_known_policy(struct limiter *l, const char *name);
 
+struct policies;
+
+/* Whether each script call's keys share one Redis Cluster slot (set for a
+ * redis+cluster:// URL; a single Redis takes one policy's buckets in one
+ * call, whatever their slots). The setter is for tests and for main. */
+int limiter_slot_calls(const struct limiter *l);
+void limiter_set_slot_calls(struct limiter *l, int on);
+
+/* The limiter's in-memory copy of the policies (decisions/policies.h), for
+ * those who feed it: the sync, the admin writes, the change notices. It
+ * lives as long as l. */
+struct policies *limiter_policies(struct limiter *l);
+
+/* How many decisions the script answered "stale" (a bucket written under a
+ * newer version of its policy than this instance's copy), each asked once
+ * more after a reload. For /metrics. */
+uint64_t limiter_stale_retries(struct limiter *l);
+
 /* How many Acquires failure_mode "open" let through so far. */
 uint64_t limiter_open_passes(struct limiter *l);
 
@@ -140,6 +158,13 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
 int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
                     int64_t deadline_us, struct limiter_result *res,
                     struct permitd_error *err);
+
+/* An Acquire of one permit (take 1) or a Peek (take 0) on a policy of
+ * permitd's own (the admin login throttle, "_login": a name no request can
+ * give, so it is not checked): any app may take, no failure_mode applies.
+ * key "" is the shared bucket. */
+int limiter_own(struct limiter *l, const char *bucket, const char *key, int take,
+                int64_t deadline_us, struct limiter_result *res, struct permitd_error *err);
 
 /* Deletes a bucket's state: it is full again. */
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,

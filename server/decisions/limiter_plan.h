@@ -14,8 +14,11 @@
 #include <stddef.h>
 
 #include "decisions/limiter.h"
+#include "decisions/policies.h"
 #include "stores/policy.h"
 #include "stores/redis.h"
+
+struct load;
 
 struct limiter_plan {
     /* Filled by the caller: */
@@ -27,20 +30,31 @@ struct limiter_plan {
     struct permitd_error *errs;     /* n: each item's own error, or PERMITD_OK */
     limiter_batch_done_fn done;     /* queued only */
     void *ud;
+    int64_t deadline_us;            /* for what is asked on the way (a reload) */
+    int retried;                    /* a second try after a "stale" answer */
+    const struct load *loaded;      /* the loader read the missing policies (limiter.c) */
     /* Filled by limiter_plan_make(): */
-    size_t *order;                  /* valid items' indices, grouped by policy, in request order */
+    size_t *order;                  /* the items to send's indices, grouped by policy, in
+                                       request order */
+    const struct policies_entry **entries;  /* per request index: its policy, held
+                                               (those in order[0..valid)) */
+    size_t *klen;                   /* per request index: its bucket key's length */
+    unsigned *slots;                /* per request index: its bucket key's cluster slot */
     size_t valid, ngroups;          /* valid items; script calls (calls[0..ngroups)) */
     struct redis_str *keys, *args;
-    char (*knames)[POLICY_REDIS_KEY_MAX], (*permits)[24];
-    char *apps;                     /* the items' apps, as the calls send them */
+    char (*knames)[POLICY_REDIS_KEY_MAX];   /* per request index: its bucket key */
+    char (*permits)[24];
+    char (*index)[8];               /* per item: its policy's number in its call */
+    char (*npol)[8];                /* per call: how many policies it carries */
     long long *out;
     struct redis_script_call *calls;
 };
 
-/* Checks every item (errs[i] says what is wrong with one) and lays out the
- * calls: one per policy, its items in request order (all in one call with
- * all_or_nothing, whose items must then share a Redis Cluster slot, and
- * where one bad item aborts the others). PERMITD_OK with ngroups 0 when
+/* Checks every item (errs[i] says what is wrong with one: invalid, or
+ * refused by its policy's in-memory copy, which is reloaded from Redis when
+ * missing) and lays out the calls: one per policy, its items in request
+ * order (all in one call with all_or_nothing, whose items must then share a
+ * Redis Cluster slot, and where one bad item aborts the others). PERMITD_OK with ngroups 0 when
  * nothing is left to ask Redis; else an error for the whole batch (over
  * LIMITER_BATCH_MAX items, policies in different slots, out of memory).
  * What it allocates is freed by limiter_plan_free(), even on error. */

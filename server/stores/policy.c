@@ -93,8 +93,8 @@ static void key_put(char *buf, size_t *n, const char *s)
     *n += len;
 }
 
-/* Built piece by piece rather than with snprintf: every decision names two
- * keys. */
+/* Built piece by piece rather than with snprintf: every decision names a
+ * key. */
 size_t policy_redis_key(char *buf, const char *prefix, const char *name,
                         enum policy_key_kind kind, const char *key)
 {
@@ -107,12 +107,41 @@ size_t policy_redis_key(char *buf, const char *prefix, const char *name,
         key_put(buf, &n, "}:policy");
     } else if (key == NULL || key[0] == '\0') {
         key_put(buf, &n, "}:b");
-    } else {
+    } else if (kind == POLICY_KEY_BUCKET_COLOCATED) {
         key_put(buf, &n, "}:k:");
         key_put(buf, &n, key);
+    } else {
+        key_put(buf, &n, ":");
+        key_put(buf, &n, key);
+        key_put(buf, &n, "}:k");
     }
     buf[n] = '\0';
     return n;
+}
+
+/* Appends s to the pattern in out (*n bytes so far), escaping SCAN's glob
+ * characters. */
+static void glob_put(char *out, size_t *n, const char *s)
+{
+    for (; *s && *n + 3 < POLICY_PATTERN_MAX; s++) {
+        if (strchr("*?[]\\", *s) != NULL)
+            out[(*n)++] = '\\';
+        out[(*n)++] = *s;
+    }
+    out[*n] = '\0';
+}
+
+void policy_bucket_patterns(char out[2][POLICY_PATTERN_MAX], const char *prefix,
+                            const char *name)
+{
+    size_t n = 0;
+
+    glob_put(out[0], &n, prefix);
+    glob_put(out[0], &n, "{");
+    glob_put(out[0], &n, name);
+    memcpy(out[1], out[0], n + 1);
+    memcpy(out[0] + n, "}:k:*", 6);
+    memcpy(out[1] + n, ":*}:k", 6);
 }
 
 int policy_check_rate(const char *field, const char *value, struct permitd_error *err)

@@ -6,9 +6,19 @@
  * Redis layout, for prefix P (default "permitd:") and policy NAME:
  *   P{NAME}:policy      hash: name, apps, max_permits, rate, version, enabled, ...
  *   P{NAME}:b           the policy's shared bucket (requests without a key)
- *   P{NAME}:k:KEY       the bucket of one key (user id, IP, tenant)
- * "{NAME}" is the Redis Cluster hash tag: a policy and all its buckets sit
- * in one slot, which is what lets one script read both atomically.
+ *   P{NAME:KEY}:k       the bucket of one key (user id, IP, tenant)
+ *   P{NAME}:k:KEY       the bucket of one key of a policy that sets
+ *                       `colocate` (and every keyed bucket before issue 19)
+ * The part in braces is the Redis Cluster hash tag: Redis hashes the bytes
+ * from the first '{' to the next '}' (the prefix holds no brace, config.c).
+ * A keyed bucket's tag holds its key, so one policy's keyed buckets spread
+ * over every slot, and so over every master: its throughput grows with the
+ * cluster. The script reads no policy hash (lua/bucket.lua: the limits come
+ * in ARGV), so nothing needs them in the policy's slot. A KEY holding '}'
+ * ends the tag there: "a}b" and "a}c" share the tag "NAME:a" (one slot,
+ * deterministically; the keys stay distinct). A policy with `colocate` keeps
+ * every bucket in the slot of "{NAME}", so one script may decide any of its
+ * buckets together (all_or_nothing across keys), at one node's throughput.
  */
 #ifndef PERMITD_POLICY_H
 #define PERMITD_POLICY_H
@@ -51,12 +61,26 @@ int policy_check_fields(const char *name, const char *const *apps, size_t napps,
  * (XMODEM) of the hash tag, as Redis computes it. */
 unsigned policy_slot(const char *name);
 
-enum policy_key_kind { POLICY_KEY_HASH, POLICY_KEY_BUCKET };
+/* POLICY_KEY_BUCKET: a bucket of a policy whose buckets spread;
+ * POLICY_KEY_BUCKET_COLOCATED: of one that sets colocate. The shared
+ * bucket ("" key) is the same for both. */
+enum policy_key_kind { POLICY_KEY_HASH, POLICY_KEY_BUCKET, POLICY_KEY_BUCKET_COLOCATED };
 
 /* Writes into buf (POLICY_REDIS_KEY_MAX bytes) the Redis key of the policy
  * hash, or of the bucket for `key` ("" or NULL: the shared bucket). The
  * inputs must have passed the checks above. Returns the key's length. */
 size_t policy_redis_key(char *buf, const char *prefix, const char *name,
                         enum policy_key_kind kind, const char *key);
+
+/* Room for a SCAN pattern policy_bucket_patterns() builds. */
+#define POLICY_PATTERN_MAX (2 * POLICY_REDIS_KEY_MAX)
+
+/* Writes into out[0] and out[1] the SCAN MATCH patterns of every keyed
+ * bucket of policy `name`: the colocated layout (P{NAME}:k:*, also every
+ * keyed bucket written before issue 19) and the spread one (P{NAME:*}:k),
+ * SCAN's glob characters in the prefix escaped. The shared bucket P{NAME}:b
+ * matches neither (it is one key: name it). */
+void policy_bucket_patterns(char out[2][POLICY_PATTERN_MAX], const char *prefix,
+                            const char *name);
 
 #endif

@@ -214,8 +214,8 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
 
     rc = query(s,
                "SELECT p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, "
-               POLICY_VERSION ", CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED) "
-               "FROM policies p ORDER BY p.id", &res, err);
+               POLICY_VERSION ", CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), "
+               "p.colocate FROM policies p ORDER BY p.id", &res, err);
     if (rc != PERMITD_OK)
         return rc;
     snap->policies = calloc(mysql_num_rows(res) + 1, sizeof(*snap->policies));
@@ -247,6 +247,7 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
         snprintf(p->failure_mode, sizeof(p->failure_mode), "%s", row[5]);
         p->version = strtoull(row[6], NULL, 10);
         p->updated_us = row[7] ? strtoll(row[7], NULL, 10) : 0;
+        p->colocate = row[8] != NULL && atoi(row[8]) != 0;
         snap->count++;
     }
     mysql_free_result(res);
@@ -363,7 +364,7 @@ fail:
     "DATE_FORMAT(p.created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "DATE_FORMAT(p.updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app SEPARATOR ',') " \
-    "FROM policy_apps a WHERE a.policy_id = p.id), '')"
+    "FROM policy_apps a WHERE a.policy_id = p.id), ''), p.colocate"
 
 /* The policy as JSON text, for audit rows (JSON_OBJECT exists in MySQL 8
  * and MariaDB alike). */
@@ -371,7 +372,8 @@ fail:
     "JSON_OBJECT('name', p.name, 'apps', IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app " \
     "SEPARATOR ',') FROM policy_apps a WHERE a.policy_id = p.id), ''), " \
     "'max_permits', p.max_permits, 'rate', p.rate, 'description', p.description, " \
-    "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'version', " POLICY_VERSION ")"
+    "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'colocate', p.colocate, " \
+    "'version', " POLICY_VERSION ")"
 
 /* MySQL's and MariaDB's error numbers for what an editor can cause. */
 #define ER_DUP_ENTRY 1062
@@ -463,6 +465,7 @@ static int fill(struct store_policy *p, MYSQL_ROW row)
     snprintf(p->created_at, sizeof(p->created_at), "%s", row[11] ? row[11] : "");
     snprintf(p->updated_at, sizeof(p->updated_at), "%s", row[12] ? row[12] : "");
     p->apps = strdup(row[13] ? row[13] : "");
+    p->colocate = row[14] != NULL && atoi(row[14]) != 0;
     return p->description != NULL && p->apps != NULL ? 0 : -1;
 }
 
@@ -632,8 +635,9 @@ int store_policy_create(struct store *s, const struct store_policy_input *in,
         goto done;
     }
     rc = run(s, sqlf("INSERT INTO policies (name, max_permits, rate, description, enabled, "
-                     "failure_mode, created_by, updated_by) VALUES (%s, %" PRId64 ", %s, %s, %d, "
-                     "%s, %s, %s)", qn, in->max_permits, qr, qd, in->enabled ? 1 : 0, qf, qa, qa),
+                     "failure_mode, colocate, created_by, updated_by) VALUES (%s, %" PRId64 ", "
+                     "%s, %s, %d, %s, %d, %s, %s)", qn, in->max_permits, qr, qd,
+                     in->enabled ? 1 : 0, qf, in->colocate ? 1 : 0, qa, qa),
              err);
     if (rc != PERMITD_OK) {
         rc = write_failed(s, in->name, rc, err);
@@ -707,8 +711,9 @@ int store_policy_update(struct store *s, const struct store_policy_input *in,
         goto done;
     }
     rc = run(s, sqlf("UPDATE policies SET max_permits = %" PRId64 ", rate = %s, description = %s, "
-                     "enabled = %d, failure_mode = %s, updated_by = %s, version = version + 1 "
-                     "WHERE id = %" PRIu64, in->max_permits, qr, qd, in->enabled ? 1 : 0, qf, qa, id),
+                     "enabled = %d, failure_mode = %s, colocate = %d, updated_by = %s, "
+                     "version = version + 1 WHERE id = %" PRIu64, in->max_permits, qr, qd,
+                     in->enabled ? 1 : 0, qf, in->colocate ? 1 : 0, qa, id),
              err);
     if (rc != PERMITD_OK)
         rc = write_failed(s, in->name, rc, err);

@@ -25,6 +25,7 @@ struct store_policy {
     char rate[48];              /* DECIMAL as MySQL prints it, e.g. "0.500000000000" */
     int enabled;
     char failure_mode[8];       /* "open" or "closed" */
+    int colocate;               /* all buckets in the policy's slot (stores/policy.h) */
     uint64_t version;
     int64_t updated_us;         /* updated_at, µs since the epoch (UTC) */
     char *apps;                 /* comma-separated, sorted; "" = none */
@@ -46,6 +47,7 @@ struct store_policy_input {
     const char *description;
     int enabled;
     const char *failure_mode;
+    int colocate;
 };
 
 /* One row of policy_audit. Strings are owned by the list. */

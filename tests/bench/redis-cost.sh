@@ -102,13 +102,17 @@ calls() {
                     bulk("naive:{keys}:" key()), bulk("1000000"), bulk("0.01"), bulk("1")
                 continue
             }
+            # lua/bucket.lua: the bucket keys, then "take", one policy and
+            # its limits (version stamp, max_permits, rate, no rate
+            # history), then per item its policy (1) and permits (1).
             n = (kind == "all" && nkeys - next_key < items) ? nkeys - next_key : items
-            printf "*%d\r\n%s%s%s", 4 + 4 * n, bulk("EVALSHA"), bulk(sha), bulk(2 * n)
+            printf "*%d\r\n%s%s%s", 9 + 3 * n, bulk("EVALSHA"), bulk(sha), bulk(n)
             for (i = 0; i < n; i++)
-                printf "%s%s", bulk("b:{keys}:policy"), bulk("b:{keys}:k:" key())
-            printf "%s", bulk("take")
+                printf "%s", bulk("b:{keys}:k:" key())
+            printf "%s%s%s%s%s%s", bulk("take"), bulk("1"), bulk("1"), bulk("1000000"),
+                bulk("0.01"), bulk("")
             for (i = 0; i < n; i++)
-                printf "%s%s", bulk("bench"), bulk("1")
+                printf "%s%s", bulk("1"), bulk("1")
         }
     }'
 }

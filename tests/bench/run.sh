@@ -483,9 +483,9 @@ db1=$(rcli DBSIZE)
 R[mem.new_keys]=$(( db1 - db0 ))
 R[mem.per_key]=$(awk -v a="$mem0" -v b="$mem1" -v n="$(( db1 - db0 ))" 'BEGIN {printf "%.0f", (n > 0 ? (b - a) / n : 0)}')
 R[mem.usage]=$(rcli MEMORY USAGE "$PREFIX{keys}:k:user-000001")
-# The state is two little-endian doubles (lua/bucket.lua): shown decoded.
-R[mem.value]=$(rcli --raw GET "$PREFIX{keys}:k:user-000001" 2>/dev/null | head -c 16 |
-    od -A n -t f8 | awk '{printf "tokens %s, t %s us", $1, $2}')
+# The state is three little-endian doubles (lua/bucket.lua): shown decoded.
+R[mem.value]=$(rcli --raw GET "$PREFIX{keys}:k:user-000001" 2>/dev/null | head -c 24 |
+    od -A n -t f8 -w24 | awk '{printf "tokens %s, t %s us, version stamp %s", $1, $2, $3}')
 R[mem.type]=$(rcli TYPE "$PREFIX{keys}:k:user-000001")
 log "memory: $(( db1 - db0 )) keys, $(( mem1 - mem0 )) bytes, ${R[mem.per_key]} bytes/key; MEMORY USAGE of one: ${R[mem.usage]}"
 commands+=("redis-cli --pipe < (EVALSHA ${call_keys[*]} for user-000000..user-099999)")

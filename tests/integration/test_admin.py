@@ -23,7 +23,7 @@ import time
 import unittest
 
 import harness
-from harness import (ConnectAssertions, Http, Permitd, Redis, content_type, decision,
+from harness import (ConnectAssertions, Http, Permitd, Redis, content_type, decision, state_key,
                      error_code, mysql, stack_env, unique, wait_for)
 
 EDITOR, EDITOR_PW = "ed", "editor-password-1"
@@ -731,6 +731,39 @@ class WriteThroughTest(AdminCase):
         self.assertEqual(error_code(api.acquire(name, app="other")), "not_found")
         self.assertEqual(error_code(api.peek(name, app="other")), "not_found")
         self.assertEqual(redis_policy(), {})
+
+    def test_colocate_round_trip(self):
+        # colocate: off by default; set through the admin RPC it is in
+        # MySQL, in the Redis hash, and in force for the next Acquire (the
+        # key's bucket in the policy's slot, so an all_or_nothing batch
+        # across keys passes); cleared, the keys spread again.
+        e = self.editor()
+        api = self.api()
+        name = self.name("co")
+        redis = Redis()
+        self.addCleanup(redis.close)
+        pol = e.create(name, max_permits=10, rate="0.001")
+        self.assertNotIn("colocate", pol)               # proto3 JSON: false is left out
+        self.assertEqual(mysql("SELECT colocate FROM policies WHERE name = '%s'" % name,
+                               database=self.db), [["0"]])
+        batch = {"allOrNothing": True, "requests": [
+            {"bucket": name, "app": "app", "key": "u"}, {"bucket": name, "app": "app", "key": "v"}]}
+        r = api.rpc_json("AcquireBatch", batch)
+        self.assertEqual((r.status, error_code(r)), (400, "failed_precondition"), r)
+        pol = e.ok(e.update(pol, colocate=True))["policy"]
+        self.assertIs(pol["colocate"], True)
+        self.assertEqual(e.get(name)["colocate"], True)
+        self.assertEqual(mysql("SELECT colocate FROM policies WHERE name = '%s'" % name,
+                               database=self.db), [["1"]])
+        self.assertEqual(redis("HGET", "%s{%s}:policy" % (self.prefix, name), "colocate"), "1")
+        r = api.rpc_json("AcquireBatch", batch)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([x["response"]["remaining"] for x in r.json()["results"]], ["9", "9"])
+        self.assertIsNotNone(redis("GET", state_key(name, "u", self.prefix, colocate=True)))
+        pol = e.ok(e.update(pol, colocate=False))["policy"]
+        self.assertNotIn("colocate", pol)
+        self.assertTrue(decision(api.acquire(name, key="w"))["allowed"])
+        self.assertIsNotNone(redis("GET", state_key(name, "w", self.prefix)))
 
     def test_names_and_apps_differ_by_case(self):
         # The API and Redis compare names exactly, and so does MySQL: a

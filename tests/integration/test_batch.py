@@ -40,11 +40,17 @@ class BatchTest(unittest.TestCase):
         cls.p.stop()
         cls.redis.close()
 
-    def policy(self, max_permits=3, rate=0.001, apps="app"):
+    def policy(self, max_permits=3, rate=0.001, apps="app", colocate=False):
+        """A policy; colocate keeps all its buckets in one slot, which an
+        all_or_nothing batch across its keys needs."""
         name = unique("b")
+        extra = {"colocate": 1} if colocate else {}
         put_policy(self.redis, name, apps=apps, max_permits=max_permits, rate=rate,
-                   prefix=self.prefix)
+                   prefix=self.prefix, **extra)
         return name
+
+    def key(self, name, key=""):
+        return state_key(name, key, self.prefix, colocate=True)
 
     def batch(self, items, all_or_nothing=False, expect=200):
         body = {"requests": items}
@@ -105,18 +111,18 @@ class BatchTest(unittest.TestCase):
                          ["internal", "internal"], res)
         self.assertIsNotNone(read_state(self.redis, state_key(a, "u2", self.prefix)))
         self.assertEqual(self.redis("GET", key), "1 2")
-        self.assertIn('key="%s" bytes=3 expected=16' % key, self.p.output())
+        self.assertIn('key="%s" bytes=3 expected=24' % key, self.p.output())
 
     def test_foreign_state_in_all_or_nothing_takes_nothing(self):
-        a = self.policy(3)
-        key = state_key(a, "u1", self.prefix)
+        a = self.policy(3, colocate=True)
+        key = self.key(a, "u1")
         self.redis("SET", key, "1 2")
         res = self.batch([{"bucket": a, "app": "app", "key": "u2"},
                           {"bucket": a, "app": "app", "key": "u1"}],
                          all_or_nothing=True)["results"]
         self.assertFalse(res[0].get("response", {}).get("allowed"), res)
         self.assertEqual(res[1]["error"]["code"], "internal", res)
-        self.assertIsNone(read_state(self.redis, state_key(a, "u2", self.prefix)))
+        self.assertIsNone(read_state(self.redis, self.key(a, "u2")))
         self.assertEqual(self.redis("GET", key), "1 2")
 
     def test_a_denial_restamps_a_state_from_the_future(self):
@@ -140,7 +146,7 @@ class BatchTest(unittest.TestCase):
         self.assertEqual([r["response"].get("allowed", False) for r in res], [True, False], res)
 
     def test_all_or_nothing_grants_every_item(self):
-        a = self.policy(3)
+        a = self.policy(3, colocate=True)
         res = self.batch([{"bucket": a, "app": "app", "key": "u"},
                           {"bucket": a, "app": "app"}], all_or_nothing=True)["results"]
         self.assertTrue(res[0]["response"]["allowed"] and res[1]["response"]["allowed"])
@@ -148,7 +154,7 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(decision(self.c.peek(a))["remaining"], 2)
 
     def test_all_or_nothing_takes_nothing_when_one_is_denied(self):
-        a = self.policy(3)
+        a = self.policy(3, colocate=True)
         self.assertTrue(decision(self.c.acquire(a, permits=3))["allowed"])   # shared bucket empty
         shared = self.redis.raw("GET", state_key(a, "", self.prefix))
         res = self.batch([{"bucket": a, "app": "app", "key": "per-user"},
@@ -157,7 +163,7 @@ class BatchTest(unittest.TestCase):
             self.assertIs(r["response"]["allowed"], False)   # stated, not left out
             self.assertGreater(int(r["response"]["retryAfterMs"]), 0)
         self.assertEqual(res[0]["response"]["remaining"], "3")   # the per-user bucket as it stands
-        self.assertIsNone(read_state(self.redis, state_key(a, "per-user", self.prefix)))
+        self.assertIsNone(read_state(self.redis, self.key(a, "per-user")))
         self.assertEqual(self.redis.raw("GET", state_key(a, "", self.prefix)), shared)
 
     def test_all_or_nothing_same_bucket_twice(self):
@@ -191,7 +197,7 @@ class BatchTest(unittest.TestCase):
     def test_all_or_nothing_asking_one_bucket_for_more_than_it_holds(self):
         # 6 + 6 of a bucket of 10 can never pass together: out_of_range,
         # not a denial with a wait; the item of another bucket is aborted.
-        a = self.policy(10, 10)
+        a = self.policy(10, 10, colocate=True)
         item = {"bucket": a, "app": "app", "key": "u", "permits": 6}
         res = self.batch([item, {"bucket": a, "app": "app", "key": "v"}, item],
                          all_or_nothing=True)["results"]
@@ -200,13 +206,14 @@ class BatchTest(unittest.TestCase):
         self.assertIn("ask 12 of one bucket", res[0]["error"]["message"])
         self.assertIn("max_permits 10", res[0]["error"]["message"])
         for key in ("u", "v"):
-            self.assertIsNone(read_state(self.redis, state_key(a, key, self.prefix)))
+            self.assertIsNone(read_state(self.redis, self.key(a, key)))
 
     def test_all_or_nothing_item_refused_by_the_script_aborts_the_others(self):
-        # Refusals only the script can make (permits beyond max_permits, an
-        # app the policy does not list): the other items are aborted, not
-        # denied with a wait that would never end.
-        a = self.policy(10, 10, apps="app")
+        # Refusals by the item's policy (permits beyond max_permits, an app
+        # the policy does not list; permitd's copy of the policy makes them
+        # before any call): the other items are aborted, not denied with a
+        # wait that would never end.
+        a = self.policy(10, 10, apps="app", colocate=True)
         for bad, code in (({"bucket": a, "app": "app", "key": "v", "permits": 11},
                            "out_of_range"),
                           ({"bucket": a, "app": "other", "key": "v"}, "permission_denied")):
@@ -215,7 +222,40 @@ class BatchTest(unittest.TestCase):
             self.assertEqual([r.get("error", {}).get("code") for r in res], ["aborted", code], res)
             self.assertIn("another item of this all_or_nothing batch was refused",
                           res[0]["error"]["message"])
-            self.assertIsNone(read_state(self.redis, state_key(a, "u", self.prefix)))
+            self.assertIsNone(read_state(self.redis, self.key(a, "u")))
+
+    def test_all_or_nothing_across_keys_needs_colocate(self):
+        # Keyed buckets of one policy live in slots of their own (README:
+        # Redis layout): an all_or_nothing batch across them cannot be one
+        # script call, and answers failed_precondition naming the items
+        # outside the first one's slot; nothing is taken. With colocate
+        # the same batch passes, atomically.
+        spread, together = self.policy(5), self.policy(5, colocate=True)
+        items = lambda a: [{"bucket": a, "app": "app", "key": k} for k in ("u", "v", "w")]
+        tags = {harness.hash_tag(state_key(spread, k, self.prefix)) for k in ("u", "v", "w")}
+        self.assertEqual(len(tags), 3, tags)
+        r = self.c.request("POST", PATH, json.dumps({"allOrNothing": True,
+                                                     "requests": items(spread)}).encode(),
+                           {"Content-Type": "application/json"})
+        self.assertEqual((r.status, r.json()["code"]), (400, "failed_precondition"), r)
+        msg = r.json()["message"]
+        self.assertIn('items 1 (policy "%s" key "v"), 2 (policy "%s" key "w") are not in the '
+                      'Redis Cluster slot of item 0' % (spread, spread), msg)
+        self.assertIn("colocate", msg)
+        for k in ("u", "v", "w"):
+            self.assertIsNone(read_state(self.redis, state_key(spread, k, self.prefix)))
+        res = self.batch(items(together), all_or_nothing=True)["results"]
+        self.assertEqual([x["response"]["remaining"] for x in res], ["4", "4", "4"], res)
+        for k in ("u", "v", "w"):
+            key = self.key(together, k)
+            self.assertEqual(harness.hash_tag(key), together)
+            self.assertAlmostEqual(read_state(self.redis, key)[0], 4, places=3)
+        # Without all_or_nothing the spread policy's items are decided one
+        # by one, each in its own bucket and slot.
+        res = self.batch(items(spread))["results"]
+        self.assertEqual([x["response"]["remaining"] for x in res], ["4", "4", "4"], res)
+        for k in ("u", "v", "w"):
+            self.assertIsNotNone(read_state(self.redis, state_key(spread, k, self.prefix)))
 
     def test_all_or_nothing_across_slots_is_refused(self):
         a, b = self.policy(), self.policy()
@@ -356,7 +396,7 @@ class CoalescedTest(unittest.TestCase):
                 self.assertEqual((d["allowed"], d["remaining"]), (True, 4), (i, d))
         self.assertLessEqual(calls, 5, "Acquires were not sent together")
         self.assertEqual(self.redis("GET", bad), "junk")
-        self.assertIn('key="%s" bytes=4 expected=16' % bad, self.p.output())
+        self.assertIn('key="%s" bytes=4 expected=24' % bad, self.p.output())
 
     def test_peeks_together_take_nothing(self):
         name = self.policy(100)

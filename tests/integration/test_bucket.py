@@ -2,19 +2,22 @@
 issue 2 point 3, checked end to end: HTTP -> permitd -> lua/bucket.lua in
 the stack's Redis.
 
-Time-dependent math is tested by writing a bucket's state directly (two
-little-endian doubles: tokens, and t in Redis TIME microseconds; see
-harness.write_state) so that it sits in a known past, instead of waiting.
+Time-dependent math is tested by writing a bucket's state directly (three
+little-endian doubles: tokens, t in Redis TIME microseconds, and the
+policy version stamp it was written under; see harness.write_state) so that
+it sits in a known past, instead of waiting.
 """
 import math
 import os
+import struct
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import decision, error_code, put_policy, read_state, state_key, unique, write_state  # noqa: E402
+from harness import (decision, error_code, put_policy, read_state, state_key, state_version,  # noqa: E402
+                     unique, write_state)
 
 ONE_PER_MINUTE = 0.016666666666666666   # repr(1 / 60)
 with open(os.path.join(harness.SOURCE_DIR, "lua", "sync.lua")) as f:
@@ -118,7 +121,7 @@ class BucketTest(unittest.TestCase):
         d = self.acquire(name)
         self.assertTrue(d["allowed"], (d, tokens, t))
 
-    def test_state_is_two_doubles_read_back_bit_for_bit(self):
+    def test_state_is_three_doubles_read_back_bit_for_bit(self):
         # A state from the future counts as measured now (nothing accrues),
         # so taking 1 from 2.3000000000000003 must leave exactly the double
         # Python computes: no digit lost on the way in or out.
@@ -129,11 +132,60 @@ class BucketTest(unittest.TestCase):
         before = self.redis.time_us()
         self.assertTrue(self.acquire(name)["allowed"])
         raw = self.redis.raw("GET", key)
-        self.assertEqual(len(raw), 16, raw)
+        self.assertEqual(len(raw), 24, raw)
         tokens, t = read_state(self.redis, key)
         self.assertEqual(tokens, stored - 1, (tokens, t))
         self.assertGreaterEqual(t, before)
         self.assertLessEqual(t, self.redis.time_us())
+        self.assertEqual(state_version(self.redis, key), 1)    # put_policy: version 1, no id
+
+    def test_a_state_written_before_versions_reads_as_version_0(self):
+        # A 16-byte state (tokens, time: what permitd wrote before version
+        # stamps) is read as it was, and rewritten with the version.
+        name = self.policy(max_permits=5, rate=0.001)
+        key = state_key(name)
+        self.redis("SET", key, struct.pack("<dd", 3.5, self.redis.time_us()))
+        d = self.acquire(name)
+        self.assertEqual((d["allowed"], d["remaining"]), (True, 2), d)
+        self.assertEqual(len(self.redis.raw("GET", key)), 24)
+        self.assertAlmostEqual(read_state(self.redis, key)[0], 2.5, places=3)
+
+    def test_never_decided_under_an_older_version(self):
+        # A bucket written under version stamp 5 (by an instance that had
+        # version 5) while this instance's copy says version 1 and Redis's
+        # hash now says 5: the script answers "stale", permitd reloads the
+        # policy and decides under version 5 (its max_permits 7).
+        name = self.policy(max_permits=5, rate=0.001, colocate=1)   # all_or_nothing below
+        key = state_key(name, "u", colocate=True)
+        self.assertEqual(self.acquire(name, key="u")["limit"], 5)     # copy: v1
+        self.redis("HSET", "permitd:{%s}:policy" % name, "max_permits", 7, "version", 5)
+        write_state(self.redis, key, 4, self.redis.time_us(), version=5)
+        d = self.acquire(name, key="u")
+        self.assertEqual((d["allowed"], d["remaining"], d["limit"]), (True, 3, 7), d)
+        self.assertEqual(state_version(self.redis, key), 5)
+        # The copy was reloaded: the shared bucket decides under v5 at once.
+        self.assertEqual(self.acquire(name)["limit"], 7)
+        # A bucket newer than Redis's own copy (a hash rewritten by hand to
+        # a lower version): no decision under the older one, an error that
+        # says why, and the bucket left as it was.
+        write_state(self.redis, key, 4, self.redis.time_us(), version=9)
+        r = self.http.acquire(name, key="u")
+        self.assertError(r, "internal", 500)
+        self.assertIn("version stamp 9", r.json()["message"])
+        self.assertEqual(state_version(self.redis, key), 9)
+        self.assertEqual(read_state(self.redis, key)[0], 4)
+        # The batch path, all_or_nothing: nothing is taken from either
+        # bucket on the stale answer; the retry decides both under v6.
+        self.redis("HSET", "permitd:{%s}:policy" % name, "max_permits", 8, "version", 6)
+        write_state(self.redis, key, 4, self.redis.time_us(), version=6)
+        self.redis("DEL", state_key(name))
+        r = self.http.rpc_json("AcquireBatch", {"allOrNothing": True, "requests": [
+            {"bucket": name, "app": "app"}, {"bucket": name, "app": "app", "key": "u"}]})
+        self.assertEqual(r.status, 200, r)
+        got = [(x["response"]["allowed"], x["response"]["remaining"], x["response"]["limit"])
+               for x in r.json()["results"]]
+        self.assertEqual(got, [(True, "7", "8"), (True, "3", "8")], r.json())
+        self.assertEqual(state_version(self.redis, state_key(name)), 6)
 
     def test_foreign_state_fails_naming_the_key(self):
         # A state lua/bucket.lua did not write (text, a truncated value) is
@@ -146,7 +198,7 @@ class BucketTest(unittest.TestCase):
             r = self.http.acquire(name)
             self.assertError(r, "internal", 500)
             self.assertEqual(self.redis.raw("GET", key), junk)
-            self.assertIn('key="%s" bytes=%d expected=16' % (key, len(junk)),
+            self.assertIn('key="%s" bytes=%d expected=24' % (key, len(junk)),
                           self.permitd.output())
         self.redis("DEL", key)
         self.assertTrue(self.acquire(name)["allowed"])
@@ -382,24 +434,40 @@ class BucketTest(unittest.TestCase):
         d = self.acquire(name)
         self.assertEqual((d["allowed"], d["remaining"]), (True, 1), d)
 
+        # The layout (README: Redis layout): the policy hash and the shared
+        # bucket in the policy's slot, each keyed bucket in a slot of its own
+        # (its tag holds the key).
         pfx = "permitd:{%s}:" % name
-        self.assertEqual(state_key(name, "user-1"), pfx + "k:user-1")
-        keys = set(self.redis("KEYS", "permitd:{%s}*" % name))
-        self.assertEqual(keys, {pfx + "policy", pfx + "b", pfx + "k:user-1", pfx + "k:user-2"})
-        for k in keys:
-            self.assertEqual(harness.hash_tag(k), name, k)
+        u1, u2 = "permitd:{%s:user-1}:k" % name, "permitd:{%s:user-2}:k" % name
+        self.assertEqual(state_key(name, "user-1"), u1)
+        keys = set(self.redis("KEYS", "permitd:{%s[:}]*" % name))
+        self.assertEqual(keys, {pfx + "policy", pfx + "b", u1, u2})
+        self.assertEqual(harness.hash_tag(pfx + "b"), name)
+        self.assertEqual(harness.hash_tag(u1), name + ":user-1")
         # (0.001/s accrues a little between the calls)
-        self.assertAlmostEqual(read_state(self.redis, pfx + "k:user-1")[0], 0, delta=0.01)
-        self.assertAlmostEqual(read_state(self.redis, pfx + "k:user-2")[0], 1, delta=0.01)
+        self.assertAlmostEqual(read_state(self.redis, u1)[0], 0, delta=0.01)
+        self.assertAlmostEqual(read_state(self.redis, u2)[0], 1, delta=0.01)
         self.assertAlmostEqual(read_state(self.redis, pfx + "b")[0], 1, delta=0.01)
 
-    def test_key_with_braces_keeps_the_policy_tag(self):
+    def test_key_with_braces_is_its_own_bucket_deterministically(self):
+        # A keyed bucket's hash tag holds the key (P{NAME:KEY}:k): braces in
+        # the key cannot reach another policy's bucket; a '}' ends the tag
+        # early, the same way every time. With colocate, the tag stays the
+        # policy's (P{NAME}:k:KEY).
         name = self.policy(max_permits=2, rate=0.001)
-        self.assertTrue(self.acquire(name, key="{other}")["allowed"])
-        k = "permitd:{%s}:k:{other}" % name
-        self.assertIsNotNone(self.redis("GET", k))
-        self.assertEqual(harness.hash_tag(k), name)
+        for key, tag in (("{other}", name + ":{other"), ("a}b", name + ":a"), ("u", name + ":u")):
+            self.assertTrue(self.acquire(name, key=key)["allowed"])
+            k = state_key(name, key)
+            self.assertEqual(k, "permitd:{%s:%s}:k" % (name, key))
+            self.assertIsNotNone(self.redis("GET", k), key)
+            self.assertEqual(harness.hash_tag(k), tag)
         self.assertEqual(self.redis("EXISTS", "permitd:{other}:b"), 0)
+        together = self.policy(max_permits=2, rate=0.001, colocate=1)
+        self.assertTrue(self.acquire(together, key="{other}")["allowed"])
+        k = state_key(together, "{other}", colocate=True)
+        self.assertEqual(k, "permitd:{%s}:k:{other}" % together)
+        self.assertIsNotNone(self.redis("GET", k))
+        self.assertEqual(harness.hash_tag(k), together)
 
     # ------------------------------------------------------------ peek
 
@@ -442,7 +510,9 @@ class BucketTest(unittest.TestCase):
         args = []
         for k, v in fields.items():
             args += [k, v]
-        return self.redis("EVAL", SYNC_LUA, 1, "permitd:{%s}:policy" % name, "set", *args)
+        answer = self.redis("EVAL", SYNC_LUA, 1, "permitd:{%s}:policy" % name, "set", *args)
+        time.sleep(0.05)    # its change notice reaches permitd (in ms: test_notice.py)
+        return answer
 
     def edits(self, name):
         """The policy's rate history, oldest first: [(edit time us, rate before)]."""

@@ -204,7 +204,7 @@ class MigrateCase(unittest.TestCase):
         self.assertEqual(version(), 5)
 
         n = audits()
-        self.ok("down", "1")
+        self.ok("down", str(LAST - 3))                  # back to 0003
         self.assertNotIn("policy_app_changes", self.tables())
         self.assertEqual(self.sql("SELECT version FROM policies WHERE name = 'p1'"), [["5"]])
         self.assertEqual(audits(), n, "the fold wrote audit rows")
@@ -445,6 +445,25 @@ class MigrateCase(unittest.TestCase):
         rc, out = self.migrate("new", "x", cwd=self.tmp, url="")
         self.assertEqual(rc, 2, out)
         self.assertIn("--dir", out)
+
+    def test_colocate_up_and_down(self):
+        # 0005: policies.colocate, off for every policy (existing and new)
+        # unless set; its down drops it, and up brings it back.
+        columns = lambda: {r[0] for r in self.sql(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME = 'policies'")}
+        self.ok("up")
+        self.assertIn("colocate", columns())
+        self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('c1', 10, 1)")
+        self.sql("INSERT INTO policies (name, max_permits, rate, colocate) VALUES ('c2', 10, 1, 1)")
+        self.assertEqual(self.sql("SELECT name, colocate FROM policies ORDER BY name"),
+                         [["c1", "0"], ["c2", "1"]])
+        self.ok("down", str(LAST - 4))                  # back to 0004
+        self.assertNotIn("colocate", columns())
+        self.assertEqual(self.sql("SELECT COUNT(*) FROM policies"), [["2"]])
+        self.ok("up")
+        self.assertEqual(self.sql("SELECT name, colocate FROM policies ORDER BY name"),
+                         [["c1", "0"], ["c2", "0"]])
 
     def test_delimiter_and_quotes(self):
         d = self.copy_migrations({

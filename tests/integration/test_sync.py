@@ -142,9 +142,14 @@ class SyncTest(unittest.TestCase):
         self.assertTrue(decision(c.acquire("larger", key="u", permits=5))["allowed"])
         self.assertTrue(decision(c.acquire("smaller", key="u", permits=5))["allowed"])
         self.assertTrue(decision(c.acquire("smaller"))["allowed"])   # the shared bucket: 9 left
-        key = lambda name: "%s{%s}:k:u" % (self.prefix, name)
+        key = lambda name: harness.state_key(name, "u", self.prefix)
         self.assertLessEqual(self.redis("PTTL", key("slower")), 2500)
         self.assertLessEqual(self.redis("PTTL", key("larger")), 5000)
+        # A bucket of the colocated layout (every keyed bucket before issue
+        # 19 had it) is found by the settle pass as well as the spread ones.
+        legacy = harness.state_key("larger", "legacy", self.prefix, colocate=True)
+        harness.write_state(self.redis, legacy, 5, self.redis.time_us())
+        self.redis("PEXPIRE", legacy, 5000)
 
         self.sql("UPDATE policies SET rate = 0.01 WHERE name = 'slower'")
         self.sql("UPDATE policies SET max_permits = 1000 WHERE name = 'larger'")
@@ -155,6 +160,7 @@ class SyncTest(unittest.TestCase):
         # Settled in the pass that wrote the policy.
         wait_for("settled", lambda: self.redis("PTTL", key("slower")) > 100 * 1000)
         self.assertGreater(self.redis("PTTL", key("larger")), 100 * 1000)
+        self.assertGreater(self.redis("PTTL", legacy), 100 * 1000)
         self.assertEqual(self.redis("EXISTS", key("smaller")), 0)                 # 5 > 4
         self.assertEqual(self.redis("EXISTS", "%s{smaller}:b" % self.prefix), 0)  # 9 > 4
         self.assertIn("policy limits changed: buckets set to expire on the new ones", p.output())
@@ -260,7 +266,7 @@ class SyncTest(unittest.TestCase):
             c = p.http()
             wait_for("policy", lambda: self.hash("retried"))
             self.assertTrue(decision(c.acquire("retried", key="u", permits=10))["allowed"])
-            key = "%s{retried}:k:u" % self.prefix
+            key = harness.state_key("retried", "u", self.prefix)
             self.sql("UPDATE policies SET rate = 0.01 WHERE name = 'retried'")
             wait_for("the failure logged", lambda: "buckets keep the expiry of the policy's old "
                      "limits until the next pass" in p.output())
@@ -360,10 +366,18 @@ class SyncTest(unittest.TestCase):
         self.add_policy("phoenix", 5, "1")
         p = self.permitd()
         wait_for("policy", lambda: self.hash("phoenix"))
+        self.assertEqual(decision(p.http().acquire("phoenix"))["limit"], 5)
         for k in self.redis("KEYS", self.prefix + "*"):
             self.redis("DEL", k)
-        # MySQL still has it: not a not_found but "not back yet" (failure_mode
-        # closed), and the miss itself asks the sync for a pass at once.
+        # The instance decides from its in-memory copy of the policy: losing
+        # Redis loses only bucket state.
+        self.assertEqual(decision(p.http().acquire("phoenix"))["remaining"], 4)
+        # Once its copy is gone too (a change notice makes it reload, and
+        # Redis has nothing), MySQL still has it: not a not_found but "not
+        # back yet" (failure_mode closed), and the miss itself asks the sync
+        # for a pass at once.
+        self.redis("PUBLISH", self.prefix + "changes", "phoenix 0")
+        time.sleep(0.1)
         r = p.http().acquire("phoenix")
         self.assertEqual(error_code(r), "unavailable", r)
         self.assertIn("not back in Redis yet", r.json()["message"])
@@ -376,6 +390,8 @@ class SyncTest(unittest.TestCase):
         self.procs.append(p)
         wait_for("policy", lambda: self.hash("quick"))
         self.redis("DEL", "%s{quick}:policy" % self.prefix)
+        self.redis("PUBLISH", self.prefix + "changes", "quick 0")     # p's copy goes too
+        time.sleep(0.1)
         self.assertEqual(error_code(p.http().acquire("quick")), "unavailable")
         # The regular pass is ten minutes away; the miss triggered one.
         wait_for("back", lambda: decision(p.http().acquire("quick")).get("allowed"), 5)

@@ -17,7 +17,8 @@ LAYERS = ["core", "transport", "stores", "decisions", "control"]
 
 # library header (as included) -> the files allowed to include it
 WRAPPERS = {
-    r"hiredis": {"stores/redis.c", "stores/redis_pipe.c", "stores/cluster.c"},
+    r"hiredis": {"stores/redis.c", "stores/redis_pipe.c", "stores/cluster.c",
+                "stores/redis_notice.c"},
     r"microhttpd\.h": {"transport/http.c"},
     r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c",
                   "stores/migrate_history.c", "stores/migrate_run.c"},

@@ -678,6 +678,24 @@ describe("admin web UI in headless Chromium", () => {
     await checkA11y(page, "detail with history");
   });
 
+  step("colocate is a checkbox with its help text, saved with the policy", async () => {
+    await page.goto(`${adminBase()}/#/policy/${POLICY}/edit`);
+    await page.waitForFunction(() => document.querySelector("#f-max")?.value === "20");
+    const box = page.getByLabel(/Keep all buckets together/);
+    assert.equal(await box.isChecked(), false, "off unless set");
+    const hint = await page.locator("#f-colocate-hint").innerText();
+    assert.match(hint, /all-or-nothing AcquireBatch/);
+    assert.match(hint, /spreads over every Redis master/);
+    await box.check();
+    await checkA11y(page, "edit, colocate checked");
+    await page.locator("#save-policy").click();
+    await page.waitForFunction(() => !location.hash.endsWith("/edit"));
+    const got = await pageRpc(page, "PolicyService/GetPolicy", { name: POLICY });
+    assert.equal(got.json.policy.colocate, true, JSON.stringify(got.json));
+    await page.goto(`${adminBase()}/#/policy/${POLICY}/edit`);
+    await page.waitForFunction(() => document.querySelector("#f-colocate")?.checked === true);
+  });
+
   step("a description with markup is shown as text, never run", async () => {
     await page.goto(`${adminBase()}/#/new`);
     await fillPolicyForm(page, { name: XSS_POLICY, apps: APP, max: 5, rate: 1, unit: "s", description: XSS });
@@ -816,7 +834,8 @@ describe("admin web UI in headless Chromium", () => {
     await page.getByRole("button", { name: `Delete ${POLICY}` }).click();
     const dlg = page.getByRole("dialog");
     await dlg.waitFor();
-    assert.match(await dlg.innerText(), new RegExp(`${POLICY}[\\s\\S]*version 3`));
+    // version 4: created, two saves in the conflict step, colocate checked
+    assert.match(await dlg.innerText(), new RegExp(`${POLICY}[\\s\\S]*version 4`));
     await shot(page, "12-delete-confirm");
     await checkA11y(page, "delete dialog");
     await dlg.getByRole("button", { name: "Cancel" }).click();
@@ -827,7 +846,7 @@ describe("admin web UI in headless Chromium", () => {
     await page.getByRole("button", { name: `Delete ${POLICY}` }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Delete policy" }).click();
     const body = JSON.parse((await sent).postData());
-    assert.deepEqual({ name: body.name, version: String(body.version) }, { name: POLICY, version: "3" });
+    assert.deepEqual({ name: body.name, version: String(body.version) }, { name: POLICY, version: "4" });
     await row(page, POLICY).waitFor({ state: "detached" });
     await focusLeavesBody(page, `deleting ${POLICY}`);
     const f = await focused(page);

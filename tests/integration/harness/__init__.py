@@ -24,7 +24,7 @@ harness.PERMITD_BIN points every Permitd at another binary.
 from .stack import (PERMITD_BIN, SOURCE_DIR, STACK_DIR, free_port, main, stack_env,  # noqa: F401
                     unique, wait_for)
 from .redis import (STATE, PrivateRedis, Redis, RedisError, hash_tag, put_policy,  # noqa: F401
-                    read_state, state_key, write_state)
+                    read_state, state_key, state_version, write_state)
 from .http import (Http, Reply, chunked_post, content_type, decision, error_code, gz,  # noqa: F401
                    hammer, parse_http_response, raw_chunked_post)
 from .proto import ACQUIRE_RESPONSE, PEEK_RESPONSE, pb_decode, pb_encode, pb_named  # noqa: F401

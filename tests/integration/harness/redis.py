@@ -8,6 +8,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import time
 
 from .stack import SOURCE_DIR, stack_env
 
@@ -112,12 +113,25 @@ def put_policy(redis, name, apps="app", max_permits=10, rate=1, prefix="permitd:
     args = []
     for k, v in fields.items():
         args += [k, v]
-    redis("DEL", "%s{%s}:policy" % (prefix, name))
+    existed = redis("DEL", "%s{%s}:policy" % (prefix, name))
     redis("HSET", "%s{%s}:policy" % (prefix, name), *args)
+    if existed:
+        # A policy written again: permitd instances that hold a copy reload
+        # it on the change notice lua/sync.lua would have sent (README:
+        # Redis layout), which arrives within milliseconds.
+        redis("PUBLISH", prefix + "changes", "%s %s" % (name, fields["version"]))
+        time.sleep(0.05)
 
 
-def state_key(name, key="", prefix="permitd:"):
-    return "%s{%s}:%s" % (prefix, name, "k:" + key if key else "b")
+def state_key(name, key="", prefix="permitd:", colocate=False):
+    """A bucket's key (README: Redis layout): the shared bucket P{NAME}:b; a
+    keyed one P{NAME:KEY}:k (its own slot), or P{NAME}:k:KEY for a policy
+    that sets colocate (the policy's slot)."""
+    if not key:
+        return "%s{%s}:b" % (prefix, name)
+    if colocate:
+        return "%s{%s}:k:%s" % (prefix, name, key)
+    return "%s{%s:%s}:k" % (prefix, name, key)
 
 
 class PrivateRedis:
@@ -151,7 +165,7 @@ class PrivateRedis:
 
 # A bucket state (lua/bucket.lua): two little-endian doubles, the tokens and
 # the Redis time in microseconds when they were measured.
-STATE = struct.Struct("<dd")
+STATE = struct.Struct("<ddd")   # tokens, t_us, the policy's version stamp (lua/bucket.lua)
 
 
 def read_state(redis, key):
@@ -159,14 +173,20 @@ def read_state(redis, key):
     s = redis.raw("GET", key)
     if s is None:
         return None
-    tokens, t = STATE.unpack(s)
+    tokens, t, _version = STATE.unpack(s)
     return tokens, int(t)
 
 
-def write_state(redis, key, tokens, t_us):
+def write_state(redis, key, tokens, t_us, version=0):
     """Puts a bucket in a known state: `tokens` measured at Redis time t_us
-    (use redis.time_us() - X for a bucket last touched X µs ago)."""
-    redis("SET", key, STATE.pack(tokens, t_us))
+    (use redis.time_us() - X for a bucket last touched X µs ago), written
+    under the policy version stamp `version` (0: older than any)."""
+    redis("SET", key, STATE.pack(tokens, t_us, version))
+
+
+def state_version(redis, key):
+    """The policy version stamp a bucket state was last written under."""
+    return STATE.unpack(redis.raw("GET", key))[2]
 
 
 def hash_tag(key):

@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "decisions/limiter.h"
 #include "decisions/limiter_plan.h"
+#include "decisions/policies.h"
 #include "stores/policy.h"
 #include "test.h"
 
@@ -22,8 +23,25 @@ static struct limiter *new_limiter(void)
 
     memset(&cfg, 0, sizeof(cfg));
     strcpy(cfg.redis_prefix, "t");
-    /* No Redis: a plan is made without asking it. */
+    /* No Redis: a plan is made without asking it, from the in-memory
+     * copies of the policies, installed here as a reload would. */
     CHECK_INT(limiter_new(&cfg, NULL, &l, &err), PERMITD_OK);
+    {
+        char *alpha[] = {"max_permits", "10", "rate", "2.5", "apps", "web,cli", "version", "3",
+                         "id", "7", "rates", "100:1"};
+        char *beta[] = {"max_permits", "5", "rate", "1", "apps", "web", "version", "1"};
+        char *off[] = {"max_permits", "5", "rate", "1", "apps", "*", "enabled", "0"};
+        char *gamma[] = {"max_permits", "5", "rate", "1", "apps", "web", "colocate", "1"};
+        struct policies_entry *e;
+        CHECK_INT(policies_parse("alpha", alpha, 12, &e, &err), PERMITD_OK);
+        CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
+        CHECK_INT(policies_parse("beta", beta, 8, &e, &err), PERMITD_OK);
+        CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
+        CHECK_INT(policies_parse("off", off, 8, &e, &err), PERMITD_OK);
+        CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
+        CHECK_INT(policies_parse("gamma", gamma, 8, &e, &err), PERMITD_OK);
+        CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
+    }
     return l;
 }
 
@@ -83,10 +101,11 @@ static void test_limiter_plan_groups_per_policy(void)
     const struct limiter_request reqs[] = {
         {"alpha", "web", "x", 2}, {"beta", "web", "y", 0}, {"alpha", "cli", "z", 1},
         {"bad name", "web", "", 1}, {"beta", "web", "w", 5}, {"alpha", "web", "", -1},
+        {"beta", "cli", "v", 1}, {"off", "web", "", 1}, {"alpha", "web", "", 11},
     };
     size_t n = sizeof(reqs) / sizeof(reqs[0]);
-    struct limiter_result res[6];
-    struct permitd_error errs[6], err = {0, ""};
+    struct limiter_result res[9];
+    struct permitd_error errs[9], err = {0, ""};
     struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .res = res, .errs = errs};
     char want[POLICY_REDIS_KEY_MAX];
     size_t len;
@@ -99,28 +118,41 @@ static void test_limiter_plan_groups_per_policy(void)
     CHECK_CONTAINS(errs[3].message, "bad name");
     CHECK_INT(errs[5].code, PERMITD_EINVAL);
     CHECK_CONTAINS(errs[5].message, "-1");
+    /* What the in-memory copy refuses, before any call: an app not in the
+     * policy's apps, a disabled policy, more than max_permits. */
+    CHECK_INT(errs[6].code, PERMITD_EPERM);
+    CHECK_CONTAINS(errs[6].message, "\"cli\" is not allowed to use policy \"beta\"");
+    CHECK_INT(errs[7].code, PERMITD_EPRECONDITION);
+    CHECK_CONTAINS(errs[7].message, "disabled");
+    CHECK_INT(errs[8].code, PERMITD_ERANGE);
+    CHECK_CONTAINS(errs[8].message, "11");
     /* alpha's items (0, 2), then beta's (1, 4), each in request order. */
     CHECK_INT(pl.order[0], 0);
     CHECK_INT(pl.order[1], 2);
     CHECK_INT(pl.order[2], 1);
     CHECK_INT(pl.order[3], 4);
 
-    /* Call 0: "take", then per item its app and permits; keys: the policy
-     * hash and the item's bucket, per item. */
-    CHECK_INT(pl.calls[0].nkeys, 4);
-    CHECK_INT(pl.calls[0].nargs, 5);
+    /* Call 0: "take", one policy and its limits from the in-memory copy
+     * (version stamp 7 * 2^24 + 3, max_permits, rate, rate history), then
+     * per item its policy's number and permits; keys: the items' buckets
+     * only. */
+    CHECK_INT(pl.calls[0].nkeys, 2);
+    CHECK_INT(pl.calls[0].nargs, 10);
     CHECK_INT(pl.calls[0].nout, 16);
     CHECK(same(pl.calls[0].args[0].p, pl.calls[0].args[0].len, "take"));
-    CHECK(same(pl.calls[0].args[1].p, pl.calls[0].args[1].len, "web"));
-    CHECK(same(pl.calls[0].args[2].p, pl.calls[0].args[2].len, "2"));
-    CHECK(same(pl.calls[0].args[3].p, pl.calls[0].args[3].len, "cli"));
-    CHECK(same(pl.calls[0].args[4].p, pl.calls[0].args[4].len, "1"));
-    len = policy_redis_key(want, "t", "alpha", POLICY_KEY_HASH, NULL);
+    CHECK(same(pl.calls[0].args[1].p, pl.calls[0].args[1].len, "1"));
+    CHECK(same(pl.calls[0].args[2].p, pl.calls[0].args[2].len, "117440515"));
+    CHECK(same(pl.calls[0].args[3].p, pl.calls[0].args[3].len, "10"));
+    CHECK(same(pl.calls[0].args[4].p, pl.calls[0].args[4].len, "2.5"));
+    CHECK(same(pl.calls[0].args[5].p, pl.calls[0].args[5].len, "100:1"));
+    CHECK(same(pl.calls[0].args[6].p, pl.calls[0].args[6].len, "1"));
+    CHECK(same(pl.calls[0].args[7].p, pl.calls[0].args[7].len, "2"));
+    CHECK(same(pl.calls[0].args[8].p, pl.calls[0].args[8].len, "1"));
+    CHECK(same(pl.calls[0].args[9].p, pl.calls[0].args[9].len, "1"));
+    len = policy_redis_key(want, "t", "alpha", POLICY_KEY_BUCKET, "x");
     CHECK(same(pl.calls[0].keys[0].p, pl.calls[0].keys[0].len, want) && len > 0);
-    policy_redis_key(want, "t", "alpha", POLICY_KEY_BUCKET, "x");
-    CHECK(same(pl.calls[0].keys[1].p, pl.calls[0].keys[1].len, want));
     policy_redis_key(want, "t", "alpha", POLICY_KEY_BUCKET, "z");
-    CHECK(same(pl.calls[0].keys[3].p, pl.calls[0].keys[3].len, want));
+    CHECK(same(pl.calls[0].keys[1].p, pl.calls[0].keys[1].len, want));
 
     /* Call 1: beta; permits 0 is sent as 1. */
     if (pl.ngroups < 2) {
@@ -128,14 +160,15 @@ static void test_limiter_plan_groups_per_policy(void)
         limiter_free(l);
         return;
     }
-    CHECK_INT(pl.calls[1].nkeys, 4);
+    CHECK_INT(pl.calls[1].nkeys, 2);
     CHECK(same(pl.calls[1].args[0].p, pl.calls[1].args[0].len, "take"));
-    CHECK(same(pl.calls[1].args[2].p, pl.calls[1].args[2].len, "1"));
-    CHECK(same(pl.calls[1].args[4].p, pl.calls[1].args[4].len, "5"));
+    CHECK(same(pl.calls[1].args[5].p, pl.calls[1].args[5].len, ""));   /* no rate history */
+    CHECK(same(pl.calls[1].args[7].p, pl.calls[1].args[7].len, "1"));
+    CHECK(same(pl.calls[1].args[9].p, pl.calls[1].args[9].len, "5"));
     policy_redis_key(want, "t", "beta", POLICY_KEY_BUCKET, "y");
-    CHECK(same(pl.calls[1].keys[1].p, pl.calls[1].keys[1].len, want));
+    CHECK(same(pl.calls[1].keys[0].p, pl.calls[1].keys[0].len, want));
     policy_redis_key(want, "t", "beta", POLICY_KEY_BUCKET, "w");
-    CHECK(same(pl.calls[1].keys[3].p, pl.calls[1].keys[3].len, want));
+    CHECK(same(pl.calls[1].keys[1].p, pl.calls[1].keys[1].len, want));
 
     limiter_plan_free(&pl);
     limiter_free(l);
@@ -151,16 +184,35 @@ static void test_limiter_plan_all_or_nothing(void)
     struct permitd_error errs[3], err = {0, ""};
 
     {
+        /* gamma sets colocate: its keyed buckets share the policy's slot. */
         const struct limiter_request reqs[] = {
-            {"alpha", "web", "x", 1}, {"alpha", "web", "y", 2}, {"alpha", "web", "x", 3},
+            {"gamma", "web", "x", 1}, {"gamma", "web", "y", 2}, {"gamma", "web", "x", 3},
         };
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
+        char want[POLICY_REDIS_KEY_MAX];
         CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
         CHECK_INT(pl.ngroups, 1);
-        CHECK_INT(pl.calls[0].nkeys, 6);
+        policy_redis_key(want, "t", "gamma", POLICY_KEY_BUCKET_COLOCATED, "y");
+        CHECK(same(pl.calls[0].keys[1].p, pl.calls[0].keys[1].len, want));
+        CHECK_INT(pl.calls[0].nkeys, 3);
         CHECK(same(pl.calls[0].args[0].p, pl.calls[0].args[0].len, "all"));
-        CHECK(same(pl.calls[0].args[6].p, pl.calls[0].args[6].len, "3"));
+        CHECK(same(pl.calls[0].args[11].p, pl.calls[0].args[11].len, "3"));
+        limiter_plan_free(&pl);
+    }
+    {
+        /* alpha's keyed buckets spread: keys in different slots refuse the
+         * batch, naming the items outside item 0's slot. */
+        const struct limiter_request reqs[] = {
+            {"alpha", "web", "x", 1}, {"alpha", "web", "y", 1}, {"alpha", "web", "z", 1},
+        };
+        struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
+                                  .res = res, .errs = errs};
+        CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_EPRECONDITION);
+        CHECK_CONTAINS(err.message, "items 1 (policy \"alpha\" key \"y\"), 2 (policy "
+                                    "\"alpha\" key \"z\") are not in the Redis Cluster slot "
+                                    "of item 0");
+        CHECK_CONTAINS(err.message, "colocate");
         limiter_plan_free(&pl);
     }
     {
@@ -191,6 +243,29 @@ static void test_limiter_plan_all_or_nothing(void)
     limiter_free(l);
 }
 
+/* In a cluster (slot_calls), a call's keys share one slot: alpha's items
+ * x and z (spread buckets, different slots) go in separate calls. */
+static void test_limiter_plan_slot_calls(void)
+{
+    struct limiter *l = new_limiter();
+    const struct limiter_request reqs[] = {{"alpha", "web", "x", 1}, {"alpha", "web", "z", 1}};
+    struct limiter_result res[2];
+    struct permitd_error errs[2], err = {0, ""};
+    struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 2, .res = res, .errs = errs};
+
+    CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+    CHECK_INT(pl.ngroups, 1);           /* a single Redis: one call per policy */
+    limiter_plan_free(&pl);
+    limiter_set_slot_calls(l, 1);
+    pl = (struct limiter_plan){.l = l, .reqs = reqs, .n = 2, .res = res, .errs = errs};
+    CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+    CHECK_INT(pl.ngroups, 2);
+    CHECK_INT(pl.calls[0].nkeys, 1);
+    CHECK_INT(pl.calls[1].nkeys, 1);
+    limiter_plan_free(&pl);
+    limiter_free(l);
+}
+
 /* The batch's own limits: none is nothing to do; over LIMITER_BATCH_MAX is
  * refused, the count named. */
 static void test_limiter_plan_bounds(void)
@@ -217,5 +292,6 @@ int main(void)
     TEST_RUN(test_limiter_plan_groups_per_policy);
     TEST_RUN(test_limiter_plan_all_or_nothing);
     TEST_RUN(test_limiter_plan_bounds);
+    TEST_RUN(test_limiter_plan_slot_calls);
     return TEST_REPORT();
 }

@@ -1,6 +1,9 @@
 /*
  * test_policy.c - name rules and the Redis key layout.
  */
+#include <stdio.h>
+
+#include "stores/cluster.h"
 #include "stores/policy.h"
 #include "test.h"
 
@@ -55,12 +58,73 @@ static void test_policy_redis_layout(void)
     CHECK_STR(buf, "permitd:{api}:policy");
     policy_redis_key(buf, "permitd:", "api", POLICY_KEY_BUCKET, "");
     CHECK_STR(buf, "permitd:{api}:b");
+    policy_redis_key(buf, "permitd:", "api", POLICY_KEY_BUCKET_COLOCATED, "");
+    CHECK_STR(buf, "permitd:{api}:b");
+    /* A keyed bucket's hash tag holds its key (its own slot); with
+     * colocate, the policy's tag (the policy's slot). */
     policy_redis_key(buf, "rl:", "api", POLICY_KEY_BUCKET, "user-1");
+    CHECK_STR(buf, "rl:{api:user-1}:k");
+    policy_redis_key(buf, "rl:", "api", POLICY_KEY_BUCKET_COLOCATED, "user-1");
     CHECK_STR(buf, "rl:{api}:k:user-1");
-    /* A brace inside the key cannot move the hash tag: Redis hashes the
-     * first {...} only. */
-    policy_redis_key(buf, "p:", "api", POLICY_KEY_BUCKET, "{evil}");
+    /* A brace inside the key: the tag is the first '{' to the next '}',
+     * whatever the key holds. Colocated, the key cannot move the tag at all;
+     * spread, a '}' in the key ends the tag early (deterministically), and
+     * a '{' is just a byte of it. */
+    policy_redis_key(buf, "p:", "api", POLICY_KEY_BUCKET_COLOCATED, "{evil}");
     CHECK_STR(buf, "p:{api}:k:{evil}");
+    policy_redis_key(buf, "p:", "api", POLICY_KEY_BUCKET, "{evil}");
+    CHECK_STR(buf, "p:{api:{evil}}:k");
+    policy_redis_key(buf, "p:", "api", POLICY_KEY_BUCKET, "a}b");
+    CHECK_STR(buf, "p:{api:a}b}:k");
+}
+
+/* Keyed buckets of one policy land in different slots (CLUSTER KEYSLOT:
+ * cluster_keyslot()), unless colocate keeps them in the policy's; keys
+ * that share their text before a '}' share a slot. */
+static void test_policy_buckets_spread_over_slots(void)
+{
+    char buf[POLICY_REDIS_KEY_MAX];
+    unsigned seen[16384 / 32] = {0}, distinct = 0, policy;
+    size_t n;
+
+    n = policy_redis_key(buf, "permitd:", "api", POLICY_KEY_BUCKET, "");
+    policy = cluster_keyslot(buf, n);
+    CHECK_INT(policy, policy_slot("api"));
+    for (int i = 0; i < 1000; i++) {
+        char key[32];
+        unsigned slot;
+        snprintf(key, sizeof(key), "user-%d", i);
+        n = policy_redis_key(buf, "permitd:", "api", POLICY_KEY_BUCKET, key);
+        slot = cluster_keyslot(buf, n);
+        if (!(seen[slot / 32] & (1u << (slot % 32)))) {
+            seen[slot / 32] |= 1u << (slot % 32);
+            distinct++;
+        }
+        n = policy_redis_key(buf, "permitd:", "api", POLICY_KEY_BUCKET_COLOCATED, key);
+        CHECK_INT(cluster_keyslot(buf, n), policy);
+    }
+    CHECK(distinct > 900);      /* 1000 keys over 16384 slots: ~970 distinct */
+    n = policy_redis_key(buf, "permitd:", "api", POLICY_KEY_BUCKET, "a}b");
+    {
+        unsigned a = cluster_keyslot(buf, n);
+        n = policy_redis_key(buf, "permitd:", "api", POLICY_KEY_BUCKET, "a}zzz");
+        CHECK_INT(cluster_keyslot(buf, n), a);
+        CHECK_INT(a, cluster_keyslot("api:a", 5));
+    }
+}
+
+/* The SCAN patterns find both layouts of a policy's keyed buckets and
+ * nothing of another policy; glob characters in the prefix are escaped. */
+static void test_policy_bucket_patterns(void)
+{
+    char pat[2][POLICY_PATTERN_MAX];
+
+    policy_bucket_patterns(pat, "permitd:", "api");
+    CHECK_STR(pat[0], "permitd:{api}:k:*");
+    CHECK_STR(pat[1], "permitd:{api:*}:k");
+    policy_bucket_patterns(pat, "a*[b]?:", "x.y");
+    CHECK_STR(pat[0], "a\\*\\[b\\]\\?:{x.y}:k:*");
+    CHECK_STR(pat[1], "a\\*\\[b\\]\\?:{x.y:*}:k");
 }
 
 /* The longest names the rules allow fit whole; anything longer is cut at the
@@ -77,11 +141,14 @@ static void test_policy_redis_key_bounds(void)
     memset(key, 'k', 256);
     key[256] = '\0';
     memset(buf, '#', sizeof(buf));
-    n = policy_redis_key(buf, prefix, name, POLICY_KEY_BUCKET, key);
+    n = policy_redis_key(buf, prefix, name, POLICY_KEY_BUCKET_COLOCATED, key);
     CHECK_INT(n, 128 + 1 + 128 + 4 + 256);
     CHECK_INT(strlen(buf), n);
     CHECK_INT(memcmp(buf + 128, "{", 1), 0);
     CHECK_INT(memcmp(buf + 128 + 1 + 128, "}:k:", 4), 0);
+    n = policy_redis_key(buf, prefix, name, POLICY_KEY_BUCKET, key);
+    CHECK_INT(n, 128 + 1 + 128 + 1 + 256 + 3);
+    CHECK_INT(memcmp(buf + n - 3, "}:k", 3), 0);
 
     memset(key, 'k', sizeof(key) - 1);
     key[sizeof(key) - 1] = '\0';
@@ -98,5 +165,7 @@ int main(void)
     TEST_RUN(test_policy_keys);
     TEST_RUN(test_policy_redis_layout);
     TEST_RUN(test_policy_redis_key_bounds);
+    TEST_RUN(test_policy_buckets_spread_over_slots);
+    TEST_RUN(test_policy_bucket_patterns);
     return TEST_REPORT();
 }

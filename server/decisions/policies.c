@@ -1,0 +1,432 @@
+/*
+ * policies.c - the in-memory policy table (see policies.h).
+ *
+ * Readers never lock. The table is one array of entry pointers, sorted by
+ * name, behind an atomic pointer. A writer (under a mutex: writers are
+ * rare) builds a new array, swaps it in, and waits until no reader can
+ * still be looking at the old one before freeing it: each reading thread
+ * owns a slot whose counter is odd while it is inside a lookup, so the
+ * writer waits only for readers that were inside when it swapped (a
+ * lookup is a binary search and an atomic increment: nanoseconds), never
+ * for new ones. The entries themselves are reference-counted: the table
+ * holds one reference on each entry it lists, every holder (a decision in
+ * flight) one more, and the last to let go frees it. So a request costs a
+ * lookup and two atomic additions, and no allocation.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "decisions/policies.h"
+
+#define READERS_MAX 1024            /* threads with a slot of their own */
+
+struct snap {
+    size_t n;
+    struct policies_entry *v[];     /* sorted by name */
+};
+
+struct policies {
+    const struct config *cfg;
+    struct redis *redis;
+    _Atomic(struct snap *) cur;
+    pthread_mutex_t lock;           /* writers; and readers without a slot */
+    struct {
+        _Atomic unsigned long n;    /* odd while its thread is inside a lookup */
+        char pad[64 - sizeof(unsigned long)];  /* a cache line each: the workers'
+                                                  counters do not share one */
+    } readers[READERS_MAX];
+};
+
+/* A reading thread's slot, the same in every table: the thread's identity,
+ * not state of a table (each table has its own counters). Slots are handed
+ * out once per thread and never reused; a thread past READERS_MAX reads
+ * under the writers' mutex instead. */
+static _Atomic int next_slot;
+static _Thread_local int my_slot = -1;
+
+static int slot(void)
+{
+    if (my_slot < 0)
+        my_slot = atomic_fetch_add(&next_slot, 1);
+    return my_slot < READERS_MAX ? my_slot : -1;
+}
+
+static void entry_free(struct policies_entry *e)
+{
+    for (size_t i = 0; i < e->napps; i++)
+        free(e->apps[i]);
+    free(e->apps);
+    free(e->rates);
+    free(e);
+}
+
+void policies_release(const struct policies_entry *ce)
+{
+    struct policies_entry *e = (struct policies_entry *)ce;
+
+    if (e != NULL && atomic_fetch_sub(&e->refs, 1) == 1)
+        entry_free(e);
+}
+
+int policies_new(const struct config *cfg, struct redis *redis, struct policies **out,
+                 struct permitd_error *err)
+{
+    struct policies *t = calloc(1, sizeof(*t));
+    struct snap *s = calloc(1, sizeof(*s));
+
+    *out = NULL;
+    if (t == NULL || s == NULL) {
+        free(t);
+        free(s);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "policy table: out of memory");
+    }
+    t->cfg = cfg;
+    t->redis = redis;
+    atomic_init(&t->cur, s);
+    pthread_mutex_init(&t->lock, NULL);
+    *out = t;
+    return PERMITD_OK;
+}
+
+void policies_free(struct policies *t)
+{
+    struct snap *s;
+
+    if (t == NULL)
+        return;
+    s = atomic_load(&t->cur);
+    for (size_t i = 0; i < s->n; i++)
+        policies_release(s->v[i]);
+    free(s);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+/* The index of name in s, or where it would go (*found 0). */
+static size_t find(const struct snap *s, const char *name, int *found)
+{
+    size_t lo = 0, hi = s->n;
+
+    *found = 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(s->v[mid]->name, name);
+        if (c == 0) {
+            *found = 1;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static struct policies_entry *lookup(const struct snap *s, const char *name)
+{
+    int found;
+    size_t i = find(s, name, &found);
+
+    if (!found)
+        return NULL;
+    atomic_fetch_add(&s->v[i]->refs, 1);
+    return s->v[i];
+}
+
+const struct policies_entry *policies_get(struct policies *t, const char *name)
+{
+    struct policies_entry *e;
+    int me = slot();
+
+    if (me < 0) {
+        pthread_mutex_lock(&t->lock);
+        e = lookup(atomic_load(&t->cur), name);
+        pthread_mutex_unlock(&t->lock);
+        return e;
+    }
+    atomic_fetch_add(&t->readers[me].n, 1);        /* odd: inside */
+    e = lookup(atomic_load(&t->cur), name);
+    atomic_fetch_add_explicit(&t->readers[me].n, 1, memory_order_release);
+    return e;
+}
+
+/* Swaps next in (t->lock held) and returns once no reader can still see
+ * the array it replaced, which the caller may then free. */
+static struct snap *swap(struct policies *t, struct snap *next)
+{
+    struct snap *old = atomic_exchange(&t->cur, next);
+    int used = atomic_load(&next_slot);
+
+    if (used > READERS_MAX)
+        used = READERS_MAX;
+    for (int i = 0; i < used; i++) {
+        unsigned long v = atomic_load(&t->readers[i].n);
+        if (v & 1)
+            while (atomic_load(&t->readers[i].n) == v)
+                sched_yield();
+    }
+    return old;
+}
+
+/* Installs e under its name (NULL: drops `name`), taking over e's
+ * reference. Returns PERMITD_OK or PERMITD_EINTERNAL (out of memory; e is
+ * released). */
+static int install(struct policies *t, const char *name, struct policies_entry *e)
+{
+    struct snap *cur, *next, *old;
+    struct policies_entry *gone = NULL;
+    size_t i;
+    int found;
+
+    pthread_mutex_lock(&t->lock);
+    cur = atomic_load(&t->cur);
+    i = find(cur, name, &found);
+    /* Two reloads of one policy may finish out of order (a notice and a
+     * decision's "stale", on two threads): the copy never goes back to an
+     * older version stamp. A policy deleted (e NULL) is dropped whatever
+     * its stamp. */
+    if ((!found && e == NULL) || (found && e != NULL && e->stamp < cur->v[i]->stamp)) {
+        pthread_mutex_unlock(&t->lock);
+        policies_release(e);
+        return PERMITD_OK;
+    }
+    next = malloc(sizeof(*next) + (cur->n + 1) * sizeof(next->v[0]));
+    if (next == NULL) {
+        pthread_mutex_unlock(&t->lock);
+        policies_release(e);
+        return PERMITD_EINTERNAL;
+    }
+    memcpy(next->v, cur->v, i * sizeof(next->v[0]));
+    next->n = i;
+    if (e != NULL)
+        next->v[next->n++] = e;
+    if (found)
+        gone = cur->v[i++];
+    memcpy(next->v + next->n, cur->v + i, (cur->n - i) * sizeof(next->v[0]));
+    next->n += cur->n - i;
+    old = swap(t, next);
+    pthread_mutex_unlock(&t->lock);
+    free(old);
+    policies_release(gone);         /* the table's reference */
+    return PERMITD_OK;
+}
+
+int policies_install(struct policies *t, struct policies_entry *e)
+{
+    return install(t, e->name, e);
+}
+
+void policies_forget(struct policies *t, const char *name)
+{
+    install(t, name, NULL);
+}
+
+uint64_t policies_stamp(struct policies *t, const char *name)
+{
+    const struct policies_entry *e = policies_get(t, name);
+    uint64_t stamp = e != NULL ? e->stamp : 0;
+
+    policies_release(e);
+    return stamp;
+}
+
+int policies_names(struct policies *t, char ***out, size_t *n)
+{
+    struct snap *s;
+    int rc = PERMITD_OK;
+
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&t->lock);
+    s = atomic_load(&t->cur);
+    if ((*out = calloc(s->n + 1, sizeof(**out))) == NULL)
+        rc = PERMITD_EINTERNAL;
+    for (size_t i = 0; rc == PERMITD_OK && i < s->n; i++) {
+        if (((*out)[i] = strdup(s->v[i]->name)) == NULL)
+            rc = PERMITD_EINTERNAL;
+        else
+            (*n)++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (rc != PERMITD_OK) {
+        policies_names_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+void policies_names_free(char **v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static int by_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int policies_allows(const struct policies_entry *e, const char *app)
+{
+    return e->any_app ||
+           bsearch(&app, e->apps, e->napps, sizeof(*e->apps), by_str) != NULL;
+}
+
+/* A whole number in 0..2^53 from text, or -1. */
+static int64_t whole(const char *s)
+{
+    char *end;
+    long long v;
+
+    if (s == NULL || *s == '\0' || *s == '-')
+        return -1;
+    v = strtoll(s, &end, 10);
+    return *end != '\0' || v < 0 || v > POLICY_MAX_PERMITS_MAX ? -1 : v;
+}
+
+/* Splits the comma-separated apps into e->apps, sorted; "*" sets any_app.
+ * -1: out of memory. */
+static int split_apps(struct policies_entry *e, const char *apps)
+{
+    size_t cap = 1;
+
+    for (const char *p = apps; *p; p++)
+        cap += *p == ',';
+    if ((e->apps = calloc(cap, sizeof(*e->apps))) == NULL)
+        return -1;
+    for (const char *p = apps;;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len == 1 && p[0] == '*')
+            e->any_app = 1;
+        else if (len > 0 && (e->apps[e->napps++] = strndup(p, len)) == NULL)
+            return -1;
+        if (c == NULL)
+            break;
+        p = c + 1;
+    }
+    qsort(e->apps, e->napps, sizeof(*e->apps), by_str);
+    return 0;
+}
+
+int policies_parse(const char *name, char *const *fields, size_t n,
+                   struct policies_entry **out, struct permitd_error *err)
+{
+    struct policies_entry *e = calloc(1, sizeof(*e));
+    const char *max = NULL, *rate = NULL, *apps = NULL, *enabled = NULL, *mode = NULL;
+    const char *rates = NULL, *version = NULL, *id = NULL, *colocate = NULL;
+    int64_t v;
+    char *end;
+
+    *out = NULL;
+    if (e == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    atomic_init(&e->refs, 1);
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        const char *f = fields[i], *val = fields[i + 1];
+        if (strcmp(f, "max_permits") == 0) max = val;
+        else if (strcmp(f, "rate") == 0) rate = val;
+        else if (strcmp(f, "apps") == 0) apps = val;
+        else if (strcmp(f, "enabled") == 0) enabled = val;
+        else if (strcmp(f, "failure_mode") == 0) mode = val;
+        else if (strcmp(f, "rates") == 0) rates = val;
+        else if (strcmp(f, "version") == 0) version = val;
+        else if (strcmp(f, "id") == 0) id = val;
+        else if (strcmp(f, "colocate") == 0) colocate = val;
+    }
+    e->enabled = enabled == NULL || strcmp(enabled, "0") != 0;
+    e->open = mode != NULL && strcmp(mode, "open") == 0;
+    e->colocate = colocate != NULL && strcmp(colocate, "1") == 0;
+    e->version = (v = whole(version)) > 0 ? (uint64_t)v : 0;
+    e->id = (v = whole(id)) > 0 ? (uint64_t)v : 0;
+    if ((e->rates = strdup(rates ? rates : "")) == NULL ||
+        split_apps(e, apps ? apps : "") != 0) {
+        entry_free(e);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    e->max_permits = whole(max);
+    e->rate = rate ? strtod(rate, &end) : 0;
+    if (max == NULL)
+        e->broken = "it has no max_permits";
+    else if (e->max_permits < 1)
+        e->broken = "its max_permits is not a whole number from 1 to 2^53";
+    else if (rate == NULL || *end != '\0' || !(e->rate > 0) || !isfinite(e->rate))
+        e->broken = "its rate is not a number above 0";
+    else if (apps == NULL)
+        e->broken = "it has no apps";
+    else if (e->version >= (1ull << 24) || e->id >= (1ull << 29))
+        e->broken = "its version (or id) is too large for a version stamp (2^24, 2^29)";
+    e->stamp = (e->id << 24) + e->version;
+    snprintf(e->stamp_s, sizeof(e->stamp_s), "%" PRIu64, e->stamp);
+    snprintf(e->max_s, sizeof(e->max_s), "%" PRId64, e->max_permits);
+    /* The rate as the hash holds it: the script parses the same text. */
+    snprintf(e->rate_s, sizeof(e->rate_s), "%s", rate ? rate : "0");
+    *out = e;
+    return PERMITD_OK;
+}
+
+/* Collects HGETALL's strings. */
+struct flat {
+    char **v;
+    size_t n, cap;
+    int oom;
+};
+
+static void collect(void *ud, const char *s, size_t len)
+{
+    struct flat *f = ud;
+
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 32;
+        char **v = realloc(f->v, cap * sizeof(*v));
+        if (v == NULL) {
+            f->oom = 1;
+            return;
+        }
+        f->v = v;
+        f->cap = cap;
+    }
+    if ((f->v[f->n] = strndup(s, len)) == NULL)
+        f->oom = 1;
+    else
+        f->n++;
+}
+
+int policies_reload(struct policies *t, const char *name, int64_t deadline_us, int *found,
+                    struct permitd_error *err)
+{
+    char key[POLICY_REDIS_KEY_MAX];
+    struct redis_str args[2] = {{"HGETALL", 7}, {key, 0}};
+    struct flat f = {0};
+    struct policies_entry *e = NULL;
+    int rc;
+
+    if (found != NULL)
+        *found = 0;
+    args[1].len = policy_redis_key(key, t->cfg->redis_prefix, name, POLICY_KEY_HASH, NULL);
+    rc = redis_command(t->redis, args, 2, deadline_us, NULL, collect, &f, err);
+    if (rc == PERMITD_OK && f.oom)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if (rc == PERMITD_OK && f.n > 0)
+        rc = policies_parse(name, f.v, f.n, &e, err);
+    if (rc == PERMITD_OK && install(t, name, e) != PERMITD_OK)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if (rc == PERMITD_OK && found != NULL)
+        *found = e != NULL;
+    for (size_t i = 0; i < f.n; i++)
+        free(f.v[i]);
+    free(f.v);
+    return rc;
+}

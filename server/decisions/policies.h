@@ -1,0 +1,110 @@
+/*
+ * policies.h - this instance's in-memory copy of every policy it decides.
+ *
+ * lua/bucket.lua reads no policy hash: a keyed bucket may live in a Redis
+ * Cluster slot of its own (stores/policy.h), where its policy's hash is
+ * not. The limits reach the script in ARGV, from this table; the apps
+ * check and the enabled flag are decided here, in C, before any call.
+ *
+ * The table is an immutable sorted array of entries, swapped atomically
+ * by a writer; a reader looks a name up without a lock and takes a
+ * reference on the entry it found, which keeps that entry alive for as
+ * long as its decision is out. An old array is freed once every reader
+ * that could have seen it has left (see policies.c).
+ *
+ * It is fed from Redis's copy of each policy (the hash
+ * <prefix>{NAME}:policy, which the sync writes from MySQL, or an operator
+ * writes by hand with lua/sync.lua "set"): policies_reload() reads one hash
+ * and installs what it holds. Callers: the sync after each write and at
+ * each pass (control/sync.c), the admin RPC writes on this instance (the
+ * next Acquire after the RPC returns decides under the edit), the change
+ * notices (stores/redis_notice.h), a decision that finds no entry, and a
+ * decision that the script answered "stale".
+ */
+#ifndef PERMITD_POLICIES_H
+#define PERMITD_POLICIES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/status.h"
+#include "stores/policy.h"
+#include "stores/redis.h"
+
+struct policies;
+
+/* One policy as its hash held it when loaded. Never changed once in the
+ * table: a reload installs a new entry. */
+struct policies_entry {
+    _Atomic unsigned refs;          /* the table's, and one per holder */
+    char name[POLICY_NAME_MAX + 1];
+    uint64_t id, version;           /* MySQL row id (0: kept by hand), its version */
+    uint64_t stamp;                 /* id * 2^24 + version: lua/bucket.lua compares it */
+    int64_t max_permits;
+    double rate;
+    int enabled, open, colocate;    /* open: failure_mode "open" */
+    int any_app;                    /* apps holds "*" */
+    size_t napps;
+    char **apps;                    /* sorted, exact names */
+    const char *broken;             /* NULL, or why the hash is no valid policy */
+    /* What the script is sent (ARGV: see lua/bucket.lua): */
+    char stamp_s[24], max_s[24], rate_s[40];
+    char *rates;                    /* the rate history; "" when none */
+};
+
+/* Returns a new, empty table in *out (free with policies_free()). cfg and
+ * redis must outlive it. */
+int policies_new(const struct config *cfg, struct redis *redis, struct policies **out,
+                 struct permitd_error *err);
+
+/* Frees t and every entry no one holds. Call once no thread uses it. */
+void policies_free(struct policies *t);
+
+/* The entry named `name`, with a reference taken (drop it with
+ * policies_release()), or NULL when the table has none. No lock, no
+ * allocation: for the request path, from any thread. */
+const struct policies_entry *policies_get(struct policies *t, const char *name);
+
+/* Drops a reference policies_get() took. NULL is a no-op. */
+void policies_release(const struct policies_entry *e);
+
+/* Reads policy `name`'s hash from Redis (name: checked by the caller, or
+ * one of permitd's own such as "_login") (one HGETALL on the calling
+ * thread's connection, within deadline_us) and installs it, replacing any
+ * entry of that name; a policy Redis does not hold is dropped. *found (may
+ * be NULL) says which. An error (Redis unreachable) leaves the table as it
+ * was. Thread-safe. */
+int policies_reload(struct policies *t, const char *name, int64_t deadline_us, int *found,
+                    struct permitd_error *err);
+
+/* Installs e (from policies_parse(); takes over its reference), replacing
+ * any entry of its name, unless that entry has a newer version stamp (two
+ * reloads finished out of order: the copy never goes back). PERMITD_OK or
+ * PERMITD_EINTERNAL (out of memory). policies_reload() installs this way. */
+int policies_install(struct policies *t, struct policies_entry *e);
+
+/* The version stamp of the entry named `name`, 0 when there is none. */
+uint64_t policies_stamp(struct policies *t, const char *name);
+
+/* Drops the entry named `name` (a policy deleted on this instance). */
+void policies_forget(struct policies *t, const char *name);
+
+/* The names in the table, for a periodic pass: *out a new array of *n
+ * strings, free with policies_names_free(). */
+int policies_names(struct policies *t, char ***out, size_t *n);
+void policies_names_free(char **v, size_t n);
+
+/* Builds an entry from a policy hash's fields (HGETALL's flat list of n
+ * strings: field, value, ...) of policy `name`. An entry whose hash is no
+ * valid policy is built all the same, with `broken` saying why (decisions
+ * under it fail as internal). Returns PERMITD_OK with *out (one reference,
+ * release with policies_release()), or an error: out of memory. Pure. */
+int policies_parse(const char *name, char *const *fields, size_t n,
+                   struct policies_entry **out, struct permitd_error *err);
+
+/* Whether app may use the policy: exact set membership ("pay" is not in
+ * "payroll", nor "pa." nor "%w+"), or the policy lets any app in ("*"). */
+int policies_allows(const struct policies_entry *e, const char *app);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * test_policies.c - the in-memory policy table without Redis: a policy
+ * hash's fields made an entry (its version stamp, its limits as the script
+ * is sent them, what makes it broken), exact app membership, and the
+ * table's install / lookup / forget with references.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "decisions/policies.h"
+#include "test.h"
+
+static struct policies_entry *parse(const char *name, char **fields, size_t n)
+{
+    struct permitd_error err = {0, ""};
+    struct policies_entry *e = NULL;
+
+    CHECK_INT(policies_parse(name, fields, n, &e, &err), PERMITD_OK);
+    return e;
+}
+
+/* apps is a set: a name is in it only as a whole element, never as a
+ * substring, a prefix or a Lua/glob pattern match. */
+static void test_policies_apps_are_exact(void)
+{
+    char *f[] = {"max_permits", "5", "rate", "1", "apps", "payroll,web-1,a.b"};
+    struct policies_entry *e = parse("p", f, 6);
+
+    CHECK(policies_allows(e, "payroll"));
+    CHECK(policies_allows(e, "web-1"));
+    CHECK(policies_allows(e, "a.b"));
+    CHECK(!policies_allows(e, "pay"));
+    CHECK(!policies_allows(e, "roll"));
+    CHECK(!policies_allows(e, "web"));
+    CHECK(!policies_allows(e, "a"));
+    CHECK(!policies_allows(e, "axb"));         /* "." is no pattern */
+    CHECK(!policies_allows(e, "%w+"));
+    CHECK(!policies_allows(e, ".*"));
+    CHECK(!policies_allows(e, "payroll,web-1"));
+    CHECK(e->broken == NULL);
+    policies_release(e);
+
+    char *any[] = {"max_permits", "5", "rate", "1", "apps", "web,*"};
+    e = parse("p", any, 6);
+    CHECK(policies_allows(e, "anyone"));
+    policies_release(e);
+}
+
+/* The version stamp is id * 2^24 + version; limits are sent as the hash
+ * holds them; a hash that is no policy is an entry that says why. */
+static void test_policies_parse(void)
+{
+    char *f[] = {"id", "2", "version", "9", "max_permits", "100", "rate", "0.016666666667",
+                 "apps", "web", "rates", "1700000000000000:2", "failure_mode", "open",
+                 "colocate", "1"};
+    struct policies_entry *e = parse("p", f, 16);
+
+    CHECK_INT(e->stamp, 2 * 16777216 + 9);
+    CHECK_STR(e->stamp_s, "33554441");
+    CHECK_STR(e->max_s, "100");
+    CHECK_STR(e->rate_s, "0.016666666667");
+    CHECK_STR(e->rates, "1700000000000000:2");
+    CHECK(e->enabled && e->open && e->colocate);
+    CHECK(e->broken == NULL);
+    policies_release(e);
+
+    char *bad_rate[] = {"max_permits", "5", "rate", "fast", "apps", "web"};
+    e = parse("p", bad_rate, 6);
+    CHECK(e->broken != NULL && strstr(e->broken, "rate") != NULL);
+    policies_release(e);
+    char *bad_max[] = {"max_permits", "1.5", "rate", "1", "apps", "web"};
+    e = parse("p", bad_max, 6);
+    CHECK(e->broken != NULL && strstr(e->broken, "max_permits") != NULL);
+    policies_release(e);
+    char *off[] = {"max_permits", "5", "rate", "1", "apps", "web", "enabled", "0"};
+    e = parse("p", off, 8);
+    CHECK(!e->enabled && e->stamp == 0 && e->rates[0] == '\0');
+    policies_release(e);
+}
+
+/* Install replaces by name; a holder keeps its entry after a replace; a
+ * forgotten name is gone. */
+static void test_policies_table(void)
+{
+    struct config cfg;
+    struct policies *t = NULL;
+    struct permitd_error err = {0, ""};
+    char *v1[] = {"max_permits", "5", "rate", "1", "apps", "web", "version", "1"};
+    char *v2[] = {"max_permits", "7", "rate", "1", "apps", "web", "version", "2"};
+    char *other[] = {"max_permits", "3", "rate", "1", "apps", "web", "version", "1"};
+    const struct policies_entry *held;
+    char **names;
+    size_t n;
+
+    memset(&cfg, 0, sizeof(cfg));
+    CHECK_INT(policies_new(&cfg, NULL, &t, &err), PERMITD_OK);
+    CHECK(policies_get(t, "b") == NULL);
+    CHECK_INT(policies_install(t, parse("b", v1, 8)), PERMITD_OK);
+    CHECK_INT(policies_install(t, parse("a", other, 8)), PERMITD_OK);
+    held = policies_get(t, "b");
+    CHECK(held != NULL && held->max_permits == 5);
+    CHECK_INT(policies_install(t, parse("b", v2, 8)), PERMITD_OK);
+    CHECK_INT(policies_stamp(t, "b"), 2);
+    CHECK_INT(held->max_permits, 5);          /* still the holder's */
+    policies_release(held);
+    CHECK_INT(policies_names(t, &names, &n), PERMITD_OK);
+    CHECK_INT(n, 2);
+    CHECK_STR(names[0], "a");
+    CHECK_STR(names[1], "b");
+    policies_names_free(names, n);
+    /* An older copy arriving late (two reloads out of order) is dropped. */
+    CHECK_INT(policies_install(t, parse("b", v1, 8)), PERMITD_OK);
+    CHECK_INT(policies_stamp(t, "b"), 2);
+    policies_forget(t, "b");
+    CHECK(policies_get(t, "b") == NULL);
+    CHECK_INT(policies_stamp(t, "a"), 1);
+    policies_free(t);
+}
+
+int main(void)
+{
+    TEST_RUN(test_policies_apps_are_exact);
+    TEST_RUN(test_policies_parse);
+    TEST_RUN(test_policies_table);
+    return TEST_REPORT();
+}
