@@ -48,6 +48,18 @@ static int subscribe(struct redis_notice *n)
     size_t lens[2] = {9, strlen(n->channel)};
     redisReply *rep;
 
+    /* The node to listen on: the one Redis, or in a cluster the master of
+     * the channel's slot (PUBLISH reaches every node's subscribers, so any
+     * node would do; the master may change with a failover, so it is
+     * chosen again for each new connection). */
+    if (n->conn.ctx == NULL) {
+        unsigned slot;
+        struct redis_node *node = redis_route_node(n->r, n->channel, strlen(n->channel), &slot);
+
+        if (node == NULL)
+            return -1;              /* no slot map yet: the next try */
+        n->conn.node = node;
+    }
     if (redis_conn_ensure(n->r, &n->conn, NOTICE_TIMEOUT_MS, 1, &err) != PERMITD_OK)
         return -1;
     rep = redisCommandArgv(n->conn.ctx, 2, argv, lens);

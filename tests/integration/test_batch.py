@@ -93,7 +93,15 @@ class BatchTest(unittest.TestCase):
                  for i in range(200)]
         res = self.batch(items)["results"]
         self.assertTrue(all(r["response"]["allowed"] for r in res))
-        self.assertEqual(evalsha_calls(self.redis) - before, 2)
+        # One call per policy; over a Redis Cluster, where a keyed bucket
+        # has a slot of its own, one per policy and slot (a call's keys
+        # share one slot).
+        calls = 2
+        if harness.redis_mode() == "cluster":
+            calls = len({(it["bucket"], harness.keyslot(state_key(it["bucket"], it["key"],
+                                                                    self.prefix)))
+                         for it in items})
+        self.assertEqual(evalsha_calls(self.redis) - before, calls)
         self.assertIsNotNone(read_state(self.redis, state_key(a, "user-000001", self.prefix)))
 
     def test_foreign_state_fails_only_its_items(self):
