@@ -5,6 +5,7 @@ holds for the sum, because every decision is one atomic script in Redis.
 import math
 import os
 import sys
+import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +50,46 @@ class GlobalTest(unittest.TestCase):
         for port, n in res["per_port"].items():
             self.assertGreater(n, 0, msg)
         self.assertGreater(res["denied"], 0, msg)
+
+    def test_many_keys_of_one_policy_each_hold_their_limit(self):
+        # One policy, many keyed buckets, both instances at once: each key's
+        # admitted <= max + rate x T. Over a Redis Cluster each keyed bucket
+        # has a slot of its own (README: Redis layout): the keys are chosen
+        # to cover every master, so the bound is checked on each of them.
+        name = unique("global-keys")
+        put_policy(self.redis, name, max_permits=20, rate=10)
+        keys = ["user-%d" % i for i in range(12)]
+        if harness.redis_mode() == "cluster":
+            owner = {}
+            i = 0
+            while len(set(owner.values())) < len(self.redis.masters) or len(owner) < 12:
+                k = "user-%d" % i
+                owner[k] = self.redis.slots[harness.keyslot(harness.state_key(name, k))]
+                i += 1
+            by_master = {}
+            for k, m in owner.items():
+                by_master.setdefault(m, []).append(k)
+            keys = [k for ks in by_master.values() for k in ks[:4]]
+            self.assertEqual(len(by_master), len(self.redis.masters))
+        results = {}
+
+        def run(key):
+            results[key] = harness.hammer([self.a.port, self.b.port], name, threads=2,
+                                          seconds=2.0, key=key)
+        threads = [threading.Thread(target=run, args=(k,)) for k in keys]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for key, res in sorted(results.items()):
+            self.assertEqual(res["errors"], [], key)
+            bound = 20 + 10 * res["elapsed"]
+            msg = "%s: admitted %d in %.3f s; bound %.1f" % (key, res["allowed"],
+                                                             res["elapsed"], bound)
+            self.assertLessEqual(res["allowed"], bound + 1, msg)
+            self.assertGreater(res["denied"], 0, msg)
+        print("\n%d keys, admitted %s" % (len(keys), sorted(r["allowed"] for r in results.values())),
+              file=sys.stderr)
 
     def test_one_per_two_seconds(self):
         name = unique("global-slow")
