@@ -705,7 +705,7 @@ class Scripts(unittest.TestCase):
         # "<name> <version>" on <prefix>changes after a put that writes, a
         # set, a del that deletes (version 0); nothing when nothing changed.
         name = unique("sync")
-        sub = Redis()
+        sub = Redis()   # a subscriber: one SUBSCRIBE sent, then replies read as they come
         try:
             sub._send(("SUBSCRIBE", PREFIX + "changes"))
             self.assertEqual(sub._reply(), ["subscribe", PREFIX + "changes", 1])
