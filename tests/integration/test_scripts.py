@@ -1,10 +1,25 @@
-"""lua/bucket.lua and lua/sync.lua on their own (issue 18): each script is
-loaded with SCRIPT LOAD into the stack's Redis and called with EVALSHA, with
-no permitd and no HTTP in between, and checked against the contract at its
-top: the answer's layout, refill exact over Redis TIME, a denial that takes
-nothing, expiry when full, out_of_range, exact app membership, the items of
-a call in order, all-or-nothing, settle, the rate history (`rates`), and
-sync.lua's rules for which copy of a policy wins.
+"""lua/bucket.lua and lua/sync.lua on their own (issues 18 and 19): each
+script is loaded with SCRIPT LOAD into the stack's Redis and called with
+EVALSHA, with no permitd and no HTTP in between, and checked against the
+contract at its top: the answer's layout, refill exact over Redis TIME, a
+denial that takes nothing, expiry when full, out_of_range, the items of a
+call in order, all-or-nothing, settle, the rate history (`rates`), the
+24-byte state and its policy version stamp (a stale call writes nothing;
+a 16-byte state from before issue 19 reads as stamp 0), and sync.lua's
+rules for which copy of a policy wins and its change notice.
+
+Since issue 19 bucket.lua reads no policy hash: its KEYS are bucket state
+keys only and each policy's limits (version stamp, max_permits, rate,
+rates) come in ARGV, so these tests hand it the limits directly (Policy
+below). What moved to permitd's C with that, and is tested there: exact
+`apps` membership (tests/unit/decisions/test_policies.c
+test_policies_apps_are_exact; test_limiter.c
+test_limiter_plan_groups_per_policy: permission_denied; and
+integration_bucket test_apps_membership_is_exact), a disabled policy
+(test_limiter_plan_groups_per_policy: failed_precondition; integration_bucket
+test_not_found_and_disabled), an unknown policy (not_found: integration_bucket
+test_not_found_and_disabled), and limits that are no policy's, max_permits
+0 or a rate that is no number (test_policies.c test_policies_parse).
 
 The clock is Redis TIME inside the script, which a test cannot set. Time is
 moved instead by writing a bucket's state stamped in the past; where the
@@ -28,11 +43,35 @@ from harness import Redis, RedisError, read_state, unique, write_state
 LUA_DIR = os.environ.get("PERMITD_TEST_LUA_DIR", os.path.join(harness.SOURCE_DIR, "lua"))
 PREFIX = "scripts-test:"
 ANSWER = struct.Struct("<8d")
+STATE = struct.Struct("<ddd")       # tokens, Redis time in us, the policy's version stamp
+OLD_STATE = struct.Struct("<dd")    # before issue 19: tokens, time
 FIELDS = ("status", "allowed", "remaining", "limit", "retry_after_ms", "reset_after_ms",
           "window_s", "tokens_micro")
-NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION = -5, -7, -9
-ABORTED, OUT_OF_RANGE, INTERNAL, DATA_LOSS = -10, -11, -13, -15
+ABORTED, OUT_OF_RANGE, INTERNAL, DATA_LOSS, STALE = -10, -11, -13, -15, -17
 ONE_PER_MINUTE = 0.016666666666666666   # repr(1 / 60)
+STAMP = 1 << 24                         # a version stamp is id * 2^24 + version
+
+
+class Policy:
+    """A policy's limits as permitd sends them to bucket.lua (ARGV): its
+    version stamp, max_permits, rate, rate history; and its name, for the
+    keys of its buckets."""
+
+    def __init__(self, max_permits=10, rate=1, stamp=STAMP + 1, rates=""):
+        self.name = unique("script")
+        self.max, self.rate, self.stamp, self.rates = max_permits, rate, stamp, rates
+
+    def args(self):
+        return [self.stamp, self.max, self.rate, self.rates]
+
+    def at(self, stamp=None, **limits):
+        """The same policy (same buckets) with other limits or stamp."""
+        p = Policy.__new__(Policy)
+        p.__dict__.update(self.__dict__)
+        p.__dict__.update(limits)
+        if stamp is not None:
+            p.stamp = stamp
+        return p
 
 
 def policy_key(name):
@@ -72,21 +111,30 @@ class Scripts(unittest.TestCase):
     def tearDownClass(cls):
         cls.redis.close()
 
-    def policy(self, max_permits=10, rate=1, apps="app", **extra):
+    def policy(self, max_permits=10, rate=1, **extra):
+        """A policy hash (for sync.lua, which still keeps them)."""
         name = unique("script")
-        harness.put_policy(self.redis, name, apps=apps, max_permits=max_permits, rate=rate,
+        harness.put_policy(self.redis, name, max_permits=max_permits, rate=rate,
                            prefix=PREFIX, **extra)
         return name
 
     # ------------------------------------------------------------ calls
 
     def bucket_raw(self, mode, items):
-        """EVALSHA bucket.lua: items are (policy, key, app, permits)."""
-        keys, args = [], [mode]
-        for name, key, app, permits in items:
-            keys += [policy_key(name), bucket_key(name, key)]
-            args += [app, permits]
-        return self.redis.raw("EVALSHA", self.sha["bucket"], len(keys), *(keys + args))
+        """EVALSHA bucket.lua: items are (Policy, key, permits). KEYS the
+        items' bucket state keys; ARGV the mode, the number of policies,
+        each policy's limits once (in order of first use), then each
+        item's policy index (1-based) and permits."""
+        policies, keys, tail = [], [], []
+        for p, key, permits in items:
+            if p not in policies:
+                policies.append(p)
+            keys.append(bucket_key(p.name, key))
+            tail += [policies.index(p) + 1, permits]
+        args = [mode, len(policies)]
+        for p in policies:
+            args += p.args()
+        return self.redis.raw("EVALSHA", self.sha["bucket"], len(keys), *(keys + args + tail))
 
     def decide(self, mode, items):
         """The answers of bucket.lua, one dict per item, after checking the
@@ -102,64 +150,64 @@ class Scripts(unittest.TestCase):
             answers.append(dict(zip(FIELDS, (int(n) for n in numbers))))
         return answers
 
-    def take(self, name, key="", app="app", permits=1):
-        return self.decide("take", [(name, key, app, permits)])[0]
+    def take(self, p, key="", permits=1):
+        return self.decide("take", [(p, key, permits)])[0]
 
-    def peek(self, name, key="", app="app"):
-        return self.decide("peek", [(name, key, app, 1)])[0]
+    def peek(self, p, key=""):
+        return self.decide("peek", [(p, key, 1)])[0]
 
-    def settle(self, name, keys):
-        # KEYS as for items (policy hash, bucket) pairs, ARGV[1] alone.
-        k = []
-        for key in keys:
-            k += [policy_key(name), bucket_key(name, key)]
-        out = self.redis.raw("EVALSHA", self.sha["bucket"], len(k), *(k + ["settle"]))
+    def settle(self, p, keys):
+        # KEYS the buckets; ARGV "settle", "1" and the policy's limits, no items.
+        k = [bucket_key(p.name, key) for key in keys]
+        out = self.redis.raw("EVALSHA", self.sha["bucket"], len(k), *(k + ["settle", 1] + p.args()))
         self.assertEqual(len(out), 16, out)
         return struct.unpack("<dd", out)
 
     def sync(self, name, *args):
         return self.redis("EVALSHA", self.sha["sync"], 1, policy_key(name), *args)
 
-    def state_bytes(self, name, key=""):
-        return self.redis.raw("GET", bucket_key(name, key))
+    def state_bytes(self, p, key=""):
+        return self.redis.raw("GET", bucket_key(p.name, key))
 
-    def pttl(self, name, key=""):
-        return self.redis("PTTL", bucket_key(name, key))
+    def pttl(self, p, key=""):
+        return self.redis("PTTL", bucket_key(p.name, key))
+
+    def stamp_of(self, p, key=""):
+        return STATE.unpack(self.state_bytes(p, key))[2]
 
     # ------------------------------------------------------------ the answer
 
     def test_bucket_answer_layout_of_a_take(self):
-        name = self.policy(max_permits=10, rate=2)
-        out = self.bucket_raw("take", [(name, "", "app", 3)])
+        p = Policy(max_permits=10, rate=2)
+        out = self.bucket_raw("take", [(p, "", 3)])
         self.assertEqual(len(out), 64, out)
         self.assertEqual(struct.unpack("<8d", out), (0, 1, 7, 10, 0, 1500, 5, 7000000))
 
     def test_bucket_answer_of_each_refusal(self):
-        name = self.policy(max_permits=10, rate=1)
-        off = self.policy(max_permits=4, rate=1, enabled=0)
-        broken = self.policy(max_permits=0, rate=1)
-        self.assertEqual(self.take(unique("missing")),
-                         dict(zip(FIELDS, (NOT_FOUND, 0, 0, 0, 0, 0, 0, 0))))
-        self.assertEqual(self.take(off),
-                         dict(zip(FIELDS, (FAILED_PRECONDITION, 0, 0, 4, 0, 0, 0, 0))))
-        self.assertEqual(self.take(broken)["status"], INTERNAL)
-        self.assertEqual(self.take(name, app="other"),
-                         dict(zip(FIELDS, (PERMISSION_DENIED, 0, 0, 10, 0, 0, 0, 0))))
-        self.redis("SET", bucket_key(name), "not a state")
-        self.assertEqual(self.take(name),
+        p = Policy(max_permits=10, rate=1, stamp=3 * STAMP + 4)
+        self.assertEqual(self.take(p, permits=11),
+                         dict(zip(FIELDS, (OUT_OF_RANGE, 0, 0, 10, 0, 0, 0, 0))))
+        write_state(self.redis, bucket_key(p.name, "u"), 0, 0)
+        self.assertEqual(self.take(p.at(rates="garbage"), key="u"),
+                         dict(zip(FIELDS, (INTERNAL, 0, 0, 0, 0, 0, 0, 0))))
+        write_state(self.redis, bucket_key(p.name, "new"), 1, 0, version=3 * STAMP + 5)
+        self.assertEqual(self.take(p, key="new"),
+                         dict(zip(FIELDS, (STALE, 0, 3 * STAMP + 5, 10, 0, 0, 0, 0))))
+        self.redis("SET", bucket_key(p.name), "not a state")
+        self.assertEqual(self.take(p),
                          dict(zip(FIELDS, (DATA_LOSS, 0, len("not a state"), 10, 0, 0, 0, 0))))
-        self.assertEqual(self.state_bytes(name), b"not a state")
+        self.assertEqual(self.state_bytes(p), b"not a state")
 
     def test_bucket_out_of_range_is_not_a_denial_and_takes_nothing(self):
-        name = self.policy(max_permits=10, rate=1)
-        self.assertEqual(self.take(name, permits=11),
+        p = Policy(max_permits=10, rate=1)
+        self.assertEqual(self.take(p, permits=11),
                          dict(zip(FIELDS, (OUT_OF_RANGE, 0, 0, 10, 0, 0, 0, 0))))
-        self.assertIsNone(self.state_bytes(name))
-        self.assertEqual(self.take(name, permits=10)["allowed"], 1)
+        self.assertIsNone(self.state_bytes(p))
+        self.assertEqual(self.take(p, permits=10)["allowed"], 1)
         # In "all", the items of one bucket together: remaining is their total,
         # and the items of other buckets are aborted.
-        a, b = self.policy(max_permits=5), self.policy(max_permits=5)
-        out = self.decide("all", [(a, "", "app", 3), (b, "", "app", 1), (a, "", "app", 3)])
+        a, b = Policy(max_permits=5), Policy(max_permits=5)
+        out = self.decide("all", [(a, "", 3), (b, "", 1), (a, "", 3)])
         self.assertEqual([(o["status"], o["remaining"], o["limit"]) for o in out],
                          [(OUT_OF_RANGE, 6, 5), (ABORTED, 0, 5), (OUT_OF_RANGE, 6, 5)])
         self.assertIsNone(self.state_bytes(a))
@@ -174,14 +222,14 @@ class Scripts(unittest.TestCase):
         for rate, stored, ago in ((0.5, 0.25, 2600000), (ONE_PER_MINUTE, 0, 61000000),
                                   (1000, 0.5, 1234), (3, 1.0 / 3, 999999)):
             with self.subTest(rate=rate, stored=stored, ago=ago):
-                name = self.policy(max_permits=100, rate=rate)
+                p = Policy(max_permits=100, rate=rate)
                 since = self.redis.time_us() - ago
-                write_state(self.redis, bucket_key(name), stored, since)
+                write_state(self.redis, bucket_key(p.name), stored, since)
                 before = self.redis.time_us()
-                d = self.take(name)
+                d = self.take(p)
                 after = self.redis.time_us()
                 self.assertEqual(d["allowed"], 1, d)
-                tokens, t = read_state(self.redis, bucket_key(name))
+                tokens, t = read_state(self.redis, bucket_key(p.name))
                 self.assertGreaterEqual(t, before)
                 self.assertLessEqual(t, after)
                 self.assertEqual(tokens, level(stored, since, 100, rate, t) - 1)
@@ -189,11 +237,11 @@ class Scripts(unittest.TestCase):
                 self.assertEqual(d["remaining"], math.floor(tokens))
 
     def test_bucket_peek_reads_the_refill_within_redis_time_bounds(self):
-        name = self.policy(max_permits=1000, rate=7)
+        p = Policy(max_permits=1000, rate=7)
         since = self.redis.time_us() - 3000000
-        write_state(self.redis, bucket_key(name), 2.5, since)
+        write_state(self.redis, bucket_key(p.name), 2.5, since)
         before = self.redis.time_us()
-        d = self.peek(name)
+        d = self.peek(p)
         after = self.redis.time_us()
         lo = math.floor(level(2.5, since, 1000, 7, before) * 1000000)
         hi = math.floor(level(2.5, since, 1000, 7, after) * 1000000)
@@ -203,17 +251,17 @@ class Scripts(unittest.TestCase):
     def test_bucket_one_per_minute_is_one_per_minute(self):
         # Empty 59 s ago: not yet, and the wait is the second left. Empty a
         # full minute ago: exactly one permit, no more.
-        name = self.policy(max_permits=5, rate=ONE_PER_MINUTE)
+        p = Policy(max_permits=5, rate=ONE_PER_MINUTE)
         before = self.redis.time_us()
-        write_state(self.redis, bucket_key(name), 0, before - 59000000)
-        d = self.take(name)
+        write_state(self.redis, bucket_key(p.name), 0, before - 59000000)
+        d = self.take(p)
         late_ms = (self.redis.time_us() - before) // 1000 + 1
         self.assertEqual(d["allowed"], 0, d)
         self.assertLessEqual(d["retry_after_ms"], 1001, d)    # 1000, or 1 ms over from doubles
         self.assertGreaterEqual(d["retry_after_ms"], 1000 - late_ms, d)
-        write_state(self.redis, bucket_key(name), 0, self.redis.time_us() - 60000000)
-        self.assertEqual(self.take(name)["allowed"], 1)
-        self.assertEqual(self.take(name)["allowed"], 0)
+        write_state(self.redis, bucket_key(p.name), 0, self.redis.time_us() - 60000000)
+        self.assertEqual(self.take(p)["allowed"], 1)
+        self.assertEqual(self.take(p)["allowed"], 0)
 
     def test_bucket_waiting_retry_after_succeeds(self):
         # Denied with a wait of W ms; the same state moved W ms into the past
@@ -221,14 +269,14 @@ class Scripts(unittest.TestCase):
         # come out whole in microseconds.
         for rate, want in ((3, 2), (0.7, 1), (ONE_PER_MINUTE, 3), (7 / 3, 5), (1 / 7, 9)):
             with self.subTest(rate=rate, want=want):
-                name = self.policy(max_permits=10, rate=rate)
+                p = Policy(max_permits=10, rate=rate)
                 since = self.redis.time_us()
-                write_state(self.redis, bucket_key(name), 0.1, since)
-                d = self.take(name, permits=want)
+                write_state(self.redis, bucket_key(p.name), 0.1, since)
+                d = self.take(p, permits=want)
                 self.assertEqual(d["allowed"], 0, d)
                 self.assertGreater(d["retry_after_ms"], 0, d)
-                write_state(self.redis, bucket_key(name), 0.1, since - d["retry_after_ms"] * 1000)
-                self.assertEqual(self.take(name, permits=want)["allowed"], 1)
+                write_state(self.redis, bucket_key(p.name), 0.1, since - d["retry_after_ms"] * 1000)
+                self.assertEqual(self.take(p, permits=want)["allowed"], 1)
 
     def test_bucket_retry_after_is_the_smallest_wait_rounded_up(self):
         # A state stamped ahead of the clock counts as measured now (see the
@@ -238,9 +286,9 @@ class Scripts(unittest.TestCase):
         for rate, stored, want in ((7, 0.1, 1), (3, 0.25, 2), (0.7, 0.1, 1),
                                    (ONE_PER_MINUTE, 0.5, 3), (1 / 7, 0, 9), (1000, 0.3, 5)):
             with self.subTest(rate=rate, stored=stored, want=want):
-                name = self.policy(max_permits=10, rate=rate)
-                write_state(self.redis, bucket_key(name), stored, self.redis.time_us() + 60000000)
-                d = self.take(name, permits=want)
+                p = Policy(max_permits=10, rate=rate)
+                write_state(self.redis, bucket_key(p.name), stored, self.redis.time_us() + 60000000)
+                d = self.take(p, permits=want)
                 wait = math.ceil((want - stored) * 1000000 / rate)
                 while level(stored, 0, 10, rate, wait - 1) >= want:
                     wait -= 1
@@ -251,42 +299,42 @@ class Scripts(unittest.TestCase):
     def test_bucket_long_idle_stays_exact(self):
         # A bucket idle for 200 years at a rate whose product would leave
         # 2^53: full, and exactly full.
-        name = self.policy(max_permits=2 ** 40, rate=1e9)
-        write_state(self.redis, bucket_key(name), 0, 0)
-        d = self.peek(name)
+        p = Policy(max_permits=2 ** 40, rate=1e9)
+        write_state(self.redis, bucket_key(p.name), 0, 0)
+        d = self.peek(p)
         self.assertEqual((d["remaining"], d["limit"]), (2 ** 40, 2 ** 40), d)
 
     # ------------------------------------------------------------ writes
 
     def test_bucket_denial_consumes_nothing(self):
-        name = self.policy(max_permits=10, rate=0.001)
+        p = Policy(max_permits=10, rate=0.001)
         since = self.redis.time_us()
-        write_state(self.redis, bucket_key(name), 2.75, since)   # no expiry: a write would set one
-        state = self.state_bytes(name)
+        write_state(self.redis, bucket_key(p.name), 2.75, since)   # no expiry: a write would set one
+        state = self.state_bytes(p)
         for permits in (3, 10, 5):
-            d = self.take(name, permits=permits)
+            d = self.take(p, permits=permits)
             self.assertEqual((d["allowed"], d["remaining"]), (0, 2), d)
-            self.assertEqual(self.state_bytes(name), state)
-            self.assertEqual(self.pttl(name), -1)
+            self.assertEqual(self.state_bytes(p), state)
+            self.assertEqual(self.pttl(p), -1)
         # Peek never writes either; a batch with a denied item writes only
         # what was taken.
-        self.assertEqual(self.peek(name)["remaining"], 2)
-        self.assertEqual(self.state_bytes(name), state)
-        out = self.decide("take", [(name, "", "app", 5), (name, "", "app", 2)])
+        self.assertEqual(self.peek(p)["remaining"], 2)
+        self.assertEqual(self.state_bytes(p), state)
+        out = self.decide("take", [(p, "", 5), (p, "", 2)])
         self.assertEqual([o["allowed"] for o in out], [0, 1])
-        tokens, t = read_state(self.redis, bucket_key(name))
+        tokens, t = read_state(self.redis, bucket_key(p.name))
         self.assertEqual(tokens, level(2.75, since, 10, 0.001, t) - 2)
 
     def test_bucket_state_expires_when_the_bucket_would_be_full(self):
         for max_permits, rate, permits in ((10, 2, 1), (10, 2, 10), (3, 0.001, 2), (7, 3, 4)):
             with self.subTest(max_permits=max_permits, rate=rate, permits=permits):
-                name = self.policy(max_permits=max_permits, rate=rate)
-                self.assertIsNone(self.state_bytes(name))       # a missing key reads as full
-                self.assertEqual(self.peek(name)["remaining"], max_permits)
-                d = self.take(name, permits=permits)
+                p = Policy(max_permits=max_permits, rate=rate)
+                self.assertIsNone(self.state_bytes(p))       # a missing key reads as full
+                self.assertEqual(self.peek(p)["remaining"], max_permits)
+                d = self.take(p, permits=permits)
                 want = math.ceil(permits * 1000 / rate)
                 self.assertEqual(d["reset_after_ms"], want, d)
-                ttl = self.pttl(name)
+                ttl = self.pttl(p)
                 self.assertLessEqual(ttl, want)
                 self.assertGreater(ttl, want - 1000)
 
@@ -294,68 +342,48 @@ class Scripts(unittest.TestCase):
         # Redis TIME stepped back: a state stamped a minute ahead counts as
         # measured now, and a denial writes it again stamped now (with an
         # expiry), or the bucket would stay frozen until the clock caught up.
-        name = self.policy(max_permits=5, rate=1)
-        write_state(self.redis, bucket_key(name), 0.5, self.redis.time_us() + 60000000)
+        p = Policy(max_permits=5, rate=1)
+        write_state(self.redis, bucket_key(p.name), 0.5, self.redis.time_us() + 60000000)
         before = self.redis.time_us()
-        self.assertEqual(self.take(name)["allowed"], 0)
-        tokens, t = read_state(self.redis, bucket_key(name))
+        self.assertEqual(self.take(p)["allowed"], 0)
+        tokens, t = read_state(self.redis, bucket_key(p.name))
         self.assertEqual(tokens, 0.5)
         self.assertTrue(before <= t <= self.redis.time_us(), (before, t))
-        self.assertGreater(self.pttl(name), 3500)
-        self.assertLessEqual(self.pttl(name), 4500)
+        self.assertGreater(self.pttl(p), 3500)
+        self.assertLessEqual(self.pttl(p), 4500)
 
     def test_bucket_full_bucket_is_no_key(self):
         # A state above max_permits (written under a larger one), stamped
         # ahead of the clock and re-stamped by a refused all-or-nothing call,
         # is full: its key is deleted, not written.
-        name, other = self.policy(max_permits=10, rate=1), self.policy(max_permits=1, rate=1)
-        write_state(self.redis, bucket_key(name), 20, self.redis.time_us() + 60000000)
-        write_state(self.redis, bucket_key(other), 0, self.redis.time_us())
-        out = self.decide("all", [(name, "", "app", 1), (other, "", "app", 1)])
+        p, other = Policy(max_permits=10, rate=1), Policy(max_permits=1, rate=1)
+        write_state(self.redis, bucket_key(p.name), 20, self.redis.time_us() + 60000000)
+        write_state(self.redis, bucket_key(other.name), 0, self.redis.time_us())
+        out = self.decide("all", [(p, "", 1), (other, "", 1)])
         self.assertEqual([o["allowed"] for o in out], [0, 0], out)
-        self.assertIsNone(self.state_bytes(name))
-
-    # ------------------------------------------------------------ apps
-
-    def test_bucket_app_membership_is_exact(self):
-        cases = [("alpha,beta", "alpha", True), ("alpha,beta", "beta", True),
-                 ("alpha,beta", "alp", False), ("alpha,beta", "eta", False),
-                 ("alphabet", "alpha", False), ("xalpha", "alpha", False),
-                 ("alphabet,alpha", "alpha", True), ("alpha,alphabet", "alphabet", True),
-                 ("a.c", "abc", False), ("a.c", "a.c", True), ("a-b", "ab", False),
-                 ("a-b", "b", False), ("a-b", "a-b", True), ("x_1,a%d", "a5", False),
-                 ("*", "anyone", True), ("alpha,*", "zed", True), ("alpha", "*", True),
-                 ("", "alpha", False)]
-        for apps, app, allowed in cases:
-            with self.subTest(apps=apps, app=app):
-                name = self.policy(apps=apps)
-                self.assertEqual(self.take(name, app=app)["status"],
-                                 0 if allowed else PERMISSION_DENIED)
-                out = self.decide("take", [(name, "k", app, 1), (name, "k", app, 1)])
-                self.assertEqual([o["status"] for o in out],
-                                 [0 if allowed else PERMISSION_DENIED] * 2)
+        self.assertIsNone(self.state_bytes(p))
 
     # ------------------------------------------------------------ many items
 
     def test_bucket_batch_items_in_order(self):
-        two, three = self.policy(max_permits=2), self.policy(max_permits=3, rate=0.001)
-        out = self.decide("take", [(two, "", "app", 1), (three, "u", "app", 2),
-                                   (two, "", "app", 1), (two, "", "app", 1),
-                                   (three, "u", "app", 2), (three, "v", "app", 3)])
+        two, three = Policy(max_permits=2), Policy(max_permits=3, rate=0.001)
+        out = self.decide("take", [(two, "", 1), (three, "u", 2),
+                                   (two, "", 1), (two, "", 1),
+                                   (three, "u", 2), (three, "v", 3)])
         self.assertEqual([(o["limit"], o["allowed"], o["remaining"]) for o in out],
                          [(2, 1, 1), (3, 1, 1), (2, 1, 0), (2, 0, 0), (3, 0, 1), (3, 1, 0)])
         # Each bucket written once, with every take of the call.
-        tokens, _ = read_state(self.redis, bucket_key(three, "u"))
+        tokens, _ = read_state(self.redis, bucket_key(three.name, "u"))
         self.assertAlmostEqual(tokens, 1, places=3)
-        tokens, _ = read_state(self.redis, bucket_key(two))
+        tokens, _ = read_state(self.redis, bucket_key(two.name))
         self.assertLess(tokens, 0.01)
 
     def test_bucket_all_or_nothing(self):
-        a, b = self.policy(max_permits=4, rate=2), self.policy(max_permits=4, rate=2)
+        a, b = Policy(max_permits=4, rate=2), Policy(max_permits=4, rate=2)
         since = self.redis.time_us()
-        write_state(self.redis, bucket_key(b), 1, since)
+        write_state(self.redis, bucket_key(b.name), 1, since)
         state = self.state_bytes(b)
-        out = self.decide("all", [(a, "", "app", 2), (b, "", "app", 1), (b, "", "app", 2)])
+        out = self.decide("all", [(a, "", 2), (b, "", 1), (b, "", 2)])
         self.assertEqual([o["allowed"] for o in out], [0, 0, 0], out)
         # The wait is the one for b's total (3 from 1 at 2/s: 1 s), for every item.
         self.assertEqual({o["retry_after_ms"] for o in out}, {out[0]["retry_after_ms"]})
@@ -363,42 +391,43 @@ class Scripts(unittest.TestCase):
         self.assertLessEqual(out[0]["retry_after_ms"], 1000, out)
         self.assertIsNone(self.state_bytes(a))
         self.assertEqual(self.state_bytes(b), state)
-        out = self.decide("all", [(a, "", "app", 2), (a, "", "app", 2)])
+        out = self.decide("all", [(a, "", 2), (a, "", 2)])
         self.assertEqual([(o["allowed"], o["remaining"]) for o in out], [(1, 2), (1, 0)])
 
     def test_bucket_peek_of_many_takes_nothing(self):
-        name = self.policy(max_permits=3)
-        out = self.decide("peek", [(name, "", "app", 1)] * 3)
+        p = Policy(max_permits=3)
+        out = self.decide("peek", [(p, "", 1)] * 3)
         self.assertEqual([o["remaining"] for o in out], [3, 3, 3])
-        self.assertIsNone(self.state_bytes(name))
+        self.assertIsNone(self.state_bytes(p))
 
     # ------------------------------------------------------------ settle
 
     def test_bucket_settle_sets_expiry_under_the_limits_now(self):
-        name = self.policy(max_permits=10, rate=1)
-        self.assertEqual(self.take(name, key="low", permits=8)["allowed"], 1)
-        self.assertLessEqual(self.pttl(name, "low"), 8000)
+        p = Policy(max_permits=10, rate=1)
+        self.assertEqual(self.take(p, key="low", permits=8)["allowed"], 1)
+        self.assertLessEqual(self.pttl(p, "low"), 8000)
         now = self.redis.time_us()
-        write_state(self.redis, bucket_key(name, "full"), 9, now - 20000000)
-        self.redis("HSET", policy_key(name), "rate", "0.1")      # slower: the keys expire too soon
-        state = self.state_bytes(name, "low")
-        self.assertEqual(self.settle(name, ["low", "full", "none"]), (1, 1))
-        ttl = self.pttl(name, "low")
+        write_state(self.redis, bucket_key(p.name, "full"), 9, now - 20000000)
+        slower = p.at(stamp=p.stamp + 1, rate=0.1)     # the keys expire too soon for it
+        state = self.state_bytes(p, "low")
+        self.assertEqual(self.settle(slower, ["low", "full", "none"]), (1, 1))
+        ttl = self.pttl(p, "low")
         self.assertGreater(ttl, 75000)          # (10 - 2) / 0.1 s, less the time since
         self.assertLessEqual(ttl, 80000)
-        self.assertEqual(self.state_bytes(name, "low"), state)    # the state is kept
-        self.assertIsNone(self.state_bytes(name, "full"))         # full: no key
-        self.assertIsNone(self.state_bytes(name, "none"))
+        self.assertEqual(self.state_bytes(p, "low"), state)    # the state is kept
+        self.assertIsNone(self.state_bytes(p, "full"))         # full: no key
+        self.assertIsNone(self.state_bytes(p, "none"))
 
     def test_bucket_settle_folds_a_state_older_than_the_newest_rate_edit(self):
-        name = self.policy(max_permits=100, rate=2)
+        p = Policy(max_permits=100, rate=2)
         now = self.redis.time_us()
         edit = now - 1000000
         since = now - 4000000
-        self.redis("HSET", policy_key(name), "rates", "%d:0.5" % edit)
-        write_state(self.redis, bucket_key(name, "u"), 0, since)
-        self.assertEqual(self.settle(name, ["u"]), (1, 0))
-        tokens, t = read_state(self.redis, bucket_key(name, "u"))
+        p.rates = "%d:0.5" % edit
+        write_state(self.redis, bucket_key(p.name, "u"), 0, since)
+        self.assertEqual(self.settle(p, ["u"]), (1, 0))
+        tokens, t = read_state(self.redis, bucket_key(p.name, "u"))
+        self.assertEqual(self.stamp_of(p, "u"), p.stamp)
         self.assertGreaterEqual(t, now)
         folded = level(0, since, 100, 0.5, edit)
         self.assertEqual(tokens, level(folded, edit, 100, 2, t))
@@ -411,38 +440,151 @@ class Scripts(unittest.TestCase):
         # single-item path and the many-item one.
         for path in ("one", "many"):
             with self.subTest(path=path):
-                name = self.policy(max_permits=1000, rate=2)
+                p = Policy(max_permits=1000, rate=2)
                 now = self.redis.time_us()
                 t1, t2, since = now - 1000000, now - 3000000, now - 7000000
-                self.redis("HSET", policy_key(name), "rates", "%d:4;%d:0.5" % (t1, t2))
-                write_state(self.redis, bucket_key(name), 0, since)
+                p.rates = "%d:4;%d:0.5" % (t1, t2)
+                write_state(self.redis, bucket_key(p.name), 0, since)
                 if path == "one":
-                    self.assertEqual(self.take(name)["allowed"], 1)
+                    self.assertEqual(self.take(p)["allowed"], 1)
                 else:
-                    out = self.decide("take", [(name, "", "app", 1)] * 2)
+                    out = self.decide("take", [(p, "", 1)] * 2)
                     self.assertEqual([o["allowed"] for o in out], [1, 1])
-                tokens, t = read_state(self.redis, bucket_key(name))
+                tokens, t = read_state(self.redis, bucket_key(p.name))
                 x = level(0, since, 1000, 0.5, t2)
                 x = level(x, t2, 1000, 4, t1)
                 self.assertEqual(tokens, level(x, t1, 1000, 2, t) - (1 if path == "one" else 2))
         # A bucket stamped after the newest edit accrues at the rate now only.
-        name = self.policy(max_permits=1000, rate=2)
+        p = Policy(max_permits=1000, rate=2)
         now = self.redis.time_us()
-        self.redis("HSET", policy_key(name), "rates", "%d:100" % (now - 5000000))
-        write_state(self.redis, bucket_key(name), 0, now - 1000000)
-        self.take(name)
-        tokens, t = read_state(self.redis, bucket_key(name))
+        p.rates = "%d:100" % (now - 5000000)
+        write_state(self.redis, bucket_key(p.name), 0, now - 1000000)
+        self.take(p)
+        tokens, t = read_state(self.redis, bucket_key(p.name))
         self.assertEqual(tokens, level(0, now - 1000000, 1000, 2, t) - 1)
 
     def test_bucket_rate_history_not_written_by_sync_is_internal(self):
         for rates in ("garbage", "5:0", "1:2;5:3", "x:1"):
             with self.subTest(rates=rates):
-                name = self.policy(max_permits=10, rate=1)
-                self.redis("HSET", policy_key(name), "rates", rates)
-                write_state(self.redis, bucket_key(name), 0, 0)
-                self.assertEqual(self.take(name)["status"], INTERNAL)
-                out = self.decide("take", [(name, "", "app", 1)] * 2)
+                p = Policy(max_permits=10, rate=1, rates=rates)
+                write_state(self.redis, bucket_key(p.name), 0, 0)
+                self.assertEqual(self.take(p)["status"], INTERNAL)
+                out = self.decide("take", [(p, "", 1)] * 2)
                 self.assertEqual([o["status"] for o in out], [INTERNAL] * 2)
+
+
+    # ------------------------------------------------------------ state and version stamps
+
+    def test_bucket_state_is_24_bytes_tokens_time_stamp(self):
+        # Every write, on either path, is '<ddd': the tokens, the Redis time
+        # of the call, the version stamp of the call's limits, bit for bit
+        # (a stamp such as id 300000 * 2^24 + version 9 stays exact).
+        for path in ("one", "many"):
+            with self.subTest(path=path):
+                p = Policy(max_permits=10, rate=2, stamp=300000 * STAMP + 9)
+                before = self.redis.time_us()
+                if path == "one":
+                    self.take(p, permits=3)
+                else:
+                    self.decide("take", [(p, "", 1), (p, "", 2)])
+                after = self.redis.time_us()
+                s = self.state_bytes(p)
+                self.assertEqual(len(s), 24, s)
+                tokens, t, stamp = STATE.unpack(s)
+                self.assertEqual((tokens, stamp), (7.0, 300000 * STAMP + 9))
+                self.assertEqual(t, math.floor(t))
+                self.assertTrue(before <= t <= after, (before, t, after))
+        # A take under a newer stamp writes that stamp: the state records
+        # the newest version it was decided under.
+        newer = p.at(stamp=p.stamp + 1)
+        self.take(newer)
+        self.assertEqual(self.stamp_of(p), newer.stamp)
+        # Sizes that are no state this script wrote (neither 24 nor 16 bytes).
+        for size in (8, 23, 25, 32):
+            with self.subTest(size=size):
+                q = Policy()
+                self.redis("SET", bucket_key(q.name), b"\0" * size)
+                self.assertEqual((self.take(q)["status"], self.take(q)["remaining"]),
+                                 (DATA_LOSS, size))
+                self.assertEqual(self.decide("take", [(q, "", 1)] * 2)[1]["status"], DATA_LOSS)
+                self.assertEqual(self.state_bytes(q), b"\0" * size)
+
+    def test_bucket_16_byte_state_reads_as_stamp_0(self):
+        # A state permitd wrote before issue 19 ('<dd': tokens, time) is
+        # decided under any stamp, even 0, its tokens refilled exactly, and
+        # written back as 24 bytes under the call's stamp.
+        for path, stamp in (("one", 0), ("one", 5), ("many", 0), ("many", STAMP + 1)):
+            with self.subTest(path=path, stamp=stamp):
+                p = Policy(max_permits=100, rate=3, stamp=stamp)
+                since = self.redis.time_us() - 2000000
+                self.redis("SET", bucket_key(p.name), OLD_STATE.pack(0.5, since))
+                if path == "one":
+                    d = self.take(p)
+                else:
+                    d = self.decide("take", [(p, "", 1)])[0]
+                self.assertEqual((d["status"], d["allowed"]), (0, 1), d)
+                tokens, t, written = STATE.unpack(self.state_bytes(p))
+                self.assertEqual(written, stamp)
+                self.assertEqual(tokens, level(0.5, since, 100, 3, t) - 1)
+        # Peek reads it the same way and writes nothing.
+        p = Policy(max_permits=100, rate=3, stamp=0)
+        old = OLD_STATE.pack(4.25, self.redis.time_us() + 60000000)
+        self.redis("SET", bucket_key(p.name), old)
+        self.assertEqual(self.peek(p)["tokens_micro"], 4250000)
+        self.assertEqual(self.state_bytes(p), old)
+
+    def test_bucket_stale_call_writes_nothing_and_answers_the_stamp(self):
+        # A bucket written under stamp 2^24 + 8, decided under 2^24 + 7 (an
+        # instance whose copy of the policy is older): -17, `remaining` the
+        # bucket's stamp, and neither the state nor its expiry changes.
+        newer = STAMP + 8
+        for path in ("one", "peek", "many", "all"):
+            with self.subTest(path=path):
+                p = Policy(max_permits=10, rate=1, stamp=STAMP + 7)
+                other = Policy(max_permits=10, rate=1)
+                write_state(self.redis, bucket_key(p.name), 3, self.redis.time_us() - 1000000,
+                            version=newer)
+                self.redis("PEXPIRE", bucket_key(p.name), 600000)
+                state = self.state_bytes(p)
+                want = dict(zip(FIELDS, (STALE, 0, newer, 10, 0, 0, 0, 0)))
+                if path == "one":
+                    self.assertEqual(self.take(p), want)
+                elif path == "peek":
+                    self.assertEqual(self.peek(p), want)
+                elif path == "many":
+                    # The stale items answer -17; the item of another bucket is decided.
+                    out = self.decide("take", [(p, "", 1), (other, "", 2), (p, "", 1)])
+                    self.assertEqual(out[0], want)
+                    self.assertEqual(out[2], want)
+                    self.assertEqual((out[1]["status"], out[1]["allowed"]), (0, 1))
+                    self.assertEqual(read_state(self.redis, bucket_key(other.name))[0], 8)
+                else:
+                    # In "all", nothing is written for any item.
+                    out = self.decide("all", [(other, "", 2), (p, "", 1)])
+                    self.assertEqual(out[1], want)
+                    self.assertEqual((out[0]["status"], out[0]["allowed"]), (ABORTED, 0))
+                    self.assertIsNone(self.state_bytes(other))
+                self.assertEqual(self.state_bytes(p), state)
+                self.assertGreater(self.pttl(p), 590000)
+        # The same stamp, or a newer one, decides it.
+        write_state(self.redis, bucket_key(p.name), 3, self.redis.time_us(), version=newer)
+        self.assertEqual(self.take(p.at(stamp=newer))["allowed"], 1)
+        self.assertEqual(self.take(p.at(stamp=newer + 1))["allowed"], 1)
+        self.assertEqual(self.stamp_of(p), newer + 1)
+
+    def test_bucket_settle_leaves_a_bucket_of_a_newer_stamp(self):
+        # Its writer had newer limits: settle under older ones sets nothing.
+        p = Policy(max_permits=10, rate=1, stamp=STAMP + 2)
+        write_state(self.redis, bucket_key(p.name, "u"), 1, self.redis.time_us(),
+                    version=STAMP + 3)
+        state = self.state_bytes(p, "u")
+        self.assertEqual(self.settle(p.at(rate=0.01, rates="1:5"), ["u"]), (0, 0))
+        self.assertEqual(self.state_bytes(p, "u"), state)
+        self.assertEqual(self.pttl(p, "u"), -1)
+        self.assertEqual(self.settle(p.at(stamp=STAMP + 3), ["u"]), (1, 0))
+        self.assertGreater(self.pttl(p, "u"), 0)
+
+    # ------------------------------------------------------------ sync.lua set/newest/trim
 
     def test_sync_set_records_rate_edits_newest_first(self):
         name = self.policy(max_permits=1000, rate=1)
@@ -558,6 +700,33 @@ class Scripts(unittest.TestCase):
         self.assertEqual(self.sync(name, "del", 5001, 7), [1])
         self.assertEqual(self.hash(name), {})
         self.assertEqual(self.sync(name, "del", 9000, 100), [0])
+
+    def test_sync_publishes_a_change_notice_on_every_write(self):
+        # "<name> <version>" on <prefix>changes after a put that writes, a
+        # set, a del that deletes (version 0); nothing when nothing changed.
+        name = unique("sync")
+        sub = Redis()   # a subscriber: one SUBSCRIBE sent, then replies read as they come
+        try:
+            sub._send(("SUBSCRIBE", PREFIX + "changes"))
+            self.assertEqual(sub._reply(), ["subscribe", PREFIX + "changes", 1])
+            self.assertEqual(self.put(name, 3, 4, 1000), [1, 0])
+            self.assertEqual(self.put(name, 3, 4, 1000), [0, 0])      # up to date: no notice
+            self.assertEqual(self.sync(name, "set", "rate", "2"), [1, 1])
+            self.assertEqual(self.sync(name, "del", 9000, 3), [1])
+            self.assertEqual(self.sync(name, "del", 9000, 3), [0])    # nothing deleted: no notice
+            self.redis("PUBLISH", PREFIX + "changes", "end")
+            got = []
+            while True:
+                kind, channel, message = sub._reply()
+                self.assertEqual((kind, channel), ("message", PREFIX + "changes"))
+                if message == "end":
+                    break
+                got.append(message)
+            # Other tests' writes publish too: keep this policy's.
+            self.assertEqual([m for m in got if m.split(" ")[0] == name],
+                             ["%s 4" % name, "%s 5" % name, "%s 0" % name])
+        finally:
+            sub.close()
 
 
 if __name__ == "__main__":
