@@ -126,8 +126,8 @@ free_port() {
 # nodes. Prints the ports, space-separated. Each port + 10000 (the cluster
 # bus) must be free too. --cluster-announce-ip: a node that never met
 # another does not know its own address, and its CLUSTER SHARDS / SLOTS
-# entry has none (permitd refuses such a map: "node 1 has neither endpoint
-# nor ip"). The caller adds DIR to cluster_dirs first (this
+# entry has none (permitd then takes the seed's address, but redirects
+# would name no host). The caller adds DIR to cluster_dirs first (this
 # runs in a subshell), so that cleanup stops them with stop_cluster DIR.
 start_cluster() {
     local dir=$1 n=$2 ports=() p i lo hi
