@@ -47,6 +47,7 @@ struct limiter {
     void *missing_ud;
     struct policies *policies;      /* the in-memory copy of the policies */
     _Atomic uint64_t stale_retries;
+    _Atomic uint64_t splits;        /* calls over several slots sent again per slot */
     struct loader *loader;          /* started on the first miss of a queue */
     int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
     pthread_mutex_t loader_lock;    /* guards starting it */
@@ -756,6 +757,7 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         npolicies = &pl->args[a++];
         c->keys = &pl->keys[first];
         c->out = &pl->out[8 * first];
+        c->cross_slot = 0;      /* one slot per call: see by_bucket() */
         /* the policies of this call, each once */
         for (size_t m = first; m < pl->valid;) {
             const struct policies_entry *newest = pl->entries[pl->order[m]];
@@ -956,8 +958,14 @@ struct job {
     char name[POLICY_REDIS_KEY_MAX];        /* its bucket's key (batch_items()) */
     size_t name_len;
     unsigned slot;                  /* the key's cluster slot */
+    int group;                      /* its call's: the master of slot, or (split,
+                                       or no master known) CLUSTER_SLOTS + slot */
+    int split;                      /* a call over several slots it went in met
+                                       a redirect: it goes again in one per slot */
     struct limiter *l;              /* for by_call() */
     char permits[24];
+    char index[8];                  /* its policy's number in its call */
+    char npol[8];                   /* the lead job of a call: its number of policies */
     char app[POLICY_NAME_MAX + 1];  /* req.app: what the call sends is the job's own
                                        (the pipe may send it again after the
                                        job was answered: NOSCRIPT) */
@@ -1068,9 +1076,34 @@ static void batch_end(struct limiter_queue *q, int rc, const struct permitd_erro
     struct batch *b = &q->batch;
     size_t n = b->njobs;
 
+    struct job *again = NULL, *last = NULL;
+
     b->njobs = b->ncalls = 0;
-    for (size_t i = 0; i < n; i++)
-        job_end(q, b->jobs[i], rc, &b->calls[b->jobs[i]->first], err);
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = b->jobs[i];
+        /* A call over several slots that met a redirect wrote nothing: its
+         * Acquires and Peeks go again, first in the queue, one call per
+         * slot, whose redirects are followed (batch_items()). */
+        if (rc == PERMITD_OK && j->plan == NULL && !j->answered && !j->split &&
+            b->calls[j->first].rc == REDIS_CALL_SPLIT) {
+            j->split = 1;
+            j->next = NULL;
+            if (last != NULL)
+                last->next = j;
+            else
+                again = j;
+            last = j;
+            continue;
+        }
+        job_end(q, j, rc, &b->calls[j->first], err);
+    }
+    if (again != NULL) {
+        atomic_fetch_add(&q->l->splits, 1);
+        last->next = q->head;
+        if (q->head == NULL)
+            q->tail = last;
+        q->head = again;
+    }
 }
 
 /* Room for n more calls in the batch; 0 or -1 (out of memory). */
@@ -1099,6 +1132,8 @@ static int by_call(const void *a, const void *b, void *jobs_)
     int c = y->take - x->take;
 
     if (c == 0)
+        c = x->group - y->group;
+    if (c == 0)
         c = strcmp(x->req.bucket, y->req.bucket);
     if (c == 0 && x->l->slot_calls)
         c = (int)x->slot - (int)y->slot;
@@ -1106,12 +1141,18 @@ static int by_call(const void *a, const void *b, void *jobs_)
 }
 
 /* Lays the batch's Acquires and Peeks (b->items, n of them) out as calls
- * after its AcquireBatches': one per policy and kind, its items in the order
- * they came, with the policy's limits once (the newest copy among its
- * items': a reload may have come between two of them). A policy's keys
- * share its cluster slot (policy.h), so one script may touch them all; the
+ * after its AcquireBatches': on a single Redis one per policy and kind; in
+ * a cluster one per master and kind, carrying the items of several
+ * policies and slots (lua/bucket.lua: Redis 7 lets a script with
+ * allow-cross-slot-keys touch any key of a slot its node serves). Items
+ * keep the order they came within a policy; each policy's limits go once
+ * per call (the newest copy among its items': a reload may have come
+ * between two of them). A call over several slots declares its first key
+ * only (KEYS must share a slot) and names the others after the items'
+ * pairs; should it meet a redirect its items go again, one call per slot
+ * (batch_end()), and so do items whose slot has no master known. The
  * script decides its items one after the other, exactly as if each had
- * been a call of its own, and answers each on its own (lua/bucket.lua). */
+ * been a call of its own, and answers each on its own. */
 static void batch_items(struct limiter_queue *q, size_t n)
 {
     struct batch *b = &q->batch;
@@ -1122,39 +1163,67 @@ static void batch_items(struct limiter_queue *q, size_t n)
         j->l = q->l;
         j->name_len = bucket_key(q->l, &j->req, j->entry, j->name);
         j->slot = q->l->slot_calls ? cluster_keyslot(j->name, j->name_len) : 0;
+        j->group = 0;
+        if (q->l->slot_calls) {
+            int master = j->split ? -1 : redis_slot_master(q->l->redis, j->slot);
+            j->group = master >= 0 ? master : CLUSTER_SLOTS + (int)j->slot;
+        }
     }
     qsort_r(b->items, n, sizeof(*b->items), by_call, b->jobs);
     for (size_t k = 0; k < n;) {
-        size_t first = k;
+        size_t first = k, last = k + 1, np = 0;
         struct job *lead = b->jobs[b->items[first]];
-        const struct policies_entry *newest = lead->entry;
         struct redis_script_call *c = &b->calls[b->ncalls];
-        struct redis_str *limits;
+        size_t at = a;          /* where its args begin */
+        int cross = 0;
 
+        /* This call's items: one kind; on a single Redis one policy, in a
+         * cluster one master (group). */
+        while (last < n) {
+            const struct job *j = b->jobs[b->items[last]];
+            if (j->take != lead->take || j->group != lead->group ||
+                (!q->l->slot_calls && strcmp(j->req.bucket, lead->req.bucket) != 0))
+                break;
+            cross |= j->slot != lead->slot;
+            last++;
+        }
         b->args[a] = lead->take ? MODE_TAKE : MODE_PEEK;
         *c = (struct redis_script_call){.keys = &b->keys[first], .args = &b->args[a++],
-                                        .out = &b->out[8 * first]};
-        b->args[a++] = (struct redis_str){POLICY_INDEX, 1};
-        limits = &b->args[a];
-        a += 4;
-        do {
-            struct job *j = b->jobs[b->items[k]];
-            item_call(&j->req, j->take, j->name, j->name_len, j->permits, POLICY_INDEX,
-                      &b->keys[k], &b->args[a]);
-            if (j->entry->stamp > newest->stamp)
-                newest = j->entry;
+                                        .out = &b->out[8 * first], .cross_slot = cross};
+        a++;                    /* its number of policies, set below */
+        /* Each policy once (its items are side by side), with its number. */
+        for (size_t x = first; x < last;) {
+            const struct job *newest = b->jobs[b->items[x]];
+            np++;
+            while (x < last && strcmp(b->jobs[b->items[x]]->req.bucket,
+                                      newest->req.bucket) == 0) {
+                struct job *j = b->jobs[b->items[x]];
+                if (j->entry->stamp > newest->entry->stamp)
+                    newest = j;
+                snprintf(j->index, sizeof(j->index), "%zu", np);
+                x++;
+            }
+            policy_args(newest->entry, &b->args[a]);
+            a += 4;
+        }
+        snprintf(lead->npol, sizeof(lead->npol), "%zu", np);
+        b->args[at + 1] = (struct redis_str){lead->npol, strlen(lead->npol)};
+        for (size_t x = first; x < last; x++) {
+            struct job *j = b->jobs[b->items[x]];
+            item_call(&j->req, j->take, j->name, j->name_len, j->permits, j->index,
+                      &b->keys[x], &b->args[a]);
             a += 2;
             j->first = b->ncalls;
-            j->out = &b->out[8 * k];
-            k++;
-        } while (k < n && b->jobs[b->items[k]]->take == lead->take &&
-                 strcmp(b->jobs[b->items[k]]->req.bucket, lead->req.bucket) == 0 &&
-                 b->jobs[b->items[k]]->slot == lead->slot);
-        policy_args(newest, limits);
-        c->nkeys = (int)(k - first);
-        c->nargs = (int)(6 + 2 * (k - first));
-        c->nout = (int)(8 * (k - first));
+            j->out = &b->out[8 * x];
+        }
+        /* Over several slots: KEYS is the first key, the others follow. */
+        for (size_t x = first + 1; cross && x < last; x++)
+            b->args[a++] = b->keys[x];
+        c->nkeys = cross ? 1 : (int)(last - first);
+        c->nargs = (int)(a - at);
+        c->nout = (int)(8 * (last - first));
         b->ncalls++;
+        k = last;
     }
 }
 
@@ -1763,6 +1832,7 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     }
     j->entry = e;
     j->plan = NULL;
+    j->split = 0;
     j->take = take;
     j->req = *req;              /* the caller keeps the strings until done */
     memcpy(j->app, req->app, strlen(req->app) + 1);    /* limiter_check(): a name */
