@@ -596,6 +596,17 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
  * limiter_acquire_batch_queued() hands it to the worker's queue, where it
  * travels with the Acquires of the same pass. */
 
+/* The group of an item's call in a cluster: the master of its slot, so
+ * that a pass sends each master one call; CLUSTER_SLOTS + slot (a call of
+ * that slot alone) when per_slot, when no master is known for it, or with
+ * no Redis handle (the unit tests). */
+static int call_group(struct limiter *l, unsigned slot, int per_slot)
+{
+    int master = per_slot || l->redis == NULL ? -1 : redis_slot_master(l->redis, slot);
+
+    return master >= 0 ? master : CLUSTER_SLOTS + (int)slot;
+}
+
 /* Sorting item indices by policy name groups one policy's items together
  * (and, in a cluster, its items of one slot: a call's keys share one);
  * ties keep request order, so a policy's items reach Redis in order. */
@@ -603,8 +614,12 @@ static int by_bucket(const void *a, const void *b, void *pl_)
 {
     const struct limiter_plan *pl = pl_;
     size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(pl->reqs[i].bucket, pl->reqs[j].bucket);
+    int c = 0;
 
+    if (pl->l->slot_calls && !pl->all_or_nothing)
+        c = pl->groups[i] - pl->groups[j];
+    if (c == 0)
+        c = strcmp(pl->reqs[i].bucket, pl->reqs[j].bucket);
     if (c == 0 && pl->l->slot_calls && !pl->all_or_nothing)
         c = (int)pl->slots[i] - (int)pl->slots[j];
     return c != 0 ? c : (i < j ? -1 : (i > j));
@@ -617,6 +632,7 @@ void limiter_plan_free(struct limiter_plan *pl)
     free(pl->entries);
     free(pl->klen);
     free(pl->slots);
+    free(pl->groups);
     free(pl->order);
     free(pl->keys);
     free(pl->args);
@@ -682,13 +698,14 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     pl->knames = malloc(n * sizeof(*pl->knames));
     pl->klen = malloc(n * sizeof(*pl->klen));
     pl->slots = malloc(n * sizeof(*pl->slots));
+    pl->groups = malloc(n * sizeof(*pl->groups));
     pl->permits = malloc(n * sizeof(*pl->permits));
     pl->index = malloc(n * sizeof(*pl->index));
     pl->npol = malloc(n * sizeof(*pl->npol));
     pl->out = malloc(8 * n * sizeof(*pl->out));
     pl->calls = malloc(n * sizeof(*pl->calls));
     if (!pl->order || !pl->entries || !pl->keys || !pl->args || !pl->knames || !pl->permits ||
-        !pl->index || !pl->npol || !pl->out || !pl->calls || !pl->klen || !pl->slots)
+        !pl->index || !pl->npol || !pl->out || !pl->calls || !pl->klen || !pl->slots || !pl->groups)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 
     for (size_t i = 0; i < n; i++) {
@@ -725,6 +742,7 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         pl->order[pl->valid++] = i;
         pl->klen[i] = bucket_key(pl->l, &reqs[i], e, pl->knames[i]);
         pl->slots[i] = cluster_keyslot(pl->knames[i], pl->klen[i]);
+        pl->groups[i] = call_group(pl->l, pl->slots[i], pl->per_slot);
     }
     if (pl->all_or_nothing && bad + refused > 0) {
         for (size_t k = 0; k < pl->valid; k++)
@@ -757,17 +775,21 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         npolicies = &pl->args[a++];
         c->keys = &pl->keys[first];
         c->out = &pl->out[8 * first];
-        c->cross_slot = 0;      /* one slot per call: see by_bucket() */
-        /* the policies of this call, each once */
+        c->cross_slot = 0;
+        /* the policies of this call, each once: all_or_nothing's all; on a
+         * single Redis one; in a cluster those of one group (by_bucket()) */
         for (size_t m = first; m < pl->valid;) {
             const struct policies_entry *newest = pl->entries[pl->order[m]];
             size_t from = m;
-            if (!pl->all_or_nothing && m > first)
+            if (!pl->all_or_nothing && m > first &&
+                (!pl->l->slot_calls || pl->groups[pl->order[m]] != pl->groups[pl->order[first]]))
                 break;
             while (m < pl->valid && strcmp(reqs[pl->order[m]].bucket,
                                            reqs[pl->order[from]].bucket) == 0 &&
                    (pl->all_or_nothing || !pl->l->slot_calls ||
-                    pl->slots[pl->order[m]] == pl->slots[pl->order[from]])) {
+                    pl->groups[pl->order[m]] == pl->groups[pl->order[from]])) {
+                c->cross_slot |= !pl->all_or_nothing && pl->l->slot_calls &&
+                                 pl->slots[pl->order[m]] != pl->slots[pl->order[first]];
                 if (pl->entries[pl->order[m]]->stamp > newest->stamp)
                     newest = pl->entries[pl->order[m]];
                 m++;
@@ -789,8 +811,11 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                       &pl->keys[x], &pl->args[a]);
             a += 2;
         }
-        c->nkeys = (int)(k - first);
-        c->nargs = (int)(2 + 4 * np + 2 * (k - first));
+        /* Over several slots: KEYS is the first key, the others follow. */
+        for (size_t x = first + 1; c->cross_slot && x < k; x++)
+            pl->args[a++] = pl->keys[x];
+        c->nkeys = c->cross_slot ? 1 : (int)(k - first);
+        c->nargs = (int)(2 + 4 * np + 2 * (k - first) + (c->cross_slot ? k - first - 1 : 0));
         c->nout = (int)(8 * (k - first));
     }
     return PERMITD_OK;
@@ -800,6 +825,63 @@ static int batch_run(struct limiter *l, const struct limiter_request *reqs, size
                      int all_or_nothing, int retried, int64_t deadline_us,
                      struct limiter_result *res, struct permitd_error *errs,
                      struct permitd_error *err);
+
+/* The items of pl's calls over several slots that met a redirect (rc
+ * REDIS_CALL_SPLIT: the script wrote nothing) asked again, one call per
+ * slot, whose redirects are followed; their answers become the items'.
+ * Blocking, on the caller's thread (a worker's loop for a queued batch,
+ * as for a stale answer): it happens only while slots move. */
+static void plan_resend(struct limiter_plan *pl)
+{
+    struct limiter_request *reqs = NULL;
+    struct limiter_result *res = NULL;
+    struct permitd_error *errs = NULL, err = {0, ""};
+    size_t *idx = NULL, m = 0, k = 0;
+    int rc;
+
+    for (size_t g = 0; g < pl->ngroups; g++)
+        if (pl->calls[g].rc == REDIS_CALL_SPLIT)
+            m += (size_t)pl->calls[g].nout / 8;
+    if (m == 0)
+        return;
+    reqs = malloc(m * sizeof(*reqs));
+    res = calloc(m, sizeof(*res));
+    errs = calloc(m, sizeof(*errs));
+    idx = malloc(m * sizeof(*idx));
+    m = 0;
+    for (size_t g = 0; g < pl->ngroups; g++) {
+        size_t items = (size_t)pl->calls[g].nout / 8;
+        for (size_t j = 0; j < items; j++, k++) {
+            if (pl->calls[g].rc != REDIS_CALL_SPLIT)
+                continue;
+            if (reqs == NULL || res == NULL || errs == NULL || idx == NULL)
+                permitd_error_set(&pl->errs[pl->order[k]], PERMITD_EINTERNAL,
+                                  "out of memory sending an item again after a redirect");
+            else
+                reqs[m] = pl->reqs[pl->order[k]];
+            if (idx != NULL)
+                idx[m] = pl->order[k];
+            m++;
+        }
+    }
+    if (reqs == NULL || res == NULL || errs == NULL || idx == NULL)
+        m = 0;
+    rc = m == 0 ? PERMITD_OK
+                : batch_run(pl->l, reqs, m, 0, pl->retried, pl->deadline_us, res, errs, &err);
+    for (size_t x = 0; x < m; x++) {
+        size_t i = idx[x];
+        if (rc != PERMITD_OK) {
+            permitd_error_set(&pl->errs[i], rc, "%s", err.message);
+            continue;
+        }
+        pl->res[i] = res[x];
+        pl->errs[i] = errs[x];
+    }
+    free(reqs);
+    free(res);
+    free(errs);
+    free(idx);
+}
 
 /* Reads the answers of the calls (rc: the whole round trip's) into res and
  * errs; returns the batch's rc. A "stale" item is asked again after its
@@ -835,12 +917,15 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
             }
         }
     }
+    plan_resend(pl);
     for (size_t g = 0, k = 0; g < pl->ngroups; g++) {
-        size_t m = (size_t)pl->calls[g].nkeys;
+        size_t m = (size_t)pl->calls[g].nout / 8;
         for (size_t j = 0; j < m; j++, k++) {
             size_t i = pl->order[k];
             const long long *out = &pl->calls[g].out[8 * j];
             int crc = PERMITD_OK;
+            if (pl->calls[g].rc == REDIS_CALL_SPLIT)
+                continue;       /* answered by plan_resend() */
             if (pl->calls[g].rc != PERMITD_OK) {
                 /* A call Redis refused: as for a single Acquire,
                  * failure_mode applies when it could not serve now; but
@@ -866,9 +951,10 @@ static int batch_run(struct limiter *l, const struct limiter_request *reqs, size
                      struct limiter_result *res, struct permitd_error *errs,
                      struct permitd_error *err)
 {
+    /* Blocking: one call per slot (redis.c follows each call's redirects) */
     struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
                               .res = res, .errs = errs, .deadline_us = deadline_us,
-                              .retried = retried};
+                              .retried = retried, .per_slot = 1};
     int rc = limiter_plan_make(&pl, err);
 
     if (rc == PERMITD_OK && pl.ngroups > 0) {
@@ -1164,10 +1250,8 @@ static void batch_items(struct limiter_queue *q, size_t n)
         j->name_len = bucket_key(q->l, &j->req, j->entry, j->name);
         j->slot = q->l->slot_calls ? cluster_keyslot(j->name, j->name_len) : 0;
         j->group = 0;
-        if (q->l->slot_calls) {
-            int master = j->split ? -1 : redis_slot_master(q->l->redis, j->slot);
-            j->group = master >= 0 ? master : CLUSTER_SLOTS + (int)j->slot;
-        }
+        if (q->l->slot_calls)
+            j->group = call_group(q->l, j->slot, j->split);
     }
     qsort_r(b->items, n, sizeof(*b->items), by_call, b->jobs);
     for (size_t k = 0; k < n;) {

@@ -343,10 +343,11 @@ class ServeTest(test_admin.AdminCase):
                     calls += int(line.split("calls=")[1].split(",")[0])
         return calls
 
-    def one_pass(self, name, keys, pause_ms=500):
+    def one_pass(self, name, keys, pause_ms=700):
         """Acquires of name's keys sent at once while every master holds its
-        writes (CLIENT PAUSE WRITE): each worker's first batch waits there,
-        and the rest gather behind it into one pass. {key: reply}."""
+        writes (CLIENT PAUSE WRITE, shorter than the tests' 1 s Redis
+        timeout): each worker's first batch waits there, and most of the
+        rest gather behind it. {key: reply}."""
         results = {}
         apis = [self.api() for _ in keys]
 
@@ -358,7 +359,6 @@ class ServeTest(test_admin.AdminCase):
             Redis(m)("CLIENT", "PAUSE", pause_ms, "WRITE")
         for t in threads:
             t.start()
-            time.sleep(0.002)
         for t in threads:
             t.join()
         return results
@@ -378,8 +378,10 @@ class ServeTest(test_admin.AdminCase):
               file=sys.stderr)
         self.assertEqual([decision(res[k]).get("allowed") for k in keys], [True] * len(keys))
         self.assertEqual({int(decision(res[k])["remaining"]) for k in keys}, {9})
-        # Each worker's first batch, then one call per master and worker.
-        self.assertLessEqual(calls, 20, "calls per slot, not per master")
+        # One call per slot would be at least one per key (90 here; 108 when
+        # measured); per master, a handful per pass and worker (14-23
+        # measured, with the sync's calls).
+        self.assertLess(calls, len(slots) // 2, "calls per slot, not per master")
 
     def test_a_call_over_several_slots_meeting_a_redirect_goes_again_per_slot(self):
         # A slot in the middle of a migration, its keys on the target: the
@@ -422,6 +424,42 @@ class ServeTest(test_admin.AdminCase):
         self.assertEqual({k: int(decision(res[k])["remaining"]) for k in keys},
                          {k: 8 for k in keys})
         self.assertGreater(errors(src), errors0, "no call met the migration")
+        self.assertEqual(int(decision(api.acquire(name, key=moved))["remaining"]), 7)
+
+    def test_a_batch_call_over_several_slots_meeting_a_redirect_goes_again_per_slot(self):
+        # AcquireBatch: its items go one call per master too; the call that
+        # meets a slot being migrated is sent again per slot, nothing fails
+        # and nothing is taken twice.
+        name = self.policies(1, max_permits=10)[0]
+        keys = ["b%03d" % i for i in range(40)]
+        api = self.api()
+        owner = {k: self.cluster.owner(self.cluster.slot(state_key(name, k, self.prefix)))
+                 for k in keys}
+        # The moved key: not the first of its master's call.
+        src = owner[keys[0]]
+        moved = [k for k in keys if owner[k] == src][-1]
+        self.assertNotEqual(moved, keys[0])
+        slot = self.cluster.slot(state_key(name, moved, self.prefix))
+        dst = self.other_master(src)
+        items = [{"bucket": name, "app": "app", "key": k} for k in keys]
+        body = json.dumps({"requests": items}).encode()
+        hdr = {"Content-Type": "application/json"}
+        r = api.request("POST", BATCH, body, hdr)
+        self.assertEqual(r.status, 200, r)
+        before = self.evalsha_calls()
+        try:
+            self.cluster.migrate(slot, dst)
+            r = api.request("POST", BATCH, body, hdr)
+        finally:
+            self.cluster.finish(slot, dst)
+            self.cluster.move(slot, src)
+        calls = self.evalsha_calls() - before
+        self.assertEqual(r.status, 200, r)
+        res = r.json()["results"]
+        self.assertEqual([x.get("error") for x in res], [None] * len(keys), res)
+        self.assertEqual([int(x["response"]["remaining"]) for x in res], [8] * len(keys), res)
+        # One call per master, then the split one's items one per slot.
+        self.assertLess(calls, len(keys), calls)
         self.assertEqual(int(decision(api.acquire(name, key=moved))["remaining"]), 7)
 
     def test_noscript_on_one_master_reloads_there(self):
