@@ -1020,8 +1020,9 @@ struct loader {
  * next one gathers, so under load each round trip carries many decisions and
  * Redis pays its syscalls once per batch, not per decision. The Acquires of
  * one policy in a batch go as the items of one script call (and so do its
- * Peeks): Redis reads the policy, the clock and their states once for all
- * of them, and runs the script once (see batch_send()). Replies are read
+ * Peeks; in a cluster, those of every policy a master serves): Redis reads
+ * the clock and their states once for all of them, and runs the script
+ * once (see batch_items()). Replies are read
  * when the loop sees the socket ready, and each job's answer is handed back
  * right there: no other thread, no lock, no wake-up. */
 
