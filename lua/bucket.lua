@@ -1,12 +1,14 @@
+#!lua flags=allow-cross-slot-keys
 --[[
 bucket.lua - token-bucket decisions, atomically, inside Redis.
 
 One call decides one or more items in order. Its keys are bucket state keys
-only (server/stores/policy.c lays them out), all of one Redis Cluster slot;
-the policies' limits come in ARGV, from permitd's in-memory copy of each
-policy (server/decisions/policies.c): this script reads no policy hash, so
-a keyed bucket may live in a slot of its own.
-  KEYS[i]     item i's bucket state
+only (server/stores/policy.c lays them out); the policies' limits come in
+ARGV, from permitd's in-memory copy of each policy
+(server/decisions/policies.c): this script reads no policy hash, so a keyed
+bucket may live in a slot of its own.
+  KEYS[i]     item i's bucket state, for i = 1..m (m = #KEYS: all of one
+              Redis Cluster slot)
   ARGV[1]     "take" (Acquire), "peek" (Peek: nothing taken), "all"
               (all or nothing: every item is granted, or none takes anything),
               or "settle" (see the settle section below)
@@ -15,6 +17,33 @@ a keyed bucket may live in a slot of its own.
               rate, and its rate history `rates` ("" when none; see below)
   ARGV[b+2(i-1)], ARGV[b+2i-1]  with b = 3 + 4 np: item i's policy (j, 1..np)
               and its permits (>= 1)
+  ARGV[b+2n+(i-m-1)]  for i = m+1..n: item i's bucket state key, when the
+              items' keys span several slots of one Redis Cluster master
+              (then m = 1; n = (#ARGV - b + 1 + m) / 3, which is m when
+              no key follows the pairs)
+
+Over several slots (issue 19): permitd sends a pass's Acquires and Peeks
+as one call per master, not per slot. What Redis 7.0.15 does with such a
+call, measured on the test stack's cluster (3 masters):
+  - the declared KEYS must share one slot, shebang or not: EVALSHA with
+    keys of two slots, both served by the node asked, answers "CROSSSLOT
+    Keys in request don't hash to the same slot" before the script runs.
+    Hence one declared key (it routes the call: a slot the node does not
+    serve answers MOVED or ASK as for any call) and the others in ARGV;
+  - a key in ARGV of another slot of the same node is served: the flag
+    allow-cross-slot-keys (the line above) allows it (so do scripts
+    without a shebang, for compatibility; the flag says it on purpose);
+  - each command inside must still touch one slot: an MGET of keys of two
+    slots fails, hence one GET per key in such a call;
+  - a key of a slot the node does not serve (another master's, or one
+    being migrated and not here, or one being imported without ASKING)
+    raises "ERR Script attempted to access a non local key in a cluster
+    node" at the command that touches it: an error, not MOVED, and what
+    the script wrote before it stays written. So every key is read before
+    any is written: such a call then writes nothing, and permitd sends its
+    items again, one call per slot (server/stores/redis_pipe.c,
+    server/decisions/limiter.c), whose redirects are followed as usual.
+  - all_or_nothing ("all") keeps its one-slot rule (limiter.c).
 permitd checks everything else before the call: the policy exists and is
 enabled, the app is in its `apps` (exact set membership, in C), the key is
 well formed, the limits are valid (max_permits >= 1, rate > 0).
@@ -93,6 +122,19 @@ local mode = ARGV[1]
 local n = #KEYS
 local np = tonumber(ARGV[2])
 local base = 3 + 4 * np  -- ARGV index of item 1's policy
+local keys = KEYS
+if mode ~= 'settle' and #ARGV - base + 1 > 2 * n then
+  -- keys of several slots (see the top): the ones after KEYS follow the pairs
+  local m = n
+  n = (#ARGV - base + 1 + m) / 3
+  keys = {}
+  for i = 1, m do
+    keys[i] = KEYS[i]
+  end
+  for i = m + 1, n do
+    keys[i] = ARGV[base + 2 * n + i - m - 1]
+  end
+end
 local find, sub, gmatch = string.find, string.sub, string.gmatch
 local floor, ceil = math.floor, math.ceil
 local pack, unpack_state = struct.pack, struct.unpack
@@ -392,7 +434,16 @@ end
 -- in one MGET.
 local policies, buckets = {}, {}
 local written = {}      -- the buckets in the order first read: they are written in it
-local states = redis.call('MGET', unpack(KEYS))
+local states
+if keys == KEYS then
+  states = redis.call('MGET', unpack(KEYS))
+else
+  -- one slot per command; every key read before any is written (the top)
+  states = {}
+  for i = 1, n do
+    states[i] = redis.call('GET', keys[i])
+  end
+end
 
 local function policy(j)
   local p = policies[j]
@@ -419,7 +470,7 @@ end
 -- frozen until the clock caught up; `skewed` says so, and a denial
 -- re-stamps such a state, or it would never start accruing.
 local function bucket(i, p)
-  local k = KEYS[i]
+  local k = keys[i]
   local b = buckets[k]
   if not b then
     local s = states[i]

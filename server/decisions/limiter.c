@@ -47,6 +47,7 @@ struct limiter {
     void *missing_ud;
     struct policies *policies;      /* the in-memory copy of the policies */
     _Atomic uint64_t stale_retries;
+    _Atomic uint64_t splits;        /* calls over several slots sent again per slot */
     struct loader *loader;          /* started on the first miss of a queue */
     int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
     pthread_mutex_t loader_lock;    /* guards starting it */
@@ -595,6 +596,17 @@ int limiter_check(const struct limiter_request *req, struct permitd_error *err)
  * limiter_acquire_batch_queued() hands it to the worker's queue, where it
  * travels with the Acquires of the same pass. */
 
+/* The group of an item's call in a cluster: the master of its slot, so
+ * that a pass sends each master one call; CLUSTER_SLOTS + slot (a call of
+ * that slot alone) when per_slot, when no master is known for it, or with
+ * no Redis handle (the unit tests). */
+static int call_group(struct limiter *l, unsigned slot, int per_slot)
+{
+    int master = per_slot || l->redis == NULL ? -1 : redis_slot_master(l->redis, slot);
+
+    return master >= 0 ? master : CLUSTER_SLOTS + (int)slot;
+}
+
 /* Sorting item indices by policy name groups one policy's items together
  * (and, in a cluster, its items of one slot: a call's keys share one);
  * ties keep request order, so a policy's items reach Redis in order. */
@@ -602,8 +614,12 @@ static int by_bucket(const void *a, const void *b, void *pl_)
 {
     const struct limiter_plan *pl = pl_;
     size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    int c = strcmp(pl->reqs[i].bucket, pl->reqs[j].bucket);
+    int c = 0;
 
+    if (pl->l->slot_calls && !pl->all_or_nothing)
+        c = pl->groups[i] - pl->groups[j];
+    if (c == 0)
+        c = strcmp(pl->reqs[i].bucket, pl->reqs[j].bucket);
     if (c == 0 && pl->l->slot_calls && !pl->all_or_nothing)
         c = (int)pl->slots[i] - (int)pl->slots[j];
     return c != 0 ? c : (i < j ? -1 : (i > j));
@@ -616,6 +632,7 @@ void limiter_plan_free(struct limiter_plan *pl)
     free(pl->entries);
     free(pl->klen);
     free(pl->slots);
+    free(pl->groups);
     free(pl->order);
     free(pl->keys);
     free(pl->args);
@@ -681,13 +698,14 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     pl->knames = malloc(n * sizeof(*pl->knames));
     pl->klen = malloc(n * sizeof(*pl->klen));
     pl->slots = malloc(n * sizeof(*pl->slots));
+    pl->groups = malloc(n * sizeof(*pl->groups));
     pl->permits = malloc(n * sizeof(*pl->permits));
     pl->index = malloc(n * sizeof(*pl->index));
     pl->npol = malloc(n * sizeof(*pl->npol));
     pl->out = malloc(8 * n * sizeof(*pl->out));
     pl->calls = malloc(n * sizeof(*pl->calls));
     if (!pl->order || !pl->entries || !pl->keys || !pl->args || !pl->knames || !pl->permits ||
-        !pl->index || !pl->npol || !pl->out || !pl->calls || !pl->klen || !pl->slots)
+        !pl->index || !pl->npol || !pl->out || !pl->calls || !pl->klen || !pl->slots || !pl->groups)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 
     for (size_t i = 0; i < n; i++) {
@@ -724,6 +742,7 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         pl->order[pl->valid++] = i;
         pl->klen[i] = bucket_key(pl->l, &reqs[i], e, pl->knames[i]);
         pl->slots[i] = cluster_keyslot(pl->knames[i], pl->klen[i]);
+        pl->groups[i] = call_group(pl->l, pl->slots[i], pl->per_slot);
     }
     if (pl->all_or_nothing && bad + refused > 0) {
         for (size_t k = 0; k < pl->valid; k++)
@@ -756,16 +775,21 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         npolicies = &pl->args[a++];
         c->keys = &pl->keys[first];
         c->out = &pl->out[8 * first];
-        /* the policies of this call, each once */
+        c->cross_slot = 0;
+        /* the policies of this call, each once: all_or_nothing's all; on a
+         * single Redis one; in a cluster those of one group (by_bucket()) */
         for (size_t m = first; m < pl->valid;) {
             const struct policies_entry *newest = pl->entries[pl->order[m]];
             size_t from = m;
-            if (!pl->all_or_nothing && m > first)
+            if (!pl->all_or_nothing && m > first &&
+                (!pl->l->slot_calls || pl->groups[pl->order[m]] != pl->groups[pl->order[first]]))
                 break;
             while (m < pl->valid && strcmp(reqs[pl->order[m]].bucket,
                                            reqs[pl->order[from]].bucket) == 0 &&
                    (pl->all_or_nothing || !pl->l->slot_calls ||
-                    pl->slots[pl->order[m]] == pl->slots[pl->order[from]])) {
+                    pl->groups[pl->order[m]] == pl->groups[pl->order[from]])) {
+                c->cross_slot |= !pl->all_or_nothing && pl->l->slot_calls &&
+                                 pl->slots[pl->order[m]] != pl->slots[pl->order[first]];
                 if (pl->entries[pl->order[m]]->stamp > newest->stamp)
                     newest = pl->entries[pl->order[m]];
                 m++;
@@ -787,8 +811,11 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                       &pl->keys[x], &pl->args[a]);
             a += 2;
         }
-        c->nkeys = (int)(k - first);
-        c->nargs = (int)(2 + 4 * np + 2 * (k - first));
+        /* Over several slots: KEYS is the first key, the others follow. */
+        for (size_t x = first + 1; c->cross_slot && x < k; x++)
+            pl->args[a++] = pl->keys[x];
+        c->nkeys = c->cross_slot ? 1 : (int)(k - first);
+        c->nargs = (int)(2 + 4 * np + 2 * (k - first) + (c->cross_slot ? k - first - 1 : 0));
         c->nout = (int)(8 * (k - first));
     }
     return PERMITD_OK;
@@ -798,6 +825,63 @@ static int batch_run(struct limiter *l, const struct limiter_request *reqs, size
                      int all_or_nothing, int retried, int64_t deadline_us,
                      struct limiter_result *res, struct permitd_error *errs,
                      struct permitd_error *err);
+
+/* The items of pl's calls over several slots that met a redirect (rc
+ * REDIS_CALL_SPLIT: the script wrote nothing) asked again, one call per
+ * slot, whose redirects are followed; their answers become the items'.
+ * Blocking, on the caller's thread (a worker's loop for a queued batch,
+ * as for a stale answer): it happens only while slots move. */
+static void plan_resend(struct limiter_plan *pl)
+{
+    struct limiter_request *reqs = NULL;
+    struct limiter_result *res = NULL;
+    struct permitd_error *errs = NULL, err = {0, ""};
+    size_t *idx = NULL, m = 0, k = 0;
+    int rc;
+
+    for (size_t g = 0; g < pl->ngroups; g++)
+        if (pl->calls[g].rc == REDIS_CALL_SPLIT)
+            m += (size_t)pl->calls[g].nout / 8;
+    if (m == 0)
+        return;
+    reqs = malloc(m * sizeof(*reqs));
+    res = calloc(m, sizeof(*res));
+    errs = calloc(m, sizeof(*errs));
+    idx = malloc(m * sizeof(*idx));
+    m = 0;
+    for (size_t g = 0; g < pl->ngroups; g++) {
+        size_t items = (size_t)pl->calls[g].nout / 8;
+        for (size_t j = 0; j < items; j++, k++) {
+            if (pl->calls[g].rc != REDIS_CALL_SPLIT)
+                continue;
+            if (reqs == NULL || res == NULL || errs == NULL || idx == NULL)
+                permitd_error_set(&pl->errs[pl->order[k]], PERMITD_EINTERNAL,
+                                  "out of memory sending an item again after a redirect");
+            else
+                reqs[m] = pl->reqs[pl->order[k]];
+            if (idx != NULL)
+                idx[m] = pl->order[k];
+            m++;
+        }
+    }
+    if (reqs == NULL || res == NULL || errs == NULL || idx == NULL)
+        m = 0;
+    rc = m == 0 ? PERMITD_OK
+                : batch_run(pl->l, reqs, m, 0, pl->retried, pl->deadline_us, res, errs, &err);
+    for (size_t x = 0; x < m; x++) {
+        size_t i = idx[x];
+        if (rc != PERMITD_OK) {
+            permitd_error_set(&pl->errs[i], rc, "%s", err.message);
+            continue;
+        }
+        pl->res[i] = res[x];
+        pl->errs[i] = errs[x];
+    }
+    free(reqs);
+    free(res);
+    free(errs);
+    free(idx);
+}
 
 /* Reads the answers of the calls (rc: the whole round trip's) into res and
  * errs; returns the batch's rc. A "stale" item is asked again after its
@@ -833,12 +917,15 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
             }
         }
     }
+    plan_resend(pl);
     for (size_t g = 0, k = 0; g < pl->ngroups; g++) {
-        size_t m = (size_t)pl->calls[g].nkeys;
+        size_t m = (size_t)pl->calls[g].nout / 8;
         for (size_t j = 0; j < m; j++, k++) {
             size_t i = pl->order[k];
             const long long *out = &pl->calls[g].out[8 * j];
             int crc = PERMITD_OK;
+            if (pl->calls[g].rc == REDIS_CALL_SPLIT)
+                continue;       /* answered by plan_resend() */
             if (pl->calls[g].rc != PERMITD_OK) {
                 /* A call Redis refused: as for a single Acquire,
                  * failure_mode applies when it could not serve now; but
@@ -864,9 +951,10 @@ static int batch_run(struct limiter *l, const struct limiter_request *reqs, size
                      struct limiter_result *res, struct permitd_error *errs,
                      struct permitd_error *err)
 {
+    /* Blocking: one call per slot (redis.c follows each call's redirects) */
     struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
                               .res = res, .errs = errs, .deadline_us = deadline_us,
-                              .retried = retried};
+                              .retried = retried, .per_slot = 1};
     int rc = limiter_plan_make(&pl, err);
 
     if (rc == PERMITD_OK && pl.ngroups > 0) {
@@ -932,8 +1020,9 @@ struct loader {
  * next one gathers, so under load each round trip carries many decisions and
  * Redis pays its syscalls once per batch, not per decision. The Acquires of
  * one policy in a batch go as the items of one script call (and so do its
- * Peeks): Redis reads the policy, the clock and their states once for all
- * of them, and runs the script once (see batch_send()). Replies are read
+ * Peeks; in a cluster, those of every policy a master serves): Redis reads
+ * the clock and their states once for all of them, and runs the script
+ * once (see batch_items()). Replies are read
  * when the loop sees the socket ready, and each job's answer is handed back
  * right there: no other thread, no lock, no wake-up. */
 
@@ -956,8 +1045,14 @@ struct job {
     char name[POLICY_REDIS_KEY_MAX];        /* its bucket's key (batch_items()) */
     size_t name_len;
     unsigned slot;                  /* the key's cluster slot */
+    int group;                      /* its call's: the master of slot, or (split,
+                                       or no master known) CLUSTER_SLOTS + slot */
+    int split;                      /* a call over several slots it went in met
+                                       a redirect: it goes again in one per slot */
     struct limiter *l;              /* for by_call() */
     char permits[24];
+    char index[8];                  /* its policy's number in its call */
+    char npol[8];                   /* the lead job of a call: its number of policies */
     char app[POLICY_NAME_MAX + 1];  /* req.app: what the call sends is the job's own
                                        (the pipe may send it again after the
                                        job was answered: NOSCRIPT) */
@@ -1068,9 +1163,34 @@ static void batch_end(struct limiter_queue *q, int rc, const struct permitd_erro
     struct batch *b = &q->batch;
     size_t n = b->njobs;
 
+    struct job *again = NULL, *last = NULL;
+
     b->njobs = b->ncalls = 0;
-    for (size_t i = 0; i < n; i++)
-        job_end(q, b->jobs[i], rc, &b->calls[b->jobs[i]->first], err);
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = b->jobs[i];
+        /* A call over several slots that met a redirect wrote nothing: its
+         * Acquires and Peeks go again, first in the queue, one call per
+         * slot, whose redirects are followed (batch_items()). */
+        if (rc == PERMITD_OK && j->plan == NULL && !j->answered && !j->split &&
+            b->calls[j->first].rc == REDIS_CALL_SPLIT) {
+            j->split = 1;
+            j->next = NULL;
+            if (last != NULL)
+                last->next = j;
+            else
+                again = j;
+            last = j;
+            continue;
+        }
+        job_end(q, j, rc, &b->calls[j->first], err);
+    }
+    if (again != NULL) {
+        atomic_fetch_add(&q->l->splits, 1);
+        last->next = q->head;
+        if (q->head == NULL)
+            q->tail = last;
+        q->head = again;
+    }
 }
 
 /* Room for n more calls in the batch; 0 or -1 (out of memory). */
@@ -1099,6 +1219,8 @@ static int by_call(const void *a, const void *b, void *jobs_)
     int c = y->take - x->take;
 
     if (c == 0)
+        c = x->group - y->group;
+    if (c == 0)
         c = strcmp(x->req.bucket, y->req.bucket);
     if (c == 0 && x->l->slot_calls)
         c = (int)x->slot - (int)y->slot;
@@ -1106,12 +1228,18 @@ static int by_call(const void *a, const void *b, void *jobs_)
 }
 
 /* Lays the batch's Acquires and Peeks (b->items, n of them) out as calls
- * after its AcquireBatches': one per policy and kind, its items in the order
- * they came, with the policy's limits once (the newest copy among its
- * items': a reload may have come between two of them). A policy's keys
- * share its cluster slot (policy.h), so one script may touch them all; the
+ * after its AcquireBatches': on a single Redis one per policy and kind; in
+ * a cluster one per master and kind, carrying the items of several
+ * policies and slots (lua/bucket.lua: Redis 7 lets a script with
+ * allow-cross-slot-keys touch any key of a slot its node serves). Items
+ * keep the order they came within a policy; each policy's limits go once
+ * per call (the newest copy among its items': a reload may have come
+ * between two of them). A call over several slots declares its first key
+ * only (KEYS must share a slot) and names the others after the items'
+ * pairs; should it meet a redirect its items go again, one call per slot
+ * (batch_end()), and so do items whose slot has no master known. The
  * script decides its items one after the other, exactly as if each had
- * been a call of its own, and answers each on its own (lua/bucket.lua). */
+ * been a call of its own, and answers each on its own. */
 static void batch_items(struct limiter_queue *q, size_t n)
 {
     struct batch *b = &q->batch;
@@ -1122,39 +1250,65 @@ static void batch_items(struct limiter_queue *q, size_t n)
         j->l = q->l;
         j->name_len = bucket_key(q->l, &j->req, j->entry, j->name);
         j->slot = q->l->slot_calls ? cluster_keyslot(j->name, j->name_len) : 0;
+        j->group = 0;
+        if (q->l->slot_calls)
+            j->group = call_group(q->l, j->slot, j->split);
     }
     qsort_r(b->items, n, sizeof(*b->items), by_call, b->jobs);
     for (size_t k = 0; k < n;) {
-        size_t first = k;
+        size_t first = k, last = k + 1, np = 0;
         struct job *lead = b->jobs[b->items[first]];
-        const struct policies_entry *newest = lead->entry;
         struct redis_script_call *c = &b->calls[b->ncalls];
-        struct redis_str *limits;
+        size_t at = a;          /* where its args begin */
+        int cross = 0;
 
+        /* This call's items: one kind; on a single Redis one policy, in a
+         * cluster one master (group). */
+        while (last < n) {
+            const struct job *j = b->jobs[b->items[last]];
+            if (j->take != lead->take || j->group != lead->group ||
+                (!q->l->slot_calls && strcmp(j->req.bucket, lead->req.bucket) != 0))
+                break;
+            cross |= j->slot != lead->slot;
+            last++;
+        }
         b->args[a] = lead->take ? MODE_TAKE : MODE_PEEK;
         *c = (struct redis_script_call){.keys = &b->keys[first], .args = &b->args[a++],
-                                        .out = &b->out[8 * first]};
-        b->args[a++] = (struct redis_str){POLICY_INDEX, 1};
-        limits = &b->args[a];
-        a += 4;
-        do {
-            struct job *j = b->jobs[b->items[k]];
-            item_call(&j->req, j->take, j->name, j->name_len, j->permits, POLICY_INDEX,
-                      &b->keys[k], &b->args[a]);
-            if (j->entry->stamp > newest->stamp)
-                newest = j->entry;
+                                        .out = &b->out[8 * first], .cross_slot = cross};
+        a++;                    /* its number of policies, set below */
+        /* Each policy once (its items are side by side), with its number. */
+        for (size_t x = first; x < last;) {
+            const struct job *newest = b->jobs[b->items[x]];
+            np++;
+            while (x < last && strcmp(b->jobs[b->items[x]]->req.bucket,
+                                      newest->req.bucket) == 0) {
+                struct job *j = b->jobs[b->items[x]];
+                if (j->entry->stamp > newest->entry->stamp)
+                    newest = j;
+                snprintf(j->index, sizeof(j->index), "%zu", np);
+                x++;
+            }
+            policy_args(newest->entry, &b->args[a]);
+            a += 4;
+        }
+        snprintf(lead->npol, sizeof(lead->npol), "%zu", np);
+        b->args[at + 1] = (struct redis_str){lead->npol, strlen(lead->npol)};
+        for (size_t x = first; x < last; x++) {
+            struct job *j = b->jobs[b->items[x]];
+            item_call(&j->req, j->take, j->name, j->name_len, j->permits, j->index,
+                      &b->keys[x], &b->args[a]);
             a += 2;
             j->first = b->ncalls;
-            j->out = &b->out[8 * k];
-            k++;
-        } while (k < n && b->jobs[b->items[k]]->take == lead->take &&
-                 strcmp(b->jobs[b->items[k]]->req.bucket, lead->req.bucket) == 0 &&
-                 b->jobs[b->items[k]]->slot == lead->slot);
-        policy_args(newest, limits);
-        c->nkeys = (int)(k - first);
-        c->nargs = (int)(6 + 2 * (k - first));
-        c->nout = (int)(8 * (k - first));
+            j->out = &b->out[8 * x];
+        }
+        /* Over several slots: KEYS is the first key, the others follow. */
+        for (size_t x = first + 1; cross && x < last; x++)
+            b->args[a++] = b->keys[x];
+        c->nkeys = cross ? 1 : (int)(last - first);
+        c->nargs = (int)(a - at);
+        c->nout = (int)(8 * (last - first));
         b->ncalls++;
+        k = last;
     }
 }
 
@@ -1763,6 +1917,7 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     }
     j->entry = e;
     j->plan = NULL;
+    j->split = 0;
     j->take = take;
     j->req = *req;              /* the caller keeps the strings until done */
     memcpy(j->app, req->app, strlen(req->app) + 1);    /* limiter_check(): a name */

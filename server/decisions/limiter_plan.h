@@ -33,6 +33,9 @@ struct limiter_plan {
     int64_t deadline_us;            /* for what is asked on the way (a reload) */
     int retried;                    /* a second try after a "stale" answer */
     const struct load *loaded;      /* the loader read the missing policies (limiter.c) */
+    int per_slot;                   /* cluster: one call per policy and slot, never one
+                                       over several slots (a blocking run, and the items
+                                       of a call that met a redirect) */
     /* Filled by limiter_plan_make(): */
     size_t *order;                  /* the items to send's indices, grouped by policy, in
                                        request order */
@@ -40,6 +43,8 @@ struct limiter_plan {
                                                (those in order[0..valid)) */
     size_t *klen;                   /* per request index: its bucket key's length */
     unsigned *slots;                /* per request index: its bucket key's cluster slot */
+    int *groups;                    /* per request index: its call's group (the master
+                                       of its slot, or CLUSTER_SLOTS + its slot) */
     size_t valid, ngroups;          /* valid items; script calls (calls[0..ngroups)) */
     struct redis_str *keys, *args;
     char (*knames)[POLICY_REDIS_KEY_MAX];   /* per request index: its bucket key */
@@ -53,7 +58,8 @@ struct limiter_plan {
 /* Checks every item (errs[i] says what is wrong with one: invalid, or
  * refused by its policy's in-memory copy, which is reloaded from Redis when
  * missing) and lays out the calls: one per policy, its items in request
- * order (all in one call with all_or_nothing, whose items must then share a
+ * order (in a cluster one per master, carrying its policies and slots,
+ * unless per_slot; all in one call with all_or_nothing, whose items must then share a
  * Redis Cluster slot, and where one bad item aborts the others). PERMITD_OK with ngroups 0 when
  * nothing is left to ask Redis; else an error for the whole batch (over
  * LIMITER_BATCH_MAX items, policies in different slots, out of memory).

@@ -72,7 +72,18 @@ struct redis_script_call {
     long long *out;
     int nout;
     int rc;
+    int cross_slot;     /* cluster: its keys span several slots of one master
+                           (keys[0] is KEYS, the rest travel in args: see
+                           lua/bucket.lua); a redirect or a key that master
+                           does not serve ends it with REDIS_CALL_SPLIT, for
+                           the caller to send its items again per slot */
 };
+
+/* A cross_slot call's rc: it met a redirect (MOVED, ASK, TRYAGAIN) or a key
+ * of a slot its node does not serve (a reshard moved one). The script
+ * wrote nothing (bucket.lua reads every key before it writes one); its
+ * items must go again, one call per slot. Never leaves the limiter. */
+#define REDIS_CALL_SPLIT (-50)
 
 /* Sends every call in one write and reads the n replies: one round trip for
  * the lot. A broken connection or the deadline fails the whole pipeline
@@ -172,6 +183,13 @@ int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err);
 
 /* 1 when r talks to a Redis Cluster. */
 int redis_cluster_enabled(const struct redis *r);
+
+/* The master serving slot, as a small number that is the same for every
+ * slot of one master (its index among the nodes met), or -1 while no
+ * master does (the map is then refreshed soon). Lock-free: one atomic
+ * load, for the limiter to group a pass's calls per master. Single Redis:
+ * 0 for every slot. */
+int redis_slot_master(struct redis *r, unsigned slot);
 
 /* PING on every master (one on a single Redis), within deadline_us:
  * each(ud, "host:port", rc, error text or "") for each. Returns

@@ -58,6 +58,10 @@
 #define REDIR_ASK 1               /* redir_ask[] bits: send ASKING first */
 #define REDIR_PAUSE 2             /*   TRYAGAIN: wait TRYAGAIN_PAUSE_US first */
 #define FRONT_EVENTS_MAX 16
+/* What Redis 7 answers when a script touches a key of a slot its node does
+ * not serve (or a key of a slot being migrated that is not there): not a
+ * redirect but an error raised inside the script (lua/bucket.lua's top). */
+#define SCRIPT_NON_LOCAL "Script attempted to access a non local key"
 
 struct pipe_reply {
     int type;                     /* REDIS_REPLY_* of the reply itself */
@@ -510,7 +514,21 @@ static int pipe_reply(struct redis_pipe *p, const struct pipe_reply *rep)
         return 0;
     }
     p->cursor = (size_t)(c - p->calls) + 1;
-    if (rep->type == REDIS_REPLY_ERROR && p->redir != NULL &&
+    if (rep->type == REDIS_REPLY_ERROR && p->redir != NULL && c->cross_slot &&
+        (cluster_redirect_parse(rep->str, rep->len, &rd) != CLUSTER_REDIRECT_NONE ||
+         strncmp(rep->str, "TRYAGAIN", 8) == 0 ||
+         strstr(rep->str, SCRIPT_NON_LOCAL) != NULL)) {
+        /* A call over several slots cannot follow a redirect whole (the
+         * node named serves one of its slots, maybe not the others): its
+         * items go again per slot (the limiter's). A MOVED still points
+         * its slot at the new owner; a key the node no longer serves asks
+         * for a new map. */
+        if (strncmp(rep->str, "MOVED", 5) == 0)
+            redis_route_redirect(p->r, &rd, p->c.node);
+        else if (strstr(rep->str, SCRIPT_NON_LOCAL) != NULL)
+            redis_route_refresh_soon(p->r);
+        c->rc = REDIS_CALL_SPLIT;
+    } else if (rep->type == REDIS_REPLY_ERROR && p->redir != NULL &&
         cluster_redirect_parse(rep->str, rep->len, &rd) != CLUSTER_REDIRECT_NONE) {
         size_t k = (size_t)(c - p->calls);
         p->redir[k] = redis_route_redirect(p->r, &rd, p->c.node);

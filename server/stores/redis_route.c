@@ -303,6 +303,20 @@ struct redis_node *redis_route_node(struct redis *r, const char *key, size_t len
     return r->nodes[idx];
 }
 
+int redis_slot_master(struct redis *r, unsigned slot)
+{
+    int idx;
+
+    if (r->route == NULL)
+        return 0;
+    if (slot >= CLUSTER_SLOTS)
+        return -1;
+    idx = atomic_load_explicit(&r->route->slot_node[slot], memory_order_acquire);
+    if (idx < 0)
+        redis_route_refresh_soon(r);
+    return idx;
+}
+
 size_t redis_route_masters(struct redis *r, struct redis_node **out, size_t max)
 {
     struct redis_route *rt = r->route;
