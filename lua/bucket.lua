@@ -1,4 +1,3 @@
-#!lua flags=allow-cross-slot-keys
 --[[
 bucket.lua - token-bucket decisions, atomically, inside Redis.
 
@@ -30,9 +29,14 @@ call, measured on the test stack's cluster (3 masters):
     Keys in request don't hash to the same slot" before the script runs.
     Hence one declared key (it routes the call: a slot the node does not
     serve answers MOVED or ASK as for any call) and the others in ARGV;
-  - a key in ARGV of another slot of the same node is served: the flag
-    allow-cross-slot-keys (the line above) allows it (so do scripts
-    without a shebang, for compatibility; the flag says it on purpose);
+  - a key in ARGV of another slot of the same node is served: a script
+    without a `#!lua` line may touch such keys (Redis keeps the old
+    behaviour of scripts without flags). This script has no such line on
+    purpose: with one, Redis takes a script that does not declare
+    no-writes for a writing one and refuses it on a read-only replica,
+    and a Peek, which writes nothing, is served by a replica during a
+    failover (test_redis.py, test_faults.py); the flag
+    allow-cross-slot-keys would only say what is already allowed;
   - each command inside must still touch one slot: an MGET of keys of two
     slots fails, hence one GET per key in such a call;
   - a key of a slot the node does not serve (another master's, or one

@@ -95,7 +95,8 @@ class BatchTest(unittest.TestCase):
         self.assertTrue(all(r["response"]["allowed"] for r in res))
         # One call per policy; over a Redis Cluster, where a keyed bucket
         # has a slot of its own, one per master, whatever the policies and
-        # slots of its items (lua/bucket.lua: allow-cross-slot-keys).
+        # slots of its items (lua/bucket.lua: a script without flags may touch
+        # the keys of every slot its node serves).
         calls = 2
         if harness.redis_mode() == "cluster":
             calls = len({self.redis.slots[harness.keyslot(state_key(it["bucket"], it["key"],

@@ -365,7 +365,7 @@ class ServeTest(test_admin.AdminCase):
 
     def test_a_pass_is_one_call_per_master(self):
         # Issue 19: a keyed bucket has a slot of its own, and a pass's
-        # Acquires go as one script call per master (allow-cross-slot-keys),
+        # Acquires go as one script call per master (keys of several slots),
         # not one per slot: 90 keys in ~90 slots are a handful of calls.
         name = self.policies(1, max_permits=10)[0]
         keys = ["u%03d" % i for i in range(90)]
