@@ -119,6 +119,129 @@ size_t policy_redis_key(char *buf, const char *prefix, const char *name,
     return n;
 }
 
+static const char *const algorithm_names[POLICY_ALGORITHMS] = {
+    "token_bucket", "fixed_window", "sliding_window", "sliding_log", "concurrency",
+};
+
+const char *policy_algorithm_name(enum policy_algorithm a)
+{
+    return (unsigned)a < POLICY_ALGORITHMS ? algorithm_names[a] : "?";
+}
+
+int policy_algorithm_parse(const char *field, const char *s, enum policy_algorithm *out,
+                           struct permitd_error *err)
+{
+    char q[300];
+
+    if (s[0] == '\0') {
+        *out = POLICY_TOKEN_BUCKET;
+        return PERMITD_OK;
+    }
+    for (int a = 0; a < POLICY_ALGORITHMS; a++) {
+        if (strcmp(s, algorithm_names[a]) == 0) {
+            *out = (enum policy_algorithm)a;
+            return PERMITD_OK;
+        }
+    }
+    quote(q, sizeof(q), s);
+    return permitd_error_set(err, PERMITD_EINVAL,
+                             "%s \"%s\" is no algorithm: token_bucket, fixed_window, "
+                             "sliding_window, sliding_log or concurrency", field, q);
+}
+
+static const char *const calendar_names[] = {"", "minute", "hour", "day", "month"};
+
+const char *policy_calendar_name(enum policy_calendar c)
+{
+    return (unsigned)c <= POLICY_CALENDAR_MONTH ? calendar_names[c] : "?";
+}
+
+int policy_calendar_parse(const char *s, enum policy_calendar *out)
+{
+    for (int c = POLICY_CALENDAR_MINUTE; c <= POLICY_CALENDAR_MONTH; c++) {
+        if (strcmp(s, calendar_names[c]) == 0) {
+            *out = (enum policy_calendar)c;
+            return PERMITD_OK;
+        }
+    }
+    return PERMITD_ENOTFOUND;
+}
+
+/* Duration units, largest first (policy_format_duration() picks the first
+ * that divides). */
+static const struct {
+    const char *name;
+    int64_t ms;
+} units[] = {
+    {"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1},
+};
+
+int policy_parse_duration(const char *field, const char *s, int64_t *ms,
+                          struct permitd_error *err)
+{
+    char q[300];
+    int64_t v = 0;
+    size_t i = 0;
+
+    for (; s[i] >= '0' && s[i] <= '9' && i < 13; i++)
+        v = v * 10 + (s[i] - '0');
+    if (i > 0 && i < 13) {
+        for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+            if (strcmp(s + i, units[u].name) != 0)
+                continue;
+            if (v < 1 || v > POLICY_DURATION_MAX_MS / units[u].ms)
+                break;
+            *ms = v * units[u].ms;
+            return PERMITD_OK;
+        }
+    }
+    quote(q, sizeof(q), s);
+    return permitd_error_set(err, PERMITD_EINVAL,
+                             "%s \"%s\" is no duration: a whole number and a unit "
+                             "(ms, s, m, h or d), from 1ms to 400d, e.g. \"1s\", \"90s\", \"1h\"",
+                             field, q);
+}
+
+void policy_format_duration(char *buf, int64_t ms)
+{
+    size_t u = 0;
+
+    while (u + 1 < sizeof(units) / sizeof(units[0]) && ms % units[u].ms != 0)
+        u++;
+    snprintf(buf, POLICY_DURATION_TEXT, "%lld%s", (long long)(ms / units[u].ms), units[u].name);
+}
+
+size_t policy_bucket_key(char *buf, const char *prefix, const char *name,
+                         enum policy_algorithm a, int colocate, const char *key)
+{
+    static const char letters[POLICY_ALGORITHMS] = {'k', 'f', 's', 'l', 'c'};
+    char t[3] = {':', letters[(unsigned)a < POLICY_ALGORITHMS ? a : 0], '\0'};
+    size_t n = 0;
+
+    if (a == POLICY_TOKEN_BUCKET)
+        return policy_redis_key(buf, prefix, name,
+                                colocate ? POLICY_KEY_BUCKET_COLOCATED : POLICY_KEY_BUCKET, key);
+    key_put(buf, &n, prefix);
+    key_put(buf, &n, "{");
+    key_put(buf, &n, name);
+    if (key == NULL || key[0] == '\0') {
+        key_put(buf, &n, "}");
+        key_put(buf, &n, t);
+    } else if (colocate) {
+        key_put(buf, &n, "}");
+        key_put(buf, &n, t);
+        key_put(buf, &n, ":");
+        key_put(buf, &n, key);
+    } else {
+        key_put(buf, &n, ":");
+        key_put(buf, &n, key);
+        key_put(buf, &n, "}");
+        key_put(buf, &n, t);
+    }
+    buf[n] = '\0';
+    return n;
+}
+
 /* Appends s to the pattern in out (*n bytes so far), escaping SCAN's glob
  * characters. */
 static void glob_put(char *out, size_t *n, const char *s)

@@ -24,6 +24,7 @@
 #define PERMITD_POLICY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/status.h"
 
@@ -71,6 +72,79 @@ enum policy_key_kind { POLICY_KEY_HASH, POLICY_KEY_BUCKET, POLICY_KEY_BUCKET_COL
  * inputs must have passed the checks above. Returns the key's length. */
 size_t policy_redis_key(char *buf, const char *prefix, const char *name,
                         enum policy_key_kind kind, const char *key);
+
+/* A policy's limiting algorithm (issue 20). Its name is the same on the
+ * wire, in MySQL and in the policy hash's field `algorithm` (an absent or
+ * empty field: the token bucket, every policy written before issue 20):
+ *   token_bucket    max_permits, refilled at `rate` per second
+ *   fixed_window    at most max_permits per window (a duration, or a
+ *                   calendar unit in UTC: see enum policy_calendar)
+ *   sliding_window  two fixed windows' counts, the previous one weighted
+ *   sliding_log     at most max_permits in every interval of `window`
+ *   concurrency     at most max_permits held at once, as leases that are
+ *                   released or expire after the lease time-to-live */
+enum policy_algorithm {
+    POLICY_TOKEN_BUCKET,
+    POLICY_FIXED_WINDOW,
+    POLICY_SLIDING_WINDOW,
+    POLICY_SLIDING_LOG,
+    POLICY_CONCURRENCY,
+    POLICY_ALGORITHMS               /* how many there are */
+};
+
+/* The name of algorithm a ("token_bucket", ...). */
+const char *policy_algorithm_name(enum policy_algorithm a);
+
+/* Reads an algorithm's name into *out; "" is the token bucket. PERMITD_OK,
+ * or PERMITD_EINVAL naming field and the value, and listing the names. */
+int policy_algorithm_parse(const char *field, const char *s, enum policy_algorithm *out,
+                           struct permitd_error *err);
+
+/* A fixed window aligned to the calendar, in UTC: "10,000 a month" starts
+ * again at 00:00 on the 1st. NONE: windows of `window` milliseconds counted
+ * from the Unix epoch (so every instance and every key agrees on them). */
+enum policy_calendar {
+    POLICY_CALENDAR_NONE,
+    POLICY_CALENDAR_MINUTE,
+    POLICY_CALENDAR_HOUR,
+    POLICY_CALENDAR_DAY,
+    POLICY_CALENDAR_MONTH
+};
+
+/* "" for NONE, else "minute", "hour", "day", "month". */
+const char *policy_calendar_name(enum policy_calendar c);
+
+/* Reads a calendar unit's name ("minute", ...) into *out; PERMITD_ENOTFOUND
+ * (err untouched) when s is none, so a caller may try a duration next. */
+int policy_calendar_parse(const char *s, enum policy_calendar *out);
+
+/* The longest window and lease time-to-live, in milliseconds: 400 days. */
+#define POLICY_DURATION_MAX_MS (400LL * 24 * 3600 * 1000)
+
+/* Reads a duration: a whole number and a unit, "250ms", "1s", "90s", "1m",
+ * "1h", "1d", into *ms (1 ms .. POLICY_DURATION_MAX_MS). PERMITD_EINVAL
+ * names field and the value, and says what is expected. */
+int policy_parse_duration(const char *field, const char *s, int64_t *ms,
+                          struct permitd_error *err);
+
+/* Writes into buf (POLICY_DURATION_TEXT bytes) ms in the largest unit
+ * that holds it whole: 60000 -> "1m", 1500 -> "1500ms". */
+#define POLICY_DURATION_TEXT 24
+void policy_format_duration(char *buf, int64_t ms);
+
+/* Writes into buf (POLICY_REDIS_KEY_MAX bytes) the Redis key of the state
+ * of one bucket of algorithm a: key "" or NULL is the policy's shared
+ * bucket. Each algorithm has a letter of its own (t): token_bucket k (its
+ * shared bucket is P{NAME}:b, as before issue 20), fixed_window f,
+ * sliding_window s, sliding_log l, concurrency c:
+ *   P{NAME}:t          the shared bucket (token bucket: P{NAME}:b)
+ *   P{NAME:KEY}:t      one key's, in a slot of its own
+ *   P{NAME}:t:KEY      one key's, when the policy sets colocate
+ * so a policy whose algorithm changes starts from fresh buckets (the old
+ * ones expire on their own) and no script meets another's state. For the
+ * token bucket this is policy_redis_key(). Returns the key's length. */
+size_t policy_bucket_key(char *buf, const char *prefix, const char *name,
+                         enum policy_algorithm a, int colocate, const char *key);
 
 /* Room for a SCAN pattern policy_bucket_patterns() builds. */
 #define POLICY_PATTERN_MAX (2 * POLICY_REDIS_KEY_MAX)

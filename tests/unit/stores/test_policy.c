@@ -159,6 +159,93 @@ static void test_policy_redis_key_bounds(void)
     CHECK_INT(buf[POLICY_REDIS_KEY_MAX], '#');      /* nothing past the NUL */
 }
 
+/* Issue 20: algorithms by name, durations, and one key letter per
+ * algorithm in the same three layouts as the token bucket's. */
+static void test_policy_algorithms(void)
+{
+    struct permitd_error err;
+    enum policy_algorithm a = POLICY_CONCURRENCY;
+    enum policy_calendar c = POLICY_CALENDAR_NONE;
+
+    CHECK_INT(policy_algorithm_parse("algorithm", "", &a, &err), PERMITD_OK);
+    CHECK_INT(a, POLICY_TOKEN_BUCKET);
+    for (int i = 0; i < POLICY_ALGORITHMS; i++) {
+        CHECK_INT(policy_algorithm_parse("algorithm", policy_algorithm_name(i), &a, &err),
+                  PERMITD_OK);
+        CHECK_INT(a, i);
+    }
+    CHECK_STR(policy_algorithm_name(POLICY_SLIDING_LOG), "sliding_log");
+    CHECK_INT(policy_algorithm_parse("policy.algorithm", "leaky", &a, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "policy.algorithm \"leaky\"");
+    CHECK_CONTAINS(err.message, "fixed_window");
+    CHECK_INT(policy_algorithm_parse("algorithm", "Token_Bucket", &a, &err), PERMITD_EINVAL);
+
+    CHECK_INT(policy_calendar_parse("month", &c), PERMITD_OK);
+    CHECK_INT(c, POLICY_CALENDAR_MONTH);
+    CHECK_STR(policy_calendar_name(c), "month");
+    CHECK_INT(policy_calendar_parse("1m", &c), PERMITD_ENOTFOUND);
+    CHECK_INT(policy_calendar_parse("", &c), PERMITD_ENOTFOUND);
+}
+
+static void test_policy_durations(void)
+{
+    struct permitd_error err;
+    int64_t ms = 0;
+    char buf[POLICY_DURATION_TEXT];
+
+    CHECK_INT(policy_parse_duration("window", "1s", &ms, &err), PERMITD_OK);
+    CHECK_INT(ms, 1000);
+    CHECK_INT(policy_parse_duration("window", "250ms", &ms, &err), PERMITD_OK);
+    CHECK_INT(ms, 250);
+    CHECK_INT(policy_parse_duration("window", "90s", &ms, &err), PERMITD_OK);
+    CHECK_INT(ms, 90000);
+    CHECK_INT(policy_parse_duration("window", "1m", &ms, &err), PERMITD_OK);
+    CHECK_INT(ms, 60000);
+    CHECK_INT(policy_parse_duration("window", "1h", &ms, &err), PERMITD_OK);
+    CHECK_INT(ms, 3600000);
+    CHECK_INT(policy_parse_duration("window", "400d", &ms, &err), PERMITD_OK);
+    CHECK_INT(ms, POLICY_DURATION_MAX_MS);
+    const char *bad[] = {"", "1", "s", "0s", "-1s", "1.5s", "1 s", "1S", "401d", "1sec",
+                         "99999999999999999d", "1s "};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_INT(policy_parse_duration("lease_ttl", bad[i], &ms, &err), PERMITD_EINVAL);
+        CHECK_CONTAINS(err.message, "lease_ttl");
+    }
+    CHECK_CONTAINS(err.message, "no duration");
+
+    policy_format_duration(buf, 60000);
+    CHECK_STR(buf, "1m");
+    policy_format_duration(buf, 1500);
+    CHECK_STR(buf, "1500ms");
+    policy_format_duration(buf, 86400000);
+    CHECK_STR(buf, "1d");
+    policy_format_duration(buf, 90000);
+    CHECK_STR(buf, "90s");
+}
+
+static void test_policy_bucket_keys(void)
+{
+    char buf[POLICY_REDIS_KEY_MAX], tb[POLICY_REDIS_KEY_MAX];
+
+    policy_bucket_key(buf, "P", "api", POLICY_TOKEN_BUCKET, 0, "u1");
+    policy_redis_key(tb, "P", "api", POLICY_KEY_BUCKET, "u1");
+    CHECK_STR(buf, tb);
+    policy_bucket_key(buf, "P", "api", POLICY_TOKEN_BUCKET, 1, "u1");
+    CHECK_STR(buf, "P{api}:k:u1");
+    policy_bucket_key(buf, "P", "api", POLICY_TOKEN_BUCKET, 0, "");
+    CHECK_STR(buf, "P{api}:b");
+
+    CHECK_INT(policy_bucket_key(buf, "P", "api", POLICY_FIXED_WINDOW, 0, "u1"), 11);
+    CHECK_STR(buf, "P{api:u1}:f");
+    policy_bucket_key(buf, "P", "api", POLICY_SLIDING_WINDOW, 1, "u1");
+    CHECK_STR(buf, "P{api}:s:u1");
+    policy_bucket_key(buf, "P", "api", POLICY_SLIDING_LOG, 0, NULL);
+    CHECK_STR(buf, "P{api}:l");
+    policy_bucket_key(buf, "P", "api", POLICY_CONCURRENCY, 0, "u1");
+    CHECK_STR(buf, "P{api:u1}:c");
+    CHECK_INT(cluster_keyslot(buf, strlen(buf)), cluster_keyslot("api:u1", 6));
+}
+
 int main(void)
 {
     TEST_RUN(test_policy_names);
@@ -167,5 +254,8 @@ int main(void)
     TEST_RUN(test_policy_redis_key_bounds);
     TEST_RUN(test_policy_buckets_spread_over_slots);
     TEST_RUN(test_policy_bucket_patterns);
+    TEST_RUN(test_policy_algorithms);
+    TEST_RUN(test_policy_durations);
+    TEST_RUN(test_policy_bucket_keys);
     return TEST_REPORT();
 }
