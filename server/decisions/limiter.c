@@ -38,7 +38,8 @@ struct limiter {
     void *missing_ud;
     struct policies *policies;      /* the in-memory copy of the policies */
     _Atomic uint64_t stale_retries;
-    _Atomic uint64_t splits;        /* calls over several slots sent again per slot */
+    _Atomic uint64_t splits;        /* calls over several slots sent again per slot
+                                       (limiter_split_calls()) */
     struct loader *loader;          /* started on the first miss of a queue */
     int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
     pthread_mutex_t loader_lock;    /* guards starting it */
@@ -100,6 +101,21 @@ struct policies *limiter_policies(struct limiter *l)
 uint64_t limiter_stale_retries(struct limiter *l)
 {
     return atomic_load(&l->stale_retries);
+}
+
+uint64_t limiter_split_calls(struct limiter *l)
+{
+    return atomic_load(&l->splits);
+}
+
+/* How many of n calls met a redirect over several slots (REDIS_CALL_SPLIT). */
+static uint64_t split_calls(const struct redis_script_call *calls, size_t n)
+{
+    uint64_t splits = 0;
+
+    for (size_t i = 0; i < n; i++)
+        splits += calls[i].rc == REDIS_CALL_SPLIT;
+    return splits;
 }
 
 void limiter_free(struct limiter *l)
@@ -754,8 +770,11 @@ static void plan_resend(struct limiter_plan *pl)
     struct limiter_result *res = NULL;
     struct permitd_error *errs = NULL, err = {0, ""};
     size_t *idx = NULL, m = 0, k = 0;
+    uint64_t splits = split_calls(pl->calls, pl->ngroups);
     int rc;
 
+    if (splits > 0)
+        atomic_fetch_add(&pl->l->splits, splits);
     for (size_t g = 0; g < pl->ngroups; g++)
         if (pl->calls[g].rc == REDIS_CALL_SPLIT)
             m += (size_t)pl->calls[g].nout / 8;
@@ -1078,10 +1097,15 @@ static void job_end(struct limiter_queue *q, struct job *j, int rc, const struct
 static void batch_end(struct limiter_queue *q, int rc, const struct permitd_error *err)
 {
     struct batch *b = &q->batch;
-    size_t n = b->njobs;
-
+    size_t n = b->njobs, ncalls = b->ncalls, items_from = 0;
     struct job *again = NULL, *last = NULL;
 
+    /* The AcquireBatches' calls come first; plan_resend() counts theirs. */
+    for (size_t i = 0; i < n; i++)
+        if (b->jobs[i]->plan != NULL)
+            items_from += b->jobs[i]->plan->ngroups;
+    if (rc == PERMITD_OK && items_from < ncalls)
+        atomic_fetch_add(&q->l->splits, split_calls(&b->calls[items_from], ncalls - items_from));
     b->njobs = b->ncalls = 0;
     for (size_t i = 0; i < n; i++) {
         struct job *j = b->jobs[i];
@@ -1102,7 +1126,6 @@ static void batch_end(struct limiter_queue *q, int rc, const struct permitd_erro
         job_end(q, j, rc, &b->calls[j->first], err);
     }
     if (again != NULL) {
-        atomic_fetch_add(&q->l->splits, 1);
         last->next = q->head;
         if (q->head == NULL)
             q->tail = last;

@@ -114,6 +114,11 @@ struct policies *limiter_policies(struct limiter *l);
  * more after a reload. For /metrics. */
 uint64_t limiter_stale_retries(struct limiter *l);
 
+/* How many script calls over several Redis Cluster slots met a redirect
+ * (a slot moving) and had their items sent again, one call per slot. For
+ * /metrics. */
+uint64_t limiter_split_calls(struct limiter *l);
+
 /* How many Acquires failure_mode "open" let through so far. */
 uint64_t limiter_open_passes(struct limiter *l);
 
