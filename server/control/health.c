@@ -194,12 +194,17 @@ void health_metrics(const struct health *h, struct http_response *resp)
                      "# TYPE permitd_redis_redirects_total counter\n"
                      "permitd_redis_redirects_total{kind=\"moved\"} %llu\n"
                      "permitd_redis_redirects_total{kind=\"ask\"} %llu\n"
+                     "# HELP permitd_redis_split_calls_total Script calls over several "
+                     "slots that met a redirect, their items sent again one call per slot.\n"
+                     "# TYPE permitd_redis_split_calls_total counter\n"
+                     "permitd_redis_split_calls_total %llu\n"
                      "# HELP permitd_redis_slot_map_refreshes_total Slot maps fetched.\n"
                      "# TYPE permitd_redis_slot_map_refreshes_total counter\n"
                      "permitd_redis_slot_map_refreshes_total %llu\n"
                      "# HELP permitd_redis_node_connects_total Connections made, per node.\n"
                      "# TYPE permitd_redis_node_connects_total counter\n",
                 (unsigned long long)moved, (unsigned long long)ask,
+                (unsigned long long)limiter_split_calls(h->limiter),
                 (unsigned long long)refreshes);
         for (int i = 0; redis_node_info(h->redis, i, &ni) == 0; i++)
             fprintf(out, "permitd_redis_node_connects_total{node=\"%s\"} %llu\n", ni.where,

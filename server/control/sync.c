@@ -426,8 +426,9 @@ done:
 }
 
 /* The limiter's copies of policies the snapshot lacks are read again from
- * Redis: a delete whose notice was lost is dropped here (its hash is gone);
- * a policy Redis holds that MySQL does not (created after the snapshot,
+ * Redis: a delete whose notice was lost is dropped here (its hash is gone:
+ * also when the reload keeps the entry as missing, decisions/policies.h,
+ * since MySQL no longer has it); a policy Redis holds that MySQL does not (created after the snapshot,
  * permitd's own login policy) stays. */
 static int recheck_extras(struct sync *s, const struct store_snapshot *snap,
                           struct permitd_error *err)
@@ -435,7 +436,7 @@ static int recheck_extras(struct sync *s, const struct store_snapshot *snap,
     struct store_policy *sorted;
     char **names;
     size_t n;
-    int rc = PERMITD_OK;
+    int rc = PERMITD_OK, found;
 
     if (s->limiter == NULL)
         return PERMITD_OK;
@@ -450,8 +451,11 @@ static int recheck_extras(struct sync *s, const struct store_snapshot *snap,
     for (size_t i = 0; i < n && rc == PERMITD_OK; i++) {
         struct store_policy probe;
         snprintf(probe.name, sizeof(probe.name), "%s", names[i]);
-        if (bsearch(&probe, sorted, snap->count, sizeof(*sorted), by_name) == NULL)
-            rc = policies_reload(limiter_policies(s->limiter), names[i], deadline(), NULL, err);
+        if (bsearch(&probe, sorted, snap->count, sizeof(*sorted), by_name) != NULL)
+            continue;
+        rc = policies_reload(limiter_policies(s->limiter), names[i], deadline(), &found, err);
+        if (rc == PERMITD_OK && !found)     /* kept as missing (policies.h): MySQL says gone */
+            policies_forget(limiter_policies(s->limiter), names[i]);
     }
     free(sorted);
     policies_names_free(names, n);
@@ -541,26 +545,6 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
     s->snapshot_ok = 1;
     res->policies = snap->count;
     note_skipped(s, snap);
-    /* Failure modes first: they matter exactly when Redis does not answer. */
-    if (s->limiter != NULL) {
-        struct limiter_fallback *fb = calloc(snap->count + 1, sizeof(*fb));
-        if (fb == NULL) {
-            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-            goto done;
-        }
-        for (size_t i = 0; i < snap->count; i++) {
-            fb[i].name = snap->policies[i].name;
-            fb[i].open = snap->policies[i].enabled &&
-                         strcmp(snap->policies[i].failure_mode, "open") == 0;
-            fb[i].max_permits = snap->policies[i].max_permits;
-        }
-        rc = limiter_set_fallbacks(s->limiter, fb, snap->count);
-        free(fb);
-        if (rc != PERMITD_OK) {
-            rc = permitd_error_set(err, rc, "out of memory");
-            goto done;
-        }
-    }
     for (size_t i = 0; i < snap->count; i++) {
         int written = 0;
         if ((rc = put(s, &snap->policies[i], snap->taken_us, &written, err)) != PERMITD_OK)

@@ -160,7 +160,8 @@ void api_always_fields(const ProtobufCFieldDescriptor *always[3])
 /* Counts an Acquire's (or a batch item's) error for /metrics, under its
  * policy when that is a real one. invalid_argument (negative permits on
  * a real policy, as on a made-up name) and not_found are checked here
- * before Redis is asked, so only MySQL's snapshot or an earlier decision
+ * before Redis is asked, so only the in-memory policy table (a policy
+ * this instance holds, from MySQL or kept by hand) or an earlier decision
  * (stats.h) can say the policy is real; any other error came from the
  * script, Redis or the policy itself. Made-up names stay out of the
  * labels. */

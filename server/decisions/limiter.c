@@ -30,24 +30,16 @@
 /* lua/bucket.lua's "stale": no Connect code, never leaves this file. */
 #define SCRIPT_STALE (-17)
 
-struct fallback {
-    char *name;
-    int open;
-    int64_t max_permits;
-};
-
 struct limiter {
     const struct config *cfg;
     struct redis *redis;
-    pthread_mutex_t lock;           /* guards fallbacks */
-    struct fallback *fallbacks;     /* sorted by name */
-    size_t nfallbacks;
     _Atomic uint64_t open_passes;
     void (*missing_hook)(void *ud); /* set once at start-up */
     void *missing_ud;
     struct policies *policies;      /* the in-memory copy of the policies */
     _Atomic uint64_t stale_retries;
-    _Atomic uint64_t splits;        /* calls over several slots sent again per slot */
+    _Atomic uint64_t splits;        /* calls over several slots sent again per slot
+                                       (limiter_split_calls()) */
     struct loader *loader;          /* started on the first miss of a queue */
     int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
     pthread_mutex_t loader_lock;    /* guards starting it */
@@ -86,7 +78,6 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
         free(l);
         return err->code;
     }
-    pthread_mutex_init(&l->lock, NULL);
     pthread_mutex_init(&l->loader_lock, NULL);
     *out = l;
     return PERMITD_OK;
@@ -112,11 +103,19 @@ uint64_t limiter_stale_retries(struct limiter *l)
     return atomic_load(&l->stale_retries);
 }
 
-static void free_fallbacks(struct fallback *v, size_t n)
+uint64_t limiter_split_calls(struct limiter *l)
 {
+    return atomic_load(&l->splits);
+}
+
+/* How many of n calls met a redirect over several slots (REDIS_CALL_SPLIT). */
+static uint64_t split_calls(const struct redis_script_call *calls, size_t n)
+{
+    uint64_t splits = 0;
+
     for (size_t i = 0; i < n; i++)
-        free(v[i].name);
-    free(v);
+        splits += calls[i].rc == REDIS_CALL_SPLIT;
+    return splits;
 }
 
 void limiter_free(struct limiter *l)
@@ -124,43 +123,9 @@ void limiter_free(struct limiter *l)
     if (l == NULL)
         return;
     loader_free(l->loader);
-    free_fallbacks(l->fallbacks, l->nfallbacks);
     policies_free(l->policies);
     pthread_mutex_destroy(&l->loader_lock);
-    pthread_mutex_destroy(&l->lock);
     free(l);
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(((const struct fallback *)a)->name, ((const struct fallback *)b)->name);
-}
-
-int limiter_set_fallbacks(struct limiter *l, const struct limiter_fallback *v, size_t n)
-{
-    struct fallback *t = calloc(n + 1, sizeof(*t)), *old;
-    size_t nold;
-
-    if (t == NULL)
-        return PERMITD_EINTERNAL;
-    for (size_t i = 0; i < n; i++) {
-        t[i].name = strdup(v[i].name);
-        t[i].open = v[i].open;
-        t[i].max_permits = v[i].max_permits;
-        if (t[i].name == NULL) {
-            free_fallbacks(t, i);
-            return PERMITD_EINTERNAL;
-        }
-    }
-    qsort(t, n, sizeof(*t), by_name);
-    pthread_mutex_lock(&l->lock);
-    old = l->fallbacks;
-    nold = l->nfallbacks;
-    l->fallbacks = t;
-    l->nfallbacks = n;
-    pthread_mutex_unlock(&l->lock);
-    free_fallbacks(old, nold);
-    return PERMITD_OK;
 }
 
 uint64_t limiter_open_passes(struct limiter *l)
@@ -168,79 +133,58 @@ uint64_t limiter_open_passes(struct limiter *l)
     return atomic_load(&l->open_passes);
 }
 
-/* Looks bucket up in the failure-mode table. Returns 1 when MySQL's last
- * snapshot had the policy, with *open and *max set. */
-static int known(struct limiter *l, const char *bucket, int *open, int64_t *max)
-{
-    struct fallback probe = {(char *)bucket, 0, 0}, *f;
-    int found = 0;
-
-    pthread_mutex_lock(&l->lock);
-    f = l->nfallbacks == 0 ? NULL
-                           : bsearch(&probe, l->fallbacks, l->nfallbacks, sizeof(*f), by_name);
-    if (f != NULL) {
-        found = 1;
-        *open = f->open;
-        *max = f->max_permits;
-    }
-    pthread_mutex_unlock(&l->lock);
-    return found;
-}
-
 /* Redis could not decide (unreachable, no answer within --redis-timeout-ms,
  * unable to serve): a policy whose failure_mode is "open" lets the request
- * through, flagged and counted; every other request keeps the error.
- * Never called for the caller's own deadline (PERMITD_EDEADLINE): a caller
- * must not be able to switch a limit off by asking for a deadline it knows
- * Redis cannot meet. Returns 1 when it let the request through. */
-static int fail_open(struct limiter *l, const char *bucket, struct limiter_result *res)
+ * through, flagged and counted; every other request keeps the error. The
+ * policy's entry in the in-memory table decides (whether MySQL's or kept
+ * by hand): one this instance never held fails closed, as does one that
+ * would have refused the request anyway (disabled, not the app's, fewer
+ * permits than asked). Never called for the caller's own deadline
+ * (PERMITD_EDEADLINE): a caller must not be able to switch a limit off by
+ * asking for a deadline it knows Redis cannot meet. Returns 1 when it let
+ * the request through. */
+static int fail_open(struct limiter *l, const struct limiter_request *req,
+                     struct limiter_result *res)
 {
-    int open = 0;
-    int64_t max = 0;
+    const struct policies_entry *e = policies_get(l->policies, req->bucket);
+    int64_t permits = req->permits == 0 ? 1 : req->permits;
+    int open = e != NULL && e->open && e->enabled && e->broken == NULL &&
+               policies_allows(e, req->app) && permits <= e->max_permits;
 
-    if (!known(l, bucket, &open, &max) || !open)
-        return 0;
-    memset(res, 0, sizeof(*res));
-    res->allowed = 1;
-    res->limit = max;
-    atomic_fetch_add(&l->open_passes, 1);
-    return 1;
+    if (open) {
+        memset(res, 0, sizeof(*res));
+        res->allowed = 1;
+        res->limit = e->max_permits;
+        atomic_fetch_add(&l->open_passes, 1);
+    }
+    policies_release(e);
+    return open;
 }
 
-/* Redis has no such policy, but MySQL's last snapshot does: Redis lost it
- * (restarted empty, flushed) and the sync has not put it back yet. The sync
- * is asked to run now, and the request is answered as if Redis were
- * unavailable (failure_mode decides), not with a not_found that would be
- * false. Returns 0 when the policy is unknown (a true not_found); else 1 with
- * *rc set (PERMITD_OK when failure_mode open let an Acquire through). */
+/* The entry's hash is gone from Redis while MySQL had the policy
+ * (policies.h: `missing`): Redis lost it (restarted empty, flushed) and the
+ * sync has not put it back yet. The sync is asked to run now, and the
+ * request is answered as if Redis were unavailable (failure_mode decides),
+ * not with a not_found that would be false. PERMITD_OK when failure_mode
+ * open let an Acquire through (res filled). */
 static int missing(struct limiter *l, const struct limiter_request *req, int take,
-                   struct limiter_result *res, struct permitd_error *err, int *rc)
+                   struct limiter_result *res, struct permitd_error *err)
 {
-    int open = 0;
-    int64_t max = 0;
-
-    if (!known(l, req->bucket, &open, &max))
-        return 0;
     if (l->missing_hook != NULL)
         l->missing_hook(l->missing_ud);
-    if (take && fail_open(l, req->bucket, res)) {
-        *rc = PERMITD_OK;
-        err->code = PERMITD_OK;
-        err->message[0] = '\0';
-        return 1;
-    }
-    *rc = permitd_error_set(err, PERMITD_EUNAVAILABLE,
-                            "bucket: policy \"%s\" is in MySQL but not back in Redis yet "
-                            "(Redis restarted or was flushed); it is being reloaded", req->bucket);
-    return 1;
+    if (take && fail_open(l, req, res))
+        return PERMITD_OK;
+    return permitd_error_set(err, PERMITD_EUNAVAILABLE,
+                             "bucket: policy \"%s\" is in MySQL but not back in Redis yet "
+                             "(Redis restarted or was flushed); it is being reloaded", req->bucket);
 }
 
 int limiter_known_policy(struct limiter *l, const char *name)
 {
-    int open;
-    int64_t max;
+    const struct policies_entry *e = name != NULL ? policies_get(l->policies, name) : NULL;
 
-    return name != NULL && known(l, name, &open, &max);
+    policies_release(e);
+    return e != NULL;
 }
 
 void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud)
@@ -251,18 +195,6 @@ void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud)
 
 void limiter_forget(struct limiter *l, const char *name)
 {
-    struct fallback probe = {(char *)name, 0, 0}, *f;
-
-    pthread_mutex_lock(&l->lock);
-    f = l->nfallbacks == 0 ? NULL
-                           : bsearch(&probe, l->fallbacks, l->nfallbacks, sizeof(*f), by_name);
-    if (f != NULL) {
-        size_t i = (size_t)(f - l->fallbacks);
-        free(f->name);
-        memmove(f, f + 1, (l->nfallbacks - i - 1) * sizeof(*f));
-        l->nfallbacks--;
-    }
-    pthread_mutex_unlock(&l->lock);
     policies_forget(l->policies, name);
 }
 
@@ -286,8 +218,8 @@ static int validate(const struct limiter_request *req, int take, struct permitd_
  * in-memory table (reloading it from Redis, on this thread, when the table
  * lacks it: a policy created on another instance whose notice has not
  * come yet), and refuses what its copy refuses: no such policy (or one
- * Redis lost while MySQL has it: failure_mode, see missing()), a hash that
- * is no valid policy, a disabled policy, an app not in its apps (check: a
+ * Redis lost while MySQL has it: failure_mode, see missing(), after the
+ * checks below), a hash that is no valid policy, a disabled policy, an app not in its apps (check: a
  * client's request; permitd's own inspector may look at any), more
  * permits than it ever holds. PERMITD_OK with *out holding a reference
  * (policies_release()) when the script must decide; else *out is NULL and
@@ -330,18 +262,15 @@ static int admit_loaded(struct limiter *l, const struct limiter_request *req, in
         } else {
             rc = policies_reload(l->policies, req->bucket, deadline_us, &found, err);
         }
-        if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req->bucket, res))
+        if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req, res))
             return PERMITD_OK;
         if (rc != PERMITD_OK)
             return rc;
         if (found)
             e = policies_get(l->policies, req->bucket);
-        if (e == NULL) {
-            if (check && missing(l, req, take, res, err, &rc))
-                return rc;
+        if (e == NULL)
             return permitd_error_set(err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
                                      req->bucket);
-        }
     }
     return admit_entry(l, req, take, check, e, out, res, err);
 }
@@ -356,7 +285,6 @@ static int admit_entry(struct limiter *l, const struct limiter_request *req, int
     int64_t permits = req->permits == 0 ? 1 : req->permits;
     int rc;
 
-    (void)l;
     *out = NULL;
     res->limit = e->max_permits;
     if (e->broken != NULL)
@@ -374,9 +302,14 @@ static int admit_entry(struct limiter *l, const struct limiter_request *req, int
         rc = permitd_error_set(err, PERMITD_ERANGE,
                                "permits: %" PRId64 " is more than policy \"%s\" ever holds "
                                "(max_permits %" PRId64 ")", permits, req->bucket, e->max_permits);
+    else if (e->missing && !check)     /* permitd's own look: not there */
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
+                               req->bucket);
+    else if (e->missing)
+        rc = missing(l, req, take, res, err);
     else
         rc = PERMITD_OK;
-    if (rc != PERMITD_OK) {
+    if (rc != PERMITD_OK || e->missing) {
         policies_release(e);
         return rc;
     }
@@ -487,7 +420,7 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
 
-    if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req->bucket, res))
+    if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req, res))
         return PERMITD_OK;
     if (rc != PERMITD_OK)
         return rc;
@@ -837,8 +770,11 @@ static void plan_resend(struct limiter_plan *pl)
     struct limiter_result *res = NULL;
     struct permitd_error *errs = NULL, err = {0, ""};
     size_t *idx = NULL, m = 0, k = 0;
+    uint64_t splits = split_calls(pl->calls, pl->ngroups);
     int rc;
 
+    if (splits > 0)
+        atomic_fetch_add(&pl->l->splits, splits);
     for (size_t g = 0; g < pl->ngroups; g++)
         if (pl->calls[g].rc == REDIS_CALL_SPLIT)
             m += (size_t)pl->calls[g].nout / 8;
@@ -896,7 +832,7 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
          * own deadline), as its policy's failure_mode says. */
         for (size_t k = 0; k < pl->valid; k++) {
             size_t i = pl->order[k];
-            if (rc == PERMITD_EDEADLINE || !fail_open(pl->l, reqs[i].bucket, &pl->res[i]))
+            if (rc == PERMITD_EDEADLINE || !fail_open(pl->l, &reqs[i], &pl->res[i]))
                 permitd_error_set(&pl->errs[i], rc, "%s", err->message);
         }
         return PERMITD_OK;
@@ -1161,10 +1097,15 @@ static void job_end(struct limiter_queue *q, struct job *j, int rc, const struct
 static void batch_end(struct limiter_queue *q, int rc, const struct permitd_error *err)
 {
     struct batch *b = &q->batch;
-    size_t n = b->njobs;
-
+    size_t n = b->njobs, ncalls = b->ncalls, items_from = 0;
     struct job *again = NULL, *last = NULL;
 
+    /* The AcquireBatches' calls come first; plan_resend() counts theirs. */
+    for (size_t i = 0; i < n; i++)
+        if (b->jobs[i]->plan != NULL)
+            items_from += b->jobs[i]->plan->ngroups;
+    if (rc == PERMITD_OK && items_from < ncalls)
+        atomic_fetch_add(&q->l->splits, split_calls(&b->calls[items_from], ncalls - items_from));
     b->njobs = b->ncalls = 0;
     for (size_t i = 0; i < n; i++) {
         struct job *j = b->jobs[i];
@@ -1185,7 +1126,6 @@ static void batch_end(struct limiter_queue *q, int rc, const struct permitd_erro
         job_end(q, j, rc, &b->calls[j->first], err);
     }
     if (again != NULL) {
-        atomic_fetch_add(&q->l->splits, 1);
         last->next = q->head;
         if (q->head == NULL)
             q->tail = last;
@@ -1815,7 +1755,7 @@ static void unpark(struct limiter_queue *q, const struct load *x)
         e = policies_get(q->l->policies, x->name);
         if (e != NULL) {
             rc = admit_entry(q->l, &j->req, j->take, 1, e, &j->entry, &res, &err);
-            if (rc == PERMITD_OK) {
+            if (rc == PERMITD_OK && j->entry != NULL) {
                 if (j->deadline_us != INT64_MAX)
                     q->timed--;         /* enqueue() counts it again */
                 enqueue(q, j);
@@ -1824,11 +1764,11 @@ static void unpark(struct limiter_queue *q, const struct load *x)
         } else if (x->rc != PERMITD_OK) {
             err = x->err;
             rc = x->rc;
-            if (rc == PERMITD_EUNAVAILABLE && j->take && fail_open(q->l, j->req.bucket, &res)) {
+            if (rc == PERMITD_EUNAVAILABLE && j->take && fail_open(q->l, &j->req, &res)) {
                 rc = PERMITD_OK;
                 err = (struct permitd_error){0, ""};
             }
-        } else if (!missing(q->l, &j->req, j->take, &res, &err, &rc)) {
+        } else {
             rc = permitd_error_set(&err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
                                    j->req.bucket);
         }
@@ -1904,8 +1844,9 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
      * the table lacks is read by the loader while the job is parked. */
     memset(&res, 0, sizeof(res));
     e = policies_get(q->l->policies, req->bucket);
-    if (e != NULL && (rc = admit_entry(q->l, req, take, 1, e, &e, &res, &err)) != PERMITD_OK) {
-        done(ud, rc, &res, &err);
+    if (e != NULL && ((rc = admit_entry(q->l, req, take, 1, e, &e, &res, &err)) != PERMITD_OK ||
+                      e == NULL)) {
+        done(ud, rc, &res, &err);     /* refused, or failure_mode "open" (Redis lost it) */
         return;
     }
     if ((j = job_get(q)) == NULL) {

@@ -80,29 +80,20 @@ void limiter_acquire_queued(struct limiter_queue *q, const struct limiter_reques
 void limiter_peek_queued(struct limiter_queue *q, const struct limiter_request *req,
                          int64_t deadline_us, limiter_done_fn done, void *ud);
 
-/* What to do with a policy's Acquires while Redis cannot answer. */
-struct limiter_fallback {
-    const char *name;
-    int open;               /* 1: allow (and count it); 0: unavailable */
-    int64_t max_permits;
-};
-
-/* Replaces the table of failure modes (from the MySQL snapshot; copied).
- * Policies not in it fail closed. Thread-safe; read only when Redis fails,
- * so the request path never touches its lock. */
-int limiter_set_fallbacks(struct limiter *l, const struct limiter_fallback *v, size_t n);
-
-/* fn is called (from a request thread) when Redis lacks a policy that the
- * failure-mode table has: Redis lost it and it must be reloaded now. Set
- * once at start-up. */
+/* fn is called (from a request thread) when the in-memory table holds a
+ * MySQL policy whose hash Redis lost (decisions/policies.h: `missing`): the
+ * sync must put it back now. Set once at start-up. While it is missing,
+ * the policy's requests follow its failure_mode, as when Redis is down.
+ * (failure_mode, like the limits, is read from the policy's entry in that
+ * table: MySQL's policies and those kept by hand alike.) */
 void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud);
 
-/* Drops a deleted policy from the failure-mode table, so it answers
+/* Drops a deleted policy from the in-memory table, so it answers
  * not_found at once. */
 void limiter_forget(struct limiter *l, const char *name);
 
-/* Whether MySQL's last snapshot (the failure-mode table) has a policy of
- * that name: a real policy, for counting a request's error under it. */
+/* Whether the in-memory table holds a policy of that name: a real policy,
+ * for counting a request's error under it. */
 int limiter_known_policy(struct limiter *l, const char *name);
 
 struct policies;
@@ -122,6 +113,11 @@ struct policies *limiter_policies(struct limiter *l);
  * newer version of its policy than this instance's copy), each asked once
  * more after a reload. For /metrics. */
 uint64_t limiter_stale_retries(struct limiter *l);
+
+/* How many script calls over several Redis Cluster slots met a redirect
+ * (a slot moving) and had their items sent again, one call per slot. For
+ * /metrics. */
+uint64_t limiter_split_calls(struct limiter *l);
 
 /* How many Acquires failure_mode "open" let through so far. */
 uint64_t limiter_open_passes(struct limiter *l);

@@ -4,7 +4,8 @@
  * lua/bucket.lua reads no policy hash: a keyed bucket may live in a Redis
  * Cluster slot of its own (stores/policy.h), where its policy's hash is
  * not. The limits reach the script in ARGV, from this table; the apps
- * check and the enabled flag are decided here, in C, before any call.
+ * check and the enabled flag are decided here, in C, before any call, and
+ * the failure_mode when Redis cannot answer (the one table of it).
  *
  * The table is an immutable sorted array of entries, swapped atomically
  * by a writer; a reader looks a name up without a lock and takes a
@@ -44,6 +45,7 @@ struct policies_entry {
     int64_t max_permits;
     double rate;
     int enabled, open, colocate;    /* open: failure_mode "open" */
+    int missing;                    /* its hash was found gone (see policies_reload()) */
     int any_app;                    /* apps holds "*" */
     size_t napps;
     char **apps;                    /* sorted, exact names */
@@ -74,7 +76,16 @@ void policies_release(const struct policies_entry *e);
  * thread's connection, within deadline_us) and installs it, replacing any
  * entry of that name; a policy Redis does not hold is dropped. *found (may
  * be NULL) says which. An error (Redis unreachable) leaves the table as it
- * was. Thread-safe. */
+ * was. Thread-safe.
+ *
+ * One exception: with a policy store (--mysql-url), an entry of a MySQL
+ * row (id > 0) whose hash is gone is kept, as a copy marked `missing`:
+ * Redis lost it (restarted empty, flushed) or another instance deleted it,
+ * and only the sync's next pass can tell which (it puts the hash back, or
+ * drops the entry with policies_forget()). Meanwhile the entry still says
+ * who may use the policy and its failure_mode, which decides its requests
+ * (decisions/limiter.c). Without a store, the hash is the policy: gone is
+ * deleted. */
 int policies_reload(struct policies *t, const char *name, int64_t deadline_us, int *found,
                     struct permitd_error *err);
 
@@ -84,7 +95,8 @@ int policies_reload(struct policies *t, const char *name, int64_t deadline_us, i
  * PERMITD_EINTERNAL (out of memory). policies_reload() installs this way. */
 int policies_install(struct policies *t, struct policies_entry *e);
 
-/* The version stamp of the entry named `name`, 0 when there is none. */
+/* The version stamp of the entry named `name`, 0 when there is none or its
+ * hash was found gone (`missing`: whoever compares stamps reads it again). */
 uint64_t policies_stamp(struct policies *t, const char *name);
 
 /* Drops the entry named `name` (a policy deleted on this instance). */

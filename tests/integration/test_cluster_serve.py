@@ -242,6 +242,11 @@ class ServeTest(test_admin.AdminCase):
         return (metric(text, 'permitd_redis_redirects_total{kind="moved"}'),
                 metric(text, 'permitd_redis_redirects_total{kind="ask"}'))
 
+    def split_calls(self):
+        text = self.permitd.admin().request("GET", "/metrics").body.decode()
+        self.assertIn("# HELP permitd_redis_split_calls_total ", text)
+        return metric(text, "permitd_redis_split_calls_total")
+
     def other_master(self, port):
         return [m for m in self.cluster.masters() if m != port][0]
 
@@ -413,6 +418,7 @@ class ServeTest(test_admin.AdminCase):
             return n
 
         errors0 = errors(src)
+        splits0 = self.split_calls()
         try:
             self.cluster.migrate(slot, dst)
             res = self.one_pass(name, keys)
@@ -424,6 +430,8 @@ class ServeTest(test_admin.AdminCase):
         self.assertEqual({k: int(decision(res[k])["remaining"]) for k in keys},
                          {k: 8 for k in keys})
         self.assertGreater(errors(src), errors0, "no call met the migration")
+        # /metrics counts the calls sent again (one per worker's pass at most).
+        self.assertGreaterEqual(self.split_calls(), splits0 + 1)
         self.assertEqual(int(decision(api.acquire(name, key=moved))["remaining"]), 7)
 
     def test_a_batch_call_over_several_slots_meeting_a_redirect_goes_again_per_slot(self):
@@ -447,6 +455,7 @@ class ServeTest(test_admin.AdminCase):
         r = api.request("POST", BATCH, body, hdr)
         self.assertEqual(r.status, 200, r)
         before = self.evalsha_calls()
+        splits0 = self.split_calls()
         try:
             self.cluster.migrate(slot, dst)
             r = api.request("POST", BATCH, body, hdr)
@@ -460,6 +469,7 @@ class ServeTest(test_admin.AdminCase):
         self.assertEqual([int(x["response"]["remaining"]) for x in res], [8] * len(keys), res)
         # One call per master, then the split one's items one per slot.
         self.assertLess(calls, len(keys), calls)
+        self.assertEqual(self.split_calls(), splits0 + 1)
         self.assertEqual(int(decision(api.acquire(name, key=moved))["remaining"]), 7)
 
     def test_noscript_on_one_master_reloads_there(self):

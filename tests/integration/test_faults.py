@@ -3,6 +3,7 @@ every Acquire answers within its deadline, as its policy's failure_mode
 says: "open" lets it through (and counts it), "closed" answers unavailable.
 Real MariaDB (the policies) and a private Redis per test."""
 import os
+import re
 import signal
 import time
 import unittest
@@ -117,6 +118,48 @@ class FailureModeTest(unittest.TestCase):
         self.assertTrue(res[0]["response"]["allowed"])
         self.assertEqual(res[1]["error"]["code"], "unavailable")
         self.redis.start()
+
+
+class HandKeptFailureModeTest(unittest.TestCase):
+    """Policies kept by hand (no MySQL: hashes an operator wrote) follow the
+    failure_mode their hash says, from the instance's in-memory copy, once
+    Redis is gone; a name the instance never saw answers unavailable."""
+
+    def setUp(self):
+        self.redis = PrivateRedis()
+        r = self.redis.client()
+        harness.put_policy(r, "handopen", max_permits=7, prefix="h:", failure_mode="open")
+        harness.put_policy(r, "handclosed", max_permits=7, prefix="h:", failure_mode="closed")
+        r.close()
+        self.p = Permitd(redis_url=self.redis.url, prefix="h:", args=["--redis-timeout-ms", "100"])
+        self.c = self.p.http()
+        wait_for("policies read", lambda: decision(self.c.acquire("handopen"))["allowed"] and
+                 decision(self.c.acquire("handclosed"))["allowed"])
+
+    def tearDown(self):
+        self.c.close()
+        self.p.stop()
+        self.redis.stop()
+
+    def open_passes(self):
+        body = self.p.admin().request("GET", "/metrics").body.decode()
+        return int(re.search(r"^permitd_failure_mode_open_passes_total (\d+)$", body,
+                             re.M).group(1))
+
+    def test_redis_killed(self):
+        before = self.open_passes()
+        os.kill(self.redis.pid(), signal.SIGKILL)
+        for _ in range(5):
+            d = decision(self.c.acquire("handopen"))
+            self.assertTrue(d["allowed"], d)
+            self.assertEqual(d["limit"], 7)
+            r = self.c.acquire("handclosed")
+            self.assertEqual((r.status, error_code(r)), (503, "unavailable"), r)
+        self.assertEqual(self.open_passes(), before + 5)
+        r = self.c.acquire("neverseen")
+        self.assertEqual((r.status, error_code(r)), (503, "unavailable"), r)
+        self.redis.start()
+        wait_for("recovery", lambda: decision(self.c.acquire("handclosed"))["allowed"], 15)
 
 
 if __name__ == "__main__":

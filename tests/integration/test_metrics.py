@@ -101,6 +101,17 @@ class MetricsTest(unittest.TestCase):
         self.assertNotIn("made-up-neg", text)
         self.assertNotIn("bad name", text)
 
+    def test_a_policy_held_is_real_before_its_first_decision(self):
+        # A policy kept by hand that this instance holds (a Peek read it:
+        # Peeks are not counted) is as real as one from MySQL: the in-memory
+        # table says so, before any decision of it.
+        held = unique("held")
+        put_policy(self.r, held, max_permits=3, rate=1, prefix="m:")
+        self.assertEqual(self.c.peek(held).status, 200)
+        self.assertEqual(self.c.acquire(held, permits=-1).status, 400)
+        self.assertEqual(sample(self.metrics(), "permitd_acquires_total",
+                                {"policy": held, "result": "invalid_argument"}), 1)
+
 
 class MetricsMySQLTest(unittest.TestCase):
     """With MySQL, a policy is real from the start: the very first request

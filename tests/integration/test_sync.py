@@ -397,6 +397,26 @@ class SyncTest(unittest.TestCase):
         wait_for("back", lambda: decision(p.http().acquire("quick")).get("allowed"), 5)
         self.assertEqual(error_code(p.http().acquire("never-existed")), "not_found")
 
+    def test_a_delete_seen_first_in_redis_ends_in_not_found(self):
+        # Another instance deleted the policy: the row, then the hash, then
+        # the notice. This instance's copy is kept (its last snapshot had
+        # the row: Redis may merely have lost it), so the miss answers
+        # "not back yet" and asks for a pass; that pass, whose snapshot has
+        # no such row, drops the copy.
+        self.add_policy("gone", 5, "1")
+        p = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
+                                              "--sync-interval-ms", "600000"])
+        self.procs.append(p)
+        wait_for("policy", lambda: self.hash("gone"))
+        self.assertTrue(decision(p.http().acquire("gone"))["allowed"])
+        self.sql("DELETE FROM policies WHERE name = 'gone'")
+        self.redis("DEL", "%s{gone}:policy" % self.prefix)
+        self.redis("SREM", self.prefix + "policies", "gone")
+        self.redis("PUBLISH", self.prefix + "changes", "gone 0")
+        time.sleep(0.1)
+        self.assertEqual(error_code(p.http().acquire("gone")), "unavailable")
+        wait_for("not_found", lambda: error_code(p.http().acquire("gone")) == "not_found", 5)
+
     def test_mysql_down_acquire_keeps_working_and_readyz_says_why(self):
         db = harness.PrivateMariaDB()
         try:
