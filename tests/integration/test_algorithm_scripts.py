@@ -654,8 +654,8 @@ class Concurrency(Base):
         return self.call(mode, [Item(p, key, 1, "", lease)], conn=conn)[0]
 
     def test_leases_never_more_than_max_held_across_two_instances(self):
-        p = Policy("concurrency", 3, 150)
-        ttl = 150000
+        p = Policy("concurrency", 3, 300)
+        ttl = 300000
 
         def loop(conn, deadline):
             held, n = [], 0
@@ -675,9 +675,11 @@ class Concurrency(Base):
                     continue
                 rb = conn.time_us()
                 r = self.lease_op("release", p, "h", lease, conn)
-                self.assertEqual(r["flags"], 0 if rb < b + ttl else r["flags"], r)
+                self.assertEqual(r["status"], 0, r)
                 if r["flags"] == 0:
                     held.append((af, rb))        # surely held from grant to release
+                else:
+                    held.append((af, b + ttl))   # expired first (a slow machine)
             return held
 
         held = self.two_instances(loop, 2.5)
@@ -709,7 +711,9 @@ class Concurrency(Base):
         # just before the expiry: still held
         while self.redis.time_us() < first_expiry - 60000:
             time.sleep(0.005)
-        self.assertEqual(self.peek(p, "x")["remaining"], 0)
+        a = self.peek(p, "x")
+        if self.redis.time_us() < first_expiry:
+            self.assertEqual(a["remaining"], 0)
         time.sleep(max(0, first_expiry - self.redis.time_us()) / 1e6)
         a = self.take(p, key="x")
         self.assertEqual(a["allowed"], 1, "expired lease still held: %r" % a)
@@ -759,19 +763,19 @@ class Concurrency(Base):
         self.assertEqual((r["allowed"], r["flags"], r["remaining"]), (0, 2, 1))
 
     def test_renew_extends_a_held_lease(self):
-        p = Policy("concurrency", 1, 300)
+        p = Policy("concurrency", 1, 600)
         lease = lease_id()
         self.lease_op("take", p, "n", lease)
-        time.sleep(0.2)
+        time.sleep(0.3)
         r = self.lease_op("renew", p, "n", lease)
-        self.assertEqual((r["allowed"], r["lease_expires_ms"], r["flags"]), (1, 300, 0))
-        self.assertTrue(200 < r["reset_after_ms"] <= 300, r)
-        time.sleep(0.2)       # 400 ms after the grant, 200 after the renewal
+        self.assertEqual((r["allowed"], r["lease_expires_ms"], r["flags"]), (1, 600, 0))
+        self.assertEqual(r["reset_after_ms"], 600)
+        time.sleep(0.4)       # 700 ms after the grant, 400 after the renewal
         self.assertEqual(self.take(p, key="n")["allowed"], 0)
         # a take carrying a held lease's id renews it and takes nothing more
         t = self.lease_op("take", p, "n", lease)
-        self.assertEqual((t["allowed"], t["remaining"], t["lease_expires_ms"]), (1, 0, 300))
-        time.sleep(0.35)
+        self.assertEqual((t["allowed"], t["remaining"], t["lease_expires_ms"]), (1, 0, 600))
+        time.sleep(0.65)
         r = self.lease_op("renew", p, "n", lease)
         self.assertEqual((r["allowed"], r["flags"], r["lease_expires_ms"]), (0, 2, 0))
         self.assertEqual(self.take(p, key="n")["allowed"], 1)
