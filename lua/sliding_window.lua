@@ -9,7 +9,7 @@ epoch, in Redis time) and those of the previous one, weighted by the share
 of the previous window that the sliding window still covers. Nearly the
 sliding log's answer at the memory of one short string per key.
 
-The call (the contract of every decision script, /work issue 20; the same
+The call (the contract of every decision script, issue 20; the same
 as lua/sliding_log.lua's and lua/concurrency.lua's):
   KEYS[i]     item i's state key, for i = 1..m (m = #KEYS: one Redis
               Cluster slot; server/stores/policy.c lays the keys out,

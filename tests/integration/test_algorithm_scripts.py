@@ -1,7 +1,7 @@
 """lua/sliding_window.lua, lua/sliding_log.lua and lua/concurrency.lua on
 their own (issue 20): each script is loaded with SCRIPT LOAD into the
 stack's Redis (or, as cluster_algorithm_scripts, its Redis Cluster) and
-called with EVALSHA and the contract's ARGV (/work issue 20: mode, np, the
+called with EVALSHA and the contract's ARGV (issue 20: mode, np, the
 request-id time-to-live, per policy stamp/max_permits/p1/p2, per item
 policy/permits/request_id/lease_id, keys of further slots after the
 items), with no permitd in between.
