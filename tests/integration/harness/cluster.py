@@ -80,6 +80,7 @@ _KEY_AT_1 = {
     "EXPIRE", "PEXPIRE", "PERSIST", "TYPE", "SADD", "SREM", "SMEMBERS", "SISMEMBER",
     "SCARD", "INCR", "INCRBY", "STRLEN", "GETRANGE", "SETRANGE", "APPEND", "DUMP",
     "RESTORE", "LPUSH", "RPUSH", "LRANGE",
+    "ZADD", "ZRANGE", "ZRANGEBYSCORE", "ZCARD", "ZCOUNT", "ZSCORE", "ZREM",
 }
 # Each argument is a key; the answers are added up.
 _EACH_KEY_SUMMED = {"DEL", "EXISTS", "UNLINK", "TOUCH"}
