@@ -6,6 +6,20 @@ an older snapshot from overwriting a newer one.
 
 KEYS[1]  the policy hash <prefix>{<name>}:policy
 
+This script is the one writer of a policy hash's layout (permitd's own
+policies, such as the login throttle's "_login", are written with "set"):
+  name, apps, max_permits, enabled, failure_mode, colocate, version, id,
+  updated_us, synced_us, rates   as below
+  rate        a token bucket's permits a second; absent for the others
+  algorithm   (issue 20) absent or "" = token_bucket, else fixed_window,
+              sliding_window, sliding_log or concurrency
+  window_ms   whole milliseconds of the window; "" when none (a calendar
+              window, or an algorithm without one)
+  calendar    "" or minute | hour | day | month (a fixed window in UTC)
+  lease_ms    a concurrency lease's time-to-live in ms; "" for the others
+A token bucket's hash has none of the four algorithm fields: it is exactly
+as before issue 20, so a permitd from before reads it unchanged.
+
 ARGV[1] = "put": ARGV[2] the row id, ARGV[3] its version, ARGV[4] the
           snapshot's MySQL time in µs, then field/value pairs (which include
           id, version and updated_us). Redis keeps what it has when
@@ -13,13 +27,16 @@ ARGV[1] = "put": ARGV[2] the row id, ARGV[3] its version, ARGV[4] the
             - its version is newer, or
             - the versions are equal and its snapshot is as new or newer
               (an app list edited with plain SQL changes no version), or
-            - every field already has the offered value (nothing changed).
+            - every field already has the offered value, and the hash has
+              none of the limits (rate, algorithm, window_ms, calendar,
+              lease_ms) the offer leaves out (nothing changed).
           Otherwise the hash is replaced and stamped synced_us = ARGV[4].
           Returns {written, limits}: written 1 when written, 0 when Redis
-          was already up to date; limits 1 when the hash replaced had
-          another max_permits or rate (permitd then has bucket.lua "settle"
-          the policy's buckets: their keys expire on the old limits'
-          schedule).
+          was already up to date; limits 1 when a token bucket replaced a
+          token bucket of another max_permits or rate (permitd then has
+          bucket.lua "settle" the policy's buckets: their keys expire on
+          the old limits' schedule; the other algorithms' state keys are
+          their own, see stores/policy.h, and expire by themselves).
 
 ARGV[1] = "del": ARGV[2] the snapshot's MySQL time in µs, ARGV[3] the
           highest policy id the snapshot knows of (its rows, and the ids
@@ -32,9 +49,11 @@ ARGV[1] = "del": ARGV[2] the snapshot's MySQL time in µs, ARGV[3] the
 ARGV[1] = "set": ARGV[2..] field/value pairs, for a policy hash kept by hand
           (no --mysql-url): `redis-cli --eval lua/sync.lua KEY , set rate 20`.
           The fields are written as given (max_permits must be a whole
-          number >= 1, rate a number > 0: anything else is refused, naming
-          the value), with the rate history below, and `version` is raised
-          by one (a `version` given is refused: it is this script's).
+          number >= 1, rate a number > 0, algorithm a name above, window_ms
+          and lease_ms whole numbers >= 1 or "", calendar "" or a unit:
+          anything else is refused, naming the value), with the rate
+          history below, and `version` is raised by one (a `version` given
+          is refused: it is this script's).
           Returns {1, limits}.
 
 Change notices. Every write ("put" that writes, "set", "del" that deletes)
@@ -71,6 +90,9 @@ settle pass), and the buckets of a deleted policy expire by themselves.
 
 local op = ARGV[1]
 local gmatch = string.gmatch
+local ALGORITHMS = {[''] = true, token_bucket = true, fixed_window = true, sliding_window = true,
+                    sliding_log = true, concurrency = true}
+local CALENDARS = {[''] = true, minute = true, hour = true, day = true, month = true}
 
 -- Tells every instance that the policy in KEYS[1] changed (see the top).
 local function notify(version)
@@ -151,11 +173,20 @@ if op == 'put' then
         return {0, 0}
       end
     end
-    local same = true
+    local same, given = true, {}
     for i = 5, #ARGV, 2 do
+      given[ARGV[i]] = true
       if cur[ARGV[i]] ~= ARGV[i + 1] then
         same = false
         break
+      end
+    end
+    -- A limit the offer lacks is a change too: a token bucket leaves out
+    -- the algorithm fields a policy of another algorithm had, and they
+    -- leave out its rate.
+    for _, f in ipairs({'rate', 'algorithm', 'window_ms', 'calendar', 'lease_ms'}) do
+      if same and cur[f] and not given[f] then
+        same = false
       end
     end
     if same then
@@ -169,14 +200,16 @@ if op == 'put' then
     fields[#fields + 1] = ARGV[i + 1]
     offered[ARGV[i]] = ARGV[i + 1]
   end
-  local rates = history(cur.rates, cur_id and cur.rate, offered.rate, offered.max_permits)
+  -- Only a token bucket has a rate, and a history of it.
+  local rates = offered.rate and
+                history(cur.rates, cur_id and cur.rate, offered.rate, offered.max_permits)
   if rates then
     fields[#fields + 1] = 'rates'
     fields[#fields + 1] = rates
   end
   redis.call('HSET', KEYS[1], unpack(fields))
   local limits = 0
-  if cur_id then
+  if cur_id and cur.rate and offered.rate then
     for i = 5, #ARGV, 2 do
       local f = ARGV[i]
       if (f == 'max_permits' or f == 'rate') and tonumber(cur[f]) ~= tonumber(ARGV[i + 1]) then
@@ -208,6 +241,16 @@ if op == 'set' then
     elseif f == 'rate' and (not x or not (x > 0) or x == math.huge) then
       return redis.error_reply('sync.lua set: rate must be a number > 0 (permits a second), not "' ..
                                v .. '"')
+    elseif f == 'algorithm' and not ALGORITHMS[v] then
+      return redis.error_reply('sync.lua set: algorithm must be token_bucket, fixed_window, ' ..
+                               'sliding_window, sliding_log or concurrency, not "' .. v .. '"')
+    elseif (f == 'window_ms' or f == 'lease_ms') and v ~= '' and
+           (not x or x < 1 or x ~= math.floor(x) or x >= 2 ^ 53) then
+      return redis.error_reply('sync.lua set: ' .. f .. ' must be a whole number of ms >= 1 ' ..
+                               'or "", not "' .. v .. '"')
+    elseif f == 'calendar' and not CALENDARS[v] then
+      return redis.error_reply('sync.lua set: calendar must be "", minute, hour, day or month, ' ..
+                               'not "' .. v .. '"')
     end
     offered[f] = v
   end

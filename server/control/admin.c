@@ -162,10 +162,15 @@ static int authenticate(struct admin *a, struct connect_call *call, enum role ne
 static Permit__V1__Policy *to_proto(struct connect_call *call, const struct store_policy *p)
 {
     Permit__V1__Policy *m = connect_call_alloc(call, sizeof(*m));
+    char window[POLICY_DURATION_TEXT], lease[POLICY_DURATION_TEXT] = "";
     size_t n = 0;
 
     if (m == NULL)
         return NULL;
+    /* The limits as stored, in the canonical form (60000 ms is "1m"). */
+    policy_format_window(window, p->window_ms, p->calendar);
+    if (p->lease_ms > 0)
+        policy_format_duration(lease, p->lease_ms);
     permit__v1__policy__init(m);
     m->name = connect_call_strdup(call, p->name);
     m->max_permits = p->max_permits;
@@ -174,6 +179,9 @@ static Permit__V1__Policy *to_proto(struct connect_call *call, const struct stor
     m->enabled = p->enabled;
     m->failure_mode = connect_call_strdup(call, p->failure_mode);
     m->colocate = p->colocate != 0;
+    m->algorithm = connect_call_strdup(call, policy_algorithm_name(p->algorithm));
+    m->window = connect_call_strdup(call, window);
+    m->lease_ttl = connect_call_strdup(call, lease);
     m->version = (int64_t)p->version;
     m->created_by = connect_call_strdup(call, p->created_by);
     m->updated_by = connect_call_strdup(call, p->updated_by);
@@ -192,7 +200,8 @@ static Permit__V1__Policy *to_proto(struct connect_call *call, const struct stor
             m->apps[m->n_apps++] = tok;
     }
     if (!m->name || !m->rate || !m->description || !m->failure_mode || !m->created_by ||
-        !m->updated_by || !m->created_at || !m->updated_at)
+        !m->updated_by || !m->created_at || !m->updated_at || !m->algorithm || !m->window ||
+        !m->lease_ttl)
         return NULL;
     return m;
 }
@@ -212,24 +221,29 @@ static void tidy_rate(char *rate)
         rate[--n] = '\0';
 }
 
-/* Checks an editor's policy and turns it into a store input. */
+/* Checks an editor's policy and turns it into a store input: the fields,
+ * then the algorithm and the limits that go with it (each error names the
+ * field that does not fit, and the algorithm). */
 static int from_proto(const Permit__V1__Policy *m, struct store_policy_input *in,
                       struct permitd_error *err)
 {
+    int rc;
+
     if (m == NULL)
         return permitd_error_set(err, PERMITD_EINVAL, "policy: is required");
     memset(in, 0, sizeof(*in));
     in->name = m->name;
     in->apps = (const char *const *)m->apps;
     in->napps = m->n_apps;
-    in->max_permits = m->max_permits;
-    in->rate = m->rate;
     in->description = m->description;
     in->enabled = m->enabled;
     in->failure_mode = m->failure_mode[0] ? m->failure_mode : "closed";
     in->colocate = m->colocate;
-    return policy_check_fields(in->name, in->apps, in->napps, (long long)in->max_permits,
-                               in->rate, in->description, in->failure_mode, err);
+    if ((rc = policy_check_fields(in->name, in->apps, in->napps, in->description,
+                                  in->failure_mode, err)) != PERMITD_OK)
+        return rc;
+    return policy_check_limits(m->algorithm, (long long)m->max_permits, m->rate, m->window,
+                               m->lease_ttl, &in->limits, err);
 }
 
 static int bucket_proto(struct admin *a, struct connect_call *call, const char *name,
@@ -546,27 +560,22 @@ static int get_policy_stats(void *ud, struct connect_call *call, const ProtobufC
 
 /* ---- AdminAuthService ---- */
 
-/* The login bucket of permitd's own: created (or corrected) on use. */
+/* The login bucket of permitd's own: created (or corrected) on use,
+ * through lua/sync.lua like every policy hash (the one writer of their
+ * layout); it is in Redis only, so the sync leaves it alone. */
 static void login_policy(struct admin *a)
 {
-    char key[POLICY_REDIS_KEY_MAX], max[16];
-    struct redis_str args[14];
-    int n = 0;
+    char max[16];
+    const char *fields[] = {"name", LOGIN_POLICY, "apps", "*", "max_permits", max,
+                            "rate", LOGIN_RATE, "enabled", "1"};
+    struct permitd_error err = {0, ""};
 
     snprintf(max, sizeof(max), "%d", LOGIN_TRIES);
-    args[n].p = "HSET"; args[n++].len = 4;
-    args[n].p = key;
-    args[n++].len = policy_redis_key(key, a->cfg->redis_prefix, LOGIN_POLICY, POLICY_KEY_HASH, NULL);
-#define F(k, v) (args[n].p = (k), args[n].len = strlen(k), n++, \
-                 args[n].p = (v), args[n].len = strlen(v), n++)
-    F("name", LOGIN_POLICY);
-    F("apps", "*");
-    F("max_permits", max);
-    F("rate", LOGIN_RATE);
-    F("enabled", "1");
-    F("version", "1");
-#undef F
-    redis_command(a->redis, args, n, deadline(), NULL, NULL, NULL, NULL);
+    if (a->sync != NULL &&
+        sync_own_policy(a->sync, LOGIN_POLICY, fields, sizeof(fields) / sizeof(fields[0]),
+                        &err) != PERMITD_OK)
+        log_msg(LOG_LEVEL_WARN, "cannot write the login throttle's policy", "policy=%s error=\"%s\"",
+                LOGIN_POLICY, err.message);
 }
 
 /* The login bucket's key for a user name (lower-cased: Alice = alice)

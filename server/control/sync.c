@@ -131,7 +131,8 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
                struct permitd_error *err)
 {
     char key[POLICY_REDIS_KEY_MAX], id[24], version[24], max[24], updated[24], taken[24];
-    struct redis_str keys[1], args[24];
+    char window[24], lease[24];
+    struct redis_str keys[1], args[32];
     long long out[2];
     int n = 0, rc;
 
@@ -147,7 +148,18 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
     ARG("name"); ARG(p->name);
     ARG("apps"); ARG(p->apps);
     ARG("max_permits"); ARG(max);
-    ARG("rate"); ARG(p->rate);
+    /* A token bucket's hash is as before issue 20: rate, and no algorithm
+     * fields; the other algorithms have no rate (lua/sync.lua, top). */
+    if (p->algorithm == POLICY_TOKEN_BUCKET) {
+        ARG("rate"); ARG(p->rate);
+    } else {
+        snprintf(window, sizeof(window), "%" PRId64, p->window_ms);
+        snprintf(lease, sizeof(lease), "%" PRId64, p->lease_ms);
+        ARG("algorithm"); ARG(policy_algorithm_name(p->algorithm));
+        ARG("window_ms"); ARG(p->window_ms > 0 ? window : "");
+        ARG("calendar"); ARG(policy_calendar_name(p->calendar));
+        ARG("lease_ms"); ARG(p->lease_ms > 0 ? lease : "");
+    }
     ARG("enabled"); ARG(p->enabled ? "1" : "0");
     ARG("failure_mode"); ARG(p->failure_mode);
     ARG("colocate"); ARG(p->colocate ? "1" : "0");
@@ -574,6 +586,25 @@ int sync_write_policy(struct sync *s, const struct store_policy *p, struct permi
     /* The change's own time orders it against snapshots: any snapshot that
      * saw it is at least as new, one that did not has an older version. */
     return put(s, p, p->updated_us, &written, err);
+}
+
+int sync_own_policy(struct sync *s, const char *name, const char *const *fields, size_t n,
+                    struct permitd_error *err)
+{
+    char key[POLICY_REDIS_KEY_MAX];
+    struct redis_str keys[1], args[1 + 16];
+    long long out[2];
+
+    if (n > 16)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "sync_own_policy: %zu fields, the most "
+                                 "is 16", n);
+    keys[0].p = key;
+    keys[0].len = policy_redis_key(key, s->cfg->redis_prefix, name, POLICY_KEY_HASH, NULL);
+    args[0] = (struct redis_str){"set", 3};
+    for (size_t i = 0; i < n; i++)
+        args[1 + i] = (struct redis_str){fields[i], strlen(fields[i])};
+    return redis_script_run(s->redis, REDIS_SCRIPT_SYNC, keys, 1, args, (int)n + 1, deadline(),
+                            out, 2, err);
 }
 
 /* The change notice lua/sync.lua sends after its own writes, for a delete

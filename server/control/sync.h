@@ -61,6 +61,13 @@ struct store_policy;
  * it. PERMITD_OK when Redis holds p (or something newer) afterwards. */
 int sync_write_policy(struct sync *s, const struct store_policy *p, struct permitd_error *err);
 
+/* Writes a policy permitd keeps for itself, not in MySQL (the login
+ * throttle's "_login"), through lua/sync.lua "set" like every policy hash:
+ * fields[0..n) are field/value pairs (no `version`: the script raises it).
+ * PERMITD_OK when Redis took them. */
+int sync_own_policy(struct sync *s, const char *name, const char *const *fields, size_t n,
+                    struct permitd_error *err);
+
 /* Removes a deleted policy's hash from Redis now. */
 int sync_remove_policy(struct sync *s, const char *name, struct permitd_error *err);
 

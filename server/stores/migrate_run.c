@@ -9,8 +9,18 @@
  * ALTER may run for hours, and giving up on the client side would not stop
  * it on the server. Every result a statement produces is drained (a CALL
  * can produce several), and the server's warnings are printed.
+ *
+ * A file may open with a check that refuses it: a stored procedure named
+ * permitd_check_* that it creates, CALLs (the procedure SIGNALs to refuse,
+ * naming why) and drops again (0006's down refuses while a policy would be
+ * lost). Those statements run before the version is marked dirty: a
+ * refusal changes nothing, so the DBA fixes what it names and runs the
+ * verb again, with no `force` (a SIGNAL from statement 3 of a plain file
+ * would leave the version dirty). The mysql client running the file by
+ * hand stops at the same SIGNAL.
  */
 #include <stdint.h>
+#include <strings.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,6 +90,79 @@ static void print_statement(FILE *f, const struct migrate_sql_statement *st)
     fprintf(f, "%s\n", n < st->len ? " ..." : "");
 }
 
+/* Moves *p past the keyword kw (any case) and the blanks after it; 0 when
+ * the text at *p is not kw followed by a blank. */
+static int keyword(const char **p, const char *end, const char *kw)
+{
+    size_t n = strlen(kw);
+
+    if ((size_t)(end - *p) <= n || strncasecmp(*p, kw, n) != 0 ||
+        !((*p)[n] == ' ' || (*p)[n] == '\t' || (*p)[n] == '\n' || (*p)[n] == '\r'))
+        return 0;
+    *p += n;
+    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r'))
+        (*p)++;
+    return 1;
+}
+
+#define CHECK_PREFIX "permitd_check_"
+
+/* Whether st is a statement of a file's opening check (see the top):
+ * DROP PROCEDURE [IF EXISTS], CREATE PROCEDURE or CALL of a procedure
+ * named permitd_check_*. *drop is set for a DROP. */
+static int check_statement(const struct migrate_sql_statement *st, int *drop)
+{
+    const char *p = st->text, *end = st->text + st->len;
+
+    *drop = 0;
+    if (keyword(&p, end, "DROP") && keyword(&p, end, "PROCEDURE")) {
+        *drop = 1;
+        if (keyword(&p, end, "IF"))
+            keyword(&p, end, "EXISTS");
+    } else {
+        p = st->text;
+        if (!(keyword(&p, end, "CREATE") && keyword(&p, end, "PROCEDURE"))) {
+            p = st->text;
+            if (!keyword(&p, end, "CALL"))
+                return 0;
+        }
+    }
+    return (size_t)(end - p) > strlen(CHECK_PREFIX) &&
+           strncasecmp(p, CHECK_PREFIX, strlen(CHECK_PREFIX)) == 0;
+}
+
+/* Runs the file's opening check (see the top) on work, before anything is
+ * marked: *nchecks is set to the number of its statements. Returns 0 when
+ * there is none or it passed; -1 when it refused (or failed), after
+ * dropping the check's procedure again and printing the server's message
+ * and that nothing was changed. */
+static int run_checks(MYSQL *work, const struct migrate_sql_script *script, const char *file,
+                      const struct migrate_file *m, size_t *nchecks)
+{
+    char msg[2048] = "";
+    int drop;
+    size_t n = 0;
+
+    while (n < script->n && check_statement(&script->v[n], &drop))
+        n++;
+    *nchecks = n;
+    for (size_t i = 0; i < n; i++) {
+        if (exec_statement(work, &script->v[i], msg, sizeof(msg)) == 0)
+            continue;
+        for (size_t j = i + 1; j < n; j++) {
+            char ignored[256];
+            if (check_statement(&script->v[j], &drop) && drop)
+                exec_statement(work, &script->v[j], ignored, sizeof(ignored));
+        }
+        /* SQLSTATE 45000: the check's SIGNAL, the file refusing on purpose. */
+        fprintf(stderr, "permitd migrate: %s %s (statement %zu, line %d): %s\n"
+                "permitd migrate: nothing was changed; version " VFMT " (%s) stays as it "
+                "was\n", file, strstr(msg, "(45000)") ? "refused by its check" :
+                "could not run its check", i + 1, script->v[i].line, msg, m->version, m->title);
+        return -1;
+    }
+    return 0;
+}
 
 int migrate_run_one(struct migrate_history *h, const struct migrate_files *files,
                     const struct migrate_file *m, int up)
@@ -91,7 +174,7 @@ int migrate_run_one(struct migrate_history *h, const struct migrate_files *files
     struct permitd_error err = {0, ""};
     MYSQL *work = NULL;
     char msg[2048] = "";
-    size_t failed = 0, warnings = 0;
+    size_t failed = 0, warnings = 0, nchecks = 0;
     int64_t t0;
     long long ms;
     int rc = PERMITD_EINTERNAL;
@@ -104,16 +187,19 @@ int migrate_run_one(struct migrate_history *h, const struct migrate_files *files
            m->version, m->title, script.n, script.n == 1 ? "" : "s");
     fflush(stdout);
 
+    t0 = clock_now_us();
+    work = migrate_history_connect_work(h, 0, CLIENT_MULTI_RESULTS);
+    if (work != NULL && run_checks(work, &script, file, m, &nchecks) != 0)
+        goto out;
+
     /* Dirty first: whatever happens next, the history says so. */
     if (migrate_history_started(h, m, up, script.n) != PERMITD_OK)
         goto out;
 
-    t0 = clock_now_us();
-    work = migrate_history_connect_work(h, 0, CLIENT_MULTI_RESULTS);
     if (work == NULL) {
         snprintf(msg, sizeof(msg), "could not connect to run the file");
     } else {
-        for (size_t i = 0; i < script.n; i++) {
+        for (size_t i = nchecks; i < script.n; i++) {
             if (exec_statement(work, &script.v[i], msg, sizeof(msg)) != 0) {
                 failed = i + 1;
                 break;

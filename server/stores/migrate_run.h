@@ -13,7 +13,10 @@
  * in h's history: dirty before the first statement, applied (or removed,
  * for down) after the last. On a failure the statement's number, line and
  * the server's message are recorded and printed, with the text of the
- * statement and how to repair. h must hold the run's lock; files names
+ * statement and how to repair. A file's opening check (permitd_check_*
+ * procedures, see migrate_run.c) runs before anything is marked: when it
+ * refuses, nothing is recorded and the message is printed. h must hold
+ * the run's lock; files names
  * the source in messages. Progress goes to stdout. Returns PERMITD_OK, or
  * PERMITD_EINTERNAL after printing why. */
 int migrate_run_one(struct migrate_history *h, const struct migrate_files *files,

@@ -345,8 +345,8 @@ static long utf8_chars(const char *s)
 }
 
 int policy_check_fields(const char *name, const char *const *apps, size_t napps,
-                        long long max_permits, const char *rate, const char *description,
-                        const char *failure_mode, struct permitd_error *err)
+                        const char *description, const char *failure_mode,
+                        struct permitd_error *err)
 {
     long chars;
     int rc;
@@ -360,14 +360,6 @@ int policy_check_fields(const char *name, const char *const *apps, size_t napps,
         if (strcmp(apps[i], "*") != 0 &&
             (rc = policy_check_name("apps", apps[i], err)) != PERMITD_OK)
             return rc;
-    if (max_permits < 1)
-        return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %lld is less than 1",
-                                 max_permits);
-    if (max_permits > POLICY_MAX_PERMITS_MAX)
-        return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %lld is more than %lld",
-                                 max_permits, POLICY_MAX_PERMITS_MAX);
-    if ((rc = policy_check_rate("rate", rate, err)) != PERMITD_OK)
-        return rc;
     chars = utf8_chars(description);
     if (chars < 0)
         return permitd_error_set(err, PERMITD_EINVAL, "description: is not valid UTF-8 text");
@@ -393,4 +385,110 @@ unsigned policy_slot(const char *name)
         crc &= 0xffff;
     }
     return crc & 16383;
+}
+
+/* What each algorithm's limits are called, for the messages below. */
+static const char *const limits_said[POLICY_ALGORITHMS] = {
+    "it refills at `rate` permits a second",
+    "it allows max_permits per window",
+    "it allows max_permits per sliding window",
+    "it allows max_permits in every interval of `window`",
+    "it allows max_permits held at once, each for lease_ttl",
+};
+
+int policy_check_limits(const char *algorithm, long long max_permits, const char *rate,
+                        const char *window, const char *lease_ttl, struct policy_limits *out,
+                        struct permitd_error *err)
+{
+    enum policy_algorithm a;
+    const char *an;
+    char q[300];
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    out->rate = "";
+    if ((rc = policy_algorithm_parse("algorithm:", algorithm, &a, err)) != PERMITD_OK)
+        return rc;
+    out->algorithm = a;
+    an = algorithm_names[a];
+    if (max_permits < 1)
+        return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %lld is less than 1",
+                                 max_permits);
+    if (max_permits > POLICY_MAX_PERMITS_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %lld is more than %lld",
+                                 max_permits, POLICY_MAX_PERMITS_MAX);
+    if (a == POLICY_SLIDING_LOG && max_permits > POLICY_LOG_MAX_PERMITS)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "max_permits: %lld is more than %d, the most a sliding_log "
+                                 "policy allows (its log keeps one entry per permit in Redis); "
+                                 "use sliding_window for larger limits",
+                                 max_permits, POLICY_LOG_MAX_PERMITS);
+    out->max_permits = max_permits;
+
+    if (a == POLICY_TOKEN_BUCKET) {
+        if (rate[0] == '\0')
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "rate: is required for a token_bucket policy (permits "
+                                     "added per second, e.g. 50 or 0.5)");
+        if ((rc = policy_check_rate("rate", rate, err)) != PERMITD_OK)
+            return rc;
+        out->rate = rate;
+    } else if (rate[0] != '\0') {
+        quote(q, sizeof(q), rate);
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "rate: a %s policy takes no rate (\"%s\"): %s; leave rate "
+                                 "empty", an, q, limits_said[a]);
+    }
+
+    if (a == POLICY_TOKEN_BUCKET || a == POLICY_CONCURRENCY) {
+        if (window[0] != '\0') {
+            quote(q, sizeof(q), window);
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "window: a %s policy takes no window (\"%s\"): %s; leave "
+                                     "window empty", an, q, limits_said[a]);
+        }
+    } else if (window[0] == '\0') {
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "window: is required for a %s policy: a duration such as "
+                                 "\"1s\", \"1m\", \"1h\" or \"1d\"%s", an,
+                                 a == POLICY_FIXED_WINDOW
+                                     ? ", or a calendar unit in UTC: minute, hour, day or month"
+                                     : "");
+    } else if (policy_calendar_parse(window, &out->calendar) == PERMITD_OK) {
+        if (a != POLICY_FIXED_WINDOW) {
+            out->calendar = POLICY_CALENDAR_NONE;
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "window: \"%s\" is a calendar unit, which only a "
+                                     "fixed_window policy takes; give a %s policy a duration "
+                                     "such as \"1h\" or \"1d\"", window, an);
+        }
+    } else if ((rc = policy_parse_duration("window:", window, &out->window_ms, err)) !=
+               PERMITD_OK) {
+        return rc;
+    }
+
+    if (a != POLICY_CONCURRENCY) {
+        if (lease_ttl[0] != '\0') {
+            quote(q, sizeof(q), lease_ttl);
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "lease_ttl: only a concurrency policy takes a lease_ttl, "
+                                     "not a %s one (\"%s\"); leave lease_ttl empty", an, q);
+        }
+    } else if (lease_ttl[0] == '\0') {
+        out->lease_ms = POLICY_LEASE_DEFAULT_MS;
+    } else if ((rc = policy_parse_duration("lease_ttl:", lease_ttl, &out->lease_ms, err)) !=
+               PERMITD_OK) {
+        return rc;
+    }
+    return PERMITD_OK;
+}
+
+void policy_format_window(char *buf, int64_t window_ms, enum policy_calendar calendar)
+{
+    if (calendar != POLICY_CALENDAR_NONE)
+        snprintf(buf, POLICY_DURATION_TEXT, "%s", policy_calendar_name(calendar));
+    else if (window_ms > 0)
+        policy_format_duration(buf, window_ms);
+    else
+        buf[0] = '\0';
 }

@@ -50,13 +50,13 @@ int policy_check_key(const char *field, const char *value, struct permitd_error 
  * field names it in the message ("rate"). */
 int policy_check_rate(const char *field, const char *value, struct permitd_error *err);
 
-/* Checks a policy's editable fields, naming the first bad one:
- * name, apps (names or "*"; at least one), max_permits (1..2^53), rate,
- * description (at most 1024 characters of UTF-8 text), failure_mode
- * ("open" or "closed"). */
+/* Checks a policy's editable fields but its limits (policy_check_limits()
+ * checks those), naming the first bad one: name, apps (names or "*"; at
+ * least one), description (at most 1024 characters of UTF-8 text),
+ * failure_mode ("open" or "closed"). */
 int policy_check_fields(const char *name, const char *const *apps, size_t napps,
-                        long long max_permits, const char *rate, const char *description,
-                        const char *failure_mode, struct permitd_error *err);
+                        const char *description, const char *failure_mode,
+                        struct permitd_error *err);
 
 /* The Redis Cluster slot (0..16383) of every key of policy `name`: CRC16
  * (XMODEM) of the hash tag, as Redis computes it. */
@@ -131,6 +131,48 @@ int policy_parse_duration(const char *field, const char *s, int64_t *ms,
  * that holds it whole: 60000 -> "1m", 1500 -> "1500ms". */
 #define POLICY_DURATION_TEXT 24
 void policy_format_duration(char *buf, int64_t ms);
+
+/* The most permits a sliding_log policy may allow per window. The log
+ * keeps one entry (a Redis TIME stamp, about 16 bytes in a sorted set) per
+ * permit taken within the window, so a key's memory and a decision's work
+ * grow with max_permits: 10000 bounds a key at about 200 KB and a take's
+ * trim at that many entries. Larger limits want sliding_window (two
+ * counters), whose error the README states. */
+#define POLICY_LOG_MAX_PERMITS 10000
+
+/* The lease time-to-live of a concurrency policy created without one. */
+#define POLICY_LEASE_DEFAULT_MS 30000
+
+/* A policy's algorithm and the limits that go with it, as
+ * policy_check_limits() read them. */
+struct policy_limits {
+    enum policy_algorithm algorithm;
+    long long max_permits;
+    const char *rate;               /* token_bucket only (the text given); else "" */
+    int64_t window_ms;              /* fixed_window (unless calendar), sliding_*; else 0 */
+    enum policy_calendar calendar;  /* fixed_window only; else NONE */
+    int64_t lease_ms;               /* concurrency only; else 0 */
+};
+
+/* Checks a policy's algorithm and limits as an editor gives them (text, ""
+ * = not given) and reads them into *out:
+ *   algorithm   "" (token_bucket) or a name (policy_algorithm_parse())
+ *   max_permits 1..2^53; a sliding_log at most POLICY_LOG_MAX_PERMITS
+ *   rate        required for token_bucket, refused for the others
+ *   window      required for fixed_window, sliding_window, sliding_log,
+ *               refused for the others: a duration (policy_parse_duration()),
+ *               or, for fixed_window only, a calendar unit ("month")
+ *   lease_ttl   concurrency only: a duration, POLICY_LEASE_DEFAULT_MS when ""
+ * PERMITD_EINVAL names the first field that does not fit, and the
+ * algorithm. out->rate points into rate. */
+int policy_check_limits(const char *algorithm, long long max_permits, const char *rate,
+                        const char *window, const char *lease_ttl, struct policy_limits *out,
+                        struct permitd_error *err);
+
+/* Writes into buf (POLICY_DURATION_TEXT bytes) a window as an editor
+ * gives it: the calendar unit's name, else policy_format_duration() of
+ * window_ms; "" when neither (window_ms 0). */
+void policy_format_window(char *buf, int64_t window_ms, enum policy_calendar calendar);
 
 /* Writes into buf (POLICY_REDIS_KEY_MAX bytes) the Redis key of the state
  * of one bucket of algorithm a: key "" or NULL is the policy's shared

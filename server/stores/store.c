@@ -206,6 +206,49 @@ static int skip(struct store_snapshot *snap, const char *fmt, ...)
     return 0;
 }
 
+/* Reads a policy's algorithm columns (algorithm, window_ms, calendar,
+ * lease_ms: NULL when not the algorithm's) and its rate (NULL but for a
+ * token bucket) into p, and checks them as the admin API would: a row a
+ * DBA wrote that the API would refuse fails with why (the schema's CHECK
+ * constraints hold the same rules; this is for a MySQL that ignores them,
+ * or a schema edited by hand). */
+static int read_limits(struct store_policy *p, const char *rate, char *const *cols,
+                       struct permitd_error *why)
+{
+    char window[POLICY_DURATION_TEXT] = "", lease[POLICY_DURATION_TEXT] = "";
+    struct policy_limits l;
+    int rc;
+
+    snprintf(p->rate, sizeof(p->rate), "%s", rate ? rate : "");
+    if ((rc = policy_algorithm_parse("algorithm:", cols[0] ? cols[0] : "", &p->algorithm,
+                                     why)) != PERMITD_OK)
+        return rc;
+    p->window_ms = cols[1] ? strtoll(cols[1], NULL, 10) : 0;
+    p->calendar = POLICY_CALENDAR_NONE;
+    p->lease_ms = cols[3] ? strtoll(cols[3], NULL, 10) : 0;
+    if (cols[2] != NULL && cols[2][0] != '\0' &&
+        policy_calendar_parse(cols[2], &p->calendar) != PERMITD_OK)
+        return permitd_error_set(why, PERMITD_EINVAL, "calendar: \"%.16s\" is no calendar "
+                                 "unit: minute, hour, day or month", cols[2]);
+    if (cols[1] != NULL && cols[2] != NULL)
+        return permitd_error_set(why, PERMITD_EINVAL, "window_ms and calendar: a policy has "
+                                 "one window, not both");
+    if (cols[1] != NULL && p->window_ms > 0)
+        policy_format_duration(window, p->window_ms);
+    else if (cols[1] != NULL)
+        snprintf(window, sizeof(window), "%sms", cols[1]);      /* refused below */
+    else
+        policy_format_window(window, 0, p->calendar);
+    if (cols[3] != NULL && p->lease_ms > 0)
+        policy_format_duration(lease, p->lease_ms);
+    else if (cols[3] != NULL)
+        snprintf(lease, sizeof(lease), "%sms", cols[3]);
+    if ((rc = policy_check_limits(cols[0] ? cols[0] : "", p->max_permits, p->rate, window,
+                                  lease, &l, why)) != PERMITD_OK)
+        return rc;
+    return PERMITD_OK;
+}
+
 static int read_policies(struct store *s, struct store_snapshot *snap, struct permitd_error *err)
 {
     MYSQL_RES *res;
@@ -215,7 +258,8 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
     rc = query(s,
                "SELECT p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, "
                POLICY_VERSION ", CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), "
-               "p.colocate FROM policies p ORDER BY p.id", &res, err);
+               "p.colocate, p.algorithm, p.window_ms, p.calendar, p.lease_ms "
+               "FROM policies p ORDER BY p.id", &res, err);
     if (rc != PERMITD_OK)
         return rc;
     snap->policies = calloc(mysql_num_rows(res) + 1, sizeof(*snap->policies));
@@ -242,7 +286,17 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
         }
         snprintf(p->name, sizeof(p->name), "%s", row[1]);
         p->max_permits = strtoll(row[2], NULL, 10);
-        snprintf(p->rate, sizeof(p->rate), "%s", row[3]);
+        /* Limits the API would refuse: skipped and reported, as a bad
+         * name is, rather than copied into Redis for every decision to
+         * refuse. */
+        if (read_limits(p, row[3], &row[9], &why) != PERMITD_OK) {
+            if (skip(snap, "policy %s (id %" PRIu64 "): %s", p->name, p->id, why.message) != 0) {
+                mysql_free_result(res);
+                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            }
+            memset(p, 0, sizeof(*p));
+            continue;
+        }
         p->enabled = atoi(row[4]) != 0;
         snprintf(p->failure_mode, sizeof(p->failure_mode), "%s", row[5]);
         p->version = strtoull(row[6], NULL, 10);
@@ -364,7 +418,8 @@ fail:
     "DATE_FORMAT(p.created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "DATE_FORMAT(p.updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app SEPARATOR ',') " \
-    "FROM policy_apps a WHERE a.policy_id = p.id), ''), p.colocate"
+    "FROM policy_apps a WHERE a.policy_id = p.id), ''), p.colocate, " \
+    "p.algorithm, p.window_ms, p.calendar, p.lease_ms"
 
 /* The policy as JSON text, for audit rows (JSON_OBJECT exists in MySQL 8
  * and MariaDB alike). */
@@ -373,7 +428,8 @@ fail:
     "SEPARATOR ',') FROM policy_apps a WHERE a.policy_id = p.id), ''), " \
     "'max_permits', p.max_permits, 'rate', p.rate, 'description', p.description, " \
     "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'colocate', p.colocate, " \
-    "'version', " POLICY_VERSION ")"
+    "'algorithm', p.algorithm, 'window_ms', p.window_ms, 'calendar', p.calendar, " \
+    "'lease_ms', p.lease_ms, 'version', " POLICY_VERSION ")"
 
 /* MySQL's and MariaDB's error numbers for what an editor can cause. */
 #define ER_DUP_ENTRY 1062
@@ -450,15 +506,19 @@ void store_policies_free(struct store_policy *v, size_t n)
 
 static int fill(struct store_policy *p, MYSQL_ROW row)
 {
+    struct permitd_error why;
+
     memset(p, 0, sizeof(*p));
     p->id = strtoull(row[0], NULL, 10);
     snprintf(p->name, sizeof(p->name), "%s", row[1]);
     p->max_permits = strtoll(row[2], NULL, 10);
-    snprintf(p->rate, sizeof(p->rate), "%s", row[3]);
     p->enabled = atoi(row[4]) != 0;
     snprintf(p->failure_mode, sizeof(p->failure_mode), "%s", row[5]);
     p->version = strtoull(row[6], NULL, 10);
     p->updated_us = row[7] ? strtoll(row[7], NULL, 10) : 0;
+    /* A row the sync skips is still shown to the editor, as MySQL holds
+     * it (read_limits() fills what it can before it fails). */
+    read_limits(p, row[3], &row[15], &why);
     p->description = strdup(row[8] ? row[8] : "");
     snprintf(p->created_by, sizeof(p->created_by), "%s", row[9] ? row[9] : "");
     snprintf(p->updated_by, sizeof(p->updated_by), "%s", row[10] ? row[10] : "");
@@ -579,6 +639,32 @@ static int write_failed(struct store *s, const char *name, int rc, struct permit
     return rc;
 }
 
+/* The SQL values of a policy's limits, "rate, algorithm, window_ms,
+ * calendar, lease_ms": NULL where the algorithm has none. A new string
+ * (free()), or NULL when out of memory. */
+static char *limits_sql(struct store *s, const struct policy_limits *l, int assign)
+{
+    char window[24] = "NULL", lease[24] = "NULL", calendar[16] = "NULL", *rate, *out = NULL;
+
+    rate = l->rate[0] ? quoted(s, l->rate) : strdup("NULL");
+    if (rate == NULL)
+        return NULL;
+    if (l->window_ms > 0)
+        snprintf(window, sizeof(window), "%" PRId64, l->window_ms);
+    if (l->calendar != POLICY_CALENDAR_NONE)
+        snprintf(calendar, sizeof(calendar), "'%s'", policy_calendar_name(l->calendar));
+    if (l->lease_ms > 0)
+        snprintf(lease, sizeof(lease), "%" PRId64, l->lease_ms);
+    if (assign)
+        out = sqlf("rate = %s, algorithm = '%s', window_ms = %s, calendar = %s, lease_ms = %s",
+                   rate, policy_algorithm_name(l->algorithm), window, calendar, lease);
+    else
+        out = sqlf("%s, '%s', %s, %s, %s", rate, policy_algorithm_name(l->algorithm), window,
+                   calendar, lease);
+    free(rate);
+    return out;
+}
+
 /* Replaces the app list of policy id. */
 static int put_apps(struct store *s, uint64_t id, const struct store_policy_input *in,
                     struct permitd_error *err)
@@ -626,7 +712,7 @@ int store_policy_create(struct store *s, const struct store_policy_input *in,
     if ((rc = begin(s, actor, err)) != PERMITD_OK)
         return rc;
     qn = quoted(s, in->name);
-    qr = quoted(s, in->rate);
+    qr = limits_sql(s, &in->limits, 0);
     qd = quoted(s, in->description);
     qf = quoted(s, in->failure_mode);
     qa = quoted(s, actor);
@@ -634,10 +720,11 @@ int store_policy_create(struct store *s, const struct store_policy_input *in,
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto done;
     }
-    rc = run(s, sqlf("INSERT INTO policies (name, max_permits, rate, description, enabled, "
-                     "failure_mode, colocate, created_by, updated_by) VALUES (%s, %" PRId64 ", "
-                     "%s, %s, %d, %s, %d, %s, %s)", qn, in->max_permits, qr, qd,
-                     in->enabled ? 1 : 0, qf, in->colocate ? 1 : 0, qa, qa),
+    rc = run(s, sqlf("INSERT INTO policies (name, max_permits, rate, algorithm, window_ms, "
+                     "calendar, lease_ms, description, enabled, failure_mode, colocate, "
+                     "created_by, updated_by) VALUES (%s, %lld, %s, %s, %d, %s, %d, %s, %s)",
+                     qn, in->limits.max_permits, qr, qd, in->enabled ? 1 : 0, qf,
+                     in->colocate ? 1 : 0, qa, qa),
              err);
     if (rc != PERMITD_OK) {
         rc = write_failed(s, in->name, rc, err);
@@ -702,7 +789,7 @@ int store_policy_update(struct store *s, const struct store_policy_input *in,
         return rc;
     if ((rc = lock_policy(s, in->name, version, &id, &old, err)) != PERMITD_OK)
         goto done;
-    qr = quoted(s, in->rate);
+    qr = limits_sql(s, &in->limits, 1);
     qd = quoted(s, in->description);
     qf = quoted(s, in->failure_mode);
     qa = quoted(s, actor);
@@ -710,9 +797,9 @@ int store_policy_update(struct store *s, const struct store_policy_input *in,
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto done;
     }
-    rc = run(s, sqlf("UPDATE policies SET max_permits = %" PRId64 ", rate = %s, description = %s, "
+    rc = run(s, sqlf("UPDATE policies SET max_permits = %lld, %s, description = %s, "
                      "enabled = %d, failure_mode = %s, colocate = %d, updated_by = %s, "
-                     "version = version + 1 WHERE id = %" PRIu64, in->max_permits, qr, qd,
+                     "version = version + 1 WHERE id = %" PRIu64, in->limits.max_permits, qr, qd,
                      in->enabled ? 1 : 0, qf, in->colocate ? 1 : 0, qa, id),
              err);
     if (rc != PERMITD_OK)

@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "stores/policy.h"
 
 struct store;
 
@@ -22,7 +23,12 @@ struct store_policy {
     uint64_t id;
     char name[129];
     int64_t max_permits;
-    char rate[48];              /* DECIMAL as MySQL prints it, e.g. "0.500000000000" */
+    char rate[48];              /* DECIMAL as MySQL prints it, e.g. "0.500000000000";
+                                   "" for every algorithm but the token bucket (NULL) */
+    enum policy_algorithm algorithm;
+    int64_t window_ms;          /* fixed_window (unless calendar), sliding_*; else 0 */
+    enum policy_calendar calendar;  /* fixed_window aligned to the calendar; else NONE */
+    int64_t lease_ms;           /* concurrency; else 0 */
     int enabled;
     char failure_mode[8];       /* "open" or "closed" */
     int colocate;               /* all buckets in the policy's slot (stores/policy.h) */
@@ -37,13 +43,13 @@ struct store_policy {
     char updated_at[40];
 };
 
-/* What an administrator writes. Strings must have passed policy_validate(). */
+/* What an administrator writes. Strings must have passed
+ * policy_check_fields(), the limits policy_check_limits(). */
 struct store_policy_input {
     const char *name;
     const char *const *apps;    /* napps names */
     size_t napps;
-    int64_t max_permits;
-    const char *rate;           /* decimal text */
+    struct policy_limits limits;    /* algorithm, max_permits, rate (decimal text), ... */
     const char *description;
     int enabled;
     const char *failure_mode;

@@ -345,6 +345,9 @@ static inline void fuzz_validate_policy(const Permit__V1__Policy *p)
     const char *name = p->name ? p->name : "", *rate = p->rate ? p->rate : "";
     const char *desc = p->description ? p->description : "";
     const char *mode = p->failure_mode ? p->failure_mode : "";
+    const char *algorithm = p->algorithm ? p->algorithm : "", *window = p->window ? p->window : "";
+    const char *lease = p->lease_ttl ? p->lease_ttl : "";
+    struct policy_limits limits;
     const char **apps = calloc(p->n_apps + 1, sizeof(*apps));
     long chars = fuzz_description_chars(desc);
     int want = 1, rc;
@@ -355,14 +358,20 @@ static inline void fuzz_validate_policy(const Permit__V1__Policy *p)
         want &= strcmp(apps[i], "*") == 0 || fuzz_name_ok(apps[i]);
     }
     want &= fuzz_name_ok(name) && p->n_apps > 0;
-    want &= p->max_permits >= 1 && p->max_permits <= POLICY_MAX_PERMITS_MAX;
-    want &= fuzz_rate_ok(rate);
     want &= chars >= 0 && chars <= POLICY_DESCRIPTION_MAX;
     want &= strcmp(mode, "open") == 0 || strcmp(mode, "closed") == 0;
-    rc = policy_check_fields(name, apps, p->n_apps, (long long)p->max_permits, rate, desc,
-                             mode, &err);
+    rc = policy_check_fields(name, apps, p->n_apps, desc, mode, &err);
     fuzz_check_error(rc, &err);
     FUZZ_CHECK((rc == PERMITD_OK) == want);
+    /* The limits: exactly predicted for a token bucket given as such; any
+     * answer of the others must be a well-formed one. */
+    rc = policy_check_limits(algorithm, (long long)p->max_permits, rate, window, lease, &limits,
+                             &err);
+    fuzz_check_error(rc, &err);
+    if (algorithm[0] == '\0' && window[0] == '\0' && lease[0] == '\0')
+        FUZZ_CHECK((rc == PERMITD_OK) ==
+                   (p->max_permits >= 1 && p->max_permits <= POLICY_MAX_PERMITS_MAX &&
+                    fuzz_rate_ok(rate)));
     rc = policy_check_rate("rate", rate, &err);
     fuzz_check_error(rc, &err);
     FUZZ_CHECK((rc == PERMITD_OK) == fuzz_rate_ok(rate));

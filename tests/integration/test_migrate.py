@@ -465,6 +465,74 @@ class MigrateCase(unittest.TestCase):
         self.assertEqual(self.sql("SELECT name, colocate FROM policies ORDER BY name"),
                          [["c1", "0"], ["c2", "0"]])
 
+    def test_algorithms_up_down_and_refusal(self):
+        # 0006 (issue 20): algorithm, window_ms, calendar, lease_ms; rate
+        # NULL but for token buckets; existing rows become token buckets.
+        # Its down refuses, changing nothing, while a policy is another
+        # algorithm, naming it; then goes once none is.
+        columns = lambda: {r[0] for r in self.sql(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME = 'policies'")}
+        algo = {"algorithm", "window_ms", "calendar", "lease_ms"}
+        self.ok("up")
+        self.ok("down", str(LAST - 5))                  # back to 0005
+        self.assertFalse(algo & columns())
+        self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('tb', 10, 0.5)")
+        self.ok("up")
+        self.assertTrue(algo <= columns())
+        self.assertEqual(self.sql("SELECT algorithm, rate, IFNULL(window_ms, 'NULL'), "
+                                  "IFNULL(calendar, 'NULL'), IFNULL(lease_ms, 'NULL') "
+                                  "FROM policies WHERE name = 'tb'"),
+                         [["token_bucket", "0.500000000000", "NULL", "NULL", "NULL"]])
+        # The CHECKs hold each combination and name the rule broken.
+        ins = ("INSERT INTO policies (name, max_permits, rate, algorithm, window_ms, calendar, "
+               "lease_ms) VALUES ")
+        self.sql(ins + "('fw', 100, NULL, 'fixed_window', NULL, 'month', NULL)")
+        self.sql(ins + "('sw', 100, NULL, 'sliding_window', 60000, NULL, NULL)")
+        self.sql(ins + "('cc', 5, NULL, 'concurrency', NULL, NULL, 30000)")
+        for values, rule in [
+                ("('x1', 10, NULL, 'token_bucket', NULL, NULL, NULL)", "rate_only_token_bucket"),
+                ("('x2', 10, 1, 'fixed_window', 1000, NULL, NULL)", "rate_only_token_bucket"),
+                ("('x3', 10, NULL, 'fixed_window', 1000, 'day', NULL)", "window_by_algorithm"),
+                ("('x4', 10, NULL, 'sliding_log', NULL, 'day', NULL)", "window_by_algorithm"),
+                ("('x5', 10, NULL, 'fixed_window', NULL, 'week', NULL)", "chk_policies_calendar"),
+                ("('x6', 10, NULL, 'concurrency', NULL, NULL, NULL)", "lease_only_concurrency"),
+                ("('x7', 10, 1, 'token_bucket', NULL, NULL, 5)", "lease_only_concurrency"),
+                ("('x8', 10001, NULL, 'sliding_log', 1000, NULL, NULL)", "sliding_log_max"),
+                ("('x9', 10, NULL, 'leaky', NULL, NULL, NULL)", "chk_policies_algorithm"),
+                ("('xa', 10, NULL, 'sliding_window', 0, NULL, NULL)", "chk_policies_window_ms")]:
+            with self.assertRaises(harness.MysqlError) as e:
+                self.sql(ins + values)
+            self.assertIn(rule, str(e.exception), values)
+
+        # down refuses, naming every policy in the way; nothing changed:
+        # not dirty, the columns and rows there, no procedure left behind.
+        before = self.history()[6]
+        rc, out = self.migrate("down", str(LAST - 5))
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("refused", out)
+        self.assertIn("cc (concurrency), fw (fixed_window), sw (sliding_window)", out)
+        self.assertIn("nothing was changed", out)
+        self.assertNotIn("dirty", out)
+        self.assertEqual(self.history()[6], before)
+        self.assertTrue(algo <= columns())
+        self.assertEqual(self.sql("SELECT COUNT(*) FROM policies"), [["4"]])
+        self.assertEqual(self.sql("SELECT COUNT(*) FROM information_schema.ROUTINES "
+                                  "WHERE ROUTINE_SCHEMA = DATABASE()"), [["0"]])
+        # Once every policy is a token bucket again, down goes, rates kept.
+        self.sql("DELETE FROM policies WHERE name IN ('fw', 'sw')")
+        self.sql("UPDATE policies SET algorithm = 'token_bucket', rate = 2, lease_ms = NULL "
+                 "WHERE name = 'cc'")
+        self.ok("down", str(LAST - 5))
+        self.assertFalse(algo & columns())
+        self.assertEqual(self.sql("SELECT name, rate FROM policies ORDER BY name"),
+                         [["cc", "2.000000000000"], ["tb", "0.500000000000"]])
+        self.assertEqual(self.sql("SELECT IS_NULLABLE FROM information_schema.COLUMNS WHERE "
+                                  "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'policies' AND "
+                                  "COLUMN_NAME = 'rate'"), [["NO"]])
+        self.ok("up")
+        self.assertEqual(sorted(self.history()), SHIPPED)
+
     def test_delimiter_and_quotes(self):
         d = self.copy_migrations({
             v(NEXT) + "_proc.up.sql":

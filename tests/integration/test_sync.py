@@ -122,6 +122,56 @@ class SyncTest(unittest.TestCase):
         self.assertEqual(self.hash("edit"), {})
         self.assertNotIn("edit", self.redis("SMEMBERS", self.prefix + "policies"))
 
+    def test_algorithm_columns_reach_the_hash(self):
+        # Issue 20: a DBA's plain INSERT of each algorithm reaches the
+        # policy hash with algorithm, window_ms, calendar, lease_ms and no
+        # rate; a token bucket's hash has none of them (as before). A
+        # policy turned back into a token bucket loses them again.
+        ins = ("INSERT INTO policies (name, max_permits, rate, algorithm, window_ms, calendar, "
+               "lease_ms) VALUES ")
+        self.add_policy("tb", 5, "1")
+        self.sql(ins + "('fw', 10000, NULL, 'fixed_window', NULL, 'month', NULL), "
+                 "('fd', 100, NULL, 'fixed_window', 60000, NULL, NULL), "
+                 "('sl', 10, NULL, 'sliding_log', 1000, NULL, NULL), "
+                 "('cc', 3, NULL, 'concurrency', NULL, NULL, 30000)")
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'app' FROM policies "
+                 "WHERE name IN ('fw', 'fd', 'sl', 'cc')")
+        self.permitd()
+        algo = ("algorithm", "window_ms", "calendar", "lease_ms")
+        want = {"fw": ("fixed_window", "", "month", ""), "fd": ("fixed_window", "60000", "", ""),
+                "sl": ("sliding_log", "1000", "", ""), "cc": ("concurrency", "", "", "30000")}
+        for name, fields in want.items():
+            h = wait_for(name, lambda: self.hash(name))
+            self.assertEqual(tuple(h.get(f) for f in algo), fields, h)
+            self.assertNotIn("rate", h)
+            self.assertNotIn("rates", h)
+        tb = wait_for("tb", lambda: self.hash("tb"))
+        self.assertEqual(float(tb["rate"]), 1)
+        for f in algo:
+            self.assertNotIn(f, tb)
+        # Back to a token bucket with plain SQL: the algorithm fields go.
+        self.sql("UPDATE policies SET algorithm = 'token_bucket', rate = 2, window_ms = NULL "
+                 "WHERE name = 'fd'")
+        h = wait_for("fd a token bucket", lambda: "rate" in self.hash("fd") and self.hash("fd"))
+        self.assertEqual(float(h["rate"]), 2)
+        for f in algo:
+            self.assertNotIn(f, h)
+
+    def test_a_row_whose_limits_the_api_would_refuse_is_skipped(self):
+        # The CHECKs of 0006 keep such rows out; a schema without them (a
+        # MySQL that ignores CHECK, a constraint dropped by hand) must not
+        # hand the limiter a sliding log it would keep 20000 entries for.
+        self.sql("ALTER TABLE policies DROP CONSTRAINT chk_policies_sliding_log_max_permits")
+        self.sql("INSERT INTO policies (name, max_permits, rate, algorithm, window_ms) "
+                 "VALUES ('huge', 20000, NULL, 'sliding_log', 1000)")
+        self.add_policy("fine", 5, "1")
+        p = self.permitd()
+        wait_for("fine", lambda: self.hash("fine"))
+        self.assertEqual(self.hash("huge"), {})
+        wait_for("skipped in the log", lambda: "max_permits: 20000 is more than 10000"
+                 in p.output())
+        self.assertIn("policy huge (id ", p.output())
+
     def test_an_edit_of_the_limits_moves_the_buckets_expiry(self):
         # A bucket's key expires when the bucket would be full; written
         # under the old limits, it would expire on their schedule, and a

@@ -159,6 +159,101 @@ static void test_policy_redis_key_bounds(void)
     CHECK_INT(buf[POLICY_REDIS_KEY_MAX], '#');      /* nothing past the NUL */
 }
 
+/* Issue 20: each algorithm's limits; the error names the field that does
+ * not fit, and the algorithm. */
+static void test_policy_limits(void)
+{
+    struct permitd_error err;
+    struct policy_limits l;
+    char buf[POLICY_DURATION_TEXT];
+
+    /* token_bucket: "" is the token bucket; rate required, no window, no lease */
+    CHECK_INT(policy_check_limits("", 10, "0.5", "", "", &l, &err), PERMITD_OK);
+    CHECK_INT(l.algorithm, POLICY_TOKEN_BUCKET);
+    CHECK_STR(l.rate, "0.5");
+    CHECK_INT(l.window_ms, 0);
+    CHECK_INT(l.lease_ms, 0);
+    CHECK_INT(policy_check_limits("token_bucket", 10, "", "", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "rate: is required for a token_bucket policy");
+    CHECK_INT(policy_check_limits("token_bucket", 10, "0", "", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "rate: must be more than 0");
+    CHECK_INT(policy_check_limits("token_bucket", 10, "1", "1m", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "window: a token_bucket policy takes no window (\"1m\")");
+    CHECK_INT(policy_check_limits("", 10, "1", "", "30s", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "lease_ttl: only a concurrency policy");
+    CHECK_CONTAINS(err.message, "token_bucket");
+
+    /* fixed_window: a duration or a calendar unit; no rate, no lease */
+    CHECK_INT(policy_check_limits("fixed_window", 100, "", "90s", "", &l, &err), PERMITD_OK);
+    CHECK_INT(l.algorithm, POLICY_FIXED_WINDOW);
+    CHECK_INT(l.window_ms, 90000);
+    CHECK_INT(l.calendar, POLICY_CALENDAR_NONE);
+    CHECK_STR(l.rate, "");
+    CHECK_INT(policy_check_limits("fixed_window", 10000, "", "month", "", &l, &err), PERMITD_OK);
+    CHECK_INT(l.calendar, POLICY_CALENDAR_MONTH);
+    CHECK_INT(l.window_ms, 0);
+    CHECK_INT(policy_check_limits("fixed_window", 100, "", "", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "window: is required for a fixed_window policy");
+    CHECK_CONTAINS(err.message, "month");
+    CHECK_INT(policy_check_limits("fixed_window", 100, "5", "1m", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "rate: a fixed_window policy takes no rate (\"5\")");
+    CHECK_INT(policy_check_limits("fixed_window", 100, "", "1m", "5s", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "lease_ttl: only a concurrency policy takes a lease_ttl, not a "
+                                "fixed_window one");
+    CHECK_INT(policy_check_limits("fixed_window", 100, "", "week", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "window: \"week\" is no duration");
+    CHECK_INT(policy_check_limits("fixed_window", 100, "", "0s", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "window: \"0s\"");
+
+    /* sliding_window and sliding_log: a duration only */
+    CHECK_INT(policy_check_limits("sliding_window", 100, "", "1h", "", &l, &err), PERMITD_OK);
+    CHECK_INT(l.window_ms, 3600000);
+    CHECK_INT(policy_check_limits("sliding_window", 100, "", "day", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "window: \"day\" is a calendar unit, which only a fixed_window "
+                                "policy takes");
+    CHECK_CONTAINS(err.message, "sliding_window");
+    CHECK_INT(l.calendar, POLICY_CALENDAR_NONE);
+    CHECK_INT(policy_check_limits("sliding_log", 100, "", "", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "window: is required for a sliding_log policy");
+    CHECK_INT(policy_check_limits("sliding_log", 10, "1", "1s", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "rate: a sliding_log policy takes no rate");
+
+    /* sliding_log: at most POLICY_LOG_MAX_PERMITS */
+    CHECK_INT(policy_check_limits("sliding_log", POLICY_LOG_MAX_PERMITS, "", "1m", "", &l, &err),
+              PERMITD_OK);
+    CHECK_INT(policy_check_limits("sliding_log", POLICY_LOG_MAX_PERMITS + 1, "", "1m", "", &l,
+                                  &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "max_permits: 10001 is more than 10000");
+    CHECK_CONTAINS(err.message, "sliding_log");
+    CHECK_INT(policy_check_limits("sliding_window", POLICY_LOG_MAX_PERMITS + 1, "", "1m", "", &l,
+                                  &err), PERMITD_OK);
+
+    /* concurrency: lease_ttl defaults to 30 s; no rate, no window */
+    CHECK_INT(policy_check_limits("concurrency", 5, "", "", "", &l, &err), PERMITD_OK);
+    CHECK_INT(l.lease_ms, POLICY_LEASE_DEFAULT_MS);
+    CHECK_INT(l.lease_ms, 30000);
+    CHECK_INT(policy_check_limits("concurrency", 5, "", "", "2m", &l, &err), PERMITD_OK);
+    CHECK_INT(l.lease_ms, 120000);
+    CHECK_INT(policy_check_limits("concurrency", 5, "", "1m", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "window: a concurrency policy takes no window");
+    CHECK_INT(policy_check_limits("concurrency", 5, "", "", "soon", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "lease_ttl: \"soon\" is no duration");
+
+    /* every algorithm: max_permits 1..2^53, a known name */
+    CHECK_INT(policy_check_limits("concurrency", 0, "", "", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "max_permits: 0 is less than 1");
+    CHECK_INT(policy_check_limits("leaky_bucket", 5, "", "", "", &l, &err), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "algorithm: \"leaky_bucket\" is no algorithm");
+
+    /* the window as answers carry it */
+    policy_format_window(buf, 60000, POLICY_CALENDAR_NONE);
+    CHECK_STR(buf, "1m");
+    policy_format_window(buf, 0, POLICY_CALENDAR_DAY);
+    CHECK_STR(buf, "day");
+    policy_format_window(buf, 0, POLICY_CALENDAR_NONE);
+    CHECK_STR(buf, "");
+}
+
 /* Issue 20: algorithms by name, durations, and one key letter per
  * algorithm in the same three layouts as the token bucket's. */
 static void test_policy_algorithms(void)
@@ -255,6 +350,7 @@ int main(void)
     TEST_RUN(test_policy_buckets_spread_over_slots);
     TEST_RUN(test_policy_bucket_patterns);
     TEST_RUN(test_policy_algorithms);
+    TEST_RUN(test_policy_limits);
     TEST_RUN(test_policy_durations);
     TEST_RUN(test_policy_bucket_keys);
     return TEST_REPORT();
