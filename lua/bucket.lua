@@ -10,16 +10,29 @@ bucket may live in a slot of its own.
               Redis Cluster slot)
   ARGV[1]     "take" (Acquire), "peek" (Peek: nothing taken), "all"
               (all or nothing: every item is granted, or none takes anything),
-              or "settle" (see the settle section below)
+              or "settle" (see the settle section below); the other
+              algorithms' scripts also know "release" and "renew"
+              (concurrency)
   ARGV[2]     np, the number of policies whose limits follow
-  ARGV[3+4(j-1)..6+4(j-1)]  policy j's limits: its version stamp, max_permits,
-              rate, and its rate history `rates` ("" when none; see below)
-  ARGV[b+2(i-1)], ARGV[b+2i-1]  with b = 3 + 4 np: item i's policy (j, 1..np)
-              and its permits (>= 1)
-  ARGV[b+2n+(i-m-1)]  for i = m+1..n: item i's bucket state key, when the
+  ARGV[3]     how long (ms) a take's answer is kept for its request id
+  ARGV[4+4(j-1)..7+4(j-1)]  policy j: its version stamp, max_permits, p1,
+              p2. For this script p1 is the rate and p2 the rate history
+              `rates` ("" when none; see below). The other algorithms
+              (lua/<algorithm>.lua, issue 20) take the same call with:
+                fixed_window    window_ms, calendar ("" | minute | hour |
+                                day | month: windows aligned in UTC)
+                sliding_window  window_ms, ""
+                sliding_log     window_ms, ""
+                concurrency     lease_ms,  ""
+  ARGV[b+4(i-1) .. b+4(i-1)+3]  with b = 4 + 4 np: item i's policy (j,
+              1..np), its permits (>= 1), its request id ("" none) and its
+              lease id ("" none; concurrency only: the new lease's id on a
+              take, 32 lowercase hex characters permitd drew from
+              getrandom(), the lease to act on for release and renew)
+  ARGV[b+4n+(i-m-1)]  for i = m+1..n: item i's bucket state key, when the
               items' keys span several slots of one Redis Cluster master
-              (then m = 1; n = (#ARGV - b + 1 + m) / 3, which is m when
-              no key follows the pairs)
+              (then m = 1; n = (#ARGV - b + 1 + m) / 5, which is m when
+              no key follows the items)
 
 Over several slots (issue 19): permitd sends a pass's Acquires and Peeks
 as one call per master, not per slot. What Redis 7.0.15 does with such a
@@ -52,14 +65,17 @@ permitd checks everything else before the call: the policy exists and is
 enabled, the app is in its `apps` (exact set membership, in C), the key is
 well formed, the limits are valid (max_permits >= 1, rate > 0).
 
-Answers with 8 numbers per item, in order: {status, allowed, remaining,
-limit, retry_after_ms, reset_after_ms, window_s, tokens_micro}, as one
-string of little-endian doubles (ANSWER per item; every number is whole,
-and exact below 2^53, where every policy permitd accepts stays), which
-server/stores/redis.c reads (script_numbers()). Answered as a table of integers
-they cost Redis ~650 instructions each and permitd a parse each. Reading
-no policy hash, a lone Acquire costs Redis 79.9k instructions, 93.8k when it
-read one (tests/bench/redis-cost.sh, issue 19).
+Answers one RECORD of 112 bytes per item, in order, as one string (the
+layout every decision script of permitd answers): ten little-endian
+doubles, struct.pack('<dddddddddd', status, allowed, remaining, limit,
+retry_after_ms, reset_after_ms, window_s, level_micro, lease_expires_ms,
+flags), then the 32 bytes of a lease id (32 "\0" bytes when none: always,
+for a token bucket). Every number is whole, and exact below 2^53, where
+every policy permitd accepts stays; server/stores/redis.c reads them
+(redis_answer_records()). Answered as a table of integers they would cost
+Redis ~650 instructions each and permitd a parse each. Reading no policy
+hash, a lone Acquire cost Redis 79.9k instructions, 93.8k when it read one
+(tests/bench/redis-cost.sh, issue 19).
 status is 0 or a negated Connect code (server/core/status.h): -10
 aborted ("all": another item was refused), -11 out_of_range (more permits
 than the bucket holds; in "all", the items of one bucket together:
@@ -72,8 +88,23 @@ version stamp). Nothing is written for a stale item (in "all", for any
 item); permitd reloads the policy from Redis and sends the call again, once,
 so no bucket is ever decided under an older version than one it was
 decided under. window_s is the seconds an empty bucket takes to fill (the
-`w` of the RateLimit-Policy header), tokens_micro the tokens left in
-millionths of a permit (for the admin UI's gauge).
+`w` of the RateLimit-Policy header), level_micro the tokens left in
+millionths of a permit (for the admin UI's gauge), lease_expires_ms 0 (a
+token bucket holds no leases). flags: bit 1 (1) replayed: the answer of an
+earlier take with the same request id, nothing taken now; bit 2 (2) no-op
+(a release or renew of a lease not held: concurrency only).
+
+Request ids (issue 20, every decision script alike): on "take" and "all",
+an item with a request id whose record key exists answers the RECORD kept
+there with flags |= 1 and takes nothing (in "all" it is left out of the
+batch's decision: the first call decided it); otherwise, once decided, its
+RECORD (allowed or denied alike: "a retry answers what the first call
+answered") is kept under the record key for ARGV[3] ms. The record key is
+the item's state key .. "\x1f" .. "r" .. request id: no bucket key holds a
+control character, so it meets no other key, and it shares the state key's
+hash tag, so its slot. A record is 112 bytes of value. Only a status 0
+answer is kept (an error is no answer to repeat: a stale item is asked
+again). A "peek" ignores request ids.
 
 The version stamp of a policy is id * 2^24 + version (id: its MySQL row
 id, 0 for a policy kept by hand; version: the hash's `version`, which every
@@ -125,18 +156,19 @@ stamp of the call.
 local mode = ARGV[1]
 local n = #KEYS
 local np = tonumber(ARGV[2])
-local base = 3 + 4 * np  -- ARGV index of item 1's policy
+local ridttl = ARGV[3]  -- how long a take's answer is kept for its request id (ms)
+local base = 4 + 4 * np  -- ARGV index of item 1's policy
 local keys = KEYS
-if mode ~= 'settle' and #ARGV - base + 1 > 2 * n then
-  -- keys of several slots (see the top): the ones after KEYS follow the pairs
+if mode ~= 'settle' and #ARGV - base + 1 > 4 * n then
+  -- keys of several slots (see the top): the ones after KEYS follow the items
   local m = n
-  n = (#ARGV - base + 1 + m) / 3
+  n = (#ARGV - base + 1 + m) / 5
   keys = {}
   for i = 1, m do
     keys[i] = KEYS[i]
   end
   for i = m + 1, n do
-    keys[i] = ARGV[base + 2 * n + i - m - 1]
+    keys[i] = ARGV[base + 4 * n + i - m - 1]
   end
 end
 local find, sub, gmatch = string.find, string.sub, string.gmatch
@@ -144,7 +176,28 @@ local floor, ceil = math.floor, math.ceil
 local pack, unpack_state = struct.pack, struct.unpack
 local STATE = '<ddd'
 local STALE = -17
-local ANSWER = '<dddddddd'  -- one item's 8 numbers
+local ANSWER = '<dddddddddd'  -- one item's 10 numbers; then its lease (NOLEASE)
+local NOLEASE = string.rep('\0', 32)
+local REPLAYED = 1            -- flags bit: an earlier take's answer
+
+-- The record key of item i's request id, or false when it has none or the
+-- mode keeps none (see the top).
+local function record_key(i, key)
+  local rid = ARGV[base + 4 * (i - 1) + 2]
+  if (mode ~= 'take' and mode ~= 'all') or not rid or rid == '' then
+    return false
+  end
+  return key .. '\31r' .. rid
+end
+
+-- A kept RECORD answered again: flags |= REPLAYED.
+local function replay(rec)
+  local flags = unpack_state('<d', rec, 73)
+  if flags % 2 == 0 then
+    flags = flags + REPLAYED
+  end
+  return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
+end
 
 local clock = redis.call('TIME')
 local now = clock[1] * 1000000 + clock[2]
@@ -271,10 +324,17 @@ end
 
 -- One item (Acquire, Peek).
 if n == 1 and (mode == 'take' or mode == 'peek') then
-  local ver, max, rate, rates = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-  local want = tonumber(ARGV[8])
+  local ver, max, rate, rates = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+  local want = tonumber(ARGV[base + 1])
+  local rkey = record_key(1, KEYS[1])
+  if rkey then
+    local rec = redis.call('GET', rkey)
+    if rec then
+      return replay(rec)
+    end
+  end
   if want > max then
-    return pack(ANSWER, -11, 0, 0, max, 0, 0, 0, 0)
+    return pack(ANSWER, -11, 0, 0, max, 0, 0, 0, 0, 0, 0) .. NOLEASE
   end
   local s = redis.call('GET', KEYS[1])
   local stored, since, skewed
@@ -282,16 +342,16 @@ if n == 1 and (mode == 'take' or mode == 'peek') then
     local written
     stored, since, written = state(s)
     if not stored then
-      return pack(ANSWER, -15, 0, since, max, 0, 0, 0, 0)
+      return pack(ANSWER, -15, 0, since, max, 0, 0, 0, 0, 0, 0) .. NOLEASE
     elseif written > ver then
-      return pack(ANSWER, STALE, 0, written, max, 0, 0, 0, 0)
+      return pack(ANSWER, STALE, 0, written, max, 0, 0, 0, 0, 0, 0) .. NOLEASE
     end
     if rates ~= '' and stored < max then  -- idle across rate edits: see the top
       local top = newest(rates)
       if not top or since < top then
         stored, since = fold(stored, since, max, rates)
         if not stored then
-          return pack(ANSWER, -13, 0, 0, 0, 0, 0, 0, 0)
+          return pack(ANSWER, -13, 0, 0, 0, 0, 0, 0, 0, 0, 0) .. NOLEASE
         end
       end
     end
@@ -327,7 +387,12 @@ if n == 1 and (mode == 'take' or mode == 'peek') then
   if m > 9007199254740992 then
     m = 9007199254740992
   end
-  return pack(ANSWER, 0, retry == 0 and 1 or 0, floor(tokens), max, retry, ttl, w, m)
+  local rec = pack(ANSWER, 0, retry == 0 and 1 or 0, floor(tokens), max, retry, ttl, w, m, 0, 0)
+              .. NOLEASE
+  if rkey then
+    redis.call('SET', rkey, rec, 'PX', ridttl)
+  end
+  return rec
 end
 
 -- The many-item path's helpers.
@@ -377,8 +442,9 @@ end
 
 -- settle: the policy's max_permits or rate was edited (lua/sync.lua tells
 -- permitd, which scans for the policy's buckets and sends them here, a page
--- at a time: KEYS the buckets, ARGV[2..6] "1" and the policy's limits as
--- for items, no items). A bucket's key was set to
+-- at a time: KEYS the buckets, ARGV[2..7] "1", the request-id ttl (unused)
+-- and the policy's limits as for items, no items; six arguments, without
+-- the ttl, are read too: what permitd sent before issue 20). A bucket's key was set to
 -- expire when it would be full under the limits of its last write; under
 -- slower ones (a lower rate, a higher max) that is too soon, and a missing
 -- key reads as full. Each bucket named is set to expire when it would be
@@ -389,7 +455,9 @@ end
 -- newer version than ARGV's is left as it is (its writer had newer limits).
 -- Answers {buckets set, keys removed}.
 if mode == 'settle' then
-  local ver, max, rate, rates = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+  local at = #ARGV == 6 and 3 or 4
+  local ver, max, rate, rates = tonumber(ARGV[at]), tonumber(ARGV[at + 1]),
+                                tonumber(ARGV[at + 2]), ARGV[at + 3]
   if rates == '' then
     rates = false
   end
@@ -448,11 +516,17 @@ else
     states[i] = redis.call('GET', keys[i])
   end
 end
+-- The items' request-id records, read with the states (before any write).
+local rkeys, replayed = {}, {}
+for i = 1, n do
+  rkeys[i] = record_key(i, keys[i])
+  replayed[i] = rkeys[i] and redis.call('GET', rkeys[i])
+end
 
 local function policy(j)
   local p = policies[j]
   if not p then
-    local at = 3 + 4 * (j - 1)
+    local at = 4 + 4 * (j - 1)
     local max, rate, rates = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), ARGV[at + 3]
     p = {ver = tonumber(ARGV[at]), max = max, rate = rate, rates = rates ~= '' and rates,
          window = window(max, rate)}
@@ -515,10 +589,13 @@ local item_bucket = {}  -- per decided item: its bucket (whose .p is its policy)
 local refused = false   -- some item of an "all" call was not granted
 
 for i = 1, n do
-  local p = policy(tonumber(ARGV[base + 2 * (i - 1)]))
-  local want = tonumber(ARGV[base + 2 * i - 1])
+  local p = policy(tonumber(ARGV[base + 4 * (i - 1)]))
+  local want = tonumber(ARGV[base + 4 * (i - 1) + 1])
   local status = false
-  if want > p.max then
+  if replayed[i] then
+    -- an earlier take's answer (see the top): decided then, not now
+    out[i] = replay(replayed[i])
+  elseif want > p.max then
     status = -11
   end
   local b = not status and bucket(i, p)
@@ -529,8 +606,12 @@ for i = 1, n do
   elseif b and b.broken then
     status, b = -13, false
   end
-  if status then
-    out[i] = pack(ANSWER, status, 0, b and (b.foreign or b.stale) or 0, p.max, 0, 0, 0, 0)
+  if replayed[i] then
+    rkeys[i] = false
+  elseif status then
+    out[i] = pack(ANSWER, status, 0, b and (b.foreign or b.stale) or 0, p.max, 0, 0, 0, 0, 0, 0)
+             .. NOLEASE
+    rkeys[i] = false
     refused = true
   else
     local max, rate = p.max, p.rate
@@ -550,7 +631,7 @@ for i = 1, n do
       allowed = 0
     end
     out[i] = pack(ANSWER, 0, allowed, floor(tokens), max, retry, until_full(max, rate, tokens),
-                  p.window, micro(tokens))
+                  p.window, micro(tokens), 0, 0) .. NOLEASE
   end
 end
 
@@ -565,8 +646,8 @@ if mode == 'all' and refused then
   for i = 1, n do
     local b = item_bucket[i]
     if b then
-      total[b] = (total[b] or 0) + tonumber(ARGV[base + 2 * i - 1])
-    else
+      total[b] = (total[b] or 0) + tonumber(ARGV[base + 4 * (i - 1) + 1])
+    elseif not replayed[i] then
       errored = true
     end
   end
@@ -588,12 +669,15 @@ if mode == 'all' and refused then
     if b then
       local p = b.p
       if errored or (never and total[b] <= p.max) then
-        out[i] = pack(ANSWER, -10, 0, 0, p.max, 0, 0, 0, 0)
+        out[i] = pack(ANSWER, -10, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NOLEASE
+        rkeys[i] = false
       elseif never then
-        out[i] = pack(ANSWER, -11, 0, total[b], p.max, 0, 0, 0, 0)
+        out[i] = pack(ANSWER, -11, 0, total[b], p.max, 0, 0, 0, 0, 0, 0) .. NOLEASE
+        rkeys[i] = false
       else
         out[i] = pack(ANSWER, 0, 0, floor(b.before), p.max, longest,
-                      until_full(p.max, p.rate, b.before), p.window, micro(b.before))
+                      until_full(p.max, p.rate, b.before), p.window, micro(b.before), 0, 0)
+                 .. NOLEASE
       end
     end
   end
@@ -616,6 +700,12 @@ if mode ~= 'peek' then
       elseif b.orig_stored then
         redis.call('DEL', b.key)
       end
+    end
+  end
+  -- Each answer decided now is kept for its request id (see the top).
+  for i = 1, n do
+    if rkeys[i] then
+      redis.call('SET', rkeys[i], out[i], 'PX', ridttl)
     end
   end
 end

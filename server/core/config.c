@@ -73,6 +73,9 @@ static const struct setting settings[] = {
         "prefix of every Redis key permitd reads or writes"),
     INT(redis_timeout_ms, "redis-timeout-ms", "PERMITD_REDIS_TIMEOUT_MS", "50",
         1, 60000, "Redis connect and command timeout, in milliseconds"),
+    STR(request_id_ttl, "request-id-ttl", "PERMITD_REQUEST_ID_TTL", "10m",
+        "how long an Acquire's answer is kept for its request_id (a retry with the id answers "
+        "it again and takes nothing): a duration, 1s .. 7d (\"90s\", \"10m\", \"1h\")"),
     STR(mysql_url, "mysql-url", "PERMITD_MYSQL_URL", "",
         "mysql://user:pass@host[:port]/db[?socket=/path]; empty: no policy store"),
     INT(mysql_timeout_ms, "mysql-timeout-ms", "PERMITD_MYSQL_TIMEOUT_MS", "5000",
@@ -636,6 +639,27 @@ static int check_prefix(const char *prefix, struct permitd_error *err)
     return PERMITD_OK;
 }
 
+/* --request-id-ttl: a whole number and a unit (ms, s, m, h, d), 1 s .. 7 d,
+ * into cfg->request_id_ttl_ms. */
+static int parse_request_id_ttl(struct config *cfg, struct permitd_error *err)
+{
+    static const struct { const char *unit; long long ms; } units[] = {
+        {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+    const char *s = cfg->request_id_ttl;
+    char *end;
+    long long v = (*s >= '0' && *s <= '9') ? strtoll(s, &end, 10) : -1;
+
+    for (size_t i = 0; v >= 0 && i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(end, units[i].unit) == 0 && v <= 7LL * 86400000 / units[i].ms) {
+            cfg->request_id_ttl_ms = v * units[i].ms;
+            if (cfg->request_id_ttl_ms >= 1000)
+                return PERMITD_OK;
+        }
+    return permitd_error_set(err, PERMITD_EINVAL, "--request-id-ttl (PERMITD_REQUEST_ID_TTL): "
+                             "\"%s\" is no duration from 1s to 7d (a whole number and ms, s, "
+                             "m, h or d: \"10m\")", s);
+}
+
 /* Puts the setting's name in front of the message a parser left in err. */
 static int prefixed(struct permitd_error *err, const char *setting)
 {
@@ -730,6 +754,8 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
         config_parse_mysql_url(cfg->mysql_url, &cfg->mysql, err) != PERMITD_OK)
         return prefixed(err, "--mysql-url (PERMITD_MYSQL_URL)");
     if ((rc = check_prefix(cfg->redis_prefix, err)) != PERMITD_OK)
+        return rc;
+    if ((rc = parse_request_id_ttl(cfg, err)) != PERMITD_OK)
         return rc;
     if ((cfg->tls_cert[0] == '\0') != (cfg->tls_key[0] == '\0'))
         return permitd_error_set(err, PERMITD_EINVAL,

@@ -68,6 +68,8 @@ struct config {
     int redis_cluster;            /* 1: redis_url is redis+cluster:// (the seeds below; the
                                    * user and password are copied to redis_user/_password) */
     struct config_redis_cluster redis_seeds;
+    char request_id_ttl[24];      /* how long a take's answer is kept for its request id */
+    long long request_id_ttl_ms;  /* parsed: 1 s .. 7 d */
 
     /* MySQL policy store */
     char mysql_url[1024];         /* as given; "" = no store (policies by hand) */

@@ -1,6 +1,6 @@
 /*
- * api.c - RateLimitService over Connect (Acquire, Peek, AcquireBatch), plus
- * /healthz.
+ * api.c - RateLimitService over Connect (Acquire, Peek, AcquireBatch,
+ * Release, Renew), plus /healthz.
  *
  * Each procedure is a thin translation between its protobuf-c messages and
  * the limiter; connect.c does the protocol. Acquire replies also carry the
@@ -30,6 +30,9 @@ struct api {
      * false and 0 (a denial says so; proto3 JSON would leave them out), in
      * Acquire replies and in AcquireBatch items alike. NULL-ended. */
     const ProtobufCFieldDescriptor *always[3];
+    /* ReleaseResponse's released and RenewResponse's renewed, likewise:
+     * false is the answer "the lease was not held". */
+    const ProtobufCFieldDescriptor *always_released[2], *always_renewed[2];
 };
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -108,6 +111,9 @@ void api_decision_message(Permit__V1__AcquireResponse *m, const struct limiter_r
     m->limit = r->limit;
     m->retry_after_ms = r->retry_after_ms;
     m->reset_after_ms = r->reset_after_ms;
+    m->lease_id = (char *)r->lease_id;     /* "" unless a lease was granted */
+    m->lease_expires_after_ms = r->lease_expires_ms;
+    m->replayed = r->replayed;
 }
 
 void api_peek_message(Permit__V1__PeekResponse *m, const struct limiter_result *r)
@@ -138,14 +144,15 @@ void api_batch_item(Permit__V1__AcquireBatchResult *item, Permit__V1__AcquireRes
 
 struct limiter_request api_acquire_request(const Permit__V1__AcquireRequest *rq)
 {
-    return (struct limiter_request){rq->bucket, rq->app, rq->key, rq->permits};
+    return (struct limiter_request){rq->bucket, rq->app, rq->key, rq->permits, rq->request_id,
+                                    NULL};
 }
 
 /* Permits are not a Peek's: 0 passes limiter_check(), and the script looks
  * for one. */
 struct limiter_request api_peek_request(const Permit__V1__PeekRequest *rq)
 {
-    return (struct limiter_request){rq->bucket, rq->app, rq->key, 0};
+    return (struct limiter_request){rq->bucket, rq->app, rq->key, 0, NULL, NULL};
 }
 
 void api_always_fields(const ProtobufCFieldDescriptor *always[3])
@@ -190,13 +197,16 @@ static void deferred_answer(const struct http_request *http, int rc, struct http
  * limiter_peek_queued): what the reply needs once the decision comes back to
  * the worker's loop. It lives in the request's own storage
  * (http_request_alloc()), as long as the request. */
+enum kind { KIND_ACQUIRE, KIND_PEEK, KIND_RELEASE, KIND_RENEW };
+
 struct pending {
     struct api *a;
     const struct http_request *http;
     enum connect_codec codec;
-    int peek;
+    enum kind kind;
     struct limiter_request lr;
     char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
+    char request_id[LIMITER_REQUEST_ID_MAX + 1], lease_id[LIMITER_LEASE_ID_LEN + 1];
     int64_t deadline_us, t0;
 };
 
@@ -218,7 +228,28 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     struct permitd_error e = *err;
 
     http_response_init(&resp);
-    if (p->peek) {
+    if (p->kind == KIND_RELEASE || p->kind == KIND_RENEW) {
+        Permit__V1__ReleaseResponse rel;
+        Permit__V1__RenewResponse ren;
+        ProtobufCMessage *m = &rel.base;
+        permit__v1__release_response__init(&rel);
+        permit__v1__renew_response__init(&ren);
+        if (rc == PERMITD_OK && p->kind == KIND_RELEASE) {
+            rel.released = r->allowed && !r->noop;
+            rel.remaining = r->remaining;
+            rel.limit = r->limit;
+        } else if (rc == PERMITD_OK) {
+            ren.renewed = r->allowed && !r->noop;
+            ren.lease_expires_after_ms = ren.renewed ? r->lease_expires_ms : 0;
+            m = &ren.base;
+        }
+        if (rc == PERMITD_OK)
+            rc = connect_reply(p->http, p->codec, m, p->kind == KIND_RELEASE
+                               ? p->a->always_released : p->a->always_renewed, &resp, &e);
+        deferred_answer(p->http, rc, &resp, &e);
+        return;
+    }
+    if (p->kind == KIND_PEEK) {
         Permit__V1__PeekResponse rs;
         permit__v1__peek_response__init(&rs);
         if (rc == PERMITD_OK) {
@@ -248,15 +279,17 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
 /* Acquire and Peek are checked here and decided from the worker's loop,
  * pipelined with the other calls that arrive meanwhile (limiter.c): the
  * worker goes back to its connections instead of waiting for Redis. */
-static int defer_decision(struct api *a, struct connect_call *call, int peek,
+static int defer_decision(struct api *a, struct connect_call *call, enum kind kind,
                           const struct limiter_request *lr, struct permitd_error *err)
 {
     struct limiter_queue *q = http_request_worker(call->http);
     struct pending *p;
     int rc;
 
-    if ((rc = limiter_check(lr, err)) != PERMITD_OK) {
-        if (!peek)
+    rc = kind == KIND_RELEASE || kind == KIND_RENEW ? limiter_check_lease(lr, err)
+                                                     : limiter_check(lr, err);
+    if (rc != PERMITD_OK) {
+        if (kind == KIND_ACQUIRE)
             count_error(a, lr->bucket, rc);
         return rc;
     }
@@ -266,18 +299,30 @@ static int defer_decision(struct api *a, struct connect_call *call, int peek,
     p->a = a;
     p->http = call->http;
     p->codec = call->codec;
-    p->peek = peek;
+    p->kind = kind;
     copy_field(p->bucket, sizeof(p->bucket), lr->bucket);
     copy_field(p->app, sizeof(p->app), lr->app);
     copy_field(p->key, sizeof(p->key), lr->key);
-    p->lr = (struct limiter_request){p->bucket, p->app, p->key, lr->permits};
+    copy_field(p->request_id, sizeof(p->request_id), lr->request_id ? lr->request_id : "");
+    copy_field(p->lease_id, sizeof(p->lease_id), lr->lease_id ? lr->lease_id : "");
+    p->lr = (struct limiter_request){p->bucket, p->app, p->key, lr->permits, p->request_id,
+                                     p->lease_id};
     p->deadline_us = call->deadline_us;
     p->t0 = clock_now_us();
     http_request_defer(call->http);
-    if (peek)
+    switch (kind) {
+    case KIND_PEEK:
         limiter_peek_queued(q, &p->lr, p->deadline_us, decided, p);
-    else
+        break;
+    case KIND_RELEASE:
+        limiter_release_queued(q, &p->lr, p->deadline_us, decided, p);
+        break;
+    case KIND_RENEW:
+        limiter_renew_queued(q, &p->lr, p->deadline_us, decided, p);
+        break;
+    default:
         limiter_acquire_queued(q, &p->lr, p->deadline_us, decided, p);
+    }
     return CONNECT_DEFERRED;
 }
 
@@ -286,7 +331,7 @@ static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *
 {
     struct limiter_request lr = api_acquire_request((const Permit__V1__AcquireRequest *)in);
 
-    return defer_decision(ud, call, 0, &lr, err);
+    return defer_decision(ud, call, KIND_ACQUIRE, &lr, err);
 }
 
 static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
@@ -294,7 +339,29 @@ static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
 {
     struct limiter_request lr = api_peek_request((const Permit__V1__PeekRequest *)in);
 
-    return defer_decision(ud, call, 1, &lr, err);
+    return defer_decision(ud, call, KIND_PEEK, &lr, err);
+}
+
+static int release(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                   ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    const Permit__V1__ReleaseRequest *rq = (const Permit__V1__ReleaseRequest *)in;
+    struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id};
+
+    (void)out;
+    (void)scratch;
+    return defer_decision(ud, call, KIND_RELEASE, &lr, err);
+}
+
+static int renew(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                 ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    const Permit__V1__RenewRequest *rq = (const Permit__V1__RenewRequest *)in;
+    struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id};
+
+    (void)out;
+    (void)scratch;
+    return defer_decision(ud, call, KIND_RENEW, &lr, err);
 }
 
 /* An AcquireBatch waiting for its decisions (limiter_acquire_batch_queued),
@@ -360,7 +427,8 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
                                  n, LIMITER_BATCH_MAX);
     for (size_t i = 0; i < n; i++) {
         const Permit__V1__AcquireRequest *r = rq->requests[i];
-        strings += strlen(r->bucket) + strlen(r->app) + strlen(r->key) + 3;
+        strings += strlen(r->bucket) + strlen(r->app) + strlen(r->key) +
+                   strlen(r->request_id) + 4;
     }
     size = sizeof(*p) + n * (sizeof(*p->reqs) + sizeof(*p->res) + sizeof(*p->errs) +
                              sizeof(*p->results) + sizeof(*p->result_ptrs) +
@@ -381,15 +449,15 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
     at = (char *)(p->errs + n);
     for (size_t i = 0; i < n; i++) {
         const Permit__V1__AcquireRequest *r = rq->requests[i];
-        const char *src[3] = {r->bucket, r->app, r->key};
-        const char *dst[3];
-        for (int k = 0; k < 3; k++) {
+        const char *src[4] = {r->bucket, r->app, r->key, r->request_id};
+        const char *dst[4];
+        for (int k = 0; k < 4; k++) {
             size_t len = strlen(src[k]) + 1;
             memcpy(at, src[k], len);
             dst[k] = at;
             at += len;
         }
-        p->reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits};
+        p->reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits, dst[3], NULL};
     }
     p->a = a;
     p->http = call->http;
@@ -411,6 +479,10 @@ static const struct connect_method methods[] = {
      &permit__v1__peek_response__descriptor, 1, peek},
     {"/permit.v1.RateLimitService/AcquireBatch", &permit__v1__acquire_batch_request__descriptor,
      &permit__v1__acquire_batch_response__descriptor, 0, acquire_batch},
+    {"/permit.v1.RateLimitService/Release", &permit__v1__release_request__descriptor,
+     &permit__v1__release_response__descriptor, 0, release},
+    {"/permit.v1.RateLimitService/Renew", &permit__v1__renew_request__descriptor,
+     &permit__v1__renew_response__descriptor, 0, renew},
     {NULL, NULL, NULL, 0, NULL},
 };
 
@@ -427,6 +499,10 @@ int api_new(const struct config *cfg, struct limiter *limiter, struct stats *sta
     a->stats = stats;
     a->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
     api_always_fields(a->always);
+    a->always_released[0] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__release_response__descriptor, "released");
+    a->always_renewed[0] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__renew_response__descriptor, "renewed");
     *out = a;
     return PERMITD_OK;
 }

@@ -11,12 +11,14 @@
  * "stale", and the policy is reloaded and the decision asked once more.
  */
 #define _GNU_SOURCE     /* qsort_r */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "core/clock.h"
 #include "decisions/limiter.h"
@@ -29,6 +31,15 @@
 
 /* lua/bucket.lua's "stale": no Connect code, never leaves this file. */
 #define SCRIPT_STALE (-17)
+/* The RECORD's flags (lua/bucket.lua's header). */
+#define FLAG_REPLAYED 1
+#define FLAG_NOOP 2
+#define RW REDIS_RECORD_WORDS       /* an item's answer in out[]: its RECORD */
+
+/* What a decision does with its item (the `take` argument below, named
+ * for what nearly every one does): ARGV[1] "peek", "take", "release",
+ * "renew" (all_or_nothing's "all" is a batch's). */
+enum { DO_PEEK = 0, DO_TAKE = 1, DO_RELEASE = 2, DO_RENEW = 3 };
 
 struct limiter {
     const struct config *cfg;
@@ -43,6 +54,7 @@ struct limiter {
     struct loader *loader;          /* started on the first miss of a queue */
     int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
     pthread_mutex_t loader_lock;    /* guards starting it */
+    char ttl_s[24];                 /* ARGV[3]: --request-id-ttl in ms */
 };
 
 static void loader_free(struct loader *ld);
@@ -74,6 +86,8 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
      * policy go together whatever their buckets' slots (fewer, bigger
      * calls: lua/bucket.lua reads them once). */
     l->slot_calls = strncmp(cfg->redis_url, "redis+cluster://", 16) == 0;
+    snprintf(l->ttl_s, sizeof(l->ttl_s), "%lld",
+             cfg->request_id_ttl_ms > 0 ? cfg->request_id_ttl_ms : 600000LL);
     if (policies_new(cfg, redis, &l->policies, err) != PERMITD_OK) {
         free(l);
         return err->code;
@@ -172,7 +186,7 @@ static int missing(struct limiter *l, const struct limiter_request *req, int tak
 {
     if (l->missing_hook != NULL)
         l->missing_hook(l->missing_ud);
-    if (take && fail_open(l, req, res))
+    if (take == DO_TAKE && fail_open(l, req, res))
         return PERMITD_OK;
     return permitd_error_set(err, PERMITD_EUNAVAILABLE,
                              "bucket: policy \"%s\" is in MySQL but not back in Redis yet "
@@ -211,7 +225,79 @@ static int validate(const struct limiter_request *req, int take, struct permitd_
     if (take && req->permits < 0)
         return permitd_error_set(err, PERMITD_EINVAL,
                                  "permits: %" PRId64 " is negative (0 means 1)", req->permits);
+    if (req->request_id != NULL && req->request_id[0] != '\0') {
+        size_t len = strnlen(req->request_id, LIMITER_REQUEST_ID_MAX + 1);
+        const char *bad = NULL;
+        for (const char *c = req->request_id; *c && bad == NULL; c++)
+            if (*c <= ' ' || *c > '~')
+                bad = c;
+        if (len > LIMITER_REQUEST_ID_MAX)
+            return permitd_error_set(err, PERMITD_EINVAL, "request_id: \"%.40s...\" is longer "
+                                     "than %d characters", req->request_id,
+                                     LIMITER_REQUEST_ID_MAX);
+        if (bad != NULL)
+            return permitd_error_set(err, PERMITD_EINVAL, "request_id: \"%.*s\" holds byte 0x%02x "
+                                     "at %zu: only printable ASCII, no space",
+                                     (int)(bad - req->request_id), req->request_id,
+                                     (unsigned char)*bad, (size_t)(bad - req->request_id));
+    }
     return PERMITD_OK;
+}
+
+/* The decision script of a policy's algorithm. */
+static enum redis_script script_of(const struct policies_entry *e)
+{
+    switch (e->algorithm) {
+    case POLICY_FIXED_WINDOW: return REDIS_SCRIPT_FIXED_WINDOW;
+    case POLICY_SLIDING_WINDOW: return REDIS_SCRIPT_SLIDING_WINDOW;
+    case POLICY_SLIDING_LOG: return REDIS_SCRIPT_SLIDING_LOG;
+    case POLICY_CONCURRENCY: return REDIS_SCRIPT_CONCURRENCY;
+    default: return REDIS_SCRIPT_BUCKET;
+    }
+}
+
+int limiter_check_lease(const struct limiter_request *req, struct permitd_error *err)
+{
+    const char *id = req->lease_id ? req->lease_id : "";
+    int rc;
+
+    if ((rc = validate(req, 0, err)) != PERMITD_OK)
+        return rc;
+    if (id[0] == '\0')
+        return permitd_error_set(err, PERMITD_EINVAL, "lease_id: missing (the lease_id an "
+                                 "allowed Acquire of a concurrency policy answered)");
+    for (size_t i = 0; i <= LIMITER_LEASE_ID_LEN; i++)
+        if (i == LIMITER_LEASE_ID_LEN ? id[i] != '\0'
+                                      : !((id[i] >= '0' && id[i] <= '9') ||
+                                          (id[i] >= 'a' && id[i] <= 'f')))
+            return permitd_error_set(err, PERMITD_EINVAL, "lease_id: \"%.64s\" is not %d "
+                                     "lowercase hex characters", id, LIMITER_LEASE_ID_LEN);
+    return PERMITD_OK;
+}
+
+/* A new lease id into out (LIMITER_LEASE_ID_LEN + 1 bytes): 128 bits from
+ * getrandom(), in hex, so no one can guess another holder's lease. -1 when
+ * the kernel gives none. */
+static int new_lease_id(char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char b[LIMITER_LEASE_ID_LEN / 2];
+    size_t got = 0;
+
+    while (got < sizeof(b)) {
+        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof(b); i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[LIMITER_LEASE_ID_LEN] = '\0';
+    return 0;
 }
 
 /* The part of a decision that needs no script: finds req's policy in the
@@ -262,7 +348,7 @@ static int admit_loaded(struct limiter *l, const struct limiter_request *req, in
         } else {
             rc = policies_reload(l->policies, req->bucket, deadline_us, &found, err);
         }
-        if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req, res))
+        if (rc == PERMITD_EUNAVAILABLE && take == DO_TAKE && check && fail_open(l, req, res))
             return PERMITD_OK;
         if (rc != PERMITD_OK)
             return rc;
@@ -298,7 +384,13 @@ static int admit_entry(struct limiter *l, const struct limiter_request *req, int
         rc = permitd_error_set(err, PERMITD_EPERM,
                                "app: \"%s\" is not allowed to use policy \"%s\"",
                                req->app, req->bucket);
-    else if (take && permits > e->max_permits)
+    else if ((take == DO_RELEASE || take == DO_RENEW) && e->algorithm != POLICY_CONCURRENCY)
+        rc = permitd_error_set(err, PERMITD_EPRECONDITION,
+                               "bucket: policy \"%s\" is a %s, which holds no leases: %s "
+                               "is for concurrency policies", req->bucket,
+                               policy_algorithm_name(e->algorithm),
+                               take == DO_RELEASE ? "Release" : "Renew");
+    else if (take == DO_TAKE && permits > e->max_permits)
         rc = permitd_error_set(err, PERMITD_ERANGE,
                                "permits: %" PRId64 " is more than policy \"%s\" ever holds "
                                "(max_permits %" PRId64 ")", permits, req->bucket, e->max_permits);
@@ -307,6 +399,12 @@ static int admit_entry(struct limiter *l, const struct limiter_request *req, int
                                req->bucket);
     else if (e->missing)
         rc = missing(l, req, take, res, err);
+    else if (l != NULL && l->redis != NULL && !redis_script_present(l->redis, script_of(e)))
+        rc = permitd_error_set(err, PERMITD_EUNIMPLEMENTED,
+                               "bucket: policy \"%s\" is a %s, and this build of permitd lacks "
+                               "its script (lua/%s)", req->bucket,
+                               policy_algorithm_name(e->algorithm),
+                               redis_script_name(script_of(e)));
     else
         rc = PERMITD_OK;
     if (rc != PERMITD_OK || e->missing) {
@@ -318,7 +416,7 @@ static int admit_entry(struct limiter *l, const struct limiter_request *req, int
 }
 
 /* Maps the script's status (a negated Connect code, see lua/bucket.lua;
- * out: its 8 numbers) to an error that names the policy. */
+ * out: its RECORD) to an error that names the policy. */
 static int script_error(const struct limiter *l, const long long *out,
                         const struct limiter_request *req, int64_t permits,
                         struct permitd_error *err)
@@ -356,13 +454,18 @@ static int script_error(const struct limiter *l, const long long *out,
          * internal error, as for any fault of the server's side. */
         {
             const struct policies_entry *e = policies_get(l->policies, req->bucket);
-            policy_redis_key(key, l->cfg->redis_prefix, req->bucket,
-                             e && e->colocate ? POLICY_KEY_BUCKET_COLOCATED : POLICY_KEY_BUCKET,
-                             req->key);
+            enum policy_algorithm a = e ? e->algorithm : POLICY_TOKEN_BUCKET;
+            policy_bucket_key(key, l->cfg->redis_prefix, req->bucket, a, e && e->colocate,
+                              req->key);
             policies_release(e);
+            if (a == POLICY_TOKEN_BUCKET || a == POLICY_FIXED_WINDOW)
+                log_msg(LOG_LEVEL_WARN, "bucket state is not permitd's; left as it is",
+                        "key=\"%s\" bytes=%lld expected=24", key, out[2]);
+            else
+                log_msg(LOG_LEVEL_WARN, "bucket state is not permitd's; left as it is",
+                        "key=\"%s\" bytes=%lld algorithm=%s", key, out[2],
+                        policy_algorithm_name(a));
         }
-        log_msg(LOG_LEVEL_WARN, "bucket state is not permitd's; left as it is",
-                "key=\"%s\" bytes=%lld expected=24", key, out[2]);
         return permitd_error_set(err, PERMITD_EINTERNAL,
                                  "bucket state of policy \"%s\" key \"%s\" in redis is not "
                                  "permitd's: left as it is (see permitd's log)",
@@ -409,8 +512,8 @@ static int restale(struct limiter *l, const char *bucket, long long stamp, int r
     return policies_reload(l->policies, bucket, deadline_us, NULL, err);
 }
 
-/* Turns what Redis said about one item (rc of the call, the script's 8
- * numbers) into the answer: failure_mode on a Redis failure, else the
+/* Turns what Redis said about one item (rc of the call, the script's
+ * RECORD) into the answer: failure_mode on a Redis failure, else the
  * decision or the error the script named; a "stale" answer is asked again
  * (once: retried says whether this is that second time) after a reload
  * of the policy. check: a client's request (not permitd's own). */
@@ -420,7 +523,7 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
 
-    if (rc == PERMITD_EUNAVAILABLE && take && check && fail_open(l, req, res))
+    if (rc == PERMITD_EUNAVAILABLE && take == DO_TAKE && check && fail_open(l, req, res))
         return PERMITD_OK;
     if (rc != PERMITD_OK)
         return rc;
@@ -438,26 +541,68 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
     res->reset_after_ms = out[5];
     res->window_s = out[6];
     res->tokens_micro = out[7];
+    res->lease_expires_ms = out[8];
+    res->replayed = (out[9] & FLAG_REPLAYED) != 0;
+    res->noop = (out[9] & FLAG_NOOP) != 0;
+    res->lease_id[0] = '\0';
+    if (res->allowed && take == DO_TAKE && out[8] > 0) {
+        /* a lease granted (concurrency): its id, as the script kept it */
+        memcpy(res->lease_id, &out[REDIS_RECORD_LEASE], LIMITER_LEASE_ID_LEN);
+        res->lease_id[LIMITER_LEASE_ID_LEN] = '\0';
+        if (strspn(res->lease_id, "0123456789abcdef") != LIMITER_LEASE_ID_LEN)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "policy \"%s\": the script "
+                                     "granted a lease without a lease id", req->bucket);
+    }
     return PERMITD_OK;
 }
 
 /* The script's first argument: what a call does with its items. */
 static const struct redis_str MODE_TAKE = {"take", 4}, MODE_PEEK = {"peek", 4},
-                              MODE_ALL = {"all", 3};
+                              MODE_ALL = {"all", 3}, MODE_RELEASE = {"release", 7},
+                              MODE_RENEW = {"renew", 5};
+
+static struct redis_str mode_arg(int take)
+{
+    switch (take) {
+    case DO_TAKE: return MODE_TAKE;
+    case DO_RELEASE: return MODE_RELEASE;
+    case DO_RENEW: return MODE_RENEW;
+    default: return MODE_PEEK;
+    }
+}
 
 /* Policy numbers (1-based) as the script's arguments: np, and each item's
  * policy, which is 1 in every call of one policy. */
 static const char POLICY_INDEX[] = "1";
 
-/* A policy's limits, as one call sends them (ARGV[3..6] of policy 1, see
- * lua/bucket.lua): its version stamp, max_permits, rate and rate history.
- * The strings are e's: they live as long as the caller's reference. */
+/* The one place a decision script's call is laid out (lua/bucket.lua's
+ * header, for every algorithm): ARGV[1] the mode, ARGV[2] np, ARGV[3] the
+ * request-id time-to-live (call_head()), then 4 per policy
+ * (policy_args()), then 4 per item (item_call()), then the keys of other
+ * slots. */
+
+/* A policy's four, as one call sends them (ARGV[4..7] of policy 1): its
+ * version stamp, max_permits, p1 and p2 (policies_p1(): rate and rate
+ * history for a token bucket, window or lease for the others). The
+ * strings are e's: they live as long as the caller's reference. */
 static void policy_args(const struct policies_entry *e, struct redis_str *args)
 {
+    const char *p1 = policies_p1(e), *p2 = policies_p2(e);
+
     args[0] = (struct redis_str){e->stamp_s, strlen(e->stamp_s)};
     args[1] = (struct redis_str){e->max_s, strlen(e->max_s)};
-    args[2] = (struct redis_str){e->rate_s, strlen(e->rate_s)};
-    args[3] = (struct redis_str){e->rates, strlen(e->rates)};
+    args[2] = (struct redis_str){p1, strlen(p1)};
+    args[3] = (struct redis_str){p2, strlen(p2)};
+}
+
+/* ARGV[1..3]: the mode, np (in npol, which the caller fills and keeps)
+ * and the request-id time-to-live. */
+static void call_head(const struct limiter *l, struct redis_str mode, const char *npol,
+                      struct redis_str *args)
+{
+    args[0] = mode;
+    args[1] = (struct redis_str){npol, strlen(npol)};
+    args[2] = (struct redis_str){l->ttl_s, strlen(l->ttl_s)};
 }
 
 /* The Redis key of req's bucket under policy e (colocated or not) into name;
@@ -465,26 +610,43 @@ static void policy_args(const struct policies_entry *e, struct redis_str *args)
 static size_t bucket_key(const struct limiter *l, const struct limiter_request *req,
                          const struct policies_entry *e, char *name)
 {
-    return policy_redis_key(name, l->cfg->redis_prefix, req->bucket,
-                            e->colocate ? POLICY_KEY_BUCKET_COLOCATED : POLICY_KEY_BUCKET,
-                            req->key);
+    return policy_bucket_key(name, l->cfg->redis_prefix, req->bucket, e->algorithm,
+                             e->colocate, req->key);
 }
 
 /* One item of a script call: its Redis key (*key, the string in name,
- * built there already: bucket_key()) and its two arguments (args[2]: its
- * policy's number in the call, index, and its permits, in permits_s). */
-static void item_call(const struct limiter_request *req, int take, char *name,
-                      size_t name_len, char *permits_s, const char *index,
-                      struct redis_str *key, struct redis_str *args)
+ * built there already: bucket_key()) and its four arguments (args[4]: its
+ * policy's number in the call, index; its permits, in permits_s; its
+ * request id, on a take; its lease id, in lease: a concurrency take's new
+ * one, drawn here unless lease holds one already (start it empty), or the
+ * lease a release or renew acts on). The strings
+ * must live until the call is answered: the caller's (a job's, a
+ * plan's). -1 when no lease id could be drawn. */
+static int item_call(const struct limiter_request *req, int take, enum policy_algorithm algo,
+                     char *name, size_t name_len, char *permits_s, const char *index,
+                     char *lease, struct redis_str *key, struct redis_str *args)
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
+    const char *rid = take == DO_TAKE && req->request_id ? req->request_id : "";
 
     key->p = name;
     key->len = name_len;
     args[0].p = index;
     args[0].len = strlen(index);
     args[1].p = permits_s;
-    args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take ? permits : 1);
+    args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take == DO_TAKE ? permits : 1);
+    args[2] = (struct redis_str){rid, strlen(rid)};
+    if (take == DO_TAKE && algo == POLICY_CONCURRENCY) {
+        /* drawn once: an item sent again (a redirect) keeps its lease id */
+        if (lease[0] == '\0' && new_lease_id(lease) != 0)
+            return -1;
+    } else if ((take == DO_RELEASE || take == DO_RENEW) && req->lease_id != NULL) {
+        snprintf(lease, LIMITER_LEASE_ID_LEN + 1, "%s", req->lease_id);
+    } else {
+        lease[0] = '\0';
+    }
+    args[3] = (struct redis_str){lease, strlen(lease)};
+    return 0;
 }
 
 /* One Acquire or Peek on this thread's connection, blocking (permitd's own
@@ -493,10 +655,10 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
                   int retried, int64_t deadline_us, struct limiter_result *res,
                   struct permitd_error *err)
 {
-    char name[POLICY_REDIS_KEY_MAX], permits_s[24];
-    struct redis_str key, args[8];
+    char name[POLICY_REDIS_KEY_MAX], permits_s[24], lease[LIMITER_LEASE_ID_LEN + 1] = "";
+    struct redis_str key, args[11];
     const struct policies_entry *e;
-    long long out[8];
+    long long out[RW];
     int rc;
 
     memset(res, 0, sizeof(*res));
@@ -504,13 +666,15 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
         return rc;
     if ((rc = admit(l, req, take, check, deadline_us, &e, res, err)) != PERMITD_OK || e == NULL)
         return rc;
-    args[0] = take ? MODE_TAKE : MODE_PEEK;
-    args[1] = (struct redis_str){POLICY_INDEX, 1};
-    policy_args(e, &args[2]);
-    item_call(req, take, name, bucket_key(l, req, e, name), permits_s, POLICY_INDEX, &key,
-              &args[6]);
-    rc = redis_script_run(l->redis, REDIS_SCRIPT_BUCKET, &key, 1, args, 8, deadline_us,
-                          out, 8, err);
+    call_head(l, mode_arg(take), POLICY_INDEX, args);
+    policy_args(e, &args[3]);
+    if (item_call(req, take, e->algorithm, name, bucket_key(l, req, e, name), permits_s,
+                  POLICY_INDEX, lease, &key, &args[7]) != 0) {
+        policies_release(e);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "getrandom() gave no lease id: %s",
+                                 strerror(errno));
+    }
+    rc = redis_script_run(l->redis, script_of(e), &key, 1, args, 11, deadline_us, out, RW, err);
     rc = conclude(l, req, take, check, retried, deadline_us, rc, out, res, err);
     policies_release(e);
     return rc;
@@ -551,6 +715,8 @@ static int by_bucket(const void *a, const void *b, void *pl_)
 
     if (pl->l->slot_calls && !pl->all_or_nothing)
         c = pl->groups[i] - pl->groups[j];
+    if (c == 0)     /* one script per call: a call's policies share an algorithm */
+        c = (int)pl->entries[i]->algorithm - (int)pl->entries[j]->algorithm;
     if (c == 0)
         c = strcmp(pl->reqs[i].bucket, pl->reqs[j].bucket);
     if (c == 0 && pl->l->slot_calls && !pl->all_or_nothing)
@@ -573,6 +739,7 @@ void limiter_plan_free(struct limiter_plan *pl)
     free(pl->permits);
     free(pl->index);
     free(pl->npol);
+    free(pl->leases);
     free(pl->out);
     free(pl->calls);
 }
@@ -627,7 +794,7 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     pl->order = malloc(n * sizeof(*pl->order));
     pl->entries = calloc(n, sizeof(*pl->entries));
     pl->keys = malloc(n * sizeof(*pl->keys));
-    pl->args = malloc(8 * n * sizeof(*pl->args));
+    pl->args = malloc(12 * n * sizeof(*pl->args));     /* per call 3 + 4, per item 5 */
     pl->knames = malloc(n * sizeof(*pl->knames));
     pl->klen = malloc(n * sizeof(*pl->klen));
     pl->slots = malloc(n * sizeof(*pl->slots));
@@ -635,10 +802,12 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     pl->permits = malloc(n * sizeof(*pl->permits));
     pl->index = malloc(n * sizeof(*pl->index));
     pl->npol = malloc(n * sizeof(*pl->npol));
-    pl->out = malloc(8 * n * sizeof(*pl->out));
+    pl->out = malloc(RW * n * sizeof(*pl->out));
     pl->calls = malloc(n * sizeof(*pl->calls));
+    pl->leases = calloc(n, sizeof(*pl->leases));
     if (!pl->order || !pl->entries || !pl->keys || !pl->args || !pl->knames || !pl->permits ||
-        !pl->index || !pl->npol || !pl->out || !pl->calls || !pl->klen || !pl->slots || !pl->groups)
+        !pl->index || !pl->npol || !pl->out || !pl->calls || !pl->klen || !pl->slots ||
+        !pl->groups || !pl->leases)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 
     for (size_t i = 0; i < n; i++) {
@@ -688,6 +857,18 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         pl->valid = 0;
         return PERMITD_OK;
     }
+    for (size_t k = 1; pl->all_or_nothing && k < pl->valid; k++) {
+        const struct policies_entry *x = pl->entries[pl->order[0]], *y = pl->entries[pl->order[k]];
+        if (x->algorithm != y->algorithm)
+            return permitd_error_set(err, PERMITD_EPRECONDITION,
+                                     "all_or_nothing: item %zu (policy \"%.40s\") is a %s and "
+                                     "item %zu (policy \"%.40s\") a %s: one script decides an "
+                                     "all_or_nothing batch, so its policies must share an "
+                                     "algorithm", pl->order[0], pl->reqs[pl->order[0]].bucket,
+                                     policy_algorithm_name(x->algorithm), pl->order[k],
+                                     pl->reqs[pl->order[k]].bucket,
+                                     policy_algorithm_name(y->algorithm));
+    }
     if (pl->all_or_nothing && (rc = one_slot(pl, err)) != PERMITD_OK)
         return rc;
     qsort_r(pl->order, pl->valid, sizeof(*pl->order), by_bucket, pl);
@@ -703,19 +884,22 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         struct redis_script_call *c = &pl->calls[pl->ngroups++];
         struct redis_str *npolicies;
 
-        pl->args[a] = pl->all_or_nothing ? MODE_ALL : MODE_TAKE;
-        c->args = &pl->args[a++];
-        npolicies = &pl->args[a++];
+        call_head(pl->l, pl->all_or_nothing ? MODE_ALL : MODE_TAKE, "", &pl->args[a]);
+        c->args = &pl->args[a];
+        npolicies = &pl->args[a + 1];
+        a += 3;
         c->keys = &pl->keys[first];
-        c->out = &pl->out[8 * first];
+        c->out = &pl->out[RW * first];
         c->cross_slot = 0;
+        c->script = script_of(pl->entries[pl->order[first]]);
         /* the policies of this call, each once: all_or_nothing's all; on a
          * single Redis one; in a cluster those of one group (by_bucket()) */
         for (size_t m = first; m < pl->valid;) {
             const struct policies_entry *newest = pl->entries[pl->order[m]];
             size_t from = m;
             if (!pl->all_or_nothing && m > first &&
-                (!pl->l->slot_calls || pl->groups[pl->order[m]] != pl->groups[pl->order[first]]))
+                (!pl->l->slot_calls || pl->groups[pl->order[m]] != pl->groups[pl->order[first]] ||
+                 newest->algorithm != pl->entries[pl->order[first]]->algorithm))
                 break;
             while (m < pl->valid && strcmp(reqs[pl->order[m]].bucket,
                                            reqs[pl->order[from]].bucket) == 0 &&
@@ -740,16 +924,19 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                                         strlen(pl->npol[pl->ngroups - 1])};
         for (size_t x = first; x < k; x++) {
             size_t i = pl->order[x];
-            item_call(&reqs[i], 1, pl->knames[i], pl->klen[i], pl->permits[x], pl->index[x],
-                      &pl->keys[x], &pl->args[a]);
-            a += 2;
+            if (item_call(&reqs[i], DO_TAKE, pl->entries[i]->algorithm, pl->knames[i],
+                          pl->klen[i], pl->permits[x], pl->index[x], pl->leases[x],
+                          &pl->keys[x], &pl->args[a]) != 0)
+                return permitd_error_set(err, PERMITD_EINTERNAL, "getrandom() gave no lease "
+                                         "id: %s", strerror(errno));
+            a += 4;
         }
         /* Over several slots: KEYS is the first key, the others follow. */
         for (size_t x = first + 1; c->cross_slot && x < k; x++)
             pl->args[a++] = pl->keys[x];
         c->nkeys = c->cross_slot ? 1 : (int)(k - first);
-        c->nargs = (int)(2 + 4 * np + 2 * (k - first) + (c->cross_slot ? k - first - 1 : 0));
-        c->nout = (int)(8 * (k - first));
+        c->nargs = (int)(3 + 4 * np + 4 * (k - first) + (c->cross_slot ? k - first - 1 : 0));
+        c->nout = (int)(RW * (k - first));
     }
     return PERMITD_OK;
 }
@@ -777,7 +964,7 @@ static void plan_resend(struct limiter_plan *pl)
         atomic_fetch_add(&pl->l->splits, splits);
     for (size_t g = 0; g < pl->ngroups; g++)
         if (pl->calls[g].rc == REDIS_CALL_SPLIT)
-            m += (size_t)pl->calls[g].nout / 8;
+            m += (size_t)pl->calls[g].nout / RW;
     if (m == 0)
         return;
     reqs = malloc(m * sizeof(*reqs));
@@ -786,7 +973,7 @@ static void plan_resend(struct limiter_plan *pl)
     idx = malloc(m * sizeof(*idx));
     m = 0;
     for (size_t g = 0; g < pl->ngroups; g++) {
-        size_t items = (size_t)pl->calls[g].nout / 8;
+        size_t items = (size_t)pl->calls[g].nout / RW;
         for (size_t j = 0; j < items; j++, k++) {
             if (pl->calls[g].rc != REDIS_CALL_SPLIT)
                 continue;
@@ -841,7 +1028,7 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
         return rc;
     if (pl->all_or_nothing && pl->ngroups == 1 && pl->calls[0].rc == PERMITD_OK) {
         for (size_t k = 0; k < pl->valid; k++) {
-            const long long *out = &pl->calls[0].out[8 * k];
+            const long long *out = &pl->calls[0].out[RW * k];
             if (out[0] == SCRIPT_STALE) {
                 size_t i = pl->order[k];
                 rc = restale(pl->l, reqs[i].bucket, out[2], pl->retried, pl->deadline_us,
@@ -855,10 +1042,10 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
     }
     plan_resend(pl);
     for (size_t g = 0, k = 0; g < pl->ngroups; g++) {
-        size_t m = (size_t)pl->calls[g].nout / 8;
+        size_t m = (size_t)pl->calls[g].nout / RW;
         for (size_t j = 0; j < m; j++, k++) {
             size_t i = pl->order[k];
-            const long long *out = &pl->calls[g].out[8 * j];
+            const long long *out = &pl->calls[g].out[RW * j];
             int crc = PERMITD_OK;
             if (pl->calls[g].rc == REDIS_CALL_SPLIT)
                 continue;       /* answered by plan_resend() */
@@ -894,8 +1081,13 @@ static int batch_run(struct limiter *l, const struct limiter_request *reqs, size
     int rc = limiter_plan_make(&pl, err);
 
     if (rc == PERMITD_OK && pl.ngroups > 0) {
-        rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, pl.calls, pl.ngroups,
-                                   deadline_us, err);
+        /* one pipeline per run of calls of one script (one per algorithm) */
+        for (size_t g = 0, end; rc == PERMITD_OK && g < pl.ngroups; g = end) {
+            for (end = g + 1; end < pl.ngroups && pl.calls[end].script == pl.calls[g].script;)
+                end++;
+            rc = redis_script_pipeline(l->redis, pl.calls[g].script, &pl.calls[g], end - g,
+                                       deadline_us, err);
+        }
         rc = plan_conclude(&pl, rc, err);
     }
     limiter_plan_free(&pl);
@@ -966,14 +1158,14 @@ struct loader {
 #define QUEUE_SPARE_MAX 256     /* finished jobs kept for reuse */
 
 /* One queued piece of work: an Acquire or a Peek (an item of a script
- * call; its strings live here, its 8 numbers in the batch's out), or an
+ * call; its strings live here, its RECORD in the batch's out), or an
  * AcquireBatch (plan: its calls, one per policy). */
 struct job {
     struct job *next;
     int64_t deadline_us;
     size_t first;                   /* its (first) call in the batch out */
     struct limiter_plan *plan;              /* NULL: an Acquire or a Peek */
-    int take;                       /* 1: an Acquire, 0: a Peek */
+    int take;                       /* DO_TAKE (an Acquire), DO_PEEK, DO_RELEASE, DO_RENEW */
     struct limiter_request req;
     limiter_done_fn done;
     void *ud;
@@ -992,6 +1184,8 @@ struct job {
     char app[POLICY_NAME_MAX + 1];  /* req.app: what the call sends is the job's own
                                        (the pipe may send it again after the
                                        job was answered: NOSCRIPT) */
+    char request_id[LIMITER_REQUEST_ID_MAX + 1];    /* req.request_id, likewise */
+    char lease[LIMITER_LEASE_ID_LEN + 1];   /* what the call sends as the lease id */
     const long long *out;           /* an Acquire's or a Peek's answer */
     int answered;                   /* its caller has its answer (the deadline
                                        passed while its batch was out) */
@@ -1005,8 +1199,8 @@ struct batch {
     size_t njobs;
     size_t items[QUEUE_BATCH_MAX];  /* the Acquires and Peeks, as indices of jobs */
     struct redis_str keys[QUEUE_BATCH_MAX];
-    struct redis_str args[8 * QUEUE_BATCH_MAX];     /* per call 6, per item 2 */
-    long long out[8 * QUEUE_BATCH_MAX];
+    struct redis_str args[12 * QUEUE_BATCH_MAX];    /* per call 3 + 4, per item 5 */
+    long long out[RW * QUEUE_BATCH_MAX];
     struct redis_script_call *calls;
     size_t ncalls, cap;
 };
@@ -1149,17 +1343,20 @@ static int batch_reserve(struct batch *b, size_t n)
     return 0;
 }
 
-/* Orders a batch's Acquires and Peeks into calls: Acquires before Peeks,
- * by policy, and in the order they came within a policy. */
+/* Orders a batch's Acquires and Peeks into calls: by kind (Acquires
+ * first, then Peeks, Releases, Renews), master, algorithm (one script per
+ * call), policy, and in the order they came within a policy. */
 static int by_call(const void *a, const void *b, void *jobs_)
 {
     struct job *const *jobs = jobs_;
     size_t i = *(const size_t *)a, j = *(const size_t *)b;
     const struct job *x = jobs[i], *y = jobs[j];
-    int c = y->take - x->take;
+    int c = (x->take == DO_TAKE ? -1 : x->take) - (y->take == DO_TAKE ? -1 : y->take);
 
     if (c == 0)
         c = x->group - y->group;
+    if (c == 0)
+        c = (int)x->entry->algorithm - (int)y->entry->algorithm;
     if (c == 0)
         c = strcmp(x->req.bucket, y->req.bucket);
     if (c == 0 && x->l->slot_calls)
@@ -1207,15 +1404,17 @@ static void batch_items(struct limiter_queue *q, size_t n)
         while (last < n) {
             const struct job *j = b->jobs[b->items[last]];
             if (j->take != lead->take || j->group != lead->group ||
+                j->entry->algorithm != lead->entry->algorithm ||
                 (!q->l->slot_calls && strcmp(j->req.bucket, lead->req.bucket) != 0))
                 break;
             cross |= j->slot != lead->slot;
             last++;
         }
-        b->args[a] = lead->take ? MODE_TAKE : MODE_PEEK;
-        *c = (struct redis_script_call){.keys = &b->keys[first], .args = &b->args[a++],
-                                        .out = &b->out[8 * first], .cross_slot = cross};
-        a++;                    /* its number of policies, set below */
+        call_head(q->l, mode_arg(lead->take), "", &b->args[a]);
+        *c = (struct redis_script_call){.keys = &b->keys[first], .args = &b->args[a],
+                                        .out = &b->out[RW * first], .cross_slot = cross,
+                                        .script = script_of(lead->entry)};
+        a += 3;                 /* its number of policies is set below */
         /* Each policy once (its items are side by side), with its number. */
         for (size_t x = first; x < last;) {
             const struct job *newest = b->jobs[b->items[x]];
@@ -1235,18 +1434,20 @@ static void batch_items(struct limiter_queue *q, size_t n)
         b->args[at + 1] = (struct redis_str){lead->npol, strlen(lead->npol)};
         for (size_t x = first; x < last; x++) {
             struct job *j = b->jobs[b->items[x]];
-            item_call(&j->req, j->take, j->name, j->name_len, j->permits, j->index,
-                      &b->keys[x], &b->args[a]);
-            a += 2;
+            /* a lease id that cannot be drawn (no entropy: never seen)
+             * leaves it empty, and the script refuses the take */
+            (void)item_call(&j->req, j->take, j->entry->algorithm, j->name, j->name_len,
+                            j->permits, j->index, j->lease, &b->keys[x], &b->args[a]);
+            a += 4;
             j->first = b->ncalls;
-            j->out = &b->out[8 * x];
+            j->out = &b->out[RW * x];
         }
         /* Over several slots: KEYS is the first key, the others follow. */
         for (size_t x = first + 1; cross && x < last; x++)
             b->args[a++] = b->keys[x];
         c->nkeys = cross ? 1 : (int)(last - first);
         c->nargs = (int)(a - at);
-        c->nout = (int)(8 * (last - first));
+        c->nout = (int)(RW * (last - first));
         b->ncalls++;
         k = last;
     }
@@ -1296,7 +1497,7 @@ static void batch_send(struct limiter_queue *q)
         return;
     batch_items(q, nitems);
     err = (struct permitd_error){0, ""};
-    rc = redis_pipe_send(q->pipe, REDIS_SCRIPT_BUCKET, b->calls, b->ncalls, INT64_MAX, &err);
+    rc = redis_pipe_send(q->pipe, b->calls, b->ncalls, INT64_MAX, &err);
     if (rc != PERMITD_OK)
         batch_end(q, rc, &err);
 }
@@ -1764,7 +1965,8 @@ static void unpark(struct limiter_queue *q, const struct load *x)
         } else if (x->rc != PERMITD_OK) {
             err = x->err;
             rc = x->rc;
-            if (rc == PERMITD_EUNAVAILABLE && j->take && fail_open(q->l, &j->req, &res)) {
+            if (rc == PERMITD_EUNAVAILABLE && j->take == DO_TAKE &&
+                fail_open(q->l, &j->req, &res)) {
                 rc = PERMITD_OK;
                 err = (struct permitd_error){0, ""};
             }
@@ -1863,6 +2065,9 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     j->req = *req;              /* the caller keeps the strings until done */
     memcpy(j->app, req->app, strlen(req->app) + 1);    /* limiter_check(): a name */
     j->req.app = j->app;
+    snprintf(j->request_id, sizeof(j->request_id), "%s", req->request_id ? req->request_id : "");
+    j->req.request_id = j->request_id;
+    j->lease[0] = '\0';
     j->deadline_us = deadline_us;
     j->done = done;
     j->ud = ud;
@@ -1875,7 +2080,19 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
 void limiter_acquire_queued(struct limiter_queue *q, const struct limiter_request *req,
                             int64_t deadline_us, limiter_done_fn done, void *ud)
 {
-    queue_decision(q, req, 1, deadline_us, done, ud);
+    queue_decision(q, req, DO_TAKE, deadline_us, done, ud);
+}
+
+void limiter_release_queued(struct limiter_queue *q, const struct limiter_request *req,
+                            int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    queue_decision(q, req, DO_RELEASE, deadline_us, done, ud);
+}
+
+void limiter_renew_queued(struct limiter_queue *q, const struct limiter_request *req,
+                          int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    queue_decision(q, req, DO_RENEW, deadline_us, done, ud);
 }
 
 void limiter_peek_queued(struct limiter_queue *q, const struct limiter_request *req,
@@ -1888,7 +2105,7 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
                     int64_t deadline_us, struct limiter_result *res,
                     struct permitd_error *err)
 {
-    struct limiter_request req = {bucket, "*", key ? key : "", 1};
+    struct limiter_request req = {bucket, "*", key ? key : "", 1, NULL, NULL};
     int rc;
 
     if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
@@ -1900,7 +2117,7 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
 int limiter_own(struct limiter *l, const char *bucket, const char *key, int take,
                 int64_t deadline_us, struct limiter_result *res, struct permitd_error *err)
 {
-    struct limiter_request req = {bucket, "*", key ? key : "", 1};
+    struct limiter_request req = {bucket, "*", key ? key : "", 1, NULL, NULL};
     int rc;
 
     if ((rc = policy_check_key("key", req.key, err)) != PERMITD_OK)

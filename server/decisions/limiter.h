@@ -26,16 +26,30 @@ struct limiter_request {
     const char *app;        /* calling application */
     const char *key;        /* partition within the policy; "" = shared bucket */
     int64_t permits;        /* 0 means 1; negative is invalid */
+    const char *request_id; /* NULL or "": none; else a retry of a take with the same
+                               id answers what the first answered (issue 20) */
+    const char *lease_id;   /* Release and Renew: the lease (NULL: none) */
 };
 
+#define LIMITER_REQUEST_ID_MAX 128
+#define LIMITER_LEASE_ID_LEN 32     /* hex characters of a lease id */
+
+/* What a decision answers, the same fields for every algorithm, each in
+ * its own sense (lua/bucket.lua's header: the RECORD). */
 struct limiter_result {
-    int allowed;
+    int allowed;            /* Release: released; Renew: renewed */
     int64_t remaining;      /* whole permits left */
     int64_t limit;          /* max_permits */
     int64_t retry_after_ms; /* 0 when allowed */
-    int64_t reset_after_ms; /* until the bucket is full again */
-    int64_t window_s;       /* seconds an empty bucket takes to fill */
-    int64_t tokens_micro;   /* tokens left, in millionths of a permit */
+    int64_t reset_after_ms; /* until nothing of the past limits a request any more */
+    int64_t window_s;       /* the RateLimit-Policy w: seconds to fill, the window, the
+                               lease ttl */
+    int64_t tokens_micro;   /* the level for the admin gauge, in millionths of a permit */
+    int64_t lease_expires_ms;   /* concurrency: an allowed take or renew, until its lease
+                                   expires; else 0 */
+    int replayed;           /* the answer of an earlier take with the same request_id */
+    int noop;               /* Release, Renew: the lease was not held; nothing changed */
+    char lease_id[LIMITER_LEASE_ID_LEN + 1];    /* an allowed concurrency take's; else "" */
 };
 
 /* Returns a new limiter in *out, free with limiter_free(). cfg and redis
@@ -79,6 +93,21 @@ void limiter_acquire_queued(struct limiter_queue *q, const struct limiter_reques
  * takes nothing. req->permits is ignored; res->allowed is always 1. */
 void limiter_peek_queued(struct limiter_queue *q, const struct limiter_request *req,
                          int64_t deadline_us, limiter_done_fn done, void *ud);
+
+/* Release and Renew of a concurrency policy's lease req->lease_id, queued
+ * like limiter_acquire_queued(). res->allowed says whether it was done;
+ * res->noop that the lease was not held (released already, expired, or
+ * never was): an answer, not an error. A policy of another algorithm
+ * answers failed_precondition naming it. Check req with
+ * limiter_check_lease() first. */
+void limiter_release_queued(struct limiter_queue *q, const struct limiter_request *req,
+                            int64_t deadline_us, limiter_done_fn done, void *ud);
+void limiter_renew_queued(struct limiter_queue *q, const struct limiter_request *req,
+                          int64_t deadline_us, limiter_done_fn done, void *ud);
+
+/* Checks a Release or Renew as limiter_check() does an Acquire, and its
+ * lease_id: 32 lowercase hex characters. */
+int limiter_check_lease(const struct limiter_request *req, struct permitd_error *err);
 
 /* fn is called (from a request thread) when the in-memory table holds a
  * MySQL policy whose hash Redis lost (decisions/policies.h: `missing`): the

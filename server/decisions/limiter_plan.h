@@ -51,6 +51,7 @@ struct limiter_plan {
     char (*permits)[24];
     char (*index)[8];               /* per item: its policy's number in its call */
     char (*npol)[8];                /* per call: how many policies it carries */
+    char (*leases)[LIMITER_LEASE_ID_LEN + 1];   /* per item: a concurrency take's new lease */
     long long *out;
     struct redis_script_call *calls;
 };

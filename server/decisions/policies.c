@@ -371,12 +371,94 @@ static int split_apps(struct policies_entry *e, const char *apps)
     return 0;
 }
 
+static int empty(const char *s)
+{
+    return s == NULL || *s == '\0';
+}
+
+/* A duration field of the hash (whole ms, 1 .. POLICY_DURATION_MAX_MS), or -1. */
+static int64_t duration(const char *s)
+{
+    int64_t v = whole(s);
+
+    return v >= 1 && v <= POLICY_DURATION_MAX_MS ? v : -1;
+}
+
+/* Reads the fields of issue 20 into e (algorithm, window_ms, calendar,
+ * lease_ms; rate as far as it must be absent) and checks that they fit
+ * the algorithm, as the admin API does (stores/policy.h): NULL, or why
+ * they do not (the entry is then broken). */
+static const char *algorithm_fields(struct policies_entry *e, const char *algorithm,
+                                    const char *rate, const char *window,
+                                    const char *calendar, const char *lease)
+{
+    enum policy_algorithm a = POLICY_TOKEN_BUCKET;
+
+    if (!empty(algorithm) && policy_algorithm_parse("algorithm", algorithm, &a, NULL) != PERMITD_OK)
+        return "its algorithm is none permitd knows";
+    e->algorithm = a;
+    if (!empty(calendar) && policy_calendar_parse(calendar, &e->calendar) != PERMITD_OK)
+        return "its calendar is not minute, hour, day or month";
+    if (!empty(window) && (e->window_ms = duration(window)) < 0)
+        return "its window_ms is not a whole number of ms from 1 to 400 days";
+    if (!empty(lease) && (e->lease_ms = duration(lease)) < 0)
+        return "its lease_ms is not a whole number of ms from 1 to 400 days";
+    if (a != POLICY_TOKEN_BUCKET && !empty(rate))
+        return "it has a rate, which only a token_bucket takes";
+    if (a != POLICY_CONCURRENCY && e->lease_ms != 0)
+        return "it has a lease_ms, which only a concurrency policy takes";
+    if (a != POLICY_FIXED_WINDOW && e->calendar != POLICY_CALENDAR_NONE)
+        return "it has a calendar, which only a fixed_window takes";
+    switch (a) {
+    case POLICY_TOKEN_BUCKET:
+        if (e->window_ms != 0)
+            return "it has a window_ms, which a token_bucket does not take";
+        break;
+    case POLICY_FIXED_WINDOW:
+        if ((e->window_ms != 0) == (e->calendar != POLICY_CALENDAR_NONE))
+            return "a fixed_window takes a window_ms or a calendar, exactly one";
+        break;
+    case POLICY_SLIDING_LOG:
+        if (e->max_permits > POLICY_LOG_MAX_PERMITS)
+            return "a sliding_log's max_permits is at most 10000";
+        /* fall through */
+    case POLICY_SLIDING_WINDOW:
+        if (e->window_ms == 0)
+            return "it has no window_ms, which its algorithm needs";
+        break;
+    case POLICY_CONCURRENCY:
+        if (e->window_ms != 0)
+            return "it has a window_ms, which a concurrency policy does not take";
+        if (e->lease_ms == 0)
+            return "it has no lease_ms, which a concurrency policy needs";
+        break;
+    default:
+        return "its algorithm is none permitd knows";
+    }
+    snprintf(e->p1_s, sizeof(e->p1_s), "%" PRId64,
+             a == POLICY_CONCURRENCY ? e->lease_ms : e->window_ms);
+    return NULL;
+}
+
+const char *policies_p1(const struct policies_entry *e)
+{
+    return e->algorithm == POLICY_TOKEN_BUCKET ? e->rate_s : e->p1_s;
+}
+
+const char *policies_p2(const struct policies_entry *e)
+{
+    if (e->algorithm == POLICY_TOKEN_BUCKET)
+        return e->rates;
+    return e->algorithm == POLICY_FIXED_WINDOW ? policy_calendar_name(e->calendar) : "";
+}
+
 int policies_parse(const char *name, char *const *fields, size_t n,
                    struct policies_entry **out, struct permitd_error *err)
 {
     struct policies_entry *e = calloc(1, sizeof(*e));
     const char *max = NULL, *rate = NULL, *apps = NULL, *enabled = NULL, *mode = NULL;
     const char *rates = NULL, *version = NULL, *id = NULL, *colocate = NULL;
+    const char *algorithm = NULL, *window = NULL, *calendar = NULL, *lease = NULL;
     int64_t v;
     char *end;
 
@@ -396,6 +478,10 @@ int policies_parse(const char *name, char *const *fields, size_t n,
         else if (strcmp(f, "version") == 0) version = val;
         else if (strcmp(f, "id") == 0) id = val;
         else if (strcmp(f, "colocate") == 0) colocate = val;
+        else if (strcmp(f, "algorithm") == 0) algorithm = val;
+        else if (strcmp(f, "window_ms") == 0) window = val;
+        else if (strcmp(f, "calendar") == 0) calendar = val;
+        else if (strcmp(f, "lease_ms") == 0) lease = val;
     }
     e->enabled = enabled == NULL || strcmp(enabled, "0") != 0;
     e->open = mode != NULL && strcmp(mode, "open") == 0;
@@ -408,12 +494,15 @@ int policies_parse(const char *name, char *const *fields, size_t n,
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     }
     e->max_permits = whole(max);
-    e->rate = rate ? strtod(rate, &end) : 0;
+    e->rate = rate && *rate ? strtod(rate, &end) : 0;
     if (max == NULL)
         e->broken = "it has no max_permits";
     else if (e->max_permits < 1)
         e->broken = "its max_permits is not a whole number from 1 to 2^53";
-    else if (rate == NULL || *end != '\0' || !(e->rate > 0) || !isfinite(e->rate))
+    else if ((e->broken = algorithm_fields(e, algorithm, rate, window, calendar, lease)) != NULL)
+        ;
+    else if (e->algorithm == POLICY_TOKEN_BUCKET &&
+             (rate == NULL || *rate == '\0' || *end != '\0' || !(e->rate > 0) || !isfinite(e->rate)))
         e->broken = "its rate is not a number above 0";
     else if (apps == NULL)
         e->broken = "it has no apps";

@@ -50,10 +50,25 @@ struct policies_entry {
     size_t napps;
     char **apps;                    /* sorted, exact names */
     const char *broken;             /* NULL, or why the hash is no valid policy */
-    /* What the script is sent (ARGV: see lua/bucket.lua): */
-    char stamp_s[24], max_s[24], rate_s[40];
+    /* Its algorithm (issue 20; the hash's `algorithm`, absent: the token
+     * bucket) and what that algorithm takes besides max_permits: a
+     * window (window_ms, or a calendar unit for a fixed window) or a
+     * lease time-to-live (concurrency). 0 / NONE where unused. */
+    enum policy_algorithm algorithm;
+    enum policy_calendar calendar;
+    int64_t window_ms, lease_ms;
+    /* What the script is sent (ARGV: see lua/bucket.lua): the version
+     * stamp, max_permits, then p1 and p2 by algorithm: token_bucket rate_s
+     * and rates; fixed_window window_ms (p1_s) and the calendar's name;
+     * sliding_window, sliding_log window_ms and ""; concurrency lease_ms
+     * and "" (policies_p1(), policies_p2()). */
+    char stamp_s[24], max_s[24], rate_s[40], p1_s[24];
     char *rates;                    /* the rate history; "" when none */
 };
+
+/* The third and fourth of a policy's ARGV (see policies_entry). */
+const char *policies_p1(const struct policies_entry *e);
+const char *policies_p2(const struct policies_entry *e);
 
 /* Returns a new, empty table in *out (free with policies_free()). cfg and
  * redis must outlive it. */

@@ -51,7 +51,21 @@
 const char *const redis_script_files[REDIS_SCRIPT_COUNT] = {
     [REDIS_SCRIPT_BUCKET] = "bucket.lua",
     [REDIS_SCRIPT_SYNC] = "sync.lua",
+    [REDIS_SCRIPT_FIXED_WINDOW] = "fixed_window.lua",
+    [REDIS_SCRIPT_SLIDING_WINDOW] = "sliding_window.lua",
+    [REDIS_SCRIPT_SLIDING_LOG] = "sliding_log.lua",
+    [REDIS_SCRIPT_CONCURRENCY] = "concurrency.lua",
 };
+
+const char *redis_script_name(enum redis_script script)
+{
+    return (unsigned)script < REDIS_SCRIPT_COUNT ? redis_script_files[script] : "?";
+}
+
+int redis_script_present(const struct redis *r, enum redis_script script)
+{
+    return (unsigned)script < REDIS_SCRIPT_COUNT && r->scripts[script] != NULL;
+}
 
 /* A thread's blocking connections, one per node it has called (a single
  * Redis: conns[0] only), made on demand. */
@@ -85,6 +99,10 @@ int redis_new(const struct config *cfg, struct redis **out, struct permitd_error
     r->cfg = cfg;
     for (int i = 0; i < REDIS_SCRIPT_COUNT; i++) {
         r->scripts[i] = embed_find(lua_script_files, redis_script_files[i]);
+        /* An algorithm's script may be missing from a build (issue 20:
+         * they land one by one): its policies fail, the others serve. */
+        if (r->scripts[i] == NULL && i != REDIS_SCRIPT_BUCKET && i != REDIS_SCRIPT_SYNC)
+            continue;
         if (r->scripts[i] == NULL) {
             free(r);
             return permitd_error_set(err, PERMITD_EINTERNAL,
@@ -211,6 +229,8 @@ static int handshake(struct redis *r, struct redis_conn *c)
         freeReplyObject(rep);
     }
     for (int i = 0; i < REDIS_SCRIPT_COUNT; i++) {
+        if (r->scripts[i] == NULL)
+            continue;
         const char *argv[3] = {"SCRIPT", "LOAD", r->scripts[i]->data};
         size_t lens[3] = {6, 4, r->scripts[i]->len};
         rep = command(c, 3, argv, lens);
@@ -601,14 +621,50 @@ int redis_answer_numbers(const char *s, size_t len, long long *out, int nout,
     return PERMITD_OK;
 }
 
+int redis_answer_records(const char *s, size_t len, long long *out, int nout,
+                         struct permitd_error *err)
+{
+    size_t n = len / REDIS_RECORD_BYTES;
+    int rc;
+
+    if (len % REDIS_RECORD_BYTES != 0)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "a script's answer of %zu bytes is not "
+                                 "a whole number of %d-byte records", len, REDIS_RECORD_BYTES);
+    for (size_t i = 0; i < n && (int)(i * REDIS_RECORD_WORDS) < nout; i++) {
+        long long *o = out + i * REDIS_RECORD_WORDS;
+        int room = nout - (int)(i * REDIS_RECORD_WORDS);
+        const char *rec = s + i * REDIS_RECORD_BYTES;
+        if ((rc = redis_answer_numbers(rec, 8 * REDIS_RECORD_NUMBERS, o,
+                                       room < REDIS_RECORD_NUMBERS ? room : REDIS_RECORD_NUMBERS,
+                                       err)) != PERMITD_OK)
+            return rc;
+        if (room >= REDIS_RECORD_WORDS)
+            memcpy(o + REDIS_RECORD_LEASE, rec + 8 * REDIS_RECORD_NUMBERS, 32);
+    }
+    for (size_t i = n * REDIS_RECORD_WORDS; i < (size_t)nout; i++)
+        out[i] = 0;
+    return PERMITD_OK;
+}
+
+int redis_answer_read(enum redis_script script, const char *s, size_t len, long long *out,
+                      int nout, struct permitd_error *err)
+{
+    if (script != REDIS_SCRIPT_SYNC && len > 0 && len % REDIS_RECORD_BYTES == 0)
+        return redis_answer_records(s, len, out, nout, err);
+    return redis_answer_numbers(s, len, out, nout, err);
+}
+
 /* A script's numbers into out[0..nout); those it did not send read 0.
- * bucket.lua sends them as one string of doubles (Redis answers a string
- * with one copy, a table at ~650 instructions a number), sync.lua, called a
- * few times a minute, as an array of integers. -1 for any other reply. */
-static int script_numbers(const redisReply *rep, long long *out, int nout)
+ * The decision scripts send RECORDs, bucket.lua's settle its two numbers,
+ * as one string (Redis answers a string with one copy, a table at ~650
+ * instructions a number: redis_answer_read()), sync.lua, called a few
+ * times a minute, an array of integers. -1 for any other reply. */
+static int script_numbers(enum redis_script script, const redisReply *rep, long long *out,
+                          int nout)
 {
     if (rep->type == REDIS_REPLY_STRING)
-        return redis_answer_numbers(rep->str, rep->len, out, nout, NULL) == PERMITD_OK ? 0 : -1;
+        return redis_answer_read(script, rep->str, rep->len, out, nout, NULL) == PERMITD_OK
+               ? 0 : -1;
     if (rep->type != REDIS_REPLY_ARRAY)
         return -1;
     for (int i = 0; i < nout; i++)
@@ -631,6 +687,9 @@ int redis_script_run(struct redis *r, enum redis_script script,
 
     if (3 + nkeys + nargs > MAX_ARGV)
         return permitd_error_set(err, PERMITD_EINTERNAL, "too many script arguments");
+    if (!redis_script_present(r, script))
+        return permitd_error_set(err, PERMITD_EUNIMPLEMENTED, "script %s is not in this build "
+                                 "of permitd", redis_script_name(script));
     snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
     argv[argc] = "EVALSHA"; lens[argc++] = 7;
     argv[argc] = NULL; lens[argc++] = 40;       /* the SHA, filled in by call() */
@@ -646,7 +705,7 @@ int redis_script_run(struct redis *r, enum redis_script script,
     if ((rc = call(r, nkeys > 0 ? keys[0].p : NULL, nkeys > 0 ? keys[0].len : 0, argc, argv, lens,
                    (int)script, deadline_us, &rep, err)) != PERMITD_OK)
         return rc;
-    if (script_numbers(rep, out, nout) != 0) {
+    if (script_numbers(script, rep, out, nout) != 0) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL,
                                "script %s answered with %s instead of its numbers",
                                redis_script_files[script], redis_reply_kind(rep->type));
@@ -753,7 +812,7 @@ again:
         if (rep->type == REDIS_REPLY_ERROR && redis_error_noscript(rep->str)) {
             pending++;          /* stays -1: sent again after the reload */
         } else if (rep->type != REDIS_REPLY_ERROR &&
-                   script_numbers(rep, calls[i].out, calls[i].nout) == 0) {
+                   script_numbers(script, rep, calls[i].out, calls[i].nout) == 0) {
             calls[i].rc = PERMITD_OK;
         } else {
             log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",

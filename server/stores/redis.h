@@ -25,12 +25,36 @@
 
 struct redis;
 
-/* The scripts of lua/, by purpose. */
+/* The scripts of lua/, by purpose. The decision scripts, one per
+ * algorithm (issue 20), share one call and one answer (lua/bucket.lua's
+ * header): the limiter picks one by its policy's algorithm
+ * (redis_decision_script()). bucket.lua and sync.lua must be in the
+ * binary; an algorithm's script the build lacks (its lua/ file is not
+ * there yet) leaves redis_script_present() 0, and its policies fail. */
 enum redis_script {
-    REDIS_SCRIPT_BUCKET,    /* lua/bucket.lua: one token-bucket decision */
+    REDIS_SCRIPT_BUCKET,    /* lua/bucket.lua: token-bucket decisions */
     REDIS_SCRIPT_SYNC,      /* lua/sync.lua: write or delete one policy, if newer */
+    REDIS_SCRIPT_FIXED_WINDOW,      /* lua/fixed_window.lua */
+    REDIS_SCRIPT_SLIDING_WINDOW,    /* lua/sliding_window.lua */
+    REDIS_SCRIPT_SLIDING_LOG,       /* lua/sliding_log.lua */
+    REDIS_SCRIPT_CONCURRENCY,       /* lua/concurrency.lua */
     REDIS_SCRIPT_COUNT
 };
+
+/* The file name of a script ("bucket.lua", ...). */
+const char *redis_script_name(enum redis_script script);
+
+/* Whether the binary holds script (see enum redis_script). */
+int redis_script_present(const struct redis *r, enum redis_script script);
+
+/* A decision script's answer: one RECORD per item (lua/bucket.lua's
+ * header), ten little-endian doubles then 32 bytes of lease id. Read into
+ * REDIS_RECORD_WORDS long longs: the ten numbers, then the lease's bytes
+ * as they came (out[REDIS_RECORD_LEASE..], 32 bytes: memcpy them out). */
+#define REDIS_RECORD_BYTES 112
+#define REDIS_RECORD_NUMBERS 10
+#define REDIS_RECORD_LEASE 10
+#define REDIS_RECORD_WORDS 14
 
 /* A byte string that need not be NUL-terminated. */
 struct redis_str {
@@ -77,6 +101,8 @@ struct redis_script_call {
                            lua/bucket.lua); a redirect or a key that master
                            does not serve ends it with REDIS_CALL_SPLIT, for
                            the caller to send its items again per slot */
+    enum redis_script script;   /* redis_pipe_send(): the script it calls
+                                   (redis_script_pipeline() calls its own) */
 };
 
 /* A cross_slot call's rc: it met a redirect (MOVED, ASK, TRYAGAIN) or a key
@@ -91,6 +117,19 @@ struct redis_script_call {
 int redis_script_pipeline(struct redis *r, enum redis_script script,
                           struct redis_script_call *calls, size_t n,
                           int64_t deadline_us, struct permitd_error *err);
+
+/* Reads a decision script's answer, RECORDs (s, len bytes: a multiple of
+ * REDIS_RECORD_BYTES), into out[0..nout), REDIS_RECORD_WORDS per record;
+ * what it did not send reads 0. PERMITD_OK, or PERMITD_EINTERNAL with
+ * err (may be NULL) saying why, as redis_answer_numbers(). Pure. */
+int redis_answer_records(const char *s, size_t len, long long *out, int nout,
+                         struct permitd_error *err);
+
+/* What a script's string answer is: RECORDs from a decision script (any
+ * but sync.lua) whose length is a multiple of REDIS_RECORD_BYTES (bucket.lua's
+ * "settle" answers two numbers, 16 bytes), else doubles. Pure. */
+int redis_answer_read(enum redis_script script, const char *s, size_t len, long long *out,
+                      int nout, struct permitd_error *err);
 
 /* Reads a script's answer sent as one string of little-endian doubles (s,
  * len bytes) into out[0..nout); numbers it did not send read 0, numbers
@@ -124,13 +163,13 @@ int redis_pipe_new(struct redis *r, struct redis_pipe **out, struct permitd_erro
 void redis_pipe_free(struct redis_pipe *p);
 
 /* Sends calls[0..n) in one write (connecting first if need be, blocking up
- * to the timeout, with the usual backoff). calls must stay put until the
+ * to the timeout, with the usual backoff); each call names its script
+ * (calls[i].script; every script is loaded on a new connection). calls must stay put until the
  * batch ends. PERMITD_OK: the batch is out, and redis_pipe_io() will say
  * when it ends; else nothing is out and the error is the whole batch's
  * (as redis_script_pipeline()). */
-int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
-                    struct redis_script_call *calls, size_t n, int64_t deadline_us,
-                    struct permitd_error *err);
+int redis_pipe_send(struct redis_pipe *p, struct redis_script_call *calls, size_t n,
+                    int64_t deadline_us, struct permitd_error *err);
 
 /* What the loop should wait for: the socket (fd -1 while disconnected),
  * EPOLLIN and perhaps EPOLLOUT, the batch's deadline (INT64_MAX when none

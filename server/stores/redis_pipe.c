@@ -76,14 +76,15 @@ struct redis_pipe {
     struct redis *r;
     struct redis_conn c;
     uint64_t generation;          /* counts connections: the loop's epoll key */
-    enum redis_script script;
     struct redis_script_call *calls;
     size_t n;
     size_t awaiting;              /* replies still due in this round */
     size_t cursor;                /* the first call that may be awaiting one */
     int greet;                    /* a new connection: AUTH and SELECT go first */
     int load;                     /* SCRIPT LOAD goes first (new connection, NOSCRIPT) */
-    const char *preamble[3];      /* the commands sent before the calls, in order */
+    const char *preamble[2 + REDIS_SCRIPT_COUNT];  /* the commands sent before the calls,
+                                                      in order */
+    int preamble_script[2 + REDIS_SCRIPT_COUNT];   /* a SCRIPT LOAD's script */
     int npreamble, answered;      /* how many; how many have their reply */
     int reloaded;
     int unserving;                /* Redis said it cannot serve now: drop after the round */
@@ -238,7 +239,6 @@ static int buf_bulk(struct redis_pipe *p, size_t *len, const char *s, size_t n)
 static int pipe_queue(struct redis_pipe *p)
 {
     const struct config *cfg = p->r->cfg;
-    const struct embedded_file *script = p->r->scripts[p->script];
     size_t len = 0;
     char head[32];
     int h;
@@ -261,10 +261,15 @@ static int pipe_queue(struct redis_pipe *p)
             return -1;
         p->preamble[p->npreamble++] = "SELECT";
     }
-    if (p->load) {
+    for (int i = 0; p->load && i < REDIS_SCRIPT_COUNT; i++) {
+        /* Every script (a batch may call several: one per algorithm). */
+        const struct embedded_file *script = p->r->scripts[i];
+        if (script == NULL || i == REDIS_SCRIPT_SYNC)
+            continue;
         if (buf_put(p, &len, "*3\r\n", 4) || buf_bulk(p, &len, "SCRIPT", 6) ||
             buf_bulk(p, &len, "LOAD", 4) || buf_bulk(p, &len, script->data, script->len))
             return -1;
+        p->preamble_script[p->npreamble] = i;
         p->preamble[p->npreamble++] = "SCRIPT LOAD";
     }
     p->awaiting = (size_t)p->npreamble;
@@ -279,7 +284,7 @@ static int pipe_queue(struct redis_pipe *p)
             p->awaiting++;
         }
         if (buf_put(p, &len, head, resp_len(head, '*', (size_t)(3 + c->nkeys + c->nargs))) ||
-            buf_bulk(p, &len, "EVALSHA", 7) || buf_bulk(p, &len, p->c.sha[p->script], 40))
+            buf_bulk(p, &len, "EVALSHA", 7) || buf_bulk(p, &len, p->c.sha[c->script], 40))
             return -1;
         if (buf_bulk(p, &len, head, put_uint(head, (size_t)c->nkeys)))
             return -1;
@@ -377,7 +382,8 @@ static void *reply_string(const redisReadTask *task, char *s, size_t len)
     if (task->parent == NULL && task->type == REDIS_REPLY_STRING && p->rep.call != NULL &&
         !p->rep.asking) {
         struct redis_script_call *c = p->rep.call;
-        p->rep.numbers = redis_answer_numbers(s, len, c->out, c->nout, NULL) == PERMITD_OK;
+        p->rep.numbers = redis_answer_read(c->script, s, len, c->out, c->nout, NULL) ==
+                         PERMITD_OK;
     } else if (task->parent == NULL) {
         p->rep.len = len < sizeof(p->rep.str) ? len : sizeof(p->rep.str) - 1;
         memcpy(p->rep.str, s, p->rep.len);
@@ -429,11 +435,15 @@ static redisReplyObjectFunctions pipe_reader = {
 
 /* redis_pipe_send() on one node's pipe (the single Redis's, or a front's
  * node pipe). */
-static int node_send(struct redis_pipe *p, enum redis_script script,
-                     struct redis_script_call *calls, size_t n, int64_t deadline_us,
-                     struct permitd_error *err)
+static int node_send(struct redis_pipe *p, struct redis_script_call *calls, size_t n,
+                     int64_t deadline_us, struct permitd_error *err)
 {
     int bound, timeout_ms, rc;
+
+    for (size_t i = 0; i < n; i++)
+        if (!redis_script_present(p->r, calls[i].script))
+            return permitd_error_set(err, PERMITD_EUNIMPLEMENTED, "script %s is not in this "
+                                     "build of permitd", redis_script_name(calls[i].script));
 
     timeout_ms = redis_call_timeout(p->r, deadline_us, &bound, err);
     if (timeout_ms < 0)
@@ -452,10 +462,11 @@ static int node_send(struct redis_pipe *p, enum redis_script script,
         p->greet = p->load = 1;
         /* The SHA is known before Redis says it (the build computed it):
          * the EVALSHAs can follow the SCRIPT LOAD in the same write. */
-        memcpy(p->c.sha[script], p->r->scripts[script]->sha1, 41);
+        for (int i = 0; i < REDIS_SCRIPT_COUNT; i++)
+            if (p->r->scripts[i] != NULL)
+                memcpy(p->c.sha[i], p->r->scripts[i]->sha1, 41);
         p->generation++;
     }
-    p->script = script;
     p->calls = calls;
     p->n = n;
     p->reloaded = p->unserving = 0;
@@ -476,7 +487,8 @@ static int node_send(struct redis_pipe *p, enum redis_script script,
  * the SHA. 0, or -1 (the batch fails, and the connection with it). */
 static int pipe_preamble(struct redis_pipe *p, const struct pipe_reply *rep)
 {
-    const char *what = p->preamble[p->answered++];
+    int at = p->answered++;
+    const char *what = p->preamble[at];
     int load = strcmp(what, "SCRIPT LOAD") == 0;
 
     if (rep->type == REDIS_REPLY_ERROR || (load && (rep->type != REDIS_REPLY_STRING ||
@@ -486,7 +498,7 @@ static int pipe_preamble(struct redis_pipe *p, const struct pipe_reply *rep)
         return -1;
     }
     if (load)
-        memcpy(p->c.sha[p->script], rep->str, 41);
+        memcpy(p->c.sha[p->preamble_script[at]], rep->str, 41);
     if (p->answered == p->npreamble) {
         if (p->greet)
             redis_conn_up(p->r, &p->c);
@@ -555,7 +567,7 @@ static int pipe_reply(struct redis_pipe *p, const struct pipe_reply *rep)
         c->rc = PERMITD_OK;     /* they are in c->out already */
     } else {
         log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
-                redis_script_files[p->script],
+                redis_script_files[c->script],
                 rep->type == REDIS_REPLY_ERROR ? rep->str : redis_reply_kind(rep->type));
         c->rc = PERMITD_EINTERNAL;
     }
@@ -780,7 +792,7 @@ static void front_dispatch(struct redis_pipe *p, struct redis_pipe *sub)
         sub->redir[k] = NULL;
     }
     sub->nqueued = 0;
-    rc = node_send(sub, p->script, sub->own, n, p->deadline_us, &e);
+    rc = node_send(sub, sub->own, n, p->deadline_us, &e);
     if (rc != PERMITD_OK) {
         if (p->ferr.code == 0)
             p->ferr = e;
@@ -837,9 +849,8 @@ static void front_round(struct redis_pipe *p, struct redis_pipe *sub, int rc,
     sub->n = 0;
 }
 
-static int front_send(struct redis_pipe *p, enum redis_script script,
-                      struct redis_script_call *calls, size_t n, int64_t deadline_us,
-                      struct permitd_error *err)
+static int front_send(struct redis_pipe *p, struct redis_script_call *calls, size_t n,
+                      int64_t deadline_us, struct permitd_error *err)
 {
     if (n > p->hops_cap) {
         if (grow((void **)&p->hops, 1, n) != 0 || grow((void **)&p->later, sizeof(*p->later), n) ||
@@ -852,7 +863,6 @@ static int front_send(struct redis_pipe *p, enum redis_script script,
     p->give_up_us = clock_now_us() + (int64_t)p->r->cfg->redis_timeout_ms * 1000;
     if (deadline_us < p->give_up_us)
         p->give_up_us = deadline_us;
-    p->script = script;
     p->fcalls = calls;
     p->fn = p->left = n;
     p->deadline_us = deadline_us;
@@ -958,12 +968,11 @@ static void front_want(const struct redis_pipe *p, int *fd, uint32_t *events, in
             *at_us = p->subs[i]->deadline_us;
 }
 
-int redis_pipe_send(struct redis_pipe *p, enum redis_script script,
-                    struct redis_script_call *calls, size_t n, int64_t deadline_us,
-                    struct permitd_error *err)
+int redis_pipe_send(struct redis_pipe *p, struct redis_script_call *calls, size_t n,
+                    int64_t deadline_us, struct permitd_error *err)
 {
-    return p->front ? front_send(p, script, calls, n, deadline_us, err)
-                    : node_send(p, script, calls, n, deadline_us, err);
+    return p->front ? front_send(p, calls, n, deadline_us, err)
+                    : node_send(p, calls, n, deadline_us, err);
 }
 
 int redis_pipe_io(struct redis_pipe *p, uint32_t revents, struct permitd_error *err)

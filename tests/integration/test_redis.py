@@ -214,13 +214,14 @@ class RedisTest(unittest.TestCase):
             h.close()
 
     def test_an_answer_that_is_not_the_scripts_numbers_is_internal(self):
-        # lua/bucket.lua answers one string of whole little-endian doubles,
-        # 8 per item. Sent through a stand-in, a well-formed answer is read
+        # lua/bucket.lua answers one string of RECORDs, 112 bytes per item
+        # (10 whole little-endian doubles, 32 bytes of lease). Sent through a stand-in, a well-formed answer is read
         # as the decision it says; anything else fails the request as
         # internal, on every path (Acquire and AcquireBatch on the worker's
         # pipe, Peek on the thread's own connection), and is logged, never
         # read as a decision.
-        good = struct.pack("<8d", 0, 1, 7, 10, 0, 3000, 10, 7500000)
+        nolease = b"\0" * 32
+        good = struct.pack("<10d", 0, 1, 7, 10, 0, 3000, 10, 7500000, 0, 0) + nolease
         fake = OneAnswerRedis(bulk(good))
         try:
             with Permitd(redis_url=fake.url, args=["--threads", "1"]) as p:
@@ -234,10 +235,10 @@ class RedisTest(unittest.TestCase):
             fake.close()
         for what, answer, logged in [
                 ("7 bytes", bulk(b"garbage"), "a malformed string"),
-                ("a fraction", bulk(struct.pack("<8d", 0, 1, 6.5, 10, 0, 0, 10, 0)),
-                 "a malformed string"),
-                ("NaN", bulk(struct.pack("<8d", float("nan"), 1, 7, 10, 0, 0, 10, 0)),
-                 "a malformed string"),
+                ("a fraction", bulk(struct.pack("<10d", 0, 1, 6.5, 10, 0, 0, 10, 0, 0, 0) +
+                                    nolease), "a malformed string"),
+                ("NaN", bulk(struct.pack("<10d", float("nan"), 1, 7, 10, 0, 0, 10, 0, 0, 0) +
+                             nolease), "a malformed string"),
                 ("an integer", b":1\r\n", "an integer")]:
             with self.subTest(what):
                 fake = OneAnswerRedis(answer)

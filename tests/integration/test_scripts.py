@@ -42,7 +42,9 @@ from harness import Redis, RedisError, read_state, unique, write_state
 
 LUA_DIR = os.environ.get("PERMITD_TEST_LUA_DIR", os.path.join(harness.SOURCE_DIR, "lua"))
 PREFIX = "scripts-test:"
-ANSWER = struct.Struct("<8d")
+ANSWER = struct.Struct("<10d")      # a RECORD's numbers; then 32 bytes of lease id (issue 20)
+RECORD = 112
+TTL = 60000                         # ARGV[3]: how long a request id's answer is kept (ms)
 STATE = struct.Struct("<ddd")       # tokens, Redis time in us, the policy's version stamp
 OLD_STATE = struct.Struct("<dd")    # before issue 19: tokens, time
 FIELDS = ("status", "allowed", "remaining", "limit", "retry_after_ms", "reset_after_ms",
@@ -123,31 +125,39 @@ class Scripts(unittest.TestCase):
     def bucket_raw(self, mode, items):
         """EVALSHA bucket.lua: items are (Policy, key, permits). KEYS the
         items' bucket state keys; ARGV the mode, the number of policies,
-        each policy's limits once (in order of first use), then each
-        item's policy index (1-based) and permits."""
+        the request-id ttl, each policy's limits once (in order of first
+        use), then each item's policy index (1-based), permits, request id
+        and lease id (an item may carry a request id as a fourth element)."""
         policies, keys, tail = [], [], []
-        for p, key, permits in items:
+        for p, key, permits, *rid in items:
             if p not in policies:
                 policies.append(p)
             keys.append(bucket_key(p.name, key))
-            tail += [policies.index(p) + 1, permits]
-        args = [mode, len(policies)]
+            tail += [policies.index(p) + 1, permits, rid[0] if rid else "", ""]
+        args = [mode, len(policies), TTL]
         for p in policies:
             args += p.args()
         return self.redis.raw("EVALSHA", self.sha["bucket"], len(keys), *(keys + args + tail))
 
     def decide(self, mode, items):
         """The answers of bucket.lua, one dict per item, after checking the
-        layout: 8 little-endian doubles per item, every one whole."""
+        layout: a RECORD of 112 bytes per item (10 little-endian doubles,
+        every one whole, then 32 bytes of lease id: none for a token
+        bucket). A dict's "flags" is the RECORD's last number."""
         out = self.bucket_raw(mode, items)
         self.assertIsInstance(out, bytes)
-        self.assertEqual(len(out), ANSWER.size * len(items), out)
+        self.assertEqual(len(out), RECORD * len(items), out)
         answers = []
         for i in range(len(items)):
-            numbers = ANSWER.unpack_from(out, i * ANSWER.size)
+            numbers = ANSWER.unpack_from(out, i * RECORD)
             for n in numbers:
                 self.assertEqual(n, math.floor(n), numbers)
-            answers.append(dict(zip(FIELDS, (int(n) for n in numbers))))
+            self.assertEqual(numbers[8], 0, numbers)        # lease_expires_ms
+            self.assertEqual(out[i * RECORD + 80:(i + 1) * RECORD], b"\0" * 32)
+            a = dict(zip(FIELDS, (int(n) for n in numbers)))
+            if numbers[9]:
+                a["flags"] = int(numbers[9])
+            answers.append(a)
         return answers
 
     def take(self, p, key="", permits=1):
@@ -159,7 +169,8 @@ class Scripts(unittest.TestCase):
     def settle(self, p, keys):
         # KEYS the buckets; ARGV "settle", "1" and the policy's limits, no items.
         k = [bucket_key(p.name, key) for key in keys]
-        out = self.redis.raw("EVALSHA", self.sha["bucket"], len(k), *(k + ["settle", 1] + p.args()))
+        out = self.redis.raw("EVALSHA", self.sha["bucket"], len(k),
+                             *(k + ["settle", 1, TTL] + p.args()))
         self.assertEqual(len(out), 16, out)
         return struct.unpack("<dd", out)
 
@@ -180,8 +191,9 @@ class Scripts(unittest.TestCase):
     def test_bucket_answer_layout_of_a_take(self):
         p = Policy(max_permits=10, rate=2)
         out = self.bucket_raw("take", [(p, "", 3)])
-        self.assertEqual(len(out), 64, out)
-        self.assertEqual(struct.unpack("<8d", out), (0, 1, 7, 10, 0, 1500, 5, 7000000))
+        self.assertEqual(len(out), 112, out)
+        self.assertEqual(struct.unpack("<10d", out[:80]), (0, 1, 7, 10, 0, 1500, 5, 7000000, 0, 0))
+        self.assertEqual(out[80:], b"\0" * 32)
 
     def test_bucket_answer_of_each_refusal(self):
         p = Policy(max_permits=10, rate=1, stamp=3 * STAMP + 4)

@@ -32,7 +32,19 @@ static struct limiter *new_limiter(void)
         char *beta[] = {"max_permits", "5", "rate", "1", "apps", "web", "version", "1"};
         char *off[] = {"max_permits", "5", "rate", "1", "apps", "*", "enabled", "0"};
         char *gamma[] = {"max_permits", "5", "rate", "1", "apps", "web", "colocate", "1"};
+        char *fw[] = {"max_permits", "5", "apps", "web", "algorithm", "fixed_window",
+                      "window_ms", "60000", "rate", ""};
+        char *cal[] = {"max_permits", "5", "apps", "web", "algorithm", "fixed_window",
+                       "calendar", "month"};
+        char *cc[] = {"max_permits", "2", "apps", "web", "algorithm", "concurrency",
+                      "lease_ms", "30000"};
         struct policies_entry *e;
+        CHECK_INT(policies_parse("fw", fw, 10, &e, &err), PERMITD_OK);
+        CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
+        CHECK_INT(policies_parse("cal", cal, 8, &e, &err), PERMITD_OK);
+        CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
+        CHECK_INT(policies_parse("cc", cc, 8, &e, &err), PERMITD_OK);
+        CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
         CHECK_INT(policies_parse("alpha", alpha, 12, &e, &err), PERMITD_OK);
         CHECK_INT(policies_install(limiter_policies(l), e), PERMITD_OK);
         CHECK_INT(policies_parse("beta", beta, 8, &e, &err), PERMITD_OK);
@@ -54,7 +66,7 @@ static int same(const char *s, size_t len, const char *want)
 static void test_limiter_check(void)
 {
     struct permitd_error err = {0, ""};
-    struct limiter_request ok = {"api", "web", "", 1}, r;
+    struct limiter_request ok = {"api", "web", "", 1, NULL, NULL}, r;
     char long_key[POLICY_KEY_MAX + 2];
 
     CHECK_INT(limiter_check(&ok, &err), PERMITD_OK);
@@ -99,9 +111,9 @@ static void test_limiter_plan_groups_per_policy(void)
 {
     struct limiter *l = new_limiter();
     const struct limiter_request reqs[] = {
-        {"alpha", "web", "x", 2}, {"beta", "web", "y", 0}, {"alpha", "cli", "z", 1},
-        {"bad name", "web", "", 1}, {"beta", "web", "w", 5}, {"alpha", "web", "", -1},
-        {"beta", "cli", "v", 1}, {"off", "web", "", 1}, {"alpha", "web", "", 11},
+        {"alpha", "web", "x", 2, "req-0", NULL}, {"beta", "web", "y", 0, NULL, NULL}, {"alpha", "cli", "z", 1, NULL, NULL},
+        {"bad name", "web", "", 1, NULL, NULL}, {"beta", "web", "w", 5, NULL, NULL}, {"alpha", "web", "", -1, NULL, NULL},
+        {"beta", "cli", "v", 1, NULL, NULL}, {"off", "web", "", 1, NULL, NULL}, {"alpha", "web", "", 11, NULL, NULL},
     };
     size_t n = sizeof(reqs) / sizeof(reqs[0]);
     struct limiter_result res[9];
@@ -132,23 +144,30 @@ static void test_limiter_plan_groups_per_policy(void)
     CHECK_INT(pl.order[2], 1);
     CHECK_INT(pl.order[3], 4);
 
-    /* Call 0: "take", one policy and its limits from the in-memory copy
-     * (version stamp 7 * 2^24 + 3, max_permits, rate, rate history), then
-     * per item its policy's number and permits; keys: the items' buckets
-     * only. */
+    /* Call 0: "take", one policy, the request-id ttl (issue 20: 10 minutes
+     * when the config says none), the policy's limits from the in-memory
+     * copy (version stamp 7 * 2^24 + 3, max_permits, rate, rate history),
+     * then per item its policy's number, permits, request id and lease id;
+     * keys: the items' buckets only; a RECORD per item. */
     CHECK_INT(pl.calls[0].nkeys, 2);
-    CHECK_INT(pl.calls[0].nargs, 10);
-    CHECK_INT(pl.calls[0].nout, 16);
+    CHECK_INT(pl.calls[0].nargs, 15);
+    CHECK_INT(pl.calls[0].nout, 2 * REDIS_RECORD_WORDS);
+    CHECK_INT(pl.calls[0].script, REDIS_SCRIPT_BUCKET);
     CHECK(same(pl.calls[0].args[0].p, pl.calls[0].args[0].len, "take"));
     CHECK(same(pl.calls[0].args[1].p, pl.calls[0].args[1].len, "1"));
-    CHECK(same(pl.calls[0].args[2].p, pl.calls[0].args[2].len, "117440515"));
-    CHECK(same(pl.calls[0].args[3].p, pl.calls[0].args[3].len, "10"));
-    CHECK(same(pl.calls[0].args[4].p, pl.calls[0].args[4].len, "2.5"));
-    CHECK(same(pl.calls[0].args[5].p, pl.calls[0].args[5].len, "100:1"));
-    CHECK(same(pl.calls[0].args[6].p, pl.calls[0].args[6].len, "1"));
-    CHECK(same(pl.calls[0].args[7].p, pl.calls[0].args[7].len, "2"));
-    CHECK(same(pl.calls[0].args[8].p, pl.calls[0].args[8].len, "1"));
-    CHECK(same(pl.calls[0].args[9].p, pl.calls[0].args[9].len, "1"));
+    CHECK(same(pl.calls[0].args[2].p, pl.calls[0].args[2].len, "600000"));
+    CHECK(same(pl.calls[0].args[3].p, pl.calls[0].args[3].len, "117440515"));
+    CHECK(same(pl.calls[0].args[4].p, pl.calls[0].args[4].len, "10"));
+    CHECK(same(pl.calls[0].args[5].p, pl.calls[0].args[5].len, "2.5"));
+    CHECK(same(pl.calls[0].args[6].p, pl.calls[0].args[6].len, "100:1"));
+    CHECK(same(pl.calls[0].args[7].p, pl.calls[0].args[7].len, "1"));
+    CHECK(same(pl.calls[0].args[8].p, pl.calls[0].args[8].len, "2"));
+    CHECK(same(pl.calls[0].args[9].p, pl.calls[0].args[9].len, "req-0"));
+    CHECK(same(pl.calls[0].args[10].p, pl.calls[0].args[10].len, ""));
+    CHECK(same(pl.calls[0].args[11].p, pl.calls[0].args[11].len, "1"));
+    CHECK(same(pl.calls[0].args[12].p, pl.calls[0].args[12].len, "1"));
+    CHECK(same(pl.calls[0].args[13].p, pl.calls[0].args[13].len, ""));
+    CHECK(same(pl.calls[0].args[14].p, pl.calls[0].args[14].len, ""));
     len = policy_redis_key(want, "t", "alpha", POLICY_KEY_BUCKET, "x");
     CHECK(same(pl.calls[0].keys[0].p, pl.calls[0].keys[0].len, want) && len > 0);
     policy_redis_key(want, "t", "alpha", POLICY_KEY_BUCKET, "z");
@@ -162,9 +181,9 @@ static void test_limiter_plan_groups_per_policy(void)
     }
     CHECK_INT(pl.calls[1].nkeys, 2);
     CHECK(same(pl.calls[1].args[0].p, pl.calls[1].args[0].len, "take"));
-    CHECK(same(pl.calls[1].args[5].p, pl.calls[1].args[5].len, ""));   /* no rate history */
-    CHECK(same(pl.calls[1].args[7].p, pl.calls[1].args[7].len, "1"));
-    CHECK(same(pl.calls[1].args[9].p, pl.calls[1].args[9].len, "5"));
+    CHECK(same(pl.calls[1].args[6].p, pl.calls[1].args[6].len, ""));   /* no rate history */
+    CHECK(same(pl.calls[1].args[8].p, pl.calls[1].args[8].len, "1"));
+    CHECK(same(pl.calls[1].args[12].p, pl.calls[1].args[12].len, "5"));
     policy_redis_key(want, "t", "beta", POLICY_KEY_BUCKET, "y");
     CHECK(same(pl.calls[1].keys[0].p, pl.calls[1].keys[0].len, want));
     policy_redis_key(want, "t", "beta", POLICY_KEY_BUCKET, "w");
@@ -186,7 +205,7 @@ static void test_limiter_plan_all_or_nothing(void)
     {
         /* gamma sets colocate: its keyed buckets share the policy's slot. */
         const struct limiter_request reqs[] = {
-            {"gamma", "web", "x", 1}, {"gamma", "web", "y", 2}, {"gamma", "web", "x", 3},
+            {"gamma", "web", "x", 1, NULL, NULL}, {"gamma", "web", "y", 2, NULL, NULL}, {"gamma", "web", "x", 3, NULL, NULL},
         };
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
@@ -197,14 +216,14 @@ static void test_limiter_plan_all_or_nothing(void)
         CHECK(same(pl.calls[0].keys[1].p, pl.calls[0].keys[1].len, want));
         CHECK_INT(pl.calls[0].nkeys, 3);
         CHECK(same(pl.calls[0].args[0].p, pl.calls[0].args[0].len, "all"));
-        CHECK(same(pl.calls[0].args[11].p, pl.calls[0].args[11].len, "3"));
+        CHECK(same(pl.calls[0].args[16].p, pl.calls[0].args[16].len, "3"));
         limiter_plan_free(&pl);
     }
     {
         /* alpha's keyed buckets spread: keys in different slots refuse the
          * batch, naming the items outside item 0's slot. */
         const struct limiter_request reqs[] = {
-            {"alpha", "web", "x", 1}, {"alpha", "web", "y", 1}, {"alpha", "web", "z", 1},
+            {"alpha", "web", "x", 1, NULL, NULL}, {"alpha", "web", "y", 1, NULL, NULL}, {"alpha", "web", "z", 1, NULL, NULL},
         };
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
@@ -217,7 +236,7 @@ static void test_limiter_plan_all_or_nothing(void)
     }
     {
         /* Two policies: in different slots (else the check could not fail). */
-        const struct limiter_request reqs[] = {{"alpha", "web", "", 1}, {"beta", "web", "", 1}};
+        const struct limiter_request reqs[] = {{"alpha", "web", "", 1, NULL, NULL}, {"beta", "web", "", 1, NULL, NULL}};
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 2, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
         CHECK(policy_slot("alpha") != policy_slot("beta"));
@@ -228,7 +247,7 @@ static void test_limiter_plan_all_or_nothing(void)
     }
     {
         const struct limiter_request reqs[] = {
-            {"alpha", "web", "x", 1}, {"alpha", "web", "y", -2}, {"alpha", "web", "z", 1},
+            {"alpha", "web", "x", 1, NULL, NULL}, {"alpha", "web", "y", -2, NULL, NULL}, {"alpha", "web", "z", 1, NULL, NULL},
         };
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
@@ -248,7 +267,7 @@ static void test_limiter_plan_all_or_nothing(void)
 static void test_limiter_plan_slot_calls(void)
 {
     struct limiter *l = new_limiter();
-    const struct limiter_request reqs[] = {{"alpha", "web", "x", 1}, {"alpha", "web", "z", 1}};
+    const struct limiter_request reqs[] = {{"alpha", "web", "x", 1, NULL, NULL}, {"alpha", "web", "z", 1, NULL, NULL}};
     struct limiter_result res[2];
     struct permitd_error errs[2], err = {0, ""};
     struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 2, .res = res, .errs = errs};
@@ -272,7 +291,7 @@ static void test_limiter_plan_bounds(void)
 {
     struct limiter *l = new_limiter();
     struct permitd_error err = {0, ""};
-    struct limiter_request one = {"alpha", "web", "", 1};
+    struct limiter_request one = {"alpha", "web", "", 1, NULL, NULL};
     struct limiter_plan pl = {.l = l, .reqs = &one, .n = 0};
 
     CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
@@ -286,8 +305,63 @@ static void test_limiter_plan_bounds(void)
     limiter_free(l);
 }
 
+/* Issue 20: one script per call, by the policy's algorithm; each
+ * algorithm's p1 and p2; a concurrency take draws a lease id of 32 hex
+ * characters; all_or_nothing over two algorithms is refused, naming both. */
+static void test_limiter_plan_algorithms(void)
+{
+    struct limiter *l = new_limiter();
+    const struct limiter_request reqs[] = {
+        {"cc", "web", "", 1, NULL, NULL}, {"fw", "web", "u", 2, "r1", NULL},
+        {"alpha", "web", "", 1, NULL, NULL}, {"cal", "web", "", 1, NULL, NULL},
+    };
+    struct limiter_result res[4];
+    struct permitd_error errs[4], err = {0, ""};
+    struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 4, .res = res, .errs = errs};
+    char want[POLICY_REDIS_KEY_MAX];
+
+    CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+    CHECK_INT(pl.ngroups, 4);
+    for (size_t g = 0; g < pl.ngroups && g < 4; g++) {
+        const struct redis_script_call *c = &pl.calls[g];
+        const struct redis_str *a = c->args;
+        CHECK_INT(c->nargs, 3 + 4 + 4);
+        if (c->script == REDIS_SCRIPT_BUCKET) {
+            CHECK(same(a[5].p, a[5].len, "2.5"));
+        } else if (c->script == REDIS_SCRIPT_FIXED_WINDOW && same(a[6].p, a[6].len, "")) {
+            CHECK(same(a[5].p, a[5].len, "60000"));     /* window_ms, no calendar */
+            CHECK(same(a[9].p, a[9].len, "r1"));
+            policy_bucket_key(want, "t", "fw", POLICY_FIXED_WINDOW, 0, "u");
+            CHECK(same(c->keys[0].p, c->keys[0].len, want));
+        } else if (c->script == REDIS_SCRIPT_FIXED_WINDOW) {
+            CHECK(same(a[6].p, a[6].len, "month"));
+            CHECK(same(a[5].p, a[5].len, "0"));
+        } else {
+            CHECK_INT(c->script, REDIS_SCRIPT_CONCURRENCY);
+            CHECK(same(a[5].p, a[5].len, "30000"));     /* lease_ms */
+            CHECK(same(a[6].p, a[6].len, ""));
+            CHECK_INT(a[10].len, LIMITER_LEASE_ID_LEN);
+            CHECK_INT(strspn(a[10].p, "0123456789abcdef"), LIMITER_LEASE_ID_LEN);
+        }
+    }
+    limiter_plan_free(&pl);
+
+    {
+        const struct limiter_request two[] = {{"fw", "web", "", 1, NULL, NULL},
+                                              {"alpha", "web", "", 1, NULL, NULL}};
+        struct limiter_plan all = {.l = l, .reqs = two, .n = 2, .all_or_nothing = 1,
+                                   .res = res, .errs = errs};
+        CHECK_INT(limiter_plan_make(&all, &err), PERMITD_EPRECONDITION);
+        CHECK_CONTAINS(err.message, "fixed_window");
+        CHECK_CONTAINS(err.message, "token_bucket");
+        limiter_plan_free(&all);
+    }
+    limiter_free(l);
+}
+
 int main(void)
 {
+    TEST_RUN(test_limiter_plan_algorithms);
     TEST_RUN(test_limiter_check);
     TEST_RUN(test_limiter_plan_groups_per_policy);
     TEST_RUN(test_limiter_plan_all_or_nothing);

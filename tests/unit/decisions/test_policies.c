@@ -81,6 +81,54 @@ static void test_policies_parse(void)
 
 /* Install replaces by name; a holder keeps its entry after a replace; a
  * forgotten name is gone. */
+/* Issue 20: the hash's algorithm fields make the entry and what its
+ * script is sent (p1, p2); a combination that does not fit is broken,
+ * saying why. */
+static void test_policies_algorithms(void)
+{
+    struct {
+        char *f[12];
+        size_t n;
+        const char *broken, *p1, *p2;
+    } cases[] = {
+        {{"max_permits", "5", "apps", "a", "rate", "2", "rates", "1:3"}, 8, NULL, "2", "1:3"},
+        {{"max_permits", "5", "apps", "a", "algorithm", "fixed_window", "window_ms", "60000"}, 8,
+         NULL, "60000", ""},
+        {{"max_permits", "5", "apps", "a", "algorithm", "fixed_window", "calendar", "month",
+          "rate", ""}, 10, NULL, "0", "month"},
+        {{"max_permits", "5", "apps", "a", "algorithm", "sliding_log", "window_ms", "1000"}, 8,
+         NULL, "1000", ""},
+        {{"max_permits", "5", "apps", "a", "algorithm", "concurrency", "lease_ms", "30000"}, 8,
+         NULL, "30000", ""},
+        {{"max_permits", "5", "apps", "a", "algorithm", "fixed_window", "window_ms", "60000",
+          "calendar", "day"}, 10, "exactly one", NULL, NULL},
+        {{"max_permits", "5", "apps", "a", "algorithm", "fixed_window", "window_ms", "60000",
+          "rate", "1"}, 10, "rate", NULL, NULL},
+        {{"max_permits", "5", "apps", "a", "algorithm", "concurrency"}, 6, "lease_ms", NULL, NULL},
+        {{"max_permits", "5", "apps", "a", "rate", "1", "window_ms", "10"}, 8, "window_ms", NULL,
+         NULL},
+        {{"max_permits", "10001", "apps", "a", "algorithm", "sliding_log", "window_ms", "10"}, 8,
+         "10000", NULL, NULL},
+        {{"max_permits", "5", "apps", "a", "algorithm", "leaky"}, 6, "algorithm", NULL, NULL},
+        {{"max_permits", "5", "apps", "a", "algorithm", "sliding_window", "window_ms", "0"}, 8,
+         "window_ms", NULL, NULL},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct policies_entry *e = parse("p", cases[i].f, cases[i].n);
+        if (cases[i].broken != NULL) {
+            CHECK(e->broken != NULL);
+            if (e->broken != NULL)
+                CHECK_CONTAINS(e->broken, cases[i].broken);
+        } else {
+            CHECK(e->broken == NULL);
+            CHECK_STR(policies_p1(e), cases[i].p1);
+            CHECK_STR(policies_p2(e), cases[i].p2);
+        }
+        policies_release(e);
+    }
+}
+
 static void test_policies_table(void)
 {
     struct config cfg;
@@ -122,6 +170,7 @@ int main(void)
 {
     TEST_RUN(test_policies_apps_are_exact);
     TEST_RUN(test_policies_parse);
+    TEST_RUN(test_policies_algorithms);
     TEST_RUN(test_policies_table);
     return TEST_REPORT();
 }

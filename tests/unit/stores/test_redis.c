@@ -128,6 +128,50 @@ static void test_redis_answer_non_integral(void)
 
 /* Error replies: a Redis that cannot serve now is unavailable (failure_mode
  * applies), a lost script is NOSCRIPT, anything else is a fault of ours. */
+/* Issue 20: a decision script answers 112-byte RECORDs, ten doubles and 32
+ * bytes of lease id, read into REDIS_RECORD_WORDS words per record; a
+ * length that is not whole records, or a number that is not whole, fails;
+ * bucket.lua's settle (16 bytes) still reads as two numbers. */
+static void test_redis_answer_records(void)
+{
+    const double v[10] = {0, 1, 1, 2, 0, 0, 30, 1000000, 29999, 1};
+    const char lease[33] = "0123456789abcdef0123456789abcdef";
+    char s[2 * REDIS_RECORD_BYTES], got[33];
+    long long out[2 * REDIS_RECORD_WORDS];
+    struct permitd_error err = {0, ""};
+
+    pack(s, v, 10);
+    memcpy(s + 80, lease, 32);
+    memcpy(s + REDIS_RECORD_BYTES, s, REDIS_RECORD_BYTES);
+    s[REDIS_RECORD_BYTES + 80] = 'f';
+    memset(out, 0x55, sizeof(out));
+    CHECK_INT(redis_answer_read(REDIS_SCRIPT_CONCURRENCY, s, sizeof(s), out,
+                                2 * REDIS_RECORD_WORDS, NULL), PERMITD_OK);
+    for (int i = 0; i < 10; i++)
+        CHECK_INT(out[REDIS_RECORD_WORDS + i], (long long)v[i]);
+    memcpy(got, &out[REDIS_RECORD_LEASE], 32);
+    got[32] = '\0';
+    CHECK_STR(got, lease);
+    memcpy(got, &out[REDIS_RECORD_WORDS + REDIS_RECORD_LEASE], 32);
+    CHECK(got[0] == 'f' && memcmp(got + 1, lease + 1, 31) == 0);
+    CHECK_INT(redis_answer_records(s, REDIS_RECORD_BYTES - 8, out, REDIS_RECORD_WORDS, &err),
+              PERMITD_EINTERNAL);
+    CHECK_CONTAINS(err.message, "104 bytes");
+    {
+        const double frac[10] = {0, 1, 0.5, 2, 0, 0, 30, 0, 0, 0};
+        pack(s, frac, 10);
+        CHECK_INT(redis_answer_records(s, REDIS_RECORD_BYTES, out, REDIS_RECORD_WORDS, &err),
+                  PERMITD_EINTERNAL);
+    }
+    {
+        const double settle[2] = {3, 1};
+        pack(s, settle, 2);
+        CHECK_INT(redis_answer_read(REDIS_SCRIPT_BUCKET, s, 16, out, 2, NULL), PERMITD_OK);
+        CHECK_INT(out[0], 3);
+        CHECK_INT(out[1], 1);
+    }
+}
+
 static void test_redis_error_replies(void)
 {
     CHECK_INT(redis_error_status("LOADING Redis is loading the dataset in memory"),
@@ -159,6 +203,7 @@ int main(void)
     TEST_RUN(test_redis_answer_short_and_long);
     TEST_RUN(test_redis_answer_wrong_lengths);
     TEST_RUN(test_redis_answer_non_integral);
+    TEST_RUN(test_redis_answer_records);
     TEST_RUN(test_redis_error_replies);
     return TEST_REPORT();
 }

@@ -1,0 +1,271 @@
+"""The algorithms of issue 20 through permitd: a policy's `algorithm` picks
+its script (lua/<algorithm>.lua), every one answering Acquire's fields in
+its own sense, and every Acquire may carry a request_id.
+
+- fixed_window across two permitd instances on one Redis (or the Redis
+  Cluster: cluster_algorithms): admitted per window <= max_permits, the
+  windows aligned to the epoch (duration) or to the UTC calendar (minute);
+- retry_after_ms of a denial: waiting it, the same request succeeds;
+- request_id: a retry answers what the first call answered, flagged
+  `replayed`, and takes nothing (a token bucket, a fixed window, a batch);
+- Release and Renew on the wire: failed_precondition naming the algorithm
+  of a policy that holds no leases, invalid_argument naming a bad lease_id
+  or request_id;
+- concurrency (when lua/concurrency.lua is in the tree): a lease id per
+  allowed Acquire, never more than max_permits held, Release frees a slot
+  and is idempotent, Renew of a lease not held says so.
+
+Time: the analysis reads the machine's clock, which is the clock Redis
+TIME reads on this one machine (permitd itself never reads it for a
+decision); windows are long against a request's latency, so each allowed
+take is put in its window without doubt.
+"""
+import os
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Permitd, Redis, decision, error_code, put_policy, unique  # noqa: E402
+
+HAVE_CONCURRENCY = os.path.exists(os.path.join(harness.SOURCE_DIR, "lua", "concurrency.lua"))
+
+
+def now_ms():
+    return time.time() * 1000.0
+
+
+class AlgorithmsTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = Redis()
+        cls.a = Permitd()
+        cls.b = Permitd()
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in (cls.a, cls.b):
+            p.__exit__(None, None, None)
+        cls.redis.close()
+
+    def policy(self, prefix, max_permits, **fields):
+        name = unique(prefix)
+        if fields.get("algorithm", "token_bucket") != "token_bucket":
+            fields.setdefault("rate", "")
+        put_policy(self.redis, name, max_permits=max_permits, **fields)
+        return name
+
+    # ------------------------------------------------------------ fixed window
+
+    def test_fixed_window_two_instances_admit_at_most_max_per_window(self):
+        window, most = 1000, 7
+        name = self.policy("fw", most, algorithm="fixed_window", window_ms=window)
+        per_window, lock, errors = {}, threading.Lock(), []
+        stop = time.time() + 3.5
+
+        def run(port):
+            h = harness.Http(port)
+            try:
+                while time.time() < stop:
+                    t = now_ms()
+                    r = h.acquire(name)
+                    if r.status != 200:
+                        errors.append(r.body)
+                        return
+                    d = decision(r)
+                    if d["allowed"]:
+                        # the window ends at t + reset_after_ms (rounded up),
+                        # a multiple of `window` counted from the epoch
+                        end = round((t + d["reset_after_ms"]) / window)
+                        with lock:
+                            per_window[end] = per_window.get(end, 0) + 1
+                    elif d["retry_after_ms"] > window:
+                        errors.append("retry_after_ms %d beyond the window" % d["retry_after_ms"])
+                        return
+            finally:
+                h.close()
+        threads = [threading.Thread(target=run, args=(p,))
+                   for p in (self.a.port, self.b.port) * 3]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        msg = "admitted per window (by its end, in units of %d ms): %s" % (window, per_window)
+        print("\n" + msg, file=sys.stderr)
+        self.assertGreaterEqual(len(per_window), 3, msg)
+        for end, n in per_window.items():
+            self.assertLessEqual(n, most, msg)
+        # windows wholly inside the run were filled: the limit is reached, not merely kept
+        full = [n for end, n in sorted(per_window.items())[1:-1]]
+        self.assertTrue(full and all(n == most for n in full), msg)
+
+    def test_fixed_window_aligned_to_the_epoch_and_to_the_calendar_minute(self):
+        h = self.a.http()
+        try:
+            for fields, unit in [({"window_ms": 2000}, 2000), ({"calendar": "minute"}, 60000)]:
+                name = self.policy("fwa", 3, algorithm="fixed_window", **fields)
+                t0 = now_ms()
+                r = h.acquire(name)
+                t1 = now_ms()
+                d = decision(r)
+                self.assertTrue(d["allowed"], d)
+                self.assertEqual(d["remaining"], 2, d)
+                # the window's end, t + reset_after_ms (rounded up), is a
+                # multiple of the unit since the epoch
+                lo, hi = t0 + d["reset_after_ms"] - 1, t1 + d["reset_after_ms"] + 1
+                k = -(-lo // unit)
+                self.assertLessEqual(k * unit, hi, (fields, d, t0, t1))
+                self.assertLessEqual(d["reset_after_ms"], unit, d)
+                self.assertEqual(r.headers.get("ratelimit-policy"),
+                                 '"%s";q=3;w=%d' % (name, unit // 1000))
+        finally:
+            h.close()
+
+    def test_fixed_window_waiting_retry_after_then_succeeds(self):
+        name = self.policy("fwr", 2, algorithm="fixed_window", window_ms=800)
+        h = self.a.http()
+        try:
+            taken = 0
+            while True:
+                d = decision(h.acquire(name))
+                if not d["allowed"]:
+                    break
+                taken += 1
+            self.assertLessEqual(taken, 2)
+            self.assertGreater(d["retry_after_ms"], 0, d)
+            self.assertLessEqual(d["retry_after_ms"], 800, d)
+            self.assertEqual(d["remaining"], 0, d)
+            time.sleep(d["retry_after_ms"] / 1000.0)
+            again = decision(self.b.http().acquire(name, permits=2))
+            self.assertTrue(again["allowed"], again)
+        finally:
+            h.close()
+
+    # ------------------------------------------------------------ request ids
+
+    def test_request_id_replays_the_answer_and_takes_nothing(self):
+        for fields in ({"rate": 1}, {"algorithm": "fixed_window", "window_ms": 60000}):
+            with self.subTest(fields):
+                name = self.policy("rid", 3, **fields)
+                h = self.a.http()
+                msg = {"bucket": name, "app": "app", "permits": 2, "requestId": "order-17"}
+                first = h.rpc_json("Acquire", msg)
+                self.assertEqual(first.status, 200, first.body)
+                self.assertTrue(first.json()["allowed"], first.body)
+                self.assertNotIn("replayed", first.json())
+                # the retry, on the other instance, answers the same and takes nothing
+                again = self.b.http().rpc_json("Acquire", msg)
+                self.assertEqual(again.status, 200, again.body)
+                self.assertTrue(again.json()["replayed"], again.body)
+                self.assertEqual(decision(again)["remaining"], decision(first)["remaining"])
+                self.assertEqual(decision(h.peek(name))["remaining"], 1)
+                # a denied answer is kept alike
+                msg2 = dict(msg, requestId="order-18")
+                denied = decision(h.rpc_json("Acquire", msg2))
+                self.assertFalse(denied["allowed"], denied)
+                replay = h.rpc_json("Acquire", msg2)
+                self.assertTrue(replay.json()["replayed"], replay.body)
+                self.assertFalse(decision(replay)["allowed"])
+                # a new id is a new take
+                self.assertTrue(decision(h.rpc_json("Acquire", dict(msg, requestId="x",
+                                                                    permits=1)))["allowed"])
+                h.close()
+
+    def test_request_id_replays_a_batch(self):
+        name = self.policy("ridb", 5, rate=1)
+        items = [{"bucket": name, "app": "app", "key": "k%d" % i, "permits": 3,
+                  "requestId": "batch-%d" % i} for i in range(3)]
+        h = self.a.http()
+        try:
+            first = h.rpc_json("AcquireBatch", {"requests": items})
+            self.assertEqual(first.status, 200, first.body)
+            again = self.b.http().rpc_json("AcquireBatch", {"requests": items})
+            self.assertEqual(again.status, 200, again.body)
+            for x, y in zip(first.json()["results"], again.json()["results"]):
+                self.assertTrue(x["response"]["allowed"], first.body)
+                self.assertTrue(y["response"]["replayed"], again.body)
+                self.assertEqual(x["response"]["remaining"], y["response"]["remaining"])
+            for i in range(3):
+                self.assertEqual(decision(h.peek(name, key="k%d" % i))["remaining"], 2)
+        finally:
+            h.close()
+
+    def test_request_id_is_checked(self):
+        name = self.policy("ridc", 5, rate=1)
+        h = self.a.http()
+        try:
+            for bad, says in [("has space", "request_id"), ("x" * 129, "longer than 128"),
+                              ("tab\there", "0x09")]:
+                r = h.rpc_json("Acquire", {"bucket": name, "app": "app", "requestId": bad})
+                self.assertEqual(error_code(r), "invalid_argument", r.body)
+                self.assertIn(says, r.json()["message"])
+            ok = h.rpc_json("Acquire", {"bucket": name, "app": "app", "requestId": "x" * 128})
+            self.assertTrue(decision(ok)["allowed"])
+        finally:
+            h.close()
+
+    # ------------------------------------------------------------ leases on the wire
+
+    def test_release_and_renew_wire_errors(self):
+        bucket = self.policy("rel", 5, rate=1)
+        window = self.policy("relw", 5, algorithm="fixed_window", calendar="hour")
+        h = self.a.http()
+        lease = "0123456789abcdef0123456789abcdef"
+        try:
+            for method in ("Release", "Renew"):
+                for name, algo in ((bucket, "token_bucket"), (window, "fixed_window")):
+                    r = h.rpc_json(method, {"bucket": name, "app": "app", "leaseId": lease})
+                    self.assertEqual(error_code(r), "failed_precondition", r.body)
+                    self.assertIn(algo, r.json()["message"])
+                    self.assertIn(method, r.json()["message"])
+                for bad in ("", "ABCDEF0123456789abcdef0123456789", lease + "0", "xyz"):
+                    r = h.rpc_json(method, {"bucket": bucket, "app": "app", "leaseId": bad})
+                    self.assertEqual(error_code(r), "invalid_argument", r.body)
+                    self.assertIn("lease_id", r.json()["message"])
+                r = h.rpc_json(method, {"bucket": unique("none"), "app": "app", "leaseId": lease})
+                self.assertEqual(error_code(r), "not_found", r.body)
+        finally:
+            h.close()
+
+    @unittest.skipUnless(HAVE_CONCURRENCY, "lua/concurrency.lua is not in this tree yet")
+    def test_concurrency_leases(self):
+        name = self.policy("cc", 2, algorithm="concurrency", lease_ms=30000)
+        h, g = self.a.http(), self.b.http()
+        try:
+            leases = []
+            for http in (h, g):
+                r = http.rpc_json("Acquire", {"bucket": name, "app": "app"})
+                m = r.json()
+                self.assertTrue(m["allowed"], r.body)
+                self.assertRegex(m["leaseId"], "^[0-9a-f]{32}$")
+                self.assertGreater(int(m["leaseExpiresAfterMs"]), 29000, r.body)
+                leases.append(m["leaseId"])
+            self.assertNotEqual(leases[0], leases[1])
+            d = decision(h.acquire(name))
+            self.assertFalse(d["allowed"], d)
+            self.assertGreater(d["retry_after_ms"], 29000, d)     # the earliest expiry
+            r = g.rpc_json("Renew", {"bucket": name, "app": "app", "leaseId": leases[0]})
+            self.assertTrue(r.json()["renewed"], r.body)
+            r = g.rpc_json("Release", {"bucket": name, "app": "app", "leaseId": leases[0]})
+            self.assertEqual(r.status, 200, r.body)
+            self.assertTrue(r.json()["released"], r.body)
+            # idempotent: released again, it says it was not held
+            r = h.rpc_json("Release", {"bucket": name, "app": "app", "leaseId": leases[0]})
+            self.assertEqual(r.status, 200, r.body)
+            self.assertFalse(r.json()["released"], r.body)
+            r = h.rpc_json("Renew", {"bucket": name, "app": "app", "leaseId": leases[0]})
+            self.assertEqual(r.status, 200, r.body)
+            self.assertFalse(r.json()["renewed"], r.body)
+            self.assertTrue(decision(h.acquire(name))["allowed"])
+            self.assertFalse(decision(g.acquire(name))["allowed"])
+        finally:
+            h.close()
+            g.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
