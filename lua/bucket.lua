@@ -443,8 +443,7 @@ end
 -- settle: the policy's max_permits or rate was edited (lua/sync.lua tells
 -- permitd, which scans for the policy's buckets and sends them here, a page
 -- at a time: KEYS the buckets, ARGV[2..7] "1", the request-id ttl (unused)
--- and the policy's limits as for items, no items; six arguments, without
--- the ttl, are read too: what permitd sent before issue 20). A bucket's key was set to
+-- and the policy's limits as for items, no items). A bucket's key was set to
 -- expire when it would be full under the limits of its last write; under
 -- slower ones (a lower rate, a higher max) that is too soon, and a missing
 -- key reads as full. Each bucket named is set to expire when it would be
@@ -455,9 +454,8 @@ end
 -- newer version than ARGV's is left as it is (its writer had newer limits).
 -- Answers {buckets set, keys removed}.
 if mode == 'settle' then
-  local at = #ARGV == 6 and 3 or 4
-  local ver, max, rate, rates = tonumber(ARGV[at]), tonumber(ARGV[at + 1]),
-                                tonumber(ARGV[at + 2]), ARGV[at + 3]
+  local ver, max, rate, rates = tonumber(ARGV[4]), tonumber(ARGV[5]),
+                                tonumber(ARGV[6]), ARGV[7]
   if rates == '' then
     rates = false
   end

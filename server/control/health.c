@@ -19,6 +19,7 @@
 
 #include "core/clock.h"
 #include "control/health.h"
+#include "control/settle.h"
 
 #define READYZ_REDIS_DEADLINE_MS 250
 #define READYZ_SKIPPED_SHOWN 10     /* skipped rows named one by one; the rest counted */
@@ -234,6 +235,30 @@ void health_metrics(const struct health *h, struct http_response *resp)
                      "because a name fails validation (listed by /readyz).\n"
                      "# TYPE permitd_sync_skipped_rows gauge\n"
                      "permitd_sync_skipped_rows %zu\n", st.skipped);
+        if (sync_settle(h->sync) != NULL) {
+            struct settle_status ss;
+            settle_get_status(sync_settle(h->sync), &ss);
+            fprintf(out, "# HELP permitd_settle_pending Policies whose buckets wait for a settle "
+                         "after a limit edit (the set <prefix>settle, as last read).\n"
+                         "# TYPE permitd_settle_pending gauge\n"
+                         "permitd_settle_pending %zu\n"
+                         "# HELP permitd_settle_running Policies this instance is settling now.\n"
+                         "# TYPE permitd_settle_running gauge\n"
+                         "permitd_settle_running %zu\n"
+                         "# HELP permitd_settle_keys_total Bucket keys this instance settled.\n"
+                         "# TYPE permitd_settle_keys_total counter\n"
+                         "permitd_settle_keys_total %llu\n"
+                         "# HELP permitd_settle_seconds_total Time this instance spent settling.\n"
+                         "# TYPE permitd_settle_seconds_total counter\n"
+                         "permitd_settle_seconds_total %.3f\n"
+                         "# HELP permitd_settles_total Settles this instance ran, by result "
+                         "(a failed one is tried again at the next sync pass).\n"
+                         "# TYPE permitd_settles_total counter\n"
+                         "permitd_settles_total{result=\"done\"} %llu\n"
+                         "permitd_settles_total{result=\"failed\"} %llu\n",
+                    ss.pending, ss.running, (unsigned long long)ss.keys_total, ss.seconds_total,
+                    (unsigned long long)ss.done_total, (unsigned long long)ss.failures_total);
+        }
     }
     if (h->verifier != NULL) {
         struct verifier_load v;

@@ -29,14 +29,12 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "decisions/policies.h"
-#include "stores/cluster.h"
 #include "stores/policy.h"
 #include "stores/store.h"
+#include "control/settle.h"
 #include "control/sync.h"
 
 #define SYNC_REDIS_DEADLINE_MS 2000
-#define SETTLE_SCAN_COUNT 1000      /* SCAN's COUNT: slots looked at per step */
-#define SETTLE_CALL_KEYS 500        /* buckets per settle script call */
 #define SYNC_BACKOFF_MAX_MS 30000
 #define KICK_GAP_MS 100
 #define SYNC_PROBE_MS 250           /* MySQL probed this often while backing off */
@@ -91,7 +89,7 @@ struct sync {
     int stopping;
     int kicked;                 /* a pass was asked for (sync_kick) */
     struct sync_status status;
-    struct names unsettled;     /* policies whose settle() failed: tried again each pass */
+    struct settle *settle;      /* the settle runner (NULL without a limiter) */
     struct names skipped;       /* the last snapshot's skipped rows (sync_skipped()) */
 };
 
@@ -112,6 +110,11 @@ int sync_new(const struct config *cfg, struct redis *redis, struct limiter *limi
         free(s);
         return rc;
     }
+    if (limiter != NULL && (rc = settle_new(cfg, redis, limiter, &s->settle, err)) != PERMITD_OK) {
+        store_free(s->store);
+        free(s);
+        return rc;
+    }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     *out = s;
@@ -122,9 +125,6 @@ static int64_t deadline(void)
 {
     return clock_now_us() + (int64_t)SYNC_REDIS_DEADLINE_MS * 1000;
 }
-
-static int settle(struct sync *s, const char *name, struct permitd_error *err);
-static void settle_or_later(struct sync *s, const char *name);
 
 /* Offers one policy to Redis; *written is 1 when Redis took it. */
 static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, int *written,
@@ -183,192 +183,11 @@ static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, i
         (*written || policies_stamp(limiter_policies(s->limiter), p->name) !=
                      (p->id << 24) + p->version))
         rc = policies_reload(limiter_policies(s->limiter), p->name, deadline(), NULL, err);
-    if (rc == PERMITD_OK && *written && out[1] == 1)
-        settle_or_later(s, p->name);
+    /* New limits: the settle runner sets the buckets' expiry on them, in
+     * the background (control/settle.c); this returns at once. */
+    if (rc == PERMITD_OK && *written && out[1] == 1 && s->settle != NULL)
+        settle_queue(s->settle, p->name, (p->id << 24) + p->version);
     return rc;
-}
-
-static int by_slot(const void *a, const void *b)
-{
-    const char *x = *(char *const *)a, *y = *(char *const *)b;
-    unsigned sx = cluster_keyslot(x, strlen(x)), sy = cluster_keyslot(y, strlen(y));
-
-    return sx < sy ? -1 : sx > sy;
-}
-
-/* Settles the buckets in nm (bucket.lua "settle") under the limits of e,
- * SETTLE_CALL_KEYS to a script call, all of them in one round trip; adds up
- * its answers. */
-static int settle_page(struct sync *s, const struct policies_entry *e, const struct names *nm,
-                       long long *set, long long *removed, struct permitd_error *err)
-{
-    const struct redis_str args[6] = {
-        {"settle", 6}, {"1", 1}, {e->stamp_s, strlen(e->stamp_s)}, {e->max_s, strlen(e->max_s)},
-        {e->rate_s, strlen(e->rate_s)}, {e->rates, strlen(e->rates)}};
-    size_t ncalls = nm->n;     /* at most one per key (a cluster, every key its own slot) */
-    struct redis_str *keys = malloc(nm->n * sizeof(*keys));
-    struct redis_script_call *calls = calloc(ncalls, sizeof(*calls));
-    long long *out = calloc(2 * ncalls, sizeof(*out));
-    int rc = PERMITD_OK;
-
-    if (keys == NULL || calls == NULL || out == NULL) {
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        goto done;
-    }
-    /* In a cluster, a call's keys share one slot: the page sorted by slot,
-     * one call per run of a slot (at most SETTLE_CALL_KEYS keys). */
-    if (s->limiter != NULL && limiter_slot_calls(s->limiter))
-        qsort(nm->v, nm->n, sizeof(*nm->v), by_slot);
-    for (size_t i = 0; i < nm->n; i++)
-        keys[i] = (struct redis_str){nm->v[i], strlen(nm->v[i])};
-    ncalls = 0;
-    for (size_t first = 0; first < nm->n;) {
-        size_t k = first + 1;
-        unsigned slot = cluster_keyslot(keys[first].p, keys[first].len);
-        while (k < nm->n && k - first < SETTLE_CALL_KEYS &&
-               (s->limiter == NULL || !limiter_slot_calls(s->limiter) ||
-                cluster_keyslot(keys[k].p, keys[k].len) == slot))
-            k++;
-        calls[ncalls] = (struct redis_script_call){.keys = &keys[first], .nkeys = (int)(k - first),
-                                                   .args = args, .nargs = 6,
-                                                   .out = &out[2 * ncalls], .nout = 2};
-        ncalls++;
-        first = k;
-    }
-    rc = redis_script_pipeline(s->redis, REDIS_SCRIPT_BUCKET, calls, ncalls, deadline(), err);
-    for (size_t c = 0; rc == PERMITD_OK && c < ncalls; c++) {
-        if (calls[c].rc != PERMITD_OK)
-            rc = permitd_error_set(err, calls[c].rc, "redis refused bucket.lua \"settle\" "
-                                   "(see the log above)");
-        *set += out[2 * c];
-        *removed += out[2 * c + 1];
-    }
-done:
-    free(keys);
-    free(calls);
-    free(out);
-    return rc;
-}
-
-/* Runs sync.lua op on the policy hash `hash` with one more argument (arg,
- * or none when NULL); *out receives the first number of its answer. */
-static int history_op(struct sync *s, const char *hash, const char *op, const char *arg,
-                      long long *out, struct permitd_error *err)
-{
-    struct redis_str keys[1] = {{hash, strlen(hash)}};
-    struct redis_str args[2] = {{op, strlen(op)}, {arg, arg ? strlen(arg) : 0}};
-
-    return redis_script_run(s->redis, REDIS_SCRIPT_SYNC, keys, 1, args, arg ? 2 : 1, deadline(),
-                            out, 1, err);
-}
-
-/* A policy's max_permits or rate changed (sync.lua said so): each of its
- * buckets is set to expire when it would be full under the new limits
- * (bucket.lua "settle"). Their keys were set to expire on the old limits'
- * schedule, which under slower ones (a lower rate, a higher max) comes too
- * soon: a missing key reads as a full bucket. The buckets are found with
- * SCAN, a step at a time, each step's settled in one round trip; a bucket
- * written meanwhile already has the new limits' expiry.
- *
- * The same pass bounds the policy's rate history (lua/bucket.lua, top):
- * "settle" rewrites each bucket stamped before the newest rate edit as of
- * now, so once the scan is through, no bucket is stamped before the newest
- * edit it saw (a bucket written since is stamped after it), and sync.lua
- * "trim" drops the history up to that edit. Decisions never wait for this:
- * they fold the history themselves. */
-static int settle(struct sync *s, const char *name, struct permitd_error *err)
-{
-    const char *prefix = s->cfg->redis_prefix;
-    char hash[POLICY_REDIS_KEY_MAX], one[POLICY_REDIS_KEY_MAX];
-    char patterns[2][POLICY_PATTERN_MAX], cursor[24] = "0";
-    struct names nm = {0};
-    char edit[24];
-    long long set = 0, removed = 0, newest = 0, left = 0;
-    int64_t started = clock_now_us();
-    size_t steps = 0;
-    const struct policies_entry *e;
-    int rc = PERMITD_OK;
-
-    if (s->limiter == NULL)
-        return PERMITD_OK;
-    policy_redis_key(hash, prefix, name, POLICY_KEY_HASH, NULL);
-    if ((rc = history_op(s, hash, "newest", NULL, &newest, err)) != PERMITD_OK)
-        return rc;
-    /* The limits as Redis holds them now: the copy put() just reloaded. */
-    if ((e = policies_get(limiter_policies(s->limiter), name)) == NULL)
-        return PERMITD_OK;              /* deleted meanwhile: its buckets expire */
-    if (e->broken != NULL) {
-        policies_release(e);
-        return permitd_error_set(err, PERMITD_EINTERNAL, "policy \"%s\" in redis is not a "
-                                 "valid policy: %s", name, e->broken);
-    }
-    /* The keyed buckets of both layouts (stores/policy.h: spread over the
-     * slots, or colocated, as every bucket before issue 19 was), each found
-     * by its own SCAN pattern, and the shared bucket. */
-    policy_bucket_patterns(patterns, prefix, name);
-    policy_redis_key(one, prefix, name, POLICY_KEY_BUCKET, "");    /* the shared bucket */
-    collect(&nm, one, strlen(one));
-    for (int p = 0; p < 2 && rc == PERMITD_OK; p++) {
-        strcpy(cursor, "0");
-        do {
-            rc = redis_scan(s->redis, cursor, patterns[p], SETTLE_SCAN_COUNT, deadline(), collect,
-                            &nm, err);
-            if (rc == PERMITD_OK && nm.oom)
-                rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-            if (rc == PERMITD_OK && nm.n > 0)
-                rc = settle_page(s, e, &nm, &set, &removed, err);
-            names_clear(&nm);
-            steps++;
-        } while (rc == PERMITD_OK && strcmp(cursor, "0") != 0);
-    }
-    free(nm.v);
-    policies_release(e);
-    snprintf(edit, sizeof(edit), "%lld", newest);
-    if (rc == PERMITD_OK && newest > 0)
-        rc = history_op(s, hash, "trim", edit, &left, err);
-    if (rc == PERMITD_OK)
-        log_msg(LOG_LEVEL_INFO, "policy limits changed: buckets set to expire on the new ones",
-                "policy=%s buckets=%lld full_removed=%lld scan_steps=%zu ms=%lld "
-                "rate_edit_us=%lld rate_history_left=%lld", name, set, removed, steps,
-                (long long)(clock_now_us() - started) / 1000, newest, left);
-    return rc;
-}
-
-/* settle(), or, when it fails, again at the next passes until it is done
- * (sync.lua reports a change of limits once: to the instance that wrote
- * it). The policy itself is written either way. */
-static void settle_or_later(struct sync *s, const char *name)
-{
-    struct permitd_error err = {0, ""};
-    int known = 0;
-
-    if (settle(s, name, &err) == PERMITD_OK)
-        return;
-    log_msg(LOG_LEVEL_WARN, "buckets keep the expiry of the policy's old limits until the next pass",
-            "policy=%s error=\"%s\"", name, err.message);
-    pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->unsettled.n && !known; i++)
-        known = strcmp(s->unsettled.v[i], name) == 0;
-    if (!known) {
-        collect(&s->unsettled, name, strlen(name));
-        s->unsettled.oom = 0;   /* not kept: logged above all the same */
-    }
-    pthread_mutex_unlock(&s->lock);
-}
-
-/* Tries again the settles that failed before. */
-static void settle_again(struct sync *s)
-{
-    struct names todo;
-
-    pthread_mutex_lock(&s->lock);
-    todo = s->unsettled;
-    s->unsettled = (struct names){0};
-    pthread_mutex_unlock(&s->lock);
-    for (size_t i = 0; i < todo.n; i++)
-        settle_or_later(s, todo.v[i]);
-    names_clear(&todo);
-    free(todo.v);
 }
 
 static int by_name(const void *a, const void *b)
@@ -570,7 +389,8 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
                     snap->policies[i].enabled);
         }
     }
-    settle_again(s);
+    if (s->settle != NULL)
+        settle_kick(s->settle);     /* pending settles, this instance's or any other's */
     rc = remove_deleted(s, snap, &res->deleted, err);
     if (rc == PERMITD_OK)
         rc = recheck_extras(s, snap, err);
@@ -774,8 +594,15 @@ void sync_kick(void *ud)
     pthread_mutex_unlock(&s->lock);
 }
 
+struct settle *sync_settle(struct sync *s)
+{
+    return s->settle;
+}
+
 int sync_start(struct sync *s, struct permitd_error *err)
 {
+    if (s->settle != NULL && settle_start(s->settle, err) != PERMITD_OK)
+        return err->code;
     if (pthread_create(&s->thread, NULL, run, s) != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "cannot start the sync thread");
     s->started = 1;
@@ -793,9 +620,8 @@ void sync_free(struct sync *s)
         pthread_mutex_unlock(&s->lock);
         pthread_join(s->thread, NULL);
     }
+    settle_free(s->settle);
     store_free(s->store);
-    names_clear(&s->unsettled);
-    free(s->unsettled.v);
     names_clear(&s->skipped);
     free(s->skipped.v);
     pthread_cond_destroy(&s->wake);

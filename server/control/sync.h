@@ -87,6 +87,11 @@ void sync_get_status(struct sync *s, struct sync_status *out);
 int sync_skipped(struct sync *s, char ***out, size_t *n);
 void sync_skipped_free(char **v, size_t n);
 
+/* The settle runner (control/settle.h) the sync queues limit edits to
+ * (NULL without a limiter), for /metrics. Lives as long as s. */
+struct settle;
+struct settle *sync_settle(struct sync *s);
+
 /* Stops the thread (if started) and frees s. NULL is a no-op. */
 void sync_free(struct sync *s);
 

@@ -2232,3 +2232,76 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
     j->deadline_us = deadline_us;
     enqueue(q, j);
 }
+
+/* ---- settle (issue 22): the settle pass's calls of bucket.lua ---- */
+
+/* bucket.lua "settle"'s ARGV for policy e (lua/bucket.lua, "settle": the
+ * head and the policy's limits as every call lays them out, no items)
+ * into args[7]. */
+static int settle_args(const struct limiter *l, const struct policies_entry *e,
+                       struct redis_str args[7])
+{
+    call_head(l, (struct redis_str){"settle", 6}, POLICY_INDEX, args);
+    policy_args(e, args + 3);
+    return 7;
+}
+
+static int settle_by_slot(const void *a, const void *b)
+{
+    const struct redis_str *x = a, *y = b;
+    unsigned sx = cluster_keyslot(x->p, x->len), sy = cluster_keyslot(y->p, y->len);
+
+    return sx < sy ? -1 : sx > sy;
+}
+
+int limiter_settle(struct limiter *l, const struct policies_entry *e, struct redis_str *keys,
+                   size_t n, int64_t deadline_us, long long *set, long long *removed,
+                   struct permitd_error *err)
+{
+    /* Only a token bucket's keys expire by its rate (the settle pass's
+     * whole point); a policy that turned into another algorithm since the
+     * settle was queued has fresh keys of its own letter (policy.h). */
+    if (e->algorithm != POLICY_TOKEN_BUCKET)
+        return PERMITD_OK;
+
+    struct redis_str args[7];
+    int nargs = settle_args(l, e, args), rc;
+    size_t ncalls = 0;      /* at most one per key (a cluster, every key its own slot) */
+    struct redis_script_call *calls = calloc(n + 1, sizeof(*calls));
+    long long *out = calloc(2 * n + 2, sizeof(*out));
+
+    if (calls == NULL || out == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    /* In a cluster a call's keys share one slot: the page sorted by slot,
+     * one call per run of a slot. */
+    if (l->slot_calls)
+        qsort(keys, n, sizeof(*keys), settle_by_slot);
+    for (size_t first = 0; first < n;) {
+        size_t k = first + 1;
+        unsigned slot = cluster_keyslot(keys[first].p, keys[first].len);
+        while (k < n && k - first < LIMITER_SETTLE_CALL_KEYS &&
+               (!l->slot_calls || cluster_keyslot(keys[k].p, keys[k].len) == slot))
+            k++;
+        calls[ncalls] = (struct redis_script_call){.keys = &keys[first], .nkeys = (int)(k - first),
+                                                   .args = args, .nargs = nargs,
+                                                   .out = &out[2 * ncalls], .nout = 2};
+        ncalls++;
+        first = k;
+    }
+    rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, calls, ncalls, deadline_us, err);
+    for (size_t c = 0; rc == PERMITD_OK && c < ncalls; c++) {
+        if (calls[c].rc != PERMITD_OK)
+            rc = permitd_error_set(err, calls[c].rc, "redis refused bucket.lua \"settle\" of "
+                                   "policy \"%s\" for key %.*s (see the log above)", e->name,
+                                   (int)(calls[c].keys[0].len > 200 ? 200 : calls[c].keys[0].len),
+                                   calls[c].keys[0].p);
+        *set += out[2 * c];
+        *removed += out[2 * c + 1];
+    }
+done:
+    free(calls);
+    free(out);
+    return rc;
+}

@@ -195,4 +195,22 @@ int limiter_own(struct limiter *l, const char *bucket, const char *key, int take
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,
                   int64_t deadline_us, struct permitd_error *err);
 
+struct policies_entry;
+
+/* The settle pass's door to bucket.lua "settle" (server/control/settle.c
+ * finds the buckets; this builds the script's arguments, as for every
+ * other call of it): sets each bucket of keys[0..n) (state keys of policy
+ * e, from one SCAN step of one master) to expire when it would be full
+ * under e's limits, rewriting one stamped before e's newest rate edit as
+ * of now (lua/bucket.lua, "settle"). In a cluster one call per slot, at
+ * most LIMITER_SETTLE_CALL_KEYS keys a call; every call of the page in one
+ * pipelined round trip (per master). Adds the buckets set and the keys
+ * removed (full already) to *set and *removed. keys may be reordered;
+ * nothing is kept. PERMITD_OK, or the error of the round trip or of the
+ * first call Redis refused. */
+#define LIMITER_SETTLE_CALL_KEYS 500
+int limiter_settle(struct limiter *l, const struct policies_entry *e, struct redis_str *keys,
+                   size_t n, int64_t deadline_us, long long *set, long long *removed,
+                   struct permitd_error *err);
+
 #endif

@@ -745,6 +745,147 @@ static int evalsha_argv(const char *sha, const struct redis_script_call *c, char
     return (int)argc;
 }
 
+/* One call of a cluster pipeline alone, on the master of its first key,
+ * redirects followed (redis_script_run()); its failure is logged. */
+static int cluster_one(struct redis *r, enum redis_script script, struct redis_script_call *call,
+                       int64_t deadline_us, struct permitd_error *err)
+{
+    struct permitd_error e = {0, ""};
+
+    call->rc = redis_script_run(r, script, call->keys, call->nkeys, call->args, call->nargs,
+                                deadline_us, call->out, call->nout, &e);
+    if (call->rc == PERMITD_EDEADLINE)
+        return permitd_error_set(err, PERMITD_EDEADLINE, "%s", e.message);
+    if (call->rc != PERMITD_OK)
+        log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
+                redis_script_files[script], e.message);
+    return PERMITD_OK;
+}
+
+/* redis_script_pipeline() on a cluster: the calls grouped by the master of
+ * their first key's slot, each group sent in one write on this thread's
+ * connection to that master and its replies read in order, so a group
+ * costs one round trip (the settle pass sends a SCAN page of one master's
+ * buckets, a call per slot, this way: server/control/settle.c). A call
+ * whose reply is a redirect, TRYAGAIN or NOSCRIPT, or whose keys span
+ * slots (cross_slot: its split is the pipe's business), or whose slot has
+ * no master yet, is sent again alone (cluster_one()), as every call was
+ * before. A master that cannot be reached fails its own calls only. */
+static int cluster_pipeline(struct redis *r, enum redis_script script,
+                            struct redis_script_call *calls, size_t n, int64_t deadline_us,
+                            struct permitd_error *err)
+{
+    struct redis_node **node = calloc(n + 1, sizeof(*node));
+    int rc = PERMITD_OK;
+
+    if (node == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        unsigned slot;
+        calls[i].rc = -1;       /* not answered yet */
+        if (!calls[i].cross_slot && calls[i].nkeys > 0)
+            node[i] = redis_route_node(r, calls[i].keys[0].p, calls[i].keys[0].len, &slot);
+    }
+    for (size_t first = 0; first < n && rc == PERMITD_OK; first++) {
+        struct redis_node *at = node[first];
+        struct permitd_error e = {0, ""};
+        struct redis_conn *c;
+        int bound, timeout_ms, sent = 0;
+
+        if (calls[first].rc != -1 || at == NULL)
+            continue;
+        timeout_ms = redis_call_timeout(r, deadline_us, &bound, err);
+        if (timeout_ms < 0) {
+            rc = timeout_ms;
+            break;
+        }
+        if ((c = acquire_conn(r, at, timeout_ms, &e)) == NULL) {
+            int failed = redis_conn_failed(r, bound, deadline_us, &e);
+            if (failed == PERMITD_EDEADLINE) {
+                rc = permitd_error_set(err, failed, "%s", e.message);
+                break;
+            }
+            log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
+                    redis_script_files[script], e.message);
+            for (size_t i = first; i < n; i++)
+                if (node[i] == at && calls[i].rc == -1)
+                    calls[i].rc = failed;
+            continue;
+        }
+        for (size_t i = first; i < n; i++) {
+            const char **argv;
+            size_t *lens;
+            char nkeys_s[12];
+            int argc, ok;
+
+            if (node[i] != at || calls[i].rc != -1)
+                continue;
+            if ((argc = evalsha_argv(c->sha[script], &calls[i], nkeys_s, &argv, &lens)) < 0) {
+                rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+                break;
+            }
+            ok = redisAppendCommandArgv(c->ctx, argc, argv, lens) == REDIS_OK;
+            free(argv);
+            free(lens);
+            if (!ok) {
+                rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+                break;
+            }
+            calls[i].rc = -2;   /* sent: its reply comes in order */
+            sent++;
+        }
+        if (rc != PERMITD_OK) {
+            redis_conn_close(c);        /* half a batch in its buffer: not to be sent */
+            break;
+        }
+        for (size_t i = first; i < n && sent > 0; i++) {
+            redisReply *rep = NULL;
+            struct cluster_redirect rd;
+
+            if (node[i] != at || calls[i].rc != -2)
+                continue;
+            sent--;
+            if (redisGetReply(c->ctx, (void **)&rep) != REDIS_OK || rep == NULL) {
+                int failed = broken(r, c, bound, timeout_ms, &e);
+                if (failed == PERMITD_EDEADLINE) {
+                    rc = permitd_error_set(err, failed, "%s", e.message);
+                    break;
+                }
+                log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
+                        redis_script_files[script], e.message);
+                for (size_t k = i; k < n; k++)
+                    if (node[k] == at && calls[k].rc == -2)
+                        calls[k].rc = failed;
+                break;
+            }
+            if (rep->type == REDIS_REPLY_ERROR &&
+                (redis_error_noscript(rep->str) || strncmp(rep->str, "TRYAGAIN", 8) == 0 ||
+                 cluster_redirect_parse(rep->str, rep->len, &rd) != CLUSTER_REDIRECT_NONE)) {
+                calls[i].rc = -1;
+                node[i] = NULL;         /* alone, below */
+            } else if (rep->type != REDIS_REPLY_ERROR &&
+                       script_numbers(script, rep, calls[i].out, calls[i].nout) == 0) {
+                calls[i].rc = PERMITD_OK;
+            } else {
+                log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
+                        redis_script_files[script],
+                        rep->type == REDIS_REPLY_ERROR ? rep->str : redis_reply_kind(rep->type));
+                calls[i].rc = rep->type == REDIS_REPLY_ERROR ? redis_error_status(rep->str)
+                                                             : PERMITD_EINTERNAL;
+            }
+            freeReplyObject(rep);
+        }
+    }
+    for (size_t i = 0; i < n && rc == PERMITD_OK; i++)
+        if (calls[i].rc == -1)
+            rc = cluster_one(r, script, &calls[i], deadline_us, err);
+    for (size_t i = 0; i < n; i++)
+        if (calls[i].rc == -1 || calls[i].rc == -2)
+            calls[i].rc = rc != PERMITD_OK ? rc : PERMITD_EINTERNAL;
+    free(node);
+    return rc;
+}
+
 int redis_script_pipeline(struct redis *r, enum redis_script script,
                           struct redis_script_call *calls, size_t n,
                           int64_t deadline_us, struct permitd_error *err)
@@ -753,23 +894,8 @@ int redis_script_pipeline(struct redis *r, enum redis_script script,
     struct redis_conn *c;
     size_t sent = 0, pending;
 
-    if (r->route != NULL) {
-        /* A cluster: each call to the master of its first key's slot, one
-         * round trip each (the blocking pipeline serves the sync's settle
-         * pass, a few calls a step; the Acquires' pipes group per node). */
-        for (size_t i = 0; i < n; i++) {
-            struct permitd_error e = {0, ""};
-            calls[i].rc = redis_script_run(r, script, calls[i].keys, calls[i].nkeys,
-                                           calls[i].args, calls[i].nargs, deadline_us,
-                                           calls[i].out, calls[i].nout, &e);
-            if (calls[i].rc == PERMITD_EDEADLINE)
-                return permitd_error_set(err, PERMITD_EDEADLINE, "%s", e.message);
-            if (calls[i].rc != PERMITD_OK)
-                log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
-                        redis_script_files[script], e.message);
-        }
-        return PERMITD_OK;
-    }
+    if (r->route != NULL)
+        return cluster_pipeline(r, script, calls, n, deadline_us, err);
     timeout_ms = redis_call_timeout(r, deadline_us, &bound, err);
     if (timeout_ms < 0)
         return timeout_ms;
@@ -907,6 +1033,57 @@ int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
     return PERMITD_OK;
 }
 
+size_t redis_masters(struct redis *r)
+{
+    struct redis_node *masters[REDIS_NODES_MAX];
+
+    return redis_route_masters(r, masters, REDIS_NODES_MAX);
+}
+
+int redis_scan_master(struct redis *r, size_t master, char node[REDIS_WHERE_MAX], char cursor[24],
+                      const char *pattern, int count, int64_t deadline_us,
+                      void (*each)(void *ud, const char *s, size_t len), void *ud,
+                      struct permitd_error *err)
+{
+    char count_s[12];
+    const char *argv[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", count_s};
+    struct redis_node *masters[REDIS_NODES_MAX];
+    size_t lens[6], nmasters = redis_route_masters(r, masters, REDIS_NODES_MAX);
+    struct cluster_redirect rd;
+    redisReply *rep;
+    int rc;
+
+    if (master >= nmasters || (node[0] != '\0' && strcmp(node, masters[master]->where) != 0))
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis %s: master %zu is no longer "
+                                 "%s (the masters changed during the scan)", r->where, master,
+                                 node[0] ? node : "known");
+    snprintf(node, REDIS_WHERE_MAX, "%s", masters[master]->where);
+    snprintf(count_s, sizeof(count_s), "%d", count);
+    for (int i = 0; i < 6; i++)
+        lens[i] = strlen(argv[i]);
+    rc = call_node(r, masters[master], 0, 6, argv, lens, -1, deadline_us, &rep, &rd, err);
+    if (rc == REDIRECTED)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "SCAN was redirected by %s", node);
+    if (rc != PERMITD_OK)
+        return rc;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_STRING || rep->element[0]->len >= 24 ||
+        rep->element[1]->type != REDIS_REPLY_ARRAY) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "SCAN on %s answered with %s, not a "
+                               "cursor and keys", node, redis_reply_kind(rep->type));
+        freeReplyObject(rep);
+        return rc;
+    }
+    memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+    for (size_t i = 0; i < rep->element[1]->elements; i++) {
+        const redisReply *k = rep->element[1]->element[i];
+        if (k->type == REDIS_REPLY_STRING)
+            each(ud, k->str, k->len);
+    }
+    freeReplyObject(rep);
+    return PERMITD_OK;
+}
+
 int redis_command(struct redis *r, const struct redis_str *args, int nargs,
                   int64_t deadline_us, long long *integer,
                   void (*each)(void *ud, const char *s, size_t len), void *ud,
@@ -932,6 +1109,8 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
         for (size_t i = 0; i < rep->elements; i++)
             if (rep->element[i]->type == REDIS_REPLY_STRING)
                 each(ud, rep->element[i]->str, (size_t)rep->element[i]->len);
+    if (each != NULL && (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS))
+        each(ud, rep->str, (size_t)rep->len);
     freeReplyObject(rep);
     return PERMITD_OK;
 }
@@ -968,30 +1147,86 @@ int redis_ping(struct redis *r, int64_t deadline_us, struct permitd_error *err)
     return PERMITD_OK;
 }
 
+/* Every master is pinged at once: PING is written to each master's
+ * connection (this thread's) first, then the replies are read, each read
+ * bounded by what is left of the deadline. So /readyz over N masters takes
+ * one round trip (the slowest master's), not N of them, and a master that
+ * hangs costs the deadline once (250 ms for /readyz; 1 ms more for each
+ * further one that hangs) instead of leaving every master after it
+ * "deadline exceeded" unasked. A master with no
+ * connection yet is connected first, in turn (the connect and its
+ * handshake are bounded by the deadline too). */
 int redis_ping_each(struct redis *r, int64_t deadline_us,
                     void (*each)(void *ud, const char *where, int rc, const char *error),
                     void *ud)
 {
-    const char *argv[1] = {"PING"};
-    const size_t lens[1] = {4};
+    static const char *const argv[1] = {"PING"};
+    static const size_t lens[1] = {4};
     struct redis_node *masters[REDIS_NODES_MAX];
+    struct redis_conn *conns[REDIS_NODES_MAX];
+    struct permitd_error errs[REDIS_NODES_MAX];
+    int rcs[REDIS_NODES_MAX], bound = 0, first = PERMITD_OK;
     size_t n = redis_route_masters(r, masters, REDIS_NODES_MAX);
-    int first = PERMITD_OK;
 
     if (n == 0)
         return PERMITD_EUNAVAILABLE;
     for (size_t i = 0; i < n; i++) {
-        struct permitd_error e = {0, ""};
-        struct cluster_redirect rd;
-        redisReply *rep = NULL;
-        int rc = call_node(r, masters[i], 0, 1, argv, lens, -1, deadline_us, &rep, &rd, &e);
+        int timeout_ms, done = 0;
 
-        if (rc == REDIRECTED)
-            rc = permitd_error_set(&e, PERMITD_EINTERNAL, "PING was redirected");
+        errs[i] = (struct permitd_error){0, ""};
+        rcs[i] = PERMITD_OK;
+        conns[i] = NULL;
+        if ((timeout_ms = redis_call_timeout(r, deadline_us, &bound, &errs[i])) < 0) {
+            rcs[i] = timeout_ms;
+            continue;
+        }
+        if ((conns[i] = acquire_conn(r, masters[i], timeout_ms, &errs[i])) == NULL) {
+            rcs[i] = redis_conn_failed(r, bound, deadline_us, &errs[i]);
+            continue;
+        }
+        if (redisAppendCommandArgv(conns[i]->ctx, 1, (const char **)argv, lens) != REDIS_OK) {
+            rcs[i] = permitd_error_set(&errs[i], PERMITD_EINTERNAL, "out of memory");
+            redis_conn_close(conns[i]);
+            conns[i] = NULL;
+            continue;
+        }
+        while (!done)
+            if (redisBufferWrite(conns[i]->ctx, &done) != REDIS_OK) {
+                rcs[i] = broken(r, conns[i], bound, timeout_ms, &errs[i]);
+                conns[i] = NULL;
+                break;
+            }
+    }
+    for (size_t i = 0; i < n; i++) {
+        redisReply *rep = NULL;
+        int timeout_ms;
+
+        if (conns[i] == NULL)
+            continue;
+        /* Past the deadline (a master before this one hung), a reply that
+         * has come meanwhile is still read: 1 ms for it. */
+        if ((timeout_ms = redis_call_timeout(r, deadline_us, &bound, &errs[i])) < 0) {
+            timeout_ms = 1;
+            bound = 1;
+        }
+        redisSetTimeout(conns[i]->ctx, tv_ms(timeout_ms));
+        conns[i]->timeout_ms = timeout_ms;
+        if (redisGetReply(conns[i]->ctx, (void **)&rep) != REDIS_OK || rep == NULL) {
+            rcs[i] = broken(r, conns[i], bound, timeout_ms, &errs[i]);
+            continue;
+        }
+        if (rep->type == REDIS_REPLY_ERROR) {
+            rcs[i] = permitd_error_set(&errs[i], redis_error_status(rep->str), "redis at %s: %s",
+                                       masters[i]->where, rep->str);
+            if (rcs[i] == PERMITD_EUNAVAILABLE)
+                redis_conn_drop(r, conns[i]);
+        }
         freeReplyObject(rep);
-        each(ud, masters[i]->where, rc, rc == PERMITD_OK ? "" : e.message);
-        if (rc != PERMITD_OK && first == PERMITD_OK)
-            first = rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        each(ud, masters[i]->where, rcs[i], rcs[i] == PERMITD_OK ? "" : errs[i].message);
+        if (rcs[i] != PERMITD_OK && first == PERMITD_OK)
+            first = rcs[i];
     }
     return first;
 }

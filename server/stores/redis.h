@@ -194,10 +194,32 @@ int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
                int64_t deadline_us, void (*each)(void *ud, const char *s, size_t len),
                void *ud, struct permitd_error *err);
 
+/* The masters a scan goes over: a cluster's, as its map has them now (0
+ * while the map is not known), or 1 for a single Redis. */
+size_t redis_masters(struct redis *r);
+
+/* The longest "host:port" (or socket path) naming a node, with its NUL. */
+#define REDIS_WHERE_MAX 300
+
+/* One step of SCAN on one master only (master < redis_masters()), on this
+ * thread's connection to it: cursor (a decimal string, "0" to begin)
+ * becomes the next one, "0" once that master's keyspace has gone round;
+ * each matching key of the step goes to each (valid only during the call).
+ * node is "" at the first step and receives the master's address; a later
+ * step whose master is another node by then (a failover changed the map)
+ * fails, unavailable, naming both: the scan must start again. Threads
+ * scanning different masters at once run in parallel (settle.c). */
+int redis_scan_master(struct redis *r, size_t master, char node[REDIS_WHERE_MAX], char cursor[24],
+                      const char *pattern, int count, int64_t deadline_us,
+                      void (*each)(void *ud, const char *s, size_t len), void *ud,
+                      struct permitd_error *err);
+
 /* Runs any command (args[0] is its name) like redis_script_run(). When
  * integer is not NULL it receives an integer reply (0 otherwise); when each
- * is not NULL it is called for every string element of an array reply (the
- * strings are valid only during the call). */
+ * is not NULL it is called for every string element of an array reply, or
+ * once for a reply that is one string or status ("OK": a SET NX that took
+ * its key; nil calls nothing) (the strings are valid only during the
+ * call). */
 int redis_command(struct redis *r, const struct redis_str *args, int nargs,
                   int64_t deadline_us, long long *integer,
                   void (*each)(void *ud, const char *s, size_t len), void *ud,

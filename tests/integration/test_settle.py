@@ -1,0 +1,200 @@
+"""The settle runner (issue 22, issue 19's last point), against real MariaDB
+and Redis (and, as cluster_settle, the stack's Redis Cluster).
+
+After an edit of a policy's max_permits or rate, its buckets' keys are set
+to expire on the new limits by a runner of its own (server/control/settle.c),
+every master scanned in parallel; the edit does not wait for it.
+  - an admin edit of a policy with 20,000 buckets answers as fast as one of a
+    policy with none (compared with each other and with the settle's own
+    time, which the log reports: no absolute timing), /readyz and /metrics
+    answer while it runs, and every bucket ends up with the new expiry (in
+    a cluster: on all three masters, the log says masters=3);
+  - a settle recorded in Redis by an instance that then dies (SIGKILL) is
+    finished by the next instance to start;
+  - /readyz pings every master at once: one master that hangs (SIGSTOP) is
+    reported, and every other one is reported ok (a private cluster).
+"""
+import os
+import re
+import signal
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import (STATE, ClusterRedis, Http, Permitd, Redis, keyslot, redis_mode,  # noqa: E402
+                     state_key, unique, wait_for)
+import test_admin  # noqa: E402
+
+DONE = "policy limits changed: buckets set to expire on the new ones"
+BUCKETS = 20000
+
+
+def fill(redis, keys, value, px):
+    """SET every key to value with PX px, pipelined: one write per node."""
+    groups = {}
+    if isinstance(redis, ClusterRedis):
+        for k in keys:
+            groups.setdefault(redis.slots[keyslot(k)], []).append(k)
+        clients = {node: redis._node(*node) for node in groups}
+    else:
+        groups = {None: list(keys)}
+        clients = {None: redis}
+    for node, ks in groups.items():
+        c = clients[node]
+        out = []
+        for k in ks:
+            args = [b"SET", k.encode(), value, b"PX", str(px).encode()]
+            out.append(b"*%d\r\n" % len(args) +
+                       b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+        c.sock.sendall(b"".join(out))
+        for _ in ks:
+            c._reply()
+
+
+class SettleTest(test_admin.AdminCase):
+
+    def setUp(self):
+        self.redis = Redis()
+        self.addCleanup(self.redis.close)
+
+    def done_lines(self, output, name):
+        return [line for line in output.splitlines()
+                if DONE in line and ("policy=%s " % name) in line]
+
+    def test_an_edit_answers_before_its_settle_and_the_admin_listener_too(self):
+        e = self.editor()
+        name = self.name("big")
+        e.create(name, max_permits=1000, rate="1")
+        out = self.permitd.output
+        hash_key = "%s{%s}:policy" % (self.prefix, name)
+        wait_for("policy in redis", lambda: self.redis("HGET", hash_key, "max_permits") == "1000")
+
+        def edit(rate):
+            """One admin edit of the rate; answers its time and waits for its settle."""
+            before = len(self.done_lines(out(), name))
+            pol = e.get(name)
+            t0 = time.monotonic()
+            r = e.update(pol, rate=rate)
+            took = time.monotonic() - t0
+            self.assertEqual(r.status, 200, r)
+            return took, before
+
+        # An edit of a policy that owns no bucket: what an answer costs.
+        small = []
+        for rate in ("2", "3", "4"):
+            took, before = edit(rate)
+            small.append(took)
+            wait_for("settle", lambda: len(self.done_lines(out(), name)) > before, timeout=60)
+
+        # 20,000 buckets, empty now, expiring on the old limits' schedule (60 s).
+        now = self.redis.time_us()
+        keys = [state_key(name, "u%d" % i, self.prefix) for i in range(BUCKETS)]
+        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000)
+
+        took, before = edit("5")
+        # The admin listener answers while the settle runs.
+        admin = self.permitd.admin()
+        ready = admin.request("GET", "/readyz")
+        metrics = admin.request("GET", "/metrics")
+        self.assertEqual(ready.status, 200, ready)
+        self.assertEqual(metrics.status, 200, metrics)
+        line = wait_for("the settle of 20,000 buckets",
+                        lambda: self.done_lines(out(), name)[before:], timeout=120)[-1]
+        settle_s = int(re.search(r" ms=(\d+)", line).group(1)) / 1000.0
+        # The answer does not grow with the buckets: without the runner it
+        # took the settle's whole time on top of an edit's.
+        self.assertLess(took, 2 * max(small) + settle_s / 2,
+                        "edit with %d buckets took %.3f s; with none %s s; the settle %.3f s"
+                        % (BUCKETS, took, ["%.3f" % t for t in small], settle_s))
+        self.assertIn("permitd_settle_pending", metrics.body.decode())
+        sys.stderr.write("\nedit answered in %.3f s with %d buckets, %s s with none; the settle "
+                         "took %.3f s\n" % (took, BUCKETS, ["%.3f" % t for t in small], settle_s))
+        self.assertGreaterEqual(int(re.search(r" keys=(\d+)", line).group(1)), BUCKETS, line)
+        masters = int(re.search(r" masters=(\d+)", line).group(1))
+        self.assertEqual(masters, 3 if redis_mode() == "cluster" else 1, line)
+        # Every bucket expires when it would be full at 5/s: ~200 s, not 60.
+        sample = keys[::97]
+        if redis_mode() == "cluster":
+            owners = {self.redis.slots[keyslot(k)] for k in sample}
+            self.assertEqual(len(owners), 3, owners)    # on all three masters
+        for k in sample:
+            self.assertGreater(self.redis("PTTL", k), 150 * 1000, k)
+        self.assertEqual(self.redis("SMEMBERS", self.prefix + "settle"), [])
+        m = admin.request("GET", "/metrics").body.decode()
+        self.assertRegex(m, r"permitd_settle_keys_total [1-9]\d{4,}")
+        self.assertIn('permitd_settles_total{result="done"}', m)
+
+    def test_a_settle_left_by_an_instance_killed_is_finished_by_the_next(self):
+        # Instance A's Redis user may not SCAN: its settle fails and stays
+        # pending in Redis. A dies (SIGKILL); B, started afterwards on the
+        # same Redis prefix and MySQL, finishes it.
+        user = unique("settle").replace("-", "_")
+        prefix = unique("sk") + ":"
+        self.redis("ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all", "-scan")
+        self.addCleanup(self.redis, "ACL", "DELUSER", user)
+        name = self.name("left")
+        self.editor().create(name, max_permits=10, rate="4")
+        args = ["--mysql-url", self.mysql_url, "--sync-interval-ms", "300"]
+        a = Permitd(redis_url=harness.stack_redis_url(user, "pw-" + user), prefix=prefix,
+                    args=args)
+        self.addCleanup(a.stop, signal.SIGKILL)
+        hash_key = "%s{%s}:policy" % (prefix, name)
+        wait_for("policy in redis", lambda: self.redis("HGET", hash_key, "rate") is not None)
+        now = self.redis.time_us()
+        keys = [state_key(name, "u%d" % i, prefix) for i in range(50)] + \
+               [state_key(name, "", prefix)]
+        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000)
+
+        self.sql("UPDATE policies SET rate = 0.01 WHERE name = '%s'" % name)
+        wait_for("the settle failed on A", lambda: "buckets keep the expiry of the policy's old "
+                 "limits until the next pass" in a.output(), timeout=30)
+        pending = self.redis("SMEMBERS", prefix + "settle")
+        self.assertTrue(any(m.endswith(" " + name) for m in pending), pending)
+        a.stop(signal.SIGKILL)
+        for k in keys[:-1]:     # the keyed ones (A set the shared one's: it takes no SCAN)
+            self.assertLessEqual(self.redis("PTTL", k), 60000, k)
+
+        b = Permitd(prefix=prefix, args=args)
+        self.addCleanup(b.stop)
+        wait_for("B settled it", lambda: self.done_lines(b.output(), name), timeout=60)
+        for k in keys:    # at 0.01/s, hundreds of seconds (what 4/s earned till the edit aside)
+            self.assertGreater(self.redis("PTTL", k), 120 * 1000, k)
+        self.assertEqual(self.redis("SMEMBERS", prefix + "settle"), [])
+
+
+@unittest.skipIf(redis_mode() == "cluster", "starts a cluster of its own")
+class ReadyzTest(unittest.TestCase):
+    """/readyz over a private cluster whose masters hang one at a time."""
+
+    def test_readyz_asks_every_master_at_once(self):
+        from test_cluster_serve import PrivateCluster
+        pc = PrivateCluster()
+        self.addCleanup(pc.close)
+        p = Permitd(redis_url=pc.url)
+        self.addCleanup(p.stop)
+        admin = Http(p.admin_port)
+        masters = pc.cluster.masters()
+        self.assertEqual(len(masters), 3)
+        for hung in masters:
+            wait_for("every master ok", lambda: admin.request("GET", "/readyz").status == 200)
+            pid = pc.pid(hung)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                t0 = time.monotonic()
+                r = admin.request("GET", "/readyz")
+                took = time.monotonic() - t0
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            body = r.body.decode()
+            self.assertEqual(r.status, 503, body)
+            self.assertNotIn("master 127.0.0.1:%d: ok" % hung, body)
+            for other in masters:
+                if other != hung:
+                    self.assertIn("master 127.0.0.1:%d: ok" % other, body)
+            self.assertLess(took, 2.0, body)
+
+
+if __name__ == "__main__":
+    harness.main()
