@@ -1,5 +1,6 @@
 // format.js - pure helpers of the admin UI: validation that mirrors the
-// server's rules, rate conversion and display, durations, history diffs.
+// server's rules, rate conversion and display, durations, the algorithms
+// and their limits in words, history diffs.
 // No DOM here, so tests/e2e/ui/ui.test.mjs can import it under Node too.
 
 // Policy and app names (server: policy.c).
@@ -188,16 +189,244 @@ export function formatTimestamp(text) {
 // Server messages start with the field they are about:
 // "max_permits: 0 is less than 1" → "max_permits". Also accepts
 // "policy.max_permits:" and the JSON names (maxPermits).
+// Also 'window "2x" is no duration: ...' (policy_parse_duration names the
+// field, then the value in quotes).
 const FIELD_ALIASES = {
   name: "name", apps: "apps", max_permits: "max_permits", maxpermits: "max_permits",
   rate: "rate", description: "description", failure_mode: "failure_mode",
   failuremode: "failure_mode", enabled: "enabled", version: "version", colocate: "colocate",
+  algorithm: "algorithm", window: "window", calendar: "window", window_ms: "window",
+  lease_ttl: "lease_ttl", leasettl: "lease_ttl", lease_ms: "lease_ttl",
 };
 export function fieldOfMessage(message) {
-  const m = /^\s*(?:policy\.)?([A-Za-z_]+)(?:\[\d+\])?\s*:/.exec(String(message || ""));
+  const m = /^\s*(?:policy\.)?([A-Za-z_]+)(?:\[\d+\])?\s*(?::|")/.exec(String(message || ""));
   if (!m) return null;
   return FIELD_ALIASES[m[1].toLowerCase()] ?? null;
 }
+
+// ---- algorithms (issue 20)
+
+// A policy's algorithm, as the admin API names it ("" or absent: the token
+// bucket, every policy written before there was a choice). `windowed`: it
+// takes a window; `calendar`: the window may be a calendar unit instead.
+export const ALGORITHMS = [
+  { id: "token_bucket", label: "Token bucket", windowed: false,
+    hint: "Bursts of up to max permits, refilled at a steady rate. The default." },
+  { id: "fixed_window", label: "Fixed window", windowed: true, calendar: true,
+    hint: "At most max permits per window; the count starts again with each window. Windows may follow the calendar (UTC), for quotas such as 10,000 a month." },
+  { id: "sliding_window", label: "Sliding window", windowed: true,
+    hint: "At most about max permits in any window: the previous window's count, weighted by how much of it is still within the window, plus the current one's. Two counters per key." },
+  { id: "sliding_log", label: "Sliding log", windowed: true,
+    hint: `Exactly at most max permits in any interval of the window: every permit taken is logged until it is older than the window (so max permits is at most 10,000).` },
+  { id: "concurrency", label: "Concurrency", windowed: false,
+    hint: "At most max permits held at once. Each Acquire takes a lease that the caller releases; a lease not released expires after the lease time-to-live." },
+];
+export const DEFAULT_ALGORITHM = "token_bucket";
+
+// The log keeps one entry per permit (server: POLICY_LOG_MAX_PERMITS).
+export const LOG_MAX_PERMITS = 10000;
+
+// A concurrency policy created without a lease time-to-live gets this one.
+export const DEFAULT_LEASE_TTL = "30s";
+
+export function algorithmOf(p) {
+  return (p && p.algorithm) || DEFAULT_ALGORITHM;
+}
+
+export function algorithmInfo(id) {
+  return ALGORITHMS.find((a) => a.id === (id || DEFAULT_ALGORITHM)) ??
+    { id, label: String(id), windowed: false, hint: "" };
+}
+
+// Durations as the server writes them: a whole number and one of these
+// units (policy_format_duration picks the largest unit that holds it whole).
+export const DURATION_UNITS = [
+  { unit: "ms", ms: 1, label: "milliseconds", one: "millisecond" },
+  { unit: "s", ms: 1000, label: "seconds", one: "second" },
+  { unit: "m", ms: 60000, label: "minutes", one: "minute" },
+  { unit: "h", ms: 3600000, label: "hours", one: "hour" },
+  { unit: "d", ms: 86400000, label: "days", one: "day" },
+];
+
+// A fixed window may align to the calendar in UTC instead of a duration.
+export const CALENDAR_UNITS = [
+  { unit: "minute", label: "calendar minute", resets: "at :00 every minute" },
+  { unit: "hour", label: "calendar hour", resets: "at :00 every hour (UTC)" },
+  { unit: "day", label: "calendar day", resets: "at 00:00 UTC every day" },
+  { unit: "month", label: "calendar month", resets: "at 00:00 UTC on the 1st of every month" },
+];
+
+// The longest window or lease time-to-live the server takes; the form
+// leaves that check to the server, whose message is shown at the field.
+// value (text as typed) and unit (a DURATION_UNITS or, for a window of a
+// fixed window, a CALENDAR_UNITS unit) → the text to send ("90s",
+// "month"), or an error that starts with the field's name.
+export function durationToSend(field, value, unit) {
+  if (CALENDAR_UNITS.some((c) => c.unit === unit)) return { text: unit, error: "" };
+  const u = DURATION_UNITS.find((x) => x.unit === unit);
+  if (!u) return { text: "", error: `${field}: choose a unit` };
+  const t = String(value).trim();
+  if (t === "") return { text: "", error: `${field}: required (a whole number and a unit, e.g. 1 minute)` };
+  if (!/^\d+$/.test(t)) return { text: "", error: `${field}: "${t}" is not a whole number of ${u.label}` };
+  const n = Number(t);
+  if (n < 1) return { text: "", error: `${field}: must be at least 1 ${u.one}` };
+  if (t.length > 12) return { text: "", error: `${field}: ${t} ${u.label} is too long` };
+  return { text: `${n}${u.unit}`, error: "" };
+}
+
+// "90s" → { ms: 90000, calendar: "" }; "month" → { ms: 0, calendar: "month" };
+// anything else → null.
+export function parseDuration(text) {
+  const t = String(text ?? "");
+  if (CALENDAR_UNITS.some((c) => c.unit === t)) return { ms: 0, calendar: t };
+  const m = /^(\d{1,12})(ms|s|m|h|d)$/.exec(t);
+  if (!m) return null;
+  const u = DURATION_UNITS.find((x) => x.unit === m[2]);
+  return { ms: Number(m[1]) * u.ms, calendar: "" };
+}
+
+// For the edit form: the number and unit to show for a stored duration.
+export function durationForEditing(text, fallbackUnit = "s") {
+  const d = parseDuration(text);
+  if (!d) return { value: text ? String(text) : "", unit: fallbackUnit };
+  if (d.calendar) return { value: "1", unit: d.calendar };
+  const units = [...DURATION_UNITS].reverse();
+  const u = units.find((x) => d.ms % x.ms === 0);
+  return { value: String(d.ms / u.ms), unit: u.unit };
+}
+
+// 60000 → "1 minute", 90000 → "90 seconds", 250 → "250 milliseconds":
+// in the largest unit that holds it whole, as the server writes it.
+// Before a noun (adjective): "90 second window".
+export function durationWords(ms, adjective = false) {
+  ms = Math.round(Number(ms) || 0);
+  if (ms <= 0) return "0 seconds";
+  const u = [...DURATION_UNITS].reverse().find((x) => ms % x.ms === 0);
+  const n = ms / u.ms;
+  return `${formatNumber(n, 0)} ${n === 1 || adjective ? u.one : u.label}`;
+}
+
+// A window of `ms` counted from the Unix epoch (as the server counts it):
+// when it starts again, in words.
+function windowResets(ms) {
+  const DAY = 86400000;
+  if (ms === 60000) return "at :00 every minute";
+  if (ms === 3600000) return "at :00 every hour (UTC)";
+  if (ms === DAY) return "at 00:00 UTC every day";
+  if (ms % DAY === 0) return `at 00:00 UTC every ${durationWords(ms)} (counted from 1 January 1970)`;
+  if (DAY % ms === 0 && ms >= 1000) return `every ${durationWords(ms)}, on the clock (counted from 00:00 UTC)`;
+  return `every ${durationWords(ms)} (windows counted from 1 January 1970 UTC, the same for every key)`;
+}
+
+const RATE_UNIT_WORDS = { s: "second", min: "minute", h: "hour", day: "day" };
+
+// What a policy's limits mean, in one sentence, for the form and the
+// policy page: "At most 100 per 1 minute window, resetting at :00 every
+// minute." Fields as the admin API names them in JSON (maxPermits, rate,
+// window, leaseTtl); an unset or unreadable one is said so, not guessed.
+export function describeLimits(p) {
+  const alg = algorithmOf(p);
+  const max = Number(p.maxPermits);
+  const n = Number.isFinite(max) && max >= 1 ? formatNumber(max, 0) : "…";
+  const w = parseDuration(p.window);
+  const wWords = w && !w.calendar ? durationWords(w.ms) : "";
+  switch (alg) {
+    case "token_bucket": {
+      const r = describeRate(p.rate);
+      if (!Number.isFinite(r.value)) return `Bursts of up to ${n} permits, refilled at a rate still to be set.`;
+      const full = Number.isFinite(max) && max >= 1 ? `; empty to full in ${formatDuration((max / Number(p.rate)) * 1000)}` : "";
+      return `Bursts of up to ${n} permits, refilled at ${formatNumber(r.value)} per ${RATE_UNIT_WORDS[r.unit]}${full}.`;
+    }
+    case "fixed_window":
+      if (w && w.calendar) {
+        const c = CALENDAR_UNITS.find((x) => x.unit === w.calendar);
+        return `At most ${n} per ${c.label} (UTC), resetting ${c.resets}.`;
+      }
+      if (!w) return `At most ${n} per window of a length still to be set.`;
+      return `At most ${n} per ${durationWords(w.ms, true)} window, resetting ${windowResets(w.ms)}.`;
+    case "sliding_window":
+      if (!w || w.calendar) return `At most about ${n} in any window of a length still to be set.`;
+      return `At most about ${n} in any ${wWords}: the previous ${durationWords(w.ms, true)} window's count, weighted by how much of it is still within the last ${wWords}, plus the current window's.`;
+    case "sliding_log":
+      if (!w || w.calendar) return `At most ${n} in any window of a length still to be set.`;
+      return `At most ${n} in any ${wWords}, exactly: each permit taken counts until it is ${wWords} old.`;
+    case "concurrency": {
+      const l = parseDuration(p.leaseTtl || DEFAULT_LEASE_TTL);
+      const ttl = l && !l.calendar ? durationWords(l.ms) : "a time still to be set";
+      return `At most ${n} held at once; a lease not released expires after ${ttl}.`;
+    }
+    default:
+      return `Algorithm ${alg}: this page does not know it yet.`;
+  }
+}
+
+// The limits in a few words, for the policies table: "2 / min",
+// "100 / 1 minute window", "10 held at once".
+export function limitsShort(p) {
+  const alg = algorithmOf(p);
+  const n = formatNumber(Number(p.maxPermits ?? 0), 0);
+  const w = parseDuration(p.window);
+  const per = !w ? "?" : w.calendar ? CALENDAR_UNITS.find((x) => x.unit === w.calendar).label : durationWords(w.ms);
+  switch (alg) {
+    case "token_bucket": return describeRate(p.rate).text;
+    case "fixed_window": return w && !w.calendar ? `${n} / ${durationWords(w.ms, true)} window` : `${n} / ${per}`;
+    case "sliding_window": return `~${n} / ${per}, sliding`;
+    case "sliding_log": return `${n} in any ${per}`;
+    case "concurrency": return `${n} held at once`;
+    default: return String(alg);
+  }
+}
+
+// The live state of one bucket as the inspector API answers it (remaining,
+// limit, reset_after_ms, tokens), in words that fit the algorithm:
+// { level: the gauge's value, summary: one sentence, said: what a screen
+// reader is told once when a bucket is inspected, rows: [{ id, label,
+// text }] } (id: a name for the row that stays when its words change).
+// A later inspector extension (the log's events, the leases held) adds its
+// own parts beside these; this keeps to what every algorithm answers.
+export function describeBucket(alg, b) {
+  const limit = Number(b.limit ?? 0);
+  const remaining = Math.max(0, Number(b.remaining ?? 0));
+  const reset = Number(b.resetAfterMs ?? 0);
+  const of = (x) => `${formatNumber(x, 0)} of ${formatNumber(limit, 0)}`;
+  switch (alg || DEFAULT_ALGORITHM) {
+    case "token_bucket": {
+      const tokens = Number(b.tokens ?? 0);
+      return {
+        level: tokens,
+        summary: reset > 0 ? `${formatNumber(tokens, 3)} tokens · full again in ${formatDuration(reset)}` : "Full",
+        said: `${of(remaining)} permits available`,
+        rows: rows(["tokens", "Tokens now", formatNumber(tokens, 3)], ["remaining", "Whole permits", of(remaining)],
+          ["full", "Full again", reset > 0 ? `in ${formatDuration(reset)}` : "now (full)"]),
+      };
+    }
+    case "fixed_window":
+    case "sliding_window":
+    case "sliding_log": {
+      const word = alg === "sliding_log" ? "Nothing logged any more" : "Count clear";
+      const when = reset > 0 ? `resets in ${formatDuration(reset)}` : "nothing counted";
+      const where = alg === "fixed_window" ? "in this window" : "now";
+      return {
+        level: remaining,
+        summary: `${of(remaining)} left ${where}, ${when}`,
+        rows: rows(["remaining", "Left now", of(remaining)], ["taken", "Taken", formatNumber(Math.max(0, limit - remaining), 0)],
+          ["full", word, reset > 0 ? `in ${formatDuration(reset)}` : "now"]),
+      };
+    }
+    case "concurrency": {
+      const held = Math.max(0, limit - remaining);
+      return {
+        level: remaining,
+        summary: `${of(held)} held`,
+        rows: rows(["held", "Held", of(held)], ["remaining", "Free", formatNumber(remaining, 0)],
+          ["full", "All free", reset > 0 ? `in ${formatDuration(reset)} at the latest` : "now (none held)"]),
+      };
+    }
+    default:
+      return { level: remaining, summary: `${of(remaining)} left`, rows: rows(["remaining", "Left now", of(remaining)]) };
+  }
+}
+const rows = (...r) => r.map(([id, label, text]) => ({ id, label, text }));
 
 // ---- history
 
@@ -208,7 +437,8 @@ function snakeCase(k) {
 // Fields that change on every write or never change: shown in the entry's
 // header, not as a diff row.
 const META_FIELDS = new Set(["version", "created_at", "updated_at", "created_by", "updated_by", "id", "policy_id"]);
-const FIELD_ORDER = ["name", "apps", "max_permits", "rate", "failure_mode", "enabled", "colocate", "description"];
+const FIELD_ORDER = ["name", "apps", "algorithm", "max_permits", "rate", "window", "window_ms", "calendar",
+  "lease_ttl", "lease_ms", "failure_mode", "enabled", "colocate", "description"];
 
 function parsePolicyJson(text) {
   if (text === undefined || text === null || text === "") return { value: null, error: false };
@@ -245,6 +475,7 @@ export function formatFieldValue(field, v) {
     if (!Number.isFinite(d.value)) return String(v);
     return d.unit === "s" ? d.text : `${d.text} (${v} / s)`;
   }
+  if ((field === "window_ms" || field === "lease_ms") && Number(v) > 0) return durationWords(Number(v));
   if (field === "description" && v === "") return "(empty)";
   if (typeof v === "object") return JSON.stringify(v);
   return String(v);

@@ -1,6 +1,13 @@
 // inspector.js - the detail page's bucket inspector: the live state of the
-// bucket of any key of a policy (or of its shared bucket), and "Reset to
-// full" for editors.
+// bucket of any key of a policy (or of its shared bucket), in the words of
+// the policy's algorithm, and a reset for editors.
+//
+// What is shown per algorithm lives in VIEWS (the words of each row come
+// from format.js's describeBucket, from what GetBucket answers for every
+// algorithm: remaining, limit, reset_after_ms, tokens). A later inspector
+// extension (the sliding log's events, the leases held and when each
+// expires) gives its view a more(bucket) that returns nodes to show below
+// the rows; nothing else here needs to change.
 import { isAbort } from "./api.js";
 import { h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
@@ -8,6 +15,16 @@ import { describeError } from "./notices.js";
 import { DETAIL_POLL_MS, poll } from "./poll.js";
 import { POLICY, call } from "./session.js";
 import { errorState, icon, loadingState, makeGauge } from "./widgets.js";
+
+// reset: the button's words; done: what a reset did; more: see above.
+const VIEWS = {
+  token_bucket: { reset: "Reset to full", done: "the bucket is full again" },
+  fixed_window: { reset: "Reset the count", done: "the window's count starts from 0 again" },
+  sliding_window: { reset: "Reset the count", done: "both windows' counts start from 0 again" },
+  sliding_log: { reset: "Clear the log", done: "the log is empty again" },
+  concurrency: { reset: "Free all leases", done: "every lease is freed (their holders' releases become no-ops)" },
+};
+const viewOf = (alg) => VIEWS[alg] || { reset: "Reset", done: "the state is cleared" };
 
 export function bucketInspector(name, editor, signal) {
   const key = h("input", { id: "inspect-key", name: "key", autocomplete: "off", spellcheck: "false", placeholder: "e.g. user-42", "aria-describedby": "inspect-hint" });
@@ -21,23 +38,42 @@ export function bucketInspector(name, editor, signal) {
     h("div", { class: "input-row" }, key, submit),
     h("p", { class: "hint", id: "inspect-hint" }, "Each key (a user id, an IP, a tenant) has its own bucket with this policy's limits. Leave it empty for the shared bucket."));
   let ac = null;
+  let algorithm = fmt.DEFAULT_ALGORITHM;
 
   const gauge = makeGauge("Permits available in the inspected bucket", true);
-  const tokens = h("dd", { id: "inspect-tokens" });
-  const remaining = h("dd", { id: "inspect-remaining" });
-  const full = h("dd", { id: "inspect-full" });
+  const rows = h("dl", { class: "kv" });
+  const more = h("div", { class: "inspect-more" });
+  const summary = h("p", { class: "small", id: "inspect-summary" });
   const which = h("p", { class: "inspect-which" });
   const status = h("p", { class: "small muted", role: "status", id: "inspect-status" });
-  const reset = editor && h("button", { type: "button", class: "btn btn-small", id: "inspect-reset" }, icon("reset"), "Reset to full");
+  const resetLabel = h("span", {}, viewOf(algorithm).reset);
+  const reset = editor && h("button", { type: "button", class: "btn btn-small", id: "inspect-reset" }, icon("reset"), resetLabel);
+  let shownRows = "";   // the ids of the rows in `rows`, to rebuild them only when they change
+  const cells = {};
 
   function show(b, k) {
     const limit = Number(b.limit ?? 0);
-    gauge.set(b, limit);
+    const view = viewOf(algorithm);
+    const d = fmt.describeBucket(algorithm, { ...b, limit });
+    gauge.set(b, limit, algorithm);
     replace(which, k === "" ? "Shared bucket of " : "Key ", h("strong", { class: "break" }, k === "" ? name : k));
-    setText(tokens, fmt.formatNumber(Number(b.tokens ?? 0), 3));
-    setText(remaining, `${fmt.formatNumber(Number(b.remaining ?? 0), 0)} of ${fmt.formatNumber(limit, 0)}`);
-    const ms = Number(b.resetAfterMs ?? 0);
-    setText(full, ms > 0 ? `in ${fmt.formatDuration(ms)}` : "now (full)");
+    setText(summary, d.summary);
+    const ids = d.rows.map((r) => r.id).join();
+    if (ids !== shownRows) {
+      shownRows = ids;
+      rows.replaceChildren();
+      for (const r of d.rows) {
+        cells[r.id] = { dt: h("dt", {}), dd: h("dd", { id: `inspect-${r.id}` }) };
+        rows.append(cells[r.id].dt, cells[r.id].dd);
+      }
+    }
+    for (const r of d.rows) {
+      setText(cells[r.id].dt, r.label);
+      setText(cells[r.id].dd, r.text);
+    }
+    if (view.more) replace(more, view.more(b));
+    else more.replaceChildren();
+    return d;
   }
 
   function start(k) {
@@ -51,18 +87,12 @@ export function bucketInspector(name, editor, signal) {
     poll(async () => {
       const r = await call(POLICY, "GetBucket", { name, key: k }, mine);
       if (mine.aborted) return;
+      const d = show(r.bucket || {}, k);
       if (!shown) {
         shown = true;
-        replace(result, which, gauge.el,
-          h("dl", { class: "kv" },
-            h("dt", {}, "Tokens now"), tokens,
-            h("dt", {}, "Whole permits"), remaining,
-            h("dt", {}, "Full again"), full),
-          reset, status);
-        const b = r.bucket || {};
-        setText(announce, `${k === "" ? "Shared bucket" : `Key ${k}`}: ${fmt.formatNumber(Number(b.remaining ?? 0), 0)} of ${fmt.formatNumber(Number(b.limit ?? 0), 0)} permits available.`);
+        replace(result, which, gauge.el, summary, rows, more, reset, status);
+        setText(announce, `${k === "" ? "Shared bucket" : `Key ${k}`}: ${d.said ?? d.summary}.`);
       }
-      show(r.bucket || {}, k);
     }, DETAIL_POLL_MS, mine, (err) => {
       if (err.code === "unauthenticated") return;
       if (!shown) replace(result, errorState(describeError(err)));
@@ -74,7 +104,7 @@ export function bucketInspector(name, editor, signal) {
         try {
           const r = await call(POLICY, "ResetBucket", { name, key: k }, mine);
           if (r.bucket) show(r.bucket, k);
-          setText(status, `Reset: the bucket is full again (${new Date().toLocaleTimeString()}).`);
+          setText(status, `Reset: ${viewOf(algorithm).done} (${new Date().toLocaleTimeString()}).`);
         } catch (err) {
           if (!isAbort(err)) setText(status, `Could not reset: ${describeError(err)}`);
         } finally {
@@ -88,5 +118,13 @@ export function bucketInspector(name, editor, signal) {
     e.preventDefault();
     start(key.value);
   });
-  return { el: h("div", {}, form, announce, result) };
+  return {
+    el: h("div", {}, form, announce, result),
+    // The policy's algorithm (the detail page calls it whenever the policy
+    // changes): the next refresh shows the bucket in its words.
+    setAlgorithm(alg) {
+      algorithm = alg || fmt.DEFAULT_ALGORITHM;
+      setText(resetLabel, viewOf(algorithm).reset);
+    },
+  };
 }

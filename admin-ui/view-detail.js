@@ -1,7 +1,8 @@
-// view-detail.js - one policy (#/policy/NAME): its settings, the live gauge
-// of its shared bucket, the traffic chart, the bucket inspector and the
-// history; edit/delete for editors. Polls the policy and redraws the
-// settings and the history only when its version changes.
+// view-detail.js - one policy (#/policy/NAME): its settings (the algorithm
+// and its limits, in words), the live gauge of its shared bucket, the
+// traffic chart, the bucket inspector and the history; edit/delete for
+// editors. Polls the policy and redraws the settings and the history only
+// when its version changes.
 import { isAbort } from "./api.js";
 import { append, h, replace, setText } from "./dom.js";
 import { drawChart } from "./chart.js";
@@ -37,6 +38,8 @@ export function detailView(main, { policy: name }) {
     : [];
   const desc = h("p", { class: "policy-desc" });
   const settings = h("dl", { class: "settings" });
+  const limitsSentence = h("p", { class: "limits-summary", id: "limits-sentence" });
+  const sharedHeading = h("h2", { id: "shared-h" }, "Shared bucket");
   const body = h("div", { class: "detail" });
 
   // shared bucket
@@ -76,9 +79,9 @@ export function detailView(main, { policy: name }) {
       desc,
       h("div", { class: "grid" },
         h("section", { class: "card span-2", "aria-labelledby": "settings-h" },
-          h("h2", { id: "settings-h" }, "Settings"), settings),
+          h("h2", { id: "settings-h" }, "Settings"), limitsSentence, settings),
         h("section", { class: "card", "aria-labelledby": "shared-h" },
-          h("h2", { id: "shared-h" }, "Shared bucket"),
+          sharedHeading,
           sharedGauge.el, sharedInfo),
         h("section", { class: "card span-2", "aria-labelledby": "traffic-h" },
           h("div", { class: "card-head" },
@@ -101,16 +104,35 @@ export function detailView(main, { policy: name }) {
     } else {
       desc.hidden = true;
     }
-    const rate = fmt.describeRate(p.rate);
-    const refill = Number(p.rate) > 0 ? (Number(p.maxPermits ?? 0) / Number(p.rate)) * 1000 : 0;
     const who = (by, at) => [at ? fmt.formatTimestamp(at) : "—", by ? ` by ${by}` : ""].join("");
     const item = (label, ...value) => [h("dt", {}, label), h("dd", {}, ...value)];
+    const alg = fmt.algorithmOf(p);
+    const max = fmt.formatNumber(Number(p.maxPermits ?? 0), 0);
+    const duration = (text) => {
+      const d = fmt.parseDuration(text);
+      if (!d) return text ? String(text) : "—";
+      return d.calendar ? `${fmt.CALENDAR_UNITS.find((c) => c.unit === d.calendar).label} (UTC)` : fmt.durationWords(d.ms);
+    };
+    let limits;
+    if (alg === "token_bucket") {
+      const rate = fmt.describeRate(p.rate);
+      const refill = Number(p.rate) > 0 ? (Number(p.maxPermits ?? 0) / Number(p.rate)) * 1000 : 0;
+      limits = [item("Max permits (burst)", max),
+        item("Rate", h("span", { class: "rate" }, rate.text),
+          rate.unit !== "s" && h("span", { class: "muted" }, ` · ${p.rate ?? "?"} permits/s`)),
+        item("Empty → full", refill > 0 ? fmt.formatDuration(refill) : "—")];
+    } else if (alg === "concurrency") {
+      limits = [item("Max held at once", max), item("Lease time-to-live", duration(p.leaseTtl || fmt.DEFAULT_LEASE_TTL))];
+    } else {
+      limits = [item("Max permits per window", max), item("Window", duration(p.window))];
+    }
+    setText(limitsSentence, fmt.describeLimits(p));
+    inspector.setAlgorithm(alg);
+    setText(sharedHeading, alg === "concurrency" ? "Shared leases" : alg === "token_bucket" ? "Shared bucket" : "Shared window");
     replace(settings,
       item("Apps", appChips(p.apps)),
-      item("Max permits (burst)", fmt.formatNumber(Number(p.maxPermits ?? 0), 0)),
-      item("Rate", h("span", { class: "rate" }, rate.text),
-        rate.unit !== "s" && h("span", { class: "muted" }, ` · ${p.rate ?? "?"} permits/s`)),
-      item("Empty → full", refill > 0 ? fmt.formatDuration(refill) : "—"),
+      item("Algorithm", fmt.algorithmInfo(alg).label),
+      limits,
       item("When Redis is down", p.failureMode === "closed" ? "refuse (fail closed)" : p.failureMode === "open" ? "allow (fail open)" : "—"),
       item("Version", String(p.version ?? "—")),
       item("Created", who(p.createdBy, p.createdAt)),
@@ -169,9 +191,9 @@ export function detailView(main, { policy: name }) {
     const b = await call(POLICY, "GetBucket", { name, key: "" }, ac.signal);
     if (ac.signal.aborted) return;
     const bucket = b.bucket || {};
-    sharedGauge.set(bucket, policy.maxPermits);
-    const reset = Number(bucket.resetAfterMs ?? 0);
-    setText(sharedInfo, reset > 0 ? `${fmt.formatNumber(Number(bucket.tokens ?? 0), 3)} tokens · full again in ${fmt.formatDuration(reset)}` : "Full");
+    const alg = fmt.algorithmOf(policy);
+    sharedGauge.set(bucket, policy.maxPermits, alg);
+    setText(sharedInfo, fmt.describeBucket(alg, { limit: policy.maxPermits, ...bucket }).summary);
   }, DETAIL_POLL_MS, ac.signal);
 
   async function loadStats() {

@@ -1,7 +1,11 @@
 // view-edit.js - the create form (#/new) and the edit form
-// (#/policy/NAME/edit): validation as the user types that mirrors the
-// server's (format.js), server errors shown next to their field, and the
-// conflict panel when someone else saved the policy first (version check).
+// (#/policy/NAME/edit): the algorithm chosen first, then only the limits
+// that fit it (rate for the token bucket; window for the windows and the
+// log, calendar units for the fixed window; lease time-to-live for
+// concurrency) with a sentence saying what they mean; validation as the
+// user types that mirrors the server's (format.js), server errors shown
+// next to their field, and the conflict panel when someone else saved the
+// policy first (version check).
 import { isAbort } from "./api.js";
 import { append, h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
@@ -34,6 +38,10 @@ export function editView(main, { policy: name }) {
 
   let loaded = null;      // the policy as it was when the form was filled
   let rateTouched = false;
+  const algIns = fmt.ALGORITHMS.map((a) => h("input", {
+    type: "radio", name: "algorithm", value: a.id, id: `f-alg-${a.id}`, "aria-describedby": `f-alg-${a.id}-hint`,
+  }));
+  const algorithm = () => algIns.find((x) => x.checked)?.value || fmt.DEFAULT_ALGORITHM;
 
   // fields
   const nameIn = h("input", { name: "name", autocomplete: "off", spellcheck: "false", maxlength: "128", autocapitalize: "none" });
@@ -48,10 +56,18 @@ export function editView(main, { policy: name }) {
   const colocateIn = h("input", { type: "checkbox", name: "colocate", id: "f-colocate", "aria-describedby": "f-colocate-hint" });
   const descIn = h("textarea", { name: "description", rows: "3" });
   const ratePreview = h("p", { class: "hint", id: "f-rate-preview", "aria-live": "polite" });
+  const windowIn = h("input", { name: "window", inputmode: "numeric", autocomplete: "off", placeholder: "e.g. 1" });
+  const windowUnit = h("select", { name: "window_unit", id: "f-window-unit", "aria-label": "Window unit" });
+  const leaseIn = h("input", { name: "lease_ttl", inputmode: "numeric", autocomplete: "off", placeholder: "e.g. 30" });
+  const leaseUnit = h("select", { name: "lease_unit", id: "f-lease-unit", "aria-label": "Lease time-to-live unit" },
+    fmt.DURATION_UNITS.map((u) => h("option", { value: u.unit }, u.label)));
+  // What the limits mean, in words; follows every change of the form.
+  const summary = h("p", { class: "limits-summary", id: "f-summary", "aria-live": "polite" });
 
   // Required fields: required + aria-required for assistive technology, and
   // a marker in the label (hidden from it: the attribute already says so).
-  const required = new Set(creating ? ["name", "apps", "max_permits", "rate"] : ["apps", "max_permits", "rate"]);
+  const required = new Set(creating ? ["name", "apps", "max_permits", "rate", "window", "lease_ttl"]
+    : ["apps", "max_permits", "rate", "window", "lease_ttl"]);
   const requiredMark = () => h("span", { class: "required-mark", "aria-hidden": "true" }, " *");
   const fields = {};
   function field(key, id, label, control, hint, extra) {
@@ -63,9 +79,25 @@ export function editView(main, { policy: name }) {
       control.required = true;
       control.setAttribute("aria-required", "true");
     }
+    const labelText = h("span", {}, label);
     const wrap = h("div", { class: "field", dataset: { field: key } },
-      h("label", { for: id }, label, required.has(key) && requiredMark()), control, extra, hintEl, err);
-    fields[key] = { wrap, err, control };
+      h("label", { for: id }, labelText, required.has(key) && requiredMark()), control, extra, hintEl, err);
+    fields[key] = { wrap, err, control, labelText, hint: hintEl };
+    return wrap;
+  }
+  // A number and a unit side by side (window, lease time-to-live); the
+  // error and hint are announced with the number.
+  function durationField(key, id, label, input, unit, hint) {
+    const err = h("p", { class: "field-error", id: `${id}-error`, hidden: true });
+    const hintEl = h("p", { class: "hint", id: `${id}-hint` }, hint);
+    input.id = id;
+    input.required = true;
+    input.setAttribute("aria-required", "true");
+    input.setAttribute("aria-describedby", `${id}-hint ${id}-error`);
+    unit.setAttribute("aria-describedby", `${id}-hint ${id}-error`);
+    const wrap = h("div", { class: "field", dataset: { field: key } },
+      h("label", { for: id }, label, requiredMark()), h("div", { class: "input-group" }, input, unit), hintEl, err);
+    fields[key] = { wrap, err, control: input, hint: hintEl };
     return wrap;
   }
   const rateGroup = h("div", { class: "input-group" }, rateIn, unitIn);
@@ -79,6 +111,18 @@ export function editView(main, { policy: name }) {
     fields.rate = { wrap, err, control: rateIn };
     return wrap;
   })();
+  const windowWrap = durationField("window", "f-window", "Window", windowIn, windowUnit, "");
+  const leaseWrap = durationField("lease_ttl", "f-lease", "Lease time-to-live", leaseIn, leaseUnit,
+    "A lease that its holder does not release is freed after this long, so a crashed caller cannot hold a slot for ever.");
+  const algErr = h("p", { class: "field-error", id: "f-alg-error", hidden: true });
+  const algWrap = h("fieldset", { class: "field radios algorithms", dataset: { field: "algorithm" }, "aria-describedby": "f-alg-error" },
+    h("legend", {}, "Algorithm"),
+    fmt.ALGORITHMS.map((a, i) => h("div", { class: "radio-option" },
+      h("label", { class: "radio" }, algIns[i], h("strong", {}, a.label)),
+      h("p", { class: "hint radio-hint", id: `f-alg-${a.id}-hint` }, a.hint))),
+    !creating && h("p", { class: "hint" }, "Changing the algorithm starts every key afresh: what the old one counted is not carried over."),
+    algErr);
+  fields.algorithm = { wrap: algWrap, err: algErr, control: algIns[0] };
   const fmErr = h("p", { class: "field-error", id: "f-fm-error", hidden: true });
   openIn.required = true;
   closedIn.required = true;
@@ -111,9 +155,11 @@ export function editView(main, { policy: name }) {
       ? "Applications name the policy in Acquire's bucket field. Letters, digits, '.', '_' and '-'; starts with a letter or digit; up to 128 characters."
       : "Names cannot be changed."),
     field("apps", "f-apps", "Apps", appsIn, "Applications allowed to use this policy, separated by commas or spaces. * allows any application."),
+    algWrap,
     h("div", { class: "field-row" },
       field("max_permits", "f-max", "Max permits (burst)", maxIn, "Bucket capacity: the most permits available at once."),
-      rateWrap),
+      rateWrap, windowWrap, leaseWrap),
+    summary,
     fmWrap,
     enabledWrap,
     colocateWrap,
@@ -132,6 +178,8 @@ export function editView(main, { policy: name }) {
     if (key === "failure_mode") {
       openIn.setAttribute("aria-invalid", message ? "true" : "false");
       closedIn.setAttribute("aria-invalid", message ? "true" : "false");
+    } else if (key === "algorithm") {
+      for (const x of algIns) x.setAttribute("aria-invalid", message ? "true" : "false");
     } else {
       f.control.setAttribute("aria-invalid", message ? "true" : "false");
     }
@@ -153,6 +201,69 @@ export function editView(main, { policy: name }) {
     setText(ratePreview, `= ${r.rate} permits per second (${fmt.describeRate(r.rate).text})${refill}`);
   }
 
+  // The parts of the form that fit the algorithm: labels, hints, which
+  // limits are shown (a hidden one is neither validated nor sent), the
+  // window's units (calendar ones for the fixed window only).
+  const MAX_TEXT = {
+    token_bucket: ["Max permits (burst)", "Bucket capacity: the most permits available at once."],
+    fixed_window: ["Max permits per window", "The most permits taken in one window."],
+    sliding_window: ["Max permits per window", "The most permits taken in any window, about (see below)."],
+    sliding_log: ["Max permits per window", `The most permits taken in any interval of the window; at most ${fmt.formatNumber(fmt.LOG_MAX_PERMITS, 0)} (the log keeps one entry per permit).`],
+    concurrency: ["Max held at once", "The most permits held at the same time (leases not yet released or expired)."],
+  };
+  const WINDOW_HINT = {
+    fixed_window: "A length (windows counted from 00:00 UTC, 1 January 1970, the same for every key and instance), or a calendar unit in UTC.",
+    sliding_window: "The length of the sliding window: a whole number of milliseconds, seconds, minutes, hours or days.",
+    sliding_log: "How long each permit taken counts: a whole number of milliseconds, seconds, minutes, hours or days.",
+  };
+  function applyAlgorithm() {
+    const a = fmt.algorithmInfo(algorithm());
+    const [label, hint] = MAX_TEXT[a.id] || MAX_TEXT.token_bucket;
+    setText(fields.max_permits.labelText, label);
+    setText(fields.max_permits.hint, hint);
+    rateWrap.hidden = a.id !== "token_bucket";
+    windowWrap.hidden = !a.windowed;
+    leaseWrap.hidden = a.id !== "concurrency";
+    rateIn.required = !rateWrap.hidden;
+    windowIn.required = !windowWrap.hidden;
+    leaseIn.required = !leaseWrap.hidden;
+    setText(fields.window.hint, WINDOW_HINT[a.id] || "");
+    const want = [...fmt.DURATION_UNITS.map((u) => u.unit), ...(a.calendar ? fmt.CALENDAR_UNITS.map((c) => c.unit) : [])];
+    if ([...windowUnit.options].map((o) => o.value).join() !== want.join()) {
+      const keep = windowUnit.value;
+      windowUnit.replaceChildren(
+        ...fmt.DURATION_UNITS.map((u) => h("option", { value: u.unit }, u.label)),
+        a.calendar && h("optgroup", { label: "Calendar, in UTC" },
+          fmt.CALENDAR_UNITS.map((c) => h("option", { value: c.unit }, c.label))));
+      windowUnit.value = want.includes(keep) ? keep : "m";
+    }
+    applyWindowUnit();
+    for (const k of ["rate", "window", "lease_ttl"]) if (fields[k].wrap.hidden) setError(k, "");
+    updateSummary();
+  }
+  // A calendar unit is one of itself: its number field is not shown.
+  function applyWindowUnit() {
+    const calendar = fmt.CALENDAR_UNITS.some((c) => c.unit === windowUnit.value);
+    windowIn.hidden = calendar;
+    windowIn.required = !calendar && !windowWrap.hidden;
+    if (calendar) windowIn.value = "1";
+  }
+
+  const windowToSend = () => fmt.durationToSend("window", windowIn.value, windowUnit.value);
+  const leaseToSend = () => fmt.durationToSend("lease_ttl", leaseIn.value, leaseUnit.value);
+
+  function updateSummary() {
+    const a = algorithm();
+    const max = fmt.parseMaxPermits(maxIn.value);
+    setText(summary, fmt.describeLimits({
+      algorithm: a,
+      maxPermits: max.error ? "" : max.value,
+      rate: a === "token_bucket" && !rateToSend().error ? rateToSend().rate : "",
+      window: windowToSend().text,
+      leaseTtl: leaseToSend().text || "-",
+    }));
+  }
+
   function rateToSend() {
     if (!creating && loaded && !rateTouched && loaded.rate) return { rate: String(loaded.rate), error: "" };
     return fmt.rateToPerSecond(rateIn.value, unitIn.value);
@@ -161,24 +272,37 @@ export function editView(main, { policy: name }) {
   const validators = {
     name: () => (creating ? fmt.validateName(nameIn.value) : ""),
     apps: () => fmt.parseApps(appsIn.value).error,
-    max_permits: () => fmt.parseMaxPermits(maxIn.value).error,
-    rate: () => rateToSend().error,
+    algorithm: () => "",
+    max_permits: () => {
+      const e = fmt.parseMaxPermits(maxIn.value).error;
+      if (e || algorithm() !== "sliding_log" || Number(maxIn.value) <= fmt.LOG_MAX_PERMITS) return e;
+      return `max_permits: at most ${fmt.formatNumber(fmt.LOG_MAX_PERMITS, 0)} for a sliding log (it keeps one entry per permit)`;
+    },
+    rate: () => (rateWrap.hidden ? "" : rateToSend().error),
+    window: () => (windowWrap.hidden ? "" : windowToSend().error),
+    lease_ttl: () => (leaseWrap.hidden ? "" : leaseToSend().error),
     failure_mode: () => (openIn.checked || closedIn.checked ? "" : "failure_mode: choose open or closed"),
     description: () => fmt.validateDescription(descIn.value),
   };
   // A server error stays next to its field until the field's value changes
   // (tabbing away from it must not hide what the server said).
   const serverErrors = {};
+  const valueOf = (key) => ({
+    window: () => `${windowIn.value} ${windowUnit.value}`,
+    lease_ttl: () => `${leaseIn.value} ${leaseUnit.value}`,
+    algorithm: algorithm,
+  }[key]?.() ?? fields[key].control.value);
   function validate(key) {
     const msg = validators[key]?.() || "";
     const server = serverErrors[key];
-    if (!msg && server && server.value === fields[key].control.value) return true;
+    if (!msg && server && server.value === valueOf(key)) return true;
     delete serverErrors[key];
     setError(key, msg ? stripField(msg) : "");
     return !msg;
   }
   const touched = new Set();
-  for (const [key, el] of [["name", nameIn], ["apps", appsIn], ["max_permits", maxIn], ["rate", rateIn], ["description", descIn]]) {
+  for (const [key, el] of [["name", nameIn], ["apps", appsIn], ["max_permits", maxIn], ["rate", rateIn], ["description", descIn],
+    ["window", windowIn], ["lease_ttl", leaseIn]]) {
     el.addEventListener("blur", () => {
       if (el.value !== "" || touched.has(key)) {
         touched.add(key);
@@ -201,6 +325,22 @@ export function editView(main, { policy: name }) {
     });
   }
   maxIn.addEventListener("input", updatePreview);
+  maxIn.addEventListener("input", updateSummary);
+  for (const el of [rateIn, unitIn, windowIn, leaseIn]) el.addEventListener("input", updateSummary);
+  for (const [key, el] of [["window", windowUnit], ["lease_ttl", leaseUnit]]) {
+    el.addEventListener("change", () => {
+      if (key === "window") applyWindowUnit();
+      updateSummary();
+      if (touched.has(key) || fields[key].wrap.classList.contains("has-error")) validate(key);
+    });
+  }
+  for (const el of algIns) {
+    el.addEventListener("change", () => {
+      applyAlgorithm();
+      validate("algorithm");
+      if (touched.has("max_permits")) validate("max_permits");
+    });
+  }
   for (const el of [openIn, closedIn]) el.addEventListener("change", () => validate("failure_mode"));
 
   function fill(p) {
@@ -212,6 +352,18 @@ export function editView(main, { policy: name }) {
     const r = fmt.rateForEditing(p.rate);
     rateIn.value = r.value;
     unitIn.value = r.unit;
+    // An algorithm this page does not know: none is checked, and the
+    // policy keeps it unless the editor picks one.
+    const alg = fmt.algorithmOf(p);
+    for (const x of algIns) x.checked = x.value === alg;
+    applyAlgorithm(); // the window's units (calendar ones) before its value
+    const w = fmt.durationForEditing(p.window, "m");
+    windowIn.value = w.value;
+    windowUnit.value = w.unit;
+    const l = fmt.durationForEditing(p.leaseTtl || fmt.DEFAULT_LEASE_TTL);
+    leaseIn.value = l.value;
+    leaseUnit.value = l.unit;
+    applyAlgorithm();
     openIn.checked = p.failureMode !== "closed";
     closedIn.checked = p.failureMode === "closed";
     enabledIn.checked = !!p.enabled;
@@ -280,16 +432,23 @@ export function editView(main, { policy: name }) {
       firstBad.focus();
       return;
     }
+    // Only the limits of the chosen algorithm are sent. A token bucket
+    // sends no algorithm field unless the policy had one (the default;
+    // and a server from before issue 20 takes the form as it was).
+    const alg = algIns.some((x) => x.checked) ? algorithm() : fmt.algorithmOf(loaded);
     const policy = {
       name: nameIn.value,
       apps: fmt.parseApps(appsIn.value).apps,
       maxPermits: fmt.parseMaxPermits(maxIn.value).value,
-      rate: rateToSend().rate,
       description: descIn.value,
       enabled: enabledIn.checked,
       failureMode: closedIn.checked ? "closed" : "open",
       colocate: colocateIn.checked,
     };
+    if (alg !== fmt.DEFAULT_ALGORITHM || (loaded && loaded.algorithm)) policy.algorithm = alg;
+    if (alg === "token_bucket") policy.rate = rateToSend().rate;
+    if (fmt.algorithmInfo(alg).windowed) policy.window = windowToSend().text;
+    if (alg === "concurrency") policy.leaseTtl = leaseToSend().text;
     if (!creating) policy.version = String(loaded?.version ?? "0");
     save.disabled = true;
     setText(save, "Saving…");
@@ -309,10 +468,13 @@ export function editView(main, { policy: name }) {
       }
       let key = fmt.fieldOfMessage(err.message);
       if (!key && err.code === "already_exists") key = "name";
-      if (key && fields[key] && ["invalid_argument", "already_exists", "out_of_range", "failed_precondition"].includes(err.code)) {
+      if (key && fields[key] && !fields[key].wrap.hidden &&
+        ["invalid_argument", "already_exists", "out_of_range", "failed_precondition"].includes(err.code)) {
         setError(key, err.message);
-        serverErrors[key] = { value: fields[key].control.value };
-        fields[key].control.focus();
+        serverErrors[key] = { value: valueOf(key) };
+        const c = key === "algorithm" ? (algIns.find((x) => x.checked) || algIns[0])
+          : key === "window" && windowIn.hidden ? windowUnit : fields[key].control;
+        c.focus();
         return;
       }
       if (err.code === "not_found" && !creating) {
@@ -330,7 +492,14 @@ export function editView(main, { policy: name }) {
     openIn.checked = true;
     enabledIn.checked = true;
     unitIn.value = "s";
+    algIns[0].checked = true;
+    const l = fmt.durationForEditing(fmt.DEFAULT_LEASE_TTL);
+    leaseIn.value = l.value;
+    leaseUnit.value = l.unit;
+    applyAlgorithm();
+    windowUnit.value = "m";
     updatePreview();
+    updateSummary();
     append(main, form);
   } else {
     const box = h("div", {}, loadingState("Loading policy…"));

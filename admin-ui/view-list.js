@@ -25,7 +25,7 @@ export function listView(main) {
   // Says how many rows a filter leaves; changes only when that count does.
   const filterStatus = h("p", { class: "sr-only", role: "status", id: "policy-filter-status" });
   const tbody = h("tbody");
-  const headers = ["Name", "Apps", "Max permits", "Rate", "Shared bucket", "Status"];
+  const headers = ["Name", "Apps", "Max permits", "Limit", "Shared bucket", "Status"];
   const table = h("table", { class: "policies", "aria-busy": "true" },
     h("caption", { class: "sr-only" }, "Policies, with the live number of permits in each shared bucket"),
     h("thead", {}, h("tr", {},
@@ -52,7 +52,8 @@ export function listView(main) {
     ]));
   }
 
-  const signature = (p) => JSON.stringify([p.version, p.name, p.apps, p.maxPermits, p.rate, p.enabled, p.failureMode, p.description]);
+  const signature = (p) => JSON.stringify([p.version, p.name, p.apps, p.maxPermits, p.rate, p.enabled, p.failureMode, p.description,
+    p.algorithm, p.window, p.leaseTtl]);
 
   function fillRow(entry, p) {
     const { tr, gauge } = entry;
@@ -62,7 +63,9 @@ export function listView(main) {
         p.description ? h("span", { class: "desc", title: p.description }, p.description) : null),
       h("td", { "data-label": "Apps" }, appChips(p.apps)),
       h("td", { class: "num", "data-label": "Max permits" }, fmt.formatNumber(Number(p.maxPermits ?? 0), 0)),
-      h("td", { "data-label": "Rate" }, h("span", { class: "rate", title: `${p.rate ?? "?"} permits per second` }, fmt.describeRate(p.rate).text)),
+      h("td", { "data-label": "Limit" },
+        h("span", { class: "rate", title: fmt.describeLimits(p) }, fmt.limitsShort(p)),
+        h("span", { class: "algo" }, fmt.algorithmInfo(fmt.algorithmOf(p)).label)),
       h("td", { class: "cell-gauge", "data-label": "Shared bucket" }, gauge.el),
       h("td", { "data-label": "Status" }, statusBadges(p)),
     ];
@@ -160,7 +163,7 @@ export function listView(main) {
       if (b && b.policy && b.policy !== name) b = buckets.find((x) => x.policy === name);
       // A disabled policy keeps no bucket (Acquire answers failed_precondition).
       if (!p.enabled) e.gauge.unknown("disabled", "the policy is disabled: no bucket in use");
-      else e.gauge.set(b, p.maxPermits);
+      else e.gauge.set(b, p.maxPermits, fmt.algorithmOf(p));
       // Keep rows in server order; move a row only when it is out of place
       // (moving the row that holds focus would lose it).
       const want = tbody.children[i];

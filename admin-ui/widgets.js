@@ -47,7 +47,9 @@ export function statusBadges(p) {
 }
 
 
-// A horizontal meter of tokens in a bucket.
+// A horizontal meter of what a bucket has left: tokens for a token bucket,
+// the whole permits left (remaining) for the other algorithms (free slots
+// for concurrency).
 export function makeGauge(label, large = false) {
   const fill = h("span", { class: "gauge-fill" });
   const text = h("span", { class: "gauge-text" }, "—");
@@ -58,13 +60,14 @@ export function makeGauge(label, large = false) {
   }, h("span", { class: "gauge-track", "aria-hidden": "true" }, fill), text);
   return {
     el,
-    set(bucket, fallbackLimit) {
+    set(bucket, fallbackLimit, algorithm = "token_bucket") {
       if (!bucket) {
         this.unknown();
         return;
       }
       const limit = Number(bucket.limit ?? fallbackLimit ?? 0) || Number(fallbackLimit) || 0;
-      const tokens = Math.max(0, Math.min(Number(bucket.tokens ?? 0) || 0, limit || Infinity));
+      const level = fmt.describeBucket(algorithm, { limit, ...bucket }).level;
+      const tokens = Math.max(0, Math.min(Number(level) || 0, limit || Infinity));
       const pct = limit > 0 ? tokens / limit : 0;
       fill.style.width = `${(pct * 100).toFixed(2)}%`;
       el.classList.toggle("low", pct < 0.2);
@@ -73,9 +76,15 @@ export function makeGauge(label, large = false) {
       setText(text, `${fmt.formatTokens(tokens)} / ${fmt.formatNumber(limit, 0)}`);
       el.setAttribute("aria-valuemax", String(limit));
       el.setAttribute("aria-valuenow", String(Math.round(tokens * 1000) / 1000));
-      el.setAttribute("aria-valuetext", `${fmt.formatTokens(tokens)} of ${limit} permits available`);
       const reset = Number(bucket.resetAfterMs ?? 0);
-      el.title = reset > 0 ? `full again in ${fmt.formatDuration(reset)}` : "full";
+      if (algorithm === "token_bucket" || !algorithm) {
+        el.setAttribute("aria-valuetext", `${fmt.formatTokens(tokens)} of ${limit} permits available`);
+        el.title = reset > 0 ? `full again in ${fmt.formatDuration(reset)}` : "full";
+      } else {
+        const said = fmt.describeBucket(algorithm, { limit, ...bucket }).summary;
+        el.setAttribute("aria-valuetext", said);
+        el.title = said;
+      }
     },
     unknown(label = "—", why = "bucket state unknown") {
       fill.style.width = "0%";

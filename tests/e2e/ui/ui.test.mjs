@@ -511,7 +511,10 @@ describe("admin web UI in headless Chromium", () => {
     const cells = row(page, POLICY).locator("td");
     assert.equal(await cells.nth(1).innerText(), APP);
     assert.equal((await cells.nth(2).innerText()).trim(), "10");
-    assert.equal((await cells.nth(3).innerText()).trim(), "2 / min");
+    assert.equal((await cells.nth(3).locator(".rate").innerText()).trim(), "2 / min");
+    assert.equal((await cells.nth(3).locator(".algo").innerText()).trim(), "Token bucket");
+    assert.equal(await cells.nth(3).locator(".rate").getAttribute("title"),
+      "Bursts of up to 10 permits, refilled at 2 per minute; empty to full in 5 min.");
 
     const got = await pageRpc(page, "PolicyService/GetPolicy", { name: POLICY });
     assert.equal(got.status, 200, JSON.stringify(got));
@@ -790,7 +793,9 @@ describe("admin web UI in headless Chromium", () => {
       await kp.keyboard.press("Enter");
       await kp.waitForFunction(() => document.activeElement?.id === "f-apps");
       await kp.keyboard.press("Tab");
-      assert.equal((await focused(kp)).id, "f-max", "Tab goes from Apps to Max permits");
+      assert.equal((await focused(kp)).id, "f-alg-token_bucket", "Tab goes from Apps to the algorithm chosen");
+      await kp.keyboard.press("Tab");
+      assert.equal((await focused(kp)).id, "f-max", "Tab goes from the algorithms (one stop) to Max permits");
       await kp.keyboard.press("Control+A");
       await kp.keyboard.type("12");
       await kp.keyboard.press("Enter");
@@ -984,6 +989,270 @@ describe("admin web UI in headless Chromium", () => {
     const names = (list.json.policies || []).map((p) => p.name);
     assert.ok(!names.includes("evil"), `no policy was created: ${names.join(", ")}`);
     assert.ok(names.includes(XSS_POLICY), "nothing was deleted");
+  });
+
+  // ---- the algorithms of issue 20 (each step leaves the list page and
+  // the policies as it found them)
+
+  step("format.js: each algorithm's limits and live state in words", () => {
+    const L = (p) => fmt.describeLimits(p);
+    assert.equal(L({ maxPermits: "10", rate: "0.033333333333" }),
+      "Bursts of up to 10 permits, refilled at 2 per minute; empty to full in 5 min.");
+    assert.equal(L({ algorithm: "fixed_window", maxPermits: "100", window: "1m" }),
+      "At most 100 per 1 minute window, resetting at :00 every minute.");
+    assert.equal(L({ algorithm: "fixed_window", maxPermits: "100", window: "1h" }),
+      "At most 100 per 1 hour window, resetting at :00 every hour (UTC).");
+    assert.equal(L({ algorithm: "fixed_window", maxPermits: "10000", window: "month" }),
+      "At most 10,000 per calendar month (UTC), resetting at 00:00 UTC on the 1st of every month.");
+    assert.equal(L({ algorithm: "fixed_window", maxPermits: "5", window: "15m" }),
+      "At most 5 per 15 minute window, resetting every 15 minutes, on the clock (counted from 00:00 UTC).");
+    assert.equal(L({ algorithm: "fixed_window", maxPermits: "5", window: "7s" }),
+      "At most 5 per 7 second window, resetting every 7 seconds (windows counted from 1 January 1970 UTC, the same for every key).");
+    assert.match(L({ algorithm: "sliding_window", maxPermits: "50", window: "90s" }), /^At most about 50 in any 90 seconds: /);
+    assert.equal(L({ algorithm: "sliding_log", maxPermits: "5", window: "250ms" }),
+      "At most 5 in any 250 milliseconds, exactly: each permit taken counts until it is 250 milliseconds old.");
+    assert.equal(L({ algorithm: "concurrency", maxPermits: "10", leaseTtl: "30s" }),
+      "At most 10 held at once; a lease not released expires after 30 seconds.");
+    assert.equal(L({ algorithm: "concurrency", maxPermits: "1" }),
+      "At most 1 held at once; a lease not released expires after 30 seconds.", "the server's default lease time-to-live");
+    assert.equal(fmt.limitsShort({ algorithm: "fixed_window", maxPermits: "100", window: "1m" }), "100 / 1 minute window");
+    assert.equal(fmt.limitsShort({ algorithm: "fixed_window", maxPermits: "100", window: "day" }), "100 / calendar day");
+    assert.equal(fmt.limitsShort({ algorithm: "concurrency", maxPermits: "3" }), "3 held at once");
+    assert.equal(fmt.limitsShort({ maxPermits: "3", rate: "0.5" }), "0.5 / s");
+
+    assert.deepEqual(fmt.durationToSend("window", "90", "s"), { text: "90s", error: "" });
+    assert.deepEqual(fmt.durationToSend("window", "1", "month"), { text: "month", error: "" });
+    for (const bad of ["", "0", "1.5", "-1", "x"]) {
+      assert.ok(fmt.durationToSend("window", bad, "m").error.startsWith("window:"), `window ${JSON.stringify(bad)} should be refused`);
+    }
+    assert.deepEqual(fmt.durationForEditing("90s"), { value: "90", unit: "s" });
+    assert.deepEqual(fmt.durationForEditing("1d"), { value: "1", unit: "d" });
+    assert.deepEqual(fmt.durationForEditing("month"), { value: "1", unit: "month" });
+    assert.equal(fmt.parseDuration("250ms").ms, 250);
+    assert.equal(fmt.parseDuration("1.5s"), null);
+
+    assert.equal(fmt.fieldOfMessage('window "401d" is no duration: a whole number and a unit'), "window");
+    assert.equal(fmt.fieldOfMessage("lease_ttl: refused for algorithm fixed_window"), "lease_ttl");
+    assert.equal(fmt.fieldOfMessage("leaseTtl: x"), "lease_ttl");
+    assert.equal(fmt.fieldOfMessage('algorithm "leaky" is not one of token_bucket, ...'), "algorithm");
+    assert.equal(fmt.fieldOfMessage("rate: must be empty for algorithm fixed_window"), "rate");
+
+    const B = (alg, b) => fmt.describeBucket(alg, b);
+    assert.equal(B("fixed_window", { limit: "100", remaining: "97", resetAfterMs: "12000" }).summary,
+      "97 of 100 left in this window, resets in 12 s");
+    assert.equal(B("sliding_log", { limit: "5", remaining: "5" }).summary, "5 of 5 left now, nothing counted");
+    assert.equal(B("concurrency", { limit: "10", remaining: "7", resetAfterMs: "30000" }).summary, "3 of 10 held");
+    assert.equal(B("concurrency", { limit: "10", remaining: "7" }).level, 7, "the gauge shows the free slots");
+    assert.equal(B("token_bucket", { limit: "10", tokens: 4.5, remaining: "4", resetAfterMs: "1000" }).summary,
+      "4.5 tokens · full again in 1 s");
+  });
+
+  step("the form shows only the fields that fit the chosen algorithm, and says what the limits mean", async () => {
+    const writes = [];
+    const onRequest = (r) => {
+      if (r.url().includes("/permit.v1.PolicyService/CreatePolicy")) writes.push(r.url());
+    };
+    page.on("request", onRequest);
+    await page.goto(`${adminBase()}/#/new`);
+    await page.locator("#f-name").waitFor();
+    const shown = async () => ({
+      rate: await page.locator("#f-rate").isVisible(),
+      window: await page.locator("#f-window-unit").isVisible(),
+      lease: await page.locator("#f-lease").isVisible(),
+    });
+    const summary = () => page.locator("#f-summary").textContent();
+    assert.equal(await page.locator("#f-alg-token_bucket").isChecked(), true, "the token bucket is the default");
+    assert.deepEqual(await shown(), { rate: true, window: false, lease: false });
+    await fillPolicyForm(page, { max: 10, rate: 2, unit: "min" });
+    assert.equal(await summary(), "Bursts of up to 10 permits, refilled at 2 per minute; empty to full in 5 min.");
+
+    await page.locator("#f-alg-fixed_window").check();
+    assert.deepEqual(await shown(), { rate: false, window: true, lease: false });
+    assert.equal((await page.locator("label[for=f-max]").innerText()).replace("*", "").trim(), "Max permits per window");
+    assert.equal(await page.locator("#f-window-unit option[value=month]").count(), 1, "a fixed window offers calendar units");
+    await page.locator("#f-max").fill("100");
+    await page.locator("#f-window").fill("1");
+    await page.locator("#f-window-unit").selectOption("m");
+    assert.equal(await summary(), "At most 100 per 1 minute window, resetting at :00 every minute.");
+    await page.locator("#f-window-unit").selectOption("month");
+    assert.equal(await page.locator("#f-window").isVisible(), false, "a calendar unit takes no number");
+    assert.equal(await summary(), "At most 100 per calendar month (UTC), resetting at 00:00 UTC on the 1st of every month.");
+    await shot(page, "05b-create-fixed-window");
+    await checkA11y(page, "new policy, fixed window by the calendar");
+
+    await page.locator("#f-alg-sliding_window").check();
+    assert.equal(await page.locator("#f-window-unit option[value=month]").count(), 0, "only a fixed window offers calendar units");
+    assert.equal(await page.locator("#f-window-unit").inputValue(), "m");
+    assert.equal(await page.locator("#f-window").isVisible(), true);
+    assert.match(await summary(), /^At most about 100 in any 1 minute: /);
+
+    await page.locator("#f-alg-sliding_log").check();
+    assert.equal(await summary(), "At most 100 in any 1 minute, exactly: each permit taken counts until it is 1 minute old.");
+    await page.locator("#f-max").fill("20000");
+    await fillPolicyForm(page, { name: "ui-log-too-big", apps: APP });
+    await page.locator("#save-policy").click();
+    await page.locator("#f-max-error").waitFor();
+    assert.match(await page.locator("#f-max-error").textContent(), /at most 10,000 for a sliding log/i);
+    assert.deepEqual(writes, [], "an invalid form sends nothing");
+
+    await page.locator("#f-alg-concurrency").check();
+    assert.deepEqual(await shown(), { rate: false, window: false, lease: true });
+    assert.equal(await page.locator("#f-max-error").isVisible(), false, "20,000 held at once is a valid limit");
+    assert.equal((await page.locator("label[for=f-max]").innerText()).replace("*", "").trim(), "Max held at once");
+    assert.deepEqual([await page.locator("#f-lease").inputValue(), await page.locator("#f-lease-unit").inputValue()], ["30", "s"],
+      "the lease time-to-live starts at the server's default");
+    await page.locator("#f-max").fill("10");
+    assert.equal(await summary(), "At most 10 held at once; a lease not released expires after 30 seconds.");
+    await shot(page, "05c-create-concurrency");
+    await checkA11y(page, "new policy, concurrency");
+
+    await page.locator("#f-alg-token_bucket").check();
+    assert.deepEqual(await shown(), { rate: true, window: false, lease: false });
+    page.off("request", onRequest);
+    await page.getByRole("link", { name: "Cancel" }).click();
+    await page.getByRole("heading", { name: "Policies", level: 1 }).waitFor();
+  });
+
+  step("each algorithm is created through the form and shown in words in the list and on its page", async () => {
+    const made = [
+      { name: "ui-fixed", alg: "fixed_window", label: "Fixed window", max: 100, window: ["1", "m"],
+        stored: { window: "1m" }, short: "100 / 1 minute window",
+        sentence: "At most 100 per 1 minute window, resetting at :00 every minute." },
+      { name: "ui-month", alg: "fixed_window", label: "Fixed window", max: 10000, window: [null, "month"],
+        stored: { window: "month" }, short: "10,000 / calendar month",
+        sentence: "At most 10,000 per calendar month (UTC), resetting at 00:00 UTC on the 1st of every month." },
+      { name: "ui-sliding", alg: "sliding_window", label: "Sliding window", max: 50, window: ["90", "s"],
+        stored: { window: "90s" }, short: "~50 / 90 seconds, sliding" },
+      { name: "ui-log", alg: "sliding_log", label: "Sliding log", max: 5, window: ["2", "h"],
+        stored: { window: "2h" }, short: "5 in any 2 hours",
+        sentence: "At most 5 in any 2 hours, exactly: each permit taken counts until it is 2 hours old." },
+      { name: "ui-conc", alg: "concurrency", label: "Concurrency", max: 3, lease: ["2", "m"],
+        stored: { leaseTtl: "2m" }, short: "3 held at once",
+        sentence: "At most 3 held at once; a lease not released expires after 2 minutes." },
+    ];
+    try {
+      for (const m of made) {
+        await page.goto(`${adminBase()}/#/new`);
+        await page.locator("#f-name").waitFor();
+        await fillPolicyForm(page, { name: m.name, apps: APP, max: m.max });
+        await page.locator(`#f-alg-${m.alg}`).check();
+        if (m.window) {
+          await page.locator("#f-window-unit").selectOption(m.window[1]);
+          if (m.window[0] !== null) await page.locator("#f-window").fill(m.window[0]);
+        }
+        if (m.lease) {
+          await page.locator("#f-lease").fill(m.lease[0]);
+          await page.locator("#f-lease-unit").selectOption(m.lease[1]);
+        }
+        const sent = page.waitForRequest((r) => r.url().endsWith("/permit.v1.PolicyService/CreatePolicy"));
+        await page.locator("#save-policy").click();
+        const body = JSON.parse((await sent).postData()).policy;
+        assert.equal(body.algorithm, m.alg);
+        assert.equal(body.rate, undefined, `no rate is sent for ${m.alg}: ${JSON.stringify(body)}`);
+        assert.equal(body.window, m.stored.window, `the window sent for ${m.name}`);
+        assert.equal(body.leaseTtl, m.stored.leaseTtl, `the lease time-to-live sent for ${m.name}`);
+        await row(page, m.name).waitFor();
+        const got = await pageRpc(page, "PolicyService/GetPolicy", { name: m.name });
+        assert.equal(got.status, 200, JSON.stringify(got));
+        assert.equal(got.json.policy.algorithm, m.alg, JSON.stringify(got.json));
+        for (const [k, v] of Object.entries(m.stored)) assert.equal(got.json.policy[k], v, `${m.name}.${k}: ${JSON.stringify(got.json)}`);
+        assert.ok(!got.json.policy.rate, `${m.name} has no rate: ${JSON.stringify(got.json)}`);
+        const cell = row(page, m.name).locator("td").nth(3);
+        assert.equal((await cell.locator(".rate").innerText()).trim(), m.short);
+        assert.equal((await cell.locator(".algo").innerText()).trim(), m.label);
+      }
+      await shot(page, "06c-table-algorithms");
+      await checkA11y(page, "policies of every algorithm");
+
+      for (const m of made.filter((x) => x.sentence)) {
+        await page.goto(`${adminBase()}/#/policy/${m.name}`);
+        await page.locator("#limits-sentence").waitFor();
+        assert.equal(await page.locator("#limits-sentence").textContent(), m.sentence);
+        assert.match(await page.locator(".settings").innerText(), new RegExp(`Algorithm\\s+${m.label}`));
+      }
+
+      // The edit form comes back with the algorithm and its limits.
+      await page.goto(`${adminBase()}/#/policy/ui-month/edit`);
+      await page.locator("#f-apps").waitFor();
+      assert.equal(await page.locator("#f-alg-fixed_window").isChecked(), true);
+      assert.equal(await page.locator("#f-window-unit").inputValue(), "month");
+      assert.equal(await page.locator("#f-rate").isVisible(), false);
+      await page.locator("#f-window-unit").selectOption("d");
+      await page.locator("#f-window").fill("7");
+      await page.locator("#save-policy").click();
+      await page.waitForFunction(() => location.hash === "#/");
+      const edited = await pageRpc(page, "PolicyService/GetPolicy", { name: "ui-month" });
+      assert.equal(edited.json.policy.window, "7d", JSON.stringify(edited.json));
+      assert.equal(edited.json.policy.algorithm, "fixed_window");
+    } finally {
+      for (const m of made) {
+        const p = await pageRpc(page, "PolicyService/GetPolicy", { name: m.name });
+        if (p.status === 200) await pageRpc(page, "PolicyService/DeletePolicy", { name: m.name, version: p.json.policy.version });
+      }
+    }
+  });
+
+  step("the inspector speaks each algorithm's state: a window's count and reset, the leases held", async () => {
+    const made = [];
+    try {
+      for (const [name, p] of [["ui-win", { algorithm: "fixed_window", window: "1h" }], ["ui-lease", { algorithm: "concurrency", leaseTtl: "1m" }]]) {
+        const r = await pageRpc(page, "PolicyService/CreatePolicy", {
+          policy: { name, apps: [APP], maxPermits: "10", failureMode: "open", enabled: true, ...p },
+        });
+        assert.equal(r.status, 200, JSON.stringify(r));
+        made.push(r.json.policy);
+      }
+      for (let i = 0; i < 3; i++) assert.equal((await acquire({ bucket: "ui-win" })).allowed, true);
+      for (let i = 0; i < 2; i++) assert.equal((await acquire({ bucket: "ui-lease" })).allowed, true);
+
+      await page.goto(`${adminBase()}/#/policy/ui-win`);
+      await page.getByRole("button", { name: "Inspect", exact: true }).click();
+      await page.waitForFunction(() => /^7 of 10 left in this window, resets in \d/.test(document.querySelector("#inspect-summary")?.textContent || ""));
+      assert.equal(await page.locator("#inspect-taken").textContent(), "3");
+      assert.match(await page.locator("section[aria-labelledby=shared-h] [role=meter]").getAttribute("aria-valuetext"),
+        /^7 of 10 left in this window/);
+      assert.equal(await page.locator("#inspect-reset").innerText(), "Reset the count");
+      await checkA11y(page, "detail, fixed window inspected");
+      await page.locator("#inspect-reset").click();
+      await page.waitForFunction(() => /^10 of 10 left in this window/.test(document.querySelector("#inspect-summary")?.textContent || ""));
+
+      await page.goto(`${adminBase()}/#/policy/ui-lease`);
+      await page.getByRole("button", { name: "Inspect", exact: true }).click();
+      await page.waitForFunction(() => document.querySelector("#inspect-summary")?.textContent === "2 of 10 held");
+      assert.match(await page.locator("#inspect-full").textContent(), /^in .* at the latest$/);
+      assert.equal(await page.locator("#inspect-reset").innerText(), "Free all leases");
+      await shot(page, "08b-inspector-concurrency");
+      await checkA11y(page, "detail, concurrency inspected");
+    } finally {
+      for (const p of made) await pageRpc(page, "PolicyService/DeletePolicy", { name: p.name, version: p.version });
+    }
+  });
+
+  step("a server validation error of a limit is shown at its field", async () => {
+    await page.goto(`${adminBase()}/#/new`);
+    await page.locator("#f-name").waitFor();
+    await fillPolicyForm(page, { name: "ui-too-long", apps: APP, max: 5 });
+    await page.locator("#f-alg-sliding_log").check();
+    // 401 days: the form checks the form of a duration; its range (1ms to
+    // 400d) is the server's, whose message names the field and the value.
+    await page.locator("#f-window").fill("401");
+    await page.locator("#f-window-unit").selectOption("d");
+    await page.locator("#save-policy").click();
+    const err = page.locator("#f-window-error");
+    await err.waitFor();
+    assert.match(await err.textContent(), /401d/, "the server's message names the value");
+    assert.equal(await page.locator("#f-window").getAttribute("aria-invalid"), "true");
+    assert.equal((await focused(page)).id, "f-window", "focus goes to the field the server refused");
+    assert.equal(await page.locator("#form-error").isVisible(), false, "the error is at the field, not above the form");
+    await shot(page, "05d-create-server-error");
+    await checkA11y(page, "new policy, window refused by the server");
+    await page.locator("#f-window").fill("40");
+    await page.locator("#f-window").blur();
+    assert.equal(await err.isVisible(), false, "changing the value clears the server's error");
+    await page.getByRole("link", { name: "Cancel" }).click();
+    await page.getByRole("heading", { name: "Policies", level: 1 }).waitFor();
+    const gone = await pageRpc(page, "PolicyService/GetPolicy", { name: "ui-too-long" });
+    assert.equal(gone.status, 404, "nothing was created");
   });
 
   step("log out ends the session, and a second tab falls back to the login page", async () => {
