@@ -42,6 +42,7 @@ SETTINGS = [
     ("--first-byte-timeout", "PERMITD_FIRST_BYTE_TIMEOUT"),
     ("--login-workers", "PERMITD_LOGIN_WORKERS"),
     ("--login-queue", "PERMITD_LOGIN_QUEUE"),
+    ("--request-id-ttl", "PERMITD_REQUEST_ID_TTL"),
 ]
 
 

@@ -321,11 +321,13 @@ class RedisTest(unittest.TestCase):
                 # The three workers' pipes; the change-notice listener and
                 # its pass's connection (made at start, before `before`);
                 # the loader's (the first Acquire of a policy this instance
-                # had not seen: decisions/limiter.c).
+                # had not seen: decisions/limiter.c); the settle runner's
+                # (it reads the pending settles at each pass:
+                # control/settle.c).
                 self.assertGreaterEqual(len(conns), 1, msg)
                 self.assertLessEqual(len(conns), 6, msg)
                 self.assertLessEqual(seen[0], 6, msg)
-                self.assertLessEqual(made, 4, msg)
+                self.assertLessEqual(made, 5, msg)
             r.close()
         finally:
             pr.stop()
