@@ -2125,27 +2125,35 @@ int limiter_own(struct limiter *l, const char *bucket, const char *key, int take
     return decide(l, &req, take, 0, 0, deadline_us, res, err);
 }
 
+/* The reset deletes a bucket's state under every algorithm's letter
+ * (policy.h: policy_bucket_key()), not only the policy's own algorithm's:
+ * a policy whose algorithm was edited may still hold the old one's state
+ * for the key, which no script reads, and deleting it is harmless. The
+ * state of one layout, all letters, shares a slot (one hash tag), so each
+ * layout is one DEL: the shared bucket one, a key two (spread and
+ * colocated: the policy may have set or cleared colocate, and a bucket
+ * written before issue 19 has the colocated one). In a cluster the two
+ * layouts live in different slots, so they cannot be one DEL. */
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,
                   int64_t deadline_us, struct permitd_error *err)
 {
-    char state_key[POLICY_REDIS_KEY_MAX];
-    struct redis_str del[2];
+    char names[POLICY_ALGORITHMS][POLICY_REDIS_KEY_MAX];
+    struct redis_str del[1 + POLICY_ALGORITHMS];
     int rc;
 
     if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
         (rc = policy_check_key("key", key ? key : "", err)) != PERMITD_OK)
         return rc;
-    /* Both layouts (policy.h): the policy may have set or cleared
-     * colocate, and a bucket written before issue 19 has the colocated
-     * one. Each its own DEL: in a cluster they live in different slots. */
     del[0].p = "DEL";
     del[0].len = 3;
-    del[1].p = state_key;
-    for (int kind = POLICY_KEY_BUCKET; kind <= POLICY_KEY_BUCKET_COLOCATED; kind++) {
-        del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket,
-                                      (enum policy_key_kind)kind, key);
-        if ((rc = redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err)) !=
-            PERMITD_OK || key == NULL || key[0] == '\0')
+    for (int colocate = 0; colocate <= 1; colocate++) {
+        for (int a = 0; a < POLICY_ALGORITHMS; a++) {
+            del[1 + a].p = names[a];
+            del[1 + a].len = policy_bucket_key(names[a], l->cfg->redis_prefix, bucket,
+                                               (enum policy_algorithm)a, colocate, key);
+        }
+        if ((rc = redis_command(l->redis, del, 1 + POLICY_ALGORITHMS, deadline_us, NULL, NULL,
+                                NULL, err)) != PERMITD_OK || key == NULL || key[0] == '\0')
             return rc;
     }
     return PERMITD_OK;

@@ -191,7 +191,9 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
 int limiter_own(struct limiter *l, const char *bucket, const char *key, int take,
                 int64_t deadline_us, struct limiter_result *res, struct permitd_error *err);
 
-/* Deletes a bucket's state: it is full again. */
+/* Deletes a bucket's state, whatever the policy's algorithm: it is as if
+ * nothing had been taken (a token bucket full, a window's count 0, a log
+ * empty, every lease freed: its holder's Release becomes a no-op). */
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,
                   int64_t deadline_us, struct permitd_error *err);
 

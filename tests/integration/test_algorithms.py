@@ -13,7 +13,9 @@ its own sense, and every Acquire may carry a request_id.
   or request_id;
 - concurrency (when lua/concurrency.lua is in the tree): a lease id per
   allowed Acquire, never more than max_permits held, Release frees a slot
-  and is idempotent, Renew of a lease not held says so.
+  and is idempotent, Renew of a lease not held says so;
+- the admin API (AlgorithmAdminTest, with MariaDB and a login):
+  ResetBucket of a bucket of each algorithm, keyed (both layouts) or shared.
 
 Time: the analysis reads the machine's clock, which is the clock Redis
 TIME reads on this one machine (permitd itself never reads it for a
@@ -28,7 +30,9 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import test_admin  # noqa: E402
 from harness import Permitd, Redis, decision, error_code, put_policy, unique  # noqa: E402
+from test_admin import num  # noqa: E402
 
 HAVE_CONCURRENCY = os.path.exists(os.path.join(harness.SOURCE_DIR, "lua", "concurrency.lua"))
 
@@ -265,6 +269,57 @@ class AlgorithmsTest(unittest.TestCase):
         finally:
             h.close()
             g.close()
+
+
+class AlgorithmAdminTest(test_admin.AdminCase):
+    """The admin API on buckets of every algorithm (one permitd with MariaDB
+    and a login, as test_admin.py's classes)."""
+
+    # each algorithm with limits that refill nothing during a test
+    LIMITS = {
+        "token_bucket": {"rate": "0.001"},
+        "fixed_window": {"algorithm": "fixed_window", "window": "1h", "rate": ""},
+        "sliding_window": {"algorithm": "sliding_window", "window": "1h", "rate": ""},
+        "sliding_log": {"algorithm": "sliding_log", "window": "1h", "rate": ""},
+        "concurrency": {"algorithm": "concurrency", "leaseTtl": "1h", "rate": ""},
+    }
+
+    def test_reset_bucket_of_each_algorithm(self):
+        # ResetBucket empties the bucket of the policy's algorithm, whatever
+        # it is: a key's (spread or colocated) or the shared one, and no
+        # other key's; a concurrency reset frees every lease, so a holder's
+        # Release is then a no-op.
+        e, api = self.editor(), self.api()
+        try:
+            for algo, fields in self.LIMITS.items():
+                for key, colocate in (("user-1", False), ("user-1", True), ("", False)):
+                    with self.subTest(algorithm=algo, key=key, colocate=colocate):
+                        name = self.name("rs")
+                        e.create(name, max_permits=3, colocate=colocate, **fields)
+                        leases = []
+                        for _ in range(3):
+                            r = api.acquire(name, key=key)
+                            self.assertTrue(decision(r)["allowed"], r)
+                            leases.append(r.json().get("leaseId"))
+                        self.assertFalse(decision(api.acquire(name, key=key))["allowed"])
+                        self.assertTrue(decision(api.acquire(name, key="user-2"))["allowed"])
+                        self.assertEqual(num(e.bucket(name, key), "remaining"), 0)
+
+                        b = e.ok(e.p("ResetBucket", {"name": name, "key": key}))["bucket"]
+                        self.assertEqual((num(b, "remaining"), num(b, "limit")), (3, 3), b)
+                        self.assertEqual(num(b, "resetAfterMs"), 0, b)
+                        self.assertEqual(decision(api.peek(name, key=key))["remaining"], 3)
+                        if algo == "concurrency":
+                            r = api.rpc_json("Release", {"bucket": name, "app": "app",
+                                                         "key": key, "leaseId": leases[0]})
+                            self.assertEqual(r.status, 200, r)
+                            self.assertFalse(r.json().get("released", False), r.body)
+                        r = api.acquire(name, key=key, permits=3)
+                        self.assertTrue(decision(r)["allowed"], r)
+                        # the other key kept its take
+                        self.assertEqual(decision(api.peek(name, key="user-2"))["remaining"], 2)
+        finally:
+            api.close()
 
 
 if __name__ == "__main__":
