@@ -15,7 +15,9 @@ its own sense, and every Acquire may carry a request_id.
   allowed Acquire, never more than max_permits held, Release frees a slot
   and is idempotent, Renew of a lease not held says so;
 - the admin API (AlgorithmAdminTest, with MariaDB and a login):
-  ResetBucket of a bucket of each algorithm, keyed (both layouts) or shared.
+  ResetBucket of a bucket of each algorithm, keyed (both layouts) or shared;
+  GetBucket's view in each algorithm's terms: the window's reset, the log's
+  entries and their ages, the leases held (never a whole lease id).
 
 Time: the analysis reads the machine's clock, which is the clock Redis
 TIME reads on this one machine (permitd itself never reads it for a
@@ -320,6 +322,100 @@ class AlgorithmAdminTest(test_admin.AdminCase):
                         self.assertEqual(decision(api.peek(name, key="user-2"))["remaining"], 2)
         finally:
             api.close()
+            e.http.close()
+
+    def test_get_bucket_answers_what_fits_the_algorithm(self):
+        e, api = self.editor(), self.api()
+        ms = lambda: time.time() * 1000.0  # noqa: E731
+        try:
+            # token bucket: the algorithm's name, nothing more
+            name = self.name("ib")
+            e.create(name, max_permits=3, **self.LIMITS["token_bucket"])
+            b = e.bucket(name)
+            self.assertEqual(b.get("algorithm"), "token_bucket", b)
+            for f in ("windowResetAfterMs", "events", "eventAgesMs", "leases"):
+                self.assertNotIn(f, b)
+
+            # windows: until the current window ends (aligned to the epoch),
+            # whether it holds a take or not
+            for algo, window in (("fixed_window", 3600000), ("sliding_window", 60000)):
+                name = self.name("iw")
+                e.create(name, max_permits=5, algorithm=algo, window="%dms" % window, rate="")
+                for take in (0, 2):
+                    if take:
+                        self.assertTrue(decision(api.acquire(name, key="k", permits=take))["allowed"])
+                    t0 = ms()
+                    b = e.bucket(name, "k")
+                    t1 = ms()
+                    self.assertEqual(b.get("algorithm"), algo, b)
+                    self.assertEqual(num(b, "remaining"), 5 - take, b)
+                    left = num(b, "windowResetAfterMs")
+                    # the window's end, t + left, is a multiple of the window
+                    lo, hi = t0 + left - 2, t1 + left + 2
+                    self.assertLessEqual(-(-lo // window) * window, hi, (algo, b, t0, t1))
+                    self.assertTrue(0 < left <= window, b)
+                    self.assertNotIn("eventAgesMs", b)
+                    self.assertNotIn("leases", b)
+
+            # sliding log: the entries in the window, the newest's ages first
+            name = self.name("il")
+            e.create(name, max_permits=300, algorithm="sliding_log", window="1h", rate="")
+            self.assertEqual(num(e.bucket(name), "events"), 0)
+            self.assertTrue(decision(api.acquire(name, permits=2))["allowed"])
+            time.sleep(0.3)
+            self.assertTrue(decision(api.acquire(name))["allowed"])
+            b = e.bucket(name)
+            self.assertEqual(b.get("algorithm"), "sliding_log", b)
+            self.assertEqual(num(b, "events"), 3, b)
+            ages = [int(x) for x in b.get("eventAgesMs", [])]
+            self.assertEqual(len(ages), 3, b)
+            self.assertLess(ages[0], 250, b)                  # the newest first
+            self.assertGreaterEqual(ages[1], 290, b)
+            self.assertEqual(ages[1], ages[2], b)             # one take of 2: one time
+            self.assertNotIn("windowResetAfterMs", b)
+            self.assertNotIn("leases", b)
+            self.assertTrue(decision(api.acquire(name, permits=150))["allowed"])
+            b = e.bucket(name)
+            self.assertEqual(num(b, "events"), 153, b)
+            self.assertEqual(len(b["eventAgesMs"]), 100, "at most 100 listed")
+            self.assertEqual(sorted(int(x) for x in b["eventAgesMs"]),
+                             [int(x) for x in b["eventAgesMs"]], "newest first")
+
+            # concurrency: the leases held, soonest expiry first, each by the
+            # first 8 characters of its id only
+            name = self.name("ic")
+            e.create(name, max_permits=200, algorithm="concurrency", leaseTtl="1m", rate="")
+            first = api.acquire(name, key="k").json()
+            time.sleep(0.05)
+            second = api.acquire(name, key="k", permits=2).json()
+            ids = [first["leaseId"], second["leaseId"]]
+            r = e.p("GetBucket", {"name": name, "key": "k"})
+            b = e.ok(r)["bucket"]
+            self.assertEqual(b.get("algorithm"), "concurrency", b)
+            leases = b.get("leases", [])
+            self.assertEqual([x["idPrefix"] for x in leases], [i[:8] for i in ids], b)
+            self.assertEqual([num(x, "permits") for x in leases], [1, 2], b)
+            expiry = [num(x, "expiresAfterMs") for x in leases]
+            self.assertTrue(55000 < expiry[0] <= expiry[1] <= 60000, b)
+            for i in ids:
+                self.assertNotIn(i[:9].encode(), r.body)     # never more than 8 characters
+            self.assertEqual(num(b, "remaining"), 197, b)
+            r = api.rpc_json("Release", {"bucket": name, "app": "app", "key": "k",
+                                         "leaseId": ids[0]})
+            self.assertTrue(r.json()["released"], r.body)
+            b = e.bucket(name, "k")
+            self.assertEqual([x["idPrefix"] for x in b["leases"]], [ids[1][:8]], b)
+            for _ in range(120):
+                self.assertTrue(decision(api.acquire(name, key="k"))["allowed"])
+            r = e.p("ResetBucket", {"name": name, "key": "k"})
+            self.assertEqual(e.ok(r)["bucket"].get("algorithm"), "concurrency")
+            self.assertNotIn("leases", e.ok(r)["bucket"])
+            for _ in range(120):
+                self.assertTrue(decision(api.acquire(name, key="k"))["allowed"])
+            self.assertEqual(len(e.bucket(name, "k")["leases"]), 100, "at most 100 listed")
+        finally:
+            api.close()
+            e.http.close()
 
 
 if __name__ == "__main__":
