@@ -4,10 +4,12 @@
 //
 // What is shown per algorithm lives in VIEWS (the words of each row come
 // from format.js's describeBucket, from what GetBucket answers for every
-// algorithm: remaining, limit, reset_after_ms, tokens). A later inspector
-// extension (the sliding log's events, the leases held and when each
-// expires) gives its view a more(bucket) that returns nodes to show below
-// the rows; nothing else here needs to change.
+// algorithm: remaining, limit, reset_after_ms, tokens). A view's
+// more(bucket) returns the nodes shown below the rows, from what GetBucket
+// answers for that algorithm alone: when a window ends, the sliding log's
+// entries and their ages (a small timeline and a list), the leases held and
+// when each expires. They are rebuilt on every refresh (every 2 s, which is
+// the countdown's step), and are not a live region.
 import { isAbort } from "./api.js";
 import { h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
@@ -16,13 +18,91 @@ import { DETAIL_POLL_MS, poll } from "./poll.js";
 import { POLICY, call } from "./session.js";
 import { errorState, icon, loadingState, makeGauge } from "./widgets.js";
 
+// A window's end (GetBucket's windowResetAfterMs), and what happens then.
+function windowMore(then) {
+  return (b) => {
+    const left = Number(b.windowResetAfterMs ?? 0);
+    if (!(left > 0)) return [];
+    return h("p", { class: "small", id: "inspect-window" },
+      "The current window ends in ", h("strong", {}, fmt.formatDuration(left)), `; ${then}.`);
+  };
+}
+
+const LOG_LINES = 20;     // takes listed in words; the timeline shows every one received
+
+// The sliding log: its entries (one per permit) by age, newest first; the
+// entries of one take share their age, so they are listed as one line.
+function logMore(b) {
+  const events = Number(b.events ?? 0);
+  const ages = (b.eventAgesMs || []).map(Number);
+  if (events <= 0 || ages.length === 0) {
+    return h("p", { class: "small muted", id: "inspect-log" }, "The log is empty: nothing taken within the window.");
+  }
+  const groups = [];
+  for (const age of ages) {
+    const g = groups.at(-1);
+    if (g && g.age === age) g.n++;
+    else groups.push({ age, n: 1 });
+  }
+  const oldest = Math.max(1, ages[ages.length - 1]);
+  const shown = ages.length < events
+    ? `the newest ${fmt.formatNumber(ages.length, 0)} of ${fmt.formatNumber(events, 0)} are listed`
+    : `${fmt.formatNumber(events, 0)} in all`;
+  const ago = (age) => (age <= 0 ? "just now" : `${fmt.formatDuration(age)} ago`);
+  // the timeline: one mark per take, now at the right end, the oldest listed at the left
+  const line = h("div", { class: "log-timeline", "aria-hidden": "true" });
+  for (const g of groups) {
+    const mark = h("span", { class: "log-mark" });
+    mark.style.left = `${((1 - g.age / oldest) * 100).toFixed(2)}%`;
+    line.append(mark);
+  }
+  return [
+    h("h3", { class: "inspect-sub", id: "inspect-log-h" }, "Entries in the log"),
+    h("p", { class: "small muted" }, `One entry per permit taken within the window, newest first; ${shown}.`),
+    line,
+    h("div", { class: "log-axis small muted", "aria-hidden": "true" }, h("span", {}, ago(oldest)), h("span", {}, "now")),
+    h("ol", { class: "log-list", id: "inspect-log", "aria-labelledby": "inspect-log-h" },
+      groups.slice(0, LOG_LINES).map((g) => h("li", {},
+        h("span", { class: "log-n" }, g.n === 1 ? "1 permit" : `${fmt.formatNumber(g.n, 0)} permits`),
+        " ", h("span", { class: "muted" }, ago(g.age))))),
+    groups.length > LOG_LINES
+      ? h("p", { class: "small muted" }, `and ${fmt.formatNumber(groups.length - LOG_LINES, 0)} older takes not listed`)
+      : null,
+  ];
+}
+
+// The leases held, soonest expiry first: each by the first 8 characters of
+// its id only (the id lets its holder release the lease; the server never
+// sends it whole), its permits and the time until it expires.
+function leaseMore(b) {
+  const leases = b.leases || [];
+  if (leases.length === 0) return h("p", { class: "small muted", id: "inspect-leases" }, "No lease is held.");
+  return [
+    h("table", { class: "leases", id: "inspect-leases" },
+      h("caption", {}, "Leases held, soonest expiry first"),
+      h("thead", {}, h("tr", {},
+        h("th", { scope: "col" }, "Lease id"), h("th", { scope: "col", class: "num" }, "Permits"),
+        h("th", { scope: "col", class: "num" }, "Expires in"))),
+      h("tbody", {}, leases.map((x) => h("tr", {},
+        h("td", {}, h("code", {}, `${x.idPrefix ?? ""}…`)),
+        h("td", { class: "num" }, fmt.formatNumber(Number(x.permits ?? 0), 0)),
+        h("td", { class: "num" }, fmt.formatDuration(Number(x.expiresAfterMs ?? 0))))))),
+    h("p", { class: "small muted" },
+      "Only the start of each lease id is shown: the whole id lets its holder release or renew the lease.",
+      leases.length >= 100 ? " The 100 leases expiring soonest are listed." : ""),
+  ];
+}
+
 // reset: the button's words; done: what a reset did; more: see above.
 const VIEWS = {
   token_bucket: { reset: "Reset to full", done: "the bucket is full again" },
-  fixed_window: { reset: "Reset the count", done: "the window's count starts from 0 again" },
-  sliding_window: { reset: "Reset the count", done: "both windows' counts start from 0 again" },
-  sliding_log: { reset: "Clear the log", done: "the log is empty again" },
-  concurrency: { reset: "Free all leases", done: "every lease is freed (their holders' releases become no-ops)" },
+  fixed_window: { reset: "Reset the count", done: "the window's count starts from 0 again",
+    more: windowMore("the count starts again from 0 then") },
+  sliding_window: { reset: "Reset the count", done: "both windows' counts start from 0 again",
+    more: windowMore("its count then weighs less and less through the next window") },
+  sliding_log: { reset: "Clear the log", done: "the log is empty again", more: logMore },
+  concurrency: { reset: "Free all leases", done: "every lease is freed (their holders' releases become no-ops)",
+    more: leaseMore },
 };
 const viewOf = (alg) => VIEWS[alg] || { reset: "Reset", done: "the state is cleared" };
 

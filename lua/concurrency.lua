@@ -85,9 +85,23 @@ Costs per item: one ZRANGE of the held leases (O(held)), and when it
 writes: ZREMRANGEBYSCORE of the expired, ZADD or ZREM of the lease,
 ZADD of the stamp, PEXPIRE. Memory: one member of about 35 bytes per
 lease held; a key holds at most max_permits leases.
+
+Mode "inspect" (the admin inspector: limiter_inspect() in
+server/decisions/limiter.c): a peek of one permit for one item, nothing
+written, answered as an array of integers: the RECORD's ten numbers, then
+0, 0, 0 (the layout's window reset, events and log entries: none here),
+j and, for each of the j leases held that expire soonest (j <= 100), the
+first 8 hex characters of its id read as a number, its permits and the
+ms until it expires. A lease id is a capability (whoever has it may
+release the lease), so the whole id never leaves Redis here.
 ]]
 
 local mode = ARGV[1]
+-- "inspect" is a peek that answers more (the header): decided as one.
+local inspect = mode == 'inspect'
+if inspect then
+  mode = 'peek'
+end
 local np = tonumber(ARGV[2])
 local rid_ttl = tonumber(ARGV[3]) or 0
 local base = 4 + 4 * np
@@ -421,6 +435,31 @@ if mode ~= 'peek' then
       end
     end
   end
+end
+
+if inspect then
+  local f, r = {unpack_record(RECORD, out[1])}, {}
+  for x = 1, 10 do
+    r[x] = f[x]
+  end
+  local it = items[1]
+  local st = states[it.key]
+  r[11], r[12], r[13], r[14] = 0, 0, 0, 0
+  if not st.foreign and st.ver <= it.p.ver then
+    local list = {}
+    for id, l in pairs(st.leases) do
+      list[#list + 1] = {id = id, permits = l.permits, exp = l.exp}
+    end
+    table.sort(list, function(a, b) return a.exp < b.exp end)
+    for x = 1, #list < 100 and #list or 100 do
+      local l = list[x]
+      r[#r + 1] = tonumber(sub(l.id, 1, 8), 16) or 0
+      r[#r + 1] = l.permits
+      r[#r + 1] = ms_up(l.exp - now)
+      r[14] = x
+    end
+  end
+  return r
 end
 
 return table.concat(out)

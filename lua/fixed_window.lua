@@ -42,9 +42,20 @@ and nothing is written; one that is no 24-byte state answers -15
 (data_loss, `remaining` its size) and is left alone. Every key is read
 before any is written (see bucket.lua on Redis Cluster's non local keys).
 Each state key is written once per call, at the end.
+
+Mode "inspect" (the admin inspector: limiter_inspect() in
+server/decisions/limiter.c): a peek of one permit for one item, nothing
+written, answered as an array of integers: the RECORD's ten numbers, then
+the ms until the current window ends (whether it holds a take or not),
+then 0, 0, 0 (the layout's events, log entries and leases: none here).
 ]]
 
 local mode = ARGV[1]
+-- "inspect" is a peek that answers more (the header): decided as one.
+local inspect = mode == 'inspect'
+if inspect then
+  mode = 'peek'
+end
 local n = #KEYS
 local np = tonumber(ARGV[2])
 local ridttl = ARGV[3]
@@ -274,6 +285,17 @@ if mode ~= 'peek' then
       redis.call('SET', rkeys[i], out[i], 'PX', ridttl)
     end
   end
+end
+
+if inspect then
+  local f, r = {unpack(ANSWER, out[1])}, {}
+  for x = 1, 10 do
+    r[x] = f[x]
+  end
+  local p = policies[tonumber(ARGV[base])]
+  r[11] = p and p.start and p.left or 0   -- until the current window ends
+  r[12], r[13], r[14] = 0, 0, 0           -- no log, no leases
+  return r
 end
 
 return table.concat(out)

@@ -71,9 +71,21 @@ replayed. Request ids as in lua/sliding_window.lua: on take and all, an
 item whose record key (state key .. "\x1f" .. "r" .. request_id) exists
 answers that RECORD with flags |= 1 and takes nothing; otherwise its
 answer (status 0) is stored there with PX = ARGV[3].
+
+Mode "inspect" (the admin inspector: limiter_inspect() in
+server/decisions/limiter.c): a peek of one permit for one item, nothing
+written, answered as an array of integers: the RECORD's ten numbers, then
+0 (no window to reset), the entries in the window now (one per permit), k
+and the ages in ms (Redis time) of the k newest of them, newest first, k
+<= 100 (one more ZREVRANGEBYSCORE), then 0 (no leases).
 ]]
 
 local mode = ARGV[1]
+-- "inspect" is a peek that answers more (the header): decided as one.
+local inspect = mode == 'inspect'
+if inspect then
+  mode = 'peek'
+end
 local np = tonumber(ARGV[2])
 local rid_ttl = tonumber(ARGV[3]) or 0
 local base = 4 + 4 * np
@@ -332,6 +344,28 @@ if mode ~= 'peek' then
       end
     end
   end
+end
+
+if inspect then
+  local f, r = {unpack_record(RECORD, out[1])}, {}
+  for x = 1, 10 do
+    r[x] = f[x]
+  end
+  local it = items[1]
+  local st = states[it.key]
+  r[11], r[12], r[13] = 0, 0, 0
+  if not st.foreign and st.ver <= it.p.ver then
+    r[12] = st.count
+    local e = redis.call('ZREVRANGEBYSCORE', it.key, '+inf', it.p.cutoff, 'WITHSCORES',
+                         'LIMIT', 0, 100)
+    for x = 2, #e, 2 do
+      local age = floor((now - tonumber(e[x])) / 1000)
+      r[#r + 1] = age > 0 and age or 0
+    end
+    r[13] = #e / 2
+  end
+  r[#r + 1] = 0                           -- no leases
+  return r
 end
 
 return table.concat(out)

@@ -102,9 +102,20 @@ Writes: a take writes its key once, at the end, stamped with the call's
 version stamp, set to expire when it limits nothing any more (reset_after);
 a denial and a peek write nothing. Costs per item: one GET and, after a
 take, one SET (plus a GET and a SET per request id); 32 bytes of value.
+
+Mode "inspect" (the admin inspector: limiter_inspect() in
+server/decisions/limiter.c): a peek of one permit for one item, nothing
+written, answered as an array of integers: the RECORD's ten numbers, then
+the ms until the current aligned window ends (when cur becomes prev),
+then 0, 0, 0 (the layout's events, log entries and leases: none here).
 ]]
 
 local mode = ARGV[1]
+-- "inspect" is a peek that answers more (the header): decided as one.
+local inspect = mode == 'inspect'
+if inspect then
+  mode = 'peek'
+end
 local np = tonumber(ARGV[2])
 local rid_ttl = tonumber(ARGV[3]) or 0
 local base = 4 + 4 * np
@@ -405,6 +416,17 @@ if mode ~= 'peek' then
       end
     end
   end
+end
+
+if inspect then
+  local f, r = {unpack_state(RECORD, out[1])}, {}
+  for x = 1, 10 do
+    r[x] = f[x]
+  end
+  local p = items[1].p
+  r[11] = ms_up(p.w - now % p.w)          -- until the current window ends
+  r[12], r[13], r[14] = 0, 0, 0           -- no log, no leases
+  return r
 end
 
 return table.concat(out)

@@ -246,15 +246,52 @@ static int from_proto(const Permit__V1__Policy *m, struct store_policy_input *in
                                m->lease_ttl, &in->limits, err);
 }
 
+/* The algorithm's own view (limiter_inspect()'s more) into b: copied into
+ * the call's memory. */
+static int bucket_more(struct connect_call *call, const struct limiter_inspection *m,
+                       Permit__V1__Bucket *b, struct permitd_error *err)
+{
+    b->algorithm = connect_call_strdup(call, m->algorithm ? m->algorithm : "");
+    b->window_reset_after_ms = m->window_reset_after_ms;
+    b->events = m->events;
+    if (b->algorithm == NULL ||
+        (m->n_ages > 0 &&
+         (b->event_ages_ms = connect_call_alloc(call, m->n_ages * sizeof(int64_t))) == NULL) ||
+        (m->n_leases > 0 &&
+         (b->leases = connect_call_alloc(call, m->n_leases * sizeof(*b->leases))) == NULL))
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t i = 0; i < m->n_ages; i++)
+        b->event_ages_ms[i] = m->event_ages_ms[i];
+    b->n_event_ages_ms = m->n_ages;
+    for (size_t i = 0; i < m->n_leases; i++) {
+        Permit__V1__Lease *x = connect_call_alloc(call, sizeof(*x));
+        if (x == NULL)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        permit__v1__lease__init(x);
+        if ((x->id_prefix = connect_call_strdup(call, m->leases[i].id_prefix)) == NULL)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        x->permits = m->leases[i].permits;
+        x->expires_after_ms = m->leases[i].expires_after_ms;
+        b->leases[b->n_leases++] = x;
+    }
+    return PERMITD_OK;
+}
+
+/* One bucket as the admin API answers it; detail: with its algorithm's
+ * own view (GetBucket, ResetBucket), not only the gauge's fields
+ * (ListPolicies). */
 static int bucket_proto(struct admin *a, struct connect_call *call, const char *name,
-                        const char *key, Permit__V1__Bucket **out, struct permitd_error *err)
+                        const char *key, int detail, Permit__V1__Bucket **out,
+                        struct permitd_error *err)
 {
     struct limiter_result r;
+    struct limiter_inspection more;
     Permit__V1__Bucket *b;
     int rc;
 
     *out = NULL;
-    if ((rc = limiter_inspect(a->limiter, name, key, deadline(), &r, err)) != PERMITD_OK)
+    if ((rc = limiter_inspect(a->limiter, name, key, deadline(), &r, detail ? &more : NULL,
+                              err)) != PERMITD_OK)
         return rc;
     b = connect_call_alloc(call, sizeof(*b));
     if (b == NULL)
@@ -268,6 +305,8 @@ static int bucket_proto(struct admin *a, struct connect_call *call, const char *
     b->remaining = r.remaining;
     b->limit = r.limit;
     b->reset_after_ms = r.reset_after_ms;
+    if (detail && (rc = bucket_more(call, &more, b, err)) != PERMITD_OK)
+        return rc;
     *out = b;
     return PERMITD_OK;
 }
@@ -346,7 +385,7 @@ static int list_policies(void *ud, struct connect_call *call, const ProtobufCMes
             struct permitd_error why;
             /* A policy not yet in Redis (sync lag) or Redis down: an empty
              * gauge, not a failed table. */
-            if (bucket_proto(a, call, v[i].name, "", &b, &why) != PERMITD_OK) {
+            if (bucket_proto(a, call, v[i].name, "", 0, &b, &why) != PERMITD_OK) {
                 b = connect_call_alloc(call, sizeof(*b));
                 if (b == NULL) {
                     rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
@@ -514,7 +553,7 @@ static int get_bucket(void *ud, struct connect_call *call, const ProtobufCMessag
 
     if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK)
         return rc;
-    return bucket_proto(a, call, rq->name, rq->key, &rs->bucket, err);
+    return bucket_proto(a, call, rq->name, rq->key, 1, &rs->bucket, err);
 }
 
 static int reset_bucket(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
@@ -531,7 +570,7 @@ static int reset_bucket(void *ud, struct connect_call *call, const ProtobufCMess
         return rc;
     log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=\"%.64s\" by=%s", rq->name, rq->key,
             user.username);
-    return bucket_proto(a, call, rq->name, rq->key, &rs->bucket, err);
+    return bucket_proto(a, call, rq->name, rq->key, 1, &rs->bucket, err);
 }
 
 static int get_policy_stats(void *ud, struct connect_call *call, const ProtobufCMessage *in_,

@@ -2101,9 +2101,90 @@ void limiter_peek_queued(struct limiter_queue *q, const struct limiter_request *
     queue_decision(q, req, 0, deadline_us, done, ud);
 }
 
+/* The words of a script's "inspect" answer (lua/concurrency.lua's header):
+ * the RECORD's ten numbers, the window's reset, the events, k and k ages,
+ * j and j leases of three numbers each. */
+#define INSPECT_WORDS (REDIS_RECORD_NUMBERS + 3 + LIMITER_INSPECT_LIST_MAX + 1 + \
+                       3 * LIMITER_INSPECT_LIST_MAX)
+
+/* Reads the part of an "inspect" answer after the RECORD's numbers (x,
+ * INSPECT_WORDS - REDIS_RECORD_NUMBERS words) into more; counts beyond
+ * the list's room are cut to it. */
+static void inspection_read(const long long *x, struct limiter_inspection *more)
+{
+    size_t k = x[2] < 0 ? 0 : (size_t)x[2], j;
+
+    if (k > LIMITER_INSPECT_LIST_MAX)
+        k = LIMITER_INSPECT_LIST_MAX;
+    more->window_reset_after_ms = x[0];
+    more->events = x[1];
+    more->n_ages = k;
+    for (size_t i = 0; i < k; i++)
+        more->event_ages_ms[i] = x[3 + i];
+    x += 3 + k;
+    j = x[0] < 0 ? 0 : (size_t)x[0];
+    if (j > LIMITER_INSPECT_LIST_MAX)
+        j = LIMITER_INSPECT_LIST_MAX;
+    more->n_leases = j;
+    for (size_t i = 0; i < j; i++) {
+        const long long *v = x + 1 + 3 * i;
+        snprintf(more->leases[i].id_prefix, sizeof(more->leases[i].id_prefix), "%08llx",
+                 (unsigned long long)v[0] & 0xffffffffULL);
+        more->leases[i].permits = v[1];
+        more->leases[i].expires_after_ms = v[2];
+    }
+}
+
+/* limiter_inspect() once the names are checked: a peek of the bucket, and
+ * for every algorithm but the token bucket (whose peek says all there is)
+ * the script's mode "inspect", which answers the peek's RECORD and the
+ * algorithm's view of the state in one call. A "stale" answer reloads the
+ * policy and asks once more (retried), as a decision does. */
+static int inspect(struct limiter *l, const struct limiter_request *req, int retried,
+                   int64_t deadline_us, struct limiter_result *res,
+                   struct limiter_inspection *more, struct permitd_error *err)
+{
+    static const struct redis_str mode_inspect = {"inspect", 7};
+    char name[POLICY_REDIS_KEY_MAX], permits_s[24], lease[LIMITER_LEASE_ID_LEN + 1] = "";
+    struct redis_str key, args[11];
+    const struct policies_entry *e;
+    long long out[INSPECT_WORDS];
+    enum redis_script script;
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    memset(more, 0, sizeof(*more));
+    if ((rc = admit(l, req, DO_PEEK, 0, deadline_us, &e, res, err)) != PERMITD_OK || e == NULL)
+        return rc;
+    more->algorithm = policy_algorithm_name(e->algorithm);
+    if (e->algorithm == POLICY_TOKEN_BUCKET) {
+        policies_release(e);
+        return decide(l, req, DO_PEEK, 0, retried, deadline_us, res, err);
+    }
+    call_head(l, mode_inspect, POLICY_INDEX, args);
+    policy_args(e, &args[3]);
+    /* a peek draws no lease id: item_call() cannot fail */
+    (void)item_call(req, DO_PEEK, e->algorithm, name, bucket_key(l, req, e, name), permits_s,
+                    POLICY_INDEX, lease, &key, &args[7]);
+    script = script_of(e);
+    policies_release(e);
+    rc = redis_script_run(l->redis, script, &key, 1, args, 11, deadline_us, out, INSPECT_WORDS,
+                          err);
+    if (rc == PERMITD_OK && out[0] == SCRIPT_STALE && !retried) {
+        if ((rc = restale(l, req->bucket, out[2], 0, deadline_us, err)) != PERMITD_OK)
+            return rc;
+        return inspect(l, req, 1, deadline_us, res, more, err);
+    }
+    /* conclude() as for a second try: a stale answer now is an error */
+    if ((rc = conclude(l, req, DO_PEEK, 0, 1, deadline_us, rc, out, res, err)) != PERMITD_OK)
+        return rc;
+    inspection_read(out + REDIS_RECORD_NUMBERS, more);
+    return PERMITD_OK;
+}
+
 int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
                     int64_t deadline_us, struct limiter_result *res,
-                    struct permitd_error *err)
+                    struct limiter_inspection *more, struct permitd_error *err)
 {
     struct limiter_request req = {bucket, "*", key ? key : "", 1, NULL, NULL};
     int rc;
@@ -2111,6 +2192,8 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
     if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
         (rc = policy_check_key("key", req.key, err)) != PERMITD_OK)
         return rc;
+    if (more != NULL)
+        return inspect(l, &req, 0, deadline_us, res, more, err);
     return decide(l, &req, 0, 0, 0, deadline_us, res, err);
 }
 
@@ -2125,27 +2208,35 @@ int limiter_own(struct limiter *l, const char *bucket, const char *key, int take
     return decide(l, &req, take, 0, 0, deadline_us, res, err);
 }
 
+/* The reset deletes a bucket's state under every algorithm's letter
+ * (policy.h: policy_bucket_key()), not only the policy's own algorithm's:
+ * a policy whose algorithm was edited may still hold the old one's state
+ * for the key, which no script reads, and deleting it is harmless. The
+ * state of one layout, all letters, shares a slot (one hash tag), so each
+ * layout is one DEL: the shared bucket one, a key two (spread and
+ * colocated: the policy may have set or cleared colocate, and a bucket
+ * written before issue 19 has the colocated one). In a cluster the two
+ * layouts live in different slots, so they cannot be one DEL. */
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,
                   int64_t deadline_us, struct permitd_error *err)
 {
-    char state_key[POLICY_REDIS_KEY_MAX];
-    struct redis_str del[2];
+    char names[POLICY_ALGORITHMS][POLICY_REDIS_KEY_MAX];
+    struct redis_str del[1 + POLICY_ALGORITHMS];
     int rc;
 
     if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
         (rc = policy_check_key("key", key ? key : "", err)) != PERMITD_OK)
         return rc;
-    /* Both layouts (policy.h): the policy may have set or cleared
-     * colocate, and a bucket written before issue 19 has the colocated
-     * one. Each its own DEL: in a cluster they live in different slots. */
     del[0].p = "DEL";
     del[0].len = 3;
-    del[1].p = state_key;
-    for (int kind = POLICY_KEY_BUCKET; kind <= POLICY_KEY_BUCKET_COLOCATED; kind++) {
-        del[1].len = policy_redis_key(state_key, l->cfg->redis_prefix, bucket,
-                                      (enum policy_key_kind)kind, key);
-        if ((rc = redis_command(l->redis, del, 2, deadline_us, NULL, NULL, NULL, err)) !=
-            PERMITD_OK || key == NULL || key[0] == '\0')
+    for (int colocate = 0; colocate <= 1; colocate++) {
+        for (int a = 0; a < POLICY_ALGORITHMS; a++) {
+            del[1 + a].p = names[a];
+            del[1 + a].len = policy_bucket_key(names[a], l->cfg->redis_prefix, bucket,
+                                               (enum policy_algorithm)a, colocate, key);
+        }
+        if ((rc = redis_command(l->redis, del, 1 + POLICY_ALGORITHMS, deadline_us, NULL, NULL,
+                                NULL, err)) != PERMITD_OK || key == NULL || key[0] == '\0')
             return rc;
     }
     return PERMITD_OK;

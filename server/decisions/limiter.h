@@ -178,11 +178,37 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
                                   struct limiter_result *res, struct permitd_error *errs,
                                   limiter_batch_done_fn done, void *ud);
 
+#define LIMITER_INSPECT_LIST_MAX 100     /* log entries or leases an inspection lists */
+
+/* A lease as the inspector shows it: never its whole id, which is a
+ * capability (whoever holds it may release the lease). */
+struct limiter_lease_view {
+    char id_prefix[9];          /* the lease id's first 8 hex characters */
+    int64_t permits;
+    int64_t expires_after_ms;   /* until it expires unless renewed or released */
+};
+
+/* What the inspector shows of a bucket beside a decision's fields, in its
+ * algorithm's terms (read by the script, on the Redis clock); what does
+ * not fit the algorithm is 0. */
+struct limiter_inspection {
+    const char *algorithm;              /* policy_algorithm_name(): static */
+    int64_t window_reset_after_ms;      /* fixed and sliding window: until the current
+                                           window ends */
+    int64_t events;                     /* sliding log: the entries in the window */
+    size_t n_ages;                      /* sliding log: the newest entries' ages, newest */
+    int64_t event_ages_ms[LIMITER_INSPECT_LIST_MAX];    /* first */
+    size_t n_leases;                    /* concurrency: the leases held, soonest */
+    struct limiter_lease_view leases[LIMITER_INSPECT_LIST_MAX];  /* expiry first */
+};
+
 /* Like limiter_peek, for permitd's own use (the admin bucket inspector):
- * any app may look. key "" is the shared bucket. */
+ * any app may look. key "" is the shared bucket. more (NULL: not wanted)
+ * receives the algorithm's own view of the bucket (each decision script's
+ * mode "inspect"); a token bucket has none beyond res. */
 int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
                     int64_t deadline_us, struct limiter_result *res,
-                    struct permitd_error *err);
+                    struct limiter_inspection *more, struct permitd_error *err);
 
 /* An Acquire of one permit (take 1) or a Peek (take 0) on a policy of
  * permitd's own (the admin login throttle, "_login": a name no request can
@@ -191,7 +217,9 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
 int limiter_own(struct limiter *l, const char *bucket, const char *key, int take,
                 int64_t deadline_us, struct limiter_result *res, struct permitd_error *err);
 
-/* Deletes a bucket's state: it is full again. */
+/* Deletes a bucket's state, whatever the policy's algorithm: it is as if
+ * nothing had been taken (a token bucket full, a window's count 0, a log
+ * empty, every lease freed: its holder's Release becomes a no-op). */
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,
                   int64_t deadline_us, struct permitd_error *err);
 

@@ -1192,10 +1192,11 @@ describe("admin web UI in headless Chromium", () => {
     }
   });
 
-  step("the inspector speaks each algorithm's state: a window's count and reset, the leases held", async () => {
+  step("the inspector speaks each algorithm's state: a window's count and reset, the log's entries, the leases held", async () => {
     const made = [];
     try {
-      for (const [name, p] of [["ui-win", { algorithm: "fixed_window", window: "1h" }], ["ui-lease", { algorithm: "concurrency", leaseTtl: "1m" }]]) {
+      for (const [name, p] of [["ui-win", { algorithm: "fixed_window", window: "1h" }], ["ui-lease", { algorithm: "concurrency", leaseTtl: "1m" }],
+        ["ui-log", { algorithm: "sliding_log", window: "1h" }]]) {
         const r = await pageRpc(page, "PolicyService/CreatePolicy", {
           policy: { name, apps: [APP], maxPermits: "10", failureMode: "open", enabled: true, ...p },
         });
@@ -1203,7 +1204,16 @@ describe("admin web UI in headless Chromium", () => {
         made.push(r.json.policy);
       }
       for (let i = 0; i < 3; i++) assert.equal((await acquire({ bucket: "ui-win" })).allowed, true);
-      for (let i = 0; i < 2; i++) assert.equal((await acquire({ bucket: "ui-lease" })).allowed, true);
+      const leases = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await acquire({ bucket: "ui-lease", permits: i + 1 });
+        assert.equal(r.allowed, true);
+        leases.push(r.leaseId);
+        await new Promise((ok) => setTimeout(ok, 20));   // so that their expiries differ
+      }
+      assert.equal((await acquire({ bucket: "ui-log", permits: 2 })).allowed, true);
+      await new Promise((ok) => setTimeout(ok, 1200));
+      assert.equal((await acquire({ bucket: "ui-log" })).allowed, true);
 
       await page.goto(`${adminBase()}/#/policy/ui-win`);
       await page.getByRole("button", { name: "Inspect", exact: true }).click();
@@ -1212,17 +1222,44 @@ describe("admin web UI in headless Chromium", () => {
       assert.match(await page.locator("section[aria-labelledby=shared-h] [role=meter]").getAttribute("aria-valuetext"),
         /^7 of 10 left in this window/);
       assert.equal(await page.locator("#inspect-reset").innerText(), "Reset the count");
+      assert.match(await page.locator("#inspect-window").textContent(), /^The current window ends in \d.*; the count starts again from 0 then\.$/);
       await checkA11y(page, "detail, fixed window inspected");
       await page.locator("#inspect-reset").click();
       await page.waitForFunction(() => /^10 of 10 left in this window/.test(document.querySelector("#inspect-summary")?.textContent || ""));
 
       await page.goto(`${adminBase()}/#/policy/ui-lease`);
       await page.getByRole("button", { name: "Inspect", exact: true }).click();
-      await page.waitForFunction(() => document.querySelector("#inspect-summary")?.textContent === "2 of 10 held");
+      await page.waitForFunction(() => document.querySelector("#inspect-summary")?.textContent === "3 of 10 held");
       assert.match(await page.locator("#inspect-full").textContent(), /^in .* at the latest$/);
       assert.equal(await page.locator("#inspect-reset").innerText(), "Free all leases");
+      // the leases held, soonest expiry first, each by the start of its id only
+      const rows = page.locator("#inspect-leases tbody tr");
+      await rows.nth(1).waitFor();
+      assert.equal(await rows.count(), 2);
+      for (const [i, id] of leases.entries()) {
+        const cells = await rows.nth(i).locator("td").allInnerTexts();
+        assert.equal(cells[0], `${id.slice(0, 8)}…`);
+        assert.equal(cells[1], String(i + 1));
+        assert.match(cells[2], /^(5\d s|1 min)$/, `lease ${i} expires in about a minute: ${cells[2]}`);
+      }
+      const html = await page.content();
+      for (const id of leases) assert.ok(!html.includes(id.slice(0, 9)), "no lease id is shown beyond its first 8 characters");
       await shot(page, "08b-inspector-concurrency");
       await checkA11y(page, "detail, concurrency inspected");
+
+      // the log's entries: a take of 2, then one of 1, newest first, on a timeline
+      await page.goto(`${adminBase()}/#/policy/ui-log`);
+      await page.getByRole("button", { name: "Inspect", exact: true }).click();
+      const lines = page.locator("#inspect-log li");
+      await lines.nth(1).waitFor();
+      const said = await lines.allInnerTexts();
+      assert.equal(said.length, 2, said.join(" | "));
+      assert.match(said[0], /^1 permit (just now|\d+ ms ago|\d+(\.\d)? s ago)$/);
+      assert.match(said[1], /^2 permits \d+(\.\d)? s ago$/);
+      assert.equal(await page.locator(".log-timeline .log-mark").count(), 2);
+      assert.equal(await page.getByRole("list", { name: "Entries in the log" }).count(), 1);
+      await shot(page, "08c-inspector-sliding-log");
+      await checkA11y(page, "detail, sliding log inspected");
     } finally {
       for (const p of made) await pageRpc(page, "PolicyService/DeletePolicy", { name: p.name, version: p.version });
     }
