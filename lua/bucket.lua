@@ -154,6 +154,11 @@ stamp of the call.
 ]]
 
 local mode = ARGV[1]
+if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'settle' then
+  -- never decided as a take (permitd sends no other; redis-cli might)
+  return redis.error_reply('bucket.lua: mode "' .. tostring(mode) ..
+                           '" is not one of take, peek, all, settle')
+end
 local n = #KEYS
 local np = tonumber(ARGV[2])
 local ridttl = ARGV[3]  -- how long a take's answer is kept for its request id (ms)

@@ -56,6 +56,10 @@ local inspect = mode == 'inspect'
 if inspect then
   mode = 'peek'
 end
+if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' then
+  return redis.error_reply('fixed_window.lua: mode "' .. tostring(mode) ..
+                           '" is not one of take, peek, all, inspect')
+end
 local n = #KEYS
 local np = tonumber(ARGV[2])
 local ridttl = ARGV[3]

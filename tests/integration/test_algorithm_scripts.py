@@ -439,6 +439,25 @@ class Common(Base):
             self.assertIn('max_permits "0"', str(e.exception))
 
 
+class EveryScriptRefusesAModeOfAnother(Base):
+    """A mode a script does not know is an error naming it, never decided
+    as a take: each of the decision scripts, bucket.lua and fixed_window.lua
+    too (their layout is the same; permitd never sends a mode a script
+    lacks, but an operator's redis-cli might)."""
+
+    def test_unknown_mode_is_an_error_naming_it(self):
+        for name, letter in (("fixed_window", "f"), ("bucket", "k")):
+            with open(os.path.join(LUA_DIR, name + ".lua"), "rb") as f:
+                sha = self.redis("SCRIPT", "LOAD", f.read())
+            key = "algs:{mode-%s}:%s" % (name, letter)
+            p1, p2 = ("1000", "") if name == "fixed_window" else ("1", "")
+            with self.assertRaises(RedisError) as e:
+                self.redis.raw("EVALSHA", sha, 1, key, "release", 1, RID_TTL_MS,
+                               STAMP + 1, 5, p1, p2, 1, 1, "", "")
+            self.assertIn('mode "release"', str(e.exception))
+            self.assertEqual(self.redis("EXISTS", key), 0)
+
+
 # ---------------------------------------------------------------- sliding log
 
 
