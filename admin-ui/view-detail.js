@@ -199,6 +199,20 @@ export function detailView(main, { policy: name }) {
   async function loadStats() {
     const r = await call(POLICY, "GetPolicyStats", { name, seconds: chartSeconds }, ac.signal);
     if (ac.signal.aborted) return;
+    // No figures is not zero traffic (issue 22): this instance has decided
+    // none of the policy's Acquires since it started, or dropped its figures
+    // for busier policies' (--stats-policies). Say so instead of a flat line.
+    if (r.known !== true) {
+      lastStats = null;
+      if (!chartBox.querySelector("#chart-no-figures")) {
+        chartBox.replaceChildren(h("p", { class: "chart-empty muted", id: "chart-no-figures" },
+          h("strong", {}, "No figures yet."),
+          " This instance has not counted any Acquire of this policy since it started",
+          " (or has dropped its figures for busier policies'): the traffic is not known here, which is not the same as none."));
+        chartLegend.replaceChildren();
+      }
+      return;
+    }
     lastStats = r;
     drawChart(chartBox, chartLegend, r, chartSeconds);
   }

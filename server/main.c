@@ -80,7 +80,7 @@ static int serve(const struct config *cfg)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-    if (stats_new(&stats, &err) != PERMITD_OK ||
+    if (stats_new((size_t)cfg->stats_policies, &stats, &err) != PERMITD_OK ||
         redis_new(cfg, &redis, &err) != PERMITD_OK ||
         limiter_new(cfg, redis, &limiter, &err) != PERMITD_OK ||
         api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK)

@@ -581,7 +581,7 @@ static int get_policy_stats(void *ud, struct connect_call *call, const ProtobufC
     Permit__V1__GetPolicyStatsResponse *rs = (void *)out_;
     struct store_user user;
     size_t seconds = rq->seconds <= 0 ? STATS_SECONDS : (size_t)rq->seconds;
-    int rc;
+    int rc, known = 0;
 
     if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK ||
         (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK)
@@ -593,7 +593,8 @@ static int get_policy_stats(void *ud, struct connect_call *call, const ProtobufC
     if (rs->allowed == NULL || rs->denied == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     rs->n_allowed = rs->n_denied =
-        stats_series(a->stats, rq->name, seconds, &rs->end_unix, rs->allowed, rs->denied);
+        stats_series(a->stats, rq->name, seconds, &rs->end_unix, rs->allowed, rs->denied, &known);
+    rs->known = known;
     return PERMITD_OK;
 }
 

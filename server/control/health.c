@@ -235,6 +235,18 @@ void health_metrics(const struct health *h, struct http_response *resp)
                      "because a name fails validation (listed by /readyz).\n"
                      "# TYPE permitd_sync_skipped_rows gauge\n"
                      "permitd_sync_skipped_rows %zu\n", st.skipped);
+        fprintf(out, "# HELP permitd_sync_passes_total MySQL -> Redis sync passes, failed or "
+                     "not.\n# TYPE permitd_sync_passes_total counter\n"
+                     "permitd_sync_passes_total %llu\n"
+                     "# HELP permitd_sync_policy_failures_total Policies a sync pass could not "
+                     "write to Redis (logged; offered again at the next pass).\n"
+                     "# TYPE permitd_sync_policy_failures_total counter\n"
+                     "permitd_sync_policy_failures_total %llu\n"
+                     "# HELP permitd_sync_pass_seconds How long the last sync pass took.\n"
+                     "# TYPE permitd_sync_pass_seconds gauge\n"
+                     "permitd_sync_pass_seconds %.6f\n",
+                (unsigned long long)st.passes, (unsigned long long)st.policy_failures,
+                (double)st.last_pass_us / 1e6);
         if (sync_settle(h->sync) != NULL) {
             struct settle_status ss;
             settle_get_status(sync_settle(h->sync), &ss);

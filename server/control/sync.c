@@ -9,7 +9,11 @@
  * the snapshot was taken. Comparing versions inside Redis, atomically, is
  * what makes concurrent passes of several permitd instances safe in any
  * order. Only changed policies are written, so a pass over an unchanged
- * store costs one script call per policy and no writes.
+ * store costs one script call per policy and no writes; the calls go in
+ * pipelined batches of SYNC_BATCH (one round trip a batch, per master in
+ * a cluster), and a call that fails fails its policy only (logged,
+ * counted, offered again at the next pass), not the pass (issue 22: 10,000
+ * policies were 10,000 round trips, and one slow call failed them all).
  *
  * The limiter decides from its in-memory copy of each policy
  * (decisions/policies.h): a policy this instance wrote, or whose copy is
@@ -38,6 +42,10 @@
 #define SYNC_BACKOFF_MAX_MS 30000
 #define KICK_GAP_MS 100
 #define SYNC_PROBE_MS 250           /* MySQL probed this often while backing off */
+#define SYNC_BATCH 200              /* policies offered to Redis in one pipelined round trip */
+#define SYNC_BATCH_FAILS 3          /* whole batches failed in a row: Redis is down, the pass ends */
+#define SYNC_LOG_FAILED 10          /* failed policies logged one by one per pass */
+#define SYNC_SADD_MEMBERS 60        /* names per SADD (redis.c takes 64 arguments a command) */
 
 /* Names (policies, keys) collected from Redis's answers. */
 struct names {
@@ -126,67 +134,169 @@ static int64_t deadline(void)
     return clock_now_us() + (int64_t)SYNC_REDIS_DEADLINE_MS * 1000;
 }
 
-/* Offers one policy to Redis; *written is 1 when Redis took it. */
-static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, int *written,
-               struct permitd_error *err)
-{
+/* One policy's "put" (lua/sync.lua), its arguments formatted into buffers
+ * of its own so that a batch of them can be pipelined. */
+struct put_call {
     char key[POLICY_REDIS_KEY_MAX], id[24], version[24], max[24], updated[24], taken[24];
     char window[24], lease[24];
     struct redis_str keys[1], args[32];
-    long long out[2];
-    int n = 0, rc;
+    int nargs;
+    long long out[2];       /* sync.lua's answer: {written, limits} */
+};
 
-    keys[0].p = key;
-    keys[0].len = policy_redis_key(key, s->cfg->redis_prefix, p->name, POLICY_KEY_HASH, NULL);
-    snprintf(id, sizeof(id), "%" PRIu64, p->id);
-    snprintf(version, sizeof(version), "%" PRIu64, p->version);
-    snprintf(max, sizeof(max), "%" PRId64, p->max_permits);
-    snprintf(updated, sizeof(updated), "%" PRId64, p->updated_us);
-    snprintf(taken, sizeof(taken), "%" PRId64, taken_us);
+/* Fills c with the "put" of p from a snapshot taken at taken_us. c must
+ * stay put while its strings are used: they point into c and p. */
+static void put_args(struct sync *s, const struct store_policy *p, int64_t taken_us,
+                     struct put_call *c)
+{
+    struct redis_str *args = c->args;
+    int n = 0;
+
+    c->keys[0].p = c->key;
+    c->keys[0].len = policy_redis_key(c->key, s->cfg->redis_prefix, p->name, POLICY_KEY_HASH,
+                                      NULL);
+    snprintf(c->id, sizeof(c->id), "%" PRIu64, p->id);
+    snprintf(c->version, sizeof(c->version), "%" PRIu64, p->version);
+    snprintf(c->max, sizeof(c->max), "%" PRId64, p->max_permits);
+    snprintf(c->updated, sizeof(c->updated), "%" PRId64, p->updated_us);
+    snprintf(c->taken, sizeof(c->taken), "%" PRId64, taken_us);
 #define ARG(s_) (args[n].p = (s_), args[n].len = strlen(args[n].p), n++)
-    ARG("put"); ARG(id); ARG(version); ARG(taken);
+    ARG("put"); ARG(c->id); ARG(c->version); ARG(c->taken);
     ARG("name"); ARG(p->name);
     ARG("apps"); ARG(p->apps);
-    ARG("max_permits"); ARG(max);
+    ARG("max_permits"); ARG(c->max);
     /* A token bucket's hash is as before issue 20: rate, and no algorithm
      * fields; the other algorithms have no rate (lua/sync.lua, top). */
     if (p->algorithm == POLICY_TOKEN_BUCKET) {
         ARG("rate"); ARG(p->rate);
     } else {
-        snprintf(window, sizeof(window), "%" PRId64, p->window_ms);
-        snprintf(lease, sizeof(lease), "%" PRId64, p->lease_ms);
+        snprintf(c->window, sizeof(c->window), "%" PRId64, p->window_ms);
+        snprintf(c->lease, sizeof(c->lease), "%" PRId64, p->lease_ms);
         ARG("algorithm"); ARG(policy_algorithm_name(p->algorithm));
-        ARG("window_ms"); ARG(p->window_ms > 0 ? window : "");
+        ARG("window_ms"); ARG(p->window_ms > 0 ? c->window : "");
         ARG("calendar"); ARG(policy_calendar_name(p->calendar));
-        ARG("lease_ms"); ARG(p->lease_ms > 0 ? lease : "");
+        ARG("lease_ms"); ARG(p->lease_ms > 0 ? c->lease : "");
     }
     ARG("enabled"); ARG(p->enabled ? "1" : "0");
     ARG("failure_mode"); ARG(p->failure_mode);
     ARG("colocate"); ARG(p->colocate ? "1" : "0");
-    ARG("version"); ARG(version);
-    ARG("id"); ARG(id);
+    ARG("version"); ARG(c->version);
+    ARG("id"); ARG(c->id);
+    ARG("updated_us"); ARG(c->updated);
 #undef ARG
-    args[n].p = "updated_us"; args[n].len = 10; n++;
-    args[n].p = updated; args[n].len = strlen(updated); n++;
+    c->nargs = n;
+}
 
-    rc = redis_script_run(s->redis, REDIS_SCRIPT_SYNC, keys, 1, args, n, deadline(), out, 2, err);
-    if (rc != PERMITD_OK)
-        return rc;
-    *written = out[0] == 1;
-    if (*written) {
+/* What follows sync.lua's answer out[] to p's put, once it is in the
+ * index set (a written policy is added there by the caller): the limiter's
+ * copy as Redis now holds it (see the top), and a settle queued for new
+ * limits (the settle runner sets the buckets' expiry on them in the
+ * background, control/settle.c; this returns at once). */
+static int after_put(struct sync *s, const struct store_policy *p, const long long out[2],
+                     struct permitd_error *err)
+{
+    int written = out[0] == 1, rc = PERMITD_OK;
+
+    if (s->limiter != NULL &&
+        (written || policies_stamp(limiter_policies(s->limiter), p->name) !=
+                    (p->id << 24) + p->version))
+        rc = policies_reload(limiter_policies(s->limiter), p->name, deadline(), NULL, err);
+    if (rc == PERMITD_OK && written && out[1] == 1 && s->settle != NULL)
+        settle_queue(s->settle, p->name, (p->id << 24) + p->version);
+    return rc;
+}
+
+/* Offers one policy to Redis on its own (the write-through of an admin
+ * edit); *written is 1 when Redis took it. The error is the script's own. */
+static int put(struct sync *s, const struct store_policy *p, int64_t taken_us, int *written,
+               struct permitd_error *err)
+{
+    struct put_call *c = malloc(sizeof(*c));
+    int rc;
+
+    if (c == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    put_args(s, p, taken_us, c);
+    rc = redis_script_run(s->redis, REDIS_SCRIPT_SYNC, c->keys, 1, c->args, c->nargs, deadline(),
+                          c->out, 2, err);
+    *written = rc == PERMITD_OK && c->out[0] == 1;
+    if (rc == PERMITD_OK && *written) {
         struct redis_str sadd[3] = {{"SADD", 4}, {s->index_key, strlen(s->index_key)},
                                     {p->name, strlen(p->name)}};
         rc = redis_command(s->redis, sadd, 3, deadline(), NULL, NULL, NULL, err);
     }
-    /* The limiter's copy: as Redis now holds it (see the top). */
-    if (rc == PERMITD_OK && s->limiter != NULL &&
-        (*written || policies_stamp(limiter_policies(s->limiter), p->name) !=
-                     (p->id << 24) + p->version))
-        rc = policies_reload(limiter_policies(s->limiter), p->name, deadline(), NULL, err);
-    /* New limits: the settle runner sets the buckets' expiry on them, in
-     * the background (control/settle.c); this returns at once. */
-    if (rc == PERMITD_OK && *written && out[1] == 1 && s->settle != NULL)
-        settle_queue(s->settle, p->name, (p->id << 24) + p->version);
+    if (rc == PERMITD_OK)
+        rc = after_put(s, p, c->out, err);
+    free(c);
+    return rc;
+}
+
+/* A policy the pass could not bring to Redis: counted, and logged (the
+ * first SYNC_LOG_FAILED of a pass one by one, the rest in the pass's
+ * summary). The next pass offers it again. */
+static void failed_one(struct sync_result *res, unsigned char *flag, const char *name,
+                       const char *why)
+{
+    *flag = 1;
+    if (res->failed++ < SYNC_LOG_FAILED)
+        log_msg(LOG_LEVEL_WARN, "policy not synced (offered again at the next pass)",
+                "policy=%s error=\"%s\"", name, why);
+}
+
+/* Offers policies[0..n) (n <= SYNC_BATCH) of a snapshot taken at taken_us
+ * to Redis in one pipelined round trip (in a cluster one per master: the
+ * pipeline groups the calls by master); the index set gets the written
+ * ones later in the pass (index_missing()). A call that fails fails its policy only
+ * (failed_one(), which sets its failed[i]); PERMITD_OK then. An error is
+ * the whole batch's (Redis unreachable, the deadline): nothing of it is
+ * known to be written, and the caller counts its policies as failed. */
+static int put_batch(struct sync *s, const struct store_policy *policies, size_t n,
+                     int64_t taken_us, struct sync_result *res, unsigned char *failed,
+                     struct permitd_error *err)
+{
+    struct put_call *pc = calloc(n, sizeof(*pc));
+    struct redis_script_call *calls = calloc(n, sizeof(*calls));
+    int rc = PERMITD_OK;
+
+    if (pc == NULL || calls == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        put_args(s, &policies[i], taken_us, &pc[i]);
+        calls[i].keys = pc[i].keys;
+        calls[i].nkeys = 1;
+        calls[i].args = pc[i].args;
+        calls[i].nargs = pc[i].nargs;
+        calls[i].out = pc[i].out;
+        calls[i].nout = 2;
+        calls[i].script = REDIS_SCRIPT_SYNC;
+    }
+    rc = redis_script_pipeline(s->redis, REDIS_SCRIPT_SYNC, calls, n, deadline(), err);
+    if (rc != PERMITD_OK)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        const struct store_policy *p = &policies[i];
+        struct permitd_error e = {0, ""};
+
+        if (calls[i].rc != PERMITD_OK) {
+            failed_one(res, &failed[i], p->name, permitd_status_name(calls[i].rc));
+            continue;
+        }
+        if (after_put(s, p, pc[i].out, &e) != PERMITD_OK) {
+            failed_one(res, &failed[i], p->name, e.message);
+            continue;
+        }
+        if (pc[i].out[0] == 1) {
+            res->written++;
+            log_msg(LOG_LEVEL_INFO, "policy written to redis",
+                    "policy=%s version=%" PRIu64 " max_permits=%" PRId64 " rate=%s enabled=%d",
+                    p->name, p->version, p->max_permits, p->rate, p->enabled);
+        }
+    }
+done:
+    free(calls);
+    free(pc);
     return rc;
 }
 
@@ -195,8 +305,46 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const struct store_policy *)a)->name, ((const struct store_policy *)b)->name);
 }
 
-/* Removes from Redis the policies the snapshot no longer has. */
-static int remove_deleted(struct sync *s, const struct store_snapshot *snap, size_t *deleted,
+static int by_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Adds to the index set (members: its names, sorted here) every policy of
+ * the snapshot that Redis took this pass (failed[i] is 0) and the set
+ * lacks: the written ones, and any whose SADD was lost before. A few SADDs
+ * of SYNC_SADD_MEMBERS names each, none over an unchanged store. */
+static int index_missing(struct sync *s, const struct store_snapshot *snap,
+                         const unsigned char *failed, struct names *members,
+                         struct permitd_error *err)
+{
+    struct redis_str sadd[2 + SYNC_SADD_MEMBERS] = {{"SADD", 4},
+                                                     {s->index_key, strlen(s->index_key)}};
+    int n = 2, rc = PERMITD_OK;
+
+    if (members->n > 0)
+        qsort(members->v, members->n, sizeof(*members->v), by_str);
+    for (size_t i = 0; i <= snap->count && rc == PERMITD_OK; i++) {
+        const char *name = i < snap->count ? snap->policies[i].name : NULL;
+
+        if (name != NULL && (failed[i] || (members->n > 0 &&
+                                           bsearch(&name, members->v, members->n,
+                                                   sizeof(*members->v), by_str) != NULL)))
+            continue;
+        if (name != NULL)
+            sadd[n++] = (struct redis_str){name, strlen(name)};
+        if (n > 2 && (n == 2 + SYNC_SADD_MEMBERS || name == NULL)) {
+            rc = redis_command(s->redis, sadd, n, deadline(), NULL, NULL, NULL, err);
+            n = 2;
+        }
+    }
+    return rc;
+}
+
+/* Brings the index set to the snapshot (index_missing()), then removes
+ * from Redis the policies the snapshot no longer has. */
+static int remove_deleted(struct sync *s, const struct store_snapshot *snap,
+                          const unsigned char *failed, size_t *deleted,
                           struct permitd_error *err)
 {
     struct redis_str smembers[2] = {{"SMEMBERS", 8}, {s->index_key, strlen(s->index_key)}};
@@ -209,6 +357,8 @@ static int remove_deleted(struct sync *s, const struct store_snapshot *snap, siz
     rc = redis_command(s->redis, smembers, 2, deadline(), NULL, collect, &nm, err);
     if (rc == PERMITD_OK && nm.oom)
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if (rc == PERMITD_OK)
+        rc = index_missing(s, snap, failed, &nm, err);
     if (rc != PERMITD_OK || nm.n == 0)
         goto done;
     sorted = malloc((snap->count + 1) * sizeof(*sorted));
@@ -367,6 +517,7 @@ void sync_skipped_free(char **v, size_t n)
 int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err)
 {
     struct store_snapshot *snap = NULL;
+    unsigned char *failed = NULL;       /* per snapshot policy: Redis did not take it */
     int rc;
 
     memset(res, 0, sizeof(*res));
@@ -376,25 +527,51 @@ int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err
     s->snapshot_ok = 1;
     res->policies = snap->count;
     note_skipped(s, snap);
-    for (size_t i = 0; i < snap->count; i++) {
-        int written = 0;
-        if ((rc = put(s, &snap->policies[i], snap->taken_us, &written, err)) != PERMITD_OK)
-            goto done;
-        if (written) {
-            res->written++;
-            log_msg(LOG_LEVEL_INFO, "policy written to redis",
-                    "policy=%s version=%" PRIu64 " max_permits=%" PRId64 " rate=%s enabled=%d",
-                    snap->policies[i].name, snap->policies[i].version,
-                    snap->policies[i].max_permits, snap->policies[i].rate,
-                    snap->policies[i].enabled);
+    /* Batches of SYNC_BATCH policies, one round trip each. A batch that
+     * fails as a whole (a slow or lost Redis) fails its own policies and
+     * the pass goes on; SYNC_BATCH_FAILS of them in a row end it (Redis is
+     * down: no point waiting out every batch's deadline), and so does a
+     * pass that got no policy through. */
+    if ((failed = calloc(snap->count + 1, 1)) == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0, fails = 0; i < snap->count; i += SYNC_BATCH) {
+        size_t n = snap->count - i < SYNC_BATCH ? snap->count - i : SYNC_BATCH;
+        struct permitd_error e = {0, ""};
+
+        if (fails == SYNC_BATCH_FAILS ||
+            put_batch(s, &snap->policies[i], n, snap->taken_us, res, &failed[i], &e) != PERMITD_OK) {
+            if (fails < SYNC_BATCH_FAILS) {
+                *err = e;
+                fails++;
+                if (res->failed < SYNC_LOG_FAILED)
+                    log_msg(LOG_LEVEL_WARN, "policies not synced (offered again at the next pass)",
+                            "first=%s policies=%zu error=\"%s\"", snap->policies[i].name, n,
+                            e.message);
+            }
+            memset(&failed[i], 1, n);
+            res->failed += n;
+        } else {
+            fails = 0;
         }
     }
+    if (res->failed > 0 && res->failed == snap->count) {
+        rc = err->code != PERMITD_OK ? err->code
+                                     : permitd_error_set(err, PERMITD_EUNAVAILABLE, "no policy "
+                                                         "could be written to redis (see the log)");
+        goto done;
+    }
+    if (res->failed > 0)
+        log_msg(LOG_LEVEL_WARN, "sync pass: some policies not synced (offered again at the next "
+                "pass)", "failed=%zu policies=%zu", res->failed, snap->count);
     if (s->settle != NULL)
         settle_kick(s->settle);     /* pending settles, this instance's or any other's */
-    rc = remove_deleted(s, snap, &res->deleted, err);
+    rc = remove_deleted(s, snap, failed, &res->deleted, err);
     if (rc == PERMITD_OK)
         rc = recheck_extras(s, snap, err);
 done:
+    free(failed);
     store_snapshot_free(snap);
     return rc;
 }
@@ -523,6 +700,7 @@ static void *run(void *arg)
     for (;;) {
         struct sync_result res;
         struct permitd_error err = {0, ""};
+        int64_t started;
         int rc;
 
         pthread_mutex_lock(&s->lock);
@@ -544,10 +722,13 @@ static void *run(void *arg)
         }
         pthread_mutex_unlock(&s->lock);
 
+        started = clock_now_us();
         rc = sync_once(s, &res, &err);
 
         pthread_mutex_lock(&s->lock);
         s->status.passes++;
+        s->status.last_pass_us = clock_now_us() - started;
+        s->status.policy_failures += res.failed;
         s->status.last_attempt_us = clock_now_us();
         if (rc == PERMITD_OK) {
             if (s->status.failing)

@@ -28,6 +28,7 @@ struct sync_result {
     size_t policies;        /* in the MySQL snapshot */
     size_t written;         /* policies (re)written into Redis */
     size_t deleted;         /* policies removed from Redis */
+    size_t failed;          /* policies Redis did not take (offered again next pass) */
 };
 
 /* For /readyz and logs. Times are clock_now_us() (monotonic). */
@@ -40,6 +41,8 @@ struct sync_status {
     struct sync_result last;
     char last_error[512];
     size_t skipped;                 /* rows the last pass that read MySQL skipped */
+    uint64_t policy_failures;       /* policies a pass failed to write, since start */
+    int64_t last_pass_us;           /* how long the last pass took */
 };
 
 /* Returns a new sync in *out (free with sync_free()); cfg, redis and
@@ -51,7 +54,13 @@ int sync_new(const struct config *cfg, struct redis *redis, struct limiter *limi
 /* Starts the background thread; its first pass runs at once. */
 int sync_start(struct sync *s, struct permitd_error *err);
 
-/* One reconcile pass on the calling thread. */
+/* One reconcile pass on the calling thread. Policies go to Redis in
+ * pipelined batches of 200 (one round trip each; in a cluster one per
+ * master); a policy whose call fails is counted in res->failed, logged and
+ * offered again at the next pass, and the pass goes on. The pass fails
+ * (an error) when MySQL cannot be read, when no policy got through, when
+ * three batches in a row failed as a whole (Redis down), or when removing
+ * deleted policies fails. */
 int sync_once(struct sync *s, struct sync_result *res, struct permitd_error *err);
 
 struct store_policy;

@@ -83,6 +83,7 @@ struct config {
     } mysql;                      /* parsed from mysql_url */
     int mysql_timeout_ms;         /* connect, read and write timeout */
     int sync_interval_ms;         /* MySQL -> Redis reconcile period */
+    int stats_policies;           /* policies the UI's chart keeps figures for */
 
     /* Admin listener: /healthz, /readyz (and the admin UI) */
     char admin_listen[256];

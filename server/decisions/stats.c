@@ -1,13 +1,29 @@
 /*
- * stats.c - per-second decision counters in a fixed, lock-free table.
+ * stats.c - per-second decision counters for the admin UI's chart, and
+ * running totals for /metrics, in two tables of bounded size.
  *
- * A policy owns a slot found by hashing its name (open addressing, a few
- * probes); a slot holds a ring of STATS_SECONDS seconds, each stamped with
- * the Unix second it counts, so a stale entry is recognised and restarted
- * rather than cleared by a timer. The hot path is a hash, a compare and two
- * relaxed atomic adds. Memory is fixed: SLOTS slots, whatever the traffic,
- * so a flood of made-up policy names cannot grow it.
+ * The chart's table (issue 22) has a place for every policy with traffic,
+ * up to --stats-policies of them: a place holds a ring of STATS_SECONDS
+ * seconds, each stamped with the Unix second it counts (a stale cell is
+ * recognised and restarted rather than cleared by a timer), and the second
+ * of its last decision. A policy that finds no place takes a free one, or,
+ * with every place taken, the one of the least recently active policy
+ * (evicted: its figures are gone, and the UI says "no figures yet" for it,
+ * never zero). Before, the first 256 policies took every place for good and
+ * the rest read as zero traffic although they were serving. Lookups hold a
+ * read lock (many at once; the counts are relaxed atomic adds); taking or
+ * evicting a place holds the write lock, and only a policy's first
+ * decision (or its first after an eviction) does that.
+ *
+ * The totals behind permitd_acquires_total{policy,result} keep the
+ * Prometheus label cap as before: the first STATS_LABELS policies to be
+ * counted get labels of their own, found by hashing the name (open
+ * addressing, a few probes, lock-free) and never freed, since a Prometheus
+ * counter must not go back to zero; the decisions of the rest are summed
+ * in permitd_acquires_untracked_total. A flood of made-up policy names
+ * grows neither table: only real policies are counted (decisions/api.c).
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,23 +33,32 @@
 #include "decisions/stats.h"
 #include "core/status.h"
 
-#define SLOTS 256
+#define STATS_LABELS 256
 #define PROBES 8
-
-struct second {
-    _Atomic int64_t second;   /* the Unix second counted here */
-    _Atomic int64_t allowed, denied;
-};
 
 #define NCODES PERMITD_STATUS_COUNT      /* -PERMITD_E* codes, 0 unused */
 
-struct slot {
+/* A policy's totals, with labels of its own on /metrics. */
+struct label {
     _Atomic uint64_t hash;              /* 0 = free */
     char name[POLICY_NAME_MAX + 1];
     _Atomic int ready;                  /* name written */
-    struct second ring[STATS_SECONDS];
     _Atomic uint64_t allowed, denied;   /* since start */
     _Atomic uint64_t errors[NCODES];
+};
+
+/* One second of a policy's chart. 32 bits: seconds since 1970 fit until
+ * 2106, and 4 billion decisions of one policy in one second will not. */
+struct cell {
+    _Atomic uint32_t second;            /* the Unix second counted here */
+    _Atomic uint32_t allowed, denied;
+};
+
+/* A policy's place in the chart's table (name written under the lock). */
+struct series {
+    char name[POLICY_NAME_MAX + 1];
+    _Atomic int64_t active;             /* the Unix second of its last decision */
+    struct cell ring[STATS_SECONDS];
 };
 
 /* Latency buckets' upper bounds, in microseconds. */
@@ -42,24 +67,57 @@ static const int64_t bounds_us[] = {100, 250, 500, 1000, 2500, 5000, 10000, 2500
 #define NBOUNDS (sizeof(bounds_us) / sizeof(bounds_us[0]))
 
 struct stats {
-    struct slot slots[SLOTS];
+    struct label labels[STATS_LABELS];
     _Atomic uint64_t unknown_errors[NCODES];    /* errors naming no policy */
-    _Atomic uint64_t untracked;                 /* decisions of policies past SLOTS */
+    _Atomic uint64_t untracked;                 /* decisions of policies past STATS_LABELS */
     _Atomic uint64_t hist[NBOUNDS + 1];
     _Atomic uint64_t hist_sum_us;
+
+    pthread_rwlock_t lock;      /* read: find a place; write: take or evict one */
+    size_t cap, used;           /* places, places taken */
+    size_t mask;                /* index slots - 1 (a power of two, >= 2 * cap) */
+    uint32_t *index;            /* linear probing: place + 1, 0 = empty */
+    struct series *series;      /* cap places */
+    _Atomic uint64_t evictions;
 };
 
-int stats_new(struct stats **out, struct permitd_error *err)
+int stats_new(size_t policies, struct stats **out, struct permitd_error *err)
 {
-    if ((*out = calloc(1, sizeof(struct stats))) == NULL)
+    struct stats *s;
+    size_t slots = 2;
+
+    *out = NULL;
+    if (policies < 1 || policies > STATS_POLICIES_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "stats: %zu policies tracked: must be 1 .. %d",
+                                 policies, STATS_POLICIES_MAX);
+    while (slots < 2 * policies)
+        slots *= 2;
+    if ((s = calloc(1, sizeof(*s))) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL,
-                                 "stats: out of memory for the %zu-byte counter table",
-                                 sizeof(struct stats));
+                                 "stats: out of memory for the %zu-byte counter table", sizeof(*s));
+    s->cap = policies;
+    s->mask = slots - 1;
+    /* calloc: pages the chart's table never reaches cost no memory. */
+    s->index = calloc(slots, sizeof(*s->index));
+    s->series = calloc(policies, sizeof(*s->series));
+    if (s->index == NULL || s->series == NULL) {
+        stats_free(s);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "stats: out of memory for %zu policies' "
+                                 "series (%zu bytes)", policies, policies * sizeof(struct series));
+    }
+    pthread_rwlock_init(&s->lock, NULL);
+    *out = s;
     return PERMITD_OK;
 }
 
 void stats_free(struct stats *s)
 {
+    if (s == NULL)
+        return;
+    if (s->index != NULL && s->series != NULL)
+        pthread_rwlock_destroy(&s->lock);
+    free(s->index);
+    free(s->series);
     free(s);
 }
 
@@ -74,13 +132,12 @@ static uint64_t fnv1a(const char *s)
     return h ? h : 1;
 }
 
-/* The slot of policy; claims a free one when create is set. */
-static struct slot *find(struct stats *s, const char *policy, int create)
+/* The labels of policy (h: its fnv1a()); claims a free place when create
+ * is set. */
+static struct label *find_label(struct stats *s, const char *policy, uint64_t h, int create)
 {
-    uint64_t h = fnv1a(policy);
-
     for (int i = 0; i < PROBES; i++) {
-        struct slot *sl = &s->slots[(h + (uint64_t)i) % SLOTS];
+        struct label *sl = &s->labels[(h + (uint64_t)i) % STATS_LABELS];
         uint64_t cur = atomic_load_explicit(&sl->hash, memory_order_acquire);
 
         if (cur == h && atomic_load_explicit(&sl->ready, memory_order_acquire) &&
@@ -100,6 +157,84 @@ static struct slot *find(struct stats *s, const char *policy, int create)
     return NULL;
 }
 
+/* The index slot holding policy's place, or the empty slot where it would
+ * go. Under the lock (read or write). */
+static size_t probe(const struct stats *s, const char *policy, uint64_t h)
+{
+    size_t i = (size_t)h & s->mask;
+
+    while (s->index[i] != 0 && strcmp(s->series[s->index[i] - 1].name, policy) != 0)
+        i = (i + 1) & s->mask;
+    return i;
+}
+
+/* Removes index slot i (backward-shift deletion: the entries after it
+ * that probed past it move up, so no lookup stops short). Write lock. */
+static void unindex(struct stats *s, size_t i)
+{
+    size_t j = i;
+
+    s->index[i] = 0;
+    for (;;) {
+        size_t home;
+        j = (j + 1) & s->mask;
+        if (s->index[j] == 0)
+            return;
+        home = (size_t)fnv1a(s->series[s->index[j] - 1].name) & s->mask;
+        /* Entry j may fill the hole at i unless its home lies in (i, j]. */
+        if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
+            s->index[i] = s->index[j];
+            s->index[j] = 0;
+            i = j;
+        }
+    }
+}
+
+/* The place of policy, taking one (a free place, or the least recently
+ * active policy's) when it has none. Write lock. */
+static struct series *take(struct stats *s, const char *policy, uint64_t h)
+{
+    size_t i = probe(s, policy, h), place;
+    struct series *se;
+
+    if (s->index[i] != 0)
+        return &s->series[s->index[i] - 1];
+    if (s->used < s->cap) {
+        place = s->used++;
+    } else {
+        place = 0;
+        for (size_t k = 1; k < s->cap; k++)
+            if (atomic_load_explicit(&s->series[k].active, memory_order_relaxed) <
+                atomic_load_explicit(&s->series[place].active, memory_order_relaxed))
+                place = k;
+        unindex(s, probe(s, s->series[place].name, fnv1a(s->series[place].name)));
+        atomic_fetch_add_explicit(&s->evictions, 1, memory_order_relaxed);
+        i = probe(s, policy, h);    /* the deletion may have moved the empty slot */
+    }
+    se = &s->series[place];
+    memset(se->ring, 0, sizeof(se->ring));
+    snprintf(se->name, sizeof(se->name), "%s", policy);
+    s->index[i] = (uint32_t)place + 1;
+    return se;
+}
+
+/* Counts one decision in se's ring at second now. Read (or write) lock. */
+static void count(struct series *se, int allowed, int64_t now)
+{
+    struct cell *c = &se->ring[now % STATS_SECONDS];
+    uint32_t stamp = atomic_load_explicit(&c->second, memory_order_relaxed);
+
+    atomic_store_explicit(&se->active, now, memory_order_relaxed);
+    if (stamp != (uint32_t)now &&
+        atomic_compare_exchange_strong(&c->second, &stamp, (uint32_t)now)) {
+        /* First decision of a new second in this cell: restart it. A count
+         * racing with the restart may be lost; this is a chart, not a bill. */
+        atomic_store_explicit(&c->allowed, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->denied, 0, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(allowed ? &c->allowed : &c->denied, 1, memory_order_relaxed);
+}
+
 void stats_record(struct stats *s, const char *policy, int allowed)
 {
     stats_record_at(s, policy, allowed, (int64_t)time(NULL));
@@ -107,62 +242,71 @@ void stats_record(struct stats *s, const char *policy, int allowed)
 
 void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now)
 {
-    struct slot *sl = find(s, policy, 1);
-    struct second *sec;
-    int64_t stamp;
+    uint64_t h = fnv1a(policy);
+    struct label *sl = find_label(s, policy, h, 1);
+    size_t i;
 
-    if (sl == NULL) {
+    if (sl == NULL)
         atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(allowed ? &sl->allowed : &sl->denied, 1, memory_order_relaxed);
+
+    pthread_rwlock_rdlock(&s->lock);
+    i = probe(s, policy, h);
+    if (s->index[i] != 0) {
+        count(&s->series[s->index[i] - 1], allowed, now);
+        pthread_rwlock_unlock(&s->lock);
         return;
     }
-    atomic_fetch_add_explicit(allowed ? &sl->allowed : &sl->denied, 1, memory_order_relaxed);
-    sec = &sl->ring[now % STATS_SECONDS];
-    stamp = atomic_load_explicit(&sec->second, memory_order_relaxed);
-    if (stamp != now && atomic_compare_exchange_strong(&sec->second, &stamp, now)) {
-        /* First decision of a new second in this cell: restart it. A count
-         * racing with the restart may be lost; this is a chart, not a bill. */
-        atomic_store_explicit(&sec->allowed, 0, memory_order_relaxed);
-        atomic_store_explicit(&sec->denied, 0, memory_order_relaxed);
-    }
-    atomic_fetch_add_explicit(allowed ? &sec->allowed : &sec->denied, 1, memory_order_relaxed);
+    pthread_rwlock_unlock(&s->lock);
+    pthread_rwlock_wrlock(&s->lock);
+    count(take(s, policy, h), allowed, now);
+    pthread_rwlock_unlock(&s->lock);
 }
 
 size_t stats_series(struct stats *s, const char *policy, size_t seconds, int64_t *end_unix,
-                    int64_t *allowed, int64_t *denied)
+                    int64_t *allowed, int64_t *denied, int *known)
 {
     *end_unix = (int64_t)time(NULL);
-    return stats_series_at(s, policy, seconds, *end_unix, allowed, denied);
+    return stats_series_at(s, policy, seconds, *end_unix, allowed, denied, known);
 }
 
 size_t stats_series_at(struct stats *s, const char *policy, size_t seconds, int64_t now,
-                       int64_t *allowed, int64_t *denied)
+                       int64_t *allowed, int64_t *denied, int *known)
 {
-    struct slot *sl = find(s, policy, 0);
+    const struct series *se;
+    size_t i;
 
     if (seconds > STATS_SECONDS)
         seconds = STATS_SECONDS;
-    for (size_t i = 0; i < seconds; i++) {
-        int64_t t = now - (int64_t)(seconds - 1 - i);
-        allowed[i] = denied[i] = 0;
-        if (sl != NULL && t >= 0) {
-            struct second *sec = &sl->ring[t % STATS_SECONDS];
-            if (atomic_load_explicit(&sec->second, memory_order_relaxed) == t) {
-                allowed[i] = atomic_load_explicit(&sec->allowed, memory_order_relaxed);
-                denied[i] = atomic_load_explicit(&sec->denied, memory_order_relaxed);
+    pthread_rwlock_rdlock(&s->lock);
+    i = probe(s, policy, fnv1a(policy));
+    se = s->index[i] != 0 ? &s->series[s->index[i] - 1] : NULL;
+    if (known != NULL)
+        *known = se != NULL;
+    for (size_t k = 0; k < seconds; k++) {
+        int64_t t = now - (int64_t)(seconds - 1 - k);
+        allowed[k] = denied[k] = 0;
+        if (se != NULL && t >= 0) {
+            const struct cell *c = &se->ring[t % STATS_SECONDS];
+            if (atomic_load_explicit(&c->second, memory_order_relaxed) == (uint32_t)t) {
+                allowed[k] = atomic_load_explicit(&c->allowed, memory_order_relaxed);
+                denied[k] = atomic_load_explicit(&c->denied, memory_order_relaxed);
             }
         }
     }
+    pthread_rwlock_unlock(&s->lock);
     return seconds;
 }
 
 void stats_record_error(struct stats *s, const char *policy, int code, int real)
 {
     int c = -code;
-    struct slot *sl;
+    struct label *sl;
 
     if (c <= 0 || c >= NCODES)
         c = -PERMITD_EUNKNOWN;
-    if (policy == NULL || (sl = find(s, policy, real)) == NULL) {
+    if (policy == NULL || (sl = find_label(s, policy, fnv1a(policy), real)) == NULL) {
         atomic_fetch_add_explicit(&s->unknown_errors[c], 1, memory_order_relaxed);
         return;
     }
@@ -183,11 +327,12 @@ void stats_observe(struct stats *s, int64_t micros)
 void stats_prometheus(struct stats *s, FILE *out)
 {
     uint64_t cum = 0;
+    size_t used;
 
     fprintf(out, "# HELP permitd_acquires_total Acquire decisions and errors, by policy and result.\n"
                  "# TYPE permitd_acquires_total counter\n");
-    for (size_t i = 0; i < SLOTS; i++) {
-        struct slot *sl = &s->slots[i];
+    for (size_t i = 0; i < STATS_LABELS; i++) {
+        struct label *sl = &s->labels[i];
         if (!atomic_load(&sl->ready))
             continue;
         fprintf(out, "permitd_acquires_total{policy=\"%s\",result=\"allowed\"} %llu\n", sl->name,
@@ -209,8 +354,19 @@ void stats_prometheus(struct stats *s, FILE *out)
     }
     fprintf(out, "# HELP permitd_acquires_untracked_total Decisions of policies beyond the %d "
                  "tracked one by one.\n# TYPE permitd_acquires_untracked_total counter\n"
-                 "permitd_acquires_untracked_total %llu\n", SLOTS,
+                 "permitd_acquires_untracked_total %llu\n", STATS_LABELS,
             (unsigned long long)atomic_load(&s->untracked));
+    pthread_rwlock_rdlock(&s->lock);
+    used = s->used;
+    pthread_rwlock_unlock(&s->lock);
+    fprintf(out, "# HELP permitd_stats_policies Policies whose last 5 minutes the admin UI's "
+                 "chart has (at most --stats-policies).\n# TYPE permitd_stats_policies gauge\n"
+                 "permitd_stats_policies %zu\n"
+                 "# HELP permitd_stats_evictions_total Policies whose chart figures were dropped "
+                 "for another's (the least recently active first).\n"
+                 "# TYPE permitd_stats_evictions_total counter\n"
+                 "permitd_stats_evictions_total %llu\n", used,
+            (unsigned long long)atomic_load(&s->evictions));
     fprintf(out, "# HELP permitd_acquire_duration_seconds Time to answer an Acquire, "
                  "from decoded request to encoded reply.\n"
                  "# TYPE permitd_acquire_duration_seconds histogram\n");

@@ -1,8 +1,10 @@
 /*
  * stats.h - what this instance's decisions looked like: allowed and denied
- * Acquires per second per policy (the admin UI's live chart, 5 minutes),
- * running totals per policy and result, and a latency histogram; written
- * out in the Prometheus text format for /metrics.
+ * Acquires per second per policy (the admin UI's live chart, 5 minutes:
+ * every policy with traffic, up to --stats-policies, the least recently
+ * active dropped first past that), running totals per policy and result
+ * (labels for the first 256 policies, the rest summed), and a latency
+ * histogram; written out in the Prometheus text format for /metrics.
  */
 #ifndef PERMITD_STATS_H
 #define PERMITD_STATS_H
@@ -14,17 +16,23 @@
 #include "core/status.h"
 
 #define STATS_SECONDS 300
+#define STATS_POLICIES_MAX 1000000      /* --stats-policies' ceiling */
 
 struct stats;
 
-/* Makes an empty table in *out: PERMITD_OK, or PERMITD_EINTERNAL with err
- * saying what could not be allocated (*out is then NULL). Free with
- * stats_free(); stats_free(NULL) does nothing. */
-int stats_new(struct stats **out, struct permitd_error *err);
+/* Makes an empty table in *out with room for the charts of `policies`
+ * policies (1 .. STATS_POLICIES_MAX; about 3.7 KB each, taken as they
+ * fill): PERMITD_OK, PERMITD_EINVAL for a count out of range, or
+ * PERMITD_EINTERNAL with err saying what could not be allocated (*out is
+ * then NULL). Free with stats_free(); stats_free(NULL) does nothing. */
+int stats_new(size_t policies, struct stats **out, struct permitd_error *err);
 void stats_free(struct stats *s);
 
-/* Counts one decision for policy (lock-free; safe from any thread). A
- * policy that finds no free slot among the tracked ones is not counted. */
+/* Counts one decision for policy (safe from any thread; a read lock, and
+ * the write lock for a policy's first decision or its first after an
+ * eviction). Its chart always counts it, evicting the least recently
+ * active policy's when the table is full; its totals have labels of their
+ * own for the first 256 policies, else count as untracked. */
 void stats_record(struct stats *s, const char *policy, int allowed);
 
 /* stats_record() as of the Unix second now, which stats_record() reads
@@ -47,13 +55,16 @@ void stats_observe(struct stats *s, int64_t micros);
 void stats_prometheus(struct stats *s, FILE *out);
 
 /* Fills allowed[] and denied[] with the last `seconds` seconds ending at
- * *end_unix (the current second), oldest first. Returns seconds. */
+ * *end_unix (the current second), oldest first. Returns seconds. *known
+ * (may be NULL) is 1 when the table has figures for policy, 0 when it has
+ * none (no decision since start, or evicted): the zeros are then no
+ * measurement, and the UI says so. */
 size_t stats_series(struct stats *s, const char *policy, size_t seconds, int64_t *end_unix,
-                    int64_t *allowed, int64_t *denied);
+                    int64_t *allowed, int64_t *denied, int *known);
 
 /* stats_series() ending at the Unix second now instead of the current one
  * (stats_series() passes time(NULL) and hands it back in *end_unix). */
 size_t stats_series_at(struct stats *s, const char *policy, size_t seconds, int64_t now,
-                       int64_t *allowed, int64_t *denied);
+                       int64_t *allowed, int64_t *denied, int *known);
 
 #endif

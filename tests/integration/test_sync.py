@@ -390,6 +390,77 @@ class SyncTest(unittest.TestCase):
         self.assertEqual(self.redis("EVALSHA", sha, 1, key, "del", 0, 10 ** 12), [0])
         self.assertTrue(self.hash("race"))
 
+    def redis_counts(self):
+        """Redis's own counts, summed over every master: socket reads (each
+        a round trip's request, or a part of a large one) and EVALSHA calls."""
+        reads = calls = 0
+        for line in self.redis("INFO", "all").split("\r\n"):
+            if line.startswith("total_reads_processed:"):
+                reads += int(line.split(":")[1])
+            elif line.startswith("cmdstat_evalsha:"):
+                calls += int(re.search(r"calls=(\d+)", line).group(1))
+        return reads, calls
+
+    def test_a_pass_is_a_round_trip_per_batch_not_per_policy(self):
+        # Issue 22: a pass was one round trip per policy (10,000 policies:
+        # 10,000 round trips a pass). Now a batch of 200 policies' calls goes
+        # in one write (per master in a cluster). Counted by Redis itself:
+        # its socket reads per policy offered, while the passes go over an
+        # unchanged store. PERMITD_SYNC_POLICIES=10000 measures a large one.
+        n = int(os.environ.get("PERMITD_SYNC_POLICIES", "1000"))
+        for first in range(0, n, 1000):
+            self.sql("INSERT INTO policies (name, max_permits, rate, created_by, updated_by) "
+                     "VALUES " + ",".join("('many%05d', 5, 1, 'dba', 'dba')" % i
+                                          for i in range(first, min(n, first + 1000))))
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'app' FROM policies")
+        p = self.permitd()
+        t0 = time.monotonic()
+        wait_for("every policy in redis", lambda: self.redis("SCARD", self.prefix + "policies") == n,
+                 120)
+        first_pass = time.monotonic() - t0
+        time.sleep(INTERVAL_MS * 2 / 1000)       # the passes that only compare
+        reads0, calls0 = self.redis_counts()
+        time.sleep(max(3.0, n / 1000.0))
+        reads1, calls1 = self.redis_counts()
+        offered = calls1 - calls0
+        passes = offered / float(n)
+        metrics = p.admin().request("GET", "/metrics").body.decode()
+        pass_s = re.search(r"\npermitd_sync_pass_seconds ([0-9.]+)\n", metrics)
+        print("sync of %d policies: first load %.2f s; %.1f passes measured, %d Redis reads "
+              "(%.1f a pass) for %d calls; last pass %s s" % (
+                  n, first_pass, passes, reads1 - reads0, (reads1 - reads0) / max(passes, 1e-9),
+                  offered, pass_s.group(1) if pass_s else "?"))
+        self.assertGreaterEqual(passes, 1, "no pass in the window")
+        # 200 calls of ~300 bytes are a handful of 16 KiB reads: well under
+        # one read per 20 policies (one per policy before).
+        self.assertLess((reads1 - reads0) / float(offered), 1 / 20.0,
+                        "%d reads for %d calls" % (reads1 - reads0, offered))
+
+    def test_a_policy_redis_refuses_fails_alone(self):
+        # Issue 22: one failed call failed the whole pass, so every policy
+        # after it waited. Here the first policy's hash key holds a string
+        # (sync.lua's HGETALL fails on it): that policy is logged, counted
+        # and offered again at every pass; the others are served, the pass
+        # succeeds, and once the key is fixed the policy gets through.
+        self.add_policy("aaa-refused", 5, "1")
+        for i in range(5):
+            self.add_policy("fine%d" % i, 5, "1")
+        key = "%s{aaa-refused}:policy" % self.prefix
+        self.redis("SET", key, "not a hash")
+        p = self.permitd()
+        admin = p.admin()
+        wait_for("the others", lambda: all(self.hash("fine%d" % i) for i in range(5)))
+        self.assertTrue(decision(p.http().acquire("fine4")).get("allowed"))
+        wait_for("counted", lambda: re.search(r"\npermitd_sync_policy_failures_total [1-9]",
+                                              admin.request("GET", "/metrics").body.decode()))
+        self.assertRegex(p.output(), r"policy not synced.*policy=aaa-refused")
+        self.assertEqual(admin.request("GET", "/readyz").status, 200)
+        self.assertIn("\npermitd_sync_failures_total 0\n",
+                      admin.request("GET", "/metrics").body.decode())
+        self.redis("DEL", key)
+        h = wait_for("written at a later pass", lambda: self.hash("aaa-refused"))
+        self.assertEqual(h["max_permits"], "5")
+
     def test_two_instances_sync_concurrently(self):
         for i in range(20):
             self.add_policy("multi%02d" % i, 5, "1")

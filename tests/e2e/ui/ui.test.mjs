@@ -720,6 +720,32 @@ describe("admin web UI in headless Chromium", () => {
     await checkA11y(page, "policies, two");
   });
 
+  step("a policy this instance has no figures for says so, not zero traffic", async () => {
+    // Issue 22: the chart read zeros for a policy outside the stats table
+    // although it was serving. XSS_POLICY has had no Acquire: the API says
+    // known false, and the page says "No figures yet" in words; after one
+    // Acquire the chart is drawn and counts it.
+    const stats = await pageRpc(page, "PolicyService/GetPolicyStats", { name: XSS_POLICY, seconds: 60 });
+    assert.equal(stats.status, 200, JSON.stringify(stats));
+    assert.notEqual(stats.json.known, true, JSON.stringify(stats.json));
+    await row(page, XSS_POLICY).getByRole("link", { name: XSS_POLICY, exact: true }).click();
+    const note = page.locator("#traffic-chart #chart-no-figures");
+    await note.waitFor();
+    assert.match(await note.innerText(), /^No figures yet\./);
+    assert.equal(await page.locator("#traffic-chart svg").count(), 0, "no chart of zeros");
+    assert.equal(await page.locator("#total-allowed").count(), 0, "no total of 0 allowed");
+    await checkA11y(page, "detail, no figures yet");
+    await shot(page, "11b-no-figures");
+    assert.equal((await acquire({ bucket: XSS_POLICY })).allowed, true);
+    await page.locator("#traffic-chart svg").waitFor({ timeout: 8000 });
+    await page.waitForFunction(() => document.querySelector("#total-allowed")?.textContent === "1");
+    assert.equal(await note.count(), 0);
+    const after = await pageRpc(page, "PolicyService/GetPolicyStats", { name: XSS_POLICY, seconds: 60 });
+    assert.equal(after.json.known, true, JSON.stringify(after.json));
+    await page.goto(`${adminBase()}/#/`);
+    await row(page, XSS_POLICY).waitFor();
+  });
+
   step("a disabled policy shows no bucket, and its page raises no error", async () => {
     const made = await pageRpc(page, "PolicyService/CreatePolicy", {
       policy: { name: OFF_POLICY, apps: ["*"], maxPermits: "7", rate: "1", failureMode: "closed", enabled: false },

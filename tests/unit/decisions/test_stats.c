@@ -18,20 +18,27 @@
  * index that ignored the time would show. */
 #define T0 ((int64_t)1700000123)
 
-/* The Prometheus text of s; free() it. */
-/* A new table, or the test stops: new_stats() says why it failed. */
-static struct stats *new_stats(void)
+/* A new table with room for the charts of `policies` policies, or the
+ * test stops, saying why. */
+static struct stats *new_stats_of(size_t policies)
 {
     struct permitd_error err = {0, ""};
     struct stats *s = NULL;
 
-    if (stats_new(&s, &err) != PERMITD_OK) {
+    if (stats_new(policies, &s, &err) != PERMITD_OK) {
         fprintf(stderr, "stats_new: %s\n", err.message);
         exit(1);
     }
     return s;
 }
 
+/* A table of the default size (--stats-policies). */
+static struct stats *new_stats(void)
+{
+    return new_stats_of(10000);
+}
+
+/* The Prometheus text of s; free() it. */
 static char *prom(struct stats *s)
 {
     char *text = NULL;
@@ -83,17 +90,17 @@ static void test_stats_counts_one_second(void)
         stats_record_at(s, "api", 0, T0);
     stats_record_at(s, "other", 1, T0);
 
-    CHECK_INT(stats_series_at(s, "api", 3, T0, allowed, denied), 3);
+    CHECK_INT(stats_series_at(s, "api", 3, T0, allowed, denied, NULL), 3);
     /* Oldest first: the two seconds before T0 had nothing. */
     CHECK_INT(allowed[0], 0);
     CHECK_INT(allowed[1], 0);
     CHECK_INT(allowed[2], 3);
     CHECK_INT(denied[2], 2);
-    CHECK_INT(stats_series_at(s, "other", 1, T0, allowed, denied), 1);
+    CHECK_INT(stats_series_at(s, "other", 1, T0, allowed, denied, NULL), 1);
     CHECK_INT(allowed[0], 1);
     CHECK_INT(denied[0], 0);
     /* A policy never counted reads as zeros, not as someone else's slot. */
-    CHECK_INT(stats_series_at(s, "never", 1, T0, allowed, denied), 1);
+    CHECK_INT(stats_series_at(s, "never", 1, T0, allowed, denied, NULL), 1);
     CHECK_INT(allowed[0], 0);
     CHECK_INT(denied[0], 0);
 
@@ -122,7 +129,7 @@ static void test_stats_series_by_second(void)
     for (int i = 0; i < 4; i++)
         stats_record_at(s, "api", 1, T0 + 5);
 
-    CHECK_INT(stats_series_at(s, "api", 6, T0 + 5, allowed, denied), 6);
+    CHECK_INT(stats_series_at(s, "api", 6, T0 + 5, allowed, denied, NULL), 6);
     CHECK_INT(allowed[0], 1);
     CHECK_INT(denied[0], 0);
     CHECK_INT(allowed[1], 0);
@@ -134,12 +141,12 @@ static void test_stats_series_by_second(void)
     CHECK_INT(allowed[5], 4);
 
     /* The same window read a second later has moved by one place. */
-    CHECK_INT(stats_series_at(s, "api", 6, T0 + 6, allowed, denied), 6);
+    CHECK_INT(stats_series_at(s, "api", 6, T0 + 6, allowed, denied, NULL), 6);
     CHECK_INT(denied[0], 2);
     CHECK_INT(allowed[4], 4);
     CHECK_INT(allowed[5], 0);
 
-    CHECK_INT(stats_series_at(s, "api", STATS_SECONDS + 10, T0 + 5, allowed, denied),
+    CHECK_INT(stats_series_at(s, "api", STATS_SECONDS + 10, T0 + 5, allowed, denied, NULL),
               STATS_SECONDS);
     CHECK_INT(allowed[STATS_SECONDS - 6], 1);
     CHECK_INT(denied[STATS_SECONDS - 5], 2);
@@ -161,11 +168,11 @@ static void test_stats_ring_rolls_over(void)
     stats_record_at(s, "api", 0, T0);
 
     /* The last second of the ring to include T0, then the first past it. */
-    CHECK_INT(stats_series_at(s, "api", STATS_SECONDS, T0 + STATS_SECONDS - 1, allowed, denied),
-              STATS_SECONDS);
+    CHECK_INT(stats_series_at(s, "api", STATS_SECONDS, T0 + STATS_SECONDS - 1, allowed, denied,
+                              NULL), STATS_SECONDS);
     CHECK_INT(allowed[0], 5);
     CHECK_INT(denied[0], 1);
-    CHECK_INT(stats_series_at(s, "api", STATS_SECONDS, T0 + STATS_SECONDS, allowed, denied),
+    CHECK_INT(stats_series_at(s, "api", STATS_SECONDS, T0 + STATS_SECONDS, allowed, denied, NULL),
               STATS_SECONDS);
     /* T0's cell is now T0 + STATS_SECONDS's: stale, so read as nothing. */
     CHECK_INT(allowed[STATS_SECONDS - 1], 0);
@@ -173,16 +180,16 @@ static void test_stats_ring_rolls_over(void)
 
     /* A decision in the reused cell restarts it rather than adding to T0's. */
     stats_record_at(s, "api", 1, T0 + STATS_SECONDS);
-    CHECK_INT(stats_series_at(s, "api", 1, T0 + STATS_SECONDS, allowed, denied), 1);
+    CHECK_INT(stats_series_at(s, "api", 1, T0 + STATS_SECONDS, allowed, denied, NULL), 1);
     CHECK_INT(allowed[0], 1);
     CHECK_INT(denied[0], 0);
     /* And T0 itself, asked for again, is no longer there. */
-    CHECK_INT(stats_series_at(s, "api", 1, T0, allowed, denied), 1);
+    CHECK_INT(stats_series_at(s, "api", 1, T0, allowed, denied, NULL), 1);
     CHECK_INT(allowed[0], 0);
 
     /* Many rounds later the same cell still counts only its own second. */
     stats_record_at(s, "api", 0, T0 + 7 * STATS_SECONDS);
-    CHECK_INT(stats_series_at(s, "api", 1, T0 + 7 * STATS_SECONDS, allowed, denied), 1);
+    CHECK_INT(stats_series_at(s, "api", 1, T0 + 7 * STATS_SECONDS, allowed, denied, NULL), 1);
     CHECK_INT(allowed[0], 0);
     CHECK_INT(denied[0], 1);
 
@@ -193,9 +200,10 @@ static void test_stats_ring_rolls_over(void)
     stats_free(s);
 }
 
-/* At most 256 policies get labels of their own, whatever the names: the
- * rest are counted in permitd_acquires_untracked_total, and policies
- * tracked before the table filled keep being counted. */
+/* At most 256 policies get labels of their own on /metrics, whatever the
+ * names: the rest are counted in permitd_acquires_untracked_total, and
+ * policies tracked before the table filled keep being counted. The UI's
+ * series has every one of them (issue 22: it had the same 256 only). */
 static void test_stats_policy_cap(void)
 {
     struct stats *s = new_stats();
@@ -230,16 +238,131 @@ static void test_stats_policy_cap(void)
         v = sample(text, series);
         if (v > 0)
             counted += v;
-        /* What /metrics shows for a name is what the UI's series shows. */
+        /* The UI's series counts every policy, labelled or not. */
         snprintf(name, sizeof(name), "made-up-%d", i);
-        stats_series_at(s, name, 1, T0, allowed, denied);
-        CHECK_INT(allowed[0], v > 0 ? v : 0);
+        stats_series_at(s, name, 1, T0, allowed, denied, NULL);
+        CHECK_INT(allowed[0], 1);
     }
     CHECK_INT(sample(text, "permitd_acquires_total{policy=\"first\",result=\"allowed\"}"), 2);
     CHECK_INT(counted + 2 + untracked, names + 2);
     CHECK_CONTAINS(text, "beyond the 256 tracked");
     free(text);
     stats_free(s);
+}
+
+/* Issue 22: every policy with traffic has its chart, not the first 256: 300
+ * and more policies each read back exactly their own figures, known. A
+ * policy with none is not known (the UI says "no figures yet", not 0). */
+static void test_stats_every_policy_has_a_series(void)
+{
+    struct stats *s = new_stats();
+    const int names = 1000;
+    int64_t allowed[2], denied[2];
+    int known = -1, wrong = 0;
+    char name[32], *text;
+
+    for (int i = 0; i < names; i++) {
+        snprintf(name, sizeof(name), "policy-%d", i);
+        for (int k = 0; k <= i % 5; k++)
+            stats_record_at(s, name, 1, T0);
+        stats_record_at(s, name, 0, T0 + 1);
+    }
+    for (int i = 0; i < names; i++) {
+        snprintf(name, sizeof(name), "policy-%d", i);
+        known = -1;
+        CHECK_INT(stats_series_at(s, name, 2, T0 + 1, allowed, denied, &known), 2);
+        if (known != 1 || allowed[0] != i % 5 + 1 || denied[0] != 0 || allowed[1] != 0 ||
+            denied[1] != 1) {
+            if (wrong++ == 0)
+                fprintf(stderr, "  %s: known %d allowed %lld,%lld denied %lld,%lld\n", name, known,
+                        (long long)allowed[0], (long long)allowed[1], (long long)denied[0],
+                        (long long)denied[1]);
+        }
+    }
+    CHECK_INT(wrong, 0);
+    known = -1;
+    stats_series_at(s, "no-traffic", 2, T0 + 1, allowed, denied, &known);
+    CHECK_INT(known, 0);
+    CHECK_INT(allowed[0] + allowed[1] + denied[0] + denied[1], 0);
+    text = prom(s);
+    CHECK_INT(sample(text, "permitd_stats_policies"), names);
+    CHECK_INT(sample(text, "permitd_stats_evictions_total"), 0);
+    free(text);
+    stats_free(s);
+}
+
+/* Memory stays bounded by evicting the least recently active policy, not
+ * by refusing new ones: with room for 4, a fifth policy takes the place of
+ * the one idle longest; the others keep their figures; the evicted one is
+ * no longer known (and comes back, from nothing, with its next decision).
+ * Many names through a small table keep every lookup right (the index's
+ * deletions). */
+static void test_stats_evicts_the_least_recently_active(void)
+{
+    struct stats *s = new_stats_of(4);
+    int64_t allowed[1], denied[1];
+    int known = -1;
+    char name[32], *text;
+
+    stats_record_at(s, "a", 1, T0);
+    stats_record_at(s, "b", 1, T0 + 1);
+    stats_record_at(s, "c", 1, T0 + 2);
+    stats_record_at(s, "d", 1, T0 + 3);
+    stats_record_at(s, "a", 1, T0 + 4);        /* a is active again: b is idle longest */
+    stats_record_at(s, "e", 1, T0 + 5);
+    stats_series_at(s, "b", 1, T0 + 1, allowed, denied, &known);
+    CHECK_INT(known, 0);
+    CHECK_INT(allowed[0], 0);
+    const char *kept[] = {"a", "c", "d", "e"};
+    const int64_t at[] = {T0 + 4, T0 + 2, T0 + 3, T0 + 5};
+    for (int i = 0; i < 4; i++) {
+        known = -1;
+        stats_series_at(s, kept[i], 1, at[i], allowed, denied, &known);
+        CHECK_INT(known, 1);
+        CHECK_INT(allowed[0], 1);
+    }
+    stats_record_at(s, "b", 0, T0 + 6);        /* back: c goes now */
+    stats_series_at(s, "b", 1, T0 + 6, allowed, denied, &known);
+    CHECK_INT(known, 1);
+    CHECK_INT(denied[0], 1);
+    stats_series_at(s, "c", 1, T0 + 2, allowed, denied, &known);
+    CHECK_INT(known, 0);
+
+    for (int i = 0; i < 5000; i++) {
+        snprintf(name, sizeof(name), "churn-%d", i);
+        stats_record_at(s, name, 1, T0 + 10 + i);
+        stats_record_at(s, name, 1, T0 + 10 + i);
+        if (i >= 3) {           /* the last four are in, each with its own two */
+            for (int k = i - 3; k <= i; k++) {
+                snprintf(name, sizeof(name), "churn-%d", k);
+                known = -1;
+                stats_series_at(s, name, 1, T0 + 10 + k, allowed, denied, &known);
+                if (known != 1 || allowed[0] != 2) {
+                    fprintf(stderr, "  %s after churn-%d: known %d allowed %lld\n", name, i,
+                            known, (long long)allowed[0]);
+                    CHECK(0);
+                    i = 5000;
+                    break;
+                }
+            }
+        }
+    }
+    text = prom(s);
+    CHECK_INT(sample(text, "permitd_stats_policies"), 4);
+    CHECK_INT(sample(text, "permitd_stats_evictions_total"), 2 + 5000);
+    free(text);
+    stats_free(s);
+}
+
+/* A table size out of range is refused, naming it. */
+static void test_stats_size_is_checked(void)
+{
+    struct permitd_error err = {0, ""};
+    struct stats *s = NULL;
+
+    CHECK_INT(stats_new(0, &s, &err), PERMITD_EINVAL);
+    CHECK(s == NULL);
+    CHECK_CONTAINS(err.message, "0 policies");
 }
 
 /* Errors: under a real policy (the caller says so, or it has had
@@ -317,7 +440,7 @@ static void test_stats_wall_clock(void)
 
     stats_record(s, "api", 1);
     stats_record(s, "api", 0);
-    CHECK_INT(stats_series(s, "api", 2, &end, allowed, denied), 2);
+    CHECK_INT(stats_series(s, "api", 2, &end, allowed, denied, NULL), 2);
     CHECK(end >= before && end <= (int64_t)time(NULL));
     /* The second may have turned between the record and the read. */
     CHECK_INT(allowed[0] + allowed[1], 1);
@@ -332,6 +455,9 @@ int main(void)
     TEST_RUN(test_stats_series_by_second);
     TEST_RUN(test_stats_ring_rolls_over);
     TEST_RUN(test_stats_policy_cap);
+    TEST_RUN(test_stats_every_policy_has_a_series);
+    TEST_RUN(test_stats_evicts_the_least_recently_active);
+    TEST_RUN(test_stats_size_is_checked);
     TEST_RUN(test_stats_errors);
     TEST_RUN(test_stats_latency_histogram);
     TEST_RUN(test_stats_wall_clock);
