@@ -388,6 +388,70 @@ static int get_policy(void *ud, struct connect_call *call, const ProtobufCMessag
     return rs->policy ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 }
 
+/* Whether the committed policy p is what the write `in` makes of it:
+ * every editable field equal (the rate as a number: MySQL prints
+ * "0.500000000000" for "0.5"; the apps as a set). */
+static int same_fields(const struct store_policy *p, const struct store_policy_input *in)
+{
+    const struct policy_limits *l = &in->limits;
+    size_t n = 0;
+    int same;
+
+    if (strcmp(p->name, in->name) != 0 || p->max_permits != l->max_permits ||
+        p->algorithm != l->algorithm || p->window_ms != l->window_ms ||
+        p->calendar != l->calendar || p->lease_ms != l->lease_ms ||
+        (p->enabled != 0) != (in->enabled != 0) || (p->colocate != 0) != (in->colocate != 0) ||
+        strcmp(p->failure_mode, in->failure_mode) != 0 ||
+        strcmp(p->description ? p->description : "", in->description ? in->description : "") != 0)
+        return 0;
+    const char *rate = l->rate ? l->rate : "";
+
+    if ((rate[0] != '\0' || p->rate[0] != '\0') &&
+        (rate[0] == '\0' || p->rate[0] == '\0' || strtod(rate, NULL) != strtod(p->rate, NULL)))
+        return 0;
+    /* The apps, as sets: each given one is among the committed ones
+     * (store.c keeps them unique, comma-separated), and the given ones
+     * are as many distinct names as the committed list holds. */
+    const char *apps = p->apps ? p->apps : "";
+    size_t committed = apps[0] ? 1 : 0;
+    for (const char *c = apps; *c; c++)
+        committed += *c == ',';
+    same = 1;
+    for (size_t i = 0; i < in->napps && same; i++) {
+        size_t len = strlen(in->apps[i]);
+        int dup = 0, found = 0;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = strcmp(in->apps[i], in->apps[j]) == 0;
+        n += !dup;
+        for (const char *c = apps; *c && !found; c = strchr(c, ',') ? strchr(c, ',') + 1 : "")
+            found = strncmp(c, in->apps[i], len) == 0 && (c[len] == ',' || c[len] == '\0');
+        same = found;
+    }
+    return same && n == committed;
+}
+
+/* A create answered already_exists, or an update answered aborted: is it
+ * the retry of a write that was committed (a client that timed out and
+ * sent it again)? It is when the policy as committed now is exactly what
+ * this write makes (same_fields()), by the same editor, and nothing came
+ * after it: an update's committed version is the one it was sent with + 1,
+ * a create's is still 1. Then it answers success with that policy (in *p,
+ * to clear with store_policy_clear()) and returns 1; else 0 and the
+ * caller's error stands. Under store_lock. */
+static int retried_write(struct admin *a, const struct store_policy_input *in, uint64_t version,
+                         const char *username, struct store_policy *p)
+{
+    struct permitd_error why = {0, ""};
+
+    if (store_policy_get(a->store, in->name, p, &why) != PERMITD_OK)
+        return 0;
+    if (p->version == version + 1 && strcmp(p->updated_by, username) == 0 &&
+        (version != 0 || strcmp(p->created_by, username) == 0) && same_fields(p, in))
+        return 1;
+    store_policy_clear(p);
+    return 0;
+}
+
 /* Create and update: validate, write to MySQL, write through, answer. */
 static int write_policy(struct admin *a, struct connect_call *call, const Permit__V1__Policy *m,
                         int create, Permit__V1__Policy **out, struct permitd_error *err)
@@ -395,7 +459,7 @@ static int write_policy(struct admin *a, struct connect_call *call, const Permit
     struct store_policy_input in;
     struct store_policy p;
     struct store_user user;
-    int rc;
+    int rc, applied = 0;
 
     if ((rc = authenticate(a, call, ROLE_EDITOR, &user, err)) != PERMITD_OK ||
         (rc = from_proto(m, &in, err)) != PERMITD_OK)
@@ -406,7 +470,18 @@ static int write_policy(struct admin *a, struct connect_call *call, const Permit
     pthread_mutex_lock(&a->store_lock);
     rc = create ? store_policy_create(a->store, &in, user.username, &p, err)
                 : store_policy_update(a->store, &in, (uint64_t)m->version, user.username, &p, err);
+    if ((rc == PERMITD_EABORTED && !create) || (rc == PERMITD_EEXIST && create))
+        applied = retried_write(a, &in, create ? 0 : (uint64_t)m->version, user.username, &p);
     pthread_mutex_unlock(&a->store_lock);
+    if (applied) {
+        log_msg(LOG_LEVEL_INFO, create ? "policy create retried: already applied"
+                                       : "policy update retried: already applied",
+                "policy=%s version=%" PRIu64 " by=%s", p.name, p.version, user.username);
+        tidy_rate(p.rate);
+        *out = to_proto(call, &p);
+        store_policy_clear(&p);
+        return *out ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
     if (rc != PERMITD_OK)
         return rc;
     write_through(a, &p);
