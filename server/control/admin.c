@@ -44,6 +44,7 @@
 #include "transport/connect.h"
 #include "core/embed.h"
 #include "control/health.h"
+#include "control/listing.h"
 #include "core/log.h"
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
@@ -307,60 +308,93 @@ static int skipped_rows(struct admin *a, struct connect_call *call,
     return rc;
 }
 
+/* The gauges of a page: every policy's shared bucket in one pipelined
+ * Redis round trip (limiter_inspect_batch()). A policy not yet in Redis
+ * (sync lag), a disabled one, or Redis down: an empty gauge with the
+ * limit, not a failed table. */
+static int page_buckets(struct admin *a, struct connect_call *call, const struct listing_page *pg,
+                        Permit__V1__ListPoliciesResponse *rs, struct permitd_error *err)
+{
+    struct limiter_result *res = calloc(pg->n + 1, sizeof(*res));
+    struct permitd_error *errs = calloc(pg->n + 1, sizeof(*errs)), whole = {0, ""};
+    const char **names = calloc(pg->n + 1, sizeof(*names));
+    int rc = PERMITD_OK, got;
+
+    rs->buckets = connect_call_alloc(call, (pg->n + 1) * sizeof(*rs->buckets));
+    if (res == NULL || errs == NULL || names == NULL || rs->buckets == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < pg->n; i++)
+        names[i] = pg->v[i].name;
+    got = limiter_inspect_batch(a->limiter, names, pg->n, deadline(), res, errs, &whole) ==
+          PERMITD_OK;
+    for (size_t i = 0; i < pg->n; i++) {
+        Permit__V1__Bucket *b = connect_call_alloc(call, sizeof(*b));
+        if (b == NULL) {
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            goto done;
+        }
+        permit__v1__bucket__init(b);
+        b->policy = rs->policies[i]->name;
+        b->key = "";
+        b->limit = pg->v[i].max_permits;
+        if (got && errs[i].code == PERMITD_OK) {
+            b->tokens = (double)res[i].tokens_micro / 1e6;
+            b->remaining = res[i].remaining;
+            b->limit = res[i].limit;
+            b->reset_after_ms = res[i].reset_after_ms;
+        }
+        rs->buckets[rs->n_buckets++] = b;
+    }
+done:
+    free(res);
+    free(errs);
+    free(names);
+    return rc;
+}
+
+/* One page of the policy list (control/listing.c makes it). */
 static int list_policies(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
                          ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__ListPoliciesRequest *rq = (const void *)in_;
     Permit__V1__ListPoliciesResponse *rs = (void *)out_;
-    struct store_policy *v = NULL;
+    const struct listing_sources src = {a->store, &a->store_lock, a->stats, a->limiter};
+    const struct listing_query q = {rq->page_size, rq->page_token, rq->filter, rq->order_by,
+                                    rq->descending};
+    struct listing_page pg;
     struct store_user user;
-    size_t n = 0;
     int rc;
 
     if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK)
         return rc;
-    pthread_mutex_lock(&a->store_lock);
-    rc = store_policy_list(a->store, &v, &n, err);
-    pthread_mutex_unlock(&a->store_lock);
-    if (rc != PERMITD_OK)
-        return rc;
-    rs->policies = connect_call_alloc(call, (n + 1) * sizeof(*rs->policies));
-    if (rq->include_buckets)
-        rs->buckets = connect_call_alloc(call, (n + 1) * sizeof(*rs->buckets));
-    if (rs->policies == NULL || (rq->include_buckets && rs->buckets == NULL)) {
+    if ((rc = listing_page(&src, &q, deadline(), &pg, err)) != PERMITD_OK)
+        goto done;
+    rs->total_size = (int32_t)pg.total;
+    rs->offset = (int32_t)pg.offset;
+    if (pg.next[0] != '\0' && (rs->next_page_token = connect_call_strdup(call, pg.next)) == NULL)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rs->policies = connect_call_alloc(call, (pg.n + 1) * sizeof(*rs->policies));
+    if (rc != PERMITD_OK || rs->policies == NULL) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto done;
     }
     if (a->sync != NULL && (rc = skipped_rows(a, call, rs, err)) != PERMITD_OK)
         goto done;
-    for (size_t i = 0; i < n; i++) {
-        tidy_rate(v[i].rate);
-        if ((rs->policies[i] = to_proto(call, &v[i])) == NULL) {
+    for (size_t i = 0; i < pg.n; i++) {
+        tidy_rate(pg.v[i].rate);
+        if ((rs->policies[i] = to_proto(call, &pg.v[i])) == NULL) {
             rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
             goto done;
         }
         rs->n_policies++;
-        if (rq->include_buckets) {
-            Permit__V1__Bucket *b;
-            struct permitd_error why;
-            /* A policy not yet in Redis (sync lag) or Redis down: an empty
-             * gauge, not a failed table. */
-            if (bucket_proto(a, call, v[i].name, "", &b, &why) != PERMITD_OK) {
-                b = connect_call_alloc(call, sizeof(*b));
-                if (b == NULL) {
-                    rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-                    goto done;
-                }
-                permit__v1__bucket__init(b);
-                b->policy = rs->policies[i]->name;
-                b->limit = v[i].max_permits;
-            }
-            rs->buckets[rs->n_buckets++] = b;
-        }
     }
+    if (rq->include_buckets)
+        rc = page_buckets(a, call, &pg, rs, err);
 done:
-    store_policies_free(v, n);
+    listing_page_clear(&pg);
     return rc;
 }
 
