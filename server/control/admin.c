@@ -45,6 +45,7 @@
 #include "core/embed.h"
 #include "control/health.h"
 #include "control/listing.h"
+#include "control/offload.h"
 #include "core/log.h"
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
@@ -56,7 +57,12 @@
 #define LOGIN_POLICY "_login"
 #define LOGIN_TRIES 5
 #define LOGIN_RATE "0.1"
+#define LOGIN_PATH "/permit.v1.AdminAuthService/Login"
 #define ADMIN_HSTS_MAX_AGE_S (365 * 24 * 3600)
+/* The admin RPCs' pool (offload.h): two threads, so one slow page does not
+ * hold the next editor's RPC either; 64 waiting at most. */
+#define ADMIN_RPC_WORKERS 2
+#define ADMIN_RPC_QUEUE 64
 
 enum role { ROLE_NONE, ROLE_VIEWER, ROLE_EDITOR };
 
@@ -68,9 +74,17 @@ struct admin {
     struct stats *stats;
     struct store *store;            /* NULL without --mysql-url */
     struct verifier *verifier;      /* password checks; NULL without a store */
+    struct offload *rpcs;           /* the RPCs run here, off the listener's thread */
     struct health health;           /* what /readyz and /metrics report on */
     pthread_mutex_t store_lock;
     struct connect_limits limits;
+};
+
+/* What each admin listener worker's loop has (admin_worker_open()): the
+ * inboxes through which password checks and RPCs run elsewhere come back. */
+struct admin_worker {
+    struct verifier_inbox *logins;  /* NULL without a store */
+    struct offload_inbox *rpcs;
 };
 
 int admin_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -103,6 +117,12 @@ int admin_new(const struct config *cfg, struct redis *redis, struct limiter *lim
         free(a);
         return rc;
     }
+    if ((rc = offload_new(ADMIN_RPC_WORKERS, ADMIN_RPC_QUEUE, &a->rpcs, err)) != PERMITD_OK) {
+        verifier_free(a->verifier);
+        store_free(a->store);
+        free(a);
+        return rc;
+    }
     a->health.verifier = a->verifier;
     pthread_mutex_init(&a->store_lock, NULL);
     *out = a;
@@ -114,6 +134,7 @@ void admin_free(struct admin *a)
     if (a == NULL)
         return;
     verifier_free(a->verifier);
+    offload_free(a->rpcs);
     store_free(a->store);
     pthread_mutex_destroy(&a->store_lock);
     free(a);
@@ -814,7 +835,8 @@ static void login_start(struct login *l)
 
     /* Verify even for an unknown user (the dummy hash), so timing does
      * not tell which user names exist. */
-    rc = verifier_submit(l->a->verifier, http_request_worker(l->http),
+    rc = verifier_submit(l->a->verifier,
+                         ((struct admin_worker *)http_request_worker(l->http))->logins,
                          l->found ? l->user.password_hash : NULL, l->password, login_checked, l,
                          &err);
     explicit_bzero(l->password, l->password_len);
@@ -945,17 +967,27 @@ static const struct connect_method methods[] = {
 int admin_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err)
 {
     struct admin *a = ud;
+    struct admin_worker *w = calloc(1, sizeof(*w));
+    int rc;
 
     *worker = NULL;
-    if (a->verifier == NULL)
-        return PERMITD_OK;          /* no store: no logins to check */
-    return verifier_inbox_new(a->verifier, loop, (struct verifier_inbox **)worker, err);
+    if (w == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    /* (no store: no logins to check) */
+    if ((a->verifier != NULL &&
+         (rc = verifier_inbox_new(a->verifier, loop, &w->logins, err)) != PERMITD_OK) ||
+        (rc = offload_inbox_new(a->rpcs, loop, &w->rpcs, err)) != PERMITD_OK) {
+        free(w);                    /* the loop's close frees an inbox attached */
+        return rc;
+    }
+    *worker = w;
+    return PERMITD_OK;
 }
 
 void admin_worker_close(void *ud, void *worker)
 {
     (void)ud;
-    (void)worker;
+    free(worker);
 }
 
 void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin)
@@ -1087,6 +1119,71 @@ static void no_store(struct http_response *resp)
     http_response_header(resp, "X-Content-Type-Options", "nosniff");
 }
 
+/* An RPC, or the 404 of a path that is none. */
+static void serve(struct admin *a, const struct http_request *req, struct http_response *resp)
+{
+    struct permitd_error err;
+
+    if (!connect_serve(methods, a, &a->limits, req, resp)) {
+        permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s",
+                          http_request_path(req));
+        connect_error_reply(resp, &err);
+        resp->status = 404;
+    }
+    no_store(resp);
+}
+
+/* An RPC on its way through the pool (offload.h): in the request's
+ * storage, as long as the request. */
+struct rpc {
+    struct admin *a;
+    const struct http_request *req;
+    struct http_response resp;
+};
+
+static void rpc_run(void *ud)
+{
+    struct rpc *r = ud;
+
+    http_response_init(&r->resp);
+    serve(r->a, r->req, &r->resp);
+}
+
+static void rpc_done(void *ud)
+{
+    struct rpc *r = ud;
+
+    answer_headers(r->a, &r->resp);
+    http_request_resume(r->req, &r->resp);
+}
+
+/* Hands an RPC to the pool, so the listener's thread goes back to
+ * accepting and answering /healthz, /readyz and /metrics at once, whatever
+ * the RPC costs (issue 22). Login stays here: it defers by itself, and its
+ * argon2 runs on the verifier's threads. Returns 1 when the RPC went (it
+ * is answered later, or resp holds why not: a full queue), 0 when it is
+ * to be served here (no loop to come back to, out of memory). */
+static int offload_rpc(struct admin *a, const struct http_request *req,
+                       struct http_response *resp)
+{
+    struct admin_worker *w = http_request_worker(req);
+    struct permitd_error err = {0, ""};
+    struct rpc *r;
+
+    if (w == NULL || w->rpcs == NULL || http_request_detach(req) != 0 ||
+        (r = http_request_alloc(req, sizeof(*r))) == NULL)
+        return 0;
+    r->a = a;
+    r->req = req;
+    http_request_defer(req);
+    if (offload_submit(a->rpcs, w->rpcs, rpc_run, rpc_done, r, &err) != PERMITD_OK) {
+        http_response_init(&r->resp);
+        connect_error_reply(&r->resp, &err);
+        rpc_done(r);
+    }
+    return 1;
+}
+
 /* Routes one request; admin_handle() adds what every answer carries. */
 static void route(struct admin *a, const struct http_request *req, struct http_response *resp)
 {
@@ -1122,12 +1219,10 @@ static void route(struct admin *a, const struct http_request *req, struct http_r
         no_store(resp);
         return;
     }
-    if (!connect_serve(methods, a, &a->limits, req, resp)) {
-        permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s", path);
-        connect_error_reply(resp, &err);
-        resp->status = 404;
-    }
-    no_store(resp);
+    if (strncmp(path, "/permit.v1.", 11) == 0 && strcmp(path, LOGIN_PATH) != 0 &&
+        offload_rpc(a, req, resp))
+        return;
+    serve(a, req, resp);
 }
 
 /* Under TLS, a browser that has seen this listener once never talks to it
