@@ -1,7 +1,10 @@
-// view-list.js - the policies table (#/): one row per policy with a live
-// gauge of its shared bucket, a filter, edit/delete for editors, and the
-// rows of MySQL the sync skipped. Rows are updated in place on every poll,
-// so focus and the filter survive a refresh.
+// view-list.js - the policies table (#/): one page of policies at a time
+// (issue 22: 10,000 of them cannot be one table), each row with a live gauge
+// of its shared bucket; a filter the server applies as you type (debounced),
+// an order (name, traffic, bucket level), previous/next and "51–100 of
+// 10,000"; edit/delete for editors, and the rows of MySQL the sync skipped.
+// A refresh asks for the page on screen only. Rows are updated in place on
+// every poll, so focus and the filter survive a refresh.
 import { RpcError } from "./api.js";
 import { append, h, replace, setText } from "./dom.js";
 import { confirmDelete } from "./dialogs.js";
@@ -19,6 +22,15 @@ export function listView(main) {
   const rows = new Map(); // name → { tr, gauge, sig, policy }
   let loaded = false;
   let policies = [];
+  // The page on screen: tokens[i] is page i's page_token ("" the first).
+  const PAGE_SIZE = 50;
+  let tokens = [""];
+  let page = 0;
+  let total = 0;       // policies that match the filter
+  let offset = 0;      // the page's first row among them
+  let next = "";
+  let everything = 0;  // policies in all (the last answer without a filter)
+  let asked = "";      // the filter the page on screen was asked with
 
   const sub = h("p", { class: "page-sub muted", "aria-live": "polite" }, "Loading…");
   const filter = h("input", { type: "search", id: "policy-filter", class: "filter", placeholder: "Filter by name, app or description", "aria-label": "Filter policies" });
@@ -32,6 +44,16 @@ export function listView(main) {
       headers.map((t, i) => h("th", { scope: "col", class: i === 2 ? "num" : null }, t)),
       editor && h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")))),
     tbody);
+  const order = h("select", { id: "policy-order", class: "order" },
+    h("option", { value: "name" }, "Name"),
+    h("option", { value: "traffic" }, "Traffic (last minute)"),
+    h("option", { value: "level" }, "Bucket level"));
+  const orderLabel = h("label", { for: "policy-order", class: "order-label" }, "Sort by");
+  const direction = h("button", { type: "button", class: "btn btn-small", id: "policy-direction", "aria-pressed": "false" }, "Descending");
+  const prev = h("button", { type: "button", class: "btn btn-small", id: "page-prev", disabled: true }, "Previous");
+  const nextBtn = h("button", { type: "button", class: "btn btn-small", id: "page-next", disabled: true }, "Next");
+  const pageStatus = h("p", { class: "page-status muted", id: "page-status", "aria-live": "polite" });
+  const pager = h("nav", { class: "pager", "aria-label": "Pages of policies" }, prev, pageStatus, nextBtn);
   const stateBox = h("div", { class: "table-state" }, loadingState("Loading policies…"));
   const card = h("div", { class: "card table-card" }, h("div", { class: "table-scroll" }, table), stateBox);
   // Rows of MySQL the sync skips (read-only: they are fixed in MySQL).
@@ -41,8 +63,8 @@ export function listView(main) {
     pageHead(h("h1", { tabindex: "-1" }, "Policies"), sub,
       editor && h("a", { class: "btn btn-primary", href: "#/new", id: "new-policy" }, icon("plus"), "New policy")),
     skipped,
-    h("div", { class: "toolbar" }, filter, filterStatus),
-    card);
+    h("div", { class: "toolbar" }, filter, filterStatus, orderLabel, order, direction),
+    card, pager);
 
   function showSkipped(lines) {
     skipped.hidden = lines.length === 0;
@@ -99,36 +121,62 @@ export function listView(main) {
     (next?.querySelector(".policy-link") || main.querySelector("h1"))?.focus();
   }
 
+  // What the table shows once a page came: the rows, or why there are none,
+  // and (typed: the filter just changed) what the filter left, announced.
   function applyFilter(typed = false) {
-    const text = filter.value.trim();
-    const q = text.toLowerCase();
-    let shown = 0;
-    for (const [name, e] of rows) {
-      const p = e.policy;
-      const hay = [name, ...(p.apps || []), p.description || ""].join("\n").toLowerCase();
-      const vis = !q || hay.includes(q);
-      e.tr.hidden = !vis;
-      if (vis) shown++;
-    }
+    const text = asked;
     if (!loaded) return;
-    const n = policies.length;
-    if (q) setText(filterStatus, shown === 0 ? `No policies match “${text}”.` : `${shown} of ${n} ${n === 1 ? "policy matches" : "policies match"} “${text}”.`);
+    const n = everything;
+    if (text) setText(filterStatus, total === 0 ? `No policies match “${text}”.` : `${total} of ${n} ${n === 1 ? "policy matches" : "policies match"} “${text}”.`);
     else if (typed && filterStatus.textContent) setText(filterStatus, `All ${n} ${n === 1 ? "policy" : "policies"} shown.`);
-    if (policies.length === 0) {
+    if (total === 0 && !text) {
       table.hidden = true;
       replace(stateBox, emptyState("No policies yet",
         editor ? "A policy is a named token bucket that applications acquire permits from."
           : "An editor can create the first one.",
         editor && h("a", { class: "btn btn-primary", href: "#/new" }, icon("plus"), "Create the first policy")));
-    } else if (shown === 0) {
+    } else if (total === 0) {
       table.hidden = false;
-      replace(stateBox, emptyState("No policies match the filter", `Nothing matches “${filter.value.trim()}”.`));
+      replace(stateBox, emptyState("No policies match the filter", `Nothing matches “${text}”.`));
     } else {
       table.hidden = false;
       stateBox.replaceChildren();
     }
+    const first = policies.length ? offset + 1 : 0;
+    setText(pageStatus, total === 0 ? "" : `${fmt.formatNumber(first, 0)}–${fmt.formatNumber(offset + policies.length, 0)} of ${fmt.formatNumber(total, 0)}`);
+    prev.disabled = page === 0;
+    nextBtn.disabled = !next;
   }
-  filter.addEventListener("input", () => applyFilter(true));
+
+  // A new filter or order starts again from the first page.
+  function restart() {
+    tokens = [""];
+    page = 0;
+    refresher.now();
+  }
+  let typing = null;
+  let typed = false;
+  filter.addEventListener("input", () => {
+    clearTimeout(typing);
+    typed = true;
+    typing = setTimeout(restart, 120);
+  });
+  order.addEventListener("change", restart);
+  direction.addEventListener("click", () => {
+    direction.setAttribute("aria-pressed", direction.getAttribute("aria-pressed") === "true" ? "false" : "true");
+    restart();
+  });
+  prev.addEventListener("click", () => {
+    if (page === 0) return;
+    page--;
+    refresher.now();
+  });
+  nextBtn.addEventListener("click", () => {
+    if (!next) return;
+    tokens[page + 1] = next;
+    page++;
+    refresher.now();
+  });
 
   function update(list, buckets) {
     policies = list;
@@ -171,13 +219,38 @@ export function listView(main) {
     });
     loaded = true;
     table.setAttribute("aria-busy", "false");
-    setText(sub, list.length === 1 ? "1 policy · bucket levels update live" : `${list.length} policies · bucket levels update live`);
-    applyFilter();
+    setText(sub, everything === 1 ? "1 policy · bucket levels update live" : `${fmt.formatNumber(everything, 0)} policies · bucket levels update live`);
+    applyFilter(typed);
+    typed = false;
   }
 
   const refresher = poll(async () => {
-    const r = await call(POLICY, "ListPolicies", { includeBuckets: true }, ac.signal);
+    const want = filter.value.trim();
+    const q = { includeBuckets: true, pageSize: PAGE_SIZE, filter: want, orderBy: order.value,
+      descending: direction.getAttribute("aria-pressed") === "true", pageToken: tokens[page] };
+    let r;
+    try {
+      r = await call(POLICY, "ListPolicies", q, ac.signal);
+    } catch (err) {
+      // A token the server no longer reads (a new permitd): the first page.
+      if (!(err instanceof RpcError && err.code === "invalid_argument" && page > 0)) throw err;
+      tokens = [""];
+      page = 0;
+      r = await call(POLICY, "ListPolicies", { ...q, pageToken: "" }, ac.signal);
+    }
     if (ac.signal.aborted) return;
+    total = Number(r.totalSize ?? 0);
+    offset = Number(r.offset ?? 0);
+    next = r.nextPageToken || "";
+    asked = want;
+    if (!want) everything = total;
+    else if (!loaded) everything = total;
+    // The last page emptied (rows deleted): go back one.
+    if ((r.policies || []).length === 0 && page > 0) {
+      page--;
+      refresher.now();
+      return;
+    }
     update(r.policies || [], r.buckets || []);
     showSkipped(r.skippedRows || []);
     card.classList.remove("stale");

@@ -44,6 +44,8 @@
 #include "transport/connect.h"
 #include "core/embed.h"
 #include "control/health.h"
+#include "control/listing.h"
+#include "control/offload.h"
 #include "core/log.h"
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
@@ -55,7 +57,12 @@
 #define LOGIN_POLICY "_login"
 #define LOGIN_TRIES 5
 #define LOGIN_RATE "0.1"
+#define LOGIN_PATH "/permit.v1.AdminAuthService/Login"
 #define ADMIN_HSTS_MAX_AGE_S (365 * 24 * 3600)
+/* The admin RPCs' pool (offload.h): two threads, so one slow page does not
+ * hold the next editor's RPC either; 64 waiting at most. */
+#define ADMIN_RPC_WORKERS 2
+#define ADMIN_RPC_QUEUE 64
 
 enum role { ROLE_NONE, ROLE_VIEWER, ROLE_EDITOR };
 
@@ -67,9 +74,17 @@ struct admin {
     struct stats *stats;
     struct store *store;            /* NULL without --mysql-url */
     struct verifier *verifier;      /* password checks; NULL without a store */
+    struct offload *rpcs;           /* the RPCs run here, off the listener's thread */
     struct health health;           /* what /readyz and /metrics report on */
     pthread_mutex_t store_lock;
     struct connect_limits limits;
+};
+
+/* What each admin listener worker's loop has (admin_worker_open()): the
+ * inboxes through which password checks and RPCs run elsewhere come back. */
+struct admin_worker {
+    struct verifier_inbox *logins;  /* NULL without a store */
+    struct offload_inbox *rpcs;
 };
 
 int admin_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -102,6 +117,12 @@ int admin_new(const struct config *cfg, struct redis *redis, struct limiter *lim
         free(a);
         return rc;
     }
+    if ((rc = offload_new(ADMIN_RPC_WORKERS, ADMIN_RPC_QUEUE, &a->rpcs, err)) != PERMITD_OK) {
+        verifier_free(a->verifier);
+        store_free(a->store);
+        free(a);
+        return rc;
+    }
     a->health.verifier = a->verifier;
     pthread_mutex_init(&a->store_lock, NULL);
     *out = a;
@@ -113,6 +134,7 @@ void admin_free(struct admin *a)
     if (a == NULL)
         return;
     verifier_free(a->verifier);
+    offload_free(a->rpcs);
     store_free(a->store);
     pthread_mutex_destroy(&a->store_lock);
     free(a);
@@ -346,60 +368,93 @@ static int skipped_rows(struct admin *a, struct connect_call *call,
     return rc;
 }
 
+/* The gauges of a page: every policy's shared bucket in one pipelined
+ * Redis round trip (limiter_inspect_batch()). A policy not yet in Redis
+ * (sync lag), a disabled one, or Redis down: an empty gauge with the
+ * limit, not a failed table. */
+static int page_buckets(struct admin *a, struct connect_call *call, const struct listing_page *pg,
+                        Permit__V1__ListPoliciesResponse *rs, struct permitd_error *err)
+{
+    struct limiter_result *res = calloc(pg->n + 1, sizeof(*res));
+    struct permitd_error *errs = calloc(pg->n + 1, sizeof(*errs)), whole = {0, ""};
+    const char **names = calloc(pg->n + 1, sizeof(*names));
+    int rc = PERMITD_OK, got;
+
+    rs->buckets = connect_call_alloc(call, (pg->n + 1) * sizeof(*rs->buckets));
+    if (res == NULL || errs == NULL || names == NULL || rs->buckets == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < pg->n; i++)
+        names[i] = pg->v[i].name;
+    got = limiter_inspect_batch(a->limiter, names, pg->n, deadline(), res, errs, &whole) ==
+          PERMITD_OK;
+    for (size_t i = 0; i < pg->n; i++) {
+        Permit__V1__Bucket *b = connect_call_alloc(call, sizeof(*b));
+        if (b == NULL) {
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            goto done;
+        }
+        permit__v1__bucket__init(b);
+        b->policy = rs->policies[i]->name;
+        b->key = "";
+        b->limit = pg->v[i].max_permits;
+        if (got && errs[i].code == PERMITD_OK) {
+            b->tokens = (double)res[i].tokens_micro / 1e6;
+            b->remaining = res[i].remaining;
+            b->limit = res[i].limit;
+            b->reset_after_ms = res[i].reset_after_ms;
+        }
+        rs->buckets[rs->n_buckets++] = b;
+    }
+done:
+    free(res);
+    free(errs);
+    free(names);
+    return rc;
+}
+
+/* One page of the policy list (control/listing.c makes it). */
 static int list_policies(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
                          ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
 {
     struct admin *a = ud;
     const Permit__V1__ListPoliciesRequest *rq = (const void *)in_;
     Permit__V1__ListPoliciesResponse *rs = (void *)out_;
-    struct store_policy *v = NULL;
+    const struct listing_sources src = {a->store, &a->store_lock, a->stats, a->limiter};
+    const struct listing_query q = {rq->page_size, rq->page_token, rq->filter, rq->order_by,
+                                    rq->descending};
+    struct listing_page pg;
     struct store_user user;
-    size_t n = 0;
     int rc;
 
     if ((rc = authenticate(a, call, ROLE_VIEWER, &user, err)) != PERMITD_OK)
         return rc;
-    pthread_mutex_lock(&a->store_lock);
-    rc = store_policy_list(a->store, &v, &n, err);
-    pthread_mutex_unlock(&a->store_lock);
-    if (rc != PERMITD_OK)
-        return rc;
-    rs->policies = connect_call_alloc(call, (n + 1) * sizeof(*rs->policies));
-    if (rq->include_buckets)
-        rs->buckets = connect_call_alloc(call, (n + 1) * sizeof(*rs->buckets));
-    if (rs->policies == NULL || (rq->include_buckets && rs->buckets == NULL)) {
+    if ((rc = listing_page(&src, &q, deadline(), &pg, err)) != PERMITD_OK)
+        goto done;
+    rs->total_size = (int32_t)pg.total;
+    rs->offset = (int32_t)pg.offset;
+    if (pg.next[0] != '\0' && (rs->next_page_token = connect_call_strdup(call, pg.next)) == NULL)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rs->policies = connect_call_alloc(call, (pg.n + 1) * sizeof(*rs->policies));
+    if (rc != PERMITD_OK || rs->policies == NULL) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto done;
     }
     if (a->sync != NULL && (rc = skipped_rows(a, call, rs, err)) != PERMITD_OK)
         goto done;
-    for (size_t i = 0; i < n; i++) {
-        tidy_rate(v[i].rate);
-        if ((rs->policies[i] = to_proto(call, &v[i])) == NULL) {
+    for (size_t i = 0; i < pg.n; i++) {
+        tidy_rate(pg.v[i].rate);
+        if ((rs->policies[i] = to_proto(call, &pg.v[i])) == NULL) {
             rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
             goto done;
         }
         rs->n_policies++;
-        if (rq->include_buckets) {
-            Permit__V1__Bucket *b;
-            struct permitd_error why;
-            /* A policy not yet in Redis (sync lag) or Redis down: an empty
-             * gauge, not a failed table. */
-            if (bucket_proto(a, call, v[i].name, "", 0, &b, &why) != PERMITD_OK) {
-                b = connect_call_alloc(call, sizeof(*b));
-                if (b == NULL) {
-                    rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-                    goto done;
-                }
-                permit__v1__bucket__init(b);
-                b->policy = rs->policies[i]->name;
-                b->limit = v[i].max_permits;
-            }
-            rs->buckets[rs->n_buckets++] = b;
-        }
     }
+    if (rq->include_buckets)
+        rc = page_buckets(a, call, &pg, rs, err);
 done:
-    store_policies_free(v, n);
+    listing_page_clear(&pg);
     return rc;
 }
 
@@ -427,6 +482,70 @@ static int get_policy(void *ud, struct connect_call *call, const ProtobufCMessag
     return rs->policy ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 }
 
+/* Whether the committed policy p is what the write `in` makes of it:
+ * every editable field equal (the rate as a number: MySQL prints
+ * "0.500000000000" for "0.5"; the apps as a set). */
+static int same_fields(const struct store_policy *p, const struct store_policy_input *in)
+{
+    const struct policy_limits *l = &in->limits;
+    size_t n = 0;
+    int same;
+
+    if (strcmp(p->name, in->name) != 0 || p->max_permits != l->max_permits ||
+        p->algorithm != l->algorithm || p->window_ms != l->window_ms ||
+        p->calendar != l->calendar || p->lease_ms != l->lease_ms ||
+        (p->enabled != 0) != (in->enabled != 0) || (p->colocate != 0) != (in->colocate != 0) ||
+        strcmp(p->failure_mode, in->failure_mode) != 0 ||
+        strcmp(p->description ? p->description : "", in->description ? in->description : "") != 0)
+        return 0;
+    const char *rate = l->rate ? l->rate : "";
+
+    if ((rate[0] != '\0' || p->rate[0] != '\0') &&
+        (rate[0] == '\0' || p->rate[0] == '\0' || strtod(rate, NULL) != strtod(p->rate, NULL)))
+        return 0;
+    /* The apps, as sets: each given one is among the committed ones
+     * (store.c keeps them unique, comma-separated), and the given ones
+     * are as many distinct names as the committed list holds. */
+    const char *apps = p->apps ? p->apps : "";
+    size_t committed = apps[0] ? 1 : 0;
+    for (const char *c = apps; *c; c++)
+        committed += *c == ',';
+    same = 1;
+    for (size_t i = 0; i < in->napps && same; i++) {
+        size_t len = strlen(in->apps[i]);
+        int dup = 0, found = 0;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = strcmp(in->apps[i], in->apps[j]) == 0;
+        n += !dup;
+        for (const char *c = apps; *c && !found; c = strchr(c, ',') ? strchr(c, ',') + 1 : "")
+            found = strncmp(c, in->apps[i], len) == 0 && (c[len] == ',' || c[len] == '\0');
+        same = found;
+    }
+    return same && n == committed;
+}
+
+/* A create answered already_exists, or an update answered aborted: is it
+ * the retry of a write that was committed (a client that timed out and
+ * sent it again)? It is when the policy as committed now is exactly what
+ * this write makes (same_fields()), by the same editor, and nothing came
+ * after it: an update's committed version is the one it was sent with + 1,
+ * a create's is still 1. Then it answers success with that policy (in *p,
+ * to clear with store_policy_clear()) and returns 1; else 0 and the
+ * caller's error stands. Under store_lock. */
+static int retried_write(struct admin *a, const struct store_policy_input *in, uint64_t version,
+                         const char *username, struct store_policy *p)
+{
+    struct permitd_error why = {0, ""};
+
+    if (store_policy_get(a->store, in->name, p, &why) != PERMITD_OK)
+        return 0;
+    if (p->version == version + 1 && strcmp(p->updated_by, username) == 0 &&
+        (version != 0 || strcmp(p->created_by, username) == 0) && same_fields(p, in))
+        return 1;
+    store_policy_clear(p);
+    return 0;
+}
+
 /* Create and update: validate, write to MySQL, write through, answer. */
 static int write_policy(struct admin *a, struct connect_call *call, const Permit__V1__Policy *m,
                         int create, Permit__V1__Policy **out, struct permitd_error *err)
@@ -434,7 +553,7 @@ static int write_policy(struct admin *a, struct connect_call *call, const Permit
     struct store_policy_input in;
     struct store_policy p;
     struct store_user user;
-    int rc;
+    int rc, applied = 0;
 
     if ((rc = authenticate(a, call, ROLE_EDITOR, &user, err)) != PERMITD_OK ||
         (rc = from_proto(m, &in, err)) != PERMITD_OK)
@@ -445,7 +564,18 @@ static int write_policy(struct admin *a, struct connect_call *call, const Permit
     pthread_mutex_lock(&a->store_lock);
     rc = create ? store_policy_create(a->store, &in, user.username, &p, err)
                 : store_policy_update(a->store, &in, (uint64_t)m->version, user.username, &p, err);
+    if ((rc == PERMITD_EABORTED && !create) || (rc == PERMITD_EEXIST && create))
+        applied = retried_write(a, &in, create ? 0 : (uint64_t)m->version, user.username, &p);
     pthread_mutex_unlock(&a->store_lock);
+    if (applied) {
+        log_msg(LOG_LEVEL_INFO, create ? "policy create retried: already applied"
+                                       : "policy update retried: already applied",
+                "policy=%s version=%" PRIu64 " by=%s", p.name, p.version, user.username);
+        tidy_rate(p.rate);
+        *out = to_proto(call, &p);
+        store_policy_clear(&p);
+        return *out ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
     if (rc != PERMITD_OK)
         return rc;
     write_through(a, &p);
@@ -745,7 +875,8 @@ static void login_start(struct login *l)
 
     /* Verify even for an unknown user (the dummy hash), so timing does
      * not tell which user names exist. */
-    rc = verifier_submit(l->a->verifier, http_request_worker(l->http),
+    rc = verifier_submit(l->a->verifier,
+                         ((struct admin_worker *)http_request_worker(l->http))->logins,
                          l->found ? l->user.password_hash : NULL, l->password, login_checked, l,
                          &err);
     explicit_bzero(l->password, l->password_len);
@@ -876,17 +1007,27 @@ static const struct connect_method methods[] = {
 int admin_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err)
 {
     struct admin *a = ud;
+    struct admin_worker *w = calloc(1, sizeof(*w));
+    int rc;
 
     *worker = NULL;
-    if (a->verifier == NULL)
-        return PERMITD_OK;          /* no store: no logins to check */
-    return verifier_inbox_new(a->verifier, loop, (struct verifier_inbox **)worker, err);
+    if (w == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    /* (no store: no logins to check) */
+    if ((a->verifier != NULL &&
+         (rc = verifier_inbox_new(a->verifier, loop, &w->logins, err)) != PERMITD_OK) ||
+        (rc = offload_inbox_new(a->rpcs, loop, &w->rpcs, err)) != PERMITD_OK) {
+        free(w);                    /* the loop's close frees an inbox attached */
+        return rc;
+    }
+    *worker = w;
+    return PERMITD_OK;
 }
 
 void admin_worker_close(void *ud, void *worker)
 {
     (void)ud;
-    (void)worker;
+    free(worker);
 }
 
 void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin)
@@ -1018,6 +1159,71 @@ static void no_store(struct http_response *resp)
     http_response_header(resp, "X-Content-Type-Options", "nosniff");
 }
 
+/* An RPC, or the 404 of a path that is none. */
+static void serve(struct admin *a, const struct http_request *req, struct http_response *resp)
+{
+    struct permitd_error err;
+
+    if (!connect_serve(methods, a, &a->limits, req, resp)) {
+        permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s",
+                          http_request_path(req));
+        connect_error_reply(resp, &err);
+        resp->status = 404;
+    }
+    no_store(resp);
+}
+
+/* An RPC on its way through the pool (offload.h): in the request's
+ * storage, as long as the request. */
+struct rpc {
+    struct admin *a;
+    const struct http_request *req;
+    struct http_response resp;
+};
+
+static void rpc_run(void *ud)
+{
+    struct rpc *r = ud;
+
+    http_response_init(&r->resp);
+    serve(r->a, r->req, &r->resp);
+}
+
+static void rpc_done(void *ud)
+{
+    struct rpc *r = ud;
+
+    answer_headers(r->a, &r->resp);
+    http_request_resume(r->req, &r->resp);
+}
+
+/* Hands an RPC to the pool, so the listener's thread goes back to
+ * accepting and answering /healthz, /readyz and /metrics at once, whatever
+ * the RPC costs (issue 22). Login stays here: it defers by itself, and its
+ * argon2 runs on the verifier's threads. Returns 1 when the RPC went (it
+ * is answered later, or resp holds why not: a full queue), 0 when it is
+ * to be served here (no loop to come back to, out of memory). */
+static int offload_rpc(struct admin *a, const struct http_request *req,
+                       struct http_response *resp)
+{
+    struct admin_worker *w = http_request_worker(req);
+    struct permitd_error err = {0, ""};
+    struct rpc *r;
+
+    if (w == NULL || w->rpcs == NULL || http_request_detach(req) != 0 ||
+        (r = http_request_alloc(req, sizeof(*r))) == NULL)
+        return 0;
+    r->a = a;
+    r->req = req;
+    http_request_defer(req);
+    if (offload_submit(a->rpcs, w->rpcs, rpc_run, rpc_done, r, &err) != PERMITD_OK) {
+        http_response_init(&r->resp);
+        connect_error_reply(&r->resp, &err);
+        rpc_done(r);
+    }
+    return 1;
+}
+
 /* Routes one request; admin_handle() adds what every answer carries. */
 static void route(struct admin *a, const struct http_request *req, struct http_response *resp)
 {
@@ -1053,12 +1259,10 @@ static void route(struct admin *a, const struct http_request *req, struct http_r
         no_store(resp);
         return;
     }
-    if (!connect_serve(methods, a, &a->limits, req, resp)) {
-        permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s", path);
-        connect_error_reply(resp, &err);
-        resp->status = 404;
-    }
-    no_store(resp);
+    if (strncmp(path, "/permit.v1.", 11) == 0 && strcmp(path, LOGIN_PATH) != 0 &&
+        offload_rpc(a, req, resp))
+        return;
+    serve(a, req, resp);
 }
 
 /* Under TLS, a browser that has seen this listener once never talks to it

@@ -824,8 +824,8 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     for (size_t k = 0, valid = pl->valid; k < valid; k++) {
         size_t i = pl->order[k];
         const struct policies_entry *e;
-        rc = admit_loaded(pl->l, &reqs[i], 1, 1, pl->deadline_us, pl->loaded, &e, &pl->res[i],
-                          &pl->errs[i]);
+        rc = admit_loaded(pl->l, &reqs[i], pl->peek ? DO_PEEK : DO_TAKE, !pl->peek,
+                          pl->deadline_us, pl->loaded, &e, &pl->res[i], &pl->errs[i]);
         if (k == 0)
             pl->valid = 0;
         if (rc == PERMITD_OK && e == NULL && pl->all_or_nothing)
@@ -884,7 +884,8 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         struct redis_script_call *c = &pl->calls[pl->ngroups++];
         struct redis_str *npolicies;
 
-        call_head(pl->l, pl->all_or_nothing ? MODE_ALL : MODE_TAKE, "", &pl->args[a]);
+        call_head(pl->l, pl->all_or_nothing ? MODE_ALL : pl->peek ? MODE_PEEK : MODE_TAKE, "",
+                  &pl->args[a]);
         c->args = &pl->args[a];
         npolicies = &pl->args[a + 1];
         a += 3;
@@ -897,8 +898,11 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         for (size_t m = first; m < pl->valid;) {
             const struct policies_entry *newest = pl->entries[pl->order[m]];
             size_t from = m;
+            /* (a Peek batch on a single Redis: every policy of one
+             * algorithm in one call, whatever its keys' slots) */
             if (!pl->all_or_nothing && m > first &&
-                (!pl->l->slot_calls || pl->groups[pl->order[m]] != pl->groups[pl->order[first]] ||
+                ((!pl->l->slot_calls && !pl->peek) ||
+                 (pl->l->slot_calls && pl->groups[pl->order[m]] != pl->groups[pl->order[first]]) ||
                  newest->algorithm != pl->entries[pl->order[first]]->algorithm))
                 break;
             while (m < pl->valid && strcmp(reqs[pl->order[m]].bucket,
@@ -924,8 +928,8 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                                         strlen(pl->npol[pl->ngroups - 1])};
         for (size_t x = first; x < k; x++) {
             size_t i = pl->order[x];
-            if (item_call(&reqs[i], DO_TAKE, pl->entries[i]->algorithm, pl->knames[i],
-                          pl->klen[i], pl->permits[x], pl->index[x], pl->leases[x],
+            if (item_call(&reqs[i], pl->peek ? DO_PEEK : DO_TAKE, pl->entries[i]->algorithm,
+                          pl->knames[i], pl->klen[i], pl->permits[x], pl->index[x], pl->leases[x],
                           &pl->keys[x], &pl->args[a]) != 0)
                 return permitd_error_set(err, PERMITD_EINTERNAL, "getrandom() gave no lease "
                                          "id: %s", strerror(errno));
@@ -942,7 +946,7 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
 }
 
 static int batch_run(struct limiter *l, const struct limiter_request *reqs, size_t n,
-                     int all_or_nothing, int retried, int64_t deadline_us,
+                     int all_or_nothing, int peek, int retried, int64_t deadline_us,
                      struct limiter_result *res, struct permitd_error *errs,
                      struct permitd_error *err);
 
@@ -990,7 +994,8 @@ static void plan_resend(struct limiter_plan *pl)
     if (reqs == NULL || res == NULL || errs == NULL || idx == NULL)
         m = 0;
     rc = m == 0 ? PERMITD_OK
-                : batch_run(pl->l, reqs, m, 0, pl->retried, pl->deadline_us, res, errs, &err);
+                : batch_run(pl->l, reqs, m, 0, pl->peek, pl->retried, pl->deadline_us, res, errs,
+                            &err);
     for (size_t x = 0; x < m; x++) {
         size_t i = idx[x];
         if (rc != PERMITD_OK) {
@@ -1019,7 +1024,7 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
          * own deadline), as its policy's failure_mode says. */
         for (size_t k = 0; k < pl->valid; k++) {
             size_t i = pl->order[k];
-            if (rc == PERMITD_EDEADLINE || !fail_open(pl->l, &reqs[i], &pl->res[i]))
+            if (rc == PERMITD_EDEADLINE || pl->peek || !fail_open(pl->l, &reqs[i], &pl->res[i]))
                 permitd_error_set(&pl->errs[i], rc, "%s", err->message);
         }
         return PERMITD_OK;
@@ -1035,7 +1040,7 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
                              &pl->errs[i]);
                 if (rc != PERMITD_OK)
                     return permitd_error_set(err, rc, "%s", pl->errs[i].message);
-                return batch_run(pl->l, reqs, pl->n, 1, 1, pl->deadline_us, pl->res, pl->errs,
+                return batch_run(pl->l, reqs, pl->n, 1, 0, 1, pl->deadline_us, pl->res, pl->errs,
                                  err);
             }
         }
@@ -1059,8 +1064,8 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
                     continue;
             }
             /* The same reading as a single Acquire's. */
-            if (conclude(pl->l, &reqs[i], 1, 1, pl->retried, pl->deadline_us, crc, out,
-                         &pl->res[i], &pl->errs[i]) == PERMITD_OK) {
+            if (conclude(pl->l, &reqs[i], pl->peek ? DO_PEEK : DO_TAKE, !pl->peek, pl->retried,
+                         pl->deadline_us, crc, out, &pl->res[i], &pl->errs[i]) == PERMITD_OK) {
                 pl->errs[i].code = PERMITD_OK;
                 pl->errs[i].message[0] = '\0';
             }
@@ -1070,13 +1075,13 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
 }
 
 static int batch_run(struct limiter *l, const struct limiter_request *reqs, size_t n,
-                     int all_or_nothing, int retried, int64_t deadline_us,
+                     int all_or_nothing, int peek, int retried, int64_t deadline_us,
                      struct limiter_result *res, struct permitd_error *errs,
                      struct permitd_error *err)
 {
     /* Blocking: one call per slot (redis.c follows each call's redirects) */
     struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
-                              .res = res, .errs = errs, .deadline_us = deadline_us,
+                              .peek = peek, .res = res, .errs = errs, .deadline_us = deadline_us,
                               .retried = retried, .per_slot = 1};
     int rc = limiter_plan_make(&pl, err);
 
@@ -1099,7 +1104,30 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
                           struct limiter_result *res, struct permitd_error *errs,
                           struct permitd_error *err)
 {
-    return batch_run(l, reqs, n, all_or_nothing, 0, deadline_us, res, errs, err);
+    return batch_run(l, reqs, n, all_or_nothing, 0, 0, deadline_us, res, errs, err);
+}
+
+int limiter_inspect_batch(struct limiter *l, const char *const *names, size_t n,
+                          int64_t deadline_us, struct limiter_result *res,
+                          struct permitd_error *errs, struct permitd_error *err)
+{
+    struct limiter_request *reqs;
+    int rc;
+
+    if (n > LIMITER_BATCH_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "names: %zu policies, the limit is %d", n,
+                                 LIMITER_BATCH_MAX);
+    if (n == 0)
+        return PERMITD_OK;
+    if ((reqs = calloc(n, sizeof(*reqs))) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    /* permitd's own look: no app is checked (the plan's peek), the name
+     * only has to be one, as the plan validates every item */
+    for (size_t i = 0; i < n; i++)
+        reqs[i] = (struct limiter_request){names[i], "permitd", "", 1, NULL, NULL};
+    rc = batch_run(l, reqs, n, 0, 1, 0, deadline_us, res, errs, err);
+    free(reqs);
+    return rc;
 }
 
 /* Answers a queued plan's caller: calls are the batch's copies of its calls

@@ -210,6 +210,17 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
                     int64_t deadline_us, struct limiter_result *res,
                     struct limiter_inspection *more, struct permitd_error *err);
 
+/* limiter_inspect() of the shared buckets of n policies (n <=
+ * LIMITER_BATCH_MAX; the admin policy list's gauges), in one pipelined
+ * Redis round trip: on a single Redis one script call per algorithm among
+ * them, not one per policy (in a cluster one per slot). res[i] when
+ * errs[i].code is PERMITD_OK, else errs[i] says why (a disabled policy:
+ * failed_precondition; res[i].limit is set when the policy is known). The
+ * return value is an error of the whole call (Redis unreachable, ...). */
+int limiter_inspect_batch(struct limiter *l, const char *const *names, size_t n,
+                          int64_t deadline_us, struct limiter_result *res,
+                          struct permitd_error *errs, struct permitd_error *err);
+
 /* An Acquire of one permit (take 1) or a Peek (take 0) on a policy of
  * permitd's own (the admin login throttle, "_login": a name no request can
  * give, so it is not checked): any app may take, no failure_mode applies.

@@ -33,6 +33,9 @@ struct limiter_plan {
     int64_t deadline_us;            /* for what is asked on the way (a reload) */
     int retried;                    /* a second try after a "stale" answer */
     const struct load *loaded;      /* the loader read the missing policies (limiter.c) */
+    int peek;                       /* a Peek batch, permitd's own look (any app may look,
+                                       nothing is taken, no failure_mode): on a single
+                                       Redis one call per algorithm, not per policy */
     int per_slot;                   /* cluster: one call per policy and slot, never one
                                        over several slots (a blocking run, and the items
                                        of a call that met a redirect) */

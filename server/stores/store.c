@@ -529,8 +529,10 @@ static int fill(struct store_policy *p, MYSQL_ROW row)
     return p->description != NULL && p->apps != NULL ? 0 : -1;
 }
 
-int store_policy_list(struct store *s, struct store_policy **out, size_t *n,
-                      struct permitd_error *err)
+/* The rows of a SELECT POLICY_COLUMNS (sql: taken) into *out (free with
+ * store_policies_free()) and *n. */
+static int policy_rows(struct store *s, char *sql, struct store_policy **out, size_t *n,
+                       struct permitd_error *err)
 {
     MYSQL_RES *res;
     MYSQL_ROW row;
@@ -539,10 +541,7 @@ int store_policy_list(struct store *s, struct store_policy **out, size_t *n,
 
     *out = NULL;
     *n = 0;
-    if ((rc = connect_db(s, err)) != PERMITD_OK)
-        return rc;
-    rc = run_query(s, sqlf("SELECT " POLICY_COLUMNS " FROM policies p ORDER BY p.name"), &res, err);
-    if (rc != PERMITD_OK)
+    if ((rc = run_query(s, sql, &res, err)) != PERMITD_OK)
         return rc;
     v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
     if (v == NULL) {
@@ -561,6 +560,153 @@ int store_policy_list(struct store *s, struct store_policy **out, size_t *n,
     mysql_free_result(res);
     *out = v;
     return PERMITD_OK;
+}
+
+/* The WHERE condition of a filter (a new string, free(); NULL when out of
+ * memory): "1" for none, else the name, the description or one of the
+ * apps holds it, without regard to case. LIKE's own characters (% _ \) in
+ * the filter are escaped, so they match themselves. */
+static char *filter_sql(struct store *s, const char *filter)
+{
+    size_t n = strlen(filter), k = 0;
+    char *pat, *q, *out;
+
+    if (n == 0)
+        return strdup("1");
+    if ((pat = malloc(2 * n + 3)) == NULL)
+        return NULL;
+    pat[k++] = '%';
+    for (const char *c = filter; *c; c++) {
+        if (*c == '%' || *c == '_' || *c == '\\')
+            pat[k++] = '\\';
+        pat[k++] = (char)((*c >= 'A' && *c <= 'Z') ? *c + 32 : *c);
+    }
+    pat[k++] = '%';
+    pat[k] = '\0';
+    q = quoted(s, pat);
+    free(pat);
+    if (q == NULL)
+        return NULL;
+    out = sqlf("(LOWER(p.name) LIKE %s OR LOWER(p.description) LIKE %s OR EXISTS (SELECT 1 "
+               "FROM policy_apps fa WHERE fa.policy_id = p.id AND LOWER(fa.app) LIKE %s))",
+               q, q, q);
+    free(q);
+    return out;
+}
+
+int store_policy_page(struct store *s, const struct store_page_query *pq,
+                      struct store_policy **out, size_t *n, size_t *total,
+                      struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    char *where = NULL, *after = NULL;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    *total = 0;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((where = filter_sql(s, pq->filter)) == NULL ||
+        (after = pq->after[0] ? quoted(s, pq->after) : strdup("''")) == NULL) {
+        free(where);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    rc = run_query(s, sqlf("SELECT COUNT(*) FROM policies p WHERE %s", where), &res, err);
+    if (rc == PERMITD_OK) {
+        row = mysql_fetch_row(res);
+        *total = row && row[0] ? strtoull(row[0], NULL, 10) : 0;
+        mysql_free_result(res);
+        /* keyset: after the last name of the page before, in the order */
+        rc = policy_rows(s, sqlf("SELECT " POLICY_COLUMNS " FROM policies p WHERE %s%s%s%s "
+                                 "ORDER BY p.name %s LIMIT %zu", where,
+                                 pq->after[0] ? " AND p.name " : "",
+                                 pq->after[0] ? (pq->descending ? "< " : "> ") : "",
+                                 pq->after[0] ? after : "", pq->descending ? "DESC" : "ASC",
+                                 pq->limit), out, n, err);
+    }
+    free(where);
+    free(after);
+    return rc;
+}
+
+void store_names_free(char **names, size_t n)
+{
+    for (size_t i = 0; names != NULL && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int store_policy_names(struct store *s, const char *filter, char ***names, size_t *n,
+                       struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    char *where, **v;
+    int rc;
+
+    *names = NULL;
+    *n = 0;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((where = filter_sql(s, filter)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = run_query(s, sqlf("SELECT p.name FROM policies p WHERE %s ORDER BY p.name", where),
+                   &res, err);
+    free(where);
+    if (rc != PERMITD_OK)
+        return rc;
+    if ((v = calloc(mysql_num_rows(res) + 1, sizeof(*v))) == NULL) {
+        mysql_free_result(res);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        if ((v[*n] = strdup(row[0] ? row[0] : "")) == NULL) {
+            store_names_free(v, *n);
+            mysql_free_result(res);
+            *n = 0;
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        }
+        (*n)++;
+    }
+    mysql_free_result(res);
+    *names = v;
+    return PERMITD_OK;
+}
+
+int store_policy_named(struct store *s, const char *const *names, size_t n,
+                       struct store_policy **out, size_t *nout, struct permitd_error *err)
+{
+    char *list = NULL;
+    size_t len = 0, cap = 64;
+    int rc;
+
+    *out = NULL;
+    *nout = 0;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if (n == 0)
+        return (*out = calloc(1, sizeof(**out))) ? PERMITD_OK
+                                                 : permitd_error_set(err, PERMITD_EINTERNAL,
+                                                                     "out of memory");
+    for (size_t i = 0; i < n; i++)
+        cap += 2 * strlen(names[i]) + 4;
+    if ((list = malloc(cap)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        char *q = quoted(s, names[i]);
+        if (q == NULL) {
+            free(list);
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        }
+        len += (size_t)snprintf(list + len, cap - len, "%s%s", i ? "," : "", q);
+        free(q);
+    }
+    rc = policy_rows(s, sqlf("SELECT " POLICY_COLUMNS " FROM policies p WHERE p.name IN (%s)",
+                             list), out, nout, err);
+    free(list);
+    return rc;
 }
 
 int store_policy_get(struct store *s, const char *name, struct store_policy *out,

@@ -102,11 +102,37 @@ void store_snapshot_free(struct store_snapshot *snap);
  * with store_policy_clear(). */
 int store_policy_get(struct store *s, const char *name, struct store_policy *out,
                      struct permitd_error *err);
-/* Every policy by name; *out is freed with store_policies_free(). */
-int store_policy_list(struct store *s, struct store_policy **out, size_t *n,
-                      struct permitd_error *err);
 void store_policy_clear(struct store_policy *p);
 void store_policies_free(struct store_policy *v, size_t n);
+
+/* One page of the policy list (the admin UI's, issue 22). */
+struct store_page_query {
+    const char *filter;     /* "": every policy; else those whose name, description or
+                               one of whose apps holds it, without regard to case */
+    const char *after;      /* "": from the first; else the rows after this name */
+    int descending;         /* by name from Z to A */
+    size_t limit;           /* rows at most */
+};
+
+/* The policies of one page by name, in MySQL's order of names (keyset:
+ * the page after a name stays the same when rows come or go before it),
+ * and in *total how many match the filter. *out is freed with
+ * store_policies_free(). */
+int store_policy_page(struct store *s, const struct store_page_query *q,
+                      struct store_policy **out, size_t *n, size_t *total,
+                      struct permitd_error *err);
+
+/* The names of the policies that match filter (as in store_page_query),
+ * by name: for the orders MySQL cannot make (traffic, level). *names is
+ * freed with store_names_free(). */
+int store_policy_names(struct store *s, const char *filter, char ***names, size_t *n,
+                       struct permitd_error *err);
+void store_names_free(char **names, size_t n);
+
+/* The policies of these names (those that still exist), in no order.
+ * *out is freed with store_policies_free(). */
+int store_policy_named(struct store *s, const char *const *names, size_t n,
+                       struct store_policy **out, size_t *nout, struct permitd_error *err);
 
 /* Creates a policy and its audit row in one transaction, as `actor`.
  * PERMITD_EEXIST when the name is taken. On success *out (may be NULL) is

@@ -194,6 +194,9 @@ struct http_request {
     struct http_request *next_spare;
     struct arena storage;       /* over store[] (http_request_alloc()) */
     struct store_block *blocks; /* what did not fit in store[] */
+    /* http_request_detach(): the headers and query arguments, copied into
+     * storage, which the accessors then read instead of libmicrohttpd's */
+    struct detached *detached;
     /* Not cleared when a request is reused: */
     struct http_response answer;        /* read only once `answered` */
     char small[512];            /* most request bodies fit: no second allocation */
@@ -265,13 +268,101 @@ void *http_request_alloc(const struct http_request *creq, size_t size)
 const char *http_request_method(const struct http_request *req) { return req->method; }
 const char *http_request_path(const struct http_request *req) { return req->path; }
 
+/* What http_request_detach() copied (in the request's storage). */
+struct detached {
+    size_t n;
+    struct {
+        int header;             /* else a query argument */
+        const char *key, *value;
+    } *kv;
+    int addr_ok;
+    char addr[INET6_ADDRSTRLEN];
+};
+
+static const char *detached_value(const struct detached *d, int header, const char *name)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (d->kv[i].header == header &&
+            (header ? strcasecmp(d->kv[i].key, name) : strcmp(d->kv[i].key, name)) == 0)
+            return d->kv[i].value;
+    return NULL;
+}
+
 const char *http_request_header(const struct http_request *req, const char *name)
 {
+    if (req->detached != NULL)
+        return detached_value(req->detached, 1, name);
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+static char *storage_strdup(struct http_request *req, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = http_request_alloc(req, n);
+
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+struct copying {
+    struct http_request *req;
+    struct detached *d;
+    size_t room;
+    int failed;
+};
+
+static enum MHD_Result copy_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    struct copying *c = cls;
+    struct detached *d = c->d;
+
+    if (d->n == c->room || key == NULL)
+        return MHD_YES;
+    d->kv[d->n].header = kind == MHD_HEADER_KIND;
+    d->kv[d->n].key = storage_strdup(c->req, key);
+    d->kv[d->n].value = value != NULL ? storage_strdup(c->req, value) : NULL;
+    if (d->kv[d->n].key == NULL || (value != NULL && d->kv[d->n].value == NULL))
+        c->failed = 1;
+    else
+        d->n++;
+    return MHD_YES;
+}
+
+int http_request_detach(const struct http_request *creq)
+{
+    struct http_request *req = (struct http_request *)creq;
+    enum MHD_ValueKind kinds = MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND;
+    struct copying c = {req, NULL, 0, 0};
+    int n;
+
+    if (req->detached != NULL)
+        return 0;
+    if ((c.d = http_request_alloc(req, sizeof(*c.d))) == NULL)
+        return -1;
+    memset(c.d, 0, sizeof(*c.d));
+    n = MHD_get_connection_values(req->conn, kinds, NULL, NULL);
+    c.room = n > 0 ? (size_t)n : 0;
+    if (c.room > 0 && (c.d->kv = http_request_alloc(req, c.room * sizeof(*c.d->kv))) == NULL)
+        return -1;
+    MHD_get_connection_values(req->conn, kinds, copy_value, &c);
+    c.d->addr_ok = http_request_client_addr(req, c.d->addr, sizeof(c.d->addr)) == 0;
+    if (c.failed || (req->method = storage_strdup(req, req->method)) == NULL ||
+        (req->path = storage_strdup(req, req->path)) == NULL)
+        return -1;
+    req->detached = c.d;
+    return 0;
 }
 
 int http_request_client_addr(const struct http_request *req, char *buf, size_t len)
 {
+    if (req->detached != NULL) {
+        if (!req->detached->addr_ok)
+            return -1;
+        snprintf(buf, len, "%s", req->detached->addr);
+        return 0;
+    }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
@@ -290,6 +381,8 @@ int http_request_client_addr(const struct http_request *req, char *buf, size_t l
 
 const char *http_request_query(const struct http_request *req, const char *name)
 {
+    if (req->detached != NULL)
+        return detached_value(req->detached, 0, name);
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
@@ -769,6 +862,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         atomic_fetch_add(&s->in_flight, 1);
         req->started_us = clock_now_us();
         req->conn = conn;
+        req->detached = NULL;
         req->method = method;
         req->path = url;
         *con_cls = req;

@@ -145,6 +145,14 @@ void http_request_defer(const struct http_request *req);
  * thread that holds req: the handler's, then whoever answers it. */
 void *http_request_alloc(const struct http_request *req, size_t size);
 
+/* Copies into req's storage what the accessors above read from
+ * libmicrohttpd (method, path, headers, query arguments, the client's
+ * address), so that, once req is deferred, work on another thread may call
+ * them: libmicrohttpd frees its copy if the client goes meanwhile. Call it
+ * from the handler's thread, before handing req over. 0, or -1 when out of
+ * memory. */
+int http_request_detach(const struct http_request *req);
+
 /* Hands the answer of a deferred request back, on the worker thread that
  * deferred it; resp is copied (body ownership moves with it). */
 void http_request_resume(const struct http_request *req, const struct http_response *resp);

@@ -974,6 +974,37 @@ class VersionTest(AdminCase):
         r = e1.update(now, version=str(int(now["version"]) + 5))
         self.assertConnectError(r, 409, "aborted")
 
+    def test_a_retried_write_that_was_applied_answers_success(self):
+        # Issue 22: a client that timed out after its write was committed
+        # sends it again. The same update (version one behind, every field
+        # as committed, same editor) and the same create are the write
+        # already made: success with the committed policy, not aborted or
+        # already_exists, and nothing is written twice.
+        e = self.editor()
+        name = self.name("retry")
+        created = e.create(name, max_permits=10, rate="0.50", apps=("b", "a"))
+        again = e.ok(e.p("CreatePolicy", {"policy": {
+            "name": name, "apps": ["a", "b", "a"], "maxPermits": "10", "rate": "0.5",
+            "description": "made by a test", "enabled": True, "failureMode": "closed"}}))
+        self.assertEqual(again["policy"], created)
+        edit = dict(created, maxPermits="20", description="bigger", rate="0.25")
+        first = e.ok(e.p("UpdatePolicy", {"policy": edit}))["policy"]
+        self.assertEqual(int(first["version"]), int(created["version"]) + 1)
+        retry = e.ok(e.p("UpdatePolicy", {"policy": edit}))["policy"]
+        self.assertEqual(retry, first)
+        self.assertEqual(e.get(name), first)
+        self.assertEqual([c["action"] for c in e.history(name)], ["update", "create"])
+        # Not the same write: another value, an older version, another
+        # editor's change in between: still aborted / already_exists.
+        self.assertConnectError(e.p("UpdatePolicy", {"policy": dict(edit, maxPermits="21")}),
+                                409, "aborted")
+        self.assertConnectError(e.p("CreatePolicy", {"policy": {
+            "name": name, "apps": ["a", "b"], "maxPermits": "10", "rate": "0.5",
+            "description": "made by a test", "enabled": True, "failureMode": "closed"}}),
+            409, "already_exists")
+        self.sql("UPDATE policies SET description = 'bigger' WHERE name = '%s'" % name)
+        self.assertConnectError(e.p("UpdatePolicy", {"policy": edit}), 409, "aborted")
+
     def test_update_without_version_is_invalid(self):
         e = self.editor()
         name = self.name("nover")

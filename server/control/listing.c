@@ -1,0 +1,312 @@
+/*
+ * listing.c - the admin policy list a page at a time (issue 22).
+ *
+ * The idea: never move or look at more than a page. By name (the default)
+ * MySQL does it all: the filter (LIKE on the name, the description and the
+ * apps), the count, and the page after the last name of the one before
+ * (keyset, so a policy created or deleted before it does not shift the
+ * rows of the next page). By traffic or level, the order lives outside
+ * MySQL (this instance's stats; the buckets in Redis): the filtered names
+ * alone come from MySQL, are sorted here (ties by name) and paged by
+ * position, then only the page's rows are read. The level order peeks
+ * every filtered policy's shared bucket (LIMITER_BATCH_MAX per pipelined
+ * round trip): it is the costly one, and the README says so.
+ *
+ * The cursor is opaque to clients: base64 of the order, the direction,
+ * the position, the last name and the filter it was made for, so a token
+ * replayed with another filter or order is refused, not misread.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/listing.h"
+#include "core/base64.h"
+#include "core/utf8.h"
+#include "stores/policy.h"
+
+enum order { ORDER_NAME, ORDER_TRAFFIC, ORDER_LEVEL };
+
+static const char *const order_names[] = {"name", "traffic", "level"};
+
+/* What a token holds (the filter is the request's, checked against it). */
+struct cursor {
+    enum order order;
+    int descending;
+    size_t offset;
+    char after[POLICY_NAME_MAX + 1];
+};
+
+#define SEP '\x1f'
+
+static int parse_order(const char *s, enum order *out, struct permitd_error *err)
+{
+    if (s == NULL || s[0] == '\0') {
+        *out = ORDER_NAME;
+        return PERMITD_OK;
+    }
+    for (size_t i = 0; i < sizeof(order_names) / sizeof(order_names[0]); i++)
+        if (strcmp(s, order_names[i]) == 0) {
+            *out = (enum order)i;
+            return PERMITD_OK;
+        }
+    return permitd_error_set(err, PERMITD_EINVAL,
+                             "order_by: \"%.40s\" is not name, traffic or level", s);
+}
+
+/* At most LISTING_FILTER_MAX characters, none a control character (the
+ * decoder already made sure it is UTF-8). */
+static int check_filter(const char *f, struct permitd_error *err)
+{
+    size_t chars = 0;
+
+    for (const unsigned char *c = (const unsigned char *)f; *c; c += utf8_char_len(c)) {
+        if (*c < 0x20 || *c == 0x7f)
+            return permitd_error_set(err, PERMITD_EINVAL, "filter: \"%.60s\" holds control "
+                                     "character 0x%02x at byte %zu", f, *c,
+                                     (size_t)((const char *)c - f));
+        chars++;
+    }
+    if (chars > LISTING_FILTER_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "filter: \"%.40s...\" is %zu characters, "
+                                 "at most %d", f, chars, LISTING_FILTER_MAX);
+    return PERMITD_OK;
+}
+
+static void make_token(const struct cursor *c, const char *filter, char *out)
+{
+    char plain[LISTING_TOKEN_MAX];
+    int len = snprintf(plain, sizeof(plain), "1%c%d%c%d%c%zu%c%s%c%s", SEP, (int)c->order, SEP,
+                       c->descending, SEP, c->offset, SEP, c->after, SEP, filter);
+
+    /* (filter: at most 4 x LISTING_FILTER_MAX bytes, so it always fits) */
+    if (len < 0 || (size_t)len >= sizeof(plain) ||
+        base64_encoded_len((size_t)len) + 1 > LISTING_TOKEN_MAX) {
+        out[0] = '\0';
+        return;
+    }
+    base64_encode((const unsigned char *)plain, (size_t)len, out);
+}
+
+/* Reads a token made by make_token() for the same filter, order and
+ * direction as q's. */
+static int read_token(const char *token, const char *filter, enum order order, int descending,
+                      struct cursor *c, struct permitd_error *err)
+{
+    size_t tlen = strlen(token);
+    unsigned char plain[LISTING_TOKEN_MAX];
+    char *f[6], *p;
+    long len;
+    int k = 0;
+
+    if (tlen >= LISTING_TOKEN_MAX || (len = base64_decode(token, tlen, plain)) < 0)
+        goto bad;
+    plain[len] = '\0';
+    if (memchr(plain, '\0', (size_t)len) != NULL)
+        goto bad;
+    f[k++] = p = (char *)plain;
+    while (k < 6 && (p = strchr(p, SEP)) != NULL) {
+        *p++ = '\0';
+        f[k++] = p;
+    }
+    if (k != 6 || strcmp(f[0], "1") != 0 || strlen(f[4]) > POLICY_NAME_MAX)
+        goto bad;
+    c->order = (enum order)atoi(f[1]);
+    c->descending = atoi(f[2]) != 0;
+    c->offset = (size_t)strtoull(f[3], NULL, 10);
+    snprintf(c->after, sizeof(c->after), "%s", f[4]);
+    if (c->order != order || c->descending != (descending != 0) || strcmp(f[5], filter) != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "page_token: \"%.40s...\" was made for another filter or order "
+                                 "(filter \"%.40s\", order_by %s%s); ask for the first page "
+                                 "again without it", token, f[5],
+                                 c->order <= ORDER_LEVEL ? order_names[c->order] : "?",
+                                 c->descending ? ", descending" : "");
+    if (c->after[0] != '\0' && policy_check_name("page_token", c->after, NULL) != PERMITD_OK)
+        goto bad;
+    return PERMITD_OK;
+bad:
+    return permitd_error_set(err, PERMITD_EINVAL, "page_token: \"%.40s%s\" is not a token this "
+                             "list gave (send next_page_token as it came)", token,
+                             tlen > 40 ? "..." : "");
+}
+
+/* ---- the orders MySQL cannot make ---- */
+
+struct keyed {
+    double key;
+    size_t index;               /* in the by-name list: ties keep name order */
+};
+
+static int by_key(const void *a_, const void *b_)
+{
+    const struct keyed *a = a_, *b = b_;
+
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static int by_key_desc(const void *a_, const void *b_)
+{
+    const struct keyed *a = a_, *b = b_;
+
+    if (a->key != b->key)
+        return a->key > b->key ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* Each name's key: its Acquires (allowed and denied) in this instance's
+ * last LISTING_TRAFFIC_SECONDS, or its shared bucket's level as a fraction
+ * of its limit (-1: none to show, a disabled policy or one Redis lacks). */
+static int keys_of(const struct listing_sources *src, enum order order, char **names, size_t n,
+                   int64_t deadline_us, struct keyed *k, struct permitd_error *err)
+{
+    struct limiter_result *res = NULL;
+    struct permitd_error *errs = NULL;
+    int rc = PERMITD_OK;
+
+    for (size_t i = 0; i < n; i++)
+        k[i] = (struct keyed){0, i};
+    if (order == ORDER_TRAFFIC) {
+        int64_t allowed[LISTING_TRAFFIC_SECONDS], denied[LISTING_TRAFFIC_SECONDS], end;
+        for (size_t i = 0; i < n; i++) {
+            size_t m = stats_series(src->stats, names[i], LISTING_TRAFFIC_SECONDS, &end, allowed,
+                                    denied, NULL);
+            for (size_t s = 0; s < m; s++)
+                k[i].key += (double)(allowed[s] + denied[s]);
+        }
+        return PERMITD_OK;
+    }
+    res = malloc(LIMITER_BATCH_MAX * sizeof(*res));
+    errs = malloc(LIMITER_BATCH_MAX * sizeof(*errs));
+    if (res == NULL || errs == NULL)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t from = 0; rc == PERMITD_OK && from < n; from += LIMITER_BATCH_MAX) {
+        size_t m = n - from < LIMITER_BATCH_MAX ? n - from : LIMITER_BATCH_MAX;
+        rc = limiter_inspect_batch(src->limiter, (const char *const *)&names[from], m,
+                                   deadline_us, res, errs, err);
+        for (size_t i = 0; rc == PERMITD_OK && i < m; i++)
+            k[from + i].key = errs[i].code != PERMITD_OK || res[i].limit <= 0
+                                  ? -1.0
+                                  : (double)res[i].tokens_micro / 1e6 / (double)res[i].limit;
+    }
+    free(res);
+    free(errs);
+    return rc;
+}
+
+/* A page by traffic or level: sort the filtered names, take the page's,
+ * read their rows and put them in the page's order. */
+static int page_by_key(const struct listing_sources *src, const struct listing_query *q,
+                       enum order order, size_t size, const struct cursor *c,
+                       int64_t deadline_us, struct listing_page *out,
+                       struct permitd_error *err)
+{
+    char **names = NULL;
+    const char **want = NULL;
+    struct keyed *k = NULL;
+    struct store_policy *rows = NULL;
+    size_t n = 0, nrows = 0, m = 0;
+    int rc;
+
+    pthread_mutex_lock(src->store_lock);
+    rc = store_policy_names(src->store, q->filter, &names, &n, err);
+    pthread_mutex_unlock(src->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    out->total = n;
+    out->offset = c->offset < n ? c->offset : n;
+    if ((k = malloc((n + 1) * sizeof(*k))) == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    if ((rc = keys_of(src, order, names, n, deadline_us, k, err)) != PERMITD_OK)
+        goto done;
+    qsort(k, n, sizeof(*k), q->descending ? by_key_desc : by_key);
+    m = n - out->offset < size ? n - out->offset : size;
+    if ((want = malloc((m + 1) * sizeof(*want))) == NULL ||
+        (out->v = calloc(m + 1, sizeof(*out->v))) == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < m; i++)
+        want[i] = names[k[out->offset + i].index];
+    pthread_mutex_lock(src->store_lock);
+    rc = store_policy_named(src->store, want, m, &rows, &nrows, err);
+    pthread_mutex_unlock(src->store_lock);
+    if (rc != PERMITD_OK)
+        goto done;
+    /* In the page's order; a row deleted since the names were read is
+     * left out. The rows move over (their strings with them). */
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < nrows; j++)
+            if (rows[j].name[0] != '\0' && strcmp(rows[j].name, want[i]) == 0) {
+                out->v[out->n++] = rows[j];
+                memset(&rows[j], 0, sizeof(rows[j]));
+                break;
+            }
+    if (out->offset + m < n) {
+        struct cursor next = {order, q->descending != 0, out->offset + m, ""};
+        make_token(&next, q->filter, out->next);
+    }
+done:
+    store_policies_free(rows, nrows);
+    free(want);
+    free(k);
+    store_names_free(names, n);
+    return rc;
+}
+
+int listing_page(const struct listing_sources *src, const struct listing_query *q,
+                 int64_t deadline_us, struct listing_page *out, struct permitd_error *err)
+{
+    struct cursor c = {ORDER_NAME, 0, 0, ""};
+    enum order order;
+    size_t size, n = 0;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if (q->page_size < 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "page_size: %d is negative (0 means %d)",
+                                 q->page_size, LISTING_PAGE_DEFAULT);
+    size = q->page_size == 0 ? LISTING_PAGE_DEFAULT
+                             : (q->page_size > LISTING_PAGE_MAX ? LISTING_PAGE_MAX
+                                                                : (size_t)q->page_size);
+    if ((rc = parse_order(q->order_by, &order, err)) != PERMITD_OK ||
+        (rc = check_filter(q->filter, err)) != PERMITD_OK)
+        return rc;
+    c.order = order;
+    c.descending = q->descending != 0;
+    if (q->page_token[0] != '\0' &&
+        (rc = read_token(q->page_token, q->filter, order, q->descending, &c, err)) != PERMITD_OK)
+        return rc;
+    if (order != ORDER_NAME)
+        return page_by_key(src, q, order, size, &c, deadline_us, out, err);
+
+    /* By name: one more row than the page says whether another follows. */
+    struct store_page_query sq = {q->filter, c.after, q->descending != 0, size + 1};
+    pthread_mutex_lock(src->store_lock);
+    rc = store_policy_page(src->store, &sq, &out->v, &n, &out->total, err);
+    pthread_mutex_unlock(src->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    out->n = n > size ? size : n;
+    out->offset = c.offset;
+    if (n > size) {
+        struct cursor next = {ORDER_NAME, q->descending != 0, c.offset + size, ""};
+        snprintf(next.after, sizeof(next.after), "%s", out->v[size - 1].name);
+        make_token(&next, q->filter, out->next);
+    }
+    /* the look-ahead row is freed with the page: keep n for that */
+    for (size_t i = out->n; i < n; i++)
+        store_policy_clear(&out->v[i]);
+    return PERMITD_OK;
+}
+
+void listing_page_clear(struct listing_page *p)
+{
+    store_policies_free(p->v, p->n);
+    memset(p, 0, sizeof(*p));
+}
