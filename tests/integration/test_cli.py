@@ -19,6 +19,7 @@ from harness import (PERMITD_BIN, Permitd, Redis, free_port, put_policy, stack_e
 # Every setting: (flag, environment variable).
 SETTINGS = [
     ("--listen", "PERMITD_LISTEN"),
+    ("--app-auth", "PERMITD_APP_AUTH"),
     ("--redis-url", "PERMITD_REDIS_URL"),
     ("--threads", "PERMITD_THREADS"),
     ("--redis-prefix", "PERMITD_REDIS_PREFIX"),
