@@ -9,7 +9,9 @@
 #     (applied on every run, so it stays the password); otherwise, only
 #     when there is no admin user yet, a random one printed once here;
 #   - the policy `example` (10 permits, 1 more per second, any app) when
-#     there is no policy, with the same SQL as scripts/run.sh.
+#     there is no policy, with the same SQL as scripts/run.sh;
+#   - the app `demo` and an API key for it when there is no such app, the
+#     key printed once here (every API call carries one: issue 21).
 # Running it again changes nothing else: `docker compose up` runs it each time.
 #
 # Environment:
@@ -60,4 +62,15 @@ if [ "$(sql 'SELECT COUNT(*) FROM policies')" = 0 ]; then
     echo "seed: added policy \"example\": 10 permits, 1 more per second, any app"
 else
     echo "seed: policies exist, none added"
+fi
+
+if [ "$(sql "SELECT COUNT(*) FROM apps WHERE name = 'demo'")" = 0 ]; then
+    permitd admin add-app demo --description "added by docker/seed.sh" >/dev/null
+    key=$(permitd admin issue-key demo 2>/dev/null)
+    echo "seed: API key of app demo: $key   (shown once; more: docker compose run --rm" \
+         "migrate admin issue-key demo)"
+    echo "seed: curl -s -H 'Content-Type: application/json' -H 'Authorization: Bearer $key'" \
+         "-d '{\"bucket\":\"example\"}' http://127.0.0.1:8080/permit.v1.RateLimitService/Acquire"
+else
+    echo "seed: app demo exists, no key issued (permitd admin issue-key demo makes one)"
 fi

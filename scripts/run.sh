@@ -103,6 +103,21 @@ if [ "$(sql 'SELECT COUNT(*) FROM policies')" = 0 ]; then
     echo "run.sh: added policy \"example\": 10 permits, 1 more per second, any app"
 fi
 
+# A demo app and its API key (issue 21: every API call carries one). The
+# key is shown once by permitd; run.sh keeps it in $data/demo.key (git-ignored,
+# mode 600) to print the curl line on every run, and issues a new one when
+# that file is gone or its key no longer works (revoked).
+if [ "$(sql "SELECT COUNT(*) FROM apps WHERE name = 'demo'")" = 0 ]; then
+    "$build/server/permitd" admin add-app demo --description "added by scripts/run.sh"
+fi
+demo_key=$(cat "$data/demo.key" 2>/dev/null || true)
+if [ -z "$demo_key" ] || [ "$(sql "SELECT COUNT(*) FROM app_keys WHERE app = 'demo' AND revoked_at IS NULL
+        AND (expires_at IS NULL OR expires_at > NOW()) AND prefix = '${demo_key:0:19}'")" = 0 ]; then
+    demo_key=$("$build/server/permitd" admin issue-key demo 2>/dev/null)
+    (umask 077; printf '%s\n' "$demo_key" > "$data/demo.key")
+    echo "run.sh: issued API key ${demo_key:0:19} for app \"demo\" (kept in $data/demo.key)"
+fi
+
 "$build/server/permitd" &
 permitd_pid=$!
 for _ in $(seq 1 100); do
@@ -120,10 +135,14 @@ $admin_note
   Redis    127.0.0.1:$redis_port, data in $data/redis
   MariaDB  $(mask_url "$PERMITD_MYSQL_URL") (root: mariadb --no-defaults -S $mysql_sock -uroot permitd)
 
-Acquire a permit:
+Acquire a permit as the app "demo" (its API key: $data/demo.key):
   curl -s -H 'Content-Type: application/json' \\
-       -d '{"bucket":"example","app":"demo","permits":1}' \\
+       -H 'Authorization: Bearer $demo_key' \\
+       -d '{"bucket":"example","permits":1}' \\
        http://$PERMITD_LISTEN/permit.v1.RateLimitService/Acquire
+
+Apps and keys: permitd admin add-app NAME, issue-key APP, revoke-key PREFIX, list-apps
+(with PERMITD_MYSQL_URL set as above).
 
 Policies live in MySQL; edit them with SQL and permitd picks the change up
 within 5 s (PERMITD_SYNC_INTERVAL_MS).

@@ -5,7 +5,8 @@
  *                                     admin listener, MySQL sync thread; wait
  *                                     for SIGTERM/SIGINT; drain; exit 0
  *   permitd migrate VERB [args]       the schema migrations (migrate.c)
- *   permitd admin VERB [args]         admin accounts (admin.c)
+ *   permitd admin VERB [args]         admin accounts (admin.c), apps and
+ *                                     their API keys (appsvc.c)
  *
  * Signals are blocked before any thread starts, so every worker inherits the
  * mask and only the main thread, in sigwait(), ever sees them.
@@ -17,6 +18,9 @@
 #include <string.h>
 
 #include "control/admin.h"
+#include "control/appsvc.h"
+#include "control/appsync.h"
+#include "decisions/appkeys.h"
 #include "decisions/api.h"
 #include "core/config.h"
 #include "transport/connect.h"
@@ -68,6 +72,9 @@ static int serve(const struct config *cfg)
     struct follow *follow = NULL;
     struct admin *admin = NULL;
     struct stats *stats = NULL;
+    struct appkeys *keys = NULL;
+    struct appsync *appsync = NULL;
+    struct appsvc *appsvc = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
@@ -80,11 +87,23 @@ static int serve(const struct config *cfg)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+    /* Issue 21: the app keys live in MySQL; without it no key could ever
+     * be checked, so a start that would refuse every request is refused. */
+    if (!cfg->app_auth_off && cfg->mysql_url[0] == '\0') {
+        permitd_error_set(&err, PERMITD_EINVAL,
+                          "--app-auth keys (the default) needs --mysql-url (PERMITD_MYSQL_URL): "
+                          "the apps' API keys are kept in MySQL. Without MySQL (policies kept by "
+                          "hand in Redis) give --app-auth off, and put permitd behind a gateway "
+                          "that authenticates apps");
+        goto out;
+    }
     if (stats_new((size_t)cfg->stats_policies, &stats, &err) != PERMITD_OK ||
         redis_new(cfg, &redis, &err) != PERMITD_OK ||
         limiter_new(cfg, redis, &limiter, &err) != PERMITD_OK ||
-        api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK)
+        api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK ||
+        appkeys_new(cfg->app_auth_off, &keys, &err) != PERMITD_OK)
         goto out;
+    api_set_appkeys(api, keys);
     if (cfg->mysql_url[0] != '\0') {
         if (sync_new(cfg, redis, limiter, &sync, &err) != PERMITD_OK)
             goto out;
@@ -93,6 +112,24 @@ static int serve(const struct config *cfg)
     }
     if (admin_new(cfg, redis, limiter, sync, stats, &admin, &err) != PERMITD_OK)
         goto out;
+    if (sync != NULL) {
+        struct permitd_error why = {0, ""};
+        if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
+            appsvc_new(cfg, admin, redis, keys, &appsvc, &err) != PERMITD_OK)
+            goto out;
+        sync_set_pass_hook(sync, appsync_pass, appsync);
+        /* The keys before the first request; MySQL down now leaves the
+         * table empty (401 unknown) until the sync's first pass that
+         * reaches it. */
+        if (!cfg->app_auth_off && appsync_load(appsync, &why) != PERMITD_OK)
+            log_msg(LOG_LEVEL_WARN, "app keys not loaded at start: every API request answers "
+                    "unauthenticated until MySQL answers", "error=\"%s\"", why.message);
+    }
+    admin_set_apps(admin, appsvc, keys);
+    if (cfg->app_auth_off)
+        log_msg(LOG_LEVEL_WARN, "APP AUTH IS OFF (--app-auth off): the API trusts the app every "
+                "request names, and anyone who reaches the API port may act as any app; run it "
+                "only behind a gateway that authenticates apps", NULL);
 
     if (cfg->tls_cert[0] != '\0' &&
         ((cert = read_pem(cfg->tls_cert, "--tls-cert (PERMITD_TLS_CERT)", &err)) == NULL ||
@@ -137,13 +174,16 @@ static int serve(const struct config *cfg)
         goto out;
     if (follow_start(cfg, redis, limiter, sync == NULL, &follow, &err) != PERMITD_OK)
         goto out;
+    if (appsync != NULL && appsync_start(appsync, &err) != PERMITD_OK)
+        goto out;
 
     config_redis_url_masked(cfg, url, sizeof(url));
     log_msg(LOG_LEVEL_INFO, "permitd started",
-            "version=%s listen=%s:%d admin=%s:%d tls=%s threads=%d redis=%s prefix=%s mysql=%s",
+            "version=%s listen=%s:%d admin=%s:%d tls=%s threads=%d redis=%s prefix=%s mysql=%s "
+            "app_auth=%s",
             PERMITD_VERSION, cfg->listen_host, http_server_port(server), cfg->admin_listen_host,
             http_server_port(admin_server), cert ? "on" : "off", cfg->threads, url,
-            cfg->redis_prefix, mysql);
+            cfg->redis_prefix, mysql, cfg->app_auth);
 
     if (sigwait(&sigs, &sig) != 0)
         sig = SIGTERM;
@@ -164,9 +204,12 @@ out:
     http_server_stop(admin_server, 0);
     follow_stop(follow);
     sync_free(sync);
+    appsync_free(appsync);
     admin_free(admin);
+    appsvc_free(appsvc);
     api_free(api);
     limiter_free(limiter);
+    appkeys_free(keys);
     redis_free(redis);
     stats_free(stats);
     free(cert);

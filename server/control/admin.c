@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "control/admin.h"
+#include "control/appsvc.h"
 #include "control/auth.h"
 #include "core/clock.h"
 #include "transport/connect.h"
@@ -78,6 +79,7 @@ struct admin {
     struct health health;           /* what /readyz and /metrics report on */
     pthread_mutex_t store_lock;
     struct connect_limits limits;
+    struct appsvc *apps;            /* AppService; NULL without --mysql-url */
 };
 
 /* What each admin listener worker's loop has (admin_worker_open()): the
@@ -177,6 +179,23 @@ static int authenticate(struct admin *a, struct connect_call *call, enum role ne
                                  "%s is a %s: only editors may change policies or buckets",
                                  user->username, user->role);
     return PERMITD_OK;
+}
+
+int admin_authenticate(struct admin *a, struct connect_call *call, int editor, char *user,
+                       size_t len, struct permitd_error *err)
+{
+    struct store_user u;
+    int rc = authenticate(a, call, editor ? ROLE_EDITOR : ROLE_VIEWER, &u, err);
+
+    if (rc == PERMITD_OK)
+        snprintf(user, len, "%s", u.username);
+    return rc;
+}
+
+void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
+{
+    a->apps = apps;
+    a->health.appkeys = keys;
 }
 
 /* ---- conversions between store.c and the protobuf messages ---- */
@@ -1164,6 +1183,10 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
 {
     struct permitd_error err;
 
+    if (a->apps != NULL && appsvc_serve(a->apps, req, resp)) {
+        no_store(resp);
+        return;
+    }
     if (!connect_serve(methods, a, &a->limits, req, resp)) {
         permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s",
                           http_request_path(req));
@@ -1293,13 +1316,16 @@ void admin_handle(void *ud, const struct http_request *req, struct http_response
 static void cli_usage(FILE *out)
 {
     fprintf(out,
-            "Usage: permitd admin add-user NAME --role viewer|editor\n"
+            "Usage: permitd admin add-user NAME --role viewer|editor\n");
+    appsvc_cli_usage(out);
+    fprintf(out,
             "\n"
-            "Creates an administrator of the admin UI, or sets a new password and\n"
+            "add-user creates an administrator of the admin UI, or sets a new password and\n"
             "role for an existing one (ending the sessions it has). The password is\n"
             "read from standard input (one line; at least 8 characters). NAME: letters,\n"
             "digits, '.', '_' and '-', up to 64. Viewers read, editors also change.\n"
             "The database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n"
+            "The app verbs: permitd admin VERB --help.\n"
             "\n"
             "  -h, --help   this text (anywhere on the line)\n");
 }
@@ -1331,6 +1357,8 @@ int admin_cli_main(const struct config *cfg, int argc, char **argv)
         cli_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (appsvc_cli_verb(argv[1]))
+        return appsvc_cli_main(cfg, argc, argv);
     if (strcmp(argv[1], "add-user") != 0) {
         fprintf(stderr, "permitd admin: unknown command \"%s\"\n\n", argv[1]);
         cli_usage(stderr);

@@ -18,6 +18,9 @@
 #include "control/sync.h"
 
 struct admin;
+struct appsvc;
+struct appkeys;
+struct connect_call;
 struct loop;
 
 /* Returns a new admin in *out (free with admin_free()). sync is NULL when
@@ -32,6 +35,18 @@ void admin_free(struct admin *a);
 /* Tells the admin which listeners to report on in /metrics (either may be
  * NULL); call once both have started. */
 void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin);
+
+/* Serves AppService through apps (may be NULL: no MySQL) and reports on
+ * keys in /readyz and /metrics; call before the listeners start. */
+void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys);
+
+/* Who calls: the session's user name into user (len bytes) when the call
+ * carries a live session with the role needed (editor: 1 for editors
+ * only, 0 for viewers too); else PERMITD_EUNAUTHENTICATED, or
+ * PERMITD_EPERM naming the user and the role. For the RPCs of other
+ * control modules served on this listener (appsvc.c). */
+int admin_authenticate(struct admin *a, struct connect_call *call, int editor, char *user,
+                       size_t len, struct permitd_error *err);
 
 /* The admin listener's http_options worker_open and worker_close: its
  * worker's loop gets the inbox through which password checks (verifier.c)

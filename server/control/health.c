@@ -130,6 +130,13 @@ void health_readyz(const struct health *h, struct http_response *resp)
         }
         readyz_skipped(h, body, cap, &n);
     }
+    /* Issue 21: an instance that trusts the caller's app says so on every
+     * look; it is not a reason to take it out of a load balancer. */
+    if (h->appkeys != NULL && !appkeys_enforced(h->appkeys))
+        put(body, cap, &n, "app auth: OFF (--app-auth off): the API trusts the app each request "
+                           "names; only behind a gateway that authenticates apps\n");
+    else if (h->appkeys != NULL)
+        put(body, cap, &n, "app auth: keys, %zu in memory\n", appkeys_count(h->appkeys));
     /* The API listener's connection slots: when all are taken, new callers
      * wait in the kernel's queue until one is freed (idle keep-alive ones
      * are shed first, server/transport/http.c), so this instance is not ready. */
@@ -215,6 +222,22 @@ void health_metrics(const struct health *h, struct http_response *resp)
         for (int i = 0; redis_node_info(h->redis, i, &ni) == 0; i++)
             fprintf(out, "permitd_redis_node_errors_total{node=\"%s\"} %llu\n", ni.where,
                     (unsigned long long)ni.errors);
+    }
+    if (h->appkeys != NULL) {
+        unsigned long long refused[APPKEYS_NREASONS];
+        appkeys_counters(h->appkeys, refused);
+        fprintf(out, "# HELP permitd_unauthenticated_total API requests refused for their API "
+                     "key, by reason (app_mismatch: a good key for another app, answered "
+                     "permission_denied).\n# TYPE permitd_unauthenticated_total counter\n");
+        for (int r = APPKEYS_MISSING; r < APPKEYS_NREASONS; r++)
+            fprintf(out, "permitd_unauthenticated_total{reason=\"%s\"} %llu\n",
+                    appkeys_reason_name((enum appkeys_reason)r), refused[r]);
+        fprintf(out, "# HELP permitd_app_auth 1 when API keys are checked (--app-auth keys), "
+                     "0 when the API trusts the app a request names.\n"
+                     "# TYPE permitd_app_auth gauge\npermitd_app_auth %d\n"
+                     "# HELP permitd_app_keys API keys in memory (revoked ones too).\n"
+                     "# TYPE permitd_app_keys gauge\npermitd_app_keys %zu\n",
+                appkeys_enforced(h->appkeys), appkeys_count(h->appkeys));
     }
     if (h->sync != NULL) {
         struct sync_status st;

@@ -10,6 +10,7 @@
 #include "decisions/stats.h"
 #include "control/sync.h"
 #include "control/verifier.h"
+#include "decisions/appkeys.h"
 
 /* What the reports read; the pointers are owned elsewhere (main.c).
  * sync is NULL without a policy store; listeners may be NULL. */
@@ -20,6 +21,7 @@ struct health {
     struct stats *stats;
     struct http_server *listeners[2];   /* api, admin */
     struct verifier *verifier;          /* admin login password checks; may be NULL */
+    struct appkeys *appkeys;            /* the API key table; NULL: not reported */
 };
 
 /* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */

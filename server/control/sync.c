@@ -99,6 +99,8 @@ struct sync {
     struct sync_status status;
     struct settle *settle;      /* the settle runner (NULL without a limiter) */
     struct names skipped;       /* the last snapshot's skipped rows (sync_skipped()) */
+    void (*pass_hook)(void *ud);        /* after every pass (sync_set_pass_hook()) */
+    void *pass_hook_ud;
 };
 
 int sync_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -724,6 +726,8 @@ static void *run(void *arg)
 
         started = clock_now_us();
         rc = sync_once(s, &res, &err);
+        if (s->pass_hook != NULL)
+            s->pass_hook(s->pass_hook_ud);
 
         pthread_mutex_lock(&s->lock);
         s->status.passes++;
@@ -761,6 +765,12 @@ static void *run(void *arg)
         pthread_mutex_unlock(&s->lock);
     }
     return NULL;
+}
+
+void sync_set_pass_hook(struct sync *s, void (*fn)(void *ud), void *ud)
+{
+    s->pass_hook = fn;
+    s->pass_hook_ud = ud;
 }
 
 void sync_kick(void *ud)

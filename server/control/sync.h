@@ -84,6 +84,11 @@ int sync_remove_policy(struct sync *s, const char *name, struct permitd_error *e
  * this way). Callable from any thread; ud is the struct sync. */
 void sync_kick(void *ud);
 
+/* Calls fn(ud) on the sync thread after every pass, whatever it did (the
+ * API keys' reload rides on it: control/appsync.h). Call before
+ * sync_start(). */
+void sync_set_pass_hook(struct sync *s, void (*fn)(void *ud), void *ud);
+
 /* Copies the current status (thread-safe). */
 void sync_get_status(struct sync *s, struct sync_status *out);
 

@@ -97,6 +97,10 @@ static const struct setting settings[] = {
         "resource_exhausted (429)"),
     STR(log_level, "log-level", "PERMITD_LOG_LEVEL", "info",
         "debug, info, warn or error"),
+    STR(app_auth, "app-auth", "PERMITD_APP_AUTH", "keys",
+        "keys: every API request needs Authorization: Bearer <app key> (kept in MySQL: needs "
+        "--mysql-url); off: trust the app a request names (only behind a gateway that "
+        "authenticates apps)"),
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -767,5 +771,10 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                                  cfg->tls_cert[0] ? cfg->tls_cert : cfg->tls_key);
     if (log_level_parse(cfg->log_level, &lvl, err) != PERMITD_OK)
         return prefixed(err, "--log-level (PERMITD_LOG_LEVEL)");
+    if (strcmp(cfg->app_auth, "keys") != 0 && strcmp(cfg->app_auth, "off") != 0)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "--app-auth (PERMITD_APP_AUTH): \"%s\" is not keys or off",
+                                 cfg->app_auth);
+    cfg->app_auth_off = strcmp(cfg->app_auth, "off") == 0;
     return PERMITD_OK;
 }

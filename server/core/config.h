@@ -94,6 +94,10 @@ struct config {
     int login_queue;              /* password checks that may wait for one; more: 429 */
 
     char log_level[16];
+
+    /* API keys (issue 21) */
+    char app_auth[8];             /* "keys" or "off" */
+    int app_auth_off;             /* derived: app_auth is "off" */
 };
 
 /* Fills cfg from the environment and argv. Returns PERMITD_OK;

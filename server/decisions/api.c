@@ -13,9 +13,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "decisions/api.h"
 #include "decisions/api_internal.h"
+#include "decisions/appkeys.h"
 #include "core/clock.h"
 #include "transport/connect.h"
 #include "permit/v1/ratelimit.pb-c.h"
@@ -25,6 +27,7 @@ struct api {
     const struct config *cfg;
     struct limiter *limiter;
     struct stats *stats;
+    struct appkeys *keys;           /* who may call (issue 21); NULL: not checked */
     struct connect_limits limits;
     /* AcquireResponse's allowed and remaining: written in JSON even when
      * false and 0 (a denial says so; proto3 JSON would leave them out), in
@@ -326,11 +329,39 @@ static int defer_decision(struct api *a, struct connect_call *call, enum kind ki
     return CONNECT_DEFERRED;
 }
 
+/* Issue 21: the app a call acts for, from its API key (appkeys.h): app
+ * ("" = the key's) must be the key's; the key's app goes into app_out
+ * (POLICY_NAME_MAX + 1 bytes), "" when keys are not checked (the call's
+ * own app stands, unchanged). Names the app and the key's prefix in the
+ * access log line. Every RateLimitService procedure starts here. */
+static int authorize(struct api *a, struct connect_call *call, const char *app, char *app_out,
+                     struct permitd_error *err)
+{
+    char prefix[APPKEYS_PREFIX_LEN + 1] = "";
+    struct timespec now;
+    int rc = PERMITD_OK;
+
+    app_out[0] = '\0';
+    if (a->keys != NULL) {
+        clock_gettime(CLOCK_REALTIME_COARSE, &now);
+        rc = appkeys_check(a->keys, http_request_header(call->http, "Authorization"), app,
+                           (int64_t)now.tv_sec, app_out, prefix, NULL, err);
+    }
+    http_request_log_who(call->http, app_out[0] ? app_out : app, prefix);
+    return rc;
+}
+
 static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *in,
                    ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
     struct limiter_request lr = api_acquire_request((const Permit__V1__AcquireRequest *)in);
+    char app[POLICY_NAME_MAX + 1];
+    int rc;
 
+    if ((rc = authorize(ud, call, lr.app, app, err)) != PERMITD_OK)
+        return rc;
+    if (app[0] != '\0')
+        lr.app = app;
     return defer_decision(ud, call, KIND_ACQUIRE, &lr, err);
 }
 
@@ -338,7 +369,13 @@ static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
                 ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
     struct limiter_request lr = api_peek_request((const Permit__V1__PeekRequest *)in);
+    char app[POLICY_NAME_MAX + 1];
+    int rc;
 
+    if ((rc = authorize(ud, call, lr.app, app, err)) != PERMITD_OK)
+        return rc;
+    if (app[0] != '\0')
+        lr.app = app;
     return defer_decision(ud, call, KIND_PEEK, &lr, err);
 }
 
@@ -347,9 +384,15 @@ static int release(void *ud, struct connect_call *call, const ProtobufCMessage *
 {
     const Permit__V1__ReleaseRequest *rq = (const Permit__V1__ReleaseRequest *)in;
     struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id};
+    char app[POLICY_NAME_MAX + 1];
+    int rc;
 
     (void)out;
     (void)scratch;
+    if ((rc = authorize(ud, call, lr.app, app, err)) != PERMITD_OK)
+        return rc;
+    if (app[0] != '\0')
+        lr.app = app;
     return defer_decision(ud, call, KIND_RELEASE, &lr, err);
 }
 
@@ -358,9 +401,15 @@ static int renew(void *ud, struct connect_call *call, const ProtobufCMessage *in
 {
     const Permit__V1__RenewRequest *rq = (const Permit__V1__RenewRequest *)in;
     struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id};
+    char app[POLICY_NAME_MAX + 1];
+    int rc;
 
     (void)out;
     (void)scratch;
+    if ((rc = authorize(ud, call, lr.app, app, err)) != PERMITD_OK)
+        return rc;
+    if (app[0] != '\0')
+        lr.app = app;
     return defer_decision(ud, call, KIND_RENEW, &lr, err);
 }
 
@@ -418,16 +467,28 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
     const Permit__V1__AcquireBatchRequest *rq = (const Permit__V1__AcquireBatchRequest *)in;
     size_t n = rq->n_requests, strings = 0, size;
     struct pending_batch *p;
-    char *at;
+    char *at, app[POLICY_NAME_MAX + 1];
+    int rc;
 
     (void)out;
     (void)scratch;
     if (n > LIMITER_BATCH_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
                                  n, LIMITER_BATCH_MAX);
+    /* One key for the whole batch; each item's app must be its app. */
+    if ((rc = authorize(a, call, "", app, err)) != PERMITD_OK)
+        return rc;
+    for (size_t i = 0; a->keys != NULL && appkeys_enforced(a->keys) && i < n; i++)
+        if (rq->requests[i]->app[0] != '\0' && strcmp(rq->requests[i]->app, app) != 0) {
+            appkeys_refused(a->keys, APPKEYS_APP_MISMATCH);
+            return permitd_error_set(err, PERMITD_EPERM,
+                                     "requests[%zu].app: \"%.128s\" is not the app of the API "
+                                     "key (\"%s\"); send \"%s\" or leave it empty", i,
+                                     rq->requests[i]->app, app, app);
+        }
     for (size_t i = 0; i < n; i++) {
         const Permit__V1__AcquireRequest *r = rq->requests[i];
-        strings += strlen(r->bucket) + strlen(r->app) + strlen(r->key) +
+        strings += strlen(r->bucket) + strlen(r->app[0] ? r->app : app) + strlen(r->key) +
                    strlen(r->request_id) + 4;
     }
     size = sizeof(*p) + n * (sizeof(*p->reqs) + sizeof(*p->res) + sizeof(*p->errs) +
@@ -449,7 +510,7 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
     at = (char *)(p->errs + n);
     for (size_t i = 0; i < n; i++) {
         const Permit__V1__AcquireRequest *r = rq->requests[i];
-        const char *src[4] = {r->bucket, r->app, r->key, r->request_id};
+        const char *src[4] = {r->bucket, r->app[0] ? r->app : app, r->key, r->request_id};
         const char *dst[4];
         for (int k = 0; k < 4; k++) {
             size_t len = strlen(src[k]) + 1;
@@ -505,6 +566,11 @@ int api_new(const struct config *cfg, struct limiter *limiter, struct stats *sta
         &permit__v1__renew_response__descriptor, "renewed");
     *out = a;
     return PERMITD_OK;
+}
+
+void api_set_appkeys(struct api *a, struct appkeys *keys)
+{
+    a->keys = keys;
 }
 
 void api_free(struct api *a)

@@ -20,6 +20,13 @@ int api_new(const struct config *cfg, struct limiter *limiter, struct stats *sta
             struct api **out, struct permitd_error *err);
 void api_free(struct api *a);
 
+struct appkeys;
+
+/* Checks every call's API key against keys (decisions/appkeys.h), which
+ * must outlive a; call before the listener starts. Without it no key is
+ * asked for (unit tests of the translations). */
+void api_set_appkeys(struct api *a, struct appkeys *keys);
+
 /* The API listener's http_options worker_open and worker_close: each
  * worker's decisions go through a limiter queue of its own, attached to
  * the worker's loop, which the handler finds with http_request_worker(). */

@@ -129,6 +129,11 @@ const char *http_request_body(const struct http_request *req, size_t *len);
 /* True when the body went over max_body_bytes (what was read is dropped). */
 int http_request_body_too_large(const struct http_request *req);
 
+/* Names who sent req in its access log line (app=..., key=... with the
+ * key's prefix, never a secret); characters other than [A-Za-z0-9._-] are
+ * written as '?'. From the handler's thread. */
+void http_request_log_who(const struct http_request *req, const char *app, const char *key);
+
 /* Answers req later: called from the handler, it makes the handler's resp
  * be ignored. Whatever the handler then sets off must end in exactly one
  * http_request_resume() on the worker's thread: at once, from the handler

@@ -353,7 +353,7 @@ start_permitd() {   # start_permitd THREADS; a few ports tried
         while [ "$admin_port" = "$api_port" ]; do admin_port=$(free_port); done
         "$permitd" --listen "127.0.0.1:$api_port" --admin-listen "127.0.0.1:$admin_port" \
             --redis-url "redis://127.0.0.1:$rport" --redis-prefix "$PREFIX" \
-            --mysql-url "$mysql_url" --threads "$1" --log-level warn >> "$server_log" 2>&1 &
+            --mysql-url "$mysql_url" --app-auth off --threads "$1" --log-level warn >> "$server_log" 2>&1 &
         permitd_pid=$!
         for _ in $(seq 1 100); do
             curl -sf "http://127.0.0.1:$api_port/healthz" >/dev/null 2>&1 && policies_synced &&

@@ -239,6 +239,10 @@ class SeedTest(unittest.TestCase):
         first = m.group(1)
         self.assertGreaterEqual(len(first), 16)
         self.assertIn('added policy "example"', out)
+        # Issue 21: the app demo and its API key, printed once.
+        k = re.search(r"API key of app demo: (pk_[0-9a-f]{16}_[A-Za-z0-9_-]{43})", out)
+        self.assertIsNotNone(k, "no API key printed:\n" + out)
+        key = k.group(1)
 
         # Again: nothing new, no password printed a second time.
         rc, out = self.seed()
@@ -246,17 +250,20 @@ class SeedTest(unittest.TestCase):
         self.assertNotIn(first, out)
         self.assertIn("admin users exist", out)
         self.assertIn("policies exist", out)
+        self.assertNotIn(key, out)
+        self.assertIn("app demo exists", out)
         self.assertEqual(mysql("SELECT COUNT(*) FROM policies", database=self.db), [["1"]])
         self.assertEqual(mysql("SELECT COUNT(*) FROM admin_users", database=self.db), [["1"]])
 
-        with docker_permitd(self.prefix, ["--mysql-url", self.url,
+        with docker_permitd(self.prefix, ["--mysql-url", self.url, "--app-auth", "keys",
                                           "--sync-interval-ms", "300"]) as p:
             path, body = self.compose_curl()
             api = p.http()
             deadline = time.time() + 15
             while True:
                 r = api.request("POST", path, body.encode(),
-                                {"Content-Type": "application/json"})
+                                {"Content-Type": "application/json",
+                                 "Authorization": "Bearer " + key})
                 if r.status == 200 or time.time() > deadline:
                     break
                 time.sleep(0.1)

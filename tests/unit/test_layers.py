@@ -20,7 +20,7 @@ WRAPPERS = {
     r"hiredis": {"stores/redis.c", "stores/redis_pipe.c", "stores/cluster.c",
                 "stores/redis_notice.c"},
     r"microhttpd\.h": {"transport/http.c"},
-    r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c",
+    r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c", "stores/apps.c",
                   "stores/migrate_history.c", "stores/migrate_run.c"},
     r"argon2\.h": {"control/auth.c"},
     r"jansson\.h": {"transport/json.c"},

@@ -1,0 +1,663 @@
+/*
+ * appsvc.c - AppService and the app verbs of `permitd admin` (see
+ * appsvc.h).
+ *
+ * A key is made here (decisions/appkeys.h: appkeys_mint), stored as its
+ * prefix and hash, and its whole text handed back once: in IssueKey's
+ * answer, or on the command line's standard output. It is never logged,
+ * never listed, and never sent to MySQL.
+ *
+ * Who may do what: viewers list, editors write (admin.c decides from the
+ * session, as for policies). The MySQL connection is this module's own,
+ * used under one mutex: admin traffic is light.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control/admin.h"
+#include "control/appsvc.h"
+#include "control/appsync.h"
+#include "core/log.h"
+#include "permit/v1/admin.pb-c.h"
+#include "stores/apps.h"
+#include "stores/policy.h"
+#include "transport/connect.h"
+
+/* Ten years: a longer life is "never", which says what it means. */
+#define APPSVC_EXPIRES_MAX_S (10LL * 366 * 24 * 3600)
+
+struct appsvc {
+    const struct config *cfg;
+    struct admin *admin;
+    struct redis *redis;
+    struct appkeys *keys;
+    struct apps_db *db;
+    pthread_mutex_t lock;
+    struct connect_limits limits;
+};
+
+int appsvc_new(const struct config *cfg, struct admin *admin, struct redis *redis,
+               struct appkeys *keys, struct appsvc **out, struct permitd_error *err)
+{
+    struct appsvc *s = calloc(1, sizeof(*s));
+    int rc;
+
+    *out = NULL;
+    if (s == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    s->cfg = cfg;
+    s->admin = admin;
+    s->redis = redis;
+    s->keys = keys;
+    s->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
+    if ((rc = apps_db_new(cfg, &s->db, err)) != PERMITD_OK) {
+        free(s);
+        return rc;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    *out = s;
+    return PERMITD_OK;
+}
+
+void appsvc_free(struct appsvc *s)
+{
+    if (s == NULL)
+        return;
+    apps_db_free(s->db);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* The notice after a change made here; a lost one costs other instances
+ * at most one sync interval. */
+static void notify(struct appsvc *s, const char *what)
+{
+    struct permitd_error err = {0, ""};
+
+    if (appsync_notify(s->cfg, s->redis, what, &err) != PERMITD_OK)
+        log_msg(LOG_LEVEL_WARN, "app change notice not sent; other instances see the change "
+                "at their next sync pass", "change=%s error=\"%s\"", what, err.message);
+}
+
+/* ---- conversions ---- */
+
+static Permit__V1__AppKey *key_proto(struct connect_call *call, const struct apps_key *k)
+{
+    Permit__V1__AppKey *m = connect_call_alloc(call, sizeof(*m));
+
+    if (m == NULL)
+        return NULL;
+    permit__v1__app_key__init(m);
+    m->prefix = connect_call_strdup(call, k->prefix);
+    m->created_by = connect_call_strdup(call, k->created_by);
+    m->created_at = connect_call_strdup(call, k->created_at);
+    m->expires_at = connect_call_strdup(call, k->expires_at);
+    m->revoked_at = connect_call_strdup(call, k->revoked_at);
+    m->revoked_by = connect_call_strdup(call, k->revoked_by);
+    m->last_used_at = connect_call_strdup(call, k->last_used_at);
+    m->expired = k->expired;
+    if (!m->prefix || !m->created_by || !m->created_at || !m->expires_at || !m->revoked_at ||
+        !m->revoked_by || !m->last_used_at)
+        return NULL;
+    return m;
+}
+
+/* Splits a comma-separated list into a new array in call's memory. */
+static int split(struct connect_call *call, const char *list, char ***out, size_t *n)
+{
+    size_t count = list[0] ? 1 : 0;
+    char *copy;
+
+    for (const char *c = list; *c; c++)
+        count += *c == ',';
+    *n = 0;
+    *out = connect_call_alloc(call, (count + 1) * sizeof(**out));
+    if (*out == NULL || (copy = connect_call_strdup(call, list)) == NULL)
+        return -1;
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        (*out)[(*n)++] = t;
+    return 0;
+}
+
+static Permit__V1__App *app_proto(struct connect_call *call, const struct apps_app *a)
+{
+    Permit__V1__App *m = connect_call_alloc(call, sizeof(*m));
+
+    if (m == NULL)
+        return NULL;
+    permit__v1__app__init(m);
+    m->name = connect_call_strdup(call, a->name);
+    m->description = connect_call_strdup(call, a->description);
+    m->enabled = a->enabled;
+    m->created_by = connect_call_strdup(call, a->created_by);
+    m->updated_by = connect_call_strdup(call, a->updated_by);
+    m->created_at = connect_call_strdup(call, a->created_at);
+    m->updated_at = connect_call_strdup(call, a->updated_at);
+    if (!m->name || !m->description || !m->created_by || !m->updated_by || !m->created_at ||
+        !m->updated_at || split(call, a->policies, &m->policies, &m->n_policies) != 0)
+        return NULL;
+    m->keys = connect_call_alloc(call, (a->nkeys + 1) * sizeof(*m->keys));
+    if (m->keys == NULL)
+        return NULL;
+    for (size_t i = 0; i < a->nkeys; i++)
+        if ((m->keys[m->n_keys++] = key_proto(call, &a->keys[i])) == NULL)
+            return NULL;
+    return m;
+}
+
+/* The app `name` as ListApps shows it, into *out. */
+static int one_app(struct appsvc *s, struct connect_call *call, const char *name,
+                   Permit__V1__App **out, struct permitd_error *err)
+{
+    struct apps_app *v = NULL;
+    size_t n = 0;
+    int rc;
+
+    *out = NULL;
+    pthread_mutex_lock(&s->lock);
+    rc = apps_list(s->db, &v, &n, err);
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; rc == PERMITD_OK && i < n; i++)
+        if (strcmp(v[i].name, name) == 0 && (*out = app_proto(call, &v[i])) == NULL)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if (rc == PERMITD_OK && *out == NULL)
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "name: no app named \"%s\"", name);
+    apps_list_free(v, n);
+    return rc;
+}
+
+/* ---- the RPCs ---- */
+
+static int list_apps(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                     ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct appsvc *s = ud;
+    Permit__V1__ListAppsResponse *rs = (void *)out_;
+    struct apps_app *v = NULL;
+    char user[APPS_NAME_MAX + 1];
+    size_t n = 0;
+    int rc;
+
+    (void)in_;
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, 0, user, sizeof(user), err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    rc = apps_list(s->db, &v, &n, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc == PERMITD_OK && (rs->apps = connect_call_alloc(call, (n + 1) * sizeof(*rs->apps))) == NULL)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t i = 0; rc == PERMITD_OK && i < n; i++)
+        if ((rs->apps[rs->n_apps++] = app_proto(call, &v[i])) == NULL)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    apps_list_free(v, n);
+    return rc;
+}
+
+static int check_description(const char *d, struct permitd_error *err)
+{
+    if (strlen(d) > 1024)
+        return permitd_error_set(err, PERMITD_EINVAL, "description: %zu bytes, the limit is 1024",
+                                 strlen(d));
+    return PERMITD_OK;
+}
+
+static int create_app(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                      ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct appsvc *s = ud;
+    const Permit__V1__CreateAppRequest *rq = (const void *)in_;
+    Permit__V1__CreateAppResponse *rs = (void *)out_;
+    char user[APPS_NAME_MAX + 1];
+    int rc;
+
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK ||
+        (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK ||
+        (rc = check_description(rq->description, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    rc = apps_create(s->db, rq->name, rq->description, user, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    log_msg(LOG_LEVEL_INFO, "app created", "app=%s by=%s", rq->name, user);
+    return one_app(s, call, rq->name, &rs->app, err);
+}
+
+static int update_app(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                      ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct appsvc *s = ud;
+    const Permit__V1__UpdateAppRequest *rq = (const void *)in_;
+    Permit__V1__UpdateAppResponse *rs = (void *)out_;
+    char user[APPS_NAME_MAX + 1];
+    int rc, enabled = -1;
+
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK ||
+        (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK ||
+        (rc = check_description(rq->description, err)) != PERMITD_OK)
+        return rc;
+    if (rq->state == PERMIT__V1__APP_STATE__APP_STATE_ENABLED)
+        enabled = 1;
+    else if (rq->state == PERMIT__V1__APP_STATE__APP_STATE_DISABLED)
+        enabled = 0;
+    pthread_mutex_lock(&s->lock);
+    rc = apps_update(s->db, rq->name, rq->set_description ? rq->description : NULL, enabled, user,
+                     err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    log_msg(LOG_LEVEL_INFO, "app updated", "app=%s enabled=%d by=%s", rq->name, enabled, user);
+    if (enabled >= 0) {
+        /* Its keys follow the app: here now, elsewhere by the notice. */
+        appkeys_set_app_enabled(s->keys, rq->name, enabled);
+        notify(s, rq->name);
+    }
+    return one_app(s, call, rq->name, &rs->app, err);
+}
+
+/* Makes, stores and (on this instance) enables a new key of app. On
+ * PERMITD_OK *minted holds the key, to be shown once. */
+static int issue(const struct config *cfg, struct apps_db *db, struct appkeys *keys,
+                 const char *app, int64_t expires_in_s, const char *actor,
+                 struct appkeys_minted *minted, struct permitd_error *err)
+{
+    int rc;
+
+    (void)cfg;
+    if ((rc = policy_check_name("app", app, err)) != PERMITD_OK)
+        return rc;
+    if (expires_in_s < 0 || expires_in_s > APPSVC_EXPIRES_MAX_S)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "expires_in_seconds: %" PRId64 " is not 0 (never) to %lld "
+                                 "(ten years)", expires_in_s, APPSVC_EXPIRES_MAX_S);
+    if ((rc = appkeys_mint(minted, err)) != PERMITD_OK ||
+        (rc = apps_key_insert(db, app, minted->prefix, minted->hash_hex, expires_in_s, actor,
+                              err)) != PERMITD_OK)
+        return rc;
+    if (keys != NULL) {
+        struct apps_key_row row;
+        memset(&row, 0, sizeof(row));
+        snprintf(row.prefix, sizeof(row.prefix), "%s", minted->prefix);
+        snprintf(row.app, sizeof(row.app), "%s", app);
+        snprintf(row.hash, sizeof(row.hash), "%s", minted->hash_hex);
+        row.expires_s = expires_in_s > 0 ? (int64_t)time(NULL) + expires_in_s : 0;
+        row.app_enabled = 1;   /* a disabled app's state comes with the next load */
+        rc = appkeys_add(keys, &row, err);
+    }
+    return rc;
+}
+
+static int issue_key(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                     ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct appsvc *s = ud;
+    const Permit__V1__IssueKeyRequest *rq = (const void *)in_;
+    Permit__V1__IssueKeyResponse *rs = (void *)out_;
+    struct appkeys_minted minted;
+    Permit__V1__App *app = NULL;
+    char user[APPS_NAME_MAX + 1];
+    int rc;
+
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    rc = issue(s->cfg, s->db, s->keys, rq->app, rq->expires_in_seconds, user, &minted, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    log_msg(LOG_LEVEL_INFO, "app key issued", "app=%s key=%s by=%s", rq->app, minted.prefix, user);
+    notify(s, rq->app);
+    rs->key = connect_call_strdup(call, minted.key);
+    memset(&minted.key, 0, sizeof(minted.key));
+    if (rs->key == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if ((rc = one_app(s, call, rq->app, &app, err)) != PERMITD_OK)
+        return rc;
+    for (size_t i = 0; i < app->n_keys; i++)
+        if (strcmp(app->keys[i]->prefix, minted.prefix) == 0)
+            rs->info = app->keys[i];
+    return PERMITD_OK;
+}
+
+/* A whole key given where its prefix is asked for: its prefix. The
+ * secret is not kept, nor echoed in any message. */
+static void key_prefix(const char *in, char *out, size_t len)
+{
+    size_t n = strlen(in);
+
+    if (n > APPKEYS_PREFIX_LEN && strncmp(in, "pk_", 3) == 0 && in[APPKEYS_PREFIX_LEN] == '_')
+        n = APPKEYS_PREFIX_LEN;
+    snprintf(out, len, "%.*s", (int)n, in);
+}
+
+static int check_prefix(const char *prefix, struct permitd_error *err)
+{
+    size_t n = strlen(prefix);
+    int ok = n == APPKEYS_PREFIX_LEN && strncmp(prefix, "pk_", 3) == 0;
+
+    for (size_t i = 3; ok && i < n; i++)
+        ok = (prefix[i] >= '0' && prefix[i] <= '9') || (prefix[i] >= 'a' && prefix[i] <= 'f');
+    if (!ok)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "prefix: \"%.40s\" is not a key prefix (pk_ and 16 hex digits, "
+                                 "as list-apps shows)", prefix);
+    return PERMITD_OK;
+}
+
+static int revoke_one(struct apps_db *db, struct appkeys *keys, const char *given, const char *actor,
+                  char *prefix, size_t plen, char *app, struct permitd_error *err)
+{
+    int rc;
+
+    key_prefix(given, prefix, plen);
+    if ((rc = check_prefix(prefix, err)) != PERMITD_OK ||
+        (rc = apps_key_revoke(db, prefix, actor, app, err)) != PERMITD_OK)
+        return rc;
+    if (keys != NULL)
+        appkeys_revoke(keys, prefix);
+    return PERMITD_OK;
+}
+
+static int revoke_key(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                      ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct appsvc *s = ud;
+    const Permit__V1__RevokeKeyRequest *rq = (const void *)in_;
+    char user[APPS_NAME_MAX + 1], prefix[64], app[APPS_NAME_MAX + 1];
+    int rc;
+
+    (void)out_;
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    rc = revoke_one(s->db, s->keys, rq->prefix, user, prefix, sizeof(prefix), app, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    log_msg(LOG_LEVEL_INFO, "app key revoked", "app=%s key=%s by=%s", app, prefix, user);
+    notify(s, prefix);
+    return PERMITD_OK;
+}
+
+#define METHOD(name, lower, get, fn) \
+    {"/permit.v1.AppService/" name, &permit__v1__##lower##_request__descriptor, \
+     &permit__v1__##lower##_response__descriptor, get, fn}
+
+static const struct connect_method methods[] = {
+    METHOD("ListApps", list_apps, 1, list_apps),
+    METHOD("CreateApp", create_app, 0, create_app),
+    METHOD("UpdateApp", update_app, 0, update_app),
+    METHOD("IssueKey", issue_key, 0, issue_key),
+    METHOD("RevokeKey", revoke_key, 0, revoke_key),
+    {NULL, NULL, NULL, 0, NULL},
+};
+
+int appsvc_serve(struct appsvc *s, const struct http_request *req, struct http_response *resp)
+{
+    if (strncmp(http_request_path(req), "/permit.v1.AppService/", 22) != 0)
+        return 0;
+    return connect_serve(methods, s, &s->limits, req, resp);
+}
+
+/* ---- permitd admin: the app verbs ---- */
+
+void appsvc_cli_usage(FILE *out)
+{
+    fprintf(out,
+            "       permitd admin add-app NAME [--description TEXT]\n"
+            "       permitd admin update-app NAME [--description TEXT] [--enable | --disable]\n"
+            "       permitd admin issue-key APP [--expires DURATION]\n"
+            "       permitd admin revoke-key PREFIX\n"
+            "       permitd admin list-apps\n");
+}
+
+static void verb_usage(FILE *out, const char *verb)
+{
+    if (strcmp(verb, "add-app") == 0)
+        fprintf(out, "Usage: permitd admin add-app NAME [--description TEXT]\n\n"
+                     "Creates an app: what a policy's apps list names, and what API keys\n"
+                     "belong to. NAME: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, as policy names.\n");
+    else if (strcmp(verb, "update-app") == 0)
+        fprintf(out, "Usage: permitd admin update-app NAME [--description TEXT] [--enable | --disable]\n\n"
+                     "Changes an app's description, or disables it (every key of a disabled\n"
+                     "app answers unauthenticated until it is enabled again).\n");
+    else if (strcmp(verb, "issue-key") == 0)
+        fprintf(out, "Usage: permitd admin issue-key APP [--expires DURATION]\n\n"
+                     "Issues a new API key for APP and prints it on standard output, once:\n"
+                     "it is stored only as a hash and cannot be shown again. The app sends\n"
+                     "it as `Authorization: Bearer <key>`. An app may hold several keys (to\n"
+                     "rotate: issue the new one, deploy it, revoke the old one).\n"
+                     "DURATION: a number and a unit, s, m, h or d (90d, 12h); default: the\n"
+                     "key never expires.\n");
+    else if (strcmp(verb, "revoke-key") == 0)
+        fprintf(out, "Usage: permitd admin revoke-key PREFIX\n\n"
+                     "Revokes a key for good. PREFIX is the key's visible part, pk_ and 16\n"
+                     "hex digits (list-apps shows it); the whole key is accepted too.\n"
+                     "Running instances stop accepting it within one --sync-interval-ms, at\n"
+                     "once when PERMITD_REDIS_URL is set here (a change notice is sent).\n");
+    else
+        fprintf(out, "Usage: permitd admin list-apps\n\n"
+                     "Lists every app, its state, the policies that name it, and its keys\n"
+                     "(prefix, state, when created, expiring and last used), never a secret.\n");
+    fprintf(out, "\nThe database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n");
+}
+
+int appsvc_cli_verb(const char *verb)
+{
+    static const char *const verbs[] = {"add-app", "update-app", "issue-key", "revoke-key",
+                                        "list-apps"};
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (strcmp(verb, verbs[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* "30d", "12h", "90m", "3600s" or "3600" into seconds; -1 when it is
+ * none of those. */
+static int64_t parse_duration(const char *s)
+{
+    char *end;
+    long long v;
+    int64_t unit = 1;
+
+    if (s[0] < '0' || s[0] > '9')
+        return -1;
+    v = strtoll(s, &end, 10);
+    if (v <= 0 || v > APPSVC_EXPIRES_MAX_S)
+        return -1;
+    if (*end == 'd')
+        unit = 86400;
+    else if (*end == 'h')
+        unit = 3600;
+    else if (*end == 'm')
+        unit = 60;
+    else if (*end != 's' && *end != '\0')
+        return -1;
+    if (*end != '\0' && end[1] != '\0')
+        return -1;
+    if (v > APPSVC_EXPIRES_MAX_S / unit)
+        return -1;
+    return v * unit;
+}
+
+/* Who runs the command line, for the audit rows: "cli:<OS user>". */
+static void cli_actor(char *out, size_t len)
+{
+    struct passwd *pw = getpwuid(geteuid());
+    const char *user = pw != NULL ? pw->pw_name : getenv("USER");
+
+    snprintf(out, len, "cli:%.100s", user != NULL ? user : "unknown");
+}
+
+/* Sends the change notice when PERMITD_REDIS_URL is set; says what
+ * happens when it is not sent. */
+static void cli_notify(const struct config *cfg, const char *what)
+{
+    struct permitd_error err = {0, ""};
+    struct redis *redis = NULL;
+    int rc = PERMITD_EUNAVAILABLE;
+
+    if (getenv("PERMITD_REDIS_URL") != NULL && redis_new(cfg, &redis, &err) == PERMITD_OK)
+        rc = appsync_notify(cfg, redis, what, &err);
+    redis_free(redis);
+    if (rc != PERMITD_OK)
+        fprintf(stderr, "note: no change notice sent (%s): running permitd instances see this "
+                        "within --sync-interval-ms (%d ms)\n",
+                err.message[0] ? err.message : "PERMITD_REDIS_URL not set", cfg->sync_interval_ms);
+}
+
+static const char *key_state(const struct apps_key *k)
+{
+    if (k->revoked_at[0] != '\0')
+        return "revoked";
+    return k->expired ? "expired" : "active";
+}
+
+static void print_apps(const struct apps_app *v, size_t n)
+{
+    if (n == 0) {
+        printf("no apps (permitd admin add-app NAME)\n");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct apps_app *a = &v[i];
+        printf("%s  %s  policies: %s%s%s\n", a->name, a->enabled ? "enabled" : "DISABLED",
+               a->policies[0] ? a->policies : "(none)", a->description[0] ? "  -- " : "",
+               a->description);
+        if (a->nkeys == 0)
+            printf("  (no keys: permitd admin issue-key %s)\n", a->name);
+        for (size_t j = 0; j < a->nkeys; j++) {
+            const struct apps_key *k = &a->keys[j];
+            printf("  %s  %-7s  created %s by %s  expires %s  last used %s", k->prefix,
+                   key_state(k), k->created_at, k->created_by,
+                   k->expires_at[0] ? k->expires_at : "never",
+                   k->last_used_at[0] ? k->last_used_at : "never");
+            if (k->revoked_at[0])
+                printf("  revoked %s by %s", k->revoked_at, k->revoked_by);
+            putchar('\n');
+        }
+    }
+}
+
+int appsvc_cli_main(const struct config *cfg, int argc, char **argv)
+{
+    struct permitd_error err = {0, ""};
+    const char *verb = argv[1], *name = NULL, *description = NULL, *expires = NULL;
+    char actor[128];
+    struct apps_db *db = NULL;
+    int enabled = -1, rc;
+    int64_t expires_s = 0;
+
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            verb_usage(stdout, verb);
+            return 0;
+        }
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--description") == 0 && i + 1 < argc &&
+            (strcmp(verb, "add-app") == 0 || strcmp(verb, "update-app") == 0))
+            description = argv[++i];
+        else if (strncmp(a, "--description=", 14) == 0 &&
+                 (strcmp(verb, "add-app") == 0 || strcmp(verb, "update-app") == 0))
+            description = a + 14;
+        else if (strcmp(a, "--expires") == 0 && i + 1 < argc && strcmp(verb, "issue-key") == 0)
+            expires = argv[++i];
+        else if (strncmp(a, "--expires=", 10) == 0 && strcmp(verb, "issue-key") == 0)
+            expires = a + 10;
+        else if ((strcmp(a, "--enable") == 0 || strcmp(a, "--disable") == 0) &&
+                 strcmp(verb, "update-app") == 0)
+            enabled = strcmp(a, "--enable") == 0;
+        else if (a[0] != '-' && name == NULL && strcmp(verb, "list-apps") != 0)
+            name = a;
+        else {
+            fprintf(stderr, "permitd admin %s: unexpected argument \"%s\" (see permitd admin %s "
+                            "--help)\n", verb, a, verb);
+            return 2;
+        }
+    }
+    if (name == NULL && strcmp(verb, "list-apps") != 0) {
+        fprintf(stderr, "permitd admin %s: give the %s (see permitd admin %s --help)\n", verb,
+                strcmp(verb, "revoke-key") == 0 ? "key's PREFIX"
+                : strcmp(verb, "issue-key") == 0 ? "APP" : "app's NAME", verb);
+        return 2;
+    }
+    if (name != NULL && strcmp(verb, "revoke-key") != 0 &&
+        policy_check_name(strcmp(verb, "issue-key") == 0 ? "APP" : "NAME", name, &err) != PERMITD_OK) {
+        fprintf(stderr, "permitd admin %s: %s\n", verb, err.message);
+        return 2;
+    }
+    if (description != NULL && check_description(description, &err) != PERMITD_OK) {
+        fprintf(stderr, "permitd admin %s: --%s\n", verb, err.message);
+        return 2;
+    }
+    if (expires != NULL && (expires_s = parse_duration(expires)) < 0) {
+        fprintf(stderr, "permitd admin issue-key: --expires \"%s\" is not a duration such as 90d, "
+                        "12h, 30m or 3600s (at most ten years)\n", expires);
+        return 2;
+    }
+    if (strcmp(verb, "update-app") == 0 && description == NULL && enabled < 0) {
+        fprintf(stderr, "permitd admin update-app: nothing to change: give --description, "
+                        "--enable or --disable\n");
+        return 2;
+    }
+    if (cfg->mysql_url[0] == '\0') {
+        fprintf(stderr, "permitd admin: set PERMITD_MYSQL_URL (mysql://user:pass@host:port/db)\n");
+        return 2;
+    }
+    cli_actor(actor, sizeof(actor));
+    if ((rc = apps_db_new(cfg, &db, &err)) != PERMITD_OK)
+        goto out;
+    if (strcmp(verb, "add-app") == 0) {
+        if ((rc = apps_create(db, name, description ? description : "", actor, &err)) == PERMITD_OK)
+            printf("app %s created\n", name);
+    } else if (strcmp(verb, "update-app") == 0) {
+        if ((rc = apps_update(db, name, description, enabled, actor, &err)) == PERMITD_OK) {
+            printf("app %s updated\n", name);
+            cli_notify(cfg, name);
+        }
+    } else if (strcmp(verb, "issue-key") == 0) {
+        struct appkeys_minted minted;
+        if ((rc = issue(cfg, db, NULL, name, expires_s, actor, &minted, &err)) == PERMITD_OK) {
+            fprintf(stderr, "key %s issued for app %s%s%s; it is printed below, once: store it "
+                            "now, it cannot be shown again\n", minted.prefix, name,
+                    expires ? ", expiring in " : "", expires ? expires : "");
+            printf("%s\n", minted.key);
+            fflush(stdout);
+            memset(&minted, 0, sizeof(minted));
+            cli_notify(cfg, name);
+        }
+    } else if (strcmp(verb, "revoke-key") == 0) {
+        char prefix[64], app[APPS_NAME_MAX + 1];
+        if ((rc = revoke_one(db, NULL, name, actor, prefix, sizeof(prefix), app, &err)) == PERMITD_OK) {
+            printf("key %s of app %s revoked\n", prefix, app);
+            cli_notify(cfg, prefix);
+        }
+    } else {
+        struct apps_app *v = NULL;
+        size_t n = 0;
+        if ((rc = apps_list(db, &v, &n, &err)) == PERMITD_OK)
+            print_apps(v, n);
+        apps_list_free(v, n);
+    }
+out:
+    apps_db_free(db);
+    if (rc != PERMITD_OK) {
+        fprintf(stderr, "permitd admin %s: %s\n", verb, err.message);
+        return rc == PERMITD_EINVAL || rc == PERMITD_ENOTFOUND || rc == PERMITD_EEXIST ||
+               rc == PERMITD_EPRECONDITION ? 2 : 1;
+    }
+    return 0;
+}
