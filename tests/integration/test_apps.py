@@ -206,6 +206,27 @@ class KeyCheckTest(AppsCase):
                 self.refused(r, "unauthenticated")
                 self.assertEqual(self.metric(reason), before + 1)
 
+    def test_apps_release_and_renew_need_a_key_too(self):
+        """Release and Renew (issue 20) act on a lease: an unauthenticated
+        caller must not free another app's slots nor keep them held."""
+        key = self.issue("billing")
+        self.wait_loaded(key)
+        lease = "0" * 32
+        for method in ("Release", "Renew"):
+            with self.subTest(method=method):
+                r = self.permitd.http().rpc_json(
+                    method, {"bucket": self.policy, "app": "billing", "leaseId": lease})
+                self.assertEqual(r.status, 401, r)
+                self.refused(r, "unauthenticated")
+                r = self.permitd.http().rpc_json(
+                    method, {"bucket": self.policy, "leaseId": lease}, bearer(key))
+                # past the key: the policy is a token bucket, which holds no leases
+                self.refused(r, "failed_precondition", "holds no leases")
+                r = self.permitd.http().rpc_json(
+                    method, {"bucket": self.policy, "app": "mobile", "leaseId": lease},
+                    bearer(key))
+                self.refused(r, "permission_denied", '"mobile"')
+
     def test_apps_wrong_secret_of_a_known_prefix_is_unknown(self):
         key = self.issue("billing")
         self.wait_loaded(key)
