@@ -263,7 +263,7 @@ int listing_page(const struct listing_sources *src, const struct listing_query *
                  int64_t deadline_us, struct listing_page *out, struct permitd_error *err)
 {
     struct cursor c = {ORDER_NAME, 0, 0, ""};
-    enum order order;
+    enum order order = ORDER_NAME;
     size_t size, n = 0;
     int rc;
 

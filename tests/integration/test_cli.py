@@ -44,6 +44,7 @@ SETTINGS = [
     ("--login-workers", "PERMITD_LOGIN_WORKERS"),
     ("--login-queue", "PERMITD_LOGIN_QUEUE"),
     ("--request-id-ttl", "PERMITD_REQUEST_ID_TTL"),
+    ("--stats-policies", "PERMITD_STATS_POLICIES"),
 ]
 
 
