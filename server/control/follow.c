@@ -7,6 +7,12 @@
  * notices may arrive out of order; the hash is read after both). A policy
  * this instance does not hold yet is loaded too (created elsewhere: its
  * first request here then finds it), and one deleted is dropped.
+ *
+ * "<name> reset" (limiter_reset() on any instance) is no edit: the bucket's
+ * state was deleted, and the deny caches here must forget their denials
+ * (they would deny what Redis now allows). So must they whenever the
+ * listener subscribes again (a reset notice sent meanwhile is lost), and
+ * at each periodic pass.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +30,7 @@
 struct follow {
     struct redis *redis;
     struct policies *table;
+    struct limiter *limiter;
     struct redis_notice *notice;
     char index_key[160];            /* <prefix>policies */
 };
@@ -54,6 +61,10 @@ static void on_notice(void *ud, const char *msg, size_t len)
     name[n] = '\0';
     if (policy_check_name("name", name, NULL) != PERMITD_OK)
         return;
+    if (len - n == 6 && memcmp(msg + n, " reset", 6) == 0) {
+        limiter_deny_cache_clear(f->limiter);
+        return;
+    }
     reload(f, name);
 }
 
@@ -80,6 +91,10 @@ static void on_tick(void *ud)
     char **names;
     size_t n;
 
+    /* A new subscription may have missed a reset notice; without MySQL
+     * this is also the periodic pass, which heals lost notices for the
+     * policies, and so here for the deny caches. */
+    limiter_deny_cache_clear(f->limiter);
     if (policies_names(f->table, &names, &n) == PERMITD_OK) {
         for (size_t i = 0; i < n; i++)
             reload(f, names[i]);
@@ -102,6 +117,7 @@ int follow_start(const struct config *cfg, struct redis *redis, struct limiter *
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     f->redis = redis;
     f->table = limiter_policies(limiter);
+    f->limiter = limiter;
     snprintf(f->index_key, sizeof(f->index_key), "%spolicies", cfg->redis_prefix);
     snprintf(channel, sizeof(channel), "%schanges", cfg->redis_prefix);
     rc = redis_notice_start(redis, channel, on_notice, on_tick, passes ? cfg->sync_interval_ms : 0,

@@ -185,6 +185,25 @@ void health_metrics(const struct health *h, struct http_response *resp)
                  "# TYPE permitd_policy_stale_retries_total counter\n"
                  "permitd_policy_stale_retries_total %llu\n",
             (unsigned long long)limiter_stale_retries(h->limiter));
+    {
+        uint64_t hits, misses, evictions;
+
+        limiter_deny_cache_counters(h->limiter, &hits, &misses, &evictions);
+        fprintf(out, "# HELP permitd_deny_cache_hits_total Acquires denied from a worker's "
+                     "deny cache, without asking Redis (--deny-cache).\n"
+                     "# TYPE permitd_deny_cache_hits_total counter\n"
+                     "permitd_deny_cache_hits_total %llu\n"
+                     "# HELP permitd_deny_cache_misses_total Acquires the deny cache could "
+                     "have answered but held no denial in force for: asked of Redis.\n"
+                     "# TYPE permitd_deny_cache_misses_total counter\n"
+                     "permitd_deny_cache_misses_total %llu\n"
+                     "# HELP permitd_deny_cache_evictions_total Denials still in force pushed "
+                     "out of a full deny cache by newer ones.\n"
+                     "# TYPE permitd_deny_cache_evictions_total counter\n"
+                     "permitd_deny_cache_evictions_total %llu\n",
+                (unsigned long long)hits, (unsigned long long)misses,
+                (unsigned long long)evictions);
+    }
     redis_counters(h->redis, &errors, &connects);
     fprintf(out, "# HELP permitd_redis_errors_total Redis calls that failed (unreachable, "
                  "timeouts, broken connections).\n# TYPE permitd_redis_errors_total counter\n"

@@ -80,6 +80,9 @@ static const struct setting settings[] = {
         "mysql://user:pass@host[:port]/db[?socket=/path]; empty: no policy store"),
     INT(mysql_timeout_ms, "mysql-timeout-ms", "PERMITD_MYSQL_TIMEOUT_MS", "5000",
         100, 600000, "MySQL connect, read and write timeout, in milliseconds"),
+    INT(deny_cache, "deny-cache", "PERMITD_DENY_CACHE", "4096", 0, 1000000,
+        "buckets each worker remembers Redis denied (about 450 bytes each): until their wait "
+        "is over, a take of the same size is denied without asking Redis; 0 = off"),
     INT(sync_interval_ms, "sync-interval-ms", "PERMITD_SYNC_INTERVAL_MS", "5000",
         100, 3600000, "how often policies are reconciled from MySQL into Redis"),
     INT(stats_policies, "stats-policies", "PERMITD_STATS_POLICIES", "10000", 1, 1000000,

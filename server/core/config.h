@@ -70,6 +70,7 @@ struct config {
     struct config_redis_cluster redis_seeds;
     char request_id_ttl[24];      /* how long a take's answer is kept for its request id */
     long long request_id_ttl_ms;  /* parsed: 1 s .. 7 d */
+    int deny_cache;               /* deny cache entries per worker; 0 = off */
 
     /* MySQL policy store */
     char mysql_url[1024];         /* as given; "" = no store (policies by hand) */

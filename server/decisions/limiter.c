@@ -21,6 +21,7 @@
 #include <sys/random.h>
 
 #include "core/clock.h"
+#include "decisions/deny_cache.h"
 #include "decisions/limiter.h"
 #include "decisions/limiter_plan.h"
 #include "core/log.h"
@@ -55,6 +56,12 @@ struct limiter {
     int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
     pthread_mutex_t loader_lock;    /* guards starting it */
     char ttl_s[24];                 /* ARGV[3]: --request-id-ttl in ms */
+    /* The workers' deny caches (decisions/deny_cache.h): entries per
+     * worker (--deny-cache, 0 = off), the reset epoch every entry must
+     * match (limiter_deny_cache_clear() raises it), and counters. */
+    size_t deny_size;
+    _Atomic uint64_t deny_epoch;
+    _Atomic uint64_t deny_hits, deny_misses, deny_evictions;
 };
 
 static void loader_free(struct loader *ld);
@@ -86,6 +93,7 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
      * policy go together whatever their buckets' slots (fewer, bigger
      * calls: lua/bucket.lua reads them once). */
     l->slot_calls = strncmp(cfg->redis_url, "redis+cluster://", 16) == 0;
+    l->deny_size = cfg->deny_cache > 0 ? (size_t)cfg->deny_cache : 0;
     snprintf(l->ttl_s, sizeof(l->ttl_s), "%lld",
              cfg->request_id_ttl_ms > 0 ? cfg->request_id_ttl_ms : 600000LL);
     if (policies_new(cfg, redis, &l->policies, err) != PERMITD_OK) {
@@ -145,6 +153,19 @@ void limiter_free(struct limiter *l)
 uint64_t limiter_open_passes(struct limiter *l)
 {
     return atomic_load(&l->open_passes);
+}
+
+void limiter_deny_cache_clear(struct limiter *l)
+{
+    atomic_fetch_add(&l->deny_epoch, 1);
+}
+
+void limiter_deny_cache_counters(struct limiter *l, uint64_t *hits, uint64_t *misses,
+                                 uint64_t *evictions)
+{
+    *hits = atomic_load_explicit(&l->deny_hits, memory_order_relaxed);
+    *misses = atomic_load_explicit(&l->deny_misses, memory_order_relaxed);
+    *evictions = atomic_load_explicit(&l->deny_evictions, memory_order_relaxed);
 }
 
 /* Redis could not decide (unreachable, no answer within --redis-timeout-ms,
@@ -1215,6 +1236,8 @@ struct job {
     char request_id[LIMITER_REQUEST_ID_MAX + 1];    /* req.request_id, likewise */
     char lease[LIMITER_LEASE_ID_LEN + 1];   /* what the call sends as the lease id */
     const long long *out;           /* an Acquire's or a Peek's answer */
+    int64_t sent_us;                /* when its batch was written (the deny cache) */
+    uint64_t epoch;                 /* the reset epoch when it was queued */
     int answered;                   /* its caller has its answer (the deadline
                                        passed while its batch was out) */
 };
@@ -1246,6 +1269,7 @@ struct limiter_queue {
     struct job *spare;              /* finished jobs, for the next ones */
     size_t nspare;
     size_t timed;                   /* jobs with a deadline of their own, not yet answered */
+    struct deny_cache *deny;        /* this worker's (NULL: --deny-cache 0) */
 };
 
 static void queue_loaded(struct limiter_queue *q);
@@ -1277,6 +1301,60 @@ static void job_put(struct limiter_queue *q, struct job *j)
     q->nspare++;
 }
 
+/* ---- the deny cache (decisions/deny_cache.h) ----
+ *
+ * Which requests it may answer: an Acquire (never a Peek: its answer is the
+ * bucket as it stands, which the cache does not know), without a request
+ * id (a retry of an allowed take must replay "allowed"), of a policy whose
+ * permits come back only with time (not concurrency: a Release frees
+ * them). What the cache denies, Redis would deny too: see deny_cache.h for
+ * the clocks; the policy's version stamp and the reset epoch for edits and
+ * resets (limiter_reset(), the change notices). */
+static int deny_cacheable(const struct limiter_queue *q, const struct limiter_request *req,
+                          int take, const struct policies_entry *e)
+{
+    return q->deny != NULL && take == DO_TAKE && e->algorithm != POLICY_CONCURRENCY &&
+           (req->request_id == NULL || req->request_id[0] == '\0');
+}
+
+/* Answers req from the cache when it holds a denial still in force for
+ * it: 1 with res filled, else 0 (counted as a miss). */
+static int deny_answer(struct limiter_queue *q, const struct limiter_request *req,
+                       const struct policies_entry *e, uint64_t epoch, struct limiter_result *res)
+{
+    struct deny_cache_answer a;
+
+    if (!deny_cache_get(q->deny, req->bucket, req->key ? req->key : "", e->stamp, epoch,
+                        req->permits == 0 ? 1 : req->permits, clock_now_us(), &a)) {
+        atomic_fetch_add_explicit(&q->l->deny_misses, 1, memory_order_relaxed);
+        return 0;
+    }
+    atomic_fetch_add_explicit(&q->l->deny_hits, 1, memory_order_relaxed);
+    memset(res, 0, sizeof(*res));
+    res->allowed = 0;
+    res->remaining = a.remaining;
+    res->limit = a.limit;
+    res->retry_after_ms = a.retry_after_ms;
+    res->reset_after_ms = a.reset_after_ms;
+    res->window_s = a.window_s;
+    res->tokens_micro = a.tokens_micro;
+    return 1;
+}
+
+/* Remembers a denial Redis answered for job j (a script answer of its own,
+ * not replayed, not asked again after a stale one). */
+static void deny_remember(struct limiter_queue *q, const struct job *j,
+                          const struct limiter_result *res)
+{
+    struct deny_cache_answer a = {res->remaining, res->limit, res->retry_after_ms,
+                                  res->reset_after_ms, res->window_s, res->tokens_micro};
+
+    if (deny_cache_put(q->deny, j->req.bucket, j->req.key ? j->req.key : "", j->entry->stamp,
+                       j->epoch, j->req.permits == 0 ? 1 : j->req.permits, j->sent_us,
+                       clock_now_us(), &a))
+        atomic_fetch_add_explicit(&q->l->deny_evictions, 1, memory_order_relaxed);
+}
+
 /* Answers one job's caller with rc (PERMITD_OK: each call has its own).
  * calls: its calls in the batch, NULL when none was sent (or its answer is
  * not awaited). The caller's strings and storage are not touched after. */
@@ -1285,6 +1363,7 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
 {
     struct permitd_error e = *err;
     struct limiter_result res;
+    int direct;
 
     j->answered = 1;
     if (j->deadline_us != INT64_MAX)
@@ -1293,10 +1372,16 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
         plan_answer(j->plan, rc, calls, &e);
         return;
     }
+    /* the script's own decision, this very call's */
+    direct = rc == PERMITD_OK && calls != NULL && calls[0].rc == PERMITD_OK &&
+             j->out != NULL && j->out[0] == 0;
     if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
         rc = call_refused(calls[0].rc, j->req.bucket, &e);
     memset(&res, 0, sizeof(res));
     rc = conclude(q->l, &j->req, j->take, 1, 0, j->deadline_us, rc, j->out, &res, &e);
+    if (direct && rc == PERMITD_OK && !res.allowed && !res.replayed &&
+        deny_cacheable(q, &j->req, j->take, j->entry))
+        deny_remember(q, j, &res);
     j->done(j->ud, rc, &res, &e);
 }
 
@@ -1510,6 +1595,7 @@ static void batch_send(struct limiter_queue *q)
             job_end(q, j, err.code, NULL, &err);
             continue;
         }
+        j->sent_us = now;
         if (j->plan != NULL) {
             j->first = b->ncalls;
             memcpy(&b->calls[b->ncalls], j->plan->calls, n * sizeof(*b->calls));
@@ -1704,13 +1790,19 @@ int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue
         return permitd_error_set(err, PERMITD_EINTERNAL, "limiter queue: out of memory");
     q->l = l;
     q->loop = loop;
+    if (l->deny_size > 0 && (rc = deny_cache_new(l->deny_size, &q->deny, err)) != PERMITD_OK) {
+        free(q);
+        return rc;
+    }
     pthread_mutex_init(&q->inbox_lock, NULL);
     if ((rc = redis_pipe_new(l->redis, &q->pipe, err)) != PERMITD_OK) {
         pthread_mutex_destroy(&q->inbox_lock);
+        deny_cache_free(q->deny);
         free(q);
         return rc;
     }
     if ((rc = loop_attach(loop, &src, err)) != PERMITD_OK) {
+        deny_cache_free(q->deny);
         redis_pipe_free(q->pipe);
         pthread_mutex_destroy(&q->inbox_lock);
         free(q);
@@ -1735,6 +1827,7 @@ void limiter_queue_free(struct limiter_queue *q)
         free(j);
     }
     redis_pipe_free(q->pipe);
+    deny_cache_free(q->deny);
     free(q->batch.calls);
     pthread_mutex_destroy(&q->inbox_lock);
     free(q);
@@ -2068,6 +2161,9 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     struct limiter_result res;
     const struct policies_entry *e;
     struct job *j;
+    /* before anything is asked: a reset from now on makes what Redis
+     * answers for this request not worth remembering */
+    uint64_t epoch = atomic_load(&q->l->deny_epoch);
     int rc;
 
     /* What the policy's copy refuses is answered here and now; a policy
@@ -2077,6 +2173,12 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     if (e != NULL && ((rc = admit_entry(q->l, req, take, 1, e, &e, &res, &err)) != PERMITD_OK ||
                       e == NULL)) {
         done(ud, rc, &res, &err);     /* refused, or failure_mode "open" (Redis lost it) */
+        return;
+    }
+    /* A bucket just denied is denied here, without Redis. */
+    if (e != NULL && deny_cacheable(q, req, take, e) && deny_answer(q, req, e, epoch, &res)) {
+        policies_release(e);
+        done(ud, PERMITD_OK, &res, &err);
         return;
     }
     if ((j = job_get(q)) == NULL) {
@@ -2096,6 +2198,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     snprintf(j->request_id, sizeof(j->request_id), "%s", req->request_id ? req->request_id : "");
     j->req.request_id = j->request_id;
     j->lease[0] = '\0';
+    j->epoch = epoch;
+    j->sent_us = 0;
     j->deadline_us = deadline_us;
     j->done = done;
     j->ud = ud;
@@ -2245,6 +2349,30 @@ int limiter_own(struct limiter *l, const char *bucket, const char *key, int take
  * colocated: the policy may have set or cleared colocate, and a bucket
  * written before issue 19 has the colocated one). In a cluster the two
  * layouts live in different slots, so they cannot be one DEL. */
+/* After a reset (the state deleted: not before, or a denial Redis answered
+ * in between would be remembered as new): every deny cache here forgets
+ * what it held, and "<name> reset" on <prefix>changes tells the other
+ * instances to do the same (control/follow.c), or they would deny what
+ * Redis now allows until their entries ran out. */
+static int reset_notice(struct limiter *l, const char *bucket, int64_t deadline_us,
+                        struct permitd_error *err)
+{
+    char channel[160], msg[POLICY_NAME_MAX + 8];
+    struct redis_str pub[3] = {{"PUBLISH", 7}, {channel, 0}, {msg, 0}};
+    struct permitd_error why = {0, ""};
+    int rc;
+
+    limiter_deny_cache_clear(l);
+    pub[1].len = (size_t)snprintf(channel, sizeof(channel), "%schanges", l->cfg->redis_prefix);
+    pub[2].len = (size_t)snprintf(msg, sizeof(msg), "%s reset", bucket);
+    rc = redis_command(l->redis, pub, 3, deadline_us, NULL, NULL, NULL, &why);
+    if (rc != PERMITD_OK)
+        return permitd_error_set(err, rc, "bucket of policy \"%s\" reset, but the notice to the "
+                                 "other permitd instances (PUBLISH on %s) failed: %s; reset it "
+                                 "again", bucket, channel, why.message);
+    return PERMITD_OK;
+}
+
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,
                   int64_t deadline_us, struct permitd_error *err)
 {
@@ -2264,10 +2392,12 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
                                                (enum policy_algorithm)a, colocate, key);
         }
         if ((rc = redis_command(l->redis, del, 1 + POLICY_ALGORITHMS, deadline_us, NULL, NULL,
-                                NULL, err)) != PERMITD_OK || key == NULL || key[0] == '\0')
+                                NULL, err)) != PERMITD_OK)
             return rc;
+        if (key == NULL || key[0] == '\0')
+            break;
     }
-    return PERMITD_OK;
+    return reset_notice(l, bucket, deadline_us, err);
 }
 
 /* A batch naming policies the table lacks is parked while the loader reads

@@ -151,6 +151,20 @@ uint64_t limiter_split_calls(struct limiter *l);
 /* How many Acquires failure_mode "open" let through so far. */
 uint64_t limiter_open_passes(struct limiter *l);
 
+/* Makes every worker's deny cache (--deny-cache, decisions/deny_cache.h)
+ * forget what it holds, at once and without a lock: a bucket was reset
+ * (limiter_reset() here; a "<name> reset" change notice from another
+ * instance), or notices may have been lost (the listener subscribed
+ * again). Any thread. */
+void limiter_deny_cache_clear(struct limiter *l);
+
+/* The deny caches' counters, for /metrics: Acquires answered from a cache
+ * (hits), Acquires a cache could have answered but did not hold (misses:
+ * they went to Redis), entries still in force pushed out by newer ones
+ * (evictions). */
+void limiter_deny_cache_counters(struct limiter *l, uint64_t *hits, uint64_t *misses,
+                                 uint64_t *evictions);
+
 #define LIMITER_BATCH_MAX 1000
 
 /* Decides n Acquires (n <= LIMITER_BATCH_MAX) in one Redis round trip.
@@ -230,7 +244,10 @@ int limiter_own(struct limiter *l, const char *bucket, const char *key, int take
 
 /* Deletes a bucket's state, whatever the policy's algorithm: it is as if
  * nothing had been taken (a token bucket full, a window's count 0, a log
- * empty, every lease freed: its holder's Release becomes a no-op). */
+ * empty, every lease freed: its holder's Release becomes a no-op). Then
+ * clears the deny caches here and PUBLISHes "<name> reset" on
+ * <prefix>changes, on which every other instance clears its own; an error
+ * of that PUBLISH says the state was deleted all the same. */
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,
                   int64_t deadline_us, struct permitd_error *err);
 
