@@ -45,6 +45,7 @@ SETTINGS = [
     ("--login-queue", "PERMITD_LOGIN_QUEUE"),
     ("--request-id-ttl", "PERMITD_REQUEST_ID_TTL"),
     ("--stats-policies", "PERMITD_STATS_POLICIES"),
+    ("--deny-cache", "PERMITD_DENY_CACHE"),
 ]
 
 
