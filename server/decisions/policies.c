@@ -39,6 +39,8 @@
 #include "decisions/policies.h"
 
 #define READERS_MAX 1024            /* threads with a slot of their own */
+#define TOMBSTONES 64               /* policies dropped lately, remembered */
+#define TOMBSTONE_US 30000000       /* for 30 s: longer than any reload takes */
 
 struct snap {
     size_t n;
@@ -55,6 +57,19 @@ struct policies {
         char pad[64 - sizeof(unsigned long)];  /* a cache line each: the workers'
                                                   counters do not share one */
     } readers[READERS_MAX];
+    /* Policies this instance dropped lately (policies_forget(): deleted
+     * here, or gone from MySQL), each with the version stamp it had: a
+     * reload that read the hash before the delete and installs after it
+     * must not bring the policy back, nor one that finds the hash gone
+     * mark it missing (answering unavailable instead of not_found). A new
+     * policy of the same name has a new MySQL id, so a larger stamp, and
+     * passes. Kept TOMBSTONE_US; under `lock`. */
+    struct tombstone {
+        char name[POLICY_NAME_MAX + 1];
+        uint64_t stamp;
+        int64_t until_us;
+    } tombs[TOMBSTONES];
+    size_t ntomb;                   /* the next slot of the ring */
 };
 
 /* A reading thread's slot, the same in every table: the thread's identity,
@@ -214,6 +229,18 @@ static struct policies_entry *lost_copy(const struct policies_entry *e)
     return c;
 }
 
+/* With t->lock held: the stamp policy `name` had when this instance
+ * dropped it lately, or 0. */
+static uint64_t tomb_stamp(const struct policies *t, const char *name)
+{
+    int64_t now = clock_now_us();
+
+    for (size_t i = 0; i < TOMBSTONES; i++)
+        if (t->tombs[i].until_us > now && strcmp(t->tombs[i].name, name) == 0)
+            return t->tombs[i].stamp;
+    return 0;
+}
+
 /* Installs e under its name (NULL: drops `name`), taking over e's
  * reference. lost: e is NULL because a reload found the hash gone, which
  * keeps a MySQL row's entry, marked missing, when there is a store (see
@@ -229,6 +256,18 @@ static int install(struct policies *t, const char *name, struct policies_entry *
     pthread_mutex_lock(&t->lock);
     cur = atomic_load(&t->cur);
     i = find(cur, name, &found);
+    if (!found && (lost || (e != NULL && e->id > 0 && e->stamp <= tomb_stamp(t, name)))) {
+        /* dropped lately: what this reload read is older than the drop */
+        pthread_mutex_unlock(&t->lock);
+        policies_release(e);
+        return PERMITD_OK;
+    }
+    if (e == NULL && !lost && found && cur->v[i]->id > 0) {
+        struct tombstone *tb = &t->tombs[t->ntomb++ % TOMBSTONES];
+        snprintf(tb->name, sizeof(tb->name), "%s", name);
+        tb->stamp = cur->v[i]->stamp;
+        tb->until_us = clock_now_us() + TOMBSTONE_US;
+    }
     /* Decided under the lock: a reload that found the hash in between
      * (the sync putting it back) is never overwritten by this copy. */
     if (lost && found && cur->v[i]->id > 0 && t->cfg->mysql_url[0] != '\0') {

@@ -166,11 +166,42 @@ static void test_policies_table(void)
     policies_free(t);
 }
 
+/* A policy this instance dropped (deleted here, or gone from MySQL) is not
+ * brought back by a reload that read its hash before the delete and
+ * installs after it; a policy created again under the name (a new MySQL
+ * id: a larger stamp) is. A policy kept by hand (id 0) has no such memory. */
+static void test_policies_forget_is_not_undone_by_a_late_reload(void)
+{
+    struct config cfg;
+    struct policies *t = NULL;
+    struct permitd_error err = {0, ""};
+    char *old[] = {"max_permits", "5", "rate", "1", "apps", "web", "version", "3", "id", "7"};
+    char *again[] = {"max_permits", "5", "rate", "1", "apps", "web", "version", "1", "id", "8"};
+    char *hand[] = {"max_permits", "5", "rate", "1", "apps", "web", "version", "3"};
+
+    memset(&cfg, 0, sizeof(cfg));
+    CHECK_INT(policies_new(&cfg, NULL, &t, &err), PERMITD_OK);
+    CHECK_INT(policies_install(t, parse("p", old, 10)), PERMITD_OK);
+    CHECK(policies_stamp(t, "p") == 7ULL * (1 << 24) + 3);
+    policies_forget(t, "p");
+    CHECK_INT(policies_install(t, parse("p", old, 10)), PERMITD_OK);    /* the late reload */
+    CHECK(policies_get(t, "p") == NULL);
+    CHECK_INT(policies_install(t, parse("p", again, 10)), PERMITD_OK);  /* created again */
+    CHECK(policies_stamp(t, "p") == 8ULL * (1 << 24) + 1);
+
+    CHECK_INT(policies_install(t, parse("h", hand, 8)), PERMITD_OK);
+    policies_forget(t, "h");
+    CHECK_INT(policies_install(t, parse("h", hand, 8)), PERMITD_OK);
+    CHECK_INT(policies_stamp(t, "h"), 3);
+    policies_free(t);
+}
+
 int main(void)
 {
     TEST_RUN(test_policies_apps_are_exact);
     TEST_RUN(test_policies_parse);
     TEST_RUN(test_policies_algorithms);
     TEST_RUN(test_policies_table);
+    TEST_RUN(test_policies_forget_is_not_undone_by_a_late_reload);
     return TEST_REPORT();
 }
