@@ -897,7 +897,7 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo "$NKEYS buckets filled with permitd's own call (one Acquire per key), used_memory"
     echo "before $mem0 B, after $mem1 B, ${R[mem.new_keys]} new keys: ${R[mem.per_key]} B per key"
     echo "(includes the key's share of the main and expires dictionaries). One key:"
-    echo "\`${PREFIX}{keys:user-000001}:k\` = 16 bytes (${R[mem.value]}), MEMORY USAGE ${R[mem.usage]} B."
+    echo "\`${PREFIX}{keys:user-000001}:k\` = 24 bytes (${R[mem.value]}), MEMORY USAGE ${R[mem.usage]} B."
     echo
     if [ -n "$cost_table" ]; then
         echo "## Redis instructions per decision and bytes per key, every algorithm"
