@@ -400,6 +400,8 @@ int policy_check_limits(const char *algorithm, long long max_permits, const char
                         const char *window, const char *lease_ttl, struct policy_limits *out,
                         struct permitd_error *err)
 {
+    /* Set: GCC's -O2 -Wmaybe-uninitialized (the Release build) does not see
+     * that policy_algorithm_parse() stores it whenever it returns OK. */
     enum policy_algorithm a = POLICY_TOKEN_BUCKET;
     const char *an;
     char q[300];

@@ -10,6 +10,9 @@
 # loopback, every run bounded in time, the same wrk settings for every HTTP
 # contestant:
 #   permitd Acquire, binary and JSON, 1 hot bucket and 100,000 keys;
+#   permitd Acquire, binary, 100,000 keys, for each algorithm of issue 20
+#     (fixed_window, sliding_window, sliding_log, concurrency), in the same
+#     rounds as the token bucket's;
 #   permitd AcquireBatch of 100 (decisions/s), when this build serves it;
 #   the ceiling: redis-benchmark EVALSHA of permitd's own script (exactly the
 #     call permitd makes, captured with MONITOR), same key spread;
@@ -17,8 +20,9 @@
 #   the peer: tests/bench/peer (Node.js, rate-limiter-flexible), 1 and 2
 #     processes;
 #   memory: permitd RSS under load, Redis bytes per bucket key;
-#   Redis's instructions per decision, counted under valgrind
-#     (tests/bench/redis-cost.sh): permitd's calls and the naive script's.
+#   Redis's instructions per decision and bytes per key, every algorithm,
+#     counted under valgrind (tests/bench/redis-cost.sh), and the naive
+#     script's.
 # Prints one markdown table and writes it, with the machine's description
 # and the exact commands, to tests/bench/RESULTS.md. See tests/bench/README.md.
 #
@@ -135,10 +139,25 @@ log "mariadb migrated ($mysql_url)"
 #   deny  one shared bucket of 10, 1 more per second: denies almost all
 #   keys  per-key buckets (user-000000..user-099999), a burst no run uses up
 #         and a slow refill, so every key stays live for the whole run
-POLICIES=(hot deny keys)
+# and one policy per other algorithm (issue 20), keyed the same way, with
+# limits no run reaches, so that every Acquire is allowed and writes:
+#   fixed    fixed_window, 1,000,000 a window of 1h
+#   sliding  sliding_window, 1,000,000 a window of 1h
+#   log      sliding_log, 1,000 a window of 1h (the log keeps every take of
+#            the window: its keys grow through the run; RESULTS.md says by
+#            how much)
+#   conc     concurrency, 1,000,000 leases of 1h, never released (each key
+#            gathers the leases of the run, as the log its entries)
+POLICIES=(hot deny keys fixed sliding log conc)
+ALGORITHMS=(fixed sliding log conc)
+declare -A ALG_NAME=([fixed]=fixed_window [sliding]=sliding_window [log]=sliding_log
+                     [conc]=concurrency)
+# policy NAME MAX_PERMITS RATE [ALGORITHM WINDOW_MS LEASE_MS]: "NULL" for
+# what the algorithm does not take
 policy() {
-    sql "INSERT INTO policies (name, max_permits, rate, created_by, updated_by)
-             VALUES ('$1', $2, $3, 'bench', 'bench');
+    sql "INSERT INTO policies (name, max_permits, rate, algorithm, window_ms, lease_ms,
+                               created_by, updated_by)
+             VALUES ('$1', $2, $3, '${4:-token_bucket}', ${5:-NULL}, ${6:-NULL}, 'bench', 'bench');
          INSERT INTO policy_apps (policy_id, app)
              SELECT id, app FROM policies, (SELECT 'web' AS app UNION SELECT '$APP') a
              WHERE name = '$1';"
@@ -146,6 +165,10 @@ policy() {
 policy hot 1000000000 1000000000
 policy deny 10 1
 policy keys 1000000 0.01
+policy fixed 1000000 NULL fixed_window 3600000
+policy sliding 1000000 NULL sliding_window 3600000
+policy log 1000 NULL sliding_log 3600000
+policy conc 1000000 NULL concurrency NULL 3600000
 
 # ------------------------------------------------------ measuring helpers
 CLK_TCK=$(getconf CLK_TCK)
@@ -445,7 +468,7 @@ curl -s -H 'Content-Type: application/json' \
     "http://127.0.0.1:$api_port$API/Acquire" > "$tmp/hot.reply"
 grep -Eq '"allowed": ?true' "$tmp/hot.reply" || die "a JSON Acquire on the hot bucket answered: $(cat "$tmp/hot.reply")"
 capture_call "$tmp/call.keys" "{\"bucket\":\"keys\",\"app\":\"$APP\",\"key\":\"user-000000\",\"permits\":1}" \
-    "\"$PREFIX{keys}:k:user-000000\""
+    "\"$PREFIX{keys:user-000000}:k\""
 capture_call "$tmp/call.hot" "{\"bucket\":\"hot\",\"app\":\"$APP\",\"permits\":1}" "\"$PREFIX{hot}:"
 mapfile -t call_keys < "$tmp/call.keys"
 mapfile -t call_hot < "$tmp/call.hot"
@@ -466,7 +489,7 @@ done
 
 # ----------------------------------------------- Redis memory per bucket key
 log "memory: filling $NKEYS bucket keys"
-rcli DEL "$PREFIX{keys}:k:user-000000" >/dev/null
+rcli DEL "$PREFIX{keys:user-000000}:k" >/dev/null
 db0=$(rcli DBSIZE)
 mem0=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
 FILL_ARGS=$(printf '%s\n' EVALSHA "${call_keys[@]}") awk -v n="$NKEYS" 'BEGIN {
@@ -482,11 +505,11 @@ mem1=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
 db1=$(rcli DBSIZE)
 R[mem.new_keys]=$(( db1 - db0 ))
 R[mem.per_key]=$(awk -v a="$mem0" -v b="$mem1" -v n="$(( db1 - db0 ))" 'BEGIN {printf "%.0f", (n > 0 ? (b - a) / n : 0)}')
-R[mem.usage]=$(rcli MEMORY USAGE "$PREFIX{keys}:k:user-000001")
+R[mem.usage]=$(rcli MEMORY USAGE "$PREFIX{keys:user-000001}:k")
 # The state is three little-endian doubles (lua/bucket.lua): shown decoded.
-R[mem.value]=$(rcli --raw GET "$PREFIX{keys}:k:user-000001" 2>/dev/null | head -c 24 |
+R[mem.value]=$(rcli --raw GET "$PREFIX{keys:user-000001}:k" 2>/dev/null | head -c 24 |
     od -A n -t f8 -w24 | awk '{printf "tokens %s, t %s us, version stamp %s", $1, $2, $3}')
-R[mem.type]=$(rcli TYPE "$PREFIX{keys}:k:user-000001")
+R[mem.type]=$(rcli TYPE "$PREFIX{keys:user-000001}:k")
 log "memory: $(( db1 - db0 )) keys, $(( mem1 - mem0 )) bytes, ${R[mem.per_key]} bytes/key; MEMORY USAGE of one: ${R[mem.usage]}"
 commands+=("redis-cli --pipe < (EVALSHA ${call_keys[*]} for user-000000..user-099999)")
 
@@ -558,9 +581,36 @@ RUN_DURATION=$DENY_DURATION run_wrk bin_deny "$url" "$permitd_pid" -- \
     BENCH_CODEC=proto BENCH_BUCKET=deny BENCH_KEYS=0
 R[deny.sample]=$(node "$here/probe.js" acquire "$url" deny "$APP" || true)
 
+# Every algorithm answers an Acquire of its policy with allowed before it is
+# measured (a run of denials or errors would measure something else).
+for a in "${ALGORITHMS[@]}"; do
+    R[alg_$a.sample]=$(node "$here/probe.js" acquire "$url" "$a" "$APP" user-000042) ||
+        die "an Acquire on policy $a (${ALG_NAME[$a]}) failed: ${R[alg_$a.sample]}"
+    case ${R[alg_$a.sample]} in
+        *allowed=true*) ;;
+        *) die "an Acquire on policy $a (${ALG_NAME[$a]}) answered: ${R[alg_$a.sample]}" ;;
+    esac
+done
+
+# acquires POLICY RESULT: permitd_acquires_total{policy,result} (/metrics)
+acquires() {
+    curl -s "http://127.0.0.1:$admin_port/metrics" |
+        awk -v m="permitd_acquires_total{policy=\"$1\",result=\"$2\"}" \
+            '$1 == m {v = $2} END {print v + 0}'
+}
+
 for r in $(seq 1 "$ROUNDS"); do
-    log "100k keys, round $r/$ROUNDS: permitd, the peer, the ceiling, the naive script"
+    log "100k keys, round $r/$ROUNDS: permitd (every algorithm), the peer, the ceiling, the naive script"
     run_wrk "bin_keys@$r" "$url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
+    # the other algorithms right after the token bucket, the same way
+    for a in "${ALGORITHMS[@]}"; do
+        al0=$(acquires "$a" allowed); de0=$(acquires "$a" denied)
+        run_wrk "alg_$a@$r" "$url" "$permitd_pid" -- BENCH_CODEC=proto BENCH_BUCKET="$a" \
+            BENCH_KEYS=$NKEYS
+        al1=$(acquires "$a" allowed); de1=$(acquires "$a" denied)
+        R[alg_$a@$r.allowed]=$(awk -v a=$(( al1 - al0 )) -v d=$(( de1 - de0 )) \
+            'BEGIN {printf "%.1f%%", (a + d > 0 ? 100 * a / (a + d) : 0)}')
+    done
     run_wrk "json_keys@$r" "$url" "$permitd_pid" -- BENCH_CODEC=json BENCH_BUCKET=keys BENCH_KEYS=$NKEYS
     for w in 1 2; do
         run_wrk "peer${w}_keys@$r" "$(peer_url $w)" "$(peer_pids $w)" -- \
@@ -570,7 +620,28 @@ for r in $(seq 1 "$ROUNDS"); do
     run_rb "rb_naive@$r" -- EVALSHA "$naive_sha" 1 "naive:{keys}:user-__rand_int__" 1000000 0.01 1
 done
 for id in bin_keys json_keys peer1_keys peer2_keys rb_keys rb_naive; do keep_best "$id"; done
+for a in "${ALGORITHMS[@]}"; do keep_best "alg_$a"; done
 stop_peer
+
+# What the log's and the leases' keys held at the end: their state grows
+# with every take of the run (a window and a lease of 1h).
+# zset_mean NAME LETTER: the mean members of 1,000 of the policy's keys
+# (user-000000, user-000100, ...), the version stamp "v" not counted
+zset_mean() {
+    local i keys=()
+    for i in $(seq 0 100 $(( NKEYS - 1 ))); do
+        keys+=("$(printf '%s{%s:user-%06d}:%s' "$PREFIX" "$1" "$i" "$2")")
+    done
+    rcli EVAL "local s, n = 0, 0
+        for _, k in ipairs(ARGV) do
+          local c = redis.call('ZCARD', k)
+          if c > 0 then s = s + c - 1; n = n + 1 end
+        end
+        return string.format('%.1f (%d of %d keys sampled live)', n > 0 and s / n or 0, n, #ARGV)" \
+        0 "${keys[@]}"
+}
+R[alg_log.held]="entries a key at the end: $(zset_mean log l)"
+R[alg_conc.held]="leases a key at the end: $(zset_mean conc c)"
 
 batch_url="http://127.0.0.1:$api_port$API/AcquireBatch"
 batch_probe=$(node "$here/probe.js" batch "$batch_url" keys "$APP" "$NKEYS" "$BATCH") && batch_rc=0 || batch_rc=$?
@@ -698,7 +769,7 @@ cat <<EOF
 | AcquireBatch ×$BATCH decisions/s | $( [ -n "$batch_dec" ] && fmt_int "$batch_dec" || echo "not served") | ≥ 150,000 | $(mark "$batch_dec" 150000 ge) |
 | permitd RSS, peak while under load (VmHWM over the whole run) | $(mb "${R[bin_keys.rss_kb]}") MB ($(mb "${R[permitd.hwm_kb]}") MB) | ≤ 64 MB | $(mark "$(mb "${R[permitd.hwm_kb]}")" 64 le) |
 | Redis bytes per active bucket key (used_memory delta / ${R[mem.new_keys]} keys) | ${R[mem.per_key]} B | ≤ 120 B | $(mark "${R[mem.per_key]}" 120 le) |
-| MEMORY USAGE of one bucket key (\`${PREFIX}{keys}:k:user-000001\`, ${R[mem.type]}) | ${R[mem.usage]} B | | |
+| MEMORY USAGE of one bucket key (\`${PREFIX}{keys:user-000001}:k\`, ${R[mem.type]}) | ${R[mem.usage]} B | | |
 EOF
 )
 
@@ -710,6 +781,25 @@ for t in $THREAD_CHOICES; do
     printf '| %s%s | %s | %s |\n' "$t" "$([ "$t" = "$USED_THREADS" ] && echo ' (default, used)')" \
         "$(fmt_int "$1")" "$(fmt_ms "$2")"
 done
+)
+
+alg_row() {   # alg_row CASE LABEL
+    local id=$1
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" \
+        "$(fmt_int "${R[$id.rps]:-}")" "$(ratio "${R[$id.rps]:-}" "${R[bin_keys.rps]:-}")" \
+        "$(fmt_ms "${R[$id.p99]:-}")" "${R[$id.cpu_us]:-–}" "${R[$id.rcpu_us]:-–}" \
+        "${R[$id.evalsha_us]:-–}" "${R[$id.per_call]:-–}" "${R[$id.allowed]:-–}" \
+        "${R[$id.held]:-}$( [ "${R[$id.non2xx]:-0}" != 0 ] && echo " **${R[$id.non2xx]} non-2xx**")"
+}
+alg_table=$(
+echo "| algorithm (policy), binary Acquire, $NKEYS keys | req/s | ÷ token bucket | p99 ms | server CPU µs/req | Redis CPU µs/decision | Redis µs/decision (evalsha) | decisions/call | allowed | notes |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+R[bin_keys.allowed]="–"
+alg_row bin_keys "token_bucket (keys: 1,000,000, 0.01/s; the row above)"
+alg_row alg_fixed "fixed_window (fixed: 1,000,000 a window of 1h)"
+alg_row alg_sliding "sliding_window (sliding: 1,000,000 a window of 1h)"
+alg_row alg_log "sliding_log (log: 1,000 a window of 1h)"
+alg_row alg_conc "concurrency (conc: 1,000,000 leases of 1h)"
 )
 
 peer_table=$(
@@ -726,6 +816,8 @@ echo
 echo "$table"
 echo
 echo "$targets"
+echo
+echo "$alg_table"
 echo
 echo "$threads_table"
 echo
@@ -770,6 +862,16 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo "run's sample reply: \`${R[deny.sample]}\`. Sample JSON replies, permitd:"
     echo "\`$(cat "$tmp/capture.reply")\`, the peer: \`${R[peer1.sample]}\`."
     echo
+    echo "## Every algorithm (issue 20)"
+    echo
+    echo "Each policy's binary Acquire over the same $NKEYS keys, in the same rounds as the"
+    echo "token bucket's 100k-keys run (each right after it, best round kept). Redis CPU"
+    echo "µs/decision: redis-server's utime+stime over the run ÷ requests (one decision"
+    echo "each). allowed: permitd_acquires_total's allowed ÷ (allowed + denied) over the"
+    echo "run (every limit is set out of reach). Sample replies: $(for a in "${ALGORITHMS[@]}"; do printf '%s `%s`; ' "$a" "${R[alg_$a.sample]}"; done)"
+    echo
+    echo "$alg_table"
+    echo
     echo "## Targets (issue 5)"
     echo
     echo "$targets"
@@ -795,14 +897,18 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo "$NKEYS buckets filled with permitd's own call (one Acquire per key), used_memory"
     echo "before $mem0 B, after $mem1 B, ${R[mem.new_keys]} new keys: ${R[mem.per_key]} B per key"
     echo "(includes the key's share of the main and expires dictionaries). One key:"
-    echo "\`${PREFIX}{keys}:k:user-000001\` = 16 bytes (${R[mem.value]}), MEMORY USAGE ${R[mem.usage]} B."
+    echo "\`${PREFIX}{keys:user-000001}:k\` = 24 bytes (${R[mem.value]}), MEMORY USAGE ${R[mem.usage]} B."
     echo
     if [ -n "$cost_table" ]; then
-        echo "## Redis instructions per decision"
+        echo "## Redis instructions per decision and bytes per key, every algorithm"
         echo
         echo "Counted, not timed (tests/bench/redis-cost.sh: a Redis of its own under"
-        echo "valgrind's callgrind, 100,000 bucket states, the same calls every run; within"
-        echo "about 2% from run to run, whatever else the machine does):"
+        echo "valgrind's callgrind, 100,000 states a case (1,000 for the sliding log at"
+        echo "max 1,000), the same calls every run; within about 2% from run to run,"
+        echo "whatever else the machine does). Memory: used_memory's delta over the"
+        echo "case's fill ÷ its keys (Redis's key tables included), MEMORY USAGE of one;"
+        echo "a sliding log's grows with its limit (one entry a permit in the window):"
+        echo "measured on full keys at max_permits 10 and 1,000:"
         echo
         echo "$cost_table"
         echo
@@ -826,7 +932,7 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo "## Commands"
     echo
     echo "Policies, in MariaDB (\`permitd migrate up\`, then): \`INSERT INTO policies (name, max_permits, rate, ...) VALUES (NAME, M, R, ...)\`"
-    echo "with apps web and $APP, for hot (M 1000000000, R 1000000000), deny (10, 1), keys (1000000, 0.01); permitd's sync loads them into Redis."
+    echo "with apps web and $APP, for hot (M 1000000000, R 1000000000), deny (10, 1), keys (1000000, 0.01); with \`algorithm\`, \`window_ms\`, \`lease_ms\` (rate NULL): fixed (fixed_window, 1000000, 3600000), sliding (sliding_window, 1000000, 3600000), log (sliding_log, 1000, 3600000), conc (concurrency, 1000000, lease 3600000); permitd's sync loads them into Redis."
     echo "permitd: \`build/bench/server/permitd --listen 127.0.0.1:PORT --admin-listen 127.0.0.1:PORT --redis-url redis://127.0.0.1:PORT --redis-prefix $PREFIX --mysql-url mysql://permitd:permitd@127.0.0.1:PORT/permitd --threads $USED_THREADS --log-level warn\`."
     echo "Peer: \`PORT=... REDIS_PORT=... POLICY_PREFIX=$PREFIX WORKERS=1|2 node tests/bench/peer/server.js\`."
     echo
