@@ -1,7 +1,8 @@
 // app.js - the permitd admin UI's entry point (index.html loads it as an
 // ES module; no build step). The UI: login, policies table with live bucket
 // gauges, create/edit forms, delete, per-policy detail (live chart, bucket
-// inspector, history). Talks to permit.v1.PolicyService and
+// inspector, history), the apps and their API keys. Talks to
+// permit.v1.PolicyService, permit.v1.AppService and
 // permit.v1.AdminAuthService with Connect JSON (see proto/permit/v1/admin.proto).
 //
 // One module per page and per shared piece, all beside this file (the
@@ -28,13 +29,14 @@ import { enterApp, sessionExpired, showLogin, signOut } from "./view-login.js";
 import { detailView } from "./view-detail.js";
 import { editView } from "./view-edit.js";
 import { listView } from "./view-list.js";
+import { appsView } from "./view-apps.js";
 import { missingView } from "./view-missing.js";
 import { errorState, loadingState } from "./widgets.js";
 
 onSessionExpired(sessionExpired);
 ui.logout.addEventListener("click", signOut);
 ui.bannerClose.addEventListener("click", () => clearBanner());
-startRouter({ list: listView, detail: detailView, edit: editView, missing: missingView });
+startRouter({ list: listView, detail: detailView, edit: editView, apps: appsView, missing: missingView });
 
 // Asks who the session cookie belongs to: the page the address names, or
 // the sign-in page; if permitd does not answer, an error with Retry.

@@ -2,7 +2,8 @@
 // (#/policy/NAME/edit): the algorithm chosen first, then only the limits
 // that fit it (rate for the token bucket; window for the windows and the
 // log, calendar units for the fixed window; lease time-to-live for
-// concurrency) with a sentence saying what they mean; validation as the
+// concurrency) with a sentence saying what they mean; the apps picked
+// from the apps that exist (apppicker.js); validation as the
 // user types that mirrors the server's (format.js), server errors shown
 // next to their field, and the conflict panel when someone else saved the
 // policy first (version check).
@@ -13,6 +14,7 @@ import { describeError, toast } from "./notices.js";
 import { go, nav, policyHref, render } from "./router.js";
 import { POLICY, call, isEditor } from "./session.js";
 import { emptyState, errorState, icon, loadingState, pageHead } from "./widgets.js";
+import { makeAppPicker, validateApps } from "./apppicker.js";
 
 export function editView(main, { policy: name }) {
   const creating = name === null;
@@ -45,7 +47,6 @@ export function editView(main, { policy: name }) {
 
   // fields
   const nameIn = h("input", { name: "name", autocomplete: "off", spellcheck: "false", maxlength: "128", autocapitalize: "none" });
-  const appsIn = h("input", { name: "apps", autocomplete: "off", spellcheck: "false", autocapitalize: "none", placeholder: "checkout, billing   or   *" });
   const maxIn = h("input", { name: "max_permits", inputmode: "numeric", autocomplete: "off", placeholder: "e.g. 100" });
   const rateIn = h("input", { name: "rate", inputmode: "decimal", autocomplete: "off", placeholder: "e.g. 2" });
   const unitIn = h("select", { name: "rate_unit", id: "f-rate-unit", "aria-label": "Rate unit" },
@@ -70,6 +71,8 @@ export function editView(main, { policy: name }) {
     : ["apps", "max_permits", "rate", "window", "lease_ttl"]);
   const requiredMark = () => h("span", { class: "required-mark", "aria-hidden": "true" }, " *");
   const fields = {};
+  const picker = makeAppPicker({ signal: ac.signal, requiredMark });
+  fields.apps = { wrap: picker.wrap, err: picker.err, control: picker.control };
   function field(key, id, label, control, hint, extra) {
     const err = h("p", { class: "field-error", id: `${id}-error`, hidden: true });
     const hintEl = hint ? h("p", { class: "hint", id: `${id}-hint` }, hint) : null;
@@ -154,7 +157,7 @@ export function editView(main, { policy: name }) {
     field("name", "f-name", "Name", nameIn, creating
       ? "Applications name the policy in Acquire's bucket field. Letters, digits, '.', '_' and '-'; starts with a letter or digit; up to 128 characters."
       : "Names cannot be changed."),
-    field("apps", "f-apps", "Apps", appsIn, "Applications allowed to use this policy, separated by commas or spaces. * allows any application."),
+    picker.wrap,
     algWrap,
     h("div", { class: "field-row" },
       field("max_permits", "f-max", "Max permits (burst)", maxIn, "Bucket capacity: the most permits available at once."),
@@ -271,7 +274,7 @@ export function editView(main, { policy: name }) {
 
   const validators = {
     name: () => (creating ? fmt.validateName(nameIn.value) : ""),
-    apps: () => fmt.parseApps(appsIn.value).error,
+    apps: () => validateApps(picker.value()),
     algorithm: () => "",
     max_permits: () => {
       const e = fmt.parseMaxPermits(maxIn.value).error;
@@ -291,6 +294,7 @@ export function editView(main, { policy: name }) {
     window: () => `${windowIn.value} ${windowUnit.value}`,
     lease_ttl: () => `${leaseIn.value} ${leaseUnit.value}`,
     algorithm: algorithm,
+    apps: () => picker.value().join(","),
   }[key]?.() ?? fields[key].control.value);
   function validate(key) {
     const msg = validators[key]?.() || "";
@@ -301,7 +305,11 @@ export function editView(main, { policy: name }) {
     return !msg;
   }
   const touched = new Set();
-  for (const [key, el] of [["name", nameIn], ["apps", appsIn], ["max_permits", maxIn], ["rate", rateIn], ["description", descIn],
+  picker.onChange(() => {
+    touched.add("apps");
+    validate("apps");
+  });
+  for (const [key, el] of [["name", nameIn], ["max_permits", maxIn], ["rate", rateIn], ["description", descIn],
     ["window", windowIn], ["lease_ttl", leaseIn]]) {
     el.addEventListener("blur", () => {
       if (el.value !== "" || touched.has(key)) {
@@ -347,7 +355,7 @@ export function editView(main, { policy: name }) {
     loaded = p;
     rateTouched = false;
     nameIn.value = p.name || "";
-    appsIn.value = (p.apps || []).join(", ");
+    picker.set(p.apps || []);
     maxIn.value = p.maxPermits !== undefined ? String(p.maxPermits) : "";
     const r = fmt.rateForEditing(p.rate);
     rateIn.value = r.value;
@@ -409,7 +417,7 @@ export function editView(main, { policy: name }) {
       fill(latest);
       conflict.hidden = true;
       toast(`Loaded version ${latest.version} of ${name}.`);
-      appsIn.focus();
+      picker.control.focus();
     });
     conflict.scrollIntoView({ block: "nearest" });
     (gone ? conflict.querySelector("a") : reload).focus();
@@ -438,7 +446,7 @@ export function editView(main, { policy: name }) {
     const alg = algIns.some((x) => x.checked) ? algorithm() : fmt.algorithmOf(loaded);
     const policy = {
       name: nameIn.value,
-      apps: fmt.parseApps(appsIn.value).apps,
+      apps: picker.value(),
       maxPermits: fmt.parseMaxPermits(maxIn.value).value,
       description: descIn.value,
       enabled: enabledIn.checked,
@@ -510,7 +518,7 @@ export function editView(main, { policy: name }) {
         if (ac.signal.aborted) return;
         fill(r.policy || {});
         box.replaceWith(form);
-        if (document.activeElement === document.body || document.activeElement === heading) appsIn.focus();
+        if (document.activeElement === document.body || document.activeElement === heading) picker.control.focus();
       } catch (err) {
         if (isAbort(err) || err.code === "unauthenticated") return;
         replace(box, err.code === "not_found"

@@ -98,13 +98,14 @@ function permitdCli(args, input) {
 }
 
 let server = null; // { child, apiPort, adminPort, output, exit, args }
+let keyed = null;  // a second permitd on the same MySQL and Redis prefix, with --app-auth keys
 let failed = false;
 const pageErrors = [];
 let currentPage = null; // screenshotted when a step fails
 
-function serverOutput() {
-  if (!server) return "(permitd not started)";
-  const text = server.output.join("");
+function serverOutput(srv = server) {
+  if (!srv) return "(permitd not started)";
+  const text = srv.output.join("");
   const tail = text.length > 65536 ? "…" + text.slice(-65536) : text;
   return tail || "(no output)";
 }
@@ -124,13 +125,13 @@ function step(name, fn, timeout = 90_000) {
   });
 }
 
-async function waitHealthy(url, what) {
+async function waitHealthy(srv, url, what) {
   const deadline = Date.now() + 15_000;
   let last = "no attempt";
   while (Date.now() < deadline) {
-    if (server.exited) {
-      throw new Error(`permitd exited before ${what} was healthy (${JSON.stringify(server.exited)})\n` +
-        `command: ${PERMITD_BIN} ${server.args.join(" ")}\n--- permitd output ---\n${serverOutput()}`);
+    if (srv.exited) {
+      throw new Error(`permitd exited before ${what} was healthy (${JSON.stringify(srv.exited)})\n` +
+        `command: ${PERMITD_BIN} ${srv.args.join(" ")}\n--- permitd output ---\n${serverOutput(srv)}`);
     }
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
@@ -143,35 +144,39 @@ async function waitHealthy(url, what) {
     await sleep(100);
   }
   throw new Error(`permitd's ${what} did not answer 200 on ${url} within 15 s (last: ${last})\n` +
-    `command: ${PERMITD_BIN} ${server.args.join(" ")}\n--- permitd output ---\n${serverOutput()}`);
+    `command: ${PERMITD_BIN} ${srv.args.join(" ")}\n--- permitd output ---\n${serverOutput(srv)}`);
 }
 
-async function startPermitd() {
+// appAuth "off": the UI is the subject of most steps, and their Acquires
+// carry no key (the API's keys are tested in test_apps.py); "keys": the
+// second instance that the steps of the Apps page acquire from with the
+// keys they issue in the UI.
+async function startPermitd(appAuth = "off") {
   const apiPort = await freePort();
   const adminPort = await freePort();
   const args = ["--listen", `127.0.0.1:${apiPort}`, "--admin-listen", `127.0.0.1:${adminPort}`,
     "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--mysql-url", MYSQL_URL, "--sync-interval-ms", "500",
-    // the UI is the subject; the API's app keys are tested in test_apps.py (issue 21)
-    "--app-auth", "off"];
+    "--app-auth", appAuth];
   const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   const output = [];
   child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
   child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
-  server = { child, apiPort, adminPort, output, args, exited: null };
-  server.exit = new Promise((resolve) => {
-    child.on("exit", (code, signal) => resolve((server.exited = { code, signal })));
+  const srv = { child, apiPort, adminPort, output, args, exited: null };
+  srv.exit = new Promise((resolve) => {
+    child.on("exit", (code, signal) => resolve((srv.exited = { code, signal })));
     child.on("error", (err) => {
       output.push(`spawn error: ${err.message}\n`);
-      resolve((server.exited = { code: null, signal: null, error: err.message }));
+      resolve((srv.exited = { code: null, signal: null, error: err.message }));
     });
   });
-  await waitHealthy(`http://127.0.0.1:${apiPort}/healthz`, "API listener");
-  await waitHealthy(`http://127.0.0.1:${adminPort}/healthz`, "admin listener");
+  await waitHealthy(srv, `http://127.0.0.1:${apiPort}/healthz`, "API listener");
+  await waitHealthy(srv, `http://127.0.0.1:${adminPort}/healthz`, "admin listener");
+  return srv;
 }
 
-async function stopPermitd() {
-  if (!server) return;
-  const { child, exit } = server;
+async function stopPermitd(srv) {
+  if (!srv) return;
+  const { child, exit } = srv;
   if (child.exitCode === null && child.signalCode === null) {
     child.kill("SIGTERM");
     const res = await Promise.race([exit, sleep(5000, null, { ref: false })]);
@@ -335,9 +340,15 @@ async function gaugeValue(page, name) {
   return Number(await gaugeOf(page, name).getAttribute("aria-valuenow"));
 }
 
+// The apps picker's checkbox of app (issue 21: apps are picked from the
+// apps that exist, never typed).
+const appBox = (page, app) => page.locator(`#f-apps-list input[type=checkbox][value="${app}"]`);
+
 async function fillPolicyForm(page, { name, apps, max, rate, unit, description }) {
   if (name !== undefined) await page.locator("#f-name").fill(name);
-  if (apps !== undefined) await page.locator("#f-apps").fill(apps);
+  if (apps !== undefined) {
+    for (const a of [apps].flat()) await appBox(page, a).check();
+  }
   if (max !== undefined) await page.locator("#f-max").fill(String(max));
   if (rate !== undefined) await page.locator("#f-rate").fill(String(rate));
   if (unit !== undefined) await page.locator("#f-rate-unit").selectOption(unit);
@@ -358,7 +369,7 @@ describe("admin web UI in headless Chromium", () => {
     permitdCli(["migrate", "up"]);
     permitdCli(["admin", "add-user", EDITOR.name, "--role", "editor"], `${EDITOR.password}\n`);
     permitdCli(["admin", "add-user", VIEWER.name, "--role", "viewer"], `${VIEWER.password}\n`);
-    await startPermitd();
+    server = await startPermitd("off");
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     editorCtx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     editorCtx.setDefaultTimeout(15_000);
@@ -372,7 +383,8 @@ describe("admin web UI in headless Chromium", () => {
 
   after(async () => {
     await browser?.close().catch(() => {});
-    await stopPermitd();
+    await stopPermitd(keyed);
+    await stopPermitd(server);
     try {
       mariadb(`DROP DATABASE IF EXISTS ${DB}`);
     } catch (err) {
@@ -381,6 +393,7 @@ describe("admin web UI in headless Chromium", () => {
     console.log(`screenshots: ${SHOTS}`);
     if (failed) {
       console.error(`--- permitd output (${PERMITD_BIN} ${server?.args.join(" ")}) ---\n${serverOutput()}`);
+      if (keyed) console.error(`--- the keyed permitd's output (${PERMITD_BIN} ${keyed.args.join(" ")}) ---\n${serverOutput(keyed)}`);
     }
   });
 
@@ -478,7 +491,8 @@ describe("admin web UI in headless Chromium", () => {
     await page.getByRole("link", { name: "New policy" }).click();
     await page.locator("#f-name").waitFor();
     // Required fields say so to assistive technology and on screen.
-    for (const id of ["f-name", "f-apps", "f-max", "f-rate"]) {
+    assert.equal(await page.locator("#f-apps legend .required-mark").isVisible(), true, "the Apps legend shows a required marker");
+    for (const id of ["f-name", "f-max", "f-rate"]) {
       const input = page.locator(`#${id}`);
       assert.equal(await input.getAttribute("required"), "", `#${id} is required`);
       assert.equal(await input.getAttribute("aria-required"), "true", `#${id} has aria-required`);
@@ -488,7 +502,10 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(await page.locator("#f-desc").getAttribute("required"), null, "the description is optional");
     assert.equal(await page.locator("label[for=f-desc] .required-mark").count(), 0);
     assert.ok(await page.locator(".policy-form .required-note").isVisible(), "the form says what the marker means");
-    await fillPolicyForm(page, { name: "bad name!", apps: "web, b@d", max: "0", rate: "0" });
+    // No app ticked: there is none yet but "*", and apps cannot be typed.
+    await page.locator("#f-apps-list input[value='*']").waitFor();
+    assert.equal(await page.locator("input[name=apps], textarea[name=apps]").count(), 0, "no free-text apps field");
+    await fillPolicyForm(page, { name: "bad name!", max: "0", rate: "0" });
     await page.locator("#save-policy").click();
     for (const id of ["#f-name-error", "#f-apps-error", "#f-max-error", "#f-rate-error"]) {
       await page.locator(id).waitFor();
@@ -499,7 +516,22 @@ describe("admin web UI in headless Chromium", () => {
     await checkA11y(page, "new policy with errors");
     assert.deepEqual(writes, [], "an invalid form sends nothing");
 
-    await fillPolicyForm(page, { name: POLICY, apps: APP, max: 10, rate: 2, unit: "min", description: "Created by the UI test" });
+    // The app does not exist yet: it is created on the spot, from the
+    // picker, with the name typed in its search box, and comes back ticked.
+    await page.locator("#f-apps-search").fill(APP);
+    await page.getByRole("button", { name: "New app" }).click();
+    const appDlg = page.getByRole("dialog", { name: "New app" });
+    await appDlg.waitFor();
+    assert.equal((await focused(page)).id, "app-name", "the new app dialog opens on its name");
+    assert.equal(await page.locator("#app-name").inputValue(), APP, "the name typed in the search box");
+    await checkA11y(page, "new app dialog from the policy form");
+    await page.locator("#app-desc").fill("the UI test's app");
+    await page.keyboard.press("Enter");
+    await appDlg.waitFor({ state: "detached" });
+    assert.equal(await appBox(page, APP).isChecked(), true, "the app created on the spot is ticked");
+    assert.equal((await focused(page)).id, await appBox(page, APP).getAttribute("id"), "focus is on its checkbox");
+    assert.equal(await page.locator("#f-apps-error").isVisible(), false, "ticking an app clears the error");
+    await fillPolicyForm(page, { name: POLICY, max: 10, rate: 2, unit: "min", description: "Created by the UI test" });
     await page.locator("#f-name").blur();
     assert.equal(await page.locator("#f-name-error").isVisible(), false, "fixing the name clears its error");
     assert.match(await page.locator("#f-rate-preview").textContent(), /0\.033333333333 permits per second/);
@@ -819,9 +851,8 @@ describe("admin web UI in headless Chromium", () => {
       // Edit and save.
       await tabTo(kp, (x) => x.label === `Edit ${KEYS}`, `the Edit link of ${KEYS}`);
       await kp.keyboard.press("Enter");
-      await kp.waitForFunction(() => document.activeElement?.id === "f-apps");
-      await kp.keyboard.press("Tab");
-      assert.equal((await focused(kp)).id, "f-alg-token_bucket", "Tab goes from Apps to the algorithm chosen");
+      await kp.waitForFunction(() => document.activeElement?.id === "f-apps-search");
+      await tabTo(kp, (x) => x.id === "f-alg-token_bucket", "the algorithm chosen, after the apps", 12);
       await kp.keyboard.press("Tab");
       assert.equal((await focused(kp)).id, "f-max", "Tab goes from the algorithms (one stop) to Max permits");
       await kp.keyboard.press("Control+A");
@@ -1201,7 +1232,7 @@ describe("admin web UI in headless Chromium", () => {
 
       // The edit form comes back with the algorithm and its limits.
       await page.goto(`${adminBase()}/#/policy/ui-month/edit`);
-      await page.locator("#f-apps").waitFor();
+      await page.locator("#f-apps-search").waitFor();
       assert.equal(await page.locator("#f-alg-fixed_window").isChecked(), true);
       assert.equal(await page.locator("#f-window-unit").inputValue(), "month");
       assert.equal(await page.locator("#f-rate").isVisible(), false);
@@ -1376,6 +1407,245 @@ describe("admin web UI in headless Chromium", () => {
     await row(page, "aaa-bulk-00001").waitFor({ timeout: 30_000 });
     mariadb(`DELETE FROM \`${DB}\`.policies WHERE name LIKE 'aaa-bulk-%'`);
   }, 180_000);
+
+  // ---- apps and their API keys (issue 21). The main permitd runs with
+  // --app-auth off; these steps start a second one on the same MySQL and
+  // Redis prefix with --app-auth keys and acquire from it with the keys
+  // issued in the UI (it learns of a key, a revoke, a disable from the
+  // change notice, or within one 500 ms sync pass).
+
+  const KEY_APP = "ui-keyed-app";
+  const KEY_POLICY = "ui-keyed";
+  let issuedPrefix = "";
+
+  // Acquire from the keyed permitd with key (or none): the HTTP status and body.
+  async function keyedAcquire(key) {
+    const res = await fetch(`http://127.0.0.1:${keyed.apiPort}/permit.v1.RateLimitService/Acquire`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", ...(key ? { Authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify({ bucket: KEY_POLICY }),
+    });
+    return { status: res.status, json: await res.json().catch(() => null) };
+  }
+  // Until the keyed permitd answers want (it reloads keys on a notice, or
+  // every 500 ms): the last answer.
+  async function keyedAcquireUntil(key, want, what) {
+    const deadline = Date.now() + 5000;
+    let r;
+    do {
+      r = await keyedAcquire(key);
+      if (r.status === want) return r;
+      await sleep(100);
+    } while (Date.now() < deadline);
+    assert.fail(`${what}: Acquire with the key answered ${r.status} ${JSON.stringify(r.json)}, not ${want}, within 5 s`);
+  }
+  const appCard = (p, name) => p.locator(`section[data-app="${name}"]`);
+  // Until the last toast has faded out: axe would weigh the contrast of a
+  // toast caught half-transparent, which is no state of the page.
+  async function toastGone(p) {
+    await p.waitForFunction(() => !document.querySelector("#toast")?.classList.contains("show"), null, { timeout: 6000 });
+    await sleep(400);
+  }
+
+  step("the Apps page: create an app, issue a key shown once with a copy button, and the key acquires", async () => {
+    keyed = await startPermitd("keys");
+    await page.goto(`${adminBase()}/#/`);
+    await page.getByRole("link", { name: "Apps", exact: true }).click();
+    await page.getByRole("heading", { name: "Apps", level: 1 }).waitFor();
+    assert.equal(await page.getByRole("link", { name: "Apps", exact: true }).getAttribute("aria-current"), "page");
+    await appCard(page, APP).waitFor();
+    assert.match(await appCard(page, APP).innerText(), new RegExp(`Policies:\\s+${XSS_POLICY}`), "the policies that list the app");
+    assert.equal(await appCard(page, "*").count(), 0, "* is no app card");
+
+    // Create an app.
+    await page.getByRole("button", { name: "New app" }).click();
+    await page.getByRole("dialog", { name: "New app" }).waitFor();
+    await page.locator("#app-name").fill("bad name!");
+    await page.locator("#app-create").click();
+    await page.locator("#app-name-error").waitFor();
+    assert.match(await page.locator("#app-name-error").textContent(), /letters, digits/);
+    assert.equal((await focused(page)).id, "app-name");
+    await page.locator("#app-name").fill(KEY_APP);
+    await page.locator("#app-desc").fill("issues keys in the UI test");
+    await page.locator("#app-create").click();
+    await appCard(page, KEY_APP).waitFor();
+    await page.waitForFunction((n) => document.activeElement?.closest("section[data-app]")?.dataset.app === n
+      && document.activeElement.tagName === "H2", KEY_APP);
+    assert.match(await appCard(page, KEY_APP).innerText(), /No keys yet/);
+    const made = await pageRpc(page, "PolicyService/CreatePolicy", {
+      policy: { name: KEY_POLICY, apps: [KEY_APP], maxPermits: "100", rate: "10", failureMode: "open", enabled: true },
+    });
+    assert.equal(made.status, 200, JSON.stringify(made));
+    assert.equal((await keyedAcquire(null)).status, 401, "without a key the keyed permitd answers 401");
+
+    // Issue a key, by keyboard from the app's button.
+    await editorCtx.grantPermissions(["clipboard-read", "clipboard-write"], { origin: adminBase() });
+    await page.goto(`${adminBase()}/#/apps`);
+    await appCard(page, KEY_APP).waitFor();
+    await appCard(page, KEY_APP).getByRole("button", { name: `Issue key for ${KEY_APP}` }).focus();
+    await page.keyboard.press("Enter");
+    const dlg = page.getByRole("dialog");
+    await dlg.waitFor();
+    assert.equal((await focused(page)).id, "key-expiry", "the dialog opens on the expiry");
+    await checkA11y(page, "issue key dialog");
+    await page.locator("#key-expiry").selectOption({ label: "30 days" });
+    const answered = page.waitForResponse((r) => r.url().endsWith("/permit.v1.AppService/IssueKey"));
+    await page.locator("#key-issue").click();
+    const issued = await (await answered).json();
+    const key = issued.key;
+    issuedPrefix = issued.info.prefix;
+    assert.match(key, /^pk_[0-9a-f]{16}_/, `IssueKey answered a key: ${JSON.stringify(issued.info)}`);
+    assert.ok(key.startsWith(`${issuedPrefix}_`));
+    const days = (Date.parse(issued.info.expiresAt) - Date.now()) / 86400e3;
+    assert.ok(days > 29.9 && days < 30.1, `the key expires in 30 days: ${issued.info.expiresAt}`);
+
+    // Shown once: the whole key in a read-only field that has focus, the
+    // warning that it cannot be shown again, a copy button that copies it.
+    await page.locator("#issued-key").waitFor();
+    assert.equal(await page.locator("#issued-key").inputValue(), key);
+    assert.equal(await page.locator("#issued-key").getAttribute("readonly"), "");
+    assert.equal((await focused(page)).id, "issued-key", "focus is on the key");
+    assert.match(await page.locator("#key-warning").innerText(), /cannot be shown again/);
+    await shot(page, "17-key-issued");
+    await checkA11y(page, "key issued, shown once");
+    await page.getByRole("button", { name: "Copy key" }).click();
+    await page.locator("#key-copied").filter({ hasText: "Copied" }).waitFor();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), key, "the copy button copied the whole key");
+    await page.keyboard.press("Escape");
+    await dlg.waitFor({ state: "detached" });
+    await page.waitForFunction(() => document.activeElement?.classList.contains("issue-key"));
+    assert.equal((await focused(page)).label, `Issue key for ${KEY_APP}`, "focus goes back to the Issue key button");
+
+    // After closing it is nowhere: not in the page, not in the list, not
+    // after a reload; the prefix is.
+    const row = appCard(page, KEY_APP).locator(`tr[data-key="${issuedPrefix}"]`);
+    await row.waitFor();
+    assert.match(await row.innerText(), /Active/);
+    assert.match(await row.innerText(), /not seen/);
+    const secret = key.slice(issuedPrefix.length + 1);
+    for (const when of ["after closing", "after a reload"]) {
+      const html = await page.content();
+      assert.ok(html.includes(issuedPrefix), `the prefix is listed ${when}`);
+      assert.ok(!html.includes(secret), `the secret is not in the page ${when}`);
+      assert.equal(await page.locator("#toast").evaluate((t, x) => t.textContent.includes(x), secret), false);
+      if (when === "after closing") {
+        await page.reload();
+        await appCard(page, KEY_APP).locator(`tr[data-key="${issuedPrefix}"]`).waitFor();
+      }
+    }
+    const list = await pageRpc(page, "AppService/ListApps", {});
+    assert.ok(!JSON.stringify(list.json).includes(secret), "ListApps carries no secret");
+    await shot(page, "18-apps");
+    await checkA11y(page, "apps with a key");
+
+    // The key works: an Acquire with Authorization: Bearer on the keyed permitd.
+    const ok = await keyedAcquireUntil(key, 200, "the issued key");
+    assert.equal(ok.json.allowed, true, JSON.stringify(ok.json));
+
+    // Disable the app (after a confirmation): its key answers 401; enable: 200.
+    await appCard(page, KEY_APP).getByRole("button", { name: `Disable ${KEY_APP}` }).click();
+    const dis = page.getByRole("dialog", { name: `Disable ${KEY_APP}?` });
+    await dis.waitFor();
+    assert.equal((await focused(page)).id, "disable-cancel");
+    await dis.getByRole("button", { name: "Disable app" }).click();
+    await dis.waitFor({ state: "detached" });
+    await appCard(page, KEY_APP).getByRole("button", { name: `Enable ${KEY_APP}` }).waitFor();
+    assert.match(await appCard(page, KEY_APP).innerText(), /Disabled/);
+    await keyedAcquireUntil(key, 401, "the key of a disabled app");
+    await appCard(page, KEY_APP).getByRole("button", { name: `Enable ${KEY_APP}` }).click();
+    await appCard(page, KEY_APP).getByRole("button", { name: `Disable ${KEY_APP}` }).waitFor();
+    await keyedAcquireUntil(key, 200, "the key of the app enabled again");
+
+    // Revoke it, after a confirmation that names the prefix: then 401.
+    await appCard(page, KEY_APP).getByRole("button", { name: `Revoke key ${issuedPrefix}` }).click();
+    const rev = page.getByRole("dialog");
+    await rev.waitFor();
+    assert.equal(await page.locator("#revoke-title").textContent(), `Revoke key ${issuedPrefix}?`);
+    assert.match(await rev.innerText(), new RegExp(`Key ${issuedPrefix} of ${KEY_APP} stops working`));
+    assert.equal((await focused(page)).id, "revoke-cancel", "the dialog opens on Cancel");
+    await shot(page, "19-revoke-confirm");
+    await checkA11y(page, "revoke key dialog");
+    await page.keyboard.press("Tab");
+    assert.equal((await focused(page)).id, "revoke-confirm");
+    await page.keyboard.press("Enter");
+    await rev.waitFor({ state: "detached" });
+    await appCard(page, KEY_APP).locator(`tr[data-key="${issuedPrefix}"]`).filter({ hasText: "Revoked" }).waitFor();
+    assert.equal(await appCard(page, KEY_APP).getByRole("button", { name: `Revoke key ${issuedPrefix}` }).count(), 0,
+      "a revoked key has no Revoke button");
+    await focusLeavesBody(page, "revoking a key");
+    const gone = await keyedAcquireUntil(key, 401, "the revoked key");
+    assert.equal(gone.json.code, "unauthenticated", JSON.stringify(gone.json));
+    await checkA11y(page, "apps with a revoked key");
+  });
+
+  step("the policy form picks apps from the list: searchable, * for any app", async () => {
+    await toastGone(page);
+    await page.goto(`${adminBase()}/#/new`);
+    await appBox(page, KEY_APP).waitFor();
+    const search = page.getByLabel("Find an app");
+    await search.fill("keyed");
+    await page.waitForFunction(() => /^1 of \d+ apps shown for “keyed”\.$/.test(document.querySelector("#f-apps-status")?.textContent || ""));
+    assert.equal(await appBox(page, KEY_APP).isVisible(), true);
+    assert.equal(await appBox(page, APP).isVisible(), false, "the search hides the apps that do not match");
+    await search.press("Enter"); // ticks the one app left, does not submit
+    assert.equal(await appBox(page, KEY_APP).isChecked(), true);
+    assert.equal(new URL(page.url()).hash, "#/new", "Enter in the search did not submit the form");
+    await search.fill("");
+    await appBox(page, "*").check();
+    assert.match(await page.locator("#f-apps-picked").textContent(), new RegExp(`Picked: \\* \\(any app\\), ${KEY_APP}\\.`));
+    await checkA11y(page, "new policy, apps picked");
+    await fillPolicyForm(page, { name: "ui-picked", max: 3, rate: 1, unit: "s" });
+    const sent = page.waitForRequest((r) => r.url().endsWith("/permit.v1.PolicyService/CreatePolicy"));
+    await page.locator("#save-policy").click();
+    assert.deepEqual(JSON.parse((await sent).postData()).policy.apps, ["*", KEY_APP]);
+    await row(page, "ui-picked").waitFor();
+    // The edit form comes back with them ticked.
+    await page.goto(`${adminBase()}/#/policy/ui-picked/edit`);
+    await page.waitForFunction(() => document.querySelector("#f-max")?.value === "3");
+    assert.equal(await appBox(page, KEY_APP).isChecked(), true);
+    assert.equal(await appBox(page, "*").isChecked(), true);
+    assert.equal(await appBox(page, APP).isChecked(), false);
+    const p = await pageRpc(page, "PolicyService/GetPolicy", { name: "ui-picked" });
+    await pageRpc(page, "PolicyService/DeletePolicy", { name: "ui-picked", version: p.json.policy.version });
+  });
+
+  step("a viewer sees apps and key prefixes, no issue or revoke control, and the server refuses its writes", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    ctx.setDefaultTimeout(15_000);
+    try {
+      const vp = watch(await ctx.newPage(), "bob (apps)");
+      await login(vp, VIEWER);
+      await vp.getByRole("link", { name: "Apps", exact: true }).click();
+      await appCard(vp, KEY_APP).locator(`tr[data-key="${issuedPrefix}"]`).waitFor();
+      assert.match(await appCard(vp, KEY_APP).innerText(), new RegExp(issuedPrefix));
+      for (const name of [/^New app/, /^Issue/, /^Revoke/, /^Disable/, /^Enable/]) {
+        assert.equal(await vp.getByRole("button", { name }).count(), 0, `no ${name} button for a viewer`);
+      }
+      await shot(vp, "20-viewer-apps");
+      await checkA11y(vp, "viewer, apps");
+      for (const [m, body] of [["CreateApp", { name: "ui-viewer-app" }], ["IssueKey", { app: KEY_APP }],
+        ["RevokeKey", { prefix: issuedPrefix }], ["UpdateApp", { name: KEY_APP, state: "APP_STATE_DISABLED" }]]) {
+        const r = await pageRpc(vp, `AppService/${m}`, body);
+        assert.equal(r.status, 403, `${m} by a viewer: ${JSON.stringify(r)}`);
+        assert.equal(r.json.code, "permission_denied");
+      }
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  step("the Apps page fits a phone-width window, its link in the top bar", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${adminBase()}/#/`);
+    await row(page, XSS_POLICY).waitFor();
+    await page.getByRole("link", { name: "Apps", exact: true }).click();
+    await appCard(page, KEY_APP).waitFor();
+    await toastGone(page);
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), "no horizontal scrolling at 390 px");
+    await shot(page, "21-phone-apps");
+    await checkA11y(page, "apps at 390 px");
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
 
   step("log out ends the session, and a second tab falls back to the login page", async () => {
     await page.goto(`${adminBase()}/#/`);
