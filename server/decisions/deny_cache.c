@@ -18,8 +18,8 @@
 #include "decisions/deny_cache.h"
 #include "stores/policy.h"
 
-/* The longest wait trusted as a number of microseconds (2^53 ms would
- * overflow int64_t once multiplied): the script's FOREVER fits well below. */
+/* The longest wait kept, in ms (2^53 ms would overflow int64_t once
+ * multiplied into microseconds); longer ones are left to Redis. */
 #define MAX_MS ((int64_t)9000000000000LL)
 
 struct entry {
@@ -202,14 +202,15 @@ int deny_cache_put(struct deny_cache *c, const char *bucket, const char *key, ui
 {
     char name[POLICY_NAME_MAX + 1 + POLICY_KEY_MAX + 1];
     size_t len = name_of(name, bucket, key), at;
-    int64_t retry = a->retry_after_ms > MAX_MS ? MAX_MS : a->retry_after_ms;
-    int64_t reset = a->reset_after_ms > MAX_MS ? MAX_MS : a->reset_after_ms;
+    int64_t retry = a->retry_after_ms, reset = a->reset_after_ms;
     int64_t wait;
     uint64_t h;
     struct entry *e;
     int found, evicted = 0;
 
-    if (len == 0 || retry < 2 || reset < 0)
+    /* A wait past MAX_MS (centuries) is not kept: the cache would have to
+     * answer it cut short, and retry_after_ms is never rounded down. */
+    if (len == 0 || retry < 2 || reset < 0 || retry > MAX_MS || reset > MAX_MS)
         return 0;
     /* Sure to be denied: the smallest wait in microseconds is more than
      * (retry - 1) ms (rounded up to retry); less 0.1% and 1 us for the
