@@ -181,28 +181,11 @@ local floor, ceil = math.floor, math.ceil
 local pack, unpack_state = struct.pack, struct.unpack
 local STATE = '<ddd'
 local STALE = -17
-local ANSWER = '<dddddddddd'  -- one item's 10 numbers; then its lease (NOLEASE)
-local NOLEASE = string.rep('\0', 32)
+-- One item's RECORD: 10 numbers, then its lease id, which a token bucket
+-- never has (NOLEASE: a constant of the chunk, not built per call).
+local ANSWER = '<ddddddddddc32'
+local NOLEASE = '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'
 local REPLAYED = 1            -- flags bit: an earlier take's answer
-
--- The record key of item i's request id, or false when it has none or the
--- mode keeps none (see the top).
-local function record_key(i, key)
-  local rid = ARGV[base + 4 * (i - 1) + 2]
-  if (mode ~= 'take' and mode ~= 'all') or not rid or rid == '' then
-    return false
-  end
-  return key .. '\31r' .. rid
-end
-
--- A kept RECORD answered again: flags |= REPLAYED.
-local function replay(rec)
-  local flags = unpack_state('<d', rec, 73)
-  if flags % 2 == 0 then
-    flags = flags + REPLAYED
-  end
-  return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
-end
 
 local clock = redis.call('TIME')
 local now = clock[1] * 1000000 + clock[2]
@@ -331,15 +314,21 @@ end
 if n == 1 and (mode == 'take' or mode == 'peek') then
   local ver, max, rate, rates = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
   local want = tonumber(ARGV[base + 1])
-  local rkey = record_key(1, KEYS[1])
+  -- record_key() and replay() below, in line (see above)
+  local rid = ARGV[base + 2]
+  local rkey = mode == 'take' and rid and rid ~= '' and KEYS[1] .. '\31r' .. rid
   if rkey then
     local rec = redis.call('GET', rkey)
     if rec then
-      return replay(rec)
+      local flags = unpack_state('<d', rec, 73)
+      if flags % 2 == 0 then
+        flags = flags + REPLAYED
+      end
+      return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
     end
   end
   if want > max then
-    return pack(ANSWER, -11, 0, 0, max, 0, 0, 0, 0, 0, 0) .. NOLEASE
+    return pack(ANSWER, -11, 0, 0, max, 0, 0, 0, 0, 0, 0, NOLEASE)
   end
   local s = redis.call('GET', KEYS[1])
   local stored, since, skewed
@@ -347,16 +336,16 @@ if n == 1 and (mode == 'take' or mode == 'peek') then
     local written
     stored, since, written = state(s)
     if not stored then
-      return pack(ANSWER, -15, 0, since, max, 0, 0, 0, 0, 0, 0) .. NOLEASE
+      return pack(ANSWER, -15, 0, since, max, 0, 0, 0, 0, 0, 0, NOLEASE)
     elseif written > ver then
-      return pack(ANSWER, STALE, 0, written, max, 0, 0, 0, 0, 0, 0) .. NOLEASE
+      return pack(ANSWER, STALE, 0, written, max, 0, 0, 0, 0, 0, 0, NOLEASE)
     end
     if rates ~= '' and stored < max then  -- idle across rate edits: see the top
       local top = newest(rates)
       if not top or since < top then
         stored, since = fold(stored, since, max, rates)
         if not stored then
-          return pack(ANSWER, -13, 0, 0, 0, 0, 0, 0, 0, 0, 0) .. NOLEASE
+          return pack(ANSWER, -13, 0, 0, 0, 0, 0, 0, 0, 0, 0, NOLEASE)
         end
       end
     end
@@ -392,8 +381,7 @@ if n == 1 and (mode == 'take' or mode == 'peek') then
   if m > 9007199254740992 then
     m = 9007199254740992
   end
-  local rec = pack(ANSWER, 0, retry == 0 and 1 or 0, floor(tokens), max, retry, ttl, w, m, 0, 0)
-              .. NOLEASE
+  local rec = pack(ANSWER, 0, retry == 0 and 1 or 0, floor(tokens), max, retry, ttl, w, m, 0, 0, NOLEASE)
   if rkey then
     redis.call('SET', rkey, rec, 'PX', ridttl)
   end
@@ -401,6 +389,26 @@ if n == 1 and (mode == 'take' or mode == 'peek') then
 end
 
 -- The many-item path's helpers.
+
+-- The record key of item i's request id, or false when it has none or the
+-- mode keeps none (see the top).
+local function record_key(i, key)
+  local rid = ARGV[base + 4 * (i - 1) + 2]
+  if (mode ~= 'take' and mode ~= 'all') or not rid or rid == '' then
+    return false
+  end
+  return key .. '\31r' .. rid
+end
+
+-- A kept RECORD answered again: flags |= REPLAYED.
+local function replay(rec)
+  local flags = unpack_state('<d', rec, 73)
+  if flags % 2 == 0 then
+    flags = flags + REPLAYED
+  end
+  return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
+end
+
 
 -- A state (stored, since) of a policy whose rate history is `rates` (false:
 -- none), brought to its newest edit when it predates it (fold()); nil when
@@ -520,10 +528,23 @@ else
   end
 end
 -- The items' request-id records, read with the states (before any write).
+-- Most calls carry none: then no item is looked up (a request id costs
+-- only the calls that carry one; an item without reads nil: none).
 local rkeys, replayed = {}, {}
-for i = 1, n do
-  rkeys[i] = record_key(i, keys[i])
-  replayed[i] = rkeys[i] and redis.call('GET', rkeys[i])
+local any = false
+if mode ~= 'peek' then
+  for i = 1, n do
+    if ARGV[base + 4 * (i - 1) + 2] ~= '' then
+      any = true
+      break
+    end
+  end
+end
+if any then
+  for i = 1, n do
+    rkeys[i] = record_key(i, keys[i])
+    replayed[i] = rkeys[i] and redis.call('GET', rkeys[i])
+  end
 end
 
 local function policy(j)
@@ -612,8 +633,7 @@ for i = 1, n do
   if replayed[i] then
     rkeys[i] = false
   elseif status then
-    out[i] = pack(ANSWER, status, 0, b and (b.foreign or b.stale) or 0, p.max, 0, 0, 0, 0, 0, 0)
-             .. NOLEASE
+    out[i] = pack(ANSWER, status, 0, b and (b.foreign or b.stale) or 0, p.max, 0, 0, 0, 0, 0, 0, NOLEASE)
     rkeys[i] = false
     refused = true
   else
@@ -634,7 +654,7 @@ for i = 1, n do
       allowed = 0
     end
     out[i] = pack(ANSWER, 0, allowed, floor(tokens), max, retry, until_full(max, rate, tokens),
-                  p.window, micro(tokens), 0, 0) .. NOLEASE
+                  p.window, micro(tokens), 0, 0, NOLEASE)
   end
 end
 
@@ -672,15 +692,14 @@ if mode == 'all' and refused then
     if b then
       local p = b.p
       if errored or (never and total[b] <= p.max) then
-        out[i] = pack(ANSWER, -10, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NOLEASE
+        out[i] = pack(ANSWER, -10, 0, 0, p.max, 0, 0, 0, 0, 0, 0, NOLEASE)
         rkeys[i] = false
       elseif never then
-        out[i] = pack(ANSWER, -11, 0, total[b], p.max, 0, 0, 0, 0, 0, 0) .. NOLEASE
+        out[i] = pack(ANSWER, -11, 0, total[b], p.max, 0, 0, 0, 0, 0, 0, NOLEASE)
         rkeys[i] = false
       else
         out[i] = pack(ANSWER, 0, 0, floor(b.before), p.max, longest,
-                      until_full(p.max, p.rate, b.before), p.window, micro(b.before), 0, 0)
-                 .. NOLEASE
+                      until_full(p.max, p.rate, b.before), p.window, micro(b.before), 0, 0, NOLEASE)
       end
     end
   end
@@ -706,7 +725,7 @@ if mode ~= 'peek' then
     end
   end
   -- Each answer decided now is kept for its request id (see the top).
-  for i = 1, n do
+  for i = 1, any and n or 0 do
     if rkeys[i] then
       redis.call('SET', rkeys[i], out[i], 'PX', ridttl)
     end
