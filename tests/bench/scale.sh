@@ -20,7 +20,8 @@
 # Knobs (environment): BENCH_KEYS (bucket keys; 10000000, or 1000000 with
 # --small), BENCH_POLICIES (10000), BENCH_PAGE (rows a page, when the API
 # pages: 50), BENCH_DURATION (s of each wrk run, 10), BENCH_PASS_WINDOW (s
-# over which the steady passes are measured, 21), BENCH_UI (0 skips the
+# over which the steady passes are measured, 21), BENCH_SETTLE_TIMEOUT (s
+# the settle is waited for, 600), BENCH_UI (0 skips the
 # browser), BENCH_KEEP (1 keeps the temporary directory), BENCH_RESULTS
 # (where to write).
 set -euo pipefail
@@ -33,7 +34,7 @@ die() { echo "scale: $*" >&2; exit 1; }
 for arg in "$@"; do
     case $arg in
     --small) export BENCH_KEYS=${BENCH_KEYS:-1000000} ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$arg' (--small, or --help)" ;;
     esac
 done
