@@ -140,7 +140,8 @@ int appsync_start(struct appsync *s, struct permitd_error *err)
     char channel[160];
 
     snprintf(channel, sizeof(channel), "%sapp-changes", s->cfg->redis_prefix);
-    return redis_notice_start(s->redis, channel, on_notice, on_subscribed, 0, s, &s->notice, err);
+    return redis_notice_start(s->redis, channel, on_notice, NULL, on_subscribed, 0, s,
+                              &s->notice, err);
 }
 
 int appsync_notify(const struct config *cfg, struct redis *redis, const char *what,

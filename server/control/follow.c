@@ -13,6 +13,10 @@
  * (they would deny what Redis now allows). So must they whenever the
  * listener subscribes again (a reset notice sent meanwhile is lost), and
  * at each periodic pass.
+ *
+ * Notices come in bursts (a sync batch writes 200 policies, each with its
+ * notice): the names read in one go are reloaded together, in pipelined
+ * round trips and one table copy per batch (policies_reload_many()).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +30,13 @@
 #include "stores/redis_notice.h"
 
 #define FOLLOW_DEADLINE_MS 2000
+#define FOLLOW_PENDING_MAX 2000     /* names noticed before they are read at once */
+
+/* Names to reload together. */
+struct names {
+    char **v;
+    size_t n, cap;
+};
 
 struct follow {
     struct redis *redis;
@@ -33,6 +44,7 @@ struct follow {
     struct limiter *limiter;
     struct redis_notice *notice;
     char index_key[160];            /* <prefix>policies */
+    struct names pending;           /* noticed, not reloaded yet (the listener's thread only) */
 };
 
 static int64_t deadline(void)
@@ -40,13 +52,56 @@ static int64_t deadline(void)
     return clock_now_us() + (int64_t)FOLLOW_DEADLINE_MS * 1000;
 }
 
-static void reload(struct follow *f, const char *name)
+static void names_clear(struct names *nm)
+{
+    for (size_t i = 0; i < nm->n; i++)
+        free(nm->v[i]);
+    nm->n = 0;
+}
+
+/* Appends a copy of name; 0, or -1 (out of memory: nm unchanged). */
+static int names_add(struct names *nm, const char *name)
+{
+    char *copy;
+
+    if (nm->n == nm->cap) {
+        size_t cap = nm->cap ? nm->cap * 2 : 64;
+        char **v = realloc(nm->v, cap * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        nm->v = v;
+        nm->cap = cap;
+    }
+    if ((copy = strdup(name)) == NULL)
+        return -1;
+    nm->v[nm->n++] = copy;
+    return 0;
+}
+
+/* Reloads names[0..n) in pipelined batches (policies_reload_many(): one
+ * round trip and one table copy per batch, where a burst of 10,000
+ * notices was 10,000 of each); a failure is logged and left to the next
+ * pass. */
+static void reload(struct follow *f, char *const *names, size_t n)
 {
     struct permitd_error err = {0, ""};
 
-    if (policies_reload(f->table, name, deadline(), NULL, &err) != PERMITD_OK)
-        log_msg(LOG_LEVEL_WARN, "policy not reloaded; the next pass will", "policy=%s error=\"%s\"",
-                name, err.message);
+    if (n > 0 && policies_reload_many(f->table, (const char *const *)names, n, deadline(), NULL,
+                                      NULL, &err) != PERMITD_OK)
+        log_msg(LOG_LEVEL_WARN, "policies not reloaded; the next pass will", "policies=%zu "
+                "first=%s error=\"%s\"", n, names[0], err.message);
+}
+
+/* The notices read so far, reloaded at once. */
+static void flush(struct follow *f)
+{
+    reload(f, f->pending.v, f->pending.n);
+    names_clear(&f->pending);
+}
+
+static void on_drained(void *ud)
+{
+    flush(ud);
 }
 
 static void on_notice(void *ud, const char *msg, size_t len)
@@ -65,9 +120,13 @@ static void on_notice(void *ud, const char *msg, size_t len)
         limiter_deny_cache_clear(f->limiter);
         return;
     }
-    reload(f, name);
+    if (f->pending.n >= FOLLOW_PENDING_MAX)
+        flush(f);
+    if (names_add(&f->pending, name) != 0)
+        reload(f, (char *const[]){name}, 1);
 }
 
+/* SMEMBERS's names this instance does not hold yet. */
 static void collect(void *ud, const char *s, size_t len)
 {
     struct follow *f = ud;
@@ -78,11 +137,11 @@ static void collect(void *ud, const char *s, size_t len)
     memcpy(name, s, len);
     name[len] = '\0';
     if (policy_check_name("name", name, NULL) == PERMITD_OK && policies_stamp(f->table, name) == 0)
-        reload(f, name);
+        names_add(&f->pending, name);   /* out of memory: the next pass */
 }
 
 /* Reloads every policy held (a notice may have been lost), and loads those
- * in <prefix>policies not held yet. */
+ * in <prefix>policies not held yet, all pipelined. */
 static void on_tick(void *ud)
 {
     struct follow *f = ud;
@@ -95,14 +154,15 @@ static void on_tick(void *ud)
      * this is also the periodic pass, which heals lost notices for the
      * policies, and so here for the deny caches. */
     limiter_deny_cache_clear(f->limiter);
+    flush(f);
     if (policies_names(f->table, &names, &n) == PERMITD_OK) {
-        for (size_t i = 0; i < n; i++)
-            reload(f, names[i]);
+        reload(f, names, n);
         policies_names_free(names, n);
     }
     if (redis_command(f->redis, smembers, 2, deadline(), NULL, collect, f, &err) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "policy index not read; the next pass will", "key=%s error=\"%s\"",
                 f->index_key, err.message);
+    flush(f);
 }
 
 int follow_start(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -120,8 +180,8 @@ int follow_start(const struct config *cfg, struct redis *redis, struct limiter *
     f->limiter = limiter;
     snprintf(f->index_key, sizeof(f->index_key), "%spolicies", cfg->redis_prefix);
     snprintf(channel, sizeof(channel), "%schanges", cfg->redis_prefix);
-    rc = redis_notice_start(redis, channel, on_notice, on_tick, passes ? cfg->sync_interval_ms : 0,
-                            f, &f->notice, err);
+    rc = redis_notice_start(redis, channel, on_notice, on_drained, on_tick,
+                            passes ? cfg->sync_interval_ms : 0, f, &f->notice, err);
     if (rc != PERMITD_OK) {
         free(f);
         return rc;
@@ -144,5 +204,7 @@ void follow_stop(struct follow *f)
     if (f == NULL)
         return;
     redis_notice_stop(f->notice);
+    names_clear(&f->pending);
+    free(f->pending.v);
     free(f);
 }

@@ -189,22 +189,37 @@ static void put_args(struct sync *s, const struct store_policy *p, int64_t taken
     c->nargs = n;
 }
 
+/* Whether the limiter's copy of p must be read again after sync.lua
+ * answered out[] to its put (see the top): Redis wrote it, or the copy is
+ * not the version MySQL has. */
+static int needs_reload(struct sync *s, const struct store_policy *p, const long long out[2])
+{
+    return s->limiter != NULL &&
+           (out[0] == 1 ||
+            policies_stamp(limiter_policies(s->limiter), p->name) != (p->id << 24) + p->version);
+}
+
+/* A settle queued for new limits once p's put is done (the settle runner
+ * sets the buckets' expiry on them in the background, control/settle.c;
+ * this returns at once). */
+static void queue_settle(struct sync *s, const struct store_policy *p, const long long out[2])
+{
+    if (out[0] == 1 && out[1] == 1 && s->settle != NULL)
+        settle_queue(s->settle, p->name, (p->id << 24) + p->version);
+}
+
 /* What follows sync.lua's answer out[] to p's put, once it is in the
  * index set (a written policy is added there by the caller): the limiter's
- * copy as Redis now holds it (see the top), and a settle queued for new
- * limits (the settle runner sets the buckets' expiry on them in the
- * background, control/settle.c; this returns at once). */
+ * copy as Redis now holds it, and a settle queued for new limits. */
 static int after_put(struct sync *s, const struct store_policy *p, const long long out[2],
                      struct permitd_error *err)
 {
-    int written = out[0] == 1, rc = PERMITD_OK;
+    int rc = PERMITD_OK;
 
-    if (s->limiter != NULL &&
-        (written || policies_stamp(limiter_policies(s->limiter), p->name) !=
-                    (p->id << 24) + p->version))
+    if (needs_reload(s, p, out))
         rc = policies_reload(limiter_policies(s->limiter), p->name, deadline(), NULL, err);
-    if (rc == PERMITD_OK && written && out[1] == 1 && s->settle != NULL)
-        settle_queue(s->settle, p->name, (p->id << 24) + p->version);
+    if (rc == PERMITD_OK)
+        queue_settle(s, p, out);
     return rc;
 }
 
@@ -258,9 +273,12 @@ static int put_batch(struct sync *s, const struct store_policy *policies, size_t
 {
     struct put_call *pc = calloc(n, sizeof(*pc));
     struct redis_script_call *calls = calloc(n, sizeof(*calls));
+    const char **reload = calloc(n, sizeof(*reload));   /* names to read back, in order */
+    int *reload_rc = calloc(n, sizeof(*reload_rc));
+    size_t nreload = 0;
     int rc = PERMITD_OK;
 
-    if (pc == NULL || calls == NULL) {
+    if (pc == NULL || calls == NULL || reload == NULL || reload_rc == NULL) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto done;
     }
@@ -277,18 +295,30 @@ static int put_batch(struct sync *s, const struct store_policy *policies, size_t
     rc = redis_script_pipeline(s->redis, REDIS_SCRIPT_SYNC, calls, n, deadline(), err);
     if (rc != PERMITD_OK)
         goto done;
-    for (size_t i = 0; i < n; i++) {
-        const struct store_policy *p = &policies[i];
+    /* The limiter's copies of the batch's policies that need it, read in
+     * one pipelined round trip and installed with one table copy
+     * (policies_reload_many(); issue 22: one HGETALL and one copy of the
+     * whole table each made a first load of 10,000 policies take 12 s). */
+    for (size_t i = 0; i < n; i++)
+        if (calls[i].rc == PERMITD_OK && needs_reload(s, &policies[i], pc[i].out))
+            reload[nreload++] = policies[i].name;
+    if (nreload > 0) {
         struct permitd_error e = {0, ""};
+        policies_reload_many(limiter_policies(s->limiter), reload, nreload, deadline(), NULL,
+                             reload_rc, &e);
+    }
+    for (size_t i = 0, k = 0; i < n; i++) {
+        const struct store_policy *p = &policies[i];
 
         if (calls[i].rc != PERMITD_OK) {
             failed_one(res, &failed[i], p->name, permitd_status_name(calls[i].rc));
             continue;
         }
-        if (after_put(s, p, pc[i].out, &e) != PERMITD_OK) {
-            failed_one(res, &failed[i], p->name, e.message);
+        if (k < nreload && reload[k] == p->name && reload_rc[k++] != PERMITD_OK) {
+            failed_one(res, &failed[i], p->name, "its hash could not be read back from redis");
             continue;
         }
+        queue_settle(s, p, pc[i].out);
         if (pc[i].out[0] == 1) {
             res->written++;
             log_msg(LOG_LEVEL_INFO, "policy written to redis",
@@ -297,6 +327,8 @@ static int put_batch(struct sync *s, const struct store_policy *policies, size_t
         }
     }
 done:
+    free(reload_rc);
+    free(reload);
     free(calls);
     free(pc);
     return rc;
@@ -314,32 +346,52 @@ static int by_str(const void *a, const void *b)
 
 /* Adds to the index set (members: its names, sorted here) every policy of
  * the snapshot that Redis took this pass (failed[i] is 0) and the set
- * lacks: the written ones, and any whose SADD was lost before. A few SADDs
- * of SYNC_SADD_MEMBERS names each, none over an unchanged store. */
+ * lacks: the written ones, and any whose SADD was lost before. SADDs of
+ * SYNC_SADD_MEMBERS names each, all pipelined in one round trip (a first
+ * load of 10,000 policies was 167 of them one by one); none over an
+ * unchanged store. */
 static int index_missing(struct sync *s, const struct store_snapshot *snap,
                          const unsigned char *failed, struct names *members,
                          struct permitd_error *err)
 {
-    struct redis_str sadd[2 + SYNC_SADD_MEMBERS] = {{"SADD", 4},
-                                                     {s->index_key, strlen(s->index_key)}};
-    int n = 2, rc = PERMITD_OK;
+    size_t ncalls = snap->count / SYNC_SADD_MEMBERS + 1, c = 0;
+    struct redis_str *args = calloc(ncalls * (2 + SYNC_SADD_MEMBERS), sizeof(*args));
+    struct redis_command_call *calls = calloc(ncalls, sizeof(*calls));
+    int rc = PERMITD_OK;
 
+    if (args == NULL || calls == NULL) {
+        free(args);
+        free(calls);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
     if (members->n > 0)
         qsort(members->v, members->n, sizeof(*members->v), by_str);
-    for (size_t i = 0; i <= snap->count && rc == PERMITD_OK; i++) {
-        const char *name = i < snap->count ? snap->policies[i].name : NULL;
+    for (size_t i = 0; i < snap->count; i++) {
+        const char *name = snap->policies[i].name;
+        struct redis_str *a = args + c * (2 + SYNC_SADD_MEMBERS);
 
-        if (name != NULL && (failed[i] || (members->n > 0 &&
-                                           bsearch(&name, members->v, members->n,
-                                                   sizeof(*members->v), by_str) != NULL)))
+        if (failed[i] || (members->n > 0 && bsearch(&name, members->v, members->n,
+                                                    sizeof(*members->v), by_str) != NULL))
             continue;
-        if (name != NULL)
-            sadd[n++] = (struct redis_str){name, strlen(name)};
-        if (n > 2 && (n == 2 + SYNC_SADD_MEMBERS || name == NULL)) {
-            rc = redis_command(s->redis, sadd, n, deadline(), NULL, NULL, NULL, err);
-            n = 2;
+        if (calls[c].nargs == 0) {
+            a[0] = (struct redis_str){"SADD", 4};
+            a[1] = (struct redis_str){s->index_key, strlen(s->index_key)};
+            calls[c] = (struct redis_command_call){a, 2, NULL, NULL, 0};
         }
+        a[calls[c].nargs++] = (struct redis_str){name, strlen(name)};
+        if (calls[c].nargs == 2 + SYNC_SADD_MEMBERS)
+            c++;
     }
+    if (c < ncalls && calls[c].nargs > 0)
+        c++;
+    if (c > 0)
+        rc = redis_command_pipeline(s->redis, calls, c, deadline(), err);
+    for (size_t i = 0; i < c && rc == PERMITD_OK; i++)
+        if (calls[i].rc != PERMITD_OK)
+            rc = permitd_error_set(err, calls[i].rc, "the policy index %s not updated: %s",
+                                   s->index_key, permitd_status_name(calls[i].rc));
+    free(args);
+    free(calls);
     return rc;
 }
 
@@ -417,30 +469,46 @@ static int recheck_extras(struct sync *s, const struct store_snapshot *snap,
                           struct permitd_error *err)
 {
     struct store_policy *sorted;
-    char **names;
-    size_t n;
-    int rc = PERMITD_OK, found;
+    char **names, **extras;
+    size_t n, nextras = 0;
+    int rc = PERMITD_OK, *found, *rcs;
 
     if (s->limiter == NULL)
         return PERMITD_OK;
     if (policies_names(limiter_policies(s->limiter), &names, &n) != PERMITD_OK)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    if ((sorted = malloc((snap->count + 1) * sizeof(*sorted))) == NULL) {
+    sorted = malloc((snap->count + 1) * sizeof(*sorted));
+    extras = malloc((n + 1) * sizeof(*extras));
+    found = calloc(n + 1, sizeof(*found));
+    rcs = calloc(n + 1, sizeof(*rcs));
+    if (sorted == NULL || extras == NULL || found == NULL || rcs == NULL) {
+        free(sorted);
+        free(extras);
+        free(found);
+        free(rcs);
         policies_names_free(names, n);
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     }
     memcpy(sorted, snap->policies, snap->count * sizeof(*sorted));
     qsort(sorted, snap->count, sizeof(*sorted), by_name);
-    for (size_t i = 0; i < n && rc == PERMITD_OK; i++) {
+    for (size_t i = 0; i < n; i++) {
         struct store_policy probe;
         snprintf(probe.name, sizeof(probe.name), "%s", names[i]);
-        if (bsearch(&probe, sorted, snap->count, sizeof(*sorted), by_name) != NULL)
-            continue;
-        rc = policies_reload(limiter_policies(s->limiter), names[i], deadline(), &found, err);
-        if (rc == PERMITD_OK && !found)     /* kept as missing (policies.h): MySQL says gone */
-            policies_forget(limiter_policies(s->limiter), names[i]);
+        if (bsearch(&probe, sorted, snap->count, sizeof(*sorted), by_name) == NULL)
+            extras[nextras++] = names[i];
     }
+    /* Read in pipelined batches (policies_reload_many()), not one round
+     * trip each. */
+    if (nextras > 0)
+        rc = policies_reload_many(limiter_policies(s->limiter), (const char *const *)extras,
+                                  nextras, deadline(), found, rcs, err);
+    for (size_t i = 0; i < nextras; i++)
+        if (rcs[i] == PERMITD_OK && !found[i])  /* kept as missing (policies.h): MySQL says gone */
+            policies_forget(limiter_policies(s->limiter), extras[i]);
     free(sorted);
+    free(extras);
+    free(found);
+    free(rcs);
     policies_names_free(names, n);
     return rc;
 }

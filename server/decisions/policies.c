@@ -241,78 +241,168 @@ static uint64_t tomb_stamp(const struct policies *t, const char *name)
     return 0;
 }
 
-/* Installs e under its name (NULL: drops `name`), taking over e's
- * reference. lost: e is NULL because a reload found the hash gone, which
- * keeps a MySQL row's entry, marked missing, when there is a store (see
- * policies_reload()). Returns PERMITD_OK or PERMITD_EINTERNAL (out of
- * memory; e is released). */
-static int install(struct policies *t, const char *name, struct policies_entry *e, int lost)
+/* With t->lock held: remembers that this instance dropped policy `name`,
+ * which had version stamp `stamp` (see struct policies). */
+static void tomb_add(struct policies *t, const char *name, uint64_t stamp)
 {
-    struct snap *cur, *next, *old;
-    struct policies_entry *gone = NULL;
-    size_t i;
-    int found;
+    struct tombstone *tb = &t->tombs[t->ntomb++ % TOMBSTONES];
 
-    pthread_mutex_lock(&t->lock);
-    cur = atomic_load(&t->cur);
-    i = find(cur, name, &found);
-    if (!found && (lost || (e != NULL && e->id > 0 && e->stamp <= tomb_stamp(t, name)))) {
-        /* dropped lately: what this reload read is older than the drop */
-        pthread_mutex_unlock(&t->lock);
-        policies_release(e);
-        return PERMITD_OK;
+    snprintf(tb->name, sizeof(tb->name), "%s", name);
+    tb->stamp = stamp;
+    tb->until_us = clock_now_us() + TOMBSTONE_US;
+}
+
+/* One change to the table: e (NULL: drop `name`) under name, e's
+ * reference taken over. lost: e is NULL because a reload found the hash
+ * gone, which keeps a MySQL row's entry, marked missing, when there is a
+ * store (see policies_reload()). order: its place in the caller's list
+ * (of two changes of one name, the later is applied last). */
+struct change {
+    const char *name;
+    struct policies_entry *e;
+    int lost;
+    size_t order;
+};
+
+static int by_change(const void *a, const void *b)
+{
+    const struct change *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+
+    return c != 0 ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+/* What the table holds under a name after change ch, given what it held
+ * (slot, may be NULL); t->lock held. What no longer has a place (ch's
+ * entry refused, or the entry it replaced) goes to drop[(*ndrop)++], to be
+ * released once no reader can see it; *changed is set when the result
+ * differs from slot. *oom is set when the copy a lost hash needs could not
+ * be made (slot is then kept). */
+static struct policies_entry *decide(struct policies *t, struct policies_entry *slot,
+                                     const struct change *ch, struct policies_entry **drop,
+                                     size_t *ndrop, int *changed, int *oom)
+{
+    struct policies_entry *e = ch->e;
+
+    /* A policy dropped here lately is not brought back by a reload that
+     * read it before the drop (its stamp is no newer). */
+    if (slot == NULL && e != NULL && !ch->lost && e->id > 0 &&
+        e->stamp <= tomb_stamp(t, ch->name)) {
+        drop[(*ndrop)++] = e;
+        return NULL;
     }
-    if (e == NULL && !lost && found && cur->v[i]->id > 0) {
-        struct tombstone *tb = &t->tombs[t->ntomb++ % TOMBSTONES];
-        snprintf(tb->name, sizeof(tb->name), "%s", name);
-        tb->stamp = cur->v[i]->stamp;
-        tb->until_us = clock_now_us() + TOMBSTONE_US;
-    }
+    if (e == NULL && !ch->lost && slot != NULL && slot->id > 0)
+        tomb_add(t, ch->name, slot->stamp);
     /* Decided under the lock: a reload that found the hash in between
      * (the sync putting it back) is never overwritten by this copy. */
-    if (lost && found && cur->v[i]->id > 0 && t->cfg->mysql_url[0] != '\0') {
-        if (cur->v[i]->missing) {
-            pthread_mutex_unlock(&t->lock);
-            return PERMITD_OK;
-        }
-        if ((e = lost_copy(cur->v[i])) == NULL) {
-            pthread_mutex_unlock(&t->lock);
-            return PERMITD_EINTERNAL;
+    if (ch->lost && slot != NULL && slot->id > 0 && t->cfg->mysql_url[0] != '\0') {
+        if (slot->missing)
+            return slot;
+        if ((e = lost_copy(slot)) == NULL) {
+            *oom = 1;
+            return slot;
         }
     }
     /* Two reloads of one policy may finish out of order (a notice and a
      * decision's "stale", on two threads): the copy never goes back to an
      * older version stamp. A policy deleted (e NULL) is dropped whatever
      * its stamp. */
-    if ((!found && e == NULL) || (found && e != NULL && e->stamp < cur->v[i]->stamp)) {
-        pthread_mutex_unlock(&t->lock);
-        policies_release(e);
-        return PERMITD_OK;
+    if (e == NULL && slot == NULL)
+        return NULL;
+    if (e != NULL && slot != NULL && e->stamp < slot->stamp) {
+        drop[(*ndrop)++] = e;
+        return slot;
     }
-    next = malloc(sizeof(*next) + (cur->n + 1) * sizeof(next->v[0]));
+    if (slot != NULL)
+        drop[(*ndrop)++] = slot;
+    *changed = 1;
+    return e;
+}
+
+/* Applies ch[0..n) (sorted here) to the table with one copy of it and one
+ * swap, however many they are: installing a batch of n policies into a
+ * table of m costs O(m + n log n), not n copies of the table (issue 22:
+ * 10,000 policies loaded one copy each were 10^8 pointer copies). Takes
+ * over every ch[i].e. Returns PERMITD_OK, or PERMITD_EINTERNAL (out of
+ * memory: the changes not made are released). */
+static int apply(struct policies *t, struct change *ch, size_t n)
+{
+    struct snap *cur, *next;
+    struct policies_entry **drop = malloc((n + 1) * sizeof(*drop));
+    size_t ndrop = 0, i = 0, j = 0;
+    int changed = 0, oom = 0;
+
+    qsort(ch, n, sizeof(*ch), by_change);
+    pthread_mutex_lock(&t->lock);
+    cur = atomic_load(&t->cur);
+    next = drop != NULL ? malloc(sizeof(*next) + (cur->n + n) * sizeof(next->v[0])) : NULL;
     if (next == NULL) {
         pthread_mutex_unlock(&t->lock);
-        policies_release(e);
+        for (size_t k = 0; k < n; k++)
+            policies_release(ch[k].e);
+        free(drop);
         return PERMITD_EINTERNAL;
     }
-    memcpy(next->v, cur->v, i * sizeof(next->v[0]));
-    next->n = i;
-    if (e != NULL)
-        next->v[next->n++] = e;
-    if (found)
-        gone = cur->v[i++];
-    memcpy(next->v + next->n, cur->v + i, (cur->n - i) * sizeof(next->v[0]));
-    next->n += cur->n - i;
-    old = swap(t, next);
-    pthread_mutex_unlock(&t->lock);
-    free(old);
-    policies_release(gone);         /* the table's reference */
-    return PERMITD_OK;
+    next->n = 0;
+    while (i < cur->n || j < n) {
+        struct policies_entry *slot = NULL;
+        const char *name;
+
+        if (j == n || (i < cur->n && strcmp(cur->v[i]->name, ch[j].name) < 0)) {
+            next->v[next->n++] = cur->v[i++];
+            continue;
+        }
+        name = ch[j].name;
+        if (i < cur->n && strcmp(cur->v[i]->name, name) == 0)
+            slot = cur->v[i++];
+        for (; j < n && strcmp(ch[j].name, name) == 0; j++)
+            slot = decide(t, slot, &ch[j], drop, &ndrop, &changed, &oom);
+        if (slot != NULL)
+            next->v[next->n++] = slot;
+    }
+    if (changed) {
+        struct snap *old = swap(t, next);
+        pthread_mutex_unlock(&t->lock);
+        free(old);
+    } else {
+        pthread_mutex_unlock(&t->lock);
+        free(next);
+    }
+    for (size_t k = 0; k < ndrop; k++)
+        policies_release(drop[k]);  /* the table's reference, or a refused entry's */
+    free(drop);
+    return oom ? PERMITD_EINTERNAL : PERMITD_OK;
+}
+
+/* Installs e under name (NULL: drops it), as apply() does for one. */
+static int install(struct policies *t, const char *name, struct policies_entry *e, int lost)
+{
+    struct change ch = {name, e, lost, 0};
+
+    return apply(t, &ch, 1);
 }
 
 int policies_install(struct policies *t, struct policies_entry *e)
 {
     return install(t, e->name, e, 0);
+}
+
+int policies_install_many(struct policies *t, struct policies_entry *const *e, size_t n)
+{
+    struct change *ch = calloc(n + 1, sizeof(*ch));
+    size_t m = 0;
+
+    if (ch == NULL) {
+        for (size_t i = 0; i < n; i++)
+            policies_release(e[i]);
+        return PERMITD_EINTERNAL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (e[i] != NULL)
+            ch[m++] = (struct change){e[i]->name, e[i], 0, i};
+    int rc = apply(t, ch, m);
+    free(ch);
+    return rc;
 }
 
 void policies_forget(struct policies *t, const char *name)
@@ -583,29 +673,110 @@ static void collect(void *ud, const char *s, size_t len)
         f->n++;
 }
 
+/* One policy's HGETALL in a pipelined reload. */
+struct read_one {
+    char key[POLICY_REDIS_KEY_MAX];
+    struct redis_str args[2];
+    struct flat f;
+};
+
+/* Reads and installs names[0..n) (n <= POLICIES_RELOAD_BATCH): one
+ * pipelined round trip (per master), one table copy. As
+ * policies_reload_many(). */
+static int reload_batch(struct policies *t, const char *const *names, size_t n,
+                        int64_t deadline_us, int *found, int *rcs, struct permitd_error *err)
+{
+    struct read_one *r = calloc(n + 1, sizeof(*r));
+    struct redis_command_call *calls = calloc(n + 1, sizeof(*calls));
+    struct change *ch = calloc(n + 1, sizeof(*ch));
+    size_t m = 0;
+    int rc;
+
+    if (r == NULL || calls == NULL || ch == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory reloading %zu policies", n);
+        for (size_t i = 0; i < n; i++)
+            rcs[i] = rc;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        r[i].args[0] = (struct redis_str){"HGETALL", 7};
+        r[i].args[1] = (struct redis_str){r[i].key, policy_redis_key(r[i].key, t->cfg->redis_prefix,
+                                                                     names[i], POLICY_KEY_HASH,
+                                                                     NULL)};
+        calls[i] = (struct redis_command_call){r[i].args, 2, collect, &r[i].f, 0};
+    }
+    rc = redis_command_pipeline(t->redis, calls, n, deadline_us, err);
+    for (size_t i = 0; i < n; i++) {
+        struct policies_entry *e = NULL;
+        struct permitd_error e_err = {0, ""};
+
+        rcs[i] = calls[i].rc;
+        if (rcs[i] == PERMITD_OK && r[i].f.oom)
+            rcs[i] = PERMITD_EINTERNAL;
+        if (rcs[i] == PERMITD_OK && r[i].f.n > 0)
+            rcs[i] = policies_parse(names[i], r[i].f.v, r[i].f.n, &e, &e_err);
+        if (rcs[i] != PERMITD_OK)
+            continue;
+        found[i] = e != NULL;
+        ch[m++] = (struct change){names[i], e, e == NULL, i};
+    }
+    if (m > 0 && apply(t, ch, m) != PERMITD_OK) {
+        for (size_t k = 0; k < m; k++)
+            rcs[ch[k].order] = PERMITD_EINTERNAL;
+        if (rc == PERMITD_OK)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory installing %zu policies",
+                                   m);
+    }
+done:
+    for (size_t i = 0; r != NULL && i < n; i++) {
+        for (size_t k = 0; k < r[i].f.n; k++)
+            free(r[i].f.v[k]);
+        free(r[i].f.v);
+    }
+    free(ch);
+    free(calls);
+    free(r);
+    return rc;
+}
+
+int policies_reload_many(struct policies *t, const char *const *names, size_t n,
+                         int64_t deadline_us, int *found, int *rcs, struct permitd_error *err)
+{
+    int rc = PERMITD_OK, *own = NULL;
+
+    if (rcs == NULL && (rcs = own = calloc(n + 1, sizeof(*rcs))) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory reloading %zu policies",
+                                 n);
+    for (size_t i = 0; i < n; i++) {
+        rcs[i] = PERMITD_OK;
+        if (found != NULL)
+            found[i] = 0;
+    }
+    for (size_t i = 0; i < n; i += POLICIES_RELOAD_BATCH) {
+        size_t m = n - i < POLICIES_RELOAD_BATCH ? n - i : POLICIES_RELOAD_BATCH;
+        int fbuf[POLICIES_RELOAD_BATCH] = {0};
+
+        if (rc != PERMITD_OK) {         /* Redis failed a whole batch: not tried */
+            for (size_t k = i; k < i + m; k++)
+                rcs[k] = rc;
+            continue;
+        }
+        rc = reload_batch(t, names + i, m, deadline_us, fbuf, rcs + i, err);
+        for (size_t k = 0; found != NULL && k < m; k++)
+            found[i + k] = rcs[i + k] == PERMITD_OK && fbuf[k];
+    }
+    /* One failed name and no whole failure: say which. */
+    for (size_t i = 0; i < n && rc == PERMITD_OK; i++)
+        if (rcs[i] != PERMITD_OK)
+            rc = permitd_error_set(err, rcs[i], "policy %s not reloaded from redis: %s%s",
+                                   names[i], permitd_status_name(rcs[i]),
+                                   n > 1 ? " (and perhaps others: see the log)" : "");
+    free(own);
+    return rc;
+}
+
 int policies_reload(struct policies *t, const char *name, int64_t deadline_us, int *found,
                     struct permitd_error *err)
 {
-    char key[POLICY_REDIS_KEY_MAX];
-    struct redis_str args[2] = {{"HGETALL", 7}, {key, 0}};
-    struct flat f = {0};
-    struct policies_entry *e = NULL;
-    int rc;
-
-    if (found != NULL)
-        *found = 0;
-    args[1].len = policy_redis_key(key, t->cfg->redis_prefix, name, POLICY_KEY_HASH, NULL);
-    rc = redis_command(t->redis, args, 2, deadline_us, NULL, collect, &f, err);
-    if (rc == PERMITD_OK && f.oom)
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    if (rc == PERMITD_OK && f.n > 0)
-        rc = policies_parse(name, f.v, f.n, &e, err);
-    if (rc == PERMITD_OK && install(t, name, e, e == NULL) != PERMITD_OK)
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    if (rc == PERMITD_OK && found != NULL)
-        *found = e != NULL;
-    for (size_t i = 0; i < f.n; i++)
-        free(f.v[i]);
-    free(f.v);
-    return rc;
+    return policies_reload_many(t, &name, 1, deadline_us, found, NULL, err);
 }

@@ -16,7 +16,8 @@
  * It is fed from Redis's copy of each policy (the hash
  * <prefix>{NAME}:policy, which the sync writes from MySQL, or an operator
  * writes by hand with lua/sync.lua "set"): policies_reload() reads one hash
- * and installs what it holds. Callers: the sync after each write and at
+ * and installs what it holds; policies_reload_many() reads many in
+ * pipelined round trips and installs each batch with one table copy. Callers: the sync after each write and at
  * each pass (control/sync.c), the admin RPC writes on this instance (the
  * next Acquire after the RPC returns decides under the edit), the change
  * notices (stores/redis_notice.h), a decision that finds no entry, and a
@@ -104,11 +105,35 @@ void policies_release(const struct policies_entry *e);
 int policies_reload(struct policies *t, const char *name, int64_t deadline_us, int *found,
                     struct permitd_error *err);
 
+/* Policies read in one pipelined round trip by policies_reload_many(). */
+#define POLICIES_RELOAD_BATCH 500
+
+/* policies_reload() for names[0..n) at once, each by the same rules
+ * (entries never go back, a lost hash kept as missing): their HGETALLs go
+ * in pipelined batches of POLICIES_RELOAD_BATCH, one round trip each (in
+ * a cluster one per master), and each batch is installed with one copy
+ * of the table (issue 22: a first load of 10,000 policies was 10,000
+ * round trips and 10,000 copies of a growing table). found[i] and rcs[i]
+ * (either may be NULL) receive each name's outcome. Returns PERMITD_OK
+ * when every name was read; the error of a batch Redis failed as a whole
+ * (the batches after it are not tried, their rcs say so); or, when single
+ * names failed, an error naming the first. Thread-safe. */
+int policies_reload_many(struct policies *t, const char *const *names, size_t n,
+                         int64_t deadline_us, int *found, int *rcs, struct permitd_error *err);
+
 /* Installs e (from policies_parse(); takes over its reference), replacing
  * any entry of its name, unless that entry has a newer version stamp (two
  * reloads finished out of order: the copy never goes back). PERMITD_OK or
  * PERMITD_EINTERNAL (out of memory). policies_reload() installs this way. */
 int policies_install(struct policies *t, struct policies_entry *e);
+
+/* policies_install() of e[0..n) (NULL ones skipped; takes over every
+ * reference) with one copy of the table for the lot: O(table + n log n),
+ * where n policies_install() calls copy the table n times. Each entry is
+ * decided as policies_install() would (of two of one name, the later in e
+ * is offered last). Readers stay lock-free. PERMITD_OK or
+ * PERMITD_EINTERNAL (out of memory). */
+int policies_install_many(struct policies *t, struct policies_entry *const *e, size_t n);
 
 /* The version stamp of the entry named `name`, 0 when there is none or its
  * hash was found gone (`missing`: whoever compares stamps reads it again). */

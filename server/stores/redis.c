@@ -1115,6 +1115,156 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
     return PERMITD_OK;
 }
 
+/* Hands a command's reply to its call: an array's strings, or one string
+ * or status (as redis_command()). */
+static void hand_over(struct redis_command_call *call, const redisReply *rep)
+{
+    if (call->each == NULL)
+        return;
+    if (rep->type == REDIS_REPLY_ARRAY)
+        for (size_t i = 0; i < rep->elements; i++)
+            if (rep->element[i]->type == REDIS_REPLY_STRING)
+                call->each(call->ud, rep->element[i]->str, (size_t)rep->element[i]->len);
+    if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS)
+        call->each(call->ud, rep->str, (size_t)rep->len);
+}
+
+/* The calls of calls[0..n) that node[] sends to `at` (rc -1), in one write
+ * on this thread's connection to it, their replies read in order. A
+ * redirect or TRYAGAIN leaves its call at -1 with node[i] NULL (sent alone
+ * by the caller); an error reply fails its call only. A connection that
+ * cannot be made or breaks fails every call of `at` still unanswered, and
+ * is returned (the caller decides whether it is the whole pipeline's). */
+static int command_group(struct redis *r, struct redis_node *at, struct redis_node **node,
+                         struct redis_command_call *calls, size_t n, int64_t deadline_us,
+                         struct permitd_error *err)
+{
+    const char *argv[MAX_ARGV];
+    size_t lens[MAX_ARGV];
+    struct redis_conn *c = NULL;
+    int bound, timeout_ms, rc = PERMITD_OK;
+    size_t sent = 0;
+
+    if ((timeout_ms = redis_call_timeout(r, deadline_us, &bound, err)) < 0)
+        rc = timeout_ms;
+    else if ((c = acquire_conn(r, at, timeout_ms, err)) == NULL)
+        rc = redis_conn_failed(r, bound, deadline_us, err);
+    for (size_t i = 0; i < n && rc == PERMITD_OK; i++) {
+        if (node[i] != at || calls[i].rc != -1)
+            continue;
+        for (int k = 0; k < calls[i].nargs; k++) {
+            argv[k] = calls[i].args[k].p;
+            lens[k] = calls[i].args[k].len;
+        }
+        if (redisAppendCommandArgv(c->ctx, calls[i].nargs, argv, lens) != REDIS_OK) {
+            redis_conn_close(c);        /* half a batch in its buffer: not to be sent */
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            break;
+        }
+        calls[i].rc = -2;               /* sent: its reply comes in order */
+        sent++;
+    }
+    for (size_t i = 0; i < n && sent > 0 && rc == PERMITD_OK; i++) {
+        redisReply *rep = NULL;
+        struct cluster_redirect rd;
+
+        if (node[i] != at || calls[i].rc != -2)
+            continue;
+        sent--;
+        if (redisGetReply(c->ctx, (void **)&rep) != REDIS_OK || rep == NULL) {
+            rc = broken(r, c, bound, timeout_ms, err);
+            break;
+        }
+        if (rep->type == REDIS_REPLY_ERROR && r->route != NULL &&
+            (strncmp(rep->str, "TRYAGAIN", 8) == 0 ||
+             cluster_redirect_parse(rep->str, rep->len, &rd) != CLUSTER_REDIRECT_NONE)) {
+            calls[i].rc = -1;
+            node[i] = NULL;             /* alone, by the caller */
+        } else if (rep->type == REDIS_REPLY_ERROR) {
+            log_msg(LOG_LEVEL_WARN, "redis command failed", "command=%.*s error=\"%.200s\"",
+                    (int)calls[i].args[0].len, calls[i].args[0].p, rep->str);
+            calls[i].rc = redis_error_status(rep->str);
+        } else {
+            hand_over(&calls[i], rep);
+            calls[i].rc = PERMITD_OK;
+        }
+        freeReplyObject(rep);
+    }
+    for (size_t i = 0; i < n && rc != PERMITD_OK; i++)
+        if (node[i] == at && (calls[i].rc == -1 || calls[i].rc == -2))
+            calls[i].rc = rc;
+    return rc;
+}
+
+int redis_command_pipeline(struct redis *r, struct redis_command_call *calls, size_t n,
+                           int64_t deadline_us, struct permitd_error *err)
+{
+    struct redis_node **node = calloc(n + 1, sizeof(*node));
+    int rc = PERMITD_OK;
+
+    if (node == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        unsigned slot;
+
+        calls[i].rc = -1;               /* not answered yet */
+        if (calls[i].nargs < 1 || calls[i].nargs > MAX_ARGV)
+            calls[i].rc = permitd_error_set(err, PERMITD_EINTERNAL, "a pipelined command of %d "
+                                            "arguments (1 to %d)", calls[i].nargs, MAX_ARGV);
+        else if (r->route == NULL)
+            node[i] = r->nodes[0];
+        else if (calls[i].nargs > 1)
+            node[i] = redis_route_node(r, calls[i].args[1].p, calls[i].args[1].len, &slot);
+    }
+    for (size_t first = 0; first < n && rc != PERMITD_EDEADLINE; first++) {
+        struct permitd_error e = {0, ""};
+        int failed;
+
+        if (calls[first].rc != -1 || node[first] == NULL)
+            continue;
+        failed = command_group(r, node[first], node, calls, n, deadline_us, &e);
+        if (failed == PERMITD_OK)
+            continue;
+        /* A single Redis that fails fails the whole pipeline; in a cluster a
+         * master fails its own calls, and the deadline ends the lot. */
+        if (r->route == NULL || failed == PERMITD_EDEADLINE)
+            rc = permitd_error_set(err, failed, "%s", e.message);
+        else
+            log_msg(LOG_LEVEL_WARN, "redis commands failed", "error=\"%.200s\"", e.message);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct permitd_error e = {0, ""};
+        redisReply *rep = NULL;
+        const char *argv[MAX_ARGV];
+        size_t lens[MAX_ARGV];
+
+        if (calls[i].rc != -1)
+            continue;
+        if (rc != PERMITD_OK) {
+            calls[i].rc = rc;
+            continue;
+        }
+        /* Sent alone: redirected, TRYAGAIN, or no master known for its slot
+         * (call() follows, waits or names the slot). */
+        for (int k = 0; k < calls[i].nargs; k++) {
+            argv[k] = calls[i].args[k].p;
+            lens[k] = calls[i].args[k].len;
+        }
+        calls[i].rc = call(r, calls[i].nargs > 1 ? argv[1] : NULL, calls[i].nargs > 1 ? lens[1] : 0,
+                           calls[i].nargs, argv, lens, -1, deadline_us, &rep, &e);
+        if (calls[i].rc == PERMITD_OK)
+            hand_over(&calls[i], rep);
+        else
+            log_msg(LOG_LEVEL_WARN, "redis command failed", "command=%.*s error=\"%.200s\"",
+                    (int)calls[i].args[0].len, calls[i].args[0].p, e.message);
+        freeReplyObject(rep);
+        if (calls[i].rc == PERMITD_EDEADLINE)
+            rc = permitd_error_set(err, PERMITD_EDEADLINE, "%s", e.message);
+    }
+    free(node);
+    return rc;
+}
+
 /* Collects the masters that failed a PING into one message. */
 struct ping_failures {
     char text[400];

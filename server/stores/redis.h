@@ -225,6 +225,30 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
                   void (*each)(void *ud, const char *s, size_t len), void *ud,
                   struct permitd_error *err);
 
+/* One command of redis_command_pipeline(): args[0] is its name, args[1]
+ * its key (which routes it in a cluster). Its reply goes to each (may be
+ * NULL) as redis_command()'s does; rc is set: PERMITD_OK, or the error
+ * of its reply or of its node's connection. */
+struct redis_command_call {
+    const struct redis_str *args;
+    int nargs;
+    void (*each)(void *ud, const char *s, size_t len);
+    void *ud;
+    int rc;
+};
+
+/* Sends every command in one write per node (one Redis: one write; a
+ * cluster: one per master, the calls grouped by their key's slot) and
+ * reads the replies in order: one round trip per node for the lot. An
+ * error reply fails its call only; a redirect or TRYAGAIN sends that call
+ * again alone, following it. Returns PERMITD_OK, or the error that failed
+ * the whole pipeline (every call's rc then says so): a single Redis that
+ * cannot be reached or breaks, or the deadline. In a cluster a master
+ * that cannot be reached fails its own calls only. Each call's strings
+ * are valid only during its each(). */
+int redis_command_pipeline(struct redis *r, struct redis_command_call *calls, size_t n,
+                           int64_t deadline_us, struct permitd_error *err);
+
 /* Failed calls (connection refused, timeouts, broken connections) and
  * connections made, since start. For /metrics. */
 void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects);

@@ -31,6 +31,7 @@ struct redis_notice {
     struct redis *r;
     char *channel;
     redis_notice_fn fn;
+    redis_notice_tick_fn drained;
     redis_notice_tick_fn tick;
     int every_ms;
     void *ud;
@@ -76,21 +77,24 @@ static int subscribe(struct redis_notice *n)
     return 0;
 }
 
-/* Hands a "message" reply to fn; anything else is ignored. */
-static void deliver(struct redis_notice *n, redisReply *rep)
+/* Hands a "message" reply to fn (1); anything else is ignored (0). */
+static int deliver(struct redis_notice *n, redisReply *rep)
 {
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
         rep->element[0]->type == REDIS_REPLY_STRING && strcmp(rep->element[0]->str, "message") == 0 &&
         rep->element[2]->type == REDIS_REPLY_STRING) {
         atomic_fetch_add(&n->notices, 1);
         n->fn(n->ud, rep->element[2]->str, rep->element[2]->len);
+        return 1;
     }
+    return 0;
 }
 
 static void *run(void *arg)
 {
     struct redis_notice *n = arg;
     int64_t next_tick = INT64_MAX;
+    size_t delivered = 0;           /* notices since the last drained() */
 
     while (!atomic_load(&n->stopping)) {
         struct pollfd pfd;
@@ -110,10 +114,13 @@ static void *run(void *arg)
             continue;
         }
         if (reply != NULL) {
-            deliver(n, reply);
+            delivered += deliver(n, reply);
             freeReplyObject(reply);
             continue;
         }
+        if (delivered > 0 && n->drained != NULL)
+            n->drained(n->ud);      /* every notice read so far is handed over */
+        delivered = 0;
         if (clock_now_us() >= next_tick) {
             n->tick(n->ud);
             next_tick = clock_now_us() + (int64_t)n->every_ms * 1000;
@@ -130,7 +137,8 @@ static void *run(void *arg)
 }
 
 int redis_notice_start(struct redis *r, const char *channel, redis_notice_fn fn,
-                       redis_notice_tick_fn tick, int every_ms, void *ud,
+                       redis_notice_tick_fn drained, redis_notice_tick_fn tick, int every_ms,
+                       void *ud,
                        struct redis_notice **out, struct permitd_error *err)
 {
     struct redis_notice *n = calloc(1, sizeof(*n));
@@ -142,6 +150,7 @@ int redis_notice_start(struct redis *r, const char *channel, redis_notice_fn fn,
     }
     n->r = r;
     n->fn = fn;
+    n->drained = drained;
     n->tick = tick;
     n->every_ms = tick != NULL ? every_ms : 0;
     n->ud = ud;

@@ -28,11 +28,14 @@ typedef void (*redis_notice_fn)(void *ud, const char *msg, size_t len);
 typedef void (*redis_notice_tick_fn)(void *ud);
 
 /* Starts the listener's thread on `channel`. It (re)connects with the
- * usual backoff, for as long as it runs. r, channel (copied) and ud must
- * outlive it. Returns a new listener in *out, stop it with
- * redis_notice_stop(). */
+ * usual backoff, for as long as it runs. drained (may be NULL) is called
+ * once every notice read so far has gone to fn, before the thread waits
+ * for more: a burst of notices (a sync batch writes 200 policies) can be
+ * acted on as one batch. r, channel (copied) and ud must outlive it.
+ * Returns a new listener in *out, stop it with redis_notice_stop(). */
 int redis_notice_start(struct redis *r, const char *channel, redis_notice_fn fn,
-                       redis_notice_tick_fn tick, int every_ms, void *ud,
+                       redis_notice_tick_fn drained, redis_notice_tick_fn tick, int every_ms,
+                       void *ud,
                        struct redis_notice **out, struct permitd_error *err);
 
 /* How many notices arrived, and how many times it subscribed. */

@@ -2,8 +2,10 @@
  * test_policies.c - the in-memory policy table without Redis: a policy
  * hash's fields made an entry (its version stamp, its limits as the script
  * is sent them, what makes it broken), exact app membership, and the
- * table's install / lookup / forget with references.
+ * table's install / lookup / forget with references, and a batch
+ * installed at once (policies_install_many()).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,6 +198,61 @@ static void test_policies_forget_is_not_undone_by_a_late_reload(void)
     policies_free(t);
 }
 
+/* policies_install_many(): a batch goes in with one table copy, each entry
+ * decided as policies_install() would: sorted into the table whatever the
+ * batch's order, never back to an older stamp (within the batch too), a
+ * holder's entry kept alive, the entries not in the batch untouched. */
+static void test_policies_install_many(void)
+{
+    enum { N = 10000 };
+    struct config cfg;
+    struct policies *t = NULL;
+    struct permitd_error err = {0, ""};
+    struct policies_entry **batch = calloc(N, sizeof(*batch));
+    char *v1[] = {"max_permits", "5", "rate", "1", "apps", "web", "version", "1"};
+    char *v2[] = {"max_permits", "7", "rate", "1", "apps", "web", "version", "2"};
+    const struct policies_entry *held;
+    char name[32], **names;
+    size_t n;
+
+    memset(&cfg, 0, sizeof(cfg));
+    CHECK_INT(policies_new(&cfg, NULL, &t, &err), PERMITD_OK);
+    CHECK_INT(policies_install(t, parse("p00007", v2, 8)), PERMITD_OK);
+    CHECK_INT(policies_install(t, parse("zz-kept", v1, 8)), PERMITD_OK);
+    held = policies_get(t, "p00007");
+    /* N names in a scrambled order (7919 is prime to N): p00007 offered at
+     * version 1 (older than the table's: refused), p00003 twice (version
+     * 1 then 2: the later, newer one stays), and one NULL. */
+    for (size_t i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "p%05zu", (i * 7919) % N);
+        batch[i] = parse(name, v1, 8);
+    }
+    policies_release(batch[1]);
+    batch[1] = NULL;
+    CHECK_INT(policies_install_many(t, batch, N), PERMITD_OK);
+    batch[0] = parse("p00003", v2, 8);
+    batch[1] = parse("p00003", v1, 8);
+    CHECK_INT(policies_install_many(t, batch, 2), PERMITD_OK);
+    CHECK_INT(policies_stamp(t, "p00003"), 2);
+    CHECK_INT(policies_stamp(t, "p00007"), 2);
+    CHECK(held == policies_get(t, "p00007"));    /* the same entry, not the refused copy */
+    policies_release(held);
+    policies_release(held);
+    CHECK_INT(policies_stamp(t, "zz-kept"), 1);
+    CHECK_INT(policies_names(t, &names, &n), PERMITD_OK);
+    CHECK_INT(n, N);                /* N names less the NULL one, plus zz-kept */
+    for (size_t i = 1; i < n; i++)
+        CHECK(strcmp(names[i - 1], names[i]) < 0);
+    policies_names_free(names, n);
+    /* (7919 * 1) % N is the name the NULL stood for: not in the table. */
+    CHECK(policies_get(t, "p07919") == NULL);
+    held = policies_get(t, "p09999");
+    CHECK(held != NULL && held->max_permits == 5);
+    policies_release(held);
+    free(batch);
+    policies_free(t);
+}
+
 int main(void)
 {
     TEST_RUN(test_policies_apps_are_exact);
@@ -203,5 +260,6 @@ int main(void)
     TEST_RUN(test_policies_algorithms);
     TEST_RUN(test_policies_table);
     TEST_RUN(test_policies_forget_is_not_undone_by_a_late_reload);
+    TEST_RUN(test_policies_install_many);
     return TEST_REPORT();
 }

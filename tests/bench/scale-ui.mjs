@@ -1,0 +1,85 @@
+// scale-ui.mjs - the admin UI at scale, in headless Chromium (issue 22):
+// how long the policy list takes to show its first row after a page load,
+// and how long a filter keystroke and clearing the filter take. Run by
+// tests/bench/scale.py; playwright-core comes from tests/e2e/ui's
+// node_modules (its pinned version), the browser is Debian's chromium,
+// exactly as the UI's end-to-end test runs them.
+//
+// Environment: SCALE_ADMIN (http://127.0.0.1:PORT of the admin listener),
+// SCALE_USER, SCALE_PASSWORD, SCALE_FILTER (a policy name to filter for),
+// PERMITD_CHROMIUM (another Chromium binary). Prints one JSON line:
+//   {"first_paint_ms":..,"rows_first":..,"all_rows_ms":..,"rows":..,
+//    "filter_ms":..,"clear_ms":..,"refresh_bytes":..}
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(path.join(here, "../e2e/ui/package.json"));
+const { chromium } = require("playwright-core");
+
+const ADMIN = process.env.SCALE_ADMIN;
+const USER = process.env.SCALE_USER;
+const PASSWORD = process.env.SCALE_PASSWORD;
+const FILTER = process.env.SCALE_FILTER || "s04567";
+const CHROMIUM = process.env.PERMITD_CHROMIUM || "/usr/bin/chromium";
+const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"];
+
+// Visible policy rows, counted in the page.
+const visibleRows = () => [...document.querySelectorAll("tr[data-policy]")].filter((r) => !r.hidden && r.offsetParent !== null).length;
+
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+const out = {};
+try {
+  const ctx = await browser.newContext();
+  const login = await ctx.newPage();
+  await login.goto(`${ADMIN}/`);
+  await login.getByLabel("Username").fill(USER);
+  await login.getByLabel("Password").fill(PASSWORD);
+  await login.getByRole("button", { name: "Sign in" }).click();
+  await login.getByRole("heading", { name: "Policies", level: 1 }).waitFor({ timeout: 120_000 });
+  await login.close();
+
+  // A fresh page with the session: navigation to the first row shown.
+  const page = await ctx.newPage();
+  let t0 = Date.now();
+  await page.goto(`${ADMIN}/`);
+  await page.locator("tr[data-policy]").first().waitFor({ timeout: 120_000 });
+  out.first_paint_ms = Date.now() - t0;
+  out.rows_first = await page.evaluate(visibleRows);
+  // Until the row count stops changing (a list that renders in parts).
+  let rows = -1;
+  for (;;) {
+    const n = await page.evaluate(visibleRows);
+    if (n === rows) break;
+    rows = n;
+    await page.waitForTimeout(300);
+  }
+  out.all_rows_ms = Date.now() - t0 - 300;
+  out.rows = rows;
+
+  // One refresh of the list: the bytes the page downloads in one poll.
+  const poll = await page.waitForResponse((r) => r.url().includes("ListPolicies"), { timeout: 60_000 })
+    .catch(() => null);
+  out.refresh_bytes = poll ? (await poll.body()).length : -1;
+
+  // A filter: the whole name typed at once (one input event), until only
+  // the matching row shows; then cleared, until the rows are back.
+  const filter = page.locator("#policy-filter");
+  t0 = Date.now();
+  await filter.fill(FILTER);
+  await page.waitForFunction((want) => [...document.querySelectorAll("tr[data-policy]")]
+    .filter((r) => !r.hidden && r.offsetParent !== null).length === want, 1,
+  { timeout: 120_000, polling: "raf" });
+  out.filter_ms = Date.now() - t0;
+  t0 = Date.now();
+  await filter.fill("");
+  await page.waitForFunction((want) => [...document.querySelectorAll("tr[data-policy]")]
+    .filter((r) => !r.hidden && r.offsetParent !== null).length >= want, Math.min(rows, 2),
+  { timeout: 120_000, polling: "raf" });
+  out.clear_ms = Date.now() - t0;
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(out));
