@@ -351,32 +351,39 @@ static int authorize(struct api *a, struct connect_call *call, const char *app, 
     return rc;
 }
 
+/* The tail of every unary decision: the API key checked (authorize()),
+ * its app standing in for an empty one, then the decision queued. */
+static int decide_for_app(struct api *a, struct connect_call *call, enum kind kind,
+                          struct limiter_request *lr, struct permitd_error *err)
+{
+    char app[POLICY_NAME_MAX + 1];
+    int rc;
+
+    if ((rc = authorize(a, call, lr->app, app, err)) != PERMITD_OK)
+        return rc;
+    if (app[0] != '\0')
+        lr->app = app;
+    return defer_decision(a, call, kind, lr, err);
+}
+
 static int acquire(void *ud, struct connect_call *call, const ProtobufCMessage *in,
                    ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
     struct limiter_request lr = api_acquire_request((const Permit__V1__AcquireRequest *)in);
-    char app[POLICY_NAME_MAX + 1];
-    int rc;
 
-    if ((rc = authorize(ud, call, lr.app, app, err)) != PERMITD_OK)
-        return rc;
-    if (app[0] != '\0')
-        lr.app = app;
-    return defer_decision(ud, call, KIND_ACQUIRE, &lr, err);
+    (void)out;
+    (void)scratch;
+    return decide_for_app(ud, call, KIND_ACQUIRE, &lr, err);
 }
 
 static int peek(void *ud, struct connect_call *call, const ProtobufCMessage *in,
                 ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
     struct limiter_request lr = api_peek_request((const Permit__V1__PeekRequest *)in);
-    char app[POLICY_NAME_MAX + 1];
-    int rc;
 
-    if ((rc = authorize(ud, call, lr.app, app, err)) != PERMITD_OK)
-        return rc;
-    if (app[0] != '\0')
-        lr.app = app;
-    return defer_decision(ud, call, KIND_PEEK, &lr, err);
+    (void)out;
+    (void)scratch;
+    return decide_for_app(ud, call, KIND_PEEK, &lr, err);
 }
 
 static int release(void *ud, struct connect_call *call, const ProtobufCMessage *in,
@@ -384,16 +391,10 @@ static int release(void *ud, struct connect_call *call, const ProtobufCMessage *
 {
     const Permit__V1__ReleaseRequest *rq = (const Permit__V1__ReleaseRequest *)in;
     struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id};
-    char app[POLICY_NAME_MAX + 1];
-    int rc;
 
     (void)out;
     (void)scratch;
-    if ((rc = authorize(ud, call, lr.app, app, err)) != PERMITD_OK)
-        return rc;
-    if (app[0] != '\0')
-        lr.app = app;
-    return defer_decision(ud, call, KIND_RELEASE, &lr, err);
+    return decide_for_app(ud, call, KIND_RELEASE, &lr, err);
 }
 
 static int renew(void *ud, struct connect_call *call, const ProtobufCMessage *in,
@@ -401,16 +402,10 @@ static int renew(void *ud, struct connect_call *call, const ProtobufCMessage *in
 {
     const Permit__V1__RenewRequest *rq = (const Permit__V1__RenewRequest *)in;
     struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id};
-    char app[POLICY_NAME_MAX + 1];
-    int rc;
 
     (void)out;
     (void)scratch;
-    if ((rc = authorize(ud, call, lr.app, app, err)) != PERMITD_OK)
-        return rc;
-    if (app[0] != '\0')
-        lr.app = app;
-    return defer_decision(ud, call, KIND_RENEW, &lr, err);
+    return decide_for_app(ud, call, KIND_RENEW, &lr, err);
 }
 
 /* An AcquireBatch waiting for its decisions (limiter_acquire_batch_queued),
