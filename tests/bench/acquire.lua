@@ -10,6 +10,8 @@
 --   BENCH_BATCH    0: one Acquire per request; M: AcquireBatch of M items
 --                  (binary only), each with its own random key
 --   BENCH_VARIANTS how many distinct batch bodies to precompute (default 1000)
+--   BENCH_API_KEY  an app's API key, sent as Authorization: Bearer (issue 21;
+--                  unset: none, for a permitd run with --app-auth off)
 --
 -- Every request is built before the clock starts (init), so wrk's own cost
 -- per request is a table lookup. done() prints one line to parse:
@@ -66,6 +68,9 @@ local content_type = codec == "json" and "application/json" or "application/prot
 wrk.method = "POST"
 wrk.headers["Content-Type"] = content_type
 wrk.headers["Connect-Protocol-Version"] = "1"
+if os.getenv("BENCH_API_KEY") then
+  wrk.headers["Authorization"] = "Bearer " .. os.getenv("BENCH_API_KEY")
+end
 
 local function body_for(key)
   if codec == "json" then return acquire_json(key) end
