@@ -55,9 +55,11 @@ static void test_deny_cache_keeps_no_wait_it_cannot_answer_whole(void)
     CHECK_INT(deny_cache_get(c, "api", "", 7, 0, 1, 20, &out), 0);
     deny_cache_put(c, "api", "big", 7, 0, 1, 0, 10, &huge);
     CHECK_INT(deny_cache_get(c, "api", "big", 7, 0, 1, 20, &out), 0);
+    deny_cache_free(c);
+    c = NULL;
     CHECK_INT(deny_cache_new(0, &c, &err), PERMITD_EINVAL);
     CHECK_CONTAINS(err.message, "0");
-    deny_cache_free(NULL);
+    CHECK(c == NULL);
 }
 
 /* A full cache takes the oldest entry's place. */
