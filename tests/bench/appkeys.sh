@@ -41,7 +41,7 @@ sql "INSERT INTO policies (name, max_permits, rate, created_by, updated_by)
          VALUES ('keyed', 1000000000, 1000000, 'bench', 'bench');
      INSERT INTO policy_apps (policy_id, app) SELECT id, 'bench' FROM policies WHERE name = 'keyed';"
 PERMITD_MYSQL_URL=$db "$permitd" admin add-app bench >/dev/null 2>&1 || true
-key=$(PERMITD_MYSQL_URL=$db "$permitd" admin issue-key bench)
+key=$(PERMITD_MYSQL_URL=$db "$permitd" admin issue-key bench 2>/dev/null)
 
 run() {   # mode: keys | off
     local port admin
@@ -69,9 +69,10 @@ run() {   # mode: keys | off
     req=$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' <<<"$out")
     non2xx=$(sed -n 's/.*non2xx=\([0-9]*\).*/\1/p' <<<"$out")
     p99=$(sed -n 's/.*p99_us=\([0-9]*\).*/\1/p' <<<"$out")
-    local ticks; ticks=$(getconf CLK_TCK)
-    printf '| %s | %s | %.0f | %.2f | %s | %s |\n' "$1" "$round" "$rps" "$p99/1000" \
-        "$(python3 -c "print(round(($cpu1 - $cpu0) / $ticks * 1e6 / $req, 2))")" "$non2xx"
+    python3 -c "import sys; m, r, rps, p99, c0, c1, n, bad, hz = sys.argv[1:]; \
+print('| %s | %s | %.0f | %.2f | %.2f | %s |' % (m, r, float(rps), int(p99) / 1000, \
+(int(c1) - int(c0)) / int(hz) * 1e6 / int(n), bad))" \
+        "$1" "$round" "$rps" "$p99" "$cpu0" "$cpu1" "$req" "$non2xx" "$(getconf CLK_TCK)"
 }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
