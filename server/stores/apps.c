@@ -28,9 +28,7 @@
 #define TIME_FMT "'%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'"
 
 struct apps_db {
-    const struct config *cfg;
-    MYSQL *db;                  /* NULL while disconnected */
-    char where[300];            /* masked URL, for messages */
+    struct dbconn_kept conn;        /* (dbconn.h) */
 };
 
 int apps_db_new(const struct config *cfg, struct apps_db **out, struct permitd_error *err)
@@ -40,58 +38,28 @@ int apps_db_new(const struct config *cfg, struct apps_db **out, struct permitd_e
     *out = NULL;
     if (d == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    d->cfg = cfg;
-    config_mysql_url_masked(&cfg->mysql, d->where, sizeof(d->where));
+    dbconn_kept_init(&d->conn, cfg, NULL);
     *out = d;
     return PERMITD_OK;
-}
-
-static void disconnect(struct apps_db *d)
-{
-    if (d->db != NULL) {
-        mysql_close(d->db);
-        d->db = NULL;
-    }
 }
 
 void apps_db_free(struct apps_db *d)
 {
     if (d == NULL)
         return;
-    disconnect(d);
+    dbconn_kept_close(&d->conn);
     free(d);
 }
 
-/* A client error (2000-2999) means MySQL is out of reach: unavailable, and
- * the connection is made again next time. The statement is named by its
- * first word only. */
-static int failed(struct apps_db *d, const char *sql, struct permitd_error *err)
+/* str quoted for SQL: a new string 'like this' (free()), or NULL. */
+static char *quoted(struct apps_db *d, const char *str)
 {
-    unsigned int no = mysql_errno(d->db);
-    int verb = (int)strcspn(sql, " \n"), rc;
-
-    if (verb > 16)
-        verb = 16;
-    rc = permitd_error_set(err, no >= 2000 && no < 3000 ? PERMITD_EUNAVAILABLE : PERMITD_EINTERNAL,
-                           "mysql at %s: %.*s: %s (%u)", d->where, verb, sql, mysql_error(d->db),
-                           no);
-    if (no >= 2000 && no < 3000)
-        disconnect(d);
-    return rc;
+    return dbconn_kept_quote(&d->conn, str);
 }
 
 static int connect_db(struct apps_db *d, struct permitd_error *err)
 {
-    struct dbconn_options o = {
-        .timeout_ms = d->cfg->mysql_timeout_ms,
-        .read_timeout_s = (unsigned int)((d->cfg->mysql_timeout_ms + 999) / 1000),
-        .session = NULL,
-    };
-
-    if (d->db != NULL && mysql_ping(d->db) == 0)
-        return PERMITD_OK;
-    disconnect(d);
-    return dbconn_open(&d->cfg->mysql, &o, &d->db, err);
+    return dbconn_kept_ensure(&d->conn, err);
 }
 
 /* Runs a printf-made statement; *res (when res is not NULL) is its
@@ -101,7 +69,7 @@ static int sql(struct apps_db *d, MYSQL_RES **res, struct permitd_error *err, co
 {
     va_list ap;
     char *q = NULL;
-    int rc = PERMITD_OK;
+    int rc;
 
     if (res != NULL)
         *res = NULL;
@@ -111,29 +79,9 @@ static int sql(struct apps_db *d, MYSQL_RES **res, struct permitd_error *err, co
     va_end(ap);
     if (q == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    if (d->db == NULL)
-        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "mysql at %s: not connected", d->where);
-    else if (mysql_real_query(d->db, q, strlen(q)) != 0)
-        rc = failed(d, q, err);
-    else if (res != NULL && (*res = mysql_store_result(d->db)) == NULL)
-        rc = failed(d, q, err);
+    rc = dbconn_kept_query(&d->conn, q, res, err);
     free(q);
     return rc;
-}
-
-/* str quoted for SQL into a new string (free()), or NULL. */
-static char *quoted(struct apps_db *d, const char *str)
-{
-    size_t n = strlen(str);
-    char *out = malloc(n * 2 + 3);
-
-    if (out == NULL)
-        return NULL;
-    out[0] = '\'';
-    n = mysql_real_escape_string(d->db, out + 1, str, (unsigned long)n);
-    out[n + 1] = '\'';
-    out[n + 2] = '\0';
-    return out;
 }
 
 static int begin(struct apps_db *d, const char *actor, struct permitd_error *err)
@@ -154,14 +102,14 @@ static int begin(struct apps_db *d, const char *actor, struct permitd_error *err
 
 static int finish(struct apps_db *d, int rc, struct permitd_error *err)
 {
-    if (d->db == NULL)
+    if (d->conn.db == NULL)
         return rc;
     if (rc == PERMITD_OK)
         rc = sql(d, NULL, err, "COMMIT");
     else
-        mysql_real_query(d->db, "ROLLBACK", 8);
-    if (d->db != NULL)
-        mysql_real_query(d->db, "SET @permitd_actor = NULL", 25);
+        mysql_real_query(d->conn.db, "ROLLBACK", 8);
+    if (d->conn.db != NULL)
+        mysql_real_query(d->conn.db, "SET @permitd_actor = NULL", 25);
     return rc;
 }
 
@@ -279,7 +227,7 @@ int apps_create(struct apps_db *d, const char *name, const char *description,
     if (rc == PERMITD_OK &&
         (rc = sql(d, NULL, err, "INSERT INTO apps (name, description, created_by, updated_by) "
                                 "VALUES (%s, %s, %s, %s)", qn, qd, qa, qa)) != PERMITD_OK &&
-        d->db != NULL && mysql_errno(d->db) == ER_DUP_ENTRY)
+        d->conn.db != NULL && mysql_errno(d->conn.db) == ER_DUP_ENTRY)
         rc = permitd_error_set(err, PERMITD_EEXIST, "name: an app named \"%s\" already exists", name);
     free(qn);
     free(qd);
@@ -443,7 +391,7 @@ int apps_keys_touch(struct apps_db *d, const char *const *prefixes, size_t n,
         if (i > 0)
             list[len++] = ',';
         list[len++] = '\'';
-        len += mysql_real_escape_string(d->db, list + len, prefixes[i],
+        len += mysql_real_escape_string(d->conn.db, list + len, prefixes[i],
                                         (unsigned long)strlen(prefixes[i]));
         list[len++] = '\'';
     }

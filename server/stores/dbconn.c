@@ -10,6 +10,8 @@
  * told apart from a failure to reach the server.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <mysql.h>
 
@@ -75,4 +77,79 @@ session_failed:
 void dbconn_end(void)
 {
     mysql_library_end();
+}
+
+void dbconn_kept_init(struct dbconn_kept *k, const struct config *cfg,
+                      const char *const *session)
+{
+    memset(k, 0, sizeof(*k));
+    k->cfg = cfg;
+    k->session = session;
+    config_mysql_url_masked(&cfg->mysql, k->where, sizeof(k->where));
+}
+
+void dbconn_kept_close(struct dbconn_kept *k)
+{
+    if (k->db != NULL) {
+        mysql_close(k->db);
+        k->db = NULL;
+    }
+}
+
+int dbconn_kept_ensure(struct dbconn_kept *k, struct permitd_error *err)
+{
+    struct dbconn_options o = {
+        .timeout_ms = k->cfg->mysql_timeout_ms,
+        .read_timeout_s = (unsigned int)((k->cfg->mysql_timeout_ms + 999) / 1000),
+        .session = k->session,
+    };
+
+    if (k->db != NULL && mysql_ping(k->db) == 0)
+        return PERMITD_OK;
+    dbconn_kept_close(k);
+    return dbconn_open(&k->cfg->mysql, &o, &k->db, err);
+}
+
+int dbconn_kept_failed(struct dbconn_kept *k, const char *sql, struct permitd_error *err)
+{
+    unsigned int no = mysql_errno(k->db);
+    int verb = (int)strcspn(sql, " \n"), lost = no >= 2000 && no < 3000, rc;
+
+    if (verb > 16)
+        verb = 16;
+    rc = permitd_error_set(err, lost ? PERMITD_EUNAVAILABLE : PERMITD_EINTERNAL,
+                           "mysql at %s: %.*s: %s (%u)", k->where, verb, sql, mysql_error(k->db),
+                           no);
+    if (lost)
+        dbconn_kept_close(k);
+    return rc;
+}
+
+int dbconn_kept_query(struct dbconn_kept *k, const char *sql, MYSQL_RES **res,
+                      struct permitd_error *err)
+{
+    if (res != NULL)
+        *res = NULL;
+    if (k->db == NULL)
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE, "mysql at %s: not connected",
+                                 k->where);
+    if (mysql_real_query(k->db, sql, strlen(sql)) != 0)
+        return dbconn_kept_failed(k, sql, err);
+    if (res != NULL && (*res = mysql_store_result(k->db)) == NULL)
+        return dbconn_kept_failed(k, sql, err);
+    return PERMITD_OK;
+}
+
+char *dbconn_kept_quote(struct dbconn_kept *k, const char *str)
+{
+    size_t n = strlen(str);
+    char *out = malloc(n * 2 + 3);
+
+    if (out == NULL)
+        return NULL;
+    out[0] = '\'';
+    n = mysql_real_escape_string(k->db, out + 1, str, (unsigned long)n);
+    out[n + 1] = '\'';
+    out[n + 2] = '\0';
+    return out;
 }

@@ -5,6 +5,11 @@
  * utf8mb4 in UTC, and a failure reads the same, wherever a connection is
  * made.
  *
+ * A connection kept between statements (the policy store's, store.c, and
+ * the apps', apps.c) is a struct dbconn_kept: made on first use, checked
+ * and made again after MySQL was lost, its failures classified and worded
+ * alike.
+ *
  * The libmariadb handle is forward-declared (libmariadb's MYSQL is struct
  * st_mysql): callers that run statements include mysql.h themselves, and
  * only store.c, dbconn.c and the migrate_*.c files do.
@@ -18,6 +23,7 @@
 #include "core/status.h"
 
 struct st_mysql;
+struct st_mysql_res;
 
 /* What differs between the connections permitd opens. */
 struct dbconn_options {
@@ -53,6 +59,45 @@ int dbconn_open(const struct config_mysql *db, const struct dbconn_options *o,
 /* The last error on conn the way the stock mysql client prints it:
  * "ERROR 1064 (42000): You have an error ...". */
 void dbconn_error(struct st_mysql *conn, char *buf, size_t len);
+
+/* A connection kept between statements, and what it is reopened with. */
+struct dbconn_kept {
+    const struct config *cfg;
+    const char *const *session;     /* as dbconn_options.session */
+    struct st_mysql *db;            /* NULL while disconnected */
+    char where[300];                /* the masked URL, for messages */
+};
+
+/* Sets k up, disconnected, for cfg's --mysql-url; session: see
+ * dbconn_options. cfg and session must outlive k. */
+void dbconn_kept_init(struct dbconn_kept *k, const struct config *cfg,
+                      const char *const *session);
+
+/* Closes k's connection, if any (k may be used again: it reconnects). */
+void dbconn_kept_close(struct dbconn_kept *k);
+
+/* Makes sure k is connected: a connection kept from before may have been
+ * closed by the server meanwhile (wait_timeout, a restart, a failover), so
+ * it is pinged and made again rather than failing the next statement.
+ * Errors as dbconn_open(). */
+int dbconn_kept_ensure(struct dbconn_kept *k, struct permitd_error *err);
+
+/* The error of statement sql that just failed on k: a client error
+ * (2000-2999: unreachable, gone, lost, timed out) is PERMITD_EUNAVAILABLE
+ * and closes the connection (the next dbconn_kept_ensure() makes it
+ * again); anything else, the server refusing, PERMITD_EINTERNAL. The
+ * statement is named by its first word only: its text may hold what must
+ * reach no client or log (a session's hash, a key's). */
+int dbconn_kept_failed(struct dbconn_kept *k, const char *sql, struct permitd_error *err);
+
+/* Runs sql on k (connected); *res (when res is not NULL) is its buffered
+ * result (mysql_free_result()). Errors as dbconn_kept_failed(). */
+int dbconn_kept_query(struct dbconn_kept *k, const char *sql, struct st_mysql_res **res,
+                      struct permitd_error *err);
+
+/* str escaped and quoted for SQL on k's connection ('like this'): a new
+ * string (free()), or NULL when memory ran out. */
+char *dbconn_kept_quote(struct dbconn_kept *k, const char *str);
 
 /* Frees libmariadb's process-wide state; for a process that is done with
  * MySQL (`permitd migrate` before it exits), with no connection open. */

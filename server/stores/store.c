@@ -31,10 +31,12 @@
     "WHERE c.policy_id = p.id), 0))"
 
 struct store {
-    const struct config *cfg;
-    MYSQL *db;                  /* NULL while disconnected */
-    char where[300];            /* masked URL, for messages */
+    struct dbconn_kept conn;        /* (dbconn.h) */
 };
+
+/* The store's sessions: UTC (dbconn.c) and GROUP_CONCAT long enough for a
+ * policy's whole apps list. */
+static const char *const store_session[] = {"SET group_concat_max_len = 1048576", NULL};
 
 int store_new(const struct config *cfg, struct store **out, struct permitd_error *err)
 {
@@ -43,89 +45,40 @@ int store_new(const struct config *cfg, struct store **out, struct permitd_error
     *out = NULL;
     if (s == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    s->cfg = cfg;
-    config_mysql_url_masked(&cfg->mysql, s->where, sizeof(s->where));
+    dbconn_kept_init(&s->conn, cfg, store_session);
     *out = s;
     return PERMITD_OK;
-}
-
-static void disconnect(struct store *s)
-{
-    if (s->db != NULL) {
-        mysql_close(s->db);
-        s->db = NULL;
-    }
 }
 
 void store_free(struct store *s)
 {
     if (s == NULL)
         return;
-    disconnect(s);
+    dbconn_kept_close(&s->conn);
     free(s);
 }
 
-/* Client errors (2000-2999: cannot connect, server gone, lost, timeout)
- * mean MySQL is unreachable; anything else is the server refusing. The
- * statement is named by its first word only: its text may hold what must
- * not reach a client or a log (a session's hash, a password's). */
-static int failed(struct store *s, const char *sql, struct permitd_error *err)
+/* str quoted for SQL: a new string 'like this' (free()), or NULL. */
+static char *quoted(struct store *s, const char *str)
 {
-    unsigned int no = mysql_errno(s->db);
-    int verb = (int)strcspn(sql, " \n"), rc;
-
-    if (verb > 16)
-        verb = 16;
-    if (no >= 2000 && no < 3000) {
-        rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "mysql at %s: %.*s: %s (%u)",
-                               s->where, verb, sql, mysql_error(s->db), no);
-        disconnect(s);
-    } else {
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "mysql at %s: %.*s: %s (%u)",
-                               s->where, verb, sql, mysql_error(s->db), no);
-    }
-    return rc;
+    return dbconn_kept_quote(&s->conn, str);
 }
-
-/* The store's sessions: UTC (dbconn.c) and GROUP_CONCAT long enough for a
- * policy's whole apps list. */
-static const char *const store_session[] = {"SET group_concat_max_len = 1048576", NULL};
 
 static int connect_db(struct store *s, struct permitd_error *err)
 {
-    struct dbconn_options o = {
-        .timeout_ms = s->cfg->mysql_timeout_ms,
-        .read_timeout_s = (unsigned int)((s->cfg->mysql_timeout_ms + 999) / 1000),
-        .session = store_session,
-    };
-
-    /* A connection kept from before may have been closed by the server
-     * meanwhile (wait_timeout, a restart, a failover): checked, and made
-     * again, rather than failing the next statement. */
-    if (s->db != NULL && mysql_ping(s->db) == 0)
-        return PERMITD_OK;
-    disconnect(s);
-    return dbconn_open(&s->cfg->mysql, &o, &s->db, err);
+    return dbconn_kept_ensure(&s->conn, err);
 }
 
 /* Runs a statement that returns no rows. */
 static int exec(struct store *s, const char *sql, struct permitd_error *err)
 {
-    if (mysql_real_query(s->db, sql, strlen(sql)) != 0)
-        return failed(s, sql, err);
-    return PERMITD_OK;
+    return dbconn_kept_query(&s->conn, sql, NULL, err);
 }
 
 /* Runs a query; *res is the buffered result (mysql_free_result()). */
 static int query(struct store *s, const char *sql, MYSQL_RES **res, struct permitd_error *err)
 {
-    *res = NULL;
-    if (mysql_real_query(s->db, sql, strlen(sql)) != 0)
-        return failed(s, sql, err);
-    *res = mysql_store_result(s->db);
-    if (*res == NULL)
-        return failed(s, sql, err);
-    return PERMITD_OK;
+    return dbconn_kept_query(&s->conn, sql, res, err);
 }
 
 int store_ping(struct store *s, struct permitd_error *err)
@@ -388,8 +341,8 @@ int store_snapshot(struct store *s, struct store_snapshot **out, struct permitd_
     if ((rc = read_policies(s, snap, err)) != PERMITD_OK ||
         (rc = read_apps(s, snap, err)) != PERMITD_OK ||
         (rc = read_audited_id(s, snap, err)) != PERMITD_OK) {
-        if (s->db != NULL)
-            mysql_real_query(s->db, "ROLLBACK", 8);
+        if (s->conn.db != NULL)
+            mysql_real_query(s->conn.db, "ROLLBACK", 8);
         goto fail;
     }
     if ((rc = exec(s, "COMMIT", err)) != PERMITD_OK)
@@ -447,21 +400,6 @@ static char *sqlf(const char *fmt, ...)
     if (vasprintf(&out, fmt, ap) < 0)
         out = NULL;
     va_end(ap);
-    return out;
-}
-
-/* s quoted for SQL: a new string 'like this' (free()), or NULL. */
-static char *quoted(struct store *s, const char *str)
-{
-    size_t n = strlen(str);
-    char *out = malloc(n * 2 + 3);
-
-    if (out == NULL)
-        return NULL;
-    out[0] = '\'';
-    n = mysql_real_escape_string(s->db, out + 1, str, (unsigned long)n);
-    out[n + 1] = '\'';
-    out[n + 2] = '\0';
     return out;
 }
 
@@ -740,15 +678,15 @@ int store_policy_get(struct store *s, const char *name, struct store_policy *out
  * actor mark is cleared either way. */
 static int finish(struct store *s, int rc, struct permitd_error *err)
 {
-    if (s->db == NULL)
+    if (s->conn.db == NULL)
         return rc;
     if (rc == PERMITD_OK) {
         rc = exec(s, "COMMIT", err);
     } else {
-        mysql_real_query(s->db, "ROLLBACK", 8);
+        mysql_real_query(s->conn.db, "ROLLBACK", 8);
     }
-    if (s->db != NULL)
-        mysql_real_query(s->db, "SET @permitd_actor = NULL", 25);
+    if (s->conn.db != NULL)
+        mysql_real_query(s->conn.db, "SET @permitd_actor = NULL", 25);
     return rc;
 }
 
@@ -774,14 +712,14 @@ static int begin(struct store *s, const char *actor, struct permitd_error *err)
  * was (the CHECK constraints back up the validation done before). */
 static int write_failed(struct store *s, const char *name, int rc, struct permitd_error *err)
 {
-    unsigned int no = s->db ? mysql_errno(s->db) : 0;
+    unsigned int no = s->conn.db ? mysql_errno(s->conn.db) : 0;
 
     if (no == ER_DUP_ENTRY)
         return permitd_error_set(err, PERMITD_EEXIST, "name: a policy named \"%s\" already exists",
                                  name);
     if (no == ER_CHECK_CONSTRAINT_VIOLATED || no == ER_CONSTRAINT_FAILED)
         return permitd_error_set(err, PERMITD_EINVAL, "policy \"%s\" breaks a rule of the schema: %s",
-                                 name, mysql_error(s->db));
+                                 name, mysql_error(s->conn.db));
     return rc;
 }
 
@@ -876,7 +814,7 @@ int store_policy_create(struct store *s, const struct store_policy_input *in,
         rc = write_failed(s, in->name, rc, err);
         goto done;
     }
-    id = mysql_insert_id(s->db);
+    id = mysql_insert_id(s->conn.db);
     if ((rc = put_apps(s, id, in, err)) == PERMITD_OK)
         rc = audit(s, id, "create", actor, NULL, 1, err);
 done:
