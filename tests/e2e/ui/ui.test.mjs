@@ -266,6 +266,14 @@ async function checkA11y(page, state) {
     axeRouted.add(ctx);
     await ctx.route(`**${AXE_PATH}`, (route) => route.fulfill({ path: AXE_FILE, contentType: "text/javascript; charset=utf-8" }));
   }
+  // A toast caught mid-fade is half transparent: axe would weigh the
+  // contrast of a state the page never rests in (seen: 1.08 against the page
+  // while the "saved" toast of the step before faded). Wait for its
+  // transition to end, whichever way it runs.
+  await page.waitForFunction(() => {
+    const t = document.getElementById("toast");
+    return !t || t.getAnimations().every((a) => a.playState !== "running");
+  }, null, { timeout: 5000 });
   const problems = [];
   try {
     for (const scheme of ["light", "dark"]) {
