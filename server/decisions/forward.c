@@ -344,9 +344,16 @@ static void decided_one(void *ud, int rc, const struct limiter_result *r,
 static void decided_batch(void *ud, int rc, const struct permitd_error *err)
 {
     struct pending *p = ud;
+    int unreachable = 0;
 
-    if (rc == PERMITD_EPRECONDITION && p->all_or_nothing) {
-        /* Not one script's worth (slots or algorithms differ): each alone. */
+    for (size_t i = 0; rc == PERMITD_OK && i < p->n; i++)
+        unreachable |= p->errs[i].code == PERMITD_EUNAVAILABLE;
+    unreachable |= rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE;
+    if (p->all_or_nothing && (rc == PERMITD_EPRECONDITION || unreachable)) {
+        /* Not one script's worth (slots or algorithms differ), or Redis
+         * unreachable, which all_or_nothing answers unavailable whatever
+         * the policies' failure_mode: each rule alone, each policy's
+         * failure_mode applying. */
         p->all_or_nothing = 0;
         limiter_acquire_batch_queued(http_request_worker(p->http), p->reqs, p->n, 0, INT64_MAX,
                                      p->res, p->errs, decided_batch, p);

@@ -27,14 +27,15 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
 import time
 import unittest
 
-from harness import (ConnectAssertions, Http, Permitd, Redis, error_code, free_port, mysql,
-                     unique, wait_for)
+from harness import (ConnectAssertions, Http, Permitd, PrivateRedis, Redis, error_code,
+                     free_port, mysql, unique, wait_for)
 from harness.mariadb import MysqlError
 from test_apps import Admin, cli, database_url
 
@@ -421,6 +422,77 @@ class PermitdDownTest(GatewayCase):
         # Back: the rules are loaded from MySQL at start.
         wait_for("forward-auth limits again",
                  lambda: self.nginx.get("/down/")[1].get("ratelimit"), timeout=10)
+
+
+class RedisDownTest(unittest.TestCase):
+    """Redis unreachable, permitd up: each policy's failure_mode, as nginx
+    passes it on (open: the app answers; closed: permitd's 503, nginx's
+    500), with one rule and with several: of one policy (one all_or_nothing
+    script, which Redis down would answer unavailable whatever the
+    failure_mode) and of two."""
+
+    def setUp(self):
+        self.db = unique("gwr").replace("-", "_")
+        mysql("CREATE DATABASE `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci" % self.db)
+        self.url = database_url(self.db)
+        self.redis = self.p = self.nginx = self.app = None
+        rc, out, err = cli(["migrate", "up"], self.url)
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(cli(["admin", "add-app", "gw"], self.url)[0], 0)
+        rc, out, err = cli(["admin", "issue-key", "gw"], self.url)
+        self.assertEqual(rc, 0, out + err)
+        self.key = out.strip()
+        for name, mode in (("opened", "open"), ("opened2", "open"), ("closed", "closed")):
+            mysql("INSERT INTO policies (name, max_permits, rate, failure_mode) "
+                  "VALUES ('%s', 1000, 1000, '%s');"
+                  "INSERT INTO policy_apps (policy_id, app) SELECT id, 'gw' FROM policies "
+                  "WHERE name = '%s'" % (name, mode, name), database=self.db)
+        for prefix, policy in (("/rd-open/", "opened"), ("/rd-closed/", "closed"),
+                               ("/rd-both/", "opened"), ("/rd-both/", "opened"),
+                               ("/rd-two/", "opened"), ("/rd-two/", "opened2"),
+                               ("/rd-mixed/", "opened"), ("/rd-mixed/", "closed")):
+            mysql("INSERT INTO gateway_rules (path_prefix, policy, key_source) "
+                  "VALUES ('%s', '%s', 'none')" % (prefix, policy), database=self.db)
+        self.redis = PrivateRedis()
+        self.p = Permitd(redis_url=self.redis.url, prefix="gwr:",
+                         args=["--mysql-url", self.url, "--sync-interval-ms", "300",
+                               "--redis-timeout-ms", "100", "--app-auth", "keys",
+                               "--trusted-proxies", "127.0.0.1"])
+        self.app = http.server.ThreadingHTTPServer(("127.0.0.1", 0), App)
+        threading.Thread(target=self.app.serve_forever, daemon=True).start()
+        self.nginx = Nginx(self.p.port, self.app.server_address[1], self.key)
+        wait_for("the rules decided from Redis",
+                 lambda: all("ratelimit" in self.nginx.get(path)[1]
+                             for path in ("/rd-open/", "/rd-closed/", "/rd-both/", "/rd-two/",
+                                          "/rd-mixed/")),
+                 timeout=15)
+
+    def tearDown(self):
+        if self.nginx is not None:
+            self.nginx.stop()
+        if self.app is not None:
+            self.app.shutdown()
+            self.app.server_close()
+        if self.p is not None:
+            self.p.stop()
+        if self.redis is not None:
+            self.redis.stop()
+        mysql("DROP DATABASE IF EXISTS `%s`" % self.db)
+
+    def test_gateway_redis_down_follows_failure_mode(self):
+        os.kill(self.redis.pid(), signal.SIGKILL)
+        time.sleep(0.1)
+        for _ in range(3):
+            self.assertEqual(self.nginx.get("/rd-open/")[0], 200)
+            self.assertEqual(self.nginx.get("/rd-both/")[0], 200)    # one script: all_or_nothing
+            self.assertEqual(self.nginx.get("/rd-two/")[0], 200)     # two policies: each alone
+            self.assertEqual(self.nginx.get("/rd-closed/")[0], 500)
+            self.assertEqual(self.nginx.get("/rd-mixed/")[0], 500)
+        r = self.p.http().request("GET", "/v1/forward-auth/rd-closed/", None,
+                                  {"Authorization": "Bearer " + self.key})
+        self.assertEqual(r.status, 503, r)
+        self.assertEqual(r.json()["code"], "unavailable")
+        self.assertEqual(r.headers.get("permitd-error"), "unavailable")
 
 
 class RulesAdminTest(GatewayCase):
