@@ -30,13 +30,14 @@ import { detailView } from "./view-detail.js";
 import { editView } from "./view-edit.js";
 import { listView } from "./view-list.js";
 import { appsView } from "./view-apps.js";
+import { gatewayView } from "./view-gateway.js";
 import { missingView } from "./view-missing.js";
 import { errorState, loadingState } from "./widgets.js";
 
 onSessionExpired(sessionExpired);
 ui.logout.addEventListener("click", signOut);
 ui.bannerClose.addEventListener("click", () => clearBanner());
-startRouter({ list: listView, detail: detailView, edit: editView, apps: appsView, missing: missingView });
+startRouter({ list: listView, detail: detailView, edit: editView, apps: appsView, gateway: gatewayView, missing: missingView });
 
 // Asks who the session cookie belongs to: the page the address names, or
 // the sign-in page; if permitd does not answer, an error with Retry.

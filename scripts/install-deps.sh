@@ -22,8 +22,13 @@ if [ "$what" = test ]; then
     pkgs+=(openssl)
     # wrk: the load of the chaos test (tests/chaos)
     pkgs+=(wrk)
+    # nginx: the forward-auth tests put a real nginx (auth_request) in front
+    # of permitd (tests/integration/test_gateway.py)
+    pkgs+=(nginx)
 fi
 if [ "$what" = bench ]; then
+    # nginx: tests/bench/gateway.sh measures forward-auth through it
+    pkgs+=(nginx)
     # valgrind: Redis's instructions per decision (tests/bench/redis-cost.sh)
     pkgs+=(wrk valgrind)
 fi

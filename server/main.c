@@ -20,7 +20,10 @@
 #include "control/admin.h"
 #include "control/appsvc.h"
 #include "control/appsync.h"
+#include "control/gatewaysvc.h"
+#include "control/gatewaysync.h"
 #include "decisions/appkeys.h"
+#include "decisions/forward.h"
 #include "decisions/api.h"
 #include "core/config.h"
 #include "transport/connect.h"
@@ -62,6 +65,21 @@ static char *read_pem(const char *path, const char *setting, struct permitd_erro
     return buf;
 }
 
+/* What runs after every pass of the policy sync: the app keys and the
+ * gateway rules are loaded from MySQL in its rhythm. */
+struct passes {
+    struct appsync *appsync;
+    struct gatewaysync *gwsync;
+};
+
+static void after_pass(void *ud)
+{
+    struct passes *p = ud;
+
+    appsync_pass(p->appsync);
+    gatewaysync_pass(p->gwsync);
+}
+
 static int serve(const struct config *cfg)
 {
     struct permitd_error err = {0, ""};
@@ -75,6 +93,11 @@ static int serve(const struct config *cfg)
     struct appkeys *keys = NULL;
     struct appsync *appsync = NULL;
     struct appsvc *appsvc = NULL;
+    struct forward_rules *rules = NULL;
+    struct forward *forward = NULL;
+    struct gatewaysync *gwsync = NULL;
+    struct gatewaysvc *gwsvc = NULL;
+    struct passes passes = {NULL, NULL};
     struct http_server *server = NULL, *admin_server = NULL;
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
@@ -101,9 +124,12 @@ static int serve(const struct config *cfg)
         redis_new(cfg, &redis, &err) != PERMITD_OK ||
         limiter_new(cfg, redis, &limiter, &err) != PERMITD_OK ||
         api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK ||
-        appkeys_new(cfg->app_auth_off, &keys, &err) != PERMITD_OK)
+        appkeys_new(cfg->app_auth_off, &keys, &err) != PERMITD_OK ||
+        forward_rules_new(&rules, &err) != PERMITD_OK ||
+        forward_new(cfg, rules, limiter, keys, stats, &forward, &err) != PERMITD_OK)
         goto out;
     api_set_appkeys(api, keys);
+    api_set_forward(api, forward);
     if (cfg->mysql_url[0] != '\0') {
         if (sync_new(cfg, redis, limiter, &sync, &err) != PERMITD_OK)
             goto out;
@@ -115,9 +141,15 @@ static int serve(const struct config *cfg)
     if (sync != NULL) {
         struct permitd_error why = {0, ""};
         if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
-            appsvc_new(cfg, admin, redis, keys, &appsvc, &err) != PERMITD_OK)
+            appsvc_new(cfg, admin, redis, keys, &appsvc, &err) != PERMITD_OK ||
+            gatewaysync_new(cfg, redis, rules, &gwsync, &err) != PERMITD_OK ||
+            gatewaysvc_new(cfg, admin, redis, gwsync, &gwsvc, &err) != PERMITD_OK)
             goto out;
-        sync_set_pass_hook(sync, appsync_pass, appsync);
+        passes = (struct passes){appsync, gwsync};
+        sync_set_pass_hook(sync, after_pass, &passes);
+        if (gatewaysync_load(gwsync, &why) != PERMITD_OK)
+            log_msg(LOG_LEVEL_WARN, "gateway rules not loaded at start: forward-auth allows "
+                    "every request until MySQL answers", "error=\"%s\"", why.message);
         /* The keys before the first request; MySQL down now leaves the
          * table empty (401 unknown) until the sync's first pass that
          * reaches it. */
@@ -126,6 +158,7 @@ static int serve(const struct config *cfg)
                     "unauthenticated until MySQL answers", "error=\"%s\"", why.message);
     }
     admin_set_apps(admin, appsvc, keys);
+    admin_set_gateway(admin, gwsvc);
     if (cfg->app_auth_off)
         log_msg(LOG_LEVEL_WARN, "APP AUTH IS OFF (--app-auth off): the API trusts the app every "
                 "request names, and anyone who reaches the API port may act as any app; run it "
@@ -176,6 +209,8 @@ static int serve(const struct config *cfg)
         goto out;
     if (appsync != NULL && appsync_start(appsync, &err) != PERMITD_OK)
         goto out;
+    if (gwsync != NULL && gatewaysync_start(gwsync, &err) != PERMITD_OK)
+        goto out;
 
     config_redis_url_masked(cfg, url, sizeof(url));
     log_msg(LOG_LEVEL_INFO, "permitd started",
@@ -205,9 +240,13 @@ out:
     follow_stop(follow);
     sync_free(sync);
     appsync_free(appsync);
+    gatewaysync_free(gwsync);
     admin_free(admin);
     appsvc_free(appsvc);
+    gatewaysvc_free(gwsvc);
     api_free(api);
+    forward_free(forward);
+    forward_rules_free(rules);
     limiter_free(limiter);
     appkeys_free(keys);
     redis_free(redis);

@@ -104,6 +104,9 @@ static const struct setting settings[] = {
         "keys: every API request needs Authorization: Bearer <app key> (kept in MySQL: needs "
         "--mysql-url); off: trust the app a request names (only behind a gateway that "
         "authenticates apps)"),
+    STR(trusted_proxies, "trusted-proxies", "PERMITD_TRUSTED_PROXIES", "",
+        "comma-separated addresses or CIDR blocks of the proxies whose X-Forwarded-For / "
+        "X-Real-IP forward-auth believes (the gateway itself included); empty: none"),
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -779,5 +782,7 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                                  "--app-auth (PERMITD_APP_AUTH): \"%s\" is not keys or off",
                                  cfg->app_auth);
     cfg->app_auth_off = strcmp(cfg->app_auth, "off") == 0;
+    if (cidr_list_parse(cfg->trusted_proxies, &cfg->trusted_proxy_list, err) != PERMITD_OK)
+        return prefixed(err, "--trusted-proxies (PERMITD_TRUSTED_PROXIES)");
     return PERMITD_OK;
 }

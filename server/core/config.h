@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 
+#include "core/cidr.h"
 #include "core/status.h"
 
 /* TLS 1.2 and 1.3 only; key exchanges with forward secrecy only (no
@@ -99,6 +100,11 @@ struct config {
     /* API keys (issue 21) */
     char app_auth[8];             /* "keys" or "off" */
     int app_auth_off;             /* derived: app_auth is "off" */
+
+    /* Forward-auth (issue 25): the proxies whose client-address headers
+     * are believed */
+    char trusted_proxies[2048];   /* as given: "10.0.0.0/8,127.0.0.1" */
+    struct cidr_list trusted_proxy_list;    /* parsed */
 };
 
 /* Fills cfg from the environment and argv. Returns PERMITD_OK;

@@ -18,6 +18,7 @@
 #include "decisions/api.h"
 #include "decisions/api_internal.h"
 #include "decisions/appkeys.h"
+#include "decisions/forward.h"
 #include "core/clock.h"
 #include "transport/connect.h"
 #include "permit/v1/ratelimit.pb-c.h"
@@ -28,6 +29,7 @@ struct api {
     struct limiter *limiter;
     struct stats *stats;
     struct appkeys *keys;           /* who may call (issue 21); NULL: not checked */
+    struct forward *forward;        /* /v1/forward-auth (issue 25); NULL: not served */
     struct connect_limits limits;
     /* AcquireResponse's allowed and remaining: written in JSON even when
      * false and 0 (a denial says so; proto3 JSON would leave them out), in
@@ -568,6 +570,11 @@ void api_set_appkeys(struct api *a, struct appkeys *keys)
     a->keys = keys;
 }
 
+void api_set_forward(struct api *a, struct forward *forward)
+{
+    a->forward = forward;
+}
+
 void api_free(struct api *a)
 {
     free(a);
@@ -596,6 +603,10 @@ void api_handle(void *ud, const struct http_request *req, struct http_response *
         resp->content_type = "text/plain";
         resp->body = (char *)"ok\n";
         resp->body_len = 3;
+        return;
+    }
+    if (a->forward != NULL && forward_path(path)) {
+        forward_handle(a->forward, req, resp);
         return;
     }
     if (connect_serve(methods, a, &a->limits, req, resp))

@@ -20,6 +20,7 @@ from harness import (PERMITD_BIN, Permitd, Redis, free_port, put_policy, stack_e
 SETTINGS = [
     ("--listen", "PERMITD_LISTEN"),
     ("--app-auth", "PERMITD_APP_AUTH"),
+    ("--trusted-proxies", "PERMITD_TRUSTED_PROXIES"),
     ("--redis-url", "PERMITD_REDIS_URL"),
     ("--threads", "PERMITD_THREADS"),
     ("--redis-prefix", "PERMITD_REDIS_PREFIX"),

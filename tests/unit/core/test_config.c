@@ -309,6 +309,24 @@ static void test_config_listen_forms(void)
     CHECK_INT(config_parse_listen("h:", host, sizeof(host), &port, &err), PERMITD_EINVAL);
 }
 
+static void test_config_trusted_proxies(void)
+{
+    struct config cfg;
+    struct permitd_error err;
+    const char *good[] = {"permitd", "--trusted-proxies", "10.0.0.0/8, 127.0.0.1"};
+    const char *bad[] = {"permitd", "--trusted-proxies", "10.0.0.0/8,10.0.0.1/40"};
+
+    clear_env();
+    CHECK_INT(load(&cfg, &err, 3, good), PERMITD_OK);
+    CHECK_INT(cfg.trusted_proxy_list.n, 2);
+    CHECK(cidr_list_match(&cfg.trusted_proxy_list, "10.2.3.4"));
+    CHECK_INT(load(&cfg, &err, 1, good), PERMITD_OK);      /* default: none */
+    CHECK_INT(cfg.trusted_proxy_list.n, 0);
+    CHECK_INT(load(&cfg, &err, 3, bad), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "--trusted-proxies (PERMITD_TRUSTED_PROXIES)");
+    CHECK_CONTAINS(err.message, "\"10.0.0.1/40\"");
+}
+
 int main(void)
 {
     TEST_RUN(test_config_defaults);
@@ -319,5 +337,6 @@ int main(void)
     TEST_RUN(test_config_listen_forms);
     TEST_RUN(test_config_redis_cluster_urls);
     TEST_RUN(test_config_redis_url_cluster_flag);
+    TEST_RUN(test_config_trusted_proxies);
     return TEST_REPORT();
 }

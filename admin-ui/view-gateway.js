@@ -1,0 +1,208 @@
+// view-gateway.js - the Gateway rules page (#/gateway, issue 25): which
+// policy, key and permits a request seen by a gateway (nginx auth_request,
+// Traefik, Caddy, Envoy ext_authz calling permitd's /v1/forward-auth) is
+// limited by. Every rule is a row, in the order permitd evaluates them;
+// every rule that matches a request applies, and all must allow.
+//
+// Editors create, edit and delete rules in a dialog; the server checks each
+// field (GatewayService answers "host: ...", "path_prefix: ...") and its
+// message is shown at the field it names, as the policy form does. Edits
+// send the version they started from: a rule changed meanwhile is reported,
+// not overwritten. Viewers see the same table without the controls.
+import { isAbort } from "./api.js";
+import { confirmAction } from "./appdialogs.js";
+import { append, h, replace, setText } from "./dom.js";
+import * as fmt from "./format.js";
+import { describeError, toast } from "./notices.js";
+import { call, isEditor } from "./session.js";
+import { emptyState, errorState, icon, loadingState, pageHead } from "./widgets.js";
+
+const GATEWAY = "GatewayService";
+
+// The form's fields: the proto's field name (as the server's messages
+// start), the JSON name, and how each is shown.
+const FIELDS = [
+  { key: "position", json: "position", label: "Position", hint: "Rules are evaluated and listed by position (ties: oldest first).", type: "number" },
+  { key: "host", json: "host", label: "Host (optional)", hint: "The original request's host, exactly, without a port. Empty: any host." },
+  { key: "path_prefix", json: "pathPrefix", label: "Path prefix", hint: "The original path starts with it. \"/\" matches every path; end it with \"/\" for a whole segment." },
+  { key: "method", json: "method", label: "Method (optional)", hint: "GET, POST, … in capitals. Empty: any method." },
+  { key: "policy", json: "policy", label: "Policy", hint: "The policy that decides; it must list the gateway's app." },
+  { key: "key_source", json: "keySource", label: "Key", select: [["client", "the client's address"], ["header", "a request header"], ["none", "none: one bucket for all"]] },
+  { key: "key_header", json: "keyHeader", label: "Header", hint: "The header whose value is the key, e.g. X-Api-Key or X-Tenant." },
+  { key: "permits", json: "permits", label: "Permits per request", type: "number" },
+  { key: "description", json: "description", label: "Description (optional)" },
+];
+
+const keyText = (r) => (r.keySource === "header" ? `header ${r.keyHeader}` : r.keySource === "none" ? "none (shared)" : "client address");
+
+// The rule's dialog: new (rule null) or an edit of rule. done(saved).
+function ruleDialog({ rule, done }) {
+  const id = "rule-dialog";
+  const fields = {};
+  const rows = FIELDS.map((f) => {
+    const fid = `r-${f.key.replace("_", "-")}`;
+    const control = f.select
+      ? h("select", {}, f.select.map(([v, t]) => h("option", { value: v }, t)))
+      : h("input", { type: f.type || "text", autocomplete: "off", spellcheck: "false", autocapitalize: "none" });
+    if (f.type === "number") control.setAttribute("inputmode", "numeric");
+    control.id = fid;
+    const err = h("p", { class: "field-error", id: `${fid}-error`, hidden: true });
+    control.setAttribute("aria-describedby", [f.hint && `${fid}-hint`, `${fid}-error`].filter(Boolean).join(" "));
+    const wrap = h("div", { class: "field" }, h("label", { for: fid }, f.label), control,
+      f.hint && h("p", { class: "hint", id: `${fid}-hint` }, f.hint), err);
+    fields[f.key] = {
+      control, wrap,
+      error(text) {
+        err.hidden = !text;
+        setText(err, text || "");
+        control.setAttribute("aria-invalid", text ? "true" : "false");
+      },
+    };
+    const v = rule ? rule[f.json] : { position: "0", pathPrefix: "/", keySource: "client", permits: "1" }[f.json];
+    control.value = v === undefined || v === null ? "" : String(v);
+    control.addEventListener("input", () => fields[f.key].error(""));
+    return wrap;
+  });
+  const headerWrap = fields.key_header.wrap;
+  const showHeader = () => { headerWrap.hidden = fields.key_source.control.value !== "header"; };
+  fields.key_source.control.addEventListener("change", showHeader);
+  showHeader();
+  const msg = h("p", { class: "form-error", role: "alert", hidden: true });
+  const cancel = h("button", { type: "button", class: "btn", id: "rule-cancel" }, "Cancel");
+  const ok = h("button", { type: "submit", class: "btn btn-primary", id: "rule-save" }, rule ? "Save rule" : "Create rule");
+  const form = h("form", { method: "dialog", class: "policy-form dialog-form", novalidate: true }, rows, msg,
+    h("div", { class: "dialog-actions" }, cancel, ok));
+  const dlg = h("dialog", { class: "dialog", id, "aria-labelledby": `${id}-title` },
+    h("h2", { id: `${id}-title` }, rule ? `Edit rule ${rule.id}` : "New gateway rule"), form);
+  let saved = false;
+  dlg.addEventListener("close", () => {
+    dlg.remove();
+    done?.(saved);
+  });
+  document.body.append(dlg);
+  dlg.showModal();
+  cancel.addEventListener("click", () => dlg.close());
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    msg.hidden = true;
+    for (const f of Object.values(fields)) f.error("");
+    const body = rule ? { id: rule.id, version: rule.version } : {};
+    for (const f of FIELDS) {
+      const v = fields[f.key].control.value.trim();
+      body[f.json] = f.type === "number" ? (v === "" ? "0" : v) : v;
+    }
+    if (body.keySource !== "header") body.keyHeader = "";
+    body.position = Number(body.position);
+    if (!/^-?\d+$/.test(fields.position.control.value.trim() || "0")) {
+      fields.position.error("Position: a whole number.");
+      fields.position.control.focus();
+      return;
+    }
+    if (!/^\d+$/.test(body.permits)) {
+      fields.permits.error("Permits per request: a whole number, at least 1.");
+      fields.permits.control.focus();
+      return;
+    }
+    ok.disabled = true;
+    setText(ok, "Saving…");
+    try {
+      await call(GATEWAY, rule ? "UpdateGatewayRule" : "CreateGatewayRule", { rule: body });
+      toast(rule ? `Saved rule ${rule.id}.` : "Created the rule.");
+      saved = true;
+      dlg.close();
+    } catch (err) {
+      if (err.code === "unauthenticated") return;
+      ok.disabled = false;
+      setText(ok, rule ? "Save rule" : "Create rule");
+      // "host: ..." names its field: the message goes there.
+      const m = /^([a-z_]+): (.*)$/s.exec(err.message || "");
+      const target = err.code === "invalid_argument" && m && fields[m[1]];
+      if (target && !target.wrap.hidden) {
+        const label = FIELDS.find((f) => f.key === m[1]).label.replace(/ \(optional\)$/, "");
+        target.error(`${label}: ${m[2]}`);
+        target.control.focus();
+      } else {
+        setText(msg, describeError(err));
+        msg.hidden = false;
+      }
+    }
+  });
+  (rule ? fields.path_prefix : fields.policy).control.focus();
+}
+
+export function gatewayView(main) {
+  document.title = "Gateway rules · permitd admin";
+  const ac = new AbortController();
+  const editor = isEditor();
+  const sub = h("p", { class: "page-sub muted", "aria-live": "polite" }, "Loading…");
+  const newRule = editor && h("button", { type: "button", class: "btn btn-primary", id: "new-rule" }, icon("plus"), "New rule");
+  const box = h("div", { id: "rules" }, loadingState("Loading gateway rules…"));
+  const intro = h("p", { class: "policy-desc" },
+    "Gateways ask permitd's /v1/forward-auth about each request; every rule that matches it applies, and all must allow.");
+  append(main, pageHead(h("h1", { tabindex: "-1" }, "Gateway rules"), sub, newRule), intro, box);
+
+  const rowOf = (id) => box.querySelector(`tr[data-rule="${id}"]`);
+  if (newRule) newRule.addEventListener("click", () => ruleDialog({ rule: null, done: (ok) => (ok ? load(() => box.querySelector("tbody tr:last-child .edit-rule") || newRule) : newRule.focus()) }));
+
+  function ruleRow(r) {
+    const any = (v) => (v ? v : h("span", { class: "muted" }, "any"));
+    return h("tr", { dataset: { rule: String(r.id) } },
+      h("td", { "data-label": "Position" }, String(r.position || 0)),
+      h("td", { "data-label": "Host" }, any(r.host)),
+      h("td", { "data-label": "Path prefix" }, h("code", {}, r.pathPrefix || "/")),
+      h("td", { "data-label": "Method" }, any(r.method)),
+      h("td", { "data-label": "Policy" }, h("a", { href: `#/policy/${encodeURIComponent(r.policy)}` }, r.policy)),
+      h("td", { "data-label": "Key" }, keyText(r)),
+      h("td", { "data-label": "Permits", class: "num" }, fmt.formatNumber(Number(r.permits || 1), 0)),
+      h("td", { "data-label": "Description" }, r.description || ""),
+      editor && h("td", { class: "cell-actions" },
+        h("button", {
+          type: "button", class: "btn btn-small edit-rule", "aria-label": `Edit rule ${r.id} (${r.pathPrefix})`,
+          onclick: () => ruleDialog({ rule: r, done: (ok) => (ok ? load(() => rowOf(r.id)?.querySelector(".edit-rule")) : rowOf(r.id)?.querySelector(".edit-rule")?.focus()) }),
+        }, "Edit"),
+        h("button", {
+          type: "button", class: "btn btn-small btn-danger-quiet delete-rule", "aria-label": `Delete rule ${r.id} (${r.pathPrefix})`,
+          onclick: () => confirmAction({
+            id: "delete-rule", title: `Delete rule ${r.id}?`,
+            text: `Requests to ${r.host || "any host"}${r.pathPrefix} are no longer limited by ${r.policy} through gateways, on every instance within moments.`,
+            confirmLabel: "Delete rule", busyLabel: "Deleting…",
+            run: async () => {
+              await call(GATEWAY, "DeleteGatewayRule", { id: r.id, version: r.version }, ac.signal);
+              toast(`Deleted rule ${r.id}.`);
+            },
+            done: (ok) => (ok ? load(() => newRule || main.querySelector("h1")) : rowOf(r.id)?.querySelector(".delete-rule")?.focus()),
+          }),
+        }, icon("trash"), h("span", {}, "Delete"))));
+  }
+
+  async function load(where) {
+    let r;
+    try {
+      r = await call(GATEWAY, "ListGatewayRules", {}, ac.signal);
+    } catch (err) {
+      if (isAbort(err) || err.code === "unauthenticated") return;
+      setText(sub, "Could not load gateway rules");
+      replace(box, errorState(`Could not load gateway rules: ${describeError(err)}`, () => {
+        replace(box, loadingState("Loading gateway rules…"));
+        load(where);
+      }));
+      return;
+    }
+    if (ac.signal.aborted) return;
+    const rules = r.rules || [];
+    setText(sub, rules.length === 1 ? "1 rule" : `${fmt.formatNumber(rules.length, 0)} rules`);
+    if (rules.length === 0) {
+      replace(box, emptyState("No gateway rules yet",
+        editor ? "Without a rule, forward-auth allows every request." : "Without a rule, forward-auth allows every request; an editor can add one."));
+    } else {
+      replace(box, h("div", { class: "table-scroll" }, h("table", { class: "keys rules" },
+        h("caption", { class: "sr-only" }, "Gateway rules, in evaluation order"),
+        h("thead", {}, h("tr", {}, ["Position", "Host", "Path prefix", "Method", "Policy", "Key", "Permits", "Description"].map((t) => h("th", { scope: "col" }, t)),
+          editor && h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")))),
+        h("tbody", {}, rules.map(ruleRow)))));
+    }
+    where?.()?.focus();
+  }
+  load();
+  return { dispose: () => ac.abort() };
+}

@@ -1,0 +1,472 @@
+/*
+ * forward.c - forward-auth: a gateway's sub-request decided by the rules
+ * that match its original request (see forward.h).
+ *
+ * The request path holds no lock but the rule table's read lock while it
+ * matches, copies what the matching rules ask, and queues the decision on
+ * the worker's limiter queue like an Acquire (one rule) or an AcquireBatch
+ * (several). Several rules are first asked all_or_nothing, so that a
+ * request one rule denies takes nothing from the others; when their
+ * buckets cannot be decided in one script (different Redis Cluster slots
+ * or algorithms: the limiter says so before Redis is asked) they are asked
+ * each on its own, and a rule that allowed keeps what it took although
+ * another denied. README "Gateways" says so.
+ */
+#include <ctype.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "decisions/api_internal.h"
+#include "decisions/forward.h"
+#include "stores/policy.h"
+#include "transport/connect.h"
+
+struct forward_rules {
+    pthread_rwlock_t lock;
+    struct gateway_rule *v;
+    size_t n;
+};
+
+int forward_rules_new(struct forward_rules **out, struct permitd_error *err)
+{
+    struct forward_rules *t = calloc(1, sizeof(*t));
+
+    *out = NULL;
+    if (t == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    pthread_rwlock_init(&t->lock, NULL);
+    *out = t;
+    return PERMITD_OK;
+}
+
+void forward_rules_free(struct forward_rules *t)
+{
+    if (t == NULL)
+        return;
+    pthread_rwlock_destroy(&t->lock);
+    free(t->v);
+    free(t);
+}
+
+int forward_rules_replace(struct forward_rules *t, const struct gateway_rule *v, size_t n,
+                          struct permitd_error *err)
+{
+    struct gateway_rule *copy = NULL, *old;
+
+    if (n > 0) {
+        if ((copy = malloc(n * sizeof(*copy))) == NULL)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        memcpy(copy, v, n * sizeof(*copy));
+    }
+    pthread_rwlock_wrlock(&t->lock);
+    old = t->v;
+    t->v = copy;
+    t->n = n;
+    pthread_rwlock_unlock(&t->lock);
+    free(old);
+    return PERMITD_OK;
+}
+
+size_t forward_rules_count(struct forward_rules *t)
+{
+    size_t n;
+
+    pthread_rwlock_rdlock(&t->lock);
+    n = t->n;
+    pthread_rwlock_unlock(&t->lock);
+    return n;
+}
+
+size_t forward_rules_match(struct forward_rules *t, const struct forward_original *o,
+                           struct forward_match *out, size_t max)
+{
+    size_t found = 0;
+
+    pthread_rwlock_rdlock(&t->lock);
+    for (size_t i = 0; i < t->n && found < max; i++) {
+        const struct gateway_rule *r = &t->v[i];
+        if ((r->host[0] != '\0' && strcmp(r->host, o->host) != 0) ||
+            strncmp(o->path, r->path_prefix, strlen(r->path_prefix)) != 0 ||
+            (r->method[0] != '\0' && strcmp(r->method, o->method) != 0))
+            continue;
+        memcpy(out[found].policy, r->policy, sizeof(out[found].policy));
+        out[found].key_source = r->key_source;
+        memcpy(out[found].key_header, r->key_header, sizeof(out[found].key_header));
+        out[found].permits = r->permits;
+        found++;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return found;
+}
+
+/* The first of a, b, c that is set and not empty. */
+static const char *first_of(const char *a, const char *b, const char *c)
+{
+    if (a != NULL && a[0] != '\0')
+        return a;
+    if (b != NULL && b[0] != '\0')
+        return b;
+    return c;
+}
+
+void forward_original_parse(struct forward_original *o, const char *own_method,
+                            const char *own_path, const char *x_original_method,
+                            const char *x_forwarded_method, const char *x_original_uri,
+                            const char *x_forwarded_uri, const char *x_forwarded_host,
+                            const char *host)
+{
+    const char *m = first_of(x_original_method, x_forwarded_method, own_method);
+    const char *uri = first_of(x_original_uri, x_forwarded_uri, NULL);
+    const char *h = first_of(x_forwarded_host, host, NULL);
+    size_t n, i;
+
+    /* The method as a rule names it: capitals. */
+    for (i = 0; m != NULL && m[i] != '\0' && i < sizeof(o->method) - 1; i++)
+        o->method[i] = (char)toupper((unsigned char)m[i]);
+    o->method[i] = '\0';
+
+    /* The URI: Envoy's is the path after our own prefix. */
+    if (uri == NULL) {
+        uri = own_path != NULL && strncmp(own_path, FORWARD_PATH, strlen(FORWARD_PATH)) == 0
+              ? own_path + strlen(FORWARD_PATH) : "";
+        if (uri[0] != '/')
+            uri = "/";
+    }
+    n = strcspn(uri, "?#");
+    if (n >= sizeof(o->path))
+        n = sizeof(o->path) - 1;
+    memcpy(o->path, uri, n);
+    o->path[n] = '\0';
+
+    /* The host: the first of a list, no port, lowercase. */
+    o->host[0] = '\0';
+    if (h != NULL) {
+        while (*h == ' ')
+            h++;
+        n = strcspn(h, ", ");
+        if (h[0] == '[') {                  /* [v6]:port */
+            const char *end = memchr(h, ']', n);
+            n = end != NULL ? (size_t)(end - h) + 1 : n;
+        } else {
+            const char *colon = memchr(h, ':', n);
+            if (colon != NULL)
+                n = (size_t)(colon - h);
+        }
+        if (n >= sizeof(o->host))
+            n = sizeof(o->host) - 1;
+        for (i = 0; i < n; i++)
+            o->host[i] = (char)tolower((unsigned char)h[i]);
+        o->host[n] = '\0';
+    }
+}
+
+void forward_client_address(const struct cidr_list *trusted, const char *peer,
+                            const char *x_forwarded_for, const char *x_real_ip, char *out,
+                            size_t len)
+{
+    char hop[64], last[64];
+
+    snprintf(out, len, "%s", peer != NULL ? peer : "");
+    if (peer == NULL || !cidr_list_match(trusted, peer))
+        return;
+    if (x_forwarded_for != NULL && x_forwarded_for[0] != '\0') {
+        /* Right to left: each trusted hop vouches for the one before it. */
+        size_t end = strlen(x_forwarded_for);
+        snprintf(last, sizeof(last), "%s", peer);
+        while (end > 0) {
+            size_t start = end, a, b;
+            while (start > 0 && x_forwarded_for[start - 1] != ',')
+                start--;
+            a = start;
+            b = end;
+            while (a < b && (x_forwarded_for[a] == ' ' || x_forwarded_for[a] == '\t'))
+                a++;
+            while (b > a && (x_forwarded_for[b - 1] == ' ' || x_forwarded_for[b - 1] == '\t'))
+                b--;
+            if (b - a == 0 || b - a >= sizeof(hop))
+                break;                      /* not an address: nothing left of it is vouched for */
+            memcpy(hop, x_forwarded_for + a, b - a);
+            hop[b - a] = '\0';
+            if (!cidr_is_addr(hop))
+                break;
+            snprintf(last, sizeof(last), "%s", hop);
+            if (!cidr_list_match(trusted, hop))
+                break;                      /* the right-most untrusted hop: the client */
+            end = start > 0 ? start - 1 : 0;
+        }
+        snprintf(out, len, "%s", last);
+        return;
+    }
+    if (x_real_ip != NULL && cidr_is_addr(x_real_ip))
+        snprintf(out, len, "%s", x_real_ip);
+}
+
+struct forward {
+    const struct config *cfg;
+    struct forward_rules *rules;
+    struct limiter *limiter;
+    struct appkeys *keys;
+    struct stats *stats;
+};
+
+int forward_new(const struct config *cfg, struct forward_rules *rules, struct limiter *limiter,
+                struct appkeys *keys, struct stats *stats, struct forward **out,
+                struct permitd_error *err)
+{
+    struct forward *f = calloc(1, sizeof(*f));
+
+    *out = NULL;
+    if (f == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    f->cfg = cfg;
+    f->rules = rules;
+    f->limiter = limiter;
+    f->keys = keys;
+    f->stats = stats;
+    *out = f;
+    return PERMITD_OK;
+}
+
+void forward_free(struct forward *f)
+{
+    free(f);
+}
+
+int forward_path(const char *path)
+{
+    size_t n = strlen(FORWARD_PATH);
+
+    return strncmp(path, FORWARD_PATH, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* A forward-auth request waiting for its decisions, in the request's own
+ * storage (http_request_alloc()): the rules' requests with their strings,
+ * and room for the answers. */
+struct pending {
+    struct forward *f;
+    const struct http_request *http;
+    size_t n;
+    int deny_status;                    /* 429, or 403 when the gateway asked */
+    int all_or_nothing;
+    int64_t t0;
+    char app[POLICY_NAME_MAX + 1];
+    char bucket[FORWARD_MATCH_MAX][POLICY_NAME_MAX + 1];
+    char key[FORWARD_MATCH_MAX][POLICY_KEY_MAX + 1];
+    struct limiter_request reqs[FORWARD_MATCH_MAX];
+    struct limiter_result res[FORWARD_MATCH_MAX];
+    struct permitd_error errs[FORWARD_MATCH_MAX];
+};
+
+/* An error as forward-auth answers it: the Connect error body, and a 5xx
+ * status whatever the error. A 4xx would reach the client as if it were
+ * the client's fault (nginx passes 401 and 403 on, Traefik and Caddy every
+ * status): a rule naming no policy, a policy not admitting the gateway's
+ * app, or a bad gateway key are the operator's to fix. */
+static void error_reply(struct http_response *resp, const struct permitd_error *err)
+{
+    connect_error_reply(resp, err);
+    if (resp->status < 500)
+        resp->status = 500;
+    http_response_header(resp, "Permitd-Error", "%s", permitd_status_name(err->code));
+}
+
+static void count(struct pending *p, size_t i)
+{
+    struct forward *f = p->f;
+
+    if (f->stats == NULL)
+        return;
+    if (p->errs[i].code == PERMITD_OK)
+        stats_record(f->stats, p->reqs[i].bucket, p->res[i].allowed);
+    else
+        stats_record_error(f->stats, p->reqs[i].bucket, p->errs[i].code,
+                           limiter_known_policy(f->limiter, p->reqs[i].bucket));
+}
+
+/* The answer once every rule is decided: an item's error wins; otherwise
+ * a denial (the one with the longest wait names the headers), otherwise
+ * the allowance with the fewest permits left. */
+static void answer(struct pending *p, int rc, const struct permitd_error *err)
+{
+    struct http_response resp;
+    size_t pick = 0;
+    int denied = 0;
+
+    http_response_init(&resp);
+    if (p->f->stats != NULL)
+        stats_observe(p->f->stats, clock_now_us() - p->t0);
+    if (rc != PERMITD_OK) {
+        error_reply(&resp, err);
+        http_request_resume(p->http, &resp);
+        return;
+    }
+    for (size_t i = 0; i < p->n; i++)
+        count(p, i);
+    for (size_t i = 0; i < p->n; i++)
+        if (p->errs[i].code != PERMITD_OK && p->errs[i].code != PERMITD_EABORTED) {
+            error_reply(&resp, &p->errs[i]);
+            http_request_resume(p->http, &resp);
+            return;
+        }
+    for (size_t i = 0; i < p->n; i++) {
+        const struct limiter_result *r = &p->res[i];
+        if (p->errs[i].code != PERMITD_OK)
+            continue;
+        if (!r->allowed && (!denied || r->retry_after_ms > p->res[pick].retry_after_ms)) {
+            pick = i;
+            denied = 1;
+        } else if (!denied && r->allowed && r->remaining < p->res[pick].remaining) {
+            pick = i;
+        }
+    }
+    resp.status = denied ? p->deny_status : 200;
+    resp.content_type = "text/plain";
+    api_ratelimit_headers(&resp, p->reqs[pick].bucket, &p->res[pick]);
+    http_request_resume(p->http, &resp);
+}
+
+static void decided_one(void *ud, int rc, const struct limiter_result *r,
+                        const struct permitd_error *err)
+{
+    struct pending *p = ud;
+
+    p->errs[0] = rc == PERMITD_OK ? (struct permitd_error){PERMITD_OK, ""} : *err;
+    if (rc == PERMITD_OK)
+        p->res[0] = *r;
+    answer(p, PERMITD_OK, err);
+}
+
+static void decided_batch(void *ud, int rc, const struct permitd_error *err)
+{
+    struct pending *p = ud;
+    int unreachable = 0;
+
+    for (size_t i = 0; rc == PERMITD_OK && i < p->n; i++)
+        unreachable |= p->errs[i].code == PERMITD_EUNAVAILABLE;
+    unreachable |= rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE;
+    if (p->all_or_nothing && (rc == PERMITD_EPRECONDITION || unreachable)) {
+        /* Not one script's worth (slots or algorithms differ), or Redis
+         * unreachable, which all_or_nothing answers unavailable whatever
+         * the policies' failure_mode: each rule alone, each policy's
+         * failure_mode applying. */
+        p->all_or_nothing = 0;
+        limiter_acquire_batch_queued(http_request_worker(p->http), p->reqs, p->n, 0, INT64_MAX,
+                                     p->res, p->errs, decided_batch, p);
+        return;
+    }
+    answer(p, rc, err);
+}
+
+/* The app the gateway acts as: its API key's, or with --app-auth off the
+ * Permitd-App header's ("gateway" without one). */
+static int gateway_app(struct forward *f, const struct http_request *req, char *app,
+                       struct permitd_error *err)
+{
+    char prefix[APPKEYS_PREFIX_LEN + 1] = "";
+    struct timespec now;
+    int rc = PERMITD_OK;
+
+    app[0] = '\0';
+    if (f->keys != NULL) {
+        clock_gettime(CLOCK_REALTIME_COARSE, &now);
+        rc = appkeys_check(f->keys, http_request_header(req, "Authorization"), "",
+                           (int64_t)now.tv_sec, app, prefix, NULL, err);
+    }
+    if (rc == PERMITD_OK && app[0] == '\0') {
+        const char *named = http_request_header(req, "Permitd-App");
+        snprintf(app, POLICY_NAME_MAX + 1, "%s", named != NULL ? named : "gateway");
+        if (named != NULL && strlen(named) > POLICY_NAME_MAX)
+            rc = policy_check_name("Permitd-App", named, err);
+    }
+    http_request_log_who(req, app, prefix);
+    return rc;
+}
+
+void forward_handle(struct forward *f, const struct http_request *req,
+                    struct http_response *resp)
+{
+    struct forward_original o;
+    struct forward_match m[FORWARD_MATCH_MAX];
+    struct permitd_error err = {PERMITD_OK, ""};
+    struct pending *p;
+    const char *deny = http_request_header(req, "Permitd-Deny-Status");
+    char app[POLICY_NAME_MAX + 1], peer[64] = "", client[64];
+    size_t n;
+    int rc;
+
+    if (deny != NULL && strcmp(deny, "403") != 0 && strcmp(deny, "429") != 0) {
+        permitd_error_set(&err, PERMITD_EINVAL, "Permitd-Deny-Status: \"%.20s\" is not 429 "
+                          "or 403", deny);
+        error_reply(resp, &err);
+        return;
+    }
+    if ((rc = gateway_app(f, req, app, &err)) != PERMITD_OK) {
+        error_reply(resp, &err);
+        return;
+    }
+    forward_original_parse(&o, http_request_method(req), http_request_path(req),
+                           http_request_header(req, "X-Original-Method"),
+                           http_request_header(req, "X-Forwarded-Method"),
+                           http_request_header(req, "X-Original-URI"),
+                           http_request_header(req, "X-Forwarded-Uri"),
+                           http_request_header(req, "X-Forwarded-Host"),
+                           http_request_header(req, "Host"));
+    n = forward_rules_match(f->rules, &o, m, FORWARD_MATCH_MAX);
+    resp->content_type = "text/plain";
+    if (n == 0)
+        return;                             /* no rule limits it: 200 */
+    p = http_request_alloc(req, sizeof(*p));
+    if (p == NULL) {
+        permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
+        error_reply(resp, &err);
+        return;
+    }
+    memset(p, 0, offsetof(struct pending, bucket));
+    p->f = f;
+    p->http = req;
+    p->n = n;
+    p->deny_status = deny != NULL && strcmp(deny, "403") == 0 ? 403 : 429;
+    p->all_or_nothing = n > 1;
+    p->t0 = clock_now_us();
+    memcpy(p->app, app, sizeof(p->app));
+    client[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *key = "";
+        if (m[i].key_source == GATEWAY_KEY_CLIENT) {
+            if (client[0] == '\0') {
+                if (http_request_client_addr(req, peer, sizeof(peer)) != 0)
+                    peer[0] = '\0';
+                forward_client_address(&f->cfg->trusted_proxy_list, peer,
+                                       http_request_header(req, "X-Forwarded-For"),
+                                       http_request_header(req, "X-Real-IP"), client,
+                                       sizeof(client));
+            }
+            key = client;
+        } else if (m[i].key_source == GATEWAY_KEY_HEADER) {
+            const char *v = http_request_header(req, m[i].key_header);
+            key = v != NULL ? v : "";       /* none: the rule's shared bucket */
+        }
+        memcpy(p->bucket[i], m[i].policy, sizeof(p->bucket[i]));
+        /* A longer value is cut: keys that share their first 256 bytes
+         * share a bucket. */
+        snprintf(p->key[i], sizeof(p->key[i]), "%s", key);
+        p->reqs[i] = (struct limiter_request){p->bucket[i], p->app, p->key[i], m[i].permits, NULL,
+                                              NULL};
+        p->errs[i] = (struct permitd_error){PERMITD_OK, ""};
+    }
+    if (n == 1 && limiter_check(&p->reqs[0], &err) != PERMITD_OK) {
+        error_reply(resp, &err);
+        return;
+    }
+    http_request_defer(req);
+    if (n == 1)
+        limiter_acquire_queued(http_request_worker(req), &p->reqs[0], INT64_MAX, decided_one, p);
+    else
+        limiter_acquire_batch_queued(http_request_worker(req), p->reqs, p->n, 1, INT64_MAX,
+                                     p->res, p->errs, decided_batch, p);
+}
