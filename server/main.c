@@ -22,8 +22,10 @@
 #include "control/appsync.h"
 #include "decisions/appkeys.h"
 #include "decisions/api.h"
+#include "decisions/grpcapi.h"
 #include "core/config.h"
 #include "transport/connect.h"
+#include "transport/grpc.h"
 #include "transport/http.h"
 #include "decisions/limiter.h"
 #include "core/log.h"
@@ -76,6 +78,8 @@ static int serve(const struct config *cfg)
     struct appsync *appsync = NULL;
     struct appsvc *appsvc = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
+    struct grpcapi *grpcapi = NULL;
+    struct grpc_server *grpc = NULL;
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
     char url[1400], mysql[1400] = "off";
@@ -170,6 +174,27 @@ static int serve(const struct config *cfg)
         http_server_start(&http, api_handle, api, &server, &err) != PERMITD_OK)
         goto out;
     admin_set_listeners(admin, server, admin_server);
+    if (cfg->grpc_listen[0] != '\0') {
+        /* Issue 25: gRPC over HTTP/2, same limits as the API listener. */
+        struct grpc_options g = {
+            .host = cfg->grpc_listen_host,
+            .port = cfg->grpc_listen_port,
+            .threads = cfg->threads,
+            .max_connections = cfg->max_connections,
+            .max_streams = cfg->grpc_max_streams,
+            .max_message_bytes = (size_t)cfg->max_body_bytes,
+            .idle_timeout_s = cfg->connection_timeout_s,
+            .tls_priorities = cfg->tls_priorities,
+            .name = "grpc",
+            .worker_open = grpcapi_worker_open,
+            .worker_close = grpcapi_worker_close,
+        };
+        if (grpcapi_new(cfg, limiter, stats, keys, &grpcapi, &err) != PERMITD_OK ||
+            grpc_server_start(&g, grpcapi_handle, grpcapi, &grpc, &err) != PERMITD_OK)
+            goto out;
+        log_msg(LOG_LEVEL_INFO, "grpc listener started", "listen=%s:%d max_streams=%d",
+                cfg->grpc_listen_host, grpc_server_port(grpc), cfg->grpc_max_streams);
+    }
     if (sync != NULL && sync_start(sync, &err) != PERMITD_OK)
         goto out;
     if (follow_start(cfg, redis, limiter, sync == NULL, &follow, &err) != PERMITD_OK)
@@ -195,6 +220,8 @@ static int serve(const struct config *cfg)
     admin_server = NULL;
     http_server_stop(server, DRAIN_GRACE_MS);
     server = NULL;
+    grpc_server_stop(grpc, DRAIN_GRACE_MS);
+    grpc = NULL;
     status = EXIT_SUCCESS;
 
 out:
@@ -202,6 +229,8 @@ out:
         fprintf(stderr, "permitd: %s\n", err.message);
     http_server_stop(server, 0);
     http_server_stop(admin_server, 0);
+    grpc_server_stop(grpc, 0);
+    grpcapi_free(grpcapi);
     follow_stop(follow);
     sync_free(sync);
     appsync_free(appsync);

@@ -66,6 +66,11 @@ static const struct setting settings[] = {
     STR(tls_priorities, "tls-priorities", "PERMITD_TLS_PRIORITIES", CONFIG_TLS_PRIORITIES,
         "GnuTLS priority string of both listeners (default: TLS 1.2 and 1.3, forward-secret "
         "AEAD suites only)"),
+    STR(grpc_listen, "grpc-listen", "PERMITD_GRPC_LISTEN", "",
+        "gRPC listener address, host:port (HTTP/2: permit.v1.RateLimitService and Envoy's "
+        "envoy.service.ratelimit.v3.RateLimitService); empty: off"),
+    INT(grpc_max_streams, "grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS", "256", 1, 65536,
+        "most calls open at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)"),
     STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
         "redis://[[user]:pass@]host[:port][/db], unix:///path/redis.sock, or a Redis Cluster: "
         "redis+cluster://[[user]:pass@]host1:port,host2:port,... (seed nodes)"),
@@ -747,6 +752,11 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                             sizeof(cfg->admin_listen_host), &cfg->admin_listen_port,
                             err) != PERMITD_OK)
         return prefixed(err, "--admin-listen (PERMITD_ADMIN_LISTEN)");
+    if (cfg->grpc_listen[0] != '\0' &&
+        config_parse_listen(cfg->grpc_listen, cfg->grpc_listen_host,
+                            sizeof(cfg->grpc_listen_host), &cfg->grpc_listen_port,
+                            err) != PERMITD_OK)
+        return prefixed(err, "--grpc-listen (PERMITD_GRPC_LISTEN)");
     cfg->redis_cluster = strncmp(cfg->redis_url, "redis+cluster://", 16) == 0;
     if (cfg->redis_cluster) {
         /* The seeds; AUTH on every node with the URL's user and password. */

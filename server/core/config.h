@@ -55,6 +55,12 @@ struct config {
     char tls_key[1024];
     char tls_priorities[512];     /* GnuTLS priority string of both listeners */
 
+    /* gRPC listener (issue 25): HTTP/2, off when grpc_listen is "" */
+    char grpc_listen[256];
+    char grpc_listen_host[256];   /* parsed */
+    int grpc_listen_port;
+    int grpc_max_streams;         /* concurrent streams per connection */
+
     /* Redis */
     char redis_url[1024];         /* as given; may hold a password */
     char redis_host[256];         /* parsed from redis_url */

@@ -46,6 +46,8 @@ SETTINGS = [
     ("--request-id-ttl", "PERMITD_REQUEST_ID_TTL"),
     ("--stats-policies", "PERMITD_STATS_POLICIES"),
     ("--deny-cache", "PERMITD_DENY_CACHE"),
+    ("--grpc-listen", "PERMITD_GRPC_LISTEN"),
+    ("--grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS"),
 ]
 
 
