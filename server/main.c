@@ -20,8 +20,10 @@
 #include "control/admin.h"
 #include "control/appsvc.h"
 #include "control/appsync.h"
+#include "control/envoysvc.h"
 #include "decisions/appkeys.h"
 #include "decisions/api.h"
+#include "decisions/envoyrls.h"
 #include "decisions/grpcapi.h"
 #include "core/config.h"
 #include "transport/connect.h"
@@ -36,6 +38,23 @@
 #include "control/sync.h"
 
 #define DRAIN_GRACE_MS 10000
+
+/* What the sync runs after each pass: the app keys, then the Envoy
+ * descriptor mapping (each NULL when there is none). */
+struct pass_hooks {
+    struct appsync *appsync;
+    struct envoysvc *envoysvc;
+};
+
+static void after_pass(void *ud)
+{
+    struct pass_hooks *h = ud;
+
+    if (h->appsync != NULL)
+        appsync_pass(h->appsync);
+    if (h->envoysvc != NULL)
+        envoysvc_pass(h->envoysvc);
+}
 
 /* Reads a whole (PEM) file into a new string (free()). */
 static char *read_pem(const char *path, const char *setting, struct permitd_error *err)
@@ -79,6 +98,9 @@ static int serve(const struct config *cfg)
     struct appsvc *appsvc = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
     struct grpcapi *grpcapi = NULL;
+    struct envoyrls *envoyrls = NULL;
+    struct envoysvc *envoysvc = NULL;
+    struct pass_hooks hooks = {NULL, NULL};
     struct grpc_server *grpc = NULL;
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
@@ -105,9 +127,13 @@ static int serve(const struct config *cfg)
         redis_new(cfg, &redis, &err) != PERMITD_OK ||
         limiter_new(cfg, redis, &limiter, &err) != PERMITD_OK ||
         api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK ||
-        appkeys_new(cfg->app_auth_off, &keys, &err) != PERMITD_OK)
+        appkeys_new(cfg->app_auth_off, &keys, &err) != PERMITD_OK ||
+        grpcapi_new(cfg, limiter, stats, keys, &grpcapi, &err) != PERMITD_OK ||
+        envoyrls_new(grpcapi, limiter, stats, &envoyrls, &err) != PERMITD_OK)
         goto out;
     api_set_appkeys(api, keys);
+    /* Issue 25: Envoy's ShouldRateLimit beside permit.v1 on the gRPC listener. */
+    grpcapi_chain(grpcapi, envoyrls_handle, envoyrls);
     if (cfg->mysql_url[0] != '\0') {
         if (sync_new(cfg, redis, limiter, &sync, &err) != PERMITD_OK)
             goto out;
@@ -121,7 +147,14 @@ static int serve(const struct config *cfg)
         if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
             appsvc_new(cfg, admin, redis, keys, &appsvc, &err) != PERMITD_OK)
             goto out;
-        sync_set_pass_hook(sync, appsync_pass, appsync);
+        if (envoysvc_new(cfg, admin, envoyrls, &envoysvc, &err) != PERMITD_OK)
+            goto out;
+        hooks.appsync = appsync;
+        hooks.envoysvc = envoysvc;
+        sync_set_pass_hook(sync, after_pass, &hooks);
+        if (envoysvc_load(envoysvc, &why) != PERMITD_OK)
+            log_msg(LOG_LEVEL_WARN, "envoy descriptor mapping not loaded at start: every "
+                    "descriptor answers OK until MySQL answers", "error=\"%s\"", why.message);
         /* The keys before the first request; MySQL down now leaves the
          * table empty (401 unknown) until the sync's first pass that
          * reaches it. */
@@ -130,6 +163,7 @@ static int serve(const struct config *cfg)
                     "unauthenticated until MySQL answers", "error=\"%s\"", why.message);
     }
     admin_set_apps(admin, appsvc, keys);
+    admin_set_envoy(admin, envoysvc);
     if (cfg->app_auth_off)
         log_msg(LOG_LEVEL_WARN, "APP AUTH IS OFF (--app-auth off): the API trusts the app every "
                 "request names, and anyone who reaches the API port may act as any app; run it "
@@ -189,8 +223,7 @@ static int serve(const struct config *cfg)
             .worker_open = grpcapi_worker_open,
             .worker_close = grpcapi_worker_close,
         };
-        if (grpcapi_new(cfg, limiter, stats, keys, &grpcapi, &err) != PERMITD_OK ||
-            grpc_server_start(&g, grpcapi_handle, grpcapi, &grpc, &err) != PERMITD_OK)
+        if (grpc_server_start(&g, grpcapi_handle, grpcapi, &grpc, &err) != PERMITD_OK)
             goto out;
         log_msg(LOG_LEVEL_INFO, "grpc listener started", "listen=%s:%d max_streams=%d",
                 cfg->grpc_listen_host, grpc_server_port(grpc), cfg->grpc_max_streams);
@@ -230,11 +263,13 @@ out:
     http_server_stop(server, 0);
     http_server_stop(admin_server, 0);
     grpc_server_stop(grpc, 0);
-    grpcapi_free(grpcapi);
     follow_stop(follow);
     sync_free(sync);
     appsync_free(appsync);
     admin_free(admin);
+    envoysvc_free(envoysvc);    /* after the sync and the admin listener, its callers */
+    envoyrls_free(envoyrls);
+    grpcapi_free(grpcapi);
     appsvc_free(appsvc);
     api_free(api);
     limiter_free(limiter);
@@ -246,6 +281,7 @@ out:
         memset(key, 0, strlen(key));
         free(key);
     }
+
     if (status == EXIT_SUCCESS)
         log_msg(LOG_LEVEL_INFO, "permitd stopped", NULL);
     return status;

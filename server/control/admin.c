@@ -40,6 +40,7 @@
 
 #include "control/admin.h"
 #include "control/appsvc.h"
+#include "control/envoysvc.h"
 #include "control/auth.h"
 #include "core/clock.h"
 #include "transport/connect.h"
@@ -80,6 +81,7 @@ struct admin {
     pthread_mutex_t store_lock;
     struct connect_limits limits;
     struct appsvc *apps;            /* AppService; NULL without --mysql-url */
+    struct envoysvc *envoy;         /* EnvoyDescriptorService; NULL without --mysql-url */
 };
 
 /* What each admin listener worker's loop has (admin_worker_open()): the
@@ -190,6 +192,11 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int editor, c
     if (rc == PERMITD_OK)
         snprintf(user, len, "%s", u.username);
     return rc;
+}
+
+void admin_set_envoy(struct admin *a, struct envoysvc *envoy)
+{
+    a->envoy = envoy;
 }
 
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
@@ -1183,7 +1190,8 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
 {
     struct permitd_error err;
 
-    if (a->apps != NULL && appsvc_serve(a->apps, req, resp)) {
+    if ((a->apps != NULL && appsvc_serve(a->apps, req, resp)) ||
+        (a->envoy != NULL && envoysvc_serve(a->envoy, req, resp))) {
         no_store(resp);
         return;
     }
