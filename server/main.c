@@ -105,7 +105,7 @@ static int serve(const struct config *cfg)
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
     char url[1400], mysql[1400] = "off";
-    char *cert = NULL, *key = NULL;
+    char *cert = NULL, *key = NULL, *grpc_cert = NULL, *grpc_key = NULL;
 
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&sigs);
@@ -210,6 +210,12 @@ static int serve(const struct config *cfg)
     admin_set_listeners(admin, server, admin_server);
     if (cfg->grpc_listen[0] != '\0') {
         /* Issue 25: gRPC over HTTP/2, same limits as the API listener. */
+        if (cfg->grpc_tls_cert[0] != '\0' &&
+            ((grpc_cert = read_pem(cfg->grpc_tls_cert, "--grpc-tls-cert (PERMITD_GRPC_TLS_CERT)",
+                                   &err)) == NULL ||
+             (grpc_key = read_pem(cfg->grpc_tls_key, "--grpc-tls-key (PERMITD_GRPC_TLS_KEY)",
+                                  &err)) == NULL))
+            goto out;
         struct grpc_options g = {
             .host = cfg->grpc_listen_host,
             .port = cfg->grpc_listen_port,
@@ -218,6 +224,8 @@ static int serve(const struct config *cfg)
             .max_streams = cfg->grpc_max_streams,
             .max_message_bytes = (size_t)cfg->max_body_bytes,
             .idle_timeout_s = cfg->connection_timeout_s,
+            .tls_cert_pem = grpc_cert,
+            .tls_key_pem = grpc_key,
             .tls_priorities = cfg->tls_priorities,
             .name = "grpc",
             .worker_open = grpcapi_worker_open,
@@ -225,8 +233,9 @@ static int serve(const struct config *cfg)
         };
         if (grpc_server_start(&g, grpcapi_handle, grpcapi, &grpc, &err) != PERMITD_OK)
             goto out;
-        log_msg(LOG_LEVEL_INFO, "grpc listener started", "listen=%s:%d max_streams=%d",
-                cfg->grpc_listen_host, grpc_server_port(grpc), cfg->grpc_max_streams);
+        log_msg(LOG_LEVEL_INFO, "grpc listener started", "listen=%s:%d tls=%s max_streams=%d",
+                cfg->grpc_listen_host, grpc_server_port(grpc), grpc_cert ? "on" : "off",
+                cfg->grpc_max_streams);
     }
     if (sync != NULL && sync_start(sync, &err) != PERMITD_OK)
         goto out;
@@ -281,7 +290,11 @@ out:
         memset(key, 0, strlen(key));
         free(key);
     }
-
+    free(grpc_cert);
+    if (grpc_key != NULL) {
+        memset(grpc_key, 0, strlen(grpc_key));
+        free(grpc_key);
+    }
     if (status == EXIT_SUCCESS)
         log_msg(LOG_LEVEL_INFO, "permitd stopped", NULL);
     return status;

@@ -71,6 +71,11 @@ static const struct setting settings[] = {
         "envoy.service.ratelimit.v3.RateLimitService); empty: off"),
     INT(grpc_max_streams, "grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS", "256", 1, 65536,
         "most calls open at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)"),
+    STR(grpc_tls_cert, "grpc-tls-cert", "PERMITD_GRPC_TLS_CERT", "",
+        "PEM certificate (chain) file: the gRPC listener speaks TLS (ALPN h2); needs "
+        "--grpc-tls-key"),
+    STR(grpc_tls_key, "grpc-tls-key", "PERMITD_GRPC_TLS_KEY", "",
+        "PEM private key file for --grpc-tls-cert"),
     STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
         "redis://[[user]:pass@]host[:port][/db], unix:///path/redis.sock, or a Redis Cluster: "
         "redis+cluster://[[user]:pass@]host1:port,host2:port,... (seed nodes)"),
@@ -782,6 +787,12 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                                  "--tls-cert (PERMITD_TLS_CERT) and --tls-key (PERMITD_TLS_KEY) "
                                  "go together: \"%s\" was given without the other",
                                  cfg->tls_cert[0] ? cfg->tls_cert : cfg->tls_key);
+    if ((cfg->grpc_tls_cert[0] == '\0') != (cfg->grpc_tls_key[0] == '\0'))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "--grpc-tls-cert (PERMITD_GRPC_TLS_CERT) and --grpc-tls-key "
+                                 "(PERMITD_GRPC_TLS_KEY) go together: \"%s\" was given without "
+                                 "the other",
+                                 cfg->grpc_tls_cert[0] ? cfg->grpc_tls_cert : cfg->grpc_tls_key);
     if (log_level_parse(cfg->log_level, &lvl, err) != PERMITD_OK)
         return prefixed(err, "--log-level (PERMITD_LOG_LEVEL)");
     if (strcmp(cfg->app_auth, "keys") != 0 && strcmp(cfg->app_auth, "off") != 0)

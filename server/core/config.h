@@ -60,6 +60,8 @@ struct config {
     char grpc_listen_host[256];   /* parsed */
     int grpc_listen_port;
     int grpc_max_streams;         /* concurrent streams per connection */
+    char grpc_tls_cert[1024];     /* PEM files; both set = TLS (ALPN h2) */
+    char grpc_tls_key[1024];
 
     /* Redis */
     char redis_url[1024];         /* as given; may hold a password */

@@ -46,6 +46,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gnutls/gnutls.h>
 #include <nghttp2/nghttp2.h>
 
 #include "transport/grpc.h"
@@ -103,6 +104,8 @@ struct conn {
     uint8_t *out;                   /* what the socket did not take yet */
     size_t out_len, out_off, out_cap;
     int64_t active_us;              /* last byte read or call open */
+    gnutls_session_t tls;           /* NULL: cleartext (h2c) */
+    int handshaken;                 /* TLS: the handshake is over, ALPN said h2 */
 };
 
 struct worker {
@@ -127,6 +130,8 @@ struct grpc_server {
     atomic_int stopping;
     atomic_uint nconns;
     int grace_ms;
+    gnutls_certificate_credentials_t cred;  /* NULL: cleartext */
+    gnutls_priority_t prio;
     int nworkers;
     struct worker workers[];
 };
@@ -615,16 +620,76 @@ static int set_epollout(struct conn *c, int on)
     return epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
+/* ---- the connection's bytes: the socket itself, or TLS over it ---- */
+
+/* read(2)'s contract over either: > 0 bytes, 0 at the end, -1 with errno
+ * (EAGAIN: nothing now). */
+static ssize_t io_read(struct conn *c, void *buf, size_t n)
+{
+    ssize_t r;
+
+    if (c->tls == NULL)
+        return read(c->fd, buf, n);
+    r = gnutls_record_recv(c->tls, buf, n);
+    if (r >= 0)
+        return r;
+    errno = r == GNUTLS_E_AGAIN ? EAGAIN : r == GNUTLS_E_INTERRUPTED ? EINTR : EPROTO;
+    return -1;
+}
+
+/* write(2)'s contract over either. GnuTLS keeps a record it could not send
+ * whole and sends it at the next call, which gives the same bytes again
+ * (they wait in c->out). */
+static ssize_t io_write(struct conn *c, const void *buf, size_t n)
+{
+    ssize_t r;
+
+    if (c->tls == NULL)
+        return write(c->fd, buf, n);
+    r = gnutls_record_send(c->tls, buf, n);
+    if (r >= 0)
+        return r;
+    errno = r == GNUTLS_E_AGAIN ? EAGAIN : r == GNUTLS_E_INTERRUPTED ? EINTR : EPIPE;
+    return -1;
+}
+
+/* TLS: moves the handshake on. 1 when it is over (ALPN chose h2), 0 while
+ * it waits for the socket (EPOLLOUT asked for when it must write), -1 when
+ * it failed (the connection closed). */
+static int handshake(struct conn *c)
+{
+    gnutls_datum_t alpn;
+    int rv;
+
+    if (c->tls == NULL || c->handshaken)
+        return 1;
+    rv = gnutls_handshake(c->tls);
+    if (rv == GNUTLS_E_AGAIN || rv == GNUTLS_E_INTERRUPTED) {
+        set_epollout(c, gnutls_record_get_direction(c->tls) == 1);
+        return 0;
+    }
+    if (rv < 0 || gnutls_alpn_get_selected_protocol(c->tls, &alpn) != 0 || alpn.size != 2 ||
+        memcmp(alpn.data, "h2", 2) != 0) {
+        conn_close(c);
+        return -1;
+    }
+    c->handshaken = 1;
+    set_epollout(c, 0);
+    return 1;
+}
+
 /* Writes what nghttp2 has to send, as far as the socket takes it; the rest
  * waits in c->out for EPOLLOUT. Closes a connection nghttp2 is done with. */
 static void conn_send(struct conn *c)
 {
+    if (handshake(c) != 1)
+        return;
     for (;;) {
         const uint8_t *data;
         ssize_t n, m;
 
         while (c->out_off < c->out_len) {
-            m = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+            m = io_write(c, c->out + c->out_off, c->out_len - c->out_off);
             if (m < 0 && errno == EINTR)
                 continue;
             if (m < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -647,7 +712,7 @@ static void conn_send(struct conn *c)
             break;
         if (c->fd < 0)
             continue;           /* grpc_feed(): nobody to send to */
-        m = write(c->fd, data, (size_t)n);
+        m = io_write(c, data, (size_t)n);
         if (m < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             conn_close(c);
             return;
@@ -708,6 +773,9 @@ static void conn_close(struct conn *c)
     c->calls = NULL;
     nghttp2_session_del(c->session);
     c->session = NULL;
+    if (c->tls != NULL)
+        gnutls_deinit(c->tls);
+    c->tls = NULL;
     if (c->fd >= 0) {
         epoll_ctl(c->w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
@@ -746,6 +814,18 @@ static struct conn *conn_new(struct worker *w, int fd)
         goto fail;
     if (nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 2) != 0)
         goto fail;
+    if (w->s->cred != NULL && fd >= 0) {
+        /* gRPC over TLS is HTTP/2 chosen by ALPN: a client that offers
+         * ALPN without h2 fails the handshake (GNUTLS_ALPN_MANDATORY). */
+        gnutls_datum_t h2 = {(unsigned char *)"h2", 2};
+        if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NONBLOCK) != GNUTLS_E_SUCCESS ||
+            gnutls_priority_set(c->tls, w->s->prio) != GNUTLS_E_SUCCESS ||
+            gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, w->s->cred) !=
+                GNUTLS_E_SUCCESS ||
+            gnutls_alpn_set_protocols(c->tls, &h2, 1, GNUTLS_ALPN_MANDATORY) != GNUTLS_E_SUCCESS)
+            goto fail;
+        gnutls_transport_set_int(c->tls, fd);
+    }
     nghttp2_session_callbacks_del(cb);
     c->next = w->conns;
     if (w->conns != NULL)
@@ -755,6 +835,8 @@ static struct conn *conn_new(struct worker *w, int fd)
 fail:
     if (c != NULL && c->session != NULL)
         nghttp2_session_del(c->session);
+    if (c != NULL && c->tls != NULL)
+        gnutls_deinit(c->tls);
     free(c);
     nghttp2_session_callbacks_del(cb);
     return NULL;
@@ -765,8 +847,10 @@ static void conn_read(struct conn *c)
 {
     uint8_t buf[READ_CHUNK];
 
+    if (handshake(c) != 1)
+        return;
     for (int i = 0; i < READS_PER_EVENT && !c->dead; i++) {
-        ssize_t n = read(c->fd, buf, sizeof(buf)), rv;
+        ssize_t n = io_read(c, buf, sizeof(buf)), rv;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -783,7 +867,9 @@ static void conn_read(struct conn *c)
             nghttp2_session_terminate_session(c->session, NGHTTP2_PROTOCOL_ERROR);
             break;
         }
-        if ((size_t)n < sizeof(buf))
+        /* TLS may hold whole records already read off the socket, for
+         * which epoll will not wake us: read on while it does. */
+        if ((size_t)n < sizeof(buf) && (c->tls == NULL || gnutls_record_check_pending(c->tls) == 0))
             break;
     }
     if (!c->dead)
@@ -997,6 +1083,34 @@ static int open_listener(const struct grpc_options *o, int *port_out, struct per
     return fd;
 }
 
+/* The certificate, key and priorities of a TLS listener, from PEM text. */
+static int tls_setup(struct grpc_server *s, struct permitd_error *err)
+{
+    gnutls_datum_t cert = {(unsigned char *)s->opts.tls_cert_pem,
+                           (unsigned)strlen(s->opts.tls_cert_pem)};
+    gnutls_datum_t key = {(unsigned char *)s->opts.tls_key_pem,
+                          (unsigned)strlen(s->opts.tls_key_pem)};
+    const char *where = NULL;
+    int rv;
+
+    if ((rv = gnutls_certificate_allocate_credentials(&s->cred)) != GNUTLS_E_SUCCESS)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: TLS: %s", s->opts.name,
+                                 gnutls_strerror(rv));
+    rv = gnutls_certificate_set_x509_key_mem(s->cred, &cert, &key, GNUTLS_X509_FMT_PEM);
+    if (rv < 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s listener: the certificate or key "
+                                 "(--grpc-tls-cert, --grpc-tls-key) was refused: %s",
+                                 s->opts.name, gnutls_strerror(rv));
+    rv = s->opts.tls_priorities != NULL && s->opts.tls_priorities[0] != '\0'
+             ? gnutls_priority_init(&s->prio, s->opts.tls_priorities, &where)
+             : gnutls_priority_init(&s->prio, NULL, NULL);
+    if (rv != GNUTLS_E_SUCCESS)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s listener: TLS priorities refused at "
+                                 "\"%.60s\": %s", s->opts.name, where ? where : "",
+                                 gnutls_strerror(rv));
+    return PERMITD_OK;
+}
+
 int grpc_server_start(const struct grpc_options *opts, grpc_handler_fn fn, void *ud,
                       struct grpc_server **out, struct permitd_error *err)
 {
@@ -1006,20 +1120,21 @@ int grpc_server_start(const struct grpc_options *opts, grpc_handler_fn fn, void 
     *out = NULL;
     if (s == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    if (opts->tls_cert_pem != NULL) {
-        free(s);
-        return permitd_error_set(err, PERMITD_EUNIMPLEMENTED, "%s listener: TLS is not built "
-                                 "yet", opts->name);
-    }
     s->opts = *opts;
-    s->fn = fn;
-    s->ud = ud;
+    s->listen_fd = -1;
     s->nworkers = n;
     for (int i = 0; i < n; i++)
         s->workers[i].epfd = -1;
+    if (opts->tls_cert_pem != NULL && (rc = tls_setup(s, err)) != PERMITD_OK) {
+        grpc_server_stop(s, 0);
+        return rc;
+    }
+    s->fn = fn;
+    s->ud = ud;
     if ((s->listen_fd = open_listener(opts, &s->port, err)) < 0) {
         rc = s->listen_fd;
-        free(s);
+        s->listen_fd = -1;
+        grpc_server_stop(s, 0);
         return rc;
     }
     for (int i = 0; i < n; i++) {
@@ -1091,6 +1206,10 @@ void grpc_server_stop(struct grpc_server *s, int grace_ms)
     }
     if (s->listen_fd >= 0)
         close(s->listen_fd);
+    if (s->prio != NULL)
+        gnutls_priority_deinit(s->prio);
+    if (s->cred != NULL)
+        gnutls_certificate_free_credentials(s->cred);
     free(s);
 }
 

@@ -48,6 +48,8 @@ SETTINGS = [
     ("--deny-cache", "PERMITD_DENY_CACHE"),
     ("--grpc-listen", "PERMITD_GRPC_LISTEN"),
     ("--grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS"),
+    ("--grpc-tls-cert", "PERMITD_GRPC_TLS_CERT"),
+    ("--grpc-tls-key", "PERMITD_GRPC_TLS_KEY"),
 ]
 
 
