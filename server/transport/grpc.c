@@ -312,7 +312,7 @@ static void answer(struct grpc_call *call, int http_status, const void *msg, siz
 {
     struct conn *c = call->conn;
     nghttp2_nv nv[4 + GRPC_CALL_HEADERS_MAX];
-    char status[8], code[8], text[3 * sizeof(err->message) + 1];
+    char status[16], code[16], text[3 * sizeof(err->message) + 1];
     size_t n = 0;
     int rv;
 
