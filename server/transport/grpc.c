@@ -1246,7 +1246,8 @@ int grpc_feed(const struct grpc_options *opts, grpc_handler_fn fn, void *ud,
     w.next_due = INT64_MAX;
     if ((c = conn_new(&w, -1)) == NULL)
         return 0;
-    while (len > 0 && !c->dead) {
+    /* c leaves w.conns when it closes, and the flush may free it then. */
+    while (len > 0 && w.conns == c) {
         size_t n = len < 4096 ? len : 4096;
         if (nghttp2_session_mem_recv(c->session, data, n) < 0)
             break;
