@@ -109,6 +109,11 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "Load average (1, 5, 15 min) at the start: $load0; at the end: $load1 (a 2-core machine shared with"
     echo "other work: compare rows of one round rather than runs)."
     echo
+    # what permitd warned of during the run (not the start's notice that app auth is off)
+    grep 'level=\(warn\|error\)' "$tmp/permitd.log" | grep -v 'APP AUTH IS OFF' > "$tmp/warns" || true
+    echo "permitd logged $(wc -l < "$tmp/warns") warnings or errors during the run$( [ -s "$tmp/warns" ] && \
+        printf '; the first: `%s`' "$(head -n1 "$tmp/warns" | cut -c1-200)")."
+    echo
     echo "| path | round | req/s | p99 ms | permitd CPU µs/req | errors |"
     echo "|---|---:|---:|---:|---:|---:|"
     printf '%s\n' "${rows[@]}"
