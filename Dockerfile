@@ -11,7 +11,7 @@ FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
       protobuf-c-compiler libprotobuf-c-dev libmicrohttpd-dev libhiredis-dev \
-      libjansson-dev zlib1g-dev libmariadb-dev libargon2-dev nettle-dev \
+      libjansson-dev zlib1g-dev libmariadb-dev libargon2-dev nettle-dev libnghttp2-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -27,7 +27,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
 FROM debian:12-slim AS base
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libmicrohttpd12 libhiredis0.14 \
-      libprotobuf-c1 libjansson4 zlib1g libmariadb3 libargon2-1 libnettle8 curl ca-certificates \
+      libprotobuf-c1 libjansson4 zlib1g libmariadb3 libargon2-1 libnettle8 libnghttp2-14 curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --no-create-home permitd
 COPY --from=build /src/build/server/permitd /usr/local/bin/permitd

@@ -12,7 +12,7 @@ set -euo pipefail
 what=${1:-test}
 
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev
-      libmicrohttpd-dev libgnutls28-dev nettle-dev libhiredis-dev libjansson-dev zlib1g-dev libargon2-dev
+      libmicrohttpd-dev libgnutls28-dev libnghttp2-dev nettle-dev libhiredis-dev libjansson-dev zlib1g-dev libargon2-dev
       redis-server redis-tools mariadb-server mariadb-client libmariadb-dev
       curl ca-certificates)
 if [ "$what" = test ]; then

@@ -20,13 +20,17 @@
 #include "control/admin.h"
 #include "control/appsvc.h"
 #include "control/appsync.h"
+#include "control/envoysvc.h"
 #include "control/gatewaysvc.h"
 #include "control/gatewaysync.h"
 #include "decisions/appkeys.h"
 #include "decisions/forward.h"
 #include "decisions/api.h"
+#include "decisions/envoyrls.h"
+#include "decisions/grpcapi.h"
 #include "core/config.h"
 #include "transport/connect.h"
+#include "transport/grpc.h"
 #include "transport/http.h"
 #include "decisions/limiter.h"
 #include "core/log.h"
@@ -37,6 +41,27 @@
 #include "control/sync.h"
 
 #define DRAIN_GRACE_MS 10000
+
+/* What the sync runs after each pass, in its rhythm: the app keys, the
+ * gateway rules and the Envoy descriptor mapping are loaded from MySQL
+ * (each NULL when there is none). */
+struct pass_hooks {
+    struct appsync *appsync;
+    struct gatewaysync *gwsync;
+    struct envoysvc *envoysvc;
+};
+
+static void after_pass(void *ud)
+{
+    struct pass_hooks *h = ud;
+
+    if (h->appsync != NULL)
+        appsync_pass(h->appsync);
+    if (h->gwsync != NULL)
+        gatewaysync_pass(h->gwsync);
+    if (h->envoysvc != NULL)
+        envoysvc_pass(h->envoysvc);
+}
 
 /* Reads a whole (PEM) file into a new string (free()). */
 static char *read_pem(const char *path, const char *setting, struct permitd_error *err)
@@ -65,21 +90,6 @@ static char *read_pem(const char *path, const char *setting, struct permitd_erro
     return buf;
 }
 
-/* What runs after every pass of the policy sync: the app keys and the
- * gateway rules are loaded from MySQL in its rhythm. */
-struct passes {
-    struct appsync *appsync;
-    struct gatewaysync *gwsync;
-};
-
-static void after_pass(void *ud)
-{
-    struct passes *p = ud;
-
-    appsync_pass(p->appsync);
-    gatewaysync_pass(p->gwsync);
-}
-
 static int serve(const struct config *cfg)
 {
     struct permitd_error err = {0, ""};
@@ -97,12 +107,16 @@ static int serve(const struct config *cfg)
     struct forward *forward = NULL;
     struct gatewaysync *gwsync = NULL;
     struct gatewaysvc *gwsvc = NULL;
-    struct passes passes = {NULL, NULL};
     struct http_server *server = NULL, *admin_server = NULL;
+    struct grpcapi *grpcapi = NULL;
+    struct envoyrls *envoyrls = NULL;
+    struct envoysvc *envoysvc = NULL;
+    struct pass_hooks hooks = {NULL, NULL, NULL};
+    struct grpc_server *grpc = NULL;
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
     char url[1400], mysql[1400] = "off";
-    char *cert = NULL, *key = NULL;
+    char *cert = NULL, *key = NULL, *grpc_cert = NULL, *grpc_key = NULL;
 
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&sigs);
@@ -126,10 +140,14 @@ static int serve(const struct config *cfg)
         api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK ||
         appkeys_new(cfg->app_auth_off, &keys, &err) != PERMITD_OK ||
         forward_rules_new(&rules, &err) != PERMITD_OK ||
-        forward_new(cfg, rules, limiter, keys, stats, &forward, &err) != PERMITD_OK)
+        forward_new(cfg, rules, limiter, keys, stats, &forward, &err) != PERMITD_OK ||
+        grpcapi_new(cfg, limiter, stats, keys, &grpcapi, &err) != PERMITD_OK ||
+        envoyrls_new(grpcapi, limiter, stats, &envoyrls, &err) != PERMITD_OK)
         goto out;
     api_set_appkeys(api, keys);
     api_set_forward(api, forward);
+    /* Issue 25: Envoy's ShouldRateLimit beside permit.v1 on the gRPC listener. */
+    grpcapi_chain(grpcapi, envoyrls_handle, envoyrls);
     if (cfg->mysql_url[0] != '\0') {
         if (sync_new(cfg, redis, limiter, &sync, &err) != PERMITD_OK)
             goto out;
@@ -145,11 +163,18 @@ static int serve(const struct config *cfg)
             gatewaysync_new(cfg, redis, rules, &gwsync, &err) != PERMITD_OK ||
             gatewaysvc_new(cfg, admin, redis, gwsync, &gwsvc, &err) != PERMITD_OK)
             goto out;
-        passes = (struct passes){appsync, gwsync};
-        sync_set_pass_hook(sync, after_pass, &passes);
+        if (envoysvc_new(cfg, admin, envoyrls, &envoysvc, &err) != PERMITD_OK)
+            goto out;
+        hooks.appsync = appsync;
+        hooks.gwsync = gwsync;
+        hooks.envoysvc = envoysvc;
+        sync_set_pass_hook(sync, after_pass, &hooks);
         if (gatewaysync_load(gwsync, &why) != PERMITD_OK)
             log_msg(LOG_LEVEL_WARN, "gateway rules not loaded at start: forward-auth allows "
                     "every request until MySQL answers", "error=\"%s\"", why.message);
+        if (envoysvc_load(envoysvc, &why) != PERMITD_OK)
+            log_msg(LOG_LEVEL_WARN, "envoy descriptor mapping not loaded at start: every "
+                    "descriptor answers OK until MySQL answers", "error=\"%s\"", why.message);
         /* The keys before the first request; MySQL down now leaves the
          * table empty (401 unknown) until the sync's first pass that
          * reaches it. */
@@ -159,6 +184,7 @@ static int serve(const struct config *cfg)
     }
     admin_set_apps(admin, appsvc, keys);
     admin_set_gateway(admin, gwsvc);
+    admin_set_envoy(admin, envoysvc);
     if (cfg->app_auth_off)
         log_msg(LOG_LEVEL_WARN, "APP AUTH IS OFF (--app-auth off): the API trusts the app every "
                 "request names, and anyone who reaches the API port may act as any app; run it "
@@ -203,6 +229,35 @@ static int serve(const struct config *cfg)
         http_server_start(&http, api_handle, api, &server, &err) != PERMITD_OK)
         goto out;
     admin_set_listeners(admin, server, admin_server);
+    if (cfg->grpc_listen[0] != '\0') {
+        /* Issue 25: gRPC over HTTP/2, same limits as the API listener. */
+        if (cfg->grpc_tls_cert[0] != '\0' &&
+            ((grpc_cert = read_pem(cfg->grpc_tls_cert, "--grpc-tls-cert (PERMITD_GRPC_TLS_CERT)",
+                                   &err)) == NULL ||
+             (grpc_key = read_pem(cfg->grpc_tls_key, "--grpc-tls-key (PERMITD_GRPC_TLS_KEY)",
+                                  &err)) == NULL))
+            goto out;
+        struct grpc_options g = {
+            .host = cfg->grpc_listen_host,
+            .port = cfg->grpc_listen_port,
+            .threads = cfg->threads,
+            .max_connections = cfg->max_connections,
+            .max_streams = cfg->grpc_max_streams,
+            .max_message_bytes = (size_t)cfg->max_body_bytes,
+            .idle_timeout_s = cfg->connection_timeout_s,
+            .tls_cert_pem = grpc_cert,
+            .tls_key_pem = grpc_key,
+            .tls_priorities = cfg->tls_priorities,
+            .name = "grpc",
+            .worker_open = grpcapi_worker_open,
+            .worker_close = grpcapi_worker_close,
+        };
+        if (grpc_server_start(&g, grpcapi_handle, grpcapi, &grpc, &err) != PERMITD_OK)
+            goto out;
+        log_msg(LOG_LEVEL_INFO, "grpc listener started", "listen=%s:%d tls=%s max_streams=%d",
+                cfg->grpc_listen_host, grpc_server_port(grpc), grpc_cert ? "on" : "off",
+                cfg->grpc_max_streams);
+    }
     if (sync != NULL && sync_start(sync, &err) != PERMITD_OK)
         goto out;
     if (follow_start(cfg, redis, limiter, sync == NULL, &follow, &err) != PERMITD_OK)
@@ -230,6 +285,8 @@ static int serve(const struct config *cfg)
     admin_server = NULL;
     http_server_stop(server, DRAIN_GRACE_MS);
     server = NULL;
+    grpc_server_stop(grpc, DRAIN_GRACE_MS);
+    grpc = NULL;
     status = EXIT_SUCCESS;
 
 out:
@@ -237,11 +294,15 @@ out:
         fprintf(stderr, "permitd: %s\n", err.message);
     http_server_stop(server, 0);
     http_server_stop(admin_server, 0);
+    grpc_server_stop(grpc, 0);
     follow_stop(follow);
     sync_free(sync);
     appsync_free(appsync);
     gatewaysync_free(gwsync);
     admin_free(admin);
+    envoysvc_free(envoysvc);    /* after the sync and the admin listener, its callers */
+    envoyrls_free(envoyrls);
+    grpcapi_free(grpcapi);
     appsvc_free(appsvc);
     gatewaysvc_free(gwsvc);
     api_free(api);
@@ -255,6 +316,11 @@ out:
     if (key != NULL) {
         memset(key, 0, strlen(key));
         free(key);
+    }
+    free(grpc_cert);
+    if (grpc_key != NULL) {
+        memset(grpc_key, 0, strlen(grpc_key));
+        free(grpc_key);
     }
     if (status == EXIT_SUCCESS)
         log_msg(LOG_LEVEL_INFO, "permitd stopped", NULL);

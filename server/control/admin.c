@@ -40,6 +40,7 @@
 
 #include "control/admin.h"
 #include "control/appsvc.h"
+#include "control/envoysvc.h"
 #include "control/gatewaysvc.h"
 #include "control/auth.h"
 #include "core/clock.h"
@@ -82,6 +83,7 @@ struct admin {
     struct connect_limits limits;
     struct appsvc *apps;            /* AppService; NULL without --mysql-url */
     struct gatewaysvc *gateway;     /* GatewayService; NULL without --mysql-url */
+    struct envoysvc *envoy;         /* EnvoyDescriptorService; NULL without --mysql-url */
 };
 
 /* What each admin listener worker's loop has (admin_worker_open()): the
@@ -197,6 +199,11 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int editor, c
 void admin_set_gateway(struct admin *a, struct gatewaysvc *gateway)
 {
     a->gateway = gateway;
+}
+
+void admin_set_envoy(struct admin *a, struct envoysvc *envoy)
+{
+    a->envoy = envoy;
 }
 
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
@@ -1191,7 +1198,8 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
     struct permitd_error err;
 
     if ((a->apps != NULL && appsvc_serve(a->apps, req, resp)) ||
-        (a->gateway != NULL && gatewaysvc_serve(a->gateway, req, resp))) {
+        (a->gateway != NULL && gatewaysvc_serve(a->gateway, req, resp)) ||
+        (a->envoy != NULL && envoysvc_serve(a->envoy, req, resp))) {
         no_store(resp);
         return;
     }

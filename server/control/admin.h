@@ -45,6 +45,11 @@ struct gatewaysvc;
 /* Serves GatewayService (control/gatewaysvc.h) on this listener too;
  * gateway must outlive a. Call before the listener starts. */
 void admin_set_gateway(struct admin *a, struct gatewaysvc *gateway);
+struct envoysvc;
+
+/* Serves EnvoyDescriptorService (control/envoysvc.h) on this listener;
+ * call before the listeners start. */
+void admin_set_envoy(struct admin *a, struct envoysvc *envoy);
 
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session with the role needed (editor: 1 for editors

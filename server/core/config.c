@@ -66,6 +66,16 @@ static const struct setting settings[] = {
     STR(tls_priorities, "tls-priorities", "PERMITD_TLS_PRIORITIES", CONFIG_TLS_PRIORITIES,
         "GnuTLS priority string of both listeners (default: TLS 1.2 and 1.3, forward-secret "
         "AEAD suites only)"),
+    STR(grpc_listen, "grpc-listen", "PERMITD_GRPC_LISTEN", "",
+        "gRPC listener address, host:port (HTTP/2: permit.v1.RateLimitService and Envoy's "
+        "envoy.service.ratelimit.v3.RateLimitService); empty: off"),
+    INT(grpc_max_streams, "grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS", "256", 1, 65536,
+        "most calls open at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)"),
+    STR(grpc_tls_cert, "grpc-tls-cert", "PERMITD_GRPC_TLS_CERT", "",
+        "PEM certificate (chain) file: the gRPC listener speaks TLS (ALPN h2); needs "
+        "--grpc-tls-key"),
+    STR(grpc_tls_key, "grpc-tls-key", "PERMITD_GRPC_TLS_KEY", "",
+        "PEM private key file for --grpc-tls-cert"),
     STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
         "redis://[[user]:pass@]host[:port][/db], unix:///path/redis.sock, or a Redis Cluster: "
         "redis+cluster://[[user]:pass@]host1:port,host2:port,... (seed nodes)"),
@@ -750,6 +760,11 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                             sizeof(cfg->admin_listen_host), &cfg->admin_listen_port,
                             err) != PERMITD_OK)
         return prefixed(err, "--admin-listen (PERMITD_ADMIN_LISTEN)");
+    if (cfg->grpc_listen[0] != '\0' &&
+        config_parse_listen(cfg->grpc_listen, cfg->grpc_listen_host,
+                            sizeof(cfg->grpc_listen_host), &cfg->grpc_listen_port,
+                            err) != PERMITD_OK)
+        return prefixed(err, "--grpc-listen (PERMITD_GRPC_LISTEN)");
     cfg->redis_cluster = strncmp(cfg->redis_url, "redis+cluster://", 16) == 0;
     if (cfg->redis_cluster) {
         /* The seeds; AUTH on every node with the URL's user and password. */
@@ -775,6 +790,12 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                                  "--tls-cert (PERMITD_TLS_CERT) and --tls-key (PERMITD_TLS_KEY) "
                                  "go together: \"%s\" was given without the other",
                                  cfg->tls_cert[0] ? cfg->tls_cert : cfg->tls_key);
+    if ((cfg->grpc_tls_cert[0] == '\0') != (cfg->grpc_tls_key[0] == '\0'))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "--grpc-tls-cert (PERMITD_GRPC_TLS_CERT) and --grpc-tls-key "
+                                 "(PERMITD_GRPC_TLS_KEY) go together: \"%s\" was given without "
+                                 "the other",
+                                 cfg->grpc_tls_cert[0] ? cfg->grpc_tls_cert : cfg->grpc_tls_key);
     if (log_level_parse(cfg->log_level, &lvl, err) != PERMITD_OK)
         return prefixed(err, "--log-level (PERMITD_LOG_LEVEL)");
     if (strcmp(cfg->app_auth, "keys") != 0 && strcmp(cfg->app_auth, "off") != 0)

@@ -56,6 +56,14 @@ struct config {
     char tls_key[1024];
     char tls_priorities[512];     /* GnuTLS priority string of both listeners */
 
+    /* gRPC listener (issue 25): HTTP/2, off when grpc_listen is "" */
+    char grpc_listen[256];
+    char grpc_listen_host[256];   /* parsed */
+    int grpc_listen_port;
+    int grpc_max_streams;         /* concurrent streams per connection */
+    char grpc_tls_cert[1024];     /* PEM files; both set = TLS (ALPN h2) */
+    char grpc_tls_key[1024];
+
     /* Redis */
     char redis_url[1024];         /* as given; may hold a password */
     char redis_host[256];         /* parsed from redis_url */

@@ -229,3 +229,63 @@ PROTO = [
 ]
 for name, data in PROTO:
     write("proto", name, msg(name) + data)
+
+
+# ---- fuzz_grpc: what a gRPC client sends on one connection (fuzz_grpc.c) ----
+# The mode byte's bit 0 puts the client preface and an empty SETTINGS first;
+# the frames below are written by hand, their header blocks in HPACK
+# literals without Huffman coding (what any decoder takes).
+
+def h2_frame(ftype, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def hpack(headers):
+    out = b""
+    for name, value in headers:
+        name, value = name.encode(), value.encode()
+        out += b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+    return out
+
+
+def grpc_headers(path, extra=()):
+    return hpack([(":method", "POST"), (":scheme", "http"), (":path", path),
+                  (":authority", "permitd"), ("content-type", "application/grpc"),
+                  ("te", "trailers")] + list(extra))
+
+
+def grpc_message(body, flag=0, length=None):
+    return bytes([flag]) + (len(body) if length is None else length).to_bytes(4, "big") + body
+
+
+ACQUIRE = f_bytes(1, "api") + f_bytes(2, "app") + f_varint(4, 1)
+PATH = "/permit.v1.RateLimitService/Acquire"
+HEADERS, DATA, RST, SETTINGS, PING, GOAWAY, WINDOW = 1, 0, 3, 4, 6, 7, 8
+END_STREAM, END_HEADERS = 1, 4
+call = h2_frame(HEADERS, END_HEADERS, 1, grpc_headers(PATH)) + \
+    h2_frame(DATA, END_STREAM, 1, grpc_message(ACQUIRE))
+GRPC = [
+    ("acquire", 0b0101, call),
+    ("acquire-fail", 0b1101, call),
+    ("timeout", 0b0101, h2_frame(HEADERS, END_HEADERS, 1, grpc_headers(PATH, [("grpc-timeout", "50m")])) +
+                        h2_frame(DATA, END_STREAM, 1, grpc_message(ACQUIRE))),
+    ("bad-prefix", 0b0101, h2_frame(HEADERS, END_HEADERS, 1, grpc_headers(PATH)) +
+                           h2_frame(DATA, END_STREAM, 1, grpc_message(ACQUIRE, length=99))),
+    ("compressed", 0b0101, h2_frame(HEADERS, END_HEADERS, 1, grpc_headers(PATH)) +
+                           h2_frame(DATA, END_STREAM, 1, grpc_message(ACQUIRE, flag=1))),
+    ("over-limit", 0b0011, call),
+    ("split-data", 0b0101, h2_frame(HEADERS, END_HEADERS, 1, grpc_headers(PATH)) +
+                           h2_frame(DATA, 0, 1, grpc_message(ACQUIRE)[:3]) +
+                           h2_frame(DATA, END_STREAM, 1, grpc_message(ACQUIRE)[3:])),
+    ("reset", 0b0101, h2_frame(HEADERS, END_HEADERS, 1, grpc_headers(PATH)) +
+                      h2_frame(RST, 0, 1, (8).to_bytes(4, "big"))),
+    ("streams", 0b0101, b"".join(h2_frame(HEADERS, END_HEADERS, s, grpc_headers(PATH)) +
+                                 h2_frame(DATA, END_STREAM, s, grpc_message(ACQUIRE))
+                                 for s in range(1, 22, 2))),
+    ("control", 0b0101, h2_frame(PING, 0, 0, b"12345678") + h2_frame(WINDOW, 0, 0, (1000).to_bytes(4, "big")) +
+                        call + h2_frame(GOAWAY, 0, 0, (1).to_bytes(4, "big") + (0).to_bytes(4, "big"))),
+    ("no-preface", 0b0100, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(SETTINGS, 0, 0) + call),
+    ("http1", 0b0100, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+]
+for name, mode, data in GRPC:
+    write("grpc", name, bytes([mode]) + data)

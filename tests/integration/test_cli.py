@@ -47,6 +47,10 @@ SETTINGS = [
     ("--request-id-ttl", "PERMITD_REQUEST_ID_TTL"),
     ("--stats-policies", "PERMITD_STATS_POLICIES"),
     ("--deny-cache", "PERMITD_DENY_CACHE"),
+    ("--grpc-listen", "PERMITD_GRPC_LISTEN"),
+    ("--grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS"),
+    ("--grpc-tls-cert", "PERMITD_GRPC_TLS_CERT"),
+    ("--grpc-tls-key", "PERMITD_GRPC_TLS_KEY"),
 ]
 
 

@@ -21,11 +21,12 @@ WRAPPERS = {
                 "stores/redis_notice.c"},
     r"microhttpd\.h": {"transport/http.c"},
     r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c", "stores/apps.c",
-                  "stores/gateway_rules.c",
+                  "stores/gateway_rules.c", "stores/envoymap.c",
                   "stores/migrate_history.c", "stores/migrate_run.c"},
     r"argon2\.h": {"control/auth.c"},
     r"jansson\.h": {"transport/json.c"},
     r"nettle/": {"core/sha256.c"},
+    r"nghttp2/": {"transport/grpc.c"},
 }
 
 

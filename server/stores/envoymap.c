@@ -1,0 +1,175 @@
+/*
+ * envoymap.c - the envoy_descriptors table (migration 0011) in MySQL; see
+ * envoymap.h.
+ *
+ * Its own kept connection (dbconn.h), as the apps' store has: the sync's
+ * thread reads, the admin listener's thread writes. The table is small (a
+ * row per descriptor shape an operator configured), so a load reads it
+ * whole.
+ */
+#define _GNU_SOURCE                 /* vasprintf */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mysql.h>
+
+#include "stores/envoymap.h"
+#include "stores/dbconn.h"
+
+struct envoymap {
+    struct dbconn_kept conn;
+};
+
+int envoymap_new(const struct config *cfg, struct envoymap **out, struct permitd_error *err)
+{
+    struct envoymap *m = calloc(1, sizeof(*m));
+
+    *out = NULL;
+    if (m == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    dbconn_kept_init(&m->conn, cfg, NULL);
+    *out = m;
+    return PERMITD_OK;
+}
+
+void envoymap_free(struct envoymap *m)
+{
+    if (m == NULL)
+        return;
+    dbconn_kept_close(&m->conn);
+    free(m);
+}
+
+/* Runs a printf-made statement; *res (when res is not NULL) is its
+ * buffered result (mysql_free_result()). */
+__attribute__((format(printf, 4, 5)))
+static int sql(struct envoymap *m, MYSQL_RES **res, struct permitd_error *err, const char *fmt,
+               ...)
+{
+    va_list ap;
+    char *q = NULL;
+    int rc;
+
+    if (res != NULL)
+        *res = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&q, fmt, ap) < 0)
+        q = NULL;
+    va_end(ap);
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = dbconn_kept_query(&m->conn, q, res, err);
+    free(q);
+    return rc;
+}
+
+static void copy(char *dst, size_t size, const char *src)
+{
+    snprintf(dst, size, "%s", src ? src : "");
+}
+
+int envoymap_load(struct envoymap *m, struct envoymap_row **out, size_t *n,
+                  struct permitd_error *err)
+{
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW r;
+    struct envoymap_row *v = NULL;
+    size_t i = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = dbconn_kept_ensure(&m->conn, err)) != PERMITD_OK)
+        return rc;
+    rc = sql(m, &res, err, "SELECT domain, descriptor, policy, key_entry, description, version, "
+             "updated_by, DATE_FORMAT(updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') "
+             "FROM envoy_descriptors ORDER BY domain, descriptor");
+    if (rc != PERMITD_OK)
+        return rc;
+    v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
+    if (v == NULL) {
+        mysql_free_result(res);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    while ((r = mysql_fetch_row(res)) != NULL) {
+        copy(v[i].domain, sizeof(v[i].domain), r[0]);
+        copy(v[i].descriptor, sizeof(v[i].descriptor), r[1]);
+        copy(v[i].policy, sizeof(v[i].policy), r[2]);
+        copy(v[i].key_entry, sizeof(v[i].key_entry), r[3]);
+        copy(v[i].description, sizeof(v[i].description), r[4]);
+        v[i].version = r[5] ? strtoll(r[5], NULL, 10) : 0;
+        copy(v[i].updated_by, sizeof(v[i].updated_by), r[6]);
+        copy(v[i].updated_at, sizeof(v[i].updated_at), r[7]);
+        i++;
+    }
+    mysql_free_result(res);
+    *out = v;
+    *n = i;
+    return PERMITD_OK;
+}
+
+int envoymap_put(struct envoymap *m, const struct envoymap_row *row, int64_t expect_version,
+                 const char *actor, struct permitd_error *err)
+{
+    char *q[6] = {NULL};
+    const char *s[6] = {row->domain, row->descriptor, row->policy, row->key_entry,
+                        row->description, actor};
+    int rc;
+
+    if ((rc = dbconn_kept_ensure(&m->conn, err)) != PERMITD_OK)
+        return rc;
+    for (int i = 0; i < 6; i++)
+        if ((q[i] = dbconn_kept_quote(&m->conn, s[i])) == NULL) {
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            goto out;
+        }
+    if (expect_version > 0) {
+        rc = sql(m, NULL, err, "UPDATE envoy_descriptors SET policy = %s, key_entry = %s, "
+                 "description = %s, updated_by = %s, version = version + 1 "
+                 "WHERE domain = %s AND descriptor = %s AND version = %" PRId64,
+                 q[2], q[3], q[4], q[5], q[0], q[1], expect_version);
+        if (rc == PERMITD_OK && mysql_affected_rows(m->conn.db) != 1)
+            rc = permitd_error_set(err, PERMITD_EABORTED, "descriptor \"%s\" of domain \"%s\" "
+                                   "is no longer at version %" PRId64 " (changed or deleted "
+                                   "meanwhile): load it again", row->descriptor, row->domain,
+                                   expect_version);
+    } else {
+        rc = sql(m, NULL, err, "INSERT INTO envoy_descriptors (domain, descriptor, policy, "
+                 "key_entry, description, created_by, updated_by) VALUES (%s, %s, %s, %s, %s, "
+                 "%s, %s) ON DUPLICATE KEY UPDATE policy = VALUES(policy), key_entry = "
+                 "VALUES(key_entry), description = VALUES(description), updated_by = "
+                 "VALUES(updated_by), version = version + 1",
+                 q[0], q[1], q[2], q[3], q[4], q[5], q[5]);
+    }
+out:
+    for (int i = 0; i < 6; i++)
+        free(q[i]);
+    return rc;
+}
+
+int envoymap_delete(struct envoymap *m, const char *domain, const char *descriptor,
+                    struct permitd_error *err)
+{
+    char *qd = NULL, *qs = NULL;
+    int rc;
+
+    if ((rc = dbconn_kept_ensure(&m->conn, err)) != PERMITD_OK)
+        return rc;
+    if ((qd = dbconn_kept_quote(&m->conn, domain)) == NULL ||
+        (qs = dbconn_kept_quote(&m->conn, descriptor)) == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto out;
+    }
+    rc = sql(m, NULL, err, "DELETE FROM envoy_descriptors WHERE domain = %s AND descriptor = %s",
+             qd, qs);
+    if (rc == PERMITD_OK && mysql_affected_rows(m->conn.db) == 0)
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "no descriptor \"%s\" in domain \"%s\"",
+                               descriptor, domain);
+out:
+    free(qd);
+    free(qs);
+    return rc;
+}

@@ -1,0 +1,1261 @@
+/*
+ * grpc.c - the gRPC listener: HTTP/2 (libnghttp2) sessions on worker event
+ * loops, and the gRPC framing of unary calls (issue 25).
+ *
+ * `threads` workers share one listening socket (each waits on it with
+ * EPOLLEXCLUSIVE, so one wakes per connection). A worker's connections and
+ * the listening socket sit in an epoll set of its own, whose fd is one
+ * source of the worker's loop (loop.h); the handler's per-worker work (a
+ * limiter queue) is another source of the same loop, attached after it.
+ * So one turn reads every connection that has bytes, nghttp2 parses them,
+ * each call whose request is whole goes to the handler, the handler queues
+ * its decision, the queue's flush sends the pass's decisions to Redis
+ * together, and the answers, handed back on this thread, are written out
+ * by this source's flush in the pass after (loop_again()).
+ *
+ * A call (struct grpc_call) is one HTTP/2 stream. It lives until both its
+ * stream has closed and, once handed to the handler, the handler has
+ * answered: a client that resets the stream (RST_STREAM), or a connection
+ * that closes, while a decision is pending leaves the call detached
+ * (conn NULL), and the answer, when it comes, frees it unsent.
+ *
+ * The framing (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md):
+ * a request is HEADERS (:method POST, :path /pkg.Service/Method,
+ * content-type application/grpc[+proto], optional grpc-timeout) then DATA
+ * holding one length-prefixed message (1 byte compressed flag, 4 bytes
+ * big-endian length); the answer is HEADERS (:status 200), DATA with one
+ * message and trailers (grpc-status 0), or, for an error, "Trailers-Only":
+ * one HEADERS frame with grpc-status and grpc-message, ending the stream.
+ * Every refusal names the bad value: a length prefix that does not match
+ * the bytes sent, a message over the limit, a compressed message, a bad
+ * grpc-timeout. Limits: SETTINGS_MAX_CONCURRENT_STREAMS per connection,
+ * a connection count over all workers, the message size, an idle timeout.
+ */
+#define _GNU_SOURCE 1   /* accept4 */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gnutls/gnutls.h>
+#include <nghttp2/nghttp2.h>
+
+#include "transport/grpc.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/loop.h"
+
+#define PATH_MAX_LEN 256
+#define AUTHZ_MAX_LEN 1024
+#define READ_CHUNK 16384
+#define READS_PER_EVENT 8          /* fairness: then back to the other connections */
+#define SWEEP_US 1000000           /* idle connections are looked for every second */
+
+struct conn;
+struct worker;
+
+struct block {
+    struct block *next;
+    max_align_t data[];
+};
+
+struct grpc_call {
+    struct conn *conn;              /* NULL once the client has gone */
+    struct grpc_call *prev, *next;  /* the connection's calls */
+    int32_t id;
+    int dispatched, answered;
+    int bad_method, bad_type, head_too_big;
+    char path[PATH_MAX_LEN];
+    char *authz;                    /* malloc()ed; NULL: none sent */
+    int64_t deadline_us;
+    struct permitd_error head_err;  /* grpc-timeout or grpc-encoding refused */
+    uint8_t *body;
+    size_t body_len, body_cap;
+    int too_large;                  /* answered resource_exhausted while data came */
+    uint8_t *reply;                 /* prefix + message */
+    size_t reply_len, reply_off;
+    int nheaders;
+    struct {
+        const char *name;
+        char value[192];
+        size_t len;
+    } headers[GRPC_CALL_HEADERS_MAX];
+    struct block *blocks;
+    void *worker_ctx;
+};
+
+struct conn {
+    struct worker *w;
+    int fd;                         /* -1: grpc_feed()'s connection, output dropped */
+    nghttp2_session *session;
+    struct grpc_call *calls;
+    struct conn *prev, *next;       /* the worker's connections */
+    struct conn *dirty_next;        /* on the worker's dirty list */
+    int dirty, epollout, dead;
+    uint8_t *out;                   /* what the socket did not take yet */
+    size_t out_len, out_off, out_cap;
+    int64_t active_us;              /* last byte read or call open */
+    gnutls_session_t tls;           /* NULL: cleartext (h2c) */
+    int handshaken;                 /* TLS: the handshake is over, ALPN said h2 */
+};
+
+struct worker {
+    struct grpc_server *s;
+    struct loop *loop;              /* NULL: grpc_feed() */
+    pthread_t thread;
+    int started, opened;
+    int epfd;
+    void *ctx;
+    struct conn *conns, *dirty;
+    int64_t next_due;               /* earliest sweep: idle connections, call deadlines */
+    int draining;
+    int64_t drain_until;
+};
+
+struct grpc_server {
+    struct grpc_options opts;
+    grpc_handler_fn fn;
+    void *ud;
+    int listen_fd;
+    int port;
+    atomic_int stopping;
+    atomic_uint nconns;
+    int grace_ms;
+    gnutls_certificate_credentials_t cred;  /* NULL: cleartext */
+    gnutls_priority_t prio;
+    int nworkers;
+    struct worker workers[];
+};
+
+static void conn_close(struct conn *c);
+static void mark_dirty(struct conn *c);
+
+/* ---- calls ---- */
+
+static void call_free(struct grpc_call *call)
+{
+    struct block *b, *next;
+
+    if (call == NULL)
+        return;
+    for (b = call->blocks; b != NULL; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(call->authz);
+    free(call->body);
+    free(call->reply);
+    free(call);
+}
+
+static void call_unlink(struct grpc_call *call)
+{
+    struct conn *c = call->conn;
+
+    if (c == NULL)
+        return;
+    if (call->prev != NULL)
+        call->prev->next = call->next;
+    else
+        c->calls = call->next;
+    if (call->next != NULL)
+        call->next->prev = call->prev;
+    call->prev = call->next = NULL;
+}
+
+const char *grpc_call_path(const struct grpc_call *call)
+{
+    return call->path;
+}
+
+const char *grpc_call_metadata(const struct grpc_call *call, const char *name)
+{
+    return strcmp(name, "authorization") == 0 ? call->authz : NULL;
+}
+
+const void *grpc_call_message(const struct grpc_call *call, size_t *len)
+{
+    *len = call->body_len >= 5 ? call->body_len - 5 : 0;
+    return call->body != NULL ? call->body + 5 : (const void *)"";
+}
+
+int64_t grpc_call_deadline_us(const struct grpc_call *call)
+{
+    return call->deadline_us;
+}
+
+void *grpc_call_worker(const struct grpc_call *call)
+{
+    return call->worker_ctx;
+}
+
+int grpc_call_gone(const struct grpc_call *call)
+{
+    return call->conn == NULL;
+}
+
+void *grpc_call_alloc(struct grpc_call *call, size_t size)
+{
+    struct block *b = calloc(1, sizeof(*b) + size);
+
+    if (b == NULL)
+        return NULL;
+    b->next = call->blocks;
+    call->blocks = b;
+    return b->data;
+}
+
+int grpc_call_header(struct grpc_call *call, const char *name, const char *value, size_t len)
+{
+    if (call->nheaders >= GRPC_CALL_HEADERS_MAX)
+        return -1;
+    if (len > sizeof(call->headers[0].value))
+        len = sizeof(call->headers[0].value);
+    call->headers[call->nheaders].name = name;
+    memcpy(call->headers[call->nheaders].value, value, len);
+    call->headers[call->nheaders].len = len;
+    call->nheaders++;
+    return 0;
+}
+
+size_t grpc_percent_encode(const char *msg, char *out, size_t size)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+
+    if (size == 0)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p != '\0'; p++) {
+        if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
+            if (n + 1 >= size)
+                break;
+            out[n++] = (char)*p;
+        } else {
+            if (n + 3 >= size)
+                break;
+            out[n++] = '%';
+            out[n++] = hex[*p >> 4];
+            out[n++] = hex[*p & 15];
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+int grpc_parse_timeout(const char *value, int64_t *us, struct permitd_error *err)
+{
+    size_t len = strlen(value), digits = len - 1;
+    int64_t v = 0;
+
+    if (len < 2 || len > 9)
+        goto bad;
+    for (size_t i = 0; i < digits; i++) {
+        if (value[i] < '0' || value[i] > '9')
+            goto bad;
+        v = v * 10 + (value[i] - '0');
+    }
+    switch (value[digits]) {
+    case 'H': *us = v * 3600 * 1000000; break;
+    case 'M': *us = v * 60 * 1000000; break;
+    case 'S': *us = v * 1000000; break;
+    case 'm': *us = v * 1000; break;
+    case 'u': *us = v; break;
+    case 'n': *us = v / 1000 + (v % 1000 != 0); break;
+    default: goto bad;
+    }
+    return PERMITD_OK;
+bad:
+    return permitd_error_set(err, PERMITD_EINVAL,
+                             "grpc-timeout: \"%.40s\" is not 1 to 8 digits and a unit "
+                             "(H, M, S, m, u, n)", value);
+}
+
+/* The data source of an answer's one message; the trailers go after it. */
+static ssize_t read_reply(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
+                          size_t length, uint32_t *data_flags, nghttp2_data_source *source,
+                          void *user_data)
+{
+    struct grpc_call *call = source->ptr;
+    size_t n = call->reply_len - call->reply_off;
+    static const nghttp2_nv ok[] = {
+        {(uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, NGHTTP2_NV_FLAG_NONE},
+    };
+
+    (void)user_data;
+    if (n > length)
+        n = length;
+    memcpy(buf, call->reply + call->reply_off, n);
+    call->reply_off += n;
+    if (call->reply_off == call->reply_len) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        if (nghttp2_submit_trailer(session, stream_id, ok, 1) != 0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    return (ssize_t)n;
+}
+
+#define NV(n, v, vl) {(uint8_t *)(n), (uint8_t *)(v), strlen(n), (vl), NGHTTP2_NV_FLAG_NONE}
+
+/* Sends the answer: msg (a reply) when err is NULL, else Trailers-Only with
+ * err. http_status is 200 but for a content type that is not gRPC's. */
+static void answer(struct grpc_call *call, int http_status, const void *msg, size_t len,
+                   const struct permitd_error *err)
+{
+    struct conn *c = call->conn;
+    nghttp2_nv nv[4 + GRPC_CALL_HEADERS_MAX];
+    char status[16], code[16], text[3 * sizeof(err->message) + 1];
+    size_t n = 0;
+    int rv;
+
+    if (call->answered)
+        return;
+    call->answered = 1;
+    if (c == NULL) {            /* the client went while the handler worked */
+        call_free(call);
+        return;
+    }
+    snprintf(status, sizeof(status), "%d", http_status);
+    nv[n++] = (nghttp2_nv)NV(":status", status, strlen(status));
+    nv[n++] = (nghttp2_nv)NV("content-type", "application/grpc", 16);
+    for (int i = 0; i < call->nheaders; i++)
+        nv[n++] = (nghttp2_nv)NV(call->headers[i].name, call->headers[i].value,
+                                 call->headers[i].len);
+    if (err == NULL) {
+        nghttp2_data_provider prd;
+        call->reply = malloc(len + 5);
+        if (call->reply == NULL) {
+            struct permitd_error oom;
+            call->answered = 0;
+            permitd_error_set(&oom, PERMITD_EINTERNAL, "out of memory");
+            answer(call, 200, NULL, 0, &oom);
+            return;
+        }
+        call->reply[0] = 0;
+        call->reply[1] = (uint8_t)(len >> 24);
+        call->reply[2] = (uint8_t)(len >> 16);
+        call->reply[3] = (uint8_t)(len >> 8);
+        call->reply[4] = (uint8_t)len;
+        if (len > 0)
+            memcpy(call->reply + 5, msg, len);
+        call->reply_len = len + 5;
+        prd.source.ptr = call;
+        prd.read_callback = read_reply;
+        rv = nghttp2_submit_response(c->session, call->id, nv, n, &prd);
+    } else {
+        snprintf(code, sizeof(code), "%d", err->code < 0 ? -err->code : 2);
+        grpc_percent_encode(err->message, text, sizeof(text));
+        nv[n++] = (nghttp2_nv)NV("grpc-status", code, strlen(code));
+        nv[n++] = (nghttp2_nv)NV("grpc-message", text, strlen(text));
+        rv = nghttp2_submit_response(c->session, call->id, nv, n, NULL);
+    }
+    if (rv != 0)
+        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
+    mark_dirty(c);
+}
+
+void grpc_call_reply(struct grpc_call *call, const void *msg, size_t len)
+{
+    answer(call, 200, msg, len, NULL);
+}
+
+void grpc_call_fail(struct grpc_call *call, const struct permitd_error *err)
+{
+    answer(call, 200, NULL, 0, err);
+}
+
+/* Answers call with the error code and the formatted sentence. */
+#define FAIL(call, code, ...)                                   \
+    do {                                                        \
+        struct permitd_error e_;                                \
+        permitd_error_set(&e_, (code), __VA_ARGS__);            \
+        answer((call), 200, NULL, 0, &e_);                      \
+    } while (0)
+
+/* The request is whole: checks its head and its one message, then hands it
+ * to the handler. */
+static void dispatch(struct grpc_call *call)
+{
+    struct grpc_server *s = call->conn->w->s;
+    uint32_t mlen = 0;
+
+    if (call->answered)
+        return;
+    if (call->body_len >= 5)
+        mlen = (uint32_t)call->body[1] << 24 | (uint32_t)call->body[2] << 16 |
+               (uint32_t)call->body[3] << 8 | call->body[4];
+    if (call->bad_type) {
+        struct permitd_error err;
+        permitd_error_set(&err, PERMITD_EINVAL, "content-type must be application/grpc "
+                          "(or application/grpc+proto)");
+        answer(call, 415, NULL, 0, &err);
+    } else if (call->bad_method) {
+        FAIL(call, PERMITD_EUNIMPLEMENTED, ":method: gRPC calls are POST");
+    } else if (call->head_too_big) {
+        FAIL(call, PERMITD_EINVAL, ":path or authorization is longer than %d or %d bytes",
+             PATH_MAX_LEN - 1, AUTHZ_MAX_LEN);
+    } else if (call->head_err.code != PERMITD_OK) {
+        answer(call, 200, NULL, 0, &call->head_err);
+    } else if (call->body_len == 0) {
+        FAIL(call, PERMITD_EINVAL, "no request message: a unary call sends one "
+             "length-prefixed message");
+    } else if (call->body_len < 5) {
+        FAIL(call, PERMITD_EINVAL, "the 5-byte message prefix was cut short: %zu bytes came",
+             call->body_len);
+    } else if (call->body[0] == 1) {
+        FAIL(call, PERMITD_EUNIMPLEMENTED, "a compressed message (flag 1) is not accepted: "
+             "send it uncompressed (grpc-encoding identity)");
+    } else if (call->body[0] != 0) {
+        FAIL(call, PERMITD_EINVAL, "the message prefix's flag is %u, not 0 or 1",
+             (unsigned)call->body[0]);
+    } else if (mlen != call->body_len - 5) {
+        FAIL(call, PERMITD_EINVAL, "the message prefix says %u bytes, %zu followed (a unary "
+             "call sends exactly one message)", (unsigned)mlen, call->body_len - 5);
+    } else if (call->deadline_us != INT64_MAX && clock_now_us() >= call->deadline_us) {
+        FAIL(call, PERMITD_EDEADLINE, "grpc-timeout passed before the request was whole");
+    } else {
+        call->dispatched = 1;
+        call->worker_ctx = call->conn->w->ctx;
+        s->fn(s->ud, call);
+    }
+}
+
+/* ---- nghttp2's callbacks (user_data: the conn) ---- */
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    struct conn *c = ud;
+    struct grpc_call *call;
+
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    call = calloc(1, sizeof(*call));
+    if (call == NULL)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    call->conn = c;
+    call->id = frame->hd.stream_id;
+    call->deadline_us = INT64_MAX;
+    call->next = c->calls;
+    if (c->calls != NULL)
+        c->calls->prev = call;
+    c->calls = call;
+    c->active_us = clock_now_us();
+    nghttp2_session_set_stream_user_data(session, call->id, call);
+    return 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *ud)
+{
+    struct conn *c = ud;
+    struct grpc_call *call;
+
+    (void)flags;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (call == NULL)
+        return 0;
+#define IS(s) (namelen == sizeof(s) - 1 && memcmp(name, s, namelen) == 0)
+    if (IS(":method")) {
+        call->bad_method = !(valuelen == 4 && memcmp(value, "POST", 4) == 0);
+    } else if (IS(":path")) {
+        if (valuelen >= sizeof(call->path)) {
+            call->head_too_big = 1;
+        } else {
+            memcpy(call->path, value, valuelen);
+            call->path[valuelen] = '\0';
+        }
+    } else if (IS("content-type")) {
+        call->bad_type = !(valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
+                           (valuelen == 16 || value[16] == '+' || value[16] == ';'));
+    } else if (IS("authorization")) {
+        free(call->authz);
+        call->authz = NULL;
+        if (valuelen > AUTHZ_MAX_LEN)
+            call->head_too_big = 1;
+        else if ((call->authz = strndup((const char *)value, valuelen)) == NULL)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    } else if (IS("grpc-timeout")) {
+        char v[16];
+        int64_t us;
+        snprintf(v, sizeof(v), "%.*s", (int)(valuelen < 15 ? valuelen : 15), value);
+        if (valuelen >= 15) {
+            permitd_error_set(&call->head_err, PERMITD_EINVAL, "grpc-timeout: \"%s...\" is "
+                              "longer than 8 digits and a unit", v);
+        } else if (grpc_parse_timeout(v, &us, &call->head_err) == PERMITD_OK) {
+            int64_t now = clock_now_us();
+            call->deadline_us = us > INT64_MAX - now ? INT64_MAX - 1 : now + us;
+            if (call->deadline_us < c->w->next_due)
+                c->w->next_due = call->deadline_us;
+        }
+    } else if (IS("grpc-encoding")) {
+        if (!(valuelen == 8 && memcmp(value, "identity", 8) == 0))
+            permitd_error_set(&call->head_err, PERMITD_EUNIMPLEMENTED,
+                              "grpc-encoding: \"%.*s\" is not accepted; send identity "
+                              "(uncompressed) messages", (int)(valuelen < 64 ? valuelen : 64),
+                              value);
+    }
+#undef IS
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
+                         const uint8_t *data, size_t len, void *ud)
+{
+    struct grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    struct conn *c = ud;
+    size_t max = c->w->s->opts.max_message_bytes + 5;
+
+    (void)flags;
+    if (call == NULL || call->answered)
+        return 0;
+    if (call->body_len + len > max) {
+        /* Refused now, not once the client has sent it all. */
+        call->too_large = 1;
+        FAIL(call, PERMITD_EEXHAUSTED, "the request message is over %zu bytes (the limit)",
+             c->w->s->opts.max_message_bytes);
+        return 0;
+    }
+    if (call->body_len + len > call->body_cap) {
+        size_t cap = call->body_cap ? call->body_cap : 256;
+        uint8_t *b;
+        while (cap < call->body_len + len)
+            cap *= 2;
+        if (cap > max)
+            cap = max;
+        if ((b = realloc(call->body, cap)) == NULL)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        call->body = b;
+        call->body_cap = cap;
+    }
+    memcpy(call->body + call->body_len, data, len);
+    call->body_len += len;
+    /* A prefix announcing more than the limit is refused before the bytes. */
+    if (call->body_len >= 5 && call->body_len - len < 5) {
+        uint32_t mlen = (uint32_t)call->body[1] << 24 | (uint32_t)call->body[2] << 16 |
+                        (uint32_t)call->body[3] << 8 | call->body[4];
+        if (mlen > c->w->s->opts.max_message_bytes)
+            FAIL(call, PERMITD_EEXHAUSTED, "the message prefix announces %u bytes, over the "
+                 "limit of %zu", (unsigned)mlen, c->w->s->opts.max_message_bytes);
+    }
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    struct grpc_call *call;
+
+    (void)ud;
+    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (call != NULL && !call->dispatched)
+        dispatch(call);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
+                           void *ud)
+{
+    struct grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+
+    (void)error_code;
+    (void)ud;
+    if (call == NULL)
+        return 0;
+    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    call_unlink(call);
+    if (call->dispatched && !call->answered)
+        call->conn = NULL;      /* RST_STREAM: the handler's answer will free it */
+    else
+        call_free(call);
+    return 0;
+}
+
+static nghttp2_session_callbacks *callbacks_new(void)
+{
+    nghttp2_session_callbacks *cb;
+
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        return NULL;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    return cb;
+}
+
+/* ---- connections ---- */
+
+static void mark_dirty(struct conn *c)
+{
+    if (c->dirty)
+        return;
+    c->dirty = 1;
+    c->dirty_next = c->w->dirty;
+    c->w->dirty = c;
+    if (c->w->loop != NULL)
+        loop_again(c->w->loop);
+}
+
+static int set_epollout(struct conn *c, int on)
+{
+    struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c};
+
+    if (c->epollout == on || c->fd < 0)
+        return 0;
+    c->epollout = on;
+    return epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* ---- the connection's bytes: the socket itself, or TLS over it ---- */
+
+/* read(2)'s contract over either: > 0 bytes, 0 at the end, -1 with errno
+ * (EAGAIN: nothing now). */
+static ssize_t io_read(struct conn *c, void *buf, size_t n)
+{
+    ssize_t r;
+
+    if (c->tls == NULL)
+        return read(c->fd, buf, n);
+    r = gnutls_record_recv(c->tls, buf, n);
+    if (r >= 0)
+        return r;
+    errno = r == GNUTLS_E_AGAIN ? EAGAIN : r == GNUTLS_E_INTERRUPTED ? EINTR : EPROTO;
+    return -1;
+}
+
+/* write(2)'s contract over either. GnuTLS keeps a record it could not send
+ * whole and sends it at the next call, which gives the same bytes again
+ * (they wait in c->out). */
+static ssize_t io_write(struct conn *c, const void *buf, size_t n)
+{
+    ssize_t r;
+
+    if (c->tls == NULL)
+        return write(c->fd, buf, n);
+    r = gnutls_record_send(c->tls, buf, n);
+    if (r >= 0)
+        return r;
+    errno = r == GNUTLS_E_AGAIN ? EAGAIN : r == GNUTLS_E_INTERRUPTED ? EINTR : EPIPE;
+    return -1;
+}
+
+/* TLS: moves the handshake on. 1 when it is over (ALPN chose h2), 0 while
+ * it waits for the socket (EPOLLOUT asked for when it must write), -1 when
+ * it failed (the connection closed). */
+static int handshake(struct conn *c)
+{
+    gnutls_datum_t alpn;
+    int rv;
+
+    if (c->tls == NULL || c->handshaken)
+        return 1;
+    rv = gnutls_handshake(c->tls);
+    if (rv == GNUTLS_E_AGAIN || rv == GNUTLS_E_INTERRUPTED) {
+        set_epollout(c, gnutls_record_get_direction(c->tls) == 1);
+        return 0;
+    }
+    if (rv < 0 || gnutls_alpn_get_selected_protocol(c->tls, &alpn) != 0 || alpn.size != 2 ||
+        memcmp(alpn.data, "h2", 2) != 0) {
+        conn_close(c);
+        return -1;
+    }
+    c->handshaken = 1;
+    set_epollout(c, 0);
+    return 1;
+}
+
+/* Writes what nghttp2 has to send, as far as the socket takes it; the rest
+ * waits in c->out for EPOLLOUT. Closes a connection nghttp2 is done with. */
+static void conn_send(struct conn *c)
+{
+    if (handshake(c) != 1)
+        return;
+    for (;;) {
+        const uint8_t *data;
+        ssize_t n, m;
+
+        while (c->out_off < c->out_len) {
+            m = io_write(c, c->out + c->out_off, c->out_len - c->out_off);
+            if (m < 0 && errno == EINTR)
+                continue;
+            if (m < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                set_epollout(c, 1);
+                return;
+            }
+            if (m <= 0) {
+                conn_close(c);
+                return;
+            }
+            c->out_off += (size_t)m;
+        }
+        c->out_off = c->out_len = 0;
+        n = nghttp2_session_mem_send(c->session, &data);
+        if (n < 0) {
+            conn_close(c);
+            return;
+        }
+        if (n == 0)
+            break;
+        if (c->fd < 0)
+            continue;           /* grpc_feed(): nobody to send to */
+        m = io_write(c, data, (size_t)n);
+        if (m < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            conn_close(c);
+            return;
+        }
+        if (m < 0)
+            m = 0;
+        if (m < n) {
+            size_t rest = (size_t)(n - m);
+            if (rest > c->out_cap) {
+                uint8_t *b = realloc(c->out, rest);
+                if (b == NULL) {
+                    conn_close(c);
+                    return;
+                }
+                c->out = b;
+                c->out_cap = rest;
+            }
+            memcpy(c->out, data + m, rest);
+            c->out_len = rest;
+        }
+    }
+    set_epollout(c, 0);
+    if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
+        conn_close(c);
+}
+
+static void conn_unlink_worker(struct conn *c)
+{
+    struct worker *w = c->w;
+
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else if (w->conns == c)
+        w->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+/* Closes c's socket at once and frees it at the end of the pass (it may be
+ * on the dirty list): its calls still pending are detached, to be freed by
+ * their answers. */
+static void conn_close(struct conn *c)
+{
+    struct grpc_call *call, *next;
+
+    if (c->dead)
+        return;
+    c->dead = 1;
+    for (call = c->calls; call != NULL; call = next) {
+        next = call->next;
+        call->prev = call->next = NULL;
+        if (call->dispatched && !call->answered)
+            call->conn = NULL;
+        else
+            call_free(call);
+    }
+    c->calls = NULL;
+    nghttp2_session_del(c->session);
+    c->session = NULL;
+    if (c->tls != NULL)
+        gnutls_deinit(c->tls);
+    c->tls = NULL;
+    if (c->fd >= 0) {
+        epoll_ctl(c->w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        atomic_fetch_sub(&c->w->s->nconns, 1);
+    }
+    c->fd = -1;
+    conn_unlink_worker(c);
+    mark_dirty(c);              /* freed by flush */
+}
+
+static void conn_free(struct conn *c)
+{
+    free(c->out);
+    free(c);
+}
+
+/* A new connection's session, with its SETTINGS queued. */
+static struct conn *conn_new(struct worker *w, int fd)
+{
+    nghttp2_session_callbacks *cb = callbacks_new();
+    nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)w->s->opts.max_streams},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
+    };
+    struct conn *c = calloc(1, sizeof(*c));
+
+    if (c == NULL || cb == NULL)
+        goto fail;
+    c->w = w;
+    c->fd = fd;
+    c->active_us = clock_now_us();
+    /* Streams over max_streams are refused (REFUSED_STREAM) even before
+     * the client has acknowledged our SETTINGS: nghttp2 holds incoming
+     * streams to the value it has sent. */
+    if (nghttp2_session_server_new(&c->session, cb, c) != 0)
+        goto fail;
+    if (nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 2) != 0)
+        goto fail;
+    if (w->s->cred != NULL && fd >= 0) {
+        /* gRPC over TLS is HTTP/2 chosen by ALPN: a client that offers
+         * ALPN without h2 fails the handshake (GNUTLS_ALPN_MANDATORY). */
+        gnutls_datum_t h2 = {(unsigned char *)"h2", 2};
+        if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NONBLOCK) != GNUTLS_E_SUCCESS ||
+            gnutls_priority_set(c->tls, w->s->prio) != GNUTLS_E_SUCCESS ||
+            gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, w->s->cred) !=
+                GNUTLS_E_SUCCESS ||
+            gnutls_alpn_set_protocols(c->tls, &h2, 1, GNUTLS_ALPN_MANDATORY) != GNUTLS_E_SUCCESS)
+            goto fail;
+        gnutls_transport_set_int(c->tls, fd);
+    }
+    nghttp2_session_callbacks_del(cb);
+    c->next = w->conns;
+    if (w->conns != NULL)
+        w->conns->prev = c;
+    w->conns = c;
+    return c;
+fail:
+    if (c != NULL && c->session != NULL)
+        nghttp2_session_del(c->session);
+    if (c != NULL && c->tls != NULL)
+        gnutls_deinit(c->tls);
+    free(c);
+    nghttp2_session_callbacks_del(cb);
+    return NULL;
+}
+
+/* Bytes from the client: nghttp2 parses them (and calls dispatch()). */
+static void conn_read(struct conn *c)
+{
+    uint8_t buf[READ_CHUNK];
+
+    if (handshake(c) != 1)
+        return;
+    for (int i = 0; i < READS_PER_EVENT && !c->dead; i++) {
+        ssize_t n = io_read(c, buf, sizeof(buf)), rv;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            conn_close(c);
+            return;
+        }
+        c->active_us = clock_now_us();
+        rv = nghttp2_session_mem_recv(c->session, buf, (size_t)n);
+        if (rv < 0) {
+            /* A frame that breaks HTTP/2: nghttp2 queued a GOAWAY naming
+             * the error; send it, then close. */
+            nghttp2_session_terminate_session(c->session, NGHTTP2_PROTOCOL_ERROR);
+            break;
+        }
+        /* TLS may hold whole records already read off the socket, for
+         * which epoll will not wake us: read on while it does. */
+        if ((size_t)n < sizeof(buf) && (c->tls == NULL || gnutls_record_check_pending(c->tls) == 0))
+            break;
+    }
+    if (!c->dead)
+        mark_dirty(c);
+}
+
+static void accept_all(struct worker *w)
+{
+    struct grpc_server *s = w->s;
+
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+        struct epoll_event ev;
+        struct conn *c;
+
+        if (fd < 0)
+            return;
+        if (atomic_load(&s->stopping) ||
+            atomic_fetch_add(&s->nconns, 1) >= (unsigned)s->opts.max_connections) {
+            if (!atomic_load(&s->stopping))
+                atomic_fetch_sub(&s->nconns, 1);
+            close(fd);          /* full: --max-connections */
+            continue;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if ((c = conn_new(w, fd)) == NULL) {
+            atomic_fetch_sub(&s->nconns, 1);
+            close(fd);
+            continue;
+        }
+        ev.events = EPOLLIN;
+        ev.data.ptr = c;
+        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            conn_close(c);
+            continue;
+        }
+        mark_dirty(c);          /* our SETTINGS */
+    }
+}
+
+/* Calls whose grpc-timeout passed before their request was whole are
+ * answered deadline_exceeded (those handed over are the handler's: the
+ * limiter answers at the deadline); connections idle past the timeout
+ * close. */
+static void sweep(struct worker *w, int64_t now)
+{
+    int64_t idle = (int64_t)w->s->opts.idle_timeout_s * 1000000, due = now + SWEEP_US;
+    struct conn *c, *next;
+
+    for (c = w->conns; c != NULL; c = next) {
+        next = c->next;
+        for (struct grpc_call *call = c->calls; call != NULL; call = call->next) {
+            if (call->dispatched || call->answered || call->deadline_us == INT64_MAX)
+                continue;
+            if (call->deadline_us <= now) {
+                struct permitd_error err;
+                permitd_error_set(&err, PERMITD_EDEADLINE, "grpc-timeout passed before the "
+                                  "request was whole");
+                answer(call, 200, NULL, 0, &err);
+            } else if (call->deadline_us < due) {
+                due = call->deadline_us;
+            }
+        }
+        if (c->calls == NULL && idle > 0 && now - c->active_us > idle) {
+            nghttp2_session_terminate_session(c->session, NGHTTP2_NO_ERROR);
+            mark_dirty(c);
+        }
+    }
+    w->next_due = due;
+}
+
+/* ---- the worker's loop source ---- */
+
+static void src_want(void *ud, struct loop_want *want)
+{
+    struct worker *w = ud;
+
+    want->fd = w->epfd;
+    want->events = EPOLLIN;
+    want->at_us = w->next_due;
+    want->generation = 1;
+}
+
+static void src_ready(void *ud, uint32_t revents)
+{
+    struct worker *w = ud;
+    struct epoll_event evs[64];
+    int64_t now;
+    int n;
+
+    if (revents != 0) {
+        n = epoll_wait(w->epfd, evs, 64, 0);
+        for (int i = 0; i < n; i++) {
+            struct conn *c = evs[i].data.ptr;
+            if (c == NULL) {
+                accept_all(w);
+                continue;
+            }
+            if (c->dead)
+                continue;
+            if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                conn_read(c);
+            if (!c->dead && (evs[i].events & EPOLLOUT))
+                mark_dirty(c);
+        }
+    }
+    now = clock_now_us();
+    if (now >= w->next_due)
+        sweep(w, now);
+}
+
+static void src_flush(void *ud, int woke)
+{
+    struct worker *w = ud;
+    struct conn *c;
+
+    (void)woke;
+    while ((c = w->dirty) != NULL) {
+        w->dirty = c->dirty_next;
+        c->dirty = 0;
+        if (!c->dead)
+            conn_send(c);
+        if (c->dead && !c->dirty)
+            conn_free(c);
+    }
+}
+
+static void close_all(struct worker *w)
+{
+    while (w->conns != NULL)
+        conn_close(w->conns);
+    src_flush(w, 0);
+}
+
+static void src_close(void *ud)
+{
+    close_all(ud);
+}
+
+/* Calls handed to the handler and not answered yet, over the worker. */
+static int pending_calls(const struct worker *w)
+{
+    for (const struct conn *c = w->conns; c != NULL; c = c->next)
+        for (const struct grpc_call *call = c->calls; call != NULL; call = call->next)
+            if (!call->answered)
+                return 1;
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct grpc_server *s = w->s;
+
+    while (!atomic_load(&s->stopping))
+        loop_turn(w->loop);
+    /* Drain: no new connections, GOAWAY to each, calls in flight finish. */
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, s->listen_fd, NULL);
+    for (struct conn *c = w->conns; c != NULL; c = c->next) {
+        nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(c->session),
+                              NGHTTP2_NO_ERROR, NULL, 0);
+        mark_dirty(c);
+    }
+    src_flush(w, 0);
+    w->drain_until = clock_now_us() + (int64_t)s->grace_ms * 1000;
+    while (pending_calls(w) && clock_now_us() < w->drain_until) {
+        if (w->next_due > w->drain_until)
+            w->next_due = w->drain_until;
+        loop_turn(w->loop);
+    }
+    close_all(w);
+    loop_close(w->loop);
+    return NULL;
+}
+
+/* ---- the listening socket ---- */
+
+static int open_listener(const struct grpc_options *o, int *port_out, struct permitd_error *err)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    char port[16];
+    const char *host = o->host != NULL && o->host[0] != '\0' ? o->host : NULL;
+    int fd = -1, one = 1, rc;
+
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(port, sizeof(port), "%d", o->port);
+    if ((rc = getaddrinfo(host, port, &hints, &res)) != 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s listener: cannot resolve \"%s\": %s",
+                                 o->name, host ? host : "", gai_strerror(rc));
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        rc = errno;
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(res);
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE, "%s listener: cannot listen on "
+                                 "%s:%d: %s", o->name, host ? host : "*", o->port, strerror(rc));
+    }
+    freeaddrinfo(res);
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        getsockname(fd, (struct sockaddr *)&ss, &sl);
+        *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                   : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    return fd;
+}
+
+/* The certificate, key and priorities of a TLS listener, from PEM text. */
+static int tls_setup(struct grpc_server *s, struct permitd_error *err)
+{
+    gnutls_datum_t cert = {(unsigned char *)s->opts.tls_cert_pem,
+                           (unsigned)strlen(s->opts.tls_cert_pem)};
+    gnutls_datum_t key = {(unsigned char *)s->opts.tls_key_pem,
+                          (unsigned)strlen(s->opts.tls_key_pem)};
+    const char *where = NULL;
+    int rv;
+
+    if ((rv = gnutls_certificate_allocate_credentials(&s->cred)) != GNUTLS_E_SUCCESS)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: TLS: %s", s->opts.name,
+                                 gnutls_strerror(rv));
+    rv = gnutls_certificate_set_x509_key_mem(s->cred, &cert, &key, GNUTLS_X509_FMT_PEM);
+    if (rv < 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s listener: the certificate or key "
+                                 "(--grpc-tls-cert, --grpc-tls-key) was refused: %s",
+                                 s->opts.name, gnutls_strerror(rv));
+    rv = s->opts.tls_priorities != NULL && s->opts.tls_priorities[0] != '\0'
+             ? gnutls_priority_init(&s->prio, s->opts.tls_priorities, &where)
+             : gnutls_priority_init(&s->prio, NULL, NULL);
+    if (rv != GNUTLS_E_SUCCESS)
+        return permitd_error_set(err, PERMITD_EINVAL, "%s listener: TLS priorities refused at "
+                                 "\"%.60s\": %s", s->opts.name, where ? where : "",
+                                 gnutls_strerror(rv));
+    return PERMITD_OK;
+}
+
+int grpc_server_start(const struct grpc_options *opts, grpc_handler_fn fn, void *ud,
+                      struct grpc_server **out, struct permitd_error *err)
+{
+    int n = opts->threads > 0 ? opts->threads : 1, rc;
+    struct grpc_server *s = calloc(1, sizeof(*s) + (size_t)n * sizeof(struct worker));
+
+    *out = NULL;
+    if (s == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    s->opts = *opts;
+    s->listen_fd = -1;
+    s->nworkers = n;
+    for (int i = 0; i < n; i++)
+        s->workers[i].epfd = -1;
+    if (opts->tls_cert_pem != NULL && (rc = tls_setup(s, err)) != PERMITD_OK) {
+        grpc_server_stop(s, 0);
+        return rc;
+    }
+    s->fn = fn;
+    s->ud = ud;
+    if ((s->listen_fd = open_listener(opts, &s->port, err)) < 0) {
+        rc = s->listen_fd;
+        s->listen_fd = -1;
+        grpc_server_stop(s, 0);
+        return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        struct worker *w = &s->workers[i];
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = NULL};
+        struct loop_source src = {w, src_want, src_ready, src_flush, src_close};
+        w->s = s;
+        w->next_due = clock_now_us() + SWEEP_US;
+        if ((w->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+            epoll_ctl(w->epfd, EPOLL_CTL_ADD, s->listen_fd, &ev) != 0) {
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: epoll: %s", opts->name,
+                                   strerror(errno));
+            goto fail;
+        }
+        if ((rc = loop_new(&w->loop, err)) != PERMITD_OK ||
+            (rc = loop_attach(w->loop, &src, err)) != PERMITD_OK)
+            goto fail;
+        if (opts->worker_open != NULL) {
+            if ((rc = opts->worker_open(ud, w->loop, &w->ctx, err)) != PERMITD_OK)
+                goto fail;
+            w->opened = 1;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]) != 0) {
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: cannot start a "
+                                   "thread", opts->name);
+            goto fail;
+        }
+        s->workers[i].started = 1;
+    }
+    *out = s;
+    return PERMITD_OK;
+fail:
+    grpc_server_stop(s, 0);
+    return rc;
+}
+
+int grpc_server_port(const struct grpc_server *s)
+{
+    return s->port;
+}
+
+unsigned grpc_server_connections(const struct grpc_server *s)
+{
+    return atomic_load(&((struct grpc_server *)s)->nconns);
+}
+
+void grpc_server_stop(struct grpc_server *s, int grace_ms)
+{
+    if (s == NULL)
+        return;
+    s->grace_ms = grace_ms;
+    atomic_store(&s->stopping, 1);
+    for (int i = 0; i < s->nworkers; i++)
+        if (s->workers[i].started)
+            loop_wake(s->workers[i].loop);
+    for (int i = 0; i < s->nworkers; i++) {
+        struct worker *w = &s->workers[i];
+        if (w->started)
+            pthread_join(w->thread, NULL);
+        else if (w->loop != NULL)
+            loop_close(w->loop);
+        if (w->opened && s->opts.worker_close != NULL)
+            s->opts.worker_close(s->ud, w->ctx);
+        loop_free(w->loop);
+        if (w->epfd >= 0)
+            close(w->epfd);
+    }
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    if (s->prio != NULL)
+        gnutls_priority_deinit(s->prio);
+    if (s->cred != NULL)
+        gnutls_certificate_free_credentials(s->cred);
+    free(s);
+}
+
+/* ---- the fuzzer's door ---- */
+
+struct feed_count {
+    grpc_handler_fn fn;
+    void *ud;
+    int calls;
+};
+
+static void feed_handler(void *ud, struct grpc_call *call)
+{
+    struct feed_count *fc = ud;
+
+    fc->calls++;
+    fc->fn(fc->ud, call);
+}
+
+int grpc_feed(const struct grpc_options *opts, grpc_handler_fn fn, void *ud,
+              const uint8_t *data, size_t len)
+{
+    struct grpc_server s = {0};
+    struct worker w = {0};
+    struct feed_count fc = {fn, ud, 0};
+    struct conn *c;
+
+    s.opts = *opts;
+    s.fn = feed_handler;
+    s.ud = &fc;
+    s.listen_fd = -1;
+    w.s = &s;
+    w.epfd = -1;
+    w.next_due = INT64_MAX;
+    if ((c = conn_new(&w, -1)) == NULL)
+        return 0;
+    /* c leaves w.conns when it closes, and the flush may free it then. */
+    while (len > 0 && w.conns == c) {
+        size_t n = len < 4096 ? len : 4096;
+        if (nghttp2_session_mem_recv(c->session, data, n) < 0)
+            break;
+        data += n;
+        len -= n;
+        mark_dirty(c);
+        src_flush(&w, 0);
+    }
+    close_all(&w);
+    return fc.calls;
+}

@@ -1,0 +1,302 @@
+// End-to-end: Envoy's rate limit service (envoy.service.ratelimit.v3
+// ShouldRateLimit) on permitd's gRPC listener (issue 25), called with
+// @grpc/grpc-js from the copy of Envoy's rls.proto under proto/envoy, as
+// Envoy's `ratelimit` filter calls it. The descriptor mapping lives in MySQL
+// (migration 0011): rows written by SQL reach permitd through the sync; rows
+// written through EnvoyDescriptorService on the admin listener work at once.
+//
+// Environment (run-grpc.sh / ctest provide it): PERMITD_BIN,
+// PERMITD_TEST_REDIS_URL, PERMITD_TEST_MYSQL_ROOT_URL (root over the socket).
+import { after, before, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+
+import grpc from "@grpc/grpc-js";
+import protoLoader from "@grpc/proto-loader";
+
+function requireEnv(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`envoy.test.mjs: environment variable ${name} is not set (run it under ctest: e2e_grpc)`);
+  return v;
+}
+
+const PERMITD_BIN = requireEnv("PERMITD_BIN");
+const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
+const ROOT_URL = requireEnv("PERMITD_TEST_MYSQL_ROOT_URL");
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const PROTO_DIR = path.join(HERE, "..", "..", "proto");
+const DB = `envoy_${process.pid}`;
+const PREFIX = `e2e-envoy-${process.pid}:`;
+const DOMAIN = "edge";
+const SYNC_MS = 300;
+
+const def = protoLoader.loadSync(path.join(PROTO_DIR, "envoy", "service", "ratelimit", "v3", "rls.proto"), {
+  includeDirs: [PROTO_DIR], longs: Number, enums: String, defaults: true, keepCase: true,
+});
+const rls = grpc.loadPackageDefinition(def).envoy.service.ratelimit.v3;
+
+// ---------------------------------------------------------------- helpers
+
+function mysqlArgs(url, database) {
+  const u = new URL(url);
+  const args = ["--no-defaults", "--batch", "--skip-column-names", "-u", decodeURIComponent(u.username)];
+  const socket = u.searchParams.get("socket");
+  if (socket) args.push("--protocol=socket", `--socket=${socket}`);
+  else args.push("--protocol=tcp", "-h", u.hostname, "-P", u.port || "3306");
+  if (database) args.push("-D", database);
+  return args;
+}
+
+function sql(text, database = DB) {
+  const r = spawnSync("mariadb", mysqlArgs(ROOT_URL, database), { input: text, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`mariadb: ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+function dbUrl() {
+  const u = new URL(ROOT_URL);
+  u.pathname = `/${DB}`;
+  return u.toString();
+}
+
+function cli(args, input = "") {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("PERMITD_")));
+  env.PERMITD_MYSQL_URL = dbUrl();
+  const r = spawnSync(PERMITD_BIN, args, { input, env, encoding: "utf8" });
+  assert.equal(r.status, 0, `permitd ${args.join(" ")}: ${r.stdout}${r.stderr}`);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function putPolicy(name, maxPermits) {
+  sql(`INSERT INTO policies (name, max_permits, rate) VALUES ('${name}', ${maxPermits}, 0.001);
+       INSERT INTO policy_apps (policy_id, app) SELECT id, '${DOMAIN}' FROM policies WHERE name = '${name}';`);
+}
+
+function putMapping(descriptor, policy, keyEntry) {
+  sql(`INSERT INTO envoy_descriptors (domain, descriptor, policy, key_entry)
+       VALUES ('${DOMAIN}', '${descriptor}', '${policy}', '${keyEntry}');`);
+}
+
+let server = null;
+let failed = false;
+
+function serverOutput() {
+  if (!server) return "(permitd not started)";
+  const text = server.output.join("");
+  return (text.length > 65536 ? "…" + text.slice(-65536) : text) || "(no output)";
+}
+
+function step(name, fn) {
+  it(name, async (t) => {
+    try {
+      await fn(t);
+    } catch (err) {
+      failed = true;
+      throw err;
+    }
+  });
+}
+
+async function startPermitd() {
+  const [port, grpcPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const args = ["--listen", `127.0.0.1:${port}`, "--admin-listen", `127.0.0.1:${adminPort}`,
+                "--grpc-listen", `127.0.0.1:${grpcPort}`, "--threads", "2",
+                "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--mysql-url", dbUrl(),
+                "--sync-interval-ms", String(SYNC_MS), "--app-auth", "off"];
+  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const output = [];
+  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
+  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
+  let exited = null;
+  const exit = new Promise((resolve) => child.on("exit", (code, signal) => {
+    exited = { code, signal };
+    resolve(exited);
+  }));
+  server = { child, grpcPort, adminPort, output, exit };
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    if (exited) throw new Error(`permitd exited (${JSON.stringify(exited)})\n${serverOutput()}`);
+    try {
+      const res = await fetch(`http://127.0.0.1:${adminPort}/readyz`, { signal: AbortSignal.timeout(1000) });
+      await res.arrayBuffer();
+      if (res.status === 200) return;
+    } catch {
+      // not up yet
+    }
+    await sleep(100);
+  }
+  throw new Error(`permitd not ready within 15 s\n${serverOutput()}`);
+}
+
+let client = null;
+
+function should(descriptors, { hits = 0, domain = DOMAIN } = {}) {
+  return new Promise((resolve, reject) => {
+    client.ShouldRateLimit({ domain, hits_addend: hits, descriptors: descriptors.map((d) => ({
+      entries: Object.entries(d).map(([key, value]) => ({ key, value })) })) },
+    { deadline: Date.now() + 5000 }, (err, res) => (err ? reject(err) : resolve(res)));
+  });
+}
+
+function header(res, name) {
+  return res.response_headers_to_add.find((h) => h.key === name)?.value;
+}
+
+async function waitFor(what, fn, ms = 5000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await fn()) return;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await sleep(50);
+  }
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+before(async () => {
+  sql(`CREATE DATABASE \`${DB}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`, "");
+  cli(["migrate", "up"]);
+  cli(["admin", "add-user", "ed", "--role", "editor"], "editor-password-1\n");
+  putPolicy("envoy-ip", 3);
+  putPolicy("envoy-user", 2);
+  putPolicy("envoy-vip", 100);
+  putPolicy("envoy-path", 1);
+  putMapping("remote_address", "envoy-ip", "remote_address");
+  putMapping("generic_key=api,user_id", "envoy-user", "user_id");
+  putMapping("generic_key=api,user_id=vip", "envoy-vip", "");
+  await startPermitd();
+  client = new rls.RateLimitService(`127.0.0.1:${server.grpcPort}`, grpc.credentials.createInsecure());
+});
+
+after(async () => {
+  client?.close();
+  if (server && server.child.exitCode === null) {
+    server.child.kill("SIGTERM");
+    const res = await Promise.race([server.exit, sleep(15000, null, { ref: false })]);
+    if (res === null) {
+      server.child.kill("SIGKILL");
+      failed = true;
+    } else if (res.code !== 0) {
+      failed = true;
+    }
+  }
+  try {
+    sql(`DROP DATABASE IF EXISTS \`${DB}\``, "");
+  } catch {
+    // best effort
+  }
+  if (failed) process.stderr.write(`\n--- permitd output ---\n${serverOutput()}\n--- end ---\n`);
+});
+
+// ---------------------------------------------------------------- ShouldRateLimit
+
+step("remote_address: exactly max_permits per address, then OVER_LIMIT with the limit, remaining, reset and headers", async () => {
+  const answers = [];
+  for (let i = 0; i < 4; i++) answers.push(await should([{ remote_address: "10.0.0.1" }]));
+  assert.deepEqual(answers.map((a) => a.overall_code), ["OK", "OK", "OK", "OVER_LIMIT"]);
+  assert.deepEqual(answers.map((a) => a.statuses[0].limit_remaining), [2, 1, 0, 0]);
+  const st = answers[3].statuses[0];
+  assert.equal(st.code, "OVER_LIMIT");
+  assert.equal(st.current_limit.name, "envoy-ip");
+  // 3 permits refilled at 0.001/s: 3 per 3000 s, i.e. 4 an hour (3.6 rounded)
+  assert.deepEqual([st.current_limit.requests_per_unit, st.current_limit.unit], [4, "HOUR"]);
+  assert.ok(Number(st.duration_until_reset.seconds) > 0);
+  assert.equal(header(answers[0], "RateLimit-Policy"), '"envoy-ip";q=3;w=3000');
+  assert.match(header(answers[3], "RateLimit"), /^"envoy-ip";r=0;t=\d+$/);
+  assert.ok(Number(header(answers[3], "Retry-After")) >= 1);
+  // another address has a bucket of its own
+  const other = await should([{ remote_address: "10.0.0.2" }]);
+  assert.equal(other.overall_code, "OK");
+  assert.equal(other.statuses[0].limit_remaining, 2);
+});
+
+step("nested entries, the most specific row wins, hits_addend takes that many", async () => {
+  const a = await should([{ generic_key: "api", user_id: "u1" }], { hits: 2 });
+  assert.equal(a.overall_code, "OK");
+  assert.equal(a.statuses[0].limit_remaining, 0);
+  assert.equal(a.statuses[0].current_limit.name, "envoy-user");
+  const b = await should([{ generic_key: "api", user_id: "u1" }]);
+  assert.equal(b.overall_code, "OVER_LIMIT");
+  const c = await should([{ generic_key: "api", user_id: "u2" }]);
+  assert.equal(c.overall_code, "OK");
+  const vip = await should([{ generic_key: "api", user_id: "vip" }], { hits: 10 });
+  assert.equal(vip.statuses[0].current_limit.name, "envoy-vip");
+  assert.equal(vip.statuses[0].limit_remaining, 90);
+  // hits over max_permits can never pass
+  const over = await should([{ generic_key: "api", user_id: "u3" }], { hits: 5 });
+  assert.equal(over.overall_code, "OVER_LIMIT");
+});
+
+step("unknown descriptors and domains are OK without a limit; one over limit makes the whole answer OVER_LIMIT", async () => {
+  const u = await should([{ generic_key: "web" }, { remote_address: "10.9.9.9", extra: "x" }]);
+  assert.equal(u.overall_code, "OK");
+  assert.equal(u.statuses.length, 2);
+  assert.equal(u.statuses[0].code, "OK");
+  assert.equal(u.statuses[0].current_limit, null);
+  const d = await should([{ remote_address: "10.0.0.1" }], { domain: "other-domain" });
+  assert.equal(d.overall_code, "OK");
+  const mixed = await should([{ generic_key: "web" }, { remote_address: "10.0.0.1" }]);
+  assert.equal(mixed.overall_code, "OVER_LIMIT");
+  assert.deepEqual(mixed.statuses.map((s) => s.code), ["OK", "OVER_LIMIT"]);
+});
+
+step("a request without a domain or descriptors is INVALID_ARGUMENT", async () => {
+  await assert.rejects(should([{ remote_address: "1.2.3.4" }], { domain: "" }),
+    (e) => e.code === grpc.status.INVALID_ARGUMENT && /domain/.test(e.details));
+  await assert.rejects(should([]), (e) => e.code === grpc.status.INVALID_ARGUMENT && /descriptors/.test(e.details));
+});
+
+step("a row written by SQL reaches permitd through the sync", async () => {
+  const first = await should([{ path: "/login" }]);
+  assert.equal(first.statuses[0].current_limit, null);
+  putMapping("path", "envoy-path", "path");
+  await waitFor("the sync's pass", async () => (await should([{ path: "/probe" }])).statuses[0].current_limit !== null,
+    SYNC_MS * 20);
+  const a = await should([{ path: "/login" }]);
+  const b = await should([{ path: "/login" }]);
+  assert.deepEqual([a.overall_code, b.overall_code], ["OK", "OVER_LIMIT"]);
+});
+
+step("EnvoyDescriptorService: a row put by an editor works at once; a bad one is refused naming it", async () => {
+  const base = `http://127.0.0.1:${server.adminPort}`;
+  const origin = { Origin: base, "Content-Type": "application/json" };
+  const login = await fetch(`${base}/permit.v1.AdminAuthService/Login`, { method: "POST", headers: origin,
+    body: JSON.stringify({ username: "ed", password: "editor-password-1" }) });
+  assert.equal(login.status, 200, await login.text());
+  const cookie = login.headers.get("set-cookie").split(";")[0];
+  const rpc = (m, body) => fetch(`${base}/permit.v1.EnvoyDescriptorService/${m}`, { method: "POST",
+    headers: { ...origin, Cookie: cookie }, body: JSON.stringify(body) });
+  const bad = await rpc("PutEnvoyDescriptor", { descriptor: { domain: DOMAIN, descriptor: "tenant,,plan", policy: "envoy-ip" } });
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).message, /tenant,,plan/);
+  const badKey = await rpc("PutEnvoyDescriptor", { descriptor: { domain: DOMAIN, descriptor: "tenant", policy: "envoy-ip", keyEntry: "plan" } });
+  assert.equal(badKey.status, 400);
+  assert.match((await badKey.json()).message, /key_entry: "plan"/);
+  const ok = await rpc("PutEnvoyDescriptor", { descriptor: { domain: DOMAIN, descriptor: "tenant", policy: "envoy-user", keyEntry: "tenant" } });
+  assert.equal(ok.status, 200, await ok.clone().text());
+  assert.equal((await ok.json()).descriptor.policy, "envoy-user");
+  const a = await should([{ tenant: "t1" }], { hits: 2 });
+  assert.equal(a.statuses[0].current_limit?.name, "envoy-user");
+  const list = await rpc("ListEnvoyDescriptors", { domain: DOMAIN });
+  assert.ok((await list.json()).descriptors.some((d) => d.descriptor === "tenant"));
+  const del = await rpc("DeleteEnvoyDescriptor", { domain: DOMAIN, descriptor: "tenant" });
+  assert.equal(del.status, 200);
+  const gone = await should([{ tenant: "t1" }]);
+  assert.equal(gone.statuses[0].current_limit, null);
+  assert.equal(sql(`SELECT COUNT(*) FROM envoy_descriptors WHERE descriptor = 'tenant'`), "0");
+});
