@@ -66,6 +66,10 @@
  * hold the next editor's RPC either; 64 waiting at most. */
 #define ADMIN_RPC_WORKERS 2
 #define ADMIN_RPC_QUEUE 64
+/* How long a DeletePolicy that was committed is still told from a delete
+ * of a policy that never existed, for its retry (delete_policy()): a
+ * client's retries come within seconds; ten minutes covers a slow one. */
+#define ADMIN_DELETE_RETRY_S 600
 
 enum role { ROLE_NONE, ROLE_VIEWER, ROLE_EDITOR };
 
@@ -654,6 +658,20 @@ static int delete_policy(void *ud, struct connect_call *call, const ProtobufCMes
         return permitd_error_set(err, PERMITD_EINVAL, "version: %" PRId64 " is negative", rq->version);
     pthread_mutex_lock(&a->store_lock);
     rc = store_policy_delete(a->store, rq->name, (uint64_t)rq->version, user.username, err);
+    /* Gone: the retry of this very delete (a client that timed out after
+     * it was committed) if the name's last change is a delete by this
+     * editor, of the version sent, less than ADMIN_DELETE_RETRY_S ago.
+     * That answers success; a name that never was, or was deleted by
+     * someone else, another version or long ago, stays not_found. The
+     * first try removed it from Redis (or the sync does). */
+    if (rc == PERMITD_ENOTFOUND &&
+        store_policy_deleted(a->store, rq->name, (uint64_t)rq->version, user.username,
+                             ADMIN_DELETE_RETRY_S, &why) == PERMITD_OK) {
+        pthread_mutex_unlock(&a->store_lock);
+        log_msg(LOG_LEVEL_INFO, "policy delete retried: already applied", "policy=%s by=%s",
+                rq->name, user.username);
+        return PERMITD_OK;
+    }
     pthread_mutex_unlock(&a->store_lock);
     if (rc != PERMITD_OK)
         return rc;

@@ -31,6 +31,12 @@
 
 /* Ten years: a longer life is "never", which says what it means. */
 #define APPSVC_EXPIRES_MAX_S (10LL * 366 * 24 * 3600)
+/* How long a committed CreateApp or RevokeKey is recognised in its retry
+ * (a client that timed out and sent it again), which then answers
+ * success rather than already_exists or failed_precondition; as for
+ * DeletePolicy (admin.c). The command line's verbs recognise none: a
+ * person re-running one is told what is already so. */
+#define APPSVC_RETRY_S 600
 
 struct appsvc {
     const struct config *cfg;
@@ -215,7 +221,7 @@ static int create_app(void *ud, struct connect_call *call, const ProtobufCMessag
     const Permit__V1__CreateAppRequest *rq = (const void *)in_;
     Permit__V1__CreateAppResponse *rs = (void *)out_;
     char user[APPS_NAME_MAX + 1];
-    int rc;
+    int rc, applied;
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK ||
@@ -223,11 +229,12 @@ static int create_app(void *ud, struct connect_call *call, const ProtobufCMessag
         (rc = check_description(rq->description, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
-    rc = apps_create(s->db, rq->name, rq->description, user, err);
+    rc = apps_create(s->db, rq->name, rq->description, user, APPSVC_RETRY_S, &applied, err);
     pthread_mutex_unlock(&s->lock);
     if (rc != PERMITD_OK)
         return rc;
-    log_msg(LOG_LEVEL_INFO, "app created", "app=%s by=%s", rq->name, user);
+    log_msg(LOG_LEVEL_INFO, applied ? "app create retried: already applied" : "app created",
+            "app=%s by=%s", rq->name, user);
     return one_app(s, call, rq->name, &rs->app, err);
 }
 
@@ -354,14 +361,18 @@ static int check_prefix(const char *prefix, struct permitd_error *err)
     return PERMITD_OK;
 }
 
+/* Revokes the key given (its prefix, or the whole key) as actor;
+ * *applied (apps_key_revoke()) tells a recognised retry within retry_s. */
 static int revoke_one(struct apps_db *db, struct appkeys *keys, const char *given, const char *actor,
-                  char *prefix, size_t plen, char *app, struct permitd_error *err)
+                      int retry_s, char *prefix, size_t plen, char *app, int *applied,
+                      struct permitd_error *err)
 {
     int rc;
 
+    *applied = 0;
     key_prefix(given, prefix, plen);
     if ((rc = check_prefix(prefix, err)) != PERMITD_OK ||
-        (rc = apps_key_revoke(db, prefix, actor, app, err)) != PERMITD_OK)
+        (rc = apps_key_revoke(db, prefix, actor, retry_s, app, applied, err)) != PERMITD_OK)
         return rc;
     if (keys != NULL)
         appkeys_revoke(keys, prefix);
@@ -374,18 +385,20 @@ static int revoke_key(void *ud, struct connect_call *call, const ProtobufCMessag
     struct appsvc *s = ud;
     const Permit__V1__RevokeKeyRequest *rq = (const void *)in_;
     char user[APPS_NAME_MAX + 1], prefix[64], app[APPS_NAME_MAX + 1];
-    int rc;
+    int rc, applied;
 
     (void)out_;
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
-    rc = revoke_one(s->db, s->keys, rq->prefix, user, prefix, sizeof(prefix), app, err);
+    rc = revoke_one(s->db, s->keys, rq->prefix, user, APPSVC_RETRY_S, prefix, sizeof(prefix), app,
+                    &applied, err);
     pthread_mutex_unlock(&s->lock);
     if (rc != PERMITD_OK)
         return rc;
-    log_msg(LOG_LEVEL_INFO, "app key revoked", "app=%s key=%s by=%s", app, prefix, user);
+    log_msg(LOG_LEVEL_INFO, applied ? "app key revoke retried: already applied" : "app key revoked",
+            "app=%s key=%s by=%s", app, prefix, user);
     notify(s, prefix);
     return PERMITD_OK;
 }
@@ -621,7 +634,9 @@ int appsvc_cli_main(const struct config *cfg, int argc, char **argv)
     if ((rc = apps_db_new(cfg, &db, &err)) != PERMITD_OK)
         goto out;
     if (strcmp(verb, "add-app") == 0) {
-        if ((rc = apps_create(db, name, description ? description : "", actor, &err)) == PERMITD_OK)
+        int applied;
+        if ((rc = apps_create(db, name, description ? description : "", actor, 0, &applied,
+                              &err)) == PERMITD_OK)
             printf("app %s created\n", name);
     } else if (strcmp(verb, "update-app") == 0) {
         if ((rc = apps_update(db, name, description, enabled, actor, &err)) == PERMITD_OK) {
@@ -641,7 +656,9 @@ int appsvc_cli_main(const struct config *cfg, int argc, char **argv)
         }
     } else if (strcmp(verb, "revoke-key") == 0) {
         char prefix[64], app[APPS_NAME_MAX + 1];
-        if ((rc = revoke_one(db, NULL, name, actor, prefix, sizeof(prefix), app, &err)) == PERMITD_OK) {
+        int applied;
+        if ((rc = revoke_one(db, NULL, name, actor, 0, prefix, sizeof(prefix), app, &applied,
+                             &err)) == PERMITD_OK) {
             printf("key %s of app %s revoked\n", prefix, app);
             cli_notify(cfg, prefix);
         }

@@ -2,10 +2,12 @@
  * listing.c - the admin policy list a page at a time (issue 22).
  *
  * The idea: never move or look at more than a page. By name (the default)
- * MySQL does it all: the filter (LIKE on the name, the description and the
- * apps), the count, and the page after the last name of the one before
- * (keyset, so a policy created or deleted before it does not shift the
- * rows of the next page). By traffic or level, the order lives outside
+ * MySQL does it all: the count, and the page after the last name of the
+ * one before (keyset, so a policy created or deleted before it does not
+ * shift the rows of the next page). With a filter (LIKE on the name, the
+ * description and the apps: a scan of the table), the scan runs once for
+ * the matching names, which give the count and the page's names; then
+ * only the page's rows are read. By traffic or level, the order lives outside
  * MySQL (this instance's stats; the buckets in Redis): the filtered names
  * alone come from MySQL, are sorted here (ties by name) and paged by
  * position, then only the page's rows are read. The level order peeks
@@ -197,6 +199,33 @@ static int keys_of(const struct listing_sources *src, enum order order, char **n
     return rc;
 }
 
+/* Reads the rows of the names in want (m of them) into out->v (room for
+ * m), in want's order; a row deleted since the names were read is left
+ * out. */
+static int fill_page(const struct listing_sources *src, const char **want, size_t m,
+                     struct listing_page *out, struct permitd_error *err)
+{
+    struct store_policy *rows = NULL;
+    size_t nrows = 0;
+    int rc;
+
+    pthread_mutex_lock(src->store_lock);
+    rc = store_policy_named(src->store, want, m, &rows, &nrows, err);
+    pthread_mutex_unlock(src->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    /* The rows move over (their strings with them). */
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < nrows; j++)
+            if (rows[j].name[0] != '\0' && strcmp(rows[j].name, want[i]) == 0) {
+                out->v[out->n++] = rows[j];
+                memset(&rows[j], 0, sizeof(rows[j]));
+                break;
+            }
+    store_policies_free(rows, nrows);
+    return PERMITD_OK;
+}
+
 /* A page by traffic or level: sort the filtered names, take the page's,
  * read their rows and put them in the page's order. */
 static int page_by_key(const struct listing_sources *src, const struct listing_query *q,
@@ -207,8 +236,7 @@ static int page_by_key(const struct listing_sources *src, const struct listing_q
     char **names = NULL;
     const char **want = NULL;
     struct keyed *k = NULL;
-    struct store_policy *rows = NULL;
-    size_t n = 0, nrows = 0, m = 0;
+    size_t n = 0, m = 0;
     int rc;
 
     pthread_mutex_lock(src->store_lock);
@@ -233,28 +261,69 @@ static int page_by_key(const struct listing_sources *src, const struct listing_q
     }
     for (size_t i = 0; i < m; i++)
         want[i] = names[k[out->offset + i].index];
-    pthread_mutex_lock(src->store_lock);
-    rc = store_policy_named(src->store, want, m, &rows, &nrows, err);
-    pthread_mutex_unlock(src->store_lock);
-    if (rc != PERMITD_OK)
+    if ((rc = fill_page(src, want, m, out, err)) != PERMITD_OK)
         goto done;
-    /* In the page's order; a row deleted since the names were read is
-     * left out. The rows move over (their strings with them). */
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < nrows; j++)
-            if (rows[j].name[0] != '\0' && strcmp(rows[j].name, want[i]) == 0) {
-                out->v[out->n++] = rows[j];
-                memset(&rows[j], 0, sizeof(rows[j]));
-                break;
-            }
     if (out->offset + m < n) {
         struct cursor next = {order, q->descending != 0, out->offset + m, ""};
         make_token(&next, q->filter, out->next);
     }
 done:
-    store_policies_free(rows, nrows);
     free(want);
     free(k);
+    store_names_free(names, n);
+    return rc;
+}
+
+/* A page by name with a filter: the filter is one scan of the table (a
+ * LIKE on every row's name, description and apps: the costly part, 10-40
+ * ms at 10,000 policies), so it runs once, for the matching names, which
+ * give the count and the page (after the cursor's name, as MySQL orders
+ * names: byte order); then only the page's rows are read, by their unique
+ * names. Asking MySQL for the count and for the page (the unfiltered way)
+ * ran the scan twice. */
+static int page_by_name_filtered(const struct listing_sources *src,
+                                 const struct listing_query *q, size_t size,
+                                 const struct cursor *c, struct listing_page *out,
+                                 struct permitd_error *err)
+{
+    char **names = NULL;
+    const char **want = NULL;
+    size_t n = 0, m = 0, first = 0, left;
+    int rc;
+
+    pthread_mutex_lock(src->store_lock);
+    rc = store_policy_names(src->store, q->filter, &names, &n, err);
+    pthread_mutex_unlock(src->store_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    out->total = n;
+    out->offset = c->offset;
+    /* The names still to come in the order asked: ascending, those after
+     * the cursor's; descending, those before it, from the last. */
+    if (!q->descending) {
+        while (first < n && c->after[0] != '\0' && strcmp(names[first], c->after) <= 0)
+            first++;
+        left = n - first;
+    } else {
+        left = n;
+        while (left > 0 && c->after[0] != '\0' && strcmp(names[left - 1], c->after) >= 0)
+            left--;
+    }
+    m = left < size ? left : size;
+    if ((want = malloc((m + 1) * sizeof(*want))) == NULL ||
+        (out->v = calloc(m + 1, sizeof(*out->v))) == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < m; i++)
+        want[i] = q->descending ? names[left - 1 - i] : names[first + i];
+    if ((rc = fill_page(src, want, m, out, err)) == PERMITD_OK && m > 0 && left > m) {
+        struct cursor next = {ORDER_NAME, q->descending != 0, c->offset + m, ""};
+        snprintf(next.after, sizeof(next.after), "%s", want[m - 1]);
+        make_token(&next, q->filter, out->next);
+    }
+done:
+    free(want);
     store_names_free(names, n);
     return rc;
 }
@@ -284,6 +353,8 @@ int listing_page(const struct listing_sources *src, const struct listing_query *
         return rc;
     if (order != ORDER_NAME)
         return page_by_key(src, q, order, size, &c, deadline_us, out, err);
+    if (q->filter[0] != '\0')
+        return page_by_name_filtered(src, q, size, &c, out, err);
 
     /* By name: one more row than the page says whether another follows. */
     struct store_page_query sq = {q->filter, c.after, q->descending != 0, size + 1};

@@ -10,10 +10,23 @@
  * with every place taken, the one of the least recently active policy
  * (evicted: its figures are gone, and the UI says "no figures yet" for it,
  * never zero). Before, the first 256 policies took every place for good and
- * the rest read as zero traffic although they were serving. Lookups hold a
- * read lock (many at once; the counts are relaxed atomic adds); taking or
- * evicting a place holds the write lock, and only a policy's first
- * decision (or its first after an eviction) does that.
+ * the rest read as zero traffic although they were serving.
+ *
+ * Counting takes no lock (issue 22: a read lock per decision made the
+ * lock's word one cache line written by every API worker). It is done as
+ * policies.c reads its table: each thread owns a slot whose counter is odd
+ * while it looks a policy up and counts (a probe of the index, atomic
+ * adds), and everyone else touches only their own slot's line. Taking a
+ * place holds a mutex; a free place is written before the index names it
+ * (release), so a lookup finds it whole. Evicting one first takes it out
+ * of the index, then waits until every thread that was inside a lookup
+ * then has left it (a grace period: nanoseconds, only readers that were
+ * inside), and only then clears and reuses it: no lookup can still be
+ * comparing its name or counting into its ring. A lookup that misses while
+ * the index is being changed (a deletion shifts entries back) takes the
+ * mutex and looks again there, so a miss is never a wrong answer. Only a
+ * policy's first decision (or its first after an eviction) takes the
+ * mutex; a thread past STATS_READERS slots counts under it too.
  *
  * The totals behind permitd_acquires_total{policy,result} keep the
  * Prometheus label cap as before: the first STATS_LABELS policies to be
@@ -24,6 +37,7 @@
  * grows neither table: only real policies are counted (decisions/api.c).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +49,7 @@
 
 #define STATS_LABELS 256
 #define PROBES 8
+#define STATS_READERS 1024          /* threads with a slot of their own */
 
 #define NCODES PERMITD_STATUS_COUNT      /* -PERMITD_E* codes, 0 unused */
 
@@ -73,13 +88,31 @@ struct stats {
     _Atomic uint64_t hist[NBOUNDS + 1];
     _Atomic uint64_t hist_sum_us;
 
-    pthread_rwlock_t lock;      /* read: find a place; write: take or evict one */
-    size_t cap, used;           /* places, places taken */
+    pthread_mutex_t lock;       /* take or evict a place; lookups without a slot */
+    size_t cap;                 /* places */
+    _Atomic size_t used;        /* places taken (written under the lock) */
     size_t mask;                /* index slots - 1 (a power of two, >= 2 * cap) */
-    uint32_t *index;            /* linear probing: place + 1, 0 = empty */
+    _Atomic uint32_t *index;    /* linear probing: place + 1, 0 = empty */
     struct series *series;      /* cap places */
     _Atomic uint64_t evictions;
+    struct {
+        _Atomic unsigned long n;    /* odd while its thread is inside a lookup */
+        char pad[64 - sizeof(unsigned long)];  /* a cache line each */
+    } readers[STATS_READERS];
 };
+
+/* A thread's slot, the same in every table (each table has its own
+ * counters): handed out once per thread, never reused, as in policies.c.
+ * A thread past STATS_READERS looks up under the lock instead. */
+static _Atomic int next_slot;
+static _Thread_local int my_slot = -1;
+
+static int slot(void)
+{
+    if (my_slot < 0)
+        my_slot = atomic_fetch_add(&next_slot, 1);
+    return my_slot < STATS_READERS ? my_slot : -1;
+}
 
 int stats_new(size_t policies, struct stats **out, struct permitd_error *err)
 {
@@ -105,7 +138,7 @@ int stats_new(size_t policies, struct stats **out, struct permitd_error *err)
         return permitd_error_set(err, PERMITD_EINTERNAL, "stats: out of memory for %zu policies' "
                                  "series (%zu bytes)", policies, policies * sizeof(struct series));
     }
-    pthread_rwlock_init(&s->lock, NULL);
+    pthread_mutex_init(&s->lock, NULL);
     *out = s;
     return PERMITD_OK;
 }
@@ -115,8 +148,8 @@ void stats_free(struct stats *s)
     if (s == NULL)
         return;
     if (s->index != NULL && s->series != NULL)
-        pthread_rwlock_destroy(&s->lock);
-    free(s->index);
+        pthread_mutex_destroy(&s->lock);
+    free((void *)s->index);
     free(s->series);
     free(s);
 }
@@ -158,49 +191,81 @@ static struct label *find_label(struct stats *s, const char *policy, uint64_t h,
 }
 
 /* The index slot holding policy's place, or the empty slot where it would
- * go. Under the lock (read or write). */
-static size_t probe(const struct stats *s, const char *policy, uint64_t h)
+ * go. Inside a lookup (the entries it passes are whole: written before the
+ * index named them, not reused before every lookup that saw them left),
+ * or under the lock. */
+static size_t probe(struct stats *s, const char *policy, uint64_t h)
 {
     size_t i = (size_t)h & s->mask;
+    uint32_t e;
 
-    while (s->index[i] != 0 && strcmp(s->series[s->index[i] - 1].name, policy) != 0)
+    while ((e = atomic_load_explicit(&s->index[i], memory_order_acquire)) != 0 &&
+           strcmp(s->series[e - 1].name, policy) != 0)
         i = (i + 1) & s->mask;
     return i;
 }
 
+/* The place index slot i names, or NULL. */
+static struct series *at(struct stats *s, size_t i)
+{
+    uint32_t e = atomic_load_explicit(&s->index[i], memory_order_acquire);
+
+    return e != 0 ? &s->series[e - 1] : NULL;
+}
+
 /* Removes index slot i (backward-shift deletion: the entries after it
- * that probed past it move up, so no lookup stops short). Write lock. */
+ * that probed past it move up, so no lookup under the lock stops short; a
+ * lookup without it may miss while they move, and then looks again under
+ * it). Under the lock. */
 static void unindex(struct stats *s, size_t i)
 {
     size_t j = i;
 
-    s->index[i] = 0;
+    atomic_store_explicit(&s->index[i], 0, memory_order_release);
     for (;;) {
         size_t home;
+        uint32_t e;
         j = (j + 1) & s->mask;
-        if (s->index[j] == 0)
+        if ((e = atomic_load_explicit(&s->index[j], memory_order_relaxed)) == 0)
             return;
-        home = (size_t)fnv1a(s->series[s->index[j] - 1].name) & s->mask;
+        home = (size_t)fnv1a(s->series[e - 1].name) & s->mask;
         /* Entry j may fill the hole at i unless its home lies in (i, j]. */
         if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
-            s->index[i] = s->index[j];
-            s->index[j] = 0;
+            atomic_store_explicit(&s->index[i], e, memory_order_release);
+            atomic_store_explicit(&s->index[j], 0, memory_order_release);
             i = j;
         }
     }
 }
 
+/* Returns once no thread is still inside a lookup it began before this
+ * call (each slot's counter even, or moved on since). Under the lock. */
+static void grace(struct stats *s)
+{
+    int used = atomic_load(&next_slot);
+
+    if (used > STATS_READERS)
+        used = STATS_READERS;
+    for (int i = 0; i < used; i++) {
+        unsigned long v = atomic_load(&s->readers[i].n);
+        if (v & 1)
+            while (atomic_load(&s->readers[i].n) == v)
+                sched_yield();
+    }
+}
+
 /* The place of policy, taking one (a free place, or the least recently
- * active policy's) when it has none. Write lock. */
+ * active policy's) when it has none. Under the lock. */
 static struct series *take(struct stats *s, const char *policy, uint64_t h)
 {
-    size_t i = probe(s, policy, h), place;
+    size_t i = probe(s, policy, h), place, used = atomic_load(&s->used);
     struct series *se;
 
-    if (s->index[i] != 0)
-        return &s->series[s->index[i] - 1];
-    if (s->used < s->cap) {
-        place = s->used++;
+    if ((se = at(s, i)) != NULL)
+        return se;
+    if (used < s->cap) {
+        place = used;
+        atomic_store(&s->used, used + 1);
     } else {
         place = 0;
         for (size_t k = 1; k < s->cap; k++)
@@ -208,23 +273,28 @@ static struct series *take(struct stats *s, const char *policy, uint64_t h)
                 atomic_load_explicit(&s->series[place].active, memory_order_relaxed))
                 place = k;
         unindex(s, probe(s, s->series[place].name, fnv1a(s->series[place].name)));
+        /* No lookup can reach the place now; wait out those that had. */
+        grace(s);
         atomic_fetch_add_explicit(&s->evictions, 1, memory_order_relaxed);
         i = probe(s, policy, h);    /* the deletion may have moved the empty slot */
     }
     se = &s->series[place];
     memset(se->ring, 0, sizeof(se->ring));
     snprintf(se->name, sizeof(se->name), "%s", policy);
-    s->index[i] = (uint32_t)place + 1;
+    atomic_store_explicit(&se->active, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->index[i], (uint32_t)place + 1, memory_order_release);
     return se;
 }
 
-/* Counts one decision in se's ring at second now. Read (or write) lock. */
+/* Counts one decision in se's ring at second now. Inside a lookup, or
+ * under the lock. */
 static void count(struct series *se, int allowed, int64_t now)
 {
     struct cell *c = &se->ring[now % STATS_SECONDS];
     uint32_t stamp = atomic_load_explicit(&c->second, memory_order_relaxed);
 
-    atomic_store_explicit(&se->active, now, memory_order_relaxed);
+    if (atomic_load_explicit(&se->active, memory_order_relaxed) != now)
+        atomic_store_explicit(&se->active, now, memory_order_relaxed);
     if (stamp != (uint32_t)now &&
         atomic_compare_exchange_strong(&c->second, &stamp, (uint32_t)now)) {
         /* First decision of a new second in this cell: restart it. A count
@@ -233,6 +303,19 @@ static void count(struct series *se, int allowed, int64_t now)
         atomic_store_explicit(&c->denied, 0, memory_order_relaxed);
     }
     atomic_fetch_add_explicit(allowed ? &c->allowed : &c->denied, 1, memory_order_relaxed);
+}
+
+/* A lookup without the lock: enter (the slot's counter odd), ..., leave
+ * (even again, release: what was read and counted inside happens before
+ * the grace() that sees it). */
+static void enter(struct stats *s, int me)
+{
+    atomic_fetch_add(&s->readers[me].n, 1);
+}
+
+static void leave(struct stats *s, int me)
+{
+    atomic_fetch_add_explicit(&s->readers[me].n, 1, memory_order_release);
 }
 
 void stats_record(struct stats *s, const char *policy, int allowed)
@@ -244,24 +327,43 @@ void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t n
 {
     uint64_t h = fnv1a(policy);
     struct label *sl = find_label(s, policy, h, 1);
-    size_t i;
+    struct series *se = NULL;
+    int me;
 
     if (sl == NULL)
         atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(allowed ? &sl->allowed : &sl->denied, 1, memory_order_relaxed);
 
-    pthread_rwlock_rdlock(&s->lock);
-    i = probe(s, policy, h);
-    if (s->index[i] != 0) {
-        count(&s->series[s->index[i] - 1], allowed, now);
-        pthread_rwlock_unlock(&s->lock);
-        return;
+    if ((me = slot()) >= 0) {
+        enter(s, me);
+        if ((se = at(s, probe(s, policy, h))) != NULL)
+            count(se, allowed, now);
+        leave(s, me);
+        if (se != NULL)
+            return;
     }
-    pthread_rwlock_unlock(&s->lock);
-    pthread_rwlock_wrlock(&s->lock);
+    pthread_mutex_lock(&s->lock);
     count(take(s, policy, h), allowed, now);
-    pthread_rwlock_unlock(&s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The last `seconds` seconds of se (NULL: none, all zero) ending at now,
+ * oldest first. Inside a lookup, or under the lock. */
+static void read_ring(const struct series *se, size_t seconds, int64_t now, int64_t *allowed,
+                      int64_t *denied)
+{
+    for (size_t k = 0; k < seconds; k++) {
+        int64_t t = now - (int64_t)(seconds - 1 - k);
+        allowed[k] = denied[k] = 0;
+        if (se != NULL && t >= 0) {
+            const struct cell *c = &se->ring[t % STATS_SECONDS];
+            if (atomic_load_explicit(&c->second, memory_order_relaxed) == (uint32_t)t) {
+                allowed[k] = atomic_load_explicit(&c->allowed, memory_order_relaxed);
+                denied[k] = atomic_load_explicit(&c->denied, memory_order_relaxed);
+            }
+        }
+    }
 }
 
 size_t stats_series(struct stats *s, const char *policy, size_t seconds, int64_t *end_unix,
@@ -274,29 +376,35 @@ size_t stats_series(struct stats *s, const char *policy, size_t seconds, int64_t
 size_t stats_series_at(struct stats *s, const char *policy, size_t seconds, int64_t now,
                        int64_t *allowed, int64_t *denied, int *known)
 {
-    const struct series *se;
-    size_t i;
+    const struct series *se = NULL;
+    uint64_t h = fnv1a(policy);
+    int me = slot();
 
     if (seconds > STATS_SECONDS)
         seconds = STATS_SECONDS;
-    pthread_rwlock_rdlock(&s->lock);
-    i = probe(s, policy, fnv1a(policy));
-    se = s->index[i] != 0 ? &s->series[s->index[i] - 1] : NULL;
+    if (me >= 0) {
+        enter(s, me);
+        if ((se = at(s, probe(s, policy, h))) != NULL)
+            read_ring(se, seconds, now, allowed, denied);
+        leave(s, me);
+    }
+    if (se == NULL) {               /* none, or missed while entries moved */
+        pthread_mutex_lock(&s->lock);
+        se = at(s, probe(s, policy, h));
+        read_ring(se, seconds, now, allowed, denied);
+        pthread_mutex_unlock(&s->lock);
+    }
     if (known != NULL)
         *known = se != NULL;
-    for (size_t k = 0; k < seconds; k++) {
-        int64_t t = now - (int64_t)(seconds - 1 - k);
-        allowed[k] = denied[k] = 0;
-        if (se != NULL && t >= 0) {
-            const struct cell *c = &se->ring[t % STATS_SECONDS];
-            if (atomic_load_explicit(&c->second, memory_order_relaxed) == (uint32_t)t) {
-                allowed[k] = atomic_load_explicit(&c->allowed, memory_order_relaxed);
-                denied[k] = atomic_load_explicit(&c->denied, memory_order_relaxed);
-            }
-        }
-    }
-    pthread_rwlock_unlock(&s->lock);
     return seconds;
+}
+
+void stats_hold(struct stats *s, int hold)
+{
+    if (hold)
+        pthread_mutex_lock(&s->lock);
+    else
+        pthread_mutex_unlock(&s->lock);
 }
 
 void stats_record_error(struct stats *s, const char *policy, int code, int real)
@@ -356,9 +464,7 @@ void stats_prometheus(struct stats *s, FILE *out)
                  "tracked one by one.\n# TYPE permitd_acquires_untracked_total counter\n"
                  "permitd_acquires_untracked_total %llu\n", STATS_LABELS,
             (unsigned long long)atomic_load(&s->untracked));
-    pthread_rwlock_rdlock(&s->lock);
-    used = s->used;
-    pthread_rwlock_unlock(&s->lock);
+    used = atomic_load(&s->used);
     fprintf(out, "# HELP permitd_stats_policies Policies whose last 5 minutes the admin UI's "
                  "chart has (at most --stats-policies).\n# TYPE permitd_stats_policies gauge\n"
                  "permitd_stats_policies %zu\n"

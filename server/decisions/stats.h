@@ -28,9 +28,9 @@ struct stats;
 int stats_new(size_t policies, struct stats **out, struct permitd_error *err);
 void stats_free(struct stats *s);
 
-/* Counts one decision for policy (safe from any thread; a read lock, and
- * the write lock for a policy's first decision or its first after an
- * eviction). Its chart always counts it, evicting the least recently
+/* Counts one decision for policy (safe from any thread; no lock but for a
+ * policy's first decision or its first after an eviction, which take a
+ * mutex). Its chart always counts it, evicting the least recently
  * active policy's when the table is full; its totals have labels of their
  * own for the first 256 policies, else count as untracked. */
 void stats_record(struct stats *s, const char *policy, int allowed);
@@ -39,6 +39,11 @@ void stats_record(struct stats *s, const char *policy, int allowed);
  * from time(NULL): for a caller that drives the clock itself (the unit
  * test rolls the ring this way). */
 void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now);
+
+/* Holds (hold 1) or lets go of (hold 0) the table's mutex, which taking or
+ * evicting a place holds: for the unit test, which checks that counting a
+ * policy with a place, and reading its series, never wait for it. */
+void stats_hold(struct stats *s, int hold);
 
 /* Counts an Acquire that ended in an error (code: PERMITD_E*) under its
  * policy when that is a real one: real says the caller knows it is (Redis

@@ -215,20 +215,51 @@ int apps_list(struct apps_db *d, struct apps_app **out, size_t *n, struct permit
     return PERMITD_OK;
 }
 
+/* Whether app qn's last change (its audit rows but its keys') is its
+ * creation by actor, with this description, at most retry_s seconds ago
+ * by MySQL's clock: what a retried create finds of its first try. */
+static int created_just_now(struct apps_db *d, const char *qn, const char *description,
+                            const char *actor, int retry_s)
+{
+    struct permitd_error why = {0, ""};
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    int yes;
+
+    if (retry_s <= 0 ||
+        sql(d, &res, &why, "SELECT action, actor, "
+                           "IFNULL(JSON_UNQUOTE(JSON_EXTRACT(new_value, '$.description')), ''), "
+                           "changed_at >= NOW(6) - INTERVAL %d SECOND FROM app_audit "
+                           "WHERE app = %s AND key_prefix IS NULL "
+                           "ORDER BY changed_at DESC, id DESC LIMIT 1", retry_s, qn) != PERMITD_OK)
+        return 0;
+    row = mysql_fetch_row(res);
+    yes = row != NULL && row[0] && strcmp(row[0], "create") == 0 && row[1] &&
+          strcmp(row[1], actor) == 0 && row[2] && strcmp(row[2], description) == 0 && row[3] &&
+          strcmp(row[3], "1") == 0;
+    mysql_free_result(res);
+    return yes;
+}
+
 int apps_create(struct apps_db *d, const char *name, const char *description,
-                const char *actor, struct permitd_error *err)
+                const char *actor, int retry_s, int *applied, struct permitd_error *err)
 {
     char *qn = NULL, *qd = NULL, *qa = NULL;
     int rc = begin(d, actor, err);
 
+    *applied = 0;
     if (rc == PERMITD_OK && ((qn = quoted(d, name)) == NULL || (qd = quoted(d, description)) == NULL ||
                              (qa = quoted(d, actor)) == NULL))
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     if (rc == PERMITD_OK &&
         (rc = sql(d, NULL, err, "INSERT INTO apps (name, description, created_by, updated_by) "
                                 "VALUES (%s, %s, %s, %s)", qn, qd, qa, qa)) != PERMITD_OK &&
-        d->conn.db != NULL && mysql_errno(d->conn.db) == ER_DUP_ENTRY)
-        rc = permitd_error_set(err, PERMITD_EEXIST, "name: an app named \"%s\" already exists", name);
+        d->conn.db != NULL && mysql_errno(d->conn.db) == ER_DUP_ENTRY) {
+        *applied = created_just_now(d, qn, description, actor, retry_s);
+        rc = *applied ? PERMITD_OK
+                      : permitd_error_set(err, PERMITD_EEXIST,
+                                          "name: an app named \"%s\" already exists", name);
+    }
     free(qn);
     free(qd);
     free(qa);
@@ -296,8 +327,8 @@ int apps_key_insert(struct apps_db *d, const char *app, const char *prefix,
     return finish(d, rc, err);
 }
 
-int apps_key_revoke(struct apps_db *d, const char *prefix, const char *actor, char *app,
-                    struct permitd_error *err)
+int apps_key_revoke(struct apps_db *d, const char *prefix, const char *actor, int retry_s,
+                    char *app, int *applied, struct permitd_error *err)
 {
     char *qp = NULL, *qa = NULL;
     MYSQL_RES *res = NULL;
@@ -305,17 +336,26 @@ int apps_key_revoke(struct apps_db *d, const char *prefix, const char *actor, ch
     int rc;
 
     app[0] = '\0';
+    *applied = 0;
     if ((rc = begin(d, actor, err)) == PERMITD_OK &&
         ((qp = quoted(d, prefix)) == NULL || (qa = quoted(d, actor)) == NULL))
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     if (rc == PERMITD_OK)
         rc = sql(d, &res, err, "SELECT app, IFNULL(DATE_FORMAT(revoked_at, " TIME_FMT "), ''), "
-                               "IFNULL(revoked_by, '') FROM app_keys WHERE prefix = %s FOR UPDATE",
-                 qp);
+                               "IFNULL(revoked_by, ''), "
+                               "IFNULL(revoked_at >= NOW(6) - INTERVAL %d SECOND, 0) "
+                               "FROM app_keys WHERE prefix = %s FOR UPDATE",
+                 retry_s, qp);
     if (rc == PERMITD_OK) {
         row = mysql_fetch_row(res);
         if (row == NULL)
             rc = permitd_error_set(err, PERMITD_ENOTFOUND, "prefix: no key \"%s\"", prefix);
+        else if (retry_s > 0 && row[1] != NULL && row[1][0] != '\0' && row[2] &&
+                 strcmp(row[2], actor) == 0 &&
+                 row[3] && strcmp(row[3], "1") == 0) {
+            *applied = 1;           /* this revoke's retry: nothing left to do */
+            copy(app, APPS_NAME_MAX + 1, row[0]);
+        }
         else if (row[1] != NULL && row[1][0] != '\0')
             rc = permitd_error_set(err, PERMITD_EPRECONDITION,
                                    "prefix: key \"%s\" was revoked already, at %s by %s", prefix,
@@ -325,7 +365,7 @@ int apps_key_revoke(struct apps_db *d, const char *prefix, const char *actor, ch
     }
     if (res != NULL)
         mysql_free_result(res);
-    if (rc == PERMITD_OK)
+    if (rc == PERMITD_OK && !*applied)
         rc = sql(d, NULL, err, "UPDATE app_keys SET revoked_at = NOW(6), revoked_by = %s "
                                "WHERE prefix = %s", qa, qp);
     free(qp);

@@ -73,9 +73,13 @@ int apps_list(struct apps_db *db, struct apps_app **out, size_t *n, struct permi
 void apps_list_free(struct apps_app *v, size_t n);
 
 /* Creates app `name` (which must have passed policy_check_name()), as
- * actor. PERMITD_EEXIST when it exists. */
+ * actor. PERMITD_EEXIST when it exists, unless this very create was
+ * committed at most retry_s seconds ago (the app's last change is its
+ * creation, by actor, with this description: a retry after a lost
+ * answer): then PERMITD_OK with *applied = 1 (else 0). retry_s 0: no
+ * retry is recognised (the command line's verbs). */
 int apps_create(struct apps_db *db, const char *name, const char *description,
-                const char *actor, struct permitd_error *err);
+                const char *actor, int retry_s, int *applied, struct permitd_error *err);
 
 /* Changes an app: description unless NULL, enabled unless < 0.
  * PERMITD_ENOTFOUND when there is no such app. */
@@ -92,9 +96,12 @@ int apps_key_insert(struct apps_db *db, const char *app, const char *prefix,
 
 /* Revokes the key with this prefix; its app into app (APPS_NAME_MAX + 1
  * bytes). PERMITD_ENOTFOUND when no key has it, PERMITD_EPRECONDITION
- * when it was revoked already (err says when and by whom). */
-int apps_key_revoke(struct apps_db *db, const char *prefix, const char *actor, char *app,
-                    struct permitd_error *err);
+ * when it was revoked already (err says when and by whom), unless actor
+ * revoked it at most retry_s seconds ago (the retry of a revoke whose
+ * answer was lost): then PERMITD_OK with *applied = 1 (else 0); retry_s
+ * 0: none is recognised. */
+int apps_key_revoke(struct apps_db *db, const char *prefix, const char *actor, int retry_s,
+                    char *app, int *applied, struct permitd_error *err);
 
 /* Every key (revoked ones too: a revoked key is answered "revoked", not
  * "unknown") with its app's state. *out is freed with free(). */

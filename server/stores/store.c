@@ -917,6 +917,37 @@ int store_policy_delete(struct store *s, const char *name, uint64_t version,
     return rc;
 }
 
+int store_policy_deleted(struct store *s, const char *name, uint64_t version,
+                         const char *actor, int within_s, struct permitd_error *err)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    char *q;
+    int rc;
+
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    if ((q = quoted(s, name)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    /* The newest row of the name (ix_policy_audit_name), and whether it
+     * is young enough, by MySQL's clock (the one that wrote it). */
+    rc = run_query(s, sqlf("SELECT action, actor, "
+                           "IFNULL(JSON_UNQUOTE(JSON_EXTRACT(old_value, '$.version')), ''), "
+                           "changed_at >= NOW(6) - INTERVAL %d SECOND FROM policy_audit "
+                           "WHERE name = %s ORDER BY changed_at DESC, id DESC LIMIT 1",
+                           within_s, q), &res, err);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    row = mysql_fetch_row(res);
+    rc = row != NULL && row[0] && strcmp(row[0], "delete") == 0 && row[1] &&
+         strcmp(row[1], actor) == 0 && row[3] && strcmp(row[3], "1") == 0 &&
+         (version == 0 || (row[2] && strtoull(row[2], NULL, 10) == version))
+             ? PERMITD_OK : PERMITD_ENOTFOUND;
+    mysql_free_result(res);
+    return rc;
+}
+
 void store_history_free(struct store_change *v, size_t n)
 {
     for (size_t i = 0; i < n && v != NULL; i++) {

@@ -148,6 +148,13 @@ int store_policy_update(struct store *s, const struct store_policy_input *in,
 /* Deletes a policy (version 0: whatever version it has). */
 int store_policy_delete(struct store *s, const char *name, uint64_t version,
                         const char *actor, struct permitd_error *err);
+/* Whether the last change to policy `name` is a delete by actor, made at
+ * most within_s seconds ago, of version `version` (0: of any version, as
+ * store_policy_delete() takes it): the audit row a retried DeletePolicy
+ * finds when its first try was committed. PERMITD_OK when it is,
+ * PERMITD_ENOTFOUND when not (err then untouched), or the store's error. */
+int store_policy_deleted(struct store *s, const char *name, uint64_t version,
+                         const char *actor, int within_s, struct permitd_error *err);
 
 /* The newest `limit` changes of a policy, newest first. */
 int store_history(struct store *s, const char *name, int limit, struct store_change **out,

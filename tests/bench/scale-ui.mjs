@@ -9,7 +9,8 @@
 // SCALE_USER, SCALE_PASSWORD, SCALE_FILTER (a policy name to filter for),
 // PERMITD_CHROMIUM (another Chromium binary). Prints one JSON line:
 //   {"first_paint_ms":..,"rows_first":..,"all_rows_ms":..,"rows":..,
-//    "filter_ms":..,"clear_ms":..,"refresh_bytes":..}
+//    "filter_ms":..,"clear_ms":..,"refresh_bytes":..,"refresh_rpc_ms":..,
+//    "refresh_rpc_bytes":..,"filter_rpc_ms":..}
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -79,6 +80,26 @@ try {
     .filter((r) => !r.hidden && r.offsetParent !== null).length >= want, Math.min(rows, 2),
   { timeout: 120_000, polling: "raf" });
   out.clear_ms = Date.now() - t0;
+
+  // The server's part, from the page: a live refresh (the first page with
+  // its gauges) and the filtered page, each the median of 5 fetches.
+  const timed = async (body) => page.evaluate(async (b) => {
+    const ms = [];
+    let bytes = 0;
+    for (let i = 0; i < 5; i++) {
+      const t = performance.now();
+      const r = await fetch("/permit.v1.PolicyService/ListPolicies", {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b) });
+      bytes = (await r.text()).length;
+      ms.push(performance.now() - t);
+    }
+    ms.sort((x, y) => x - y);
+    return { ms: Math.round(ms[2] * 10) / 10, bytes };
+  }, body);
+  const refresh = await timed({ includeBuckets: true, pageSize: 50 });
+  out.refresh_rpc_ms = refresh.ms;
+  out.refresh_rpc_bytes = refresh.bytes;
+  out.filter_rpc_ms = (await timed({ includeBuckets: true, pageSize: 50, filter: FILTER })).ms;
 } finally {
   await browser.close();
 }

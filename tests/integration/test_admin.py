@@ -1005,6 +1005,62 @@ class VersionTest(AdminCase):
         self.sql("UPDATE policies SET description = 'bigger' WHERE name = '%s'" % name)
         self.assertConnectError(e.p("UpdatePolicy", {"policy": edit}), 409, "aborted")
 
+    def test_a_retried_delete_that_was_applied_answers_success(self):
+        # Issue 22: a DeletePolicy whose answer was lost, sent again, found
+        # no policy and answered not_found, as for a name that never was.
+        # The name's last audit row tells the two apart: a delete by this
+        # editor, of the version sent, less than ten minutes ago.
+        e = self.editor()
+        name = self.name("delretry")
+        v1 = e.create(name, max_permits=10)
+        v2 = e.ok(e.update(v1, maxPermits="11"))["policy"]
+        e.ok(e.p("DeletePolicy", {"name": name, "version": v2["version"]}))
+        again = e.p("DeletePolicy", {"name": name, "version": v2["version"]})
+        self.assertEqual(again.status, 200, again)
+        self.assertEqual(again.json(), {})
+        self.assertIn("policy delete retried: already applied", self.permitd.output())
+        self.assertEqual([c["action"] for c in e.history(name)], ["delete", "update", "create"])
+        self.assertConnectError(e.p("GetPolicy", {"name": name}), 404, "not_found")
+        self.assertEqual(error_code(self.api().acquire(name)), "not_found")
+        # version 0 ("whatever it is now") retried: success as well.
+        any_version = self.name("delretry0")
+        e.create(any_version)
+        e.ok(e.p("DeletePolicy", {"name": any_version}))
+        e.ok(e.p("DeletePolicy", {"name": any_version}))
+        # Not this delete's retry: still not_found. A name that never was;
+        # another version than the one deleted; another editor; a delete
+        # made with plain SQL; and the retry window (10 min) gone by.
+        self.assertConnectError(e.p("DeletePolicy", {"name": self.name("never"), "version": "1"}),
+                                404, "not_found")
+        self.assertConnectError(e.p("DeletePolicy", {"name": self.name("never")}), 404,
+                                "not_found")
+        self.assertConnectError(e.p("DeletePolicy", {"name": name, "version": v1["version"]}),
+                                404, "not_found")
+        other = "ed2"
+        self.add_user(other, EDITOR_PW, "editor")
+        e2 = self.client()
+        self.ok_login(e2, other, EDITOR_PW)
+        self.assertConnectError(e2.p("DeletePolicy", {"name": name, "version": v2["version"]}),
+                                404, "not_found")
+        by_sql = self.name("delsql")
+        e.create(by_sql)
+        self.sql("DELETE FROM policies WHERE name = '%s'" % by_sql)
+        self.assertConnectError(e.p("DeletePolicy", {"name": by_sql}), 404, "not_found")
+        self.sql("UPDATE policy_audit SET changed_at = changed_at - INTERVAL 601 SECOND "
+                 "WHERE name = '%s'" % name)
+        self.assertConnectError(e.p("DeletePolicy", {"name": name, "version": v2["version"]}),
+                                404, "not_found")
+        # Deleted, then made again and deleted by another editor: the last
+        # delete is not this editor's, so their stale retry is not_found.
+        again_name = self.name("delagain")
+        first = e.create(again_name)
+        e.ok(e.p("DeletePolicy", {"name": again_name, "version": first["version"]}))
+        second = e2.create(again_name)
+        e2.ok(e2.p("DeletePolicy", {"name": again_name, "version": second["version"]}))
+        self.assertConnectError(e.p("DeletePolicy", {"name": again_name,
+                                                     "version": first["version"]}),
+                                404, "not_found")
+
     def test_update_without_version_is_invalid(self):
         e = self.editor()
         name = self.name("nover")
@@ -1093,7 +1149,8 @@ class VersionTest(AdminCase):
         self.assertEqual(e.get(name), v2)
         e.ok(e.p("DeletePolicy", {"name": name, "version": v2["version"]}))
         self.assertConnectError(e.p("GetPolicy", {"name": name}), 404, "not_found")
-        self.assertConnectError(e.p("DeletePolicy", {"name": name, "version": v2["version"]}),
+        # (the same delete again is its retry: test_a_retried_delete_...)
+        self.assertConnectError(e.p("DeletePolicy", {"name": name, "version": v1["version"]}),
                                 404, "not_found")
         self.assertEqual(error_code(self.api().acquire(name)), "not_found")
         # version 0 = whatever it is now

@@ -243,7 +243,10 @@ class KeyCheckTest(AppsCase):
         before = self.metric("revoked")
         self.refused(self.acquire(key), "unauthenticated", "revoked", key[:19])
         self.assertEqual(self.metric("revoked"), before + 1)
-        # Revoking again says when and by whom it was done.
+        # Revoking again says when and by whom it was done (past the
+        # retry window: test_apps_a_retried_write_that_was_applied_...).
+        self.sql("UPDATE app_keys SET revoked_at = revoked_at - INTERVAL 601 SECOND "
+                 "WHERE prefix = '%s'" % key[:19])
         self.refused(ed.apps("RevokeKey", {"prefix": key[:19]}), "failed_precondition", "ed")
 
     def test_apps_expired_key(self):
@@ -507,6 +510,55 @@ class RpcTest(AppsCase):
                                          {"Content-Type": "application/json",
                                           "Origin": "http://127.0.0.1:%d" % self.permitd.admin_port})
         self.refused(r, "unauthenticated")
+
+
+    def test_apps_a_retried_write_that_was_applied_answers_success(self):
+        # Issue 22: a CreateApp or RevokeKey whose answer was lost, sent
+        # again by the same editor within ten minutes, answers success
+        # (the app as it is; nothing written twice), not already_exists or
+        # failed_precondition. Anything else is still refused.
+        ed = Admin(self.permitd.admin_port, EDITOR, EDITOR_PW)
+        name = unique("retry")
+        first = ed.apps("CreateApp", {"name": name, "description": "from the UI"})
+        self.assertEqual(first.status, 200, first)
+        again = ed.apps("CreateApp", {"name": name, "description": "from the UI"})
+        self.assertEqual(again.status, 200, again)
+        self.assertEqual(again.json(), first.json())
+        self.assertIn("app create retried: already applied", self.permitd.output())
+        audit = "SELECT COUNT(*) FROM app_audit WHERE app = '%s' AND action = '%s'"
+        self.assertEqual(self.sql(audit % (name, "create")), [["1"]])
+        # Another description, another editor, an update since, an app made
+        # on the command line, or the window gone by: already_exists.
+        self.refused(ed.apps("CreateApp", {"name": name, "description": "other"}),
+                     "already_exists", name)
+        rc, out, err = cli(["admin", "add-user", "ed2", "--role", "editor"], self.url,
+                           EDITOR_PW + "\n")
+        self.assertEqual(rc, 0, out + err)
+        ed2 = Admin(self.permitd.admin_port, "ed2", EDITOR_PW)
+        self.refused(ed2.apps("CreateApp", {"name": name, "description": "from the UI"}),
+                     "already_exists", name)
+        by_cli = self.add_app()
+        self.refused(ed.apps("CreateApp", {"name": by_cli, "description": "a test app"}),
+                     "already_exists", by_cli)
+        updated = unique("retry")
+        self.assertEqual(ed.apps("CreateApp", {"name": updated}).status, 200)
+        self.assertEqual(ed.apps("UpdateApp", {"name": updated, "state": "APP_STATE_DISABLED"})
+                         .status, 200)
+        self.refused(ed.apps("CreateApp", {"name": updated}), "already_exists", updated)
+        self.sql("UPDATE app_audit SET changed_at = changed_at - INTERVAL 601 SECOND "
+                 "WHERE app = '%s'" % name)
+        self.refused(ed.apps("CreateApp", {"name": name, "description": "from the UI"}),
+                     "already_exists", name)
+        # RevokeKey retried by the one who revoked: success; by another
+        # editor: failed_precondition naming who did it.
+        key = ed.apps("IssueKey", {"app": name}).json()["key"]
+        self.assertEqual(ed.apps("RevokeKey", {"prefix": key[:19]}).status, 200)
+        r = ed.apps("RevokeKey", {"prefix": key[:19]})
+        self.assertEqual(r.status, 200, r)
+        self.assertIn("app key revoke retried: already applied", self.permitd.output())
+        self.refused(self.acquire(key, app=name), "unauthenticated", "revoked")
+        self.refused(ed2.apps("RevokeKey", {"prefix": key[:19]}), "failed_precondition", EDITOR)
+        self.assertEqual(self.sql(audit % (name, "revoke")), [["1"]])
 
 
 class MigrationTest(unittest.TestCase):

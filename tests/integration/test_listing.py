@@ -202,6 +202,40 @@ class LevelsInOneRoundTripTest(ListingCase):
         self.assertEqual((num(by[names[5]], "remaining"), num(by[names[5]], "limit")), (0, 10))
 
 
+class FilterScansOnceTest(ListingCase):
+
+    # No sync pass while MySQL's statements are logged.
+    SYNC_INTERVAL_MS = 600000
+
+    def test_a_filtered_page_scans_the_table_once(self):
+        # The filter is a LIKE on every row (name, description, apps): at
+        # 10,000 policies the costly part of a filter keystroke. It ran
+        # twice, for the count and for the page; now once, for the matching
+        # names, which give both. Counted in MariaDB's general log: the
+        # statements of one ListPolicies that carry the filter's pattern.
+        pre = self.name("once")
+        names = self.make(pre, 7)
+        mysql = test_admin.mysql
+        mysql("SET GLOBAL log_output = 'TABLE'; TRUNCATE mysql.general_log; "
+              "SET GLOBAL general_log = 1")
+        try:
+            first = self.page(filter=pre, pageSize=3)
+            second = self.page(filter=pre, pageSize=3, pageToken=first["nextPageToken"])
+            desc = self.page(filter=pre, pageSize=3, descending=True)
+        finally:
+            mysql("SET GLOBAL general_log = 0")
+        rows = mysql("SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log "
+                     "WHERE command_type = 'Query'")
+        mysql("TRUNCATE mysql.general_log")
+        scans = [r[0] for r in rows if "%" + pre + "%" in r[0] and "SELECT" in r[0]]
+        self.assertEqual(len(scans), 3, "one scan per page:\n" + "\n".join(scans))
+        self.assertEqual([p["name"] for p in first["policies"]], names[:3])
+        self.assertEqual([p["name"] for p in second["policies"]], names[3:6])
+        self.assertEqual([num(x, "totalSize") for x in (first, second, desc)], [7, 7, 7])
+        self.assertEqual(num(second, "offset"), 3)
+        self.assertEqual([p["name"] for p in desc["policies"]], names[::-1][:3])
+
+
 class ResponsiveTest(ListingCase):
     """10,000 policies (made with one INSERT ... SELECT from MariaDB's
     sequence table): a slow ListPolicies does not hold /readyz."""

@@ -1365,55 +1365,75 @@ describe("admin web UI in headless Chromium", () => {
     const BIG = 10000;
     mariadb(`USE \`${DB}\`; INSERT INTO policies (name, max_permits, rate, description, created_by, updated_by) ` +
       `SELECT CONCAT('aaa-bulk-', LPAD(seq, 5, '0')), 10, 1, CONCAT('bulk policy ', seq), 'test', 'test' FROM seq_1_to_${BIG}`);
-    await page.goto(`${adminBase()}/#/policy/${XSS_POLICY}`);
-    await page.getByRole("heading", { name: XSS_POLICY, level: 1 }).waitFor();
-    let t = Date.now();
-    await page.goto(`${adminBase()}/#/`);
-    await row(page, "aaa-bulk-00001").waitFor();
-    const firstPaint = Date.now() - t;
-    assert.equal(await page.locator("tbody tr").count(), 50, "one page of 50 rows, not 10,000");
-    await page.locator("#page-status").filter({ hasText: /^1–50 of 10,0\d\d$/ }).waitFor();
-    await page.getByRole("button", { name: "Next" }).click();
-    await row(page, "aaa-bulk-00051").waitFor();
-    await page.locator("#page-status").filter({ hasText: /^51–100 of / }).waitFor();
-    assert.equal(await row(page, "aaa-bulk-00001").count(), 0);
-    await checkA11y(page, "policies, second page of 10,000");
-    await page.getByRole("button", { name: "Previous" }).click();
-    await row(page, "aaa-bulk-00001").waitFor();
-    // A filter keystroke: the server filters (debounced 120 ms in the page).
-    const filter = page.getByLabel("Filter policies");
-    t = Date.now();
-    await filter.fill("bulk policy 9999");
-    await page.waitForFunction(() => document.querySelectorAll("tbody tr").length === 1 &&
-      document.querySelector('tr[data-policy="aaa-bulk-09999"]'));
-    const filterMs = Date.now() - t;
-    await page.waitForFunction(() => document.querySelector("#policy-filter-status")?.textContent?.startsWith("1 of 10,0") ||
-      /^1 of 100\d\d policies match/.test(document.querySelector("#policy-filter-status")?.textContent ?? ""));
-    // What a live refresh moves: the page on screen with its gauges.
-    const refresh = await page.evaluate(async () => {
-      const t0 = performance.now();
-      const r = await fetch("/permit.v1.PolicyService/ListPolicies", {
-        method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ includeBuckets: true, pageSize: 50 }) });
-      const text = await r.text();
-      return { status: r.status, bytes: text.length, ms: performance.now() - t0 };
-    });
-    assert.equal(refresh.status, 200);
-    console.log(`10,000 policies: first paint ${firstPaint} ms, a filter ${filterMs} ms (120 ms of it the debounce), ` +
-      `a refresh ${refresh.bytes} bytes in ${refresh.ms.toFixed(1)} ms`);
-    // Generous: the targets (1 s, 150 ms, 100 KB) are measured above, on a
-    // machine shared with other builds.
-    assert.ok(firstPaint < 10_000, `first paint ${firstPaint} ms`);
-    assert.ok(filterMs < 5_000, `filter ${filterMs} ms`);
-    assert.ok(refresh.bytes < 100 * 1024, `a refresh moved ${refresh.bytes} bytes`);
-    // Sorted by bucket level on the server; then back to names.
-    await filter.fill("");
-    await page.getByLabel("Sort by").selectOption("level");
-    await page.locator("#page-status").filter({ hasText: /^1–50 of 10,0\d\d$/ }).waitFor();
-    await checkA11y(page, "policies, 10,000 sorted by level");
-    await page.getByLabel("Sort by").selectOption("name");
-    await row(page, "aaa-bulk-00001").waitFor({ timeout: 30_000 });
-    mariadb(`DELETE FROM \`${DB}\`.policies WHERE name LIKE 'aaa-bulk-%'`);
+    // Gone again however this step ends: left in place, they would take the
+    // first page from the steps after it.
+    try {
+      await page.goto(`${adminBase()}/#/policy/${XSS_POLICY}`);
+      await page.getByRole("heading", { name: XSS_POLICY, level: 1 }).waitFor();
+      let t = Date.now();
+      await page.goto(`${adminBase()}/#/`);
+      await row(page, "aaa-bulk-00001").waitFor();
+      const firstPaint = Date.now() - t;
+      assert.equal(await page.locator("tbody tr").count(), 50, "one page of 50 rows, not 10,000");
+      await page.locator("#page-status").filter({ hasText: /^1–50 of 10,0\d\d$/ }).waitFor();
+      await page.getByRole("button", { name: "Next" }).click();
+      await row(page, "aaa-bulk-00051").waitFor();
+      await page.locator("#page-status").filter({ hasText: /^51–100 of / }).waitFor();
+      assert.equal(await row(page, "aaa-bulk-00001").count(), 0);
+      await checkA11y(page, "policies, second page of 10,000");
+      await page.getByRole("button", { name: "Previous" }).click();
+      await row(page, "aaa-bulk-00001").waitFor();
+      // A filter keystroke: the server filters. The page asks at once (it
+      // waited 120 ms for more typing, most of the 150 ms a keystroke may
+      // take): from the input event to the request's start, timed in the page.
+      const filter = page.getByLabel("Filter policies");
+      await page.evaluate(() => {
+        performance.clearResourceTimings();
+        // (capturing: before the page's own listener, which may ask at once)
+        document.addEventListener("input", () => {
+          window.__typedAt = performance.now();
+        }, { capture: true, once: true });
+      });
+      t = Date.now();
+      await filter.fill("bulk policy 9999");
+      await page.waitForFunction(() => document.querySelectorAll("tbody tr").length === 1 &&
+        document.querySelector('tr[data-policy="aaa-bulk-09999"]'));
+      const filterMs = Date.now() - t;
+      const askedAfter = await page.evaluate(() => {
+        const sent = performance.getEntriesByType("resource")
+          .filter((e) => e.name.endsWith("/ListPolicies") && e.startTime >= window.__typedAt);
+        return sent.length ? sent[0].startTime - window.__typedAt : -1;
+      });
+      assert.ok(askedAfter >= 0 && askedAfter < 60, `the filter was asked for ${askedAfter} ms after the keystroke`);
+      await page.waitForFunction(() => document.querySelector("#policy-filter-status")?.textContent?.startsWith("1 of 10,0") ||
+        /^1 of 100\d\d policies match/.test(document.querySelector("#policy-filter-status")?.textContent ?? ""));
+      // What a live refresh moves: the page on screen with its gauges.
+      const refresh = await page.evaluate(async () => {
+        const t0 = performance.now();
+        const r = await fetch("/permit.v1.PolicyService/ListPolicies", {
+          method: "POST", headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ includeBuckets: true, pageSize: 50 }) });
+        const text = await r.text();
+        return { status: r.status, bytes: text.length, ms: performance.now() - t0 };
+      });
+      assert.equal(refresh.status, 200);
+      console.log(`10,000 policies: first paint ${firstPaint} ms, a filter ${filterMs} ms (asked ${askedAfter.toFixed(1)} ms after the keystroke), ` +
+        `a refresh ${refresh.bytes} bytes in ${refresh.ms.toFixed(1)} ms`);
+      // Generous: the targets (1 s, 150 ms, 100 KB) are measured above, on a
+      // machine shared with other builds.
+      assert.ok(firstPaint < 10_000, `first paint ${firstPaint} ms`);
+      assert.ok(filterMs < 5_000, `filter ${filterMs} ms`);
+      assert.ok(refresh.bytes < 100 * 1024, `a refresh moved ${refresh.bytes} bytes`);
+      // Sorted by bucket level on the server; then back to names.
+      await filter.fill("");
+      await page.getByLabel("Sort by").selectOption("level");
+      await page.locator("#page-status").filter({ hasText: /^1–50 of 10,0\d\d$/ }).waitFor();
+      await checkA11y(page, "policies, 10,000 sorted by level");
+      await page.getByLabel("Sort by").selectOption("name");
+      await row(page, "aaa-bulk-00001").waitFor({ timeout: 30_000 });
+    } finally {
+      mariadb(`DELETE FROM \`${DB}\`.policies WHERE name LIKE 'aaa-bulk-%'`);
+    }
   }, 180_000);
 
   // ---- apps and their API keys (issue 21). The main permitd runs with

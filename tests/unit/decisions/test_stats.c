@@ -5,10 +5,14 @@
  * text /metrics serves. Time is driven through the _at functions, so the
  * per-second ring is rolled over without waiting for the clock.
  */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/status.h"
 #include "decisions/stats.h"
@@ -354,6 +358,113 @@ static void test_stats_evicts_the_least_recently_active(void)
     stats_free(s);
 }
 
+/* A thread counting policy `name` (and reading its series) `n` times,
+ * then saying it is done. */
+struct counter {
+    struct stats *s;
+    const char *name;
+    int64_t at;
+    int n;
+    _Atomic int done;
+};
+
+static void *count_some(void *arg)
+{
+    struct counter *c = arg;
+    int64_t allowed[1], denied[1];
+
+    for (int i = 0; i < c->n; i++) {
+        stats_record_at(c->s, c->name, 1, c->at);
+        stats_series_at(c->s, c->name, 1, c->at, allowed, denied, NULL);
+    }
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/* Issue 22: counting took a read lock per decision, one cache line that
+ * every API worker wrote, and a decision waited whenever a place was
+ * being taken. A policy with a place is now counted, and its series read,
+ * while the table's lock is held elsewhere (within 5 s: with a lock on the
+ * way it never finishes). */
+static void test_stats_counting_takes_no_lock(void)
+{
+    struct stats *s = new_stats();
+    struct counter c = {s, "hot", T0, 1000, 0};
+    int64_t allowed[1], denied[1];
+    pthread_t t;
+
+    stats_record_at(s, "hot", 1, T0);           /* its place is taken here */
+    stats_hold(s, 1);
+    pthread_create(&t, NULL, count_some, &c);
+    for (int i = 0; i < 500 && !atomic_load(&c.done); i++)
+        usleep(10000);
+    CHECK_INT(atomic_load(&c.done), 1);
+    stats_hold(s, 0);
+    pthread_join(t, NULL);
+    stats_series_at(s, "hot", 1, T0, allowed, denied, NULL);
+    CHECK_INT(allowed[0], 1 + 1000);
+    stats_free(s);
+}
+
+/* Threads churning through more policies than places, while others count
+ * one hot policy: the churn evicts (its policies are older than the hot
+ * one), the hot policy's place moves in the index under the counters'
+ * feet, and yet every one of its decisions is counted, exactly, in its own
+ * place (ASan in scripts/test.sh: no place read after it was reused). */
+struct churner {
+    struct stats *s;
+    int id, n;
+};
+
+static void *churn(void *arg)
+{
+    struct churner *c = arg;
+    int64_t allowed[1], denied[1];
+    char name[32];
+
+    for (int i = 0; i < c->n; i++) {
+        snprintf(name, sizeof(name), "churn-%d-%d", c->id, i % 64);
+        stats_record_at(c->s, name, 1, T0);
+        stats_series_at(c->s, name, 1, T0, allowed, denied, NULL);
+    }
+    return NULL;
+}
+
+static void test_stats_counts_exactly_while_others_evict(void)
+{
+    enum { HOT = 2, CHURN = 2, N = 100000 };
+    struct stats *s = new_stats_of(8);
+    struct counter hot[HOT];
+    struct churner ch[CHURN];
+    pthread_t th[HOT], tc[CHURN];
+    int64_t allowed[1], denied[1];
+    int known = 0;
+    char *text;
+
+    stats_record_at(s, "hot", 1, T0 + 1);       /* the cell's second stamped once */
+    for (int i = 0; i < HOT; i++) {
+        hot[i] = (struct counter){s, "hot", T0 + 1, N, 0};
+        pthread_create(&th[i], NULL, count_some, &hot[i]);
+    }
+    for (int i = 0; i < CHURN; i++) {
+        ch[i] = (struct churner){s, i, N};
+        pthread_create(&tc[i], NULL, churn, &ch[i]);
+    }
+    for (int i = 0; i < HOT; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < CHURN; i++)
+        pthread_join(tc[i], NULL);
+    stats_series_at(s, "hot", 1, T0 + 1, allowed, denied, &known);
+    CHECK_INT(known, 1);
+    CHECK_INT(allowed[0], 1 + HOT * N);
+    CHECK_INT(denied[0], 0);
+    text = prom(s);
+    CHECK_INT(sample(text, "permitd_stats_policies"), 8);
+    CHECK(sample(text, "permitd_stats_evictions_total") > 0);
+    free(text);
+    stats_free(s);
+}
+
 /* A table size out of range is refused, naming it. */
 static void test_stats_size_is_checked(void)
 {
@@ -457,6 +568,8 @@ int main(void)
     TEST_RUN(test_stats_policy_cap);
     TEST_RUN(test_stats_every_policy_has_a_series);
     TEST_RUN(test_stats_evicts_the_least_recently_active);
+    TEST_RUN(test_stats_counting_takes_no_lock);
+    TEST_RUN(test_stats_counts_exactly_while_others_evict);
     TEST_RUN(test_stats_size_is_checked);
     TEST_RUN(test_stats_errors);
     TEST_RUN(test_stats_latency_histogram);
