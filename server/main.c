@@ -20,6 +20,8 @@
 #include "control/admin.h"
 #include "control/appsvc.h"
 #include "control/appsync.h"
+#include "control/fleet.h"
+#include "control/fleetsvc.h"
 #include "decisions/appkeys.h"
 #include "decisions/api.h"
 #include "core/config.h"
@@ -75,6 +77,8 @@ static int serve(const struct config *cfg)
     struct appkeys *keys = NULL;
     struct appsync *appsync = NULL;
     struct appsvc *appsvc = NULL;
+    struct fleet *fleet = NULL;
+    struct fleetsvc *fleetsvc = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
@@ -126,6 +130,10 @@ static int serve(const struct config *cfg)
                     "unauthenticated until MySQL answers", "error=\"%s\"", why.message);
     }
     admin_set_apps(admin, appsvc, keys);
+    if (fleet_new(cfg, redis, stats, sync, &fleet, &err) != PERMITD_OK ||
+        fleetsvc_new(cfg, admin, redis, fleet, &fleetsvc, &err) != PERMITD_OK)
+        goto out;
+    admin_set_fleet(admin, fleetsvc);
     if (cfg->app_auth_off)
         log_msg(LOG_LEVEL_WARN, "APP AUTH IS OFF (--app-auth off): the API trusts the app every "
                 "request names, and anyone who reaches the API port may act as any app; run it "
@@ -170,6 +178,9 @@ static int serve(const struct config *cfg)
         http_server_start(&http, api_handle, api, &server, &err) != PERMITD_OK)
         goto out;
     admin_set_listeners(admin, server, admin_server);
+    fleet_set_listeners(fleet, server, admin_server);
+    if (fleet_start(fleet, &err) != PERMITD_OK)
+        goto out;
     if (sync != NULL && sync_start(sync, &err) != PERMITD_OK)
         goto out;
     if (follow_start(cfg, redis, limiter, sync == NULL, &follow, &err) != PERMITD_OK)
@@ -189,23 +200,29 @@ static int serve(const struct config *cfg)
         sig = SIGTERM;
     log_msg(LOG_LEVEL_INFO, "stopping: finishing requests in flight", "signal=%s grace_ms=%d",
             sig == SIGINT ? "SIGINT" : "SIGTERM", DRAIN_GRACE_MS);
+    fleet_set_listeners(fleet, NULL, NULL);
     /* The admin listener first: it reports on the API listener, which is
      * then drained. */
     http_server_stop(admin_server, 0);
     admin_server = NULL;
     http_server_stop(server, DRAIN_GRACE_MS);
     server = NULL;
+    /* After the drain: the last requests' counts go out with its last tick. */
+    fleet_free(fleet);
+    fleet = NULL;
     status = EXIT_SUCCESS;
 
 out:
     if (status != EXIT_SUCCESS)
         fprintf(stderr, "permitd: %s\n", err.message);
+    fleet_free(fleet);      /* before the listeners it reports on */
     http_server_stop(server, 0);
     http_server_stop(admin_server, 0);
     follow_stop(follow);
     sync_free(sync);
     appsync_free(appsync);
     admin_free(admin);
+    fleetsvc_free(fleetsvc);
     appsvc_free(appsvc);
     api_free(api);
     limiter_free(limiter);

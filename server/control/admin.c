@@ -41,6 +41,7 @@
 #include "control/admin.h"
 #include "control/appsvc.h"
 #include "control/auth.h"
+#include "control/fleetsvc.h"
 #include "core/clock.h"
 #include "transport/connect.h"
 #include "core/embed.h"
@@ -80,6 +81,7 @@ struct admin {
     pthread_mutex_t store_lock;
     struct connect_limits limits;
     struct appsvc *apps;            /* AppService; NULL without --mysql-url */
+    struct fleetsvc *fleet;         /* FleetService; NULL until admin_set_fleet() */
 };
 
 /* What each admin listener worker's loop has (admin_worker_open()): the
@@ -190,6 +192,11 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int editor, c
     if (rc == PERMITD_OK)
         snprintf(user, len, "%s", u.username);
     return rc;
+}
+
+void admin_set_fleet(struct admin *a, struct fleetsvc *fleet)
+{
+    a->fleet = fleet;
 }
 
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
@@ -408,6 +415,16 @@ static int page_buckets(struct admin *a, struct connect_call *call, const struct
         names[i] = pg->v[i].name;
     got = limiter_inspect_batch(a->limiter, names, pg->n, deadline(), res, errs, &whole) ==
           PERMITD_OK;
+    /* Redis not answering is said once for the page (issue 23): a gauge
+     * at 0 would read as an empty bucket. */
+    for (size_t i = 0; got && i < pg->n && whole.code == PERMITD_OK; i++)
+        if (errs[i].code == PERMITD_EUNAVAILABLE || errs[i].code == PERMITD_EDEADLINE)
+            whole = errs[i];
+    if (pg->n > 0 && whole.code != PERMITD_OK &&
+        (rs->buckets_error = connect_call_strdup(call, whole.message)) == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
     for (size_t i = 0; i < pg->n; i++) {
         Permit__V1__Bucket *b = connect_call_alloc(call, sizeof(*b));
         if (b == NULL) {
@@ -1183,7 +1200,8 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
 {
     struct permitd_error err;
 
-    if (a->apps != NULL && appsvc_serve(a->apps, req, resp)) {
+    if ((a->apps != NULL && appsvc_serve(a->apps, req, resp)) ||
+        (a->fleet != NULL && fleetsvc_serve(a->fleet, req, resp))) {
         no_store(resp);
         return;
     }

@@ -54,10 +54,15 @@ struct cell {
     _Atomic uint32_t allowed, denied;
 };
 
-/* A policy's place in the chart's table (name written under the lock). */
+/* A policy's place in the chart's table (name written under the lock).
+ * total[] counts since the place was taken, never reset (the fleet
+ * publisher, control/fleet.c, sends the differences); gen tells a place
+ * taken again for another policy from the same place kept. */
 struct series {
     char name[POLICY_NAME_MAX + 1];
     _Atomic int64_t active;             /* the Unix second of its last decision */
+    uint64_t gen;                       /* written under the write lock */
+    _Atomic uint64_t total[STATS_COUNTERS];
     struct cell ring[STATS_SECONDS];
 };
 
@@ -78,6 +83,7 @@ struct stats {
     size_t mask;                /* index slots - 1 (a power of two, >= 2 * cap) */
     uint32_t *index;            /* linear probing: place + 1, 0 = empty */
     struct series *series;      /* cap places */
+    uint64_t gens;              /* places taken so far (write lock) */
     _Atomic uint64_t evictions;
 };
 
@@ -213,6 +219,9 @@ static struct series *take(struct stats *s, const char *policy, uint64_t h)
     }
     se = &s->series[place];
     memset(se->ring, 0, sizeof(se->ring));
+    for (int k = 0; k < STATS_COUNTERS; k++)
+        atomic_store_explicit(&se->total[k], 0, memory_order_relaxed);
+    se->gen = ++s->gens;
     snprintf(se->name, sizeof(se->name), "%s", policy);
     s->index[i] = (uint32_t)place + 1;
     return se;
@@ -240,27 +249,76 @@ void stats_record(struct stats *s, const char *policy, int allowed)
     stats_record_at(s, policy, allowed, (int64_t)time(NULL));
 }
 
+/* Counts one event of kind (enum stats_counter) in policy's place: the
+ * chart for a decision or a pass (a pass reads as allowed there), the
+ * running total always. A policy without a place gets one when create is
+ * set, else the event is not counted here. */
+static void count_in_place(struct stats *s, const char *policy, uint64_t h, int kind, int create,
+                           int64_t now)
+{
+    struct series *se;
+    size_t i;
+
+    pthread_rwlock_rdlock(&s->lock);
+    i = probe(s, policy, h);
+    if (s->index[i] == 0) {
+        pthread_rwlock_unlock(&s->lock);
+        if (!create)
+            return;
+        pthread_rwlock_wrlock(&s->lock);
+        se = take(s, policy, h);
+    } else {
+        se = &s->series[s->index[i] - 1];
+    }
+    if (kind != STATS_ERRORS)
+        count(se, kind != STATS_DENIED, now);
+    atomic_fetch_add_explicit(&se->total[kind], 1, memory_order_relaxed);
+    pthread_rwlock_unlock(&s->lock);
+}
+
 void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now)
 {
     uint64_t h = fnv1a(policy);
     struct label *sl = find_label(s, policy, h, 1);
-    size_t i;
 
     if (sl == NULL)
         atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(allowed ? &sl->allowed : &sl->denied, 1, memory_order_relaxed);
+    count_in_place(s, policy, h, allowed ? STATS_ALLOWED : STATS_DENIED, 1, now);
+}
+
+void stats_record_pass(struct stats *s, const char *policy)
+{
+    uint64_t h = fnv1a(policy);
+    struct label *sl = find_label(s, policy, h, 1);
+
+    if (sl == NULL)
+        atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&sl->allowed, 1, memory_order_relaxed);
+    count_in_place(s, policy, h, STATS_PASSES, 1, (int64_t)time(NULL));
+}
+
+size_t stats_capacity(const struct stats *s)
+{
+    return s->cap;
+}
+
+void stats_totals(struct stats *s,
+                  void (*each)(void *ud, size_t place, uint64_t gen, const char *policy,
+                               const uint64_t total[STATS_COUNTERS]),
+                  void *ud)
+{
+    uint64_t t[STATS_COUNTERS];
 
     pthread_rwlock_rdlock(&s->lock);
-    i = probe(s, policy, h);
-    if (s->index[i] != 0) {
-        count(&s->series[s->index[i] - 1], allowed, now);
-        pthread_rwlock_unlock(&s->lock);
-        return;
+    for (size_t i = 0; i < s->used; i++) {
+        const struct series *se = &s->series[i];
+        for (int k = 0; k < STATS_COUNTERS; k++)
+            t[k] = atomic_load_explicit(&se->total[k], memory_order_relaxed);
+        each(ud, i, se->gen, se->name, t);
     }
-    pthread_rwlock_unlock(&s->lock);
-    pthread_rwlock_wrlock(&s->lock);
-    count(take(s, policy, h), allowed, now);
     pthread_rwlock_unlock(&s->lock);
 }
 
@@ -308,9 +366,13 @@ void stats_record_error(struct stats *s, const char *policy, int code, int real)
         c = -PERMITD_EUNKNOWN;
     if (policy == NULL || (sl = find_label(s, policy, fnv1a(policy), real)) == NULL) {
         atomic_fetch_add_explicit(&s->unknown_errors[c], 1, memory_order_relaxed);
+        /* A policy past the labels' cap still has its place's total. */
+        if (policy != NULL && real)
+            count_in_place(s, policy, fnv1a(policy), STATS_ERRORS, 1, (int64_t)time(NULL));
         return;
     }
     atomic_fetch_add_explicit(&sl->errors[c], 1, memory_order_relaxed);
+    count_in_place(s, policy, fnv1a(policy), STATS_ERRORS, real, (int64_t)time(NULL));
 }
 
 void stats_observe(struct stats *s, int64_t micros)
