@@ -294,9 +294,6 @@ static int get_fleet_traffic(void *ud, struct connect_call *call, const Protobuf
     if (rq->n_policies > FLEETSVC_TRAFFIC_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "policies: %zu asked for; at most %d",
                                  rq->n_policies, FLEETSVC_TRAFFIC_MAX);
-    for (size_t i = 0; i < rq->n_policies; i++)
-        if ((rc = policy_check_name("policies", rq->policies[i], err)) != PERMITD_OK)
-            return rc;
     rs->seconds = n;
     if (rq->n_policies > 0 &&
         (rs->traffic = connect_call_alloc(call, rq->n_policies * sizeof(*rs->traffic))) == NULL)
@@ -305,8 +302,13 @@ static int get_fleet_traffic(void *ud, struct connect_call *call, const Protobuf
      * round trips of a few keys; cheap next to the list's own reads. */
     for (size_t i = 0; i < rq->n_policies; i++) {
         struct reading r = {0};
-        Permit__V1__PolicyTraffic *t = connect_call_alloc(call, sizeof(*t));
-        if (t == NULL)
+        struct permitd_error why = {0, ""};
+        Permit__V1__PolicyTraffic *t;
+        /* A row of MySQL whose name is not valid (the list shows it, the
+         * sync skips it) has no traffic: left out, not an error of all. */
+        if (policy_check_name("policies", rq->policies[i], &why) != PERMITD_OK)
+            continue;
+        if ((t = connect_call_alloc(call, sizeof(*t))) == NULL)
             return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         permit__v1__policy_traffic__init(t);
         r.call = call;

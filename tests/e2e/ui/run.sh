@@ -2,7 +2,7 @@
 # End-to-end test of the admin web UI in real headless Chromium
 # (Debian's /usr/bin/chromium driven by playwright-core).
 #
-#   tests/e2e/ui/run.sh
+#   tests/e2e/ui/run.sh [FILE]       FILE: ui.test.mjs (default) or fleet.test.mjs
 #
 # Environment (ctest sets these; see ui.test.mjs):
 #   PERMITD_BIN                the permitd binary to start
@@ -24,4 +24,4 @@ if [[ ! -d node_modules || ! -f node_modules/.package-lock.json \
   npm ci --no-audit --no-fund
 fi
 
-exec node --test --test-reporter=spec ui.test.mjs
+exec node --test --test-reporter=spec "${1:-ui.test.mjs}"
