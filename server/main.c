@@ -133,7 +133,7 @@ static int serve(const struct config *cfg)
     if (fleet_new(cfg, redis, stats, sync, &fleet, &err) != PERMITD_OK ||
         fleetsvc_new(cfg, admin, redis, fleet, &fleetsvc, &err) != PERMITD_OK)
         goto out;
-    admin_set_fleet(admin, fleetsvc);
+    admin_set_fleet(admin, fleetsvc, fleet);
     if (cfg->app_auth_off)
         log_msg(LOG_LEVEL_WARN, "APP AUTH IS OFF (--app-auth off): the API trusts the app every "
                 "request names, and anyone who reaches the API port may act as any app; run it "

@@ -194,9 +194,10 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int editor, c
     return rc;
 }
 
-void admin_set_fleet(struct admin *a, struct fleetsvc *fleet)
+void admin_set_fleet(struct admin *a, struct fleetsvc *svc, struct fleet *fleet)
 {
-    a->fleet = fleet;
+    a->fleet = svc;
+    a->health.fleet = fleet;
 }
 
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)

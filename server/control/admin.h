@@ -40,10 +40,11 @@ void admin_set_listeners(struct admin *a, struct http_server *api, struct http_s
  * keys in /readyz and /metrics; call before the listeners start. */
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys);
 
-/* Serves FleetService through fleet (control/fleetsvc.h); call before the
- * listeners start. */
+/* Serves FleetService through svc (control/fleetsvc.h) and reports on the
+ * publisher fleet in /metrics; call before the listeners start. */
+struct fleet;
 struct fleetsvc;
-void admin_set_fleet(struct admin *a, struct fleetsvc *fleet);
+void admin_set_fleet(struct admin *a, struct fleetsvc *svc, struct fleet *fleet);
 
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session with the role needed (editor: 1 for editors

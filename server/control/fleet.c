@@ -114,7 +114,7 @@ struct fleet {
     pthread_cond_t wake;
     int stopping;
     int leaving;                        /* the last tick: the heartbeat is removed */
-    _Atomic uint64_t publishes, failures, commands;
+    _Atomic uint64_t publishes, failures, commands, bytes;
 };
 
 void fleet_counts_key(char buf[FLEET_KEY_MAX], const char *prefix, int res, const char *policy,
@@ -236,11 +236,20 @@ const char *fleet_instance_id(const struct fleet *f)
 }
 
 void fleet_counters(struct fleet *f, uint64_t *publishes, uint64_t *failures,
-                    uint64_t *commands)
+                    uint64_t *commands, uint64_t *bytes)
 {
     *publishes = atomic_load(&f->publishes);
     *failures = atomic_load(&f->failures);
     *commands = atomic_load(&f->commands);
+    *bytes = atomic_load(&f->bytes);
+}
+
+/* The bytes of one RESP element header: '$' or '*', the number, CRLF. */
+static uint64_t resp_head(size_t n)
+{
+    char num[24];
+
+    return 3 + (uint64_t)snprintf(num, sizeof(num), "%zu", n);
 }
 
 /* ---- the batch ---- */
@@ -525,8 +534,12 @@ static void publish(struct fleet *f, int64_t tick_s)
         strs[i].len = b->args[i].len;
     }
     for (size_t i = 0; i < b->ncmds; i++) {
+        uint64_t bytes = resp_head((size_t)b->cmds[i].n);
         calls[i].args = &strs[b->cmds[i].first];
         calls[i].nargs = b->cmds[i].n;
+        for (int k = 0; k < calls[i].nargs; k++)
+            bytes += resp_head(calls[i].args[k].len) + calls[i].args[k].len + 2;
+        atomic_fetch_add(&f->bytes, bytes);
     }
     rc = redis_command_pipeline(f->redis, calls, b->ncmds,
                                 now_us + (int64_t)FLEET_REDIS_DEADLINE_MS * 1000, &err);

@@ -92,9 +92,10 @@ int fleet_start(struct fleet *f, struct permitd_error *err);
 /* This instance's id ("" before fleet_set_listeners()). */
 const char *fleet_instance_id(const struct fleet *f);
 
-/* For /metrics: publishes done and failed, commands sent. */
+/* For /metrics: publishes done and failed, commands sent and their
+ * bytes as sent to Redis (RESP). */
 void fleet_counters(struct fleet *f, uint64_t *publishes, uint64_t *failures,
-                    uint64_t *commands);
+                    uint64_t *commands, uint64_t *bytes);
 
 /* Stops the thread (one last publish of what was counted is attempted,
  * so a clean stop loses nothing, and the heartbeat is deleted: a stopped

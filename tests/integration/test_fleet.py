@@ -7,7 +7,8 @@ two permitd instances on one Redis and one MariaDB, traffic through both.
   series are each instance's own answers; they stay equal on later reads
   (a count written twice would show).
 - GetFleetTraffic: the last minute's totals of the policy list.
-- ListInstances: both heartbeats with their fields; an instance killed
+- ListInstances: both heartbeats with their fields (and /metrics counts
+  the publisher's writes, commands and bytes); an instance killed
   (SIGKILL) drops off after --fleet-heartbeat-ttl; one stopped cleanly at
   once; one started with --fleet-publish-ms 0 publishes nothing.
 - Redis down: ListPolicies says why the buckets are unknown
@@ -15,6 +16,7 @@ two permitd instances on one Redis and one MariaDB, traffic through both.
 - Who may call: a session is needed; a bad range names itself.
 """
 import os
+import re
 import signal
 import sys
 import time
@@ -163,6 +165,15 @@ class FleetTest(AdminCase):
             self.assertGreater(num(i, "connectionsMax"), 0, i)
             self.assertRegex(i["adminAddress"], r"^127\.0\.0\.1:\d+$", i)
         self.assertEqual(me["adminAddress"], "127.0.0.1:%d" % self.permitd.admin_port, me)
+        # /metrics: the publisher's writes, their commands and bytes
+        text = self.permitd.admin().request("GET", "/metrics").body.decode()
+        got = dict(re.findall(r'^(permitd_fleet_\w+(?:\{[^}]*\})?) (\d+)$', text, re.M))
+        self.assertGreater(int(got.get('permitd_fleet_publishes_total{result="ok"}', 0)), 0, got)
+        self.assertEqual(got.get('permitd_fleet_publishes_total{result="failed"}'), "0", got)
+        self.assertGreaterEqual(int(got.get("permitd_fleet_commands_total", 0)),
+                                5 * int(got['permitd_fleet_publishes_total{result="ok"}']), got)
+        self.assertGreater(int(got.get("permitd_fleet_bytes_total", 0)),
+                           20 * int(got.get("permitd_fleet_commands_total", 0)), got)
 
     def test_an_instance_that_dies_drops_off_and_one_stopped_leaves_at_once(self):
         vi = self.viewer()
