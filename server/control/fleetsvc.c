@@ -4,7 +4,9 @@
  *
  * A range is read as the slabs (hashes) that cover it, all in one
  * redis_command_pipeline() (one round trip per master): 6 keys for the
- * last 5 minutes at 1 s, 7 for the hour at 10 s, 25 for the day at 1 min.
+ * last 5 minutes at 1 s, 7 for the hour at 10 s, 25 for the day at 1 min;
+ * the list's last minute, one or two per policy of the page, all of the
+ * page's in one pipeline.
  * Every field names its bucket, instance and counter, so the sum over the
  * fleet and each instance's series come from the same reading. A bucket
  * nobody wrote reads 0: no instance counted anything then (an instance
@@ -161,42 +163,69 @@ static void each_string(void *ud, const char *str, size_t len)
         p->at = (size_t)((bucket - r->first) / r->step);
 }
 
-/* Reads policy's buckets of resolution res from first (a bucket start) for
- * n buckets into r (whose call, per_instance are set): the slabs covering
- * them in one pipeline. */
-static int read_range(struct fleetsvc *s, const char *policy, int res, int64_t first, size_t n,
-                      struct reading *r, struct permitd_error *err)
+/* Prepares the reading of policy's buckets of resolution res from first (a
+ * bucket start) for n buckets into r (whose call, per_instance are set):
+ * an HGETALL per slab covering them, appended at calls[*nc] (keys, args
+ * and replies alongside; room for FLEETSVC_KEYS_MAX more). */
+static int range_calls(struct fleetsvc *s, const char *policy, int res, int64_t first, size_t n,
+                       struct reading *r, char (*keys)[FLEET_KEY_MAX], struct redis_str (*args)[2],
+                       struct redis_command_call *calls, struct reply *replies, size_t *nc,
+                       struct permitd_error *err)
 {
     const struct fleet_resolution *fr = &fleet_resolutions[res];
     int64_t last = first + (int64_t)(n - 1) * fr->step_s;
-    char keys[FLEETSVC_KEYS_MAX][FLEET_KEY_MAX];
-    struct redis_str args[FLEETSVC_KEYS_MAX][2];
-    struct redis_command_call calls[FLEETSVC_KEYS_MAX];
-    struct reply replies[FLEETSVC_KEYS_MAX];
-    size_t nk = 0;
-    int rc;
+    size_t added = 0;
 
     r->first = first;
     r->step = fr->step_s;
     r->n = n;
     if (sums_init(r->call, &r->fleet, n) != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    for (int64_t slab = first - first % fr->slab_s; slab <= last && nk < FLEETSVC_KEYS_MAX;
-         slab += fr->slab_s, nk++) {
-        fleet_counts_key(keys[nk], s->cfg->redis_prefix, res, policy, slab);
-        args[nk][0] = (struct redis_str){"HGETALL", 7};
-        args[nk][1] = (struct redis_str){keys[nk], strlen(keys[nk])};
-        memset(&replies[nk], 0, sizeof(replies[nk]));
-        replies[nk].r = r;
-        calls[nk] = (struct redis_command_call){args[nk], 2, each_string, &replies[nk], 0};
+    for (int64_t slab = first - first % fr->slab_s; slab <= last && added < FLEETSVC_KEYS_MAX;
+         slab += fr->slab_s, added++) {
+        size_t k = *nc + added;
+        fleet_counts_key(keys[k], s->cfg->redis_prefix, res, policy, slab);
+        args[k][0] = (struct redis_str){"HGETALL", 7};
+        args[k][1] = (struct redis_str){keys[k], strlen(keys[k])};
+        memset(&replies[k], 0, sizeof(replies[k]));
+        replies[k].r = r;
+        calls[k] = (struct redis_command_call){args[k], 2, each_string, &replies[k], 0};
     }
-    if ((rc = redis_command_pipeline(s->redis, calls, nk, deadline(), err)) != PERMITD_OK)
-        return rc;
-    for (size_t i = 0; i < nk; i++)
-        if (calls[i].rc != PERMITD_OK)
-            return permitd_error_set(err, calls[i].rc, "the fleet's counts of \"%s\" could not "
-                                     "be read from redis (key %s)", policy, keys[i]);
+    *nc += added;
     return PERMITD_OK;
+}
+
+/* Sends calls[0..nc) in one pipeline (one round trip per master) and says
+ * which failed, naming its key. */
+static int run_calls(struct fleetsvc *s, char (*keys)[FLEET_KEY_MAX],
+                     struct redis_command_call *calls, size_t nc, struct permitd_error *err)
+{
+    int rc;
+
+    if ((rc = redis_command_pipeline(s->redis, calls, nc, deadline(), err)) != PERMITD_OK)
+        return rc;
+    for (size_t i = 0; i < nc; i++)
+        if (calls[i].rc != PERMITD_OK)
+            return permitd_error_set(err, calls[i].rc, "the fleet's counts could not be read "
+                                     "from redis (key %s)", keys[i]);
+    return PERMITD_OK;
+}
+
+/* Reads one policy's range into r: the slabs in one pipeline. */
+static int read_range(struct fleetsvc *s, const char *policy, int res, int64_t first, size_t n,
+                      struct reading *r, struct permitd_error *err)
+{
+    char keys[FLEETSVC_KEYS_MAX][FLEET_KEY_MAX];
+    struct redis_str args[FLEETSVC_KEYS_MAX][2];
+    struct redis_command_call calls[FLEETSVC_KEYS_MAX];
+    struct reply replies[FLEETSVC_KEYS_MAX];
+    size_t nc = 0;
+    int rc;
+
+    if ((rc = range_calls(s, policy, res, first, n, r, keys, args, calls, replies, &nc, err)) !=
+        PERMITD_OK)
+        return rc;
+    return run_calls(s, keys, calls, nc, err);
 }
 
 static Permit__V1__FleetSeries *series_proto(struct connect_call *call, const struct sums *x,
@@ -298,33 +327,55 @@ static int get_fleet_traffic(void *ud, struct connect_call *call, const Protobuf
     if (rq->n_policies > 0 &&
         (rs->traffic = connect_call_alloc(call, rq->n_policies * sizeof(*rs->traffic))) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    /* One pipeline per policy: one or two slabs each. A page of 50 is 50
-     * round trips of a few keys; cheap next to the list's own reads. */
-    for (size_t i = 0; i < rq->n_policies; i++) {
-        struct reading r = {0};
-        struct permitd_error why = {0, ""};
-        Permit__V1__PolicyTraffic *t;
-        /* A row of MySQL whose name is not valid (the list shows it, the
-         * sync skips it) has no traffic: left out, not an error of all. */
-        if (policy_check_name("policies", rq->policies[i], &why) != PERMITD_OK)
-            continue;
-        if ((t = connect_call_alloc(call, sizeof(*t))) == NULL)
-            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        permit__v1__policy_traffic__init(t);
-        r.call = call;
-        if ((rc = read_range(s, rq->policies[i], FLEET_RES_1S, first, (size_t)n, &r, err)) !=
-            PERMITD_OK)
-            return rc;
-        t->policy = rq->policies[i];
-        for (int k = 0; k < n; k++) {
-            t->allowed += r.fleet.v[STATS_ALLOWED][k];
-            t->denied += r.fleet.v[STATS_DENIED][k];
-            t->errors += r.fleet.v[STATS_ERRORS][k];
-            t->passes += r.fleet.v[STATS_PASSES][k];
+    /* Every policy's slabs (one or two each) in one pipeline: one round
+     * trip per master for the page. */
+    {
+        size_t cap = rq->n_policies * 2 + FLEETSVC_KEYS_MAX, nc = 0;
+        char (*keys)[FLEET_KEY_MAX] = calloc(cap, sizeof(*keys));
+        struct redis_str (*args)[2] = calloc(cap, sizeof(*args));
+        struct redis_command_call *calls = calloc(cap, sizeof(*calls));
+        struct reply *replies = calloc(cap, sizeof(*replies));
+        struct reading *r = calloc(rq->n_policies + 1, sizeof(*r));
+
+        rc = keys && args && calls && replies && r
+             ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        for (size_t i = 0; rc == PERMITD_OK && i < rq->n_policies; i++) {
+            struct permitd_error why = {0, ""};
+            Permit__V1__PolicyTraffic *t;
+            /* A row of MySQL whose name is not valid (the list shows it,
+             * the sync skips it) has no traffic: left out, not an error of
+             * all. */
+            if (policy_check_name("policies", rq->policies[i], &why) != PERMITD_OK)
+                continue;
+            if ((t = connect_call_alloc(call, sizeof(*t))) == NULL) {
+                rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+                break;
+            }
+            permit__v1__policy_traffic__init(t);
+            t->policy = rq->policies[i];
+            r[rs->n_traffic].call = call;
+            rc = range_calls(s, rq->policies[i], FLEET_RES_1S, first, (size_t)n, &r[rs->n_traffic],
+                             keys, args, calls, replies, &nc, err);
+            rs->traffic[rs->n_traffic++] = t;
         }
-        rs->traffic[rs->n_traffic++] = t;
+        if (rc == PERMITD_OK)
+            rc = run_calls(s, keys, calls, nc, err);
+        for (size_t j = 0; rc == PERMITD_OK && j < rs->n_traffic; j++) {
+            Permit__V1__PolicyTraffic *t = rs->traffic[j];
+            for (int k = 0; k < n; k++) {
+                t->allowed += r[j].fleet.v[STATS_ALLOWED][k];
+                t->denied += r[j].fleet.v[STATS_DENIED][k];
+                t->errors += r[j].fleet.v[STATS_ERRORS][k];
+                t->passes += r[j].fleet.v[STATS_PASSES][k];
+            }
+        }
+        free(keys);
+        free(args);
+        free(calls);
+        free(replies);
+        free(r);
     }
-    return PERMITD_OK;
+    return rc;
 }
 
 /* ---- instances ---- */
