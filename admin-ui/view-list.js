@@ -50,7 +50,9 @@ export function listView(main) {
     tbody);
   const order = h("select", { id: "policy-order", class: "order" },
     h("option", { value: "name" }, "Name"),
-    h("option", { value: "traffic" }, "Traffic (last minute)"),
+    // The order is made on the server from its own counts (ListPolicies);
+    // the column beside it is the fleet's.
+    h("option", { value: "traffic" }, "Traffic on this instance (last minute)"),
     h("option", { value: "level" }, "Bucket level"));
   const orderLabel = h("label", { for: "policy-order", class: "order-label" }, "Sort by");
   const direction = h("button", { type: "button", class: "btn btn-small", id: "policy-direction", "aria-pressed": "false" }, "Descending");
