@@ -1,6 +1,7 @@
 // chart.js - the detail page's traffic chart: allowed and denied Acquire
-// calls per second over the last 1 or 5 minutes, drawn as SVG (no library),
-// with a text summary for screen readers and a legend of the totals.
+// calls per bucket (1 s, 10 s or 1 min: the fleet's ranges of 5 minutes,
+// an hour, a day), drawn as SVG (no library), with a text summary for
+// screen readers and a legend of the totals.
 import { h, replace, s } from "./dom.js";
 import * as fmt from "./format.js";
 
@@ -12,8 +13,17 @@ function niceMax(v) {
   return 10 * p;
 }
 
-export function drawChart(box, legend, stats, seconds) {
-  const n = seconds;
+// The span of n buckets of step seconds, in words.
+function spanWords(n, step) {
+  const secs = n * step;
+  if (secs >= 86400) return secs === 86400 ? "1 day" : `${secs / 86400} days`;
+  if (secs >= 3600) return secs === 3600 ? "1 h" : `${secs / 3600} h`;
+  return secs >= 120 ? `${secs / 60} min` : `${secs} s`;
+}
+
+// stats: { allowed: [...], denied: [...] }, n buckets of step seconds each,
+// the newest last.
+export function drawChart(box, legend, stats, n, step = 1) {
   const pad = (arr) => {
     const a = (arr || []).map((x) => Number(x) || 0).slice(-n);
     return [...new Array(n - a.length).fill(0), ...a];
@@ -32,7 +42,8 @@ export function drawChart(box, legend, stats, seconds) {
   const y = (v) => T + (1 - v / max) * (H - T - B);
   const line = (arr) => arr.map((v, i) => `${i ? "L" : "M"}${x(i).toFixed(1)},${y(v).toFixed(1)}`).join("");
   const area = (arr) => `${line(arr)}L${x(n - 1).toFixed(1)},${y(0).toFixed(1)}L${x(0).toFixed(1)},${y(0).toFixed(1)}Z`;
-  const span = n >= 120 ? `${n / 60} min` : `${n} s`;
+  const span = spanWords(n, step);
+  const per = step === 1 ? "per second" : step === 60 ? "per minute" : `per ${step} s`;
 
   const grid = [0, max / 2, max].map((v) => [
     s("line", { x1: L, x2: W - R, y1: y(v).toFixed(1), y2: y(v).toFixed(1), class: "grid-line" }),
@@ -42,7 +53,7 @@ export function drawChart(box, legend, stats, seconds) {
     s("text", { x: L, y: H - 6, class: "axis", "text-anchor": "start" }, `−${span}`),
     s("text", { x: W - R, y: H - 6, class: "axis", "text-anchor": "end" }, "now"),
   ];
-  const summary = `Last ${span}: ${totalA} allowed, ${totalD} denied; peak ${peak} per second.`;
+  const summary = `Last ${span}: ${totalA} allowed, ${totalD} denied; peak ${peak} ${per}.`;
   const chart = s("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": summary },
     grid, xlabels,
     s("path", { d: area(A), class: "area-allowed" }),

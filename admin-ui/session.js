@@ -8,6 +8,7 @@ import { rpc, RpcError } from "./api.js";
 export const POLICY = "PolicyService";
 export const AUTH = "AdminAuthService";
 export const APPS = "AppService";
+export const FLEET = "FleetService";
 
 export const session = {
   user: null,          // { username, role }

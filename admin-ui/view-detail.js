@@ -2,7 +2,9 @@
 // and its limits, in words), the live gauge of its shared bucket, the
 // traffic chart, the bucket inspector and the history; edit/delete for
 // editors. Polls the policy and redraws the settings and the history only
-// when its version changes.
+// when its version changes. The chart is the fleet's (issue 23): every
+// instance's counts summed (FleetService.GetFleetStats), over 5 minutes,
+// an hour or a day, with each instance's share on demand.
 import { isAbort } from "./api.js";
 import { append, h, replace, setText } from "./dom.js";
 import { drawChart } from "./chart.js";
@@ -13,7 +15,7 @@ import { bucketInspector } from "./inspector.js";
 import { describeError } from "./notices.js";
 import { DETAIL_POLL_MS, poll } from "./poll.js";
 import { editHref, go } from "./router.js";
-import { POLICY, call, isEditor } from "./session.js";
+import { FLEET, POLICY, call, isEditor } from "./session.js";
 import { appChips, emptyState, errorState, icon, loadingState, makeGauge, pageHead, statusBadges } from "./widgets.js";
 
 const HISTORY_LIMIT = 50;
@@ -24,7 +26,8 @@ export function detailView(main, { policy: name }) {
   const editor = isEditor();
   let policy = null;
   let shownVersion = null;
-  let chartSeconds = 300;
+  let chartRange = "5m";
+  let perInstance = false;
   let lastStats = null;
 
   const title = h("h1", { tabindex: "-1", class: "break" }, name);
@@ -49,15 +52,24 @@ export function detailView(main, { policy: name }) {
   // chart
   const chartBox = h("div", { class: "chart", id: "traffic-chart" });
   const chartLegend = h("div", { class: "chart-legend" });
-  const rangeButtons = [60, 300].map((sec) => {
-    const b = h("button", { type: "button", class: "seg", "aria-pressed": String(sec === chartSeconds) },
-      sec === 60 ? "1 min" : "5 min");
+  const RANGES = [["5m", "5 min"], ["1h", "1 hour"], ["1d", "1 day"]];
+  const rangeButtons = RANGES.map(([key, label]) => {
+    const b = h("button", { type: "button", class: "seg", dataset: { range: key }, "aria-pressed": String(key === chartRange) }, label);
     b.addEventListener("click", () => {
-      chartSeconds = sec;
+      chartRange = key;
       for (const x of rangeButtons) x.setAttribute("aria-pressed", String(x === b));
       statsPoll.now();
     });
     return b;
+  });
+  // Each instance's share of the range: asked for only while shown.
+  const breakdownButton = h("button", { type: "button", class: "btn btn-small", id: "per-instance", "aria-pressed": "false", "aria-controls": "instance-breakdown" }, "Per instance");
+  const breakdown = h("div", { id: "instance-breakdown", class: "breakdown", hidden: true });
+  breakdownButton.addEventListener("click", () => {
+    perInstance = !perInstance;
+    breakdownButton.setAttribute("aria-pressed", String(perInstance));
+    breakdown.hidden = !perInstance;
+    statsPoll.now();
   });
 
   // inspector
@@ -87,8 +99,9 @@ export function detailView(main, { policy: name }) {
           h("div", { class: "card-head" },
             h("h2", { id: "traffic-h" }, "Traffic"),
             h("div", { class: "segmented", role: "group", "aria-label": "Chart range" }, rangeButtons)),
-          h("p", { class: "muted small" }, "Acquire calls per second answered by this permitd instance"),
-          chartBox, chartLegend),
+          h("p", { class: "muted small", id: "chart-scope" }, "Acquire calls answered by every permitd instance of the fleet, summed"),
+          chartBox, chartLegend,
+          h("div", { class: "breakdown-head" }, breakdownButton), breakdown),
         h("section", { class: "card", "aria-labelledby": "inspect-h" },
           h("h2", { id: "inspect-h" }, "Bucket inspector"), inspector.el),
         h("section", { class: "card span-3", "aria-labelledby": "history-h" },
@@ -196,28 +209,66 @@ export function detailView(main, { policy: name }) {
     setText(sharedInfo, fmt.describeBucket(alg, { limit: policy.maxPermits, ...bucket }).summary);
   }, DETAIL_POLL_MS, ac.signal);
 
+  // The range's totals per instance, as a table (who serves how much).
+  function renderBreakdown(r) {
+    const list = r.instances || [];
+    const total = (x, k) => (x?.[k] || []).reduce((a, v) => a + Number(v || 0), 0);
+    if (list.length === 0) {
+      replace(breakdown, h("p", { class: "muted small" }, "No instance counted an Acquire of this policy in this range."));
+      return;
+    }
+    const all = total(r.fleet, "allowed") + total(r.fleet, "denied") + total(r.fleet, "errors") + total(r.fleet, "passes");
+    replace(breakdown, h("table", { class: "policies breakdown-table" },
+      h("caption", { class: "sr-only" }, "Acquire calls of this range per permitd instance"),
+      h("thead", {}, h("tr", {}, ["Instance", "Allowed", "Denied", "Errors", "Failure-mode passes", "Share"].map((t, i) =>
+        h("th", { scope: "col", class: i ? "num" : null }, t)))),
+      h("tbody", {}, list.map((x) => {
+        const mine = total(x, "allowed") + total(x, "denied") + total(x, "errors") + total(x, "passes");
+        return h("tr", { dataset: { instance: x.instance || "" } },
+          h("td", { "data-label": "Instance" }, h("code", { class: "break" }, x.instance || "")),
+          ["allowed", "denied", "errors", "passes"].map((k) => h("td", { class: "num", "data-label": k }, fmt.formatNumber(total(x, k), 0))),
+          h("td", { class: "num", "data-label": "Share" }, all > 0 ? `${fmt.formatNumber((100 * mine) / all, 1)} %` : "—"));
+      }))));
+  }
+
   async function loadStats() {
-    const r = await call(POLICY, "GetPolicyStats", { name, seconds: chartSeconds }, ac.signal);
+    let r;
+    try {
+      r = await call(FLEET, "GetFleetStats", { policy: name, range: chartRange, perInstance }, ac.signal);
+    } catch (err) {
+      if (isAbort(err) || ac.signal.aborted || err.code === "unauthenticated") throw err;
+      // Redis not answering: the fleet's figures are unknown, not zero.
+      lastStats = null;
+      chartBox.replaceChildren(h("p", { class: "chart-empty", id: "chart-unavailable", role: "status" },
+        h("strong", {}, "Traffic unknown."), ` The fleet's counts could not be read: ${describeError(err)}`));
+      chartLegend.replaceChildren();
+      breakdown.replaceChildren();
+      return;
+    }
     if (ac.signal.aborted) return;
-    // No figures is not zero traffic (issue 22): this instance has decided
-    // none of the policy's Acquires since it started, or dropped its figures
-    // for busier policies' (--stats-policies). Say so instead of a flat line.
-    if (r.known !== true) {
+    const fleet = r.fleet || {};
+    const n = (fleet.allowed || []).length;
+    const step = Number(r.stepSeconds || 1);
+    const any = ["allowed", "denied", "errors", "passes"].some((k) => (fleet[k] || []).some((v) => Number(v) !== 0));
+    if (perInstance) renderBreakdown(r);
+    // Nothing counted in the whole range, by any instance: say so in words
+    // rather than draw a flat line (issue 22).
+    if (!any || n < 2) {
       lastStats = null;
       if (!chartBox.querySelector("#chart-no-figures")) {
         chartBox.replaceChildren(h("p", { class: "chart-empty muted", id: "chart-no-figures" },
           h("strong", {}, "No figures yet."),
-          " This instance has not counted any Acquire of this policy since it started",
-          " (or has dropped its figures for busier policies'): the traffic is not known here, which is not the same as none."));
+          " No permitd instance has counted an Acquire of this policy in this range",
+          " (each publishes its counts every second; one started with --fleet-publish-ms 0 is not counted)."));
         chartLegend.replaceChildren();
       }
       return;
     }
-    lastStats = r;
-    drawChart(chartBox, chartLegend, r, chartSeconds);
+    lastStats = { stats: fleet, n, step };
+    drawChart(chartBox, chartLegend, fleet, n, step);
   }
 
-  const onResize = () => lastStats && drawChart(chartBox, chartLegend, lastStats, chartSeconds);
+  const onResize = () => lastStats && drawChart(chartBox, chartLegend, lastStats.stats, lastStats.n, lastStats.step);
   window.addEventListener("resize", onResize);
 
   return {

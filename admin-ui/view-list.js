@@ -5,6 +5,10 @@
 // or a refresh is dropped rather than waited for),
 // an order (name, traffic, bucket level), previous/next and "51–100 of
 // 10,000"; edit/delete for editors, and the rows of MySQL the sync skipped.
+// Each row's traffic is the fleet's (issue 23): every instance's Acquires of
+// the last minute, summed (FleetService.GetFleetTraffic). While Redis does
+// not answer, a banner says so and the gauges read "unknown": a level of
+// 0 / N would say every bucket is empty.
 // A refresh asks for the page on screen only. Rows are updated in place on
 // every poll, so focus and the filter survive a refresh.
 import { RpcError } from "./api.js";
@@ -14,14 +18,14 @@ import * as fmt from "./format.js";
 import { describeError } from "./notices.js";
 import { LIST_POLL_MS, poll, pollError } from "./poll.js";
 import { editHref, nav, policyHref } from "./router.js";
-import { POLICY, call, isEditor } from "./session.js";
+import { FLEET, POLICY, call, isEditor } from "./session.js";
 import { appChips, emptyState, errorState, icon, loadingState, makeGauge, pageHead, statusBadges } from "./widgets.js";
 
 export function listView(main) {
   document.title = "Policies · permitd admin";
   const ac = new AbortController();
   const editor = isEditor();
-  const rows = new Map(); // name → { tr, gauge, sig, policy }
+  const rows = new Map(); // name → { tr, gauge, traffic, sig, policy }
   let loaded = false;
   let policies = [];
   // The page on screen: tokens[i] is page i's page_token ("" the first).
@@ -39,16 +43,18 @@ export function listView(main) {
   // Says how many rows a filter leaves; changes only when that count does.
   const filterStatus = h("p", { class: "sr-only", role: "status", id: "policy-filter-status" });
   const tbody = h("tbody");
-  const headers = ["Name", "Apps", "Max permits", "Limit", "Shared bucket", "Status"];
+  const headers = ["Name", "Apps", "Max permits", "Limit", "Shared bucket", "Traffic (fleet, last min)", "Status"];
   const table = h("table", { class: "policies", "aria-busy": "true" },
     h("caption", { class: "sr-only" }, "Policies, with the live number of permits in each shared bucket"),
     h("thead", {}, h("tr", {},
-      headers.map((t, i) => h("th", { scope: "col", class: i === 2 ? "num" : null }, t)),
+      headers.map((t, i) => h("th", { scope: "col", class: i === 2 || i === 5 ? "num" : null }, t)),
       editor && h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")))),
     tbody);
   const order = h("select", { id: "policy-order", class: "order" },
     h("option", { value: "name" }, "Name"),
-    h("option", { value: "traffic" }, "Traffic (last minute)"),
+    // The order is made on the server from its own counts (ListPolicies);
+    // the column beside it is the fleet's.
+    h("option", { value: "traffic" }, "Traffic on this instance (last minute)"),
     h("option", { value: "level" }, "Bucket level"));
   const orderLabel = h("label", { for: "policy-order", class: "order-label" }, "Sort by");
   const direction = h("button", { type: "button", class: "btn btn-small", id: "policy-direction", "aria-pressed": "false" }, "Descending");
@@ -60,11 +66,13 @@ export function listView(main) {
   const card = h("div", { class: "card table-card" }, h("div", { class: "table-scroll" }, table), stateBox);
   // Rows of MySQL the sync skips (read-only: they are fixed in MySQL).
   const skipped = h("div", { class: "notice", id: "skipped-rows", role: "status", hidden: true });
+  // Redis not answering (the buckets could not be read).
+  const redisDown = h("div", { class: "notice notice-warn", id: "redis-down", role: "alert", hidden: true });
 
   append(main,
     pageHead(h("h1", { tabindex: "-1" }, "Policies"), sub,
       editor && h("a", { class: "btn btn-primary", href: "#/new", id: "new-policy" }, icon("plus"), "New policy")),
-    skipped,
+    redisDown, skipped,
     h("div", { class: "toolbar" }, filter, filterStatus, orderLabel, order, direction),
     card, pager);
 
@@ -80,7 +88,7 @@ export function listView(main) {
     p.algorithm, p.window, p.leaseTtl]);
 
   function fillRow(entry, p) {
-    const { tr, gauge } = entry;
+    const { tr, gauge, traffic } = entry;
     const cells = [
       h("td", { class: "cell-name", "data-label": "Name" },
         h("a", { href: policyHref(p.name), class: "policy-link" }, p.name),
@@ -91,6 +99,7 @@ export function listView(main) {
         h("span", { class: "rate", title: fmt.describeLimits(p) }, fmt.limitsShort(p)),
         h("span", { class: "algo" }, fmt.algorithmInfo(fmt.algorithmOf(p)).label)),
       h("td", { class: "cell-gauge", "data-label": "Shared bucket" }, gauge.el),
+      h("td", { class: "num cell-traffic", "data-label": "Traffic (fleet, last min)" }, traffic),
       h("td", { "data-label": "Status" }, statusBadges(p)),
     ];
     if (editor) {
@@ -183,7 +192,35 @@ export function listView(main) {
     refresher.now();
   });
 
-  function update(list, buckets) {
+  // The last minute's Acquires of the page's policies over the fleet, into
+  // each row's traffic cell; "unknown" when Redis cannot say.
+  async function loadTraffic(list) {
+    let r = null;
+    if (list.length > 0) {
+      try {
+        r = await call(FLEET, "GetFleetTraffic", { policies: list.map((p) => p.name || "") }, ac.signal);
+      } catch (err) {
+        if (ac.signal.aborted || (err instanceof RpcError && err.code === "unauthenticated")) return;
+      }
+    }
+    if (ac.signal.aborted) return;
+    const by = new Map((r?.traffic || []).map((t) => [t.policy, t]));
+    for (const p of list) {
+      const e = rows.get(p.name || "");
+      if (!e) continue;
+      const t = by.get(p.name);
+      if (!t) {
+        setText(e.traffic, "unknown");
+        e.traffic.title = "the fleet's counts could not be read from Redis";
+        continue;
+      }
+      const [a, d] = [Number(t.allowed || 0), Number(t.denied || 0)];
+      setText(e.traffic, `${fmt.formatNumber(a + d, 0)}`);
+      e.traffic.title = `${fmt.formatNumber(a, 0)} allowed, ${fmt.formatNumber(d, 0)} denied in the last minute, all instances`;
+    }
+  }
+
+  function update(list, buckets, bucketsError) {
     policies = list;
     // Rows of deleted policies go first: left in place, they would make the
     // rows after them look out of place below, and moving a row that holds
@@ -200,7 +237,7 @@ export function listView(main) {
       let e = rows.get(name);
       const sig = signature(p);
       if (!e) {
-        e = { tr: h("tr", { dataset: { policy: name } }), gauge: makeGauge(`Permits available in the shared bucket of ${name}`), sig: "", policy: p };
+        e = { tr: h("tr", { dataset: { policy: name } }), gauge: makeGauge(`Permits available in the shared bucket of ${name}`), traffic: h("span", { class: "traffic" }, "…"), sig: "", policy: p };
         rows.set(name, e);
         if (nav.flashPolicy === name) {
           e.tr.classList.add("flash");
@@ -216,6 +253,7 @@ export function listView(main) {
       if (b && b.policy && b.policy !== name) b = buckets.find((x) => x.policy === name);
       // A disabled policy keeps no bucket (Acquire answers failed_precondition).
       if (!p.enabled) e.gauge.unknown("disabled", "the policy is disabled: no bucket in use");
+      else if (bucketsError) e.gauge.unknown("unknown", "Redis did not answer: the level is not known");
       else e.gauge.set(b, p.maxPermits, fmt.algorithmOf(p));
       // Keep rows in server order; move a row only when it is out of place
       // (moving the row that holds focus would lose it).
@@ -263,8 +301,13 @@ export function listView(main) {
       refresher.now();
       return;
     }
-    update(r.policies || [], r.buckets || []);
+    update(r.policies || [], r.buckets || [], r.bucketsError || "");
+    redisDown.hidden = !r.bucketsError;
+    if (r.bucketsError) {
+      setText(redisDown, `Redis is not answering: bucket levels and traffic are unknown until it does (${r.bucketsError}). Acquire calls follow each policy's failure mode meanwhile.`);
+    }
     showSkipped(r.skippedRows || []);
+    await loadTraffic(r.policies || []);
     card.classList.remove("stale");
   }, LIST_POLL_MS, ac.signal, (err) => {
     if (err instanceof RpcError && err.code === "unauthenticated") return;

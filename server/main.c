@@ -23,6 +23,8 @@
 #include "control/envoysvc.h"
 #include "control/gatewaysvc.h"
 #include "control/gatewaysync.h"
+#include "control/fleet.h"
+#include "control/fleetsvc.h"
 #include "decisions/appkeys.h"
 #include "decisions/forward.h"
 #include "decisions/api.h"
@@ -107,6 +109,8 @@ static int serve(const struct config *cfg)
     struct forward *forward = NULL;
     struct gatewaysync *gwsync = NULL;
     struct gatewaysvc *gwsvc = NULL;
+    struct fleet *fleet = NULL;
+    struct fleetsvc *fleetsvc = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
     struct grpcapi *grpcapi = NULL;
     struct envoyrls *envoyrls = NULL;
@@ -185,6 +189,10 @@ static int serve(const struct config *cfg)
     admin_set_apps(admin, appsvc, keys);
     admin_set_gateway(admin, gwsvc);
     admin_set_envoy(admin, envoysvc);
+    if (fleet_new(cfg, redis, stats, sync, &fleet, &err) != PERMITD_OK ||
+        fleetsvc_new(cfg, admin, redis, fleet, &fleetsvc, &err) != PERMITD_OK)
+        goto out;
+    admin_set_fleet(admin, fleetsvc, fleet);
     if (cfg->app_auth_off)
         log_msg(LOG_LEVEL_WARN, "APP AUTH IS OFF (--app-auth off): the API trusts the app every "
                 "request names, and anyone who reaches the API port may act as any app; run it "
@@ -258,6 +266,9 @@ static int serve(const struct config *cfg)
                 cfg->grpc_listen_host, grpc_server_port(grpc), grpc_cert ? "on" : "off",
                 cfg->grpc_max_streams);
     }
+    fleet_set_listeners(fleet, server, admin_server);
+    if (fleet_start(fleet, &err) != PERMITD_OK)
+        goto out;
     if (sync != NULL && sync_start(sync, &err) != PERMITD_OK)
         goto out;
     if (follow_start(cfg, redis, limiter, sync == NULL, &follow, &err) != PERMITD_OK)
@@ -279,6 +290,7 @@ static int serve(const struct config *cfg)
         sig = SIGTERM;
     log_msg(LOG_LEVEL_INFO, "stopping: finishing requests in flight", "signal=%s grace_ms=%d",
             sig == SIGINT ? "SIGINT" : "SIGTERM", DRAIN_GRACE_MS);
+    fleet_set_listeners(fleet, NULL, NULL);
     /* The admin listener first: it reports on the API listener, which is
      * then drained. */
     http_server_stop(admin_server, 0);
@@ -287,11 +299,15 @@ static int serve(const struct config *cfg)
     server = NULL;
     grpc_server_stop(grpc, DRAIN_GRACE_MS);
     grpc = NULL;
+    /* After the drain: the last requests' counts go out with its last tick. */
+    fleet_free(fleet);
+    fleet = NULL;
     status = EXIT_SUCCESS;
 
 out:
     if (status != EXIT_SUCCESS)
         fprintf(stderr, "permitd: %s\n", err.message);
+    fleet_free(fleet);      /* before the listeners it reports on */
     http_server_stop(server, 0);
     http_server_stop(admin_server, 0);
     grpc_server_stop(grpc, 0);
@@ -303,6 +319,7 @@ out:
     envoysvc_free(envoysvc);    /* after the sync and the admin listener, its callers */
     envoyrls_free(envoyrls);
     grpcapi_free(grpcapi);
+    fleetsvc_free(fleetsvc);
     appsvc_free(appsvc);
     gatewaysvc_free(gwsvc);
     api_free(api);

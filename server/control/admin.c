@@ -43,6 +43,7 @@
 #include "control/envoysvc.h"
 #include "control/gatewaysvc.h"
 #include "control/auth.h"
+#include "control/fleetsvc.h"
 #include "core/clock.h"
 #include "transport/connect.h"
 #include "core/embed.h"
@@ -88,6 +89,7 @@ struct admin {
     struct appsvc *apps;            /* AppService; NULL without --mysql-url */
     struct gatewaysvc *gateway;     /* GatewayService; NULL without --mysql-url */
     struct envoysvc *envoy;         /* EnvoyDescriptorService; NULL without --mysql-url */
+    struct fleetsvc *fleet;         /* FleetService; NULL until admin_set_fleet() */
 };
 
 /* What each admin listener worker's loop has (admin_worker_open()): the
@@ -208,6 +210,12 @@ void admin_set_gateway(struct admin *a, struct gatewaysvc *gateway)
 void admin_set_envoy(struct admin *a, struct envoysvc *envoy)
 {
     a->envoy = envoy;
+}
+
+void admin_set_fleet(struct admin *a, struct fleetsvc *svc, struct fleet *fleet)
+{
+    a->fleet = svc;
+    a->health.fleet = fleet;
 }
 
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
@@ -426,6 +434,16 @@ static int page_buckets(struct admin *a, struct connect_call *call, const struct
         names[i] = pg->v[i].name;
     got = limiter_inspect_batch(a->limiter, names, pg->n, deadline(), res, errs, &whole) ==
           PERMITD_OK;
+    /* Redis not answering is said once for the page (issue 23): a gauge
+     * at 0 would read as an empty bucket. */
+    for (size_t i = 0; got && i < pg->n && whole.code == PERMITD_OK; i++)
+        if (errs[i].code == PERMITD_EUNAVAILABLE || errs[i].code == PERMITD_EDEADLINE)
+            whole = errs[i];
+    if (pg->n > 0 && whole.code != PERMITD_OK &&
+        (rs->buckets_error = connect_call_strdup(call, whole.message)) == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
     for (size_t i = 0; i < pg->n; i++) {
         Permit__V1__Bucket *b = connect_call_alloc(call, sizeof(*b));
         if (b == NULL) {
@@ -1217,7 +1235,8 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
 
     if ((a->apps != NULL && appsvc_serve(a->apps, req, resp)) ||
         (a->gateway != NULL && gatewaysvc_serve(a->gateway, req, resp)) ||
-        (a->envoy != NULL && envoysvc_serve(a->envoy, req, resp))) {
+        (a->envoy != NULL && envoysvc_serve(a->envoy, req, resp)) ||
+        (a->fleet != NULL && fleetsvc_serve(a->fleet, req, resp))) {
         no_store(resp);
         return;
     }

@@ -50,6 +50,11 @@ struct envoysvc;
 /* Serves EnvoyDescriptorService (control/envoysvc.h) on this listener;
  * call before the listeners start. */
 void admin_set_envoy(struct admin *a, struct envoysvc *envoy);
+/* Serves FleetService through svc (control/fleetsvc.h) and reports on the
+ * publisher fleet in /metrics; call before the listeners start. */
+struct fleet;
+struct fleetsvc;
+void admin_set_fleet(struct admin *a, struct fleetsvc *svc, struct fleet *fleet);
 
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session with the role needed (editor: 1 for editors

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "control/fleet.h"
 #include "control/health.h"
 #include "control/settle.h"
 
@@ -257,6 +258,23 @@ void health_metrics(const struct health *h, struct http_response *resp)
                      "# HELP permitd_app_keys API keys in memory (revoked ones too).\n"
                      "# TYPE permitd_app_keys gauge\npermitd_app_keys %zu\n",
                 appkeys_enforced(h->appkeys), appkeys_count(h->appkeys));
+    }
+    if (h->fleet != NULL) {
+        uint64_t ok, failed, commands, bytes;
+        fleet_counters(h->fleet, &ok, &failed, &commands, &bytes);
+        fprintf(out, "# HELP permitd_fleet_publishes_total Writes of this instance's counts and "
+                     "heartbeat into Redis (--fleet-publish-ms), by result.\n"
+                     "# TYPE permitd_fleet_publishes_total counter\n"
+                     "permitd_fleet_publishes_total{result=\"ok\"} %llu\n"
+                     "permitd_fleet_publishes_total{result=\"failed\"} %llu\n"
+                     "# HELP permitd_fleet_commands_total Redis commands those writes sent.\n"
+                     "# TYPE permitd_fleet_commands_total counter\n"
+                     "permitd_fleet_commands_total %llu\n"
+                     "# HELP permitd_fleet_bytes_total Bytes of those commands as sent (RESP).\n"
+                     "# TYPE permitd_fleet_bytes_total counter\n"
+                     "permitd_fleet_bytes_total %llu\n",
+                (unsigned long long)ok, (unsigned long long)failed,
+                (unsigned long long)commands, (unsigned long long)bytes);
     }
     if (h->sync != NULL) {
         struct sync_status st;

@@ -12,6 +12,8 @@
 #include "control/verifier.h"
 #include "decisions/appkeys.h"
 
+struct fleet;
+
 /* What the reports read; the pointers are owned elsewhere (main.c).
  * sync is NULL without a policy store; listeners may be NULL. */
 struct health {
@@ -22,6 +24,7 @@ struct health {
     struct http_server *listeners[2];   /* api, admin */
     struct verifier *verifier;          /* admin login password checks; may be NULL */
     struct appkeys *appkeys;            /* the API key table; NULL: not reported */
+    struct fleet *fleet;                /* the fleet publisher; NULL: not reported */
 };
 
 /* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */

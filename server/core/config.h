@@ -94,6 +94,8 @@ struct config {
     int mysql_timeout_ms;         /* connect, read and write timeout */
     int sync_interval_ms;         /* MySQL -> Redis reconcile period */
     int stats_policies;           /* policies the UI's chart keeps figures for */
+    int fleet_publish_ms;         /* fleet counts + heartbeat into Redis this often; 0 = off */
+    int fleet_heartbeat_ttl_s;    /* a heartbeat's life in Redis */
 
     /* Admin listener: /healthz, /readyz (and the admin UI) */
     char admin_listen[256];

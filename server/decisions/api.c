@@ -268,6 +268,8 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
         stats_observe(p->a->stats, clock_now_us() - p->t0);
         if (rc != PERMITD_OK)
             count_error(p->a, p->bucket, rc);
+        else if (r->open_pass)
+            stats_record_pass(p->a->stats, p->bucket);
         else
             stats_record(p->a->stats, p->bucket, r->allowed);
     }
@@ -442,6 +444,8 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
                        &p->errs[i]);
         if (p->errs[i].code != PERMITD_OK)
             count_error(a, p->reqs[i].bucket, p->errs[i].code);
+        else if (a->stats != NULL && p->res[i].open_pass)
+            stats_record_pass(a->stats, p->reqs[i].bucket);
         else if (a->stats != NULL)
             stats_record(a->stats, p->reqs[i].bucket, p->res[i].allowed);
         p->result_ptrs[i] = &p->results[i];

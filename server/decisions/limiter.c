@@ -190,6 +190,7 @@ static int fail_open(struct limiter *l, const struct limiter_request *req,
         memset(res, 0, sizeof(*res));
         res->allowed = 1;
         res->limit = e->max_permits;
+        res->open_pass = 1;
         atomic_fetch_add(&l->open_passes, 1);
     }
     policies_release(e);

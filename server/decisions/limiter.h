@@ -50,6 +50,7 @@ struct limiter_result {
     int replayed;           /* the answer of an earlier take with the same request_id */
     int noop;               /* Release, Renew: the lease was not held; nothing changed */
     char lease_id[LIMITER_LEASE_ID_LEN + 1];    /* an allowed concurrency take's; else "" */
+    int open_pass;          /* Acquire: let through by failure_mode open, Redis not deciding */
 };
 
 /* Returns a new limiter in *out, free with limiter_free(). cfg and redis

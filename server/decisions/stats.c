@@ -69,10 +69,15 @@ struct cell {
     _Atomic uint32_t allowed, denied;
 };
 
-/* A policy's place in the chart's table (name written under the lock). */
+/* A policy's place in the chart's table (name written under the lock).
+ * total[] counts since the place was taken, never reset (the fleet
+ * publisher, control/fleet.c, sends the differences); gen tells a place
+ * taken again for another policy from the same place kept. */
 struct series {
     char name[POLICY_NAME_MAX + 1];
     _Atomic int64_t active;             /* the Unix second of its last decision */
+    uint64_t gen;                       /* written under the lock */
+    _Atomic uint64_t total[STATS_COUNTERS];
     struct cell ring[STATS_SECONDS];
 };
 
@@ -94,6 +99,7 @@ struct stats {
     size_t mask;                /* index slots - 1 (a power of two, >= 2 * cap) */
     _Atomic uint32_t *index;    /* linear probing: place + 1, 0 = empty */
     struct series *series;      /* cap places */
+    uint64_t gens;              /* places taken so far (under the lock) */
     _Atomic uint64_t evictions;
     struct {
         _Atomic unsigned long n;    /* odd while its thread is inside a lookup */
@@ -280,6 +286,9 @@ static struct series *take(struct stats *s, const char *policy, uint64_t h)
     }
     se = &s->series[place];
     memset(se->ring, 0, sizeof(se->ring));
+    for (int k = 0; k < STATS_COUNTERS; k++)
+        atomic_store_explicit(&se->total[k], 0, memory_order_relaxed);
+    se->gen = ++s->gens;
     snprintf(se->name, sizeof(se->name), "%s", policy);
     atomic_store_explicit(&se->active, 0, memory_order_relaxed);
     atomic_store_explicit(&s->index[i], (uint32_t)place + 1, memory_order_release);
@@ -323,28 +332,84 @@ void stats_record(struct stats *s, const char *policy, int allowed)
     stats_record_at(s, policy, allowed, (int64_t)time(NULL));
 }
 
-void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now)
+/* Counts one event of kind (enum stats_counter) in se: the chart for a
+ * decision or a pass (a pass reads as allowed there), the running total
+ * always. Inside a lookup, or under the lock. */
+static void bump(struct series *se, int kind, int64_t now)
 {
-    uint64_t h = fnv1a(policy);
-    struct label *sl = find_label(s, policy, h, 1);
+    if (kind != STATS_ERRORS)
+        count(se, kind != STATS_DENIED, now);
+    atomic_fetch_add_explicit(&se->total[kind], 1, memory_order_relaxed);
+}
+
+/* Counts one event of kind in policy's place (h: its fnv1a()), without the
+ * lock when the place exists; a policy without a place gets one when
+ * create is set, else the event is not counted here. */
+static void count_in_place(struct stats *s, const char *policy, uint64_t h, int kind, int create,
+                           int64_t now)
+{
     struct series *se = NULL;
     int me;
-
-    if (sl == NULL)
-        atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
-    else
-        atomic_fetch_add_explicit(allowed ? &sl->allowed : &sl->denied, 1, memory_order_relaxed);
 
     if ((me = slot()) >= 0) {
         enter(s, me);
         if ((se = at(s, probe(s, policy, h))) != NULL)
-            count(se, allowed, now);
+            bump(se, kind, now);
         leave(s, me);
         if (se != NULL)
             return;
     }
     pthread_mutex_lock(&s->lock);
-    count(take(s, policy, h), allowed, now);
+    if ((se = at(s, probe(s, policy, h))) != NULL || create)
+        bump(se != NULL ? se : take(s, policy, h), kind, now);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now)
+{
+    uint64_t h = fnv1a(policy);
+    struct label *sl = find_label(s, policy, h, 1);
+
+    if (sl == NULL)
+        atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(allowed ? &sl->allowed : &sl->denied, 1, memory_order_relaxed);
+    count_in_place(s, policy, h, allowed ? STATS_ALLOWED : STATS_DENIED, 1, now);
+}
+
+void stats_record_pass(struct stats *s, const char *policy)
+{
+    uint64_t h = fnv1a(policy);
+    struct label *sl = find_label(s, policy, h, 1);
+
+    if (sl == NULL)
+        atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&sl->allowed, 1, memory_order_relaxed);
+    count_in_place(s, policy, h, STATS_PASSES, 1, (int64_t)time(NULL));
+}
+
+size_t stats_capacity(const struct stats *s)
+{
+    return s->cap;
+}
+
+void stats_totals(struct stats *s,
+                  void (*each)(void *ud, size_t place, uint64_t gen, const char *policy,
+                               const uint64_t total[STATS_COUNTERS]),
+                  void *ud)
+{
+    uint64_t t[STATS_COUNTERS];
+    size_t used;
+
+    pthread_mutex_lock(&s->lock);
+    used = atomic_load(&s->used);
+    for (size_t i = 0; i < used; i++) {
+        const struct series *se = &s->series[i];
+        for (int k = 0; k < STATS_COUNTERS; k++)
+            t[k] = atomic_load_explicit(&se->total[k], memory_order_relaxed);
+        each(ud, i, se->gen, se->name, t);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -416,9 +481,13 @@ void stats_record_error(struct stats *s, const char *policy, int code, int real)
         c = -PERMITD_EUNKNOWN;
     if (policy == NULL || (sl = find_label(s, policy, fnv1a(policy), real)) == NULL) {
         atomic_fetch_add_explicit(&s->unknown_errors[c], 1, memory_order_relaxed);
+        /* A policy past the labels' cap still has its place's total. */
+        if (policy != NULL && real)
+            count_in_place(s, policy, fnv1a(policy), STATS_ERRORS, 1, (int64_t)time(NULL));
         return;
     }
     atomic_fetch_add_explicit(&sl->errors[c], 1, memory_order_relaxed);
+    count_in_place(s, policy, fnv1a(policy), STATS_ERRORS, real, (int64_t)time(NULL));
 }
 
 void stats_observe(struct stats *s, int64_t micros)

@@ -16,6 +16,15 @@
 #include "core/status.h"
 
 #define STATS_SECONDS 300
+
+/* The running totals kept per policy for the fleet publisher. */
+enum stats_counter {
+    STATS_ALLOWED,      /* decided by Redis: allowed */
+    STATS_DENIED,       /* decided by Redis: denied */
+    STATS_ERRORS,       /* answered with an error (a real policy's) */
+    STATS_PASSES,       /* let through by failure_mode open, Redis not deciding */
+    STATS_COUNTERS
+};
 #define STATS_POLICIES_MAX 1000000      /* --stats-policies' ceiling */
 
 struct stats;
@@ -52,6 +61,24 @@ void stats_hold(struct stats *s, int hold);
  * policy (made-up names, malformed ones, NULL) are counted under policy ""
  * so they cannot grow the label set. */
 void stats_record_error(struct stats *s, const char *policy, int code, int real);
+
+/* Counts an Acquire that failure_mode open let through while Redis could
+ * not decide: under "allowed" on /metrics and in the chart, and under
+ * STATS_PASSES in the running totals. */
+void stats_record_pass(struct stats *s, const char *policy);
+
+/* The places of the chart's table (stats_new()'s policies). */
+size_t stats_capacity(const struct stats *s);
+
+/* Calls each() for every policy with a place, under the table's lock (each
+ * must not call back into s): its place (< stats_capacity()), the place's
+ * generation (changes when the place is taken for another policy, whose
+ * totals start again from 0), its name and its running totals since it
+ * took the place. Counts never go down within one generation. */
+void stats_totals(struct stats *s,
+                  void (*each)(void *ud, size_t place, uint64_t gen, const char *policy,
+                               const uint64_t total[STATS_COUNTERS]),
+                  void *ud);
 
 /* Adds one Acquire's handling time to the latency histogram. */
 void stats_observe(struct stats *s, int64_t micros);

@@ -46,6 +46,8 @@ SETTINGS = [
     ("--login-queue", "PERMITD_LOGIN_QUEUE"),
     ("--request-id-ttl", "PERMITD_REQUEST_ID_TTL"),
     ("--stats-policies", "PERMITD_STATS_POLICIES"),
+    ("--fleet-publish-ms", "PERMITD_FLEET_PUBLISH_MS"),
+    ("--fleet-heartbeat-ttl", "PERMITD_FLEET_HEARTBEAT_TTL"),
     ("--deny-cache", "PERMITD_DENY_CACHE"),
     ("--grpc-listen", "PERMITD_GRPC_LISTEN"),
     ("--grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS"),

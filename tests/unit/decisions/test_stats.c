@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -511,6 +512,85 @@ static void test_stats_errors(void)
     stats_free(s);
 }
 
+/* The running totals the fleet publisher reads (stats_totals()): every
+ * kind counted under its policy's place, passes counted apart from Redis's
+ * decisions (and as allowed on /metrics and the chart), errors of a real
+ * policy too, made-up names not at all; a place taken for another policy
+ * has a new generation and starts from 0. */
+struct seen {
+    char name[64];
+    uint64_t gen;
+    uint64_t t[STATS_COUNTERS];
+    int n;
+};
+
+static void seen_each(void *ud, size_t place, uint64_t gen, const char *policy,
+                      const uint64_t total[STATS_COUNTERS])
+{
+    struct seen *v = ud;
+
+    CHECK(place < 2);
+    snprintf(v[place].name, sizeof(v[place].name), "%s", policy);
+    v[place].gen = gen;
+    for (int k = 0; k < STATS_COUNTERS; k++)
+        v[place].t[k] = total[k];
+    v[place].n++;
+}
+
+static void test_stats_running_totals(void)
+{
+    struct stats *s = new_stats_of(2);
+    struct seen v[2];
+    int64_t a[5], d[5];
+    int known = 0;
+    char *text;
+    uint64_t gen_b;
+
+    CHECK_INT(stats_capacity(s), 2);
+    for (int i = 0; i < 3; i++)
+        stats_record_at(s, "a", 1, T0);
+    stats_record_at(s, "a", 0, T0 + 1);
+    stats_record_pass(s, "a");
+    stats_record_pass(s, "a");
+    stats_record_error(s, "a", PERMITD_EUNAVAILABLE, 1);
+    stats_record_error(s, "b", PERMITD_ERANGE, 1);              /* real: takes a place */
+    stats_record_error(s, "made-up", PERMITD_ENOTFOUND, 0);      /* not counted anywhere */
+    memset(v, 0, sizeof(v));
+    stats_totals(s, seen_each, v);
+    CHECK_STR(v[0].name, "a");
+    CHECK_INT(v[0].t[STATS_ALLOWED], 3);
+    CHECK_INT(v[0].t[STATS_DENIED], 1);
+    CHECK_INT(v[0].t[STATS_PASSES], 2);
+    CHECK_INT(v[0].t[STATS_ERRORS], 1);
+    CHECK_STR(v[1].name, "b");
+    CHECK_INT(v[1].t[STATS_ERRORS], 1);
+    CHECK_INT(v[1].t[STATS_ALLOWED] + v[1].t[STATS_DENIED] + v[1].t[STATS_PASSES], 0);
+    CHECK(v[0].gen != v[1].gen);
+    /* A pass is an allowed answer on /metrics. */
+    text = prom(s);
+    CHECK(text != NULL);
+    CHECK_INT(sample(text, "permitd_acquires_total{policy=\"a\",result=\"allowed\"}"), 5);
+    free(text);
+    /* An error adds nothing to the chart: "b" has a place but no traffic. */
+    stats_series_at(s, "b", 5, T0 + 1, a, d, &known);
+    CHECK_INT(a[4] + d[4], 0);
+    /* "c" evicts the least recently active: "b", whose error is no
+     * decision (a's passes came at time(NULL), the latest). */
+    gen_b = v[1].gen;
+    stats_record_at(s, "c", 1, T0 + 2);
+    memset(v, 0, sizeof(v));
+    stats_totals(s, seen_each, v);
+    CHECK_INT(v[0].n + v[1].n, 2);
+    for (int i = 0; i < 2; i++) {
+        if (strcmp(v[i].name, "c") != 0)
+            continue;
+        CHECK(v[i].gen != gen_b);
+        CHECK_INT(v[i].t[STATS_ALLOWED], 1);
+        CHECK_INT(v[i].t[STATS_ERRORS] + v[i].t[STATS_DENIED] + v[i].t[STATS_PASSES], 0);
+    }
+    stats_free(s);
+}
+
 /* The latency histogram: a value falls in the first bucket whose bound it
  * does not exceed (bounds inclusive), buckets are cumulative, +Inf is the
  * count, and the sum is in seconds. */
@@ -572,6 +652,7 @@ int main(void)
     TEST_RUN(test_stats_counts_exactly_while_others_evict);
     TEST_RUN(test_stats_size_is_checked);
     TEST_RUN(test_stats_errors);
+    TEST_RUN(test_stats_running_totals);
     TEST_RUN(test_stats_latency_histogram);
     TEST_RUN(test_stats_wall_clock);
     return TEST_REPORT();

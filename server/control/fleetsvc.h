@@ -1,0 +1,33 @@
+/*
+ * fleetsvc.h - FleetService (proto/permit/v1/fleet.proto) on the admin
+ * listener: the fleet's traffic and its instances, read back from what
+ * every instance's publisher (control/fleet.h) writes into Redis.
+ *
+ * A service of its own, registered with the admin listener like AppService
+ * (admin_set_fleet()), so it runs on the admin RPC pool (control/offload.h)
+ * and its Redis reads never hold the listener's thread.
+ */
+#ifndef PERMITD_FLEETSVC_H
+#define PERMITD_FLEETSVC_H
+
+#include "core/config.h"
+#include "core/status.h"
+#include "stores/redis.h"
+#include "transport/http.h"
+
+struct admin;
+struct fleet;
+struct fleetsvc;
+
+/* Returns a new FleetService in *out (free with fleetsvc_free()). admin
+ * decides who the caller is; fleet is this instance's publisher (for its
+ * id). Everything passed must outlive it. */
+int fleetsvc_new(const struct config *cfg, struct admin *admin, struct redis *redis,
+                 struct fleet *fleet, struct fleetsvc **out, struct permitd_error *err);
+void fleetsvc_free(struct fleetsvc *s);
+
+/* Serves req when its path is a FleetService procedure: returns 1 (resp
+ * filled), else 0. */
+int fleetsvc_serve(struct fleetsvc *s, const struct http_request *req, struct http_response *resp);
+
+#endif

@@ -1,0 +1,368 @@
+// End-to-end test of the admin UI's fleet pages (issue 23, "Fleet-wide
+// traffic", "Instances and health") in real headless Chromium, against two
+// permitd instances on one MySQL database and one Redis prefix, and a third
+// whose Redis does not answer (a port nothing listens on).
+//
+//   - the Instances page (nav link) lists both instances with their fields
+//     and marks the one serving the page; one stopped leaves it;
+//   - the policy page's chart sums both instances' Acquires, at each range
+//     of the picker (5 min, 1 hour, 1 day), with the per-instance table on
+//     demand; the list's traffic column is the fleet's;
+//   - while Redis does not answer, the list shows a banner and "unknown"
+//     gauges (not "0 / N"), and the chart says the traffic is unknown;
+//   - a viewer sees the same pages without the editors' controls.
+// Every state is checked with axe-core in both colour schemes.
+//
+// Environment: as ui.test.mjs (run through tests/e2e/ui/run.sh fleet.test.mjs
+// under ctest: e2e_fleet_ui).
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
+
+function requireEnv(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`fleet.test.mjs: environment variable ${name} is not set (run it through tests/e2e/ui/run.sh under ctest)`);
+  return v;
+}
+
+const PERMITD_BIN = requireEnv("PERMITD_BIN");
+const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
+const MYSQL_SOCKET = requireEnv("PERMITD_TEST_MYSQL_SOCKET");
+const SHOTS = process.env.PERMITD_UI_SCREENSHOTS || fs.mkdtempSync(path.join(os.tmpdir(), "permitd-fleet-shots-"));
+const CHROMIUM = process.env.PERMITD_CHROMIUM || "/usr/bin/chromium";
+const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"];
+const AXE_FILE = fileURLToPath(new URL("./node_modules/axe-core/axe.min.js", import.meta.url));
+const AXE_PATH = "/__ui-test__/axe.min.js";
+const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
+
+const DB = `fleetui_${process.pid}`;
+const MYSQL_URL = `mysql://root@localhost/${DB}?socket=${MYSQL_SOCKET}`;
+const PREFIX = `fleetui${process.pid}:`;
+const EDITOR = { name: "carol", password: crypto.randomBytes(12).toString("hex") };
+const VIEWER = { name: "dave", password: crypto.randomBytes(12).toString("hex") };
+const POLICY = "fleet-e2e";
+const APP = "fleet-app";
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function mariadb(sql) {
+  return execFileSync("mariadb", ["--no-defaults", "-S", MYSQL_SOCKET, "-uroot", "-e", sql], { encoding: "utf8" });
+}
+
+function permitdCli(args, input) {
+  return execFileSync(PERMITD_BIN, args, {
+    input, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, PERMITD_MYSQL_URL: MYSQL_URL },
+  });
+}
+
+const servers = [];
+let failed = false;
+let currentPage = null;
+const pageErrors = [];
+
+function step(name, fn, timeout = 90_000) {
+  it(name, { timeout }, async (t) => {
+    try {
+      await fn(t);
+    } catch (err) {
+      failed = true;
+      const file = path.join(SHOTS, `FAILED-fleet-${name.replace(/[^A-Za-z0-9]+/g, "-").slice(0, 60)}.png`);
+      await currentPage?.screenshot({ path: file, fullPage: true }).then(
+        () => console.error(`screenshot of the failure: ${file}`), () => {});
+      throw err;
+    }
+  });
+}
+
+async function waitHealthy(srv, url) {
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    if (srv.exited) throw new Error(`permitd exited: ${JSON.stringify(srv.exited)}\n${srv.output.join("")}`);
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      await res.arrayBuffer();
+      if (res.status === 200) return;
+    } catch {
+      // not yet
+    }
+    await sleep(100);
+  }
+  throw new Error(`permitd did not answer on ${url}\n${srv.output.join("")}`);
+}
+
+// A permitd on this test's database and prefix; redisUrl: another Redis
+// (one that does not answer).
+async function startPermitd(redisUrl = REDIS_URL) {
+  const apiPort = await freePort();
+  const adminPort = await freePort();
+  const args = ["--listen", `127.0.0.1:${apiPort}`, "--admin-listen", `127.0.0.1:${adminPort}`,
+    "--redis-url", redisUrl, "--redis-prefix", PREFIX, "--mysql-url", MYSQL_URL, "--sync-interval-ms", "500",
+    "--app-auth", "off", "--fleet-heartbeat-ttl", "5", "--redis-timeout-ms", "300"];
+  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const output = [];
+  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
+  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
+  const srv = { child, apiPort, adminPort, output, args, exited: null };
+  srv.exit = new Promise((resolve) => child.on("exit", (code, signal) => resolve((srv.exited = { code, signal }))));
+  servers.push(srv);
+  await waitHealthy(srv, `http://127.0.0.1:${apiPort}/healthz`);
+  await waitHealthy(srv, `http://127.0.0.1:${adminPort}/healthz`);
+  return srv;
+}
+
+async function stopPermitd(srv) {
+  if (!srv || srv.exited) return;
+  srv.child.kill("SIGTERM");
+  if ((await Promise.race([srv.exit, sleep(8000, null, { ref: false })])) === null) {
+    srv.child.kill("SIGKILL");
+    await srv.exit;
+  }
+}
+
+async function acquire(srv, body = {}) {
+  const res = await fetch(`http://127.0.0.1:${srv.apiPort}/permit.v1.RateLimitService/Acquire`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ bucket: POLICY, app: APP, ...body }),
+  });
+  const json = await res.json();
+  assert.equal(res.status, 200, `Acquire answered ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+function pageRpc(page, method, body) {
+  return page.evaluate(async ([m, b]) => {
+    const res = await fetch(`/permit.v1.${m}`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b), credentials: "same-origin",
+    });
+    return { status: res.status, json: await res.json().catch(() => null) };
+  }, [method, body]);
+}
+
+function watch(page, label) {
+  page.on("pageerror", (err) => pageErrors.push(`${label}: ${err.message}`));
+  page.on("console", (msg) => {
+    if (msg.type() === "error" && !/^Failed to load resource/.test(msg.text())) pageErrors.push(`${label}: console: ${msg.text()}`);
+  });
+  return page;
+}
+
+const axeRouted = new WeakSet();
+async function checkA11y(page, state) {
+  const ctx = page.context();
+  if (!axeRouted.has(ctx)) {
+    axeRouted.add(ctx);
+    await ctx.route(`**${AXE_PATH}`, (route) => route.fulfill({ path: AXE_FILE, contentType: "text/javascript; charset=utf-8" }));
+  }
+  await page.waitForFunction(() => {
+    const t = document.getElementById("toast");
+    return !t || t.getAnimations().every((a) => a.playState !== "running");
+  }, null, { timeout: 5000 });
+  const problems = [];
+  try {
+    for (const scheme of ["light", "dark"]) {
+      await page.emulateMedia({ colorScheme: scheme });
+      if (!(await page.evaluate(() => typeof window.axe === "object"))) await page.addScriptTag({ url: AXE_PATH });
+      const found = await page.evaluate(async (tags) => {
+        const r = await window.axe.run(document, { runOnly: { type: "tag", values: tags }, resultTypes: ["violations"] });
+        return r.violations.flatMap((v) => v.nodes
+          .filter((n) => ["serious", "critical"].includes(n.impact || v.impact))
+          .map((n) => `${v.id} at ${n.target.join(" ")}: ${(n.failureSummary || v.help).replace(/\s+/g, " ").trim()}`));
+      }, AXE_TAGS);
+      for (const f of found) problems.push(`  [${scheme}] ${f}`);
+    }
+  } finally {
+    await page.emulateMedia({ colorScheme: null });
+  }
+  assert.equal(problems.length, 0, `axe-core on "${state}":\n${problems.join("\n")}`);
+}
+
+async function login(page, srv, user) {
+  await page.goto(`http://127.0.0.1:${srv.adminPort}/`);
+  await page.getByLabel("Username").fill(user.name);
+  await page.getByLabel("Password").fill(user.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Policies", level: 1 }).waitFor();
+}
+
+const instanceRow = (page, srv) => page.locator("#instances tbody tr").filter({ hasText: `127.0.0.1:${srv.apiPort}` });
+const total = (page, id) => page.evaluate((i) => Number(document.querySelector(`#${i}`)?.textContent.replace(/,/g, "") ?? -1), id);
+
+describe("the admin UI's fleet pages in headless Chromium", () => {
+  let browser;
+  let a;
+  let b;
+  let down;
+  let page;
+
+  before(async () => {
+    fs.mkdirSync(SHOTS, { recursive: true });
+    mariadb(`DROP DATABASE IF EXISTS ${DB}; CREATE DATABASE ${DB}`);
+    permitdCli(["migrate", "up"]);
+    permitdCli(["admin", "add-user", EDITOR.name, "--role", "editor"], `${EDITOR.password}\n`);
+    permitdCli(["admin", "add-user", VIEWER.name, "--role", "viewer"], `${VIEWER.password}\n`);
+    a = await startPermitd();
+    b = await startPermitd();
+    // Redis "down": a port nothing listens on.
+    down = await startPermitd(`redis://127.0.0.1:${await freePort()}`);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    ctx.setDefaultTimeout(15_000);
+    page = watch(await ctx.newPage(), "carol");
+    currentPage = page;
+  });
+
+  after(async () => {
+    await browser?.close().catch(() => {});
+    for (const s of servers) await stopPermitd(s);
+    try {
+      mariadb(`DROP DATABASE IF EXISTS ${DB}`);
+    } catch (err) {
+      console.error(`could not drop database ${DB}: ${err.message}`);
+    }
+    if (failed) for (const s of servers) console.error(`--- permitd ${s.args.join(" ")} ---\n${s.output.join("").slice(-20000)}`);
+    assert.deepEqual(pageErrors, [], "no script errors on any page");
+  });
+
+  step("the Instances page lists both instances, this one marked", async () => {
+    await login(page, a, EDITOR);
+    await page.getByRole("link", { name: "Instances" }).click();
+    await page.getByRole("heading", { name: "Instances", level: 1 }).waitFor();
+    await instanceRow(page, a).waitFor();
+    await instanceRow(page, b).waitFor();
+    const mine = await instanceRow(page, a).locator("td").allInnerTexts();
+    const other = await instanceRow(page, b).locator("td").allInnerTexts();
+    assert.match(mine[0], /This one/, mine.join(" | "));
+    assert.doesNotMatch(other[0], /This one/, other.join(" | "));
+    for (const cells of [mine, other]) {
+      assert.match(cells[1], new RegExp(`admin 127\\.0\\.0\\.1:\\d+`), cells.join(" | "));
+      assert.match(cells[2], /\d+\.\d+/, `version: ${cells.join(" | ")}`);
+      assert.match(cells[7], /^OK$/, `redis: ${cells.join(" | ")}`);
+      assert.match(cells[8], /^OK$/, `mysql: ${cells.join(" | ")}`);
+      assert.match(cells[9], /^\d+ \/ [\d,]+$/, `connections: ${cells.join(" | ")}`);
+    }
+    assert.equal(await page.locator("#nav-instances").getAttribute("aria-current"), "page");
+    assert.match(await page.locator("#skipped-list").innerText(), /^None: every row of MySQL is in use\./);
+    // A row the sync skips (a name that is not valid) is listed with why.
+    mariadb(`INSERT INTO ${DB}.policies (name, max_permits, rate) VALUES ('fleet bad', 1, 1)`);
+    await page.locator("#skipped-list li").filter({ hasText: "fleet bad" }).waitFor({ timeout: 10_000 });
+    mariadb(`DELETE FROM ${DB}.policies WHERE name = 'fleet bad'`);
+    await checkA11y(page, "instances");
+    await page.screenshot({ path: path.join(SHOTS, "fleet-01-instances.png"), fullPage: true });
+  });
+
+  step("the policy page charts the fleet's totals at every range, per instance on demand", async () => {
+    const made = await pageRpc(page, "PolicyService/CreatePolicy", {
+      policy: { name: POLICY, apps: ["*"], maxPermits: "100", rate: "1", failureMode: "closed", enabled: true },
+    });
+    assert.equal(made.status, 200, JSON.stringify(made));
+    // Both instances hold it (the write-through reached Redis; b reloads).
+    for (let i = 0; i < 100; i++) {
+      const res = await fetch(`http://127.0.0.1:${b.apiPort}/permit.v1.RateLimitService/Peek`, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ bucket: POLICY, app: APP }),
+      });
+      await res.arrayBuffer();
+      if (res.status === 200) break;
+      await sleep(100);
+    }
+    for (let i = 0; i < 3; i++) assert.equal((await acquire(a)).allowed, true);
+    for (let i = 0; i < 2; i++) assert.equal((await acquire(b)).allowed, true);
+    await page.goto(`http://127.0.0.1:${a.adminPort}/#/policy/${POLICY}`);
+    await page.getByRole("heading", { name: POLICY, level: 1 }).waitFor();
+    await page.waitForFunction(() => document.querySelector("#total-allowed")?.textContent === "5", null, { timeout: 10_000 });
+    assert.match(await page.locator("#chart-scope").innerText(), /every permitd instance/);
+    assert.match(await page.locator("#traffic-chart svg").getAttribute("aria-label"), /^Last 5 min: 5 allowed, 0 denied/);
+    await checkA11y(page, "detail, fleet chart");
+    for (const [label, words] of [["1 hour", "1 h"], ["1 day", "1 day"]]) {
+      const button = page.getByRole("group", { name: "Chart range" }).getByRole("button", { name: label });
+      await button.click();
+      assert.equal(await button.getAttribute("aria-pressed"), "true");
+      await page.waitForFunction((w) => document.querySelector("#traffic-chart svg")?.getAttribute("aria-label").startsWith(`Last ${w}:`), words);
+      assert.equal(await total(page, "total-allowed"), 5, label);
+    }
+    await page.getByRole("button", { name: "Per instance" }).click();
+    assert.equal(await page.locator("#per-instance").getAttribute("aria-pressed"), "true");
+    const rows = page.locator("#instance-breakdown tbody tr");
+    await page.waitForFunction(() => document.querySelectorAll("#instance-breakdown tbody tr").length === 2);
+    const counts = (await Promise.all([0, 1].map(async (i) => (await rows.nth(i).locator("td").allInnerTexts())[1]))).map(Number).sort();
+    assert.deepEqual(counts, [2, 3], "each instance's allowed");
+    await checkA11y(page, "detail, per instance");
+    await page.screenshot({ path: path.join(SHOTS, "fleet-02-chart-per-instance.png"), fullPage: true });
+    // The list's column is the fleet's last minute.
+    await page.goto(`http://127.0.0.1:${a.adminPort}/#/`);
+    await page.waitForFunction((p) => document.querySelector(`tr[data-policy="${p}"] .traffic`)?.textContent === "5", POLICY);
+  });
+
+  step("while Redis does not answer the list says so and gauges read unknown", async () => {
+    const p2 = watch(await page.context().newPage(), "carol on the instance without redis");
+    currentPage = p2;
+    // The session lives in MySQL: the same cookie works on every instance.
+    await p2.goto(`http://127.0.0.1:${down.adminPort}/#/`);
+    const banner = p2.locator("#redis-down");
+    await banner.waitFor({ state: "visible" });
+    assert.match(await banner.innerText(), /^Redis is not answering: bucket levels and traffic are unknown/);
+    const row = p2.locator(`tr[data-policy="${POLICY}"]`);
+    await row.waitFor();
+    const gauge = row.getByRole("meter");
+    await p2.waitForFunction((p) => document.querySelector(`tr[data-policy="${p}"] .traffic`)?.textContent === "unknown", POLICY);
+    assert.equal((await gauge.innerText()).trim(), "unknown");
+    assert.doesNotMatch(await row.innerText(), /0 \/ 100/);
+    await checkA11y(p2, "policies, redis down");
+    await p2.screenshot({ path: path.join(SHOTS, "fleet-03-redis-down.png"), fullPage: true });
+    await p2.goto(`http://127.0.0.1:${down.adminPort}/#/policy/${POLICY}`);
+    const note = p2.locator("#chart-unavailable");
+    await note.waitFor();
+    assert.match(await note.innerText(), /^Traffic unknown\./);
+    assert.equal(await p2.locator("#traffic-chart svg").count(), 0, "no chart of zeros");
+    await checkA11y(p2, "detail, redis down");
+    await p2.close();
+    currentPage = page;
+  });
+
+  step("a viewer sees the Instances page and the fleet chart, without editors' controls", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    ctx.setDefaultTimeout(15_000);
+    const vp = watch(await ctx.newPage(), "dave");
+    currentPage = vp;
+    await login(vp, a, VIEWER);
+    await vp.getByRole("link", { name: "Instances" }).click();
+    await instanceRow(vp, a).waitFor();
+    await instanceRow(vp, b).waitFor();
+    await checkA11y(vp, "instances, viewer");
+    await vp.goto(`http://127.0.0.1:${a.adminPort}/#/policy/${POLICY}`);
+    await vp.waitForFunction(() => document.querySelector("#total-allowed")?.textContent === "5", null, { timeout: 10_000 });
+    assert.equal(await vp.locator("#edit-policy").count(), 0, "no Edit for a viewer");
+    assert.equal(await vp.locator("#per-instance").count(), 1, "the breakdown is for viewers too");
+    await checkA11y(vp, "detail, viewer");
+    await ctx.close();
+    currentPage = page;
+  });
+
+  step("an instance that stops leaves the Instances page", async () => {
+    await page.goto(`http://127.0.0.1:${a.adminPort}/#/instances`);
+    await instanceRow(page, b).waitFor();
+    await stopPermitd(b);
+    assert.equal(b.exited.code, 0, b.output.join(""));
+    await instanceRow(page, b).waitFor({ state: "detached", timeout: 8000 });
+    await instanceRow(page, a).waitFor();
+  });
+});
