@@ -560,7 +560,7 @@ static void publish(struct fleet *f, int64_t tick_s)
             log_msg(LOG_LEVEL_WARN, "fleet counts not published: written again at every tick "
                     "until redis takes them", "failed=%d of=%zu error=\"%s\"", failed, b->ncmds,
                     rc != PERMITD_OK ? err.message : "");
-        snprintf(f->redis_view, sizeof(f->redis_view), "%s",
+        snprintf(f->redis_view, sizeof(f->redis_view), "%.*s", (int)sizeof(f->redis_view) - 1,
                  rc != PERMITD_OK ? err.message : "some commands failed (a master down?)");
     } else {
         if (strcmp(f->redis_view, "ok") != 0 && strcmp(f->redis_view, "not written yet") != 0)
