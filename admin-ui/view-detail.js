@@ -49,6 +49,8 @@ export function detailView(main, { policy: name }) {
   // chart
   const chartBox = h("div", { class: "chart", id: "traffic-chart" });
   const chartLegend = h("div", { class: "chart-legend" });
+  // Shadow mode (issue 23): the denials the limit would have made.
+  const shadowNote = h("p", { class: "shadow-note", id: "shadow-note", hidden: true });
   const rangeButtons = [60, 300].map((sec) => {
     const b = h("button", { type: "button", class: "seg", "aria-pressed": String(sec === chartSeconds) },
       sec === 60 ? "1 min" : "5 min");
@@ -88,7 +90,7 @@ export function detailView(main, { policy: name }) {
             h("h2", { id: "traffic-h" }, "Traffic"),
             h("div", { class: "segmented", role: "group", "aria-label": "Chart range" }, rangeButtons)),
           h("p", { class: "muted small" }, "Acquire calls per second answered by this permitd instance"),
-          chartBox, chartLegend),
+          chartBox, chartLegend, shadowNote),
         h("section", { class: "card", "aria-labelledby": "inspect-h" },
           h("h2", { id: "inspect-h" }, "Bucket inspector"), inspector.el),
         h("section", { class: "card span-3", "aria-labelledby": "history-h" },
@@ -133,6 +135,7 @@ export function detailView(main, { policy: name }) {
       item("Apps", appChips(p.apps)),
       item("Algorithm", fmt.algorithmInfo(alg).label),
       limits,
+      item("Mode", p.shadow ? "shadow: decided and counted, never refused" : "enforcing"),
       item("When Redis is down", p.failureMode === "closed" ? "refuse (fail closed)" : p.failureMode === "open" ? "allow (fail open)" : "—"),
       item("Version", String(p.version ?? "—")),
       item("Created", who(p.createdBy, p.createdAt)),
@@ -215,6 +218,20 @@ export function detailView(main, { policy: name }) {
     }
     lastStats = r;
     drawChart(chartBox, chartLegend, r, chartSeconds);
+    showShadow(r);
+  }
+
+  // "Would have denied N": shown while the policy is in shadow mode, and
+  // after it while the range still holds such denials.
+  function showShadow(r) {
+    const n = (r.shadowDenied || []).reduce((x, y) => x + (Number(y) || 0), 0);
+    shadowNote.hidden = !(policy?.shadow || n > 0);
+    if (shadowNote.hidden) return;
+    const span = chartSeconds >= 120 ? `${chartSeconds / 60} min` : `${chartSeconds} s`;
+    replace(shadowNote,
+      "Shadow mode: would have denied ", h("strong", { id: "shadow-denied" }, fmt.formatNumber(n, 0)),
+      ` in the last ${span}`, h("span", { class: "muted" },
+        policy?.shadow ? " (allowed all the same: the limit is not enforced yet)" : " (before the limit was enforced)"));
   }
 
   const onResize = () => lastStats && drawChart(chartBox, chartLegend, lastStats, chartSeconds);

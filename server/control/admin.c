@@ -220,6 +220,7 @@ static Permit__V1__Policy *to_proto(struct connect_call *call, const struct stor
     m->enabled = p->enabled;
     m->failure_mode = connect_call_strdup(call, p->failure_mode);
     m->colocate = p->colocate != 0;
+    m->shadow = p->shadow != 0;
     m->algorithm = connect_call_strdup(call, policy_algorithm_name(p->algorithm));
     m->window = connect_call_strdup(call, window);
     m->lease_ttl = connect_call_strdup(call, lease);
@@ -280,6 +281,7 @@ static int from_proto(const Permit__V1__Policy *m, struct store_policy_input *in
     in->enabled = m->enabled;
     in->failure_mode = m->failure_mode[0] ? m->failure_mode : "closed";
     in->colocate = m->colocate;
+    in->shadow = m->shadow;
     if ((rc = policy_check_fields(in->name, in->apps, in->napps, in->description,
                                   in->failure_mode, err)) != PERMITD_OK)
         return rc;
@@ -514,6 +516,7 @@ static int same_fields(const struct store_policy *p, const struct store_policy_i
         p->algorithm != l->algorithm || p->window_ms != l->window_ms ||
         p->calendar != l->calendar || p->lease_ms != l->lease_ms ||
         (p->enabled != 0) != (in->enabled != 0) || (p->colocate != 0) != (in->colocate != 0) ||
+        (p->shadow != 0) != (in->shadow != 0) ||
         strcmp(p->failure_mode, in->failure_mode) != 0 ||
         strcmp(p->description ? p->description : "", in->description ? in->description : "") != 0)
         return 0;
@@ -739,10 +742,13 @@ static int get_policy_stats(void *ud, struct connect_call *call, const ProtobufC
         seconds = STATS_SECONDS;
     rs->allowed = connect_call_alloc(call, seconds * sizeof(int64_t));
     rs->denied = connect_call_alloc(call, seconds * sizeof(int64_t));
-    if (rs->allowed == NULL || rs->denied == NULL)
+    rs->shadow_denied = connect_call_alloc(call, seconds * sizeof(int64_t));
+    if (rs->allowed == NULL || rs->denied == NULL || rs->shadow_denied == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     rs->n_allowed = rs->n_denied =
         stats_series(a->stats, rq->name, seconds, &rs->end_unix, rs->allowed, rs->denied, &known);
+    rs->n_shadow_denied = stats_shadow_series_at(a->stats, rq->name, seconds, rs->end_unix,
+                                                 rs->shadow_denied);
     rs->known = known;
     return PERMITD_OK;
 }

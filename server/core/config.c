@@ -86,7 +86,7 @@ static const struct setting settings[] = {
     INT(sync_interval_ms, "sync-interval-ms", "PERMITD_SYNC_INTERVAL_MS", "5000",
         100, 3600000, "how often policies are reconciled from MySQL into Redis"),
     INT(stats_policies, "stats-policies", "PERMITD_STATS_POLICIES", "10000", 1, 1000000,
-        "policies the admin UI's traffic chart keeps figures for (about 3.7 KB each, taken "
+        "policies the admin UI's traffic chart keeps figures for (about 4.9 KB each, taken "
         "as policies get traffic); past it the least recently active one's are dropped"),
     STR(admin_listen, "admin-listen", "PERMITD_ADMIN_LISTEN", "127.0.0.1:8081",
         "admin listener address (/healthz, /readyz), host:port"),

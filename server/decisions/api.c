@@ -98,6 +98,9 @@ void api_ratelimit_headers(struct http_response *resp, const char *policy,
     policy_header(resp, "RateLimit-Policy", policy, "\";q=", r->limit, ";w=", r->window_s);
     policy_header(resp, "RateLimit", policy, "\";r=", r->remaining, ";t=",
                   ceil_div(r->reset_after_ms, 1000));
+    /* A shadow answer (allowed, flagged) keeps what enforcing would have
+     * said in RateLimit (r=0 ...), but no Retry-After: a proxy in front
+     * would act on it, and the policy is not to refuse anything yet. */
     if (!r->allowed) {
         struct value v;
         v.n = 0;
@@ -117,6 +120,7 @@ void api_decision_message(Permit__V1__AcquireResponse *m, const struct limiter_r
     m->lease_id = (char *)r->lease_id;     /* "" unless a lease was granted */
     m->lease_expires_after_ms = r->lease_expires_ms;
     m->replayed = r->replayed;
+    m->shadow = r->shadow;
 }
 
 void api_peek_message(Permit__V1__PeekResponse *m, const struct limiter_result *r)
@@ -125,6 +129,7 @@ void api_peek_message(Permit__V1__PeekResponse *m, const struct limiter_result *
     m->remaining = r->remaining;
     m->limit = r->limit;
     m->reset_after_ms = r->reset_after_ms;
+    m->shadow = r->shadow;
 }
 
 void api_batch_item(Permit__V1__AcquireBatchResult *item, Permit__V1__AcquireResponse *answer,
@@ -184,6 +189,13 @@ static void count_error(struct api *a, const char *bucket, int code)
     if (!real)
         real = limiter_known_policy(a->limiter, bucket);
     stats_record_error(a->stats, bucket, code, real);
+}
+
+/* How a decision is counted: a shadow policy's would-be denial apart from
+ * both its allowed and its denied Acquires (stats.h). */
+static int counted_as(const struct limiter_result *r)
+{
+    return r->shadow ? STATS_SHADOW_DENIED : r->allowed ? STATS_ALLOWED : STATS_DENIED;
 }
 
 /* Hands a deferred call's answer back: resp as filled, or the Connect error
@@ -267,7 +279,7 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
         if (rc != PERMITD_OK)
             count_error(p->a, p->bucket, rc);
         else
-            stats_record(p->a->stats, p->bucket, r->allowed);
+            stats_record(p->a->stats, p->bucket, counted_as(r));
     }
     if (rc == PERMITD_OK) {
         Permit__V1__AcquireResponse rs;
@@ -441,7 +453,7 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
         if (p->errs[i].code != PERMITD_OK)
             count_error(a, p->reqs[i].bucket, p->errs[i].code);
         else if (a->stats != NULL)
-            stats_record(a->stats, p->reqs[i].bucket, p->res[i].allowed);
+            stats_record(a->stats, p->reqs[i].bucket, counted_as(&p->res[i]));
         p->result_ptrs[i] = &p->results[i];
     }
     if (rc == PERMITD_OK) {

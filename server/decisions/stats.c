@@ -15,6 +15,10 @@
  * evicting a place holds the write lock, and only a policy's first
  * decision (or its first after an eviction) does that.
  *
+ * A policy in shadow mode (issue 23) has its would-be denials counted
+ * apart (result "shadow_denied", the rings' shadow count): they were
+ * answered allowed, and neither figure would be true with them in it.
+ *
  * The totals behind permitd_acquires_total{policy,result} keep the
  * Prometheus label cap as before: the first STATS_LABELS policies to be
  * counted get labels of their own, found by hashing the name (open
@@ -44,6 +48,7 @@ struct label {
     char name[POLICY_NAME_MAX + 1];
     _Atomic int ready;                  /* name written */
     _Atomic uint64_t allowed, denied;   /* since start */
+    _Atomic uint64_t shadow_denied;     /* shadow mode's would-be denials (issue 23) */
     _Atomic uint64_t errors[NCODES];
 };
 
@@ -51,7 +56,7 @@ struct label {
  * 2106, and 4 billion decisions of one policy in one second will not. */
 struct cell {
     _Atomic uint32_t second;            /* the Unix second counted here */
-    _Atomic uint32_t allowed, denied;
+    _Atomic uint32_t allowed, denied, shadow;
 };
 
 /* A policy's place in the chart's table (name written under the lock). */
@@ -218,8 +223,13 @@ static struct series *take(struct stats *s, const char *policy, uint64_t h)
     return se;
 }
 
+/* The counter of a decision of this result among a, d and sd (allowed,
+ * denied, shadow-denied). */
+#define BY_RESULT(result, a, d, sd) \
+    ((result) == STATS_SHADOW_DENIED ? (sd) : (result) == STATS_DENIED ? (d) : (a))
+
 /* Counts one decision in se's ring at second now. Read (or write) lock. */
-static void count(struct series *se, int allowed, int64_t now)
+static void count(struct series *se, int result, int64_t now)
 {
     struct cell *c = &se->ring[now % STATS_SECONDS];
     uint32_t stamp = atomic_load_explicit(&c->second, memory_order_relaxed);
@@ -231,16 +241,18 @@ static void count(struct series *se, int allowed, int64_t now)
          * racing with the restart may be lost; this is a chart, not a bill. */
         atomic_store_explicit(&c->allowed, 0, memory_order_relaxed);
         atomic_store_explicit(&c->denied, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->shadow, 0, memory_order_relaxed);
     }
-    atomic_fetch_add_explicit(allowed ? &c->allowed : &c->denied, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(BY_RESULT(result, &c->allowed, &c->denied, &c->shadow), 1,
+                              memory_order_relaxed);
 }
 
-void stats_record(struct stats *s, const char *policy, int allowed)
+void stats_record(struct stats *s, const char *policy, int result)
 {
-    stats_record_at(s, policy, allowed, (int64_t)time(NULL));
+    stats_record_at(s, policy, result, (int64_t)time(NULL));
 }
 
-void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now)
+void stats_record_at(struct stats *s, const char *policy, int result, int64_t now)
 {
     uint64_t h = fnv1a(policy);
     struct label *sl = find_label(s, policy, h, 1);
@@ -249,18 +261,19 @@ void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t n
     if (sl == NULL)
         atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
     else
-        atomic_fetch_add_explicit(allowed ? &sl->allowed : &sl->denied, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(BY_RESULT(result, &sl->allowed, &sl->denied, &sl->shadow_denied),
+                                  1, memory_order_relaxed);
 
     pthread_rwlock_rdlock(&s->lock);
     i = probe(s, policy, h);
     if (s->index[i] != 0) {
-        count(&s->series[s->index[i] - 1], allowed, now);
+        count(&s->series[s->index[i] - 1], result, now);
         pthread_rwlock_unlock(&s->lock);
         return;
     }
     pthread_rwlock_unlock(&s->lock);
     pthread_rwlock_wrlock(&s->lock);
-    count(take(s, policy, h), allowed, now);
+    count(take(s, policy, h), result, now);
     pthread_rwlock_unlock(&s->lock);
 }
 
@@ -293,6 +306,30 @@ size_t stats_series_at(struct stats *s, const char *policy, size_t seconds, int6
                 allowed[k] = atomic_load_explicit(&c->allowed, memory_order_relaxed);
                 denied[k] = atomic_load_explicit(&c->denied, memory_order_relaxed);
             }
+        }
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return seconds;
+}
+
+size_t stats_shadow_series_at(struct stats *s, const char *policy, size_t seconds, int64_t now,
+                              int64_t *shadow)
+{
+    const struct series *se;
+    size_t i;
+
+    if (seconds > STATS_SECONDS)
+        seconds = STATS_SECONDS;
+    pthread_rwlock_rdlock(&s->lock);
+    i = probe(s, policy, fnv1a(policy));
+    se = s->index[i] != 0 ? &s->series[s->index[i] - 1] : NULL;
+    for (size_t k = 0; k < seconds; k++) {
+        int64_t t = now - (int64_t)(seconds - 1 - k);
+        shadow[k] = 0;
+        if (se != NULL && t >= 0) {
+            const struct cell *c = &se->ring[t % STATS_SECONDS];
+            if (atomic_load_explicit(&c->second, memory_order_relaxed) == (uint32_t)t)
+                shadow[k] = atomic_load_explicit(&c->shadow, memory_order_relaxed);
         }
     }
     pthread_rwlock_unlock(&s->lock);
@@ -339,6 +376,9 @@ void stats_prometheus(struct stats *s, FILE *out)
                 (unsigned long long)atomic_load(&sl->allowed));
         fprintf(out, "permitd_acquires_total{policy=\"%s\",result=\"denied\"} %llu\n", sl->name,
                 (unsigned long long)atomic_load(&sl->denied));
+        if (atomic_load(&sl->shadow_denied) > 0)
+            fprintf(out, "permitd_acquires_total{policy=\"%s\",result=\"shadow_denied\"} %llu\n",
+                    sl->name, (unsigned long long)atomic_load(&sl->shadow_denied));
         for (int c = 1; c < NCODES; c++) {
             uint64_t v = atomic_load(&sl->errors[c]);
             if (v > 0)

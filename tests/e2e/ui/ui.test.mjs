@@ -788,6 +788,57 @@ describe("admin web UI in headless Chromium", () => {
     await row(page, XSS_POLICY).waitFor();
   });
 
+  step("shadow mode: a switch with its explanation; the page shows what the limit would have denied", async () => {
+    // Issue 23: a policy in shadow mode decides and counts every Acquire
+    // but refuses none; its page says how many it would have denied.
+    const SHADOW_POLICY = "ui-shadow";
+    await page.goto(`${adminBase()}/#/new`);
+    await fillPolicyForm(page, { name: SHADOW_POLICY, apps: APP, max: 2, rate: 1, unit: "h" });
+    const box = page.getByLabel(/Shadow mode/);
+    assert.equal(await box.isChecked(), false, "enforcing unless switched");
+    const hint = await page.locator("#f-shadow-hint").innerText();
+    assert.match(hint, /none is refused/);
+    assert.match(hint, /would have denied/);
+    assert.match(hint, /Switch it off to enforce/);
+    await box.check();
+    await checkA11y(page, "new policy, shadow mode on");
+    await page.locator("#save-policy").click();
+    await row(page, SHADOW_POLICY).waitFor();
+    assert.match(await row(page, SHADOW_POLICY).innerText(), /Shadow mode/);
+    const got = await pageRpc(page, "PolicyService/GetPolicy", { name: SHADOW_POLICY });
+    assert.equal(got.json.policy.shadow, true, JSON.stringify(got.json));
+    const answers = [];
+    for (let i = 0; i < 5; i++) answers.push(await acquire({ bucket: SHADOW_POLICY }));
+    assert.deepEqual(answers.map((a) => a.allowed), [true, true, true, true, true], JSON.stringify(answers));
+    assert.deepEqual(answers.map((a) => a.shadow === true), [false, false, true, true, true], JSON.stringify(answers));
+    await row(page, SHADOW_POLICY).getByRole("link", { name: SHADOW_POLICY, exact: true }).click();
+    await page.waitForFunction(() => document.querySelector("#shadow-denied")?.textContent === "3");
+    assert.match(await page.locator("#shadow-note").innerText(), /would have denied 3 in the last 5 min/);
+    assert.match(await page.locator(".settings").innerText(), /Mode\s+shadow: decided and counted, never refused/);
+    await checkA11y(page, "detail, shadow mode with would-be denials");
+    await shot(page, "11c-shadow-mode");
+    // Switched off: saved, audited in the history, enforced at once.
+    await page.goto(`${adminBase()}/#/policy/${SHADOW_POLICY}/edit`);
+    await page.waitForFunction(() => document.querySelector("#f-shadow")?.checked === true);
+    await page.getByLabel(/Shadow mode/).uncheck();
+    await page.locator("#save-policy").click();
+    await page.waitForFunction(() => !location.hash.endsWith("/edit"));
+    await page.goto(`${adminBase()}/#/policy/${SHADOW_POLICY}`);
+    await page.waitForFunction(() => document.querySelectorAll("#history .change").length >= 2);
+    assert.match(await page.locator("#history .change").first().innerText(), /shadow\s+yes\s+→\s+no/);
+    assert.match(await page.locator(".settings").innerText(), /Mode\s+enforcing/);
+    const refused = await acquire({ bucket: SHADOW_POLICY });
+    assert.equal(refused.allowed, false, JSON.stringify(refused));
+    assert.notEqual(refused.shadow, true);
+    // The denials it would have made stay on the page while the range holds them.
+    await page.waitForFunction(() => /before the limit was enforced/.test(document.querySelector("#shadow-note")?.textContent || ""));
+    const cur = await pageRpc(page, "PolicyService/GetPolicy", { name: SHADOW_POLICY });
+    const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: SHADOW_POLICY, version: cur.json.policy.version });
+    assert.equal(del.status, 200, JSON.stringify(del));
+    await page.goto(`${adminBase()}/#/`);
+    await row(page, XSS_POLICY).waitFor();
+  });
+
   step("a disabled policy shows no bucket, and its page raises no error", async () => {
     const made = await pageRpc(page, "PolicyService/CreatePolicy", {
       policy: { name: OFF_POLICY, apps: ["*"], maxPermits: "7", rate: "1", failureMode: "closed", enabled: false },
