@@ -9,6 +9,7 @@ import { drawChart } from "./chart.js";
 import { confirmDelete } from "./dialogs.js";
 import * as fmt from "./format.js";
 import { renderHistory } from "./history.js";
+import { hotKeysCard } from "./hotkeys.js";
 import { bucketInspector } from "./inspector.js";
 import { describeError } from "./notices.js";
 import { DETAIL_POLL_MS, poll } from "./poll.js";
@@ -65,6 +66,9 @@ export function detailView(main, { policy: name }) {
   // inspector
   const inspector = bucketInspector(name, editor, ac.signal);
 
+  // hot keys (issue 23)
+  const hot = hotKeysCard(name, editor, ac.signal);
+
   // history
   const historyBox = h("div", { class: "history", id: "history" }, loadingState("Loading history…"));
 
@@ -93,6 +97,8 @@ export function detailView(main, { policy: name }) {
           chartBox, chartLegend, shadowNote),
         h("section", { class: "card", "aria-labelledby": "inspect-h" },
           h("h2", { id: "inspect-h" }, "Bucket inspector"), inspector.el),
+        h("section", { class: "card span-3", "aria-labelledby": "hot-h" },
+          h("h2", { id: "hot-h" }, "Hot keys"), hot.el),
         h("section", { class: "card span-3", "aria-labelledby": "history-h" },
           h("h2", { id: "history-h" }, "History"), historyBox)));
   }

@@ -19,6 +19,8 @@
 
 #include "control/admin.h"
 #include "control/appsvc.h"
+#include "control/hotkeysvc.h"
+#include "decisions/hotkeys.h"
 #include "control/appsync.h"
 #include "decisions/appkeys.h"
 #include "decisions/api.h"
@@ -75,6 +77,8 @@ static int serve(const struct config *cfg)
     struct appkeys *keys = NULL;
     struct appsync *appsync = NULL;
     struct appsvc *appsvc = NULL;
+    struct hotkeys *hotkeys = NULL;
+    struct hotkeysvc *hotkeysvc = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
@@ -110,8 +114,12 @@ static int serve(const struct config *cfg)
         limiter_set_missing_hook(limiter, sync_kick, sync);
         config_mysql_url_masked(&cfg->mysql, mysql, sizeof(mysql));
     }
-    if (admin_new(cfg, redis, limiter, sync, stats, &admin, &err) != PERMITD_OK)
+    if (admin_new(cfg, redis, limiter, sync, stats, &admin, &err) != PERMITD_OK ||
+        hotkeys_new(cfg, redis, &hotkeys, &err) != PERMITD_OK ||
+        hotkeysvc_new(cfg, admin, redis, limiter, &hotkeysvc, &err) != PERMITD_OK)
         goto out;
+    api_set_hotkeys(api, hotkeys);
+    admin_set_hotkeys(admin, hotkeysvc);
     if (sync != NULL) {
         struct permitd_error why = {0, ""};
         if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
@@ -176,6 +184,8 @@ static int serve(const struct config *cfg)
         goto out;
     if (appsync != NULL && appsync_start(appsync, &err) != PERMITD_OK)
         goto out;
+    if (hotkeys_start(hotkeys, &err) != PERMITD_OK)
+        goto out;
 
     config_redis_url_masked(cfg, url, sizeof(url));
     log_msg(LOG_LEVEL_INFO, "permitd started",
@@ -205,6 +215,8 @@ out:
     follow_stop(follow);
     sync_free(sync);
     appsync_free(appsync);
+    hotkeys_free(hotkeys);
+    hotkeysvc_free(hotkeysvc);
     admin_free(admin);
     appsvc_free(appsvc);
     api_free(api);

@@ -40,6 +40,7 @@
 
 #include "control/admin.h"
 #include "control/appsvc.h"
+#include "control/hotkeysvc.h"
 #include "control/auth.h"
 #include "core/clock.h"
 #include "transport/connect.h"
@@ -80,6 +81,7 @@ struct admin {
     pthread_mutex_t store_lock;
     struct connect_limits limits;
     struct appsvc *apps;            /* AppService; NULL without --mysql-url */
+    struct hotkeysvc *hot;          /* HotKeyService (issue 23) */
 };
 
 /* What each admin listener worker's loop has (admin_worker_open()): the
@@ -190,6 +192,11 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int editor, c
     if (rc == PERMITD_OK)
         snprintf(user, len, "%s", u.username);
     return rc;
+}
+
+void admin_set_hotkeys(struct admin *a, struct hotkeysvc *hot)
+{
+    a->hot = hot;
 }
 
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
@@ -1189,7 +1196,8 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
 {
     struct permitd_error err;
 
-    if (a->apps != NULL && appsvc_serve(a->apps, req, resp)) {
+    if ((a->apps != NULL && appsvc_serve(a->apps, req, resp)) ||
+        (a->hot != NULL && hotkeysvc_serve(a->hot, req, resp))) {
         no_store(resp);
         return;
     }

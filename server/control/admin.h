@@ -40,6 +40,12 @@ void admin_set_listeners(struct admin *a, struct http_server *api, struct http_s
  * keys in /readyz and /metrics; call before the listeners start. */
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys);
 
+struct hotkeysvc;
+
+/* Serves HotKeyService (control/hotkeysvc.h) on this listener too; call
+ * before the listeners start. */
+void admin_set_hotkeys(struct admin *a, struct hotkeysvc *hot);
+
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session with the role needed (editor: 1 for editors
  * only, 0 for viewers too); else PERMITD_EUNAUTHENTICATED, or

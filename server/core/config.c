@@ -88,6 +88,9 @@ static const struct setting settings[] = {
     INT(stats_policies, "stats-policies", "PERMITD_STATS_POLICIES", "10000", 1, 1000000,
         "policies the admin UI's traffic chart keeps figures for (about 4.9 KB each, taken "
         "as policies get traffic); past it the least recently active one's are dropped"),
+    INT(hotkeys_publish_ms, "hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS", "5000", 100,
+        600000, "how often this instance writes each policy's hot keys (its most allowed and "
+        "most denied keys of the last minute or two) to Redis, for GetHotKeys"),
     STR(admin_listen, "admin-listen", "PERMITD_ADMIN_LISTEN", "127.0.0.1:8081",
         "admin listener address (/healthz, /readyz), host:port"),
     STR(admin_ui_dir, "admin-ui-dir", "PERMITD_ADMIN_UI_DIR", "",

@@ -85,6 +85,7 @@ struct config {
     int mysql_timeout_ms;         /* connect, read and write timeout */
     int sync_interval_ms;         /* MySQL -> Redis reconcile period */
     int stats_policies;           /* policies the UI's chart keeps figures for */
+    int hotkeys_publish_ms;       /* how often the hot keys go to Redis (decisions/hotkeys.h) */
 
     /* Admin listener: /healthz, /readyz (and the admin UI) */
     char admin_listen[256];

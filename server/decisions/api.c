@@ -18,6 +18,7 @@
 #include "decisions/api.h"
 #include "decisions/api_internal.h"
 #include "decisions/appkeys.h"
+#include "decisions/hotkeys.h"
 #include "core/clock.h"
 #include "transport/connect.h"
 #include "permit/v1/ratelimit.pb-c.h"
@@ -28,6 +29,7 @@ struct api {
     struct limiter *limiter;
     struct stats *stats;
     struct appkeys *keys;           /* who may call (issue 21); NULL: not checked */
+    struct hotkeys *hot;            /* each key's takes counted (issue 23); NULL: not */
     struct connect_limits limits;
     /* AcquireResponse's allowed and remaining: written in JSON even when
      * false and 0 (a denial says so; proto3 JSON would leave them out), in
@@ -36,6 +38,13 @@ struct api {
     /* ReleaseResponse's released and RenewResponse's renewed, likewise:
      * false is the answer "the lease was not held". */
     const ProtobufCFieldDescriptor *always_released[2], *always_renewed[2];
+};
+
+/* One HTTP worker's: its decisions' queue, and the sketches its takes are
+ * counted in (hotkeys.h: its own, so no worker waits for another). */
+struct worker {
+    struct limiter_queue *queue;
+    struct hotkeys_worker *hot;     /* NULL without api_set_hotkeys() */
 };
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -223,6 +232,7 @@ struct pending {
     char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
     char request_id[LIMITER_REQUEST_ID_MAX + 1], lease_id[LIMITER_LEASE_ID_LEN + 1];
     int64_t deadline_us, t0;
+    struct hotkeys_worker *hot;
 };
 
 /* s into dst (size bytes), cut to fit: limiter_check() has bounded every
@@ -281,6 +291,9 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
         else
             stats_record(p->a->stats, p->bucket, counted_as(r));
     }
+    if (rc == PERMITD_OK)
+        hotkeys_record(p->hot, p->bucket, p->key,
+                       r->allowed && !r->shadow ? HOTKEYS_ALLOWED : HOTKEYS_DENIED);
     if (rc == PERMITD_OK) {
         Permit__V1__AcquireResponse rs;
         api_decision_message(&rs, r);
@@ -297,7 +310,8 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
 static int defer_decision(struct api *a, struct connect_call *call, enum kind kind,
                           const struct limiter_request *lr, struct permitd_error *err)
 {
-    struct limiter_queue *q = http_request_worker(call->http);
+    struct worker *w = http_request_worker(call->http);
+    struct limiter_queue *q = w->queue;
     struct pending *p;
     int rc;
 
@@ -324,6 +338,7 @@ static int defer_decision(struct api *a, struct connect_call *call, enum kind ki
                                      p->lease_id};
     p->deadline_us = call->deadline_us;
     p->t0 = clock_now_us();
+    p->hot = w->hot;
     http_request_defer(call->http);
     switch (kind) {
     case KIND_PEEK:
@@ -425,6 +440,7 @@ static int renew(void *ud, struct connect_call *call, const ProtobufCMessage *in
  * strings, and room for the answers and the reply message. */
 struct pending_batch {
     struct api *a;
+    struct hotkeys_worker *hot;
     const struct http_request *http;
     enum connect_codec codec;
     size_t n;
@@ -454,6 +470,10 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
             count_error(a, p->reqs[i].bucket, p->errs[i].code);
         else if (a->stats != NULL)
             stats_record(a->stats, p->reqs[i].bucket, counted_as(&p->res[i]));
+        if (p->errs[i].code == PERMITD_OK)
+            hotkeys_record(p->hot, p->reqs[i].bucket, p->reqs[i].key,
+                           p->res[i].allowed && !p->res[i].shadow ? HOTKEYS_ALLOWED
+                                                                  : HOTKEYS_DENIED);
         p->result_ptrs[i] = &p->results[i];
     }
     if (rc == PERMITD_OK) {
@@ -533,8 +553,10 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
     p->n = n;
     p->all_or_nothing = rq->all_or_nothing;
     p->deadline_us = call->deadline_us;
+    p->hot = ((struct worker *)http_request_worker(call->http))->hot;
     http_request_defer(call->http);
-    limiter_acquire_batch_queued(http_request_worker(call->http), p->reqs, p->n,
+    limiter_acquire_batch_queued(((struct worker *)http_request_worker(call->http))->queue,
+                                 p->reqs, p->n,
                                  p->all_or_nothing, p->deadline_us, p->res, p->errs,
                                  acquire_batch_done, p);
     return CONNECT_DEFERRED;
@@ -588,14 +610,37 @@ void api_free(struct api *a)
 int api_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err)
 {
     struct api *a = ud;
+    struct worker *w = calloc(1, sizeof(*w));
+    int rc;
 
-    return limiter_queue_new(a->limiter, loop, (struct limiter_queue **)worker, err);
+    *worker = NULL;
+    if (w == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if ((rc = limiter_queue_new(a->limiter, loop, &w->queue, err)) != PERMITD_OK ||
+        (a->hot != NULL && (rc = hotkeys_worker_new(a->hot, &w->hot, err)) != PERMITD_OK)) {
+        limiter_queue_free(w->queue);
+        free(w);
+        return rc;
+    }
+    *worker = w;
+    return PERMITD_OK;
 }
 
 void api_worker_close(void *ud, void *worker)
 {
+    struct worker *w = worker;
+
     (void)ud;
-    limiter_queue_free(worker);
+    if (w == NULL)
+        return;
+    limiter_queue_free(w->queue);
+    hotkeys_worker_free(w->hot);
+    free(w);
+}
+
+void api_set_hotkeys(struct api *a, struct hotkeys *hot)
+{
+    a->hot = hot;
 }
 
 void api_handle(void *ud, const struct http_request *req, struct http_response *resp)

@@ -27,6 +27,12 @@ struct appkeys;
  * asked for (unit tests of the translations). */
 void api_set_appkeys(struct api *a, struct appkeys *keys);
 
+struct hotkeys;
+
+/* Counts every decided take's key in hot (decisions/hotkeys.h), in
+ * sketches of each worker's own; call before the listener starts. */
+void api_set_hotkeys(struct api *a, struct hotkeys *hot);
+
 /* The API listener's http_options worker_open and worker_close: each
  * worker's decisions go through a limiter queue of its own, attached to
  * the worker's loop, which the handler finds with http_request_worker(). */

@@ -46,6 +46,7 @@ SETTINGS = [
     ("--request-id-ttl", "PERMITD_REQUEST_ID_TTL"),
     ("--stats-policies", "PERMITD_STATS_POLICIES"),
     ("--deny-cache", "PERMITD_DENY_CACHE"),
+    ("--hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS"),
 ]
 
 

@@ -156,7 +156,7 @@ async function startPermitd(appAuth = "off") {
   const adminPort = await freePort();
   const args = ["--listen", `127.0.0.1:${apiPort}`, "--admin-listen", `127.0.0.1:${adminPort}`,
     "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--mysql-url", MYSQL_URL, "--sync-interval-ms", "500",
-    "--app-auth", appAuth];
+    "--app-auth", appAuth, "--hotkeys-publish-ms", "300"];
   const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   const output = [];
   child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
@@ -612,7 +612,7 @@ describe("admin web UI in headless Chromium", () => {
       && Number(document.querySelector("#total-allowed")?.textContent.replace(/,/g, "")) >= 10, null, { timeout: 8000 });
     assert.equal(await page.locator("#traffic-chart svg").count(), 1);
 
-    await page.getByLabel("Key").fill("user-42");
+    await page.getByLabel("Key", { exact: true }).fill("user-42");
     await page.getByRole("button", { name: "Inspect", exact: true }).click();
     await page.locator("#inspect-remaining").waitFor();
     await page.waitForFunction(() => /^7 of 10$/.test(document.querySelector("#inspect-remaining")?.textContent || ""));
@@ -834,6 +834,37 @@ describe("admin web UI in headless Chromium", () => {
     await page.waitForFunction(() => /before the limit was enforced/.test(document.querySelector("#shadow-note")?.textContent || ""));
     const cur = await pageRpc(page, "PolicyService/GetPolicy", { name: SHADOW_POLICY });
     const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: SHADOW_POLICY, version: cur.json.policy.version });
+    assert.equal(del.status, 200, JSON.stringify(del));
+    await page.goto(`${adminBase()}/#/`);
+    await row(page, XSS_POLICY).waitFor();
+  });
+
+  step("hot keys: the most denied and allowed keys with their level, and a reset button", async () => {
+    // Issue 23: per policy, the keys taken most (summed over instances),
+    // each with its bucket now; an editor resets one from the list.
+    const HOT_POLICY = "ui-hot";
+    const made = await pageRpc(page, "PolicyService/CreatePolicy", {
+      policy: { name: HOT_POLICY, apps: [APP], maxPermits: "2", rate: "0.0003", failureMode: "closed", enabled: true },
+    });
+    assert.equal(made.status, 200, JSON.stringify(made));
+    for (let i = 0; i < 4; i++) await acquire({ bucket: HOT_POLICY, key: "k-alice" });
+    await acquire({ bucket: HOT_POLICY, key: "k-bob" });
+    await page.goto(`${adminBase()}/#/policy/${HOT_POLICY}`);
+    const denied = page.locator('#hot-denied tr[data-key="k-alice"]');
+    await denied.waitFor({ timeout: 15_000 });
+    await page.waitForFunction(() => /k-alice\s+2\s+0 \/ 2 left/.test(document.querySelector('#hot-denied tr[data-key="k-alice"]')?.innerText || ""));
+    const allowed = await page.locator("#hot-allowed tbody tr").evaluateAll((trs) => trs.map((tr) => tr.dataset.key));
+    assert.deepEqual(allowed, ["k-alice", "k-bob"]);
+    assert.match(await page.locator("#hot-status").innerText(), /summed over 1 permitd instance\b/);
+    await checkA11y(page, "detail, hot keys");
+    await page.locator("#hot-lists, .hot-lists").scrollIntoViewIfNeeded();
+    await shot(page, "11d-hot-keys");
+    await denied.getByRole("button", { name: "Reset the bucket of k-alice" }).click();
+    await page.waitForFunction(() => /2 \/ 2 left/.test(document.querySelector('#hot-denied tr[data-key="k-alice"]')?.innerText || ""));
+    assert.match(await page.locator("#hot-done").innerText(), /Reset the bucket of k-alice/);
+    assert.equal((await acquire({ bucket: HOT_POLICY, key: "k-alice" })).allowed, true, "the reset bucket takes again");
+    const cur = await pageRpc(page, "PolicyService/GetPolicy", { name: HOT_POLICY });
+    const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: HOT_POLICY, version: cur.json.policy.version });
     assert.equal(del.status, 200, JSON.stringify(del));
     await page.goto(`${adminBase()}/#/`);
     await row(page, XSS_POLICY).waitFor();
