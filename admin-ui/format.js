@@ -194,7 +194,7 @@ export function formatTimestamp(text) {
 const FIELD_ALIASES = {
   name: "name", apps: "apps", max_permits: "max_permits", maxpermits: "max_permits",
   rate: "rate", description: "description", failure_mode: "failure_mode",
-  failuremode: "failure_mode", enabled: "enabled", version: "version", colocate: "colocate",
+  failuremode: "failure_mode", enabled: "enabled", version: "version", colocate: "colocate", shadow: "shadow",
   algorithm: "algorithm", window: "window", calendar: "window", window_ms: "window",
   lease_ttl: "lease_ttl", leasettl: "lease_ttl", lease_ms: "lease_ttl",
 };
@@ -438,7 +438,7 @@ function snakeCase(k) {
 // header, not as a diff row.
 const META_FIELDS = new Set(["version", "created_at", "updated_at", "created_by", "updated_by", "id", "policy_id"]);
 const FIELD_ORDER = ["name", "apps", "algorithm", "max_permits", "rate", "window", "window_ms", "calendar",
-  "lease_ttl", "lease_ms", "failure_mode", "enabled", "colocate", "description"];
+  "lease_ttl", "lease_ms", "failure_mode", "enabled", "shadow", "colocate", "description"];
 
 function parsePolicyJson(text) {
   if (text === undefined || text === null || text === "") return { value: null, error: false };
@@ -466,7 +466,7 @@ export function formatFieldValue(field, v) {
   v = normalize(field, v);
   if (v === undefined || v === null) return "—";
   if (Array.isArray(v)) return v.length ? v.map(String).join(", ") : "(none)";
-  if (field === "enabled") {
+  if (field === "enabled" || field === "shadow") {
     if (v === true || v === 1 || v === "1" || v === "true") return "yes";
     if (v === false || v === 0 || v === "0" || v === "false") return "no";
   }
@@ -482,6 +482,8 @@ export function formatFieldValue(field, v) {
 }
 
 function comparable(field, v) {
+  // An audit row from before shadow mode (issue 23) has no shadow: off.
+  if (field === "shadow") return formatFieldValue(field, v ?? 0);
   v = normalize(field, v);
   if (v === undefined || v === null) return "";
   if (Array.isArray(v)) return JSON.stringify(v.map(String).sort());

@@ -11,6 +11,7 @@ import { drawChart } from "./chart.js";
 import { confirmDelete } from "./dialogs.js";
 import * as fmt from "./format.js";
 import { renderHistory } from "./history.js";
+import { hotKeysCard } from "./hotkeys.js";
 import { bucketInspector } from "./inspector.js";
 import { describeError } from "./notices.js";
 import { DETAIL_POLL_MS, poll } from "./poll.js";
@@ -52,6 +53,8 @@ export function detailView(main, { policy: name }) {
   // chart
   const chartBox = h("div", { class: "chart", id: "traffic-chart" });
   const chartLegend = h("div", { class: "chart-legend" });
+  // Shadow mode (issue 23): the denials the limit would have made.
+  const shadowNote = h("p", { class: "shadow-note", id: "shadow-note", hidden: true });
   const RANGES = [["5m", "5 min"], ["1h", "1 hour"], ["1d", "1 day"]];
   const rangeButtons = RANGES.map(([key, label]) => {
     const b = h("button", { type: "button", class: "seg", dataset: { range: key }, "aria-pressed": String(key === chartRange) }, label);
@@ -74,6 +77,9 @@ export function detailView(main, { policy: name }) {
 
   // inspector
   const inspector = bucketInspector(name, editor, ac.signal);
+
+  // hot keys (issue 23)
+  const hot = hotKeysCard(name, editor, ac.signal);
 
   // history
   const historyBox = h("div", { class: "history", id: "history" }, loadingState("Loading history…"));
@@ -100,10 +106,12 @@ export function detailView(main, { policy: name }) {
             h("h2", { id: "traffic-h" }, "Traffic"),
             h("div", { class: "segmented", role: "group", "aria-label": "Chart range" }, rangeButtons)),
           h("p", { class: "muted small", id: "chart-scope" }, "Acquire calls answered by every permitd instance of the fleet, summed"),
-          chartBox, chartLegend,
+          chartBox, chartLegend, shadowNote,
           h("div", { class: "breakdown-head" }, breakdownButton), breakdown),
         h("section", { class: "card", "aria-labelledby": "inspect-h" },
           h("h2", { id: "inspect-h" }, "Bucket inspector"), inspector.el),
+        h("section", { class: "card span-3", "aria-labelledby": "hot-h" },
+          h("h2", { id: "hot-h" }, "Hot keys"), hot.el),
         h("section", { class: "card span-3", "aria-labelledby": "history-h" },
           h("h2", { id: "history-h" }, "History"), historyBox)));
   }
@@ -146,6 +154,7 @@ export function detailView(main, { policy: name }) {
       item("Apps", appChips(p.apps)),
       item("Algorithm", fmt.algorithmInfo(alg).label),
       limits,
+      item("Mode", p.shadow ? "shadow: decided and counted, never refused" : "enforcing"),
       item("When Redis is down", p.failureMode === "closed" ? "refuse (fail closed)" : p.failureMode === "open" ? "allow (fail open)" : "—"),
       item("Version", String(p.version ?? "—")),
       item("Created", who(p.createdBy, p.createdAt)),
@@ -246,6 +255,7 @@ export function detailView(main, { policy: name }) {
       return;
     }
     if (ac.signal.aborted) return;
+    await showShadow();
     const fleet = r.fleet || {};
     const n = (fleet.allowed || []).length;
     const step = Number(r.stepSeconds || 1);
@@ -266,6 +276,29 @@ export function detailView(main, { policy: name }) {
     }
     lastStats = { stats: fleet, n, step };
     drawChart(chartBox, chartLegend, fleet, n, step);
+  }
+
+  // "Would have denied N": shown while the policy is in shadow mode, and
+  // after it while the last 5 minutes still hold such denials. Shadow
+  // denials are counted by the instance that decided them (GetPolicyStats),
+  // not in the fleet's totals, which count what was answered: allowed.
+  async function showShadow() {
+    let r;
+    try {
+      r = await call(POLICY, "GetPolicyStats", { name, seconds: 300 }, ac.signal);
+    } catch (err) {
+      if (isAbort(err) || ac.signal.aborted || err.code === "unauthenticated") throw err;
+      shadowNote.hidden = true;
+      return;
+    }
+    if (ac.signal.aborted) return;
+    const n = (r.shadowDenied || []).reduce((x, y) => x + (Number(y) || 0), 0);
+    shadowNote.hidden = !(policy?.shadow || n > 0);
+    if (shadowNote.hidden) return;
+    replace(shadowNote,
+      "Shadow mode: would have denied ", h("strong", { id: "shadow-denied" }, fmt.formatNumber(n, 0)),
+      " in the last 5 min on this instance", h("span", { class: "muted" },
+        policy?.shadow ? " (allowed all the same: the limit is not enforced yet)" : " (before the limit was enforced)"));
   }
 
   const onResize = () => lastStats && drawChart(chartBox, chartLegend, lastStats.stats, lastStats.n, lastStats.step);

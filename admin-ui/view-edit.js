@@ -55,6 +55,7 @@ export function editView(main, { policy: name }) {
   const closedIn = h("input", { type: "radio", name: "failure_mode", value: "closed", id: "f-fm-closed" });
   const enabledIn = h("input", { type: "checkbox", name: "enabled", id: "f-enabled" });
   const colocateIn = h("input", { type: "checkbox", name: "colocate", id: "f-colocate", "aria-describedby": "f-colocate-hint" });
+  const shadowIn = h("input", { type: "checkbox", name: "shadow", id: "f-shadow", "aria-describedby": "f-shadow-hint" });
   const descIn = h("textarea", { name: "description", rows: "3" });
   const ratePreview = h("p", { class: "hint", id: "f-rate-preview", "aria-live": "polite" });
   const windowIn = h("input", { name: "window", inputmode: "numeric", autocomplete: "off", placeholder: "e.g. 1" });
@@ -147,6 +148,15 @@ export function editView(main, { policy: name }) {
       "Changing it moves the keys' buckets: they start full once."));
   fields.colocate = { wrap: colocateWrap, err: h("p", { class: "field-error", hidden: true }), control: colocateIn };
   colocateWrap.append(fields.colocate.err);
+  // Shadow mode (issue 23): try a limit before it bites.
+  const shadowWrap = h("div", { class: "field", dataset: { field: "shadow" } },
+    h("label", { class: "check" }, shadowIn, h("span", {}, h("strong", {}, "Shadow mode"), " — watch the limit without enforcing it")),
+    h("p", { class: "hint", id: "f-shadow-hint" },
+      "Every Acquire is decided and counted as usual, but none is refused: one this limit would deny is allowed, flagged shadow in the reply " +
+      "(its RateLimit header still says what enforcing would answer), and counted as “would have denied” on the policy page. " +
+      "Switch it off to enforce the limit. Each switch is recorded in the history."));
+  fields.shadow = { wrap: shadowWrap, err: h("p", { class: "field-error", hidden: true }), control: shadowIn };
+  shadowWrap.append(fields.shadow.err);
 
   const formError = h("div", { class: "form-error", role: "alert", id: "form-error", hidden: true });
   const conflict = h("div", { class: "conflict", role: "alert", id: "conflict", hidden: true });
@@ -165,6 +175,7 @@ export function editView(main, { policy: name }) {
     summary,
     fmWrap,
     enabledWrap,
+    shadowWrap,
     colocateWrap,
     field("description", "f-desc", "Description", descIn, "Optional. For administrators: what the limit protects, who to ask."),
     h("div", { class: "form-actions" }, save, h("a", { class: "btn", href: back }, "Cancel")));
@@ -376,6 +387,7 @@ export function editView(main, { policy: name }) {
     closedIn.checked = p.failureMode === "closed";
     enabledIn.checked = !!p.enabled;
     colocateIn.checked = !!p.colocate;
+    shadowIn.checked = !!p.shadow;
     descIn.value = p.description || "";
     for (const k of Object.keys(fields)) {
       delete serverErrors[k];
@@ -452,6 +464,7 @@ export function editView(main, { policy: name }) {
       enabled: enabledIn.checked,
       failureMode: closedIn.checked ? "closed" : "open",
       colocate: colocateIn.checked,
+      shadow: shadowIn.checked,
     };
     if (alg !== fmt.DEFAULT_ALGORITHM || (loaded && loaded.algorithm)) policy.algorithm = alg;
     if (alg === "token_bucket") policy.rate = rateToSend().rate;

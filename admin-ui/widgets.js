@@ -43,7 +43,8 @@ export function statusBadges(p) {
     p.failureMode === "closed"
       ? badge("fails closed", "plain", "While Redis is unreachable, Acquire answers unavailable")
       : badge(p.failureMode === "open" ? "fails open" : "failure mode unset", "plain",
-        "While Redis is unreachable, Acquire allows requests"));
+        "While Redis is unreachable, Acquire allows requests"),
+    p.shadow && badge("Shadow mode", "info", "Decided and counted, never refused: see “would have denied”"));
 }
 
 

@@ -17,6 +17,8 @@ policies, such as the login throttle's "_login", are written with "set"):
               window, or an algorithm without one)
   calendar    "" or minute | hour | day | month (a fixed window in UTC)
   lease_ms    a concurrency lease's time-to-live in ms; "" for the others
+  shadow      (issue 23) "1": the policy is in shadow mode (decided and
+              counted, never refused); absent (or "0"): it enforces
 A token bucket's hash has none of the four algorithm fields: it is exactly
 as before issue 20, so a permitd from before reads it unchanged.
 
@@ -29,7 +31,7 @@ ARGV[1] = "put": ARGV[2] the row id, ARGV[3] its version, ARGV[4] the
               (an app list edited with plain SQL changes no version), or
             - every field already has the offered value, and the hash has
               none of the limits (rate, algorithm, window_ms, calendar,
-              lease_ms) the offer leaves out (nothing changed).
+              lease_ms) nor shadow the offer leaves out (nothing changed).
           Otherwise the hash is replaced and stamped synced_us = ARGV[4].
           Returns {written, limits}: written 1 when written, 0 when Redis
           was already up to date; limits 1 when a token bucket replaced a
@@ -183,8 +185,8 @@ if op == 'put' then
     end
     -- A limit the offer lacks is a change too: a token bucket leaves out
     -- the algorithm fields a policy of another algorithm had, and they
-    -- leave out its rate.
-    for _, f in ipairs({'rate', 'algorithm', 'window_ms', 'calendar', 'lease_ms'}) do
+    -- leave out its rate; a policy that enforces leaves out `shadow`.
+    for _, f in ipairs({'rate', 'algorithm', 'window_ms', 'calendar', 'lease_ms', 'shadow'}) do
       if same and cur[f] and not given[f] then
         same = false
       end
@@ -248,6 +250,9 @@ if op == 'set' then
            (not x or x < 1 or x ~= math.floor(x) or x >= 2 ^ 53) then
       return redis.error_reply('sync.lua set: ' .. f .. ' must be a whole number of ms >= 1 ' ..
                                'or "", not "' .. v .. '"')
+    elseif f == 'shadow' and v ~= '0' and v ~= '1' then
+      return redis.error_reply('sync.lua set: shadow must be 1 (shadow mode) or 0, not "' ..
+                               v .. '"')
     elseif f == 'calendar' and not CALENDARS[v] then
       return redis.error_reply('sync.lua set: calendar must be "", minute, hour, day or month, ' ..
                                'not "' .. v .. '"')

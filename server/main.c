@@ -19,6 +19,8 @@
 
 #include "control/admin.h"
 #include "control/appsvc.h"
+#include "control/hotkeysvc.h"
+#include "decisions/hotkeys.h"
 #include "control/appsync.h"
 #include "control/envoysvc.h"
 #include "control/gatewaysvc.h"
@@ -111,6 +113,8 @@ static int serve(const struct config *cfg)
     struct gatewaysvc *gwsvc = NULL;
     struct fleet *fleet = NULL;
     struct fleetsvc *fleetsvc = NULL;
+    struct hotkeys *hotkeys = NULL;
+    struct hotkeysvc *hotkeysvc = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
     struct grpcapi *grpcapi = NULL;
     struct envoyrls *envoyrls = NULL;
@@ -158,8 +162,12 @@ static int serve(const struct config *cfg)
         limiter_set_missing_hook(limiter, sync_kick, sync);
         config_mysql_url_masked(&cfg->mysql, mysql, sizeof(mysql));
     }
-    if (admin_new(cfg, redis, limiter, sync, stats, &admin, &err) != PERMITD_OK)
+    if (admin_new(cfg, redis, limiter, sync, stats, &admin, &err) != PERMITD_OK ||
+        hotkeys_new(cfg, redis, &hotkeys, &err) != PERMITD_OK ||
+        hotkeysvc_new(cfg, admin, redis, limiter, &hotkeysvc, &err) != PERMITD_OK)
         goto out;
+    api_set_hotkeys(api, hotkeys);
+    admin_set_hotkeys(admin, hotkeysvc);
     if (sync != NULL) {
         struct permitd_error why = {0, ""};
         if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
@@ -277,6 +285,8 @@ static int serve(const struct config *cfg)
         goto out;
     if (gwsync != NULL && gatewaysync_start(gwsync, &err) != PERMITD_OK)
         goto out;
+    if (hotkeys_start(hotkeys, &err) != PERMITD_OK)
+        goto out;
 
     config_redis_url_masked(cfg, url, sizeof(url));
     log_msg(LOG_LEVEL_INFO, "permitd started",
@@ -315,6 +325,8 @@ out:
     sync_free(sync);
     appsync_free(appsync);
     gatewaysync_free(gwsync);
+    hotkeys_free(hotkeys);
+    hotkeysvc_free(hotkeysvc);
     admin_free(admin);
     envoysvc_free(envoysvc);    /* after the sync and the admin listener, its callers */
     envoyrls_free(envoyrls);

@@ -42,6 +42,7 @@
 #include "control/appsvc.h"
 #include "control/envoysvc.h"
 #include "control/gatewaysvc.h"
+#include "control/hotkeysvc.h"
 #include "control/auth.h"
 #include "control/fleetsvc.h"
 #include "core/clock.h"
@@ -90,6 +91,7 @@ struct admin {
     struct gatewaysvc *gateway;     /* GatewayService; NULL without --mysql-url */
     struct envoysvc *envoy;         /* EnvoyDescriptorService; NULL without --mysql-url */
     struct fleetsvc *fleet;         /* FleetService; NULL until admin_set_fleet() */
+    struct hotkeysvc *hot;          /* HotKeyService (issue 23) */
 };
 
 /* What each admin listener worker's loop has (admin_worker_open()): the
@@ -218,6 +220,11 @@ void admin_set_fleet(struct admin *a, struct fleetsvc *svc, struct fleet *fleet)
     a->health.fleet = fleet;
 }
 
+void admin_set_hotkeys(struct admin *a, struct hotkeysvc *hot)
+{
+    a->hot = hot;
+}
+
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
 {
     a->apps = apps;
@@ -246,6 +253,7 @@ static Permit__V1__Policy *to_proto(struct connect_call *call, const struct stor
     m->enabled = p->enabled;
     m->failure_mode = connect_call_strdup(call, p->failure_mode);
     m->colocate = p->colocate != 0;
+    m->shadow = p->shadow != 0;
     m->algorithm = connect_call_strdup(call, policy_algorithm_name(p->algorithm));
     m->window = connect_call_strdup(call, window);
     m->lease_ttl = connect_call_strdup(call, lease);
@@ -306,6 +314,7 @@ static int from_proto(const Permit__V1__Policy *m, struct store_policy_input *in
     in->enabled = m->enabled;
     in->failure_mode = m->failure_mode[0] ? m->failure_mode : "closed";
     in->colocate = m->colocate;
+    in->shadow = m->shadow;
     if ((rc = policy_check_fields(in->name, in->apps, in->napps, in->description,
                                   in->failure_mode, err)) != PERMITD_OK)
         return rc;
@@ -550,6 +559,7 @@ static int same_fields(const struct store_policy *p, const struct store_policy_i
         p->algorithm != l->algorithm || p->window_ms != l->window_ms ||
         p->calendar != l->calendar || p->lease_ms != l->lease_ms ||
         (p->enabled != 0) != (in->enabled != 0) || (p->colocate != 0) != (in->colocate != 0) ||
+        (p->shadow != 0) != (in->shadow != 0) ||
         strcmp(p->failure_mode, in->failure_mode) != 0 ||
         strcmp(p->description ? p->description : "", in->description ? in->description : "") != 0)
         return 0;
@@ -789,10 +799,13 @@ static int get_policy_stats(void *ud, struct connect_call *call, const ProtobufC
         seconds = STATS_SECONDS;
     rs->allowed = connect_call_alloc(call, seconds * sizeof(int64_t));
     rs->denied = connect_call_alloc(call, seconds * sizeof(int64_t));
-    if (rs->allowed == NULL || rs->denied == NULL)
+    rs->shadow_denied = connect_call_alloc(call, seconds * sizeof(int64_t));
+    if (rs->allowed == NULL || rs->denied == NULL || rs->shadow_denied == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     rs->n_allowed = rs->n_denied =
         stats_series(a->stats, rq->name, seconds, &rs->end_unix, rs->allowed, rs->denied, &known);
+    rs->n_shadow_denied = stats_shadow_series_at(a->stats, rq->name, seconds, rs->end_unix,
+                                                 rs->shadow_denied);
     rs->known = known;
     return PERMITD_OK;
 }
@@ -1236,7 +1249,8 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
     if ((a->apps != NULL && appsvc_serve(a->apps, req, resp)) ||
         (a->gateway != NULL && gatewaysvc_serve(a->gateway, req, resp)) ||
         (a->envoy != NULL && envoysvc_serve(a->envoy, req, resp)) ||
-        (a->fleet != NULL && fleetsvc_serve(a->fleet, req, resp))) {
+        (a->fleet != NULL && fleetsvc_serve(a->fleet, req, resp)) ||
+        (a->hot != NULL && hotkeysvc_serve(a->hot, req, resp))) {
         no_store(resp);
         return;
     }

@@ -55,6 +55,11 @@ void admin_set_envoy(struct admin *a, struct envoysvc *envoy);
 struct fleet;
 struct fleetsvc;
 void admin_set_fleet(struct admin *a, struct fleetsvc *svc, struct fleet *fleet);
+struct hotkeysvc;
+
+/* Serves HotKeyService (control/hotkeysvc.h) on this listener too; call
+ * before the listeners start. */
+void admin_set_hotkeys(struct admin *a, struct hotkeysvc *hot);
 
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session with the role needed (editor: 1 for editors

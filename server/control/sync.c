@@ -141,7 +141,7 @@ static int64_t deadline(void)
 struct put_call {
     char key[POLICY_REDIS_KEY_MAX], id[24], version[24], max[24], updated[24], taken[24];
     char window[24], lease[24];
-    struct redis_str keys[1], args[32];
+    struct redis_str keys[1], args[34];
     int nargs;
     long long out[2];       /* sync.lua's answer: {written, limits} */
 };
@@ -182,6 +182,11 @@ static void put_args(struct sync *s, const struct store_policy *p, int64_t taken
     ARG("enabled"); ARG(p->enabled ? "1" : "0");
     ARG("failure_mode"); ARG(p->failure_mode);
     ARG("colocate"); ARG(p->colocate ? "1" : "0");
+    /* Only a policy in shadow mode has the field (a hash without it is
+     * one that enforces, as every hash before issue 23). */
+    if (p->shadow) {
+        ARG("shadow"); ARG("1");
+    }
     ARG("version"); ARG(c->version);
     ARG("id"); ARG(c->id);
     ARG("updated_us"); ARG(c->updated);

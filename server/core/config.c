@@ -96,13 +96,16 @@ static const struct setting settings[] = {
     INT(sync_interval_ms, "sync-interval-ms", "PERMITD_SYNC_INTERVAL_MS", "5000",
         100, 3600000, "how often policies are reconciled from MySQL into Redis"),
     INT(stats_policies, "stats-policies", "PERMITD_STATS_POLICIES", "10000", 1, 1000000,
-        "policies the admin UI's traffic chart keeps figures for (about 3.7 KB each, taken "
+        "policies the admin UI's traffic chart keeps figures for (about 4.9 KB each, taken "
         "as policies get traffic); past it the least recently active one's are dropped"),
     INT(fleet_publish_ms, "fleet-publish-ms", "PERMITD_FLEET_PUBLISH_MS", "1000", 0, 60000,
         "how often this instance writes its per-policy counts and its heartbeat into Redis "
         "for the fleet's totals and the Instances page (control/fleet.c); 0 = off"),
     INT(fleet_heartbeat_ttl_s, "fleet-heartbeat-ttl", "PERMITD_FLEET_HEARTBEAT_TTL", "60", 2,
         86400, "seconds an instance's heartbeat stays listed after its last write"),
+    INT(hotkeys_publish_ms, "hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS", "5000", 100,
+        600000, "how often this instance writes each policy's hot keys (its most allowed and "
+        "most denied keys of the last minute or two) to Redis, for GetHotKeys"),
     STR(admin_listen, "admin-listen", "PERMITD_ADMIN_LISTEN", "127.0.0.1:8081",
         "admin listener address (/healthz, /readyz), host:port"),
     STR(admin_ui_dir, "admin-ui-dir", "PERMITD_ADMIN_UI_DIR", "",

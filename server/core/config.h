@@ -96,6 +96,7 @@ struct config {
     int stats_policies;           /* policies the UI's chart keeps figures for */
     int fleet_publish_ms;         /* fleet counts + heartbeat into Redis this often; 0 = off */
     int fleet_heartbeat_ttl_s;    /* a heartbeat's life in Redis */
+    int hotkeys_publish_ms;       /* how often the hot keys go to Redis (decisions/hotkeys.h) */
 
     /* Admin listener: /healthz, /readyz (and the admin UI) */
     char admin_listen[256];

@@ -19,6 +19,7 @@
 #include "decisions/api_internal.h"
 #include "decisions/appkeys.h"
 #include "decisions/forward.h"
+#include "decisions/hotkeys.h"
 #include "core/clock.h"
 #include "transport/connect.h"
 #include "permit/v1/ratelimit.pb-c.h"
@@ -30,6 +31,7 @@ struct api {
     struct stats *stats;
     struct appkeys *keys;           /* who may call (issue 21); NULL: not checked */
     struct forward *forward;        /* /v1/forward-auth (issue 25); NULL: not served */
+    struct hotkeys *hot;            /* each key's takes counted (issue 23); NULL: not */
     struct connect_limits limits;
     /* AcquireResponse's allowed and remaining: written in JSON even when
      * false and 0 (a denial says so; proto3 JSON would leave them out), in
@@ -38,6 +40,13 @@ struct api {
     /* ReleaseResponse's released and RenewResponse's renewed, likewise:
      * false is the answer "the lease was not held". */
     const ProtobufCFieldDescriptor *always_released[2], *always_renewed[2];
+};
+
+/* One HTTP worker's: its decisions' queue, and the sketches its takes are
+ * counted in (hotkeys.h: its own, so no worker waits for another). */
+struct worker {
+    struct limiter_queue *queue;
+    struct hotkeys_worker *hot;     /* NULL without api_set_hotkeys() */
 };
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -100,6 +109,9 @@ void api_ratelimit_headers(struct http_response *resp, const char *policy,
     policy_header(resp, "RateLimit-Policy", policy, "\";q=", r->limit, ";w=", r->window_s);
     policy_header(resp, "RateLimit", policy, "\";r=", r->remaining, ";t=",
                   ceil_div(r->reset_after_ms, 1000));
+    /* A shadow answer (allowed, flagged) keeps what enforcing would have
+     * said in RateLimit (r=0 ...), but no Retry-After: a proxy in front
+     * would act on it, and the policy is not to refuse anything yet. */
     if (!r->allowed) {
         struct value v;
         v.n = 0;
@@ -119,6 +131,7 @@ void api_decision_message(Permit__V1__AcquireResponse *m, const struct limiter_r
     m->lease_id = (char *)r->lease_id;     /* "" unless a lease was granted */
     m->lease_expires_after_ms = r->lease_expires_ms;
     m->replayed = r->replayed;
+    m->shadow = r->shadow;
 }
 
 void api_peek_message(Permit__V1__PeekResponse *m, const struct limiter_result *r)
@@ -127,6 +140,7 @@ void api_peek_message(Permit__V1__PeekResponse *m, const struct limiter_result *
     m->remaining = r->remaining;
     m->limit = r->limit;
     m->reset_after_ms = r->reset_after_ms;
+    m->shadow = r->shadow;
 }
 
 void api_batch_item(Permit__V1__AcquireBatchResult *item, Permit__V1__AcquireResponse *answer,
@@ -188,6 +202,15 @@ static void count_error(struct api *a, const char *bucket, int code)
     stats_record_error(a->stats, bucket, code, real);
 }
 
+/* How a decision is counted: a shadow policy's would-be denial apart from
+ * both its allowed and its denied Acquires (stats.h). */
+static int counted_as(const struct limiter_result *r)
+{
+    return r->shadow    ? STATS_RESULT_SHADOW_DENIED
+           : r->allowed ? STATS_RESULT_ALLOWED
+                        : STATS_RESULT_DENIED;
+}
+
 /* Hands a deferred call's answer back: resp as filled, or the Connect error
  * for rc. */
 static void deferred_answer(const struct http_request *http, int rc, struct http_response *resp,
@@ -213,6 +236,7 @@ struct pending {
     char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
     char request_id[LIMITER_REQUEST_ID_MAX + 1], lease_id[LIMITER_LEASE_ID_LEN + 1];
     int64_t deadline_us, t0;
+    struct hotkeys_worker *hot;
 };
 
 /* s into dst (size bytes), cut to fit: limiter_check() has bounded every
@@ -271,8 +295,11 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
         else if (r->open_pass)
             stats_record_pass(p->a->stats, p->bucket);
         else
-            stats_record(p->a->stats, p->bucket, r->allowed);
+            stats_record(p->a->stats, p->bucket, counted_as(r));
     }
+    if (rc == PERMITD_OK)
+        hotkeys_record(p->hot, p->bucket, p->key,
+                       r->allowed && !r->shadow ? HOTKEYS_ALLOWED : HOTKEYS_DENIED);
     if (rc == PERMITD_OK) {
         Permit__V1__AcquireResponse rs;
         api_decision_message(&rs, r);
@@ -289,7 +316,8 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
 static int defer_decision(struct api *a, struct connect_call *call, enum kind kind,
                           const struct limiter_request *lr, struct permitd_error *err)
 {
-    struct limiter_queue *q = http_request_worker(call->http);
+    struct worker *w = http_request_worker(call->http);
+    struct limiter_queue *q = w->queue;
     struct pending *p;
     int rc;
 
@@ -316,6 +344,7 @@ static int defer_decision(struct api *a, struct connect_call *call, enum kind ki
                                      p->lease_id};
     p->deadline_us = call->deadline_us;
     p->t0 = clock_now_us();
+    p->hot = w->hot;
     http_request_defer(call->http);
     switch (kind) {
     case KIND_PEEK:
@@ -417,6 +446,7 @@ static int renew(void *ud, struct connect_call *call, const ProtobufCMessage *in
  * strings, and room for the answers and the reply message. */
 struct pending_batch {
     struct api *a;
+    struct hotkeys_worker *hot;
     const struct http_request *http;
     enum connect_codec codec;
     size_t n;
@@ -447,7 +477,11 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
         else if (a->stats != NULL && p->res[i].open_pass)
             stats_record_pass(a->stats, p->reqs[i].bucket);
         else if (a->stats != NULL)
-            stats_record(a->stats, p->reqs[i].bucket, p->res[i].allowed);
+            stats_record(a->stats, p->reqs[i].bucket, counted_as(&p->res[i]));
+        if (p->errs[i].code == PERMITD_OK)
+            hotkeys_record(p->hot, p->reqs[i].bucket, p->reqs[i].key,
+                           p->res[i].allowed && !p->res[i].shadow ? HOTKEYS_ALLOWED
+                                                                  : HOTKEYS_DENIED);
         p->result_ptrs[i] = &p->results[i];
     }
     if (rc == PERMITD_OK) {
@@ -527,8 +561,10 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
     p->n = n;
     p->all_or_nothing = rq->all_or_nothing;
     p->deadline_us = call->deadline_us;
+    p->hot = ((struct worker *)http_request_worker(call->http))->hot;
     http_request_defer(call->http);
-    limiter_acquire_batch_queued(http_request_worker(call->http), p->reqs, p->n,
+    limiter_acquire_batch_queued(((struct worker *)http_request_worker(call->http))->queue,
+                                 p->reqs, p->n,
                                  p->all_or_nothing, p->deadline_us, p->res, p->errs,
                                  acquire_batch_done, p);
     return CONNECT_DEFERRED;
@@ -587,14 +623,37 @@ void api_free(struct api *a)
 int api_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_error *err)
 {
     struct api *a = ud;
+    struct worker *w = calloc(1, sizeof(*w));
+    int rc;
 
-    return limiter_queue_new(a->limiter, loop, (struct limiter_queue **)worker, err);
+    *worker = NULL;
+    if (w == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if ((rc = limiter_queue_new(a->limiter, loop, &w->queue, err)) != PERMITD_OK ||
+        (a->hot != NULL && (rc = hotkeys_worker_new(a->hot, &w->hot, err)) != PERMITD_OK)) {
+        limiter_queue_free(w->queue);
+        free(w);
+        return rc;
+    }
+    *worker = w;
+    return PERMITD_OK;
 }
 
 void api_worker_close(void *ud, void *worker)
 {
+    struct worker *w = worker;
+
     (void)ud;
-    limiter_queue_free(worker);
+    if (w == NULL)
+        return;
+    limiter_queue_free(w->queue);
+    hotkeys_worker_free(w->hot);
+    free(w);
+}
+
+void api_set_hotkeys(struct api *a, struct hotkeys *hot)
+{
+    a->hot = hot;
 }
 
 void api_handle(void *ud, const struct http_request *req, struct http_response *resp)

@@ -32,6 +32,11 @@ struct forward;
 /* Serves forward-auth (decisions/forward.h) at /v1/forward-auth with
  * forward, which must outlive a; call before the listener starts. */
 void api_set_forward(struct api *a, struct forward *forward);
+struct hotkeys;
+
+/* Counts every decided take's key in hot (decisions/hotkeys.h), in
+ * sketches of each worker's own; call before the listener starts. */
+void api_set_hotkeys(struct api *a, struct hotkeys *hot);
 
 /* The API listener's http_options worker_open and worker_close: each
  * worker's decisions go through a limiter queue of its own, attached to

@@ -534,6 +534,26 @@ static int restale(struct limiter *l, const char *bucket, long long stamp, int r
     return policies_reload(l->policies, bucket, deadline_us, NULL, err);
 }
 
+/* Shadow mode (issue 23): the script decided as usual and took nothing
+ * for a denial; a policy in shadow mode answers it allowed, flagged
+ * `shadow`, with the denial's fields (remaining, retry_after_ms: what
+ * enforcing would have said). A Peek is only flagged. Looked up in the
+ * in-memory table (lock-free) for denials and Peeks only, so an allowed
+ * Acquire pays nothing; a denial answered as allowed here is never
+ * remembered by the deny cache (job_answer() remembers denials only). */
+static void shadow(struct limiter *l, const struct limiter_request *req, int take,
+                   struct limiter_result *res)
+{
+    const struct policies_entry *e = policies_get(l->policies, req->bucket);
+
+    if (e != NULL && e->shadow) {
+        res->shadow = 1;
+        if (take == DO_TAKE)
+            res->allowed = 1;
+    }
+    policies_release(e);
+}
+
 /* Turns what Redis said about one item (rc of the call, the script's
  * RECORD) into the answer: failure_mode on a Redis failure, else the
  * decision or the error the script named; a "stale" answer is asked again
@@ -567,7 +587,10 @@ static int conclude(struct limiter *l, const struct limiter_request *req, int ta
     res->replayed = (out[9] & FLAG_REPLAYED) != 0;
     res->noop = (out[9] & FLAG_NOOP) != 0;
     res->lease_id[0] = '\0';
-    if (res->allowed && take == DO_TAKE && out[8] > 0) {
+    res->shadow = 0;
+    if (check && (take == DO_PEEK || (take == DO_TAKE && !res->allowed)))
+        shadow(l, req, take, res);
+    if (res->allowed && !res->shadow && take == DO_TAKE && out[8] > 0) {
         /* a lease granted (concurrency): its id, as the script kept it */
         memcpy(res->lease_id, &out[REDIS_RECORD_LEASE], LIMITER_LEASE_ID_LEN);
         res->lease_id[LIMITER_LEASE_ID_LEN] = '\0';
@@ -1308,14 +1331,15 @@ static void job_put(struct limiter_queue *q, struct job *j)
  * bucket as it stands, which the cache does not know), without a request
  * id (a retry of an allowed take must replay "allowed"), of a policy whose
  * permits come back only with time (not concurrency: a Release frees
- * them). What the cache denies, Redis would deny too: see deny_cache.h for
+ * them) and that enforces (not in shadow mode: its denials are answered
+ * allowed, see shadow()). What the cache denies, Redis would deny too: see deny_cache.h for
  * the clocks; the policy's version stamp and the reset epoch for edits and
  * resets (limiter_reset(), the change notices). */
 static int deny_cacheable(const struct limiter_queue *q, const struct limiter_request *req,
                           int take, const struct policies_entry *e)
 {
     return q->deny != NULL && take == DO_TAKE && e->algorithm != POLICY_CONCURRENCY &&
-           (req->request_id == NULL || req->request_id[0] == '\0');
+           !e->shadow && (req->request_id == NULL || req->request_id[0] == '\0');
 }
 
 /* Answers req from the cache when it holds a denial still in force for

@@ -49,6 +49,10 @@ struct limiter_result {
                                    expires; else 0 */
     int replayed;           /* the answer of an earlier take with the same request_id */
     int noop;               /* Release, Renew: the lease was not held; nothing changed */
+    int shadow;             /* an Acquire: its policy is in shadow mode and would have
+                               denied it; allowed is 1 all the same, the other fields are
+                               the denial's (nothing taken). A Peek: the policy is in
+                               shadow mode */
     char lease_id[LIMITER_LEASE_ID_LEN + 1];    /* an allowed concurrency take's; else "" */
     int open_pass;          /* Acquire: let through by failure_mode open, Redis not deciding */
 };

@@ -586,7 +586,7 @@ int policies_parse(const char *name, char *const *fields, size_t n,
 {
     struct policies_entry *e = calloc(1, sizeof(*e));
     const char *max = NULL, *rate = NULL, *apps = NULL, *enabled = NULL, *mode = NULL;
-    const char *rates = NULL, *version = NULL, *id = NULL, *colocate = NULL;
+    const char *rates = NULL, *version = NULL, *id = NULL, *colocate = NULL, *shadow = NULL;
     const char *algorithm = NULL, *window = NULL, *calendar = NULL, *lease = NULL;
     int64_t v;
     char *end;
@@ -607,6 +607,7 @@ int policies_parse(const char *name, char *const *fields, size_t n,
         else if (strcmp(f, "version") == 0) version = val;
         else if (strcmp(f, "id") == 0) id = val;
         else if (strcmp(f, "colocate") == 0) colocate = val;
+        else if (strcmp(f, "shadow") == 0) shadow = val;
         else if (strcmp(f, "algorithm") == 0) algorithm = val;
         else if (strcmp(f, "window_ms") == 0) window = val;
         else if (strcmp(f, "calendar") == 0) calendar = val;
@@ -615,6 +616,7 @@ int policies_parse(const char *name, char *const *fields, size_t n,
     e->enabled = enabled == NULL || strcmp(enabled, "0") != 0;
     e->open = mode != NULL && strcmp(mode, "open") == 0;
     e->colocate = colocate != NULL && strcmp(colocate, "1") == 0;
+    e->shadow = shadow != NULL && strcmp(shadow, "1") == 0;
     e->version = (v = whole(version)) > 0 ? (uint64_t)v : 0;
     e->id = (v = whole(id)) > 0 ? (uint64_t)v : 0;
     if ((e->rates = strdup(rates ? rates : "")) == NULL ||

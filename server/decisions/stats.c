@@ -28,6 +28,12 @@
  * policy's first decision (or its first after an eviction) takes the
  * mutex; a thread past STATS_READERS slots counts under it too.
  *
+ * A policy in shadow mode (issue 23) has its would-be denials counted
+ * apart (result "shadow_denied", the rings' shadow count): they were
+ * answered allowed, and neither figure would be true with them in it.
+ * The fleet's running totals (total[]) count them as allowed: that is
+ * what was answered.
+ *
  * The totals behind permitd_acquires_total{policy,result} keep the
  * Prometheus label cap as before: the first STATS_LABELS policies to be
  * counted get labels of their own, found by hashing the name (open
@@ -59,6 +65,7 @@ struct label {
     char name[POLICY_NAME_MAX + 1];
     _Atomic int ready;                  /* name written */
     _Atomic uint64_t allowed, denied;   /* since start */
+    _Atomic uint64_t shadow_denied;     /* shadow mode's would-be denials (issue 23) */
     _Atomic uint64_t errors[NCODES];
 };
 
@@ -66,7 +73,7 @@ struct label {
  * 2106, and 4 billion decisions of one policy in one second will not. */
 struct cell {
     _Atomic uint32_t second;            /* the Unix second counted here */
-    _Atomic uint32_t allowed, denied;
+    _Atomic uint32_t allowed, denied, shadow;
 };
 
 /* A policy's place in the chart's table (name written under the lock).
@@ -295,9 +302,15 @@ static struct series *take(struct stats *s, const char *policy, uint64_t h)
     return se;
 }
 
-/* Counts one decision in se's ring at second now. Inside a lookup, or
- * under the lock. */
-static void count(struct series *se, int allowed, int64_t now)
+/* The counter of a decision of this result (enum stats_result) among a, d
+ * and sd (allowed, denied, shadow-denied). */
+#define BY_RESULT(result, a, d, sd)                                   \
+    ((result) == STATS_RESULT_SHADOW_DENIED ? (sd) :                  \
+     (result) == STATS_RESULT_DENIED ? (d) : (a))
+
+/* Counts one decision (enum stats_result) in se's ring at second now.
+ * Inside a lookup, or under the lock. */
+static void count(struct series *se, int result, int64_t now)
 {
     struct cell *c = &se->ring[now % STATS_SECONDS];
     uint32_t stamp = atomic_load_explicit(&c->second, memory_order_relaxed);
@@ -310,8 +323,10 @@ static void count(struct series *se, int allowed, int64_t now)
          * racing with the restart may be lost; this is a chart, not a bill. */
         atomic_store_explicit(&c->allowed, 0, memory_order_relaxed);
         atomic_store_explicit(&c->denied, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->shadow, 0, memory_order_relaxed);
     }
-    atomic_fetch_add_explicit(allowed ? &c->allowed : &c->denied, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(BY_RESULT(result, &c->allowed, &c->denied, &c->shadow), 1,
+                              memory_order_relaxed);
 }
 
 /* A lookup without the lock: enter (the slot's counter odd), ..., leave
@@ -327,26 +342,26 @@ static void leave(struct stats *s, int me)
     atomic_fetch_add_explicit(&s->readers[me].n, 1, memory_order_release);
 }
 
-void stats_record(struct stats *s, const char *policy, int allowed)
+void stats_record(struct stats *s, const char *policy, int result)
 {
-    stats_record_at(s, policy, allowed, (int64_t)time(NULL));
+    stats_record_at(s, policy, result, (int64_t)time(NULL));
 }
 
 /* Counts one event of kind (enum stats_counter) in se: the chart for a
- * decision or a pass (a pass reads as allowed there), the running total
- * always. Inside a lookup, or under the lock. */
-static void bump(struct series *se, int kind, int64_t now)
+ * decision or a pass (result: enum stats_result; a pass reads as allowed
+ * there), the running total always. Inside a lookup, or under the lock. */
+static void bump(struct series *se, int kind, int result, int64_t now)
 {
     if (kind != STATS_ERRORS)
-        count(se, kind != STATS_DENIED, now);
+        count(se, result, now);
     atomic_fetch_add_explicit(&se->total[kind], 1, memory_order_relaxed);
 }
 
 /* Counts one event of kind in policy's place (h: its fnv1a()), without the
  * lock when the place exists; a policy without a place gets one when
  * create is set, else the event is not counted here. */
-static void count_in_place(struct stats *s, const char *policy, uint64_t h, int kind, int create,
-                           int64_t now)
+static void count_in_place(struct stats *s, const char *policy, uint64_t h, int kind, int result,
+                           int create, int64_t now)
 {
     struct series *se = NULL;
     int me;
@@ -354,18 +369,18 @@ static void count_in_place(struct stats *s, const char *policy, uint64_t h, int 
     if ((me = slot()) >= 0) {
         enter(s, me);
         if ((se = at(s, probe(s, policy, h))) != NULL)
-            bump(se, kind, now);
+            bump(se, kind, result, now);
         leave(s, me);
         if (se != NULL)
             return;
     }
     pthread_mutex_lock(&s->lock);
     if ((se = at(s, probe(s, policy, h))) != NULL || create)
-        bump(se != NULL ? se : take(s, policy, h), kind, now);
+        bump(se != NULL ? se : take(s, policy, h), kind, result, now);
     pthread_mutex_unlock(&s->lock);
 }
 
-void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now)
+void stats_record_at(struct stats *s, const char *policy, int result, int64_t now)
 {
     uint64_t h = fnv1a(policy);
     struct label *sl = find_label(s, policy, h, 1);
@@ -373,8 +388,10 @@ void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t n
     if (sl == NULL)
         atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
     else
-        atomic_fetch_add_explicit(allowed ? &sl->allowed : &sl->denied, 1, memory_order_relaxed);
-    count_in_place(s, policy, h, allowed ? STATS_ALLOWED : STATS_DENIED, 1, now);
+        atomic_fetch_add_explicit(BY_RESULT(result, &sl->allowed, &sl->denied, &sl->shadow_denied),
+                                  1, memory_order_relaxed);
+    count_in_place(s, policy, h, result == STATS_RESULT_DENIED ? STATS_DENIED : STATS_ALLOWED,
+                   result, 1, now);
 }
 
 void stats_record_pass(struct stats *s, const char *policy)
@@ -386,7 +403,7 @@ void stats_record_pass(struct stats *s, const char *policy)
         atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(&sl->allowed, 1, memory_order_relaxed);
-    count_in_place(s, policy, h, STATS_PASSES, 1, (int64_t)time(NULL));
+    count_in_place(s, policy, h, STATS_PASSES, STATS_RESULT_ALLOWED, 1, (int64_t)time(NULL));
 }
 
 size_t stats_capacity(const struct stats *s)
@@ -472,6 +489,44 @@ void stats_hold(struct stats *s, int hold)
         pthread_mutex_unlock(&s->lock);
 }
 
+/* The shadow count of the last `seconds` seconds of se (NULL: none, all
+ * zero) ending at now, oldest first. Inside a lookup, or under the lock. */
+static void read_shadow(const struct series *se, size_t seconds, int64_t now, int64_t *shadow)
+{
+    for (size_t k = 0; k < seconds; k++) {
+        int64_t t = now - (int64_t)(seconds - 1 - k);
+        shadow[k] = 0;
+        if (se != NULL && t >= 0) {
+            const struct cell *c = &se->ring[t % STATS_SECONDS];
+            if (atomic_load_explicit(&c->second, memory_order_relaxed) == (uint32_t)t)
+                shadow[k] = atomic_load_explicit(&c->shadow, memory_order_relaxed);
+        }
+    }
+}
+
+size_t stats_shadow_series_at(struct stats *s, const char *policy, size_t seconds, int64_t now,
+                              int64_t *shadow)
+{
+    const struct series *se = NULL;
+    uint64_t h = fnv1a(policy);
+    int me = slot();
+
+    if (seconds > STATS_SECONDS)
+        seconds = STATS_SECONDS;
+    if (me >= 0) {
+        enter(s, me);
+        if ((se = at(s, probe(s, policy, h))) != NULL)
+            read_shadow(se, seconds, now, shadow);
+        leave(s, me);
+    }
+    if (se == NULL) {               /* none, or missed while entries moved */
+        pthread_mutex_lock(&s->lock);
+        read_shadow(at(s, probe(s, policy, h)), seconds, now, shadow);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return seconds;
+}
+
 void stats_record_error(struct stats *s, const char *policy, int code, int real)
 {
     int c = -code;
@@ -483,11 +538,11 @@ void stats_record_error(struct stats *s, const char *policy, int code, int real)
         atomic_fetch_add_explicit(&s->unknown_errors[c], 1, memory_order_relaxed);
         /* A policy past the labels' cap still has its place's total. */
         if (policy != NULL && real)
-            count_in_place(s, policy, fnv1a(policy), STATS_ERRORS, 1, (int64_t)time(NULL));
+            count_in_place(s, policy, fnv1a(policy), STATS_ERRORS, 0, 1, (int64_t)time(NULL));
         return;
     }
     atomic_fetch_add_explicit(&sl->errors[c], 1, memory_order_relaxed);
-    count_in_place(s, policy, fnv1a(policy), STATS_ERRORS, real, (int64_t)time(NULL));
+    count_in_place(s, policy, fnv1a(policy), STATS_ERRORS, 0, real, (int64_t)time(NULL));
 }
 
 void stats_observe(struct stats *s, int64_t micros)
@@ -516,6 +571,9 @@ void stats_prometheus(struct stats *s, FILE *out)
                 (unsigned long long)atomic_load(&sl->allowed));
         fprintf(out, "permitd_acquires_total{policy=\"%s\",result=\"denied\"} %llu\n", sl->name,
                 (unsigned long long)atomic_load(&sl->denied));
+        if (atomic_load(&sl->shadow_denied) > 0)
+            fprintf(out, "permitd_acquires_total{policy=\"%s\",result=\"shadow_denied\"} %llu\n",
+                    sl->name, (unsigned long long)atomic_load(&sl->shadow_denied));
         for (int c = 1; c < NCODES; c++) {
             uint64_t v = atomic_load(&sl->errors[c]);
             if (v > 0)

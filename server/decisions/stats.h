@@ -30,24 +30,37 @@ enum stats_counter {
 struct stats;
 
 /* Makes an empty table in *out with room for the charts of `policies`
- * policies (1 .. STATS_POLICIES_MAX; about 3.7 KB each, taken as they
+ * policies (1 .. STATS_POLICIES_MAX; about 4.9 KB each, taken as they
  * fill): PERMITD_OK, PERMITD_EINVAL for a count out of range, or
  * PERMITD_EINTERNAL with err saying what could not be allocated (*out is
  * then NULL). Free with stats_free(); stats_free(NULL) does nothing. */
 int stats_new(size_t policies, struct stats **out, struct permitd_error *err);
 void stats_free(struct stats *s);
 
-/* Counts one decision for policy (safe from any thread; no lock but for a
- * policy's first decision or its first after an eviction, which take a
- * mutex). Its chart always counts it, evicting the least recently
- * active policy's when the table is full; its totals have labels of their
- * own for the first 256 policies, else count as untracked. */
-void stats_record(struct stats *s, const char *policy, int allowed);
+/* What a decision was, as stats_record() counts it: 0 and 1 are a
+ * denial and an allowed Acquire (so `allowed` may be passed as it is);
+ * STATS_RESULT_SHADOW_DENIED an Acquire a policy in shadow mode would have
+ * denied and allowed (issue 23), counted apart from both
+ * (result="shadow_denied" on /metrics, the chart's shadow series; the
+ * fleet's running totals count it as allowed, which it was answered). */
+enum stats_result {
+    STATS_RESULT_DENIED = 0,
+    STATS_RESULT_ALLOWED = 1,
+    STATS_RESULT_SHADOW_DENIED = 2
+};
+
+/* Counts one decision (result: enum stats_result) for policy (safe from
+ * any thread; no lock but for a policy's first decision or its first
+ * after an eviction, which take a mutex). Its chart always counts it,
+ * evicting the least recently active policy's when the table is full; its
+ * totals have labels of their own for the first 256 policies, else count
+ * as untracked. */
+void stats_record(struct stats *s, const char *policy, int result);
 
 /* stats_record() as of the Unix second now, which stats_record() reads
  * from time(NULL): for a caller that drives the clock itself (the unit
  * test rolls the ring this way). */
-void stats_record_at(struct stats *s, const char *policy, int allowed, int64_t now);
+void stats_record_at(struct stats *s, const char *policy, int result, int64_t now);
 
 /* Holds (hold 1) or lets go of (hold 0) the table's mutex, which taking or
  * evicting a place holds: for the unit test, which checks that counting a
@@ -98,5 +111,12 @@ size_t stats_series(struct stats *s, const char *policy, size_t seconds, int64_t
  * (stats_series() passes time(NULL) and hands it back in *end_unix). */
 size_t stats_series_at(struct stats *s, const char *policy, size_t seconds, int64_t now,
                        int64_t *allowed, int64_t *denied, int *known);
+
+/* The shadow-mode denials (STATS_RESULT_SHADOW_DENIED) of the last `seconds`
+ * seconds ending at the Unix second now into shadow[], oldest first, as
+ * stats_series_at() fills allowed[] (zeros for a policy without figures).
+ * Returns seconds. */
+size_t stats_shadow_series_at(struct stats *s, const char *policy, size_t seconds, int64_t now,
+                              int64_t *shadow);
 
 #endif

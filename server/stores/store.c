@@ -211,7 +211,7 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
     rc = query(s,
                "SELECT p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, "
                POLICY_VERSION ", CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), "
-               "p.colocate, p.algorithm, p.window_ms, p.calendar, p.lease_ms "
+               "p.colocate, p.algorithm, p.window_ms, p.calendar, p.lease_ms, p.shadow "
                "FROM policies p ORDER BY p.id", &res, err);
     if (rc != PERMITD_OK)
         return rc;
@@ -255,6 +255,7 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
         p->version = strtoull(row[6], NULL, 10);
         p->updated_us = row[7] ? strtoll(row[7], NULL, 10) : 0;
         p->colocate = row[8] != NULL && atoi(row[8]) != 0;
+        p->shadow = row[13] != NULL && atoi(row[13]) != 0;
         snap->count++;
     }
     mysql_free_result(res);
@@ -372,7 +373,7 @@ fail:
     "DATE_FORMAT(p.updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app SEPARATOR ',') " \
     "FROM policy_apps a WHERE a.policy_id = p.id), ''), p.colocate, " \
-    "p.algorithm, p.window_ms, p.calendar, p.lease_ms"
+    "p.algorithm, p.window_ms, p.calendar, p.lease_ms, p.shadow"
 
 /* The policy as JSON text, for audit rows (JSON_OBJECT exists in MySQL 8
  * and MariaDB alike). */
@@ -382,7 +383,7 @@ fail:
     "'max_permits', p.max_permits, 'rate', p.rate, 'description', p.description, " \
     "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'colocate', p.colocate, " \
     "'algorithm', p.algorithm, 'window_ms', p.window_ms, 'calendar', p.calendar, " \
-    "'lease_ms', p.lease_ms, 'version', " POLICY_VERSION ")"
+    "'lease_ms', p.lease_ms, 'shadow', p.shadow, 'version', " POLICY_VERSION ")"
 
 /* MySQL's and MariaDB's error numbers for what an editor can cause. */
 #define ER_DUP_ENTRY 1062
@@ -464,6 +465,7 @@ static int fill(struct store_policy *p, MYSQL_ROW row)
     snprintf(p->updated_at, sizeof(p->updated_at), "%s", row[12] ? row[12] : "");
     p->apps = strdup(row[13] ? row[13] : "");
     p->colocate = row[14] != NULL && atoi(row[14]) != 0;
+    p->shadow = row[19] != NULL && atoi(row[19]) != 0;
     return p->description != NULL && p->apps != NULL ? 0 : -1;
 }
 
@@ -806,9 +808,10 @@ int store_policy_create(struct store *s, const struct store_policy_input *in,
     }
     rc = run(s, sqlf("INSERT INTO policies (name, max_permits, rate, algorithm, window_ms, "
                      "calendar, lease_ms, description, enabled, failure_mode, colocate, "
-                     "created_by, updated_by) VALUES (%s, %lld, %s, %s, %d, %s, %d, %s, %s)",
+                     "shadow, created_by, updated_by) "
+                     "VALUES (%s, %lld, %s, %s, %d, %s, %d, %d, %s, %s)",
                      qn, in->limits.max_permits, qr, qd, in->enabled ? 1 : 0, qf,
-                     in->colocate ? 1 : 0, qa, qa),
+                     in->colocate ? 1 : 0, in->shadow ? 1 : 0, qa, qa),
              err);
     if (rc != PERMITD_OK) {
         rc = write_failed(s, in->name, rc, err);
@@ -882,9 +885,10 @@ int store_policy_update(struct store *s, const struct store_policy_input *in,
         goto done;
     }
     rc = run(s, sqlf("UPDATE policies SET max_permits = %lld, %s, description = %s, "
-                     "enabled = %d, failure_mode = %s, colocate = %d, updated_by = %s, "
-                     "version = version + 1 WHERE id = %" PRIu64, in->limits.max_permits, qr, qd,
-                     in->enabled ? 1 : 0, qf, in->colocate ? 1 : 0, qa, id),
+                     "enabled = %d, failure_mode = %s, colocate = %d, shadow = %d, "
+                     "updated_by = %s, version = version + 1 WHERE id = %" PRIu64,
+                     in->limits.max_permits, qr, qd, in->enabled ? 1 : 0, qf,
+                     in->colocate ? 1 : 0, in->shadow ? 1 : 0, qa, id),
              err);
     if (rc != PERMITD_OK)
         rc = write_failed(s, in->name, rc, err);

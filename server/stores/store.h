@@ -32,6 +32,7 @@ struct store_policy {
     int enabled;
     char failure_mode[8];       /* "open" or "closed" */
     int colocate;               /* all buckets in the policy's slot (stores/policy.h) */
+    int shadow;                 /* shadow mode: decided and counted, never refused */
     uint64_t version;
     int64_t updated_us;         /* updated_at, µs since the epoch (UTC) */
     char *apps;                 /* comma-separated, sorted; "" = none */
@@ -54,6 +55,7 @@ struct store_policy_input {
     int enabled;
     const char *failure_mode;
     int colocate;
+    int shadow;
 };
 
 /* One row of policy_audit. Strings are owned by the list. */

@@ -53,6 +53,7 @@ SETTINGS = [
     ("--grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS"),
     ("--grpc-tls-cert", "PERMITD_GRPC_TLS_CERT"),
     ("--grpc-tls-key", "PERMITD_GRPC_TLS_KEY"),
+    ("--hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS"),
 ]
 
 

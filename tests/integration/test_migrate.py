@@ -540,6 +540,48 @@ class MigrateCase(unittest.TestCase):
         self.ok("up")
         self.assertEqual(sorted(self.history()), SHIPPED)
 
+    def test_shadow_up_down_and_refusal(self):
+        # 0008 (issue 23): policies.shadow, 0 for every policy (existing
+        # and new) unless set, 0 or 1 only. Its down refuses, changing
+        # nothing, while a policy is in shadow mode, naming it (0007 would
+        # enforce a limit a team is still watching); then goes once none is.
+        columns = lambda: {r[0] for r in self.sql(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME = 'policies'")}
+        self.ok("up")
+        self.ok("down", str(LAST - 7))                  # back to 0007
+        self.assertNotIn("shadow", columns())
+        self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('old', 10, 1)")
+        self.ok("up")
+        self.assertIn("shadow", columns())
+        self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('new', 10, 1)")
+        self.sql("INSERT INTO policies (name, max_permits, rate, shadow) VALUES "
+                 "('watch.me', 10, 1, 1), ('watch-too', 10, 1, 1)")
+        self.assertEqual(self.sql("SELECT name, shadow FROM policies ORDER BY name"),
+                         [["new", "0"], ["old", "0"], ["watch-too", "1"], ["watch.me", "1"]])
+        with self.assertRaises(harness.MysqlError) as e:
+            self.sql("INSERT INTO policies (name, max_permits, rate, shadow) VALUES ('x', 1, 1, 2)")
+        self.assertIn("chk_policies_shadow", str(e.exception))
+
+        before = self.history()[8]
+        rc, out = self.migrate("down", str(LAST - 7))
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("refused", out)
+        self.assertIn("in shadow mode: watch-too, watch.me; switch shadow off first", out)
+        self.assertIn("nothing was changed", out)
+        self.assertNotIn("dirty", out)
+        self.assertEqual(self.history()[8], before)
+        self.assertIn("shadow", columns())
+        self.assertEqual(self.sql("SELECT COUNT(*) FROM information_schema.ROUTINES "
+                                  "WHERE ROUTINE_SCHEMA = DATABASE()"), [["0"]])
+        # Shadow off everywhere: down goes, every row kept.
+        self.sql("UPDATE policies SET shadow = 0")
+        self.ok("down", str(LAST - 7))
+        self.assertNotIn("shadow", columns())
+        self.assertEqual(self.sql("SELECT COUNT(*) FROM policies"), [["4"]])
+        self.ok("up")
+        self.assertEqual(sorted(self.history()), SHIPPED)
+
     def test_delimiter_and_quotes(self):
         d = self.copy_migrations({
             v(NEXT) + "_proc.up.sql":

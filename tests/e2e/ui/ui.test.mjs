@@ -156,7 +156,7 @@ async function startPermitd(appAuth = "off") {
   const adminPort = await freePort();
   const args = ["--listen", `127.0.0.1:${apiPort}`, "--admin-listen", `127.0.0.1:${adminPort}`,
     "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--mysql-url", MYSQL_URL, "--sync-interval-ms", "500",
-    "--app-auth", appAuth];
+    "--app-auth", appAuth, "--hotkeys-publish-ms", "300"];
   const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   const output = [];
   child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
@@ -612,7 +612,7 @@ describe("admin web UI in headless Chromium", () => {
       && Number(document.querySelector("#total-allowed")?.textContent.replace(/,/g, "")) >= 10, null, { timeout: 8000 });
     assert.equal(await page.locator("#traffic-chart svg").count(), 1);
 
-    await page.getByLabel("Key").fill("user-42");
+    await page.getByLabel("Key", { exact: true }).fill("user-42");
     await page.getByRole("button", { name: "Inspect", exact: true }).click();
     await page.locator("#inspect-remaining").waitFor();
     await page.waitForFunction(() => /^7 of 10$/.test(document.querySelector("#inspect-remaining")?.textContent || ""));
@@ -784,6 +784,88 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(await note.count(), 0);
     const after = await pageRpc(page, "PolicyService/GetPolicyStats", { name: XSS_POLICY, seconds: 60 });
     assert.equal(after.json.known, true, JSON.stringify(after.json));
+    await page.goto(`${adminBase()}/#/`);
+    await row(page, XSS_POLICY).waitFor();
+  });
+
+  step("shadow mode: a switch with its explanation; the page shows what the limit would have denied", async () => {
+    // Issue 23: a policy in shadow mode decides and counts every Acquire
+    // but refuses none; its page says how many it would have denied.
+    const SHADOW_POLICY = "ui-shadow";
+    await page.goto(`${adminBase()}/#/new`);
+    await fillPolicyForm(page, { name: SHADOW_POLICY, apps: APP, max: 2, rate: 1, unit: "h" });
+    const box = page.getByLabel(/Shadow mode/);
+    assert.equal(await box.isChecked(), false, "enforcing unless switched");
+    const hint = await page.locator("#f-shadow-hint").innerText();
+    assert.match(hint, /none is refused/);
+    assert.match(hint, /would have denied/);
+    assert.match(hint, /Switch it off to enforce/);
+    await box.check();
+    await checkA11y(page, "new policy, shadow mode on");
+    await page.locator("#save-policy").click();
+    await row(page, SHADOW_POLICY).waitFor();
+    assert.match(await row(page, SHADOW_POLICY).innerText(), /Shadow mode/);
+    const got = await pageRpc(page, "PolicyService/GetPolicy", { name: SHADOW_POLICY });
+    assert.equal(got.json.policy.shadow, true, JSON.stringify(got.json));
+    const answers = [];
+    for (let i = 0; i < 5; i++) answers.push(await acquire({ bucket: SHADOW_POLICY }));
+    assert.deepEqual(answers.map((a) => a.allowed), [true, true, true, true, true], JSON.stringify(answers));
+    assert.deepEqual(answers.map((a) => a.shadow === true), [false, false, true, true, true], JSON.stringify(answers));
+    await row(page, SHADOW_POLICY).getByRole("link", { name: SHADOW_POLICY, exact: true }).click();
+    await page.waitForFunction(() => document.querySelector("#shadow-denied")?.textContent === "3");
+    assert.match(await page.locator("#shadow-note").innerText(), /would have denied 3 in the last 5 min/);
+    assert.match(await page.locator(".settings").innerText(), /Mode\s+shadow: decided and counted, never refused/);
+    await checkA11y(page, "detail, shadow mode with would-be denials");
+    await shot(page, "11c-shadow-mode");
+    // Switched off: saved, audited in the history, enforced at once.
+    await page.goto(`${adminBase()}/#/policy/${SHADOW_POLICY}/edit`);
+    await page.waitForFunction(() => document.querySelector("#f-shadow")?.checked === true);
+    await page.getByLabel(/Shadow mode/).uncheck();
+    await page.locator("#save-policy").click();
+    await page.waitForFunction(() => !location.hash.endsWith("/edit"));
+    await page.goto(`${adminBase()}/#/policy/${SHADOW_POLICY}`);
+    await page.waitForFunction(() => document.querySelectorAll("#history .change").length >= 2);
+    assert.match(await page.locator("#history .change").first().innerText(), /shadow\s+yes\s+→\s+no/);
+    assert.match(await page.locator(".settings").innerText(), /Mode\s+enforcing/);
+    const refused = await acquire({ bucket: SHADOW_POLICY });
+    assert.equal(refused.allowed, false, JSON.stringify(refused));
+    assert.notEqual(refused.shadow, true);
+    // The denials it would have made stay on the page while the range holds them.
+    await page.waitForFunction(() => /before the limit was enforced/.test(document.querySelector("#shadow-note")?.textContent || ""));
+    const cur = await pageRpc(page, "PolicyService/GetPolicy", { name: SHADOW_POLICY });
+    const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: SHADOW_POLICY, version: cur.json.policy.version });
+    assert.equal(del.status, 200, JSON.stringify(del));
+    await page.goto(`${adminBase()}/#/`);
+    await row(page, XSS_POLICY).waitFor();
+  });
+
+  step("hot keys: the most denied and allowed keys with their level, and a reset button", async () => {
+    // Issue 23: per policy, the keys taken most (summed over instances),
+    // each with its bucket now; an editor resets one from the list.
+    const HOT_POLICY = "ui-hot";
+    const made = await pageRpc(page, "PolicyService/CreatePolicy", {
+      policy: { name: HOT_POLICY, apps: [APP], maxPermits: "2", rate: "0.0003", failureMode: "closed", enabled: true },
+    });
+    assert.equal(made.status, 200, JSON.stringify(made));
+    for (let i = 0; i < 4; i++) await acquire({ bucket: HOT_POLICY, key: "k-alice" });
+    await acquire({ bucket: HOT_POLICY, key: "k-bob" });
+    await page.goto(`${adminBase()}/#/policy/${HOT_POLICY}`);
+    const denied = page.locator('#hot-denied tr[data-key="k-alice"]');
+    await denied.waitFor({ timeout: 15_000 });
+    await page.waitForFunction(() => /k-alice\s+2\s+0 \/ 2 left/.test(document.querySelector('#hot-denied tr[data-key="k-alice"]')?.innerText || ""));
+    const allowed = await page.locator("#hot-allowed tbody tr").evaluateAll((trs) => trs.map((tr) => tr.dataset.key));
+    assert.deepEqual(allowed, ["k-alice", "k-bob"]);
+    assert.match(await page.locator("#hot-status").innerText(), /summed over 1 permitd instance\b/);
+    await checkA11y(page, "detail, hot keys");
+    await page.locator("#hot-lists, .hot-lists").scrollIntoViewIfNeeded();
+    await shot(page, "11d-hot-keys");
+    await denied.getByRole("button", { name: "Reset the bucket of k-alice" }).click();
+    await page.waitForFunction(() => /2 \/ 2 left/.test(document.querySelector('#hot-denied tr[data-key="k-alice"]')?.innerText || ""));
+    assert.match(await page.locator("#hot-done").innerText(), /Reset the bucket of k-alice/);
+    assert.equal((await acquire({ bucket: HOT_POLICY, key: "k-alice" })).allowed, true, "the reset bucket takes again");
+    const cur = await pageRpc(page, "PolicyService/GetPolicy", { name: HOT_POLICY });
+    const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: HOT_POLICY, version: cur.json.policy.version });
+    assert.equal(del.status, 200, JSON.stringify(del));
     await page.goto(`${adminBase()}/#/`);
     await row(page, XSS_POLICY).waitFor();
   });

@@ -73,7 +73,7 @@ static void test_api_peek_request(void)
  * time until full in seconds, rounded up. */
 static void test_api_headers_allowed(void)
 {
-    struct limiter_result r = {1, 9, 10, 0, 1500, 20, 9000000, 0, 0, 0, "", 0};
+    struct limiter_result r = {1, 9, 10, 0, 1500, 20, 9000000, 0, 0, 0, 0, "", 0};
     struct http_response resp;
     int n;
 
@@ -91,7 +91,7 @@ static void test_api_headers_allowed(void)
  * client that waits that long succeeds. */
 static void test_api_headers_denied(void)
 {
-    struct limiter_result r = {0, 0, 5, 1001, 4999, 5, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {0, 0, 5, 1001, 4999, 5, 0, 0, 0, 0, 0, "", 0};
     struct http_response resp;
     int n;
 
@@ -119,7 +119,7 @@ static void test_api_headers_round_up(void)
     int n;
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct limiter_result r = {0, 0, 1, cases[i].ms, cases[i].ms, 1, 0, 0, 0, 0, "", 0};
+        struct limiter_result r = {0, 0, 1, cases[i].ms, cases[i].ms, 1, 0, 0, 0, 0, 0, "", 0};
         struct http_response resp;
 
         http_response_init(&resp);
@@ -138,7 +138,7 @@ static void test_api_headers_widest(void)
     /* The largest milliseconds there are: rounding them up to seconds must
      * not overflow (it did, as (a + b - 1) / b: UBSan stopped the test). */
     const int64_t ms = INT64_MAX;
-    struct limiter_result r = {0, INT64_MAX, INT64_MAX, ms, ms, INT64_MAX, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {0, INT64_MAX, INT64_MAX, ms, ms, INT64_MAX, 0, 0, 0, 0, 0, "", 0};
     struct http_response resp;
     int n;
 
@@ -156,7 +156,7 @@ static void test_api_headers_widest(void)
     CHECK_STR(header(&resp, "Retry-After", &n), want);
 
     /* Negative numbers keep their sign (digits written by hand). */
-    r = (struct limiter_result){1, -1, INT64_MIN, 0, 0, -12, 0, 0, 0, 0, "", 0};
+    r = (struct limiter_result){1, -1, INT64_MIN, 0, 0, -12, 0, 0, 0, 0, 0, "", 0};
     http_response_init(&resp);
     api_ratelimit_headers(&resp, "p", &r);
     CHECK_STR(header(&resp, "RateLimit-Policy", &n), "\"p\";q=-9223372036854775808;w=-12");
@@ -165,7 +165,7 @@ static void test_api_headers_widest(void)
 
 static void test_api_decision_message(void)
 {
-    struct limiter_result r = {0, 3, 10, 250, 7000, 10, 3500000, 0, 0, 0, "", 0};
+    struct limiter_result r = {0, 3, 10, 250, 7000, 10, 3500000, 0, 0, 0, 0, "", 0};
     Permit__V1__AcquireResponse m;
 
     memset(&m, 0x5a, sizeof(m));            /* initialised by the call */
@@ -183,9 +183,33 @@ static void test_api_decision_message(void)
     CHECK_INT(m.retry_after_ms, 0);
 }
 
+/* A shadow answer (issue 23): allowed and flagged, with the denial's
+ * figures in the message and in RateLimit, and no Retry-After (a proxy
+ * would refuse on it). */
+static void test_api_shadow_answer(void)
+{
+    struct limiter_result r = {1, 0, 2, 4000, 9000, 9, 0, 0, 0, 0, 1, "", 0};
+    Permit__V1__AcquireResponse m;
+    struct http_response resp;
+    int n;
+
+    api_decision_message(&m, &r);
+    CHECK_INT(m.allowed, 1);
+    CHECK_INT(m.shadow, 1);
+    CHECK_INT(m.remaining, 0);
+    CHECK_INT(m.retry_after_ms, 4000);
+    http_response_init(&resp);
+    api_ratelimit_headers(&resp, "new-limit", &r);
+    CHECK_STR(header(&resp, "RateLimit", &n), "\"new-limit\";r=0;t=9");
+    CHECK(header(&resp, "Retry-After", &n) == NULL);
+    r.shadow = 0;
+    api_decision_message(&m, &r);
+    CHECK_INT(m.shadow, 0);
+}
+
 static void test_api_peek_message(void)
 {
-    struct limiter_result r = {1, 4, 12, 0, 2500, 6, 4000000, 0, 0, 0, "", 0};
+    struct limiter_result r = {1, 4, 12, 0, 2500, 6, 4000000, 0, 0, 0, 0, "", 0};
     Permit__V1__PeekResponse m;
 
     memset(&m, 0x5a, sizeof(m));
@@ -200,7 +224,7 @@ static void test_api_peek_message(void)
  * Connect code name and message. */
 static void test_api_batch_item(void)
 {
-    struct limiter_result r = {1, 8, 10, 0, 400, 2, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {1, 8, 10, 0, 400, 2, 0, 0, 0, 0, 0, "", 0};
     struct permitd_error ok = {PERMITD_OK, ""};
     struct permitd_error bad = {PERMITD_ENOTFOUND, "bucket \"nope\": no such policy"};
     Permit__V1__AcquireBatchResult item;
@@ -234,7 +258,7 @@ static void test_api_batch_item(void)
 static void test_api_always_fields(void)
 {
     const ProtobufCFieldDescriptor *always[3];
-    struct limiter_result r = {0, 0, 5, 0, 0, 5, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {0, 0, 5, 0, 0, 5, 0, 0, 0, 0, 0, "", 0};
     Permit__V1__AcquireResponse m;
     size_t len = 0;
     char *json;
@@ -256,6 +280,7 @@ int main(void)
     TEST_RUN(test_api_acquire_request);
     TEST_RUN(test_api_peek_request);
     TEST_RUN(test_api_headers_allowed);
+    TEST_RUN(test_api_shadow_answer);
     TEST_RUN(test_api_headers_denied);
     TEST_RUN(test_api_headers_round_up);
     TEST_RUN(test_api_headers_widest);

@@ -121,6 +121,37 @@ static void test_stats_counts_one_second(void)
     stats_free(s);
 }
 
+/* A shadow policy's would-be denials (issue 23) are counted apart from
+ * both allowed and denied: in the series and on /metrics. */
+static void test_stats_shadow_denied_apart(void)
+{
+    struct stats *s = new_stats();
+    int64_t allowed[2], denied[2], shadow[2];
+    char *text;
+
+    stats_record_at(s, "new-limit", STATS_RESULT_ALLOWED, T0);
+    stats_record_at(s, "new-limit", STATS_RESULT_ALLOWED, T0);
+    for (int i = 0; i < 3; i++)
+        stats_record_at(s, "new-limit", STATS_RESULT_SHADOW_DENIED, T0);
+    stats_record_at(s, "new-limit", STATS_RESULT_SHADOW_DENIED, T0 - 1);
+    stats_record_at(s, "new-limit", STATS_RESULT_DENIED, T0);
+    stats_series_at(s, "new-limit", 2, T0, allowed, denied, NULL);
+    CHECK_INT(allowed[1], 2);
+    CHECK_INT(denied[1], 1);
+    CHECK_INT(stats_shadow_series_at(s, "new-limit", 2, T0, shadow), 2);
+    CHECK_INT(shadow[0], 1);
+    CHECK_INT(shadow[1], 3);
+    CHECK_INT(stats_shadow_series_at(s, "never", 1, T0, shadow), 1);
+    CHECK_INT(shadow[0], 0);
+    text = prom(s);
+    CHECK(text != NULL);
+    CHECK_INT(sample(text, "permitd_acquires_total{policy=\"new-limit\",result=\"shadow_denied\"}"), 4);
+    CHECK_INT(sample(text, "permitd_acquires_total{policy=\"new-limit\",result=\"denied\"}"), 1);
+    CHECK_INT(sample(text, "permitd_acquires_total{policy=\"new-limit\",result=\"allowed\"}"), 2);
+    free(text);
+    stats_free(s);
+}
+
 /* Each second lands in its own place of the series; seconds with nothing
  * read 0; a series longer than the ring is cut to STATS_SECONDS. */
 static void test_stats_series_by_second(void)
@@ -644,6 +675,7 @@ int main(void)
     stats_free(NULL);
     TEST_RUN(test_stats_counts_one_second);
     TEST_RUN(test_stats_series_by_second);
+    TEST_RUN(test_stats_shadow_denied_apart);
     TEST_RUN(test_stats_ring_rolls_over);
     TEST_RUN(test_stats_policy_cap);
     TEST_RUN(test_stats_every_policy_has_a_series);
