@@ -19,6 +19,8 @@
 
 #include "control/admin.h"
 #include "control/appsvc.h"
+#include "control/auditsvc.h"
+#include "control/usersvc.h"
 #include "control/appsync.h"
 #include "decisions/appkeys.h"
 #include "decisions/api.h"
@@ -75,6 +77,8 @@ static int serve(const struct config *cfg)
     struct appkeys *keys = NULL;
     struct appsync *appsync = NULL;
     struct appsvc *appsvc = NULL;
+    struct usersvc *usersvc = NULL;
+    struct auditsvc *auditsvc = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
     sigset_t sigs;
     int sig = 0, status = EXIT_FAILURE;
@@ -115,8 +119,12 @@ static int serve(const struct config *cfg)
     if (sync != NULL) {
         struct permitd_error why = {0, ""};
         if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
-            appsvc_new(cfg, admin, redis, keys, &appsvc, &err) != PERMITD_OK)
+            appsvc_new(cfg, admin, redis, keys, &appsvc, &err) != PERMITD_OK ||
+            usersvc_new(cfg, admin, &usersvc, &err) != PERMITD_OK ||
+            auditsvc_new(cfg, admin, &auditsvc, &err) != PERMITD_OK)
             goto out;
+        admin_add_service(admin, usersvc_serve, usersvc);
+        admin_add_service(admin, auditsvc_serve, auditsvc);
         sync_set_pass_hook(sync, appsync_pass, appsync);
         /* The keys before the first request; MySQL down now leaves the
          * table empty (401 unknown) until the sync's first pass that
@@ -207,6 +215,8 @@ out:
     appsync_free(appsync);
     admin_free(admin);
     appsvc_free(appsvc);
+    usersvc_free(usersvc);
+    auditsvc_free(auditsvc);
     api_free(api);
     limiter_free(limiter);
     appkeys_free(keys);

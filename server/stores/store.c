@@ -1001,40 +1001,13 @@ int store_user_get(struct store *s, const char *username, struct store_user *out
     if ((q = quoted(s, username)) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     rc = run_query(s, sqlf("SELECT id, username, role, password_hash FROM admin_users "
-                           "WHERE username = %s", q), &res, err);
+                           "WHERE username = %s AND enabled = 1", q), &res, err);
     free(q);
     if (rc != PERMITD_OK)
         return rc;
     if (user_row(res, out) != 0)
         rc = permitd_error_set(err, PERMITD_ENOTFOUND, "no admin user \"%s\"", username);
     mysql_free_result(res);
-    return rc;
-}
-
-int store_user_put(struct store *s, const char *username, const char *password_hash,
-                   const char *role, struct permitd_error *err)
-{
-    char *qu, *qh, *qr;
-    int rc;
-
-    if ((rc = connect_db(s, err)) != PERMITD_OK)
-        return rc;
-    qu = quoted(s, username);
-    qh = quoted(s, password_hash);
-    qr = quoted(s, role);
-    if (qu && qh && qr)
-        rc = run(s, sqlf("INSERT INTO admin_users (username, password_hash, role) "
-                         "VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE "
-                         "password_hash = %s, role = %s", qu, qh, qr, qh, qr), err);
-    else
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    /* A new password ends the sessions made with the old one. */
-    if (rc == PERMITD_OK)
-        rc = run(s, sqlf("DELETE s FROM admin_sessions s JOIN admin_users u ON u.id = s.user_id "
-                         "WHERE u.username = %s", qu), err);
-    free(qu);
-    free(qh);
-    free(qr);
     return rc;
 }
 
@@ -1085,7 +1058,8 @@ int store_session_user(struct store *s, const char *token, struct store_user *ou
         return rc;
     rc = run_query(s, sqlf("SELECT u.id, u.username, u.role, '' FROM admin_sessions s "
                            "JOIN admin_users u ON u.id = s.user_id "
-                           "WHERE s.id_hash = '%s' AND s.expires_at > NOW(6)", id_hash),
+                           "WHERE s.id_hash = '%s' AND s.expires_at > NOW(6) AND u.enabled = 1",
+                           id_hash),
                    &res, err);
     if (rc != PERMITD_OK)
         return rc;

@@ -21,6 +21,7 @@ WRAPPERS = {
                 "stores/redis_notice.c"},
     r"microhttpd\.h": {"transport/http.c"},
     r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c", "stores/apps.c",
+                  "stores/users.c", "stores/audit.c",
                   "stores/migrate_history.c", "stores/migrate_run.c"},
     r"argon2\.h": {"control/auth.c"},
     r"jansson\.h": {"transport/json.c"},
