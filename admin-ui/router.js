@@ -1,5 +1,6 @@
 // router.js - the address after # names the page: #/ the policies, #/new
-// the create form, #/apps the apps and their keys, #/policy/NAME its detail, #/policy/NAME/edit its form;
+// the create form, #/apps the apps and their keys, #/audit every change,
+// #/users the users (admins), #/policy/NAME its detail, #/policy/NAME/edit its form;
 // anything else is "not found". render() disposes the page shown (its polls
 // stop) and builds the one the address names, from the views that
 // startRouter() was given, then moves focus to it (but not on the first
@@ -19,7 +20,7 @@ export const nav = {
 
 let views = null;      // route name → view(main, route)
 
-// views: { list, detail, edit, apps, missing }, each (main, route) → { dispose() }.
+// views: { list, detail, edit, apps, audit, users, missing }, each (main, route) → { dispose() }.
 export function startRouter(table) {
   views = table;
   window.addEventListener("hashchange", render);
@@ -49,6 +50,8 @@ export function parseRoute(hash) {
   if (parts.length === 1 && parts[0] === "") return { name: "list" };
   if (parts.length === 1 && parts[0] === "new") return { name: "edit", policy: null };
   if (parts.length === 1 && parts[0] === "apps") return { name: "apps" };
+  if (parts.length === 1 && parts[0] === "users") return { name: "users" };
+  if (parts.length === 1 && parts[0] === "audit") return { name: "audit" };
   if (parts[0] === "policy" && parts[1]) {
     if (parts.length === 2) return { name: "detail", policy: parts[1] };
     if (parts.length === 3 && parts[2] === "edit") return { name: "edit", policy: parts[1] };
