@@ -362,12 +362,19 @@ fail:
 
 /* ---- policies, one at a time, for administrators ---- */
 
+/* "Last changed by" (issue 23): the actor of the policy's newest audit row,
+ * the name the audit shows, whichever way the change came (a plain-SQL
+ * change of its apps cannot set policies.updated_by: error 1442). */
+#define POLICY_CHANGED_BY \
+    "IFNULL((SELECT a.actor FROM policy_audit a WHERE a.policy_id = p.id " \
+    "ORDER BY a.changed_at DESC, a.id DESC LIMIT 1), p.updated_by)"
+
 /* Every column of a policy, for SELECT ... FROM policies p. Used as a
  * printf format fragment, hence the doubled %. */
 #define POLICY_COLUMNS \
     "p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, " POLICY_VERSION ", " \
     "CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), p.description, " \
-    "p.created_by, p.updated_by, " \
+    "p.created_by, " POLICY_CHANGED_BY ", " \
     "DATE_FORMAT(p.created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "DATE_FORMAT(p.updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app SEPARATOR ',') " \

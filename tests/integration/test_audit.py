@@ -173,6 +173,19 @@ class AuditTest(test_admin.AdminCase):
         # And listed: the policy list shows it too.
         listed = e.ok(e.p("ListPolicies", {"filter": name}))["policies"]
         self.assertEqual(listed[0]["updatedBy"], dba)
+        # A plain-SQL change of the policy's apps (which cannot set
+        # policies.updated_by) and a key issued for the app by another user.
+        e.update(e.get(name), maxPermits="12")
+        mysql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'extra' FROM policies "
+              "WHERE name = '%s'" % name, url=url, database=self.db)
+        self.assertEqual(e.get(name)["updatedBy"], dba)
+        self.assertEqual(self.entries(e, policy=name)[0]["actor"], dba)
+        boss = self.client()
+        self.ok_login(boss, ADMIN, ADMIN_PW)
+        boss.ok(boss.call(APPS, "IssueKey", {"app": app}))
+        mine = [x for x in e.ok(e.call(APPS, "ListApps", {}))["apps"] if x["name"] == app][0]
+        newest = [x for x in self.entries(e) if x["subject"] == app][0]
+        self.assertEqual((mine["updatedBy"], newest["actor"], newest["kind"]), (ADMIN, ADMIN, "key"))
         # A plain-SQL insert names its MySQL user as creator.
         mysql("INSERT INTO policies (name, max_permits, rate) VALUES ('%s-sql', 3, 1)" % name,
               url=url, database=self.db)
