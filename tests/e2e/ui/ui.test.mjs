@@ -1899,6 +1899,14 @@ describe("users and audit pages in headless Chromium", () => {
     await v.getByRole("button", { name: "Clear" }).click();
     await rows.first().waitFor();
     assert.equal(await rows.count(), 25);
+
+    // "Last changed by" on the Apps page and the policy page: the audit's name.
+    mariadb(`USE ${DB}; UPDATE policies SET description = 'by hand' WHERE name = 'audit-many-00'`);
+    await v.goto(`${adminBase()}/#/apps`);
+    await v.locator('section[data-app="audit-app"] .app-changed .actor').getByText(EDITOR.name, { exact: true }).waitFor();
+    await v.goto(`${adminBase()}/#/policy/audit-many-00`);
+    await v.waitForFunction(() => [...document.querySelectorAll("dt")].some((dt) => dt.textContent === "Last changed"
+      && dt.nextElementSibling?.textContent.endsWith(" by root@localhost")));
   });
 
   step("the users and audit pages raised no script errors", () => {
