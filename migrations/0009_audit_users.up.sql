@@ -57,6 +57,7 @@ CREATE TRIGGER trg_admin_users_audit_insert AFTER INSERT ON admin_users FOR EACH
 
 -- One action when one thing changed (role, password, enabled), 'update'
 -- when several did; an UPDATE that changes none of them is not audited.
+-- A new password shows as "password": "changed" after, nothing more.
 DELIMITER ;;
 CREATE TRIGGER trg_admin_users_audit_update AFTER UPDATE ON admin_users FOR EACH ROW
 BEGIN
@@ -70,8 +71,9 @@ BEGIN
                  WHEN NEW.enabled THEN 'enable' ELSE 'disable' END,
             IFNULL(@permitd_actor, LEFT(USER(), 128)),
             JSON_OBJECT('username', OLD.username, 'role', OLD.role, 'enabled', OLD.enabled),
-            JSON_OBJECT('username', NEW.username, 'role', NEW.role, 'enabled', NEW.enabled,
-                        'password', IF(p, 'changed', 'unchanged')));
+            IF(p, JSON_OBJECT('username', NEW.username, 'role', NEW.role, 'enabled', NEW.enabled,
+                              'password', 'changed'),
+               JSON_OBJECT('username', NEW.username, 'role', NEW.role, 'enabled', NEW.enabled)));
   END IF;
 END;;
 DELIMITER ;

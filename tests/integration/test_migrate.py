@@ -561,6 +561,8 @@ class MigrateCase(unittest.TestCase):
                           ["e1", "disable", "root@localhost"], ["a1", "password", "root@localhost"]])
         self.assertNotIn("argon2", str(rows))
         self.assertEqual(json.loads(rows[2][3])["enabled"], 0)
+        self.assertNotIn("password", json.loads(rows[2][3]))
+        self.assertEqual(json.loads(rows[3][3])["password"], "changed")
 
         # A plain-SQL policy: its audit row has every column, and its
         # created_by / updated_by name the same MySQL user.
