@@ -1,7 +1,9 @@
 /*
  * admin.c - what administrators reach: the admin UI's files, the
  * PolicyService and AdminAuthService RPCs (over connect.c), /healthz,
- * /readyz and /metrics (health.c); and `permitd admin add-user`.
+ * /readyz and /metrics (health.c), the other control modules' services
+ * (admin_add_service(): UserService, AuditService); and the `permitd
+ * admin` command line's dispatch (add-user: usersvc.c; apps: appsvc.c).
  *
  * Who may do what is decided here, for every RPC, not only in the UI:
  *   - every RPC but Login needs a live session (cookie permitd_session,

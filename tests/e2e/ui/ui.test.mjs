@@ -1904,6 +1904,10 @@ describe("users and audit pages in headless Chromium", () => {
     mariadb(`USE ${DB}; UPDATE policies SET description = 'by hand' WHERE name = 'audit-many-00'`);
     await v.goto(`${adminBase()}/#/apps`);
     await v.locator('section[data-app="audit-app"] .app-changed .actor').getByText(EDITOR.name, { exact: true }).waitFor();
+    await v.goto(`${adminBase()}/#/`);
+    await v.locator('tr[data-policy="audit-many-00"] .changed-by').getByText("changed by root@localhost", { exact: true }).waitFor();
+    await v.locator('tr[data-policy="audit-many-01"] .changed-by').getByText(`changed by ${EDITOR.name}`, { exact: true }).waitFor();
+    await checkA11y(v, "policy list with changed by");
     await v.goto(`${adminBase()}/#/policy/audit-many-00`);
     await v.waitForFunction(() => [...document.querySelectorAll("dt")].some((dt) => dt.textContent === "Last changed"
       && dt.nextElementSibling?.textContent.endsWith(" by root@localhost")));
