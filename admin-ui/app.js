@@ -15,7 +15,8 @@
 //   format.js    validation and formatting (no DOM; the e2e test imports it)
 //   dialogs.js   confirm delete
 //   view-login.js, view-list.js, view-detail.js (with chart.js,
-//   inspector.js, history.js), view-edit.js, view-instances.js,
+//   inspector.js, history.js), view-edit.js, view-apps.js, view-gateway.js,
+//   view-instances.js, view-audit.js, view-users.js (admins),
 //   view-missing.js: the pages.
 //
 // Everything that comes from the server or the user is put into the page as
@@ -33,6 +34,8 @@ import { listView } from "./view-list.js";
 import { appsView } from "./view-apps.js";
 import { gatewayView } from "./view-gateway.js";
 import { instancesView } from "./view-instances.js";
+import { auditView } from "./view-audit.js";
+import { usersView } from "./view-users.js";
 import { missingView } from "./view-missing.js";
 import { errorState, loadingState } from "./widgets.js";
 
@@ -40,7 +43,7 @@ onSessionExpired(sessionExpired);
 ui.logout.addEventListener("click", signOut);
 ui.bannerClose.addEventListener("click", () => clearBanner());
 startRouter({ list: listView, detail: detailView, edit: editView, apps: appsView, gateway: gatewayView,
-              instances: instancesView, missing: missingView });
+              instances: instancesView, audit: auditView, users: usersView, missing: missingView });
 
 // Asks who the session cookie belongs to: the page the address names, or
 // the sign-in page; if permitd does not answer, an error with Retry.

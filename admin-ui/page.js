@@ -13,4 +13,5 @@ export const ui = {
   userName: $("#user-name"),
   userRole: $("#user-role"),
   logout: $("#logout"),
+  navUsers: $("#nav-users"),
 };

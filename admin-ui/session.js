@@ -9,6 +9,8 @@ export const POLICY = "PolicyService";
 export const AUTH = "AdminAuthService";
 export const APPS = "AppService";
 export const FLEET = "FleetService";
+export const USERS = "UserService";
+export const AUDIT = "AuditService";
 
 export const session = {
   user: null,          // { username, role }
@@ -21,7 +23,9 @@ export function onSessionExpired(fn) {
   expired = fn;
 }
 
-export const isEditor = () => session.user?.role === "editor";
+// Roles rank viewer < editor < admin: an admin may do all an editor may.
+export const isEditor = () => session.user?.role === "editor" || session.user?.role === "admin";
+export const isAdmin = () => session.user?.role === "admin";
 
 export async function call(service, method, body, signal) {
   try {

@@ -108,6 +108,9 @@ export function appsView(main) {
           app.enabled ? badge("Enabled", "ok") : badge("Disabled", "muted", "its keys answer unauthenticated")),
         actions),
       app.description ? h("p", { class: "policy-desc" }, app.description) : null,
+      // The name the audit shows for its newest change (its keys' too).
+      app.updatedBy ? h("p", { class: "app-changed muted small" }, "Last changed by ", h("span", { class: "actor" }, app.updatedBy),
+        app.updatedAt ? ` · ${fmt.formatTimestamp(app.updatedAt)}` : "") : null,
       h("p", { class: "app-policies" }, h("span", { class: "muted" }, "Policies: "),
         policies.length
           ? policies.map((p, j) => [j ? ", " : "", h("a", { href: policyHref(p) }, p)])

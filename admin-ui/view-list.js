@@ -92,7 +92,9 @@ export function listView(main) {
     const cells = [
       h("td", { class: "cell-name", "data-label": "Name" },
         h("a", { href: policyHref(p.name), class: "policy-link" }, p.name),
-        p.description ? h("span", { class: "desc", title: p.description }, p.description) : null),
+        p.description ? h("span", { class: "desc", title: p.description }, p.description) : null,
+        // Who changed it last: the name the Audit page shows for its newest change.
+        p.updatedBy ? h("span", { class: "changed-by" }, `changed by ${p.updatedBy}`) : null),
       h("td", { "data-label": "Apps" }, appChips(p.apps)),
       h("td", { class: "num", "data-label": "Max permits" }, fmt.formatNumber(Number(p.maxPermits ?? 0), 0)),
       h("td", { "data-label": "Limit" },

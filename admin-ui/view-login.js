@@ -70,9 +70,11 @@ export function enterApp(user, fromLogin = false) {
   ui.topbar.hidden = false;
   setText(ui.userName, user.username);
   // On narrow screens CSS hides .role-name: a viewer's badge reads "read-only".
-  if (user.role === "editor") replace(ui.userRole, "editor");
+  if (user.role === "editor" || user.role === "admin") replace(ui.userRole, user.role);
   else replace(ui.userRole, h("span", { class: "role-name" }, "viewer · "), "read-only");
-  ui.userRole.className = `badge ${user.role === "editor" ? "badge-info" : "badge-muted"}`;
+  ui.userRole.className = `badge ${user.role === "viewer" ? "badge-muted" : "badge-info"}`;
+  // Users is for admins only (UserService refuses the others anyway).
+  ui.navUsers.hidden = user.role !== "admin";
   if (!location.hash || location.hash === "#") history.replaceState(null, "", "#/");
   nav.firstRender = !fromLogin;
   render();

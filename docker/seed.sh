@@ -4,7 +4,7 @@
 # the database in the state scripts/run.sh leaves it in, so the curl line at
 # the top of docker-compose.yml answers and the admin UI has a login.
 #
-#   - a first admin UI editor, through `permitd admin add-user` (password on
+#   - a first admin UI admin, through `permitd admin add-user` (password on
 #     standard input, hashed by permitd): PERMITD_ADMIN_PASSWORD when set
 #     (applied on every run, so it stays the password); otherwise, only
 #     when there is no admin user yet, a random one printed once here;
@@ -44,11 +44,11 @@ sql() {
 }
 
 if [ -n "$password" ]; then
-    printf '%s\n' "$password" | permitd admin add-user "$admin" --role editor >/dev/null
+    printf '%s\n' "$password" | permitd admin add-user "$admin" --role admin >/dev/null
     echo "seed: admin UI login: $admin / the password in PERMITD_ADMIN_PASSWORD"
 elif [ "$(sql 'SELECT COUNT(*) FROM admin_users')" = 0 ]; then
     password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
-    printf '%s\n' "$password" | permitd admin add-user "$admin" --role editor >/dev/null
+    printf '%s\n' "$password" | permitd admin add-user "$admin" --role admin >/dev/null
     echo "seed: admin UI login: $admin / $password   (shown once; PERMITD_ADMIN_PASSWORD" \
          "chooses it; more users: docker compose run --rm migrate admin add-user NAME --role viewer)"
 else

@@ -87,12 +87,13 @@ sql() { mariadb --no-defaults --protocol=socket --socket="$mysql_sock" -uroot --
 
 "$build/server/permitd" migrate up
 
-# A first editor for the admin UI; its password is printed once.
+# A first admin for the admin UI (it may add the other users there); its
+# password is printed once.
 admin_note=""
 if [ "$(sql 'SELECT COUNT(*) FROM admin_users')" = 0 ]; then
     admin_password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
-    printf '%s\n' "$admin_password" | "$build/server/permitd" admin add-user admin --role editor
-    admin_note="  admin UI login: admin / $admin_password   (shown once; add users with
+    printf '%s\n' "$admin_password" | "$build/server/permitd" admin add-user admin --role admin
+    admin_note="  admin UI login: admin / $admin_password   (shown once; add users on the UI's Users page, or with
                   printf 'PASSWORD\\n' | PERMITD_MYSQL_URL=... permitd admin add-user NAME --role viewer)"
 fi
 

@@ -21,6 +21,8 @@
 #include "control/appsvc.h"
 #include "control/hotkeysvc.h"
 #include "decisions/hotkeys.h"
+#include "control/auditsvc.h"
+#include "control/usersvc.h"
 #include "control/appsync.h"
 #include "control/envoysvc.h"
 #include "control/gatewaysvc.h"
@@ -115,6 +117,8 @@ static int serve(const struct config *cfg)
     struct fleetsvc *fleetsvc = NULL;
     struct hotkeys *hotkeys = NULL;
     struct hotkeysvc *hotkeysvc = NULL;
+    struct usersvc *usersvc = NULL;
+    struct auditsvc *auditsvc = NULL;
     struct http_server *server = NULL, *admin_server = NULL;
     struct grpcapi *grpcapi = NULL;
     struct envoyrls *envoyrls = NULL;
@@ -173,8 +177,12 @@ static int serve(const struct config *cfg)
         if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
             appsvc_new(cfg, admin, redis, keys, &appsvc, &err) != PERMITD_OK ||
             gatewaysync_new(cfg, redis, rules, &gwsync, &err) != PERMITD_OK ||
-            gatewaysvc_new(cfg, admin, redis, gwsync, &gwsvc, &err) != PERMITD_OK)
+            gatewaysvc_new(cfg, admin, redis, gwsync, &gwsvc, &err) != PERMITD_OK ||
+            usersvc_new(cfg, admin, &usersvc, &err) != PERMITD_OK ||
+            auditsvc_new(cfg, admin, &auditsvc, &err) != PERMITD_OK)
             goto out;
+        admin_add_service(admin, usersvc_serve, usersvc);
+        admin_add_service(admin, auditsvc_serve, auditsvc);
         if (envoysvc_new(cfg, admin, envoyrls, &envoysvc, &err) != PERMITD_OK)
             goto out;
         hooks.appsync = appsync;
@@ -334,6 +342,8 @@ out:
     fleetsvc_free(fleetsvc);
     appsvc_free(appsvc);
     gatewaysvc_free(gwsvc);
+    usersvc_free(usersvc);
+    auditsvc_free(auditsvc);
     api_free(api);
     forward_free(forward);
     forward_rules_free(rules);

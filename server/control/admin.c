@@ -1,12 +1,14 @@
 /*
  * admin.c - what administrators reach: the admin UI's files, the
  * PolicyService and AdminAuthService RPCs (over connect.c), /healthz,
- * /readyz and /metrics (health.c); and `permitd admin add-user`.
+ * /readyz and /metrics (health.c), the other control modules' services
+ * (admin_add_service(): UserService, AuditService); and the `permitd
+ * admin` command line's dispatch (add-user: usersvc.c; apps: appsvc.c).
  *
  * Who may do what is decided here, for every RPC, not only in the UI:
  *   - every RPC but Login needs a live session (cookie permitd_session,
  *     HttpOnly, SameSite=Strict); viewers may call the read-only ones,
- *     editors all of them;
+ *     editors all of them, and admins also manage users (usersvc.c);
  *   - a POST must carry an Origin equal to this listener's own origin
  *     (scheme://Host; on a loopback listener Host must be a loopback name,
  *     which stops DNS rebinding), so a page on another site cannot make a
@@ -43,6 +45,7 @@
 #include "control/envoysvc.h"
 #include "control/gatewaysvc.h"
 #include "control/hotkeysvc.h"
+#include "control/usersvc.h"
 #include "control/auth.h"
 #include "control/fleetsvc.h"
 #include "core/clock.h"
@@ -73,7 +76,11 @@
  * client's retries come within seconds; ten minutes covers a slow one. */
 #define ADMIN_DELETE_RETRY_S 600
 
-enum role { ROLE_NONE, ROLE_VIEWER, ROLE_EDITOR };
+/* The roles, in rank order: each may do what the ones below it may. */
+enum role { ROLE_VIEWER = ADMIN_VIEWER, ROLE_EDITOR = ADMIN_EDITOR, ROLE_ADMIN = ADMIN_ADMIN };
+
+/* The most other services served here (admin_add_service()). */
+#define ADMIN_SERVICES_MAX 8
 
 struct admin {
     const struct config *cfg;
@@ -92,6 +99,11 @@ struct admin {
     struct envoysvc *envoy;         /* EnvoyDescriptorService; NULL without --mysql-url */
     struct fleetsvc *fleet;         /* FleetService; NULL until admin_set_fleet() */
     struct hotkeysvc *hot;          /* HotKeyService (issue 23) */
+    struct {
+        admin_service_fn *serve;
+        void *ud;
+    } services[ADMIN_SERVICES_MAX]; /* admin_add_service() */
+    size_t nservices;
 };
 
 /* What each admin listener worker's loop has (admin_worker_open()): the
@@ -170,6 +182,16 @@ static int need_store(struct admin *a, struct permitd_error *err)
     return PERMITD_OK;
 }
 
+/* A role's rank; an unknown one ranks below viewer. */
+static int rank(const char *role)
+{
+    if (strcmp(role, "admin") == 0)
+        return ROLE_ADMIN;
+    if (strcmp(role, "editor") == 0)
+        return ROLE_EDITOR;
+    return strcmp(role, "viewer") == 0 ? ROLE_VIEWER : -1;
+}
+
 /* Finds the caller's session and checks its role; fills *user. */
 static int authenticate(struct admin *a, struct connect_call *call, enum role need,
                         struct store_user *user, struct permitd_error *err)
@@ -186,18 +208,23 @@ static int authenticate(struct admin *a, struct connect_call *call, enum role ne
     pthread_mutex_unlock(&a->store_lock);
     if (rc != PERMITD_OK)
         return rc;
-    if (need == ROLE_EDITOR && strcmp(user->role, "editor") != 0)
-        return permitd_error_set(err, PERMITD_EPERM,
-                                 "%s is a %s: only editors may change policies or buckets",
+    if (rank(user->role) >= (int)need)
+        return PERMITD_OK;
+    if (need == ROLE_ADMIN)
+        return permitd_error_set(err, PERMITD_EPERM, "%s is a %s: only admins may manage users",
                                  user->username, user->role);
-    return PERMITD_OK;
+    return permitd_error_set(err, PERMITD_EPERM,
+                             "%s is a %s: only editors and admins may change policies, apps "
+                             "or buckets", user->username, user->role);
 }
 
-int admin_authenticate(struct admin *a, struct connect_call *call, int editor, char *user,
+int admin_authenticate(struct admin *a, struct connect_call *call, int need, char *user,
                        size_t len, struct permitd_error *err)
 {
     struct store_user u;
-    int rc = authenticate(a, call, editor ? ROLE_EDITOR : ROLE_VIEWER, &u, err);
+    int rc = authenticate(a, call,
+                          need >= ADMIN_ADMIN ? ROLE_ADMIN : need ? ROLE_EDITOR : ROLE_VIEWER,
+                          &u, err);
 
     if (rc == PERMITD_OK)
         snprintf(user, len, "%s", u.username);
@@ -229,6 +256,15 @@ void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
 {
     a->apps = apps;
     a->health.appkeys = keys;
+}
+
+int admin_add_service(struct admin *a, admin_service_fn *serve, void *ud)
+{
+    if (a->nservices == ADMIN_SERVICES_MAX)
+        return -1;
+    a->services[a->nservices].serve = serve;
+    a->services[a->nservices++].ud = ud;
+    return 0;
 }
 
 /* ---- conversions between store.c and the protobuf messages ---- */
@@ -1254,6 +1290,12 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
         no_store(resp);
         return;
     }
+    for (size_t i = 0; i < a->nservices; i++) {
+        if (a->services[i].serve(a->services[i].ud, req, resp)) {
+            no_store(resp);
+            return;
+        }
+    }
     if (!connect_serve(methods, a, &a->limits, req, resp)) {
         permitd_error_set(&err, PERMITD_EUNIMPLEMENTED, "no procedure or page %.200s",
                           http_request_path(req));
@@ -1382,106 +1424,27 @@ void admin_handle(void *ud, const struct http_request *req, struct http_response
 
 static void cli_usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: permitd admin add-user NAME --role viewer|editor\n");
+    usersvc_cli_usage(out);
     appsvc_cli_usage(out);
     fprintf(out,
             "\n"
-            "add-user creates an administrator of the admin UI, or sets a new password and\n"
-            "role for an existing one (ending the sessions it has). The password is\n"
-            "read from standard input (one line; at least 8 characters). NAME: letters,\n"
-            "digits, '.', '_' and '-', up to 64. Viewers read, editors also change.\n"
             "The database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n"
-            "The app verbs: permitd admin VERB --help.\n"
+            "Each verb's own help: permitd admin VERB --help.\n"
             "\n"
             "  -h, --help   this text (anywhere on the line)\n");
 }
 
-/* Reads one line from stdin without its newline. */
-static int read_password(char *buf, size_t len)
-{
-    size_t n;
-
-    if (fgets(buf, (int)len, stdin) == NULL)
-        return -1;
-    n = strlen(buf);
-    if (n > 0 && buf[n - 1] == '\n')
-        buf[--n] = '\0';
-    if (n > 0 && buf[n - 1] == '\r')
-        buf[--n] = '\0';
-    return 0;
-}
-
 int admin_cli_main(const struct config *cfg, int argc, char **argv)
 {
-    struct permitd_error err = {0, ""};
-    const char *name = NULL, *role = NULL;
-    char password[1024], hash[AUTH_HASH_MAX];
-    struct store *store = NULL;
-    int rc;
-
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         cli_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (appsvc_cli_verb(argv[1]))
         return appsvc_cli_main(cfg, argc, argv);
-    if (strcmp(argv[1], "add-user") != 0) {
-        fprintf(stderr, "permitd admin: unknown command \"%s\"\n\n", argv[1]);
-        cli_usage(stderr);
-        return 2;
-    }
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            cli_usage(stdout);      /* anywhere after the verb, as for migrate */
-            return 0;
-        }
-    }
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
-            role = argv[++i];
-        else if (strncmp(argv[i], "--role=", 7) == 0)
-            role = argv[i] + 7;
-        else if (argv[i][0] != '-' && name == NULL)
-            name = argv[i];
-        else {
-            fprintf(stderr, "permitd admin add-user: unexpected argument \"%s\"\n", argv[i]);
-            return 2;
-        }
-    }
-    if (name == NULL || role == NULL) {
-        fprintf(stderr, "permitd admin add-user: give a NAME and --role viewer|editor\n");
-        return 2;
-    }
-    if (strcmp(role, "viewer") != 0 && strcmp(role, "editor") != 0) {
-        fprintf(stderr, "permitd admin add-user: --role \"%s\" is not viewer or editor\n", role);
-        return 2;
-    }
-    if (policy_check_name("NAME", name, &err) != PERMITD_OK || strlen(name) > 64) {
-        fprintf(stderr, "permitd admin add-user: %s\n",
-                err.message[0] ? err.message : "NAME: at most 64 characters");
-        return 2;
-    }
-    if (cfg->mysql_url[0] == '\0') {
-        fprintf(stderr, "permitd admin: set PERMITD_MYSQL_URL (mysql://user:pass@host:port/db)\n");
-        return 2;
-    }
-    if (isatty(STDIN_FILENO))
-        fprintf(stderr, "Password for %s: ", name);
-    if (read_password(password, sizeof(password)) != 0 || strlen(password) < 8) {
-        fprintf(stderr, "permitd admin add-user: the password (one line on standard input) "
-                        "must be at least 8 characters\n");
-        return 2;
-    }
-    rc = auth_hash_password(password, hash, &err);
-    memset(password, 0, sizeof(password));
-    if (rc == PERMITD_OK && (rc = store_new(cfg, &store, &err)) == PERMITD_OK)
-        rc = store_user_put(store, name, hash, role, &err);
-    store_free(store);
-    if (rc != PERMITD_OK) {
-        fprintf(stderr, "permitd admin add-user: %s\n", err.message);
-        return 1;
-    }
-    printf("admin user %s (%s) saved\n", name, role);
-    return 0;
+    if (strcmp(argv[1], "add-user") == 0)
+        return usersvc_cli_main(cfg, argc, argv);
+    fprintf(stderr, "permitd admin: unknown command \"%s\"\n\n", argv[1]);
+    cli_usage(stderr);
+    return 2;
 }

@@ -40,6 +40,10 @@ void admin_set_listeners(struct admin *a, struct http_server *api, struct http_s
  * keys in /readyz and /metrics; call before the listeners start. */
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys);
 
+/* What admin_authenticate() asks of the caller's role (each rank may do
+ * what the ones below it may). */
+enum { ADMIN_VIEWER = 0, ADMIN_EDITOR = 1, ADMIN_ADMIN = 2 };
+
 struct gatewaysvc;
 
 /* Serves GatewayService (control/gatewaysvc.h) on this listener too;
@@ -62,12 +66,23 @@ struct hotkeysvc;
 void admin_set_hotkeys(struct admin *a, struct hotkeysvc *hot);
 
 /* Who calls: the session's user name into user (len bytes) when the call
- * carries a live session with the role needed (editor: 1 for editors
- * only, 0 for viewers too); else PERMITD_EUNAUTHENTICATED, or
+ * carries a live session of an enabled user with the role needed (need:
+ * ADMIN_VIEWER, ADMIN_EDITOR or ADMIN_ADMIN; 0 and 1 read as before the
+ * admin role: anyone, editors); else PERMITD_EUNAUTHENTICATED, or
  * PERMITD_EPERM naming the user and the role. For the RPCs of other
- * control modules served on this listener (appsvc.c). */
-int admin_authenticate(struct admin *a, struct connect_call *call, int editor, char *user,
+ * control modules served on this listener (appsvc.c, usersvc.c). */
+int admin_authenticate(struct admin *a, struct connect_call *call, int need, char *user,
                        size_t len, struct permitd_error *err);
+
+/* A service of another control module on this listener: returns 1 when
+ * req's path is one of its procedures (resp filled), else 0. It runs on
+ * the admin RPCs' pool (offload.h), like every RPC but Login. */
+typedef int admin_service_fn(void *ud, const struct http_request *req,
+                             struct http_response *resp);
+
+/* Serves serve(ud, ...) on this listener beside PolicyService; call before
+ * the listeners start. -1 when the table (8) is full. */
+int admin_add_service(struct admin *a, admin_service_fn *serve, void *ud);
 
 /* The admin listener's http_options worker_open and worker_close: its
  * worker's loop gets the inbox through which password checks (verifier.c)

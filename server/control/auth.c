@@ -108,3 +108,20 @@ int auth_cookie_token(const char *cookie, char *out, size_t outlen)
     }
     return -1;
 }
+
+int auth_check_password(const char *password, struct permitd_error *err)
+{
+    size_t n = strlen(password);
+
+    if (n < AUTH_PASSWORD_MIN)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "password: %zu characters; it must be at least %d", n,
+                                 AUTH_PASSWORD_MIN);
+    if (n > AUTH_PASSWORD_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "password: %zu bytes; the limit is %d", n,
+                                 AUTH_PASSWORD_MAX);
+    if (strpbrk(password, "\r\n") != NULL)
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "password: one line only (it holds a line break)");
+    return PERMITD_OK;
+}

@@ -15,6 +15,15 @@
 #define AUTH_TOKEN_LEN 64             /* hex characters */
 #define AUTH_COOKIE "permitd_session"
 
+#define AUTH_PASSWORD_MIN 8
+#define AUTH_PASSWORD_MAX 1000          /* bytes */
+
+/* The password rule of every way a password is set (`permitd admin
+ * add-user`, UserService): AUTH_PASSWORD_MIN to AUTH_PASSWORD_MAX bytes,
+ * one line (no CR or LF). PERMITD_EINVAL says which part fails, never
+ * the password. */
+int auth_check_password(const char *password, struct permitd_error *err);
+
 /* Hashes password into out (AUTH_HASH_MAX bytes), with a fresh salt. */
 int auth_hash_password(const char *password, char *out, struct permitd_error *err);
 

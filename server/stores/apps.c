@@ -149,7 +149,11 @@ int apps_list(struct apps_db *d, struct apps_app **out, size_t *n, struct permit
     if ((rc = connect_db(d, err)) != PERMITD_OK)
         return rc;
     rc = sql(d, &res, err,
-             "SELECT a.name, a.description, a.enabled, a.created_by, a.updated_by, "
+             "SELECT a.name, a.description, a.enabled, a.created_by, "
+             /* last changed by: its newest audit row's actor (a key's too),
+              * the name the audit shows (issue 23) */
+             "IFNULL((SELECT x.actor FROM app_audit x WHERE x.app = a.name "
+             "ORDER BY x.changed_at DESC, x.id DESC LIMIT 1), a.updated_by), "
              "DATE_FORMAT(a.created_at, " TIME_FMT "), DATE_FORMAT(a.updated_at, " TIME_FMT "), "
              "IFNULL((SELECT GROUP_CONCAT(p.name ORDER BY p.name SEPARATOR ',') "
              "FROM policy_apps pa JOIN policies p ON p.id = pa.policy_id WHERE pa.app = a.name), '') "

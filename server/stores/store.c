@@ -363,12 +363,19 @@ fail:
 
 /* ---- policies, one at a time, for administrators ---- */
 
+/* "Last changed by" (issue 23): the actor of the policy's newest audit row,
+ * the name the audit shows, whichever way the change came (a plain-SQL
+ * change of its apps cannot set policies.updated_by: error 1442). */
+#define POLICY_CHANGED_BY \
+    "IFNULL((SELECT a.actor FROM policy_audit a WHERE a.policy_id = p.id " \
+    "ORDER BY a.changed_at DESC, a.id DESC LIMIT 1), p.updated_by)"
+
 /* Every column of a policy, for SELECT ... FROM policies p. Used as a
  * printf format fragment, hence the doubled %. */
 #define POLICY_COLUMNS \
     "p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, " POLICY_VERSION ", " \
     "CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), p.description, " \
-    "p.created_by, p.updated_by, " \
+    "p.created_by, " POLICY_CHANGED_BY ", " \
     "DATE_FORMAT(p.created_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "DATE_FORMAT(p.updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app SEPARATOR ',') " \
@@ -1036,40 +1043,13 @@ int store_user_get(struct store *s, const char *username, struct store_user *out
     if ((q = quoted(s, username)) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     rc = run_query(s, sqlf("SELECT id, username, role, password_hash FROM admin_users "
-                           "WHERE username = %s", q), &res, err);
+                           "WHERE username = %s AND enabled = 1", q), &res, err);
     free(q);
     if (rc != PERMITD_OK)
         return rc;
     if (user_row(res, out) != 0)
         rc = permitd_error_set(err, PERMITD_ENOTFOUND, "no admin user \"%s\"", username);
     mysql_free_result(res);
-    return rc;
-}
-
-int store_user_put(struct store *s, const char *username, const char *password_hash,
-                   const char *role, struct permitd_error *err)
-{
-    char *qu, *qh, *qr;
-    int rc;
-
-    if ((rc = connect_db(s, err)) != PERMITD_OK)
-        return rc;
-    qu = quoted(s, username);
-    qh = quoted(s, password_hash);
-    qr = quoted(s, role);
-    if (qu && qh && qr)
-        rc = run(s, sqlf("INSERT INTO admin_users (username, password_hash, role) "
-                         "VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE "
-                         "password_hash = %s, role = %s", qu, qh, qr, qh, qr), err);
-    else
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    /* A new password ends the sessions made with the old one. */
-    if (rc == PERMITD_OK)
-        rc = run(s, sqlf("DELETE s FROM admin_sessions s JOIN admin_users u ON u.id = s.user_id "
-                         "WHERE u.username = %s", qu), err);
-    free(qu);
-    free(qh);
-    free(qr);
     return rc;
 }
 
@@ -1120,7 +1100,8 @@ int store_session_user(struct store *s, const char *token, struct store_user *ou
         return rc;
     rc = run_query(s, sqlf("SELECT u.id, u.username, u.role, '' FROM admin_sessions s "
                            "JOIN admin_users u ON u.id = s.user_id "
-                           "WHERE s.id_hash = '%s' AND s.expires_at > NOW(6)", id_hash),
+                           "WHERE s.id_hash = '%s' AND s.expires_at > NOW(6) AND u.enabled = 1",
+                           id_hash),
                    &res, err);
     if (rc != PERMITD_OK)
         return rc;

@@ -166,10 +166,8 @@ void store_history_free(struct store_change *v, size_t n);
 /* Admin accounts. */
 int store_user_get(struct store *s, const char *username, struct store_user *out,
                    struct permitd_error *err);
-/* Creates the user, or replaces password and role of an existing one. */
-int store_user_put(struct store *s, const char *username, const char *password_hash,
-                   const char *role, struct permitd_error *err);
-
+/* (Users are written by stores/users.h; a disabled one is found by
+ * neither the login nor a session.) */
 /* Sessions: only SHA-256(token) is stored. */
 int store_session_create(struct store *s, const char *token, uint64_t user_id, int ttl_s,
                          struct permitd_error *err);

@@ -1446,7 +1446,7 @@ class AddUserTest(AdminCase):
                          [["0"]])
 
     def test_unknown_role_is_refused(self):
-        for role in ("root", "admin", "EDITOR", ""):
+        for role in ("root", "ADMIN", "EDITOR", ""):
             with self.subTest(role=role):
                 rc, out = run_permitd(["admin", "add-user", "rooty", "--role", role],
                                       stdin="long-enough-password\n", mysql_url=self.mysql_url)

@@ -582,6 +582,95 @@ class MigrateCase(unittest.TestCase):
         self.ok("up")
         self.assertEqual(sorted(self.history()), SHIPPED)
 
+    def test_admin_role_and_user_audit_up_and_down(self):
+        # 0009 (issue 23): role admin and enabled on admin_users; user_audit
+        # written by triggers (never a hash); the plain-SQL policy audit rows
+        # with every column; created_by/updated_by of a plain-SQL change the
+        # MySQL user its audit row names. Its down refuses, changing nothing,
+        # while an admin or a disabled user exists, naming them.
+        import json
+        columns = lambda: {r[0] for r in self.sql(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME = 'admin_users'")}
+        self.ok("up")
+        self.assertIn("enabled", columns())
+        self.assertIn("user_audit", self.tables())
+        self.sql("INSERT INTO admin_users (username, password_hash, role) VALUES "
+                 "('a1', '$argon2id$secret-hash', 'admin'), ('e1', '$argon2id$h2', 'editor')")
+        with self.assertRaises(harness.MysqlError) as e:
+            self.sql("INSERT INTO admin_users (username, password_hash, role) "
+                     "VALUES ('r1', 'h', 'root')")
+        self.assertIn("chk_admin_users_role", str(e.exception))
+        self.sql("UPDATE admin_users SET enabled = 0 WHERE username = 'e1'")
+        self.sql("UPDATE admin_users SET password_hash = '$argon2id$new-hash' WHERE username = 'a1'")
+        rows = self.sql("SELECT username, action, actor, IFNULL(new_value, '') FROM user_audit "
+                        "ORDER BY id")
+        self.assertEqual([r[:3] for r in rows],
+                         [["a1", "create", "root@localhost"], ["e1", "create", "root@localhost"],
+                          ["e1", "disable", "root@localhost"], ["a1", "password", "root@localhost"]])
+        self.assertNotIn("argon2", str(rows))
+        self.assertEqual(json.loads(rows[2][3])["enabled"], 0)
+        self.assertNotIn("password", json.loads(rows[2][3]))
+        self.assertEqual(json.loads(rows[3][3])["password"], "changed")
+
+        # A plain-SQL policy: its audit row has every column, and its
+        # created_by / updated_by name the same MySQL user.
+        self.sql("INSERT INTO policies (name, max_permits, rate, algorithm, window_ms, calendar, "
+                 "created_by, updated_by) VALUES ('fw', 100, NULL, 'fixed_window', NULL, 'day', "
+                 "'someone', 'someone')")
+        self.sql("UPDATE policies SET max_permits = 50 WHERE name = 'fw'")
+        audit = self.sql("SELECT action, actor, IFNULL(old_value, ''), new_value "
+                         "FROM policy_audit WHERE name = 'fw' ORDER BY id")
+        self.assertEqual([(a[0], a[1]) for a in audit],
+                         [("create", "root@localhost"), ("update", "root@localhost")])
+        new = json.loads(audit[1][3])
+        for field, want in (("algorithm", "fixed_window"), ("window_ms", None), ("calendar", "day"),
+                            ("lease_ms", None), ("shadow", 0), ("colocate", 0),
+                            ("max_permits", 50), ("version", 2)):
+            self.assertIn(field, new)
+            self.assertEqual(new[field], want, field)
+        self.assertEqual(json.loads(audit[1][2])["max_permits"], 100)
+        self.assertEqual(self.sql("SELECT created_by, updated_by FROM policies WHERE name = 'fw'"),
+                         [["root@localhost", "root@localhost"]])
+        # An app change by plain SQL: every column too.
+        self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'web' FROM policies "
+                 "WHERE name = 'fw'")
+        last = json.loads(self.sql("SELECT new_value FROM policy_audit WHERE name = 'fw' "
+                                   "ORDER BY id DESC LIMIT 1")[0][0])
+        self.assertEqual((last["apps"], last["calendar"], last["version"]), ("web", "day", 3))
+
+        # down to 0008 (the migrations after 0009 go first) refuses at 0009,
+        # naming the admin and the disabled user; 0009 unchanged.
+        before = self.history()[9]
+        rc, out = self.migrate("down", str(LAST - 8))
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("refused", out)
+        self.assertIn("a1 (admin), e1 (disabled)", out)
+        self.assertIn("nothing was changed", out)
+        self.assertEqual(self.history()[9], before)
+        self.assertIn("enabled", columns())
+        self.assertIn("user_audit", self.tables())
+        self.assertEqual(self.sql("SELECT COUNT(*) FROM information_schema.ROUTINES WHERE "
+                                  "ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE "
+                                  "'permitd_check%'"), [["0"]])
+        # Once none is left, down goes: 0008's roles, no user_audit, 0004's triggers.
+        self.sql("UPDATE admin_users SET role = 'editor', enabled = 1")
+        self.ok("down", "1")                            # 0009, the one left above 0008
+        self.assertNotIn("enabled", columns())
+        self.assertNotIn("user_audit", self.tables())
+        with self.assertRaises(harness.MysqlError):
+            self.sql("UPDATE admin_users SET role = 'admin' WHERE username = 'a1'")
+        self.sql("UPDATE policies SET max_permits = 40 WHERE name = 'fw'")
+        last = json.loads(self.sql("SELECT new_value FROM policy_audit WHERE name = 'fw' "
+                                   "ORDER BY id DESC LIMIT 1")[0][0])
+        self.assertNotIn("algorithm", last)
+        self.assertEqual(self.sql("SELECT COUNT(*) FROM information_schema.ROUTINES "
+                                  "WHERE ROUTINE_SCHEMA = DATABASE()"), [["0"]])
+        self.ok("up")
+        self.assertEqual(sorted(self.history()), SHIPPED)
+        self.assertEqual(self.sql("SELECT role, enabled FROM admin_users ORDER BY username"),
+                         [["editor", "1"], ["editor", "1"]])
+
     def test_delimiter_and_quotes(self):
         d = self.copy_migrations({
             v(NEXT) + "_proc.up.sql":

@@ -22,6 +22,7 @@ WRAPPERS = {
     r"microhttpd\.h": {"transport/http.c"},
     r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c", "stores/apps.c",
                   "stores/gateway_rules.c", "stores/envoymap.c",
+                  "stores/users.c", "stores/audit.c",
                   "stores/migrate_history.c", "stores/migrate_run.c"},
     r"argon2\.h": {"control/auth.c"},
     r"jansson\.h": {"transport/json.c"},

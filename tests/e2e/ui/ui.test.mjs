@@ -1782,3 +1782,240 @@ describe("admin web UI in headless Chromium", () => {
     assert.deepEqual(pageErrors, []);
   });
 });
+
+// ---------------------------------------------------------------- users and audit (issue 23)
+//
+// A fresh database and permitd of their own (the suite above drops its
+// own at its end): the admin carol, the editor alice and the viewer bob.
+describe("users and audit pages in headless Chromium", () => {
+  const ADMIN = { name: "carol", password: crypto.randomBytes(12).toString("hex") };
+  const DAVE = { name: "dave", password: crypto.randomBytes(12).toString("hex") };
+  let browser;
+  let adminCtx;
+  let page;
+
+  const userRow = (p, name) => p.locator(`tr[data-user="${name}"]`);
+  const sqlOne = (sql) => mariadb(`USE ${DB}; SELECT ${sql}`).trim().split("\n").slice(1).join("\n");
+
+  async function signIn(ctx, user, heading = "Policies") {
+    const p = watch(await ctx.newPage(), user.name);
+    await p.goto(`${adminBase()}/`);
+    await p.getByLabel("Username").fill(user.name);
+    await p.getByLabel("Password").fill(user.password);
+    await p.getByRole("button", { name: "Sign in" }).click();
+    await p.getByRole("heading", { name: heading, level: 1 }).waitFor();
+    return p;
+  }
+
+  before(async () => {
+    mariadb(`DROP DATABASE IF EXISTS ${DB}; CREATE DATABASE ${DB}`);
+    permitdCli(["migrate", "up"]);
+    // The first user, with no --role: an admin.
+    const out = permitdCli(["admin", "add-user", ADMIN.name], `${ADMIN.password}\n`);
+    assert.match(out, /\(admin\)/);
+    permitdCli(["admin", "add-user", EDITOR.name, "--role", "editor"], `${EDITOR.password}\n`);
+    permitdCli(["admin", "add-user", VIEWER.name, "--role", "viewer"], `${VIEWER.password}\n`);
+    server = await startPermitd("off");
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    adminCtx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    adminCtx.setDefaultTimeout(15_000);
+    page = await signIn(adminCtx, ADMIN);
+    currentPage = page;
+  });
+
+  after(async () => {
+    await browser?.close().catch(() => {});
+    await stopPermitd(server);
+    try {
+      mariadb(`DROP DATABASE IF EXISTS ${DB}`);
+    } catch (err) {
+      console.error(`could not drop database ${DB}: ${err.message}`);
+    }
+    if (failed) console.error(`--- permitd output (${PERMITD_BIN} ${server?.args.join(" ")}) ---\n${serverOutput()}`);
+  });
+
+  step("an admin adds a user, changes its role, resets its password, ends its sessions, disables, enables and deletes it", async () => {
+    assert.equal(await page.locator("#user-role").innerText(), "admin");
+    await page.getByRole("link", { name: "Users", exact: true }).click();
+    await page.getByRole("heading", { name: "Users", level: 1 }).waitFor();
+    for (const n of [ADMIN.name, EDITOR.name, VIEWER.name]) await userRow(page, n).waitFor();
+    assert.equal(await userRow(page, ADMIN.name).getByLabel(`Role of ${ADMIN.name}`).inputValue(), "admin");
+    await checkA11y(page, "users");
+
+    // The password rule is the command line's.
+    await page.getByLabel("User name").fill(DAVE.name);
+    await page.locator("#nu-password").fill("short");
+    await page.getByRole("button", { name: "Add user" }).click();
+    await page.locator("#nu-error").getByText("at least 8").waitFor();
+    await page.locator("#nu-password").fill(DAVE.password);
+    await page.locator("#nu-role").selectOption("viewer");
+    await page.getByRole("button", { name: "Add user" }).click();
+    await userRow(page, DAVE.name).waitFor();
+    assert.equal(sqlOne(`role, enabled FROM admin_users WHERE username = '${DAVE.name}'`), "viewer\t1");
+    assert.equal(await userRow(page, DAVE.name).locator('td[data-label="Last changed by"]').innerText().then((t) => t.split(" ")[0]), ADMIN.name);
+
+    // Role: the live session of dave follows.
+    const daveCtx = await browser.newContext();
+    const dave = await signIn(daveCtx, DAVE);
+    await userRow(page, DAVE.name).getByLabel(`Role of ${DAVE.name}`).selectOption("editor");
+    await page.locator("#toast").getByText(`${DAVE.name} is now editor`).waitFor();
+    assert.equal((await pageRpc(dave, "AdminAuthService/WhoAmI", {})).json.role, "editor");
+
+    // End sessions: dave's tab is signed out.
+    await page.reload();
+    await userRow(page, DAVE.name).getByRole("button", { name: `End sessions of ${DAVE.name}` }).click();
+    await page.locator("#toast").getByText(`Ended the sessions of ${DAVE.name}`).waitFor();
+    assert.equal((await pageRpc(dave, "AdminAuthService/WhoAmI", {})).status, 401);
+
+    // Reset password: the new one works, the old one not.
+    const fresh = crypto.randomBytes(12).toString("hex");
+    await userRow(page, DAVE.name).getByRole("button", { name: `Reset password of ${DAVE.name}` }).click();
+    await page.locator("#rp-password").fill(fresh);
+    await checkA11y(page, "users, reset password dialog");
+    await page.getByRole("button", { name: "Set password", exact: true }).click();
+    await page.locator("#toast").getByText(`New password set for ${DAVE.name}`).waitFor();
+    const wrong = await adminRpc("AdminAuthService/Login", { username: DAVE.name, password: DAVE.password }, { Origin: adminBase() });
+    assert.equal(wrong.status, 401);
+    DAVE.password = fresh;
+    await daveCtx.close();
+    const dave2Ctx = await browser.newContext();
+    const dave2 = await signIn(dave2Ctx, DAVE);
+
+    // Disable (asked first): signed out, no sign-in; enable again.
+    await userRow(page, DAVE.name).getByRole("button", { name: `Disable ${DAVE.name}` }).click();
+    await page.getByRole("button", { name: "Disable user", exact: true }).click();
+    await userRow(page, DAVE.name).getByText("Disabled").waitFor();
+    assert.equal((await pageRpc(dave2, "AdminAuthService/WhoAmI", {})).status, 401);
+    const refused = await adminRpc("AdminAuthService/Login", { username: DAVE.name, password: DAVE.password }, { Origin: adminBase() });
+    assert.equal(refused.status, 401);
+    await userRow(page, DAVE.name).getByRole("button", { name: `Enable ${DAVE.name}` }).click();
+    await userRow(page, DAVE.name).getByText("Enabled").waitFor();
+    await dave2Ctx.close();
+
+    // The last enabled admin stays one: the refusal is shown as the server words it.
+    await userRow(page, ADMIN.name).getByLabel(`Role of ${ADMIN.name}`).selectOption("editor");
+    await page.locator("#users-error").getByText("last enabled admin").waitFor();
+    assert.equal(await userRow(page, ADMIN.name).getByLabel(`Role of ${ADMIN.name}`).inputValue(), "admin");
+    await shot(page, "30-users");
+    await checkA11y(page, "users, last admin refused");
+
+    // Delete (asked first).
+    await userRow(page, DAVE.name).getByRole("button", { name: `Delete ${DAVE.name}` }).click();
+    await page.getByRole("button", { name: "Delete user", exact: true }).click();
+    await userRow(page, DAVE.name).waitFor({ state: "detached" });
+    assert.equal(sqlOne(`COUNT(*) FROM admin_users WHERE username = '${DAVE.name}'`), "0");
+    assert.equal(sqlOne(`GROUP_CONCAT(action ORDER BY id) FROM user_audit WHERE username = '${DAVE.name}'`),
+      "create,role,sessions,password,disable,enable,delete");
+  });
+
+  step("editors and viewers neither see the Users page nor can use UserService", async () => {
+    for (const who of [EDITOR, VIEWER]) {
+      const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      const p = await signIn(ctx, who);
+      assert.equal(await p.locator("#nav-users").isVisible(), false, `${who.name} sees the Users link`);
+      await p.goto(`${adminBase()}/#/users`);
+      await p.locator("#users-admins-only").waitFor();
+      assert.equal(await p.locator("#users-table").count(), 0);
+      await checkA11y(p, `users as ${who.name}`);
+      for (const [m, b] of [["ListUsers", {}], ["SetUserRole", { username: who.name, role: "admin" }],
+        ["AddUser", { username: "mallory", role: "admin", password: "long-enough-1" }]]) {
+        const r = await pageRpc(p, `UserService/${m}`, b);
+        assert.equal(r.status, 403, `${who.name} ${m}: ${JSON.stringify(r.json)}`);
+      }
+      await ctx.close();
+    }
+    assert.equal(sqlOne(`role FROM admin_users WHERE username = '${VIEWER.name}'`), "viewer");
+  });
+
+  step("the Audit page lists every kind by whom, with filters and pages", async () => {
+    const ed = await signIn(await browser.newContext({ viewport: { width: 1280, height: 800 } }), EDITOR);
+    const pol = { name: "audit-e2e", apps: ["*"], maxPermits: "10", rate: "1", enabled: true, failureMode: "closed" };
+    let r = await pageRpc(ed, "PolicyService/CreatePolicy", { policy: pol });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    r = await pageRpc(ed, "PolicyService/UpdatePolicy", { policy: { ...r.json.policy, maxPermits: "20" } });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal((await pageRpc(ed, "AppService/CreateApp", { name: "audit-app" })).status, 200);
+    assert.equal((await pageRpc(ed, "AppService/IssueKey", { app: "audit-app" })).status, 200);
+    // Plain SQL: the MySQL user is the actor, and a deleted policy stays listed.
+    mariadb(`USE ${DB}; UPDATE policies SET description = 'by hand' WHERE name = 'audit-e2e'`);
+    // More than one page of changes.
+    for (let i = 0; i < 26; i++) {
+      r = await pageRpc(ed, "PolicyService/CreatePolicy", { policy: { ...pol, name: `audit-many-${String(i).padStart(2, "0")}` } });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+    }
+    mariadb(`USE ${DB}; DELETE FROM policies WHERE name = 'audit-e2e'`);
+
+    const v = await signIn(await browser.newContext({ viewport: { width: 1280, height: 800 } }), VIEWER);
+    await v.getByRole("link", { name: "Audit", exact: true }).click();
+    await v.getByRole("heading", { name: "Audit", level: 1 }).waitFor();
+    const rows = v.locator("#audit-table tbody tr");
+    await rows.first().waitFor();
+    assert.equal(await rows.count(), 25);
+    const first = rows.first();
+    assert.equal(await first.getAttribute("data-action"), "delete");
+    assert.equal(await first.locator("td.actor").innerText(), "root@localhost");
+    await checkA11y(v, "audit");
+
+    // Pages: older, then newer again; none shared.
+    const page1 = await rows.allInnerTexts();
+    await v.getByRole("button", { name: "Older →" }).click();
+    await v.locator("#audit-page").getByText("Page 2").waitFor();
+    const page2 = await rows.allInnerTexts();
+    assert.ok(page2.length > 0);
+    assert.equal(page1.filter((t) => page2.includes(t)).length, 0, "a row on two pages");
+    await v.getByRole("button", { name: "← Newer" }).click();
+    await v.locator("#audit-page").getByText("Page 1").waitFor();
+    assert.deepEqual(await rows.allInnerTexts(), page1);
+
+    // Filter by policy: its whole history, the deleted policy's too.
+    await v.getByLabel("Policy").fill("audit-e2e");
+    await v.getByRole("button", { name: "Apply filters" }).click();
+    await v.locator("#audit-page").getByText("Page 1").waitFor();
+    await v.waitForFunction(() => document.querySelectorAll("#audit-table tbody tr").length === 4);
+    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((t) => [t.dataset.action, t.querySelector("td.actor").textContent])),
+      [["delete", "root@localhost"], ["update", "root@localhost"], ["update", EDITOR.name], ["create", EDITOR.name]]);
+    await rows.nth(2).getByText("max_permits").waitFor();
+    await shot(v, "31-audit-policy");
+
+    // By whom, and kind.
+    await v.getByLabel("Policy").fill("");
+    await v.getByLabel("Changed by").fill(ADMIN.name);
+    await v.getByLabel("Kind").selectOption("user");
+    await v.getByRole("button", { name: "Apply filters" }).click();
+    await v.waitForFunction(() => [...document.querySelectorAll("#audit-table tbody tr")].length > 0
+      && [...document.querySelectorAll("#audit-table tbody tr")].every((t) => t.dataset.kind === "user"));
+    assert.ok((await v.locator("#audit-table td.actor").allInnerTexts()).every((t) => t === ADMIN.name));
+    await v.getByLabel("Kind").selectOption("key");
+    await v.getByLabel("Changed by").fill(EDITOR.name);
+    await v.getByRole("button", { name: "Apply filters" }).click();
+    await v.waitForFunction(() => document.querySelector("#audit-table tbody tr")?.dataset.kind === "key");
+    assert.equal(await rows.count(), 1);
+
+    // Time: nothing from a future hour on; everything until then.
+    await v.getByLabel("Kind").selectOption("");
+    await v.getByLabel("Changed by").fill("");
+    await v.getByLabel("From (local time)").fill("2099-01-01T00:00");
+    await v.getByRole("button", { name: "Apply filters" }).click();
+    await v.getByText("No change matches the filters").waitFor();
+    await checkA11y(v, "audit, nothing matches");
+    await v.getByRole("button", { name: "Clear" }).click();
+    await rows.first().waitFor();
+    assert.equal(await rows.count(), 25);
+
+    // "Last changed by" on the Apps page and the policy page: the audit's name.
+    mariadb(`USE ${DB}; UPDATE policies SET description = 'by hand' WHERE name = 'audit-many-00'`);
+    await v.goto(`${adminBase()}/#/apps`);
+    await v.locator('section[data-app="audit-app"] .app-changed .actor').getByText(EDITOR.name, { exact: true }).waitFor();
+    await v.goto(`${adminBase()}/#/`);
+    await v.locator('tr[data-policy="audit-many-00"] .changed-by').getByText("changed by root@localhost", { exact: true }).waitFor();
+    await v.locator('tr[data-policy="audit-many-01"] .changed-by').getByText(`changed by ${EDITOR.name}`, { exact: true }).waitFor();
+    await checkA11y(v, "policy list with changed by");
+    await v.goto(`${adminBase()}/#/policy/audit-many-00`);
+    await v.waitForFunction(() => [...document.querySelectorAll("dt")].some((dt) => dt.textContent === "Last changed"
+      && dt.nextElementSibling?.textContent.endsWith(" by root@localhost")));
+  });
+
+  step("the users and audit pages raised no script errors", () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});

@@ -1,0 +1,27 @@
+/*
+ * auditsvc.h - AuditService (proto/permit/v1/audit.proto) on the admin
+ * listener: every change to policies, apps and keys, and users, newest
+ * first, filtered and paged (stores/audit.h). Any logged-in user may read
+ * it; it runs on the admin RPCs' pool like every RPC but Login.
+ */
+#ifndef PERMITD_AUDITSVC_H
+#define PERMITD_AUDITSVC_H
+
+#include "core/config.h"
+#include "core/status.h"
+#include "transport/http.h"
+
+struct admin;
+struct auditsvc;
+
+/* Returns a new AuditService in *out (free with auditsvc_free()). admin
+ * decides who the caller is; cfg->mysql must be set. Both must outlive it. */
+int auditsvc_new(const struct config *cfg, struct admin *admin, struct auditsvc **out,
+                 struct permitd_error *err);
+void auditsvc_free(struct auditsvc *s);
+
+/* An admin_service_fn (admin.h): serves req when its path is an
+ * AuditService procedure (returns 1, resp filled), else returns 0. */
+int auditsvc_serve(void *s, const struct http_request *req, struct http_response *resp);
+
+#endif

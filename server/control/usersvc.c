@@ -1,0 +1,451 @@
+/*
+ * usersvc.c - UserService and `permitd admin add-user` (see usersvc.h).
+ *
+ * Only admins reach the RPCs (admin.c decides from the session). A
+ * password arrives in a request, is checked against the one password rule
+ * (auth_check_password(): the command line's too), hashed with argon2id
+ * here on the admin RPCs' pool, and wiped; it is never logged, stored or
+ * audited. The MySQL connection is this module's own, used under one
+ * mutex: user changes are rare.
+ */
+#include <pthread.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "control/admin.h"
+#include "control/auth.h"
+#include "control/usersvc.h"
+#include "core/log.h"
+#include "permit/v1/users.pb-c.h"
+#include "stores/policy.h"
+#include "stores/users.h"
+#include "transport/connect.h"
+
+struct usersvc {
+    struct admin *admin;
+    struct users_db *db;
+    pthread_mutex_t lock;
+    struct connect_limits limits;
+};
+
+int usersvc_new(const struct config *cfg, struct admin *admin, struct usersvc **out,
+                struct permitd_error *err)
+{
+    struct usersvc *s = calloc(1, sizeof(*s));
+    int rc;
+
+    *out = NULL;
+    if (s == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    s->admin = admin;
+    s->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
+    if ((rc = users_db_new(cfg, &s->db, err)) != PERMITD_OK) {
+        free(s);
+        return rc;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    *out = s;
+    return PERMITD_OK;
+}
+
+void usersvc_free(struct usersvc *s)
+{
+    if (s == NULL)
+        return;
+    users_db_free(s->db);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* A user name as `add-user` accepts it (and Login looks up). */
+static int check_username(const char *name, struct permitd_error *err)
+{
+    int rc = policy_check_name("username", name, err);
+
+    if (rc == PERMITD_OK && strlen(name) > USERS_NAME_MAX)
+        rc = permitd_error_set(err, PERMITD_EINVAL, "username: %zu characters, the limit is %d",
+                               strlen(name), USERS_NAME_MAX);
+    return rc;
+}
+
+static int check_role(const char *role, struct permitd_error *err)
+{
+    if (!users_role_valid(role))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "role: \"%.20s\" is not viewer, editor or admin", role);
+    return PERMITD_OK;
+}
+
+/* Checks and hashes a password from a request, then wipes the request's
+ * copy (protobuf-c's memory, freed with the call). */
+static int hash_password(char *password, char *hash, struct permitd_error *err)
+{
+    int rc = auth_check_password(password, err);
+
+    if (rc == PERMITD_OK)
+        rc = auth_hash_password(password, hash, err);
+    explicit_bzero(password, strlen(password));
+    return rc;
+}
+
+static Permit__V1__User *user_proto(struct connect_call *call, const struct users_user *u)
+{
+    Permit__V1__User *m = connect_call_alloc(call, sizeof(*m));
+
+    if (m == NULL)
+        return NULL;
+    permit__v1__user__init(m);
+    m->username = connect_call_strdup(call, u->username);
+    m->role = connect_call_strdup(call, u->role);
+    m->enabled = u->enabled;
+    m->sessions = u->sessions;
+    m->created_at = connect_call_strdup(call, u->created_at);
+    m->updated_at = connect_call_strdup(call, u->updated_at);
+    m->changed_by = connect_call_strdup(call, u->changed_by);
+    if (!m->username || !m->role || !m->created_at || !m->updated_at || !m->changed_by)
+        return NULL;
+    return m;
+}
+
+/* The user `name` as ListUsers shows it, into *out. Under s->lock. */
+static int one_user(struct usersvc *s, struct connect_call *call, const char *name,
+                    Permit__V1__User **out, struct permitd_error *err)
+{
+    struct users_user *v = NULL;
+    size_t n = 0;
+    int rc = users_list(s->db, &v, &n, err);
+
+    *out = NULL;
+    for (size_t i = 0; rc == PERMITD_OK && i < n; i++)
+        if (strcasecmp(v[i].username, name) == 0 && (*out = user_proto(call, &v[i])) == NULL)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if (rc == PERMITD_OK && *out == NULL)
+        rc = permitd_error_set(err, PERMITD_ENOTFOUND, "username: no user named \"%s\"", name);
+    free(v);
+    return rc;
+}
+
+/* ---- the RPCs ---- */
+
+static int list_users(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                      ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct usersvc *s = ud;
+    Permit__V1__ListUsersResponse *rs = (void *)out_;
+    struct users_user *v = NULL;
+    char me[USERS_NAME_MAX + 1];
+    size_t n = 0;
+    int rc;
+
+    (void)in_;
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    rc = users_list(s->db, &v, &n, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc == PERMITD_OK && (rs->users = connect_call_alloc(call, (n + 1) * sizeof(*rs->users))) == NULL)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    for (size_t i = 0; rc == PERMITD_OK && i < n; i++)
+        if ((rs->users[rs->n_users++] = user_proto(call, &v[i])) == NULL)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    free(v);
+    return rc;
+}
+
+static int add_user(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                    ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct usersvc *s = ud;
+    const Permit__V1__AddUserRequest *rq = (const void *)in_;
+    Permit__V1__AddUserResponse *rs = (void *)out_;
+    char me[USERS_NAME_MAX + 1], hash[AUTH_HASH_MAX];
+    int rc;
+
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
+        (rc = check_username(rq->username, err)) != PERMITD_OK ||
+        (rc = check_role(rq->role, err)) != PERMITD_OK ||
+        (rc = hash_password(rq->password, hash, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    if ((rc = users_add(s->db, rq->username, hash, rq->role, me, err)) == PERMITD_OK)
+        rc = one_user(s, call, rq->username, &rs->user, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc == PERMITD_OK)
+        log_msg(LOG_LEVEL_INFO, "user added", "user=%s role=%s by=%s", rq->username, rq->role, me);
+    return rc;
+}
+
+static int set_user_role(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                         ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct usersvc *s = ud;
+    const Permit__V1__SetUserRoleRequest *rq = (const void *)in_;
+    Permit__V1__SetUserRoleResponse *rs = (void *)out_;
+    char me[USERS_NAME_MAX + 1];
+    int rc;
+
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
+        (rc = check_username(rq->username, err)) != PERMITD_OK ||
+        (rc = check_role(rq->role, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    if ((rc = users_set_role(s->db, rq->username, rq->role, me, err)) == PERMITD_OK)
+        rc = one_user(s, call, rq->username, &rs->user, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc == PERMITD_OK)
+        log_msg(LOG_LEVEL_INFO, "user role set", "user=%s role=%s by=%s", rq->username, rq->role, me);
+    return rc;
+}
+
+static int reset_password(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                          ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct usersvc *s = ud;
+    const Permit__V1__ResetPasswordRequest *rq = (const void *)in_;
+    Permit__V1__ResetPasswordResponse *rs = (void *)out_;
+    char me[USERS_NAME_MAX + 1], hash[AUTH_HASH_MAX];
+    int rc;
+
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
+        (rc = check_username(rq->username, err)) != PERMITD_OK ||
+        (rc = hash_password(rq->password, hash, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    if ((rc = users_set_password(s->db, rq->username, hash, me, err)) == PERMITD_OK)
+        rc = one_user(s, call, rq->username, &rs->user, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc == PERMITD_OK)
+        log_msg(LOG_LEVEL_INFO, "user password reset", "user=%s by=%s", rq->username, me);
+    return rc;
+}
+
+static int end_sessions(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                        ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct usersvc *s = ud;
+    const Permit__V1__EndSessionsRequest *rq = (const void *)in_;
+    Permit__V1__EndSessionsResponse *rs = (void *)out_;
+    char me[USERS_NAME_MAX + 1];
+    int rc, ended = 0;
+
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
+        (rc = check_username(rq->username, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    if ((rc = users_end_sessions(s->db, rq->username, me, &ended, err)) == PERMITD_OK)
+        rc = one_user(s, call, rq->username, &rs->user, err);
+    pthread_mutex_unlock(&s->lock);
+    rs->ended = ended;
+    if (rc == PERMITD_OK)
+        log_msg(LOG_LEVEL_INFO, "user sessions ended", "user=%s sessions=%d by=%s", rq->username,
+                ended, me);
+    return rc;
+}
+
+static int set_user_enabled(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                            ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct usersvc *s = ud;
+    const Permit__V1__SetUserEnabledRequest *rq = (const void *)in_;
+    Permit__V1__SetUserEnabledResponse *rs = (void *)out_;
+    char me[USERS_NAME_MAX + 1];
+    int rc;
+
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
+        (rc = check_username(rq->username, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    if ((rc = users_set_enabled(s->db, rq->username, rq->enabled, me, err)) == PERMITD_OK)
+        rc = one_user(s, call, rq->username, &rs->user, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc == PERMITD_OK)
+        log_msg(LOG_LEVEL_INFO, rq->enabled ? "user enabled" : "user disabled", "user=%s by=%s",
+                rq->username, me);
+    return rc;
+}
+
+static int delete_user(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
+                       ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
+{
+    struct usersvc *s = ud;
+    const Permit__V1__DeleteUserRequest *rq = (const void *)in_;
+    char me[USERS_NAME_MAX + 1];
+    int rc;
+
+    (void)out_;
+    (void)scratch;
+    if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
+        (rc = check_username(rq->username, err)) != PERMITD_OK)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    rc = users_delete(s->db, rq->username, me, err);
+    pthread_mutex_unlock(&s->lock);
+    if (rc == PERMITD_OK)
+        log_msg(LOG_LEVEL_INFO, "user deleted", "user=%s by=%s", rq->username, me);
+    return rc;
+}
+
+#define METHOD(name, lower, get, fn) \
+    {"/permit.v1.UserService/" name, &permit__v1__##lower##_request__descriptor, \
+     &permit__v1__##lower##_response__descriptor, get, fn}
+
+static const struct connect_method methods[] = {
+    METHOD("ListUsers", list_users, 1, list_users),
+    METHOD("AddUser", add_user, 0, add_user),
+    METHOD("SetUserRole", set_user_role, 0, set_user_role),
+    METHOD("ResetPassword", reset_password, 0, reset_password),
+    METHOD("EndSessions", end_sessions, 0, end_sessions),
+    METHOD("SetUserEnabled", set_user_enabled, 0, set_user_enabled),
+    METHOD("DeleteUser", delete_user, 0, delete_user),
+    {NULL, NULL, NULL, 0, NULL},
+};
+
+int usersvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
+{
+    struct usersvc *s = ud;
+
+    if (strncmp(http_request_path(req), "/permit.v1.UserService/", 23) != 0)
+        return 0;
+    return connect_serve(methods, s, &s->limits, req, resp);
+}
+
+/* ---- permitd admin add-user ---- */
+
+void usersvc_cli_usage(FILE *out)
+{
+    fprintf(out, "Usage: permitd admin add-user NAME [--role viewer|editor|admin]\n");
+}
+
+static void add_user_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: permitd admin add-user NAME [--role viewer|editor|admin]\n"
+            "\n"
+            "Creates a user of the admin UI, or sets a new password and role for an\n"
+            "existing one (enabling it, and ending the sessions it has). The password\n"
+            "is read from standard input (one line; at least 8 characters). NAME:\n"
+            "letters, digits, '.', '_' and '-', up to 64. Viewers read, editors also\n"
+            "change policies and apps, admins also manage users. --role may be left out\n"
+            "for the first user only, which is then an admin. The last enabled admin\n"
+            "cannot be demoted. The database is PERMITD_MYSQL_URL, as for `permitd\n"
+            "migrate`.\n"
+            "\n"
+            "  -h, --help   this text (anywhere on the line)\n");
+}
+
+/* Reads one line from stdin without its newline. */
+static int read_password(char *buf, size_t len)
+{
+    size_t n;
+
+    if (fgets(buf, (int)len, stdin) == NULL)
+        return -1;
+    n = strlen(buf);
+    if (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = '\0';
+    if (n > 0 && buf[n - 1] == '\r')
+        buf[--n] = '\0';
+    return 0;
+}
+
+/* Who runs the command line, for the audit rows: "cli:<OS user>", as
+ * the app verbs name it. */
+static void cli_actor(char *out, size_t len)
+{
+    struct passwd *pw = getpwuid(geteuid());
+    const char *user = pw != NULL ? pw->pw_name : getenv("USER");
+
+    snprintf(out, len, "cli:%.100s", user != NULL ? user : "unknown");
+}
+
+int usersvc_cli_main(const struct config *cfg, int argc, char **argv)
+{
+    struct permitd_error err = {0, ""};
+    const char *name = NULL, *role = NULL;
+    char password[AUTH_PASSWORD_MAX + 2], hash[AUTH_HASH_MAX], actor[128];
+    struct users_db *db = NULL;
+    size_t users = 0;
+    int rc, created = 0;
+
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            add_user_usage(stdout);     /* anywhere after the verb, as for migrate */
+            return 0;
+        }
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
+            role = argv[++i];
+        else if (strncmp(argv[i], "--role=", 7) == 0)
+            role = argv[i] + 7;
+        else if (argv[i][0] != '-' && name == NULL)
+            name = argv[i];
+        else {
+            fprintf(stderr, "permitd admin add-user: unexpected argument \"%s\"\n", argv[i]);
+            return 2;
+        }
+    }
+    if (name == NULL) {
+        fprintf(stderr, "permitd admin add-user: give a NAME (and --role viewer|editor|admin)\n");
+        return 2;
+    }
+    if (role != NULL && check_role(role, &err) != PERMITD_OK) {
+        fprintf(stderr, "permitd admin add-user: --role \"%s\" is not viewer, editor or admin\n",
+                role);
+        return 2;
+    }
+    if (check_username(name, &err) != PERMITD_OK) {
+        fprintf(stderr, "permitd admin add-user: NAME: %s\n", err.message);
+        return 2;
+    }
+    if (cfg->mysql_url[0] == '\0') {
+        fprintf(stderr, "permitd admin: set PERMITD_MYSQL_URL (mysql://user:pass@host:port/db)\n");
+        return 2;
+    }
+    if ((rc = users_db_new(cfg, &db, &err)) == PERMITD_OK && role == NULL)
+        rc = users_count(db, &users, &err);
+    if (rc == PERMITD_OK && role == NULL && users > 0) {
+        fprintf(stderr, "permitd admin add-user: give --role viewer|editor|admin (%zu users "
+                        "exist; only the first may leave it out, and is then an admin)\n", users);
+        users_db_free(db);
+        return 2;
+    }
+    if (rc == PERMITD_OK) {
+        if (isatty(STDIN_FILENO))
+            fprintf(stderr, "Password for %s: ", name);
+        if (read_password(password, sizeof(password)) != 0 ||
+            auth_check_password(password, &err) != PERMITD_OK) {
+            fprintf(stderr, "permitd admin add-user: the password (one line on standard input) "
+                            "must be at least %d characters and at most %d bytes%s%s\n",
+                    AUTH_PASSWORD_MIN, AUTH_PASSWORD_MAX, err.message[0] ? ": " : "",
+                    err.message);
+            explicit_bzero(password, sizeof(password));
+            users_db_free(db);
+            return 2;
+        }
+        rc = auth_hash_password(password, hash, &err);
+        explicit_bzero(password, sizeof(password));
+    }
+    cli_actor(actor, sizeof(actor));
+    if (role == NULL)
+        role = "admin";
+    if (rc == PERMITD_OK)
+        rc = users_put(db, name, hash, role, actor, &created, &err);
+    users_db_free(db);
+    if (rc != PERMITD_OK) {
+        fprintf(stderr, "permitd admin add-user: %s\n", err.message);
+        return 1;
+    }
+    printf("admin user %s (%s) %s\n", name, role, created ? "created" : "saved");
+    return 0;
+}

@@ -1,0 +1,199 @@
+"""The audit (issue 23, "Audit and history"): AuditService.ListAudit over
+every change to policies (deleted ones too), apps and keys, and users, by
+whom (the admin's user name, or the MySQL user for plain SQL), with before
+and after; filtered by policy, user, kind and time; paged with a cursor.
+And "last changed by" showing the name the audit shows. Against real
+MariaDB and Redis (test_admin.AdminCase: ed the editor, vi the viewer; boss
+an admin made here).
+"""
+import json
+import time
+import unittest
+from datetime import datetime, timedelta, timezone
+
+import test_admin
+from harness import mysql, stack_env, unique
+from test_admin import EDITOR, VIEWER
+
+AUDIT = "permit.v1.AuditService"
+APPS = "permit.v1.AppService"
+USERS = "permit.v1.UserService"
+ADMIN, ADMIN_PW = "boss", "admin-password-1"
+
+
+def iso(dt):
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class AuditTest(test_admin.AdminCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.add_user(ADMIN, ADMIN_PW, "admin")
+
+    def audit(self, c, **msg):
+        return c.ok(c.call(AUDIT, "ListAudit", msg))
+
+    def entries(self, c, **msg):
+        return self.audit(c, **msg).get("entries", [])
+
+    def dba(self):
+        """A MySQL user of its own and the URL that logs in as it."""
+        user = unique("dba").replace("-", "_")[:30]
+        mysql("CREATE USER '%s'@'localhost' IDENTIFIED BY 'pw'; "
+              "GRANT ALL ON `%s`.* TO '%s'@'localhost'" % (user, self.db, user))
+        self.addCleanup(mysql, "DROP USER '%s'@'localhost'" % user)
+        root = stack_env()["PERMITD_TEST_MYSQL_ROOT_URL"]
+        return user + "@localhost", root.replace("root@", "%s:pw@" % user, 1)
+
+    def test_every_kind_with_its_actor_before_and_after(self):
+        e, v = self.editor(), self.viewer()
+        a = self.client()
+        self.ok_login(a, ADMIN, ADMIN_PW)
+        # MariaDB's clock (the audit's), not this process's.
+        start = datetime.strptime(self.sql("SELECT UTC_TIMESTAMP(6)")[0][0] + "+0000",
+                                  "%Y-%m-%d %H:%M:%S.%f%z")
+        name = self.name("aud")
+        app = unique("audapp")
+        pol = e.create(name, max_permits=10, apps=("app",))
+        e.ok(e.update(pol, maxPermits="20"))
+        e.ok(e.call(APPS, "CreateApp", {"name": app, "description": "first"}))
+        key = e.ok(e.call(APPS, "IssueKey", {"app": app}))["info"]["prefix"]
+        a.ok(a.call(USERS, "AddUser", {"username": "audnew", "role": "viewer",
+                                       "password": "audnew-password"}))
+        # Plain SQL by a DBA: a policy change, an app change, a delete.
+        dba, url = self.dba()
+        mysql("UPDATE policies SET description = 'by hand' WHERE name = '%s'" % name,
+              url=url, database=self.db)
+        mysql("UPDATE apps SET description = 'by hand' WHERE name = '%s'" % app,
+              url=url, database=self.db)
+        mysql("DELETE FROM policies WHERE name = '%s'" % name, url=url, database=self.db)
+
+        got = self.entries(v, since=iso(start))       # a viewer reads it too
+        mine = [x for x in got if x["subject"] in (name, app, "audnew")]
+        seen = [(x["kind"], x["subject"], x["action"], x["actor"]) for x in mine]
+        self.assertEqual(seen, [
+            ("policy", name, "delete", dba),
+            ("app", app, "update", dba),
+            ("policy", name, "update", dba),
+            ("user", "audnew", "create", ADMIN),
+            ("key", app, "issue", EDITOR),
+            ("app", app, "create", EDITOR),
+            ("policy", name, "update", EDITOR),
+            ("policy", name, "create", EDITOR)], seen)
+        by = {(x["kind"], x["action"], x["actor"]): x for x in mine}
+        self.assertEqual(by[("key", "issue", EDITOR)]["keyPrefix"], key)
+        upd = by[("policy", "update", EDITOR)]
+        self.assertEqual(json.loads(upd["oldValue"])["max_permits"], 10)
+        self.assertEqual(json.loads(upd["newValue"])["max_permits"], 20)
+        # The deleted policy's last state, with every column (0009's triggers).
+        gone = json.loads(by[("policy", "delete", dba)]["oldValue"])
+        self.assertEqual((gone["description"], gone["algorithm"], gone["shadow"]),
+                         ("by hand", "token_bucket", 0))
+        self.assertEqual(by[("policy", "delete", dba)].get("newValue", ""), "")
+        self.assertNotIn("audnew-password", json.dumps(got))
+        self.assertNotIn("argon2", json.dumps(got))
+        for x in mine:
+            self.assertRegex(x["changedAt"], test_admin.RFC3339)
+
+        # Filters: policy (the deleted one's history too), user, kind, time.
+        self.assertEqual([x["action"] for x in self.entries(v, policy=name)],
+                         ["delete", "update", "update", "create"])
+        self.assertEqual({(x["subject"], x["action"]) for x in self.entries(v, user=dba)},
+                         {(name, "delete"), (app, "update"), (name, "update")})
+        self.assertEqual([x["action"] for x in self.entries(v, kind="key", user=EDITOR)
+                          if x["subject"] == app], ["issue"])
+        self.assertEqual([x["subject"] for x in self.entries(v, kind="user", since=iso(start))],
+                         ["audnew"])
+        self.assertEqual(self.entries(v, policy=name, until=iso(start)), [])
+        future = iso(datetime.now(timezone.utc) + timedelta(hours=1))
+        self.assertEqual(self.entries(v, since=future), [])
+
+    def test_pages_walk_every_entry_once_newest_first(self):
+        e = self.editor()
+        prefix = self.name("pg")
+        for i in range(7):
+            e.create("%s-%d" % (prefix, i), max_permits=5)
+        whole = [(x["subject"], x["changedAt"]) for x in self.entries(e, pageSize=500)]
+        walked, cursor, pages = [], "", 0
+        while True:
+            msg = {"pageSize": 3}
+            if cursor:
+                msg["cursor"] = cursor
+            body = self.audit(e, **msg)
+            got = body.get("entries", [])
+            self.assertLessEqual(len(got), 3)
+            walked += [(x["subject"], x["changedAt"]) for x in got]
+            pages += 1
+            cursor = body.get("nextCursor", "")
+            if not cursor:
+                break
+            # A change made meanwhile does not shift the pages after.
+            if pages == 1:
+                e.create("%s-late" % prefix, max_permits=5)
+        self.assertEqual(walked, whole)
+        self.assertEqual(len(walked), len(set(walked)))
+        self.assertEqual(walked, sorted(walked, key=lambda x: x[1], reverse=True))
+        self.assertGreaterEqual(pages, 3)
+
+    def test_bad_filters_are_refused_naming_the_value(self):
+        v = self.viewer()
+        for msg, field, value in (({"since": "yesterday"}, "since", "yesterday"),
+                                  ({"until": "2026-13-01T00:00:00Z"}, "until", "2026-13-01"),
+                                  ({"cursor": "x~1~2"}, "cursor", "x~1~2"),
+                                  ({"cursor": "2026-11-25 10:00:00.000000~1~1 OR 1"}, "cursor",
+                                   "OR 1"),
+                                  ({"kind": "policies"}, "kind", "policies"),
+                                  ({"policy": "no such!"}, "policy", "no such!"),
+                                  ({"pageSize": 501}, "page_size", "501")):
+            with self.subTest(msg=msg):
+                self.assertConnectError(v.call(AUDIT, "ListAudit", msg), 400,
+                                        "invalid_argument", [field, value])
+        self.assertConnectError(self.client().call(AUDIT, "ListAudit", {}), 401,
+                                "unauthenticated")
+
+    def test_last_changed_by_is_the_name_the_audit_shows(self):
+        e = self.editor()
+        name = self.name("lcb")
+        app = unique("lcbapp")
+        e.create(name, max_permits=10)
+        e.ok(e.call(APPS, "CreateApp", {"name": app}))
+        dba, url = self.dba()
+        mysql("UPDATE policies SET max_permits = 11 WHERE name = '%s'" % name, url=url,
+              database=self.db)
+        mysql("UPDATE apps SET enabled = 0 WHERE name = '%s'" % app, url=url, database=self.db)
+        pol = e.get(name)
+        newest = self.entries(e, policy=name)[0]
+        self.assertEqual((pol["updatedBy"], newest["actor"]), (dba, dba))
+        apps = e.ok(e.call(APPS, "ListApps", {}))["apps"]
+        mine = [x for x in apps if x["name"] == app][0]
+        newest = [x for x in self.entries(e, kind="app") if x["subject"] == app][0]
+        self.assertEqual((mine["updatedBy"], newest["actor"]), (dba, dba))
+        # And listed: the policy list shows it too.
+        listed = e.ok(e.p("ListPolicies", {"filter": name}))["policies"]
+        self.assertEqual(listed[0]["updatedBy"], dba)
+        # A plain-SQL change of the policy's apps (which cannot set
+        # policies.updated_by) and a key issued for the app by another user.
+        e.update(e.get(name), maxPermits="12")
+        mysql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'extra' FROM policies "
+              "WHERE name = '%s'" % name, url=url, database=self.db)
+        self.assertEqual(e.get(name)["updatedBy"], dba)
+        self.assertEqual(self.entries(e, policy=name)[0]["actor"], dba)
+        boss = self.client()
+        self.ok_login(boss, ADMIN, ADMIN_PW)
+        boss.ok(boss.call(APPS, "IssueKey", {"app": app}))
+        mine = [x for x in e.ok(e.call(APPS, "ListApps", {}))["apps"] if x["name"] == app][0]
+        newest = [x for x in self.entries(e) if x["subject"] == app][0]
+        self.assertEqual((mine["updatedBy"], newest["actor"], newest["kind"]), (ADMIN, ADMIN, "key"))
+        # A plain-SQL insert names its MySQL user as creator.
+        mysql("INSERT INTO policies (name, max_permits, rate) VALUES ('%s-sql', 3, 1)" % name,
+              url=url, database=self.db)
+        time.sleep(0.1)
+        made = e.get(name + "-sql")
+        self.assertEqual((made["createdBy"], made["updatedBy"]), (dba, dba))
+        self.assertEqual(self.entries(e, policy=name + "-sql")[0]["actor"], dba)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
