@@ -171,7 +171,7 @@ static int serve(const struct config *cfg)
         hotkeysvc_new(cfg, admin, redis, limiter, &hotkeysvc, &err) != PERMITD_OK)
         goto out;
     api_set_hotkeys(api, hotkeys);
-    admin_set_hotkeys(admin, hotkeysvc);
+    admin_add_service(admin, hotkeysvc_serve, hotkeysvc);
     if (sync != NULL) {
         struct permitd_error why = {0, ""};
         if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
@@ -203,12 +203,15 @@ static int serve(const struct config *cfg)
                     "unauthenticated until MySQL answers", "error=\"%s\"", why.message);
     }
     admin_set_apps(admin, appsvc, keys);
-    admin_set_gateway(admin, gwsvc);
-    admin_set_envoy(admin, envoysvc);
+    if (gwsvc != NULL)
+        admin_add_service(admin, gatewaysvc_serve, gwsvc);
+    if (envoysvc != NULL)
+        admin_add_service(admin, envoysvc_serve, envoysvc);
     if (fleet_new(cfg, redis, stats, sync, &fleet, &err) != PERMITD_OK ||
         fleetsvc_new(cfg, admin, redis, fleet, &fleetsvc, &err) != PERMITD_OK)
         goto out;
-    admin_set_fleet(admin, fleetsvc, fleet);
+    admin_add_service(admin, fleetsvc_serve, fleetsvc);
+    admin_set_fleet(admin, fleet);
     if (cfg->app_auth_off)
         log_msg(LOG_LEVEL_WARN, "APP AUTH IS OFF (--app-auth off): the API trusts the app every "
                 "request names, and anyone who reaches the API port may act as any app; run it "

@@ -42,12 +42,9 @@
 
 #include "control/admin.h"
 #include "control/appsvc.h"
-#include "control/envoysvc.h"
-#include "control/gatewaysvc.h"
 #include "control/hotkeysvc.h"
 #include "control/usersvc.h"
 #include "control/auth.h"
-#include "control/fleetsvc.h"
 #include "core/clock.h"
 #include "transport/connect.h"
 #include "core/embed.h"
@@ -80,7 +77,7 @@
 enum role { ROLE_VIEWER = ADMIN_VIEWER, ROLE_EDITOR = ADMIN_EDITOR, ROLE_ADMIN = ADMIN_ADMIN };
 
 /* The most other services served here (admin_add_service()). */
-#define ADMIN_SERVICES_MAX 8
+#define ADMIN_SERVICES_MAX 12
 
 struct admin {
     const struct config *cfg;
@@ -95,10 +92,6 @@ struct admin {
     pthread_mutex_t store_lock;
     struct connect_limits limits;
     struct appsvc *apps;            /* AppService; NULL without --mysql-url */
-    struct gatewaysvc *gateway;     /* GatewayService; NULL without --mysql-url */
-    struct envoysvc *envoy;         /* EnvoyDescriptorService; NULL without --mysql-url */
-    struct fleetsvc *fleet;         /* FleetService; NULL until admin_set_fleet() */
-    struct hotkeysvc *hot;          /* HotKeyService (issue 23) */
     struct {
         admin_service_fn *serve;
         void *ud;
@@ -231,25 +224,9 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int need, cha
     return rc;
 }
 
-void admin_set_gateway(struct admin *a, struct gatewaysvc *gateway)
+void admin_set_fleet(struct admin *a, struct fleet *fleet)
 {
-    a->gateway = gateway;
-}
-
-void admin_set_envoy(struct admin *a, struct envoysvc *envoy)
-{
-    a->envoy = envoy;
-}
-
-void admin_set_fleet(struct admin *a, struct fleetsvc *svc, struct fleet *fleet)
-{
-    a->fleet = svc;
     a->health.fleet = fleet;
-}
-
-void admin_set_hotkeys(struct admin *a, struct hotkeysvc *hot)
-{
-    a->hot = hot;
 }
 
 void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
@@ -1282,11 +1259,7 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
 {
     struct permitd_error err;
 
-    if ((a->apps != NULL && appsvc_serve(a->apps, req, resp)) ||
-        (a->gateway != NULL && gatewaysvc_serve(a->gateway, req, resp)) ||
-        (a->envoy != NULL && envoysvc_serve(a->envoy, req, resp)) ||
-        (a->fleet != NULL && fleetsvc_serve(a->fleet, req, resp)) ||
-        (a->hot != NULL && hotkeysvc_serve(a->hot, req, resp))) {
+    if (a->apps != NULL && appsvc_serve(a->apps, req, resp)) {
         no_store(resp);
         return;
     }

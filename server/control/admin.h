@@ -44,26 +44,11 @@ void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys);
  * what the ones below it may). */
 enum { ADMIN_VIEWER = 0, ADMIN_EDITOR = 1, ADMIN_ADMIN = 2 };
 
-struct gatewaysvc;
-
-/* Serves GatewayService (control/gatewaysvc.h) on this listener too;
- * gateway must outlive a. Call before the listener starts. */
-void admin_set_gateway(struct admin *a, struct gatewaysvc *gateway);
-struct envoysvc;
-
-/* Serves EnvoyDescriptorService (control/envoysvc.h) on this listener;
- * call before the listeners start. */
-void admin_set_envoy(struct admin *a, struct envoysvc *envoy);
-/* Serves FleetService through svc (control/fleetsvc.h) and reports on the
- * publisher fleet in /metrics; call before the listeners start. */
 struct fleet;
-struct fleetsvc;
-void admin_set_fleet(struct admin *a, struct fleetsvc *svc, struct fleet *fleet);
-struct hotkeysvc;
 
-/* Serves HotKeyService (control/hotkeysvc.h) on this listener too; call
- * before the listeners start. */
-void admin_set_hotkeys(struct admin *a, struct hotkeysvc *hot);
+/* Reports on the fleet publisher (control/fleet.h) in /metrics; fleet must
+ * outlive a. Call before the listeners start. */
+void admin_set_fleet(struct admin *a, struct fleet *fleet);
 
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session of an enabled user with the role needed (need:
@@ -80,8 +65,11 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int need, cha
 typedef int admin_service_fn(void *ud, const struct http_request *req,
                              struct http_response *resp);
 
-/* Serves serve(ud, ...) on this listener beside PolicyService; call before
- * the listeners start. -1 when the table (8) is full. */
+/* Serves serve(ud, ...) on this listener beside PolicyService (every
+ * service but AppService comes in this way: FleetService, HotKeyService,
+ * GatewayService, EnvoyDescriptorService, UserService, AuditService); ud
+ * must outlive a. Call before the listeners start. -1 when the table (12)
+ * is full. */
 int admin_add_service(struct admin *a, admin_service_fn *serve, void *ud);
 
 /* The admin listener's http_options worker_open and worker_close: its

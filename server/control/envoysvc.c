@@ -267,9 +267,10 @@ static const struct connect_method methods[] = {
     {NULL, NULL, NULL, 0, NULL},
 };
 
-int envoysvc_serve(struct envoysvc *s, const struct http_request *req,
-                   struct http_response *resp)
+int envoysvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
 {
+    struct envoysvc *s = ud;
+
     if (strncmp(http_request_path(req), "/permit.v1.EnvoyDescriptorService/", 34) != 0)
         return 0;
     return connect_serve(methods, s, &s->limits, req, resp);

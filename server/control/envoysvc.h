@@ -32,9 +32,8 @@ int envoysvc_load(struct envoysvc *s, struct permitd_error *err);
  * loaded last stays). ud is the struct envoysvc. */
 void envoysvc_pass(void *ud);
 
-/* Serves req when its path is an EnvoyDescriptorService procedure: returns
- * 1 (resp filled), else 0. */
-int envoysvc_serve(struct envoysvc *s, const struct http_request *req,
-                   struct http_response *resp);
+/* An admin_service_fn (admin.h; ud: the envoysvc): serves req when its path
+ * is a EnvoyDescriptorService procedure: returns 1 (resp filled), else 0. */
+int envoysvc_serve(void *ud, const struct http_request *req, struct http_response *resp);
 
 #endif

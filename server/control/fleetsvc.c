@@ -561,8 +561,10 @@ static const struct connect_method methods[] = {
     {NULL, NULL, NULL, 0, NULL},
 };
 
-int fleetsvc_serve(struct fleetsvc *s, const struct http_request *req, struct http_response *resp)
+int fleetsvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
 {
+    struct fleetsvc *s = ud;
+
     if (strncmp(http_request_path(req), "/permit.v1.FleetService/", 24) != 0)
         return 0;
     return connect_serve(methods, s, &s->limits, req, resp);

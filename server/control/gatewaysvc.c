@@ -286,9 +286,10 @@ static const struct connect_method methods[] = {
     {NULL, NULL, NULL, 0, NULL},
 };
 
-int gatewaysvc_serve(struct gatewaysvc *s, const struct http_request *req,
-                     struct http_response *resp)
+int gatewaysvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
 {
+    struct gatewaysvc *s = ud;
+
     if (strncmp(http_request_path(req), "/permit.v1.GatewayService/", 26) != 0)
         return 0;
     return connect_serve(methods, s, &s->limits, req, resp);

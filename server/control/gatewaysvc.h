@@ -25,9 +25,8 @@ int gatewaysvc_new(const struct config *cfg, struct admin *admin, struct redis *
                    struct gatewaysync *sync, struct gatewaysvc **out, struct permitd_error *err);
 void gatewaysvc_free(struct gatewaysvc *s);
 
-/* Serves req when its path is a GatewayService procedure: returns 1 (resp
- * filled), else 0. */
-int gatewaysvc_serve(struct gatewaysvc *s, const struct http_request *req,
-                     struct http_response *resp);
+/* An admin_service_fn (admin.h; ud: the gatewaysvc): serves req when its path
+ * is a GatewayService procedure: returns 1 (resp filled), else 0. */
+int gatewaysvc_serve(void *ud, const struct http_request *req, struct http_response *resp);
 
 #endif

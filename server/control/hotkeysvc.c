@@ -125,9 +125,10 @@ static const struct connect_method methods[] = {
     {NULL, NULL, NULL, 0, NULL},
 };
 
-int hotkeysvc_serve(struct hotkeysvc *s, const struct http_request *req,
-                    struct http_response *resp)
+int hotkeysvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
 {
+    struct hotkeysvc *s = ud;
+
     if (strncmp(http_request_path(req), "/permit.v1.HotKeyService/", 25) != 0)
         return 0;
     return connect_serve(methods, s, &s->limits, req, resp);

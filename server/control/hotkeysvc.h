@@ -24,9 +24,8 @@ int hotkeysvc_new(const struct config *cfg, struct admin *admin, struct redis *r
                   struct limiter *limiter, struct hotkeysvc **out, struct permitd_error *err);
 void hotkeysvc_free(struct hotkeysvc *s);
 
-/* Serves req when its path is a HotKeyService procedure: returns 1 (resp
- * filled), else 0. */
-int hotkeysvc_serve(struct hotkeysvc *s, const struct http_request *req,
-                    struct http_response *resp);
+/* An admin_service_fn (admin.h; ud: the hotkeysvc): serves req when its path
+ * is a HotKeyService procedure: returns 1 (resp filled), else 0. */
+int hotkeysvc_serve(void *ud, const struct http_request *req, struct http_response *resp);
 
 #endif
