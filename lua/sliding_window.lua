@@ -154,6 +154,61 @@ end
 local clock = redis.call('TIME')
 local now = clock[1] * 1000000 + clock[2]
 
+-- One item without a request id (a lone Acquire or Peek: nearly every
+-- call), its common case decided here, before the helpers below are built
+-- (each `local function` and table of the chunk is built on every call:
+-- lua/fixed_window.lua, tests/bench/redis-cost.sh): a state of this
+-- policy version or older, or none, and a take or peek that passes. Its
+-- formulas are roll(), weighted(), reset_after() and ms_up()'s below;
+-- change them together. Anything else (a denial, an error) goes on to
+-- the phases below, which decide it as any item.
+if n == 1 and m == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not inspect then
+  local ver, max, wms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local want = tonumber(ARGV[base + 1])
+  local s = max and wms and want and max >= 1 and wms >= 1 and want >= 1 and want <= max and
+            want == floor(want) and redis.pcall('GET', KEYS[1])
+  if s ~= nil and type(s) ~= 'table' and (not s or #s == 32) then
+    local prev, cur, start, v = 0, 0, 0, 0
+    if s then
+      prev, cur, start, v = unpack_state(STATE, s)
+    end
+    local w = wms * 1000
+    local at = now - now % w            -- roll()
+    if at == start + w then
+      prev, cur, start = cur, 0, at
+    elseif at > start then
+      prev, cur, start = 0, 0, at
+    end
+    local e = now - start               -- weighted()
+    if e < 0 then
+      e = 0
+    end
+    local weight = prev * (w - e) / w
+    if v <= ver and weight + cur + want <= max then
+      if mode == 'take' then
+        cur = cur + want
+      end
+      local reset = cur > 0 and start + 2 * w - now or prev > 0 and start + w - now or 0
+      if reset <= 0 then                -- reset_after(), ms_up()
+        reset = 0
+      else
+        reset = ceil(reset / 1000)
+        if reset > FOREVER_MS then
+          reset = FOREVER_MS
+        end
+      end
+      if mode == 'take' and reset > 0 then
+        redis.call('SET', KEYS[1], pack(STATE, prev, cur, start, ver), 'PX', reset)
+      end
+      local left = floor(max - (weight + cur))
+      if left < 0 then
+        left = 0
+      end
+      return pack(RECORD, 0, 1, left, max, 0, reset, ceil(wms / 1000), left * 1000000)
+    end
+  end
+end
+
 local function ms_up(us)
   if us <= 0 then
     return 0
