@@ -2324,9 +2324,11 @@ static int inspect(struct limiter *l, const struct limiter_request *req, int ret
     nitem = item_call(req, DO_PEEK, e->algorithm, 1, name, bucket_key(l, req, e, name),
                       permits_s, POLICY_INDEX, lease, &key, &args[7]);
     script = script_of(e);
-    policies_release(e);
+    /* e is held until the call is answered: args point into its strings
+     * (policy_args()), which a reload on another thread may free */
     rc = redis_script_run(l->redis, script, &key, 1, args, 7 + nitem, deadline_us, out,
                           INSPECT_WORDS, err);
+    policies_release(e);
     if (rc == PERMITD_OK && out[0] == SCRIPT_STALE && !retried) {
         if ((rc = restale(l, req->bucket, out[2], 0, deadline_us, err)) != PERMITD_OK)
             return rc;
