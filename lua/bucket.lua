@@ -77,8 +77,8 @@ flags), then the 32 bytes of a lease id (32 "\0" bytes when none: always,
 for a token bucket). A compact call's RECORD is its first 8 numbers
 alone (64 bytes: lease_expires_ms and flags are 0 in a call without
 request ids or lease ids, and so is the lease id): the two empty ARGV an
-item and the 48 bytes an item less cost Redis ~4% of a lone Acquire and
-~7% of an item of a batch (tests/bench/RESULTS.md). Every number is
+item and the 48 bytes an item fewer save Redis 1% of a lone Acquire, 4%
+at nine a call, 10% of a batch's item (tests/bench/RESULTS-redis-cost.md). Every number is
 whole, and exact below 2^53, where every policy permitd accepts stays;
 server/stores/redis.c reads them (redis_answer_records(), the length by
 the number of items asked). Answered as a table of integers they would cost
