@@ -466,25 +466,12 @@ end
 
 -- The many-item path's helpers.
 
--- The record key of item i's request id, or false when it has none or the
--- mode keeps none (see the top).
-local function record_key(i, key)
-  local rid = per == 4 and ARGV[base + 4 * (i - 1) + 2]
-  if (mode ~= 'take' and mode ~= 'all') or not rid or rid == '' then
-    return false
-  end
-  return key .. '\31r' .. rid
-end
-
--- A kept RECORD answered again: flags |= REPLAYED.
-local function replay(rec)
-  local flags = unpack_state('<d', rec, 73)
-  if flags % 2 == 0 then
-    flags = flags + REPLAYED
-  end
-  return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
-end
-
+-- The request-id helpers, built only in a call that carries a request id
+-- (`any` below: a closure built on every call costs every call):
+-- record_key(i, key), the record key of item i's request id, or false
+-- when it has none or the mode keeps none (see the top); replay(rec), a
+-- kept RECORD answered again, flags |= REPLAYED.
+local record_key, replay
 
 -- A state (stored, since) of a policy whose rate history is `rates` (false:
 -- none), brought to its newest edit when it predates it (fold()); nil when
@@ -617,6 +604,20 @@ if mode ~= 'peek' and per == 4 then
   end
 end
 if any then
+  record_key = function(i, key)
+    local rid = per == 4 and ARGV[base + 4 * (i - 1) + 2]
+    if (mode ~= 'take' and mode ~= 'all') or not rid or rid == '' then
+      return false
+    end
+    return key .. '\31r' .. rid
+  end
+  replay = function(rec)
+    local flags = unpack_state('<d', rec, 73)
+    if flags % 2 == 0 then
+      flags = flags + REPLAYED
+    end
+    return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
+  end
   for i = 1, n do
     rkeys[i] = record_key(i, keys[i])
     replayed[i] = rkeys[i] and redis.call('GET', rkeys[i])
