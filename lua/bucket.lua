@@ -14,7 +14,10 @@ bucket may live in a slot of its own.
               algorithms' scripts also know "release" and "renew"
               (concurrency)
   ARGV[2]     np, the number of policies whose limits follow
-  ARGV[3]     how long (ms) a take's answer is kept for its request id
+  ARGV[3]     how long (ms) a take's answer is kept for its request id;
+              "" when no item of the call carries a request id or a lease
+              id: the compact call (nearly every call: permitd's
+              call_head()), 2 ARGV an item and a short RECORD (below)
   ARGV[4+4(j-1)..7+4(j-1)]  policy j: its version stamp, max_permits, p1,
               p2. For this script p1 is the rate and p2 the rate history
               `rates` ("" when none; see below). The other algorithms
@@ -24,15 +27,16 @@ bucket may live in a slot of its own.
                 sliding_window  window_ms, ""
                 sliding_log     window_ms, ""
                 concurrency     lease_ms,  ""
-  ARGV[b+4(i-1) .. b+4(i-1)+3]  with b = 4 + 4 np: item i's policy (j,
-              1..np), its permits (>= 1), its request id ("" none) and its
+  ARGV[b+w(i-1) .. b+w(i-1)+w-1]  with b = 4 + 4 np and w = 4 (2 in a
+              compact call): item i's policy (j, 1..np), its permits
+              (>= 1), then, when w = 4, its request id ("" none) and its
               lease id ("" none; concurrency only: the new lease's id on a
               take, 32 lowercase hex characters permitd drew from
               getrandom(), the lease to act on for release and renew)
-  ARGV[b+4n+(i-m-1)]  for i = m+1..n: item i's bucket state key, when the
+  ARGV[b+wn+(i-m-1)]  for i = m+1..n: item i's bucket state key, when the
               items' keys span several slots of one Redis Cluster master
-              (then m = 1; n = (#ARGV - b + 1 + m) / 5, which is m when
-              no key follows the items)
+              (then m = 1; n = (#ARGV - b + 1 + m) / (w + 1), which is m
+              when no key follows the items)
 
 Over several slots (issue 19): permitd sends a pass's Acquires and Peeks
 as one call per master, not per slot. What Redis 7.0.15 does with such a
@@ -70,9 +74,14 @@ layout every decision script of permitd answers): ten little-endian
 doubles, struct.pack('<dddddddddd', status, allowed, remaining, limit,
 retry_after_ms, reset_after_ms, window_s, level_micro, lease_expires_ms,
 flags), then the 32 bytes of a lease id (32 "\0" bytes when none: always,
-for a token bucket). Every number is whole, and exact below 2^53, where
-every policy permitd accepts stays; server/stores/redis.c reads them
-(redis_answer_records()). Answered as a table of integers they would cost
+for a token bucket). A compact call's RECORD is its first 8 numbers
+alone (64 bytes: lease_expires_ms and flags are 0 in a call without
+request ids or lease ids, and so is the lease id): the two empty ARGV an
+item and the 48 bytes an item fewer save Redis 1% of a lone Acquire, 4%
+at nine a call, 10% of a batch's item (tests/bench/RESULTS-redis-cost.md). Every number is
+whole, and exact below 2^53, where every policy permitd accepts stays;
+server/stores/redis.c reads them (redis_answer_records(), the length by
+the number of items asked). Answered as a table of integers they would cost
 Redis ~650 instructions each and permitd a parse each. Reading no policy
 hash, a lone Acquire cost Redis 79.9k instructions, 93.8k when it read one
 (tests/bench/redis-cost.sh, issue 19).
@@ -162,18 +171,19 @@ end
 local n = #KEYS
 local np = tonumber(ARGV[2])
 local ridttl = ARGV[3]  -- how long a take's answer is kept for its request id (ms)
+local per = ridttl == '' and 2 or 4  -- ARGV an item: "" = compact (see the top)
 local base = 4 + 4 * np  -- ARGV index of item 1's policy
 local keys = KEYS
-if mode ~= 'settle' and #ARGV - base + 1 > 4 * n then
+if mode ~= 'settle' and #ARGV - base + 1 > per * n then
   -- keys of several slots (see the top): the ones after KEYS follow the items
   local m = n
-  n = (#ARGV - base + 1 + m) / 5
+  n = (#ARGV - base + 1 + m) / (per + 1)
   keys = {}
   for i = 1, m do
     keys[i] = KEYS[i]
   end
   for i = m + 1, n do
-    keys[i] = ARGV[base + 4 * n + i - m - 1]
+    keys[i] = ARGV[base + per * n + i - m - 1]
   end
 end
 local find, sub, gmatch = string.find, string.sub, string.gmatch
@@ -182,8 +192,9 @@ local pack, unpack_state = struct.pack, struct.unpack
 local STATE = '<ddd'
 local STALE = -17
 -- One item's RECORD: 10 numbers, then its lease id, which a token bucket
--- never has (NOLEASE: a constant of the chunk, not built per call).
-local ANSWER = '<ddddddddddc32'
+-- never has (NOLEASE: a constant of the chunk, not built per call); in a
+-- compact call the first 8 numbers alone (struct.pack ignores the rest).
+local ANSWER = per == 4 and '<ddddddddddc32' or '<dddddddd'
 local NOLEASE = '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'
 local REPLAYED = 1            -- flags bit: an earlier take's answer
 
@@ -199,9 +210,92 @@ local FOREVER_MS = 99999999999999
 -- runs the whole chunk, so each `local function` above the return is a
 -- closure built on every call. Measured with redis-benchmark (100k keys,
 -- three rounds each): through ten helpers 7.84 us per call, in line 7.37.
--- Its formulas are those of until_full(), window() and micro() below,
--- which the many-item path uses; change them together.
--- Only what both paths need comes first: state(), level(), retry_after().
+-- Its formulas are those of level(), until_full(), window() and micro()
+-- below, which the many-item path uses; change them together.
+--
+-- Its common case comes first, before any helper is built: a take that is
+-- granted, or a peek, of a bucket that is full (no key) or holds a 24-byte
+-- state of this version or older, stamped no later than now, that needs
+-- no folding across rate edits. Building the five helpers below (state()
+-- to retry_after()) cost a lone Acquire 9.9k of its 86.8k instructions
+-- (tests/bench/redis-cost.sh). Every other single item (a denial, a rate
+-- history to fold, a clock that stepped back, a state of another version
+-- or shape) goes on after them, to the rest of the path.
+local lone = n == 1 and (mode == 'take' or mode == 'peek')
+local ver, max, rate, rates, want, rkey, s     -- the lone item's (read once)
+if lone then
+  ver, max, rate, rates = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+  want = tonumber(ARGV[base + 1])
+  -- record_key() and replay() below, in line (see above)
+  local rid = per == 4 and ARGV[base + 2]
+  rkey = mode == 'take' and rid and rid ~= '' and KEYS[1] .. '\31r' .. rid
+  if rkey then
+    local rec = redis.call('GET', rkey)
+    if rec then
+      local flags = unpack_state('<d', rec, 73)
+      if flags % 2 == 0 then
+        flags = flags + REPLAYED
+      end
+      return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
+    end
+  end
+  if want > max then
+    return pack(ANSWER, -11, 0, 0, max, 0, 0, 0, 0, 0, 0, NOLEASE)
+  end
+  s = redis.call('GET', KEYS[1])
+  local tokens, since, written = max, now, ver
+  if s and #s == 24 then
+    tokens, since, written = unpack_state(STATE, s)
+  end
+  if (not s or #s == 24) and written <= ver and since <= now and (rates == '' or tokens >= max) then
+    if tokens < max then            -- level(), in line
+      local elapsed = now - since
+      if elapsed >= (max - tokens) * 1000000 / rate then
+        tokens = max
+      elseif elapsed > 0 then
+        tokens = tokens + elapsed * rate / 1000000
+        if tokens > max then
+          tokens = max
+        end
+      end
+    elseif tokens > max then
+      tokens = max
+    end
+    if mode == 'peek' or tokens >= want then
+      if mode == 'take' then
+        tokens = tokens - want
+      end
+      local ttl = 0                 -- until_full()
+      if tokens < max then
+        ttl = ceil((max - tokens) * 1000 / rate)
+        if ttl > FOREVER_MS then
+          ttl = FOREVER_MS
+        end
+      end
+      if mode == 'take' and ttl > 0 then    -- save()
+        redis.call('SET', KEYS[1], pack(STATE, tokens, now, ver), 'PX', ttl)
+      elseif mode == 'take' and s then
+        redis.call('DEL', KEYS[1])
+      end
+      local w = ceil(max / rate)    -- window()
+      if w > FOREVER_MS then
+        w = FOREVER_MS
+      end
+      local m = floor(tokens * 1000000) -- micro()
+      if m > 9007199254740992 then
+        m = 9007199254740992
+      end
+      local rec = pack(ANSWER, 0, 1, floor(tokens), max, 0, ttl, w, m, 0, 0, NOLEASE)
+      if rkey then
+        redis.call('SET', rkey, rec, 'PX', ridttl)
+      end
+      return rec
+    end
+  end
+end
+
+-- What both the rest of the single-item path and the many-item path need:
+-- state(), level(), retry_after().
 
 -- The tokens, their time and the version stamp they were written under in
 -- state s, or nil and its size when s is not a state this script wrote.
@@ -310,27 +404,9 @@ local function retry_after(stored, since, max, rate, tokens, want)
   return ms
 end
 
--- One item (Acquire, Peek).
-if n == 1 and (mode == 'take' or mode == 'peek') then
-  local ver, max, rate, rates = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-  local want = tonumber(ARGV[base + 1])
-  -- record_key() and replay() below, in line (see above)
-  local rid = ARGV[base + 2]
-  local rkey = mode == 'take' and rid and rid ~= '' and KEYS[1] .. '\31r' .. rid
-  if rkey then
-    local rec = redis.call('GET', rkey)
-    if rec then
-      local flags = unpack_state('<d', rec, 73)
-      if flags % 2 == 0 then
-        flags = flags + REPLAYED
-      end
-      return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
-    end
-  end
-  if want > max then
-    return pack(ANSWER, -11, 0, 0, max, 0, 0, 0, 0, 0, 0, NOLEASE)
-  end
-  local s = redis.call('GET', KEYS[1])
+-- The rest of the single-item path (its common case is above: its
+-- arguments, request id and state are read there).
+if lone then
   local stored, since, skewed
   if s then
     local written
@@ -390,25 +466,12 @@ end
 
 -- The many-item path's helpers.
 
--- The record key of item i's request id, or false when it has none or the
--- mode keeps none (see the top).
-local function record_key(i, key)
-  local rid = ARGV[base + 4 * (i - 1) + 2]
-  if (mode ~= 'take' and mode ~= 'all') or not rid or rid == '' then
-    return false
-  end
-  return key .. '\31r' .. rid
-end
-
--- A kept RECORD answered again: flags |= REPLAYED.
-local function replay(rec)
-  local flags = unpack_state('<d', rec, 73)
-  if flags % 2 == 0 then
-    flags = flags + REPLAYED
-  end
-  return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
-end
-
+-- The request-id helpers, built only in a call that carries a request id
+-- (`any` below: a closure built on every call costs every call):
+-- record_key(i, key), the record key of item i's request id, or false
+-- when it has none or the mode keeps none (see the top); replay(rec), a
+-- kept RECORD answered again, flags |= REPLAYED.
+local record_key, replay
 
 -- A state (stored, since) of a policy whose rate history is `rates` (false:
 -- none), brought to its newest edit when it predates it (fold()); nil when
@@ -532,7 +595,7 @@ end
 -- only the calls that carry one; an item without reads nil: none).
 local rkeys, replayed = {}, {}
 local any = false
-if mode ~= 'peek' then
+if mode ~= 'peek' and per == 4 then
   for i = 1, n do
     if ARGV[base + 4 * (i - 1) + 2] ~= '' then
       any = true
@@ -541,6 +604,20 @@ if mode ~= 'peek' then
   end
 end
 if any then
+  record_key = function(i, key)
+    local rid = per == 4 and ARGV[base + 4 * (i - 1) + 2]
+    if (mode ~= 'take' and mode ~= 'all') or not rid or rid == '' then
+      return false
+    end
+    return key .. '\31r' .. rid
+  end
+  replay = function(rec)
+    local flags = unpack_state('<d', rec, 73)
+    if flags % 2 == 0 then
+      flags = flags + REPLAYED
+    end
+    return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
+  end
   for i = 1, n do
     rkeys[i] = record_key(i, keys[i])
     replayed[i] = rkeys[i] and redis.call('GET', rkeys[i])
@@ -613,8 +690,8 @@ local item_bucket = {}  -- per decided item: its bucket (whose .p is its policy)
 local refused = false   -- some item of an "all" call was not granted
 
 for i = 1, n do
-  local p = policy(tonumber(ARGV[base + 4 * (i - 1)]))
-  local want = tonumber(ARGV[base + 4 * (i - 1) + 1])
+  local p = policy(tonumber(ARGV[base + per * (i - 1)]))
+  local want = tonumber(ARGV[base + per * (i - 1) + 1])
   local status = false
   if replayed[i] then
     -- an earlier take's answer (see the top): decided then, not now
@@ -669,7 +746,7 @@ if mode == 'all' and refused then
   for i = 1, n do
     local b = item_bucket[i]
     if b then
-      total[b] = (total[b] or 0) + tonumber(ARGV[base + 4 * (i - 1) + 1])
+      total[b] = (total[b] or 0) + tonumber(ARGV[base + per * (i - 1) + 1])
     elseif not replayed[i] then
       errored = true
     end

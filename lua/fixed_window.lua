@@ -6,12 +6,15 @@ The call is every decision script's (lua/bucket.lua's header has the
 layout in full): KEYS the items' state keys (one slot; the keys of other
 slots of the same master follow the items in ARGV), ARGV[1] the mode
 ("take", "peek", "all"), ARGV[2] np, ARGV[3] the request-id time-to-live
-in ms, ARGV[4+4(j-1)..7+4(j-1)] policy j: version stamp, max_permits,
-window_ms, calendar; then per item: policy j, permits, request id, lease
-id (unused here). The answer is one RECORD of 112 bytes per item, as
-bucket.lua's (status, allowed, remaining, limit, retry_after_ms,
-reset_after_ms, window_s, level_micro, lease_expires_ms 0, flags; 32 "\0"
-bytes of lease), and request ids are kept and replayed as bucket.lua does.
+in ms ("" in a compact call: no item carries a request id),
+ARGV[4+4(j-1)..7+4(j-1)] policy j: version stamp, max_permits,
+window_ms, calendar; then per item: policy j, permits, and but in a
+compact call request id, lease id (unused here). The answer is one
+RECORD of 112 bytes per item, as bucket.lua's (status, allowed,
+remaining, limit, retry_after_ms, reset_after_ms, window_s, level_micro,
+lease_expires_ms 0, flags; 32 "\0" bytes of lease), its first 8 numbers
+alone (64 bytes) in a compact call, and request ids are kept and
+replayed as bucket.lua does.
 
 Windows. Without a calendar ("" in p2), the windows are window_ms long and
 counted from the Unix epoch (window k is [k*W, (k+1)*W) in Redis time), so
@@ -63,28 +66,69 @@ end
 local n = #KEYS
 local np = tonumber(ARGV[2])
 local ridttl = ARGV[3]
+local per = ridttl == '' and 2 or 4   -- ARGV an item: "" = compact (bucket.lua's header)
 local base = 4 + 4 * np
 local keys = KEYS
-if #ARGV - base + 1 > 4 * n then
+if #ARGV - base + 1 > per * n then
   local m = n
-  n = (#ARGV - base + 1 + m) / 5
+  n = (#ARGV - base + 1 + m) / (per + 1)
   keys = {}
   for i = 1, m do
     keys[i] = KEYS[i]
   end
   for i = m + 1, n do
-    keys[i] = ARGV[base + 4 * n + i - m - 1]
+    keys[i] = ARGV[base + per * n + i - m - 1]
   end
 end
 local floor, ceil, sub = math.floor, math.ceil, string.sub
 local pack, unpack = struct.pack, struct.unpack
 local STATE = '<ddd'
 local STALE = -17
-local ANSWER = '<dddddddddd'
-local NOLEASE = string.rep('\0', 32)
+-- A RECORD: 10 numbers and 32 bytes of no lease; a compact call's, its
+-- first 8 numbers alone (struct.pack ignores the rest).
+local ANSWER = per == 4 and '<dddddddddd' or '<dddddddd'
+local NOLEASE = per == 4 and string.rep('\0', 32) or ''
 
 local clock = redis.call('TIME')
 local now = clock[1] * 1000000 + clock[2]
+
+-- One item without a request id (a lone Acquire or Peek: nearly every
+-- call), its common case decided here, before the helpers below are built
+-- (each `local function` and table of the chunk is built on every call:
+-- they cost a lone Acquire about half of its instructions,
+-- tests/bench/redis-cost.sh): a window of window_ms or of a calendar
+-- minute, hour or day (a month needs the civil-date helpers), a state of
+-- this policy version or older, or none; a take that is granted, or a
+-- peek. Its formulas are bounds(), policy() and counter()'s below; change
+-- them together. Anything else (a denial, a month, an error) goes on to
+-- the path below, which decides it as any item.
+if n == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not inspect then
+  local ver, max, wms, cal = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+  local want = tonumber(ARGV[base + 1])
+  local w = cal == '' and wms and wms * 1000 or cal == 'minute' and 60000000 or
+            cal == 'hour' and 3600000000 or cal == 'day' and 86400000000
+  if w and w > 0 and max and max >= 1 and want <= max then
+    local start = floor(now / w) * w
+    local s = redis.call('GET', KEYS[1])
+    local count, plain = 0, not s
+    if s and #s == 24 then
+      local stored, at, v = unpack(STATE, s)
+      plain = v <= ver
+      if at >= start then
+        count = stored    -- this window (or, the clock stepped back, a later one)
+      end
+    end
+    if plain and (mode == 'peek' or count + want <= max) then
+      local left = ceil((start + w - now) / 1000)   -- ms to the window's end, >= 1
+      if mode == 'take' then
+        count = count + want
+        redis.call('SET', KEYS[1], pack(STATE, count, start, ver), 'PX', left)
+      end
+      return pack(ANSWER, 0, 1, max - count, max, 0, count > 0 and left or 0, ceil(w / 1000000),
+                  (max - count) * 1000000)
+    end
+  end
+end
 
 -- Days since 1970-01-01 of the civil date y-m-d, and back (Hinnant).
 local function days_from_civil(y, m, d)
@@ -159,7 +203,7 @@ for i = 1, n do
   states[i] = redis.call('GET', keys[i])
 end
 local rkeys, replayed = {}, {}
-for i = 1, n do
+for i = 1, per == 4 and n or 0 do
   local rid = ARGV[base + 4 * (i - 1) + 2]
   rkeys[i] = (mode == 'take' or mode == 'all') and rid ~= '' and keys[i] .. '\31r' .. rid
   replayed[i] = rkeys[i] and redis.call('GET', rkeys[i])
@@ -202,8 +246,8 @@ end
 
 local out, item_counter, refused = {}, {}, false
 for i = 1, n do
-  local p = policy(tonumber(ARGV[base + 4 * (i - 1)]))
-  local want = tonumber(ARGV[base + 4 * (i - 1) + 1])
+  local p = policy(tonumber(ARGV[base + per * (i - 1)]))
+  local want = tonumber(ARGV[base + per * (i - 1) + 1])
   if replayed[i] then
     local flags = unpack('<d', replayed[i], 73)
     if flags % 2 == 0 then
@@ -245,7 +289,7 @@ if mode == 'all' and refused then
   for i = 1, n do
     local c = item_counter[i]
     if c then
-      total[c] = (total[c] or 0) + tonumber(ARGV[base + 4 * (i - 1) + 1])
+      total[c] = (total[c] or 0) + tonumber(ARGV[base + per * (i - 1) + 1])
     elseif not replayed[i] then
       errored = true
     end
@@ -284,7 +328,7 @@ if mode ~= 'peek' then
       redis.call('SET', c.key, pack(STATE, c.count, c.p.start, c.p.ver), 'PX', c.p.left)
     end
   end
-  for i = 1, n do
+  for i = 1, per == 4 and n or 0 do
     if rkeys[i] then
       redis.call('SET', rkeys[i], out[i], 'PX', ridttl)
     end

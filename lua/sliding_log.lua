@@ -16,14 +16,17 @@ The call (the contract of every decision script, issue 20; the same as
 lua/sliding_window.lua's, whose header spells it out):
   KEYS[i]     item i's state key (letter l), i = 1..m, one slot
   ARGV[1]     "take", "peek" (nothing taken, nothing written), "all"
-  ARGV[2]     np; ARGV[3] the request-id record's time-to-live in ms
+  ARGV[2]     np; ARGV[3] the request-id record's time-to-live in ms, ""
+              in a compact call (no item carries a request_id: 2 ARGV an
+              item, and a RECORD of its first 8 numbers)
   ARGV[4+4(j-1) .. 7+4(j-1)]  policy j: version stamp, max_permits,
               window_ms, ""
-  ARGV[b+4(i-1) .. b+4(i-1)+3], b = 4 + 4 np: item i's policy index,
-              permits, request_id ("" none), lease_id (unused)
-  ARGV[b+4n+(i-m-1)]  item i's key for i = m+1..n (keys of several slots
+  ARGV[b+w(i-1) .. b+w(i-1)+w-1], b = 4 + 4 np, w = 4 (2 compact):
+              item i's policy index, permits, then with w = 4
+              request_id ("" none), lease_id (unused)
+  ARGV[b+wn+(i-m-1)]  item i's key for i = m+1..n (keys of several slots
               of one master: lua/bucket.lua's header), n = (#ARGV - b + 1
-              + m) / 5. Every key is read before any is written.
+              + m) / (w + 1). Every key is read before any is written.
 
 The state: one ZSET per key, simple to read for an inspector:
   member "<t>:<i>", score t   one per permit taken at Redis time t (us),
@@ -88,13 +91,16 @@ if inspect then
 end
 local np = tonumber(ARGV[2])
 local rid_ttl = tonumber(ARGV[3]) or 0
+local per = ARGV[3] == '' and 2 or 4   -- ARGV an item: "" = compact (the header)
 local base = 4 + 4 * np
 local m = #KEYS
-local n = (#ARGV - base + 1 + m) / 5
+local n = (#ARGV - base + 1 + m) / (per + 1)
 local floor, ceil = math.floor, math.ceil
 local pack, unpack_record = struct.pack, struct.unpack
-local RECORD = '<dddddddddd'
-local NO_LEASE = string.rep('\0', 32)
+-- A RECORD: 10 numbers and 32 bytes of lease; a compact call's, its first
+-- 8 numbers alone (struct.pack ignores the rest; no request id, no lease).
+local RECORD = per == 4 and '<dddddddddd' or '<dddddddd'
+local NO_LEASE = per == 4 and string.rep('\0', 32) or ''
 local STALE, DATA_LOSS, OUT_OF_RANGE, ABORTED = -17, -15, -11, -10
 local FOREVER_MS = 99999999999999   -- see lua/bucket.lua
 local CHUNK = 500                   -- entries per ZADD (Lua's unpack() limit)
@@ -113,7 +119,7 @@ for i = 1, m do
   keys[i] = KEYS[i]
 end
 for i = m + 1, n do
-  keys[i] = ARGV[base + 4 * n + i - m - 1]
+  keys[i] = ARGV[base + per * n + i - m - 1]
 end
 
 local clock = redis.call('TIME')
@@ -178,8 +184,9 @@ local states, order = {}, {}
 local records = {}
 local items = {}
 for i = 1, n do
-  local at = base + 4 * (i - 1)
-  local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]), rid = ARGV[at + 2],
+  local at = base + per * (i - 1)
+  local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
+              rid = per == 4 and ARGV[at + 2] or '',
               key = keys[i]}
   if not it.j or not it.want or it.want < 1 or it.want ~= floor(it.want) then
     return redis.error_reply('sliding_log.lua: item ' .. i .. ' has policy "' ..

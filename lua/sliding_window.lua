@@ -19,15 +19,17 @@ as lua/sliding_log.lua's and lua/concurrency.lua's):
               none takes anything)
   ARGV[2]     np, the number of policies whose limits follow
   ARGV[3]     how long a take's answer is kept for its request_id, in ms
-              (0: not kept)
+              (0: not kept); "" in a compact call, one whose items carry
+              no request_id and no lease_id (lua/bucket.lua's header): 2
+              ARGV an item and a RECORD of its first 8 numbers (64 bytes)
   ARGV[4+4(j-1) .. 7+4(j-1)]  policy j: its version stamp, max_permits,
               window_ms, "" (unused)
-  ARGV[b+4(i-1) .. b+4(i-1)+3]  with b = 4 + 4 np: item i's policy (j,
-              1..np), permits (>= 1), request_id ("" none), lease_id
-              (unused here)
-  ARGV[b+4n+(i-m-1)]  for i = m+1..n: item i's state key, when the items'
+  ARGV[b+w(i-1) .. b+w(i-1)+w-1]  with b = 4 + 4 np, w = 4 (2 in a
+              compact call): item i's policy (j, 1..np), permits (>= 1),
+              then with w = 4 request_id ("" none), lease_id (unused here)
+  ARGV[b+wn+(i-m-1)]  for i = m+1..n: item i's state key, when the items'
               keys span several slots of one Redis Cluster master; n =
-              (#ARGV - b + 1 + m) / 5. lua/bucket.lua's header says what
+              (#ARGV - b + 1 + m) / (w + 1). lua/bucket.lua's header says what
               Redis 7.0.15 allows such a call: here too every key is read
               before any is written, so a "non local key" error leaves
               nothing written.
@@ -118,14 +120,17 @@ if inspect then
 end
 local np = tonumber(ARGV[2])
 local rid_ttl = tonumber(ARGV[3]) or 0
+local per = ARGV[3] == '' and 2 or 4   -- ARGV an item: "" = compact (the header)
 local base = 4 + 4 * np
 local m = #KEYS
-local n = (#ARGV - base + 1 + m) / 5
+local n = (#ARGV - base + 1 + m) / (per + 1)
 local floor, ceil = math.floor, math.ceil
 local pack, unpack_state = struct.pack, struct.unpack
 local STATE = '<dddd'
-local RECORD = '<dddddddddd'
-local NO_LEASE = string.rep('\0', 32)
+-- A RECORD: 10 numbers and 32 bytes of lease; a compact call's, its first
+-- 8 numbers alone (struct.pack ignores the rest; no request id, no lease).
+local RECORD = per == 4 and '<dddddddddd' or '<dddddddd'
+local NO_LEASE = per == 4 and string.rep('\0', 32) or ''
 local STALE, DATA_LOSS, OUT_OF_RANGE, ABORTED = -17, -15, -11, -10
 local FOREVER_MS = 99999999999999   -- see lua/bucket.lua
 
@@ -143,11 +148,66 @@ for i = 1, m do
   keys[i] = KEYS[i]
 end
 for i = m + 1, n do
-  keys[i] = ARGV[base + 4 * n + i - m - 1]
+  keys[i] = ARGV[base + per * n + i - m - 1]
 end
 
 local clock = redis.call('TIME')
 local now = clock[1] * 1000000 + clock[2]
+
+-- One item without a request id (a lone Acquire or Peek: nearly every
+-- call), its common case decided here, before the helpers below are built
+-- (each `local function` and table of the chunk is built on every call:
+-- lua/fixed_window.lua, tests/bench/redis-cost.sh): a state of this
+-- policy version or older, or none, and a take or peek that passes. Its
+-- formulas are roll(), weighted(), reset_after() and ms_up()'s below;
+-- change them together. Anything else (a denial, an error) goes on to
+-- the phases below, which decide it as any item.
+if n == 1 and m == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not inspect then
+  local ver, max, wms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local want = tonumber(ARGV[base + 1])
+  local s = max and wms and want and max >= 1 and wms >= 1 and want >= 1 and want <= max and
+            want == floor(want) and redis.pcall('GET', KEYS[1])
+  if s ~= nil and type(s) ~= 'table' and (not s or #s == 32) then
+    local prev, cur, start, v = 0, 0, 0, 0
+    if s then
+      prev, cur, start, v = unpack_state(STATE, s)
+    end
+    local w = wms * 1000
+    local at = now - now % w            -- roll()
+    if at == start + w then
+      prev, cur, start = cur, 0, at
+    elseif at > start then
+      prev, cur, start = 0, 0, at
+    end
+    local e = now - start               -- weighted()
+    if e < 0 then
+      e = 0
+    end
+    local weight = prev * (w - e) / w
+    if v <= ver and weight + cur + want <= max then
+      if mode == 'take' then
+        cur = cur + want
+      end
+      local reset = cur > 0 and start + 2 * w - now or prev > 0 and start + w - now or 0
+      if reset <= 0 then                -- reset_after(), ms_up()
+        reset = 0
+      else
+        reset = ceil(reset / 1000)
+        if reset > FOREVER_MS then
+          reset = FOREVER_MS
+        end
+      end
+      if mode == 'take' and reset > 0 then
+        redis.call('SET', KEYS[1], pack(STATE, prev, cur, start, ver), 'PX', reset)
+      end
+      local left = floor(max - (weight + cur))
+      if left < 0 then
+        left = 0
+      end
+      return pack(RECORD, 0, 1, left, max, 0, reset, ceil(wms / 1000), left * 1000000)
+    end
+  end
+end
 
 local function ms_up(us)
   if us <= 0 then
@@ -254,8 +314,9 @@ local states = {}       -- key -> state table
 local records = {}      -- record key -> stored RECORD or false
 local items = {}
 for i = 1, n do
-  local at = base + 4 * (i - 1)
-  local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]), rid = ARGV[at + 2],
+  local at = base + per * (i - 1)
+  local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
+              rid = per == 4 and ARGV[at + 2] or '',
               key = keys[i]}
   if not it.j or not it.want or it.want < 1 or it.want ~= floor(it.want) then
     return redis.error_reply('sliding_window.lua: item ' .. i .. ' has policy "' ..

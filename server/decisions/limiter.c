@@ -624,7 +624,10 @@ static const char POLICY_INDEX[] = "1";
  * header, for every algorithm): ARGV[1] the mode, ARGV[2] np, ARGV[3] the
  * request-id time-to-live (call_head()), then 4 per policy
  * (policy_args()), then 4 per item (item_call()), then the keys of other
- * slots. */
+ * slots. A call none of whose items carries a request id or a lease id
+ * (item_wide(): nearly every call) is compact: ARGV[3] "" and 2 per item,
+ * its policy and permits, two empty strings an item fewer for Redis to
+ * read (tests/bench/redis-cost.sh). */
 
 /* A policy's four, as one call sends them (ARGV[4..7] of policy 1): its
  * version stamp, max_permits, p1 and p2 (policies_p1(): rate and rate
@@ -641,13 +644,24 @@ static void policy_args(const struct policies_entry *e, struct redis_str *args)
 }
 
 /* ARGV[1..3]: the mode, np (in npol, which the caller fills and keeps)
- * and the request-id time-to-live. */
+ * and the request-id time-to-live, or "" when no item is wide (the
+ * compact call). */
 static void call_head(const struct limiter *l, struct redis_str mode, const char *npol,
-                      struct redis_str *args)
+                      int wide, struct redis_str *args)
 {
     args[0] = mode;
     args[1] = (struct redis_str){npol, strlen(npol)};
-    args[2] = (struct redis_str){l->ttl_s, strlen(l->ttl_s)};
+    args[2] = wide ? (struct redis_str){l->ttl_s, strlen(l->ttl_s)} : (struct redis_str){"", 0};
+}
+
+/* Whether an item carries a request id (a take's) or a lease id (a
+ * concurrency take's new one; a release's or renew's): its call then
+ * sends 4 arguments an item, not 2 (item_call()). */
+static int item_wide(const struct limiter_request *req, int take, enum policy_algorithm algo)
+{
+    if (take == DO_TAKE)
+        return algo == POLICY_CONCURRENCY || (req->request_id != NULL && req->request_id[0]);
+    return take == DO_RELEASE || take == DO_RENEW;
 }
 
 /* The Redis key of req's bucket under policy e (colocated or not) into name;
@@ -660,19 +674,22 @@ static size_t bucket_key(const struct limiter *l, const struct limiter_request *
 }
 
 /* One item of a script call: its Redis key (*key, the string in name,
- * built there already: bucket_key()) and its four arguments (args[4]: its
- * policy's number in the call, index; its permits, in permits_s; its
- * request id, on a take; its lease id, in lease: a concurrency take's new
- * one, drawn here unless lease holds one already (start it empty), or the
- * lease a release or renew acts on). The strings
- * must live until the call is answered: the caller's (a job's, a
- * plan's). -1 when no lease id could be drawn. */
+ * built there already: bucket_key()) and its arguments, four in a wide
+ * call (call_head()), else the first two (args[4]: its policy's number
+ * in the call, index; its permits, in permits_s; its request id, on a
+ * take; its lease id, in lease: a concurrency take's new one, drawn here
+ * unless lease holds one already (start it empty), or the lease a release
+ * or renew acts on). The strings must live until the call is answered:
+ * the caller's (a job's, a plan's). Returns the number of arguments (2
+ * or 4), -1 when no lease id could be drawn (its 4 arguments laid out
+ * all the same, the lease id empty: the script refuses such a take). */
 static int item_call(const struct limiter_request *req, int take, enum policy_algorithm algo,
-                     char *name, size_t name_len, char *permits_s, const char *index,
+                     int wide, char *name, size_t name_len, char *permits_s, const char *index,
                      char *lease, struct redis_str *key, struct redis_str *args)
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
     const char *rid = take == DO_TAKE && req->request_id ? req->request_id : "";
+    int n = 4;
 
     key->p = name;
     key->len = name_len;
@@ -680,18 +697,20 @@ static int item_call(const struct limiter_request *req, int take, enum policy_al
     args[0].len = strlen(index);
     args[1].p = permits_s;
     args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take == DO_TAKE ? permits : 1);
+    if (!wide)
+        return 2;
     args[2] = (struct redis_str){rid, strlen(rid)};
     if (take == DO_TAKE && algo == POLICY_CONCURRENCY) {
         /* drawn once: an item sent again (a redirect) keeps its lease id */
         if (lease[0] == '\0' && new_lease_id(lease) != 0)
-            return -1;
+            n = -1;
     } else if ((take == DO_RELEASE || take == DO_RENEW) && req->lease_id != NULL) {
         snprintf(lease, LIMITER_LEASE_ID_LEN + 1, "%s", req->lease_id);
     } else {
         lease[0] = '\0';
     }
     args[3] = (struct redis_str){lease, strlen(lease)};
-    return 0;
+    return n;
 }
 
 /* One Acquire or Peek on this thread's connection, blocking (permitd's own
@@ -704,22 +723,24 @@ static int decide(struct limiter *l, const struct limiter_request *req, int take
     struct redis_str key, args[11];
     const struct policies_entry *e;
     long long out[RW];
-    int rc;
+    int rc, wide, nitem;
 
     memset(res, 0, sizeof(*res));
     if (check && (rc = validate(req, take, err)) != PERMITD_OK)
         return rc;
     if ((rc = admit(l, req, take, check, deadline_us, &e, res, err)) != PERMITD_OK || e == NULL)
         return rc;
-    call_head(l, mode_arg(take), POLICY_INDEX, args);
+    wide = item_wide(req, take, e->algorithm);
+    call_head(l, mode_arg(take), POLICY_INDEX, wide, args);
     policy_args(e, &args[3]);
-    if (item_call(req, take, e->algorithm, name, bucket_key(l, req, e, name), permits_s,
-                  POLICY_INDEX, lease, &key, &args[7]) != 0) {
+    if ((nitem = item_call(req, take, e->algorithm, wide, name, bucket_key(l, req, e, name),
+                           permits_s, POLICY_INDEX, lease, &key, &args[7])) < 0) {
         policies_release(e);
         return permitd_error_set(err, PERMITD_EINTERNAL, "getrandom() gave no lease id: %s",
                                  strerror(errno));
     }
-    rc = redis_script_run(l->redis, script_of(e), &key, 1, args, 11, deadline_us, out, RW, err);
+    rc = redis_script_run(l->redis, script_of(e), &key, 1, args, 7 + nitem, deadline_us, out, RW,
+                          err);
     rc = conclude(l, req, take, check, retried, deadline_us, rc, out, res, err);
     policies_release(e);
     return rc;
@@ -925,15 +946,12 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
      * it: a job answered at its deadline leaves its caller's memory, while
      * the pipe may still send its calls again (NOSCRIPT). */
     for (size_t k = 0; k < pl->valid;) {
-        size_t first = k, np = 0;
+        size_t first = k, np = 0, head = a;
         struct redis_script_call *c = &pl->calls[pl->ngroups++];
-        struct redis_str *npolicies;
+        int wide = 0, nitem;
 
-        call_head(pl->l, pl->all_or_nothing ? MODE_ALL : pl->peek ? MODE_PEEK : MODE_TAKE, "",
-                  &pl->args[a]);
         c->args = &pl->args[a];
-        npolicies = &pl->args[a + 1];
-        a += 3;
+        a += 3;                 /* call_head() once its items are known */
         c->keys = &pl->keys[first];
         c->out = &pl->out[RW * first];
         c->cross_slot = 0;
@@ -969,22 +987,26 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
             k = m;
         }
         snprintf(pl->npol[pl->ngroups - 1], sizeof(pl->npol[0]), "%zu", np);
-        *npolicies = (struct redis_str){pl->npol[pl->ngroups - 1],
-                                        strlen(pl->npol[pl->ngroups - 1])};
+        for (size_t x = first; x < k; x++)
+            wide |= item_wide(&reqs[pl->order[x]], pl->peek ? DO_PEEK : DO_TAKE,
+                              pl->entries[pl->order[x]]->algorithm);
+        call_head(pl->l, pl->all_or_nothing ? MODE_ALL : pl->peek ? MODE_PEEK : MODE_TAKE,
+                  pl->npol[pl->ngroups - 1], wide, &pl->args[head]);
         for (size_t x = first; x < k; x++) {
             size_t i = pl->order[x];
-            if (item_call(&reqs[i], pl->peek ? DO_PEEK : DO_TAKE, pl->entries[i]->algorithm,
-                          pl->knames[i], pl->klen[i], pl->permits[x], pl->index[x], pl->leases[x],
-                          &pl->keys[x], &pl->args[a]) != 0)
+            if ((nitem = item_call(&reqs[i], pl->peek ? DO_PEEK : DO_TAKE,
+                                   pl->entries[i]->algorithm, wide, pl->knames[i], pl->klen[i],
+                                   pl->permits[x], pl->index[x], pl->leases[x], &pl->keys[x],
+                                   &pl->args[a])) < 0)
                 return permitd_error_set(err, PERMITD_EINTERNAL, "getrandom() gave no lease "
                                          "id: %s", strerror(errno));
-            a += 4;
+            a += (size_t)nitem;
         }
         /* Over several slots: KEYS is the first key, the others follow. */
         for (size_t x = first + 1; c->cross_slot && x < k; x++)
             pl->args[a++] = pl->keys[x];
         c->nkeys = c->cross_slot ? 1 : (int)(k - first);
-        c->nargs = (int)(3 + 4 * np + 4 * (k - first) + (c->cross_slot ? k - first - 1 : 0));
+        c->nargs = (int)(a - head);
         c->nout = (int)(RW * (k - first));
     }
     return PERMITD_OK;
@@ -1535,7 +1557,7 @@ static void batch_items(struct limiter_queue *q, size_t n)
         struct job *lead = b->jobs[b->items[first]];
         struct redis_script_call *c = &b->calls[b->ncalls];
         size_t at = a;          /* where its args begin */
-        int cross = 0;
+        int cross = 0, wide = item_wide(&lead->req, lead->take, lead->entry->algorithm);
 
         /* This call's items: one kind; on a single Redis one policy, in a
          * cluster one master (group). */
@@ -1546,9 +1568,10 @@ static void batch_items(struct limiter_queue *q, size_t n)
                 (!q->l->slot_calls && strcmp(j->req.bucket, lead->req.bucket) != 0))
                 break;
             cross |= j->slot != lead->slot;
+            wide |= item_wide(&j->req, j->take, j->entry->algorithm);
             last++;
         }
-        call_head(q->l, mode_arg(lead->take), "", &b->args[a]);
+        call_head(q->l, mode_arg(lead->take), "", wide, &b->args[a]);
         *c = (struct redis_script_call){.keys = &b->keys[first], .args = &b->args[a],
                                         .out = &b->out[RW * first], .cross_slot = cross,
                                         .script = script_of(lead->entry)};
@@ -1574,9 +1597,9 @@ static void batch_items(struct limiter_queue *q, size_t n)
             struct job *j = b->jobs[b->items[x]];
             /* a lease id that cannot be drawn (no entropy: never seen)
              * leaves it empty, and the script refuses the take */
-            (void)item_call(&j->req, j->take, j->entry->algorithm, j->name, j->name_len,
+            (void)item_call(&j->req, j->take, j->entry->algorithm, wide, j->name, j->name_len,
                             j->permits, j->index, j->lease, &b->keys[x], &b->args[a]);
-            a += 4;
+            a += wide ? 4 : 2;
             j->first = b->ncalls;
             j->out = &b->out[RW * x];
         }
@@ -2307,7 +2330,7 @@ static int inspect(struct limiter *l, const struct limiter_request *req, int ret
     const struct policies_entry *e;
     long long out[INSPECT_WORDS];
     enum redis_script script;
-    int rc;
+    int rc, nitem;
 
     memset(res, 0, sizeof(*res));
     memset(more, 0, sizeof(*more));
@@ -2318,15 +2341,19 @@ static int inspect(struct limiter *l, const struct limiter_request *req, int ret
         policies_release(e);
         return decide(l, req, DO_PEEK, 0, retried, deadline_us, res, err);
     }
-    call_head(l, mode_inspect, POLICY_INDEX, args);
+    /* wide, though a peek: "inspect" answers the RECORD's ten numbers
+     * (a compact call's RECORD has eight); a peek draws no lease id:
+     * item_call() cannot fail */
+    call_head(l, mode_inspect, POLICY_INDEX, 1, args);
     policy_args(e, &args[3]);
-    /* a peek draws no lease id: item_call() cannot fail */
-    (void)item_call(req, DO_PEEK, e->algorithm, name, bucket_key(l, req, e, name), permits_s,
-                    POLICY_INDEX, lease, &key, &args[7]);
+    nitem = item_call(req, DO_PEEK, e->algorithm, 1, name, bucket_key(l, req, e, name),
+                      permits_s, POLICY_INDEX, lease, &key, &args[7]);
     script = script_of(e);
+    /* e is held until the call is answered: args point into its strings
+     * (policy_args()), which a reload on another thread may free */
+    rc = redis_script_run(l->redis, script, &key, 1, args, 7 + nitem, deadline_us, out,
+                          INSPECT_WORDS, err);
     policies_release(e);
-    rc = redis_script_run(l->redis, script, &key, 1, args, 11, deadline_us, out, INSPECT_WORDS,
-                          err);
     if (rc == PERMITD_OK && out[0] == SCRIPT_STALE && !retried) {
         if ((rc = restale(l, req->bucket, out[2], 0, deadline_us, err)) != PERMITD_OK)
             return rc;
@@ -2515,7 +2542,7 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
 static int settle_args(const struct limiter *l, const struct policies_entry *e,
                        struct redis_str args[7])
 {
-    call_head(l, (struct redis_str){"settle", 6}, POLICY_INDEX, args);
+    call_head(l, (struct redis_str){"settle", 6}, POLICY_INDEX, 1, args);
     policy_args(e, args + 3);
     return 7;
 }

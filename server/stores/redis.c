@@ -621,25 +621,36 @@ int redis_answer_numbers(const char *s, size_t len, long long *out, int nout,
     return PERMITD_OK;
 }
 
-int redis_answer_records(const char *s, size_t len, long long *out, int nout,
+int redis_answer_records(const char *s, size_t len, size_t rec_bytes, long long *out, int nout,
                          struct permitd_error *err)
 {
-    size_t n = len / REDIS_RECORD_BYTES;
+    int numbers = rec_bytes == REDIS_RECORD_SHORT ? REDIS_RECORD_SHORT_NUMBERS
+                                                  : REDIS_RECORD_NUMBERS;
+    size_t n;
     int rc;
 
-    if (len % REDIS_RECORD_BYTES != 0)
+    if (rec_bytes != REDIS_RECORD_BYTES && rec_bytes != REDIS_RECORD_SHORT)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "a record of %zu bytes is neither "
+                                 "%d nor %d", rec_bytes, REDIS_RECORD_BYTES, REDIS_RECORD_SHORT);
+    if (len % rec_bytes != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "a script's answer of %zu bytes is not "
-                                 "a whole number of %d-byte records", len, REDIS_RECORD_BYTES);
+                                 "a whole number of %zu-byte records", len, rec_bytes);
+    n = len / rec_bytes;
     for (size_t i = 0; i < n && (int)(i * REDIS_RECORD_WORDS) < nout; i++) {
         long long *o = out + i * REDIS_RECORD_WORDS;
         int room = nout - (int)(i * REDIS_RECORD_WORDS);
-        const char *rec = s + i * REDIS_RECORD_BYTES;
-        if ((rc = redis_answer_numbers(rec, 8 * REDIS_RECORD_NUMBERS, o,
+        const char *rec = s + i * rec_bytes;
+        /* (a short RECORD's missing numbers read 0: redis_answer_numbers()) */
+        if ((rc = redis_answer_numbers(rec, 8 * (size_t)numbers, o,
                                        room < REDIS_RECORD_NUMBERS ? room : REDIS_RECORD_NUMBERS,
                                        err)) != PERMITD_OK)
             return rc;
-        if (room >= REDIS_RECORD_WORDS)
+        if (room < REDIS_RECORD_WORDS)
+            continue;
+        if (rec_bytes == REDIS_RECORD_BYTES)
             memcpy(o + REDIS_RECORD_LEASE, rec + 8 * REDIS_RECORD_NUMBERS, 32);
+        else
+            memset(o + REDIS_RECORD_LEASE, 0, 32);     /* a short RECORD: no lease */
     }
     for (size_t i = n * REDIS_RECORD_WORDS; i < (size_t)nout; i++)
         out[i] = 0;
@@ -649,8 +660,12 @@ int redis_answer_records(const char *s, size_t len, long long *out, int nout,
 int redis_answer_read(enum redis_script script, const char *s, size_t len, long long *out,
                       int nout, struct permitd_error *err)
 {
-    if (script != REDIS_SCRIPT_SYNC && len > 0 && len % REDIS_RECORD_BYTES == 0)
-        return redis_answer_records(s, len, out, nout, err);
+    size_t items = nout > 0 && nout % REDIS_RECORD_WORDS == 0
+                   ? (size_t)nout / REDIS_RECORD_WORDS : 0;
+    size_t rec = items > 0 && len % items == 0 ? len / items : 0;
+
+    if (script != REDIS_SCRIPT_SYNC && (rec == REDIS_RECORD_BYTES || rec == REDIS_RECORD_SHORT))
+        return redis_answer_records(s, len, rec, out, nout, err);
     return redis_answer_numbers(s, len, out, nout, err);
 }
 

@@ -48,10 +48,16 @@ const char *redis_script_name(enum redis_script script);
 int redis_script_present(const struct redis *r, enum redis_script script);
 
 /* A decision script's answer: one RECORD per item (lua/bucket.lua's
- * header), ten little-endian doubles then 32 bytes of lease id. Read into
- * REDIS_RECORD_WORDS long longs: the ten numbers, then the lease's bytes
- * as they came (out[REDIS_RECORD_LEASE..], 32 bytes: memcpy them out). */
+ * header), ten little-endian doubles then 32 bytes of lease id
+ * (REDIS_RECORD_BYTES); in a compact call (no request id, no lease id:
+ * limiter.c's call_head()) the first REDIS_RECORD_SHORT_NUMBERS doubles
+ * alone (REDIS_RECORD_SHORT bytes). Read into REDIS_RECORD_WORDS long
+ * longs either way: the ten numbers (those a short RECORD lacks read 0),
+ * then the lease's bytes as they came (out[REDIS_RECORD_LEASE..], 32
+ * bytes: memcpy them out; zeros for a short RECORD). */
 #define REDIS_RECORD_BYTES 112
+#define REDIS_RECORD_SHORT 64
+#define REDIS_RECORD_SHORT_NUMBERS 8
 #define REDIS_RECORD_NUMBERS 10
 #define REDIS_RECORD_LEASE 10
 #define REDIS_RECORD_WORDS 14
@@ -118,16 +124,19 @@ int redis_script_pipeline(struct redis *r, enum redis_script script,
                           struct redis_script_call *calls, size_t n,
                           int64_t deadline_us, struct permitd_error *err);
 
-/* Reads a decision script's answer, RECORDs (s, len bytes: a multiple of
- * REDIS_RECORD_BYTES), into out[0..nout), REDIS_RECORD_WORDS per record;
- * what it did not send reads 0. PERMITD_OK, or PERMITD_EINTERNAL with
- * err (may be NULL) saying why, as redis_answer_numbers(). Pure. */
-int redis_answer_records(const char *s, size_t len, long long *out, int nout,
+/* Reads a decision script's answer, RECORDs of rec_bytes each
+ * (REDIS_RECORD_BYTES or REDIS_RECORD_SHORT; s, len bytes: a multiple of
+ * it), into out[0..nout), REDIS_RECORD_WORDS per record; what it did not
+ * send reads 0. PERMITD_OK, or PERMITD_EINTERNAL with err (may be NULL)
+ * saying why, as redis_answer_numbers(). Pure. */
+int redis_answer_records(const char *s, size_t len, size_t rec_bytes, long long *out, int nout,
                          struct permitd_error *err);
 
 /* What a script's string answer is: RECORDs from a decision script (any
- * but sync.lua) whose length is a multiple of REDIS_RECORD_BYTES (bucket.lua's
- * "settle" answers two numbers, 16 bytes), else doubles. Pure. */
+ * but sync.lua) asked for nout / REDIS_RECORD_WORDS items, when its
+ * length is that many RECORDs of either length (a call's layout chooses
+ * it: lua/bucket.lua's header); else doubles (bucket.lua's "settle"
+ * answers two numbers, 16 bytes). Pure. */
 int redis_answer_read(enum redis_script script, const char *s, size_t len, long long *out,
                       int nout, struct permitd_error *err);
 

@@ -18,7 +18,8 @@
 # decision reads a state and writes it back), used_memory and MEMORY USAGE
 # measured before and after, then it counts only while it answers a fixed
 # list of calls sent with redis-cli --pipe, each in the call layout every
-# decision script takes (lua/bucket.lua's header):
+# decision script takes (lua/bucket.lua's header; compact, as permitd
+# sends it, unless an item carries a request id or a lease id):
 #   one Acquire per call          (what redis-benchmark sends: the ceiling)
 #   9 Acquires of one policy       (what a worker sends together under
 #                                   run.sh's load: 8-9 decisions per call)
@@ -53,7 +54,10 @@
 # COST_CALLS (decisions per case, 9000), COST_CASES (the case names to run,
 # default all: tb tb_rid fw sw log10 log1000 cc cc_release naive),
 # COST_KEEP=1 (keep the temporary directory with the calls sent and
-# callgrind's dumps).
+# callgrind's dumps), COST_LAYOUT=19 (the token bucket's calls in the
+# layout of before issue 20: no ARGV[3], 2 ARGV an item; with SCRIPT the
+# bucket.lua of then, e.g. git show 9459f8f:lua/bucket.lua, to compare it
+# on the same calls, keys and limits).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -157,7 +161,7 @@ calls() {
     awk -v items="$2" -v ncalls="$3" -v seed="$4" -v fill="${5:-0}" -v fmt="${6:-${C_KEY[$1]}}" \
         -v lines="${7:-0}" -v nkeys="${C_NKEYS[$c]}" -v alg="${C_ALG[$c]}" \
         -v sha="${SHA[${C_ALG[$c]}]}" -v mode="${C_MODE[$c]}" -v max="${C_MAX[$c]}" \
-        -v p1="${C_P1[$c]}" -v p2="${C_P2[$c]}" -v rid="${C_RID[$c]}" '
+        -v p1="${C_P1[$c]}" -v p2="${C_P2[$c]}" -v rid="${C_RID[$c]}" -v layout="${COST_LAYOUT:-}" '
     function bulk(s) { return lines ? s "\n" : "$" length(s) "\r\n" s "\r\n" }
     function head(n) { if (!lines) printf "*%d\r\n", n }
     function key() {
@@ -175,18 +179,27 @@ calls() {
             }
             # the keys, then mode, np 1, the request-id time-to-live (ms),
             # the policy (version stamp, max_permits, p1, p2), then per
-            # item: policy 1, permits, request id, lease id
+            # item: policy 1, permits, request id, lease id; as permitd
+            # sends it (server/decisions/limiter.c, call_head()): compact,
+            # ARGV[3] "" and per item policy 1, permits, when no item
+            # carries a request id or a lease id (every concurrency take and
+            # release carries one)
             n = (fill && nkeys - next_key < items) ? nkeys - next_key : items
-            head(10 + 5 * n)
+            wide = (rid != "" || alg == "concurrency")
+            old = (layout == 19 && alg == "token_bucket")   # no ARGV[3] (COST_LAYOUT)
+            head(10 - old + (wide ? 5 : 3) * n)
             printf "%s%s%s", bulk("EVALSHA"), bulk(sha), bulk(n)
             for (i = 0; i < n; i++)
                 printf "%s", bulk(key())
-            printf "%s%s%s%s%s%s%s", bulk(fill ? "take" : mode), bulk("1"), bulk("600000"),
-                bulk("16777217"), bulk(max), bulk(p1), bulk(p2)
+            printf "%s%s%s", bulk(fill ? "take" : mode), bulk("1"), old ? "" : bulk(wide ? "600000" : "")
+            printf "%s%s%s%s", bulk("16777217"), bulk(max), bulk(p1), bulk(p2)
             for (i = 0; i < n; i++) {
+                printf "%s%s", bulk("1"), bulk(fill ? fill : 1)
+                if (!wide)
+                    continue
                 r = (rid != "") ? sprintf("req-%d-%d", seed, c * items + i) : ""
                 l = (alg == "concurrency") ? sprintf("%08x%024x", fill ? 0 : seed, c * items + i) : ""
-                printf "%s%s%s%s", bulk("1"), bulk(fill ? fill : 1), bulk(r), bulk(l)
+                printf "%s%s", bulk(r), bulk(l)
             }
         }
     }'

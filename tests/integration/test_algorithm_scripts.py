@@ -4,7 +4,9 @@ stack's Redis (or, as cluster_algorithm_scripts, its Redis Cluster) and
 called with EVALSHA and the contract's ARGV (issue 20: mode, np, the
 request-id time-to-live, per policy stamp/max_permits/p1/p2, per item
 policy/permits/request_id/lease_id, keys of further slots after the
-items), with no permitd in between.
+items; compact, as permitd sends it when no item carries a request_id or
+a lease_id: ARGV[3] "", per item policy/permits, and 64-byte RECORDs),
+with no permitd in between.
 
 Two client connections stand for two permitd instances. Runs record every
 allowed take with the Redis TIME read just before and just after its call
@@ -40,6 +42,7 @@ LUA_DIR = os.environ.get("PERMITD_TEST_LUA_DIR", os.path.join(harness.SOURCE_DIR
 PREFIX = "algo-test:"
 RECORD = struct.Struct("<10d")
 RECORD_SIZE = RECORD.size + 32      # the numbers, then the lease id
+SHORT = struct.Struct("<8d")        # a compact call's RECORD: the first 8 numbers alone
 FIELDS = ("status", "allowed", "remaining", "limit", "retry_after_ms", "reset_after_ms",
           "window_s", "level_micro", "lease_expires_ms", "flags")
 ABORTED, OUT_OF_RANGE, INTERNAL, DATA_LOSS, STALE = -10, -11, -13, -15, -17
@@ -111,10 +114,12 @@ class Base(unittest.TestCase):
 
     # ------------------------------------------------------------ calls
 
-    def call_raw(self, mode, items, conn=None, declared=None, rid_ttl=RID_TTL_MS):
+    def call_raw(self, mode, items, conn=None, declared=None, rid_ttl=RID_TTL_MS, wide=None):
         """EVALSHA of the items' algorithm's script. KEYS: the first
         `declared` items' keys (default: all when they share a slot, else
-        the first); the others follow the items in ARGV."""
+        the first); the others follow the items in ARGV. Compact (ARGV[3]
+        "", 2 ARGV an item) when no item carries a request_id or a
+        lease_id, as permitd sends it, unless `wide` says."""
         conn = conn or self.redis
         policies = []
         for it in items:
@@ -123,27 +128,37 @@ class Base(unittest.TestCase):
         keys = [it.state_key() for it in items]
         if declared is None:
             declared = len(keys) if len({keyslot(k) for k in keys}) == 1 else 1
-        args = [mode, len(policies), rid_ttl]
+        if wide is None:
+            wide = any(it.request_id or it.lease for it in items)
+        args = [mode, len(policies), rid_ttl if wide else ""]
         for p in policies:
             args += p.args()
         for it in items:
-            args += [policies.index(it.policy) + 1, it.permits, it.request_id, it.lease]
+            args += [policies.index(it.policy) + 1, it.permits]
+            if wide:
+                args += [it.request_id, it.lease]
         args += keys[declared:]
         sha = self.sha[items[0].policy.algorithm]
         return conn.raw("EVALSHA", sha, declared, *(keys[:declared] + args))
 
-    def call(self, mode, items, **kw):
-        out = self.call_raw(mode, items, **kw)
+    def call(self, mode, items, wide=None, **kw):
+        """The answers, one dict per item: a RECORD of RECORD_SIZE bytes
+        per item, of SHORT's 64 in a compact call (whose lease_expires_ms
+        and flags, 0, it leaves out; "lease" None)."""
+        if wide is None:
+            wide = any(it.request_id or it.lease for it in items)
+        out = self.call_raw(mode, items, wide=wide, **kw)
+        fmt, size = (RECORD, RECORD_SIZE) if wide else (SHORT, SHORT.size)
         self.assertIsInstance(out, bytes)
-        self.assertEqual(len(out), RECORD_SIZE * len(items), out)
+        self.assertEqual(len(out), size * len(items), out)
         answers = []
         for i in range(len(items)):
-            rec = out[i * RECORD_SIZE:(i + 1) * RECORD_SIZE]
-            numbers = RECORD.unpack_from(rec)
+            rec = out[i * size:(i + 1) * size]
+            numbers = fmt.unpack_from(rec)
             for x in numbers:
                 self.assertEqual(x, math.floor(x), numbers)
-            a = dict(zip(FIELDS, (int(x) for x in numbers)))
-            a["lease"] = rec[RECORD.size:]
+            a = dict(zip(FIELDS, (int(x) for x in numbers + (0, 0))))
+            a["lease"] = rec[RECORD.size:] if wide else None
             a["raw"] = rec
             answers.append(a)
         return answers
@@ -246,7 +261,8 @@ class Common(Base):
         return [Policy("sliding_window", 3, 2000), Policy("sliding_log", 3, 2000),
                 Policy("concurrency", 3, 2000)]
 
-    def test_answer_is_112_bytes_per_item_with_the_limits(self):
+    def test_answer_is_a_record_per_item_with_the_limits(self):
+        # 112 bytes an item, or 64 in a compact call (no request id, no lease)
         for p in self.each():
             a = self.take(p, key="u")
             self.assertEqual((a["status"], a["allowed"], a["remaining"], a["limit"],
@@ -259,7 +275,10 @@ class Common(Base):
                 self.assertEqual(len(a["lease"]), 32)
                 self.assertNotEqual(a["lease"], b"\0" * 32)
             else:
-                self.assertEqual(a["lease_expires_ms"], 0)
+                # no request id, no lease: the compact call's 64 bytes
+                self.assertEqual(len(a["raw"]), SHORT.size)
+                a = self.call("take", [Item(p, "u")], wide=True)[0]
+                self.assertEqual((a["remaining"], a["lease_expires_ms"], a["flags"]), (1, 0, 0))
                 self.assertEqual(a["lease"], b"\0" * 32)
 
     def test_out_of_range_takes_nothing(self):
@@ -288,6 +307,51 @@ class Common(Base):
             self.assertEqual(denied["allowed"], 0)
             self.assertEqual(self.take(p, key="r", request_id="req-2")["raw"][:72],
                              denied["raw"][:72])
+
+    def test_compact_call_decides_as_the_wide_one(self):
+        # ARGV[3] "", 2 ARGV an item and 64-byte RECORDs (what permitd
+        # sends without request ids or lease ids) against the wide layout:
+        # the same answers, for one item and for several of two policies
+        # (peeks for concurrency, whose takes always carry a lease id). A
+        # compact call's second item's policy number is never read as a
+        # request id.
+        for alg in LETTER:
+            for wide in (False, True):
+                p, q = Policy(alg, 3, 60000, colocate=True), Policy(alg, 5, 60000, colocate=True)
+                while not self.same_master(p.key(), q.key()):
+                    q = Policy(alg, 5, 60000, colocate=True)
+                mode = "peek" if alg == "concurrency" else "take"
+                one = self.call(mode, [Item(p, "c", 2)], wide=wide)[0]
+                self.assertEqual((one["status"], one["allowed"], one["remaining"]),
+                                 (0, 1, 3 if mode == "peek" else 1), (alg, wide))
+                many = self.call(mode, [Item(p, "c", 1), Item(q, "d", 5), Item(p, "c", 1),
+                                        Item(q, "", 6)], wide=wide)
+                got = [(a["status"], a["allowed"], a["remaining"], a["flags"]) for a in many]
+                if mode == "peek":
+                    want = [(0, 1, 3, 0), (0, 1, 5, 0), (0, 1, 3, 0), (OUT_OF_RANGE, 0, 0, 0)]
+                else:
+                    want = [(0, 1, 0, 0), (0, 1, 0, 0), (0, 0, 0, 0), (OUT_OF_RANGE, 0, 0, 0)]
+                self.assertEqual(got, want, (alg, wide))
+                self.assertEqual(self.redis("EXISTS", record_key(p.key("c"), "1")), 0,
+                                 (alg, wide))
+
+    def test_call_mixing_a_request_id_and_a_plain_item(self):
+        # One item with a request_id makes the call wide: it is replayed
+        # on a retry, the plain item beside it decided again.
+        for p in self.each():
+            def items():
+                lease = p.algorithm == "concurrency"
+                return [Item(p, "x", 1, "rid-m", lease_id() if lease else ""),
+                        Item(p, "x", 1, "", lease_id() if lease else "")]
+            first = self.call("take", items())
+            self.assertEqual([(a["allowed"], a["remaining"], a["flags"]) for a in first],
+                             [(1, 2, 0), (1, 1, 0)], p.algorithm)
+            again = self.call("take", items(), conn=self.other)
+            self.assertEqual([(a["allowed"], a["flags"]) for a in again], [(1, 1), (1, 0)],
+                             p.algorithm)
+            self.assertEqual(again[0]["raw"][:72], first[0]["raw"][:72])
+            self.assertEqual(again[1]["remaining"], 0, p.algorithm)
+            self.assertEqual(self.peek(p, "x")["remaining"], 0, p.algorithm)
 
     def test_request_id_twice_in_one_call_is_taken_once(self):
         for p in self.each():

@@ -44,6 +44,7 @@ LUA_DIR = os.environ.get("PERMITD_TEST_LUA_DIR", os.path.join(harness.SOURCE_DIR
 PREFIX = "scripts-test:"
 ANSWER = struct.Struct("<10d")      # a RECORD's numbers; then 32 bytes of lease id (issue 20)
 RECORD = 112
+SHORT = struct.Struct("<8d")        # a compact call's RECORD: the first 8 numbers alone
 TTL = 60000                         # ARGV[3]: how long a request id's answer is kept (ms)
 STATE = struct.Struct("<ddd")       # tokens, Redis time in us, the policy's version stamp
 OLD_STATE = struct.Struct("<dd")    # before issue 19: tokens, time
@@ -122,40 +123,54 @@ class Scripts(unittest.TestCase):
 
     # ------------------------------------------------------------ calls
 
-    def bucket_raw(self, mode, items):
+    def bucket_raw(self, mode, items, wide=None):
         """EVALSHA bucket.lua: items are (Policy, key, permits). KEYS the
         items' bucket state keys; ARGV the mode, the number of policies,
         the request-id ttl, each policy's limits once (in order of first
         use), then each item's policy index (1-based), permits, request id
-        and lease id (an item may carry a request id as a fourth element)."""
+        and lease id (an item may carry a request id as a fourth element).
+        As permitd sends it: compact (ARGV[3] "", 2 ARGV an item, no
+        request id or lease id) unless some item carries a request id, or
+        wide says which."""
         policies, keys, tail = [], [], []
+        if wide is None:
+            wide = any(rid and rid[0] for _, _, _, *rid in items)
         for p, key, permits, *rid in items:
             if p not in policies:
                 policies.append(p)
             keys.append(bucket_key(p.name, key))
-            tail += [policies.index(p) + 1, permits, rid[0] if rid else "", ""]
-        args = [mode, len(policies), TTL]
+            tail += [policies.index(p) + 1, permits]
+            if wide:
+                tail += [rid[0] if rid else "", ""]
+        args = [mode, len(policies), TTL if wide else ""]
         for p in policies:
             args += p.args()
         return self.redis.raw("EVALSHA", self.sha["bucket"], len(keys), *(keys + args + tail))
 
-    def decide(self, mode, items):
+    def decide(self, mode, items, wide=None):
         """The answers of bucket.lua, one dict per item, after checking the
         layout: a RECORD of 112 bytes per item (10 little-endian doubles,
         every one whole, then 32 bytes of lease id: none for a token
-        bucket). A dict's "flags" is the RECORD's last number."""
-        out = self.bucket_raw(mode, items)
+        bucket), or of 64 (the first 8 doubles) in a compact call. A dict's
+        "flags" is the RECORD's last number."""
+        if wide is None:
+            wide = any(rid and rid[0] for _, _, _, *rid in items)
+        out = self.bucket_raw(mode, items, wide)
+        size = RECORD if wide else SHORT.size
         self.assertIsInstance(out, bytes)
-        self.assertEqual(len(out), RECORD * len(items), out)
+        self.assertEqual(len(out), size * len(items), out)
         answers = []
         for i in range(len(items)):
-            numbers = ANSWER.unpack_from(out, i * RECORD)
+            if wide:
+                numbers = ANSWER.unpack_from(out, i * RECORD)
+                self.assertEqual(numbers[8], 0, numbers)    # lease_expires_ms
+                self.assertEqual(out[i * RECORD + 80:(i + 1) * RECORD], b"\0" * 32)
+            else:
+                numbers = SHORT.unpack_from(out, i * SHORT.size)
             for n in numbers:
                 self.assertEqual(n, math.floor(n), numbers)
-            self.assertEqual(numbers[8], 0, numbers)        # lease_expires_ms
-            self.assertEqual(out[i * RECORD + 80:(i + 1) * RECORD], b"\0" * 32)
             a = dict(zip(FIELDS, (int(n) for n in numbers)))
-            if numbers[9]:
+            if wide and numbers[9]:
                 a["flags"] = int(numbers[9])
             answers.append(a)
         return answers
@@ -190,10 +205,57 @@ class Scripts(unittest.TestCase):
 
     def test_bucket_answer_layout_of_a_take(self):
         p = Policy(max_permits=10, rate=2)
-        out = self.bucket_raw("take", [(p, "", 3)])
+        out = self.bucket_raw("take", [(p, "", 3)], wide=True)
         self.assertEqual(len(out), 112, out)
         self.assertEqual(struct.unpack("<10d", out[:80]), (0, 1, 7, 10, 0, 1500, 5, 7000000, 0, 0))
         self.assertEqual(out[80:], b"\0" * 32)
+        # compact (what permitd sends without a request id): 64 bytes, the
+        # first 8 numbers alone
+        out = self.bucket_raw("take", [(Policy(max_permits=10, rate=2), "", 3)])
+        self.assertEqual(len(out), 64, out)
+        self.assertEqual(struct.unpack("<8d", out), (0, 1, 7, 10, 0, 1500, 5, 7000000))
+
+    def test_bucket_compact_call_decides_as_the_wide_one(self):
+        # The compact call (ARGV[3] "", 2 ARGV an item, 64-byte RECORDs:
+        # what permitd sends when no item carries a request id) and the
+        # wide one (4 an item, 112-byte RECORDs) decide the same items
+        # alike: on a single item (the in-line path) and on several of two
+        # policies, one bucket shared by two items.
+        for wide in (False, True):
+            with self.subTest(wide=wide):
+                p, q = Policy(max_permits=10, rate=2), Policy(max_permits=5, rate=0.001)
+                one = self.decide("take", [(p, "", 3)], wide=wide)
+                p = Policy(max_permits=10, rate=0.001)      # no refill between the calls
+                self.assertEqual(one, [{"status": 0, "allowed": 1, "remaining": 7, "limit": 10,
+                                        "retry_after_ms": 0, "reset_after_ms": 1500,
+                                        "window_s": 5, "tokens_micro": 7000000}])
+                many = self.decide("take", [(p, "a", 4), (q, "b", 5), (p, "a", 7), (q, "", 1)],
+                                   wide=wide)
+                self.assertEqual([(a["allowed"], a["remaining"], a["limit"]) for a in many],
+                                 [(1, 6, 10), (1, 0, 5), (0, 6, 10), (1, 4, 5)])
+                self.assertNotIn("flags", many[2])
+                self.assertEqual(self.peek(p, "a")["remaining"], 6)
+                self.assertEqual(self.peek(q, "b")["remaining"], 0)
+                # a compact peek of several items reads no "1" as a request id
+                self.assertEqual([a["remaining"] for a in self.decide(
+                    "peek", [(p, "a", 1), (q, "b", 1)], wide=wide)], [6, 0])
+
+    def test_bucket_call_mixing_a_request_id_and_a_plain_item(self):
+        # One item with a request id makes the call wide (112-byte RECORDs
+        # for both): that item's answer is kept and replayed, flags 1, the
+        # plain item beside it is decided again each time.
+        p = Policy(max_permits=10, rate=0.001)
+        first = self.decide("take", [(p, "m", 2, "rid-1"), (p, "m", 3)])
+        self.assertEqual([a["remaining"] for a in first], [8, 5])
+        kept = self.redis.raw("GET", bucket_key(p.name, "m") + "\x1fr" + "rid-1")
+        self.assertEqual(len(kept), RECORD)
+        self.assertEqual(ANSWER.unpack_from(kept)[:3], (0, 1, 8))
+        again = self.decide("take", [(p, "m", 2, "rid-1"), (p, "m", 3)])
+        self.assertEqual(again[0], dict(first[0], flags=1))
+        self.assertEqual(again[1]["remaining"], 2)          # taken again, 3 more
+        lone = self.decide("take", [(p, "m", 2, "rid-1")])[0]
+        self.assertEqual(lone, dict(first[0], flags=1))
+        self.assertEqual(self.peek(p, "m")["remaining"], 2)
 
     def test_bucket_answer_of_each_refusal(self):
         p = Policy(max_permits=10, rate=1, stamp=3 * STAMP + 4)

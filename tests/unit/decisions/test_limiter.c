@@ -173,17 +173,23 @@ static void test_limiter_plan_groups_per_policy(void)
     policy_redis_key(want, "t", "alpha", POLICY_KEY_BUCKET, "z");
     CHECK(same(pl.calls[0].keys[1].p, pl.calls[0].keys[1].len, want));
 
-    /* Call 1: beta; permits 0 is sent as 1. */
+    /* Call 1: beta; permits 0 is sent as 1. No item carries a request id
+     * or a lease id: the compact call, ARGV[3] "" and 2 arguments an item
+     * (its policy's number and permits). */
     if (pl.ngroups < 2) {
         limiter_plan_free(&pl);
         limiter_free(l);
         return;
     }
     CHECK_INT(pl.calls[1].nkeys, 2);
+    CHECK_INT(pl.calls[1].nargs, 11);
     CHECK(same(pl.calls[1].args[0].p, pl.calls[1].args[0].len, "take"));
+    CHECK(same(pl.calls[1].args[2].p, pl.calls[1].args[2].len, ""));
     CHECK(same(pl.calls[1].args[6].p, pl.calls[1].args[6].len, ""));   /* no rate history */
+    CHECK(same(pl.calls[1].args[7].p, pl.calls[1].args[7].len, "1"));
     CHECK(same(pl.calls[1].args[8].p, pl.calls[1].args[8].len, "1"));
-    CHECK(same(pl.calls[1].args[12].p, pl.calls[1].args[12].len, "5"));
+    CHECK(same(pl.calls[1].args[9].p, pl.calls[1].args[9].len, "1"));
+    CHECK(same(pl.calls[1].args[10].p, pl.calls[1].args[10].len, "5"));
     policy_redis_key(want, "t", "beta", POLICY_KEY_BUCKET, "y");
     CHECK(same(pl.calls[1].keys[0].p, pl.calls[1].keys[0].len, want));
     policy_redis_key(want, "t", "beta", POLICY_KEY_BUCKET, "w");
@@ -216,7 +222,8 @@ static void test_limiter_plan_all_or_nothing(void)
         CHECK(same(pl.calls[0].keys[1].p, pl.calls[0].keys[1].len, want));
         CHECK_INT(pl.calls[0].nkeys, 3);
         CHECK(same(pl.calls[0].args[0].p, pl.calls[0].args[0].len, "all"));
-        CHECK(same(pl.calls[0].args[16].p, pl.calls[0].args[16].len, "3"));
+        CHECK_INT(pl.calls[0].nargs, 3 + 4 + 2 * 3);    /* compact: no request id */
+        CHECK(same(pl.calls[0].args[12].p, pl.calls[0].args[12].len, "3"));
         limiter_plan_free(&pl);
     }
     {
@@ -325,10 +332,15 @@ static void test_limiter_plan_algorithms(void)
     for (size_t g = 0; g < pl.ngroups && g < 4; g++) {
         const struct redis_script_call *c = &pl.calls[g];
         const struct redis_str *a = c->args;
-        CHECK_INT(c->nargs, 3 + 4 + 4);
+        /* wide (4 arguments an item) for a request id or a lease id:
+         * fw's item, cc's take; compact (2, ARGV[3] "") for the others */
         if (c->script == REDIS_SCRIPT_BUCKET) {
             CHECK(same(a[5].p, a[5].len, "2.5"));
+            CHECK_INT(c->nargs, 3 + 4 + 2);
+            CHECK(same(a[2].p, a[2].len, ""));
         } else if (c->script == REDIS_SCRIPT_FIXED_WINDOW && same(a[6].p, a[6].len, "")) {
+            CHECK_INT(c->nargs, 3 + 4 + 4);
+            CHECK(same(a[2].p, a[2].len, "600000"));
             CHECK(same(a[5].p, a[5].len, "60000"));     /* window_ms, no calendar */
             CHECK(same(a[9].p, a[9].len, "r1"));
             policy_bucket_key(want, "t", "fw", POLICY_FIXED_WINDOW, 0, "u");
@@ -336,8 +348,10 @@ static void test_limiter_plan_algorithms(void)
         } else if (c->script == REDIS_SCRIPT_FIXED_WINDOW) {
             CHECK(same(a[6].p, a[6].len, "month"));
             CHECK(same(a[5].p, a[5].len, "0"));
+            CHECK_INT(c->nargs, 3 + 4 + 2);
         } else {
             CHECK_INT(c->script, REDIS_SCRIPT_CONCURRENCY);
+            CHECK_INT(c->nargs, 3 + 4 + 4);
             CHECK(same(a[5].p, a[5].len, "30000"));     /* lease_ms */
             CHECK(same(a[6].p, a[6].len, ""));
             CHECK_INT(a[10].len, LIMITER_LEASE_ID_LEN);

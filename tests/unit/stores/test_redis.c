@@ -128,10 +128,13 @@ static void test_redis_answer_non_integral(void)
 
 /* Error replies: a Redis that cannot serve now is unavailable (failure_mode
  * applies), a lost script is NOSCRIPT, anything else is a fault of ours. */
-/* Issue 20: a decision script answers 112-byte RECORDs, ten doubles and 32
- * bytes of lease id, read into REDIS_RECORD_WORDS words per record; a
- * length that is not whole records, or a number that is not whole, fails;
- * bucket.lua's settle (16 bytes) still reads as two numbers. */
+/* Issue 20: a decision script answers 112-byte RECORDs, ten doubles and
+ * 32 bytes of lease id, or in a compact call 64-byte ones (the first 8
+ * doubles), each read into REDIS_RECORD_WORDS words per record (a short
+ * one's last two numbers and lease words zero), the length told by the
+ * number of items asked; a length that is not whole records, or a number
+ * that is not whole, fails; bucket.lua's settle (16 bytes) still reads as
+ * two numbers. */
 static void test_redis_answer_records(void)
 {
     const double v[10] = {0, 1, 1, 2, 0, 0, 30, 1000000, 29999, 1};
@@ -154,14 +157,45 @@ static void test_redis_answer_records(void)
     CHECK_STR(got, lease);
     memcpy(got, &out[REDIS_RECORD_WORDS + REDIS_RECORD_LEASE], 32);
     CHECK(got[0] == 'f' && memcmp(got + 1, lease + 1, 31) == 0);
-    CHECK_INT(redis_answer_records(s, REDIS_RECORD_BYTES - 8, out, REDIS_RECORD_WORDS, &err),
-              PERMITD_EINTERNAL);
+    CHECK_INT(redis_answer_records(s, REDIS_RECORD_BYTES - 8, REDIS_RECORD_BYTES, out,
+                                   REDIS_RECORD_WORDS, &err), PERMITD_EINTERNAL);
     CHECK_CONTAINS(err.message, "104 bytes");
     {
         const double frac[10] = {0, 1, 0.5, 2, 0, 0, 30, 0, 0, 0};
         pack(s, frac, 10);
-        CHECK_INT(redis_answer_records(s, REDIS_RECORD_BYTES, out, REDIS_RECORD_WORDS, &err),
-                  PERMITD_EINTERNAL);
+        CHECK_INT(redis_answer_records(s, REDIS_RECORD_BYTES, REDIS_RECORD_BYTES, out,
+                                       REDIS_RECORD_WORDS, &err), PERMITD_EINTERNAL);
+    }
+    {
+        /* a compact call's two short RECORDs (128 bytes: 2 items asked,
+         * 64 each): every number read, the two a short one lacks and the
+         * lease 0, whatever out held; 7 of them (448 bytes) are not 4 of
+         * 112 when 7 items were asked */
+        const double w[8] = {0, 0, 7, 9, 1500, 2000, 60, 7000000};
+        long long seven[7 * REDIS_RECORD_WORDS];
+        char s7[7 * REDIS_RECORD_SHORT];
+        pack(s, v, 8);
+        pack(s + REDIS_RECORD_SHORT, w, 8);
+        memset(out, 0x55, sizeof(out));
+        CHECK_INT(redis_answer_read(REDIS_SCRIPT_FIXED_WINDOW, s, 2 * REDIS_RECORD_SHORT, out,
+                                    2 * REDIS_RECORD_WORDS, NULL), PERMITD_OK);
+        for (int i = 0; i < 8; i++) {
+            CHECK_INT(out[i], (long long)v[i]);
+            CHECK_INT(out[REDIS_RECORD_WORDS + i], (long long)w[i]);
+        }
+        for (int i = 8; i < REDIS_RECORD_WORDS; i++) {
+            CHECK_INT(out[i], 0);
+            CHECK_INT(out[REDIS_RECORD_WORDS + i], 0);
+        }
+        for (int k = 0; k < 7; k++)
+            pack(s7 + k * REDIS_RECORD_SHORT, w, 8);
+        CHECK_INT(redis_answer_read(REDIS_SCRIPT_BUCKET, s7, sizeof(s7), seven,
+                                    7 * REDIS_RECORD_WORDS, NULL), PERMITD_OK);
+        CHECK_INT(seven[6 * REDIS_RECORD_WORDS + 4], 1500);
+        CHECK_INT(seven[6 * REDIS_RECORD_WORDS + 9], 0);
+        CHECK_INT(redis_answer_records(s, 2 * REDIS_RECORD_SHORT - 8, REDIS_RECORD_SHORT, out,
+                                       2 * REDIS_RECORD_WORDS, &err), PERMITD_EINTERNAL);
+        CHECK_CONTAINS(err.message, "120 bytes is not a whole number of 64-byte records");
     }
     {
         const double settle[2] = {3, 1};
