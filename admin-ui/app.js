@@ -14,8 +14,10 @@
 //   dom.js       nodes without HTML   widgets.js  shared bits of page
 //   format.js    validation and formatting (no DOM; the e2e test imports it)
 //   dialogs.js   confirm delete
+//   rowdialog.js the create/edit dialog of a gateway rule or an Envoy descriptor
 //   view-login.js, view-list.js, view-detail.js (with chart.js,
-//   inspector.js, history.js), view-edit.js, view-missing.js: the pages.
+//   inspector.js, history.js), view-edit.js, view-apps.js, view-gateway.js,
+//   view-envoy.js, view-missing.js: the pages.
 //
 // Everything that comes from the server or the user is put into the page as
 // text (dom.js builds nodes; no HTML strings anywhere).
@@ -31,13 +33,14 @@ import { editView } from "./view-edit.js";
 import { listView } from "./view-list.js";
 import { appsView } from "./view-apps.js";
 import { gatewayView } from "./view-gateway.js";
+import { envoyView } from "./view-envoy.js";
 import { missingView } from "./view-missing.js";
 import { errorState, loadingState } from "./widgets.js";
 
 onSessionExpired(sessionExpired);
 ui.logout.addEventListener("click", signOut);
 ui.bannerClose.addEventListener("click", () => clearBanner());
-startRouter({ list: listView, detail: detailView, edit: editView, apps: appsView, gateway: gatewayView, missing: missingView });
+startRouter({ list: listView, detail: detailView, edit: editView, apps: appsView, gateway: gatewayView, envoy: envoyView, missing: missingView });
 
 // Asks who the session cookie belongs to: the page the address names, or
 // the sign-in page; if permitd does not answer, an error with Retry.

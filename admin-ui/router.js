@@ -1,5 +1,5 @@
 // router.js - the address after # names the page: #/ the policies, #/new
-// the create form, #/apps the apps and their keys, #/gateway the gateway rules, #/policy/NAME its detail, #/policy/NAME/edit its form;
+// the create form, #/apps the apps and their keys, #/gateway the gateway rules, #/envoy the Envoy descriptors, #/policy/NAME its detail, #/policy/NAME/edit its form;
 // anything else is "not found". render() disposes the page shown (its polls
 // stop) and builds the one the address names, from the views that
 // startRouter() was given, then moves focus to it (but not on the first
@@ -50,6 +50,7 @@ export function parseRoute(hash) {
   if (parts.length === 1 && parts[0] === "new") return { name: "edit", policy: null };
   if (parts.length === 1 && parts[0] === "apps") return { name: "apps" };
   if (parts.length === 1 && parts[0] === "gateway") return { name: "gateway" };
+  if (parts.length === 1 && parts[0] === "envoy") return { name: "envoy" };
   if (parts[0] === "policy" && parts[1]) {
     if (parts.length === 2) return { name: "detail", policy: parts[1] };
     if (parts.length === 3 && parts[2] === "edit") return { name: "edit", policy: parts[1] };
