@@ -14,9 +14,10 @@
 //   dom.js       nodes without HTML   widgets.js  shared bits of page
 //   format.js    validation and formatting (no DOM; the e2e test imports it)
 //   dialogs.js   confirm delete
+//   rowdialog.js the create/edit dialog of a gateway rule or an Envoy descriptor
 //   view-login.js, view-list.js, view-detail.js (with chart.js,
 //   inspector.js, history.js), view-edit.js, view-apps.js, view-gateway.js,
-//   view-instances.js, view-audit.js, view-users.js (admins),
+//   view-envoy.js, view-instances.js, view-audit.js, view-users.js (admins),
 //   view-missing.js: the pages.
 //
 // Everything that comes from the server or the user is put into the page as
@@ -33,6 +34,7 @@ import { editView } from "./view-edit.js";
 import { listView } from "./view-list.js";
 import { appsView } from "./view-apps.js";
 import { gatewayView } from "./view-gateway.js";
+import { envoyView } from "./view-envoy.js";
 import { instancesView } from "./view-instances.js";
 import { auditView } from "./view-audit.js";
 import { usersView } from "./view-users.js";
@@ -43,7 +45,8 @@ onSessionExpired(sessionExpired);
 ui.logout.addEventListener("click", signOut);
 ui.bannerClose.addEventListener("click", () => clearBanner());
 startRouter({ list: listView, detail: detailView, edit: editView, apps: appsView, gateway: gatewayView,
-              instances: instancesView, audit: auditView, users: usersView, missing: missingView });
+              envoy: envoyView, instances: instancesView, audit: auditView, users: usersView,
+              missing: missingView });
 
 // Asks who the session cookie belongs to: the page the address names, or
 // the sign-in page; if permitd does not answer, an error with Retry.

@@ -1,7 +1,8 @@
 // router.js - the address after # names the page: #/ the policies, #/new
 // the create form, #/apps the apps and their keys, #/gateway the gateway rules,
-// #/instances the permitd instances (issue 23), #/audit every change, #/users
-// the users (admins), #/policy/NAME its detail, #/policy/NAME/edit its form;
+// #/envoy the Envoy descriptors, #/instances the permitd instances (issue 23),
+// #/audit every change, #/users the users (admins), #/policy/NAME its detail,
+// #/policy/NAME/edit its form;
 // anything else is "not found". render() disposes the page shown (its polls
 // stop) and builds the one the address names, from the views that
 // startRouter() was given, then moves focus to it (but not on the first
@@ -21,7 +22,7 @@ export const nav = {
 
 let views = null;      // route name → view(main, route)
 
-// views: { list, detail, edit, apps, gateway, instances, audit, users, missing },
+// views: { list, detail, edit, apps, gateway, envoy, instances, audit, users, missing },
 // each (main, route) → { dispose() }.
 export function startRouter(table) {
   views = table;
@@ -53,6 +54,7 @@ export function parseRoute(hash) {
   if (parts.length === 1 && parts[0] === "new") return { name: "edit", policy: null };
   if (parts.length === 1 && parts[0] === "apps") return { name: "apps" };
   if (parts.length === 1 && parts[0] === "gateway") return { name: "gateway" };
+  if (parts.length === 1 && parts[0] === "envoy") return { name: "envoy" };
   if (parts.length === 1 && parts[0] === "instances") return { name: "instances" };
   if (parts.length === 1 && parts[0] === "users") return { name: "users" };
   if (parts.length === 1 && parts[0] === "audit") return { name: "audit" };

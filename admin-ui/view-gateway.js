@@ -14,6 +14,7 @@ import { confirmAction } from "./appdialogs.js";
 import { append, h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
 import { describeError, toast } from "./notices.js";
+import { rowDialog } from "./rowdialog.js";
 import { call, isEditor } from "./session.js";
 import { emptyState, errorState, icon, loadingState, pageHead } from "./widgets.js";
 
@@ -35,99 +36,44 @@ const FIELDS = [
 
 const keyText = (r) => (r.keySource === "header" ? `header ${r.keyHeader}` : r.keySource === "none" ? "none (shared)" : "client address");
 
-// The rule's dialog: new (rule null) or an edit of rule. done(saved).
+// The rule's dialog (rowdialog.js): new (rule null) or an edit of rule.
+// done(saved).
 function ruleDialog({ rule, done }) {
-  const id = "rule-dialog";
-  const fields = {};
-  const rows = FIELDS.map((f) => {
-    const fid = `r-${f.key.replace("_", "-")}`;
-    const control = f.select
-      ? h("select", {}, f.select.map(([v, t]) => h("option", { value: v }, t)))
-      : h("input", { type: f.type || "text", autocomplete: "off", spellcheck: "false", autocapitalize: "none" });
-    if (f.type === "number") control.setAttribute("inputmode", "numeric");
-    control.id = fid;
-    const err = h("p", { class: "field-error", id: `${fid}-error`, hidden: true });
-    control.setAttribute("aria-describedby", [f.hint && `${fid}-hint`, `${fid}-error`].filter(Boolean).join(" "));
-    const wrap = h("div", { class: "field" }, h("label", { for: fid }, f.label), control,
-      f.hint && h("p", { class: "hint", id: `${fid}-hint` }, f.hint), err);
-    fields[f.key] = {
-      control, wrap,
-      error(text) {
-        err.hidden = !text;
-        setText(err, text || "");
-        control.setAttribute("aria-invalid", text ? "true" : "false");
-      },
-    };
-    const v = rule ? rule[f.json] : { position: "0", pathPrefix: "/", keySource: "client", permits: "1" }[f.json];
-    control.value = v === undefined || v === null ? "" : String(v);
-    control.addEventListener("input", () => fields[f.key].error(""));
-    return wrap;
-  });
-  const headerWrap = fields.key_header.wrap;
-  const showHeader = () => { headerWrap.hidden = fields.key_source.control.value !== "header"; };
-  fields.key_source.control.addEventListener("change", showHeader);
-  showHeader();
-  const msg = h("p", { class: "form-error", role: "alert", hidden: true });
-  const cancel = h("button", { type: "button", class: "btn", id: "rule-cancel" }, "Cancel");
-  const ok = h("button", { type: "submit", class: "btn btn-primary", id: "rule-save" }, rule ? "Save rule" : "Create rule");
-  const form = h("form", { method: "dialog", class: "policy-form dialog-form", novalidate: true }, rows, msg,
-    h("div", { class: "dialog-actions" }, cancel, ok));
-  const dlg = h("dialog", { class: "dialog", id, "aria-labelledby": `${id}-title` },
-    h("h2", { id: `${id}-title` }, rule ? `Edit rule ${rule.id}` : "New gateway rule"), form);
-  let saved = false;
-  dlg.addEventListener("close", () => {
-    dlg.remove();
-    done?.(saved);
-  });
-  document.body.append(dlg);
-  dlg.showModal();
-  cancel.addEventListener("click", () => dlg.close());
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    msg.hidden = true;
-    for (const f of Object.values(fields)) f.error("");
-    const body = rule ? { id: rule.id, version: rule.version } : {};
-    for (const f of FIELDS) {
-      const v = fields[f.key].control.value.trim();
-      body[f.json] = f.type === "number" ? (v === "" ? "0" : v) : v;
-    }
-    if (body.keySource !== "header") body.keyHeader = "";
-    body.position = Number(body.position);
-    if (!/^-?\d+$/.test(fields.position.control.value.trim() || "0")) {
-      fields.position.error("Position: a whole number.");
-      fields.position.control.focus();
-      return;
-    }
-    if (!/^\d+$/.test(body.permits)) {
-      fields.permits.error("Permits per request: a whole number, at least 1.");
-      fields.permits.control.focus();
-      return;
-    }
-    ok.disabled = true;
-    setText(ok, "Saving…");
-    try {
-      await call(GATEWAY, rule ? "UpdateGatewayRule" : "CreateGatewayRule", { rule: body });
-      toast(rule ? `Saved rule ${rule.id}.` : "Created the rule.");
-      saved = true;
-      dlg.close();
-    } catch (err) {
-      if (err.code === "unauthenticated") return;
-      ok.disabled = false;
-      setText(ok, rule ? "Save rule" : "Create rule");
-      // "host: ..." names its field: the message goes there.
-      const m = /^([a-z_]+): (.*)$/s.exec(err.message || "");
-      const target = err.code === "invalid_argument" && m && fields[m[1]];
-      if (target && !target.wrap.hidden) {
-        const label = FIELDS.find((f) => f.key === m[1]).label.replace(/ \(optional\)$/, "");
-        target.error(`${label}: ${m[2]}`);
-        target.control.focus();
-      } else {
-        setText(msg, describeError(err));
-        msg.hidden = false;
+  rowDialog({
+    id: "rule-dialog", prefix: "r", saveId: "rule-save",
+    title: rule ? `Edit rule ${rule.id}` : "New gateway rule",
+    saveLabel: rule ? "Save rule" : "Create rule",
+    fields: FIELDS,
+    values: rule || { position: "0", pathPrefix: "/", keySource: "client", permits: "1" },
+    setup(fields) {
+      const headerWrap = fields.key_header.wrap;
+      const showHeader = () => { headerWrap.hidden = fields.key_source.control.value !== "header"; };
+      fields.key_source.control.addEventListener("change", showHeader);
+      showHeader();
+    },
+    check(body, fields) {
+      if (body.keySource !== "header") body.keyHeader = "";
+      if (!/^-?\d+$/.test(body.position)) {
+        fields.position.error("Position: a whole number.");
+        fields.position.control.focus();
+        return false;
       }
-    }
+      body.position = Number(body.position);
+      if (!/^\d+$/.test(body.permits)) {
+        fields.permits.error("Permits per request: a whole number, at least 1.");
+        fields.permits.control.focus();
+        return false;
+      }
+      if (rule) Object.assign(body, { id: rule.id, version: rule.version });
+      return true;
+    },
+    async save(body) {
+      await call(GATEWAY, rule ? "UpdateGatewayRule" : "CreateGatewayRule", { rule: body });
+      return rule ? `Saved rule ${rule.id}.` : "Created the rule.";
+    },
+    done,
+    focus: rule ? "path_prefix" : "policy",
   });
-  (rule ? fields.path_prefix : fields.policy).control.focus();
 }
 
 export function gatewayView(main) {
