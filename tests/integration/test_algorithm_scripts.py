@@ -778,16 +778,18 @@ class Concurrency(Base):
         print("concurrency: %d leases, at most %d surely held at once" % (len(held), worst))
 
     def test_expired_lease_frees_its_slot_on_time(self):
-        p = Policy("concurrency", 2, 400)
+        # The second lease is taken 0.5 s after the first, so that it is
+        # still held when the first expires even if this machine stalls.
+        p = Policy("concurrency", 2, 1000)
         t0 = self.redis.time_us()
         self.lease_op("take", p, "x", lease_id())
-        time.sleep(0.1)
+        time.sleep(0.5)
         self.lease_op("take", p, "x", lease_id())
         before, a, after = self.timed_take(p, self.redis, key="x")
         self.assertEqual(a["allowed"], 0)
         z = self.redis("ZRANGEBYSCORE", p.key("x"), "(0", "+inf", "WITHSCORES")
         first_expiry = float(z[1])
-        self.assertTrue(t0 + 400000 <= first_expiry, (t0, first_expiry))
+        self.assertTrue(t0 + 1000000 <= first_expiry, (t0, first_expiry))
         lo = math.ceil((first_expiry - after) / 1000)
         hi = math.ceil((first_expiry - before) / 1000)
         self.assertTrue(lo <= a["retry_after_ms"] <= hi, (lo, a["retry_after_ms"], hi))
