@@ -190,9 +190,31 @@ static redisReply *command(struct redis_conn *c, int argc, const char **argv, co
     return redisCommandArgv(c->ctx, argc, argv, lens);
 }
 
-/* AUTH, SELECT and SCRIPT LOAD on a fresh connection. 0 or -1 with
- * c->last_error set. */
+/* How long a connection's greeting may take at least. It is sent once per
+ * connection (and again after Redis lost its scripts), not per decision:
+ * the scripts' SCRIPT LOADs on a busy Redis may take longer than
+ * --redis-timeout-ms, and failing them would mark a healthy node down and
+ * refuse every call until its backoff has passed. */
+#define REDIS_HANDSHAKE_MS 1000
+
+static int greet(struct redis *r, struct redis_conn *c);
+
+/* AUTH, SELECT and SCRIPT LOAD on a fresh connection, with the socket
+ * timeout raised to REDIS_HANDSHAKE_MS for them and set back to
+ * c->timeout_ms after. 0 or -1 with c->last_error set. */
 static int handshake(struct redis *r, struct redis_conn *c)
+{
+    int rc, raised = c->timeout_ms < REDIS_HANDSHAKE_MS;
+
+    if (raised)
+        redisSetTimeout(c->ctx, tv_ms(REDIS_HANDSHAKE_MS));
+    rc = greet(r, c);
+    if (raised && c->ctx != NULL)
+        redisSetTimeout(c->ctx, tv_ms(c->timeout_ms));
+    return rc;
+}
+
+static int greet(struct redis *r, struct redis_conn *c)
 {
     const struct config *cfg = r->cfg;
     redisReply *rep;
