@@ -639,6 +639,11 @@ int api_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_e
     return PERMITD_OK;
 }
 
+struct limiter_queue *api_worker_queue(const struct http_request *req)
+{
+    return ((struct worker *)http_request_worker(req))->queue;
+}
+
 void api_worker_close(void *ud, void *worker)
 {
     struct worker *w = worker;

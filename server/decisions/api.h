@@ -32,6 +32,10 @@ struct forward;
 /* Serves forward-auth (decisions/forward.h) at /v1/forward-auth with
  * forward, which must outlive a; call before the listener starts. */
 void api_set_forward(struct api *a, struct forward *forward);
+
+/* The decision queue of the API listener's worker serving req (a request
+ * of that listener only): forward-auth decides on it. */
+struct limiter_queue *api_worker_queue(const struct http_request *req);
 struct hotkeys;
 
 /* Counts every decided take's key in hot (decisions/hotkeys.h), in

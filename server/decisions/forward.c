@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "decisions/api.h"
 #include "decisions/api_internal.h"
 #include "decisions/forward.h"
 #include "stores/policy.h"
@@ -355,7 +356,7 @@ static void decided_batch(void *ud, int rc, const struct permitd_error *err)
          * the policies' failure_mode: each rule alone, each policy's
          * failure_mode applying. */
         p->all_or_nothing = 0;
-        limiter_acquire_batch_queued(http_request_worker(p->http), p->reqs, p->n, 0, INT64_MAX,
+        limiter_acquire_batch_queued(api_worker_queue(p->http), p->reqs, p->n, 0, INT64_MAX,
                                      p->res, p->errs, decided_batch, p);
         return;
     }
@@ -465,8 +466,8 @@ void forward_handle(struct forward *f, const struct http_request *req,
     }
     http_request_defer(req);
     if (n == 1)
-        limiter_acquire_queued(http_request_worker(req), &p->reqs[0], INT64_MAX, decided_one, p);
+        limiter_acquire_queued(api_worker_queue(req), &p->reqs[0], INT64_MAX, decided_one, p);
     else
-        limiter_acquire_batch_queued(http_request_worker(req), p->reqs, p->n, 1, INT64_MAX,
+        limiter_acquire_batch_queued(api_worker_queue(req), p->reqs, p->n, 1, INT64_MAX,
                                      p->res, p->errs, decided_batch, p);
 }
