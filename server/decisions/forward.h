@@ -110,7 +110,7 @@ void forward_free(struct forward *f);
 int forward_path(const char *path);
 
 /* Answers a forward-auth request (on the API listener's worker: the
- * worker's limiter queue is http_request_worker(req)); deferred while
+ * worker's limiter queue is api_worker_queue(req)); deferred while
  * Redis decides. */
 void forward_handle(struct forward *f, const struct http_request *req,
                     struct http_response *resp);
