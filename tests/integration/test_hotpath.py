@@ -18,6 +18,10 @@ from harness import Permitd, Redis, pb_encode, pb_named, put_policy, unique
 
 N = 1000
 
+# The background publishers off (or put off past a test) while allocations
+# are counted.
+QUIET = ["--fleet-publish-ms", "0", "--hotkeys-publish-ms", "600000"]
+
 
 class HotPathTest(unittest.TestCase):
     def setUp(self):
@@ -28,8 +32,12 @@ class HotPathTest(unittest.TestCase):
     def _permitd(self):
         # No MySQL: no sync thread allocating while the calls are counted;
         # and the reload pass that policies kept by hand get every
-        # --sync-interval-ms instead (control/follow.c) put off past the test.
-        return Permitd(args=["--threads", "1", "--mysql-url", "", "--sync-interval-ms", "600000"],
+        # --sync-interval-ms instead (control/follow.c) put off past the test,
+        # as are the fleet's and the hot keys' publishers (their ticks build
+        # Redis commands on threads of their own; the counter sees every
+        # thread's allocations).
+        return Permitd(args=["--threads", "1", "--mysql-url", "", "--sync-interval-ms", "600000"]
+                       + QUIET,
                        env={"LD_PRELOAD": os.environ["PERMITD_ALLOCS"], "ALLOCS_OUT": self.out,
                             "ASAN_OPTIONS": "detect_leaks=1:verify_asan_link_order=0"})
 
@@ -135,7 +143,8 @@ class ClusterHotPathTest(HotPathTest):
     def _permitd(self):
         from harness import stack_env
         return Permitd(redis_url=stack_env()["PERMITD_TEST_CLUSTER_URL"],
-                       args=["--threads", "1", "--mysql-url", "", "--sync-interval-ms", "600000"],
+                       args=["--threads", "1", "--mysql-url", "", "--sync-interval-ms", "600000"]
+                       + QUIET,
                        env={"LD_PRELOAD": os.environ["PERMITD_ALLOCS"], "ALLOCS_OUT": self.out,
                             "ASAN_OPTIONS": "detect_leaks=1:verify_asan_link_order=0"})
 
