@@ -340,8 +340,12 @@ class CoalescedTest(unittest.TestCase):
         cls.server = PrivateRedis()
         cls.redis = cls.server.client()
         cls.prefix = "co:"
+        # The fleet's and the hot keys' publishers off: their own calls,
+        # caught by a test's CLIENT PAUSE, would time out and connect again,
+        # which the tests here count as the decisions' doing.
         cls.p = Permitd(redis_url=cls.server.url, prefix=cls.prefix,
-                        args=["--threads", "1", "--mysql-url", ""])
+                        args=["--threads", "1", "--mysql-url", "", "--fleet-publish-ms", "0",
+                              "--hotkeys-publish-ms", "600000"])
         cls.conns = [Http(cls.p.port) for _ in range(cls.N)]
 
     @classmethod
