@@ -56,6 +56,23 @@ void hotkeys_sketch_release(struct hotkeys_sketch *s)
     memset(s, 0, sizeof(*s));
 }
 
+/* Gives each of s's counters a buffer for a key of up to
+ * HOTKEYS_KEY_ROOM - 1 bytes now, so that taking a counter over for a new
+ * key allocates nothing on the decision path (a key that does not fit, or
+ * a buffer not made here, is left to room()). */
+#define HOTKEYS_KEY_ROOM 32
+
+static void reserve(struct hotkeys_sketch *s)
+{
+    for (size_t i = 0; i < HOTKEYS_K; i++) {
+        struct hotkeys_entry *e = &s->e[i];
+        if (e->cap == 0 && (e->key = malloc(HOTKEYS_KEY_ROOM)) != NULL) {
+            e->key[0] = '\0';
+            e->cap = HOTKEYS_KEY_ROOM;
+        }
+    }
+}
+
 void hotkeys_sketch_clear(struct hotkeys_sketch *s)
 {
     s->n = 0;
@@ -104,7 +121,7 @@ static void unindex(struct hotkeys_sketch *s, size_t i)
 static int room(struct hotkeys_entry *e, size_t len)
 {
     if (e->cap < len + 1) {
-        size_t cap = len + 1 < 32 ? 32 : len + 1;
+        size_t cap = len + 1 < HOTKEYS_KEY_ROOM ? HOTKEYS_KEY_ROOM : len + 1;
         char *k = realloc(e->key, cap);
         if (k == NULL)
             return -1;
@@ -413,8 +430,12 @@ void hotkeys_record(struct hotkeys_worker *w, const char *policy, const char *ke
         }
     if (p == NULL && w->n < HOTKEYS_WORKER_POLICIES) {
         /* a place kept from an earlier drain, or a new one */
-        if (w->p[w->n] == NULL && (w->p[w->n] = calloc(1, sizeof(*w->p[w->n]))) == NULL)
-            goto dropped;
+        if (w->p[w->n] == NULL) {
+            if ((w->p[w->n] = calloc(1, sizeof(*w->p[w->n]))) == NULL)
+                goto dropped;
+            reserve(&w->p[w->n]->kind[0]);
+            reserve(&w->p[w->n]->kind[1]);
+        }
         p = w->p[w->n++];
         memcpy(p->name, policy, plen);
         p->name[plen] = '\0';
