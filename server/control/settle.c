@@ -38,7 +38,10 @@
  *     pipelined round trip a step. So the settle takes the time of the
  *     largest master's keyspace, not the sum over the cluster, and each
  *     thread's cost grows with its master's keys. The threads have their
- *     own connections (redis.c: per thread), made at their start.
+ *     own connections (redis.c: per thread), made at their start, and
+ *     their own Redis timeout (redis_thread_timeout(): each call may take
+ *     SETTLE_REDIS_DEADLINE_MS), since --redis-timeout-ms is sized for the
+ *     decision path and a step on a big keyspace may take longer.
  *   - progress is logged every SETTLE_PROGRESS_MS (keys found per master),
  *     and once at the end with totals and time; /metrics has the counters
  *     (settle_get_status()).
@@ -63,7 +66,7 @@
 #include "stores/policy.h"
 #include "control/settle.h"
 
-#define SETTLE_REDIS_DEADLINE_MS 2000   /* each Redis call's */
+#define SETTLE_REDIS_DEADLINE_MS 2000   /* each Redis call's, and how long it may wait */
 #define SETTLE_SCAN_COUNT 1000          /* SCAN's COUNT: slots looked at per step */
 #define SETTLE_LEASE_MS 15000           /* a lease's life; renewed every progress tick */
 #define SETTLE_PROGRESS_MS 2000         /* a progress line (and a lease renewal) this often */
@@ -204,6 +207,17 @@ static int stopping(struct settle *st)
     return stop;
 }
 
+/* Lets this thread's Redis calls take up to SETTLE_REDIS_DEADLINE_MS,
+ * not --redis-timeout-ms (the decision path's, 50 ms by default): a SCAN
+ * step or a settle page on a loaded Redis with millions of keys may take
+ * longer, and with the decision path's timeout every attempt failed and
+ * started again from the first key (issue 22: at 10 M keys a settle never
+ * finished). Called at the start of each thread that calls Redis here. */
+static int wait_long(struct settle *st, struct permitd_error *err)
+{
+    return redis_thread_timeout(st->redis, SETTLE_REDIS_DEADLINE_MS, err);
+}
+
 /* ---- one master's share of one policy's settle ---- */
 
 struct master_job {
@@ -232,7 +246,7 @@ static void *scan_master(void *arg)
     struct redis_str *page = NULL;
     size_t page_cap = 0;
 
-    j->rc = PERMITD_OK;
+    j->rc = wait_long(j->st, &j->err);
     for (int p = 0; p < 2 && j->rc == PERMITD_OK; p++) {
         char cursor[24] = "0";
         do {
@@ -620,7 +634,11 @@ static void pass(struct settle *st)
 static void *run(void *arg)
 {
     struct settle *st = arg;
+    struct permitd_error err = {0, ""};
 
+    if (wait_long(st, &err) != PERMITD_OK)
+        log_msg(LOG_LEVEL_WARN, "settle calls keep the decision path's redis timeout",
+                "error=\"%s\"", err.message);
     for (;;) {
         pthread_mutex_lock(&st->lock);
         while (!st->stopping && !st->kicked)

@@ -11,13 +11,18 @@ every master scanned in parallel; the edit does not wait for it.
     a cluster: on all three masters, the log says masters=3);
   - a settle recorded in Redis by an instance that then dies (SIGKILL) is
     finished by the next instance to start;
+  - a settle whose every SCAN step takes longer than --redis-timeout-ms
+    (a proxy holds each one 150 ms; the flag says 50) still finishes: its
+    threads wait for Redis longer than the decision path does;
   - /readyz pings every master at once: one master that hangs (SIGSTOP) is
     reported, and every other one is reported ok (a private cluster).
 """
 import os
 import re
 import signal
+import socket
 import sys
+import threading
 import time
 import unittest
 
@@ -51,6 +56,57 @@ def fill(redis, keys, value, px):
         c.sock.sendall(b"".join(out))
         for _ in ks:
             c._reply()
+
+
+class SlowScanProxy:
+    """Forwards every connection to the stack's single Redis, holding each
+    client write that carries a SCAN or SSCAN `delay` seconds first: a
+    Redis whose SCAN steps are slow (a big keyspace on a loaded box), while
+    every other call answers at once."""
+
+    def __init__(self, delay):
+        env = harness.stack_env()
+        self.upstream = (env["PERMITD_TEST_REDIS_HOST"], int(env["PERMITD_TEST_REDIS_PORT"]))
+        self.delay = delay
+        self.scans = 0
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.url = "redis://127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self.upstream)
+            threading.Thread(target=self.pump, args=(client, up, True), daemon=True).start()
+            threading.Thread(target=self.pump, args=(up, client, False), daemon=True).start()
+
+    def pump(self, src, dst, requests):
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if requests and b"SCAN\r\n" in data.upper():
+                    self.scans += 1
+                    time.sleep(self.delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.closed = True
+        self.listener.close()
 
 
 class SettleTest(test_admin.AdminCase):
@@ -162,6 +218,30 @@ class SettleTest(test_admin.AdminCase):
         for k in keys:    # at 0.01/s, hundreds of seconds (what 4/s earned till the edit aside)
             self.assertGreater(self.redis("PTTL", k), 120 * 1000, k)
         self.assertEqual(self.redis("SMEMBERS", prefix + "settle"), [])
+
+    @unittest.skipIf(redis_mode() == "cluster", "the proxy forwards to one Redis")
+    def test_a_settle_whose_steps_outlast_the_redis_timeout_finishes(self):
+        proxy = SlowScanProxy(0.15)
+        self.addCleanup(proxy.close)
+        prefix = unique("slow") + ":"
+        name = self.name("slow")
+        self.editor().create(name, max_permits=10, rate="4")
+        p = Permitd(redis_url=proxy.url, prefix=prefix,
+                    args=["--mysql-url", self.mysql_url, "--sync-interval-ms", "300",
+                          "--redis-timeout-ms", "50"])
+        self.addCleanup(p.stop)
+        hash_key = "%s{%s}:policy" % (prefix, name)
+        wait_for("policy in redis", lambda: self.redis("HGET", hash_key, "rate") is not None)
+        now = self.redis.time_us()
+        keys = [state_key(name, "u%d" % i, prefix) for i in range(50)]
+        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000)
+
+        self.sql("UPDATE policies SET rate = 0.01 WHERE name = '%s'" % name)
+        wait_for("the settle, its SCAN steps 150 ms each", lambda: self.done_lines(p.output(), name),
+                 timeout=60)
+        self.assertGreater(proxy.scans, 0)
+        for k in keys:    # at 0.01/s, hundreds of seconds
+            self.assertGreater(self.redis("PTTL", k), 120 * 1000, k)
 
 
 @unittest.skipIf(redis_mode() == "cluster", "starts a cluster of its own")
