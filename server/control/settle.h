@@ -5,8 +5,10 @@
  * The edit itself is exact at once (lua/bucket.lua's tokens-earned rules
  * and the limits sent with every call); what is left to do is re-setting
  * each bucket key's expiry and folding the rate history (lua/bucket.lua,
- * "settle"). That costs a SCAN of every master, so it runs on a thread of
- * its own, one more thread per master while a policy settles, and nothing
+ * "settle"). That costs a read of the policy's bucket index on every
+ * master (and, once per Redis, a SCAN that builds the index), so it runs
+ * on a thread of its own, one more thread per master while a policy
+ * settles, and nothing
  * that answers (the admin listener, the sync pass) waits for it. A pending
  * settle is recorded in Redis (the set <prefix>settle), so any instance's
  * runner finishes it, at its start or at the next sync pass, should the

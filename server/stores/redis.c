@@ -1148,15 +1148,21 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
 }
 
 /* Hands a command's reply to its call: an array's strings, or one string
- * or status (as redis_command()). */
+ * or status (as redis_command()); the strings of an array inside the
+ * array follow in their place (SSCAN: the cursor, then the members). */
 static void hand_over(struct redis_command_call *call, const redisReply *rep)
 {
     if (call->each == NULL)
         return;
     if (rep->type == REDIS_REPLY_ARRAY)
-        for (size_t i = 0; i < rep->elements; i++)
-            if (rep->element[i]->type == REDIS_REPLY_STRING)
-                call->each(call->ud, rep->element[i]->str, (size_t)rep->element[i]->len);
+        for (size_t i = 0; i < rep->elements; i++) {
+            const redisReply *e = rep->element[i];
+            if (e->type == REDIS_REPLY_STRING)
+                call->each(call->ud, e->str, (size_t)e->len);
+            for (size_t k = 0; e->type == REDIS_REPLY_ARRAY && k < e->elements; k++)
+                if (e->element[k]->type == REDIS_REPLY_STRING)
+                    call->each(call->ud, e->element[k]->str, (size_t)e->element[k]->len);
+        }
     if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS)
         call->each(call->ud, rep->str, (size_t)rep->len);
 }

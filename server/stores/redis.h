@@ -243,7 +243,9 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
 
 /* One command of redis_command_pipeline(): args[0] is its name, args[1]
  * its key (which routes it in a cluster). Its reply goes to each (may be
- * NULL) as redis_command()'s does; rc is set: PERMITD_OK, or the error
+ * NULL) as redis_command()'s does, the strings of an array inside an
+ * array too, in their place (SSCAN: its cursor, then its members); rc is
+ * set: PERMITD_OK, or the error
  * of its reply or of its node's connection. */
 struct redis_command_call {
     const struct redis_str *args;

@@ -11,9 +11,14 @@ every master scanned in parallel; the edit does not wait for it.
     a cluster: on all three masters, the log says masters=3);
   - a settle recorded in Redis by an instance that then dies (SIGKILL) is
     finished by the next instance to start;
-  - a settle whose every SCAN step takes longer than --redis-timeout-ms
-    (a proxy holds each one 150 ms; the flag says 50) still finishes: its
-    threads wait for Redis longer than the decision path does;
+  - a settle whose every step takes longer than --redis-timeout-ms (a
+    proxy holds each round trip of SSCANs 150 ms; the flag says 50) still
+    finishes: its threads wait for Redis longer than the decision path does;
+  - a policy's settle visits its own buckets only (its bucket index), not
+    the 200,000 keys of another policy beside them, and sets the expiry of
+    buckets of every layout: the shared one and the keyed ones, made
+    through permitd or left by an older permitd (no index entry: indexed by
+    the one SCAN per Redis at start); a bucket gone leaves the index;
   - /readyz pings every master at once: one master that hangs (SIGSTOP) is
     reported, and every other one is reported ok (a private cluster).
 """
@@ -28,16 +33,32 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import (STATE, ClusterRedis, Http, Permitd, Redis, keyslot, redis_mode,  # noqa: E402
-                     state_key, unique, wait_for)
+from harness import (STATE, ClusterRedis, Http, Permitd, Redis, decision, index_key,  # noqa: E402
+                     keyslot, redis_mode, state_key, unique, wait_for)
 import test_admin  # noqa: E402
 
 DONE = "policy limits changed: buckets set to expire on the new ones"
 BUCKETS = 20000
+OTHERS = 200000
 
 
-def fill(redis, keys, value, px):
-    """SET every key to value with PX px, pipelined: one write per node."""
+def fill(redis, keys, value, px, index=True):
+    """SET every key to value with PX px, pipelined: one write per node;
+    with index, each key also goes into its bucket index as bucket.lua
+    does for a bucket it creates (without: a bucket an older permitd
+    wrote)."""
+    run(redis, keys, lambda k: [[b"SET", k.encode(), value, b"PX", str(px).encode()]] +
+        ([[b"SADD", index_key(k).encode(), k.encode()]] if index else []))
+
+
+def drop(redis, keys):
+    """DEL every key, pipelined."""
+    run(redis, keys, lambda k: [[b"DEL", k.encode()]])
+
+
+def run(redis, keys, commands):
+    """The commands(k) of every key (all of k's slot), pipelined: one write
+    per node."""
     groups = {}
     if isinstance(redis, ClusterRedis):
         for k in keys:
@@ -48,21 +69,22 @@ def fill(redis, keys, value, px):
         clients = {None: redis}
     for node, ks in groups.items():
         c = clients[node]
-        out = []
+        out, n = [], 0
         for k in ks:
-            args = [b"SET", k.encode(), value, b"PX", str(px).encode()]
-            out.append(b"*%d\r\n" % len(args) +
-                       b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+            for args in commands(k):
+                out.append(b"*%d\r\n" % len(args) +
+                           b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+                n += 1
         c.sock.sendall(b"".join(out))
-        for _ in ks:
+        for _ in range(n):
             c._reply()
 
 
 class SlowScanProxy:
     """Forwards every connection to the stack's single Redis, holding each
-    client write that carries a SCAN or SSCAN `delay` seconds first: a
-    Redis whose SCAN steps are slow (a big keyspace on a loaded box), while
-    every other call answers at once."""
+    client write that carries an SSCAN `delay` seconds first: a Redis whose
+    settle steps are slow (a big index on a loaded box), while every other
+    call answers at once."""
 
     def __init__(self, delay):
         env = harness.stack_env()
@@ -92,7 +114,7 @@ class SlowScanProxy:
                 data = src.recv(1 << 16)
                 if not data:
                     break
-                if requests and b"SCAN\r\n" in data.upper():
+                if requests and b"SSCAN\r\n" in data.upper():
                     self.scans += 1
                     time.sleep(self.delay)
                 dst.sendall(data)
@@ -183,12 +205,14 @@ class SettleTest(test_admin.AdminCase):
         self.assertIn('permitd_settles_total{result="done"}', m)
 
     def test_a_settle_left_by_an_instance_killed_is_finished_by_the_next(self):
-        # Instance A's Redis user may not SCAN: its settle fails and stays
+        # Instance A's Redis user may not SCAN nor SSCAN: it can neither
+        # build the bucket index nor read it, so its settle fails and stays
         # pending in Redis. A dies (SIGKILL); B, started afterwards on the
         # same Redis prefix and MySQL, finishes it.
         user = unique("settle").replace("-", "_")
         prefix = unique("sk") + ":"
-        self.redis("ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all", "-scan")
+        self.redis("ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all", "-scan",
+                   "-sscan")
         self.addCleanup(self.redis, "ACL", "DELUSER", user)
         name = self.name("left")
         self.editor().create(name, max_permits=10, rate="4")
@@ -201,7 +225,7 @@ class SettleTest(test_admin.AdminCase):
         now = self.redis.time_us()
         keys = [state_key(name, "u%d" % i, prefix) for i in range(50)] + \
                [state_key(name, "", prefix)]
-        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000)
+        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000, index=False)
 
         self.sql("UPDATE policies SET rate = 0.01 WHERE name = '%s'" % name)
         wait_for("the settle failed on A", lambda: "buckets keep the expiry of the policy's old "
@@ -209,7 +233,7 @@ class SettleTest(test_admin.AdminCase):
         pending = self.redis("SMEMBERS", prefix + "settle")
         self.assertTrue(any(m.endswith(" " + name) for m in pending), pending)
         a.stop(signal.SIGKILL)
-        for k in keys[:-1]:     # the keyed ones (A set the shared one's: it takes no SCAN)
+        for k in keys:          # A set none
             self.assertLessEqual(self.redis("PTTL", k), 60000, k)
 
         b = Permitd(prefix=prefix, args=args)
@@ -225,7 +249,7 @@ class SettleTest(test_admin.AdminCase):
         self.addCleanup(proxy.close)
         prefix = unique("slow") + ":"
         name = self.name("slow")
-        self.editor().create(name, max_permits=10, rate="4")
+        self.editor().create(name, max_permits=100, rate="1")
         p = Permitd(redis_url=proxy.url, prefix=prefix,
                     args=["--mysql-url", self.mysql_url, "--sync-interval-ms", "300",
                           "--redis-timeout-ms", "50"])
@@ -237,11 +261,62 @@ class SettleTest(test_admin.AdminCase):
         fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000)
 
         self.sql("UPDATE policies SET rate = 0.01 WHERE name = '%s'" % name)
-        wait_for("the settle, its SCAN steps 150 ms each", lambda: self.done_lines(p.output(), name),
+        wait_for("the settle, its SSCAN steps 150 ms each", lambda: self.done_lines(p.output(), name),
                  timeout=60)
-        self.assertGreater(proxy.scans, 0)
+        self.assertGreater(proxy.scans, 0, p.output())
         for k in keys:    # at 0.01/s, hundreds of seconds
-            self.assertGreater(self.redis("PTTL", k), 120 * 1000, k)
+            self.assertGreater(self.redis("PTTL", k), 120 * 1000, p.output())
+
+    def test_a_settle_visits_its_own_buckets_only_in_every_layout(self):
+        prefix = unique("ix") + ":"
+        own, other = self.name("own"), self.name("other")
+        self.editor().create(own, max_permits=1000, rate="1")
+        # Before the instance starts: buckets an older permitd wrote (no
+        # index entries), of both keyed layouts, and OTHERS keys of another
+        # policy beside them.
+        now = self.redis.time_us()
+        old = [state_key(own, "old%d" % i, prefix) for i in range(5)] + \
+              ["%s{%s}:k:oldc" % (prefix, own)]
+        others = [state_key(other, "u%d" % i, prefix) for i in range(OTHERS)]
+        self.addCleanup(drop, self.redis, others)
+        fill(self.redis, others, STATE.pack(0.0, now, 0), 600000, index=False)
+        fill(self.redis, old, STATE.pack(0.0, now, 0), 600000, index=False)
+        p = Permitd(prefix=prefix, args=["--mysql-url", self.mysql_url,
+                                         "--sync-interval-ms", "300"])
+        self.addCleanup(p.stop)
+        built = wait_for("the bucket index built", lambda: re.search(
+            r"bucket index built.* keys=(\d+)", p.output()), timeout=120)
+        self.assertGreaterEqual(int(built.group(1)), OTHERS + len(old))
+        # New buckets, through permitd: the shared one and 20 keyed ones.
+        c = p.http()
+        wait_for("the policy served", lambda: decision(c.acquire(own, permits=500))["allowed"])
+        new = [state_key(own, "", prefix)]
+        for i in range(20):
+            self.assertTrue(decision(c.acquire(own, key="n%d" % i, permits=500))["allowed"])
+            new.append(state_key(own, "n%d" % i, prefix))
+        mine = old + new
+        for k in mine:
+            self.assertLessEqual(self.redis("PTTL", k), 1000 * 1000, k)
+
+        def settled(rate, before):
+            self.sql("UPDATE policies SET rate = %s WHERE name = '%s'" % (rate, own))
+            return wait_for("the settle", lambda: self.done_lines(p.output(), own)[before:],
+                            timeout=120)[-1]
+
+        line = settled("0.01", 0)
+        sys.stderr.write("\n%s\n" % line)
+        self.assertEqual(int(re.search(r" keys=(\d+)", line).group(1)), len(mine), line)
+        self.assertIn(" scan_steps=0 ", line)
+        for k in mine:      # at 0.01/s: hours, not the old minutes
+            self.assertGreater(self.redis("PTTL", k), 10000 * 1000, k)
+        # Five buckets gone (as if expired full): the next settle takes them
+        # out of the index, and the one after does not visit them.
+        drop(self.redis, new[1:6])
+        settled("0.02", 1)     # (or the index prune, should its minute come first)
+        for k in new[1:6]:
+            self.assertEqual(self.redis("SISMEMBER", index_key(k), k), 0, k)
+        line = settled("0.03", 2)
+        self.assertEqual(int(re.search(r" keys=(\d+)", line).group(1)), len(mine) - 5, line)
 
 
 @unittest.skipIf(redis_mode() == "cluster", "starts a cluster of its own")

@@ -305,9 +305,11 @@ class SyncTest(unittest.TestCase):
     def test_a_settle_that_fails_is_tried_again(self):
         # sync.lua reports a change of limits once; when the settle that
         # follows fails (here: a Redis user that may not SCAN), the next
-        # passes try it again until it is done.
+        # passes try it again until it is done (-scan: the bucket index
+        # cannot be built; -sscan: it cannot be read).
         user = unique("settle").replace("-", "_")
-        self.redis("ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all", "-scan")
+        self.redis("ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all", "-scan",
+                   "-sscan")
         try:
             url = harness.stack_redis_url(user, "pw-" + user)
             self.add_policy("retried", 10, "4")
@@ -322,7 +324,7 @@ class SyncTest(unittest.TestCase):
             wait_for("the failure logged", lambda: "buckets keep the expiry of the policy's old "
                      "limits until the next pass" in p.output())
             self.assertLessEqual(self.redis("PTTL", key), 2500)
-            self.redis("ACL", "SETUSER", user, "+scan")
+            self.redis("ACL", "SETUSER", user, "+scan", "+sscan")
             wait_for("settled", lambda: self.redis("PTTL", key) > 100 * 1000)
         finally:
             self.redis("ACL", "DELUSER", user)
