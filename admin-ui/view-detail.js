@@ -39,6 +39,10 @@ export function detailView(main, { policy: name }) {
   const desc = h("p", { class: "policy-desc" });
   const settings = h("dl", { class: "settings" });
   const limitsSentence = h("p", { class: "limits-summary", id: "limits-sentence" });
+  // The settle after a limit edit (issue 22): the buckets that existed get
+  // the new limits' expiry in the background, on whichever instance.
+  const settleLine = h("p", { class: "muted small", id: "settle-state", role: "status" });
+  settleLine.hidden = true;
   const sharedHeading = h("h2", { id: "shared-h" }, "Shared bucket");
   const body = h("div", { class: "detail" });
 
@@ -79,7 +83,7 @@ export function detailView(main, { policy: name }) {
       desc,
       h("div", { class: "grid" },
         h("section", { class: "card span-2", "aria-labelledby": "settings-h" },
-          h("h2", { id: "settings-h" }, "Settings"), limitsSentence, settings),
+          h("h2", { id: "settings-h" }, "Settings"), limitsSentence, settings, settleLine),
         h("section", { class: "card", "aria-labelledby": "shared-h" },
           sharedHeading,
           sharedGauge.el, sharedInfo),
@@ -196,9 +200,28 @@ export function detailView(main, { policy: name }) {
     setText(sharedInfo, fmt.describeBucket(alg, { limit: policy.maxPermits, ...bucket }).summary);
   }, DETAIL_POLL_MS, ac.signal);
 
+  // What the settle of the policy's existing buckets is at: running (how
+  // many done), waiting, or when the last one ended; nothing when none is
+  // known (none in the last 7 days, or Redis could not say).
+  function renderSettle(st) {
+    let text = "";
+    if (st?.running) {
+      text = `Adjusting expiry of existing buckets: ${fmt.formatNumber(Number(st.keysDone ?? 0), 0)} done`;
+    } else if (st?.pending) {
+      text = "Adjusting expiry of existing buckets: waiting to start";
+    } else if (Number(st?.finishedUnixMs ?? 0) > 0) {
+      const n = Number(st.keysDone ?? 0);
+      text = `Expiry of existing buckets adjusted at ${fmt.formatTimestamp(new Date(Number(st.finishedUnixMs)).toISOString())}` +
+        ` (${fmt.formatNumber(n, 0)} bucket${n === 1 ? "" : "s"} in ${fmt.formatDuration(Number(st.durationMs ?? 0))})`;
+    }
+    if (settleLine.textContent !== text) setText(settleLine, text);
+    settleLine.hidden = text === "";
+  }
+
   async function loadStats() {
     const r = await call(POLICY, "GetPolicyStats", { name, seconds: chartSeconds }, ac.signal);
     if (ac.signal.aborted) return;
+    renderSettle(r.settle);
     // No figures is not zero traffic (issue 22): this instance has decided
     // none of the policy's Acquires since it started, or dropped its figures
     // for busier policies' (--stats-policies). Say so instead of a flat line.

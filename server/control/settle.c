@@ -489,6 +489,58 @@ static void lease_op(struct settle *st, const char *lease, int renew)
                 renew ? "renew" : "release", err.message);
 }
 
+/* Unix time in ms (for the policy page: when a settle started, ended). */
+static int64_t unix_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The key of policy name's progress hash: <prefix>settle:<name>:progress
+ * (a name holds no ':', so it meets no lease). buf: POLICY_REDIS_KEY_MAX. */
+static void progress_key(char *buf, const char *prefix, const char *name)
+{
+    snprintf(buf, POLICY_REDIS_KEY_MAX, "%ssettle:%s:progress", prefix, name);
+}
+
+#define SETTLE_PROGRESS_KEPT_MS (7LL * 24 * 3600 * 1000)    /* a finished one's record */
+
+/* HSETs the progress hash key: state, keys and, when not negative,
+ * started_ms, finished_ms and duration_ms; a finished one's record then
+ * expires after SETTLE_PROGRESS_KEPT_MS. Failures are logged only: the
+ * page says less, the settle goes on. */
+static void progress_put(struct settle *st, const char *key, const char *state, uint64_t keys,
+                         int64_t started_ms, int64_t finished_ms, int64_t duration_ms)
+{
+    char v[4][24], kept[24];
+    struct redis_str args[12] = {{"HSET", 4}, {key, strlen(key)}, {"state", 5},
+                                 {state, strlen(state)}, {"keys", 4}, {v[0], 0}};
+    struct permitd_error err = {0, ""};
+    int n = 6;
+    const char *names[3] = {"started_ms", "finished_ms", "duration_ms"};
+    int64_t vals[3] = {started_ms, finished_ms, duration_ms};
+
+    args[5].len = (size_t)snprintf(v[0], sizeof(v[0]), "%" PRIu64, keys);
+    for (int i = 0; i < 3; i++)
+        if (vals[i] >= 0) {
+            args[n++] = (struct redis_str){names[i], strlen(names[i])};
+            args[n].p = v[i + 1];
+            args[n++].len = (size_t)snprintf(v[i + 1], sizeof(v[i + 1]), "%lld",
+                                             (long long)vals[i]);
+        }
+    if (redis_command(st->redis, args, n, deadline(), NULL, NULL, NULL, &err) == PERMITD_OK &&
+        finished_ms >= 0) {
+        struct redis_str px[3] = {{"PEXPIRE", 7}, {key, strlen(key)}, {kept, 0}};
+        px[2].len = (size_t)snprintf(kept, sizeof(kept), "%lld", SETTLE_PROGRESS_KEPT_MS);
+        redis_command(st->redis, px, 3, deadline(), NULL, NULL, NULL, &err);
+    }
+    if (err.code != 0)
+        log_msg(LOG_LEVEL_WARN, "settle progress not recorded for the policy page", "key=%s "
+                "error=\"%s\"", key, err.message);
+}
+
 /* The copy of policy `name` to settle under: at least version stamp
  * `stamp` (reloaded from Redis when this instance's copy is older: the
  * edit may be another instance's). NULL with PERMITD_OK when the policy is
@@ -537,7 +589,8 @@ static size_t reap(struct master_job *jobs, size_t n)
  * "bucket index build"; name: the policy or "") and renewing the lease
  * every SETTLE_PROGRESS_MS. */
 static void run_masters(struct settle *st, const char *what, const char *name, const char *lease,
-                        struct master_job *jobs, size_t n, void *(*fn)(void *))
+                        const char *progress, struct master_job *jobs, size_t n,
+                        void *(*fn)(void *))
 {
     for (size_t i = 0; i < n; i++) {
         if (pthread_create(&jobs[i].thread, NULL, fn, &jobs[i]) == 0)
@@ -566,6 +619,12 @@ static void run_masters(struct settle *st, const char *what, const char *name, c
         }
         (void)what;
         lease_op(st, lease, 1);
+        if (progress != NULL) {
+            uint64_t keys = 0;
+            for (size_t i = 0; i < n; i++)
+                keys += atomic_load(&jobs[i].keys);
+            progress_put(st, progress, "running", keys, -1, -1, -1);
+        }
     }
 }
 
@@ -640,10 +699,11 @@ static int settle_policy(struct settle *st, const char *name, uint64_t stamp, ui
 {
     const char *prefix = st->cfg->redis_prefix;
     char hash[POLICY_REDIS_KEY_MAX], edit[24];
-    char lease[sizeof(st->set_key) + POLICY_NAME_MAX + 2];
+    char lease[sizeof(st->set_key) + POLICY_NAME_MAX + 2], progress[POLICY_REDIS_KEY_MAX] = "";
     const struct policies_entry *e = NULL;
     struct master_job *jobs = NULL;
     unsigned *slots = NULL;
+    int64_t started_ms = unix_ms();
     long long set = 0, removed = 0, gone = 0, newest = 0, left = 0;
     size_t nmasters = 0, steps = 0;
     int64_t started = clock_now_us();
@@ -663,7 +723,9 @@ static int settle_policy(struct settle *st, const char *name, uint64_t stamp, ui
     log_msg(LOG_LEVEL_INFO, "settle started", "policy=%s stamp=%" PRIu64 " masters=%zu "
             "max_permits=%s rate=%s", name, e->stamp, nmasters, e->max_s, e->rate_s);
     snprintf(lease, sizeof(lease), "%s:%s", st->set_key, name);
-    run_masters(st, "settle", name, lease, jobs, nmasters, settle_master);
+    progress_key(progress, prefix, name);
+    progress_put(st, progress, "running", 0, started_ms, -1, -1);
+    run_masters(st, "settle", name, lease, progress, jobs, nmasters, settle_master);
     for (size_t i = 0; i < nmasters; i++) {
         set += jobs[i].set;
         removed += jobs[i].removed;
@@ -677,6 +739,10 @@ static int settle_policy(struct settle *st, const char *name, uint64_t stamp, ui
     snprintf(edit, sizeof(edit), "%lld", newest);
     if (rc == PERMITD_OK && newest > 0)
         rc = history_op(st, hash, "trim", edit, &left, err);
+    if (progress[0] != '\0')
+        progress_put(st, progress, rc == PERMITD_OK ? "done" : "failed", *keys_found, -1,
+                     rc == PERMITD_OK ? unix_ms() : -1,
+                     rc == PERMITD_OK ? (clock_now_us() - started) / 1000 : -1);
     if (rc == PERMITD_OK)
         log_msg(LOG_LEVEL_INFO, "policy limits changed: buckets set to expire on the new ones",
                 "policy=%s buckets=%lld full_removed=%lld keys=%" PRIu64 " index_removed=%lld "
@@ -733,7 +799,7 @@ static int index_ready(struct settle *st)
                 "redis (buckets an older permitd wrote are not indexed yet)", "masters=%zu", n);
         for (size_t i = 0; i < n; i++)
             jobs[i] = (struct master_job){.st = st, .scan = i, .err = {0, ""}};
-        run_masters(st, "bucket index build", "", st->index_lease, jobs, n, build_master);
+        run_masters(st, "bucket index build", "", st->index_lease, NULL, jobs, n, build_master);
         for (size_t i = 0; i < n; i++) {
             added += jobs[i].set;
             gone += jobs[i].gone;
@@ -1088,4 +1154,73 @@ void settle_free(struct settle *st)
     pthread_cond_destroy(&st->wake);
     pthread_mutex_destroy(&st->lock);
     free(st);
+}
+
+/* Collects HGETALL's fields into a settle_policy_state (field, value, ...). */
+struct state_read {
+    struct settle_policy_state *out;
+    char field[16];
+    int odd;
+};
+
+static void state_field(void *ud, const char *str, size_t len)
+{
+    struct state_read *r = ud;
+    char v[32];
+
+    if (!r->odd) {
+        snprintf(r->field, sizeof(r->field), "%.*s", (int)(len < 15 ? len : 15), str);
+        r->odd = 1;
+        return;
+    }
+    r->odd = 0;
+    snprintf(v, sizeof(v), "%.*s", (int)(len < 31 ? len : 31), str);
+    if (strcmp(r->field, "state") == 0)
+        r->out->running = strcmp(v, "running") == 0;
+    else if (strcmp(r->field, "keys") == 0)
+        r->out->keys_done = strtoull(v, NULL, 10);
+    else if (strcmp(r->field, "started_ms") == 0)
+        r->out->started_ms = strtoll(v, NULL, 10);
+    else if (strcmp(r->field, "finished_ms") == 0)
+        r->out->finished_ms = strtoll(v, NULL, 10);
+    else if (strcmp(r->field, "duration_ms") == 0)
+        r->out->duration_ms = strtoll(v, NULL, 10);
+}
+
+int settle_policy_state(struct redis *redis, const char *prefix, const char *name,
+                        int64_t deadline_us, struct settle_policy_state *out,
+                        struct permitd_error *err)
+{
+    char set[POLICY_REDIS_KEY_MAX], key[POLICY_REDIS_KEY_MAX], lease[POLICY_REDIS_KEY_MAX];
+    struct redis_str smembers[2] = {{"SMEMBERS", 8}, {set, 0}};
+    struct redis_str hgetall[2] = {{"HGETALL", 7}, {key, 0}};
+    struct redis_str exists[2] = {{"EXISTS", 6}, {lease, 0}};
+    struct state_read r = {.out = out};
+    struct strs members = {0};
+    long long held = 0;
+    size_t nlen = strlen(name);
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    smembers[1].len = (size_t)snprintf(set, sizeof(set), "%ssettle", prefix);
+    progress_key(key, prefix, name);
+    hgetall[1].len = strlen(key);
+    exists[1].len = (size_t)snprintf(lease, sizeof(lease), "%ssettle:%s", prefix, name);
+    rc = redis_command(redis, smembers, 2, deadline_us, NULL, collect, &members, err);
+    for (size_t i = 0; rc == PERMITD_OK && i < members.n; i++) {
+        size_t len = strlen(members.v[i]);
+        if (len > nlen && members.v[i][len - nlen - 1] == ' ' &&
+            strcmp(members.v[i] + len - nlen, name) == 0)
+            out->pending = 1;
+    }
+    strs_clear(&members);
+    free(members.v);
+    if (rc == PERMITD_OK)
+        rc = redis_command(redis, hgetall, 2, deadline_us, NULL, state_field, &r, err);
+    if (rc == PERMITD_OK)
+        rc = redis_command(redis, exists, 2, deadline_us, &held, NULL, NULL, err);
+    /* "running" with no lease: its instance died mid-way; it is pending again. */
+    if (rc == PERMITD_OK && held == 0)
+        out->running = 0;
+    return rc;
 }

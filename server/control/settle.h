@@ -59,6 +59,24 @@ void settle_kick(struct settle *st);
 /* Copies the counters (thread-safe). */
 void settle_get_status(struct settle *st, struct settle_status *out);
 
+/* One policy's settle as Redis has it (any instance's): the hash
+ * <prefix>settle:<name>:progress the runner keeps, and the set of pending
+ * edits. */
+struct settle_policy_state {
+    int pending;                /* an edit of it is in <prefix>settle */
+    int running;                /* an instance is settling it now */
+    uint64_t keys_done;         /* running: so far; else the last one's */
+    int64_t started_ms;         /* Unix ms: the one running, or the last one; 0 none */
+    int64_t finished_ms;        /* Unix ms: the last one finished; 0 none */
+    int64_t duration_ms;        /* the last one finished */
+};
+
+/* Reads policy name's settle state into *out (two Redis reads, on the
+ * calling thread, within deadline_us). PERMITD_OK or the Redis error. */
+int settle_policy_state(struct redis *redis, const char *prefix, const char *name,
+                        int64_t deadline_us, struct settle_policy_state *out,
+                        struct permitd_error *err);
+
 /* Stops the runner (a settle under way stops after its current SCAN step,
  * and stays pending in Redis) and frees st. NULL is a no-op. */
 void settle_free(struct settle *st);
