@@ -68,6 +68,14 @@
  *     master),
  *     and once at the end with totals and time; /metrics has the counters
  *     (settle_get_status()).
+ *   - resumable: each master's thread records the slots it has done, a
+ *     batch at a time, in the bitmap <prefix>settle:<name>:slots beside
+ *     the lease (the progress hash's `stamp` says for which version). A
+ *     settle of the same version that finds a record of one left running
+ *     or failed (its instance died, or Redis failed it) skips those slots:
+ *     their buckets were set under the same limits, and one created since
+ *     was written under them. Another version starts afresh. Done: the
+ *     bitmap is deleted.
  *   - done: the history trimmed (sync.lua "trim"), the members of the set
  *     that the settle covered removed (an edit queued meanwhile with a
  *     newer stamp stays, and is settled next), the lease deleted. A
@@ -108,6 +116,7 @@ struct settle_item {
 /* Strings collected from Redis's answers. */
 struct strs {
     char **v;
+    size_t *lens;       /* collect_bytes()'s: each string's length (it may hold NULs) */
     size_t n, cap;
     int oom;
 };
@@ -130,6 +139,33 @@ static void collect(void *ud, const char *str, size_t len)
         sv->oom = 1;
     else
         sv->n++;
+}
+
+/* As collect(), keeping each string's length too (a bitmap holds NULs). */
+static void collect_bytes(void *ud, const char *str, size_t len)
+{
+    struct strs *sv = ud;
+    size_t *lens = realloc(sv->lens, (sv->n + 1) * sizeof(*lens));
+    char *copy = malloc(len + 1);
+
+    if (lens == NULL || copy == NULL) {
+        free(copy);
+        if (lens != NULL)
+            sv->lens = lens;
+        sv->oom = 1;
+        return;
+    }
+    sv->lens = lens;
+    memcpy(copy, str, len);
+    copy[len] = '\0';
+    collect(ud, "", 0);             /* a slot in v, grown as collect() grows it */
+    if (sv->oom || sv->n == 0) {
+        free(copy);
+        return;
+    }
+    free(sv->v[sv->n - 1]);
+    sv->v[sv->n - 1] = copy;
+    sv->lens[sv->n - 1] = len;
 }
 
 static void strs_clear(struct strs *sv)
@@ -265,6 +301,7 @@ struct master_job {
     const struct policies_entry *e; /* the policy settled; NULL: the index build */
     int master;                     /* settle: its redis_slot_master() number */
     const unsigned *slots;          /* settle: the slots it serves, nslots of them */
+    const char *done_key;           /* settle: the bitmap of the slots done (resume) */
     size_t nslots;
     size_t scan;                    /* index build: its index for redis_scan_master() */
     char node[REDIS_WHERE_MAX];     /* index build: its address, after the first step */
@@ -278,6 +315,56 @@ struct master_job {
     int running;                    /* a thread was started and not joined yet */
     _Atomic int finished;           /* the thread's function has returned */
 };
+
+/* Whether slot s is set in a bitmap as Redis's SETBIT lays it out (bit 0
+ * is the top bit of byte 0); NULL: none is. */
+static int slot_done(const unsigned char *bits, unsigned s)
+{
+    return bits != NULL && (bits[s / 8] >> (7 - s % 8)) & 1;
+}
+
+/* The key of the slots a settle of policy name has done:
+ * <prefix>settle:<name>:slots, a bitmap (bit s: slot s's index read
+ * whole and settled), kept with the lease and the progress hash (whose
+ * `stamp` says which version it is for). buf: POLICY_REDIS_KEY_MAX. */
+static void slots_key(char *buf, const char *prefix, const char *name)
+{
+    snprintf(buf, POLICY_REDIS_KEY_MAX, "%ssettle:%s:slots", prefix, name);
+}
+
+/* Records slots[0..n) as done in the bitmap key (one SETBIT each, in one
+ * pipelined round trip). */
+static int slots_record(struct settle *st, const char *key, const unsigned *slots, size_t n,
+                        struct permitd_error *err)
+{
+    struct redis_command_call *calls = calloc(n, sizeof(*calls));
+    struct redis_str *args = calloc(4 * n, sizeof(*args));
+    char (*offs)[8] = calloc(n, sizeof(*offs));
+    int rc;
+
+    if (calls == NULL || args == NULL || offs == NULL) {
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct redis_str *a = &args[4 * i];
+        a[0] = (struct redis_str){"SETBIT", 6};
+        a[1] = (struct redis_str){key, strlen(key)};
+        a[2] = (struct redis_str){offs[i], (size_t)snprintf(offs[i], sizeof(offs[i]), "%u",
+                                                           slots[i])};
+        a[3] = (struct redis_str){"1", 1};
+        calls[i] = (struct redis_command_call){.args = a, .nargs = 4};
+    }
+    rc = redis_command_pipeline(st->redis, calls, n, deadline(), err);
+    for (size_t i = 0; rc == PERMITD_OK && i < n; i++)
+        if (calls[i].rc != PERMITD_OK)
+            rc = permitd_error_set(err, calls[i].rc, "SETBIT of %s failed", key);
+done:
+    free(calls);
+    free(args);
+    free(offs);
+    return rc;
+}
 
 /* One SSCAN of one index key, on its way. */
 struct sscan {
@@ -385,7 +472,10 @@ static void *settle_master(void *arg)
                 strs_clear(&b[at[c]].got);
             j->steps++;
         }
-        atomic_fetch_add(&j->slots_done, m);
+        if (j->rc == PERMITD_OK && j->done_key != NULL)
+            j->rc = slots_record(j->st, j->done_key, &j->slots[first], m, &j->err);
+        if (j->rc == PERMITD_OK)
+            atomic_fetch_add(&j->slots_done, m);
     }
     for (size_t i = 0; b != NULL && i < SETTLE_SLOT_BATCH; i++) {
         strs_clear(&b[i].got);
@@ -632,8 +722,8 @@ static void run_masters(struct settle *st, const char *what, const char *name, c
  * and for each master one job with its slots (in *slots_out, which the
  * jobs point into: free it after them). */
 static int plan_masters(struct settle *st, const struct policies_entry *e,
-                        struct master_job **jobs_out, size_t *njobs, unsigned **slots_out,
-                        struct permitd_error *err)
+                        const unsigned char *done_slots, struct master_job **jobs_out,
+                        size_t *njobs, unsigned **slots_out, struct permitd_error *err)
 {
     int *owner = malloc(POLICY_SLOTS * sizeof(*owner));
     unsigned *slots = malloc(POLICY_SLOTS * sizeof(*slots));
@@ -652,10 +742,14 @@ static int plan_masters(struct settle *st, const struct policies_entry *e,
         if ((owner[s] = redis_slot_master(st->redis, s)) < 0)
             rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis cluster: no master serves "
                                    "slot %u yet", s);
+        else if (slot_done(done_slots, s))
+            owner[s] = -1;                  /* a settle that died did it: resumed after it */
     if (rc != PERMITD_OK)
         goto done;
     for (unsigned s = 0; s < POLICY_SLOTS; s++) {
         size_t k = 0;
+        if (owner[s] < 0)
+            continue;
         while (k < n && jobs[k].master != owner[s])
             k++;
         if (k == n) {
@@ -690,6 +784,57 @@ done:
     return PERMITD_OK;
 }
 
+/* Records in the progress hash which version (stamp) the slots bitmap is for. */
+static void progress_stamp(struct settle *st, const char *progress, const char *stamp)
+{
+    struct redis_str hset[4] = {{"HSET", 4}, {progress, strlen(progress)}, {"stamp", 5},
+                                {stamp, strlen(stamp)}};
+
+    redis_command(st->redis, hset, 4, deadline(), NULL, NULL, NULL, NULL);
+}
+
+/* Where a settle of version `stamp` starts: when the progress hash says a
+ * settle of that same version was left running or failed, *bits receives
+ * the bitmap of the slots it did (free it) and *resumed how many; else the
+ * bitmap is deleted (another version's) and the settle starts afresh. The
+ * slots done stay done: a bucket there was set under these limits, and
+ * one created since was written under them. */
+static int resume_point(struct settle *st, const char *progress, const char *done_key,
+                        const char *stamp, unsigned char **bits, size_t *resumed,
+                        struct permitd_error *err)
+{
+    struct redis_str hmget[4] = {{"HMGET", 5}, {progress, strlen(progress)}, {"stamp", 5},
+                                 {"state", 5}};
+    struct redis_str get[2] = {{"GET", 3}, {done_key, strlen(done_key)}};
+    struct redis_str del[2] = {{"DEL", 3}, {done_key, strlen(done_key)}};
+    struct strs got = {0}, map = {0};
+    int same, rc;
+
+    *bits = NULL;
+    *resumed = 0;
+    rc = redis_command(st->redis, hmget, 4, deadline(), NULL, collect, &got, err);
+    /* nil fields are not handed over: two strings means both are there */
+    same = rc == PERMITD_OK && got.n == 2 && strcmp(got.v[0], stamp) == 0 &&
+           strcmp(got.v[1], "done") != 0;
+    strs_clear(&got);
+    free(got.v);
+    if (rc != PERMITD_OK)
+        return rc;
+    if (!same)
+        return redis_command(st->redis, del, 2, deadline(), NULL, NULL, NULL, err);
+    /* a bitmap holds NUL bytes: read it as a whole reply, not as a C string */
+    rc = redis_command(st->redis, get, 2, deadline(), NULL, collect_bytes, &map, err);
+    if (rc == PERMITD_OK && map.n == 1 && (*bits = calloc(POLICY_SLOTS / 8, 1)) != NULL) {
+        memcpy(*bits, map.v[0], map.lens[0] < POLICY_SLOTS / 8 ? map.lens[0] : POLICY_SLOTS / 8);
+        for (unsigned s = 0; s < POLICY_SLOTS; s++)
+            *resumed += slot_done(*bits, s);
+    }
+    strs_clear(&map);
+    free(map.v);
+    free(map.lens);
+    return rc;
+}
+
 /* Settles policy `name` under a copy of at least version stamp `stamp`
  * (see the top): *settled receives the stamp of the copy it used (0: the
  * policy is gone, nothing to do), *keys_found the bucket keys its index
@@ -703,6 +848,9 @@ static int settle_policy(struct settle *st, const char *name, uint64_t stamp, ui
     const struct policies_entry *e = NULL;
     struct master_job *jobs = NULL;
     unsigned *slots = NULL;
+    unsigned char *done_bits = NULL;
+    char done_key[POLICY_REDIS_KEY_MAX];
+    size_t resumed = 0;
     int64_t started_ms = unix_ms();
     long long set = 0, removed = 0, gone = 0, newest = 0, left = 0;
     size_t nmasters = 0, steps = 0;
@@ -717,14 +865,24 @@ static int settle_policy(struct settle *st, const char *name, uint64_t stamp, ui
     policy_redis_key(hash, prefix, name, POLICY_KEY_HASH, NULL);
     if ((rc = history_op(st, hash, "newest", NULL, &newest, err)) != PERMITD_OK)
         goto done;
-    /* Every master at once, each over the index keys of its own slots. */
-    if ((rc = plan_masters(st, e, &jobs, &nmasters, &slots, err)) != PERMITD_OK)
-        goto done;
-    log_msg(LOG_LEVEL_INFO, "settle started", "policy=%s stamp=%" PRIu64 " masters=%zu "
-            "max_permits=%s rate=%s", name, e->stamp, nmasters, e->max_s, e->rate_s);
-    snprintf(lease, sizeof(lease), "%s:%s", st->set_key, name);
+    /* A settle of this very version that an instance left half done
+     * (it died; its lease expired): the slots it did are skipped. */
     progress_key(progress, prefix, name);
+    slots_key(done_key, prefix, name);
+    if ((rc = resume_point(st, progress, done_key, e->stamp_s, &done_bits, &resumed, err)) !=
+        PERMITD_OK)
+        goto done;
+    /* Every master at once, each over the index keys of its own slots. */
+    if ((rc = plan_masters(st, e, done_bits, &jobs, &nmasters, &slots, err)) != PERMITD_OK)
+        goto done;
+    for (size_t i = 0; i < nmasters; i++)
+        jobs[i].done_key = done_key;
+    log_msg(LOG_LEVEL_INFO, resumed > 0 ? "settle resumed where a settle that stopped left it"
+            : "settle started", "policy=%s stamp=%" PRIu64 " masters=%zu max_permits=%s rate=%s "
+            "slots_done_before=%zu", name, e->stamp, nmasters, e->max_s, e->rate_s, resumed);
+    snprintf(lease, sizeof(lease), "%s:%s", st->set_key, name);
     progress_put(st, progress, "running", 0, started_ms, -1, -1);
+    progress_stamp(st, progress, e->stamp_s);
     run_masters(st, "settle", name, lease, progress, jobs, nmasters, settle_master);
     for (size_t i = 0; i < nmasters; i++) {
         set += jobs[i].set;
@@ -739,6 +897,10 @@ static int settle_policy(struct settle *st, const char *name, uint64_t stamp, ui
     snprintf(edit, sizeof(edit), "%lld", newest);
     if (rc == PERMITD_OK && newest > 0)
         rc = history_op(st, hash, "trim", edit, &left, err);
+    if (rc == PERMITD_OK) {     /* done: the next settle starts from the first slot */
+        struct redis_str del[2] = {{"DEL", 3}, {done_key, strlen(done_key)}};
+        redis_command(st->redis, del, 2, deadline(), NULL, NULL, NULL, NULL);
+    }
     if (progress[0] != '\0')
         progress_put(st, progress, rc == PERMITD_OK ? "done" : "failed", *keys_found, -1,
                      rc == PERMITD_OK ? unix_ms() : -1,
@@ -752,6 +914,7 @@ static int settle_policy(struct settle *st, const char *name, uint64_t stamp, ui
 done:
     free(jobs);
     free(slots);
+    free(done_bits);
     policies_release(e);
     return rc;
 }

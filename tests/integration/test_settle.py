@@ -14,6 +14,8 @@ every master scanned in parallel; the edit does not wait for it.
   - a settle whose every step takes longer than --redis-timeout-ms (a
     proxy holds each round trip of SSCANs 150 ms; the flag says 50) still
     finishes: its threads wait for Redis longer than the decision path does;
+  - a settle cut short (its instance killed) is resumed by the next
+    instance from the slots it had done, not from the first;
   - a policy's settle visits its own buckets only (its bucket index), not
     the 200,000 keys of another policy beside them, and sets the expiry of
     buckets of every layout: the shared one and the keyed ones, made
@@ -40,6 +42,7 @@ import test_admin  # noqa: E402
 DONE = "policy limits changed: buckets set to expire on the new ones"
 BUCKETS = 20000
 OTHERS = 200000
+RESUMED = 150000
 
 
 def fill(redis, keys, value, px, index=True):
@@ -136,6 +139,11 @@ class SettleTest(test_admin.AdminCase):
     def setUp(self):
         self.redis = Redis()
         self.addCleanup(self.redis.close)
+
+    def fail_if_done(self, p, name):
+        """None, or a failure when p's settle of name ended (too soon to be cut)."""
+        if self.done_lines(p.output(), name):
+            self.fail("the settle ended before a progress line: %s" % p.output()[-3000:])
 
     def done_lines(self, output, name):
         return [line for line in output.splitlines()
@@ -317,6 +325,43 @@ class SettleTest(test_admin.AdminCase):
             self.assertEqual(self.redis("SISMEMBER", index_key(k), k), 0, k)
         line = settled("0.03", 2)
         self.assertEqual(int(re.search(r" keys=(\d+)", line).group(1)), len(mine) - 5, line)
+
+    def test_a_settle_cut_short_resumes_where_it_stopped(self):
+        # Instance A dies (SIGKILL) in the middle of a settle of RESUMED
+        # buckets; B, started afterwards, resumes it from the slots A had
+        # done (recorded beside the lease), not from the first.
+        prefix = unique("rs") + ":"
+        name = self.name("resumed")
+        self.editor().create(name, max_permits=1000, rate="1")
+        args = ["--mysql-url", self.mysql_url, "--sync-interval-ms", "300"]
+        a = Permitd(prefix=prefix, args=args)
+        self.addCleanup(a.stop, signal.SIGKILL)
+        wait_for("A's bucket index", lambda: "bucket index built" in a.output(), timeout=120)
+        now = self.redis.time_us()
+        keys = [state_key(name, "u%d" % i, prefix) for i in range(RESUMED)]
+        self.addCleanup(drop, self.redis, keys)
+        fill(self.redis, keys, STATE.pack(0.0, now, 0), 600000)
+        self.sql("UPDATE policies SET rate = 0.01 WHERE name = '%s'" % name)
+        progress = re.compile(r'settle progress" policy=%s .* slots=(\d+)/\d+' % re.escape(name))
+        cut = wait_for("A part way through", lambda: [int(x) for x in progress.findall(a.output())
+                                                      if int(x) > 0] or
+                       self.fail_if_done(a, name), timeout=120)
+        a.stop(signal.SIGKILL)
+        self.assertEqual(self.done_lines(a.output(), name), [], "A finished before it was killed")
+        b = Permitd(prefix=prefix, args=args)
+        self.addCleanup(b.stop)
+        line = wait_for("B's settle", lambda: self.done_lines(b.output(), name), timeout=180)[-1]
+        resumed = re.search(r'settle resumed where a settle that stopped left it" policy=%s .* '
+                            r"slots_done_before=(\d+)" % re.escape(name), b.output())
+        self.assertIsNotNone(resumed, b.output()[-3000:])
+        self.assertGreaterEqual(int(resumed.group(1)), cut[-1])
+        found = int(re.search(r" keys=(\d+)", line).group(1))
+        sys.stderr.write("\nA was killed at %d slots of 16384; B resumed after %s and visited "
+                         "%d of %d buckets\n" % (cut[-1], resumed.group(1), found, RESUMED))
+        self.assertLess(found, RESUMED, line)
+        for k in keys[::251]:   # every bucket settled, by A or by B: hours at 0.01/s
+            self.assertGreater(self.redis("PTTL", k), 10000 * 1000, k)
+        self.assertEqual(self.redis("SMEMBERS", prefix + "settle"), [])
 
 
 @unittest.skipIf(redis_mode() == "cluster", "starts a cluster of its own")
