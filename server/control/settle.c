@@ -105,6 +105,9 @@
 #define SETTLE_PROGRESS_MS 2000         /* a progress line (and a lease renewal) this often */
 #define SETTLE_PRUNE_MS 60000           /* the index prune: one slice this often */
 #define SETTLE_PRUNE_STEPS 100          /* SCAN steps of one slice, per master */
+#define SETTLE_PRUNE_FIRST_MS 600000    /* the first slice this long after start: a start
+                                         * (the index build, the sync's first load) is
+                                         * busy enough, and most instances run for days */
 
 /* One pending edit, as read from <prefix>settle. */
 struct settle_item {
@@ -1294,7 +1297,7 @@ static void *run(void *arg)
 int settle_start(struct settle *st, struct permitd_error *err)
 {
     st->kicked = 1;                     /* the first pass at once */
-    st->prune.next_us = clock_now_us() + (int64_t)SETTLE_PRUNE_MS * 1000;
+    st->prune.next_us = clock_now_us() + (int64_t)SETTLE_PRUNE_FIRST_MS * 1000;
     if (pthread_create(&st->thread, NULL, run, st) != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "cannot start the settle thread");
     st->started = 1;
