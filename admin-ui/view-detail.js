@@ -43,6 +43,10 @@ export function detailView(main, { policy: name }) {
   const desc = h("p", { class: "policy-desc" });
   const settings = h("dl", { class: "settings" });
   const limitsSentence = h("p", { class: "limits-summary", id: "limits-sentence" });
+  // The settle after a limit edit (issue 22): the buckets that existed get
+  // the new limits' expiry in the background, on whichever instance.
+  const settleLine = h("p", { class: "muted small", id: "settle-state", role: "status" });
+  settleLine.hidden = true;
   const sharedHeading = h("h2", { id: "shared-h" }, "Shared bucket");
   const body = h("div", { class: "detail" });
 
@@ -97,7 +101,7 @@ export function detailView(main, { policy: name }) {
       desc,
       h("div", { class: "grid" },
         h("section", { class: "card span-2", "aria-labelledby": "settings-h" },
-          h("h2", { id: "settings-h" }, "Settings"), limitsSentence, settings),
+          h("h2", { id: "settings-h" }, "Settings"), limitsSentence, settings, settleLine),
         h("section", { class: "card", "aria-labelledby": "shared-h" },
           sharedHeading,
           sharedGauge.el, sharedInfo),
@@ -240,6 +244,24 @@ export function detailView(main, { policy: name }) {
       }))));
   }
 
+  // What the settle of the policy's existing buckets is at: running (how
+  // many done), waiting, or when the last one ended; nothing when none is
+  // known (none in the last 7 days, or Redis could not say).
+  function renderSettle(st) {
+    let text = "";
+    if (st?.running) {
+      text = `Adjusting expiry of existing buckets: ${fmt.formatNumber(Number(st.keysDone ?? 0), 0)} done`;
+    } else if (st?.pending) {
+      text = "Adjusting expiry of existing buckets: waiting to start";
+    } else if (Number(st?.finishedUnixMs ?? 0) > 0) {
+      const n = Number(st.keysDone ?? 0);
+      text = `Expiry of existing buckets adjusted at ${fmt.formatTimestamp(new Date(Number(st.finishedUnixMs)).toISOString())}` +
+        ` (${fmt.formatNumber(n, 0)} bucket${n === 1 ? "" : "s"} in ${fmt.formatDuration(Number(st.durationMs ?? 0))})`;
+    }
+    if (settleLine.textContent !== text) setText(settleLine, text);
+    settleLine.hidden = text === "";
+  }
+
   async function loadStats() {
     let r;
     try {
@@ -255,7 +277,7 @@ export function detailView(main, { policy: name }) {
       return;
     }
     if (ac.signal.aborted) return;
-    await showShadow();
+    await showLocal();
     const fleet = r.fleet || {};
     const n = (fleet.allowed || []).length;
     const step = Number(r.stepSeconds || 1);
@@ -278,11 +300,13 @@ export function detailView(main, { policy: name }) {
     drawChart(chartBox, chartLegend, fleet, n, step);
   }
 
-  // "Would have denied N": shown while the policy is in shadow mode, and
+  // What this instance's GetPolicyStats tells beside the fleet's chart:
+  // the settle of the policy's buckets (any instance's, from Redis), and
+  // "Would have denied N", shown while the policy is in shadow mode and
   // after it while the last 5 minutes still hold such denials. Shadow
-  // denials are counted by the instance that decided them (GetPolicyStats),
-  // not in the fleet's totals, which count what was answered: allowed.
-  async function showShadow() {
+  // denials are counted by the instance that decided them, not in the
+  // fleet's totals, which count what was answered: allowed.
+  async function showLocal() {
     let r;
     try {
       r = await call(POLICY, "GetPolicyStats", { name, seconds: 300 }, ac.signal);
@@ -292,6 +316,7 @@ export function detailView(main, { policy: name }) {
       return;
     }
     if (ac.signal.aborted) return;
+    renderSettle(r.settle);
     const n = (r.shadowDenied || []).reduce((x, y) => x + (Number(y) || 0), 0);
     shadowNote.hidden = !(policy?.shadow || n > 0);
     if (shadowNote.hidden) return;

@@ -5,8 +5,10 @@
  * The edit itself is exact at once (lua/bucket.lua's tokens-earned rules
  * and the limits sent with every call); what is left to do is re-setting
  * each bucket key's expiry and folding the rate history (lua/bucket.lua,
- * "settle"). That costs a SCAN of every master, so it runs on a thread of
- * its own, one more thread per master while a policy settles, and nothing
+ * "settle"). That costs a read of the policy's bucket index on every
+ * master (and, once per Redis, a SCAN that builds the index), so it runs
+ * on a thread of its own, one more thread per master while a policy
+ * settles, and nothing
  * that answers (the admin listener, the sync pass) waits for it. A pending
  * settle is recorded in Redis (the set <prefix>settle), so any instance's
  * runner finishes it, at its start or at the next sync pass, should the
@@ -56,6 +58,24 @@ void settle_kick(struct settle *st);
 
 /* Copies the counters (thread-safe). */
 void settle_get_status(struct settle *st, struct settle_status *out);
+
+/* One policy's settle as Redis has it (any instance's): the hash
+ * <prefix>settle:<name>:progress the runner keeps, and the set of pending
+ * edits. */
+struct settle_policy_state {
+    int pending;                /* an edit of it is in <prefix>settle */
+    int running;                /* an instance is settling it now */
+    uint64_t keys_done;         /* running: so far; else the last one's */
+    int64_t started_ms;         /* Unix ms: the one running, or the last one; 0 none */
+    int64_t finished_ms;        /* Unix ms: the last one finished; 0 none */
+    int64_t duration_ms;        /* the last one finished */
+};
+
+/* Reads policy name's settle state into *out (two Redis reads, on the
+ * calling thread, within deadline_us). PERMITD_OK or the Redis error. */
+int settle_policy_state(struct redis *redis, const char *prefix, const char *name,
+                        int64_t deadline_us, struct settle_policy_state *out,
+                        struct permitd_error *err);
 
 /* Stops the runner (a settle under way stops after its current SCAN step,
  * and stays pending in Redis) and frees st. NULL is a no-op. */

@@ -2555,21 +2555,18 @@ static int settle_by_slot(const void *a, const void *b)
     return sx < sy ? -1 : sx > sy;
 }
 
-int limiter_settle(struct limiter *l, const struct policies_entry *e, struct redis_str *keys,
-                   size_t n, int64_t deadline_us, long long *set, long long *removed,
-                   struct permitd_error *err)
+/* keys[0..n) through bucket.lua with args (mode `what`, for the message):
+ * in a cluster one call per slot, at most LIMITER_SETTLE_CALL_KEYS keys a
+ * call, every call in one pipelined round trip (per master); each call
+ * answers nout numbers, added into sums[0..nout). */
+static int bucket_pages(struct limiter *l, const char *what, const char *policy,
+                        struct redis_str *keys, size_t n, struct redis_str *args, int nargs,
+                        int nout, int64_t deadline_us, long long *sums, struct permitd_error *err)
 {
-    /* Only a token bucket's keys expire by its rate (the settle pass's
-     * whole point); a policy that turned into another algorithm since the
-     * settle was queued has fresh keys of its own letter (policy.h). */
-    if (e->algorithm != POLICY_TOKEN_BUCKET)
-        return PERMITD_OK;
-
-    struct redis_str args[7];
-    int nargs = settle_args(l, e, args), rc;
     size_t ncalls = 0;      /* at most one per key (a cluster, every key its own slot) */
     struct redis_script_call *calls = calloc(n + 1, sizeof(*calls));
-    long long *out = calloc(2 * n + 2, sizeof(*out));
+    long long *out = calloc((size_t)nout * (n + 1), sizeof(*out));
+    int rc;
 
     if (calls == NULL || out == NULL) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
@@ -2587,22 +2584,60 @@ int limiter_settle(struct limiter *l, const struct policies_entry *e, struct red
             k++;
         calls[ncalls] = (struct redis_script_call){.keys = &keys[first], .nkeys = (int)(k - first),
                                                    .args = args, .nargs = nargs,
-                                                   .out = &out[2 * ncalls], .nout = 2};
+                                                   .out = &out[(size_t)nout * ncalls],
+                                                   .nout = nout};
         ncalls++;
         first = k;
     }
     rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, calls, ncalls, deadline_us, err);
     for (size_t c = 0; rc == PERMITD_OK && c < ncalls; c++) {
         if (calls[c].rc != PERMITD_OK)
-            rc = permitd_error_set(err, calls[c].rc, "redis refused bucket.lua \"settle\" of "
-                                   "policy \"%s\" for key %.*s (see the log above)", e->name,
+            rc = permitd_error_set(err, calls[c].rc, "redis refused bucket.lua \"%s\"%s%s%s for "
+                                   "key %.*s (see the log above)", what,
+                                   policy ? " of policy \"" : "", policy ? policy : "",
+                                   policy ? "\"" : "",
                                    (int)(calls[c].keys[0].len > 200 ? 200 : calls[c].keys[0].len),
                                    calls[c].keys[0].p);
-        *set += out[2 * c];
-        *removed += out[2 * c + 1];
+        for (int k = 0; k < nout; k++)
+            sums[k] += out[(size_t)nout * c + (size_t)k];
     }
 done:
     free(calls);
     free(out);
+    return rc;
+}
+
+int limiter_settle(struct limiter *l, const struct policies_entry *e, struct redis_str *keys,
+                   size_t n, int64_t deadline_us, long long *set, long long *removed,
+                   long long *gone, struct permitd_error *err)
+{
+    /* Only a token bucket's keys expire by its rate (the settle pass's
+     * whole point); a policy that turned into another algorithm since the
+     * settle was queued has fresh keys of its own letter (policy.h). */
+    if (e->algorithm != POLICY_TOKEN_BUCKET)
+        return PERMITD_OK;
+
+    struct redis_str args[7];
+    int nargs = settle_args(l, e, args), rc;
+    long long sums[3] = {0, 0, 0};
+
+    rc = bucket_pages(l, "settle", e->name, keys, n, args, nargs, 3, deadline_us, sums, err);
+    *set += sums[0];
+    *removed += sums[1];
+    *gone += sums[2];
+    return rc;
+}
+
+int limiter_index(struct limiter *l, struct redis_str *keys, size_t n, int64_t deadline_us,
+                  long long *added, long long *removed, struct permitd_error *err)
+{
+    struct redis_str args[3];
+    long long sums[2] = {0, 0};
+    int rc;
+
+    call_head(l, (struct redis_str){"index", 5}, "0", args);
+    rc = bucket_pages(l, "index", NULL, keys, n, args, 3, 2, deadline_us, sums, err);
+    *added += sums[0];
+    *removed += sums[1];
     return rc;
 }

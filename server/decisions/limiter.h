@@ -261,17 +261,27 @@ struct policies_entry;
 /* The settle pass's door to bucket.lua "settle" (server/control/settle.c
  * finds the buckets; this builds the script's arguments, as for every
  * other call of it): sets each bucket of keys[0..n) (state keys of policy
- * e, from one SCAN step of one master) to expire when it would be full
- * under e's limits, rewriting one stamped before e's newest rate edit as
- * of now (lua/bucket.lua, "settle"). In a cluster one call per slot, at
- * most LIMITER_SETTLE_CALL_KEYS keys a call; every call of the page in one
- * pipelined round trip (per master). Adds the buckets set and the keys
- * removed (full already) to *set and *removed. keys may be reordered;
- * nothing is kept. PERMITD_OK, or the error of the round trip or of the
- * first call Redis refused. */
+ * e, from its bucket index or one SCAN step of one master) to expire when
+ * it would be full under e's limits, rewriting one stamped before e's
+ * newest rate edit as of now (lua/bucket.lua, "settle"), and takes each
+ * key that holds no bucket (any more) out of its index. In a cluster one
+ * call per slot, at most LIMITER_SETTLE_CALL_KEYS keys a call; every call
+ * of the page in one pipelined round trip (per master). Adds the buckets
+ * set, the keys removed (full already) and the index members removed to
+ * *set, *removed and *gone. keys may be reordered; nothing is kept.
+ * PERMITD_OK, or the error of the round trip or of the first call Redis
+ * refused. */
 #define LIMITER_SETTLE_CALL_KEYS 500
 int limiter_settle(struct limiter *l, const struct policies_entry *e, struct redis_str *keys,
                    size_t n, int64_t deadline_us, long long *set, long long *removed,
-                   struct permitd_error *err);
+                   long long *gone, struct permitd_error *err);
+
+/* bucket.lua "index" over keys[0..n) (token-bucket state keys of any
+ * policies): each that exists is added to its policy's bucket index, each
+ * that does not is taken out of it (the index pass: an older permitd's
+ * buckets indexed once, dead members pruned). Calls, round trips and the
+ * rest as limiter_settle(); adds to *added and *removed. */
+int limiter_index(struct limiter *l, struct redis_str *keys, size_t n, int64_t deadline_us,
+                  long long *added, long long *removed, struct permitd_error *err);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * policy.c - policy name rules and the Redis key layout (see policy.h).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,6 +268,40 @@ void policy_bucket_patterns(char out[2][POLICY_PATTERN_MAX], const char *prefix,
     memcpy(out[1] + n, ":*}:k", 6);
 }
 
+void policy_prefix_pattern(char out[POLICY_PATTERN_MAX], const char *prefix, const char *glob)
+{
+    size_t n = 0, len = strlen(glob);
+
+    glob_put(out, &n, prefix);
+    if (n + len < POLICY_PATTERN_MAX)
+        memcpy(out + n, glob, len + 1);
+}
+
+/* Whether len bytes at s end with the NUL-terminated suffix. */
+static int ends_with(const char *s, size_t len, const char *suffix)
+{
+    size_t k = strlen(suffix);
+
+    return len >= k && memcmp(s + len - k, suffix, k) == 0;
+}
+
+int policy_is_bucket_key(const char *prefix, const char *key, size_t len)
+{
+    size_t plen = strlen(prefix);
+
+    if (len <= plen + 1 || memcmp(key, prefix, plen) != 0 || key[plen] != '{')
+        return 0;
+    for (size_t i = plen; i < len; i++)
+        if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
+            return 0;           /* a request-id record: bucket key, 0x1f, ... */
+    if (ends_with(key, len, "}:b") || ends_with(key, len, "}:k"))
+        return 1;
+    for (size_t i = plen + 1; i + 4 <= len; i++)
+        if (memcmp(key + i, "}:k:", 4) == 0)
+            return 1;
+    return 0;
+}
+
 int policy_check_rate(const char *field, const char *value, struct permitd_error *err)
 {
     const char *p = value;
@@ -374,17 +409,60 @@ int policy_check_fields(const char *name, const char *const *apps, size_t napps,
     return PERMITD_OK;
 }
 
-unsigned policy_slot(const char *name)
+/* CRC16 (XMODEM) & 16383 of len bytes: the Redis Cluster slot of a hash tag. */
+static unsigned slot_of(const unsigned char *p, size_t len)
 {
     unsigned crc = 0;
 
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        crc ^= (unsigned)*p << 8;
+    for (size_t k = 0; k < len; k++) {
+        crc ^= (unsigned)p[k] << 8;
         for (int i = 0; i < 8; i++)
             crc = crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1;
         crc &= 0xffff;
     }
     return crc & 16383;
+}
+
+unsigned policy_slot(const char *name)
+{
+    return slot_of((const unsigned char *)name, strlen(name));
+}
+
+static char index_tags[POLICY_SLOTS][POLICY_INDEX_TAG_LEN + 1];
+static pthread_once_t index_tags_once = PTHREAD_ONCE_INIT;
+
+/* Fills index_tags: for each slot the first 3-character tag, in the order
+ * lua/bucket.lua's INDEX_TAGS was made in, that hashes to it (every slot
+ * has one: 238,328 tags over 16,384 slots). */
+static void index_tags_make(void)
+{
+    static const char alphabet[] = "0123456789abcdefghijklmnopqrstuvwxyz"
+                                   "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    const size_t na = sizeof(alphabet) - 1;
+
+    for (size_t a = 0; a < na; a++)
+        for (size_t b = 0; b < na; b++)
+            for (size_t c = 0; c < na; c++) {
+                unsigned char t[3] = {(unsigned char)alphabet[a], (unsigned char)alphabet[b],
+                                      (unsigned char)alphabet[c]};
+                unsigned s = slot_of(t, 3);
+                if (index_tags[s][0] == '\0')
+                    memcpy(index_tags[s], t, 3);
+            }
+}
+
+const char *policy_index_tag(unsigned slot)
+{
+    pthread_once(&index_tags_once, index_tags_make);
+    return index_tags[slot % POLICY_SLOTS];
+}
+
+size_t policy_index_key(char *buf, const char *prefix, const char *name, unsigned slot)
+{
+    int n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}ix:%s", prefix, policy_index_tag(slot),
+                     name);
+
+    return n < 0 ? 0 : (size_t)n;
 }
 
 /* What each algorithm's limits are called, for the messages below. */

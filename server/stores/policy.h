@@ -9,6 +9,8 @@
  *   P{NAME:KEY}:k       the bucket of one key (user id, IP, tenant)
  *   P{NAME}:k:KEY       the bucket of one key of a policy that sets
  *                       `colocate` (and every keyed bucket before issue 19)
+ *   P{T}ix:NAME         the index of the policy's token buckets in one
+ *                       slot, T a tag of that slot (policy_index_key())
  * The part in braces is the Redis Cluster hash tag: Redis hashes the bytes
  * from the first '{' to the next '}' (the prefix holds no brace, config.c).
  * A keyed bucket's tag holds its key, so one policy's keyed buckets spread
@@ -61,6 +63,23 @@ int policy_check_fields(const char *name, const char *const *apps, size_t napps,
 /* The Redis Cluster slot (0..16383) of every key of policy `name`: CRC16
  * (XMODEM) of the hash tag, as Redis computes it. */
 unsigned policy_slot(const char *name);
+
+/* The bucket index (issue 22, lua/bucket.lua's top): per policy and Redis
+ * Cluster slot, the set P{T}ix:NAME of the policy's token-bucket keys in
+ * that slot, T a tag of POLICY_INDEX_TAG_LEN characters of [0-9a-zA-Z]
+ * that hashes to the slot (the first in the order 0-9, a-z, A-Z, first
+ * character slowest: the table bucket.lua holds). The same on a single
+ * Redis, so one layout serves both. */
+#define POLICY_INDEX_TAG_LEN 3
+#define POLICY_SLOTS 16384
+
+/* The tag of slot (0..16383): POLICY_INDEX_TAG_LEN characters and a NUL,
+ * in a table made once, on first use (thread-safe). */
+const char *policy_index_tag(unsigned slot);
+
+/* Writes into buf (POLICY_REDIS_KEY_MAX bytes) the index key of policy
+ * name's buckets in slot; returns its length. */
+size_t policy_index_key(char *buf, const char *prefix, const char *name, unsigned slot);
 
 /* POLICY_KEY_BUCKET: a bucket of a policy whose buckets spread;
  * POLICY_KEY_BUCKET_COLOCATED: of one that sets colocate. The shared
@@ -198,5 +217,15 @@ size_t policy_bucket_key(char *buf, const char *prefix, const char *name,
  * matches neither (it is one key: name it). */
 void policy_bucket_patterns(char out[2][POLICY_PATTERN_MAX], const char *prefix,
                             const char *name);
+
+/* Writes into out a SCAN pattern: prefix with SCAN's glob characters
+ * escaped, then glob as it is ("{*": every key of a policy). */
+void policy_prefix_pattern(char out[POLICY_PATTERN_MAX], const char *prefix, const char *glob);
+
+/* 1 when the len bytes at key are a token bucket's state key under prefix,
+ * of any policy and layout (P{NAME}:b, P{NAME:KEY}:k, P{NAME}:k:KEY); 0 for
+ * anything else (a policy hash, an index, a request-id record, another
+ * algorithm's state). */
+int policy_is_bucket_key(const char *prefix, const char *key, size_t len);
 
 #endif

@@ -71,7 +71,41 @@ int redis_script_present(const struct redis *r, enum redis_script script)
  * Redis: conns[0] only), made on demand. */
 struct thread_conns {
     struct redis_conn *conns[REDIS_NODES_MAX];
+    int timeout_ms;     /* redis_thread_timeout()'s, 0: the configured one */
 };
+
+/* This thread's share of r, made on first use (NULL: out of memory). */
+static struct thread_conns *thread_conns(struct redis *r)
+{
+    struct thread_conns *t = pthread_getspecific(r->key);
+
+    if (t == NULL && (t = calloc(1, sizeof(*t))) != NULL)
+        pthread_setspecific(r->key, t);
+    return t;
+}
+
+/* How long a call on this thread may wait for Redis: the configured Redis
+ * timeout (sized for the decision path), or this thread's own
+ * (redis_thread_timeout()). */
+static int thread_timeout_ms(struct redis *r)
+{
+    struct thread_conns *t = pthread_getspecific(r->key);
+
+    return t != NULL && t->timeout_ms > 0 ? t->timeout_ms : r->cfg->redis_timeout_ms;
+}
+
+int redis_thread_timeout(struct redis *r, int timeout_ms, struct permitd_error *err)
+{
+    struct thread_conns *t;
+
+    if (timeout_ms < 0 || timeout_ms > REDIS_THREAD_TIMEOUT_MAX_MS)
+        return permitd_error_set(err, PERMITD_EINVAL, "a thread's redis timeout of %d ms is "
+                                 "not in 0..%d ms", timeout_ms, REDIS_THREAD_TIMEOUT_MAX_MS);
+    if ((t = thread_conns(r)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    t->timeout_ms = timeout_ms;
+    return PERMITD_OK;
+}
 
 static void conn_free(void *p)
 {
@@ -381,16 +415,12 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
 static struct redis_conn *acquire_conn(struct redis *r, struct redis_node *node, int timeout_ms,
                                        struct permitd_error *err)
 {
-    struct thread_conns *t = pthread_getspecific(r->key);
+    struct thread_conns *t = thread_conns(r);
     struct redis_conn *c;
 
     if (t == NULL) {
-        t = calloc(1, sizeof(*t));
-        if (t == NULL) {
-            permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-            return NULL;
-        }
-        pthread_setspecific(r->key, t);
+        permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        return NULL;
     }
     c = t->conns[node->index];
     if (c == NULL) {
@@ -405,23 +435,25 @@ static struct redis_conn *acquire_conn(struct redis *r, struct redis_node *node,
     return redis_conn_ensure(r, c, timeout_ms, 1, err) == PERMITD_OK ? c : NULL;
 }
 
-/* The socket timeout for a call: the configured Redis timeout, or less when
- * the caller's deadline is nearer. *bound_by_deadline tells which won. */
+/* The socket timeout for a call: the configured Redis timeout (this
+ * thread's own, when it set one: redis_thread_timeout()), or less when the
+ * caller's deadline is nearer. *bound_by_deadline tells which won. */
 int redis_call_timeout(struct redis *r, int64_t deadline_us, int *bound_by_deadline,
                         struct permitd_error *err)
 {
     int64_t left_ms = (deadline_us - clock_now_us()) / 1000;
+    int timeout_ms = thread_timeout_ms(r);
 
     *bound_by_deadline = 0;
     if (left_ms <= 0) {
         *bound_by_deadline = 1;
         return permitd_error_set(err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
     }
-    if (left_ms < r->cfg->redis_timeout_ms) {
+    if (left_ms < timeout_ms) {
         *bound_by_deadline = 1;
         return (int)left_ms;
     }
-    return r->cfg->redis_timeout_ms;
+    return timeout_ms;
 }
 
 /* Turns a broken connection into an error, dropping the connection. */
@@ -566,7 +598,7 @@ static int call(struct redis *r, const char *key, size_t keylen, int argc, const
     struct redis_node *node;
     unsigned slot = 0;
     int asking = 0, rc, hop = 0;
-    int64_t give_up_us = clock_now_us() + (int64_t)r->cfg->redis_timeout_ms * 1000;
+    int64_t give_up_us = clock_now_us() + (int64_t)thread_timeout_ms(r) * 1000;
 
     *out = NULL;
     if (deadline_us < give_up_us)
@@ -1153,15 +1185,21 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
 }
 
 /* Hands a command's reply to its call: an array's strings, or one string
- * or status (as redis_command()). */
+ * or status (as redis_command()); the strings of an array inside the
+ * array follow in their place (SSCAN: the cursor, then the members). */
 static void hand_over(struct redis_command_call *call, const redisReply *rep)
 {
     if (call->each == NULL)
         return;
     if (rep->type == REDIS_REPLY_ARRAY)
-        for (size_t i = 0; i < rep->elements; i++)
-            if (rep->element[i]->type == REDIS_REPLY_STRING)
-                call->each(call->ud, rep->element[i]->str, (size_t)rep->element[i]->len);
+        for (size_t i = 0; i < rep->elements; i++) {
+            const redisReply *e = rep->element[i];
+            if (e->type == REDIS_REPLY_STRING)
+                call->each(call->ud, e->str, (size_t)e->len);
+            for (size_t k = 0; e->type == REDIS_REPLY_ARRAY && k < e->elements; k++)
+                if (e->element[k]->type == REDIS_REPLY_STRING)
+                    call->each(call->ud, e->element[k]->str, (size_t)e->element[k]->len);
+        }
     if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS)
         call->each(call->ud, rep->str, (size_t)rep->len);
 }

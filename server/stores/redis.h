@@ -75,6 +75,22 @@ int redis_new(const struct config *cfg, struct redis **out, struct permitd_error
 /* Frees r; call after every thread that used it has stopped. NULL is a no-op. */
 void redis_free(struct redis *r);
 
+/* The longest a thread may ask to wait for one Redis call
+ * (redis_thread_timeout()). */
+#define REDIS_THREAD_TIMEOUT_MAX_MS 30000
+
+/* Lets the calling thread's blocking calls on r (redis_script_run(),
+ * redis_command(), the pipelines and the scan) wait up to timeout_ms for
+ * Redis instead of the configured --redis-timeout-ms, each still within its
+ * own deadline; 0 goes back to the configured one. For background threads
+ * (the settle runner's), whose calls do work that grows with Redis's size
+ * (a SCAN step on a big keyspace, a settle page) and which nobody waits on:
+ * --redis-timeout-ms is sized for the decision path (50 ms), and a step
+ * slower than that would fail every attempt. The pipes of an event loop
+ * (redis_pipe_*) keep the configured timeout. PERMITD_EINVAL when
+ * timeout_ms is not in 0..REDIS_THREAD_TIMEOUT_MAX_MS. */
+int redis_thread_timeout(struct redis *r, int timeout_ms, struct permitd_error *err);
+
 /* Runs script with keys and args on this thread's connection and stores the
  * numbers it returns in out[0..nout) (missing ones become 0): an array of
  * integers, or one string of little-endian doubles, each a whole number.
@@ -236,7 +252,9 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
 
 /* One command of redis_command_pipeline(): args[0] is its name, args[1]
  * its key (which routes it in a cluster). Its reply goes to each (may be
- * NULL) as redis_command()'s does; rc is set: PERMITD_OK, or the error
+ * NULL) as redis_command()'s does, the strings of an array inside an
+ * array too, in their place (SSCAN: its cursor, then its members); rc is
+ * set: PERMITD_OK, or the error
  * of its reply or of its node's connection. */
 struct redis_command_call {
     const struct redis_str *args;

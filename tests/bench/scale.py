@@ -179,7 +179,10 @@ def wrk(seconds, path="/permit.v1.RateLimitService/Acquire", port=None, keys=100
 
 def fill_keys(first, last, stamp):
     """Bucket keys user-FIRST..user-(LAST-1) of policy big, as bucket.lua
-    writes them, through redis-cli --pipe. Returns the seconds it took."""
+    writes them (each with its bucket index entry, issue 22), through
+    redis-cli --pipe. Returns the seconds it took."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+    from harness.cluster import index_key
     now_s, now_us = (int(x) for x in redis("TIME").split())
     now = now_s * 1000000 + now_us
     t0 = time.monotonic()
@@ -193,6 +196,8 @@ def fill_keys(first, last, stamp):
         ttl = str(int((BIG_MAX - tokens) / BIG_RATE * 1000) + 1).encode()
         chunk.append(b"*5\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$24\r\n%s\r\n$2\r\nPX\r\n$%d\r\n%s\r\n"
                      % (len(key), key, val, len(ttl), ttl))
+        ix = index_key(key.decode()).encode()
+        chunk.append(b"*3\r\n$4\r\nSADD\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(ix), ix, len(key), key))
         if len(chunk) == 20000:
             pipe.stdin.write(b"".join(chunk))
             chunk = []

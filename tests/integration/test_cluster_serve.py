@@ -10,7 +10,7 @@ it only moves slots for a moment and moves them back) with MySQL and the
 admin listener:
   - many policies, spread by name over all three masters: Acquire, Peek,
     AcquireBatch, the admin inspector and reset, the sync from MySQL (and its
-    settle pass, which SCANs every master);
+    settle pass, which reads every master's bucket index);
   - /readyz lists the three masters; /metrics counts redirects;
   - a slot moved to another master (MOVED) and a slot in the middle of a
     migration (ASK) are followed without an error and without losing the
@@ -213,7 +213,7 @@ class ServeTest(test_admin.AdminCase):
             for key in ("a", "b"):
                 self.assertTrue(decision(api.acquire(name, key=key))["allowed"])
         # A rate edit makes the sync settle each policy's buckets: found by a
-        # SCAN of every master (the log says how many).
+        # read of its bucket index on every master (the log says how many).
         e = self.editor()
         for name in names:
             self.assertEqual(e.update(e.get(name), rate="0.002").status, 200)

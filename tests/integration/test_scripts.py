@@ -186,8 +186,8 @@ class Scripts(unittest.TestCase):
         k = [bucket_key(p.name, key) for key in keys]
         out = self.redis.raw("EVALSHA", self.sha["bucket"], len(k),
                              *(k + ["settle", 1, TTL] + p.args()))
-        self.assertEqual(len(out), 16, out)
-        return struct.unpack("<dd", out)
+        self.assertEqual(len(out), 24, out)    # set, removed, index members removed
+        return struct.unpack("<ddd", out)[:2]
 
     def sync(self, name, *args):
         return self.redis("EVALSHA", self.sha["sync"], 1, policy_key(name), *args)
@@ -491,6 +491,59 @@ class Scripts(unittest.TestCase):
         self.assertEqual(self.state_bytes(p, "low"), state)    # the state is kept
         self.assertIsNone(self.state_bytes(p, "full"))         # full: no key
         self.assertIsNone(self.state_bytes(p, "none"))
+
+    # ------------------------------------------------------------ the bucket index
+
+    def sadds(self):
+        info = self.redis("INFO", "commandstats")
+        for line in info.splitlines():
+            if line.startswith("cmdstat_sadd:"):
+                return int(line.split("calls=")[1].split(",")[0])
+        return 0
+
+    def test_bucket_index_holds_each_bucket_it_created_once(self):
+        # Each bucket created (no state before) is added to P{T}ix:NAME, T
+        # the tag of its own slot; a write of an existing bucket adds
+        # nothing (no SADD); both paths (one item, many) and every layout.
+        p = Policy(max_permits=10, rate=0.01)
+        shared, a, b, c = (bucket_key(p.name, k) for k in ("", "a", "b", "c"))
+        self.assertEqual(self.take(p, key="a")["allowed"], 1)
+        self.assertEqual(self.take(p)["allowed"], 1)
+        self.assertEqual([d["allowed"] for d in self.decide("take", [(p, "b", 1), (p, "c", 2)])],
+                         [1, 1])
+        for k in (shared, a, b, c):
+            ix = harness.index_key(k)
+            self.assertTrue(ix.startswith(PREFIX + "{") and ix.endswith("}ix:" + p.name), ix)
+            self.assertEqual(harness.keyslot(ix), harness.keyslot(k), (ix, k))
+            self.assertEqual(self.redis("SISMEMBER", ix, k), 1, (ix, k))
+        before = self.sadds()
+        self.assertEqual(self.take(p, key="a")["allowed"], 1)
+        self.assertEqual([d["allowed"] for d in self.decide("take", [(p, "b", 1), (p, "c", 1)])],
+                         [1, 1])
+        self.peek(p, key="d")
+        self.assertEqual(self.sadds(), before)      # existing buckets, a peek: no SADD
+        self.assertIsNone(self.state_bytes(p, "d"))
+
+    def test_bucket_index_loses_what_settle_finds_gone_and_index_mode_builds_and_prunes(self):
+        p = Policy(max_permits=10, rate=0.01)
+        a, old = bucket_key(p.name, "a"), bucket_key(p.name, "old")
+        self.take(p, key="a")
+        self.redis("DEL", a)                        # as if it expired full
+        out = self.redis.raw("EVALSHA", self.sha["bucket"], 1, a, "settle", 1, TTL, *p.args())
+        self.assertEqual(struct.unpack("<ddd", out), (0, 0, 1))
+        self.assertEqual(self.redis("SISMEMBER", harness.index_key(a), a), 0)
+        # A bucket an older permitd wrote (no index entry): "index" adds it,
+        # and takes it out again once it is gone.
+        write_state(self.redis, old, 1, self.redis.time_us())
+        self.redis("PEXPIRE", old, 60000)
+        self.assertEqual(self.redis("SISMEMBER", harness.index_key(old), old), 0)
+        out = self.redis.raw("EVALSHA", self.sha["bucket"], 2, old, a, "index", 0, TTL)
+        self.assertEqual(struct.unpack("<dd", out), (1, 0))
+        self.assertEqual(self.redis("SISMEMBER", harness.index_key(old), old), 1)
+        self.redis("DEL", old)
+        out = self.redis.raw("EVALSHA", self.sha["bucket"], 1, old, "index", 0, TTL)
+        self.assertEqual(struct.unpack("<dd", out), (0, 1))
+        self.assertEqual(self.redis("EXISTS", harness.index_key(old)), 0)
 
     def test_bucket_settle_folds_a_state_older_than_the_newest_rate_edit(self):
         p = Policy(max_permits=100, rate=2)

@@ -11,28 +11,60 @@ every master scanned in parallel; the edit does not wait for it.
     a cluster: on all three masters, the log says masters=3);
   - a settle recorded in Redis by an instance that then dies (SIGKILL) is
     finished by the next instance to start;
+  - a settle whose every step takes longer than --redis-timeout-ms (a
+    proxy holds each round trip of SSCANs 150 ms; the flag says 50) still
+    finishes: its threads wait for Redis longer than the decision path does;
+  - a settle cut short (its instance killed) is resumed by the next
+    instance from the slots it had done, not from the first;
+  - a policy's settle visits its own buckets only (its bucket index), not
+    the 200,000 keys of another policy beside them, and sets the expiry of
+    buckets of every layout: the shared one and the keyed ones, made
+    through permitd or left by an older permitd (no index entry: indexed by
+    the one SCAN per Redis at start); a bucket gone leaves the index;
   - /readyz pings every master at once: one master that hangs (SIGSTOP) is
     reported, and every other one is reported ok (a private cluster).
 """
 import os
 import re
 import signal
+import socket
 import sys
+import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import (STATE, ClusterRedis, Http, Permitd, Redis, keyslot, redis_mode,  # noqa: E402
-                     state_key, unique, wait_for)
+from harness import (STATE, ClusterRedis, Http, Permitd, Redis, decision, index_key,  # noqa: E402
+                     keyslot, redis_mode, state_key, unique, wait_for)
 import test_admin  # noqa: E402
 
 DONE = "policy limits changed: buckets set to expire on the new ones"
 BUCKETS = 20000
+# Another policy's keys beside the one settled: 200,000 on one Redis; in a
+# cluster (3 masters, ctest's 300 s for the file) 60,000: the one SCAN that
+# indexes them sends each key of its own slot in a script call of its own.
+OTHERS = 60000 if redis_mode() == "cluster" else 200000
+RESUMED = 150000
 
 
-def fill(redis, keys, value, px):
-    """SET every key to value with PX px, pipelined: one write per node."""
+def fill(redis, keys, value, px, index=True):
+    """SET every key to value with PX px, pipelined: one write per node;
+    with index, each key also goes into its bucket index as bucket.lua
+    does for a bucket it creates (without: a bucket an older permitd
+    wrote)."""
+    run(redis, keys, lambda k: [[b"SET", k.encode(), value, b"PX", str(px).encode()]] +
+        ([[b"SADD", index_key(k).encode(), k.encode()]] if index else []))
+
+
+def drop(redis, keys):
+    """DEL every key, pipelined."""
+    run(redis, keys, lambda k: [[b"DEL", k.encode()]])
+
+
+def run(redis, keys, commands):
+    """The commands(k) of every key (all of k's slot), pipelined: one write
+    per node."""
     groups = {}
     if isinstance(redis, ClusterRedis):
         for k in keys:
@@ -43,14 +75,66 @@ def fill(redis, keys, value, px):
         clients = {None: redis}
     for node, ks in groups.items():
         c = clients[node]
-        out = []
+        out, n = [], 0
         for k in ks:
-            args = [b"SET", k.encode(), value, b"PX", str(px).encode()]
-            out.append(b"*%d\r\n" % len(args) +
-                       b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+            for args in commands(k):
+                out.append(b"*%d\r\n" % len(args) +
+                           b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+                n += 1
         c.sock.sendall(b"".join(out))
-        for _ in ks:
+        for _ in range(n):
             c._reply()
+
+
+class SlowScanProxy:
+    """Forwards every connection to the stack's single Redis, holding each
+    client write that carries an SSCAN `delay` seconds first: a Redis whose
+    settle steps are slow (a big index on a loaded box), while every other
+    call answers at once."""
+
+    def __init__(self, delay):
+        env = harness.stack_env()
+        self.upstream = (env["PERMITD_TEST_REDIS_HOST"], int(env["PERMITD_TEST_REDIS_PORT"]))
+        self.delay = delay
+        self.scans = 0
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.url = "redis://127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self.upstream)
+            threading.Thread(target=self.pump, args=(client, up, True), daemon=True).start()
+            threading.Thread(target=self.pump, args=(up, client, False), daemon=True).start()
+
+    def pump(self, src, dst, requests):
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if requests and b"SSCAN\r\n" in data.upper():
+                    self.scans += 1
+                    time.sleep(self.delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.closed = True
+        self.listener.close()
 
 
 class SettleTest(test_admin.AdminCase):
@@ -58,6 +142,11 @@ class SettleTest(test_admin.AdminCase):
     def setUp(self):
         self.redis = Redis()
         self.addCleanup(self.redis.close)
+
+    def fail_if_done(self, p, name):
+        """None, or a failure when p's settle of name ended (too soon to be cut)."""
+        if self.done_lines(p.output(), name):
+            self.fail("the settle ended before a progress line: %s" % p.output()[-3000:])
 
     def done_lines(self, output, name):
         return [line for line in output.splitlines()
@@ -127,12 +216,14 @@ class SettleTest(test_admin.AdminCase):
         self.assertIn('permitd_settles_total{result="done"}', m)
 
     def test_a_settle_left_by_an_instance_killed_is_finished_by_the_next(self):
-        # Instance A's Redis user may not SCAN: its settle fails and stays
+        # Instance A's Redis user may not SCAN nor SSCAN: it can neither
+        # build the bucket index nor read it, so its settle fails and stays
         # pending in Redis. A dies (SIGKILL); B, started afterwards on the
         # same Redis prefix and MySQL, finishes it.
         user = unique("settle").replace("-", "_")
         prefix = unique("sk") + ":"
-        self.redis("ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all", "-scan")
+        self.redis("ACL", "SETUSER", user, "on", ">pw-" + user, "~*", "&*", "+@all", "-scan",
+                   "-sscan")
         self.addCleanup(self.redis, "ACL", "DELUSER", user)
         name = self.name("left")
         self.editor().create(name, max_permits=10, rate="4")
@@ -145,7 +236,7 @@ class SettleTest(test_admin.AdminCase):
         now = self.redis.time_us()
         keys = [state_key(name, "u%d" % i, prefix) for i in range(50)] + \
                [state_key(name, "", prefix)]
-        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000)
+        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000, index=False)
 
         self.sql("UPDATE policies SET rate = 0.01 WHERE name = '%s'" % name)
         wait_for("the settle failed on A", lambda: "buckets keep the expiry of the policy's old "
@@ -153,7 +244,7 @@ class SettleTest(test_admin.AdminCase):
         pending = self.redis("SMEMBERS", prefix + "settle")
         self.assertTrue(any(m.endswith(" " + name) for m in pending), pending)
         a.stop(signal.SIGKILL)
-        for k in keys[:-1]:     # the keyed ones (A set the shared one's: it takes no SCAN)
+        for k in keys:          # A set none
             self.assertLessEqual(self.redis("PTTL", k), 60000, k)
 
         b = Permitd(prefix=prefix, args=args)
@@ -161,6 +252,118 @@ class SettleTest(test_admin.AdminCase):
         wait_for("B settled it", lambda: self.done_lines(b.output(), name), timeout=60)
         for k in keys:    # at 0.01/s, hundreds of seconds (what 4/s earned till the edit aside)
             self.assertGreater(self.redis("PTTL", k), 120 * 1000, k)
+        self.assertEqual(self.redis("SMEMBERS", prefix + "settle"), [])
+
+    @unittest.skipIf(redis_mode() == "cluster", "the proxy forwards to one Redis")
+    def test_a_settle_whose_steps_outlast_the_redis_timeout_finishes(self):
+        proxy = SlowScanProxy(0.15)
+        self.addCleanup(proxy.close)
+        prefix = unique("slow") + ":"
+        name = self.name("slow")
+        self.editor().create(name, max_permits=100, rate="1")
+        p = Permitd(redis_url=proxy.url, prefix=prefix,
+                    args=["--mysql-url", self.mysql_url, "--sync-interval-ms", "300",
+                          "--redis-timeout-ms", "50"])
+        self.addCleanup(p.stop)
+        hash_key = "%s{%s}:policy" % (prefix, name)
+        wait_for("policy in redis", lambda: self.redis("HGET", hash_key, "rate") is not None)
+        now = self.redis.time_us()
+        keys = [state_key(name, "u%d" % i, prefix) for i in range(50)]
+        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000)
+
+        self.sql("UPDATE policies SET rate = 0.01 WHERE name = '%s'" % name)
+        wait_for("the settle, its SSCAN steps 150 ms each", lambda: self.done_lines(p.output(), name),
+                 timeout=60)
+        self.assertGreater(proxy.scans, 0, p.output())
+        for k in keys:    # at 0.01/s, hundreds of seconds
+            self.assertGreater(self.redis("PTTL", k), 120 * 1000, p.output())
+
+    def test_a_settle_visits_its_own_buckets_only_in_every_layout(self):
+        prefix = unique("ix") + ":"
+        own, other = self.name("own"), self.name("other")
+        self.editor().create(own, max_permits=1000, rate="1")
+        # Before the instance starts: buckets an older permitd wrote (no
+        # index entries), of both keyed layouts, and OTHERS keys of another
+        # policy beside them.
+        now = self.redis.time_us()
+        old = [state_key(own, "old%d" % i, prefix) for i in range(5)] + \
+              ["%s{%s}:k:oldc" % (prefix, own)]
+        others = [state_key(other, "u%d" % i, prefix) for i in range(OTHERS)]
+        self.addCleanup(drop, self.redis, others)
+        fill(self.redis, others, STATE.pack(0.0, now, 0), 600000, index=False)
+        fill(self.redis, old, STATE.pack(0.0, now, 0), 600000, index=False)
+        p = Permitd(prefix=prefix, args=["--mysql-url", self.mysql_url,
+                                         "--sync-interval-ms", "300"])
+        self.addCleanup(p.stop)
+        built = wait_for("the bucket index built", lambda: re.search(
+            r"bucket index built.* keys=(\d+)", p.output()), timeout=200)
+        self.assertGreaterEqual(int(built.group(1)), OTHERS + len(old))
+        # New buckets, through permitd: the shared one and 20 keyed ones.
+        c = p.http()
+        wait_for("the policy served", lambda: decision(c.acquire(own, permits=500))["allowed"])
+        new = [state_key(own, "", prefix)]
+        for i in range(20):
+            self.assertTrue(decision(c.acquire(own, key="n%d" % i, permits=500))["allowed"])
+            new.append(state_key(own, "n%d" % i, prefix))
+        mine = old + new
+        for k in mine:
+            self.assertLessEqual(self.redis("PTTL", k), 1000 * 1000, k)
+
+        def settled(rate, before):
+            self.sql("UPDATE policies SET rate = %s WHERE name = '%s'" % (rate, own))
+            return wait_for("the settle", lambda: self.done_lines(p.output(), own)[before:],
+                            timeout=120)[-1]
+
+        line = settled("0.01", 0)
+        sys.stderr.write("\n%s\n" % line)
+        self.assertEqual(int(re.search(r" keys=(\d+)", line).group(1)), len(mine), line)
+        self.assertIn(" scan_steps=0 ", line)
+        for k in mine:      # at 0.01/s: hours, not the old minutes
+            self.assertGreater(self.redis("PTTL", k), 10000 * 1000, k)
+        # Five buckets gone (as if expired full): the next settle takes them
+        # out of the index, and the one after does not visit them.
+        drop(self.redis, new[1:6])
+        settled("0.02", 1)     # (or the index prune, should its minute come first)
+        for k in new[1:6]:
+            self.assertEqual(self.redis("SISMEMBER", index_key(k), k), 0, k)
+        line = settled("0.03", 2)
+        self.assertEqual(int(re.search(r" keys=(\d+)", line).group(1)), len(mine) - 5, line)
+
+    def test_a_settle_cut_short_resumes_where_it_stopped(self):
+        # Instance A dies (SIGKILL) in the middle of a settle of RESUMED
+        # buckets; B, started afterwards, resumes it from the slots A had
+        # done (recorded beside the lease), not from the first.
+        prefix = unique("rs") + ":"
+        name = self.name("resumed")
+        self.editor().create(name, max_permits=1000, rate="1")
+        args = ["--mysql-url", self.mysql_url, "--sync-interval-ms", "300"]
+        a = Permitd(prefix=prefix, args=args)
+        self.addCleanup(a.stop, signal.SIGKILL)
+        wait_for("A's bucket index", lambda: "bucket index built" in a.output(), timeout=120)
+        now = self.redis.time_us()
+        keys = [state_key(name, "u%d" % i, prefix) for i in range(RESUMED)]
+        self.addCleanup(drop, self.redis, keys)
+        fill(self.redis, keys, STATE.pack(0.0, now, 0), 600000)
+        self.sql("UPDATE policies SET rate = 0.01 WHERE name = '%s'" % name)
+        progress = re.compile(r'settle progress" policy=%s .* slots=(\d+)/\d+' % re.escape(name))
+        cut = wait_for("A part way through", lambda: [int(x) for x in progress.findall(a.output())
+                                                      if int(x) > 0] or
+                       self.fail_if_done(a, name), timeout=120)
+        a.stop(signal.SIGKILL)
+        self.assertEqual(self.done_lines(a.output(), name), [], "A finished before it was killed")
+        b = Permitd(prefix=prefix, args=args)
+        self.addCleanup(b.stop)
+        line = wait_for("B's settle", lambda: self.done_lines(b.output(), name), timeout=180)[-1]
+        resumed = re.search(r'settle resumed where a settle that stopped left it" policy=%s .* '
+                            r"slots_done_before=(\d+)" % re.escape(name), b.output())
+        self.assertIsNotNone(resumed, b.output()[-3000:])
+        self.assertGreaterEqual(int(resumed.group(1)), cut[-1])
+        found = int(re.search(r" keys=(\d+)", line).group(1))
+        sys.stderr.write("\nA was killed at %d slots of 16384; B resumed after %s and visited "
+                         "%d of %d buckets\n" % (cut[-1], resumed.group(1), found, RESUMED))
+        self.assertLess(found, RESUMED, line)
+        for k in keys[::251]:   # every bucket settled, by A or by B: hours at 0.01/s
+            self.assertGreater(self.redis("PTTL", k), 10000 * 1000, k)
         self.assertEqual(self.redis("SMEMBERS", prefix + "settle"), [])
 
 

@@ -697,6 +697,24 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(now.json.policy.maxPermits, "20");
   });
 
+  step("after a limit edit, the policy page says when its buckets' expiry was adjusted", async () => {
+    // Issue 22: the settle that follows an edit of max_permits (the step
+    // above: 10 -> 20) runs in the background; the policy page shows where
+    // it is (running: how many done; waiting; or when the last one ended).
+    await page.goto(`${adminBase()}/#/policy/${POLICY}`);
+    await page.waitForFunction(() => /^Expiry of existing buckets adjusted at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(\d+ buckets? in /
+      .test(document.querySelector("#settle-state")?.textContent ?? ""), null, { timeout: 20_000 });
+    const st = await pageRpc(page, "PolicyService/GetPolicyStats", { name: POLICY, seconds: 60 });
+    assert.equal(st.status, 200, JSON.stringify(st));
+    const settle = st.json.settle ?? {};
+    assert.ok(Number(settle.finishedUnixMs) > 0 && settle.running !== true, JSON.stringify(settle));
+    assert.ok(Number(settle.keysDone) >= 1, `the shared bucket at least: ${JSON.stringify(settle)}`);
+    const text = await page.locator("#settle-state").innerText();
+    assert.ok(text.includes(`(${Number(settle.keysDone).toLocaleString("en-US")} bucket`), text);
+    await checkA11y(page, "detail, settle state");
+    await shot(page, "09b-settle-state");
+  });
+
   step("the history shows the create and the updates with who made them", async () => {
     await page.goto(`${adminBase()}/#/policy/${POLICY}`);
     const entries = page.locator("#history .change");

@@ -32,5 +32,5 @@ from .asserts import ConnectAssertions  # noqa: F401
 from .mariadb import (MysqlError, PrivateMariaDB, migrate_with_client, mysql,  # noqa: F401
                     mysql_url_parts)
 from .permitd import Permitd  # noqa: F401
-from .cluster import (ClusterRedis, keyslot, redis_mode, redis_ready,  # noqa: F401
+from .cluster import (ClusterRedis, index_key, index_tag, keyslot, redis_mode, redis_ready,  # noqa: F401
                       stack_redis_url)

@@ -62,6 +62,33 @@ def _crc16(data):
     return crc
 
 
+_INDEX_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_index_tags = {}
+
+
+def index_tag(slot):
+    """The bucket index's tag of slot (lua/bucket.lua's INDEX_TAGS): the
+    first 3-character tag over 0-9a-zA-Z, first character slowest, whose
+    CRC16 is slot."""
+    if slot not in _index_tags:
+        a = _INDEX_ALPHABET
+        for tag in (x + y + z for x in a for y in a for z in a):
+            s = _crc16(tag.encode()) % SLOTS
+            _index_tags.setdefault(s, tag)
+            if s == slot:
+                break
+    return _index_tags[slot]
+
+
+def index_key(bucket_key):
+    """The index set that holds bucket_key (lua/bucket.lua's top): P{T}ix:NAME,
+    T the tag of the bucket key's slot, NAME its policy."""
+    lb = bucket_key.index("{")
+    rb = bucket_key.index("}", lb + 2)
+    name = bucket_key[lb + 1:rb].split(":", 1)[0]
+    return "%s{%s}ix:%s" % (bucket_key[:lb], index_tag(keyslot(bucket_key)), name)
+
+
 def keyslot(key):
     """The slot of key (str or bytes), hash tags included."""
     k = key if isinstance(key, bytes) else str(key).encode()

@@ -2,7 +2,9 @@
  * test_policy.c - name rules and the Redis key layout.
  */
 #include <stdio.h>
+#include <string.h>
 
+#include "core/embed.h"
 #include "stores/cluster.h"
 #include "stores/policy.h"
 #include "test.h"
@@ -341,6 +343,58 @@ static void test_policy_bucket_keys(void)
     CHECK_INT(cluster_keyslot(buf, strlen(buf)), cluster_keyslot("api:u1", 6));
 }
 
+/* The bucket index (issue 22): each slot's tag hashes to that slot, the
+ * index key is P{T}ix:NAME in the slot of the bucket it indexes, and
+ * lua/bucket.lua's tables (INDEX_TAGS, CRC16) say the same as policy.c:
+ * the script names the sets the settle pass reads. */
+static void test_policy_index_keys_agree_with_bucket_lua(void)
+{
+    const struct embedded_file *f = embed_find(lua_script_files, "bucket.lua");
+    const char *tags, *crc;
+    char key[POLICY_REDIS_KEY_MAX], bucket[POLICY_REDIS_KEY_MAX];
+    size_t bad = 0;
+
+    CHECK(f != NULL);
+    tags = strstr(f->data, "local INDEX_TAGS = [[\n");
+    crc = strstr(f->data, "local CRC16 = [[\n");
+    CHECK(tags != NULL && crc != NULL);
+    tags += strlen("local INDEX_TAGS = [[\n");
+    crc += strlen("local CRC16 = [[\n");
+    for (unsigned s = 0; s < POLICY_SLOTS; s++) {
+        const char *t = policy_index_tag(s);
+        bad += strlen(t) != POLICY_INDEX_TAG_LEN || cluster_keyslot(t, 3) != s ||
+               memcmp(tags + 3 * s + s / 64, t, 3) != 0;
+    }
+    CHECK_INT((int)bad, 0);
+    for (unsigned x = 0; x < 256; x++) {
+        unsigned v = x << 8;
+        char hex[5];
+        for (int i = 0; i < 8; i++)
+            v = (v & 0x8000 ? (v << 1) ^ 0x1021 : v << 1) & 0xffff;
+        snprintf(hex, sizeof(hex), "%04x", v);
+        bad += memcmp(crc + 4 * x + x / 16, hex, 4) != 0;
+    }
+    CHECK_INT((int)bad, 0);
+
+    /* A spread bucket's index is in its slot, named for its policy. */
+    size_t n = policy_redis_key(bucket, "p:", "api", POLICY_KEY_BUCKET, "user-7");
+    unsigned slot = cluster_keyslot(bucket, n);
+    n = policy_index_key(key, "p:", "api", slot);
+    CHECK_INT((int)cluster_keyslot(key, n), (int)slot);
+    CHECK(strncmp(key, "p:{", 3) == 0);
+    CHECK_STR(key + 3 + POLICY_INDEX_TAG_LEN, "}ix:api");
+
+    /* Which keys the index build takes for buckets. */
+    CHECK_INT(policy_is_bucket_key("p:", "p:{api}:b", 9), 1);
+    CHECK_INT(policy_is_bucket_key("p:", "p:{api:u}:k", 11), 1);
+    CHECK_INT(policy_is_bucket_key("p:", "p:{api}:k:u", 11), 1);
+    CHECK_INT(policy_is_bucket_key("p:", "p:{api}:policy", 14), 0);
+    CHECK_INT(policy_is_bucket_key("p:", "p:{api:u}:f", 11), 0);
+    CHECK_INT(policy_is_bucket_key("p:", key, strlen(key)), 0);
+    CHECK_INT(policy_is_bucket_key("p:", "p:{api:u}:k\x1fr1", 15), 0);
+    CHECK_INT(policy_is_bucket_key("p:", "q:{api}:b", 9), 0);
+}
+
 int main(void)
 {
     TEST_RUN(test_policy_names);
@@ -353,5 +407,6 @@ int main(void)
     TEST_RUN(test_policy_limits);
     TEST_RUN(test_policy_durations);
     TEST_RUN(test_policy_bucket_keys);
+    TEST_RUN(test_policy_index_keys_agree_with_bucket_lua);
     return TEST_REPORT();
 }
