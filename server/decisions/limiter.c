@@ -2635,7 +2635,7 @@ int limiter_index(struct limiter *l, struct redis_str *keys, size_t n, int64_t d
     long long sums[2] = {0, 0};
     int rc;
 
-    call_head(l, (struct redis_str){"index", 5}, "0", args);
+    call_head(l, (struct redis_str){"index", 5}, "0", 0, args);
     rc = bucket_pages(l, "index", NULL, keys, n, args, 3, 2, deadline_us, sums, err);
     *added += sums[0];
     *removed += sums[1];
