@@ -12,9 +12,7 @@
  * different threads (the sync's, the admin listener's), and this keeps the
  * policy store's code as it was.
  */
-#define _GNU_SOURCE                 /* vasprintf */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,28 +60,6 @@ static int connect_db(struct apps_db *d, struct permitd_error *err)
     return dbconn_kept_ensure(&d->conn, err);
 }
 
-/* Runs a printf-made statement; *res (when res is not NULL) is its
- * buffered result (mysql_free_result()). */
-__attribute__((format(printf, 4, 5)))
-static int sql(struct apps_db *d, MYSQL_RES **res, struct permitd_error *err, const char *fmt, ...)
-{
-    va_list ap;
-    char *q = NULL;
-    int rc;
-
-    if (res != NULL)
-        *res = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(&q, fmt, ap) < 0)
-        q = NULL;
-    va_end(ap);
-    if (q == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = dbconn_kept_query(&d->conn, q, res, err);
-    free(q);
-    return rc;
-}
-
 static int begin(struct apps_db *d, const char *actor, struct permitd_error *err)
 {
     char *q;
@@ -93,10 +69,10 @@ static int begin(struct apps_db *d, const char *actor, struct permitd_error *err
         return rc;
     if ((q = quoted(d, actor)) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = sql(d, NULL, err, "SET @permitd_actor = %s", q);
+    rc = dbconn_kept_queryf(&d->conn, NULL, err, "SET @permitd_actor = %s", q);
     free(q);
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "START TRANSACTION");
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "START TRANSACTION");
     return rc;
 }
 
@@ -105,7 +81,7 @@ static int finish(struct apps_db *d, int rc, struct permitd_error *err)
     if (d->conn.db == NULL)
         return rc;
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "COMMIT");
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "COMMIT");
     else
         mysql_real_query(d->conn.db, "ROLLBACK", 8);
     if (d->conn.db != NULL)
@@ -148,7 +124,7 @@ int apps_list(struct apps_db *d, struct apps_app **out, size_t *n, struct permit
     *n = 0;
     if ((rc = connect_db(d, err)) != PERMITD_OK)
         return rc;
-    rc = sql(d, &res, err,
+    rc = dbconn_kept_queryf(&d->conn, &res, err,
              "SELECT a.name, a.description, a.enabled, a.created_by, "
              /* last changed by: its newest audit row's actor (a key's too),
               * the name the audit shows (issue 23) */
@@ -180,7 +156,7 @@ int apps_list(struct apps_db *d, struct apps_app **out, size_t *n, struct permit
     }
     mysql_free_result(res);
     if (rc == PERMITD_OK)
-        rc = sql(d, &res, err,
+        rc = dbconn_kept_queryf(&d->conn, &res, err,
                  "SELECT app, prefix, created_by, DATE_FORMAT(created_at, " TIME_FMT "), "
                  "IFNULL(DATE_FORMAT(expires_at, " TIME_FMT "), ''), "
                  "IFNULL(DATE_FORMAT(revoked_at, " TIME_FMT "), ''), IFNULL(revoked_by, ''), "
@@ -231,7 +207,7 @@ static int created_just_now(struct apps_db *d, const char *qn, const char *descr
     int yes;
 
     if (retry_s <= 0 ||
-        sql(d, &res, &why, "SELECT action, actor, "
+        dbconn_kept_queryf(&d->conn, &res, &why, "SELECT action, actor, "
                            "IFNULL(JSON_UNQUOTE(JSON_EXTRACT(new_value, '$.description')), ''), "
                            "changed_at >= NOW(6) - INTERVAL %d SECOND FROM app_audit "
                            "WHERE app = %s AND key_prefix IS NULL "
@@ -256,7 +232,7 @@ int apps_create(struct apps_db *d, const char *name, const char *description,
                              (qa = quoted(d, actor)) == NULL))
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     if (rc == PERMITD_OK &&
-        (rc = sql(d, NULL, err, "INSERT INTO apps (name, description, created_by, updated_by) "
+        (rc = dbconn_kept_queryf(&d->conn, NULL, err, "INSERT INTO apps (name, description, created_by, updated_by) "
                                 "VALUES (%s, %s, %s, %s)", qn, qd, qa, qa)) != PERMITD_OK &&
         d->conn.db != NULL && mysql_errno(d->conn.db) == ER_DUP_ENTRY) {
         *applied = created_just_now(d, qn, description, actor, retry_s);
@@ -281,7 +257,7 @@ int apps_update(struct apps_db *d, const char *name, const char *description, in
                              (description != NULL && (qd = quoted(d, description)) == NULL)))
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     if (rc == PERMITD_OK)
-        rc = sql(d, &res, err, "SELECT 1 FROM apps WHERE name = %s AND name <> '*' FOR UPDATE", qn);
+        rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT 1 FROM apps WHERE name = %s AND name <> '*' FOR UPDATE", qn);
     if (rc == PERMITD_OK && mysql_num_rows(res) == 0)
         rc = permitd_error_set(err, PERMITD_ENOTFOUND, "name: no app named \"%s\"", name);
     if (res != NULL)
@@ -289,7 +265,7 @@ int apps_update(struct apps_db *d, const char *name, const char *description, in
     if (enabled >= 0)
         snprintf(en, sizeof(en), "%d", enabled ? 1 : 0);
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "UPDATE apps SET description = %s, enabled = %s, updated_by = %s "
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE apps SET description = %s, enabled = %s, updated_by = %s "
                                "WHERE name = %s", qd ? qd : "description", en, qa, qn);
     free(qn);
     free(qd);
@@ -313,7 +289,7 @@ int apps_key_insert(struct apps_db *d, const char *app, const char *prefix,
          (qh = quoted(d, hash_hex)) == NULL || (qa = quoted(d, actor)) == NULL))
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     if (rc == PERMITD_OK)
-        rc = sql(d, &res, err, "SELECT 1 FROM apps WHERE name = %s LOCK IN SHARE MODE", qapp);
+        rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT 1 FROM apps WHERE name = %s LOCK IN SHARE MODE", qapp);
     if (rc == PERMITD_OK && mysql_num_rows(res) == 0)
         rc = permitd_error_set(err, PERMITD_ENOTFOUND, "app: no app named \"%s\" "
                                "(create it first: permitd admin add-app %s)", app, app);
@@ -322,7 +298,7 @@ int apps_key_insert(struct apps_db *d, const char *app, const char *prefix,
     if (expires_in_s > 0)
         snprintf(expires, sizeof(expires), "NOW(6) + INTERVAL %" PRId64 " SECOND", expires_in_s);
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "INSERT INTO app_keys (app, prefix, hash, created_by, expires_at) "
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "INSERT INTO app_keys (app, prefix, hash, created_by, expires_at) "
                                "VALUES (%s, %s, %s, %s, %s)", qapp, qp, qh, qa, expires);
     free(qapp);
     free(qp);
@@ -345,7 +321,7 @@ int apps_key_revoke(struct apps_db *d, const char *prefix, const char *actor, in
         ((qp = quoted(d, prefix)) == NULL || (qa = quoted(d, actor)) == NULL))
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     if (rc == PERMITD_OK)
-        rc = sql(d, &res, err, "SELECT app, IFNULL(DATE_FORMAT(revoked_at, " TIME_FMT "), ''), "
+        rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT app, IFNULL(DATE_FORMAT(revoked_at, " TIME_FMT "), ''), "
                                "IFNULL(revoked_by, ''), "
                                "IFNULL(revoked_at >= NOW(6) - INTERVAL %d SECOND, 0) "
                                "FROM app_keys WHERE prefix = %s FOR UPDATE",
@@ -370,7 +346,7 @@ int apps_key_revoke(struct apps_db *d, const char *prefix, const char *actor, in
     if (res != NULL)
         mysql_free_result(res);
     if (rc == PERMITD_OK && !*applied)
-        rc = sql(d, NULL, err, "UPDATE app_keys SET revoked_at = NOW(6), revoked_by = %s "
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE app_keys SET revoked_at = NOW(6), revoked_by = %s "
                                "WHERE prefix = %s", qa, qp);
     free(qp);
     free(qa);
@@ -390,7 +366,7 @@ int apps_keys_load(struct apps_db *d, struct apps_key_row **out, size_t *n,
     *n = 0;
     if ((rc = connect_db(d, err)) != PERMITD_OK)
         return rc;
-    rc = sql(d, &res, err,
+    rc = dbconn_kept_queryf(&d->conn, &res, err,
              "SELECT k.prefix, k.app, k.hash, IFNULL(UNIX_TIMESTAMP(k.expires_at), 0), "
              "k.revoked_at IS NOT NULL, a.enabled FROM app_keys k JOIN apps a ON a.name = k.app");
     if (rc != PERMITD_OK)
@@ -440,7 +416,7 @@ int apps_keys_touch(struct apps_db *d, const char *const *prefixes, size_t n,
         list[len++] = '\'';
     }
     list[len] = '\0';
-    rc = sql(d, NULL, err, "UPDATE app_keys SET last_used_at = NOW(6) WHERE prefix IN (%s)", list);
+    rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE app_keys SET last_used_at = NOW(6) WHERE prefix IN (%s)", list);
     free(list);
     return rc;
 }

@@ -9,6 +9,8 @@
  * connect; the session statements run after it, so a failure among them is
  * told apart from a failure to reach the server.
  */
+#define _GNU_SOURCE                 /* vasprintf */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +140,26 @@ int dbconn_kept_query(struct dbconn_kept *k, const char *sql, MYSQL_RES **res,
     if (res != NULL && (*res = mysql_store_result(k->db)) == NULL)
         return dbconn_kept_failed(k, sql, err);
     return PERMITD_OK;
+}
+
+int dbconn_kept_queryf(struct dbconn_kept *k, MYSQL_RES **res, struct permitd_error *err,
+                       const char *fmt, ...)
+{
+    va_list ap;
+    char *q = NULL;
+    int rc;
+
+    if (res != NULL)
+        *res = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&q, fmt, ap) < 0)
+        q = NULL;
+    va_end(ap);
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = dbconn_kept_query(k, q, res, err);
+    free(q);
+    return rc;
 }
 
 char *dbconn_kept_quote(struct dbconn_kept *k, const char *str)

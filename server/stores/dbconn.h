@@ -95,6 +95,12 @@ int dbconn_kept_failed(struct dbconn_kept *k, const char *sql, struct permitd_er
 int dbconn_kept_query(struct dbconn_kept *k, const char *sql, struct st_mysql_res **res,
                       struct permitd_error *err);
 
+/* dbconn_kept_query() of a statement made by printf from fmt (values in
+ * it quoted by the caller: dbconn_kept_quote()). */
+__attribute__((format(printf, 4, 5)))
+int dbconn_kept_queryf(struct dbconn_kept *k, struct st_mysql_res **res,
+                       struct permitd_error *err, const char *fmt, ...);
+
 /* str escaped and quoted for SQL on k's connection ('like this'): a new
  * string (free()), or NULL when memory ran out. */
 char *dbconn_kept_quote(struct dbconn_kept *k, const char *str);

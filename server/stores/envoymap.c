@@ -7,9 +7,7 @@
  * row per descriptor shape an operator configured), so a load reads it
  * whole.
  */
-#define _GNU_SOURCE                 /* vasprintf */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,29 +41,6 @@ void envoymap_free(struct envoymap *m)
     free(m);
 }
 
-/* Runs a printf-made statement; *res (when res is not NULL) is its
- * buffered result (mysql_free_result()). */
-__attribute__((format(printf, 4, 5)))
-static int sql(struct envoymap *m, MYSQL_RES **res, struct permitd_error *err, const char *fmt,
-               ...)
-{
-    va_list ap;
-    char *q = NULL;
-    int rc;
-
-    if (res != NULL)
-        *res = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(&q, fmt, ap) < 0)
-        q = NULL;
-    va_end(ap);
-    if (q == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = dbconn_kept_query(&m->conn, q, res, err);
-    free(q);
-    return rc;
-}
-
 static void copy(char *dst, size_t size, const char *src)
 {
     snprintf(dst, size, "%s", src ? src : "");
@@ -84,7 +59,7 @@ int envoymap_load(struct envoymap *m, struct envoymap_row **out, size_t *n,
     *n = 0;
     if ((rc = dbconn_kept_ensure(&m->conn, err)) != PERMITD_OK)
         return rc;
-    rc = sql(m, &res, err, "SELECT domain, descriptor, policy, key_entry, description, version, "
+    rc = dbconn_kept_queryf(&m->conn, &res, err, "SELECT domain, descriptor, policy, key_entry, description, version, "
              "updated_by, DATE_FORMAT(updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') "
              "FROM envoy_descriptors ORDER BY domain, descriptor");
     if (rc != PERMITD_OK)
@@ -127,7 +102,7 @@ int envoymap_put(struct envoymap *m, const struct envoymap_row *row, int64_t exp
             goto out;
         }
     if (expect_version > 0) {
-        rc = sql(m, NULL, err, "UPDATE envoy_descriptors SET policy = %s, key_entry = %s, "
+        rc = dbconn_kept_queryf(&m->conn, NULL, err, "UPDATE envoy_descriptors SET policy = %s, key_entry = %s, "
                  "description = %s, updated_by = %s, version = version + 1 "
                  "WHERE domain = %s AND descriptor = %s AND version = %" PRId64,
                  q[2], q[3], q[4], q[5], q[0], q[1], expect_version);
@@ -137,7 +112,7 @@ int envoymap_put(struct envoymap *m, const struct envoymap_row *row, int64_t exp
                                    "meanwhile): load it again", row->descriptor, row->domain,
                                    expect_version);
     } else {
-        rc = sql(m, NULL, err, "INSERT INTO envoy_descriptors (domain, descriptor, policy, "
+        rc = dbconn_kept_queryf(&m->conn, NULL, err, "INSERT INTO envoy_descriptors (domain, descriptor, policy, "
                  "key_entry, description, created_by, updated_by) VALUES (%s, %s, %s, %s, %s, "
                  "%s, %s) ON DUPLICATE KEY UPDATE policy = VALUES(policy), key_entry = "
                  "VALUES(key_entry), description = VALUES(description), updated_by = "
@@ -163,7 +138,7 @@ int envoymap_delete(struct envoymap *m, const char *domain, const char *descript
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto out;
     }
-    rc = sql(m, NULL, err, "DELETE FROM envoy_descriptors WHERE domain = %s AND descriptor = %s",
+    rc = dbconn_kept_queryf(&m->conn, NULL, err, "DELETE FROM envoy_descriptors WHERE domain = %s AND descriptor = %s",
              qd, qs);
     if (rc == PERMITD_OK && mysql_affected_rows(m->conn.db) == 0)
         rc = permitd_error_set(err, PERMITD_ENOTFOUND, "no descriptor \"%s\" in domain \"%s\"",

@@ -8,9 +8,7 @@
  * names the version it started from; the row is locked and compared first,
  * so of two admins editing one rule the second is told, not overwritten.
  */
-#define _GNU_SOURCE                 /* vasprintf */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,29 +123,6 @@ void gateway_rules_db_free(struct gateway_rules_db *d)
     free(d);
 }
 
-/* Runs a printf-made statement; *res (when res is not NULL) is its
- * buffered result (mysql_free_result()). */
-__attribute__((format(printf, 4, 5)))
-static int sql(struct gateway_rules_db *d, MYSQL_RES **res, struct permitd_error *err,
-               const char *fmt, ...)
-{
-    va_list ap;
-    char *q = NULL;
-    int rc;
-
-    if (res != NULL)
-        *res = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(&q, fmt, ap) < 0)
-        q = NULL;
-    va_end(ap);
-    if (q == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = dbconn_kept_query(&d->conn, q, res, err);
-    free(q);
-    return rc;
-}
-
 static int begin(struct gateway_rules_db *d, const char *actor, struct permitd_error *err)
 {
     char *q;
@@ -157,10 +132,10 @@ static int begin(struct gateway_rules_db *d, const char *actor, struct permitd_e
         return rc;
     if ((q = dbconn_kept_quote(&d->conn, actor)) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = sql(d, NULL, err, "SET @permitd_actor = %s", q);
+    rc = dbconn_kept_queryf(&d->conn, NULL, err, "SET @permitd_actor = %s", q);
     free(q);
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "START TRANSACTION");
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "START TRANSACTION");
     return rc;
 }
 
@@ -169,7 +144,7 @@ static int finish(struct gateway_rules_db *d, int rc, struct permitd_error *err)
     if (d->conn.db == NULL)
         return rc;
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "COMMIT");
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "COMMIT");
     else
         mysql_real_query(d->conn.db, "ROLLBACK", 8);
     if (d->conn.db != NULL)
@@ -194,7 +169,7 @@ int gateway_rules_load(struct gateway_rules_db *d, struct gateway_rule **out, si
     *out = NULL;
     *n = 0;
     if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK ||
-        (rc = sql(d, &res, err, "SELECT id, position, host, path_prefix, method, policy, "
+        (rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT id, position, host, path_prefix, method, policy, "
                   "key_source, key_header, permits, description, version, created_by, "
                   "updated_by, DATE_FORMAT(created_at, " TIME_FMT "), DATE_FORMAT(updated_at, "
                   TIME_FMT ") FROM gateway_rules ORDER BY position, id LIMIT %d",
@@ -277,7 +252,7 @@ int gateway_rules_create(struct gateway_rules_db *d, const struct gateway_rule *
     if (rc == PERMITD_OK)
         rc = quote_rule(d, r, actor, &q, err);
     if (rc == PERMITD_OK)
-        rc = sql(d, &res, err, "SELECT COUNT(*) FROM gateway_rules FOR UPDATE");
+        rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT COUNT(*) FROM gateway_rules FOR UPDATE");
     if (rc == PERMITD_OK) {
         MYSQL_ROW row = mysql_fetch_row(res);
         if (row != NULL && row[0] != NULL && atol(row[0]) >= GATEWAY_RULES_MAX)
@@ -288,7 +263,7 @@ int gateway_rules_create(struct gateway_rules_db *d, const struct gateway_rule *
     if (res != NULL)
         mysql_free_result(res);
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "INSERT INTO gateway_rules (position, host, path_prefix, method, "
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "INSERT INTO gateway_rules (position, host, path_prefix, method, "
                  "policy, key_source, key_header, permits, description, created_by, updated_by) "
                  "VALUES (%d, %s, %s, %s, %s, '%s', %s, %" PRId64 ", %s, %s, %s)", r->position,
                  q.host, q.path, q.method, q.policy, gateway_key_source_name(r->key_source),
@@ -305,7 +280,7 @@ static int lock_rule(struct gateway_rules_db *d, int64_t id, int64_t version,
 {
     MYSQL_RES *res = NULL;
     MYSQL_ROW row;
-    int rc = sql(d, &res, err, "SELECT version FROM gateway_rules WHERE id = %" PRId64
+    int rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT version FROM gateway_rules WHERE id = %" PRId64
                  " FOR UPDATE", id);
 
     if (rc != PERMITD_OK)
@@ -333,7 +308,7 @@ int gateway_rules_update(struct gateway_rules_db *d, const struct gateway_rule *
     if (rc == PERMITD_OK)
         rc = lock_rule(d, r->id, r->version, err);
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "UPDATE gateway_rules SET position = %d, host = %s, "
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE gateway_rules SET position = %d, host = %s, "
                  "path_prefix = %s, method = %s, policy = %s, key_source = '%s', key_header = %s, "
                  "permits = %" PRId64 ", description = %s, updated_by = %s WHERE id = %" PRId64,
                  r->position, q.host, q.path, q.method, q.policy,
@@ -351,6 +326,6 @@ int gateway_rules_delete(struct gateway_rules_db *d, int64_t id, int64_t version
     if (rc == PERMITD_OK)
         rc = lock_rule(d, id, version, err);
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "DELETE FROM gateway_rules WHERE id = %" PRId64, id);
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "DELETE FROM gateway_rules WHERE id = %" PRId64, id);
     return finish(d, rc, err);
 }

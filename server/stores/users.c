@@ -11,8 +11,6 @@
  * Its own connection, as apps.c has: the store's (store.c) serves
  * sessions and policies, and this keeps the two apart.
  */
-#define _GNU_SOURCE                 /* vasprintf */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,28 +63,6 @@ int users_role_valid(const char *role)
            strcmp(role, "admin") == 0;
 }
 
-/* Runs a printf-made statement; *res (when res is not NULL) is its
- * buffered result (mysql_free_result()). */
-__attribute__((format(printf, 4, 5)))
-static int sql(struct users_db *d, MYSQL_RES **res, struct permitd_error *err, const char *fmt, ...)
-{
-    va_list ap;
-    char *q = NULL;
-    int rc;
-
-    if (res != NULL)
-        *res = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(&q, fmt, ap) < 0)
-        q = NULL;
-    va_end(ap);
-    if (q == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = dbconn_kept_query(&d->conn, q, res, err);
-    free(q);
-    return rc;
-}
-
 static void copy(char *dst, size_t size, const char *src)
 {
     snprintf(dst, size, "%s", src ? src : "");
@@ -111,12 +87,12 @@ static int begin(struct users_db *d, const char *username, const char *actor, ch
         free(qa);
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     }
-    rc = sql(d, NULL, err, "SET @permitd_actor = %s", qa);
+    rc = dbconn_kept_queryf(&d->conn, NULL, err, "SET @permitd_actor = %s", qa);
     free(qa);
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "START TRANSACTION");
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "START TRANSACTION");
     if (rc == PERMITD_OK)
-        rc = sql(d, &res, err, "SELECT username, role, enabled FROM admin_users "
+        rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT username, role, enabled FROM admin_users "
                                "ORDER BY id FOR UPDATE");
     while (rc == PERMITD_OK && (row = mysql_fetch_row(res)) != NULL) {
         int enabled = row[2] != NULL && atoi(row[2]) != 0;
@@ -140,7 +116,7 @@ static int finish(struct users_db *d, int rc, struct permitd_error *err)
     if (d->conn.db == NULL)
         return rc;
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "COMMIT");
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "COMMIT");
     else
         mysql_real_query(d->conn.db, "ROLLBACK", 8);
     if (d->conn.db != NULL)
@@ -172,7 +148,7 @@ static int keep_an_admin(const struct locked *l, const char *username, int leave
 /* Ends the sessions of the user quoted qu; *ended counts them. */
 static int end_sessions(struct users_db *d, const char *qu, int *ended, struct permitd_error *err)
 {
-    int rc = sql(d, NULL, err, "DELETE s FROM admin_sessions s JOIN admin_users u "
+    int rc = dbconn_kept_queryf(&d->conn, NULL, err, "DELETE s FROM admin_sessions s JOIN admin_users u "
                                "ON u.id = s.user_id WHERE u.username = %s", qu);
 
     if (ended != NULL)
@@ -191,7 +167,7 @@ int users_list(struct users_db *d, struct users_user **out, size_t *n, struct pe
     *n = 0;
     if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK)
         return rc;
-    rc = sql(d, &res, err,
+    rc = dbconn_kept_queryf(&d->conn, &res, err,
              "SELECT u.username, u.role, u.enabled, "
              "(SELECT COUNT(*) FROM admin_sessions s WHERE s.user_id = u.id "
              "AND s.expires_at > NOW(6)), "
@@ -228,7 +204,7 @@ int users_count(struct users_db *d, size_t *n, struct permitd_error *err)
 
     *n = 0;
     if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK ||
-        (rc = sql(d, &res, err, "SELECT COUNT(*) FROM admin_users")) != PERMITD_OK)
+        (rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT COUNT(*) FROM admin_users")) != PERMITD_OK)
         return rc;
     if ((row = mysql_fetch_row(res)) != NULL && row[0] != NULL)
         *n = (size_t)strtoull(row[0], NULL, 10);
@@ -245,7 +221,7 @@ static int insert(struct users_db *d, const char *username, const char *qu,
 
     if (qh == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = sql(d, NULL, err, "INSERT INTO admin_users (username, password_hash, role) "
+    rc = dbconn_kept_queryf(&d->conn, NULL, err, "INSERT INTO admin_users (username, password_hash, role) "
                            "VALUES (%s, %s, '%s')", qu, qh, role);
     free(qh);
     if (rc != PERMITD_OK && d->conn.db != NULL && mysql_errno(d->conn.db) == ER_DUP_ENTRY)
@@ -297,7 +273,7 @@ int users_put(struct users_db *d, const char *username, const char *password_has
             rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         /* A user set again from the command line can log in: enabled. */
         if (rc == PERMITD_OK)
-            rc = sql(d, NULL, err, "UPDATE admin_users SET password_hash = %s, role = '%s', "
+            rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE admin_users SET password_hash = %s, role = '%s', "
                                    "enabled = 1 WHERE username = %s", qh, role, qu);
         if (rc == PERMITD_OK)
             rc = end_sessions(d, qu, NULL, err);
@@ -321,7 +297,7 @@ int users_set_role(struct users_db *d, const char *username, const char *role,
     if ((rc = begin(d, username, actor, &qu, &l, err)) == PERMITD_OK &&
         (rc = need_user(&l, username, err)) == PERMITD_OK &&
         (rc = keep_an_admin(&l, username, strcmp(role, "admin") != 0, "demote", err)) == PERMITD_OK)
-        rc = sql(d, NULL, err, "UPDATE admin_users SET role = '%s' WHERE username = %s", role, qu);
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE admin_users SET role = '%s' WHERE username = %s", role, qu);
     rc = finish(d, rc, err);
     free(qu);
     return rc;
@@ -339,7 +315,7 @@ int users_set_password(struct users_db *d, const char *username, const char *pas
         (qh = dbconn_kept_quote(&d->conn, password_hash)) == NULL)
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     if (rc == PERMITD_OK)
-        rc = sql(d, NULL, err, "UPDATE admin_users SET password_hash = %s WHERE username = %s",
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE admin_users SET password_hash = %s WHERE username = %s",
                  qh, qu);
     /* A new password ends the sessions made with the old one. */
     if (rc == PERMITD_OK)
@@ -360,7 +336,7 @@ int users_set_enabled(struct users_db *d, const char *username, int enabled, con
     if ((rc = begin(d, username, actor, &qu, &l, err)) == PERMITD_OK &&
         (rc = need_user(&l, username, err)) == PERMITD_OK &&
         (rc = keep_an_admin(&l, username, !enabled, "disable", err)) == PERMITD_OK)
-        rc = sql(d, NULL, err, "UPDATE admin_users SET enabled = %d WHERE username = %s",
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE admin_users SET enabled = %d WHERE username = %s",
                  enabled ? 1 : 0, qu);
     if (rc == PERMITD_OK && !enabled)
         rc = end_sessions(d, qu, NULL, err);
@@ -382,7 +358,7 @@ int users_end_sessions(struct users_db *d, const char *username, const char *act
         if ((qa = dbconn_kept_quote(&d->conn, actor)) == NULL)
             rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         else
-            rc = sql(d, NULL, err, "INSERT INTO user_audit (username, action, actor, new_value) "
+            rc = dbconn_kept_queryf(&d->conn, NULL, err, "INSERT INTO user_audit (username, action, actor, new_value) "
                                    "SELECT username, 'sessions', %s, JSON_OBJECT('ended', %d) "
                                    "FROM admin_users WHERE username = %s", qa, n, qu);
     }
@@ -404,7 +380,7 @@ int users_delete(struct users_db *d, const char *username, const char *actor,
     if ((rc = begin(d, username, actor, &qu, &l, err)) == PERMITD_OK &&
         (rc = need_user(&l, username, err)) == PERMITD_OK &&
         (rc = keep_an_admin(&l, username, 1, "delete", err)) == PERMITD_OK)
-        rc = sql(d, NULL, err, "DELETE FROM admin_users WHERE username = %s", qu);
+        rc = dbconn_kept_queryf(&d->conn, NULL, err, "DELETE FROM admin_users WHERE username = %s", qu);
     rc = finish(d, rc, err);
     free(qu);
     return rc;
