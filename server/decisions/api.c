@@ -292,10 +292,8 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
         stats_observe(p->a->stats, clock_now_us() - p->t0);
         if (rc != PERMITD_OK)
             count_error(p->a, p->bucket, rc);
-        else if (r->open_pass)
-            stats_record_pass(p->a->stats, p->bucket);
         else
-            stats_record(p->a->stats, p->bucket, counted_as(r));
+            api_count_decision(p->a->stats, p->bucket, r);
     }
     if (rc == PERMITD_OK)
         hotkeys_record(p->hot, p->bucket, p->key,
@@ -474,10 +472,8 @@ static void acquire_batch_done(void *ud, int rc, const struct permitd_error *err
                        &p->errs[i]);
         if (p->errs[i].code != PERMITD_OK)
             count_error(a, p->reqs[i].bucket, p->errs[i].code);
-        else if (a->stats != NULL && p->res[i].open_pass)
-            stats_record_pass(a->stats, p->reqs[i].bucket);
-        else if (a->stats != NULL)
-            stats_record(a->stats, p->reqs[i].bucket, counted_as(&p->res[i]));
+        else
+            api_count_decision(a->stats, p->reqs[i].bucket, &p->res[i]);
         if (p->errs[i].code == PERMITD_OK)
             hotkeys_record(p->hot, p->reqs[i].bucket, p->reqs[i].key,
                            p->res[i].allowed && !p->res[i].shadow ? HOTKEYS_ALLOWED
@@ -637,6 +633,16 @@ int api_worker_open(void *ud, struct loop *loop, void **worker, struct permitd_e
     }
     *worker = w;
     return PERMITD_OK;
+}
+
+void api_count_decision(struct stats *s, const char *policy, const struct limiter_result *r)
+{
+    if (s == NULL)
+        return;
+    if (r->open_pass)
+        stats_record_pass(s, policy);
+    else
+        stats_record(s, policy, counted_as(r));
 }
 
 struct limiter_queue *api_worker_queue(const struct http_request *req)

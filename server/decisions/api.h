@@ -33,6 +33,12 @@ struct forward;
  * forward, which must outlive a; call before the listener starts. */
 void api_set_forward(struct api *a, struct forward *forward);
 
+/* Counts a decided Acquire (or batch item) r of policy in s, as every
+ * listener does (Connect, gRPC, Envoy's ShouldRateLimit, forward-auth): a
+ * failure-mode pass, a shadow policy's would-be denial, an allowed or a
+ * denied one. s may be NULL. */
+void api_count_decision(struct stats *s, const char *policy, const struct limiter_result *r);
+
 /* The decision queue of the API listener's worker serving req (a request
  * of that listener only): forward-auth decides on it. */
 struct limiter_queue *api_worker_queue(const struct http_request *req);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "decisions/envoyrls.h"
+#include "decisions/api.h"
 #include "decisions/api_internal.h"
 #include "envoy/service/ratelimit/v3/rls.pb-c.h"
 #include "stores/policy.h"
@@ -355,7 +356,7 @@ static void decided(void *ud, int rc, const struct permitd_error *err)
     for (size_t i = 0; i < p->n; i++) {
         int code = p->errs[i].code;
         if (p->r->stats != NULL && code == PERMITD_OK)
-            stats_record(p->r->stats, p->policy[i], p->res[i].allowed);
+            api_count_decision(p->r->stats, p->policy[i], &p->res[i]);
         if (code == PERMITD_OK)
             continue;
         if (code == PERMITD_ENOTFOUND || code == PERMITD_EPRECONDITION) {

@@ -283,7 +283,7 @@ static void count(struct pending *p, size_t i)
     if (f->stats == NULL)
         return;
     if (p->errs[i].code == PERMITD_OK)
-        stats_record(f->stats, p->reqs[i].bucket, p->res[i].allowed);
+        api_count_decision(f->stats, p->reqs[i].bucket, &p->res[i]);
     else
         stats_record_error(f->stats, p->reqs[i].bucket, p->errs[i].code,
                            limiter_known_policy(f->limiter, p->reqs[i].bucket));

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "decisions/grpcapi.h"
+#include "decisions/api.h"
 #include "decisions/api_internal.h"
 #include "decisions/appkeys.h"
 #include "core/clock.h"
@@ -139,7 +140,7 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
         if (rc != PERMITD_OK)
             count_error(p->g, p->bucket, rc);
         else
-            stats_record(p->g->stats, p->bucket, r->allowed);
+            api_count_decision(p->g->stats, p->bucket, r);
     }
     if (rc != PERMITD_OK) {
         grpc_call_fail(call, err);
@@ -265,8 +266,8 @@ static void batch_done(void *ud, int rc, const struct permitd_error *err)
         api_batch_item(&results[i], &answers[i], &errors[i], &p->res[i], &p->errs[i]);
         if (p->errs[i].code != PERMITD_OK)
             count_error(p->g, p->reqs[i].bucket, p->errs[i].code);
-        else if (p->g->stats != NULL)
-            stats_record(p->g->stats, p->reqs[i].bucket, p->res[i].allowed);
+        else
+            api_count_decision(p->g->stats, p->reqs[i].bucket, &p->res[i]);
         ptrs[i] = &results[i];
     }
     rs.results = ptrs;

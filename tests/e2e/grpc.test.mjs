@@ -60,9 +60,17 @@ function redis(...args) {
     { encoding: "utf8" }).trim();
 }
 
-function putPolicy(name, { maxPermits = 5, rate = "0.001" } = {}) {
+function putPolicy(name, { maxPermits = 5, rate = "0.001", shadow = false } = {}) {
   redis("HSET", `${PREFIX}{${name}}:policy`, "name", name, "apps", APP,
-    "max_permits", String(maxPermits), "rate", String(rate), "version", "1", "enabled", "1");
+    "max_permits", String(maxPermits), "rate", String(rate), "version", "1", "enabled", "1",
+    ...(shadow ? ["shadow", "1"] : []));
+}
+
+// permitd's /metrics, from its admin listener.
+async function metrics() {
+  const admin = server.args[server.args.indexOf("--admin-listen") + 1];
+  const r = await fetch(`http://${admin}/metrics`);
+  return r.text();
 }
 
 let server = null; // { child, grpcPort, output, exit, args }
@@ -198,6 +206,7 @@ async function alive() {
 before(async () => {
   for (const p of ["grpc-exact", "grpc-alive", "grpc-batch", "grpc-cancel", "grpc-deadline"]) putPolicy(p);
   putPolicy("grpc-concurrent", { maxPermits: 100 });
+  putPolicy("grpc-shadow", { maxPermits: 2, shadow: true });
   await startPermitd();
 });
 
@@ -233,6 +242,22 @@ step("Acquire over gRPC admits exactly max_permits, then denies with retry_after
     assert.ok(Number(answers[5].metadata.get("retry-after")[0]) >= 1);
     const { res } = await call(c, "Peek", { bucket: "grpc-exact", app: APP });
     assert.equal(res.remaining, 0);
+  } finally {
+    c.close();
+  }
+});
+
+step("a policy in shadow mode over gRPC: every Acquire allowed, the would-be denials flagged and counted apart", async () => {
+  const c = client();
+  try {
+    const answers = [];
+    for (let i = 0; i < 5; i++) answers.push(await call(c, "Acquire", { bucket: "grpc-shadow", app: APP, permits: 1 }));
+    assert.deepEqual(answers.map((a) => a.res.allowed), [true, true, true, true, true]);
+    assert.deepEqual(answers.map((a) => a.res.shadow), [false, false, true, true, true]);
+    assert.ok(answers[4].res.retry_after_ms > 0, "the would-be denial's wait is told");
+    const text = await metrics();
+    assert.match(text, /permitd_acquires_total\{policy="grpc-shadow",result="shadow_denied"\} 3\n/);
+    assert.match(text, /permitd_acquires_total\{policy="grpc-shadow",result="allowed"\} 2\n/);
   } finally {
     c.close();
   }
