@@ -471,9 +471,16 @@ class SyncTest(unittest.TestCase):
         time.sleep(1.0)
         reads0, _ = self.redis_counts()
         idle = reads0 - a
+        # Only the sync's reads: the one-time bucket index build marked done
+        # (no bucket exists under this prefix; its SCAN of every master
+        # would count the keys other suites left), the fleet's and the hot
+        # keys' publishers off.
+        self.redis("SET", self.prefix + "bucket-index", "test: nothing to index")
         t0 = time.monotonic()
         p = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
-                                              "--sync-interval-ms", "3600000"])
+                                              "--sync-interval-ms", "3600000",
+                                              "--fleet-publish-ms", "0",
+                                              "--hotkeys-publish-ms", "600000"])
         self.procs.append(p)
         wait_for("every policy in redis", lambda: self.redis("SCARD", self.prefix + "policies") == n,
                  300)
