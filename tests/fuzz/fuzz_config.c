@@ -341,10 +341,20 @@ static void fuzz_load(const uint8_t *data, size_t size)
         FUZZ_CHECK(cfg.redis_timeout_ms >= 1 && cfg.mysql_timeout_ms >= 100);
         FUZZ_CHECK(strchr(cfg.redis_prefix, '{') == NULL &&
                    strchr(cfg.redis_prefix, '}') == NULL);
-        check_redis_fields(&cfg);
-        /* the derived fields are what the parser makes of the text */
-        FUZZ_CHECK(config_parse_redis_url(&check, cfg.redis_url, &err) == PERMITD_OK);
-        FUZZ_CHECK(same_redis(&cfg, &check));
+        if (cfg.redis_cluster) {
+            /* a cluster (redis+cluster://): its seeds, and no single host */
+            FUZZ_CHECK(cfg.redis_seeds.nseeds >= 1 && cfg.redis_host[0] == '\0' &&
+                       cfg.redis_port == 0);
+            for (int i = 0; i < cfg.redis_seeds.nseeds; i++)
+                FUZZ_CHECK(cfg.redis_seeds.seeds[i].host[0] != '\0' &&
+                           cfg.redis_seeds.seeds[i].port >= 1 &&
+                           cfg.redis_seeds.seeds[i].port <= 65535);
+        } else {
+            check_redis_fields(&cfg);
+            /* the derived fields are what the parser makes of the text */
+            FUZZ_CHECK(config_parse_redis_url(&check, cfg.redis_url, &err) == PERMITD_OK);
+            FUZZ_CHECK(same_redis(&cfg, &check));
+        }
         if (cfg.mysql_url[0] != '\0')
             check_mysql_fields(&cfg.mysql);
     }
