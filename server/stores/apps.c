@@ -62,31 +62,12 @@ static int connect_db(struct apps_db *d, struct permitd_error *err)
 
 static int begin(struct apps_db *d, const char *actor, struct permitd_error *err)
 {
-    char *q;
-    int rc;
-
-    if ((rc = connect_db(d, err)) != PERMITD_OK)
-        return rc;
-    if ((q = quoted(d, actor)) == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = dbconn_kept_queryf(&d->conn, NULL, err, "SET @permitd_actor = %s", q);
-    free(q);
-    if (rc == PERMITD_OK)
-        rc = dbconn_kept_queryf(&d->conn, NULL, err, "START TRANSACTION");
-    return rc;
+    return dbconn_kept_begin(&d->conn, actor, err);
 }
 
 static int finish(struct apps_db *d, int rc, struct permitd_error *err)
 {
-    if (d->conn.db == NULL)
-        return rc;
-    if (rc == PERMITD_OK)
-        rc = dbconn_kept_queryf(&d->conn, NULL, err, "COMMIT");
-    else
-        mysql_real_query(d->conn.db, "ROLLBACK", 8);
-    if (d->conn.db != NULL)
-        mysql_real_query(d->conn.db, "SET @permitd_actor = NULL", 25);
-    return rc;
+    return dbconn_kept_finish(&d->conn, rc, err);
 }
 
 static void copy(char *dst, size_t size, const char *src)

@@ -162,6 +162,35 @@ int dbconn_kept_queryf(struct dbconn_kept *k, MYSQL_RES **res, struct permitd_er
     return rc;
 }
 
+int dbconn_kept_begin(struct dbconn_kept *k, const char *actor, struct permitd_error *err)
+{
+    char *q;
+    int rc;
+
+    if ((rc = dbconn_kept_ensure(k, err)) != PERMITD_OK)
+        return rc;
+    if ((q = dbconn_kept_quote(k, actor)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = dbconn_kept_queryf(k, NULL, err, "SET @permitd_actor = %s", q);
+    free(q);
+    if (rc == PERMITD_OK)
+        rc = dbconn_kept_queryf(k, NULL, err, "START TRANSACTION");
+    return rc;
+}
+
+int dbconn_kept_finish(struct dbconn_kept *k, int rc, struct permitd_error *err)
+{
+    if (k->db == NULL)
+        return rc;
+    if (rc == PERMITD_OK)
+        rc = dbconn_kept_queryf(k, NULL, err, "COMMIT");
+    else
+        mysql_real_query(k->db, "ROLLBACK", 8);
+    if (k->db != NULL)
+        mysql_real_query(k->db, "SET @permitd_actor = NULL", 25);
+    return rc;
+}
+
 char *dbconn_kept_quote(struct dbconn_kept *k, const char *str)
 {
     size_t n = strlen(str);

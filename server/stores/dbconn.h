@@ -101,6 +101,16 @@ __attribute__((format(printf, 4, 5)))
 int dbconn_kept_queryf(struct dbconn_kept *k, struct st_mysql_res **res,
                        struct permitd_error *err, const char *fmt, ...);
 
+/* An audited write on k: connects when it must, sets @permitd_actor (which
+ * the audit triggers name; permitd's own writes write their own audit
+ * rows) and starts a transaction. End it with dbconn_kept_finish(). */
+int dbconn_kept_begin(struct dbconn_kept *k, const char *actor, struct permitd_error *err);
+
+/* Ends the transaction begun on k: COMMIT when rc is PERMITD_OK (its
+ * failure is returned), else ROLLBACK; clears @permitd_actor either way.
+ * Returns rc, or COMMIT's error. */
+int dbconn_kept_finish(struct dbconn_kept *k, int rc, struct permitd_error *err);
+
 /* str escaped and quoted for SQL on k's connection ('like this'): a new
  * string (free()), or NULL when memory ran out. */
 char *dbconn_kept_quote(struct dbconn_kept *k, const char *str);

@@ -125,31 +125,12 @@ void gateway_rules_db_free(struct gateway_rules_db *d)
 
 static int begin(struct gateway_rules_db *d, const char *actor, struct permitd_error *err)
 {
-    char *q;
-    int rc;
-
-    if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK)
-        return rc;
-    if ((q = dbconn_kept_quote(&d->conn, actor)) == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = dbconn_kept_queryf(&d->conn, NULL, err, "SET @permitd_actor = %s", q);
-    free(q);
-    if (rc == PERMITD_OK)
-        rc = dbconn_kept_queryf(&d->conn, NULL, err, "START TRANSACTION");
-    return rc;
+    return dbconn_kept_begin(&d->conn, actor, err);
 }
 
 static int finish(struct gateway_rules_db *d, int rc, struct permitd_error *err)
 {
-    if (d->conn.db == NULL)
-        return rc;
-    if (rc == PERMITD_OK)
-        rc = dbconn_kept_queryf(&d->conn, NULL, err, "COMMIT");
-    else
-        mysql_real_query(d->conn.db, "ROLLBACK", 8);
-    if (d->conn.db != NULL)
-        mysql_real_query(d->conn.db, "SET @permitd_actor = NULL", 25);
-    return rc;
+    return dbconn_kept_finish(&d->conn, rc, err);
 }
 
 static void copy(char *dst, size_t size, const char *src)

@@ -113,15 +113,7 @@ static int begin(struct users_db *d, const char *username, const char *actor, ch
 /* COMMIT on success, else ROLLBACK; the actor mark is cleared either way. */
 static int finish(struct users_db *d, int rc, struct permitd_error *err)
 {
-    if (d->conn.db == NULL)
-        return rc;
-    if (rc == PERMITD_OK)
-        rc = dbconn_kept_queryf(&d->conn, NULL, err, "COMMIT");
-    else
-        mysql_real_query(d->conn.db, "ROLLBACK", 8);
-    if (d->conn.db != NULL)
-        mysql_real_query(d->conn.db, "SET @permitd_actor = NULL", 25);
-    return rc;
+    return dbconn_kept_finish(&d->conn, rc, err);
 }
 
 static int need_user(const struct locked *l, const char *username, struct permitd_error *err)
