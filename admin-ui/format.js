@@ -93,10 +93,46 @@ function nearInteger(v) {
   return Math.abs(v - Math.round(v)) <= 1e-6 * Math.max(1, Math.abs(v));
 }
 
-// 1234.5 → "1,234.5"; at most 3 decimals.
+// 1234.5 → "1,234.5"; at most maxDecimals decimals (3), rounded half away
+// from zero on the number's shortest decimal form, as Intl.NumberFormat
+// ("en-US") rounds it. Written out rather than Intl's: a page's first
+// Intl.NumberFormat loads ICU's data, 30-60 ms in Chromium before the
+// policy list can show a number.
 export function formatNumber(v, maxDecimals = 3) {
   if (!Number.isFinite(v)) return String(v);
-  return Number(v.toPrecision(12)).toLocaleString("en-US", { maximumFractionDigits: maxDecimals });
+  const x = Number(v.toPrecision(12));
+  if (Math.abs(x) >= 1e21) return String(x);
+  let [int, frac = ""] = plainDecimal(Math.abs(x)).split(".");
+  if (frac.length > maxDecimals) {
+    const up = frac.charCodeAt(maxDecimals) >= 53; // the first digit dropped is 5 or more
+    frac = frac.slice(0, maxDecimals);
+    if (up) [int, frac] = roundUp(int, frac);
+  }
+  frac = frac.replace(/0+$/, "");
+  const grouped = int.replace(/\B(?=(\d{3})+$)/g, ",");
+  const text = frac ? `${grouped}.${frac}` : grouped;
+  return x < 0 && /[1-9]/.test(text) ? `-${text}` : text;
+}
+
+// A non-negative number below 1e21 in plain decimal digits ("1e-7" → "0.0000001").
+function plainDecimal(x) {
+  const s = String(x);
+  const e = s.indexOf("e");
+  if (e < 0) return s;
+  const exp = Number(s.slice(e + 1));
+  const digits = s.slice(0, e).replace(".", "");
+  return exp < 0 ? `0.${"0".repeat(-exp - 1)}${digits}` : digits + "0".repeat(exp - digits.length + 1);
+}
+
+// int.frac plus one unit of frac's last digit (or of int when frac is empty).
+function roundUp(int, frac) {
+  const all = (int + frac).split("");
+  let i = all.length - 1;
+  while (i >= 0 && all[i] === "9") all[i--] = "0";
+  if (i < 0) all.unshift("1");
+  else all[i] = String(Number(all[i]) + 1);
+  const cut = all.length - frac.length;
+  return [all.slice(0, cut).join(""), all.slice(cut).join("")];
 }
 
 // The unit a person would say a rate in: "50 / s", "0.5 / s", "2 / min", "1 / h".

@@ -436,6 +436,33 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(fmt.fieldOfMessage("max_permits: 0 is less than 1"), "max_permits");
     assert.equal(fmt.fieldOfMessage("failure_mode: must be open or closed"), "failure_mode");
     assert.equal(fmt.fieldOfMessage("no field here"), null);
+    // formatNumber is written out (a page's first Intl.NumberFormat costs
+    // 30-60 ms of ICU loading before the list shows): it must say what
+    // Intl.NumberFormat("en-US") says, but "0" where Intl says "-0".
+    const intl = (v, d) => Number(v.toPrecision(12)).toLocaleString("en-US", { maximumFractionDigits: d });
+    const values = [0, 1, 0.5, 1.5, 2.5, 0.0005, 1.0005, 0.9995, 999.9995, 999999.5, 1234.5, 1e-7, 5e-7,
+      1e20, 9.99999e20, 123456789012, 0.1 + 0.2, 1 / 3, -1234.5678, -2.5, 99.95, 2 ** 53 + 2];
+    let seed = 42;
+    for (let i = 0; i < 20000; i++) {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      const v = (seed / 2147483648 - 0.25) * 10 ** ((i % 24) - 9);
+      values.push(v, Math.round(v * 1000) / 1000 + 0.0005);
+    }
+    for (const v of values) {
+      for (const d of [0, 1, 3]) {
+        const want = intl(v, d);
+        assert.equal(fmt.formatNumber(v, d), want === "-0" ? "0" : want, `formatNumber(${v}, ${d})`);
+      }
+    }
+    assert.equal(fmt.formatNumber(1234567.891), "1,234,567.891");
+    assert.equal(fmt.formatNumber(Infinity), "Infinity");
+    // index.html preloads every module app.js reaches (one round trip, not
+    // one an import level at a time, before the first RPC).
+    const uiDir = fileURLToPath(new URL("../../../admin-ui/", import.meta.url));
+    const html = fs.readFileSync(path.join(uiDir, "index.html"), "utf8");
+    for (const f of fs.readdirSync(uiDir).filter((n) => n.endsWith(".js") && n !== "app.js")) {
+      assert.ok(html.includes(`<link rel="modulepreload" href="/ui/${f}">`), `index.html preloads /ui/${f}`);
+    }
     assert.equal(fmt.validateDescription("é".repeat(1024)), "");
     assert.ok(fmt.validateDescription("é".repeat(1025)).startsWith("description:"));
     // The audit JSON as policy_audit keeps it (apps comma-joined, enabled 0/1, rate a number).
