@@ -13,9 +13,15 @@
  * (the totals at the last write that Redis took, the bucket written to and
  * this instance's running count in it). The difference since then goes
  * into the bucket of the second the tick closes; every resolution whose
- * count changed gets an HSET of its field(s) and an EXPIREAT, all of the
- * tick's commands in one redis_command_pipeline() (one round trip per
- * master in a cluster, the keys spreading over slots by policy and slab).
+ * count changed gets an HSET of its field(s), all of the tick's commands
+ * in one redis_command_pipeline() (one round trip per master in a
+ * cluster, the keys spreading over slots by policy and slab). A slab's
+ * EXPIREAT is the same instant from every instance (the end of its life),
+ * so it goes with this instance's first write into the slab and again at
+ * most once a FLEET_EXPIRE_REFRESH_S (a key lost and remade by a later
+ * HSET, as after a failover, gets its expiry back), not with every HSET:
+ * a policy with traffic every second costs 3 commands a second, not 6;
+ * the heartbeat's sorted set is pruned and its expiry renewed as rarely.
  * A resolution's state moves on only when Redis took its HSET: after a
  * failure the next tick writes the difference again, in the next bucket,
  * so totals over a closed period stay exact (a count lands late, never
@@ -48,6 +54,7 @@
 #define FLEET_REDIS_DEADLINE_MS 2000
 #define FLEET_TICK_OFFSET_MS 20         /* a tick runs this long after its boundary */
 #define FLEET_INSTANCES_KEEP_S 86400    /* the sorted set's entries are pruned after this */
+#define FLEET_EXPIRE_REFRESH_S 60       /* a key's EXPIREAT is sent again after this */
 
 const struct fleet_resolution fleet_resolutions[FLEET_RES_COUNT] = {
     {"1s", 1, 60, 300},
@@ -62,6 +69,8 @@ struct written {
     uint64_t last[STATS_COUNTERS];      /* the totals as of the last write Redis took */
     int64_t bucket;                     /* the bucket count[] is of */
     uint64_t count[STATS_COUNTERS];     /* this instance's count in it, as written */
+    int64_t expire_slab;                /* the slab whose EXPIREAT Redis took last */
+    int64_t expire_s;                   /* the tick it was sent in */
 };
 
 /* One place of the stats table, as this module last saw it. */
@@ -80,8 +89,10 @@ struct batch {
     struct cmd {
         size_t first;
         int n;
-        size_t place;                   /* SIZE_MAX: not a counts HSET */
+        size_t place;                   /* SIZE_MAX: not a counts HSET or EXPIREAT */
         int res;
+        int expire;                     /* the EXPIREAT after the HSET of place/res */
+        int upkeep;                     /* the instances set's prune or expiry */
         struct written next;            /* the state once Redis took it */
     } *cmds;
     size_t ncmds, capcmds;
@@ -107,6 +118,7 @@ struct fleet {
     int64_t last_tick_us;
     double rate;                        /* events per second, over the last tick */
     char redis_view[256];               /* "ok" or the last publish's error */
+    int64_t set_kept_s;                 /* when the instances set was last pruned */
 
     pthread_t thread;
     int started_thread;
@@ -333,8 +345,9 @@ static void cmd_end(struct batch *b)
 
 /* ---- one tick ---- */
 
-/* The HSET (and EXPIREAT) of one resolution of one policy, when its count
- * changed since the last write Redis took. */
+/* The HSET of one resolution of one policy, when its count changed since
+ * the last write Redis took; and the slab's EXPIREAT after it, when this
+ * instance has not had one taken for that slab in FLEET_EXPIRE_REFRESH_S. */
 static void counts_commands(struct fleet *f, size_t place, const char *policy,
                             const uint64_t total[STATS_COUNTERS], int res)
 {
@@ -342,7 +355,7 @@ static void counts_commands(struct fleet *f, size_t place, const char *policy,
     struct written *w = &f->places[place].res[res], next;
     int64_t bucket = f->tick_s - f->tick_s % r->step_s, slab = f->tick_s - f->tick_s % r->slab_s;
     char key[FLEET_KEY_MAX];
-    int changed = 0;
+    int changed = 0, expire;
     struct cmd *c;
 
     next = *w;
@@ -360,6 +373,11 @@ static void counts_commands(struct fleet *f, size_t place, const char *policy,
     }
     if (!changed)
         return;
+    expire = next.expire_slab != slab || f->tick_s - next.expire_s >= FLEET_EXPIRE_REFRESH_S;
+    if (expire) {
+        next.expire_slab = slab;
+        next.expire_s = f->tick_s;
+    }
     fleet_counts_key(key, f->cfg->redis_prefix, res, policy, slab);
     if ((c = cmd(&f->batch)) == NULL)
         return;
@@ -375,9 +393,15 @@ static void counts_commands(struct fleet *f, size_t place, const char *policy,
         arg(&f->batch, "%" PRIu64, next.count[k]);
     }
     cmd_end(&f->batch);
-    /* The slab's whole life: its last bucket ends at slab + slab_s. */
-    if (cmd(&f->batch) == NULL)
+    if (!expire)
         return;
+    /* The slab's whole life: its last bucket ends at slab + slab_s. A
+     * refusal is undone after the HSET's state is taken (publish()). */
+    if ((c = cmd(&f->batch)) == NULL)
+        return;
+    c->place = place;
+    c->res = res;
+    c->expire = 1;
     arg(&f->batch, "EXPIREAT");
     arg(&f->batch, "%s", key);
     arg(&f->batch, "%" PRId64, slab + r->slab_s + r->keep_s);
@@ -410,6 +434,7 @@ static void heartbeat_commands(struct fleet *f, int64_t now_s)
     char key[FLEET_KEY_MAX], set[FLEET_KEY_MAX], mysql[300] = "off";
     struct http_server_load load = {0};
     int64_t lag_ms = -1;
+    struct cmd *c;
 
     if (f->sync != NULL) {
         struct sync_status st;
@@ -490,15 +515,22 @@ static void heartbeat_commands(struct fleet *f, int64_t now_s)
     arg(&f->batch, "%" PRId64, now_s);
     arg(&f->batch, "%s", f->id);
     cmd_end(&f->batch);
-    if (cmd(&f->batch) == NULL)
+    /* The set's upkeep, once a FLEET_EXPIRE_REFRESH_S: its old entries
+     * out, its expiry pushed on. */
+    if (now_s - f->set_kept_s < FLEET_EXPIRE_REFRESH_S)
         return;
+    f->set_kept_s = now_s;
+    if ((c = cmd(&f->batch)) == NULL)
+        return;
+    c->upkeep = 1;
     arg(&f->batch, "ZREMRANGEBYSCORE");
     arg(&f->batch, "%s", set);
     arg(&f->batch, "-inf");
     arg(&f->batch, "%" PRId64, now_s - FLEET_INSTANCES_KEEP_S);
     cmd_end(&f->batch);
-    if (cmd(&f->batch) == NULL)
+    if ((c = cmd(&f->batch)) == NULL)
         return;
+    c->upkeep = 1;
     arg(&f->batch, "EXPIRE");
     arg(&f->batch, "%s", set);
     arg(&f->batch, "%d", FLEET_INSTANCES_KEEP_S);
@@ -552,9 +584,18 @@ static void publish(struct fleet *f, int64_t tick_s)
             failed++;
             continue;
         }
-        if (c->place != SIZE_MAX)
+        if (c->place != SIZE_MAX && !c->expire)
             f->places[c->place].res[c->res] = c->next;
     }
+    /* An EXPIREAT Redis refused (its HSET taken or not): sent again with
+     * the next write. */
+    for (size_t i = 0; i < b->ncmds; i++)
+        if (calls[i].rc != PERMITD_OK) {
+            if (b->cmds[i].expire)
+                f->places[b->cmds[i].place].res[b->cmds[i].res].expire_slab = 0;
+            if (b->cmds[i].upkeep)
+                f->set_kept_s = 0;
+        }
     if (rc != PERMITD_OK || failed > 0) {
         atomic_fetch_add(&f->failures, 1);
         /* Logged when it starts failing, not every second while it does. */
