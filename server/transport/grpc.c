@@ -26,6 +26,9 @@
  * big-endian length); the answer is HEADERS (:status 200), DATA with one
  * message and trailers (grpc-status 0), or, for an error, "Trailers-Only":
  * one HEADERS frame with grpc-status and grpc-message, ending the stream.
+ * An answer sent before the client has ended its side (a message over the
+ * limit, a deadline passed) is followed by RST_STREAM NO_ERROR, so the
+ * client stops sending (on_frame_send()).
  * Every refusal names the bad value: a length prefix that does not match
  * the bytes sent, a message over the limit, a compressed message, a bad
  * grpc-timeout. Limits: SETTINGS_MAX_CONCURRENT_STREAMS per connection,
@@ -599,6 +602,23 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     return 0;
 }
 
+/* A frame went out. When it ended our side of a stream whose client is
+ * still sending (an early answer: a message over the limit, a deadline
+ * passed before the request was whole), RST_STREAM NO_ERROR follows, as
+ * RFC 9113 section 8.1 lets a server that has sent a complete response do:
+ * the client stops sending a body nobody will read, and the stream closes
+ * now, not whenever the client ends it. */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    (void)ud;
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) == 0)
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_NO_ERROR);
+    return 0;
+}
+
 static nghttp2_session_callbacks *callbacks_new(void)
 {
     nghttp2_session_callbacks *cb;
@@ -610,6 +630,7 @@ static nghttp2_session_callbacks *callbacks_new(void)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     return cb;
 }
 

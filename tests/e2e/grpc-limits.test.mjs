@@ -3,7 +3,8 @@
 // at most 3 connections: a 4th is closed at accept and counted in /metrics,
 // a closed one gives its slot back, and another address is served while the
 // first is at its limit (127.0.0.2 is loopback on Linux: the client socket is
-// bound to it).
+// bound to it). A message over --max-body-bytes is answered at once and its
+// stream reset (RST_STREAM NO_ERROR) while the client is still sending.
 //
 // Environment (run-grpc.sh / ctest provide it): PERMITD_BIN,
 // PERMITD_TEST_REDIS_URL, PERMITD_TEST_REDIS_PORT.
@@ -222,4 +223,36 @@ step("--max-connections-per-ip 3: a 4th connection from one address is closed at
 
   for (const s of held) await closeSession(s);
   await metricBecomes(OPEN, 0);
+});
+
+step("a message over the limit: RESOURCE_EXHAUSTED while the client still sends, then RST_STREAM NO_ERROR ends the stream", async () => {
+  const s = await session("127.0.0.1");
+  try {
+    const body = frame(Buffer.alloc(MAX_BODY + 1000, 0x61));
+    const out = await new Promise((resolve) => {
+      const r = { status: null, message: "", rst: null, ended: false, writeErrors: 0 };
+      const req = s.request({ ":method": "POST", ":path": "/permit.v1.RateLimitService/Acquire",
+                              "content-type": "application/grpc", te: "trailers" });
+      const timer = setTimeout(() => { r.timedOut = true; req.close(http2.constants.NGHTTP2_CANCEL); }, 3000);
+      req.on("response", (h) => {
+        if (h["grpc-status"] !== undefined) r.status = Number(h["grpc-status"]);
+        r.message = decodeURIComponent(h["grpc-message"] ?? "");
+      });
+      req.on("data", () => {});
+      req.on("error", () => {});
+      req.on("close", () => { clearTimeout(timer); r.rst = req.rstCode; resolve(r); });
+      // more than the limit, and the request never ended by the client
+      req.write(body.subarray(0, MAX_BODY + 500));
+      r.ended = req.writableEnded;
+    });
+    assert.equal(out.status, 8, `RESOURCE_EXHAUSTED: ${out.message}`);
+    assert.match(out.message, new RegExp(`over ${MAX_BODY} bytes`));
+    assert.equal(out.timedOut, undefined, "the server ended the stream; the client never did");
+    assert.equal(out.ended, false);
+    assert.equal(out.rst, http2.constants.NGHTTP2_NO_ERROR, `reset with NO_ERROR, got ${out.rst}`);
+    // the connection goes on serving calls
+    assert.equal(await peek(s), 0);
+  } finally {
+    await closeSession(s);
+  }
 });
