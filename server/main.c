@@ -269,6 +269,7 @@ static int serve(const struct config *cfg)
             .port = cfg->grpc_listen_port,
             .threads = cfg->threads,
             .max_connections = cfg->max_connections,
+            .max_connections_per_ip = cfg->max_connections_per_ip,
             .max_streams = cfg->grpc_max_streams,
             .max_message_bytes = (size_t)cfg->max_body_bytes,
             .idle_timeout_s = cfg->connection_timeout_s,
@@ -281,6 +282,7 @@ static int serve(const struct config *cfg)
         };
         if (grpc_server_start(&g, grpcapi_handle, grpcapi, &grpc, &err) != PERMITD_OK)
             goto out;
+        admin_set_grpc(admin, grpc);
         log_msg(LOG_LEVEL_INFO, "grpc listener started", "listen=%s:%d tls=%s max_streams=%d",
                 cfg->grpc_listen_host, grpc_server_port(grpc), grpc_cert ? "on" : "off",
                 cfg->grpc_max_streams);

@@ -1152,6 +1152,11 @@ void admin_set_listeners(struct admin *a, struct http_server *api, struct http_s
     a->health.listeners[1] = admin;
 }
 
+void admin_set_grpc(struct admin *a, struct grpc_server *grpc)
+{
+    a->health.grpc = grpc;
+}
+
 /* ---- the UI's files ---- */
 
 static const char *content_type(const char *name)

@@ -22,6 +22,7 @@ struct appsvc;
 struct appkeys;
 struct connect_call;
 struct loop;
+struct grpc_server;
 
 /* Returns a new admin in *out (free with admin_free()). sync is NULL when
  * no policy store is configured (then only /healthz, /readyz and the UI's
@@ -35,6 +36,10 @@ void admin_free(struct admin *a);
 /* Tells the admin which listeners to report on in /metrics (either may be
  * NULL); call once both have started. */
 void admin_set_listeners(struct admin *a, struct http_server *api, struct http_server *admin);
+
+/* Tells the admin the gRPC listener to report on in /metrics (NULL: none);
+ * call once it has started, and stop the admin listener before it. */
+void admin_set_grpc(struct admin *a, struct grpc_server *grpc);
 
 /* Serves AppService through apps (may be NULL: no MySQL) and reports on
  * keys in /readyz and /metrics; call before the listeners start. */

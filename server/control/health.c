@@ -390,6 +390,32 @@ void health_metrics(const struct health *h, struct http_response *resp)
                         names[i], (unsigned long long)l[i].shed_head,
                         names[i], (unsigned long long)l[i].refused);
     }
+    /* The gRPC listener's (server/transport/grpc.c), when there is one. */
+    if (h->grpc != NULL) {
+        struct grpc_server_load g;
+
+        grpc_server_load(h->grpc, &g);
+        fprintf(out, "# HELP permitd_grpc_connections gRPC connections open, by listener.\n"
+                     "# TYPE permitd_grpc_connections gauge\n"
+                     "permitd_grpc_connections{listener=\"grpc\"} %u\n"
+                     "# HELP permitd_grpc_connections_limit Most gRPC connections open at once "
+                     "(--max-connections), by listener.\n"
+                     "# TYPE permitd_grpc_connections_limit gauge\n"
+                     "permitd_grpc_connections_limit{listener=\"grpc\"} %u\n"
+                     "# HELP permitd_grpc_connections_per_ip_limit Most gRPC connections open at "
+                     "once from one client address (--max-connections-per-ip; 0: no limit), by "
+                     "listener.\n"
+                     "# TYPE permitd_grpc_connections_per_ip_limit gauge\n"
+                     "permitd_grpc_connections_per_ip_limit{listener=\"grpc\"} %u\n"
+                     "# HELP permitd_grpc_connections_refused_total gRPC connections closed at "
+                     "accept: full (--max-connections open), per_ip (the client's address had "
+                     "--max-connections-per-ip open).\n"
+                     "# TYPE permitd_grpc_connections_refused_total counter\n"
+                     "permitd_grpc_connections_refused_total{listener=\"grpc\",reason=\"full\"} %llu\n"
+                     "permitd_grpc_connections_refused_total{listener=\"grpc\",reason=\"per_ip\"} %llu\n",
+                g.open, g.limit, g.per_ip_limit, (unsigned long long)g.refused_full,
+                (unsigned long long)g.refused_per_ip);
+    }
     fclose(out);
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
     resp->body = body;

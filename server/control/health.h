@@ -4,6 +4,7 @@
 #ifndef PERMITD_HEALTH_H
 #define PERMITD_HEALTH_H
 
+#include "transport/grpc.h"
 #include "transport/http.h"
 #include "decisions/limiter.h"
 #include "stores/redis.h"
@@ -22,6 +23,7 @@ struct health {
     struct sync *sync;
     struct stats *stats;
     struct http_server *listeners[2];   /* api, admin */
+    struct grpc_server *grpc;           /* the gRPC listener; NULL: none */
     struct verifier *verifier;          /* admin login password checks; may be NULL */
     struct appkeys *appkeys;            /* the API key table; NULL: not reported */
     struct fleet *fleet;                /* the fleet publisher; NULL: not reported */

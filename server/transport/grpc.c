@@ -26,10 +26,22 @@
  * big-endian length); the answer is HEADERS (:status 200), DATA with one
  * message and trailers (grpc-status 0), or, for an error, "Trailers-Only":
  * one HEADERS frame with grpc-status and grpc-message, ending the stream.
+ * An answer sent before the client has ended its side (a message over the
+ * limit, a deadline passed) is followed by RST_STREAM NO_ERROR, so the
+ * client stops sending (on_frame_send()).
  * Every refusal names the bad value: a length prefix that does not match
  * the bytes sent, a message over the limit, a compressed message, a bad
  * grpc-timeout. Limits: SETTINGS_MAX_CONCURRENT_STREAMS per connection,
- * a connection count over all workers, the message size, an idle timeout.
+ * a connection count over all workers, a count per client address (the
+ * listener's own table, core/iplimit.c, as each HTTP listener has), the
+ * message size, an idle timeout.
+ *
+ * Connections over either count are closed at accept, counted by reason,
+ * and logged at most once a second (a client hammering a full listener
+ * must not flood the log). A connection gives its slots back in
+ * conn_close(), the one way every connection ends: a client's close, a
+ * protocol error, a failed TLS handshake, the idle sweep, the drain at
+ * stop.
  */
 #define _GNU_SOURCE 1   /* accept4 */
 #include <arpa/inet.h>
@@ -51,6 +63,7 @@
 
 #include "transport/grpc.h"
 #include "core/clock.h"
+#include "core/iplimit.h"
 #include "core/log.h"
 #include "core/loop.h"
 
@@ -59,6 +72,7 @@
 #define READ_CHUNK 16384
 #define READS_PER_EVENT 8          /* fairness: then back to the other connections */
 #define SWEEP_US 1000000           /* idle connections are looked for every second */
+#define REFUSAL_LOG_US 1000000     /* refused connections are logged at most this often */
 
 struct conn;
 struct worker;
@@ -106,6 +120,8 @@ struct conn {
     int64_t active_us;              /* last byte read or call open */
     gnutls_session_t tls;           /* NULL: cleartext (h2c) */
     int handshaken;                 /* TLS: the handshake is over, ALPN said h2 */
+    struct sockaddr_storage peer;   /* the client's address */
+    int per_ip;                     /* counted in the server's perip: put back at close */
 };
 
 struct worker {
@@ -129,6 +145,9 @@ struct grpc_server {
     int port;
     atomic_int stopping;
     atomic_uint nconns;
+    struct iplimit *perip;          /* connections per client address */
+    atomic_uint_fast64_t refused_full, refused_per_ip;
+    _Atomic int64_t refusal_logged_us;  /* when a refusal was last logged */
     int grace_ms;
     gnutls_certificate_credentials_t cred;  /* NULL: cleartext */
     gnutls_priority_t prio;
@@ -583,6 +602,23 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     return 0;
 }
 
+/* A frame went out. When it ended our side of a stream whose client is
+ * still sending (an early answer: a message over the limit, a deadline
+ * passed before the request was whole), RST_STREAM NO_ERROR follows, as
+ * RFC 9113 section 8.1 lets a server that has sent a complete response do:
+ * the client stops sending a body nobody will read, and the stream closes
+ * now, not whenever the client ends it. */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    (void)ud;
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) == 0)
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_NO_ERROR);
+    return 0;
+}
+
 static nghttp2_session_callbacks *callbacks_new(void)
 {
     nghttp2_session_callbacks *cb;
@@ -594,6 +630,7 @@ static nghttp2_session_callbacks *callbacks_new(void)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     return cb;
 }
 
@@ -781,6 +818,9 @@ static void conn_close(struct conn *c)
         close(c->fd);
         atomic_fetch_sub(&c->w->s->nconns, 1);
     }
+    if (c->per_ip)
+        iplimit_put(c->w->s->perip, (const struct sockaddr *)&c->peer);
+    c->per_ip = 0;
     c->fd = -1;
     conn_unlink_worker(c);
     mark_dirty(c);              /* freed by flush */
@@ -876,30 +916,76 @@ static void conn_read(struct conn *c)
         mark_dirty(c);
 }
 
+/* A connection refused at accept: counted under its reason, and logged
+ * when no refusal was logged in the last second (with the count so far). */
+static void refused(struct grpc_server *s, const struct sockaddr_storage *peer, int per_ip)
+{
+    int64_t now = clock_now_us(), last = atomic_load(&s->refusal_logged_us);
+    uint64_t full = per_ip ? atomic_load(&s->refused_full)
+                           : atomic_fetch_add(&s->refused_full, 1) + 1;
+    uint64_t ip = per_ip ? atomic_fetch_add(&s->refused_per_ip, 1) + 1
+                         : atomic_load(&s->refused_per_ip);
+    char addr[INET6_ADDRSTRLEN] = "?";
+
+    if (now - last < REFUSAL_LOG_US ||
+        !atomic_compare_exchange_strong(&s->refusal_logged_us, &last, now))
+        return;
+    if (peer->ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, addr, sizeof(addr));
+    else if (peer->ss_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, addr, sizeof(addr));
+    if (per_ip)
+        log_msg(LOG_LEVEL_WARN, "connection refused: its address has --max-connections-per-ip "
+                "open", "listener=%s addr=%s limit=%d refused_per_ip_total=%llu", s->opts.name,
+                addr, s->opts.max_connections_per_ip, (unsigned long long)ip);
+    else
+        log_msg(LOG_LEVEL_WARN, "connection refused: --max-connections open",
+                "listener=%s addr=%s limit=%d refused_full_total=%llu", s->opts.name, addr,
+                s->opts.max_connections, (unsigned long long)full);
+}
+
+/* Takes the connections waiting. One over --max-connections, or from an
+ * address with --max-connections-per-ip open, is closed at once. */
 static void accept_all(struct worker *w)
 {
     struct grpc_server *s = w->s;
 
     for (int i = 0; i < 64; i++) {
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+        struct sockaddr_storage peer;
+        socklen_t peerlen = sizeof(peer);
+        int fd = accept4(s->listen_fd, (struct sockaddr *)&peer, &peerlen,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1, rc;
         struct epoll_event ev;
         struct conn *c;
 
         if (fd < 0)
             return;
-        if (atomic_load(&s->stopping) ||
-            atomic_fetch_add(&s->nconns, 1) >= (unsigned)s->opts.max_connections) {
-            if (!atomic_load(&s->stopping))
-                atomic_fetch_sub(&s->nconns, 1);
+        if (atomic_load(&s->stopping)) {
+            close(fd);
+            continue;
+        }
+        if (atomic_fetch_add(&s->nconns, 1) >= (unsigned)s->opts.max_connections) {
+            atomic_fetch_sub(&s->nconns, 1);
             close(fd);          /* full: --max-connections */
+            refused(s, &peer, 0);
+            continue;
+        }
+        if ((rc = iplimit_take(s->perip, (struct sockaddr *)&peer)) != PERMITD_OK) {
+            atomic_fetch_sub(&s->nconns, 1);
+            close(fd);          /* --max-connections-per-ip, or out of memory */
+            if (rc == PERMITD_EEXHAUSTED)
+                refused(s, &peer, 1);
             continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if ((c = conn_new(w, fd)) == NULL) {
             atomic_fetch_sub(&s->nconns, 1);
+            iplimit_put(s->perip, (struct sockaddr *)&peer);
             close(fd);
             continue;
         }
+        c->peer = peer;
+        c->per_ip = 1;          /* given back by conn_close() */
         ev.events = EPOLLIN;
         ev.data.ptr = c;
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -1125,6 +1211,10 @@ int grpc_server_start(const struct grpc_options *opts, grpc_handler_fn fn, void 
     s->nworkers = n;
     for (int i = 0; i < n; i++)
         s->workers[i].epfd = -1;
+    if ((rc = iplimit_new(opts->max_connections_per_ip, &s->perip, err)) != PERMITD_OK) {
+        grpc_server_stop(s, 0);
+        return rc;
+    }
     if (opts->tls_cert_pem != NULL && (rc = tls_setup(s, err)) != PERMITD_OK) {
         grpc_server_stop(s, 0);
         return rc;
@@ -1183,6 +1273,18 @@ unsigned grpc_server_connections(const struct grpc_server *s)
     return atomic_load(&((struct grpc_server *)s)->nconns);
 }
 
+void grpc_server_load(const struct grpc_server *s, struct grpc_server_load *out)
+{
+    struct grpc_server *m = (struct grpc_server *)s;    /* atomics only */
+
+    memset(out, 0, sizeof(*out));
+    out->open = atomic_load(&m->nconns);
+    out->limit = (unsigned)s->opts.max_connections;
+    out->per_ip_limit = (unsigned)s->opts.max_connections_per_ip;
+    out->refused_full = atomic_load(&m->refused_full);
+    out->refused_per_ip = atomic_load(&m->refused_per_ip);
+}
+
 void grpc_server_stop(struct grpc_server *s, int grace_ms)
 {
     if (s == NULL)
@@ -1210,6 +1312,7 @@ void grpc_server_stop(struct grpc_server *s, int grace_ms)
         gnutls_priority_deinit(s->prio);
     if (s->cred != NULL)
         gnutls_certificate_free_credentials(s->cred);
+    iplimit_free(s->perip);     /* after the workers: their closes put back into it */
     free(s);
 }
 

@@ -34,6 +34,7 @@ struct grpc_options {
     int port;                     /* 0 = any free port */
     int threads;
     int max_connections;          /* across the workers */
+    int max_connections_per_ip;   /* from one client address, across the workers; 0: no limit */
     int max_streams;              /* concurrent streams per connection */
     size_t max_message_bytes;     /* largest request message (after the 5-byte prefix) */
     int idle_timeout_s;           /* a connection without a call or a byte this long closes */
@@ -56,6 +57,17 @@ int grpc_server_port(const struct grpc_server *s);
 
 /* Connections open right now (any thread; for /metrics and tests). */
 unsigned grpc_server_connections(const struct grpc_server *s);
+
+/* The listener's connections and what was refused at accept, for /metrics
+ * (any thread; each field read on its own, not one snapshot). */
+struct grpc_server_load {
+    unsigned open;                /* connections open now */
+    unsigned limit;               /* max_connections */
+    unsigned per_ip_limit;        /* max_connections_per_ip; 0: none */
+    uint64_t refused_full;        /* closed at accept: max_connections open */
+    uint64_t refused_per_ip;      /* closed at accept: the address had its limit open */
+};
+void grpc_server_load(const struct grpc_server *s, struct grpc_server_load *out);
 
 /* Stops accepting, tells every connection to go (GOAWAY), waits up to
  * grace_ms for calls in flight, then closes everything and frees s. NULL

@@ -24,7 +24,8 @@
  *
  * The limits that span connections are kept across the workers: the
  * connection limit is split between them (as libmicrohttpd's own thread
- * pool does) and the per-address count is shared (apc()).
+ * pool does) and the per-address count is shared (core/iplimit.c, asked
+ * by apc()).
  *
  * Bodies are buffered per request up to max_body_bytes. A Content-Length
  * above the limit is refused before any byte of the body is read; a
@@ -78,13 +79,13 @@
 
 #include "core/arena.h"
 #include "core/clock.h"
+#include "core/iplimit.h"
 #include "transport/http.h"
 #include "core/log.h"
 #include "core/loop.h"
 
 #define SHED_HEAD_AGE_US 1000000    /* when full, a head awaited this long may be shed */
 #define WAITING_POLL_MS 10      /* see worker_want() */
-#define IP_BUCKETS 256
 
 /* What a connection is doing; each phase is one list per worker. */
 enum conn_phase {
@@ -138,13 +139,6 @@ struct worker {
     atomic_uint count[PHASES];  /* connections per phase, read by http_server_load() */
 };
 
-/* Connections open per client address, shared by the workers. */
-struct ip_count {
-    struct ip_count *next;
-    struct sockaddr_storage addr;   /* address only: port zeroed */
-    int n;
-};
-
 struct http_server {
     int port;
     http_handler_fn fn;
@@ -154,8 +148,7 @@ struct http_server {
     atomic_int in_flight;       /* requests begun and not yet completed */
     atomic_int stopping;
     int64_t stop_until_us;      /* grace for requests in flight, once stopping */
-    pthread_mutex_t ip_lock;
-    struct ip_count *ips[IP_BUCKETS];
+    struct iplimit *perip;      /* connections per client address, shared by the workers */
     atomic_uint_fast64_t header_timeouts, shed_idle, shed_head, refused;
     int nworkers;
     struct worker workers[];
@@ -1067,61 +1060,12 @@ static int open_listeners(struct http_server *s, struct permitd_error *err)
  * address at the same instant can each pass the check: the limit can be
  * overshot by at most threads - 1 for that moment. */
 
-static unsigned ip_hash(const struct sockaddr_storage *a)
-{
-    const unsigned char *p;
-    size_t n;
-    unsigned h = 2166136261u;
-
-    if (a->ss_family == AF_INET6) {
-        p = (const unsigned char *)&((const struct sockaddr_in6 *)a)->sin6_addr;
-        n = 16;
-    } else {
-        p = (const unsigned char *)&((const struct sockaddr_in *)a)->sin_addr;
-        n = 4;
-    }
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 16777619u;
-    return h % IP_BUCKETS;
-}
-
-/* The address of sa with its port zeroed, comparable with memcmp. */
-static void ip_key(struct sockaddr_storage *key, const struct sockaddr *sa)
-{
-    memset(key, 0, sizeof(*key));
-    key->ss_family = sa->sa_family;
-    if (sa->sa_family == AF_INET6)
-        ((struct sockaddr_in6 *)key)->sin6_addr = ((const struct sockaddr_in6 *)sa)->sin6_addr;
-    else if (sa->sa_family == AF_INET)
-        ((struct sockaddr_in *)key)->sin_addr = ((const struct sockaddr_in *)sa)->sin_addr;
-}
-
-/* Where the count of key's address is, or would go (call with ip_lock held). */
-static struct ip_count **ip_find(struct http_server *s, const struct sockaddr_storage *key)
-{
-    struct ip_count **pp = &s->ips[ip_hash(key)];
-
-    while (*pp != NULL && memcmp(&(*pp)->addr, key, sizeof(*key)) != 0)
-        pp = &(*pp)->next;
-    return pp;
-}
-
 static enum MHD_Result apc(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     struct http_server *s = cls;
-    struct sockaddr_storage key;
-    struct ip_count **pp;
-    int ok;
 
     (void)addrlen;
-    if (s->opts.max_connections_per_ip <= 0 || addr == NULL)
-        return MHD_YES;
-    ip_key(&key, addr);
-    pthread_mutex_lock(&s->ip_lock);
-    pp = ip_find(s, &key);
-    ok = *pp == NULL || (*pp)->n < s->opts.max_connections_per_ip;
-    pthread_mutex_unlock(&s->ip_lock);
-    return ok ? MHD_YES : MHD_NO;
+    return iplimit_allows(s->perip, addr) ? MHD_YES : MHD_NO;
 }
 
 /* A connection opens or closes (cls: its worker; on close, possibly from
@@ -1133,8 +1077,6 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     struct worker *w = cls;
     struct http_server *s = w->s;
     const union MHD_ConnectionInfo *ci;
-    struct sockaddr_storage key;
-    struct ip_count **pp, *c;
     struct conn *rec = *socket_context;
 
     if (code == MHD_CONNECTION_NOTIFY_STARTED && (rec = w->free_conns) != NULL) {
@@ -1162,20 +1104,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (ci == NULL || ci->client_addr == NULL)
         return;
-    ip_key(&key, ci->client_addr);
-    pthread_mutex_lock(&s->ip_lock);
-    pp = ip_find(s, &key);
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        if (*pp == NULL && (*pp = calloc(1, sizeof(**pp))) != NULL)
-            (*pp)->addr = key;
-        if (*pp != NULL)
-            (*pp)->n++;
-    } else if (*pp != NULL && --(*pp)->n <= 0) {
-        c = *pp;
-        *pp = c->next;
-        free(c);
-    }
-    pthread_mutex_unlock(&s->ip_lock);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        iplimit_count(s->perip, ci->client_addr);
+    else
+        iplimit_put(s->perip, ci->client_addr);
 }
 
 /* ---- the worker's event loop ----
@@ -1312,13 +1244,7 @@ static void workers_free(struct http_server *s)
         }
         free(w->conns);
     }
-    for (int i = 0; i < IP_BUCKETS; i++)
-        while (s->ips[i] != NULL) {
-            struct ip_count *c = s->ips[i];
-            s->ips[i] = c->next;
-            free(c);
-        }
-    pthread_mutex_destroy(&s->ip_lock);
+    iplimit_free(s->perip);
     free(s);
 }
 
@@ -1430,11 +1356,11 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
     s->opts = *opts;
     snprintf(s->name, sizeof(s->name), "%s", opts->name ? opts->name : "http");
     s->opts.name = s->name;
-    pthread_mutex_init(&s->ip_lock, NULL);
     s->nworkers = nworkers;
     for (int i = 0; i < nworkers; i++)
         s->workers[i].listen_fd = -1;
-    if ((rc = open_listeners(s, err)) != PERMITD_OK) {
+    if ((rc = iplimit_new(opts->max_connections_per_ip, &s->perip, err)) != PERMITD_OK ||
+        (rc = open_listeners(s, err)) != PERMITD_OK) {
         workers_free(s);
         return rc;
     }

@@ -1,6 +1,7 @@
 // End-to-end: the gRPC listener over TLS (--grpc-tls-cert/--grpc-tls-key,
 // issue 25): grpc-js with a self-signed certificate the test makes
-// (openssl), ALPN h2 required, cleartext refused.
+// (openssl), ALPN h2 required, cleartext refused; with
+// --max-connections-per-ip 2, a failed handshake gives its slot back.
 //
 // Environment (run-grpc.sh / ctest provide it): PERMITD_BIN,
 // PERMITD_TEST_REDIS_URL, PERMITD_TEST_REDIS_PORT.
@@ -74,14 +75,14 @@ before(async () => {
   const [port, grpcPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const args = ["--listen", `127.0.0.1:${port}`, "--admin-listen", `127.0.0.1:${adminPort}`,
                 "--grpc-listen", `127.0.0.1:${grpcPort}`, "--grpc-tls-cert", path.join(dir, "cert.pem"),
-                "--grpc-tls-key", path.join(dir, "key.pem"),
+                "--grpc-tls-key", path.join(dir, "key.pem"), "--max-connections-per-ip", "2",
                 "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--app-auth", "off"];
   const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   const output = [];
   child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
   child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
   const exit = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  server = { child, grpcPort, output, exit };
+  server = { child, grpcPort, adminPort, output, exit };
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline && child.exitCode === null) {
     const ok = await new Promise((resolve) => {
@@ -140,5 +141,33 @@ step("ALPN without h2 fails the handshake; a cleartext client gets no gRPC answe
     await assert.rejects(acquire(plain), (e) => e.code === grpc.status.UNAVAILABLE || e.code === grpc.status.DEADLINE_EXCEEDED);
   } finally {
     plain.close();
+  }
+});
+
+step("failed TLS handshakes give their slot back (--max-connections-per-ip 2): a client is served after them", async () => {
+  const ca = fs.readFileSync(path.join(dir, "cert.pem"));
+  for (let i = 0; i < 3; i++) {
+    const r = await new Promise((resolve) => {
+      const s = tls.connect({ host: "127.0.0.1", port: server.grpcPort, ca, servername: "localhost",
+        ALPNProtocols: ["http/1.1"] }, () => { resolve("connected"); s.destroy(); });
+      s.on("error", (e) => resolve(`error: ${e.code ?? e.message}`));
+    });
+    assert.match(r, /^error/);
+  }
+  // The closes before are the client's: the server sees them a moment later.
+  const open = 'permitd_grpc_connections{listener="grpc"}';
+  let text = "";
+  for (const deadline = Date.now() + 5000; Date.now() < deadline; await sleep(50)) {
+    text = await (await fetch(`http://127.0.0.1:${server.adminPort}/metrics`)).text();
+    if (text.includes(`${open} 0\n`)) break;
+  }
+  assert.ok(text.includes(`${open} 0\n`), text.split("\n").filter((l) => l.startsWith("permitd_grpc")).join("\n"));
+  const creds = grpc.credentials.createSsl(ca);
+  const c = new pkg.permit.v1.RateLimitService(`localhost:${server.grpcPort}`, creds);
+  try {
+    const res = await acquire(c);
+    assert.equal(res.limit, 2, "answered (the bucket is spent: a denial, but an answer)");
+  } finally {
+    c.close();
   }
 });
