@@ -1,14 +1,16 @@
-// What an end-to-end suite does with a real permitd, in one place: read
+// What every end-to-end suite does with a real permitd, in one place: the
+// Connect and gRPC suites beside this file (acquire, grpc, grpc-tls,
+// grpc-limits, envoy) and the admin UI's harness (ui/harness.mjs) all read
 // the environment ctest sets, take free ports, start the binary with its
 // output kept, wait until it answers, stop it with SIGTERM (SIGKILL after a
-// grace period), and remember a failed step so that its output is printed.
-// The admin UI's harness (ui/harness.mjs) builds on it; a suite then states
-// only its own flags, readiness check and steps, instead of carrying a copy.
+// grace period), read its /metrics, and print its output when a step
+// failed. Each suite then states only its own flags, readiness check and
+// steps, instead of carrying a copy of this.
 //
 // Node built-ins only: ui/ has its own node_modules and imports this file
-// without this directory's npm packages.
+// without this directory's npm packages (gRPC's proto loading is proto.mjs).
 import { it } from "node:test";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -31,6 +33,33 @@ export function freePort() {
       srv.close(() => resolve(port));
     });
   });
+}
+
+// Free ports for the API, admin and gRPC listeners, and the flags that put
+// permitd on them: { ports: { apiPort, adminPort, grpcPort }, args }.
+export async function listeners() {
+  const [apiPort, grpcPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  return {
+    ports: { apiPort, adminPort, grpcPort },
+    args: ["--listen", `127.0.0.1:${apiPort}`, "--admin-listen", `127.0.0.1:${adminPort}`,
+      "--grpc-listen", `127.0.0.1:${grpcPort}`],
+  };
+}
+
+// redis-cli against the stack's Redis ($PERMITD_TEST_REDIS_PORT): its
+// answer, trimmed.
+export function redisCli(...args) {
+  const port = requireEnv("PERMITD_TEST_REDIS_PORT", "run the suite under ctest");
+  return execFileSync("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], { encoding: "utf8" }).trim();
+}
+
+// Writes policy name straight into Redis in the documented layout, for the
+// suites without MySQL: HSET <prefix>{<name>}:policy name … apps …
+// max_permits … rate … version 1 enabled 1, then the pairs of more
+// (e.g. ["shadow", "1"]). Returns redis-cli's answer.
+export function putRedisPolicy(prefix, name, { apps, maxPermits, rate, more = [] }) {
+  return redisCli("HSET", `${prefix}{${name}}:policy`, "name", name, "apps", apps,
+    "max_permits", String(maxPermits), "rate", String(rate), "version", "1", "enabled", "1", ...more);
 }
 
 // Starts $PERMITD_BIN with args. Returns the server: { child, args, output
@@ -87,13 +116,21 @@ export async function waitReady(srv, what, probe, ms) {
   throw new Error(`permitd was not ready (${what}) within ${ms / 1000} s (last: ${last})\n${command(srv)}`);
 }
 
-// A probe for waitReady(): a GET of url answered 200.
+// Probes for waitReady(): a GET of url answered 200; a TCP connection to
+// port accepted.
 export function httpOk(url) {
   return async () => {
     const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
     await res.arrayBuffer();
     return res.status === 200 || `HTTP ${res.status}`;
   };
+}
+
+export function tcpOpen(port) {
+  return () => new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1", () => { s.destroy(); resolve(true); });
+    s.on("error", (err) => resolve(err.code ?? err.message));
+  });
 }
 
 // SIGTERM, then SIGKILL when the server has not exited within graceMs.
@@ -109,6 +146,19 @@ export async function stopPermitd(srv, graceMs) {
     await srv.exit;
   }
   return res;
+}
+
+// The text of the server's /metrics (srv.adminPort), and the value of one
+// series (its exact name and labels) in it, or null.
+export async function metrics(srv) {
+  const r = await fetch(`http://127.0.0.1:${srv.adminPort}/metrics`);
+  return r.text();
+}
+
+export async function metric(srv, series) {
+  for (const line of (await metrics(srv)).split("\n"))
+    if (line.startsWith(series + " ")) return Number(line.slice(series.length + 1));
+  return null;
 }
 
 // Returns step(name, fn[, timeout]): it() that sets state.failed when fn
@@ -127,4 +177,21 @@ export function stepper(state, { timeout, onFailure } = {}) {
       }
     });
   };
+}
+
+// For after(): stops srv (stopPermitd) and says how it ended; state.failed
+// is set when it did not exit 0 on SIGTERM, and then, or when a step
+// failed, the server's output is printed.
+export async function stopAndReport(srv, state, graceMs) {
+  if (srv) {
+    const res = await stopPermitd(srv, graceMs);
+    if (res === null) {
+      state.failed = true;
+      process.stderr.write(`# permitd did not stop within ${graceMs / 1000} s of SIGTERM\n`);
+    } else {
+      process.stderr.write(`# permitd stopped on SIGTERM: ${JSON.stringify(res)}\n`);
+      if (res.code !== 0) state.failed = true;
+    }
+  }
+  if (state.failed) process.stderr.write(`\n--- permitd output ---\n${serverOutput(srv)}\n--- end ---\n`);
 }
