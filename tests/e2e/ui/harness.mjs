@@ -194,21 +194,23 @@ export async function checkA11y(page, state) {
   assert.equal(problems.length, 0, `axe-core: ${problems.length} serious or critical violation(s) on "${state}":\n${problems.join("\n")}`);
 }
 
+// An answer's body: its JSON, or { raw: text } when it is not JSON.
+export function parseJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return { raw: text };
+  }
+}
+
 // An admin RPC from inside the signed-in page ("PolicyService/CreatePolicy"):
-// same origin, the page's cookies. json: the parsed answer, or { raw } when
-// it is not JSON.
-export function pageRpc(page, method, body) {
-  return page.evaluate(async ([m, b]) => {
+// same origin, the page's cookies. Answers { status, json } (parseJson()).
+export async function pageRpc(page, method, body) {
+  const { status, text } = await page.evaluate(async ([m, b]) => {
     const res = await fetch(`/permit.v1.${m}`, {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b), credentials: "same-origin",
     });
-    const text = await res.text();
-    let json = null;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = { raw: text };
-    }
-    return { status: res.status, json };
+    return { status: res.status, text: await res.text() };
   }, [method, body]);
+  return { status, json: parseJson(text) };
 }

@@ -29,7 +29,7 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 import * as fmt from "../../../admin-ui/format.js";
-import { CHROMIUM, CHROMIUM_ARGS, SHOTS, checkA11y, harness, mariadb, pageRpc } from "./harness.mjs";
+import { CHROMIUM, CHROMIUM_ARGS, SHOTS, checkA11y, harness, mariadb, pageRpc, parseJson } from "./harness.mjs";
 
 const T = harness("ui");
 const { step, login, watch } = T;
@@ -71,14 +71,7 @@ async function adminRpc(method, body, headers) {
     headers: { "Content-Type": "application/json", ...headers },
     body: JSON.stringify(body),
   });
-  const text = await res.text();
-  let json = null;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = { raw: text };
-  }
-  return { status: res.status, json, headers: res.headers };
+  return { status: res.status, json: parseJson(await res.text()), headers: res.headers };
 }
 
 async function shot(page, name) {
