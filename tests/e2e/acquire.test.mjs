@@ -9,27 +9,19 @@
 //
 // Policies are written straight into Redis in the documented layout:
 //   HSET <prefix>{<policy>}:policy name … apps … max_permits … rate … version … enabled …
-import { after, before, describe, it } from "node:test";
+import { after, before, describe } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import net from "node:net";
 import path from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 
-function requireEnv(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`acquire.test.mjs: environment variable ${name} is not set (run it through tests/e2e/run.sh under ctest)`);
-  return v;
-}
+import { freePort, httpOk, putRedisPolicy, requireEnv, spawnPermitd, stepper, stopAndReport, waitReady } from "./permitd.mjs";
 
-const PERMITD_BIN = requireEnv("PERMITD_BIN");
-const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
-const REDIS_PORT = requireEnv("PERMITD_TEST_REDIS_PORT");
-const GEN_DIR = requireEnv("PERMITD_E2E_GEN");
+const HINT = "acquire.test.mjs: run it through tests/e2e/run.sh under ctest";
+const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL", HINT);
+const GEN_DIR = requireEnv("PERMITD_E2E_GEN", HINT);
 
 const { RateLimitService } = await import(
   pathToFileURL(path.join(GEN_DIR, "permit", "v1", "ratelimit_pb.js")).href
@@ -42,51 +34,15 @@ const MAX = 5;
 
 // ---------------------------------------------------------------- helpers
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 function putPolicy(name, { apps = "e2e-app,other-app", maxPermits = MAX, rate = "1" } = {}) {
-  const key = `${PREFIX}{${name}}:policy`;
-  const out = execFileSync(
-    "redis-cli",
-    ["-h", "127.0.0.1", "-p", String(REDIS_PORT), "HSET", key,
-      "name", name, "apps", apps, "max_permits", String(maxPermits),
-      "rate", String(rate), "version", "1", "enabled", "1"],
-    { encoding: "utf8" },
-  ).trim();
-  assert.match(out, /^\(integer\) \d+$|^\d+$/, `redis-cli HSET ${key} answered ${JSON.stringify(out)}`);
+  const out = putRedisPolicy(PREFIX, name, { apps, maxPermits, rate });
+  assert.match(out, /^\(integer\) \d+$|^\d+$/, `redis-cli HSET ${PREFIX}{${name}}:policy answered ${JSON.stringify(out)}`);
 }
 
-let server = null; // { child, port, output: string[], exit: Promise }
-let failed = false;
-
-function serverOutput() {
-  if (!server) return "(permitd not started)";
-  const text = server.output.join("");
-  const tail = text.length > 65536 ? "…" + text.slice(-65536) : text;
-  return tail || "(no output)";
-}
-
+let server = null; // spawnPermitd()'s, with port (the API listener's)
+const run = { failed: false };
 // it() that remembers failures, so after() can print the server's output.
-function step(name, fn) {
-  it(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      failed = true;
-      throw err;
-    }
-  });
-}
+const step = stepper(run);
 
 async function startPermitd() {
   const port = await freePort();
@@ -96,60 +52,8 @@ async function startPermitd() {
                 "--redis-url", REDIS_URL, "--redis-prefix", PREFIX,
                 // policies by hand, no MySQL where app keys live (issue 21)
                 "--app-auth", "off"];
-  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
-  const output = [];
-  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
-  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
-  let exited = null;
-  const exit = new Promise((resolve) => {
-    child.on("exit", (code, signal) => {
-      exited = { code, signal };
-      resolve(exited);
-    });
-    child.on("error", (err) => {
-      output.push(`spawn error: ${err.message}\n`);
-      exited = { code: null, signal: null, error: err };
-      resolve(exited);
-    });
-  });
-  server = { child, port, output, exit, args };
-
-  const url = `http://127.0.0.1:${port}/healthz`;
-  const deadline = Date.now() + 10_000;
-  let last = "no attempt";
-  while (Date.now() < deadline) {
-    if (exited) {
-      throw new Error(`permitd exited before becoming healthy (${JSON.stringify(exited)})\n` +
-        `command: ${PERMITD_BIN} ${args.join(" ")}\n--- permitd output ---\n${serverOutput()}`);
-    }
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      await res.arrayBuffer();
-      if (res.status === 200) return;
-      last = `HTTP ${res.status}`;
-    } catch (err) {
-      last = err.cause?.code ?? err.message;
-    }
-    await sleep(100);
-  }
-  throw new Error(`permitd did not answer 200 on ${url} within 10 s (last: ${last})\n` +
-    `command: ${PERMITD_BIN} ${args.join(" ")}\n--- permitd output ---\n${serverOutput()}`);
-}
-
-async function stopPermitd() {
-  if (!server) return null;
-  const { child, exit } = server;
-  if (child.exitCode === null && child.signalCode === null) {
-    child.kill("SIGTERM");
-    const res = await Promise.race([exit, sleep(5000, null, { ref: false })]);
-    if (res === null) {
-      child.kill("SIGKILL");
-      await exit;
-      return { timedOut: true };
-    }
-    return res;
-  }
-  return exit;
+  server = spawnPermitd(args, { port });
+  await waitReady(server, "API listener: /healthz 200", httpOk(`http://127.0.0.1:${port}/healthz`), 10_000);
 }
 
 function makeClient(useBinaryFormat) {
@@ -190,14 +94,8 @@ before(async () => {
   await startPermitd();
 });
 
-after(async () => {
-  const res = await stopPermitd();
-  if (res) process.stderr.write(`# permitd stopped on SIGTERM: ${JSON.stringify(res)}\n`);
-  if (failed) {
-    process.stderr.write(`\n--- permitd output (${PERMITD_BIN} ${server?.args.join(" ")}) ---\n` +
-      serverOutput() + "\n--- end of permitd output ---\n");
-  }
-});
+after(() => stopAndReport(server, run, 5000));
+
 
 // ---------------------------------------------------------------- the tests
 

@@ -7,37 +7,26 @@
 //
 // Environment (run-grpc.sh / ctest provide it): PERMITD_BIN,
 // PERMITD_TEST_REDIS_URL, PERMITD_TEST_MYSQL_ROOT_URL (root over the socket).
-import { after, before, it } from "node:test";
+import { after, before } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
-import net from "node:net";
-import path from "node:path";
+import { spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 
 import grpc from "@grpc/grpc-js";
-import protoLoader from "@grpc/proto-loader";
 
-function requireEnv(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`envoy.test.mjs: environment variable ${name} is not set (run it under ctest: e2e_grpc)`);
-  return v;
-}
+import { httpOk, listeners, requireEnv, spawnPermitd, stepper, stopAndReport, waitReady } from "./permitd.mjs";
+import { loadProto } from "./proto.mjs";
 
-const PERMITD_BIN = requireEnv("PERMITD_BIN");
-const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
-const ROOT_URL = requireEnv("PERMITD_TEST_MYSQL_ROOT_URL");
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const PROTO_DIR = path.join(HERE, "..", "..", "proto");
+const HINT = "envoy.test.mjs: run it under ctest: e2e_grpc";
+const PERMITD_BIN = requireEnv("PERMITD_BIN", HINT);
+const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL", HINT);
+const ROOT_URL = requireEnv("PERMITD_TEST_MYSQL_ROOT_URL", HINT);
 const DB = `envoy_${process.pid}`;
 const PREFIX = `e2e-envoy-${process.pid}:`;
 const DOMAIN = "edge";
 const SYNC_MS = 300;
 
-const def = protoLoader.loadSync(path.join(PROTO_DIR, "envoy", "service", "ratelimit", "v3", "rls.proto"), {
-  includeDirs: [PROTO_DIR], longs: Number, enums: String, defaults: true, keepCase: true,
-});
-const rls = grpc.loadPackageDefinition(def).envoy.service.ratelimit.v3;
+const rls = loadProto("envoy/service/ratelimit/v3/rls.proto", { enums: String }).envoy.service.ratelimit.v3;
 
 // ---------------------------------------------------------------- helpers
 
@@ -70,18 +59,6 @@ function cli(args, input = "") {
   assert.equal(r.status, 0, `permitd ${args.join(" ")}: ${r.stdout}${r.stderr}`);
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 function putPolicy(name, maxPermits) {
   sql(`INSERT INTO policies (name, max_permits, rate) VALUES ('${name}', ${maxPermits}, 0.001);
        INSERT INTO policy_apps (policy_id, app) SELECT id, '${DOMAIN}' FROM policies WHERE name = '${name}';`);
@@ -92,55 +69,17 @@ function putMapping(descriptor, policy, keyEntry) {
        VALUES ('${DOMAIN}', '${descriptor}', '${policy}', '${keyEntry}');`);
 }
 
-let server = null;
-let failed = false;
-
-function serverOutput() {
-  if (!server) return "(permitd not started)";
-  const text = server.output.join("");
-  return (text.length > 65536 ? "…" + text.slice(-65536) : text) || "(no output)";
-}
-
-function step(name, fn) {
-  it(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      failed = true;
-      throw err;
-    }
-  });
-}
+let server = null; // spawnPermitd()'s, with grpcPort and adminPort
+const run = { failed: false };
+const step = stepper(run);
 
 async function startPermitd() {
-  const [port, grpcPort, adminPort] = [await freePort(), await freePort(), await freePort()];
-  const args = ["--listen", `127.0.0.1:${port}`, "--admin-listen", `127.0.0.1:${adminPort}`,
-                "--grpc-listen", `127.0.0.1:${grpcPort}`, "--threads", "2",
+  const l = await listeners();
+  const args = [...l.args, "--threads", "2",
                 "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--mysql-url", dbUrl(),
                 "--sync-interval-ms", String(SYNC_MS), "--app-auth", "off"];
-  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
-  const output = [];
-  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
-  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
-  let exited = null;
-  const exit = new Promise((resolve) => child.on("exit", (code, signal) => {
-    exited = { code, signal };
-    resolve(exited);
-  }));
-  server = { child, grpcPort, adminPort, output, exit };
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    if (exited) throw new Error(`permitd exited (${JSON.stringify(exited)})\n${serverOutput()}`);
-    try {
-      const res = await fetch(`http://127.0.0.1:${adminPort}/readyz`, { signal: AbortSignal.timeout(1000) });
-      await res.arrayBuffer();
-      if (res.status === 200) return;
-    } catch {
-      // not up yet
-    }
-    await sleep(100);
-  }
-  throw new Error(`permitd not ready within 15 s\n${serverOutput()}`);
+  server = spawnPermitd(args, l.ports);
+  await waitReady(server, "admin listener: /readyz 200", httpOk(`http://127.0.0.1:${l.ports.adminPort}/readyz`), 15_000);
 }
 
 let client = null;
@@ -185,22 +124,12 @@ before(async () => {
 
 after(async () => {
   client?.close();
-  if (server && server.child.exitCode === null) {
-    server.child.kill("SIGTERM");
-    const res = await Promise.race([server.exit, sleep(15000, null, { ref: false })]);
-    if (res === null) {
-      server.child.kill("SIGKILL");
-      failed = true;
-    } else if (res.code !== 0) {
-      failed = true;
-    }
-  }
+  await stopAndReport(server, run, 15_000);
   try {
     sql(`DROP DATABASE IF EXISTS \`${DB}\``, "");
   } catch {
     // best effort
   }
-  if (failed) process.stderr.write(`\n--- permitd output ---\n${serverOutput()}\n--- end ---\n`);
 });
 
 // ---------------------------------------------------------------- ShouldRateLimit

@@ -8,65 +8,27 @@
 //
 // Environment (run-grpc.sh / ctest provide it): PERMITD_BIN,
 // PERMITD_TEST_REDIS_URL, PERMITD_TEST_REDIS_PORT.
-import { after, before, it } from "node:test";
+import { after, before } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
 import http2 from "node:http2";
 import net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 
-function requireEnv(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`grpc-limits.test.mjs: environment variable ${name} is not set (run it under ctest: e2e_grpc)`);
-  return v;
-}
+import { listeners, metric as metricOf, putRedisPolicy, requireEnv, spawnPermitd, stepper, stopAndReport,
+  waitReady } from "./permitd.mjs";
 
-const PERMITD_BIN = requireEnv("PERMITD_BIN");
-const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
-const REDIS_PORT = requireEnv("PERMITD_TEST_REDIS_PORT");
+const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL", "grpc-limits.test.mjs: run it under ctest: e2e_grpc");
 const PREFIX = `e2e-grpclim-${process.pid}:`;
 const APP = "lim-app";
 const PER_IP = 3;
 const MAX_BODY = 4096;
 
-let server = null; // { child, grpcPort, adminPort, output, exit }
-let failed = false;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function step(name, fn) {
-  it(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      failed = true;
-      throw err;
-    }
-  });
-}
-
-async function metrics() {
-  const r = await fetch(`http://127.0.0.1:${server.adminPort}/metrics`);
-  return r.text();
-}
+let server = null; // spawnPermitd()'s, with grpcPort and adminPort
+const run = { failed: false };
+const step = stepper(run);
 
 // The value of one series of /metrics (exact name and labels), or null.
-async function metric(series) {
-  const text = await metrics();
-  for (const line of text.split("\n"))
-    if (line.startsWith(series + " ")) return Number(line.slice(series.length + 1));
-  return null;
-}
+const metric = (series) => metricOf(server, series);
 
 const OPEN = 'permitd_grpc_connections{listener="grpc"}';
 const PER_IP_REFUSED = 'permitd_grpc_connections_refused_total{listener="grpc",reason="per_ip"}';
@@ -145,39 +107,19 @@ function refusedWithin(from) {
 }
 
 before(async () => {
-  execFileSync("redis-cli", ["-h", "127.0.0.1", "-p", REDIS_PORT, "HSET", `${PREFIX}{lim-alive}:policy`,
-    "name", "lim-alive", "apps", APP, "max_permits", "5", "rate", "0.001", "version", "1", "enabled", "1"]);
-  const [port, grpcPort, adminPort] = [await freePort(), await freePort(), await freePort()];
-  const args = ["--listen", `127.0.0.1:${port}`, "--admin-listen", `127.0.0.1:${adminPort}`,
-                "--grpc-listen", `127.0.0.1:${grpcPort}`, "--threads", "2",
+  putRedisPolicy(PREFIX, "lim-alive", { apps: APP, maxPermits: 5, rate: "0.001" });
+  const l = await listeners();
+  const args = [...l.args, "--threads", "2",
                 "--max-connections-per-ip", String(PER_IP), "--max-body-bytes", String(MAX_BODY),
                 "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--app-auth", "off"];
-  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
-  const output = [];
-  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
-  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
-  const exit = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  server = { child, grpcPort, adminPort, output, exit };
+  server = spawnPermitd(args, l.ports);
   // Ready once /metrics answers: probing the gRPC port would take its slots.
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline && child.exitCode === null) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${adminPort}/metrics`)).ok && output.join("").includes("grpc listener started")) return;
-    } catch { /* not up yet */ }
-    await sleep(100);
-  }
-  throw new Error(`permitd did not start\n${output.join("")}`);
+  await waitReady(server, "/metrics answering, \"grpc listener started\" logged", async () =>
+    (await fetch(`http://127.0.0.1:${server.adminPort}/metrics`)).ok && server.output.join("").includes("grpc listener started"), 10_000);
 });
 
-after(async () => {
-  if (server && server.child.exitCode === null) {
-    server.child.kill("SIGTERM");
-    const res = await Promise.race([server.exit, sleep(15000, null, { ref: false })]);
-    if (res === null || res.code !== 0) failed = true;
-    if (res === null) server.child.kill("SIGKILL");
-  }
-  if (failed) process.stderr.write(`\n--- permitd output ---\n${server?.output.join("")}\n--- end ---\n`);
-});
+after(() => stopAndReport(server, run, 15_000));
+
 
 step("--max-connections-per-ip 3: a 4th connection from one address is closed at accept and counted; a closed one gives its slot back; another address is served", async () => {
   assert.equal(await metric('permitd_grpc_connections_per_ip_limit{listener="grpc"}'), PER_IP);

@@ -5,104 +5,48 @@
 //
 // Environment (run-grpc.sh / ctest provide it): PERMITD_BIN,
 // PERMITD_TEST_REDIS_URL, PERMITD_TEST_REDIS_PORT.
-import { after, before, it } from "node:test";
+import { after, before } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import tls from "node:tls";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 
 import grpc from "@grpc/grpc-js";
-import protoLoader from "@grpc/proto-loader";
 
-function requireEnv(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`grpc-tls.test.mjs: environment variable ${name} is not set (run it under ctest: e2e_grpc)`);
-  return v;
-}
+import { listeners, metrics, putRedisPolicy, requireEnv, spawnPermitd, stepper, stopAndReport, tcpOpen,
+  waitReady } from "./permitd.mjs";
+import { loadProto } from "./proto.mjs";
 
-const PERMITD_BIN = requireEnv("PERMITD_BIN");
-const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
-const REDIS_PORT = requireEnv("PERMITD_TEST_REDIS_PORT");
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const PROTO_DIR = path.join(HERE, "..", "..", "proto");
+const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL", "grpc-tls.test.mjs: run it under ctest: e2e_grpc");
 const PREFIX = `e2e-grpctls-${process.pid}:`;
 const APP = "tls-app";
 
-const def = protoLoader.loadSync(path.join(PROTO_DIR, "permit", "v1", "ratelimit.proto"), {
-  includeDirs: [PROTO_DIR], longs: Number, defaults: true, keepCase: true,
-});
-const pkg = grpc.loadPackageDefinition(def);
+const pkg = loadProto("permit/v1/ratelimit.proto");
 
 let dir = null;
-let server = null;
-let failed = false;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function step(name, fn) {
-  it(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      failed = true;
-      throw err;
-    }
-  });
-}
+let server = null; // spawnPermitd()'s, with grpcPort and adminPort
+const run = { failed: false };
+const step = stepper(run);
 
 before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "permitd-grpc-tls-"));
   execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
     "-nodes", "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
     "-keyout", path.join(dir, "key.pem"), "-out", path.join(dir, "cert.pem")], { stdio: "ignore" });
-  execFileSync("redis-cli", ["-h", "127.0.0.1", "-p", REDIS_PORT, "HSET", `${PREFIX}{tls}:policy`,
-    "name", "tls", "apps", APP, "max_permits", "2", "rate", "0.001", "version", "1", "enabled", "1"]);
-  const [port, grpcPort, adminPort] = [await freePort(), await freePort(), await freePort()];
-  const args = ["--listen", `127.0.0.1:${port}`, "--admin-listen", `127.0.0.1:${adminPort}`,
-                "--grpc-listen", `127.0.0.1:${grpcPort}`, "--grpc-tls-cert", path.join(dir, "cert.pem"),
+  putRedisPolicy(PREFIX, "tls", { apps: APP, maxPermits: 2, rate: "0.001" });
+  const l = await listeners();
+  const args = [...l.args, "--grpc-tls-cert", path.join(dir, "cert.pem"),
                 "--grpc-tls-key", path.join(dir, "key.pem"), "--max-connections-per-ip", "2",
                 "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--app-auth", "off"];
-  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
-  const output = [];
-  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
-  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
-  const exit = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  server = { child, grpcPort, adminPort, output, exit };
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline && child.exitCode === null) {
-    const ok = await new Promise((resolve) => {
-      const s = net.connect(grpcPort, "127.0.0.1", () => { s.destroy(); resolve(true); });
-      s.on("error", () => resolve(false));
-    });
-    if (ok) return;
-    await sleep(100);
-  }
-  throw new Error(`permitd's TLS gRPC port did not open\n${output.join("")}`);
+  server = spawnPermitd(args, l.ports);
+  await waitReady(server, `its TLS gRPC port ${l.ports.grpcPort} open`, tcpOpen(l.ports.grpcPort), 10_000);
 });
 
 after(async () => {
-  if (server && server.child.exitCode === null) {
-    server.child.kill("SIGTERM");
-    const res = await Promise.race([server.exit, sleep(15000, null, { ref: false })]);
-    if (res === null || res.code !== 0) failed = true;
-    if (res === null) server.child.kill("SIGKILL");
-  }
-  if (failed) process.stderr.write(`\n--- permitd output ---\n${server?.output.join("")}\n--- end ---\n`);
+  await stopAndReport(server, run, 15_000);
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -158,7 +102,7 @@ step("failed TLS handshakes give their slot back (--max-connections-per-ip 2): a
   const open = 'permitd_grpc_connections{listener="grpc"}';
   let text = "";
   for (const deadline = Date.now() + 5000; Date.now() < deadline; await sleep(50)) {
-    text = await (await fetch(`http://127.0.0.1:${server.adminPort}/metrics`)).text();
+    text = await metrics(server);
     if (text.includes(`${open} 0\n`)) break;
   }
   assert.ok(text.includes(`${open} 0\n`), text.split("\n").filter((l) => l.startsWith("permitd_grpc")).join("\n"));

@@ -8,119 +8,45 @@
 //   PERMITD_BIN              the permitd binary
 //   PERMITD_TEST_REDIS_URL   redis://127.0.0.1:PORT of a throw-away redis-server
 //   PERMITD_TEST_REDIS_PORT  the same port, for redis-cli
-import { after, before, it } from "node:test";
+import { after, before } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
 import http2 from "node:http2";
 import net from "node:net";
-import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 
 import grpc from "@grpc/grpc-js";
-import protoLoader from "@grpc/proto-loader";
 
-function requireEnv(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`grpc.test.mjs: environment variable ${name} is not set (run it under ctest: e2e_grpc)`);
-  return v;
-}
+import { listeners, metrics, putRedisPolicy, redisCli as redis, requireEnv, spawnPermitd, stepper, stopAndReport, tcpOpen,
+  waitReady } from "./permitd.mjs";
+import { loadProto } from "./proto.mjs";
 
-const PERMITD_BIN = requireEnv("PERMITD_BIN");
-const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
-const REDIS_PORT = requireEnv("PERMITD_TEST_REDIS_PORT");
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const PROTO_DIR = path.join(HERE, "..", "..", "proto");
+const HINT = "grpc.test.mjs: run it under ctest: e2e_grpc";
+const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL", HINT);
 
 const PREFIX = `e2e-grpc-${process.pid}:`;
 const APP = "grpc-app";
 const MAX_BODY = 4096;
 
-const def = protoLoader.loadSync(path.join(PROTO_DIR, "permit", "v1", "ratelimit.proto"), {
-  includeDirs: [PROTO_DIR], longs: Number, defaults: true, keepCase: true,
-});
-const pkg = grpc.loadPackageDefinition(def);
+const pkg = loadProto("permit/v1/ratelimit.proto");
 
 // ---------------------------------------------------------------- helpers
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function redis(...args) {
-  return execFileSync("redis-cli", ["-h", "127.0.0.1", "-p", String(REDIS_PORT), ...args],
-    { encoding: "utf8" }).trim();
-}
-
 function putPolicy(name, { maxPermits = 5, rate = "0.001", shadow = false } = {}) {
-  redis("HSET", `${PREFIX}{${name}}:policy`, "name", name, "apps", APP,
-    "max_permits", String(maxPermits), "rate", String(rate), "version", "1", "enabled", "1",
-    ...(shadow ? ["shadow", "1"] : []));
+  putRedisPolicy(PREFIX, name, { apps: APP, maxPermits, rate, more: shadow ? ["shadow", "1"] : [] });
 }
 
-// permitd's /metrics, from its admin listener.
-async function metrics() {
-  const admin = server.args[server.args.indexOf("--admin-listen") + 1];
-  const r = await fetch(`http://${admin}/metrics`);
-  return r.text();
-}
-
-let server = null; // { child, grpcPort, output, exit, args }
-let failed = false;
-
-function serverOutput() {
-  if (!server) return "(permitd not started)";
-  const text = server.output.join("");
-  return (text.length > 65536 ? "…" + text.slice(-65536) : text) || "(no output)";
-}
-
-function step(name, fn) {
-  it(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      failed = true;
-      throw err;
-    }
-  });
-}
+let server = null; // spawnPermitd()'s, with grpcPort and adminPort
+const run = { failed: false };
+const step = stepper(run);
 
 async function startPermitd() {
-  const [port, grpcPort, adminPort] = [await freePort(), await freePort(), await freePort()];
-  const args = ["--listen", `127.0.0.1:${port}`, "--admin-listen", `127.0.0.1:${adminPort}`,
-                "--grpc-listen", `127.0.0.1:${grpcPort}`, "--threads", "2",
+  const l = await listeners();
+  const args = [...l.args, "--threads", "2",
                 "--max-body-bytes", String(MAX_BODY),
                 "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--redis-timeout-ms", "5000",
                 "--app-auth", "off"];
-  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
-  const output = [];
-  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
-  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
-  let exited = null;
-  const exit = new Promise((resolve) => child.on("exit", (code, signal) => {
-    exited = { code, signal };
-    resolve(exited);
-  }));
-  server = { child, grpcPort, output, exit, args };
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    if (exited) throw new Error(`permitd exited (${JSON.stringify(exited)})\n${serverOutput()}`);
-    const ok = await new Promise((resolve) => {
-      const s = net.connect(grpcPort, "127.0.0.1", () => { s.destroy(); resolve(true); });
-      s.on("error", () => resolve(false));
-    });
-    if (ok) return;
-    await sleep(100);
-  }
-  throw new Error(`permitd's gRPC port ${grpcPort} did not open within 10 s\n${serverOutput()}`);
+  server = spawnPermitd(args, l.ports);
+  await waitReady(server, `its gRPC port ${l.ports.grpcPort} open`, tcpOpen(l.ports.grpcPort), 10_000);
 }
 
 function client() {
@@ -210,21 +136,7 @@ before(async () => {
   await startPermitd();
 });
 
-after(async () => {
-  if (server && server.child.exitCode === null) {
-    server.child.kill("SIGTERM");
-    const res = await Promise.race([server.exit, sleep(15000, null, { ref: false })]);
-    if (res === null) {
-      server.child.kill("SIGKILL");
-      failed = true;
-      process.stderr.write("# permitd did not stop within 15 s of SIGTERM\n");
-    } else {
-      process.stderr.write(`# permitd stopped on SIGTERM: ${JSON.stringify(res)}\n`);
-      if (res.code !== 0) failed = true;
-    }
-  }
-  if (failed) process.stderr.write(`\n--- permitd output ---\n${serverOutput()}\n--- end ---\n`);
-});
+after(() => stopAndReport(server, run, 15_000));
 
 // ---------------------------------------------------------------- permit.v1 over gRPC
 
@@ -255,7 +167,7 @@ step("a policy in shadow mode over gRPC: every Acquire allowed, the would-be den
     assert.deepEqual(answers.map((a) => a.res.allowed), [true, true, true, true, true]);
     assert.deepEqual(answers.map((a) => a.res.shadow), [false, false, true, true, true]);
     assert.ok(answers[4].res.retry_after_ms > 0, "the would-be denial's wait is told");
-    const text = await metrics();
+    const text = await metrics(server);
     assert.match(text, /permitd_acquires_total\{policy="grpc-shadow",result="shadow_denied"\} 3\n/);
     assert.match(text, /permitd_acquires_total\{policy="grpc-shadow",result="allowed"\} 2\n/);
   } finally {

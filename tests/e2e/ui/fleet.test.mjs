@@ -15,129 +15,27 @@
 //
 // Environment: as ui.test.mjs (run through tests/e2e/ui/run.sh fleet.test.mjs
 // under ctest: e2e_fleet_ui).
-import { after, before, describe, it } from "node:test";
+import { after, before, describe } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
 import crypto from "node:crypto";
-import fs from "node:fs";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 
 import { chromium } from "playwright-core";
 
-function requireEnv(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`fleet.test.mjs: environment variable ${name} is not set (run it through tests/e2e/ui/run.sh under ctest)`);
-  return v;
-}
+import { CHROMIUM, CHROMIUM_ARGS, SHOTS, checkA11y, freePort, harness, mariadb, pageRpc } from "./harness.mjs";
 
-const PERMITD_BIN = requireEnv("PERMITD_BIN");
-const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
-const MYSQL_SOCKET = requireEnv("PERMITD_TEST_MYSQL_SOCKET");
-const SHOTS = process.env.PERMITD_UI_SCREENSHOTS || fs.mkdtempSync(path.join(os.tmpdir(), "permitd-fleet-shots-"));
-const CHROMIUM = process.env.PERMITD_CHROMIUM || "/usr/bin/chromium";
-const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"];
-const AXE_FILE = fileURLToPath(new URL("./node_modules/axe-core/axe.min.js", import.meta.url));
-const AXE_PATH = "/__ui-test__/axe.min.js";
-const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
-
-const DB = `fleetui_${process.pid}`;
-const MYSQL_URL = `mysql://root@localhost/${DB}?socket=${MYSQL_SOCKET}`;
-const PREFIX = `fleetui${process.pid}:`;
-const EDITOR = { name: "carol", password: crypto.randomBytes(12).toString("hex") };
-const VIEWER = { name: "dave", password: crypto.randomBytes(12).toString("hex") };
+// Each instance has 8 s to exit on SIGTERM.
+const T = harness("fleetui", { stopGraceMs: 8000 });
+const { step, watch } = T;
+const DB = T.db;
+const EDITOR = { name: "carol", password: crypto.randomBytes(12).toString("hex"), role: "editor" };
+const VIEWER = { name: "dave", password: crypto.randomBytes(12).toString("hex"), role: "viewer" };
 const POLICY = "fleet-e2e";
 const APP = "fleet-app";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function mariadb(sql) {
-  return execFileSync("mariadb", ["--no-defaults", "-S", MYSQL_SOCKET, "-uroot", "-e", sql], { encoding: "utf8" });
-}
-
-function permitdCli(args, input) {
-  return execFileSync(PERMITD_BIN, args, {
-    input, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, PERMITD_MYSQL_URL: MYSQL_URL },
-  });
-}
-
-const servers = [];
-let failed = false;
-let currentPage = null;
-const pageErrors = [];
-
-function step(name, fn, timeout = 90_000) {
-  it(name, { timeout }, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      failed = true;
-      const file = path.join(SHOTS, `FAILED-fleet-${name.replace(/[^A-Za-z0-9]+/g, "-").slice(0, 60)}.png`);
-      await currentPage?.screenshot({ path: file, fullPage: true }).then(
-        () => console.error(`screenshot of the failure: ${file}`), () => {});
-      throw err;
-    }
-  });
-}
-
-async function waitHealthy(srv, url) {
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    if (srv.exited) throw new Error(`permitd exited: ${JSON.stringify(srv.exited)}\n${srv.output.join("")}`);
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      await res.arrayBuffer();
-      if (res.status === 200) return;
-    } catch {
-      // not yet
-    }
-    await sleep(100);
-  }
-  throw new Error(`permitd did not answer on ${url}\n${srv.output.join("")}`);
-}
-
-// A permitd on this test's database and prefix; redisUrl: another Redis
-// (one that does not answer).
-async function startPermitd(redisUrl = REDIS_URL) {
-  const apiPort = await freePort();
-  const adminPort = await freePort();
-  const args = ["--listen", `127.0.0.1:${apiPort}`, "--admin-listen", `127.0.0.1:${adminPort}`,
-    "--redis-url", redisUrl, "--redis-prefix", PREFIX, "--mysql-url", MYSQL_URL, "--sync-interval-ms", "500",
-    "--app-auth", "off", "--fleet-heartbeat-ttl", "5", "--redis-timeout-ms", "300"];
-  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
-  const output = [];
-  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
-  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
-  const srv = { child, apiPort, adminPort, output, args, exited: null };
-  srv.exit = new Promise((resolve) => child.on("exit", (code, signal) => resolve((srv.exited = { code, signal }))));
-  servers.push(srv);
-  await waitHealthy(srv, `http://127.0.0.1:${apiPort}/healthz`);
-  await waitHealthy(srv, `http://127.0.0.1:${adminPort}/healthz`);
-  return srv;
-}
-
-async function stopPermitd(srv) {
-  if (!srv || srv.exited) return;
-  srv.child.kill("SIGTERM");
-  if ((await Promise.race([srv.exit, sleep(8000, null, { ref: false })])) === null) {
-    srv.child.kill("SIGKILL");
-    await srv.exit;
-  }
-}
+// Every instance's flags beyond the harness's: a short heartbeat TTL (a
+// stopped instance leaves the page soon) and a short Redis timeout.
+const FLEET_ARGS = ["--fleet-heartbeat-ttl", "5", "--redis-timeout-ms", "300"];
 
 async function acquire(srv, body = {}) {
   const res = await fetch(`http://127.0.0.1:${srv.apiPort}/permit.v1.RateLimitService/Acquire`, {
@@ -149,61 +47,8 @@ async function acquire(srv, body = {}) {
   return json;
 }
 
-function pageRpc(page, method, body) {
-  return page.evaluate(async ([m, b]) => {
-    const res = await fetch(`/permit.v1.${m}`, {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b), credentials: "same-origin",
-    });
-    return { status: res.status, json: await res.json().catch(() => null) };
-  }, [method, body]);
-}
-
-function watch(page, label) {
-  page.on("pageerror", (err) => pageErrors.push(`${label}: ${err.message}`));
-  page.on("console", (msg) => {
-    if (msg.type() === "error" && !/^Failed to load resource/.test(msg.text())) pageErrors.push(`${label}: console: ${msg.text()}`);
-  });
-  return page;
-}
-
-const axeRouted = new WeakSet();
-async function checkA11y(page, state) {
-  const ctx = page.context();
-  if (!axeRouted.has(ctx)) {
-    axeRouted.add(ctx);
-    await ctx.route(`**${AXE_PATH}`, (route) => route.fulfill({ path: AXE_FILE, contentType: "text/javascript; charset=utf-8" }));
-  }
-  await page.waitForFunction(() => {
-    const t = document.getElementById("toast");
-    return !t || t.getAnimations().every((a) => a.playState !== "running");
-  }, null, { timeout: 5000 });
-  const problems = [];
-  try {
-    for (const scheme of ["light", "dark"]) {
-      await page.emulateMedia({ colorScheme: scheme });
-      if (!(await page.evaluate(() => typeof window.axe === "object"))) await page.addScriptTag({ url: AXE_PATH });
-      const found = await page.evaluate(async (tags) => {
-        const r = await window.axe.run(document, { runOnly: { type: "tag", values: tags }, resultTypes: ["violations"] });
-        return r.violations.flatMap((v) => v.nodes
-          .filter((n) => ["serious", "critical"].includes(n.impact || v.impact))
-          .map((n) => `${v.id} at ${n.target.join(" ")}: ${(n.failureSummary || v.help).replace(/\s+/g, " ").trim()}`));
-      }, AXE_TAGS);
-      for (const f of found) problems.push(`  [${scheme}] ${f}`);
-    }
-  } finally {
-    await page.emulateMedia({ colorScheme: null });
-  }
-  assert.equal(problems.length, 0, `axe-core on "${state}":\n${problems.join("\n")}`);
-}
-
-async function login(page, srv, user) {
-  await page.goto(`http://127.0.0.1:${srv.adminPort}/`);
-  await page.getByLabel("Username").fill(user.name);
-  await page.getByLabel("Password").fill(user.password);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("heading", { name: "Policies", level: 1 }).waitFor();
-}
-
+const login = (page, srv, user) => T.login(page, user, srv);
+const stopPermitd = (srv) => T.stopPermitd(srv);
 const instanceRow = (page, srv) => page.locator("#instances tbody tr").filter({ hasText: `127.0.0.1:${srv.apiPort}` });
 const total = (page, id) => page.evaluate((i) => Number(document.querySelector(`#${i}`)?.textContent.replace(/,/g, "") ?? -1), id);
 
@@ -215,32 +60,22 @@ describe("the admin UI's fleet pages in headless Chromium", () => {
   let page;
 
   before(async () => {
-    fs.mkdirSync(SHOTS, { recursive: true });
-    mariadb(`DROP DATABASE IF EXISTS ${DB}; CREATE DATABASE ${DB}`);
-    permitdCli(["migrate", "up"]);
-    permitdCli(["admin", "add-user", EDITOR.name, "--role", "editor"], `${EDITOR.password}\n`);
-    permitdCli(["admin", "add-user", VIEWER.name, "--role", "viewer"], `${VIEWER.password}\n`);
-    a = await startPermitd();
-    b = await startPermitd();
+    T.setUp([EDITOR, VIEWER]);
+    a = await T.startPermitd(FLEET_ARGS);
+    b = await T.startPermitd(FLEET_ARGS);
     // Redis "down": a port nothing listens on.
-    down = await startPermitd(`redis://127.0.0.1:${await freePort()}`);
+    down = await T.startPermitd(FLEET_ARGS, { redisUrl: `redis://127.0.0.1:${await freePort()}` });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     ctx.setDefaultTimeout(15_000);
     page = watch(await ctx.newPage(), "carol");
-    currentPage = page;
+    T.currentPage = page;
   });
 
   after(async () => {
     await browser?.close().catch(() => {});
-    for (const s of servers) await stopPermitd(s);
-    try {
-      mariadb(`DROP DATABASE IF EXISTS ${DB}`);
-    } catch (err) {
-      console.error(`could not drop database ${DB}: ${err.message}`);
-    }
-    if (failed) for (const s of servers) console.error(`--- permitd ${s.args.join(" ")} ---\n${s.output.join("").slice(-20000)}`);
-    assert.deepEqual(pageErrors, [], "no script errors on any page");
+    await T.tearDown();
+    assert.deepEqual(T.pageErrors, [], "no script errors on any page");
   });
 
   step("the Instances page lists both instances, this one marked", async () => {
@@ -314,7 +149,7 @@ describe("the admin UI's fleet pages in headless Chromium", () => {
 
   step("while Redis does not answer the list says so and gauges read unknown", async () => {
     const p2 = watch(await page.context().newPage(), "carol on the instance without redis");
-    currentPage = p2;
+    T.currentPage = p2;
     // The session lives in MySQL: the same cookie works on every instance.
     await p2.goto(`http://127.0.0.1:${down.adminPort}/#/`);
     const banner = p2.locator("#redis-down");
@@ -335,14 +170,14 @@ describe("the admin UI's fleet pages in headless Chromium", () => {
     assert.equal(await p2.locator("#traffic-chart svg").count(), 0, "no chart of zeros");
     await checkA11y(p2, "detail, redis down");
     await p2.close();
-    currentPage = page;
+    T.currentPage = page;
   });
 
   step("a viewer sees the Instances page and the fleet chart, without editors' controls", async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     ctx.setDefaultTimeout(15_000);
     const vp = watch(await ctx.newPage(), "dave");
-    currentPage = vp;
+    T.currentPage = vp;
     await login(vp, a, VIEWER);
     await vp.getByRole("link", { name: "Instances" }).click();
     await instanceRow(vp, a).waitFor();
@@ -354,7 +189,7 @@ describe("the admin UI's fleet pages in headless Chromium", () => {
     assert.equal(await vp.locator("#per-instance").count(), 1, "the breakdown is for viewers too");
     await checkA11y(vp, "detail, viewer");
     await ctx.close();
-    currentPage = page;
+    T.currentPage = page;
   });
 
   step("an instance that stops leaves the Instances page", async () => {

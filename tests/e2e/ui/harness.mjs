@@ -1,64 +1,61 @@
-// The pieces every admin-UI suite of issue 25 needs (gateway.test.mjs, the
-// Gateway rules page; envoy.test.mjs, the Envoy descriptors page): a real
-// permitd on free ports with its own MySQL database and Redis prefix, real
-// headless Chromium (Debian's, through playwright-core), axe-core checks in
-// light and dark, sign-in, calls of the admin RPCs from the signed-in page,
-// and a screenshot of the page when a step fails. One module, so the suites
-// test their pages and not copies of the harness.
+// The pieces every admin-UI suite needs (ui.test.mjs, the policies, apps,
+// users and audit pages; fleet.test.mjs, the fleet pages over several
+// instances; gateway.test.mjs, the Gateway rules page; envoy.test.mjs, the
+// Envoy descriptors page): real permitd instances on free ports with the
+// suite's own MySQL database and Redis prefix, real headless Chromium
+// (Debian's, through playwright-core), axe-core checks in light and dark,
+// sign-in, calls of the admin RPCs from the signed-in page, and a screenshot
+// of the page when a step fails. One module, so the suites test their pages
+// and not copies of the harness; starting and stopping permitd is
+// ../permitd.mjs, shared with the Connect and gRPC suites.
 //
 // Environment (ctest sets it; see tests/e2e/CMakeLists.txt): PERMITD_BIN,
 // PERMITD_TEST_REDIS_URL, PERMITD_TEST_MYSQL_SOCKET, PERMITD_UI_SCREENSHOTS,
 // PERMITD_CHROMIUM.
-import { it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 
-function requireEnv(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`environment variable ${name} is not set (run the suite through tests/e2e/ui/run.sh under ctest)`);
-  return v;
-}
+import { freePort, httpOk, requireEnv, serverOutput, spawnPermitd, stepper, stopPermitd, waitReady } from "../permitd.mjs";
 
-export const PERMITD_BIN = requireEnv("PERMITD_BIN");
-export const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
-export const MYSQL_SOCKET = requireEnv("PERMITD_TEST_MYSQL_SOCKET");
+export { freePort };
+
+const HOW = "run the suite through tests/e2e/ui/run.sh under ctest";
+export const PERMITD_BIN = requireEnv("PERMITD_BIN", HOW);
+export const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL", HOW);
+export const MYSQL_SOCKET = requireEnv("PERMITD_TEST_MYSQL_SOCKET", HOW);
 export const SHOTS = process.env.PERMITD_UI_SCREENSHOTS || fs.mkdtempSync(path.join(os.tmpdir(), "permitd-ui-shots-"));
 export const CHROMIUM = process.env.PERMITD_CHROMIUM || "/usr/bin/chromium";
 export const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"];
+
+// axe-core as npm installed it beside this file. The admin UI's
+// Content-Security-Policy (script-src 'self') refuses the inline <script>
+// that page.addScriptTag({path}) would add, so the file is served to the
+// page from its own origin by a route and added with addScriptTag({url}):
+// the policy stays enforced while axe runs.
 const AXE_FILE = fileURLToPath(new URL("./node_modules/axe-core/axe.min.js", import.meta.url));
 const AXE_PATH = "/__ui-test__/axe.min.js";
 const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
-
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 export function mariadb(sql) {
   return execFileSync("mariadb", ["--no-defaults", "-S", MYSQL_SOCKET, "-uroot", "-e", sql], { encoding: "utf8" });
 }
 
-// One suite's state: its database (`${tag}_<pid>`), Redis prefix, permitd,
-// the page a failed step photographs, and the script errors pages raised.
-export function harness(tag) {
+// One suite's state: its database (`${tag}_<pid>`), Redis prefix, the
+// permitd instances it started (t.server: the first since setUp(), the one
+// t.login() and t.adminBase() use unless told another), the page a failed
+// step photographs, and the script errors pages raised. stopGraceMs: how
+// long a permitd has to exit on SIGTERM before it is killed.
+export function harness(tag, { stopGraceMs = 5000 } = {}) {
   const t = {
     db: `${tag}_${process.pid}`,
     prefix: `${tag}${process.pid}:`,
     server: null,
+    servers: [],
     failed: false,
     currentPage: null,
     pageErrors: [],
@@ -75,71 +72,42 @@ export function harness(tag) {
     }
   };
 
-  // A test step; on failure, a screenshot of t.currentPage.
-  t.step = (name, fn, timeout = 90_000) => {
-    it(name, { timeout }, async (tc) => {
-      try {
-        await fn(tc);
-      } catch (err) {
-        t.failed = true;
-        const file = path.join(SHOTS, `FAILED-${tag}-${name.replace(/[^A-Za-z0-9]+/g, "-").slice(0, 60)}.png`);
-        await t.currentPage?.screenshot({ path: file, fullPage: true }).then(
-          () => console.error(`screenshot of the failure: ${file}`), () => {});
-        throw err;
-      }
-    });
-  };
+  // A test step (90 s unless told); on failure, a screenshot of t.currentPage.
+  t.step = stepper(t, {
+    timeout: 90_000,
+    onFailure: async (name) => {
+      const file = path.join(SHOTS, `FAILED-${tag}-${name.replace(/[^A-Za-z0-9]+/g, "-").slice(0, 60)}.png`);
+      await t.currentPage?.screenshot({ path: file, fullPage: true }).then(
+        () => console.error(`screenshot of the failure: ${file}`), () => {});
+    },
+  });
 
-  async function waitHealthy(url) {
-    const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline) {
-      if (t.server.exited) throw new Error(`permitd exited: ${t.server.output.join("")}`);
-      try {
-        const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-        await res.arrayBuffer();
-        if (res.status === 200) return;
-      } catch {
-        // not yet
-      }
-      await sleep(100);
-    }
-    throw new Error(`permitd did not answer on ${url}:\n${t.server.output.join("")}`);
-  }
-
-  // Starts permitd on free API and admin ports (more listeners: extra
-  // arguments, e.g. --grpc-listen on a port of freePort()).
-  t.startPermitd = async (extra = []) => {
+  // Starts a permitd on the suite's database and prefix, on free API and
+  // admin ports, and waits (15 s each) for both to answer /healthz.
+  // extra: more arguments (e.g. --grpc-listen on a port of freePort());
+  // appAuth: its --app-auth; redisUrl: another Redis (one that does not
+  // answer). Returns the server (../permitd.mjs: spawnPermitd()).
+  t.startPermitd = async (extra = [], { appAuth = "off", redisUrl = REDIS_URL } = {}) => {
     const apiPort = await freePort();
     const adminPort = await freePort();
     const args = ["--listen", `127.0.0.1:${apiPort}`, "--admin-listen", `127.0.0.1:${adminPort}`,
-      "--redis-url", REDIS_URL, "--redis-prefix", t.prefix, "--mysql-url", t.mysqlUrl, "--sync-interval-ms", "500",
-      "--app-auth", "off", ...extra];
-    const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
-    const output = [];
-    child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
-    child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
-    t.server = { child, apiPort, adminPort, output, args, exited: null };
-    t.server.exit = new Promise((resolve) => child.on("exit", (code, signal) => resolve((t.server.exited = { code, signal }))));
-    await waitHealthy(`http://127.0.0.1:${apiPort}/healthz`);
-    await waitHealthy(`http://127.0.0.1:${adminPort}/healthz`);
+      "--redis-url", redisUrl, "--redis-prefix", t.prefix, "--mysql-url", t.mysqlUrl, "--sync-interval-ms", "500",
+      "--app-auth", appAuth, ...extra];
+    const srv = spawnPermitd(args, { apiPort, adminPort });
+    t.servers.push(srv);
+    t.server ??= srv;
+    await waitReady(srv, "API listener: /healthz 200", httpOk(`http://127.0.0.1:${apiPort}/healthz`), 15_000);
+    await waitReady(srv, "admin listener: /healthz 200", httpOk(`http://127.0.0.1:${adminPort}/healthz`), 15_000);
+    return srv;
   };
 
-  t.stopPermitd = async () => {
-    if (!t.server) return;
-    const { child, exit } = t.server;
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      const res = await Promise.race([exit, sleep(5000, null, { ref: false })]);
-      if (res === null) {
-        child.kill("SIGKILL");
-        await exit;
-      }
-    }
-  };
+  t.stopPermitd = (srv = t.server) => stopPermitd(srv, stopGraceMs);
 
-  t.adminBase = () => `http://127.0.0.1:${t.server.adminPort}`;
+  t.adminBase = (srv = t.server) => `http://127.0.0.1:${srv.adminPort}`;
 
-  // Script errors and console errors of page go to t.pageErrors.
+  // Uncaught exceptions and console errors (a CSP violation is one) of page
+  // go to t.pageErrors; failed requests are expected (401, 403, 409 …) and
+  // are left out.
   t.watch = (page, label) => {
     page.on("pageerror", (err) => t.pageErrors.push(`${label}: ${err.message}`));
     page.on("console", (msg) => {
@@ -148,36 +116,45 @@ export function harness(tag) {
     return page;
   };
 
-  t.login = async (page, user) => {
-    await page.goto(`${t.adminBase()}/`);
+  t.login = async (page, user, srv = t.server) => {
+    await page.goto(`${t.adminBase(srv)}/`);
     await page.getByLabel("Username").fill(user.name);
     await page.getByLabel("Password").fill(user.password);
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("heading", { name: "Policies", level: 1 }).waitFor();
   };
 
-  // A new database with its migrations and the users [{name, password, role}].
+  // A new database with its migrations and the users [{name, password,
+  // role}] (no role: the command line's default). Returns what each
+  // add-user printed.
   t.setUp = (users) => {
     fs.mkdirSync(SHOTS, { recursive: true });
     mariadb(`DROP DATABASE IF EXISTS ${t.db}; CREATE DATABASE ${t.db}`);
     t.permitdCli(["migrate", "up"]);
-    for (const u of users) t.permitdCli(["admin", "add-user", u.name, "--role", u.role], `${u.password}\n`);
+    return users.map((u) => t.permitdCli(["admin", "add-user", u.name, ...(u.role ? ["--role", u.role] : [])], `${u.password}\n`));
   };
 
+  // Stops every permitd the suite started (the last first), drops the
+  // database, and prints each server's output when a step failed.
   t.tearDown = async () => {
-    await t.stopPermitd();
+    for (const srv of [...t.servers].reverse()) await t.stopPermitd(srv);
     try {
       mariadb(`DROP DATABASE IF EXISTS ${t.db}`);
     } catch (err) {
       console.error(`could not drop database ${t.db}: ${err.message}`);
     }
-    if (t.failed) console.error(`--- permitd output ---\n${t.server?.output.join("")}`);
+    if (t.failed) for (const srv of t.servers) console.error(`--- permitd output (${PERMITD_BIN} ${srv.args.join(" ")}) ---\n${serverOutput(srv)}`);
+    t.servers = [];
+    t.server = null;
   };
   return t;
 }
 
-// axe-core (WCAG 2.x A/AA) on page in light and dark: no serious or
-// critical violation. Waits for the toast's animation first.
+// Runs axe-core (WCAG 2.0/2.1 A and AA) on the page as it is now, once in
+// the light and once in the dark colour scheme, and fails on any serious or
+// critical violation with one line per element: rule id, impact, the
+// element's selector and axe's summary. The colour scheme is left as it was
+// found (no override).
 const axeRouted = new WeakSet();
 export async function checkA11y(page, state) {
   const ctx = page.context();
@@ -185,6 +162,10 @@ export async function checkA11y(page, state) {
     axeRouted.add(ctx);
     await ctx.route(`**${AXE_PATH}`, (route) => route.fulfill({ path: AXE_FILE, contentType: "text/javascript; charset=utf-8" }));
   }
+  // A toast caught mid-fade is half transparent: axe would weigh the
+  // contrast of a state the page never rests in (seen: 1.08 against the page
+  // while the "saved" toast of the step before faded). Wait for its
+  // transition to end, whichever way it runs.
   await page.waitForFunction(() => {
     const t = document.getElementById("toast");
     return !t || t.getAnimations().every((a) => a.playState !== "running");
@@ -198,22 +179,38 @@ export async function checkA11y(page, state) {
         const r = await window.axe.run(document, { runOnly: { type: "tag", values: tags }, resultTypes: ["violations"] });
         return r.violations.flatMap((v) => v.nodes
           .filter((n) => ["serious", "critical"].includes(n.impact || v.impact))
-          .map((n) => `${v.id} at ${n.target.join(" ")}: ${(n.failureSummary || v.help).replace(/\s+/g, " ").trim()}`));
+          .map((n) => ({
+            id: v.id,
+            impact: n.impact || v.impact,
+            target: n.target.join(" "),
+            summary: (n.failureSummary || v.help).replace(/\s+/g, " ").trim(),
+          })));
       }, AXE_TAGS);
-      for (const f of found) problems.push(`  [${scheme}] ${f}`);
+      for (const f of found) problems.push(`  [${scheme}] ${f.id} (${f.impact}) at ${f.target}: ${f.summary}`);
     }
   } finally {
     await page.emulateMedia({ colorScheme: null });
   }
-  assert.equal(problems.length, 0, `axe-core on "${state}":\n${problems.join("\n")}`);
+  assert.equal(problems.length, 0, `axe-core: ${problems.length} serious or critical violation(s) on "${state}":\n${problems.join("\n")}`);
 }
 
-// An admin RPC from the signed-in page ("PolicyService/CreatePolicy").
-export function pageRpc(page, method, body) {
-  return page.evaluate(async ([m, b]) => {
+// An answer's body: its JSON, or { raw: text } when it is not JSON.
+export function parseJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return { raw: text };
+  }
+}
+
+// An admin RPC from inside the signed-in page ("PolicyService/CreatePolicy"):
+// same origin, the page's cookies. Answers { status, json } (parseJson()).
+export async function pageRpc(page, method, body) {
+  const { status, text } = await page.evaluate(async ([m, b]) => {
     const res = await fetch(`/permit.v1.${m}`, {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b), credentials: "same-origin",
     });
-    return { status: res.status, json: await res.json().catch(() => null) };
+    return { status: res.status, text: await res.text() };
   }, [method, body]);
+  return { status, json: parseJson(text) };
 }

@@ -10,19 +10,18 @@
 //   PERMITD_CHROMIUM           optional: another Chromium binary
 //
 // The steps run in order and share one permitd, one browser and the policies
-// they create; a failed step prints permitd's output at the end.
+// they create; a failed step prints permitd's output at the end. The
+// harness (permitd, Chromium, axe, sign-in) is harness.mjs, shared with the
+// other UI suites.
 //
 // Accessibility: every page and state the steps visit is checked with
 // axe-core (WCAG 2.0/2.1 A and AA rules) in the light and the dark colour
 // scheme, and a serious or critical violation fails the step; the
 // keyboard-only paths assert where focus is after each key.
-import { after, before, describe, it } from "node:test";
+import { after, before, describe } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
@@ -30,35 +29,13 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 import * as fmt from "../../../admin-ui/format.js";
+import { CHROMIUM, CHROMIUM_ARGS, SHOTS, checkA11y, harness, mariadb, pageRpc, parseJson } from "./harness.mjs";
 
-function requireEnv(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`ui.test.mjs: environment variable ${name} is not set (run it through tests/e2e/ui/run.sh under ctest)`);
-  return v;
-}
-
-const PERMITD_BIN = requireEnv("PERMITD_BIN");
-const REDIS_URL = requireEnv("PERMITD_TEST_REDIS_URL");
-const MYSQL_SOCKET = requireEnv("PERMITD_TEST_MYSQL_SOCKET");
-const SHOTS = process.env.PERMITD_UI_SCREENSHOTS || fs.mkdtempSync(path.join(os.tmpdir(), "permitd-ui-shots-"));
-const CHROMIUM = process.env.PERMITD_CHROMIUM || "/usr/bin/chromium";
-const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"];
-
-// axe-core as npm installed it beside this file. The admin UI's
-// Content-Security-Policy (script-src 'self') refuses the inline <script>
-// that page.addScriptTag({path}) would add, so the file is served to the
-// page from its own origin by a route and added with addScriptTag({url}):
-// the policy stays enforced while axe runs.
-const AXE_FILE = fileURLToPath(new URL("./node_modules/axe-core/axe.min.js", import.meta.url));
-const AXE_PATH = "/__ui-test__/axe.min.js";
-const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
-
-const DB = `ui_${process.pid}`;
-const MYSQL_URL = `mysql://root@localhost/${DB}?socket=${MYSQL_SOCKET}`;
-const PREFIX = `ui${process.pid}:`;
-const EDITOR = { name: "alice", password: crypto.randomBytes(12).toString("hex") };
-const VIEWER = { name: "bob", password: crypto.randomBytes(12).toString("hex") };
+const T = harness("ui");
+const { step, login, watch } = T;
+const DB = T.db;
+const EDITOR = { name: "alice", password: crypto.randomBytes(12).toString("hex"), role: "editor" };
+const VIEWER = { name: "bob", password: crypto.randomBytes(12).toString("hex"), role: "viewer" };
 
 const LIST_POLL_MS_TEST = 1600; // a little more than app.js's LIST_POLL_MS
 
@@ -70,128 +47,14 @@ const XSS = "<img src=x onerror=alert(1)>";
 
 // ---------------------------------------------------------------- helpers
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function mariadb(sql) {
-  return execFileSync("mariadb", ["--no-defaults", "-S", MYSQL_SOCKET, "-uroot", "-e", sql], { encoding: "utf8" });
-}
-
-function permitdCli(args, input) {
-  try {
-    return execFileSync(PERMITD_BIN, args, {
-      input, encoding: "utf8", stdio: ["pipe", "pipe", "pipe"],
-      env: { ...process.env, PERMITD_MYSQL_URL: MYSQL_URL },
-    });
-  } catch (err) {
-    throw new Error(`${PERMITD_BIN} ${args.join(" ")} failed (status ${err.status}):\n${err.stdout ?? ""}${err.stderr ?? ""}`);
-  }
-}
-
-let server = null; // { child, apiPort, adminPort, output, exit, args }
-let keyed = null;  // a second permitd on the same MySQL and Redis prefix, with --app-auth keys
-let failed = false;
-const pageErrors = [];
-let currentPage = null; // screenshotted when a step fails
-
-function serverOutput(srv = server) {
-  if (!srv) return "(permitd not started)";
-  const text = srv.output.join("");
-  const tail = text.length > 65536 ? "…" + text.slice(-65536) : text;
-  return tail || "(no output)";
-}
-
-// it() that remembers failures, so after() can print the server's output.
-function step(name, fn, timeout = 90_000) {
-  it(name, { timeout }, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      failed = true;
-      const file = path.join(SHOTS, `FAILED-${name.replace(/[^A-Za-z0-9]+/g, "-").slice(0, 60)}.png`);
-      await currentPage?.screenshot({ path: file, fullPage: true }).then(
-        () => console.error(`screenshot of the failure: ${file}`), () => {});
-      throw err;
-    }
-  });
-}
-
-async function waitHealthy(srv, url, what) {
-  const deadline = Date.now() + 15_000;
-  let last = "no attempt";
-  while (Date.now() < deadline) {
-    if (srv.exited) {
-      throw new Error(`permitd exited before ${what} was healthy (${JSON.stringify(srv.exited)})\n` +
-        `command: ${PERMITD_BIN} ${srv.args.join(" ")}\n--- permitd output ---\n${serverOutput(srv)}`);
-    }
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      await res.arrayBuffer();
-      if (res.status === 200) return;
-      last = `HTTP ${res.status}`;
-    } catch (err) {
-      last = err.cause?.code ?? err.message;
-    }
-    await sleep(100);
-  }
-  throw new Error(`permitd's ${what} did not answer 200 on ${url} within 15 s (last: ${last})\n` +
-    `command: ${PERMITD_BIN} ${srv.args.join(" ")}\n--- permitd output ---\n${serverOutput(srv)}`);
-}
-
-// appAuth "off": the UI is the subject of most steps, and their Acquires
-// carry no key (the API's keys are tested in test_apps.py); "keys": the
-// second instance that the steps of the Apps page acquire from with the
-// keys they issue in the UI.
-async function startPermitd(appAuth = "off") {
-  const apiPort = await freePort();
-  const adminPort = await freePort();
-  const args = ["--listen", `127.0.0.1:${apiPort}`, "--admin-listen", `127.0.0.1:${adminPort}`,
-    "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--mysql-url", MYSQL_URL, "--sync-interval-ms", "500",
-    "--app-auth", appAuth, "--hotkeys-publish-ms", "300"];
-  const child = spawn(PERMITD_BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
-  const output = [];
-  child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
-  child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));
-  const srv = { child, apiPort, adminPort, output, args, exited: null };
-  srv.exit = new Promise((resolve) => {
-    child.on("exit", (code, signal) => resolve((srv.exited = { code, signal })));
-    child.on("error", (err) => {
-      output.push(`spawn error: ${err.message}\n`);
-      resolve((srv.exited = { code: null, signal: null, error: err.message }));
-    });
-  });
-  await waitHealthy(srv, `http://127.0.0.1:${apiPort}/healthz`, "API listener");
-  await waitHealthy(srv, `http://127.0.0.1:${adminPort}/healthz`, "admin listener");
-  return srv;
-}
-
-async function stopPermitd(srv) {
-  if (!srv) return;
-  const { child, exit } = srv;
-  if (child.exitCode === null && child.signalCode === null) {
-    child.kill("SIGTERM");
-    const res = await Promise.race([exit, sleep(5000, null, { ref: false })]);
-    if (res === null) {
-      child.kill("SIGKILL");
-      await exit;
-    }
-  }
-}
-
-const adminBase = () => `http://127.0.0.1:${server.adminPort}`;
+const adminBase = () => T.adminBase();
+// The second permitd, on the same MySQL and Redis prefix, with --app-auth
+// keys: the steps of the Apps page acquire from it with the keys they issue.
+let keyed = null;
 
 // Acquire from Node, as an application would (plain Connect JSON).
 async function acquire(body) {
-  const res = await fetch(`http://127.0.0.1:${server.apiPort}/permit.v1.RateLimitService/Acquire`, {
+  const res = await fetch(`http://127.0.0.1:${T.server.apiPort}/permit.v1.RateLimitService/Acquire`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ bucket: POLICY, app: APP, ...body }),
@@ -208,31 +71,7 @@ async function adminRpc(method, body, headers) {
     headers: { "Content-Type": "application/json", ...headers },
     body: JSON.stringify(body),
   });
-  const text = await res.text();
-  let json = null;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = { raw: text };
-  }
-  return { status: res.status, json, headers: res.headers };
-}
-
-// An admin RPC from inside a page: same origin, the page's cookies.
-function pageRpc(page, method, body) {
-  return page.evaluate(async ([m, b]) => {
-    const res = await fetch(`/permit.v1.${m}`, {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b), credentials: "same-origin",
-    });
-    const text = await res.text();
-    let json = null;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = { raw: text };
-    }
-    return { status: res.status, json };
-  }, [method, body]);
+  return { status: res.status, json: parseJson(await res.text()), headers: res.headers };
 }
 
 async function shot(page, name) {
@@ -242,63 +81,6 @@ async function shot(page, name) {
   await page.evaluate(() => document.getElementById("toast")?.style.setProperty("visibility", "hidden"));
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
   await page.evaluate(() => document.getElementById("toast")?.style.removeProperty("visibility"));
-}
-
-// Uncaught exceptions and console errors (a CSP violation is one); failed
-// requests are expected here (401, 403, 409 …) and are left out.
-function watch(page, label) {
-  page.on("pageerror", (err) => pageErrors.push(`${label}: ${err.message}`));
-  page.on("console", (msg) => {
-    if (msg.type() === "error" && !/^Failed to load resource/.test(msg.text())) pageErrors.push(`${label}: console: ${msg.text()}`);
-  });
-  return page;
-}
-
-// Runs axe-core on the page as it is now, once in the light and once in the
-// dark colour scheme, and fails on any serious or critical violation with one
-// line per element: rule id, impact, the element's selector and axe's summary.
-// The colour scheme is left as it was found (no override).
-const axeRouted = new WeakSet();
-let axeChecks = 0;
-async function checkA11y(page, state) {
-  const ctx = page.context();
-  if (!axeRouted.has(ctx)) {
-    axeRouted.add(ctx);
-    await ctx.route(`**${AXE_PATH}`, (route) => route.fulfill({ path: AXE_FILE, contentType: "text/javascript; charset=utf-8" }));
-  }
-  // A toast caught mid-fade is half transparent: axe would weigh the
-  // contrast of a state the page never rests in (seen: 1.08 against the page
-  // while the "saved" toast of the step before faded). Wait for its
-  // transition to end, whichever way it runs.
-  await page.waitForFunction(() => {
-    const t = document.getElementById("toast");
-    return !t || t.getAnimations().every((a) => a.playState !== "running");
-  }, null, { timeout: 5000 });
-  const problems = [];
-  try {
-    for (const scheme of ["light", "dark"]) {
-      await page.emulateMedia({ colorScheme: scheme });
-      if (!(await page.evaluate(() => typeof window.axe === "object"))) {
-        await page.addScriptTag({ url: AXE_PATH });
-      }
-      const found = await page.evaluate(async (tags) => {
-        const r = await window.axe.run(document, { runOnly: { type: "tag", values: tags }, resultTypes: ["violations"] });
-        return r.violations.flatMap((v) => v.nodes
-          .filter((n) => ["serious", "critical"].includes(n.impact || v.impact))
-          .map((n) => ({
-            id: v.id,
-            impact: n.impact || v.impact,
-            target: n.target.join(" "),
-            summary: (n.failureSummary || v.help).replace(/\s+/g, " ").trim(),
-          })));
-      }, AXE_TAGS);
-      for (const f of found) problems.push(`  [${scheme}] ${f.id} (${f.impact}) at ${f.target}: ${f.summary}`);
-      axeChecks++;
-    }
-  } finally {
-    await page.emulateMedia({ colorScheme: null });
-  }
-  assert.equal(problems.length, 0, `axe-core: ${problems.length} serious or critical violation(s) on "${state}":\n${problems.join("\n")}`);
 }
 
 // The element that has focus, described for assertions and messages.
@@ -333,14 +115,6 @@ async function focusLeavesBody(page, what) {
     .catch(() => assert.fail(`after ${what} focus is lost to <body>`));
 }
 
-async function login(page, user) {
-  await page.goto(`${adminBase()}/`);
-  await page.getByLabel("Username").fill(user.name);
-  await page.getByLabel("Password").fill(user.password);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("heading", { name: "Policies", level: 1 }).waitFor();
-}
-
 const row = (page, name) => page.locator(`tr[data-policy="${name}"]`);
 const gaugeOf = (page, name) => row(page, name).getByRole("meter");
 
@@ -372,17 +146,13 @@ describe("admin web UI in headless Chromium", () => {
   let dialogs = 0;
 
   before(async () => {
-    fs.mkdirSync(SHOTS, { recursive: true });
-    mariadb(`DROP DATABASE IF EXISTS ${DB}; CREATE DATABASE ${DB}`);
-    permitdCli(["migrate", "up"]);
-    permitdCli(["admin", "add-user", EDITOR.name, "--role", "editor"], `${EDITOR.password}\n`);
-    permitdCli(["admin", "add-user", VIEWER.name, "--role", "viewer"], `${VIEWER.password}\n`);
-    server = await startPermitd("off");
+    T.setUp([EDITOR, VIEWER]);
+    await T.startPermitd(["--hotkeys-publish-ms", "300"]);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     editorCtx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     editorCtx.setDefaultTimeout(15_000);
     page = watch(await editorCtx.newPage(), "alice");
-    currentPage = page;
+    T.currentPage = page;
     page.on("dialog", async (d) => {
       dialogs++;
       await d.dismiss();
@@ -391,18 +161,8 @@ describe("admin web UI in headless Chromium", () => {
 
   after(async () => {
     await browser?.close().catch(() => {});
-    await stopPermitd(keyed);
-    await stopPermitd(server);
-    try {
-      mariadb(`DROP DATABASE IF EXISTS ${DB}`);
-    } catch (err) {
-      console.error(`could not drop database ${DB}: ${err.message}`);
-    }
+    await T.tearDown();
     console.log(`screenshots: ${SHOTS}`);
-    if (failed) {
-      console.error(`--- permitd output (${PERMITD_BIN} ${server?.args.join(" ")}) ---\n${serverOutput()}`);
-      if (keyed) console.error(`--- the keyed permitd's output (${PERMITD_BIN} ${keyed.args.join(" ")}) ---\n${serverOutput(keyed)}`);
-    }
   });
 
   step("format.js: rates, names and apps as the server counts them", () => {
@@ -969,7 +729,7 @@ describe("admin web UI in headless Chromium", () => {
     ctx.setDefaultTimeout(15_000);
     try {
       const kp = watch(await ctx.newPage(), "alice (keyboard)");
-      currentPage = kp;
+      T.currentPage = kp;
       // Sign in.
       await kp.goto(`${adminBase()}/`);
       await kp.getByLabel("Username").waitFor();
@@ -1024,7 +784,7 @@ describe("admin web UI in headless Chromium", () => {
       const gone = await pageRpc(kp, "PolicyService/GetPolicy", { name: KEYS });
       assert.equal(gone.status, 404, JSON.stringify(gone));
     } finally {
-      currentPage = page;
+      T.currentPage = page;
       await ctx.close();
     }
   });
@@ -1603,7 +1363,7 @@ describe("admin web UI in headless Chromium", () => {
   }
 
   step("the Apps page: create an app, issue a key shown once with a copy button, and the key acquires", async () => {
-    keyed = await startPermitd("keys");
+    keyed = await T.startPermitd(["--hotkeys-publish-ms", "300"], { appAuth: "keys" });
     await page.goto(`${adminBase()}/#/`);
     await page.getByRole("link", { name: "Apps", exact: true }).click();
     await page.getByRole("heading", { name: "Apps", level: 1 }).waitFor();
@@ -1824,7 +1584,7 @@ describe("admin web UI in headless Chromium", () => {
   });
 
   step("the UI raised no script errors and broke no Content-Security-Policy", () => {
-    assert.deepEqual(pageErrors, []);
+    assert.deepEqual(T.pageErrors, []);
   });
 });
 
@@ -1853,30 +1613,20 @@ describe("users and audit pages in headless Chromium", () => {
   }
 
   before(async () => {
-    mariadb(`DROP DATABASE IF EXISTS ${DB}; CREATE DATABASE ${DB}`);
-    permitdCli(["migrate", "up"]);
     // The first user, with no --role: an admin.
-    const out = permitdCli(["admin", "add-user", ADMIN.name], `${ADMIN.password}\n`);
+    const [out] = T.setUp([ADMIN, EDITOR, VIEWER]);
     assert.match(out, /\(admin\)/);
-    permitdCli(["admin", "add-user", EDITOR.name, "--role", "editor"], `${EDITOR.password}\n`);
-    permitdCli(["admin", "add-user", VIEWER.name, "--role", "viewer"], `${VIEWER.password}\n`);
-    server = await startPermitd("off");
+    await T.startPermitd(["--hotkeys-publish-ms", "300"]);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     adminCtx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     adminCtx.setDefaultTimeout(15_000);
     page = await signIn(adminCtx, ADMIN);
-    currentPage = page;
+    T.currentPage = page;
   });
 
   after(async () => {
     await browser?.close().catch(() => {});
-    await stopPermitd(server);
-    try {
-      mariadb(`DROP DATABASE IF EXISTS ${DB}`);
-    } catch (err) {
-      console.error(`could not drop database ${DB}: ${err.message}`);
-    }
-    if (failed) console.error(`--- permitd output (${PERMITD_BIN} ${server?.args.join(" ")}) ---\n${serverOutput()}`);
+    await T.tearDown();
   });
 
   step("an admin adds a user, changes its role, resets its password, ends its sessions, disables, enables and deletes it", async () => {
@@ -2061,6 +1811,6 @@ describe("users and audit pages in headless Chromium", () => {
   });
 
   step("the users and audit pages raised no script errors", () => {
-    assert.deepEqual(pageErrors, []);
+    assert.deepEqual(T.pageErrors, []);
   });
 });
