@@ -376,7 +376,8 @@ void health_metrics(const struct health *h, struct http_response *resp)
         fprintf(out, "# HELP permitd_http_connections_closed_total HTTP connections closed by "
                      "permitd: header_timeout (request head not whole in --header-timeout), "
                      "shed_idle / shed_head (to make room when full), refused (bad framing or "
-                     "head over --max-header-bytes).\n"
+                     "head over --max-header-bytes), per_ip (at accept: the address had "
+                     "--max-connections-per-ip open).\n"
                      "# TYPE permitd_http_connections_closed_total counter\n");
         for (int i = 0; i < 2; i++)
             if (h->listeners[i] != NULL)
@@ -384,11 +385,13 @@ void health_metrics(const struct health *h, struct http_response *resp)
                         "permitd_http_connections_closed_total{listener=\"%s\",reason=\"header_timeout\"} %llu\n"
                         "permitd_http_connections_closed_total{listener=\"%s\",reason=\"shed_idle\"} %llu\n"
                         "permitd_http_connections_closed_total{listener=\"%s\",reason=\"shed_head\"} %llu\n"
-                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"refused\"} %llu\n",
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"refused\"} %llu\n"
+                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"per_ip\"} %llu\n",
                         names[i], (unsigned long long)l[i].header_timeouts,
                         names[i], (unsigned long long)l[i].shed_idle,
                         names[i], (unsigned long long)l[i].shed_head,
-                        names[i], (unsigned long long)l[i].refused);
+                        names[i], (unsigned long long)l[i].refused,
+                        names[i], (unsigned long long)l[i].refused_per_ip);
     }
     /* The gRPC listener's (server/transport/grpc.c), when there is one. */
     if (h->grpc != NULL) {

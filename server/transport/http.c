@@ -86,6 +86,7 @@
 
 #define SHED_HEAD_AGE_US 1000000    /* when full, a head awaited this long may be shed */
 #define WAITING_POLL_MS 10      /* see worker_want() */
+#define HTTP_REFUSAL_LOG_US 1000000 /* per-address refusals are logged at most this often */
 
 /* What a connection is doing; each phase is one list per worker. */
 enum conn_phase {
@@ -149,7 +150,8 @@ struct http_server {
     atomic_int stopping;
     int64_t stop_until_us;      /* grace for requests in flight, once stopping */
     struct iplimit *perip;      /* connections per client address, shared by the workers */
-    atomic_uint_fast64_t header_timeouts, shed_idle, shed_head, refused;
+    atomic_uint_fast64_t header_timeouts, shed_idle, shed_head, refused, refused_per_ip;
+    _Atomic int64_t refusal_logged_us;  /* when a per-address refusal was last logged */
     int nworkers;
     struct worker workers[];
 };
@@ -1063,9 +1065,29 @@ static int open_listeners(struct http_server *s, struct permitd_error *err)
 static enum MHD_Result apc(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     struct http_server *s = cls;
+    int64_t now, last;
+    uint64_t n;
+    char text[INET6_ADDRSTRLEN] = "?";
 
     (void)addrlen;
-    return iplimit_allows(s->perip, addr) ? MHD_YES : MHD_NO;
+    if (iplimit_allows(s->perip, addr))
+        return MHD_YES;
+    /* Counted, and logged when none was in the last second (a flood from
+     * one address is one line a second, with the count so far). */
+    n = atomic_fetch_add_explicit(&s->refused_per_ip, 1, memory_order_relaxed) + 1;
+    now = clock_now_us();
+    last = atomic_load(&s->refusal_logged_us);
+    if (now - last < HTTP_REFUSAL_LOG_US ||
+        !atomic_compare_exchange_strong(&s->refusal_logged_us, &last, now))
+        return MHD_NO;
+    if (addr->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)addr)->sin6_addr, text, sizeof(text));
+    else if (addr->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, text, sizeof(text));
+    log_msg(LOG_LEVEL_WARN, "connection refused: its address has --max-connections-per-ip open",
+            "listener=%s addr=%s limit=%d refused_per_ip_total=%llu", s->name, text,
+            s->opts.max_connections_per_ip, (unsigned long long)n);
+    return MHD_NO;
 }
 
 /* A connection opens or closes (cls: its worker; on close, possibly from
@@ -1425,6 +1447,7 @@ void http_server_load(const struct http_server *s, struct http_server_load *out)
     out->shed_idle = atomic_load_explicit(&s->shed_idle, memory_order_relaxed);
     out->shed_head = atomic_load_explicit(&s->shed_head, memory_order_relaxed);
     out->refused = atomic_load_explicit(&s->refused, memory_order_relaxed);
+    out->refused_per_ip = atomic_load_explicit(&s->refused_per_ip, memory_order_relaxed);
 }
 
 int http_server_port(const struct http_server *s)

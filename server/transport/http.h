@@ -101,6 +101,7 @@ struct http_server_load {
     uint64_t shed_idle;         /* closed: idle keep-alive, to make room when full */
     uint64_t shed_head;         /* closed: awaiting its head > 1 s, to make room when full */
     uint64_t refused;           /* answered 400/431 and closed by http.c (framing, head size) */
+    uint64_t refused_per_ip;    /* closed at accept: the address had --max-connections-per-ip */
 };
 void http_server_load(const struct http_server *s, struct http_server_load *out);
 

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import random
+import re
 import signal
 import socket
 import time
@@ -94,6 +95,14 @@ class HostileTest(unittest.TestCase):
             third.close()
             for s in held:
                 s.close()
+        # Counted by reason, and logged (once a second at most), naming the address.
+        text = p.admin().request("GET", "/metrics").body.decode()
+        m = re.search(r'^permitd_http_connections_closed_total\{listener="api",reason="per_ip"\} (\d+)$',
+                      text, re.M)
+        self.assertIsNotNone(m, text[-2000:])
+        self.assertGreaterEqual(int(m.group(1)), 1)
+        self.assertRegex(p.output(), r'connection refused: its address has --max-connections-per-ip '
+                                     r'open" listener=api addr=127\.0\.0\.1 limit=2')
 
     def test_slow_senders_are_cut_off(self):
         p = self.permitd("--connection-timeout", "1")
