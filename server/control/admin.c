@@ -50,9 +50,9 @@
 #include "core/embed.h"
 #include "control/health.h"
 #include "control/listing.h"
-#include "control/offload.h"
 #include "control/settle.h"
 #include "core/log.h"
+#include "core/pool.h"
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
 #include "stores/store.h"
@@ -65,7 +65,7 @@
 #define LOGIN_RATE "0.1"
 #define LOGIN_PATH "/permit.v1.AdminAuthService/Login"
 #define ADMIN_HSTS_MAX_AGE_S (365 * 24 * 3600)
-/* The admin RPCs' pool (offload.h): two threads, so one slow page does not
+/* The admin RPCs' pool (core/pool.h): two threads, so one slow page does not
  * hold the next editor's RPC either; 64 waiting at most. */
 #define ADMIN_RPC_WORKERS 2
 #define ADMIN_RPC_QUEUE 64
@@ -88,7 +88,7 @@ struct admin {
     struct stats *stats;
     struct store *store;            /* NULL without --mysql-url */
     struct verifier *verifier;      /* password checks; NULL without a store */
-    struct offload *rpcs;           /* the RPCs run here, off the listener's thread */
+    struct pool *rpcs;              /* the RPCs run here, off the listener's thread */
     struct health health;           /* what /readyz and /metrics report on */
     pthread_mutex_t store_lock;
     struct connect_limits limits;
@@ -103,8 +103,8 @@ struct admin {
 /* What each admin listener worker's loop has (admin_worker_open()): the
  * inboxes through which password checks and RPCs run elsewhere come back. */
 struct admin_worker {
-    struct verifier_inbox *logins;  /* NULL without a store */
-    struct offload_inbox *rpcs;
+    struct pool_inbox *logins;      /* NULL without a store */
+    struct pool_inbox *rpcs;
 };
 
 int admin_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -137,7 +137,7 @@ int admin_new(const struct config *cfg, struct redis *redis, struct limiter *lim
         free(a);
         return rc;
     }
-    if ((rc = offload_new(ADMIN_RPC_WORKERS, ADMIN_RPC_QUEUE, &a->rpcs, err)) != PERMITD_OK) {
+    if ((rc = pool_new(ADMIN_RPC_WORKERS, ADMIN_RPC_QUEUE, "admin rpc pool", &a->rpcs, err)) != PERMITD_OK) {
         verifier_free(a->verifier);
         store_free(a->store);
         free(a);
@@ -154,7 +154,7 @@ void admin_free(struct admin *a)
     if (a == NULL)
         return;
     verifier_free(a->verifier);
-    offload_free(a->rpcs);
+    pool_free(a->rpcs);
     store_free(a->store);
     pthread_mutex_destroy(&a->store_lock);
     free(a);
@@ -1132,7 +1132,7 @@ int admin_worker_open(void *ud, struct loop *loop, void **worker, struct permitd
     /* (no store: no logins to check) */
     if ((a->verifier != NULL &&
          (rc = verifier_inbox_new(a->verifier, loop, &w->logins, err)) != PERMITD_OK) ||
-        (rc = offload_inbox_new(a->rpcs, loop, &w->rpcs, err)) != PERMITD_OK) {
+        (rc = pool_inbox_new(a->rpcs, loop, &w->rpcs, err)) != PERMITD_OK) {
         free(w);                    /* the loop's close frees an inbox attached */
         return rc;
     }
@@ -1304,25 +1304,26 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
     no_store(resp);
 }
 
-/* An RPC on its way through the pool (offload.h): in the request's
+/* An RPC on its way through the pool (core/pool.h): in the request's
  * storage, as long as the request. */
 struct rpc {
+    struct pool_job job;            /* first: the pool hands this back */
     struct admin *a;
     const struct http_request *req;
     struct http_response resp;
 };
 
-static void rpc_run(void *ud)
+static void rpc_run(struct pool_job *j)
 {
-    struct rpc *r = ud;
+    struct rpc *r = (struct rpc *)j;
 
     http_response_init(&r->resp);
     serve(r->a, r->req, &r->resp);
 }
 
-static void rpc_done(void *ud)
+static void rpc_done(struct pool_job *j)
 {
-    struct rpc *r = ud;
+    struct rpc *r = (struct rpc *)j;
 
     answer_headers(r->a, &r->resp);
     http_request_resume(r->req, &r->resp);
@@ -1339,18 +1340,22 @@ static int offload_rpc(struct admin *a, const struct http_request *req,
 {
     struct admin_worker *w = http_request_worker(req);
     struct permitd_error err = {0, ""};
+    struct pool_load seen;
     struct rpc *r;
 
     if (w == NULL || w->rpcs == NULL || http_request_detach(req) != 0 ||
         (r = http_request_alloc(req, sizeof(*r))) == NULL)
         return 0;
+    r->job = (struct pool_job){rpc_run, rpc_done, NULL, NULL, NULL};
     r->a = a;
     r->req = req;
     http_request_defer(req);
-    if (offload_submit(a->rpcs, w->rpcs, rpc_run, rpc_done, r, &err) != PERMITD_OK) {
+    if (pool_submit(a->rpcs, w->rpcs, &r->job, &seen) != PERMITD_OK) {
+        permitd_error_set(&err, PERMITD_EEXHAUSTED, "too many admin calls at once (%u running, "
+                          "%u waiting); try again in a moment", seen.busy, seen.waiting);
         http_response_init(&r->resp);
         connect_error_reply(&r->resp, &err);
-        rpc_done(r);
+        rpc_done(&r->job);
     }
     return 1;
 }

@@ -66,7 +66,7 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int need, cha
 
 /* A service of another control module on this listener: returns 1 when
  * req's path is one of its procedures (resp filled), else 0. It runs on
- * the admin RPCs' pool (offload.h), like every RPC but Login. */
+ * the admin RPCs' pool (core/pool.h), like every RPC but Login. */
 typedef int admin_service_fn(void *ud, const struct http_request *req,
                              struct http_response *resp);
 
