@@ -92,11 +92,11 @@ struct admin {
     struct health health;           /* what /readyz and /metrics report on */
     pthread_mutex_t store_lock;
     struct connect_limits limits;
-    struct appsvc *apps;            /* AppService; NULL without --mysql-url */
     struct {
-        admin_service_fn *serve;
+        admin_service_fn *serve;                /* or */
+        const struct connect_method *methods;
         void *ud;
-    } services[ADMIN_SERVICES_MAX]; /* admin_add_service() */
+    } services[ADMIN_SERVICES_MAX]; /* admin_add_service(), admin_add_methods() */
     size_t nservices;
 };
 
@@ -137,7 +137,8 @@ int admin_new(const struct config *cfg, struct redis *redis, struct limiter *lim
         free(a);
         return rc;
     }
-    if ((rc = pool_new(ADMIN_RPC_WORKERS, ADMIN_RPC_QUEUE, "admin rpc pool", &a->rpcs, err)) != PERMITD_OK) {
+    if ((rc = pool_new(ADMIN_RPC_WORKERS, ADMIN_RPC_QUEUE, "admin rpc pool", &a->rpcs,
+                       err)) != PERMITD_OK) {
         verifier_free(a->verifier);
         store_free(a->store);
         free(a);
@@ -230,9 +231,8 @@ void admin_set_fleet(struct admin *a, struct fleet *fleet)
     a->health.fleet = fleet;
 }
 
-void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
+void admin_set_appkeys(struct admin *a, struct appkeys *keys)
 {
-    a->apps = apps;
     a->health.appkeys = keys;
 }
 
@@ -241,8 +241,22 @@ int admin_add_service(struct admin *a, admin_service_fn *serve, void *ud)
     if (a->nservices == ADMIN_SERVICES_MAX)
         return -1;
     a->services[a->nservices].serve = serve;
+    a->services[a->nservices].methods = NULL;
     a->services[a->nservices++].ud = ud;
     return 0;
+}
+
+int admin_add_methods(struct admin *a, const struct connect_method *methods, void *ud,
+                      struct permitd_error *err)
+{
+    if (a->nservices == ADMIN_SERVICES_MAX)
+        return permitd_error_set(err, PERMITD_EEXHAUSTED, "admin listener: no room for the "
+                                 "service of %.200s (%d services at most)", methods[0].path,
+                                 ADMIN_SERVICES_MAX);
+    a->services[a->nservices].serve = NULL;
+    a->services[a->nservices].methods = methods;
+    a->services[a->nservices++].ud = ud;
+    return PERMITD_OK;
 }
 
 /* ---- conversions between store.c and the protobuf messages ---- */
@@ -1096,22 +1110,19 @@ static int who_am_i(void *ud, struct connect_call *call, const ProtobufCMessage 
                                     : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 }
 
-#define METHOD(svc, name, lower, get, fn) \
-    {"/permit.v1." svc "/" name, &permit__v1__##lower##_request__descriptor, \
-     &permit__v1__##lower##_response__descriptor, get, fn}
-
 static const struct connect_method methods[] = {
-    METHOD("PolicyService", "ListPolicies", list_policies, 1, list_policies),
-    METHOD("PolicyService", "GetPolicy", get_policy, 1, get_policy),
-    METHOD("PolicyService", "CreatePolicy", create_policy, 0, create_policy),
-    METHOD("PolicyService", "UpdatePolicy", update_policy, 0, update_policy),
-    METHOD("PolicyService", "DeletePolicy", delete_policy, 0, delete_policy),
-    METHOD("PolicyService", "ListPolicyHistory", list_policy_history, 1, list_policy_history),
-    METHOD("PolicyService", "GetBucket", get_bucket, 1, get_bucket),
-    METHOD("PolicyService", "ResetBucket", reset_bucket, 0, reset_bucket),
-    METHOD("PolicyService", "GetPolicyStats", get_policy_stats, 1, get_policy_stats),
-    METHOD("AdminAuthService", "Login", login, 0, login),
-    METHOD("AdminAuthService", "Logout", logout, 0, logout),
+    ADMIN_METHOD("PolicyService", "ListPolicies", list_policies, 1, list_policies),
+    ADMIN_METHOD("PolicyService", "GetPolicy", get_policy, 1, get_policy),
+    ADMIN_METHOD("PolicyService", "CreatePolicy", create_policy, 0, create_policy),
+    ADMIN_METHOD("PolicyService", "UpdatePolicy", update_policy, 0, update_policy),
+    ADMIN_METHOD("PolicyService", "DeletePolicy", delete_policy, 0, delete_policy),
+    ADMIN_METHOD("PolicyService", "ListPolicyHistory", list_policy_history, 1,
+                 list_policy_history),
+    ADMIN_METHOD("PolicyService", "GetBucket", get_bucket, 1, get_bucket),
+    ADMIN_METHOD("PolicyService", "ResetBucket", reset_bucket, 0, reset_bucket),
+    ADMIN_METHOD("PolicyService", "GetPolicyStats", get_policy_stats, 1, get_policy_stats),
+    ADMIN_METHOD("AdminAuthService", "Login", login, 0, login),
+    ADMIN_METHOD("AdminAuthService", "Logout", logout, 0, logout),
     /* protoc-c spells WhoAmIRequest who_am_irequest */
     {"/permit.v1.AdminAuthService/WhoAmI", &permit__v1__who_am_irequest__descriptor,
      &permit__v1__who_am_iresponse__descriptor, 1, who_am_i},
@@ -1285,12 +1296,12 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
 {
     struct permitd_error err;
 
-    if (a->apps != NULL && appsvc_serve(a->apps, req, resp)) {
-        no_store(resp);
-        return;
-    }
     for (size_t i = 0; i < a->nservices; i++) {
-        if (a->services[i].serve(a->services[i].ud, req, resp)) {
+        const struct connect_method *m = a->services[i].methods;
+        void *ud = a->services[i].ud;
+
+        if (m != NULL ? connect_serve(m, ud, &a->limits, req, resp)
+                      : a->services[i].serve(ud, req, resp)) {
             no_store(resp);
             return;
         }
