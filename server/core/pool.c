@@ -49,6 +49,17 @@ static void inbox_free(struct pool_inbox *ib)
     free(ib);
 }
 
+/* Appends j to the list head..tail (the pool's queue, or an inbox). */
+static void push(struct pool_job **head, struct pool_job **tail, struct pool_job *j)
+{
+    j->next = NULL;
+    if (*tail != NULL)
+        (*tail)->next = j;
+    else
+        *head = j;
+    *tail = j;
+}
+
 static void drop(struct pool_job *j)
 {
     if (j->drop != NULL)
@@ -68,12 +79,7 @@ static void deliver(struct pool_job *j)
             inbox_free(ib);
         return;
     }
-    j->next = NULL;
-    if (ib->tail != NULL)
-        ib->tail->next = j;
-    else
-        ib->head = j;
-    ib->tail = j;
+    push(&ib->head, &ib->tail, j);
     eventfd_write(ib->efd, 1);
 }
 
@@ -246,13 +252,8 @@ int pool_submit(struct pool *p, struct pool_inbox *ib, struct pool_job *j,
         pthread_mutex_unlock(&p->lock);
         return PERMITD_EEXHAUSTED;
     }
-    j->next = NULL;
     j->inbox = ib;
-    if (p->tail != NULL)
-        p->tail->next = j;
-    else
-        p->head = j;
-    p->tail = j;
+    push(&p->head, &p->tail, j);
     p->waiting++;
     ib->outstanding++;
     pthread_cond_signal(&p->work);
