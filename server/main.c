@@ -168,22 +168,25 @@ static int serve(const struct config *cfg)
     }
     if (admin_new(cfg, redis, limiter, sync, stats, &admin, &err) != PERMITD_OK ||
         hotkeys_new(cfg, redis, &hotkeys, &err) != PERMITD_OK ||
-        hotkeysvc_new(cfg, admin, redis, limiter, &hotkeysvc, &err) != PERMITD_OK)
+        hotkeysvc_new(cfg, admin, redis, limiter, &hotkeysvc, &err) != PERMITD_OK ||
+        admin_add_methods(admin, hotkeysvc_methods, hotkeysvc, &err) != PERMITD_OK)
         goto out;
     api_set_hotkeys(api, hotkeys);
-    admin_add_service(admin, hotkeysvc_serve, hotkeysvc);
     if (sync != NULL) {
         struct permitd_error why = {0, ""};
         if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
             appsvc_new(cfg, admin, redis, keys, &appsvc, &err) != PERMITD_OK ||
+            admin_add_methods(admin, appsvc_methods, appsvc, &err) != PERMITD_OK ||
             gatewaysync_new(cfg, redis, rules, &gwsync, &err) != PERMITD_OK ||
             gatewaysvc_new(cfg, admin, redis, gwsync, &gwsvc, &err) != PERMITD_OK ||
+            admin_add_methods(admin, gatewaysvc_methods, gwsvc, &err) != PERMITD_OK ||
             usersvc_new(cfg, admin, &usersvc, &err) != PERMITD_OK ||
-            auditsvc_new(cfg, admin, &auditsvc, &err) != PERMITD_OK)
+            admin_add_methods(admin, usersvc_methods, usersvc, &err) != PERMITD_OK ||
+            auditsvc_new(cfg, admin, &auditsvc, &err) != PERMITD_OK ||
+            admin_add_methods(admin, auditsvc_methods, auditsvc, &err) != PERMITD_OK)
             goto out;
-        admin_add_service(admin, usersvc_serve, usersvc);
-        admin_add_service(admin, auditsvc_serve, auditsvc);
-        if (envoysvc_new(cfg, admin, envoyrls, &envoysvc, &err) != PERMITD_OK)
+        if (envoysvc_new(cfg, admin, envoyrls, &envoysvc, &err) != PERMITD_OK ||
+            admin_add_methods(admin, envoysvc_methods, envoysvc, &err) != PERMITD_OK)
             goto out;
         hooks.appsync = appsync;
         hooks.gwsync = gwsync;
@@ -202,15 +205,11 @@ static int serve(const struct config *cfg)
             log_msg(LOG_LEVEL_WARN, "app keys not loaded at start: every API request answers "
                     "unauthenticated until MySQL answers", "error=\"%s\"", why.message);
     }
-    admin_set_apps(admin, appsvc, keys);
-    if (gwsvc != NULL)
-        admin_add_service(admin, gatewaysvc_serve, gwsvc);
-    if (envoysvc != NULL)
-        admin_add_service(admin, envoysvc_serve, envoysvc);
+    admin_set_appkeys(admin, keys);
     if (fleet_new(cfg, redis, stats, sync, &fleet, &err) != PERMITD_OK ||
-        fleetsvc_new(cfg, admin, redis, fleet, &fleetsvc, &err) != PERMITD_OK)
+        fleetsvc_new(cfg, admin, redis, fleet, &fleetsvc, &err) != PERMITD_OK ||
+        admin_add_methods(admin, fleetsvc_methods, fleetsvc, &err) != PERMITD_OK)
         goto out;
-    admin_add_service(admin, fleetsvc_serve, fleetsvc);
     admin_set_fleet(admin, fleet);
     if (cfg->app_auth_off)
         log_msg(LOG_LEVEL_WARN, "APP AUTH IS OFF (--app-auth off): the API trusts the app every "

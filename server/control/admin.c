@@ -50,9 +50,9 @@
 #include "core/embed.h"
 #include "control/health.h"
 #include "control/listing.h"
-#include "control/offload.h"
 #include "control/settle.h"
 #include "core/log.h"
+#include "core/pool.h"
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
 #include "stores/store.h"
@@ -65,7 +65,7 @@
 #define LOGIN_RATE "0.1"
 #define LOGIN_PATH "/permit.v1.AdminAuthService/Login"
 #define ADMIN_HSTS_MAX_AGE_S (365 * 24 * 3600)
-/* The admin RPCs' pool (offload.h): two threads, so one slow page does not
+/* The admin RPCs' pool (core/pool.h): two threads, so one slow page does not
  * hold the next editor's RPC either; 64 waiting at most. */
 #define ADMIN_RPC_WORKERS 2
 #define ADMIN_RPC_QUEUE 64
@@ -88,23 +88,23 @@ struct admin {
     struct stats *stats;
     struct store *store;            /* NULL without --mysql-url */
     struct verifier *verifier;      /* password checks; NULL without a store */
-    struct offload *rpcs;           /* the RPCs run here, off the listener's thread */
+    struct pool *rpcs;              /* the RPCs run here, off the listener's thread */
     struct health health;           /* what /readyz and /metrics report on */
     pthread_mutex_t store_lock;
     struct connect_limits limits;
-    struct appsvc *apps;            /* AppService; NULL without --mysql-url */
     struct {
-        admin_service_fn *serve;
+        admin_service_fn *serve;                /* or */
+        const struct connect_method *methods;
         void *ud;
-    } services[ADMIN_SERVICES_MAX]; /* admin_add_service() */
+    } services[ADMIN_SERVICES_MAX]; /* admin_add_service(), admin_add_methods() */
     size_t nservices;
 };
 
 /* What each admin listener worker's loop has (admin_worker_open()): the
  * inboxes through which password checks and RPCs run elsewhere come back. */
 struct admin_worker {
-    struct verifier_inbox *logins;  /* NULL without a store */
-    struct offload_inbox *rpcs;
+    struct pool_inbox *logins;      /* NULL without a store */
+    struct pool_inbox *rpcs;
 };
 
 int admin_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -137,7 +137,8 @@ int admin_new(const struct config *cfg, struct redis *redis, struct limiter *lim
         free(a);
         return rc;
     }
-    if ((rc = offload_new(ADMIN_RPC_WORKERS, ADMIN_RPC_QUEUE, &a->rpcs, err)) != PERMITD_OK) {
+    if ((rc = pool_new(ADMIN_RPC_WORKERS, ADMIN_RPC_QUEUE, "admin rpc pool", &a->rpcs,
+                       err)) != PERMITD_OK) {
         verifier_free(a->verifier);
         store_free(a->store);
         free(a);
@@ -154,7 +155,7 @@ void admin_free(struct admin *a)
     if (a == NULL)
         return;
     verifier_free(a->verifier);
-    offload_free(a->rpcs);
+    pool_free(a->rpcs);
     store_free(a->store);
     pthread_mutex_destroy(&a->store_lock);
     free(a);
@@ -230,9 +231,8 @@ void admin_set_fleet(struct admin *a, struct fleet *fleet)
     a->health.fleet = fleet;
 }
 
-void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys)
+void admin_set_appkeys(struct admin *a, struct appkeys *keys)
 {
-    a->apps = apps;
     a->health.appkeys = keys;
 }
 
@@ -241,8 +241,22 @@ int admin_add_service(struct admin *a, admin_service_fn *serve, void *ud)
     if (a->nservices == ADMIN_SERVICES_MAX)
         return -1;
     a->services[a->nservices].serve = serve;
+    a->services[a->nservices].methods = NULL;
     a->services[a->nservices++].ud = ud;
     return 0;
+}
+
+int admin_add_methods(struct admin *a, const struct connect_method *methods, void *ud,
+                      struct permitd_error *err)
+{
+    if (a->nservices == ADMIN_SERVICES_MAX)
+        return permitd_error_set(err, PERMITD_EEXHAUSTED, "admin listener: no room for the "
+                                 "service of %.200s (%d services at most)", methods[0].path,
+                                 ADMIN_SERVICES_MAX);
+    a->services[a->nservices].serve = NULL;
+    a->services[a->nservices].methods = methods;
+    a->services[a->nservices++].ud = ud;
+    return PERMITD_OK;
 }
 
 /* ---- conversions between store.c and the protobuf messages ---- */
@@ -1096,22 +1110,19 @@ static int who_am_i(void *ud, struct connect_call *call, const ProtobufCMessage 
                                     : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 }
 
-#define METHOD(svc, name, lower, get, fn) \
-    {"/permit.v1." svc "/" name, &permit__v1__##lower##_request__descriptor, \
-     &permit__v1__##lower##_response__descriptor, get, fn}
-
 static const struct connect_method methods[] = {
-    METHOD("PolicyService", "ListPolicies", list_policies, 1, list_policies),
-    METHOD("PolicyService", "GetPolicy", get_policy, 1, get_policy),
-    METHOD("PolicyService", "CreatePolicy", create_policy, 0, create_policy),
-    METHOD("PolicyService", "UpdatePolicy", update_policy, 0, update_policy),
-    METHOD("PolicyService", "DeletePolicy", delete_policy, 0, delete_policy),
-    METHOD("PolicyService", "ListPolicyHistory", list_policy_history, 1, list_policy_history),
-    METHOD("PolicyService", "GetBucket", get_bucket, 1, get_bucket),
-    METHOD("PolicyService", "ResetBucket", reset_bucket, 0, reset_bucket),
-    METHOD("PolicyService", "GetPolicyStats", get_policy_stats, 1, get_policy_stats),
-    METHOD("AdminAuthService", "Login", login, 0, login),
-    METHOD("AdminAuthService", "Logout", logout, 0, logout),
+    ADMIN_METHOD("PolicyService", "ListPolicies", list_policies, 1, list_policies),
+    ADMIN_METHOD("PolicyService", "GetPolicy", get_policy, 1, get_policy),
+    ADMIN_METHOD("PolicyService", "CreatePolicy", create_policy, 0, create_policy),
+    ADMIN_METHOD("PolicyService", "UpdatePolicy", update_policy, 0, update_policy),
+    ADMIN_METHOD("PolicyService", "DeletePolicy", delete_policy, 0, delete_policy),
+    ADMIN_METHOD("PolicyService", "ListPolicyHistory", list_policy_history, 1,
+                 list_policy_history),
+    ADMIN_METHOD("PolicyService", "GetBucket", get_bucket, 1, get_bucket),
+    ADMIN_METHOD("PolicyService", "ResetBucket", reset_bucket, 0, reset_bucket),
+    ADMIN_METHOD("PolicyService", "GetPolicyStats", get_policy_stats, 1, get_policy_stats),
+    ADMIN_METHOD("AdminAuthService", "Login", login, 0, login),
+    ADMIN_METHOD("AdminAuthService", "Logout", logout, 0, logout),
     /* protoc-c spells WhoAmIRequest who_am_irequest */
     {"/permit.v1.AdminAuthService/WhoAmI", &permit__v1__who_am_irequest__descriptor,
      &permit__v1__who_am_iresponse__descriptor, 1, who_am_i},
@@ -1132,7 +1143,7 @@ int admin_worker_open(void *ud, struct loop *loop, void **worker, struct permitd
     /* (no store: no logins to check) */
     if ((a->verifier != NULL &&
          (rc = verifier_inbox_new(a->verifier, loop, &w->logins, err)) != PERMITD_OK) ||
-        (rc = offload_inbox_new(a->rpcs, loop, &w->rpcs, err)) != PERMITD_OK) {
+        (rc = pool_inbox_new(a->rpcs, loop, &w->rpcs, err)) != PERMITD_OK) {
         free(w);                    /* the loop's close frees an inbox attached */
         return rc;
     }
@@ -1285,12 +1296,12 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
 {
     struct permitd_error err;
 
-    if (a->apps != NULL && appsvc_serve(a->apps, req, resp)) {
-        no_store(resp);
-        return;
-    }
     for (size_t i = 0; i < a->nservices; i++) {
-        if (a->services[i].serve(a->services[i].ud, req, resp)) {
+        const struct connect_method *m = a->services[i].methods;
+        void *ud = a->services[i].ud;
+
+        if (m != NULL ? connect_serve(m, ud, &a->limits, req, resp)
+                      : a->services[i].serve(ud, req, resp)) {
             no_store(resp);
             return;
         }
@@ -1304,25 +1315,26 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
     no_store(resp);
 }
 
-/* An RPC on its way through the pool (offload.h): in the request's
+/* An RPC on its way through the pool (core/pool.h): in the request's
  * storage, as long as the request. */
 struct rpc {
+    struct pool_job job;            /* first: the pool hands this back */
     struct admin *a;
     const struct http_request *req;
     struct http_response resp;
 };
 
-static void rpc_run(void *ud)
+static void rpc_run(struct pool_job *j)
 {
-    struct rpc *r = ud;
+    struct rpc *r = (struct rpc *)j;
 
     http_response_init(&r->resp);
     serve(r->a, r->req, &r->resp);
 }
 
-static void rpc_done(void *ud)
+static void rpc_done(struct pool_job *j)
 {
-    struct rpc *r = ud;
+    struct rpc *r = (struct rpc *)j;
 
     answer_headers(r->a, &r->resp);
     http_request_resume(r->req, &r->resp);
@@ -1339,18 +1351,22 @@ static int offload_rpc(struct admin *a, const struct http_request *req,
 {
     struct admin_worker *w = http_request_worker(req);
     struct permitd_error err = {0, ""};
+    struct pool_load seen;
     struct rpc *r;
 
     if (w == NULL || w->rpcs == NULL || http_request_detach(req) != 0 ||
         (r = http_request_alloc(req, sizeof(*r))) == NULL)
         return 0;
+    r->job = (struct pool_job){rpc_run, rpc_done, NULL, NULL, NULL};
     r->a = a;
     r->req = req;
     http_request_defer(req);
-    if (offload_submit(a->rpcs, w->rpcs, rpc_run, rpc_done, r, &err) != PERMITD_OK) {
+    if (pool_submit(a->rpcs, w->rpcs, &r->job, &seen) != PERMITD_OK) {
+        permitd_error_set(&err, PERMITD_EEXHAUSTED, "too many admin calls at once (%u running, "
+                          "%u waiting); try again in a moment", seen.busy, seen.waiting);
         http_response_init(&r->resp);
         connect_error_reply(&r->resp, &err);
-        rpc_done(r);
+        rpc_done(&r->job);
     }
     return 1;
 }

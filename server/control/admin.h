@@ -21,6 +21,7 @@ struct admin;
 struct appsvc;
 struct appkeys;
 struct connect_call;
+struct connect_method;
 struct loop;
 struct grpc_server;
 
@@ -41,9 +42,9 @@ void admin_set_listeners(struct admin *a, struct http_server *api, struct http_s
  * call once it has started, and stop the admin listener before it. */
 void admin_set_grpc(struct admin *a, struct grpc_server *grpc);
 
-/* Serves AppService through apps (may be NULL: no MySQL) and reports on
- * keys in /readyz and /metrics; call before the listeners start. */
-void admin_set_apps(struct admin *a, struct appsvc *apps, struct appkeys *keys);
+/* Reports on keys in /readyz and /metrics; call before the listeners
+ * start. */
+void admin_set_appkeys(struct admin *a, struct appkeys *keys);
 
 /* What admin_authenticate() asks of the caller's role (each rank may do
  * what the ones below it may). */
@@ -66,16 +67,37 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int need, cha
 
 /* A service of another control module on this listener: returns 1 when
  * req's path is one of its procedures (resp filled), else 0. It runs on
- * the admin RPCs' pool (offload.h), like every RPC but Login. */
+ * the admin RPCs' pool (core/pool.h), like every RPC but Login. */
 typedef int admin_service_fn(void *ud, const struct http_request *req,
                              struct http_response *resp);
 
-/* Serves serve(ud, ...) on this listener beside PolicyService (every
- * service but AppService comes in this way: FleetService, HotKeyService,
- * GatewayService, EnvoyDescriptorService, UserService, AuditService); ud
- * must outlive a. Call before the listeners start. -1 when the table (12)
- * is full. */
+/* Serves serve(ud, ...) on this listener beside PolicyService: for a
+ * service that routes by itself; a table of Connect procedures comes in by
+ * admin_add_methods(). ud must outlive a. Call before the listeners start.
+ * -1 when the table (12) is full. */
 int admin_add_service(struct admin *a, admin_service_fn *serve, void *ud);
+
+/* Serves the Connect procedures of methods (a table ending in {NULL},
+ * transport/connect.h) on this listener beside PolicyService, each handler
+ * called with ud, under the listener's limits (--max-body-bytes): the way
+ * in of every other admin service (AppService, UserService, AuditService,
+ * GatewayService, EnvoyDescriptorService, FleetService, HotKeyService),
+ * whose file then holds only its handlers and their table. Each handler
+ * asks admin_authenticate() for the role it needs; the Origin check of a
+ * POST is made for every procedure before any runs (admin.c). methods and
+ * ud must outlive a. Call before the listeners start. PERMITD_OK, or
+ * PERMITD_EEXHAUSTED naming the service when the table (12) is full. */
+int admin_add_methods(struct admin *a, const struct connect_method *methods, void *ud,
+                      struct permitd_error *err);
+
+/* One entry of such a table: /permit.v1.<svc>/<name> (svc and name string
+ * literals), its request and response messages named by protoc-c's
+ * lower-case stem (list_users: permit__v1__list_users_request__descriptor
+ * and ..._response__...), also served by GET when get is 1, handled by fn
+ * (a connect_handler_fn). */
+#define ADMIN_METHOD(svc, name, lower, get, fn) \
+    {"/permit.v1." svc "/" name, &permit__v1__##lower##_request__descriptor, \
+     &permit__v1__##lower##_response__descriptor, get, fn}
 
 /* The admin listener's http_options worker_open and worker_close: its
  * worker's loop gets the inbox through which password checks (verifier.c)

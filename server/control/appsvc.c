@@ -45,7 +45,6 @@ struct appsvc {
     struct appkeys *keys;
     struct apps_db *db;
     pthread_mutex_t lock;
-    struct connect_limits limits;
 };
 
 int appsvc_new(const struct config *cfg, struct admin *admin, struct redis *redis,
@@ -61,7 +60,6 @@ int appsvc_new(const struct config *cfg, struct admin *admin, struct redis *redi
     s->admin = admin;
     s->redis = redis;
     s->keys = keys;
-    s->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
     if ((rc = apps_db_new(cfg, &s->db, err)) != PERMITD_OK) {
         free(s);
         return rc;
@@ -403,25 +401,14 @@ static int revoke_key(void *ud, struct connect_call *call, const ProtobufCMessag
     return PERMITD_OK;
 }
 
-#define METHOD(name, lower, get, fn) \
-    {"/permit.v1.AppService/" name, &permit__v1__##lower##_request__descriptor, \
-     &permit__v1__##lower##_response__descriptor, get, fn}
-
-static const struct connect_method methods[] = {
-    METHOD("ListApps", list_apps, 1, list_apps),
-    METHOD("CreateApp", create_app, 0, create_app),
-    METHOD("UpdateApp", update_app, 0, update_app),
-    METHOD("IssueKey", issue_key, 0, issue_key),
-    METHOD("RevokeKey", revoke_key, 0, revoke_key),
+const struct connect_method appsvc_methods[] = {
+    ADMIN_METHOD("AppService", "ListApps", list_apps, 1, list_apps),
+    ADMIN_METHOD("AppService", "CreateApp", create_app, 0, create_app),
+    ADMIN_METHOD("AppService", "UpdateApp", update_app, 0, update_app),
+    ADMIN_METHOD("AppService", "IssueKey", issue_key, 0, issue_key),
+    ADMIN_METHOD("AppService", "RevokeKey", revoke_key, 0, revoke_key),
     {NULL, NULL, NULL, 0, NULL},
 };
-
-int appsvc_serve(struct appsvc *s, const struct http_request *req, struct http_response *resp)
-{
-    if (strncmp(http_request_path(req), "/permit.v1.AppService/", 22) != 0)
-        return 0;
-    return connect_serve(methods, s, &s->limits, req, resp);
-}
 
 /* ---- permitd admin: the app verbs ---- */
 

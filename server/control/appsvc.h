@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "decisions/appkeys.h"
 #include "stores/redis.h"
+#include "transport/connect.h"
 #include "transport/http.h"
 
 struct admin;
@@ -29,9 +30,9 @@ int appsvc_new(const struct config *cfg, struct admin *admin, struct redis *redi
                struct appkeys *keys, struct appsvc **out, struct permitd_error *err);
 void appsvc_free(struct appsvc *s);
 
-/* Serves req when its path is an AppService procedure: returns 1 (resp
- * filled), else 0. */
-int appsvc_serve(struct appsvc *s, const struct http_request *req, struct http_response *resp);
+/* The AppService procedures: admin_add_methods() (admin.h) serves them, ud
+ * the appsvc. */
+extern const struct connect_method appsvc_methods[];
 
 /* 1 when verb is one of the command line's app verbs. */
 int appsvc_cli_verb(const char *verb);

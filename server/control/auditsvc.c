@@ -25,7 +25,6 @@ struct auditsvc {
     struct admin *admin;
     struct audit_db *db;
     pthread_mutex_t lock;
-    struct connect_limits limits;
 };
 
 int auditsvc_new(const struct config *cfg, struct admin *admin, struct auditsvc **out,
@@ -38,7 +37,6 @@ int auditsvc_new(const struct config *cfg, struct admin *admin, struct auditsvc 
     if (s == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     s->admin = admin;
-    s->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
     if ((rc = audit_db_new(cfg, &s->db, err)) != PERMITD_OK) {
         free(s);
         return rc;
@@ -215,17 +213,7 @@ static int list_audit(void *ud, struct connect_call *call, const ProtobufCMessag
     return rc;
 }
 
-static const struct connect_method methods[] = {
-    {"/permit.v1.AuditService/ListAudit", &permit__v1__list_audit_request__descriptor,
-     &permit__v1__list_audit_response__descriptor, 1, list_audit},
+const struct connect_method auditsvc_methods[] = {
+    ADMIN_METHOD("AuditService", "ListAudit", list_audit, 1, list_audit),
     {NULL, NULL, NULL, 0, NULL},
 };
-
-int auditsvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
-{
-    struct auditsvc *s = ud;
-
-    if (strncmp(http_request_path(req), "/permit.v1.AuditService/", 24) != 0)
-        return 0;
-    return connect_serve(methods, s, &s->limits, req, resp);
-}

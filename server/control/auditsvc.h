@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "transport/connect.h"
 #include "transport/http.h"
 
 struct admin;
@@ -20,8 +21,8 @@ int auditsvc_new(const struct config *cfg, struct admin *admin, struct auditsvc 
                  struct permitd_error *err);
 void auditsvc_free(struct auditsvc *s);
 
-/* An admin_service_fn (admin.h): serves req when its path is an
- * AuditService procedure (returns 1, resp filled), else returns 0. */
-int auditsvc_serve(void *s, const struct http_request *req, struct http_response *resp);
+/* The AuditService procedures: admin_add_methods() (admin.h) serves them, ud
+ * the auditsvc. */
+extern const struct connect_method auditsvc_methods[];
 
 #endif

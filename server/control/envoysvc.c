@@ -25,7 +25,6 @@ struct envoysvc {
     struct envoyrls *rls;
     struct envoymap *db;
     pthread_mutex_t lock;           /* db's connection */
-    struct connect_limits limits;
     int load_failing;               /* the last pass failed: logged once until one works */
 };
 
@@ -45,7 +44,6 @@ int envoysvc_new(const struct config *cfg, struct admin *admin, struct envoyrls 
     pthread_mutex_init(&s->lock, NULL);
     s->admin = admin;
     s->rls = rls;
-    s->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
     *out = s;
     return PERMITD_OK;
 }
@@ -254,24 +252,11 @@ static int delete(void *ud, struct connect_call *call, const ProtobufCMessage *i
     return PERMITD_OK;
 }
 
-static const struct connect_method methods[] = {
-    {"/permit.v1.EnvoyDescriptorService/ListEnvoyDescriptors",
-     &permit__v1__list_envoy_descriptors_request__descriptor,
-     &permit__v1__list_envoy_descriptors_response__descriptor, 1, list},
-    {"/permit.v1.EnvoyDescriptorService/PutEnvoyDescriptor",
-     &permit__v1__put_envoy_descriptor_request__descriptor,
-     &permit__v1__put_envoy_descriptor_response__descriptor, 0, put},
-    {"/permit.v1.EnvoyDescriptorService/DeleteEnvoyDescriptor",
-     &permit__v1__delete_envoy_descriptor_request__descriptor,
-     &permit__v1__delete_envoy_descriptor_response__descriptor, 0, delete},
+const struct connect_method envoysvc_methods[] = {
+    ADMIN_METHOD("EnvoyDescriptorService", "ListEnvoyDescriptors", list_envoy_descriptors, 1,
+                 list),
+    ADMIN_METHOD("EnvoyDescriptorService", "PutEnvoyDescriptor", put_envoy_descriptor, 0, put),
+    ADMIN_METHOD("EnvoyDescriptorService", "DeleteEnvoyDescriptor", delete_envoy_descriptor, 0,
+                 delete),
     {NULL, NULL, NULL, 0, NULL},
 };
-
-int envoysvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
-{
-    struct envoysvc *s = ud;
-
-    if (strncmp(http_request_path(req), "/permit.v1.EnvoyDescriptorService/", 34) != 0)
-        return 0;
-    return connect_serve(methods, s, &s->limits, req, resp);
-}

@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "decisions/envoyrls.h"
+#include "transport/connect.h"
 #include "transport/http.h"
 
 struct admin;
@@ -32,8 +33,8 @@ int envoysvc_load(struct envoysvc *s, struct permitd_error *err);
  * loaded last stays). ud is the struct envoysvc. */
 void envoysvc_pass(void *ud);
 
-/* An admin_service_fn (admin.h; ud: the envoysvc): serves req when its path
- * is a EnvoyDescriptorService procedure: returns 1 (resp filled), else 0. */
-int envoysvc_serve(void *ud, const struct http_request *req, struct http_response *resp);
+/* The EnvoyDescriptorService procedures: admin_add_methods() (admin.h) serves them, ud
+ * the envoysvc. */
+extern const struct connect_method envoysvc_methods[];
 
 #endif

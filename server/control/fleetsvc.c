@@ -39,7 +39,6 @@ struct fleetsvc {
     struct admin *admin;
     struct redis *redis;
     struct fleet *fleet;
-    struct connect_limits limits;
 };
 
 int fleetsvc_new(const struct config *cfg, struct admin *admin, struct redis *redis,
@@ -54,7 +53,6 @@ int fleetsvc_new(const struct config *cfg, struct admin *admin, struct redis *re
     s->admin = admin;
     s->redis = redis;
     s->fleet = fleet;
-    s->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
     *out = s;
     return PERMITD_OK;
 }
@@ -550,22 +548,9 @@ out:
     return rc;
 }
 
-#define METHOD(name, lower, get, fn) \
-    {"/permit.v1.FleetService/" name, &permit__v1__##lower##_request__descriptor, \
-     &permit__v1__##lower##_response__descriptor, get, fn}
-
-static const struct connect_method methods[] = {
-    METHOD("GetFleetStats", get_fleet_stats, 1, get_fleet_stats),
-    METHOD("GetFleetTraffic", get_fleet_traffic, 1, get_fleet_traffic),
-    METHOD("ListInstances", list_instances, 1, list_instances),
+const struct connect_method fleetsvc_methods[] = {
+    ADMIN_METHOD("FleetService", "GetFleetStats", get_fleet_stats, 1, get_fleet_stats),
+    ADMIN_METHOD("FleetService", "GetFleetTraffic", get_fleet_traffic, 1, get_fleet_traffic),
+    ADMIN_METHOD("FleetService", "ListInstances", list_instances, 1, list_instances),
     {NULL, NULL, NULL, 0, NULL},
 };
-
-int fleetsvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
-{
-    struct fleetsvc *s = ud;
-
-    if (strncmp(http_request_path(req), "/permit.v1.FleetService/", 24) != 0)
-        return 0;
-    return connect_serve(methods, s, &s->limits, req, resp);
-}

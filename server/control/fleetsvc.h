@@ -4,7 +4,7 @@
  * every instance's publisher (control/fleet.h) writes into Redis.
  *
  * A service of its own, registered with the admin listener like AppService
- * (admin_add_service()), so it runs on the admin RPC pool (control/offload.h)
+ * (admin_add_service()), so it runs on the admin RPC pool (core/pool.h)
  * and its Redis reads never hold the listener's thread.
  */
 #ifndef PERMITD_FLEETSVC_H
@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "stores/redis.h"
+#include "transport/connect.h"
 #include "transport/http.h"
 
 struct admin;
@@ -26,8 +27,8 @@ int fleetsvc_new(const struct config *cfg, struct admin *admin, struct redis *re
                  struct fleet *fleet, struct fleetsvc **out, struct permitd_error *err);
 void fleetsvc_free(struct fleetsvc *s);
 
-/* An admin_service_fn (admin.h; ud: the fleetsvc): serves req when its path
- * is a FleetService procedure: returns 1 (resp filled), else 0. */
-int fleetsvc_serve(void *ud, const struct http_request *req, struct http_response *resp);
+/* The FleetService procedures: admin_add_methods() (admin.h) serves them, ud
+ * the fleetsvc. */
+extern const struct connect_method fleetsvc_methods[];
 
 #endif

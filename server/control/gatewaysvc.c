@@ -29,7 +29,6 @@ struct gatewaysvc {
     struct gatewaysync *sync;
     struct gateway_rules_db *db;
     pthread_mutex_t lock;
-    struct connect_limits limits;
 };
 
 int gatewaysvc_new(const struct config *cfg, struct admin *admin, struct redis *redis,
@@ -45,7 +44,6 @@ int gatewaysvc_new(const struct config *cfg, struct admin *admin, struct redis *
     s->admin = admin;
     s->redis = redis;
     s->sync = sync;
-    s->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
     if ((rc = gateway_rules_db_new(cfg, &s->db, err)) != PERMITD_OK) {
         free(s);
         return rc;
@@ -274,23 +272,10 @@ static int delete_rule(void *ud, struct connect_call *call, const ProtobufCMessa
     return PERMITD_OK;
 }
 
-#define METHOD(name, lower, get, fn) \
-    {"/permit.v1.GatewayService/" name, &permit__v1__##lower##_request__descriptor, \
-     &permit__v1__##lower##_response__descriptor, get, fn}
-
-static const struct connect_method methods[] = {
-    METHOD("ListGatewayRules", list_gateway_rules, 1, list_rules),
-    METHOD("CreateGatewayRule", create_gateway_rule, 0, create_rule),
-    METHOD("UpdateGatewayRule", update_gateway_rule, 0, update_rule),
-    METHOD("DeleteGatewayRule", delete_gateway_rule, 0, delete_rule),
+const struct connect_method gatewaysvc_methods[] = {
+    ADMIN_METHOD("GatewayService", "ListGatewayRules", list_gateway_rules, 1, list_rules),
+    ADMIN_METHOD("GatewayService", "CreateGatewayRule", create_gateway_rule, 0, create_rule),
+    ADMIN_METHOD("GatewayService", "UpdateGatewayRule", update_gateway_rule, 0, update_rule),
+    ADMIN_METHOD("GatewayService", "DeleteGatewayRule", delete_gateway_rule, 0, delete_rule),
     {NULL, NULL, NULL, 0, NULL},
 };
-
-int gatewaysvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
-{
-    struct gatewaysvc *s = ud;
-
-    if (strncmp(http_request_path(req), "/permit.v1.GatewayService/", 26) != 0)
-        return 0;
-    return connect_serve(methods, s, &s->limits, req, resp);
-}

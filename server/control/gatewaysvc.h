@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "stores/redis.h"
+#include "transport/connect.h"
 #include "transport/http.h"
 
 struct admin;
@@ -25,8 +26,8 @@ int gatewaysvc_new(const struct config *cfg, struct admin *admin, struct redis *
                    struct gatewaysync *sync, struct gatewaysvc **out, struct permitd_error *err);
 void gatewaysvc_free(struct gatewaysvc *s);
 
-/* An admin_service_fn (admin.h; ud: the gatewaysvc): serves req when its path
- * is a GatewayService procedure: returns 1 (resp filled), else 0. */
-int gatewaysvc_serve(void *ud, const struct http_request *req, struct http_response *resp);
+/* The GatewayService procedures: admin_add_methods() (admin.h) serves them, ud
+ * the gatewaysvc. */
+extern const struct connect_method gatewaysvc_methods[];
 
 #endif

@@ -24,7 +24,6 @@ struct hotkeysvc {
     struct admin *admin;
     struct redis *redis;
     struct limiter *limiter;
-    struct connect_limits limits;
 };
 
 int hotkeysvc_new(const struct config *cfg, struct admin *admin, struct redis *redis,
@@ -39,7 +38,6 @@ int hotkeysvc_new(const struct config *cfg, struct admin *admin, struct redis *r
     s->admin = admin;
     s->redis = redis;
     s->limiter = limiter;
-    s->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
     *out = s;
     return PERMITD_OK;
 }
@@ -119,17 +117,7 @@ out:
     return rc;
 }
 
-static const struct connect_method methods[] = {
-    {"/permit.v1.HotKeyService/GetHotKeys", &permit__v1__get_hot_keys_request__descriptor,
-     &permit__v1__get_hot_keys_response__descriptor, 1, get_hot_keys},
+const struct connect_method hotkeysvc_methods[] = {
+    ADMIN_METHOD("HotKeyService", "GetHotKeys", get_hot_keys, 1, get_hot_keys),
     {NULL, NULL, NULL, 0, NULL},
 };
-
-int hotkeysvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
-{
-    struct hotkeysvc *s = ud;
-
-    if (strncmp(http_request_path(req), "/permit.v1.HotKeyService/", 25) != 0)
-        return 0;
-    return connect_serve(methods, s, &s->limits, req, resp);
-}

@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "decisions/limiter.h"
 #include "stores/redis.h"
+#include "transport/connect.h"
 #include "transport/http.h"
 
 struct admin;
@@ -24,8 +25,8 @@ int hotkeysvc_new(const struct config *cfg, struct admin *admin, struct redis *r
                   struct limiter *limiter, struct hotkeysvc **out, struct permitd_error *err);
 void hotkeysvc_free(struct hotkeysvc *s);
 
-/* An admin_service_fn (admin.h; ud: the hotkeysvc): serves req when its path
- * is a HotKeyService procedure: returns 1 (resp filled), else 0. */
-int hotkeysvc_serve(void *ud, const struct http_request *req, struct http_response *resp);
+/* The HotKeyService procedures: admin_add_methods() (admin.h) serves them, ud
+ * the hotkeysvc. */
+extern const struct connect_method hotkeysvc_methods[];
 
 #endif

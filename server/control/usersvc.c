@@ -29,7 +29,6 @@ struct usersvc {
     struct admin *admin;
     struct users_db *db;
     pthread_mutex_t lock;
-    struct connect_limits limits;
 };
 
 int usersvc_new(const struct config *cfg, struct admin *admin, struct usersvc **out,
@@ -42,7 +41,6 @@ int usersvc_new(const struct config *cfg, struct admin *admin, struct usersvc **
     if (s == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     s->admin = admin;
-    s->limits.max_body_bytes = (size_t)cfg->max_body_bytes;
     if ((rc = users_db_new(cfg, &s->db, err)) != PERMITD_OK) {
         free(s);
         return rc;
@@ -295,29 +293,16 @@ static int delete_user(void *ud, struct connect_call *call, const ProtobufCMessa
     return rc;
 }
 
-#define METHOD(name, lower, get, fn) \
-    {"/permit.v1.UserService/" name, &permit__v1__##lower##_request__descriptor, \
-     &permit__v1__##lower##_response__descriptor, get, fn}
-
-static const struct connect_method methods[] = {
-    METHOD("ListUsers", list_users, 1, list_users),
-    METHOD("AddUser", add_user, 0, add_user),
-    METHOD("SetUserRole", set_user_role, 0, set_user_role),
-    METHOD("ResetPassword", reset_password, 0, reset_password),
-    METHOD("EndSessions", end_sessions, 0, end_sessions),
-    METHOD("SetUserEnabled", set_user_enabled, 0, set_user_enabled),
-    METHOD("DeleteUser", delete_user, 0, delete_user),
+const struct connect_method usersvc_methods[] = {
+    ADMIN_METHOD("UserService", "ListUsers", list_users, 1, list_users),
+    ADMIN_METHOD("UserService", "AddUser", add_user, 0, add_user),
+    ADMIN_METHOD("UserService", "SetUserRole", set_user_role, 0, set_user_role),
+    ADMIN_METHOD("UserService", "ResetPassword", reset_password, 0, reset_password),
+    ADMIN_METHOD("UserService", "EndSessions", end_sessions, 0, end_sessions),
+    ADMIN_METHOD("UserService", "SetUserEnabled", set_user_enabled, 0, set_user_enabled),
+    ADMIN_METHOD("UserService", "DeleteUser", delete_user, 0, delete_user),
     {NULL, NULL, NULL, 0, NULL},
 };
-
-int usersvc_serve(void *ud, const struct http_request *req, struct http_response *resp)
-{
-    struct usersvc *s = ud;
-
-    if (strncmp(http_request_path(req), "/permit.v1.UserService/", 23) != 0)
-        return 0;
-    return connect_serve(methods, s, &s->limits, req, resp);
-}
 
 /* ---- permitd admin add-user ---- */
 

@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "transport/connect.h"
 #include "transport/http.h"
 
 struct admin;
@@ -24,9 +25,9 @@ int usersvc_new(const struct config *cfg, struct admin *admin, struct usersvc **
                 struct permitd_error *err);
 void usersvc_free(struct usersvc *s);
 
-/* An admin_service_fn (admin.h): serves req when its path is a
- * UserService procedure (returns 1, resp filled), else returns 0. */
-int usersvc_serve(void *s, const struct http_request *req, struct http_response *resp);
+/* The UserService procedures: admin_add_methods() (admin.h) serves them, ud
+ * the usersvc. */
+extern const struct connect_method usersvc_methods[];
 
 /* `permitd admin add-user ...` (argv[0] is "admin", argv[1] "add-user"):
  * the exit status. */

@@ -1,6 +1,7 @@
 /*
- * verifier.h - argon2id password checks on threads of their own, behind a
- * short bounded queue: the global cap on argon2 work.
+ * verifier.h - argon2id password checks on threads of their own (a
+ * core/pool.h pool), behind a short bounded queue: the global cap on argon2
+ * work.
  *
  * One check costs ~50 ms of an idle core (several times that on a busy
  * one). Run on the admin listener's thread, a flood of logins would hold
@@ -20,8 +21,8 @@
 #include "core/status.h"
 
 struct loop;
+struct pool_inbox;
 struct verifier;
-struct verifier_inbox;
 
 /* Starts `workers` verifier threads with room for `queue` checks waiting
  * for one. Returns PERMITD_OK and *out (free with verifier_free()), or an
@@ -33,7 +34,7 @@ int verifier_new(int workers, int queue, struct verifier **out, struct permitd_e
  * as long as the loop: loop_close() frees it, or, when a check is still out
  * then, that check's return does. Returns PERMITD_OK and *out, or an error
  * saying what could not be made. */
-int verifier_inbox_new(struct verifier *v, struct loop *loop, struct verifier_inbox **out,
+int verifier_inbox_new(struct verifier *v, struct loop *loop, struct pool_inbox **out,
                        struct permitd_error *err);
 
 /* Lets the threads finish the checks still queued, joins them and frees v.
@@ -53,7 +54,7 @@ typedef void (*verifier_done_fn)(void *ud, int match);
  * runs before this returns. Returns PERMITD_OK, or PERMITD_EEXHAUSTED (with
  * err saying how full the queue is) when `queue` checks already wait, or
  * PERMITD_EINTERNAL (out of memory); done never runs on an error. */
-int verifier_submit(struct verifier *v, struct verifier_inbox *ib, const char *encoded,
+int verifier_submit(struct verifier *v, struct pool_inbox *ib, const char *encoded,
                     const char *password, verifier_done_fn done, void *ud,
                     struct permitd_error *err);
 

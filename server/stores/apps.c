@@ -70,11 +70,6 @@ static int finish(struct apps_db *d, int rc, struct permitd_error *err)
     return dbconn_kept_finish(&d->conn, rc, err);
 }
 
-static void copy(char *dst, size_t size, const char *src)
-{
-    snprintf(dst, size, "%s", src ? src : "");
-}
-
 void apps_list_free(struct apps_app *v, size_t n)
 {
     for (size_t i = 0; v != NULL && i < n; i++) {
@@ -124,13 +119,13 @@ int apps_list(struct apps_db *d, struct apps_app **out, size_t *n, struct permit
     }
     while ((row = mysql_fetch_row(res)) != NULL) {
         struct apps_app *a = &v[count++];
-        copy(a->name, sizeof(a->name), row[0]);
+        dbconn_field_copy(a->name, sizeof(a->name), row[0]);
         a->description = strdup(row[1] ? row[1] : "");
         a->enabled = row[2] != NULL && atoi(row[2]) != 0;
-        copy(a->created_by, sizeof(a->created_by), row[3]);
-        copy(a->updated_by, sizeof(a->updated_by), row[4]);
-        copy(a->created_at, sizeof(a->created_at), row[5]);
-        copy(a->updated_at, sizeof(a->updated_at), row[6]);
+        dbconn_field_copy(a->created_by, sizeof(a->created_by), row[3]);
+        dbconn_field_copy(a->updated_by, sizeof(a->updated_by), row[4]);
+        dbconn_field_copy(a->created_at, sizeof(a->created_at), row[5]);
+        dbconn_field_copy(a->updated_at, sizeof(a->updated_at), row[6]);
         a->policies = strdup(row[7] ? row[7] : "");
         if (a->description == NULL || a->policies == NULL)
             rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
@@ -156,13 +151,13 @@ int apps_list(struct apps_db *d, struct apps_app **out, size_t *n, struct permit
         a->keys = grown;
         k = &a->keys[a->nkeys++];
         memset(k, 0, sizeof(*k));
-        copy(k->prefix, sizeof(k->prefix), row[1]);
-        copy(k->created_by, sizeof(k->created_by), row[2]);
-        copy(k->created_at, sizeof(k->created_at), row[3]);
-        copy(k->expires_at, sizeof(k->expires_at), row[4]);
-        copy(k->revoked_at, sizeof(k->revoked_at), row[5]);
-        copy(k->revoked_by, sizeof(k->revoked_by), row[6]);
-        copy(k->last_used_at, sizeof(k->last_used_at), row[7]);
+        dbconn_field_copy(k->prefix, sizeof(k->prefix), row[1]);
+        dbconn_field_copy(k->created_by, sizeof(k->created_by), row[2]);
+        dbconn_field_copy(k->created_at, sizeof(k->created_at), row[3]);
+        dbconn_field_copy(k->expires_at, sizeof(k->expires_at), row[4]);
+        dbconn_field_copy(k->revoked_at, sizeof(k->revoked_at), row[5]);
+        dbconn_field_copy(k->revoked_by, sizeof(k->revoked_by), row[6]);
+        dbconn_field_copy(k->last_used_at, sizeof(k->last_used_at), row[7]);
         k->expired = row[8] != NULL && atoi(row[8]) != 0;
     }
     if (res != NULL)
@@ -315,14 +310,14 @@ int apps_key_revoke(struct apps_db *d, const char *prefix, const char *actor, in
                  strcmp(row[2], actor) == 0 &&
                  row[3] && strcmp(row[3], "1") == 0) {
             *applied = 1;           /* this revoke's retry: nothing left to do */
-            copy(app, APPS_NAME_MAX + 1, row[0]);
+            dbconn_field_copy(app, APPS_NAME_MAX + 1, row[0]);
         }
         else if (row[1] != NULL && row[1][0] != '\0')
             rc = permitd_error_set(err, PERMITD_EPRECONDITION,
                                    "prefix: key \"%s\" was revoked already, at %s by %s", prefix,
                                    row[1], row[2] ? row[2] : "");
         else
-            copy(app, APPS_NAME_MAX + 1, row[0]);
+            dbconn_field_copy(app, APPS_NAME_MAX + 1, row[0]);
     }
     if (res != NULL)
         mysql_free_result(res);
@@ -359,9 +354,9 @@ int apps_keys_load(struct apps_db *d, struct apps_key_row **out, size_t *n,
     }
     while ((row = mysql_fetch_row(res)) != NULL) {
         struct apps_key_row *k = &v[count++];
-        copy(k->prefix, sizeof(k->prefix), row[0]);
-        copy(k->app, sizeof(k->app), row[1]);
-        copy(k->hash, sizeof(k->hash), row[2]);
+        dbconn_field_copy(k->prefix, sizeof(k->prefix), row[0]);
+        dbconn_field_copy(k->app, sizeof(k->app), row[1]);
+        dbconn_field_copy(k->hash, sizeof(k->hash), row[2]);
         k->expires_s = row[3] ? (int64_t)strtod(row[3], NULL) : 0;
         k->revoked = row[4] != NULL && atoi(row[4]) != 0;
         k->app_enabled = row[5] != NULL && atoi(row[5]) != 0;

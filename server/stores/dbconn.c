@@ -191,6 +191,11 @@ int dbconn_kept_finish(struct dbconn_kept *k, int rc, struct permitd_error *err)
     return rc;
 }
 
+void dbconn_field_copy(char *dst, size_t size, const char *field)
+{
+    snprintf(dst, size, "%s", field != NULL ? field : "");
+}
+
 char *dbconn_kept_quote(struct dbconn_kept *k, const char *str)
 {
     size_t n = strlen(str);

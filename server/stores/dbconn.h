@@ -115,6 +115,10 @@ int dbconn_kept_finish(struct dbconn_kept *k, int rc, struct permitd_error *err)
  * string (free()), or NULL when memory ran out. */
 char *dbconn_kept_quote(struct dbconn_kept *k, const char *str);
 
+/* Copies a field of a fetched row (MYSQL_ROW: NULL for SQL NULL) into dst
+ * (size bytes, cut short to fit, always terminated): "" for NULL. */
+void dbconn_field_copy(char *dst, size_t size, const char *field);
+
 /* Frees libmariadb's process-wide state; for a process that is done with
  * MySQL (`permitd migrate` before it exits), with no connection open. */
 void dbconn_end(void);

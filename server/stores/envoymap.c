@@ -41,11 +41,6 @@ void envoymap_free(struct envoymap *m)
     free(m);
 }
 
-static void copy(char *dst, size_t size, const char *src)
-{
-    snprintf(dst, size, "%s", src ? src : "");
-}
-
 int envoymap_load(struct envoymap *m, struct envoymap_row **out, size_t *n,
                   struct permitd_error *err)
 {
@@ -70,14 +65,14 @@ int envoymap_load(struct envoymap *m, struct envoymap_row **out, size_t *n,
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     }
     while ((r = mysql_fetch_row(res)) != NULL) {
-        copy(v[i].domain, sizeof(v[i].domain), r[0]);
-        copy(v[i].descriptor, sizeof(v[i].descriptor), r[1]);
-        copy(v[i].policy, sizeof(v[i].policy), r[2]);
-        copy(v[i].key_entry, sizeof(v[i].key_entry), r[3]);
-        copy(v[i].description, sizeof(v[i].description), r[4]);
+        dbconn_field_copy(v[i].domain, sizeof(v[i].domain), r[0]);
+        dbconn_field_copy(v[i].descriptor, sizeof(v[i].descriptor), r[1]);
+        dbconn_field_copy(v[i].policy, sizeof(v[i].policy), r[2]);
+        dbconn_field_copy(v[i].key_entry, sizeof(v[i].key_entry), r[3]);
+        dbconn_field_copy(v[i].description, sizeof(v[i].description), r[4]);
         v[i].version = r[5] ? strtoll(r[5], NULL, 10) : 0;
-        copy(v[i].updated_by, sizeof(v[i].updated_by), r[6]);
-        copy(v[i].updated_at, sizeof(v[i].updated_at), r[7]);
+        dbconn_field_copy(v[i].updated_by, sizeof(v[i].updated_by), r[6]);
+        dbconn_field_copy(v[i].updated_at, sizeof(v[i].updated_at), r[7]);
         i++;
     }
     mysql_free_result(res);

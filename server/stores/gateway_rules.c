@@ -133,11 +133,6 @@ static int finish(struct gateway_rules_db *d, int rc, struct permitd_error *err)
     return dbconn_kept_finish(&d->conn, rc, err);
 }
 
-static void copy(char *dst, size_t size, const char *src)
-{
-    snprintf(dst, size, "%s", src ? src : "");
-}
-
 int gateway_rules_load(struct gateway_rules_db *d, struct gateway_rule **out, size_t *n,
                        struct permitd_error *err)
 {
@@ -166,21 +161,21 @@ int gateway_rules_load(struct gateway_rules_db *d, struct gateway_rule **out, si
         struct permitd_error ignored;
         r->id = strtoll(row[0], NULL, 10);
         r->position = atoi(row[1]);
-        copy(r->host, sizeof(r->host), row[2]);
-        copy(r->path_prefix, sizeof(r->path_prefix), row[3]);
-        copy(r->method, sizeof(r->method), row[4]);
-        copy(r->policy, sizeof(r->policy), row[5]);
+        dbconn_field_copy(r->host, sizeof(r->host), row[2]);
+        dbconn_field_copy(r->path_prefix, sizeof(r->path_prefix), row[3]);
+        dbconn_field_copy(r->method, sizeof(r->method), row[4]);
+        dbconn_field_copy(r->policy, sizeof(r->policy), row[5]);
         if (gateway_key_source_parse(row[6] ? row[6] : "", &r->key_source, &ignored) !=
             PERMITD_OK)
             r->key_source = GATEWAY_KEY_NONE;   /* the CHECK constraint keeps this away */
-        copy(r->key_header, sizeof(r->key_header), row[7]);
+        dbconn_field_copy(r->key_header, sizeof(r->key_header), row[7]);
         r->permits = row[8] ? strtoll(row[8], NULL, 10) : 1;
-        copy(r->description, sizeof(r->description), row[9]);
+        dbconn_field_copy(r->description, sizeof(r->description), row[9]);
         r->version = row[10] ? strtoll(row[10], NULL, 10) : 1;
-        copy(r->created_by, sizeof(r->created_by), row[11]);
-        copy(r->updated_by, sizeof(r->updated_by), row[12]);
-        copy(r->created_at, sizeof(r->created_at), row[13]);
-        copy(r->updated_at, sizeof(r->updated_at), row[14]);
+        dbconn_field_copy(r->created_by, sizeof(r->created_by), row[11]);
+        dbconn_field_copy(r->updated_by, sizeof(r->updated_by), row[12]);
+        dbconn_field_copy(r->created_at, sizeof(r->created_at), row[13]);
+        dbconn_field_copy(r->updated_at, sizeof(r->updated_at), row[14]);
         count++;
     }
     mysql_free_result(res);

@@ -6,6 +6,11 @@
  * gone, lost, timed out), so the next call reconnects: libmariadb's own
  * MYSQL_OPT_RECONNECT stays off because it silently loses session state.
  * Every session runs in UTC, so DATETIME(6) values are UTC throughout.
+ *
+ * A write is one transaction begun and ended as every audited write is
+ * (dbconn_kept_begin() / dbconn_kept_finish()): @permitd_actor is set for
+ * it, which keeps the plain-SQL audit triggers quiet (the audit rows
+ * written here say more), and cleared after it, whatever happened.
  */
 #define _GNU_SOURCE   /* vasprintf */
 #include <inttypes.h>
@@ -683,40 +688,6 @@ int store_policy_get(struct store *s, const char *name, struct store_policy *out
     return rc;
 }
 
-/* Ends a write transaction: COMMIT on success, else ROLLBACK; the session's
- * actor mark is cleared either way. */
-static int finish(struct store *s, int rc, struct permitd_error *err)
-{
-    if (s->conn.db == NULL)
-        return rc;
-    if (rc == PERMITD_OK) {
-        rc = exec(s, "COMMIT", err);
-    } else {
-        mysql_real_query(s->conn.db, "ROLLBACK", 8);
-    }
-    if (s->conn.db != NULL)
-        mysql_real_query(s->conn.db, "SET @permitd_actor = NULL", 25);
-    return rc;
-}
-
-/* SET @permitd_actor (which keeps the plain-SQL audit triggers quiet: the
- * rows written here say more) and START TRANSACTION. */
-static int begin(struct store *s, const char *actor, struct permitd_error *err)
-{
-    char *q;
-    int rc;
-
-    if ((rc = connect_db(s, err)) != PERMITD_OK)
-        return rc;
-    if ((q = quoted(s, actor)) == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = run(s, sqlf("SET @permitd_actor = %s", q), err);
-    free(q);
-    if (rc == PERMITD_OK)
-        rc = exec(s, "START TRANSACTION", err);
-    return rc;
-}
-
 /* Maps a failed write to what the editor did wrong, when that is what it
  * was (the CHECK constraints back up the validation done before). */
 static int write_failed(struct store *s, const char *name, int rc, struct permitd_error *err)
@@ -802,7 +773,7 @@ int store_policy_create(struct store *s, const struct store_policy_input *in,
     uint64_t id = 0;
     int rc;
 
-    if ((rc = begin(s, actor, err)) != PERMITD_OK)
+    if ((rc = dbconn_kept_begin(&s->conn, actor, err)) != PERMITD_OK)
         return rc;
     qn = quoted(s, in->name);
     qr = limits_sql(s, &in->limits, 0);
@@ -828,7 +799,7 @@ int store_policy_create(struct store *s, const struct store_policy_input *in,
     if ((rc = put_apps(s, id, in, err)) == PERMITD_OK)
         rc = audit(s, id, "create", actor, NULL, 1, err);
 done:
-    rc = finish(s, rc, err);
+    rc = dbconn_kept_finish(&s->conn, rc, err);
     free(qn); free(qr); free(qd); free(qf); free(qa);
     if (rc == PERMITD_OK && out != NULL)
         rc = store_policy_get(s, in->name, out, err);
@@ -879,7 +850,7 @@ int store_policy_update(struct store *s, const struct store_policy_input *in,
     uint64_t id = 0;
     int rc;
 
-    if ((rc = begin(s, actor, err)) != PERMITD_OK)
+    if ((rc = dbconn_kept_begin(&s->conn, actor, err)) != PERMITD_OK)
         return rc;
     if ((rc = lock_policy(s, in->name, version, &id, &old, err)) != PERMITD_OK)
         goto done;
@@ -904,7 +875,7 @@ int store_policy_update(struct store *s, const struct store_policy_input *in,
     if (rc == PERMITD_OK)
         rc = audit(s, id, "update", actor, old, 1, err);
 done:
-    rc = finish(s, rc, err);
+    rc = dbconn_kept_finish(&s->conn, rc, err);
     free(old); free(qr); free(qd); free(qf); free(qa);
     if (rc == PERMITD_OK && out != NULL)
         rc = store_policy_get(s, in->name, out, err);
@@ -918,12 +889,12 @@ int store_policy_delete(struct store *s, const char *name, uint64_t version,
     uint64_t id = 0;
     int rc;
 
-    if ((rc = begin(s, actor, err)) != PERMITD_OK)
+    if ((rc = dbconn_kept_begin(&s->conn, actor, err)) != PERMITD_OK)
         return rc;
     if ((rc = lock_policy(s, name, version, &id, &old, err)) == PERMITD_OK &&
         (rc = audit(s, id, "delete", actor, old, 0, err)) == PERMITD_OK)
         rc = run(s, sqlf("DELETE FROM policies WHERE id = %" PRIu64, id), err);
-    rc = finish(s, rc, err);
+    rc = dbconn_kept_finish(&s->conn, rc, err);
     free(old);
     return rc;
 }

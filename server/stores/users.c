@@ -63,11 +63,6 @@ int users_role_valid(const char *role)
            strcmp(role, "admin") == 0;
 }
 
-static void copy(char *dst, size_t size, const char *src)
-{
-    snprintf(dst, size, "%s", src ? src : "");
-}
-
 /* SET @permitd_actor, START TRANSACTION, and lock every user's row; fills
  * *l for username (*qu: username quoted, free()). */
 static int begin(struct users_db *d, const char *username, const char *actor, char **qu,
@@ -101,7 +96,7 @@ static int begin(struct users_db *d, const char *username, const char *actor, ch
         /* The column's collation compares without case, as the login does. */
         if (strcasecmp(row[0], username) == 0) {
             l->found = 1;
-            copy(l->role, sizeof(l->role), row[1]);
+            dbconn_field_copy(l->role, sizeof(l->role), row[1]);
             l->enabled = enabled;
         }
     }
@@ -175,13 +170,13 @@ int users_list(struct users_db *d, struct users_user **out, size_t *n, struct pe
     }
     while ((row = mysql_fetch_row(res)) != NULL) {
         struct users_user *u = &v[(*n)++];
-        copy(u->username, sizeof(u->username), row[0]);
-        copy(u->role, sizeof(u->role), row[1]);
+        dbconn_field_copy(u->username, sizeof(u->username), row[0]);
+        dbconn_field_copy(u->role, sizeof(u->role), row[1]);
         u->enabled = row[2] != NULL && atoi(row[2]) != 0;
         u->sessions = row[3] != NULL ? atoi(row[3]) : 0;
-        copy(u->created_at, sizeof(u->created_at), row[4]);
-        copy(u->updated_at, sizeof(u->updated_at), row[5]);
-        copy(u->changed_by, sizeof(u->changed_by), row[6]);
+        dbconn_field_copy(u->created_at, sizeof(u->created_at), row[4]);
+        dbconn_field_copy(u->updated_at, sizeof(u->updated_at), row[5]);
+        dbconn_field_copy(u->changed_by, sizeof(u->changed_by), row[6]);
     }
     mysql_free_result(res);
     *out = v;

@@ -446,6 +446,32 @@ class RoleTest(AdminCase):
         # ... and nothing happened
         self.assertEqual(self.sql("SELECT COUNT(*) FROM policies WHERE name = 'x'"), [["0"]])
 
+    def test_every_other_service_is_served_through_its_table(self):
+        # The services of the other control files come in through
+        # admin_add_methods(): each answers its procedures (with the auth
+        # every handler asks for first: no session is 401, not 404, by POST
+        # and, for a read-only one, by GET), and a name it does not have is
+        # the listener's 404, as is one that only starts like the service.
+        c, v = self.client(), self.viewer()
+        for service, method in [("permit.v1.AppService", "ListApps"),
+                                ("permit.v1.UserService", "ListUsers"),
+                                ("permit.v1.AuditService", "ListAudit"),
+                                ("permit.v1.GatewayService", "ListGatewayRules"),
+                                ("permit.v1.EnvoyDescriptorService", "ListEnvoyDescriptors"),
+                                ("permit.v1.FleetService", "ListInstances"),
+                                ("permit.v1.HotKeyService", "GetHotKeys")]:
+            with self.subTest(service=service):
+                self.assertConnectError(c.call(service, method, {}), 401, "unauthenticated")
+                get = "/%s/%s?connect=v1&encoding=json&message=%%7B%%7D" % (service, method)
+                self.assertConnectError(c.request("GET", get), 401, "unauthenticated")
+                r = c.request("GET", get, None, {"Cookie": "permitd_session=" + v.cookie})
+                self.assertNotIn(r.status, (404, 405), r)   # 403 for ListUsers: admins only
+                for path in ("%s/NoSuchMethod" % service, "%sX/%s" % (service, method)):
+                    r = c.request("POST", "/" + path, b"{}",
+                                  {"Content-Type": "application/json", "Origin": v.origin,
+                                   "Cookie": "permitd_session=" + v.cookie})
+                    self.assertConnectError(r, 404, "unimplemented")
+
     def test_viewer_reads_but_cannot_change_anything(self):
         e, v = self.editor(), self.viewer()
         name = self.name("roles")
