@@ -2,7 +2,7 @@
  * admin.c - what administrators reach: the admin UI's files, the
  * PolicyService and AdminAuthService RPCs (over connect.c), /healthz,
  * /readyz and /metrics (health.c), the other control modules' services
- * (admin_add_service(): UserService, AuditService); and the `permitd
+ * (admin_add_methods(): AppService, UserService, AuditService, ...); and the `permitd
  * admin` command line's dispatch (add-user: usersvc.c; apps: appsvc.c).
  *
  * Who may do what is decided here, for every RPC, not only in the UI:
@@ -77,7 +77,7 @@
 /* The roles, in rank order: each may do what the ones below it may. */
 enum role { ROLE_VIEWER = ADMIN_VIEWER, ROLE_EDITOR = ADMIN_EDITOR, ROLE_ADMIN = ADMIN_ADMIN };
 
-/* The most other services served here (admin_add_service()). */
+/* The most other services served here (admin_add_methods()). */
 #define ADMIN_SERVICES_MAX 12
 
 struct admin {
@@ -93,10 +93,9 @@ struct admin {
     pthread_mutex_t store_lock;
     struct connect_limits limits;
     struct {
-        admin_service_fn *serve;                /* or */
         const struct connect_method *methods;
         void *ud;
-    } services[ADMIN_SERVICES_MAX]; /* admin_add_service(), admin_add_methods() */
+    } services[ADMIN_SERVICES_MAX]; /* admin_add_methods() */
     size_t nservices;
 };
 
@@ -236,16 +235,6 @@ void admin_set_appkeys(struct admin *a, struct appkeys *keys)
     a->health.appkeys = keys;
 }
 
-int admin_add_service(struct admin *a, admin_service_fn *serve, void *ud)
-{
-    if (a->nservices == ADMIN_SERVICES_MAX)
-        return -1;
-    a->services[a->nservices].serve = serve;
-    a->services[a->nservices].methods = NULL;
-    a->services[a->nservices++].ud = ud;
-    return 0;
-}
-
 int admin_add_methods(struct admin *a, const struct connect_method *methods, void *ud,
                       struct permitd_error *err)
 {
@@ -253,7 +242,6 @@ int admin_add_methods(struct admin *a, const struct connect_method *methods, voi
         return permitd_error_set(err, PERMITD_EEXHAUSTED, "admin listener: no room for the "
                                  "service of %.200s (%d services at most)", methods[0].path,
                                  ADMIN_SERVICES_MAX);
-    a->services[a->nservices].serve = NULL;
     a->services[a->nservices].methods = methods;
     a->services[a->nservices++].ud = ud;
     return PERMITD_OK;
@@ -1297,11 +1285,7 @@ static void serve(struct admin *a, const struct http_request *req, struct http_r
     struct permitd_error err;
 
     for (size_t i = 0; i < a->nservices; i++) {
-        const struct connect_method *m = a->services[i].methods;
-        void *ud = a->services[i].ud;
-
-        if (m != NULL ? connect_serve(m, ud, &a->limits, req, resp)
-                      : a->services[i].serve(ud, req, resp)) {
+        if (connect_serve(a->services[i].methods, a->services[i].ud, &a->limits, req, resp)) {
             no_store(resp);
             return;
         }

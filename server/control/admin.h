@@ -65,18 +65,6 @@ void admin_set_fleet(struct admin *a, struct fleet *fleet);
 int admin_authenticate(struct admin *a, struct connect_call *call, int need, char *user,
                        size_t len, struct permitd_error *err);
 
-/* A service of another control module on this listener: returns 1 when
- * req's path is one of its procedures (resp filled), else 0. It runs on
- * the admin RPCs' pool (core/pool.h), like every RPC but Login. */
-typedef int admin_service_fn(void *ud, const struct http_request *req,
-                             struct http_response *resp);
-
-/* Serves serve(ud, ...) on this listener beside PolicyService: for a
- * service that routes by itself; a table of Connect procedures comes in by
- * admin_add_methods(). ud must outlive a. Call before the listeners start.
- * -1 when the table (12) is full. */
-int admin_add_service(struct admin *a, admin_service_fn *serve, void *ud);
-
 /* Serves the Connect procedures of methods (a table ending in {NULL},
  * transport/connect.h) on this listener beside PolicyService, each handler
  * called with ud, under the listener's limits (--max-body-bytes): the way

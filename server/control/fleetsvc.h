@@ -4,7 +4,7 @@
  * every instance's publisher (control/fleet.h) writes into Redis.
  *
  * A service of its own, registered with the admin listener like AppService
- * (admin_add_service()), so it runs on the admin RPC pool (core/pool.h)
+ * (admin_add_methods()), so it runs on the admin RPC pool (core/pool.h)
  * and its Redis reads never hold the listener's thread.
  */
 #ifndef PERMITD_FLEETSVC_H

@@ -6,13 +6,14 @@
  * made.
  *
  * A connection kept between statements (the policy store's, store.c, and
- * the apps', apps.c) is a struct dbconn_kept: made on first use, checked
+ * each other store's: apps.c, users.c, audit.c, gateway_rules.c,
+ * envoymap.c) is a struct dbconn_kept: made on first use, checked
  * and made again after MySQL was lost, its failures classified and worded
  * alike.
  *
  * The libmariadb handle is forward-declared (libmariadb's MYSQL is struct
  * st_mysql): callers that run statements include mysql.h themselves, and
- * only store.c, dbconn.c and the migrate_*.c files do.
+ * only the stores above, dbconn.c and the migrate_*.c files do.
  */
 #ifndef PERMITD_DBCONN_H
 #define PERMITD_DBCONN_H
