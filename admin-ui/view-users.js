@@ -84,13 +84,16 @@ export function usersView(main) {
 
   // Runs one change; a refusal (the last admin, say) is shown above the
   // table as the server words it, then the list is loaded again either way.
-  async function change(what, run, focus) {
+  // undo puts a control the user moved back at once on a refusal (a role
+  // select), so it never shows a change the server refused.
+  async function change(what, run, focus, undo) {
     problem.hidden = true;
     try {
       await run();
       toast(what);
     } catch (err) {
       if (isAbort(err) || err.code === "unauthenticated") return;
+      undo?.();
       setText(problem, describeError(err));
       problem.hidden = false;
     }
@@ -127,7 +130,8 @@ export function usersView(main) {
       ROLES.map((r) => h("option", { value: r, selected: r === u.role }, r)));
     select.addEventListener("change", () => change(`${u.username} is now ${select.value}.`,
       () => call(USERS, "SetUserRole", { username: u.username, role: select.value }, ac.signal),
-      () => rowOf(u.username)?.querySelector(".role-select")));
+      () => rowOf(u.username)?.querySelector(".role-select"),
+      () => { select.value = u.role; }));
     const act = (cls, label, aria, fn) => h("button", { type: "button", class: `btn btn-small ${cls}`, "aria-label": aria, onclick: fn }, label);
     const reset = act("reset-password", "Reset password", `Reset password of ${u.username}`, () => {
       const pw = h("input", { type: "password", id: "rp-password", autocomplete: "new-password", minlength: String(PASSWORD_MIN) });
