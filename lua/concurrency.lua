@@ -100,47 +100,15 @@ ms until it expires. A lease id is a capability (whoever has it may
 release the lease), so the whole id never leaves Redis here.
 ]]
 
-local mode = ARGV[1]
--- "inspect" is a peek that answers more (the header): decided as one.
-local inspect = mode == 'inspect'
-if inspect then
-  mode = 'peek'
-end
-local np = tonumber(ARGV[2])
-local rid_ttl = tonumber(ARGV[3]) or 0
-local per = ARGV[3] == '' and 2 or 4   -- ARGV an item: "" = compact (the header)
-local base = 4 + 4 * np
-local m = #KEYS
-local n = (#ARGV - base + 1 + m) / (per + 1)
-local floor, ceil = math.floor, math.ceil
+local SCRIPT = 'concurrency.lua'
+-- @include call.lua
 local find, sub = string.find, string.sub
-local pack, unpack_record = struct.pack, struct.unpack
--- A RECORD: 10 numbers and 32 bytes of lease; a compact call's, its first
--- 8 numbers alone (struct.pack ignores the rest; no request id, no lease).
-local RECORD = per == 4 and '<dddddddddd' or '<dddddddd'
-local NO_LEASE = per == 4 and string.rep('\0', 32) or ''
-local STALE, DATA_LOSS, INTERNAL, OUT_OF_RANGE, ABORTED = -17, -15, -13, -11, -10
-local FOREVER_MS = 99999999999999   -- see lua/bucket.lua
 
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'release' and mode ~= 'renew' then
   return redis.error_reply('concurrency.lua: mode "' .. tostring(mode) ..
                            '" is not one of take, peek, all, release, renew')
 end
-if not np or n ~= floor(n) or n < m then
-  return redis.error_reply('concurrency.lua: ' .. #ARGV .. ' arguments and ' .. m ..
-                           ' keys do not make whole items of ' .. tostring(ARGV[2]) .. ' policies')
-end
-
-local keys = {}
-for i = 1, m do
-  keys[i] = KEYS[i]
-end
-for i = m + 1, n do
-  keys[i] = ARGV[base + per * n + i - m - 1]
-end
-
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
+-- @include keys.lua
 
 local function ms_up(us)
   if us <= 0 then
@@ -308,7 +276,7 @@ for i = 1, n do
   local rec = it.rkey and (fresh[it.rkey] or records[it.rkey])
   local valid = #lease == 32 and not find(lease, '[^0-9a-f]')
   if rec then
-    local f = {unpack_record(RECORD, rec)}
+    local f = {unpack_struct(RECORD, rec)}
     f[10] = f[10] - f[10] % 2 + 1     -- flags |= 1: replayed
     out[i] = pack(RECORD, unpack(f)) .. sub(rec, 81)
     it.replayed = true
@@ -446,7 +414,7 @@ if mode ~= 'peek' then
 end
 
 if inspect then
-  local f, r = {unpack_record(RECORD, out[1])}, {}
+  local f, r = {unpack_struct(RECORD, out[1])}, {}
   for x = 1, 10 do
     r[x] = f[x]
   end

@@ -112,47 +112,15 @@ the ms until the current aligned window ends (when cur becomes prev),
 then 0, 0, 0 (the layout's events, log entries and leases: none here).
 ]]
 
-local mode = ARGV[1]
--- "inspect" is a peek that answers more (the header): decided as one.
-local inspect = mode == 'inspect'
-if inspect then
-  mode = 'peek'
-end
-local np = tonumber(ARGV[2])
-local rid_ttl = tonumber(ARGV[3]) or 0
-local per = ARGV[3] == '' and 2 or 4   -- ARGV an item: "" = compact (the header)
-local base = 4 + 4 * np
-local m = #KEYS
-local n = (#ARGV - base + 1 + m) / (per + 1)
-local floor, ceil = math.floor, math.ceil
-local pack, unpack_state = struct.pack, struct.unpack
+local SCRIPT = 'sliding_window.lua'
+-- @include call.lua
 local STATE = '<dddd'
--- A RECORD: 10 numbers and 32 bytes of lease; a compact call's, its first
--- 8 numbers alone (struct.pack ignores the rest; no request id, no lease).
-local RECORD = per == 4 and '<dddddddddd' or '<dddddddd'
-local NO_LEASE = per == 4 and string.rep('\0', 32) or ''
-local STALE, DATA_LOSS, OUT_OF_RANGE, ABORTED = -17, -15, -11, -10
-local FOREVER_MS = 99999999999999   -- see lua/bucket.lua
 
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' then
   return redis.error_reply('sliding_window.lua: mode "' .. tostring(mode) ..
                            '" is not one of take, peek, all')
 end
-if not np or n ~= floor(n) or n < m then
-  return redis.error_reply('sliding_window.lua: ' .. #ARGV .. ' arguments and ' .. m ..
-                           ' keys do not make whole items of ' .. tostring(ARGV[2]) .. ' policies')
-end
-
-local keys = {}
-for i = 1, m do
-  keys[i] = KEYS[i]
-end
-for i = m + 1, n do
-  keys[i] = ARGV[base + per * n + i - m - 1]
-end
-
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
+-- @include keys.lua
 
 -- One item without a request id (a lone Acquire or Peek: nearly every
 -- call), its common case decided here, before the helpers below are built
@@ -170,7 +138,7 @@ if n == 1 and m == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not
   if s ~= nil and type(s) ~= 'table' and (not s or #s == 32) then
     local prev, cur, start, v = 0, 0, 0, 0
     if s then
-      prev, cur, start, v = unpack_state(STATE, s)
+      prev, cur, start, v = unpack_struct(STATE, s)
     end
     local w = wms * 1000
     local at = now - now % w            -- roll()
@@ -351,7 +319,7 @@ for i = 1, n do
     else
       local prev, cur, start, ver = 0, 0, 0, 0
       if s then
-        prev, cur, start, ver = unpack_state(STATE, s)
+        prev, cur, start, ver = unpack_struct(STATE, s)
       end
       local p = it.p
       prev, cur, start = roll(prev, cur, start, p.w, now)
@@ -371,7 +339,7 @@ for i = 1, n do
   local p, st = it.p, states[it.key]
   local rec = it.rkey and (fresh[it.rkey] or records[it.rkey])
   if rec then
-    local f = {unpack_state(RECORD, rec)}
+    local f = {unpack_struct(RECORD, rec)}
     f[10] = f[10] - f[10] % 2 + 1     -- flags |= 1: replayed
     out[i] = pack(RECORD, unpack(f)) .. string.sub(rec, 81)
     it.replayed = true
@@ -480,7 +448,7 @@ if mode ~= 'peek' then
 end
 
 if inspect then
-  local f, r = {unpack_state(RECORD, out[1])}, {}
+  local f, r = {unpack_struct(RECORD, out[1])}, {}
   for x = 1, 10 do
     r[x] = f[x]
   end

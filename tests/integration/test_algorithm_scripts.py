@@ -25,7 +25,9 @@ the retry succeeds, keys that expire once they limit nothing, items of
 several policies and of several slots in one call.
 
 PERMITD_TEST_LUA_DIR (default: the source tree's lua/) points the tests at
-another copy of the scripts (a mutated copy must make some of them fail).
+another copy of the scripts (a mutated copy must make some of them fail),
+each loaded as the build embeds it, its lua/lib/ pieces spliced in
+(harness.lua_script()).
 """
 import math
 import os
@@ -104,8 +106,7 @@ class Base(unittest.TestCase):
         cls.other = Redis()     # a second instance
         cls.sha = {}
         for name in LETTER:
-            with open(os.path.join(LUA_DIR, name + ".lua"), "rb") as f:
-                cls.sha[name] = cls.redis("SCRIPT", "LOAD", f.read())
+            cls.sha[name] = cls.redis("SCRIPT", "LOAD", harness.lua_script(name, LUA_DIR))
 
     @classmethod
     def tearDownClass(cls):
@@ -511,8 +512,7 @@ class EveryScriptRefusesAModeOfAnother(Base):
 
     def test_unknown_mode_is_an_error_naming_it(self):
         for name, letter in (("fixed_window", "f"), ("bucket", "k")):
-            with open(os.path.join(LUA_DIR, name + ".lua"), "rb") as f:
-                sha = self.redis("SCRIPT", "LOAD", f.read())
+            sha = self.redis("SCRIPT", "LOAD", harness.lua_script(name, LUA_DIR))
             key = "algs:{mode-%s}:%s" % (name, letter)
             p1, p2 = ("1000", "") if name == "fixed_window" else ("1", "")
             with self.assertRaises(RedisError) as e:
