@@ -2,7 +2,7 @@
 #
 #   -- @include NAME
 #
-# replaced by the text of lua/lib/NAME (the pieces every decision script
+# (indented or not) replaced by the text of lua/lib/NAME (the pieces every decision script
 # shares: the call's layout, the request-id records, ...). Redis runs one
 # chunk per EVALSHA and has no `require`, so the shared text is put in
 # place before the script reaches Redis: the binary embeds the spliced text
@@ -31,6 +31,18 @@ function(lua_splice_read var path)
   set(${var} "${text}" PARENT_SCOPE)
 endfunction()
 
+# find(<var> <text>): where in text the newline before the first directive
+# line is, or -1.
+function(lua_splice_find var text)
+  string(REGEX MATCH "\n[ ]*-- @include " hit "${text}")
+  if(hit STREQUAL "")
+    set(${var} -1 PARENT_SCOPE)
+  else()
+    string(FIND "${text}" "${hit}" at)
+    set(${var} ${at} PARENT_SCOPE)
+  endif()
+endfunction()
+
 # lua_splice(<out var> <script>): the script's text, spliced, and
 # <out var>_SPLICED true; false (and the text unset) when it has no
 # directive: use the file itself. A directive naming a file that lua/lib/
@@ -41,7 +53,7 @@ function(lua_splice out script)
   get_filename_component(dir "${script}" DIRECTORY)
   get_filename_component(name "${script}" NAME)
   file(READ "${script}" text)
-  string(FIND "\n${text}" "\n-- @include " first)
+  lua_splice_find(first "\n${text}")
   if(first EQUAL -1)
     set(${out}_SPLICED FALSE PARENT_SCOPE)
     return()
@@ -53,7 +65,7 @@ function(lua_splice out script)
   set(rest "\n${text}")
   set(result "")
   set(line 0)
-  string(FIND "${rest}" "\n-- @include " at)
+  lua_splice_find(at "${rest}")
   while(NOT at EQUAL -1)
     math(EXPR keep "${at} + 1")
     string(SUBSTRING "${rest}" 0 ${keep} head)
@@ -70,7 +82,7 @@ function(lua_splice out script)
       string(SUBSTRING "${rest}" 0 ${eol} directive)
       string(SUBSTRING "${rest}" ${eol} -1 rest)   # from the directive's newline on
     endif()
-    if(NOT directive MATCHES "^-- @include ([A-Za-z0-9_]+[.]lua)$")
+    if(NOT directive MATCHES "^[ ]*-- @include ([A-Za-z0-9_]+[.]lua)$")
       message(FATAL_ERROR "lua_splice: ${name} line ${line}: \"${directive}\" is no "
               "directive (-- @include NAME.lua, NAME of letters, digits and _)")
     endif()
@@ -80,7 +92,7 @@ function(lua_splice out script)
               "but there is no ${lib}")
     endif()
     lua_splice_read(piece "${lib}")
-    string(FIND "\n${piece}" "\n-- @include " nested)
+    lua_splice_find(nested "\n${piece}")
     if(NOT nested EQUAL -1)
       message(FATAL_ERROR "lua_splice: ${lib} (included by ${name} line ${line}) includes "
               "another file: one level only")
@@ -92,7 +104,7 @@ function(lua_splice out script)
       string(SUBSTRING "${piece}" 0 ${len} piece)
     endif()
     string(APPEND result "${piece}")
-    string(FIND "${rest}" "\n-- @include " at)
+    lua_splice_find(at "${rest}")
   endwhile()
   string(APPEND result "${rest}")
   string(SUBSTRING "${result}" 1 -1 result)   # the newline put in front

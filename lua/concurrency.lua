@@ -100,7 +100,7 @@ ms until it expires. A lease id is a capability (whoever has it may
 release the lease), so the whole id never leaves Redis here.
 ]]
 
-local SCRIPT = 'concurrency.lua'
+local SCRIPT, P1 = 'concurrency.lua', 'lease_ms'   -- lua/lib/item.lua's errors name them
 -- @include call.lua
 local find, sub = string.find, string.sub
 
@@ -110,16 +110,7 @@ if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'release' and
 end
 -- @include keys.lua
 
-local function ms_up(us)
-  if us <= 0 then
-    return 0
-  end
-  local ms = ceil(us / 1000)
-  if ms > FOREVER_MS then
-    return FOREVER_MS
-  end
-  return ms
-end
+-- @include ms_up.lua
 
 local policies = {}
 local function policy(j)
@@ -196,25 +187,7 @@ for i = 1, n do
   local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
               rid = per == 4 and ARGV[at + 2] or '', lease = per == 4 and ARGV[at + 3] or '',
               key = keys[i]}
-  if not it.j or not it.want or it.want < 1 or it.want ~= floor(it.want) then
-    return redis.error_reply('concurrency.lua: item ' .. i .. ' has policy "' ..
-                             tostring(ARGV[at]) .. '" and permits "' .. tostring(ARGV[at + 1]) ..
-                             '" (a policy index and a whole number >= 1)')
-  end
-  it.p = policy(it.j)
-  if not it.p then
-    local pa = 4 + 4 * (it.j - 1)
-    return redis.error_reply('concurrency.lua: policy ' .. it.j .. ' has max_permits "' ..
-                             tostring(ARGV[pa + 1]) .. '" and lease_ms "' ..
-                             tostring(ARGV[pa + 2]) .. '" (both whole numbers >= 1)')
-  end
-  items[i] = it
-  if (mode == 'take' or mode == 'all') and it.rid ~= '' then
-    it.rkey = it.key .. '\31r' .. it.rid
-    if records[it.rkey] == nil then
-      records[it.rkey] = redis.call('GET', it.rkey) or false
-    end
-  end
+  -- @include item.lua
   local k = it.key
   if not states[k] then
     local st
@@ -276,10 +249,7 @@ for i = 1, n do
   local rec = it.rkey and (fresh[it.rkey] or records[it.rkey])
   local valid = #lease == 32 and not find(lease, '[^0-9a-f]')
   if rec then
-    local f = {unpack_struct(RECORD, rec)}
-    f[10] = f[10] - f[10] % 2 + 1     -- flags |= 1: replayed
-    out[i] = pack(RECORD, unpack(f)) .. sub(rec, 81)
-    it.replayed = true
+    -- @include replay.lua
   elseif (takes or mode == 'peek') and it.want > p.max then
     out[i], it.status = answer(OUT_OF_RANGE, 0, nil, p), OUT_OF_RANGE
     refused, errored = true, true
@@ -402,15 +372,7 @@ if mode ~= 'peek' then
       end
     end
   end
-  if rid_ttl > 0 then
-    for i = 1, n do
-      local it = items[i]
-      if it.rkey and not it.replayed and it.status == 0 and not records[it.rkey] then
-        records[it.rkey] = true
-        redis.call('SET', it.rkey, out[i], 'PX', rid_ttl)
-      end
-    end
-  end
+  -- @include records.lua
 end
 
 if inspect then

@@ -83,7 +83,7 @@ and the ages in ms (Redis time) of the k newest of them, newest first, k
 <= 100 (one more ZREVRANGEBYSCORE), then 0 (no leases).
 ]]
 
-local SCRIPT = 'sliding_log.lua'
+local SCRIPT, P1 = 'sliding_log.lua', 'window_ms'   -- lua/lib/item.lua's errors name them
 -- @include call.lua
 local CHUNK = 500                   -- entries per ZADD (Lua's unpack() limit)
 
@@ -93,16 +93,7 @@ if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' then
 end
 -- @include keys.lua
 
-local function ms_up(us)
-  if us <= 0 then
-    return 0
-  end
-  local ms = ceil(us / 1000)
-  if ms > FOREVER_MS then
-    return FOREVER_MS
-  end
-  return ms
-end
+-- @include ms_up.lua
 
 local policies = {}
 local function policy(j)
@@ -156,25 +147,7 @@ for i = 1, n do
   local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
               rid = per == 4 and ARGV[at + 2] or '',
               key = keys[i]}
-  if not it.j or not it.want or it.want < 1 or it.want ~= floor(it.want) then
-    return redis.error_reply('sliding_log.lua: item ' .. i .. ' has policy "' ..
-                             tostring(ARGV[at]) .. '" and permits "' .. tostring(ARGV[at + 1]) ..
-                             '" (a policy index and a whole number >= 1)')
-  end
-  it.p = policy(it.j)
-  if not it.p then
-    local pa = 4 + 4 * (it.j - 1)
-    return redis.error_reply('sliding_log.lua: policy ' .. it.j .. ' has max_permits "' ..
-                             tostring(ARGV[pa + 1]) .. '" and window_ms "' ..
-                             tostring(ARGV[pa + 2]) .. '" (both whole numbers >= 1)')
-  end
-  items[i] = it
-  if mode ~= 'peek' and it.rid ~= '' then
-    it.rkey = it.key .. '\31r' .. it.rid
-    if records[it.rkey] == nil then
-      records[it.rkey] = redis.call('GET', it.rkey) or false
-    end
-  end
+  -- @include item.lua
   local k = it.key
   if not states[k] then
     local st
@@ -212,10 +185,7 @@ for i = 1, n do
   local p, st = it.p, states[it.key]
   local rec = it.rkey and (fresh[it.rkey] or records[it.rkey])
   if rec then
-    local f = {unpack_struct(RECORD, rec)}
-    f[10] = f[10] - f[10] % 2 + 1     -- flags |= 1: replayed
-    out[i] = pack(RECORD, unpack(f)) .. string.sub(rec, 81)
-    it.replayed = true
+    -- @include replay.lua
   elseif it.want > p.max then
     out[i], it.status = pack(RECORD, OUT_OF_RANGE, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE, OUT_OF_RANGE
     refused, errored = true, true
@@ -310,15 +280,7 @@ if mode ~= 'peek' then
       redis.call('PEXPIRE', k, ms_up(st.at + p.w - now))
     end
   end
-  if rid_ttl > 0 then
-    for i = 1, n do
-      local it = items[i]
-      if it.rkey and not it.replayed and it.status == 0 and not records[it.rkey] then
-        records[it.rkey] = true
-        redis.call('SET', it.rkey, out[i], 'PX', rid_ttl)
-      end
-    end
-  end
+  -- @include records.lua
 end
 
 if inspect then

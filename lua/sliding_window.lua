@@ -112,7 +112,7 @@ the ms until the current aligned window ends (when cur becomes prev),
 then 0, 0, 0 (the layout's events, log entries and leases: none here).
 ]]
 
-local SCRIPT = 'sliding_window.lua'
+local SCRIPT, P1 = 'sliding_window.lua', 'window_ms'   -- lua/lib/item.lua's errors name them
 -- @include call.lua
 local STATE = '<dddd'
 
@@ -177,16 +177,7 @@ if n == 1 and m == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not
   end
 end
 
-local function ms_up(us)
-  if us <= 0 then
-    return 0
-  end
-  local ms = ceil(us / 1000)
-  if ms > FOREVER_MS then
-    return FOREVER_MS
-  end
-  return ms
-end
+-- @include ms_up.lua
 
 local policies = {}
 local function policy(j)
@@ -286,25 +277,7 @@ for i = 1, n do
   local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
               rid = per == 4 and ARGV[at + 2] or '',
               key = keys[i]}
-  if not it.j or not it.want or it.want < 1 or it.want ~= floor(it.want) then
-    return redis.error_reply('sliding_window.lua: item ' .. i .. ' has policy "' ..
-                             tostring(ARGV[at]) .. '" and permits "' .. tostring(ARGV[at + 1]) ..
-                             '" (a policy index and a whole number >= 1)')
-  end
-  it.p = policy(it.j)
-  if not it.p then
-    local pa = 4 + 4 * (it.j - 1)
-    return redis.error_reply('sliding_window.lua: policy ' .. it.j .. ' has max_permits "' ..
-                             tostring(ARGV[pa + 1]) .. '" and window_ms "' ..
-                             tostring(ARGV[pa + 2]) .. '" (both whole numbers >= 1)')
-  end
-  items[i] = it
-  if mode ~= 'peek' and it.rid ~= '' then
-    it.rkey = it.key .. '\31r' .. it.rid
-    if records[it.rkey] == nil then
-      records[it.rkey] = redis.call('GET', it.rkey) or false
-    end
-  end
+  -- @include item.lua
   if not states[it.key] then
     local s = redis.pcall('GET', it.key)
     local st
@@ -339,10 +312,7 @@ for i = 1, n do
   local p, st = it.p, states[it.key]
   local rec = it.rkey and (fresh[it.rkey] or records[it.rkey])
   if rec then
-    local f = {unpack_struct(RECORD, rec)}
-    f[10] = f[10] - f[10] % 2 + 1     -- flags |= 1: replayed
-    out[i] = pack(RECORD, unpack(f)) .. string.sub(rec, 81)
-    it.replayed = true
+    -- @include replay.lua
   elseif it.want > p.max then
     out[i], it.status = pack(RECORD, OUT_OF_RANGE, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE, OUT_OF_RANGE
     refused, errored = true, true
@@ -436,15 +406,7 @@ if mode ~= 'peek' then
       end
     end
   end
-  if rid_ttl > 0 then
-    for i = 1, n do
-      local it = items[i]
-      if it.rkey and not it.replayed and it.status == 0 and not records[it.rkey] then
-        records[it.rkey] = true
-        redis.call('SET', it.rkey, out[i], 'PX', rid_ttl)
-      end
-    end
-  end
+  -- @include records.lua
 end
 
 if inspect then

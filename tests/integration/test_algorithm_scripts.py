@@ -491,17 +491,27 @@ class Common(Base):
             self.assertEqual(self.redis("EXISTS", record_key(p.key("a"), "rid")), 0, alg)
 
     def test_bad_arguments_are_errors_that_name_them(self):
+        # ... and the script: the checks are lua/lib/ pieces every script
+        # shares (lua/lib/keys.lua, item.lua), each error naming its own
+        # script and its own name of p1.
         for alg in LETTER:
             p = Policy(alg, 2, 2000)
             with self.assertRaises(RedisError) as e:
                 self.call_raw("settle", [Item(p, "a")])
-            self.assertIn('mode "settle"', str(e.exception))
+            self.assertIn('%s.lua: mode "settle"' % alg, str(e.exception))
             with self.assertRaises(RedisError) as e:
                 self.call_raw("take", [Item(p, "a", "lots", "", lease_id())])
-            self.assertIn('permits "lots"', str(e.exception))
+            self.assertIn('%s.lua: item 1 has policy "1" and permits "lots"' % alg, str(e.exception))
             with self.assertRaises(RedisError) as e:
                 self.call_raw("take", [Item(Policy(alg, 0, 2000), "a", 1, "", lease_id())])
-            self.assertIn('max_permits "0"', str(e.exception))
+            self.assertIn('%s.lua: policy 1 has max_permits "0" and %s "2000"'
+                          % (alg, "lease_ms" if alg == "concurrency" else "window_ms"),
+                          str(e.exception))
+            with self.assertRaises(RedisError) as e:     # one argument short of an item
+                self.redis.raw("EVALSHA", self.sha[alg], 1, p.key("a"), "peek", 1, "",
+                               *(p.args() + [1]))
+            self.assertIn("%s.lua: 8 arguments and 1 keys do not make whole items of 1 policies"
+                          % alg, str(e.exception))
 
 
 class EveryScriptRefusesAModeOfAnother(Base):

@@ -62,7 +62,7 @@ class Splice(unittest.TestCase):
     def test_lua_splice_replaces_each_directive_in_place(self):
         self.write("lib/a.lua", b"-- a\nlocal a = 1\n")
         self.write("lib/b_2.lua", b"local b = '; [[ ]] ${x} \\\\ \\0'")   # no final newline
-        script = self.write("s.lua", b"-- @include a.lua\nlocal x = 1\n-- @include b_2.lua\n"
+        script = self.write("s.lua", b"-- @include a.lua\nlocal x = 1\n    -- @include b_2.lua\n"
                                      b"-- a comment: -- @include a.lua\nreturn x\n-- @include a.lua")
         rc, text, err = splice(script)
         self.assertEqual(rc, 0, err)
@@ -113,8 +113,8 @@ class Scripts(unittest.TestCase):
                 source = f.read()
             rc, text, err = splice(script)
             self.assertEqual(rc, 0, err)
-            self.assertIsNone(re.search(rb"(?m)^-- @include ", text), script)
-            for name in re.findall(rb"(?m)^-- @include (\S+)$", source):
+            self.assertIsNone(re.search(rb"(?m)^[ ]*-- @include ", text), script)
+            for name in re.findall(rb"(?m)^[ ]*-- @include (\S+)$", source):
                 with open(os.path.join(ROOT, "lua", "lib", name.decode()), "rb") as f:
                     self.assertIn(f.read().rstrip(b"\n"), text, "%s: %s" % (script, name))
 
