@@ -23,8 +23,8 @@ if inspect then
   mode = 'peek'
 end
 local np = tonumber(ARGV[2])
-local rid_ttl = tonumber(ARGV[3]) or 0
 local per = ARGV[3] == '' and 2 or 4   -- ARGV an item: "" = compact (the header)
+local rid_ttl = per == 4 and tonumber(ARGV[3]) or 0   -- no call of tonumber() when compact
 local base = 4 + 4 * np
 local m = #KEYS
 local n = (#ARGV - base + 1 + m) / (per + 1)

@@ -6,17 +6,20 @@ script (SCRIPT); keys[i] is item i's state key, KEYS[i] for i <= m, else
 the ARGV after the items (lua/bucket.lua's header: keys of several slots
 of one master); now is Redis TIME in us, the only clock.
 ]]
-if not np or n ~= floor(n) or n < m then
+if not np or n % 1 ~= 0 or n < m then     -- not whole (% 1: no call of floor())
   return redis.error_reply(SCRIPT .. ': ' .. #ARGV .. ' arguments and ' .. m ..
                            ' keys do not make whole items of ' .. tostring(ARGV[2]) .. ' policies')
 end
 
-local keys = {}
-for i = 1, m do
-  keys[i] = KEYS[i]
-end
-for i = m + 1, n do
-  keys[i] = ARGV[base + per * n + i - m - 1]
+local keys = KEYS       -- a table built only when keys follow the items
+if n > m then
+  keys = {}
+  for i = 1, m do
+    keys[i] = KEYS[i]
+  end
+  for i = m + 1, n do
+    keys[i] = ARGV[base + per * n + i - m - 1]
+  end
 end
 
 local clock = redis.call('TIME')

@@ -531,6 +531,20 @@ class EveryScriptRefusesAModeOfAnother(Base):
             self.assertIn('mode "release"', str(e.exception))
             self.assertEqual(self.redis("EXISTS", key), 0)
 
+    def test_fixed_window_refuses_arguments_that_make_no_whole_items(self):
+        # its call's layout and check are lua/lib/call.lua and keys.lua, as
+        # the other issue-20 scripts': one argument short of an item is an
+        # error naming the script and the counts, nothing decided or written
+        sha = self.redis("SCRIPT", "LOAD", harness.lua_script("fixed_window", LUA_DIR))
+        key = "algs:{short-fixed_window}:f"
+        for mode, rid_ttl, item in (("take", "", [1]), ("peek", "", [1]),
+                                    ("take", RID_TTL_MS, [1, 1, "rid"])):
+            with self.assertRaises(RedisError) as e:
+                self.redis.raw("EVALSHA", sha, 1, key, mode, 1, rid_ttl, STAMP, 5, "1000", "", *item)
+            self.assertIn("fixed_window.lua: %d arguments and 1 keys do not make whole items of 1 "
+                          "policies" % (7 + len(item)), str(e.exception))
+            self.assertEqual(self.redis("EXISTS", key), 0)
+
 
 # ---------------------------------------------------------------- sliding log
 
