@@ -325,19 +325,10 @@ if mode == 'all' and refused then
       end
     end
   end
-  for i = 1, n do
-    local it = items[i]
-    local st, p = states[it.key], it.p
-    if it.replayed or it.status ~= 0 then
-      -- its own answer stands (a replay, or the error that refused the call)
-    elseif errored or (never and st.total <= p.max) then
-      out[i], it.status = answer(ABORTED, 0, nil, p), ABORTED
-    elseif never then
-      out[i], it.status = answer(OUT_OF_RANGE, st.total, nil, p), OUT_OF_RANGE
-    else
-      out[i] = answer(0, 0, st, p, longest, 0, 0)
-    end
+  local function waiting(st, p)     -- built only here: a refused "all"
+    return answer(0, 0, st, p, longest, 0, 0)
   end
+  -- @include all_refused.lua
 end
 
 -- Phase 3: the writes: expired leases removed, each key's changes, its
@@ -376,10 +367,7 @@ if mode ~= 'peek' then
 end
 
 if inspect then
-  local f, r = {unpack_struct(RECORD, out[1])}, {}
-  for x = 1, 10 do
-    r[x] = f[x]
-  end
+  -- @include inspect.lua
   local it = items[1]
   local st = states[it.key]
   r[11], r[12], r[13], r[14] = 0, 0, 0, 0

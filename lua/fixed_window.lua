@@ -308,10 +308,7 @@ if mode ~= 'peek' then
 end
 
 if inspect then
-  local f, r = {unpack_struct(RECORD, out[1])}, {}
-  for x = 1, 10 do
-    r[x] = f[x]
-  end
+  -- @include inspect.lua
   local p = policies[tonumber(ARGV[base])]
   r[11] = p and p.start and p.left or 0   -- until the current window ends
   r[12], r[13], r[14] = 0, 0, 0           -- no log, no leases

@@ -237,23 +237,12 @@ if mode == 'all' and refused then
       end
     end
   end
-  for i = 1, n do
-    local it = items[i]
-    local st, p = states[it.key], it.p
-    if it.replayed or it.status ~= 0 then
-      -- its own answer stands (a replay, or the error that refused the call)
-    elseif errored or (never and st.total <= p.max) then
-      out[i] = pack(RECORD, ABORTED, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
-      it.status = ABORTED
-    elseif never then
-      out[i] = pack(RECORD, OUT_OF_RANGE, 0, st.total, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
-      it.status = OUT_OF_RANGE
-    else
-      local left = p.max - st.count
-      out[i] = pack(RECORD, 0, 0, left, p.max, longest, reset_after(st), p.window_s,
-                    left * 1000000, 0, 0) .. NO_LEASE
-    end
+  local function waiting(st, p)     -- built only here: a refused "all"
+    local left = p.max - st.count
+    return pack(RECORD, 0, 0, left, p.max, longest, reset_after(st), p.window_s,
+                left * 1000000, 0, 0) .. NO_LEASE
   end
+  -- @include all_refused.lua
 end
 
 -- Phase 3: the writes: each log taken from pruned, stamped, its entries
@@ -284,10 +273,7 @@ if mode ~= 'peek' then
 end
 
 if inspect then
-  local f, r = {unpack_struct(RECORD, out[1])}, {}
-  for x = 1, 10 do
-    r[x] = f[x]
-  end
+  -- @include inspect.lua
   local it = items[1]
   local st = states[it.key]
   r[11], r[12], r[13] = 0, 0, 0

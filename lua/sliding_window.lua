@@ -369,27 +369,16 @@ if mode == 'all' and refused then
       end
     end
   end
-  for i = 1, n do
-    local it = items[i]
-    local st, p = states[it.key], it.p
-    if it.replayed or it.status ~= 0 then
-      -- its own answer stands (a replay, or the error that refused the call)
-    elseif errored or (never and st.total <= p.max) then
-      out[i] = pack(RECORD, ABORTED, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
-      it.status = ABORTED
-    elseif never then
-      out[i] = pack(RECORD, OUT_OF_RANGE, 0, st.total, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
-      it.status = OUT_OF_RANGE
-    else
-      local left = floor(p.max - weighted(st.prev, st.orig_cur, st.start, p.w, now))
-      if left < 0 then
-        left = 0
-      end
-      out[i] = pack(RECORD, 0, 0, left, p.max, longest,
-                    reset_after(st.prev, st.orig_cur, st.start, p.w), p.window_s,
-                    left * 1000000, 0, 0) .. NO_LEASE
+  local function waiting(st, p)     -- built only here: a refused "all"
+    local left = floor(p.max - weighted(st.prev, st.orig_cur, st.start, p.w, now))
+    if left < 0 then
+      left = 0
     end
+    return pack(RECORD, 0, 0, left, p.max, longest,
+                reset_after(st.prev, st.orig_cur, st.start, p.w), p.window_s,
+                left * 1000000, 0, 0) .. NO_LEASE
   end
+  -- @include all_refused.lua
   for _, st in pairs(states) do
     st.taken = false
   end
@@ -410,10 +399,7 @@ if mode ~= 'peek' then
 end
 
 if inspect then
-  local f, r = {unpack_struct(RECORD, out[1])}, {}
-  for x = 1, 10 do
-    r[x] = f[x]
-  end
+  -- @include inspect.lua
   local p = items[1].p
   r[11] = ms_up(p.w - now % p.w)          -- until the current window ends
   r[12], r[13], r[14] = 0, 0, 0           -- no log, no leases

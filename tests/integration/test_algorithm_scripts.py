@@ -413,6 +413,10 @@ class Common(Base):
             self.assertEqual((a["allowed"], b["allowed"]), (0, 0), p.algorithm)
             self.assertGreater(a["retry_after_ms"], 0)
             self.assertEqual(a["retry_after_ms"], b["retry_after_ms"])
+            # each a denial of its own key as it was (lua/lib/all_refused.lua's
+            # waiting(): the script's own answer), nothing taken from "free"
+            self.assertEqual((a["status"], a["remaining"], a["limit"], b["status"], b["remaining"]),
+                             (0, 3, 3, 0, 0), p.algorithm)
             self.assertEqual(self.redis("EXISTS", p.key("free")), 0, p.algorithm)
             a, b = self.call("all", [Item(p, "free", 2, "", lease()), Item(p, "free2", 3, "", lease())])
             self.assertEqual((a["allowed"], b["allowed"]), (1, 1), p.algorithm)
