@@ -2,23 +2,24 @@
 #
 #   -- @include NAME
 #
-# (indented or not) replaced by the text of lua/lib/NAME (the pieces every decision script
-# shares: the call's layout, the request-id records, ...). Redis runs one
-# chunk per EVALSHA and has no `require`, so the shared text is put in
-# place before the script reaches Redis: the binary embeds the spliced text
-# and its SHA-1 (cmake/embed.cmake includes this file), and every test or
-# bench that loads a script from disk runs this same file:
+# (indented or not) replaced by the text of lua/lib/NAME (the pieces the
+# decision scripts share: the call's layout, the request-id records, ...).
+# Redis runs one chunk per EVALSHA and has no `require`, so the shared text
+# is put in place before the script reaches Redis: the binary embeds the
+# spliced text and its SHA-1 (cmake/embed.cmake includes this file), and
+# every test or bench that loads a script from disk runs this same file:
 #
 #   cmake -DSCRIPT=lua/sliding_log.lua -DOUT=/tmp/sliding_log.lua -P cmake/lua_splice.cmake
 #
-# (tests/integration/harness: lua_script(); tests/bench/redis-cost.sh).
+# (tests/integration/harness: lua_script(); tests/bench/redis-cost.sh and
+# run.sh).
 # A script without a directive comes out byte for byte as it is (copied,
 # not read and written: cmake's file(READ) drops carriage returns). The
 # directive is a whole line, so a line that only mentions it (a comment)
 # is left alone; an included file may not include another (one level: a
 # reader finds every shared piece named in the script itself).
 
-# read(<var> <file>): its text; stops when cmake would not keep every byte
+# lua_splice_read(<var> <file>): its text; stops when cmake would not keep every byte
 # (a carriage return or a NUL byte: file(READ) drops them).
 function(lua_splice_read var path)
   file(READ "${path}" text)
@@ -31,7 +32,7 @@ function(lua_splice_read var path)
   set(${var} "${text}" PARENT_SCOPE)
 endfunction()
 
-# find(<var> <text>): where in text the newline before the first directive
+# lua_splice_find(<var> <text>): where in text the newline before the first directive
 # line is, or -1.
 function(lua_splice_find var text)
   string(REGEX MATCH "\n[ ]*-- @include " hit "${text}")

@@ -2,7 +2,8 @@
 lua/lib/call.lua - the call every decision script of issue 20 takes
 (sliding_window.lua's header spells it out), read into locals: spliced by
 cmake/lua_splice.cmake where a script says `-- @include call.lua`, after
-its `local SCRIPT = '<name>.lua'`.
+its `local SCRIPT = '<name>.lua'`; the script then checks `mode` against
+its own modes and includes lua/lib/keys.lua.
 
   mode, inspect  ARGV[1]; "inspect" is a peek that answers more (each
                  script's header): decided as one, with inspect true
