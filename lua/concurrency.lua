@@ -100,58 +100,17 @@ ms until it expires. A lease id is a capability (whoever has it may
 release the lease), so the whole id never leaves Redis here.
 ]]
 
-local mode = ARGV[1]
--- "inspect" is a peek that answers more (the header): decided as one.
-local inspect = mode == 'inspect'
-if inspect then
-  mode = 'peek'
-end
-local np = tonumber(ARGV[2])
-local rid_ttl = tonumber(ARGV[3]) or 0
-local per = ARGV[3] == '' and 2 or 4   -- ARGV an item: "" = compact (the header)
-local base = 4 + 4 * np
-local m = #KEYS
-local n = (#ARGV - base + 1 + m) / (per + 1)
-local floor, ceil = math.floor, math.ceil
+local SCRIPT, P1 = 'concurrency.lua', 'lease_ms'   -- lua/lib/item.lua's errors name them
+-- @include call.lua
 local find, sub = string.find, string.sub
-local pack, unpack_record = struct.pack, struct.unpack
--- A RECORD: 10 numbers and 32 bytes of lease; a compact call's, its first
--- 8 numbers alone (struct.pack ignores the rest; no request id, no lease).
-local RECORD = per == 4 and '<dddddddddd' or '<dddddddd'
-local NO_LEASE = per == 4 and string.rep('\0', 32) or ''
-local STALE, DATA_LOSS, INTERNAL, OUT_OF_RANGE, ABORTED = -17, -15, -13, -11, -10
-local FOREVER_MS = 99999999999999   -- see lua/bucket.lua
 
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'release' and mode ~= 'renew' then
   return redis.error_reply('concurrency.lua: mode "' .. tostring(mode) ..
                            '" is not one of take, peek, all, release, renew')
 end
-if not np or n ~= floor(n) or n < m then
-  return redis.error_reply('concurrency.lua: ' .. #ARGV .. ' arguments and ' .. m ..
-                           ' keys do not make whole items of ' .. tostring(ARGV[2]) .. ' policies')
-end
+-- @include keys.lua
 
-local keys = {}
-for i = 1, m do
-  keys[i] = KEYS[i]
-end
-for i = m + 1, n do
-  keys[i] = ARGV[base + per * n + i - m - 1]
-end
-
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
-
-local function ms_up(us)
-  if us <= 0 then
-    return 0
-  end
-  local ms = ceil(us / 1000)
-  if ms > FOREVER_MS then
-    return FOREVER_MS
-  end
-  return ms
-end
+-- @include ms_up.lua
 
 local policies = {}
 local function policy(j)
@@ -228,25 +187,7 @@ for i = 1, n do
   local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
               rid = per == 4 and ARGV[at + 2] or '', lease = per == 4 and ARGV[at + 3] or '',
               key = keys[i]}
-  if not it.j or not it.want or it.want < 1 or it.want ~= floor(it.want) then
-    return redis.error_reply('concurrency.lua: item ' .. i .. ' has policy "' ..
-                             tostring(ARGV[at]) .. '" and permits "' .. tostring(ARGV[at + 1]) ..
-                             '" (a policy index and a whole number >= 1)')
-  end
-  it.p = policy(it.j)
-  if not it.p then
-    local pa = 4 + 4 * (it.j - 1)
-    return redis.error_reply('concurrency.lua: policy ' .. it.j .. ' has max_permits "' ..
-                             tostring(ARGV[pa + 1]) .. '" and lease_ms "' ..
-                             tostring(ARGV[pa + 2]) .. '" (both whole numbers >= 1)')
-  end
-  items[i] = it
-  if (mode == 'take' or mode == 'all') and it.rid ~= '' then
-    it.rkey = it.key .. '\31r' .. it.rid
-    if records[it.rkey] == nil then
-      records[it.rkey] = redis.call('GET', it.rkey) or false
-    end
-  end
+  -- @include item.lua
   local k = it.key
   if not states[k] then
     local st
@@ -308,10 +249,7 @@ for i = 1, n do
   local rec = it.rkey and (fresh[it.rkey] or records[it.rkey])
   local valid = #lease == 32 and not find(lease, '[^0-9a-f]')
   if rec then
-    local f = {unpack_record(RECORD, rec)}
-    f[10] = f[10] - f[10] % 2 + 1     -- flags |= 1: replayed
-    out[i] = pack(RECORD, unpack(f)) .. sub(rec, 81)
-    it.replayed = true
+    -- @include replay.lua
   elseif (takes or mode == 'peek') and it.want > p.max then
     out[i], it.status = answer(OUT_OF_RANGE, 0, nil, p), OUT_OF_RANGE
     refused, errored = true, true
@@ -387,19 +325,10 @@ if mode == 'all' and refused then
       end
     end
   end
-  for i = 1, n do
-    local it = items[i]
-    local st, p = states[it.key], it.p
-    if it.replayed or it.status ~= 0 then
-      -- its own answer stands (a replay, or the error that refused the call)
-    elseif errored or (never and st.total <= p.max) then
-      out[i], it.status = answer(ABORTED, 0, nil, p), ABORTED
-    elseif never then
-      out[i], it.status = answer(OUT_OF_RANGE, st.total, nil, p), OUT_OF_RANGE
-    else
-      out[i] = answer(0, 0, st, p, longest, 0, 0)
-    end
+  local function waiting(st, p)     -- built only here: a refused "all"
+    return answer(0, 0, st, p, longest, 0, 0)
   end
+  -- @include all_refused.lua
 end
 
 -- Phase 3: the writes: expired leases removed, each key's changes, its
@@ -434,22 +363,11 @@ if mode ~= 'peek' then
       end
     end
   end
-  if rid_ttl > 0 then
-    for i = 1, n do
-      local it = items[i]
-      if it.rkey and not it.replayed and it.status == 0 and not records[it.rkey] then
-        records[it.rkey] = true
-        redis.call('SET', it.rkey, out[i], 'PX', rid_ttl)
-      end
-    end
-  end
+  -- @include records.lua
 end
 
 if inspect then
-  local f, r = {unpack_record(RECORD, out[1])}, {}
-  for x = 1, 10 do
-    r[x] = f[x]
-  end
+  -- @include inspect.lua
   local it = items[1]
   local st = states[it.key]
   r[11], r[12], r[13], r[14] = 0, 0, 0, 0

@@ -53,44 +53,16 @@ the ms until the current window ends (whether it holds a take or not),
 then 0, 0, 0 (the layout's events, log entries and leases: none here).
 ]]
 
-local mode = ARGV[1]
--- "inspect" is a peek that answers more (the header): decided as one.
-local inspect = mode == 'inspect'
-if inspect then
-  mode = 'peek'
-end
+local SCRIPT = 'fixed_window.lua'
+-- @include call.lua
+local sub = string.sub
+local STATE = '<ddd'
+
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' then
   return redis.error_reply('fixed_window.lua: mode "' .. tostring(mode) ..
                            '" is not one of take, peek, all, inspect')
 end
-local n = #KEYS
-local np = tonumber(ARGV[2])
-local ridttl = ARGV[3]
-local per = ridttl == '' and 2 or 4   -- ARGV an item: "" = compact (bucket.lua's header)
-local base = 4 + 4 * np
-local keys = KEYS
-if #ARGV - base + 1 > per * n then
-  local m = n
-  n = (#ARGV - base + 1 + m) / (per + 1)
-  keys = {}
-  for i = 1, m do
-    keys[i] = KEYS[i]
-  end
-  for i = m + 1, n do
-    keys[i] = ARGV[base + per * n + i - m - 1]
-  end
-end
-local floor, ceil, sub = math.floor, math.ceil, string.sub
-local pack, unpack = struct.pack, struct.unpack
-local STATE = '<ddd'
-local STALE = -17
--- A RECORD: 10 numbers and 32 bytes of no lease; a compact call's, its
--- first 8 numbers alone (struct.pack ignores the rest).
-local ANSWER = per == 4 and '<dddddddddd' or '<dddddddd'
-local NOLEASE = per == 4 and string.rep('\0', 32) or ''
-
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
+-- @include keys.lua
 
 -- One item without a request id (a lone Acquire or Peek: nearly every
 -- call), its common case decided here, before the helpers below are built
@@ -112,7 +84,7 @@ if n == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not inspect th
     local s = redis.call('GET', KEYS[1])
     local count, plain = 0, not s
     if s and #s == 24 then
-      local stored, at, v = unpack(STATE, s)
+      local stored, at, v = unpack_struct(STATE, s)
       plain = v <= ver
       if at >= start then
         count = stored    -- this window (or, the clock stepped back, a later one)
@@ -124,7 +96,7 @@ if n == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not inspect th
         count = count + want
         redis.call('SET', KEYS[1], pack(STATE, count, start, ver), 'PX', left)
       end
-      return pack(ANSWER, 0, 1, max - count, max, 0, count > 0 and left or 0, ceil(w / 1000000),
+      return pack(RECORD, 0, 1, max - count, max, 0, count > 0 and left or 0, ceil(w / 1000000),
                   (max - count) * 1000000)
     end
   end
@@ -222,7 +194,7 @@ local function counter(i, p)
       if #s ~= 24 then
         c = {foreign = #s}
       else
-        local stored, start, ver = unpack(STATE, s)
+        local stored, start, ver = unpack_struct(STATE, s)
         if ver > p.ver then
           c = {stale = ver}
         elseif start >= p.start then
@@ -240,8 +212,8 @@ local function counter(i, p)
 end
 
 local function answer(status, allowed, remaining, max, retry, reset, window)
-  return pack(ANSWER, status, allowed, remaining, max, retry, reset, window,
-              remaining * 1000000, 0, 0) .. NOLEASE
+  return pack(RECORD, status, allowed, remaining, max, retry, reset, window,
+              remaining * 1000000, 0, 0) .. NO_LEASE
 end
 
 local out, item_counter, refused = {}, {}, false
@@ -249,7 +221,7 @@ for i = 1, n do
   local p = policy(tonumber(ARGV[base + per * (i - 1)]))
   local want = tonumber(ARGV[base + per * (i - 1) + 1])
   if replayed[i] then
-    local flags = unpack('<d', replayed[i], 73)
+    local flags = unpack_struct('<d', replayed[i], 73)
     if flags % 2 == 0 then
       flags = flags + 1
     end
@@ -264,8 +236,8 @@ for i = 1, n do
   else
     local c = counter(i, p)
     if c.foreign or c.stale then
-      out[i] = pack(ANSWER, c.foreign and -15 or STALE, 0, c.foreign or c.stale, p.max,
-                    0, 0, 0, 0, 0, 0) .. NOLEASE
+      out[i] = pack(RECORD, c.foreign and -15 or STALE, 0, c.foreign or c.stale, p.max,
+                    0, 0, 0, 0, 0, 0) .. NO_LEASE
       rkeys[i], refused = false, true
     else
       item_counter[i] = c
@@ -304,7 +276,7 @@ if mode == 'all' and refused then
       if errored or (never and total[c] <= p.max) then
         out[i], rkeys[i] = answer(-10, 0, 0, p.max, 0, 0, 0), false
       elseif never then
-        out[i] = pack(ANSWER, -11, 0, total[c], p.max, 0, 0, 0, 0, 0, 0) .. NOLEASE
+        out[i] = pack(RECORD, -11, 0, total[c], p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
         rkeys[i] = false
       else
         local retry = 0
@@ -330,16 +302,13 @@ if mode ~= 'peek' then
   end
   for i = 1, per == 4 and n or 0 do
     if rkeys[i] then
-      redis.call('SET', rkeys[i], out[i], 'PX', ridttl)
+      redis.call('SET', rkeys[i], out[i], 'PX', rid_ttl)
     end
   end
 end
 
 if inspect then
-  local f, r = {unpack(ANSWER, out[1])}, {}
-  for x = 1, 10 do
-    r[x] = f[x]
-  end
+  -- @include inspect.lua
   local p = policies[tonumber(ARGV[base])]
   r[11] = p and p.start and p.left or 0   -- until the current window ends
   r[12], r[13], r[14] = 0, 0, 0           -- no log, no leases

@@ -83,58 +83,17 @@ and the ages in ms (Redis time) of the k newest of them, newest first, k
 <= 100 (one more ZREVRANGEBYSCORE), then 0 (no leases).
 ]]
 
-local mode = ARGV[1]
--- "inspect" is a peek that answers more (the header): decided as one.
-local inspect = mode == 'inspect'
-if inspect then
-  mode = 'peek'
-end
-local np = tonumber(ARGV[2])
-local rid_ttl = tonumber(ARGV[3]) or 0
-local per = ARGV[3] == '' and 2 or 4   -- ARGV an item: "" = compact (the header)
-local base = 4 + 4 * np
-local m = #KEYS
-local n = (#ARGV - base + 1 + m) / (per + 1)
-local floor, ceil = math.floor, math.ceil
-local pack, unpack_record = struct.pack, struct.unpack
--- A RECORD: 10 numbers and 32 bytes of lease; a compact call's, its first
--- 8 numbers alone (struct.pack ignores the rest; no request id, no lease).
-local RECORD = per == 4 and '<dddddddddd' or '<dddddddd'
-local NO_LEASE = per == 4 and string.rep('\0', 32) or ''
-local STALE, DATA_LOSS, OUT_OF_RANGE, ABORTED = -17, -15, -11, -10
-local FOREVER_MS = 99999999999999   -- see lua/bucket.lua
+local SCRIPT, P1 = 'sliding_log.lua', 'window_ms'   -- lua/lib/item.lua's errors name them
+-- @include call.lua
 local CHUNK = 500                   -- entries per ZADD (Lua's unpack() limit)
 
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' then
   return redis.error_reply('sliding_log.lua: mode "' .. tostring(mode) ..
                            '" is not one of take, peek, all')
 end
-if not np or n ~= floor(n) or n < m then
-  return redis.error_reply('sliding_log.lua: ' .. #ARGV .. ' arguments and ' .. m ..
-                           ' keys do not make whole items of ' .. tostring(ARGV[2]) .. ' policies')
-end
+-- @include keys.lua
 
-local keys = {}
-for i = 1, m do
-  keys[i] = KEYS[i]
-end
-for i = m + 1, n do
-  keys[i] = ARGV[base + per * n + i - m - 1]
-end
-
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
-
-local function ms_up(us)
-  if us <= 0 then
-    return 0
-  end
-  local ms = ceil(us / 1000)
-  if ms > FOREVER_MS then
-    return FOREVER_MS
-  end
-  return ms
-end
+-- @include ms_up.lua
 
 local policies = {}
 local function policy(j)
@@ -188,25 +147,7 @@ for i = 1, n do
   local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
               rid = per == 4 and ARGV[at + 2] or '',
               key = keys[i]}
-  if not it.j or not it.want or it.want < 1 or it.want ~= floor(it.want) then
-    return redis.error_reply('sliding_log.lua: item ' .. i .. ' has policy "' ..
-                             tostring(ARGV[at]) .. '" and permits "' .. tostring(ARGV[at + 1]) ..
-                             '" (a policy index and a whole number >= 1)')
-  end
-  it.p = policy(it.j)
-  if not it.p then
-    local pa = 4 + 4 * (it.j - 1)
-    return redis.error_reply('sliding_log.lua: policy ' .. it.j .. ' has max_permits "' ..
-                             tostring(ARGV[pa + 1]) .. '" and window_ms "' ..
-                             tostring(ARGV[pa + 2]) .. '" (both whole numbers >= 1)')
-  end
-  items[i] = it
-  if mode ~= 'peek' and it.rid ~= '' then
-    it.rkey = it.key .. '\31r' .. it.rid
-    if records[it.rkey] == nil then
-      records[it.rkey] = redis.call('GET', it.rkey) or false
-    end
-  end
+  -- @include item.lua
   local k = it.key
   if not states[k] then
     local st
@@ -244,10 +185,7 @@ for i = 1, n do
   local p, st = it.p, states[it.key]
   local rec = it.rkey and (fresh[it.rkey] or records[it.rkey])
   if rec then
-    local f = {unpack_record(RECORD, rec)}
-    f[10] = f[10] - f[10] % 2 + 1     -- flags |= 1: replayed
-    out[i] = pack(RECORD, unpack(f)) .. string.sub(rec, 81)
-    it.replayed = true
+    -- @include replay.lua
   elseif it.want > p.max then
     out[i], it.status = pack(RECORD, OUT_OF_RANGE, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE, OUT_OF_RANGE
     refused, errored = true, true
@@ -299,23 +237,12 @@ if mode == 'all' and refused then
       end
     end
   end
-  for i = 1, n do
-    local it = items[i]
-    local st, p = states[it.key], it.p
-    if it.replayed or it.status ~= 0 then
-      -- its own answer stands (a replay, or the error that refused the call)
-    elseif errored or (never and st.total <= p.max) then
-      out[i] = pack(RECORD, ABORTED, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
-      it.status = ABORTED
-    elseif never then
-      out[i] = pack(RECORD, OUT_OF_RANGE, 0, st.total, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
-      it.status = OUT_OF_RANGE
-    else
-      local left = p.max - st.count
-      out[i] = pack(RECORD, 0, 0, left, p.max, longest, reset_after(st), p.window_s,
-                    left * 1000000, 0, 0) .. NO_LEASE
-    end
+  local function waiting(st, p)     -- built only here: a refused "all"
+    local left = p.max - st.count
+    return pack(RECORD, 0, 0, left, p.max, longest, reset_after(st), p.window_s,
+                left * 1000000, 0, 0) .. NO_LEASE
   end
+  -- @include all_refused.lua
 end
 
 -- Phase 3: the writes: each log taken from pruned, stamped, its entries
@@ -342,22 +269,11 @@ if mode ~= 'peek' then
       redis.call('PEXPIRE', k, ms_up(st.at + p.w - now))
     end
   end
-  if rid_ttl > 0 then
-    for i = 1, n do
-      local it = items[i]
-      if it.rkey and not it.replayed and it.status == 0 and not records[it.rkey] then
-        records[it.rkey] = true
-        redis.call('SET', it.rkey, out[i], 'PX', rid_ttl)
-      end
-    end
-  end
+  -- @include records.lua
 end
 
 if inspect then
-  local f, r = {unpack_record(RECORD, out[1])}, {}
-  for x = 1, 10 do
-    r[x] = f[x]
-  end
+  -- @include inspect.lua
   local it = items[1]
   local st = states[it.key]
   r[11], r[12], r[13] = 0, 0, 0

@@ -112,47 +112,15 @@ the ms until the current aligned window ends (when cur becomes prev),
 then 0, 0, 0 (the layout's events, log entries and leases: none here).
 ]]
 
-local mode = ARGV[1]
--- "inspect" is a peek that answers more (the header): decided as one.
-local inspect = mode == 'inspect'
-if inspect then
-  mode = 'peek'
-end
-local np = tonumber(ARGV[2])
-local rid_ttl = tonumber(ARGV[3]) or 0
-local per = ARGV[3] == '' and 2 or 4   -- ARGV an item: "" = compact (the header)
-local base = 4 + 4 * np
-local m = #KEYS
-local n = (#ARGV - base + 1 + m) / (per + 1)
-local floor, ceil = math.floor, math.ceil
-local pack, unpack_state = struct.pack, struct.unpack
+local SCRIPT, P1 = 'sliding_window.lua', 'window_ms'   -- lua/lib/item.lua's errors name them
+-- @include call.lua
 local STATE = '<dddd'
--- A RECORD: 10 numbers and 32 bytes of lease; a compact call's, its first
--- 8 numbers alone (struct.pack ignores the rest; no request id, no lease).
-local RECORD = per == 4 and '<dddddddddd' or '<dddddddd'
-local NO_LEASE = per == 4 and string.rep('\0', 32) or ''
-local STALE, DATA_LOSS, OUT_OF_RANGE, ABORTED = -17, -15, -11, -10
-local FOREVER_MS = 99999999999999   -- see lua/bucket.lua
 
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' then
   return redis.error_reply('sliding_window.lua: mode "' .. tostring(mode) ..
                            '" is not one of take, peek, all')
 end
-if not np or n ~= floor(n) or n < m then
-  return redis.error_reply('sliding_window.lua: ' .. #ARGV .. ' arguments and ' .. m ..
-                           ' keys do not make whole items of ' .. tostring(ARGV[2]) .. ' policies')
-end
-
-local keys = {}
-for i = 1, m do
-  keys[i] = KEYS[i]
-end
-for i = m + 1, n do
-  keys[i] = ARGV[base + per * n + i - m - 1]
-end
-
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
+-- @include keys.lua
 
 -- One item without a request id (a lone Acquire or Peek: nearly every
 -- call), its common case decided here, before the helpers below are built
@@ -170,7 +138,7 @@ if n == 1 and m == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not
   if s ~= nil and type(s) ~= 'table' and (not s or #s == 32) then
     local prev, cur, start, v = 0, 0, 0, 0
     if s then
-      prev, cur, start, v = unpack_state(STATE, s)
+      prev, cur, start, v = unpack_struct(STATE, s)
     end
     local w = wms * 1000
     local at = now - now % w            -- roll()
@@ -209,16 +177,7 @@ if n == 1 and m == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not
   end
 end
 
-local function ms_up(us)
-  if us <= 0 then
-    return 0
-  end
-  local ms = ceil(us / 1000)
-  if ms > FOREVER_MS then
-    return FOREVER_MS
-  end
-  return ms
-end
+-- @include ms_up.lua
 
 local policies = {}
 local function policy(j)
@@ -318,25 +277,7 @@ for i = 1, n do
   local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
               rid = per == 4 and ARGV[at + 2] or '',
               key = keys[i]}
-  if not it.j or not it.want or it.want < 1 or it.want ~= floor(it.want) then
-    return redis.error_reply('sliding_window.lua: item ' .. i .. ' has policy "' ..
-                             tostring(ARGV[at]) .. '" and permits "' .. tostring(ARGV[at + 1]) ..
-                             '" (a policy index and a whole number >= 1)')
-  end
-  it.p = policy(it.j)
-  if not it.p then
-    local pa = 4 + 4 * (it.j - 1)
-    return redis.error_reply('sliding_window.lua: policy ' .. it.j .. ' has max_permits "' ..
-                             tostring(ARGV[pa + 1]) .. '" and window_ms "' ..
-                             tostring(ARGV[pa + 2]) .. '" (both whole numbers >= 1)')
-  end
-  items[i] = it
-  if mode ~= 'peek' and it.rid ~= '' then
-    it.rkey = it.key .. '\31r' .. it.rid
-    if records[it.rkey] == nil then
-      records[it.rkey] = redis.call('GET', it.rkey) or false
-    end
-  end
+  -- @include item.lua
   if not states[it.key] then
     local s = redis.pcall('GET', it.key)
     local st
@@ -351,7 +292,7 @@ for i = 1, n do
     else
       local prev, cur, start, ver = 0, 0, 0, 0
       if s then
-        prev, cur, start, ver = unpack_state(STATE, s)
+        prev, cur, start, ver = unpack_struct(STATE, s)
       end
       local p = it.p
       prev, cur, start = roll(prev, cur, start, p.w, now)
@@ -371,10 +312,7 @@ for i = 1, n do
   local p, st = it.p, states[it.key]
   local rec = it.rkey and (fresh[it.rkey] or records[it.rkey])
   if rec then
-    local f = {unpack_state(RECORD, rec)}
-    f[10] = f[10] - f[10] % 2 + 1     -- flags |= 1: replayed
-    out[i] = pack(RECORD, unpack(f)) .. string.sub(rec, 81)
-    it.replayed = true
+    -- @include replay.lua
   elseif it.want > p.max then
     out[i], it.status = pack(RECORD, OUT_OF_RANGE, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE, OUT_OF_RANGE
     refused, errored = true, true
@@ -431,27 +369,16 @@ if mode == 'all' and refused then
       end
     end
   end
-  for i = 1, n do
-    local it = items[i]
-    local st, p = states[it.key], it.p
-    if it.replayed or it.status ~= 0 then
-      -- its own answer stands (a replay, or the error that refused the call)
-    elseif errored or (never and st.total <= p.max) then
-      out[i] = pack(RECORD, ABORTED, 0, 0, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
-      it.status = ABORTED
-    elseif never then
-      out[i] = pack(RECORD, OUT_OF_RANGE, 0, st.total, p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
-      it.status = OUT_OF_RANGE
-    else
-      local left = floor(p.max - weighted(st.prev, st.orig_cur, st.start, p.w, now))
-      if left < 0 then
-        left = 0
-      end
-      out[i] = pack(RECORD, 0, 0, left, p.max, longest,
-                    reset_after(st.prev, st.orig_cur, st.start, p.w), p.window_s,
-                    left * 1000000, 0, 0) .. NO_LEASE
+  local function waiting(st, p)     -- built only here: a refused "all"
+    local left = floor(p.max - weighted(st.prev, st.orig_cur, st.start, p.w, now))
+    if left < 0 then
+      left = 0
     end
+    return pack(RECORD, 0, 0, left, p.max, longest,
+                reset_after(st.prev, st.orig_cur, st.start, p.w), p.window_s,
+                left * 1000000, 0, 0) .. NO_LEASE
   end
+  -- @include all_refused.lua
   for _, st in pairs(states) do
     st.taken = false
   end
@@ -468,22 +395,11 @@ if mode ~= 'peek' then
       end
     end
   end
-  if rid_ttl > 0 then
-    for i = 1, n do
-      local it = items[i]
-      if it.rkey and not it.replayed and it.status == 0 and not records[it.rkey] then
-        records[it.rkey] = true
-        redis.call('SET', it.rkey, out[i], 'PX', rid_ttl)
-      end
-    end
-  end
+  -- @include records.lua
 end
 
 if inspect then
-  local f, r = {unpack_state(RECORD, out[1])}, {}
-  for x = 1, 10 do
-    r[x] = f[x]
-  end
+  -- @include inspect.lua
   local p = items[1].p
   r[11] = ms_up(p.w - now % p.w)          -- until the current window ends
   r[12], r[13], r[14] = 0, 0, 0           -- no log, no leases

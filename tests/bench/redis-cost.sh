@@ -112,11 +112,20 @@ done
 redis-cli -p "$port" PING 2>/dev/null | grep -q PONG || die "redis-server under valgrind did not start"
 rcli() { redis-cli -p "$port" "$@"; }
 
+# Each script as the build embeds it: its lua/lib/ pieces spliced in by
+# cmake/lua_splice.cmake (a script without any comes out as it is).
+load() {   # load SCRIPT: its SHA-1, once spliced and loaded
+    local out
+    out=$tmp/$(basename "$1")
+    cmake -DSCRIPT="$1" -DOUT="$out" -P "$root/cmake/lua_splice.cmake" >&2 ||
+        die "cmake/lua_splice.cmake failed on $1"
+    rcli -x SCRIPT LOAD < "$out"
+}
 declare -A SHA
 for a in fixed_window sliding_window sliding_log concurrency; do
-    SHA[$a]=$(rcli -x SCRIPT LOAD < "$root/lua/$a.lua")
+    SHA[$a]=$(load "$root/lua/$a.lua")
 done
-SHA[token_bucket]=$(rcli -x SCRIPT LOAD < "$bucket_script")
+SHA[token_bucket]=$(load "$bucket_script")
 SHA[naive]=$(rcli -x SCRIPT LOAD < "$here/naive.lua")
 
 # A case: its label, the algorithm (its script), the policy's max_permits,

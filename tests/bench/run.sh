@@ -473,7 +473,10 @@ capture_call "$tmp/call.hot" "{\"bucket\":\"hot\",\"app\":\"$APP\",\"permits\":1
 mapfile -t call_keys < "$tmp/call.keys"
 mapfile -t call_hot < "$tmp/call.hot"
 permitd_sha=${call_keys[0]}
-disk_sha=$(rcli -x SCRIPT LOAD < "$root/lua/bucket.lua")
+# the script as the build embeds it: its lua/lib/ pieces spliced in
+cmake -DSCRIPT="$root/lua/bucket.lua" -DOUT="$tmp/bucket.lua" -P "$root/cmake/lua_splice.cmake" \
+    >/dev/null || die "cmake/lua_splice.cmake failed on lua/bucket.lua"
+disk_sha=$(rcli -x SCRIPT LOAD < "$tmp/bucket.lua")
 if [ "$disk_sha" = "$permitd_sha" ]; then
     sha_note="lua/bucket.lua (SHA $disk_sha) is the script permitd runs"
 else

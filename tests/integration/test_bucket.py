@@ -20,8 +20,7 @@ from harness import (decision, error_code, put_policy, read_state, state_key, st
                      unique, write_state)
 
 ONE_PER_MINUTE = 0.016666666666666666   # repr(1 / 60)
-with open(os.path.join(harness.SOURCE_DIR, "lua", "sync.lua")) as f:
-    SYNC_LUA = f.read()
+SYNC_LUA = harness.lua_script("sync").decode()
 
 
 class BucketTest(unittest.TestCase):

@@ -25,8 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import Permitd, decision, put_policy, state_key, state_version, unique  # noqa: E402
 
-with open(os.path.join(harness.SOURCE_DIR, "lua", "sync.lua")) as f:
-    SYNC_LUA = f.read()
+SYNC_LUA = harness.lua_script("sync").decode()
 
 
 class NoticeTest(unittest.TestCase):

@@ -21,8 +21,7 @@ from harness import Permitd, PrivateRedis, Redis, decision, error_code, put_poli
 
 
 def script_sha():
-    with open(os.path.join(harness.SOURCE_DIR, "lua", "bucket.lua"), "rb") as f:
-        return hashlib.sha1(f.read()).hexdigest()
+    return hashlib.sha1(harness.lua_script("bucket")).hexdigest()
 
 
 def wait_gone(pid, timeout=5):

@@ -30,7 +30,8 @@ bounds it (checks within those bounds, so a slow machine cannot fail them).
 Keys live under a prefix of their own (PREFIX), so nothing here meets
 permitd's keys. PERMITD_TEST_LUA_DIR (default: the source tree's lua/)
 points the tests at another copy of the scripts: a mutated copy in a temp
-dir must make some of them fail.
+dir must make some of them fail. Each is loaded as the build embeds it,
+its lua/lib/ pieces spliced in (harness.lua_script()).
 """
 import math
 import os
@@ -107,8 +108,7 @@ class Scripts(unittest.TestCase):
         cls.redis = Redis()
         cls.sha = {}
         for name in ("bucket", "sync"):
-            with open(os.path.join(LUA_DIR, name + ".lua"), "rb") as f:
-                cls.sha[name] = cls.redis("SCRIPT", "LOAD", f.read())
+            cls.sha[name] = cls.redis("SCRIPT", "LOAD", harness.lua_script(name, LUA_DIR))
 
     @classmethod
     def tearDownClass(cls):

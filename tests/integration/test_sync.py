@@ -374,7 +374,7 @@ class SyncTest(unittest.TestCase):
         h = wait_for("policy", lambda: self.hash("race"))
         key = "%s{race}:policy" % self.prefix
         sha = self.redis("SCRIPT", "LOAD",
-                         open(os.path.join(harness.SOURCE_DIR, "lua", "sync.lua")).read())
+                         harness.lua_script("sync").decode())
         version, synced = int(h["version"]), int(h["synced_us"])
 
         def put(row_id, v, taken, max_permits, answer=lambda a: a[0]):

@@ -21,8 +21,8 @@ This file re-exports every name the tests use, so `import harness` and
 PERMITD_BIN is read from here at each Permitd start, so patching
 harness.PERMITD_BIN points every Permitd at another binary.
 """
-from .stack import (PERMITD_BIN, SOURCE_DIR, STACK_DIR, free_port, main, stack_env,  # noqa: F401
-                    unique, wait_for)
+from .stack import (PERMITD_BIN, SOURCE_DIR, STACK_DIR, free_port, lua_script, main,  # noqa: F401
+                    stack_env, unique, wait_for)
 from .redis import (STATE, PrivateRedis, Redis, RedisError, hash_tag, put_policy,  # noqa: F401
                     read_state, state_key, state_version, write_state)
 from .http import (Http, Reply, chunked_post, content_type, decision, error_code, gz,  # noqa: F401

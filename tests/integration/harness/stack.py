@@ -1,15 +1,44 @@
 """The test stack and the names tests share: where the sources and the
-permitd binary are, the stack fixture's env file (tests/stack/stack.sh writes
-it: the addresses of its Redis and MariaDB), free ports, unique names,
-polling, and the unittest entry point every test file calls."""
+permitd binary are, the Redis scripts as Redis is sent them (lua_script()),
+the stack fixture's env file (tests/stack/stack.sh writes it: the addresses
+of its Redis and MariaDB), free ports, unique names, polling, and the
+unittest entry point every test file calls."""
 import os
 import socket
+import subprocess
+import tempfile
 import time
 import unittest
 
 SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PERMITD_BIN = os.environ.get("PERMITD_BIN", os.path.join(SOURCE_DIR, "build", "server", "permitd"))
 STACK_DIR = os.environ.get("PERMITD_STACK_DIR", "")
+
+
+def lua_script(name, lua_dir=None):
+    """The text of the Redis script lua/NAME.lua (or of NAME, a path) as
+    permitd sends it to Redis: put together by cmake/lua_splice.cmake, the
+    build's own splice step (each `-- @include` line replaced by its
+    lua/lib/ piece), so a test loads what the binary embeds and its SHA-1
+    is the one permitd's EVALSHA names. lua_dir: another lua/ folder (the
+    tests' PERMITD_TEST_LUA_DIR). Bytes; read once per process."""
+    path = name if os.sep in name else os.path.join(lua_dir or os.path.join(SOURCE_DIR, "lua"),
+                                                     name + ".lua")
+    path = os.path.abspath(path)
+    if path not in lua_script.cache:
+        with tempfile.TemporaryDirectory(prefix="permitd-lua-") as tmp:
+            out = os.path.join(tmp, os.path.basename(path))
+            done = subprocess.run(["cmake", "-DSCRIPT=" + path, "-DOUT=" + out, "-P",
+                                   os.path.join(SOURCE_DIR, "cmake", "lua_splice.cmake")],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError("cmake/lua_splice.cmake failed on %s: %s" % (path, done.stderr.strip()))
+            with open(out, "rb") as f:
+                lua_script.cache[path] = f.read()
+    return lua_script.cache[path]
+
+
+lua_script.cache = {}
 
 
 def stack_env():
