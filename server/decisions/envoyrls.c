@@ -273,22 +273,27 @@ typedef Envoy__Config__Core__V3__HeaderValue Header;
 #define CODE_OVER ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT
 
 /* The answer of nd descriptors, item[i] deciding descriptor i (NULL: all
- * unmatched). Memory from malloc, freed here. */
+ * unmatched). Its arrays are in the call's storage (grpc_call_alloc()),
+ * given back with the call; the packed answer goes into the call's reply
+ * buffer (grpcapi_reply()). */
 static void reply(struct pending *p)
 {
     size_t nd = p->nd, tight = SIZE_MAX;
     Response rs = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
-    Status *st = calloc(nd + 1, sizeof(*st)), **stp = calloc(nd + 1, sizeof(*stp));
-    Limit *lim = calloc(nd + 1, sizeof(*lim));
-    Google__Protobuf__Duration *dur = calloc(nd + 1, sizeof(*dur));
+    Status *st, **stp;
+    Limit *lim;
+    Google__Protobuf__Duration *dur;
     Header hv[HTTP_MAX_HEADERS], *hvp[HTTP_MAX_HEADERS];
     struct http_response hdrs;
     struct permitd_error oom;
 
-    if (st == NULL || stp == NULL || lim == NULL || dur == NULL) {
+    if ((st = grpc_call_alloc(p->call, (nd + 1) * sizeof(*st))) == NULL ||
+        (stp = grpc_call_alloc(p->call, (nd + 1) * sizeof(*stp))) == NULL ||
+        (lim = grpc_call_alloc(p->call, (nd + 1) * sizeof(*lim))) == NULL ||
+        (dur = grpc_call_alloc(p->call, (nd + 1) * sizeof(*dur))) == NULL) {
         permitd_error_set(&oom, PERMITD_EINTERNAL, "out of memory");
         grpc_call_fail(p->call, &oom);
-        goto out;
+        return;
     }
     rs.overall_code = CODE_OK;
     for (size_t i = 0; i < nd; i++) {
@@ -338,11 +343,6 @@ static void reply(struct pending *p)
         rs.response_headers_to_add = hvp;
     }
     grpcapi_reply(p->call, &rs.base);
-out:
-    free(st);
-    free(stp);
-    free(lim);
-    free(dur);
 }
 
 static void decided(void *ud, int rc, const struct permitd_error *err)
@@ -378,8 +378,31 @@ static void decided(void *ud, int rc, const struct permitd_error *err)
     reply(p);
 }
 
+/* The decision of a call with one matched descriptor (the answer of
+ * limiter_acquire_queued()), as the one item of a batch: its error is the
+ * item's. */
+static void one_decided(void *ud, int rc, const struct limiter_result *res,
+                        const struct permitd_error *err)
+{
+    struct pending *p = ud;
+
+    if (rc == PERMITD_OK) {
+        p->res[0] = *res;
+        p->errs[0] = (struct permitd_error){PERMITD_OK, ""};
+    } else if (err != NULL) {
+        p->errs[0] = *err;
+        p->errs[0].code = rc;
+    } else {
+        permitd_error_set(&p->errs[0], rc, "the decision failed (status %d)", rc);
+    }
+    decided(p, PERMITD_OK, NULL);
+}
+
 /* Checks the request, maps its descriptors and queues their decisions.
- * PERMITD_OK when the call is answered or will be. */
+ * PERMITD_OK when the call is answered or will be. One matched descriptor
+ * (the usual request: one rate_limits action on the route) is one queued
+ * Acquire, which allocates nothing; more go as one batch, whose plan the
+ * limiter allocates. */
 static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
                              const Envoy__Service__Ratelimit__V3__RateLimitRequest *rq,
                              struct permitd_error *err)
@@ -445,8 +468,12 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
         reply(p);
         return PERMITD_OK;
     }
-    limiter_acquire_batch_queued(grpcapi_queue(call), p->reqs, n, 0, grpc_call_deadline_us(call),
-                                 p->res, p->errs, decided, p);
+    if (n == 1)
+        limiter_acquire_queued(grpcapi_queue(call), &p->reqs[0], grpc_call_deadline_us(call),
+                               one_decided, p);
+    else
+        limiter_acquire_batch_queued(grpcapi_queue(call), p->reqs, n, 0,
+                                     grpc_call_deadline_us(call), p->res, p->errs, decided, p);
     return PERMITD_OK;
 }
 
@@ -454,6 +481,7 @@ void envoyrls_handle(void *ud, struct grpc_call *call)
 {
     struct envoyrls *r = ud;
     Envoy__Service__Ratelimit__V3__RateLimitRequest *rq;
+    ProtobufCAllocator al = grpcapi_allocator(call);
     struct permitd_error err = {PERMITD_OK, ""};
     const void *data;
     size_t len;
@@ -465,7 +493,8 @@ void envoyrls_handle(void *ud, struct grpc_call *call)
         return;
     }
     data = grpc_call_message(call, &len);
-    rq = envoy__service__ratelimit__v3__rate_limit_request__unpack(NULL, len, data);
+    /* In the call's storage, given back with the call. */
+    rq = envoy__service__ratelimit__v3__rate_limit_request__unpack(&al, len, data);
     if (rq == NULL) {
         permitd_error_set(&err, PERMITD_EINVAL, "the request is not a valid "
                           "envoy.service.ratelimit.v3.RateLimitRequest message (%zu bytes)", len);
@@ -474,5 +503,4 @@ void envoyrls_handle(void *ud, struct grpc_call *call)
     }
     if (should_rate_limit(r, call, rq, &err) != PERMITD_OK)
         grpc_call_fail(call, &err);
-    envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(rq, NULL);
 }

@@ -6,9 +6,12 @@
  * limiter's view of a request, the reply messages, the RateLimit headers);
  * what differs is only how a call arrives and leaves: a decoded protobuf
  * from grpc.h instead of an HTTP request, a packed message or a gRPC
- * status instead of a Connect body. A call's record (struct pending) lives
- * in the call's own storage (grpc_call_alloc()), with copies of its
- * strings, until the decision, queued on the worker's limiter queue, comes
+ * status instead of a Connect body. A call's record (struct pending), its
+ * decoded request and its answer's arrays live in the call's own storage
+ * (grpc_call_alloc(), kept with grpc.c's call record for the worker's next
+ * calls), and the answer is packed into the call's reply buffer: a
+ * warmed-up call allocates nothing here. The record keeps copies of its
+ * strings until the decision, queued on the worker's limiter queue, comes
  * back on the worker's loop; a call whose client has gone meanwhile is
  * still decided and counted, and its answer dropped by grpc.c.
  */
@@ -94,10 +97,13 @@ static void count_error(struct grpcapi *g, const char *bucket, int code)
     stats_record_error(g->stats, bucket, code, real);
 }
 
+/* Packed straight into the call's reply buffer (grpc_call_reply_space()),
+ * which the call keeps: no copy, no allocation once the call record has
+ * answered as big a message before. */
 void grpcapi_reply(struct grpc_call *call, const ProtobufCMessage *msg)
 {
     size_t len = protobuf_c_message_get_packed_size(msg);
-    uint8_t *buf = malloc(len ? len : 1);
+    uint8_t *buf = grpc_call_reply_space(call, len);
     struct permitd_error err;
 
     if (buf == NULL) {
@@ -107,7 +113,27 @@ void grpcapi_reply(struct grpc_call *call, const ProtobufCMessage *msg)
     }
     protobuf_c_message_pack(msg, buf);
     grpc_call_reply(call, buf, len);
-    free(buf);
+}
+
+/* A ProtobufCAllocator over the call's storage (grpc_call_alloc()): what a
+ * request decodes into lives until the call is answered, and is given back
+ * with the call, so free does nothing. */
+static void *call_pb_alloc(void *call, size_t size)
+{
+    return grpc_call_alloc(call, size);
+}
+
+static void call_pb_free(void *call, void *p)
+{
+    (void)call;
+    (void)p;
+}
+
+ProtobufCAllocator grpcapi_allocator(struct grpc_call *call)
+{
+    ProtobufCAllocator al = {call_pb_alloc, call_pb_free, call};
+
+    return al;
 }
 
 /* The RateLimit headers of a decision (api_ratelimit_headers()), as the
@@ -240,27 +266,29 @@ static int decide(struct grpcapi *g, struct grpc_call *call, enum kind kind,
     return PERMITD_OK;
 }
 
+/* The batch's answer: its arrays in the call's storage, given back with
+ * the call. */
 static void batch_done(void *ud, int rc, const struct permitd_error *err)
 {
     struct pending_batch *p = ud;
     Permit__V1__AcquireBatchResponse rs = PERMIT__V1__ACQUIRE_BATCH_RESPONSE__INIT;
-    Permit__V1__AcquireBatchResult *results = NULL, **ptrs = NULL;
-    Permit__V1__AcquireResponse *answers = NULL;
-    Permit__V1__BatchError *errors = NULL;
+    Permit__V1__AcquireBatchResult *results, **ptrs;
+    Permit__V1__AcquireResponse *answers;
+    Permit__V1__BatchError *errors;
+    size_t n = p->n ? p->n : 1;
     struct permitd_error oom;
 
     if (rc != PERMITD_OK) {
         grpc_call_fail(p->call, err);
         return;
     }
-    results = calloc(p->n ? p->n : 1, sizeof(*results));
-    ptrs = calloc(p->n ? p->n : 1, sizeof(*ptrs));
-    answers = calloc(p->n ? p->n : 1, sizeof(*answers));
-    errors = calloc(p->n ? p->n : 1, sizeof(*errors));
-    if (results == NULL || ptrs == NULL || answers == NULL || errors == NULL) {
+    if ((results = grpc_call_alloc(p->call, n * sizeof(*results))) == NULL ||
+        (ptrs = grpc_call_alloc(p->call, n * sizeof(*ptrs))) == NULL ||
+        (answers = grpc_call_alloc(p->call, n * sizeof(*answers))) == NULL ||
+        (errors = grpc_call_alloc(p->call, n * sizeof(*errors))) == NULL) {
         permitd_error_set(&oom, PERMITD_EINTERNAL, "out of memory");
         grpc_call_fail(p->call, &oom);
-        goto out;
+        return;
     }
     for (size_t i = 0; i < p->n; i++) {
         api_batch_item(&results[i], &answers[i], &errors[i], &p->res[i], &p->errs[i]);
@@ -273,11 +301,6 @@ static void batch_done(void *ud, int rc, const struct permitd_error *err)
     rs.results = ptrs;
     rs.n_results = p->n;
     grpcapi_reply(p->call, &rs.base);
-out:
-    free(results);
-    free(ptrs);
-    free(answers);
-    free(errors);
 }
 
 static int acquire_batch(struct grpcapi *g, struct grpc_call *call,
@@ -334,6 +357,7 @@ void grpcapi_handle(void *ud, struct grpc_call *call)
     const char *path = grpc_call_path(call);
     const struct method *m;
     ProtobufCMessage *in;
+    ProtobufCAllocator al = grpcapi_allocator(call);
     struct permitd_error err = {PERMITD_OK, ""};
     const void *data;
     size_t len;
@@ -351,7 +375,7 @@ void grpcapi_handle(void *ud, struct grpc_call *call)
         return;
     }
     data = grpc_call_message(call, &len);
-    in = protobuf_c_message_unpack(m->input, NULL, len, data);
+    in = protobuf_c_message_unpack(m->input, &al, len, data);
     if (in == NULL) {
         permitd_error_set(&err, PERMITD_EINVAL, "the request is not a valid %s message "
                           "(%zu bytes)", m->input->name, len);
@@ -382,7 +406,7 @@ void grpcapi_handle(void *ud, struct grpc_call *call)
     default:
         rc = acquire_batch(g, call, (const Permit__V1__AcquireBatchRequest *)in, &err);
     }
-    protobuf_c_message_free_unpacked(in, NULL);
+    /* in stays in the call's storage, given back with the call. */
     if (rc != PERMITD_OK)
         grpc_call_fail(call, &err);
 }

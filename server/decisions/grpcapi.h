@@ -50,7 +50,14 @@ struct limiter_queue *grpcapi_queue(const struct grpc_call *call);
 int grpcapi_authorize(struct grpcapi *g, const struct grpc_call *call, const char *app,
                       char *app_out, struct permitd_error *err);
 
-/* Packs msg and answers call with it (or internal, out of memory). */
+/* Packs msg into the call's reply buffer and answers call with it (or
+ * internal, out of memory). msg is only read. */
 void grpcapi_reply(struct grpc_call *call, const ProtobufCMessage *msg);
+
+/* An allocator over the call's storage (grpc_call_alloc()), for a request
+ * unpacked while the call lasts: its blocks are given back with the call,
+ * and its free does nothing (protobuf_c_message_free_unpacked() need not
+ * be called). */
+ProtobufCAllocator grpcapi_allocator(struct grpc_call *call);
 
 #endif

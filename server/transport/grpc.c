@@ -18,6 +18,13 @@
  * answered: a client that resets the stream (RST_STREAM), or a connection
  * that closes, while a decision is pending leaves the call detached
  * (conn NULL), and the answer, when it comes, frees it unsent.
+ * A finished call's record goes back to its worker (at most CALL_SPARE_MAX
+ * wait there) with its buffers: the request body, the reply, and the
+ * call's storage that grpc_call_alloc() bumps from (core/arena.h), where
+ * the handler keeps its pending record, the decoded request and the
+ * answer's arrays. A warmed-up call allocates nothing of permitd's own;
+ * what does not fit in the storage comes from malloc, chained to the call
+ * and freed with it (tests/e2e/grpc-allocs.test.mjs counts).
  *
  * The framing (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md):
  * a request is HEADERS (:method POST, :path /pkg.Service/Method,
@@ -62,6 +69,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "transport/grpc.h"
+#include "core/arena.h"
 #include "core/clock.h"
 #include "core/iplimit.h"
 #include "core/log.h"
@@ -73,6 +81,9 @@
 #define READS_PER_EVENT 8          /* fairness: then back to the other connections */
 #define SWEEP_US 1000000           /* idle connections are looked for every second */
 #define REFUSAL_LOG_US 1000000     /* refused connections are logged at most this often */
+#define CALL_STORE 4096            /* grpc_call_alloc()'s room inside a call */
+#define CALL_SPARE_MAX 128         /* finished calls a worker keeps for reuse */
+#define CALL_KEEP_BYTES 16384      /* a body or reply buffer over this is not kept */
 
 struct conn;
 struct worker;
@@ -82,20 +93,23 @@ struct block {
     max_align_t data[];
 };
 
+/* A call's record. Finished ones go back to their worker's spare list
+ * (call_end()) and serve its next calls: a warmed-up call allocates
+ * nothing here. Everything up to `w` is cleared for each call; from `w` on
+ * the record keeps what it has (its buffers, grown only when a bigger
+ * message comes). */
 struct grpc_call {
     struct conn *conn;              /* NULL once the client has gone */
-    struct grpc_call *prev, *next;  /* the connection's calls */
+    struct grpc_call *prev, *next;  /* the connection's calls; next: the spare list */
     int32_t id;
     int dispatched, answered;
     int bad_method, bad_type, head_too_big;
     char path[PATH_MAX_LEN];
-    char *authz;                    /* malloc()ed; NULL: none sent */
+    char *authz;                    /* authz_buf; NULL: none sent */
     int64_t deadline_us;
     struct permitd_error head_err;  /* grpc-timeout or grpc-encoding refused */
-    uint8_t *body;
-    size_t body_len, body_cap;
+    size_t body_len;
     int too_large;                  /* answered resource_exhausted while data came */
-    uint8_t *reply;                 /* prefix + message */
     size_t reply_len, reply_off;
     int nheaders;
     struct {
@@ -103,8 +117,17 @@ struct grpc_call {
         char value[192];
         size_t len;
     } headers[GRPC_CALL_HEADERS_MAX];
-    struct block *blocks;
+    struct block *blocks;           /* grpc_call_alloc()'s that did not fit in store[] */
     void *worker_ctx;
+    /* Kept when the record is reused: */
+    struct worker *w;               /* whose spare list takes it back */
+    uint8_t *body;                  /* the request: prefix + message; body_cap bytes */
+    size_t body_cap;
+    uint8_t *reply;                 /* the answer: prefix + message; reply_cap bytes */
+    size_t reply_cap;
+    struct arena storage;           /* over store[]: grpc_call_alloc() */
+    char authz_buf[AUTHZ_MAX_LEN + 1];
+    _Alignas(max_align_t) unsigned char store[CALL_STORE];
 };
 
 struct conn {
@@ -132,6 +155,8 @@ struct worker {
     int epfd;
     void *ctx;
     struct conn *conns, *dirty;
+    struct grpc_call *spare;        /* finished calls, for the next ones */
+    int nspare;
     int64_t next_due;               /* earliest sweep: idle connections, call deadlines */
     int draining;
     int64_t drain_until;
@@ -160,20 +185,80 @@ static void mark_dirty(struct conn *c);
 
 /* ---- calls ---- */
 
-static void call_free(struct grpc_call *call)
+/* A call record for w, cleared: one from w's spare list, else a new one
+ * (NULL when out of memory). It goes back with call_end(). */
+static struct grpc_call *call_new(struct worker *w)
 {
-    struct block *b, *next;
+    struct grpc_call *call = w->spare;
 
-    if (call == NULL)
-        return;
-    for (b = call->blocks; b != NULL; b = next) {
-        next = b->next;
-        free(b);
+    if (call != NULL) {
+        w->spare = call->next;
+        w->nspare--;
+    } else if ((call = malloc(sizeof(*call))) == NULL) {
+        return NULL;
+    } else {
+        call->body = call->reply = NULL;
+        call->body_cap = call->reply_cap = 0;
     }
-    free(call->authz);
+    memset(call, 0, offsetof(struct grpc_call, w));
+    call->w = w;
+    arena_init(&call->storage, call->store, sizeof(call->store));
+    return call;
+}
+
+/* Frees a record and its buffers (w's spare list, at the end). */
+static void call_destroy(struct grpc_call *call)
+{
     free(call->body);
     free(call->reply);
     free(call);
+}
+
+/* Ends call: the blocks grpc_call_alloc() had to malloc are freed, and the
+ * record, with its body and reply buffers (unless one grew over
+ * CALL_KEEP_BYTES), goes back to its worker's spare list, or is freed
+ * when CALL_SPARE_MAX wait there. Every pointer into the call is gone. Runs
+ * on the worker's thread, or after it has ended (grpc_server_stop()). */
+static void call_end(struct grpc_call *call)
+{
+    struct worker *w;
+
+    if (call == NULL)
+        return;
+    w = call->w;
+    while (call->blocks != NULL) {
+        struct block *b = call->blocks;
+        call->blocks = b->next;
+        free(b);
+    }
+    if (w->nspare >= CALL_SPARE_MAX) {
+        call_destroy(call);
+        return;
+    }
+    if (call->body_cap > CALL_KEEP_BYTES) {
+        free(call->body);
+        call->body = NULL;
+        call->body_cap = 0;
+    }
+    if (call->reply_cap > CALL_KEEP_BYTES) {
+        free(call->reply);
+        call->reply = NULL;
+        call->reply_cap = 0;
+    }
+    call->next = w->spare;
+    w->spare = call;
+    w->nspare++;
+}
+
+/* Frees w's spare calls. */
+static void spare_free(struct worker *w)
+{
+    while (w->spare != NULL) {
+        struct grpc_call *call = w->spare;
+        w->spare = call->next;
+        call_destroy(call);
+    }
+    w->nspare = 0;
 }
 
 static void call_unlink(struct grpc_call *call)
@@ -204,7 +289,7 @@ const char *grpc_call_metadata(const struct grpc_call *call, const char *name)
 const void *grpc_call_message(const struct grpc_call *call, size_t *len)
 {
     *len = call->body_len >= 5 ? call->body_len - 5 : 0;
-    return call->body != NULL ? call->body + 5 : (const void *)"";
+    return call->body_len >= 5 ? call->body + 5 : (const void *)"";
 }
 
 int64_t grpc_call_deadline_us(const struct grpc_call *call)
@@ -222,15 +307,42 @@ int grpc_call_gone(const struct grpc_call *call)
     return call->conn == NULL;
 }
 
+/* From the call's store[] while it has room; else a block of malloc's,
+ * chained to the call and freed with it (call_end()). */
 void *grpc_call_alloc(struct grpc_call *call, size_t size)
 {
-    struct block *b = calloc(1, sizeof(*b) + size);
+    struct block *b;
+    void *p;
 
-    if (b == NULL)
+    if ((p = arena_alloc(&call->storage, size)) != NULL)
+        return memset(p, 0, size);
+    if (size > SIZE_MAX - sizeof(*b) || (b = calloc(1, sizeof(*b) + size)) == NULL)
         return NULL;
     b->next = call->blocks;
     call->blocks = b;
     return b->data;
+}
+
+/* Grows the call's reply buffer to hold a message of len bytes after its
+ * prefix; the buffer is the call's (kept with the record, freed by
+ * call_destroy()). NULL when out of memory. */
+void *grpc_call_reply_space(struct grpc_call *call, size_t len)
+{
+    if (len > SIZE_MAX - 5)
+        return NULL;
+    if (len + 5 > call->reply_cap) {
+        size_t cap = call->reply_cap ? call->reply_cap : 256;
+        uint8_t *b;
+        while (cap < len + 5)
+            cap = cap > SIZE_MAX / 2 ? len + 5 : cap * 2;
+        /* Nothing to keep: the old contents are not an answer yet. */
+        if ((b = malloc(cap)) == NULL)
+            return NULL;
+        free(call->reply);
+        call->reply = b;
+        call->reply_cap = cap;
+    }
+    return call->reply + 5;
 }
 
 int grpc_call_header(struct grpc_call *call, const char *name, const char *value, size_t len)
@@ -339,7 +451,7 @@ static void answer(struct grpc_call *call, int http_status, const void *msg, siz
         return;
     call->answered = 1;
     if (c == NULL) {            /* the client went while the handler worked */
-        call_free(call);
+        call_end(call);
         return;
     }
     snprintf(status, sizeof(status), "%d", http_status);
@@ -350,8 +462,9 @@ static void answer(struct grpc_call *call, int http_status, const void *msg, siz
                                  call->headers[i].len);
     if (err == NULL) {
         nghttp2_data_provider prd;
-        call->reply = malloc(len + 5);
-        if (call->reply == NULL) {
+        /* msg may be the call's own reply space already: then no copy. */
+        int in_place = call->reply != NULL && msg == call->reply + 5;
+        if (!in_place && grpc_call_reply_space(call, len) == NULL) {
             struct permitd_error oom;
             call->answered = 0;
             permitd_error_set(&oom, PERMITD_EINTERNAL, "out of memory");
@@ -363,7 +476,7 @@ static void answer(struct grpc_call *call, int http_status, const void *msg, siz
         call->reply[2] = (uint8_t)(len >> 16);
         call->reply[3] = (uint8_t)(len >> 8);
         call->reply[4] = (uint8_t)len;
-        if (len > 0)
+        if (len > 0 && !in_place)
             memcpy(call->reply + 5, msg, len);
         call->reply_len = len + 5;
         prd.source.ptr = call;
@@ -456,7 +569,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
 
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    call = calloc(1, sizeof(*call));
+    call = call_new(c->w);
     if (call == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     call->conn = c;
@@ -498,12 +611,14 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         call->bad_type = !(valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
                            (valuelen == 16 || value[16] == '+' || value[16] == ';'));
     } else if (IS("authorization")) {
-        free(call->authz);
         call->authz = NULL;
-        if (valuelen > AUTHZ_MAX_LEN)
+        if (valuelen > AUTHZ_MAX_LEN) {
             call->head_too_big = 1;
-        else if ((call->authz = strndup((const char *)value, valuelen)) == NULL)
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        } else {
+            memcpy(call->authz_buf, value, valuelen);
+            call->authz_buf[valuelen] = '\0';
+            call->authz = call->authz_buf;
+        }
     } else if (IS("grpc-timeout")) {
         char v[16];
         int64_t us;
@@ -552,6 +667,8 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
             cap *= 2;
         if (cap > max)
             cap = max;
+        /* realloc keeps what came so far; a record reused keeps its
+         * buffer, so this runs only for a body bigger than its last. */
         if ((b = realloc(call->body, cap)) == NULL)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         call->body = b;
@@ -596,9 +713,9 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
     call_unlink(call);
     if (call->dispatched && !call->answered)
-        call->conn = NULL;      /* RST_STREAM: the handler's answer will free it */
+        call->conn = NULL;      /* RST_STREAM: the handler's answer will end it */
     else
-        call_free(call);
+        call_end(call);
     return 0;
 }
 
@@ -805,7 +922,7 @@ static void conn_close(struct conn *c)
         if (call->dispatched && !call->answered)
             call->conn = NULL;
         else
-            call_free(call);
+            call_end(call);
     }
     c->calls = NULL;
     nghttp2_session_del(c->session);
@@ -1301,7 +1418,8 @@ void grpc_server_stop(struct grpc_server *s, int grace_ms)
         else if (w->loop != NULL)
             loop_close(w->loop);
         if (w->opened && s->opts.worker_close != NULL)
-            s->opts.worker_close(s->ud, w->ctx);
+            s->opts.worker_close(s->ud, w->ctx);  /* may answer detached calls */
+        spare_free(w);
         loop_free(w->loop);
         if (w->epfd >= 0)
             close(w->epfd);
@@ -1360,5 +1478,6 @@ int grpc_feed(const struct grpc_options *opts, grpc_handler_fn fn, void *ud,
         src_flush(&w, 0);
     }
     close_all(&w);
+    spare_free(&w);
     return fc.calls;
 }

@@ -93,22 +93,34 @@ int64_t grpc_call_deadline_us(const struct grpc_call *call);
 void *grpc_call_worker(const struct grpc_call *call);
 
 /* size zeroed bytes, aligned for any type, that live until the call is
- * answered: for the handler's record of deferred work. NULL when out of
- * memory. */
+ * answered: for the handler's record of deferred work, its decoded request
+ * (a ProtobufCAllocator over it) and its answer's messages. They come out
+ * of the call's own storage, kept with the call record for the worker's
+ * next calls, and only when that is full from malloc (freed with the
+ * call): nothing to free. NULL when out of memory. */
 void *grpc_call_alloc(struct grpc_call *call, size_t size);
+
+/* Room for the answer's message, len bytes, in the call's reply buffer
+ * (after the 5-byte prefix), to pack the message into directly and then
+ * pass to grpc_call_reply(call, room, len), which copies nothing then.
+ * The buffer is the call's: kept with the record for the next calls,
+ * grown only when a bigger answer comes. A second call gives new room (what
+ * the first held is gone). NULL when out of memory. */
+void *grpc_call_reply_space(struct grpc_call *call, size_t len);
 
 /* Adds one metadata entry to the answer's headers (name lowercase, static;
  * value copied). -1 when GRPC_CALL_HEADERS_MAX are set already. */
 #define GRPC_CALL_HEADERS_MAX 4
 int grpc_call_header(struct grpc_call *call, const char *name, const char *value, size_t len);
 
-/* Answers the call with one message (copied) and grpc-status 0; frees the
- * call. When its client has gone (RST_STREAM, the connection closed) the
- * answer is dropped. */
+/* Answers the call with one message (copied, unless it is the room
+ * grpc_call_reply_space() gave) and grpc-status 0; ends the call. When its
+ * client has gone (RST_STREAM, the connection closed) the answer is
+ * dropped. */
 void grpc_call_reply(struct grpc_call *call, const void *msg, size_t len);
 
 /* Answers the call with err (grpc-status -err->code, grpc-message its text,
- * percent-encoded) and no message; frees the call. */
+ * percent-encoded) and no message; ends the call. */
 void grpc_call_fail(struct grpc_call *call, const struct permitd_error *err);
 
 /* 1 when the client has gone (the answer would be dropped). */

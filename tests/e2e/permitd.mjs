@@ -66,10 +66,11 @@ export function putRedisPolicy(prefix, name, { apps, maxPermits, rate, more = []
 // (stdout and stderr, in order), exit (a promise of { code, signal }),
 // exited (null until then) } plus the fields of ports (e.g. { apiPort,
 // adminPort, grpcPort }), for the steps to reach it. Wait for it with
-// waitReady(), end it with stopPermitd().
-export function spawnPermitd(args, ports = {}) {
+// waitReady(), end it with stopPermitd(). env: variables added to this
+// process's for the server (e.g. an LD_PRELOAD).
+export function spawnPermitd(args, ports = {}, env = {}) {
   const bin = requireEnv("PERMITD_BIN", "run the suite under ctest");
-  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   const output = [];
   child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));
   child.stderr.setEncoding("utf8").on("data", (d) => output.push(d));

@@ -4,8 +4,9 @@
  * server session and grpc.c's framing (headers kept, grpc-timeout, the
  * 5-byte length prefix, the message limit, RST_STREAM of calls answered or
  * not), with a handler that decodes every call's message as permit.v1's
- * AcquireRequest, as grpcapi.c does, and answers it, by a reply or an
- * error, at once.
+ * AcquireRequest into the call's storage, as grpcapi.c does, and answers
+ * it, by a reply (the message, or it packed again into the call's reply
+ * buffer) or an error, at once.
  *
  * The first input byte chooses how the rest is fed (grpc_feed()):
  *   bit 0     1: the client preface and an empty SETTINGS go first, so
@@ -30,23 +31,44 @@ struct ctx {
     int calls;
 };
 
+/* The decoded message in the call's storage, as grpcapi.c's allocator
+ * puts it (grpc_call_alloc(): a call record reused, its arena and what
+ * overflows to malloc). */
+static void *call_alloc(void *call, size_t n)
+{
+    return grpc_call_alloc(call, n);
+}
+
+static void call_free(void *call, void *p)
+{
+    (void)call;
+    (void)p;
+}
+
 static void handler(void *ud, struct grpc_call *call)
 {
     struct ctx *c = ud;
     size_t len;
     const void *msg = grpc_call_message(call, &len);
+    ProtobufCAllocator al = {call_alloc, call_free, call};
     Permit__V1__AcquireRequest *rq;
     struct permitd_error err;
+    uint8_t *room;
 
     c->calls++;
     FUZZ_CHECK(len <= c->max);
     FUZZ_CHECK(strlen(grpc_call_path(call)) < 256);
-    rq = permit__v1__acquire_request__unpack(NULL, len, msg);
-    if (rq != NULL)
-        permit__v1__acquire_request__free_unpacked(rq, NULL);
+    rq = permit__v1__acquire_request__unpack(&al, len, msg);
     if (c->fail || rq == NULL) {
         permitd_error_set(&err, PERMITD_EINVAL, "fuzz: %zu bytes", len);
         grpc_call_fail(call, &err);
+    } else if (len % 2 == 0) {
+        /* Packed again into the call's reply buffer, as grpcapi_reply() does. */
+        size_t n = permit__v1__acquire_request__get_packed_size(rq);
+        FUZZ_CHECK((room = grpc_call_reply_space(call, n)) != NULL);
+        permit__v1__acquire_request__pack(rq, room);
+        grpc_call_header(call, "ratelimit", "\"p\";r=1;t=1", 11);
+        grpc_call_reply(call, room, n);
     } else {
         grpc_call_header(call, "ratelimit", "\"p\";r=1;t=1", 11);
         grpc_call_reply(call, msg, len);
