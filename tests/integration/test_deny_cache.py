@@ -113,7 +113,9 @@ class DenyCacheTest(test_admin.AdminCase):
     def scenario(self, p, e, fields):
         """Runs the mixed load on p, edits and resets through e (the admin
         of self.permitd): returns ({key: [(allowed, remaining, limit)]},
-        the hot keys' denials, EVALSHA calls during the load, requests)."""
+        the hot keys' denials, EVALSHA calls during the load, requests,
+        and the calls the instances' background work (sync passes) would
+        have made in that time, at the rate of a quiet second before it)."""
         name = self.name("dc")
         pol = e.create(name, max_permits=5, **fields)
         self.wait_limit(p, name, 5)
@@ -140,7 +142,11 @@ class DenyCacheTest(test_admin.AdminCase):
             rnd.shuffle(order)
             return order
 
+        quiet0 = evalsha_calls(self.redis)
+        time.sleep(1.0)
         calls0 = evalsha_calls(self.redis)
+        background = calls0 - quiet0        # a second's, with nobody asking
+        t0 = time.monotonic()
         load(phase())
         # a raise of max_permits: the very next take of a hot key is decided
         # under it (on p: at once when p made the edit, else at the notice)
@@ -160,6 +166,7 @@ class DenyCacheTest(test_admin.AdminCase):
             self.wait_limit(p, name, 6)
         load(phase())
         calls = evalsha_calls(self.redis) - calls0
+        background *= time.monotonic() - t0
         # retry_after_ms of a key's denials in a row: never growing (beyond
         # its rounding), never falling faster than the time that passed
         # (give or take this client's timing on a busy machine),
@@ -170,16 +177,16 @@ class DenyCacheTest(test_admin.AdminCase):
                     self.assertLessEqual(r2, r1 + 1 + r1 // 1000, (key, r1, r2))
                     self.assertGreaterEqual(r2, r1 - (t2 - t1) * 1000 - 250, (key, r1, r2))
         http.close()
-        return seq, hot_denied, calls, n
+        return seq, hot_denied, calls, n, background
 
     def test_same_decisions_with_and_without_the_cache(self):
         e = self.editor()
         for algo, fields in LIMITS.items():
             with self.subTest(algorithm=algo):
                 hits0 = metric(self.permitd, "permitd_deny_cache_hits_total")
-                on, on_denied, on_calls, n = self.scenario(self.permitd, e, fields)
+                on, on_denied, on_calls, n, background = self.scenario(self.permitd, e, fields)
                 hits = metric(self.permitd, "permitd_deny_cache_hits_total") - hits0
-                off, off_denied, off_calls, n_off = self.scenario(self.off, e, fields)
+                off, off_denied, off_calls, n_off, _ = self.scenario(self.off, e, fields)
                 self.assertEqual(n, n_off)
                 for key in sorted(off):
                     self.assertEqual(on[key], off[key], "key %s: with the cache (first) and "
@@ -192,9 +199,13 @@ class DenyCacheTest(test_admin.AdminCase):
                 self.assertGreaterEqual(hits, on_denied - 3 * 4, (hits, on_denied))
                 self.assertGreaterEqual(off_calls, n_off, "without the cache every "
                                                           "Acquire is a script call")
-                self.assertLessEqual(on_calls, n - hits + 30,
+                # (beside the calls of the edits' settles, and the instances'
+                # background calls over the load's time: on a loaded machine
+                # the load lasts longer and they are more)
+                self.assertLessEqual(on_calls, n - hits + 30 + background,
                                      "with the cache, its hits never reached Redis "
-                                     "(%d calls for %d Acquires, %d hits)" % (on_calls, n, hits))
+                                     "(%d calls for %d Acquires, %d hits, ~%d in the "
+                                     "background)" % (on_calls, n, hits, background))
                 print("%s: %d Acquires, %d hot denials; EVALSHA calls %d with the cache "
                       "(%d hits), %d without" % (algo, n, on_denied, on_calls, hits, off_calls))
 
