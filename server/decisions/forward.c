@@ -289,6 +289,31 @@ static void count(struct pending *p, size_t i)
                            limiter_known_policy(f->limiter, p->reqs[i].bucket));
 }
 
+/* An allowance some shadow policy would have refused: Permitd-Shadow names
+ * them ("a, b"), so a gateway can log or pass on what enforcing would do
+ * (the RateLimit header already says r=0 when the pick is one of them).
+ * Names are [A-Za-z0-9._-], so the list needs no quoting. */
+static void shadow_header(struct http_response *resp, const struct pending *p)
+{
+    char list[512];
+    size_t len = 0;
+
+    for (size_t i = 0; i < p->n; i++) {
+        int n;
+
+        if (p->errs[i].code != PERMITD_OK || !p->res[i].shadow)
+            continue;
+        n = snprintf(list + len, sizeof(list) - len, "%s%s", len ? ", " : "", p->reqs[i].bucket);
+        if (n < 0 || (size_t)n >= sizeof(list) - len) {
+            list[len] = '\0';  /* the names that fit whole: a header is no place for hundreds */
+            break;
+        }
+        len += (size_t)n;
+    }
+    if (len > 0)
+        http_response_header(resp, "Permitd-Shadow", "%s", list);
+}
+
 /* The answer once every rule is decided: an item's error wins; otherwise
  * a denial (the one with the longest wait names the headers), otherwise
  * the allowance with the fewest permits left. */
@@ -328,6 +353,8 @@ static void answer(struct pending *p, int rc, const struct permitd_error *err)
     resp.status = denied ? p->deny_status : 200;
     resp.content_type = "text/plain";
     api_ratelimit_headers(&resp, p->reqs[pick].bucket, &p->res[pick]);
+    if (!denied)
+        shadow_header(&resp, p);
     http_request_resume(p->http, &resp);
 }
 

@@ -388,6 +388,28 @@ class ForwardAuthTest(GatewayCase):
         self.assertEqual(r.status, 500, r)
         self.assertIn('"418"', r.json()["message"])
 
+    def test_gateway_shadow_policy_is_named_not_enforced(self):
+        """A shadow policy's would-be denial is an allowance that names it
+        (Permitd-Shadow), with RateLimit saying r=0 and no Retry-After."""
+        name = unique("gs")
+        r = self.ed.call("permit.v1.PolicyService", "CreatePolicy", {"policy": {
+            "name": name, "apps": ["gw"], "maxPermits": "1", "rate": "0.001",
+            "enabled": True, "failureMode": "closed", "shadow": True}})
+        self.assertEqual(r.status, 200, r)
+        self.rule(pathPrefix="/shadow/", policy=name, keySource="none")
+        http = self.permitd.http()
+        auth = {"Authorization": "Bearer " + self.key}
+        first = http.request("GET", "/v1/forward-auth/shadow/1", None, auth)
+        self.assertEqual(first.status, 200, first)
+        self.assertNotIn("permitd-shadow", {k.lower() for k in first.headers})
+        for _ in range(2):
+            r = http.request("GET", "/v1/forward-auth/shadow/2", None, auth)
+            self.assertEqual(r.status, 200, r)
+            h = {k.lower(): v for k, v in r.headers.items()}
+            self.assertEqual(h.get("permitd-shadow"), name, h)
+            self.assertRegex(h["ratelimit"], r'^"%s";r=0;t=\d+$' % re.escape(name))
+            self.assertNotIn("retry-after", h)
+
     def test_gateway_rule_naming_no_policy_is_an_error(self):
         missing = unique("nopol")
         self.rule(pathPrefix="/nopolicy/", policy=missing, keySource="none")
