@@ -14,7 +14,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -794,20 +796,53 @@ void limiter_plan_free(struct limiter_plan *pl)
 {
     for (size_t k = 0; pl->entries != NULL && k < pl->valid; k++)
         policies_release(pl->entries[pl->order[k]]);
-    free(pl->entries);
-    free(pl->klen);
-    free(pl->slots);
-    free(pl->groups);
-    free(pl->order);
-    free(pl->keys);
-    free(pl->args);
-    free(pl->knames);
-    free(pl->permits);
-    free(pl->index);
-    free(pl->npol);
-    free(pl->leases);
-    free(pl->out);
-    free(pl->calls);
+    free(pl->block);
+    pl->block = NULL;
+    pl->entries = NULL;
+}
+
+/* Carves the next array of n elements of size each off a block being laid
+ * out: *at is the offset so far, rounded up for any object; the array's
+ * offset is returned and *at moves past it. With base NULL only the size
+ * is reckoned (the first pass, for the one malloc). */
+static void *carve(unsigned char *base, size_t *at, size_t n, size_t size)
+{
+    size_t align = alignof(max_align_t), off = (*at + align - 1) & ~(align - 1);
+
+    *at = off + n * size;
+    return base == NULL ? NULL : base + off;
+}
+
+/* The plan's arrays for n requests, in one block (pl->block): one
+ * allocation a batch where there were fourteen. entries and leases start
+ * zeroed, the rest is written before it is read. 0, or -1 out of memory. */
+static int plan_arrays(struct limiter_plan *pl, size_t n)
+{
+    unsigned char *base = NULL;
+
+    for (int pass = 0; pass < 2; pass++) {
+        size_t at = 0;
+
+        pl->order = carve(base, &at, n, sizeof(*pl->order));
+        pl->entries = carve(base, &at, n, sizeof(*pl->entries));
+        pl->keys = carve(base, &at, n, sizeof(*pl->keys));
+        pl->args = carve(base, &at, 12 * n, sizeof(*pl->args));     /* per call 3 + 4, per item 5 */
+        pl->knames = carve(base, &at, n, sizeof(*pl->knames));
+        pl->klen = carve(base, &at, n, sizeof(*pl->klen));
+        pl->slots = carve(base, &at, n, sizeof(*pl->slots));
+        pl->groups = carve(base, &at, n, sizeof(*pl->groups));
+        pl->permits = carve(base, &at, n, sizeof(*pl->permits));
+        pl->index = carve(base, &at, n, sizeof(*pl->index));
+        pl->npol = carve(base, &at, n, sizeof(*pl->npol));
+        pl->out = carve(base, &at, RW * n, sizeof(*pl->out));
+        pl->calls = carve(base, &at, n, sizeof(*pl->calls));
+        pl->leases = carve(base, &at, n, sizeof(*pl->leases));
+        if (pass == 0 && (base = pl->block = malloc(at)) == NULL)
+            return -1;
+    }
+    memset(pl->entries, 0, n * sizeof(*pl->entries));
+    memset(pl->leases, 0, n * sizeof(*pl->leases));
+    return 0;
 }
 
 /* all_or_nothing is one script call, whose keys must share one Redis
@@ -857,23 +892,7 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                                  n, LIMITER_BATCH_MAX);
     if (n == 0)
         return PERMITD_OK;
-    pl->order = malloc(n * sizeof(*pl->order));
-    pl->entries = calloc(n, sizeof(*pl->entries));
-    pl->keys = malloc(n * sizeof(*pl->keys));
-    pl->args = malloc(12 * n * sizeof(*pl->args));     /* per call 3 + 4, per item 5 */
-    pl->knames = malloc(n * sizeof(*pl->knames));
-    pl->klen = malloc(n * sizeof(*pl->klen));
-    pl->slots = malloc(n * sizeof(*pl->slots));
-    pl->groups = malloc(n * sizeof(*pl->groups));
-    pl->permits = malloc(n * sizeof(*pl->permits));
-    pl->index = malloc(n * sizeof(*pl->index));
-    pl->npol = malloc(n * sizeof(*pl->npol));
-    pl->out = malloc(RW * n * sizeof(*pl->out));
-    pl->calls = malloc(n * sizeof(*pl->calls));
-    pl->leases = calloc(n, sizeof(*pl->leases));
-    if (!pl->order || !pl->entries || !pl->keys || !pl->args || !pl->knames || !pl->permits ||
-        !pl->index || !pl->npol || !pl->out || !pl->calls || !pl->klen || !pl->slots ||
-        !pl->groups || !pl->leases)
+    if (plan_arrays(pl, n) != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 
     for (size_t i = 0; i < n; i++) {

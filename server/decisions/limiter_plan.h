@@ -57,6 +57,7 @@ struct limiter_plan {
     char (*leases)[LIMITER_LEASE_ID_LEN + 1];   /* per item: a concurrency take's new lease */
     long long *out;
     struct redis_script_call *calls;
+    void *block;                    /* every array above, in one allocation */
 };
 
 /* Checks every item (errs[i] says what is wrong with one: invalid, or
