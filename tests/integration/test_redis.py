@@ -276,7 +276,13 @@ class RedisTest(unittest.TestCase):
                         return int(line.split(":")[1])
                 raise AssertionError("no total_connections_received in INFO")
 
-            with Permitd(redis_url=pr.url, args=["--threads", "3"]) as p:
+            # The fleet's and the hot keys' publishers off: each has a
+            # connection of its own on its own thread, made at its first
+            # tick and again after a write that timed out on a loaded
+            # machine (seen: a 7th, one second old, its last command the
+            # heartbeat's EXPIRE); this test counts the decision path's.
+            with Permitd(redis_url=pr.url, args=["--threads", "3", "--fleet-publish-ms", "0",
+                                                 "--hotkeys-publish-ms", "600000"]) as p:
                 before = received()
                 seen, stop = [0], threading.Event()
                 lock = threading.Lock()
