@@ -30,7 +30,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 import grpc from "@grpc/grpc-js";
 
-import { httpOk, listeners, requireEnv, spawnPermitd, stepper, stopAndReport, waitReady } from "./permitd.mjs";
+import {
+  databaseUrl, httpOk, listeners, mariadb, requireEnv, spawnPermitd, stepper, stopAndReport, waitReady,
+} from "./permitd.mjs";
 import { loadProto } from "./proto.mjs";
 
 const HINT = "grpc-allocs.test.mjs: run it under ctest: e2e_grpc";
@@ -51,26 +53,12 @@ const rls = loadProto("envoy/service/ratelimit/v3/rls.proto", { enums: String })
 
 // ---------------------------------------------------------------- helpers
 
-function mysqlArgs(url, database) {
-  const u = new URL(url);
-  const args = ["--no-defaults", "--batch", "--skip-column-names", "-u", decodeURIComponent(u.username)];
-  const socket = u.searchParams.get("socket");
-  if (socket) args.push("--protocol=socket", `--socket=${socket}`);
-  else args.push("--protocol=tcp", "-h", u.hostname, "-P", u.port || "3306");
-  if (database) args.push("-D", database);
-  return args;
-}
-
 function sql(text, database = DB) {
-  const r = spawnSync("mariadb", mysqlArgs(ROOT_URL, database), { input: text, encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`mariadb: ${r.stderr}`);
-  return r.stdout.trim();
+  return mariadb(ROOT_URL, text, database);
 }
 
 function dbUrl() {
-  const u = new URL(ROOT_URL);
-  u.pathname = `/${DB}`;
-  return u.toString();
+  return databaseUrl(ROOT_URL, DB);
 }
 
 function migrate() {

@@ -10,7 +10,7 @@
 // Node built-ins only: ui/ has its own node_modules and imports this file
 // without this directory's npm packages (gRPC's proto loading is proto.mjs).
 import { it } from "node:test";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -51,6 +51,33 @@ export async function listeners() {
 export function redisCli(...args) {
   const port = requireEnv("PERMITD_TEST_REDIS_PORT", "run the suite under ctest");
   return execFileSync("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], { encoding: "utf8" }).trim();
+}
+
+// MariaDB for the suites that keep policies there (envoy, grpc-allocs):
+// the mariadb client's arguments for url (root over its socket, or TCP)
+// at database ("" for none), a statement run that way (its output,
+// trimmed; an error with mariadb's message), and the URL of database db on
+// that server for permitd's --mysql-url.
+export function mysqlArgs(url, database) {
+  const u = new URL(url);
+  const args = ["--no-defaults", "--batch", "--skip-column-names", "-u", decodeURIComponent(u.username)];
+  const socket = u.searchParams.get("socket");
+  if (socket) args.push("--protocol=socket", `--socket=${socket}`);
+  else args.push("--protocol=tcp", "-h", u.hostname, "-P", u.port || "3306");
+  if (database) args.push("-D", database);
+  return args;
+}
+
+export function mariadb(url, text, database) {
+  const r = spawnSync("mariadb", mysqlArgs(url, database), { input: text, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`mariadb: ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+export function databaseUrl(url, db) {
+  const u = new URL(url);
+  u.pathname = `/${db}`;
+  return u.toString();
 }
 
 // Writes policy name straight into Redis in the documented layout, for the
