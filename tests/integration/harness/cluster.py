@@ -104,7 +104,7 @@ def keyslot(key):
 # keys of the same slot in what the tests send).
 _KEY_AT_1 = {
     "GET", "SET", "HSET", "HGET", "HDEL", "HGETALL", "HMGET", "HINCRBY", "PTTL", "TTL",
-    "EXPIRETIME", "PEXPIRETIME",
+    "EXPIRETIME", "PEXPIRETIME", "BITCOUNT", "GETBIT", "SETBIT",
     "EXPIRE", "PEXPIRE", "PERSIST", "TYPE", "SADD", "SREM", "SMEMBERS", "SISMEMBER",
     "SCARD", "INCR", "INCRBY", "STRLEN", "GETRANGE", "SETRANGE", "APPEND", "DUMP",
     "RESTORE", "LPUSH", "RPUSH", "LRANGE",
