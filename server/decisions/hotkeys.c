@@ -550,7 +550,9 @@ int hotkeys_publish(struct hotkeys *hk, struct permitd_error *err)
     struct hotkeys_sketch *both = malloc(sizeof(*both));
     struct pub *pb = malloc(sizeof(*pb));
     struct redis_command_call calls[5];
-    int rc = PERMITD_OK;
+    struct permitd_error e = {0, ""};
+    size_t failed = 0;
+    int rc = PERMITD_OK, first_rc = PERMITD_OK;
 
     if (both == NULL || pb == NULL) {
         free(both);
@@ -612,12 +614,28 @@ int hotkeys_publish(struct hotkeys *hk, struct permitd_error *err)
         calls[3].args = pb->itrim; calls[3].nargs = 4;
         calls[4].args = pb->iexp; calls[4].nargs = 3;
         rc = redis_command_pipeline(hk->redis, calls, 5,
-                                    clock_now_us() + HOTKEYS_DEADLINE_MS * 1000LL, err);
-        for (int c = 0; rc == PERMITD_OK && c < 5; c++)
-            if (calls[c].rc != PERMITD_OK)
-                rc = permitd_error_set(err, calls[c].rc, "hot keys: redis refused a write of "
-                                       "policy \"%s\"'s list", p->name);
+                                    clock_now_us() + HOTKEYS_DEADLINE_MS * 1000LL, &e);
+        if (rc != PERMITD_OK) {     /* Redis itself failed: the policies after it would too */
+            rc = permitd_error_set(err, rc, "hot keys: the lists of policy \"%s\" and of the "
+                                   "%zu after it not written: %s", p->name,
+                                   hk->npolicies - i - 1, e.message);
+            break;
+        }
+        /* One policy's refused write (its node failed over, say) costs
+         * that policy's list only: the others are still written. */
+        for (int c = 0; c < 5; c++)
+            if (calls[c].rc != PERMITD_OK) {
+                log_msg(LOG_LEVEL_WARN, "hot keys: a policy's list not written",
+                        "policy=%s command=%.*s error=%s", p->name, (int)calls[c].args[0].len,
+                        calls[c].args[0].p, permitd_status_name(calls[c].rc));
+                if (failed++ == 0)
+                    first_rc = calls[c].rc;
+                break;
+            }
     }
+    if (rc == PERMITD_OK && failed > 0)
+        rc = permitd_error_set(err, first_rc, "hot keys: %zu of %zu policies' lists not written "
+                               "(each logged above); the rest were", failed, hk->npolicies);
     hotkeys_sketch_release(both);
     free(both);
     free(pb);
@@ -645,7 +663,7 @@ static void *publisher(void *arg)
             break;
         pthread_mutex_unlock(&hk->stop_lock);
         if (hotkeys_publish(hk, &err) != PERMITD_OK)
-            log_msg(LOG_LEVEL_WARN, "hot keys not published", "error=\"%s\"", err.message);
+            log_msg(LOG_LEVEL_WARN, "hot keys not all published", "error=\"%s\"", err.message);
         pthread_mutex_lock(&hk->stop_lock);
     }
     pthread_mutex_unlock(&hk->stop_lock);

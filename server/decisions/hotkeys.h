@@ -109,7 +109,10 @@ void hotkeys_worker_free(struct hotkeys_worker *w);
 void hotkeys_record(struct hotkeys_worker *w, const char *policy, const char *key,
                     enum hotkeys_kind kind);
 
-/* One publish now, as the thread does (for the thread and for tests). */
+/* One publish now, as the thread does (for the thread and for tests): every
+ * policy's list, whatever its length. A list Redis refuses is logged and
+ * the others are still written (the error then counts them); only Redis
+ * itself failing (unreachable, the deadline) stops the pass. */
 int hotkeys_publish(struct hotkeys *hk, struct permitd_error *err);
 
 /* Takes counted, and takes not counted because a worker's table was full

@@ -45,7 +45,7 @@
 
 #define BACKOFF_MIN_MS 25
 #define BACKOFF_MAX_MS 1000
-#define MAX_ARGV 64
+#define MAX_ARGV 64             /* a command's argv on the stack; longer ones: argv_fill() */
 #define RESOLVE_WAIT_MS 2000    /* at start, for the Redis host's first lookup */
 
 const char *const redis_script_files[REDIS_SCRIPT_COUNT] = {
@@ -1153,24 +1153,58 @@ int redis_scan_master(struct redis *r, size_t master, char node[REDIS_WHERE_MAX]
     return PERMITD_OK;
 }
 
+/* The argv of one plain command: on the stack up to MAX_ARGV entries, from
+ * the heap beyond (a hot keys list is a ZADD of 2 + 4 x HOTKEYS_K). Filled
+ * by argv_fill(), released by argv_release() whatever it returned. */
+struct argv_buf {
+    const char **v;
+    size_t *len;
+    const char *stack_v[MAX_ARGV];
+    size_t stack_len[MAX_ARGV];
+};
+
+static int argv_fill(struct argv_buf *b, const struct redis_str *args, int n)
+{
+    b->v = b->stack_v;
+    b->len = b->stack_len;
+    if (n > MAX_ARGV) {
+        b->v = malloc((size_t)n * sizeof(*b->v));
+        b->len = malloc((size_t)n * sizeof(*b->len));
+        if (b->v == NULL || b->len == NULL)
+            return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        b->v[i] = args[i].p;
+        b->len[i] = args[i].len;
+    }
+    return 0;
+}
+
+static void argv_release(struct argv_buf *b)
+{
+    if (b->v != b->stack_v)
+        free(b->v);
+    if (b->len != b->stack_len)
+        free(b->len);
+}
+
 int redis_command(struct redis *r, const struct redis_str *args, int nargs,
                   int64_t deadline_us, long long *integer,
                   void (*each)(void *ud, const char *s, size_t len), void *ud,
                   struct permitd_error *err)
 {
-    const char *argv[MAX_ARGV];
-    size_t lens[MAX_ARGV];
+    struct argv_buf a;
     redisReply *rep;
     int rc;
 
-    if (nargs > MAX_ARGV)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "too many command arguments");
-    for (int i = 0; i < nargs; i++) {
-        argv[i] = args[i].p;
-        lens[i] = args[i].len;
+    if (argv_fill(&a, args, nargs) != 0) {
+        argv_release(&a);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     }
-    if ((rc = call(r, nargs > 1 ? argv[1] : NULL, nargs > 1 ? lens[1] : 0, nargs, argv, lens, -1,
-                   deadline_us, &rep, err)) != PERMITD_OK)
+    rc = call(r, nargs > 1 ? a.v[1] : NULL, nargs > 1 ? a.len[1] : 0, nargs, a.v, a.len, -1,
+              deadline_us, &rep, err);
+    argv_release(&a);
+    if (rc != PERMITD_OK)
         return rc;
     if (integer != NULL)
         *integer = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
@@ -1214,8 +1248,6 @@ static int command_group(struct redis *r, struct redis_node *at, struct redis_no
                          struct redis_command_call *calls, size_t n, int64_t deadline_us,
                          struct permitd_error *err)
 {
-    const char *argv[MAX_ARGV];
-    size_t lens[MAX_ARGV];
     struct redis_conn *c = NULL;
     int bound, timeout_ms, rc = PERMITD_OK;
     size_t sent = 0;
@@ -1225,13 +1257,15 @@ static int command_group(struct redis *r, struct redis_node *at, struct redis_no
     else if ((c = acquire_conn(r, at, timeout_ms, err)) == NULL)
         rc = redis_conn_failed(r, bound, deadline_us, err);
     for (size_t i = 0; i < n && rc == PERMITD_OK; i++) {
+        struct argv_buf a;
+        int appended;
+
         if (node[i] != at || calls[i].rc != -1)
             continue;
-        for (int k = 0; k < calls[i].nargs; k++) {
-            argv[k] = calls[i].args[k].p;
-            lens[k] = calls[i].args[k].len;
-        }
-        if (redisAppendCommandArgv(c->ctx, calls[i].nargs, argv, lens) != REDIS_OK) {
+        appended = argv_fill(&a, calls[i].args, calls[i].nargs) == 0 &&
+                   redisAppendCommandArgv(c->ctx, calls[i].nargs, a.v, a.len) == REDIS_OK;
+        argv_release(&a);
+        if (!appended) {
             redis_conn_close(c);        /* half a batch in its buffer: not to be sent */
             rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
             break;
@@ -1283,9 +1317,9 @@ int redis_command_pipeline(struct redis *r, struct redis_command_call *calls, si
         unsigned slot;
 
         calls[i].rc = -1;               /* not answered yet */
-        if (calls[i].nargs < 1 || calls[i].nargs > MAX_ARGV)
-            calls[i].rc = permitd_error_set(err, PERMITD_EINTERNAL, "a pipelined command of %d "
-                                            "arguments (1 to %d)", calls[i].nargs, MAX_ARGV);
+        if (calls[i].nargs < 1)
+            calls[i].rc = permitd_error_set(err, PERMITD_EINTERNAL, "a pipelined command of "
+                                            "no arguments");
         else if (r->route == NULL)
             node[i] = r->nodes[0];
         else if (calls[i].nargs > 1)
@@ -1310,8 +1344,7 @@ int redis_command_pipeline(struct redis *r, struct redis_command_call *calls, si
     for (size_t i = 0; i < n; i++) {
         struct permitd_error e = {0, ""};
         redisReply *rep = NULL;
-        const char *argv[MAX_ARGV];
-        size_t lens[MAX_ARGV];
+        struct argv_buf a;
 
         if (calls[i].rc != -1)
             continue;
@@ -1321,12 +1354,13 @@ int redis_command_pipeline(struct redis *r, struct redis_command_call *calls, si
         }
         /* Sent alone: redirected, TRYAGAIN, or no master known for its slot
          * (call() follows, waits or names the slot). */
-        for (int k = 0; k < calls[i].nargs; k++) {
-            argv[k] = calls[i].args[k].p;
-            lens[k] = calls[i].args[k].len;
-        }
-        calls[i].rc = call(r, calls[i].nargs > 1 ? argv[1] : NULL, calls[i].nargs > 1 ? lens[1] : 0,
-                           calls[i].nargs, argv, lens, -1, deadline_us, &rep, &e);
+        if (argv_fill(&a, calls[i].args, calls[i].nargs) != 0)
+            calls[i].rc = permitd_error_set(&e, PERMITD_EINTERNAL, "out of memory");
+        else
+            calls[i].rc = call(r, calls[i].nargs > 1 ? a.v[1] : NULL,
+                               calls[i].nargs > 1 ? a.len[1] : 0, calls[i].nargs, a.v, a.len, -1,
+                               deadline_us, &rep, &e);
+        argv_release(&a);
         if (calls[i].rc == PERMITD_OK)
             hand_over(&calls[i], rep);
         else

@@ -10,13 +10,14 @@ merged lists must equal the exact totals of what both instances answered
 users get them (viewers too), and they appear in neither /metrics nor the
 log.
 """
+import json
 import os
 import sys
 import time
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Permitd, decision, wait_for  # noqa: E402
+from harness import Permitd, Redis, decision, wait_for  # noqa: E402
 from test_admin import AdminCase, num  # noqa: E402
 
 PUBLISH_MS = 200
@@ -98,6 +99,50 @@ class HotKeysTest(AdminCase):
         # limit bounds each list
         m = self.hot(ed, name, limit=1).json()
         self.assertEqual([k["key"] for k in m["allowed"]], ["alice"])
+
+    def test_busy_policies_with_thousands_of_keys_are_all_published(self):
+        # A list of 100 allowed and 100 denied keys is a ZADD of 402
+        # arguments: it was refused before it was sent (the pipeline's
+        # limit was 64), and the first refusal stopped every policy after it.
+        ed = self.editor()
+        names = [self.name("busy%d" % i) for i in range(4)]
+        for name in names:
+            ed.create(name, max_permits=1, rate="0.001")
+        # The second policy's index is not a sorted set: Redis refuses its
+        # list's entry (WRONGTYPE), which must cost that policy only.
+        redis = Redis()
+        broken = names[1]
+        redis("SET", "%s{%s}:hot" % (self.prefix, broken), "not a sorted set")
+        api = self.permitd.http()
+        keys = 1500
+        for name in names:
+            for start in range(0, keys, 250):
+                # every key twice: one allowed, one denied take
+                items = [{"bucket": name, "app": "app", "key": "user-%05d" % k}
+                         for k in range(start, start + 250) for _ in range(2)]
+                r = api.request("POST", "/permit.v1.RateLimitService/AcquireBatch",
+                                json.dumps({"requests": items}).encode(),
+                                {"Content-Type": "application/json"})
+                self.assertEqual(r.status, 200, r)
+
+        def full(name):
+            m = self.hot(ed, name, limit=100).json()
+            return m if len(m.get("allowed", [])) == 100 and len(m.get("denied", [])) == 100 else None
+        for name in names:
+            if name == broken:
+                continue
+            m = wait_for("policy %s's top 100 allowed and denied keys" % name,
+                         lambda: full(name), timeout=20)
+            for k in m["allowed"] + m["denied"]:
+                self.assertRegex(k["key"], r"^user-\d{5}$")
+        # the refusal is logged naming the policy, the command and why
+        wait_for("the refused list to be logged", lambda: (
+            "policy=%s command=ZADD error=" % broken) in self.permitd.output()
+            or None, timeout=20)
+        redis("DEL", "%s{%s}:hot" % (self.prefix, broken))
+        m = wait_for("policy %s's list once its index is a sorted set again" % broken,
+                     lambda: full(broken), timeout=20)
+        redis.close()
 
     def test_keys_only_for_logged_in_users_never_in_metrics_or_log(self):
         ed = self.editor()
