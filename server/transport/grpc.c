@@ -41,14 +41,21 @@
  * grpc-timeout. Limits: SETTINGS_MAX_CONCURRENT_STREAMS per connection,
  * a connection count over all workers, a count per client address (the
  * listener's own table, core/iplimit.c, as each HTTP listener has), the
- * message size, an idle timeout.
+ * message size, the request bytes a connection holds (flow control:
+ * hold(), release()), and time (issue 42): a call's request must be whole
+ * request_timeout_s after its HEADERS whatever grpc-timeout says, and a
+ * connection is idle when it makes no progress (a request whole, an
+ * answer), not when it has no call, so stalled calls hold nothing for
+ * ever (sweep()).
  *
- * Connections over either count are closed at accept, counted by reason,
- * and logged at most once a second (a client hammering a full listener
- * must not flood the log). A connection gives its slots back in
- * conn_close(), the one way every connection ends: a client's close, a
- * protocol error, a failed TLS handshake, the idle sweep, the drain at
- * stop.
+ * A connection over the count is given the slot of one of its worker's
+ * connections that is idle or stalled (shed(), the policy of http.c's
+ * conn_shed()); when there is none, and for one over the count per
+ * address, it is closed at accept, counted by reason, and logged at most
+ * once a second (a client hammering a full listener must not flood the
+ * log). A connection gives its slots back in conn_close(), the one way
+ * every connection ends: a client's close, a protocol error, a failed TLS
+ * handshake, the idle sweep, a shed, the drain at stop.
  */
 #define _GNU_SOURCE 1   /* accept4 */
 #include <arpa/inet.h>
@@ -150,6 +157,7 @@ struct conn {
     int64_t active_us;              /* its last progress: accepted, a request whole, an answer */
     int64_t opened_us;              /* the last call opened (HEADERS) */
     int64_t closing_us;             /* told to go (GOAWAY) at; 0: not */
+    int served;                     /* it has answered a call handed to the handler */
     size_t held;                    /* request bytes its calls hold */
     size_t unacked;                 /* of held, not given back to the windows (over budget) */
     gnutls_session_t tls;           /* NULL: cleartext (h2c) */
@@ -454,8 +462,9 @@ static void hold(struct conn *c, struct grpc_call *call, size_t len)
 
 /* call's bytes leave its connection's count (it was answered, or its
  * stream is closing: stream_open 0) and its body buffer, when it grew
- * past CALL_KEEP_BYTES, is freed now; when the connection is under its
- * budget again, every call's waiting bytes are acknowledged. */
+ * past CALL_KEEP_BYTES and no handler reads it, is freed now; when the
+ * connection is under its budget again, every call's waiting bytes are
+ * acknowledged. */
 static void release(struct grpc_call *call, int stream_open)
 {
     struct conn *c = call->conn;
@@ -472,8 +481,8 @@ static void release(struct grpc_call *call, int stream_open)
         c->unacked -= call->unacked;
         call->unacked = 0;
     }
-    if (call->body_cap > CALL_KEEP_BYTES) {
-        free(call->body);
+    if (call->body_cap > CALL_KEEP_BYTES && (!call->dispatched || call->answered)) {
+        free(call->body);       /* the handler may still read it until it answers */
         call->body = NULL;
         call->body_cap = call->body_len = 0;
     }
@@ -533,8 +542,10 @@ static void answer(struct grpc_call *call, int http_status, const void *msg, siz
         return;
     }
     release(call, 1);
-    if (call->dispatched)       /* an answer refused early is no progress */
+    if (call->dispatched) {     /* an answer refused early is no progress */
         c->active_us = clock_now_us();
+        c->served = 1;
+    }
     snprintf(status, sizeof(status), "%d", http_status);
     nv[n++] = (nghttp2_nv)NV(":status", status, strlen(status));
     nv[n++] = (nghttp2_nv)NV("content-type", "application/grpc", 16);
@@ -1171,40 +1182,39 @@ static int conn_busy(const struct conn *c)
     return 0;
 }
 
-/* When c last moved: its last progress, or, when none of its calls came
- * since, INT64_MAX while a call opened less than SHED_AGE_US ago (a caller
- * a moment from sending its message, as http.c spares a young head). */
-static int64_t stalled_since(const struct conn *c, int64_t now)
+/* What shed() may close: 2, a connection without a call that has served
+ * one or is a second old (a new one is likely a caller a moment from
+ * sending, as http.c spares a young head); 1, one whose calls make no
+ * progress (none whole nor answered for SHED_AGE_US, none opened in that
+ * time); 0, any other, and never one with a call at the handler. */
+static int shed_rank(const struct conn *c, int64_t now)
 {
-    if (c->calls != NULL && now - c->opened_us < SHED_AGE_US)
-        return INT64_MAX;
-    return c->active_us;
+    if (c->dead || conn_busy(c))
+        return 0;
+    if (c->calls == NULL)
+        return c->served || now - c->active_us >= SHED_AGE_US ? 2 : 0;
+    return now - c->active_us >= SHED_AGE_US && now - c->opened_us >= SHED_AGE_US;
 }
 
 /* The listener is full: closes one of w's connections to make room for
- * the next caller, as http.c's conn_shed() does. The oldest idle one
- * (no call at all) first, else the one stalled longest (no progress for
- * SHED_AGE_US: only calls whose requests do not come); never one whose
- * call is with the handler. 1 when one was closed. */
+ * the next caller, as http.c's conn_shed() does: of the highest
+ * shed_rank(), the one without progress the longest. 1 when one was
+ * closed. */
 static int shed(struct worker *w, int64_t now)
 {
     struct conn *best = NULL;
-    int best_idle = 0;
+    int best_rank = 0;
 
     for (struct conn *c = w->conns; c != NULL; c = c->next) {
-        int idle = c->calls == NULL;
-        int64_t since = stalled_since(c, now);
-        if (c->dead || conn_busy(c) || (!idle && now - since < SHED_AGE_US))
-            continue;
-        if (best == NULL || idle > best_idle ||
-            (idle == best_idle && since < stalled_since(best, now))) {
+        int rank = shed_rank(c, now);
+        if (rank > best_rank || (rank > 0 && rank == best_rank && c->active_us < best->active_us)) {
             best = c;
-            best_idle = idle;
+            best_rank = rank;
         }
     }
     if (best == NULL)
         return 0;
-    atomic_fetch_add_explicit(best_idle ? &w->s->shed_idle : &w->s->shed_stalled, 1,
+    atomic_fetch_add_explicit(best_rank == 2 ? &w->s->shed_idle : &w->s->shed_stalled, 1,
                               memory_order_relaxed);
     /* A GOAWAY if the socket takes it now; the slot is needed at once. */
     nghttp2_session_terminate_session(best->session, NGHTTP2_NO_ERROR);

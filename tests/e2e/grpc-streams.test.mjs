@@ -246,14 +246,14 @@ step("request bytes buffered per connection are capped: 8 connections x 128 stre
   const grew = rssKiB(srv, "VmHWM") - before;
   console.log(`# server RSS before ${before} KiB, peak after ${rssKiB(srv, "VmHWM")} KiB: +${grew} KiB ` +
               `(unbounded: 8 x 128 x 64,000 bytes = ${Math.round(8 * 128 * 64000 / 1024)} KiB)`);
-  assert.ok(grew < 24 * 1024, `the server's resident memory grew ${grew} KiB`);
+  assert.ok(grew < 40 * 1024, `the server's resident memory grew ${grew} KiB`);
   for (const s of conns) s.destroy();
   await pollFor(async () => ((await metric(srv, OPEN)) === 0 ? true : undefined));
 });
 
 step("--max-connections 40 held by stalled connections: stalled ones are shed and a new caller is served", async () => {
   const srv = servers[servers.length - 1];   // --connection-timeout and --grpc-request-timeout 300
-  assert.equal(await metric(srv, SHED_STALLED), 0);
+  const shedBefore = (await metric(srv, SHED_STALLED)) ?? 0;
   const held = await stalledConnections(srv, 40);
   // A caller's connection may land on a worker with nothing to shed: it is
   // closed, and the next one finds the room another worker made.
@@ -268,7 +268,7 @@ step("--max-connections 40 held by stalled connections: stalled ones are shed an
     }
   });
   assert.equal(answered, true, "a new caller was served while stalled connections held every slot");
-  assert.ok((await metric(srv, SHED_STALLED)) >= 1, "counted as shed (stalled)");
+  assert.ok((await metric(srv, SHED_STALLED)) > shedBefore, "counted as shed (stalled)");
   assert.ok((await metric(srv, OPEN)) <= 40);
   for (const s of held) s.destroy();
 });
