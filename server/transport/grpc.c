@@ -1240,8 +1240,10 @@ static int slot_take(struct worker *w)
     return 0;
 }
 
-/* Takes the connections waiting. One over --max-connections, or from an
- * address with --max-connections-per-ip open, is closed at once. */
+/* Takes the connections waiting. One from an address with
+ * --max-connections-per-ip open is closed at once; one over
+ * --max-connections takes the slot of a connection shed(), or is closed
+ * at once when there is none. */
 static void accept_all(struct worker *w)
 {
     struct grpc_server *s = w->s;
@@ -1260,16 +1262,18 @@ static void accept_all(struct worker *w)
             close(fd);
             continue;
         }
-        if (!slot_take(w)) {
-            close(fd);          /* full: --max-connections, nothing to shed */
-            refused(s, &peer, 0);
-            continue;
-        }
+        /* The address's count first: a connection refused for it sheds
+         * nobody. */
         if ((rc = iplimit_take(s->perip, (struct sockaddr *)&peer)) != PERMITD_OK) {
-            atomic_fetch_sub(&s->nconns, 1);
             close(fd);          /* --max-connections-per-ip, or out of memory */
             if (rc == PERMITD_EEXHAUSTED)
                 refused(s, &peer, 1);
+            continue;
+        }
+        if (!slot_take(w)) {
+            iplimit_put(s->perip, (struct sockaddr *)&peer);
+            close(fd);          /* full: --max-connections, nothing to shed */
+            refused(s, &peer, 0);
             continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
