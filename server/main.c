@@ -272,6 +272,7 @@ static int serve(const struct config *cfg)
             .max_streams = cfg->grpc_max_streams,
             .max_message_bytes = (size_t)cfg->max_body_bytes,
             .idle_timeout_s = cfg->connection_timeout_s,
+            .request_timeout_s = cfg->grpc_request_timeout_s,
             .tls_cert_pem = grpc_cert,
             .tls_key_pem = grpc_key,
             .tls_priorities = cfg->tls_priorities,

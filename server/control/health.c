@@ -418,6 +418,13 @@ void health_metrics(const struct health *h, struct http_response *resp)
                      "permitd_grpc_connections_refused_total{listener=\"grpc\",reason=\"per_ip\"} %llu\n",
                 g.open, g.limit, g.per_ip_limit, (unsigned long long)g.refused_full,
                 (unsigned long long)g.refused_per_ip);
+        fprintf(out, "# HELP permitd_grpc_connections_shed_total gRPC connections closed to "
+                     "make room when --max-connections were open: idle (no call), stalled (calls "
+                     "whose requests did not come).\n"
+                     "# TYPE permitd_grpc_connections_shed_total counter\n"
+                     "permitd_grpc_connections_shed_total{listener=\"grpc\",reason=\"idle\"} %llu\n"
+                     "permitd_grpc_connections_shed_total{listener=\"grpc\",reason=\"stalled\"} %llu\n",
+                (unsigned long long)g.shed_idle, (unsigned long long)g.shed_stalled);
     }
     fclose(out);
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";

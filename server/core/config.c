@@ -71,6 +71,9 @@ static const struct setting settings[] = {
         "envoy.service.ratelimit.v3.RateLimitService); empty: off"),
     INT(grpc_max_streams, "grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS", "256", 1, 65536,
         "most calls open at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)"),
+    INT(grpc_request_timeout_s, "grpc-request-timeout", "PERMITD_GRPC_REQUEST_TIMEOUT", "10", 1,
+        3600, "seconds a gRPC call's request (HEADERS to END_STREAM) may take in all, whatever "
+        "its grpc-timeout; past it the call is answered DEADLINE_EXCEEDED and its stream reset"),
     STR(grpc_tls_cert, "grpc-tls-cert", "PERMITD_GRPC_TLS_CERT", "",
         "PEM certificate (chain) file: the gRPC listener speaks TLS (ALPN h2); needs "
         "--grpc-tls-key"),

@@ -61,6 +61,7 @@ struct config {
     char grpc_listen_host[256];   /* parsed */
     int grpc_listen_port;
     int grpc_max_streams;         /* concurrent streams per connection */
+    int grpc_request_timeout_s;   /* a call's request, HEADERS to END_STREAM */
     char grpc_tls_cert[1024];     /* PEM files; both set = TLS (ALPN h2) */
     char grpc_tls_key[1024];
 

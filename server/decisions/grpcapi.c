@@ -24,6 +24,7 @@
 #include "decisions/api_internal.h"
 #include "decisions/appkeys.h"
 #include "core/clock.h"
+#include "core/utf8.h"
 #include "permit/v1/ratelimit.pb-c.h"
 #include "stores/policy.h"
 
@@ -379,6 +380,13 @@ void grpcapi_handle(void *ud, struct grpc_call *call)
     if (in == NULL) {
         permitd_error_set(&err, PERMITD_EINVAL, "the request is not a valid %s message "
                           "(%zu bytes)", m->input->name, len);
+        grpc_call_fail(call, &err);
+        return;
+    }
+    /* protobuf-c copies string fields as they come; the Connect door
+     * refuses what is not UTF-8 (core/utf8.c), and so does this one, by
+     * the same walk: invalid_argument naming the field. */
+    if (utf8_check_message(in, &err) != PERMITD_OK) {
         grpc_call_fail(call, &err);
         return;
     }

@@ -41,14 +41,21 @@
  * grpc-timeout. Limits: SETTINGS_MAX_CONCURRENT_STREAMS per connection,
  * a connection count over all workers, a count per client address (the
  * listener's own table, core/iplimit.c, as each HTTP listener has), the
- * message size, an idle timeout.
+ * message size, the request bytes a connection holds (flow control:
+ * hold(), release()), and time (issue 42): a call's request must be whole
+ * request_timeout_s after its HEADERS whatever grpc-timeout says, and a
+ * connection is idle when it makes no progress (a request whole, an
+ * answer), not when it has no call, so stalled calls hold nothing for
+ * ever (sweep()).
  *
- * Connections over either count are closed at accept, counted by reason,
- * and logged at most once a second (a client hammering a full listener
- * must not flood the log). A connection gives its slots back in
- * conn_close(), the one way every connection ends: a client's close, a
- * protocol error, a failed TLS handshake, the idle sweep, the drain at
- * stop.
+ * A connection over the count is given the slot of one of its worker's
+ * connections that is idle or stalled (shed(), the policy of http.c's
+ * conn_shed()); when there is none, and for one over the count per
+ * address, it is closed at accept, counted by reason, and logged at most
+ * once a second (a client hammering a full listener must not flood the
+ * log). A connection gives its slots back in conn_close(), the one way
+ * every connection ends: a client's close, a protocol error, a failed TLS
+ * handshake, the idle sweep, a shed, the drain at stop.
  */
 #define _GNU_SOURCE 1   /* accept4 */
 #include <arpa/inet.h>
@@ -80,6 +87,9 @@
 #define READ_CHUNK 16384
 #define READS_PER_EVENT 8          /* fairness: then back to the other connections */
 #define SWEEP_US 1000000           /* idle connections are looked for every second */
+#define SHED_AGE_US 1000000        /* when full, a connection stalled this long may be shed */
+#define CLOSING_US 1000000         /* a connection told to go (GOAWAY) is closed this after */
+#define BUFFER_MESSAGES 4          /* a connection buffers this many whole messages' bytes */
 #define REFUSAL_LOG_US 1000000     /* refused connections are logged at most this often */
 #define CALL_STORE 4096            /* grpc_call_alloc()'s room inside a call */
 #define CALL_SPARE_MAX 128         /* finished calls a worker keeps for reuse */
@@ -106,9 +116,13 @@ struct grpc_call {
     int bad_method, bad_type, head_too_big;
     char path[PATH_MAX_LEN];
     char *authz;                    /* authz_buf; NULL: none sent */
-    int64_t deadline_us;
+    int64_t opened_us;              /* its HEADERS came */
+    int64_t deadline_us;            /* grpc-timeout's; INT64_MAX: none */
+    int64_t request_due_us;         /* HEADERS + request_timeout_s: the request is whole by then */
     struct permitd_error head_err;  /* grpc-timeout or grpc-encoding refused */
     size_t body_len;
+    size_t held;                    /* of body_len, counted in the connection's held */
+    size_t unacked;                 /* of held, not given back to the flow-control windows */
     int too_large;                  /* answered resource_exhausted while data came */
     size_t reply_len, reply_off;
     int nheaders;
@@ -140,7 +154,12 @@ struct conn {
     int dirty, epollout, dead;
     uint8_t *out;                   /* what the socket did not take yet */
     size_t out_len, out_off, out_cap;
-    int64_t active_us;              /* last byte read or call open */
+    int64_t active_us;              /* its last progress: accepted, a request whole, an answer */
+    int64_t opened_us;              /* the last call opened (HEADERS) */
+    int64_t closing_us;             /* told to go (GOAWAY) at; 0: not */
+    int served;                     /* it has answered a call handed to the handler */
+    size_t held;                    /* request bytes its calls hold */
+    size_t unacked;                 /* of held, not given back to the windows (over budget) */
     gnutls_session_t tls;           /* NULL: cleartext (h2c) */
     int handshaken;                 /* TLS: the handshake is over, ALPN said h2 */
     struct sockaddr_storage peer;   /* the client's address */
@@ -172,6 +191,7 @@ struct grpc_server {
     atomic_uint nconns;
     struct iplimit *perip;          /* connections per client address */
     atomic_uint_fast64_t refused_full, refused_per_ip;
+    atomic_uint_fast64_t shed_idle, shed_stalled;   /* closed by shed() */
     _Atomic int64_t refusal_logged_us;  /* when a refusal was last logged */
     int grace_ms;
     gnutls_certificate_credentials_t cred;  /* NULL: cleartext */
@@ -410,6 +430,73 @@ bad:
                              "(H, M, S, m, u, n)", value);
 }
 
+/* ---- flow control ----
+ *
+ * nghttp2 gives window back to the client (WINDOW_UPDATE) only for the
+ * bytes we say we consumed (NGHTTP2_OPT_NO_AUTO_WINDOW_UPDATE). A
+ * request's bytes are consumed as they come while its connection holds at
+ * most budget() of them, over all its calls; past it they are held
+ * unacknowledged, so the client can send at most the connection's window
+ * (64 KiB, never raised) more, however many streams it opens. A call's
+ * bytes leave the count when it is answered or its stream closes, and
+ * then, under the budget again, the ones waiting are acknowledged. */
+
+/* The request bytes one connection may hold before the window stops. */
+static size_t budget(const struct conn *c)
+{
+    return BUFFER_MESSAGES * (c->w->s->opts.max_message_bytes + 5);
+}
+
+/* len bytes just stored in call's body count against its connection. */
+static void hold(struct conn *c, struct grpc_call *call, size_t len)
+{
+    call->held += len;
+    c->held += len;
+    if (c->held <= budget(c)) {
+        nghttp2_session_consume(c->session, call->id, len);
+    } else {
+        call->unacked += len;
+        c->unacked += len;
+    }
+}
+
+/* call's bytes leave its connection's count (it was answered, or its
+ * stream is closing: stream_open 0) and its body buffer, when it grew
+ * past CALL_KEEP_BYTES and no handler reads it, is freed now; when the
+ * connection is under its budget again, every call's waiting bytes are
+ * acknowledged. */
+static void release(struct grpc_call *call, int stream_open)
+{
+    struct conn *c = call->conn;
+
+    if (c == NULL || c->session == NULL)
+        return;
+    c->held -= call->held;
+    call->held = 0;
+    if (call->unacked > 0) {
+        if (stream_open)
+            nghttp2_session_consume(c->session, call->id, call->unacked);
+        else
+            nghttp2_session_consume_connection(c->session, call->unacked);
+        c->unacked -= call->unacked;
+        call->unacked = 0;
+    }
+    if (call->body_cap > CALL_KEEP_BYTES && (!call->dispatched || call->answered)) {
+        free(call->body);       /* the handler may still read it until it answers */
+        call->body = NULL;
+        call->body_cap = call->body_len = 0;
+    }
+    if (c->unacked > 0 && c->held <= budget(c)) {
+        for (struct grpc_call *o = c->calls; o != NULL; o = o->next) {
+            if (o->unacked == 0)
+                continue;
+            nghttp2_session_consume(c->session, o->id, o->unacked);
+            c->unacked -= o->unacked;
+            o->unacked = 0;
+        }
+    }
+}
+
 /* The data source of an answer's one message; the trailers go after it. */
 static ssize_t read_reply(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
                           size_t length, uint32_t *data_flags, nghttp2_data_source *source,
@@ -453,6 +540,11 @@ static void answer(struct grpc_call *call, int http_status, const void *msg, siz
     if (c == NULL) {            /* the client went while the handler worked */
         call_end(call);
         return;
+    }
+    release(call, 1);
+    if (call->dispatched) {     /* an answer refused early is no progress */
+        c->active_us = clock_now_us();
+        c->served = 1;
     }
     snprintf(status, sizeof(status), "%d", http_status);
     nv[n++] = (nghttp2_nv)NV(":status", status, strlen(status));
@@ -555,6 +647,7 @@ static void dispatch(struct grpc_call *call)
         FAIL(call, PERMITD_EDEADLINE, "grpc-timeout passed before the request was whole");
     } else {
         call->dispatched = 1;
+        call->conn->active_us = clock_now_us();
         call->worker_ctx = call->conn->w->ctx;
         s->fn(s->ud, call);
     }
@@ -575,11 +668,19 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     call->conn = c;
     call->id = frame->hd.stream_id;
     call->deadline_us = INT64_MAX;
+    call->opened_us = c->opened_us = clock_now_us();
+    /* The request must be whole in time whatever grpc-timeout says:
+     * opening a call is not progress of the connection (active_us). */
+    call->request_due_us = INT64_MAX;
+    if (c->w->s->opts.request_timeout_s > 0) {
+        call->request_due_us = call->opened_us + (int64_t)c->w->s->opts.request_timeout_s * 1000000;
+        if (call->request_due_us < c->w->next_due)
+            c->w->next_due = call->request_due_us;
+    }
     call->next = c->calls;
     if (c->calls != NULL)
         c->calls->prev = call;
     c->calls = call;
-    c->active_us = clock_now_us();
     nghttp2_session_set_stream_user_data(session, call->id, call);
     return 0;
 }
@@ -651,11 +752,15 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     size_t max = c->w->s->opts.max_message_bytes + 5;
 
     (void)flags;
-    if (call == NULL || call->answered)
+    if (call == NULL || call->answered) {
+        /* Dropped: the window is given back at once. */
+        nghttp2_session_consume(session, stream_id, len);
         return 0;
+    }
     if (call->body_len + len > max) {
         /* Refused now, not once the client has sent it all. */
         call->too_large = 1;
+        nghttp2_session_consume(session, stream_id, len);
         FAIL(call, PERMITD_EEXHAUSTED, "the request message is over %zu bytes (the limit)",
              c->w->s->opts.max_message_bytes);
         return 0;
@@ -676,6 +781,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     }
     memcpy(call->body + call->body_len, data, len);
     call->body_len += len;
+    hold(c, call, len);
     /* A prefix announcing more than the limit is refused before the bytes. */
     if (call->body_len >= 5 && call->body_len - len < 5) {
         uint32_t mlen = (uint32_t)call->body[1] << 24 | (uint32_t)call->body[2] << 16 |
@@ -711,6 +817,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     if (call == NULL)
         return 0;
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    release(call, 0);
     call_unlink(call);
     if (call->dispatched && !call->answered)
         call->conn = NULL;      /* RST_STREAM: the handler's answer will end it */
@@ -958,16 +1065,19 @@ static struct conn *conn_new(struct worker *w, int fd)
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
     };
     struct conn *c = calloc(1, sizeof(*c));
+    nghttp2_option *opt = NULL;
 
-    if (c == NULL || cb == NULL)
+    if (c == NULL || cb == NULL || nghttp2_option_new(&opt) != 0)
         goto fail;
     c->w = w;
     c->fd = fd;
     c->active_us = clock_now_us();
     /* Streams over max_streams are refused (REFUSED_STREAM) even before
      * the client has acknowledged our SETTINGS: nghttp2 holds incoming
-     * streams to the value it has sent. */
-    if (nghttp2_session_server_new(&c->session, cb, c) != 0)
+     * streams to the value it has sent. The window is ours to give back
+     * (hold(), release()). */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    if (nghttp2_session_server_new2(&c->session, cb, c, opt) != 0)
         goto fail;
     if (nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 2) != 0)
         goto fail;
@@ -984,6 +1094,7 @@ static struct conn *conn_new(struct worker *w, int fd)
         gnutls_transport_set_int(c->tls, fd);
     }
     nghttp2_session_callbacks_del(cb);
+    nghttp2_option_del(opt);
     c->next = w->conns;
     if (w->conns != NULL)
         w->conns->prev = c;
@@ -996,6 +1107,7 @@ fail:
         gnutls_deinit(c->tls);
     free(c);
     nghttp2_session_callbacks_del(cb);
+    nghttp2_option_del(opt);
     return NULL;
 }
 
@@ -1016,7 +1128,6 @@ static void conn_read(struct conn *c)
             conn_close(c);
             return;
         }
-        c->active_us = clock_now_us();
         rv = nghttp2_session_mem_recv(c->session, buf, (size_t)n);
         if (rv < 0) {
             /* A frame that breaks HTTP/2: nghttp2 queued a GOAWAY naming
@@ -1061,8 +1172,78 @@ static void refused(struct grpc_server *s, const struct sockaddr_storage *peer, 
                 s->opts.max_connections, (unsigned long long)full);
 }
 
-/* Takes the connections waiting. One over --max-connections, or from an
- * address with --max-connections-per-ip open, is closed at once. */
+/* 1 when one of c's calls is with the handler: the connection is at work,
+ * whatever its client does or does not send. */
+static int conn_busy(const struct conn *c)
+{
+    for (const struct grpc_call *call = c->calls; call != NULL; call = call->next)
+        if (call->dispatched && !call->answered)
+            return 1;
+    return 0;
+}
+
+/* What shed() may close: 2, a connection without a call that has served
+ * one or is a second old (a new one is likely a caller a moment from
+ * sending, as http.c spares a young head); 1, one whose calls make no
+ * progress (none whole nor answered for SHED_AGE_US, none opened in that
+ * time); 0, any other, and never one with a call at the handler. */
+static int shed_rank(const struct conn *c, int64_t now)
+{
+    if (c->dead || conn_busy(c))
+        return 0;
+    if (c->calls == NULL)
+        return c->served || now - c->active_us >= SHED_AGE_US ? 2 : 0;
+    return now - c->active_us >= SHED_AGE_US && now - c->opened_us >= SHED_AGE_US;
+}
+
+/* The listener is full: closes one of w's connections to make room for
+ * the next caller, as http.c's conn_shed() does: of the highest
+ * shed_rank(), the one without progress the longest. 1 when one was
+ * closed. */
+static int shed(struct worker *w, int64_t now)
+{
+    struct conn *best = NULL;
+    int best_rank = 0;
+
+    for (struct conn *c = w->conns; c != NULL; c = c->next) {
+        int rank = shed_rank(c, now);
+        if (rank > best_rank || (rank > 0 && rank == best_rank && c->active_us < best->active_us)) {
+            best = c;
+            best_rank = rank;
+        }
+    }
+    if (best == NULL)
+        return 0;
+    atomic_fetch_add_explicit(best_rank == 2 ? &w->s->shed_idle : &w->s->shed_stalled, 1,
+                              memory_order_relaxed);
+    /* A GOAWAY if the socket takes it now; the slot is needed at once. */
+    nghttp2_session_terminate_session(best->session, NGHTTP2_NO_ERROR);
+    conn_send(best);
+    conn_close(best);
+    return 1;
+}
+
+/* A connection slot for an accepted one: from the count, else by shedding
+ * one of w's connections. 1 when taken. */
+static int slot_take(struct worker *w)
+{
+    struct grpc_server *s = w->s;
+
+    if (atomic_fetch_add(&s->nconns, 1) < (unsigned)s->opts.max_connections)
+        return 1;
+    atomic_fetch_sub(&s->nconns, 1);
+    if (!shed(w, clock_now_us()))
+        return 0;
+    if (atomic_fetch_add(&s->nconns, 1) < (unsigned)s->opts.max_connections)
+        return 1;
+    atomic_fetch_sub(&s->nconns, 1);
+    return 0;
+}
+
+/* Takes the connections waiting. One from an address with
+ * --max-connections-per-ip open is closed at once; one over
+ * --max-connections takes the slot of a connection shed(), or is closed
+ * at once when there is none. */
 static void accept_all(struct worker *w)
 {
     struct grpc_server *s = w->s;
@@ -1081,17 +1262,18 @@ static void accept_all(struct worker *w)
             close(fd);
             continue;
         }
-        if (atomic_fetch_add(&s->nconns, 1) >= (unsigned)s->opts.max_connections) {
-            atomic_fetch_sub(&s->nconns, 1);
-            close(fd);          /* full: --max-connections */
-            refused(s, &peer, 0);
-            continue;
-        }
+        /* The address's count first: a connection refused for it sheds
+         * nobody. */
         if ((rc = iplimit_take(s->perip, (struct sockaddr *)&peer)) != PERMITD_OK) {
-            atomic_fetch_sub(&s->nconns, 1);
             close(fd);          /* --max-connections-per-ip, or out of memory */
             if (rc == PERMITD_EEXHAUSTED)
                 refused(s, &peer, 1);
+            continue;
+        }
+        if (!slot_take(w)) {
+            iplimit_put(s->perip, (struct sockaddr *)&peer);
+            close(fd);          /* full: --max-connections, nothing to shed */
+            refused(s, &peer, 0);
             continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1113,10 +1295,15 @@ static void accept_all(struct worker *w)
     }
 }
 
-/* Calls whose grpc-timeout passed before their request was whole are
- * answered deadline_exceeded (those handed over are the handler's: the
- * limiter answers at the deadline); connections idle past the timeout
- * close. */
+/* Calls whose request is not whole by their deadline (grpc-timeout's, or
+ * --grpc-request-timeout after their HEADERS, whichever comes first) are
+ * answered deadline_exceeded, their stream reset after it and their bytes
+ * let go (those handed over are the handler's: the limiter answers at the
+ * deadline). A connection without progress for the idle timeout, and no
+ * call with the handler, is told to go (GOAWAY; calls whose requests are
+ * still coming may finish for CLOSING_US), then closed. When the listener
+ * is full, one connection of the worker is shed, so the next caller finds
+ * room (its accept may have landed on another worker). */
 static void sweep(struct worker *w, int64_t now)
 {
     int64_t idle = (int64_t)w->s->opts.idle_timeout_s * 1000000, due = now + SWEEP_US;
@@ -1125,22 +1312,34 @@ static void sweep(struct worker *w, int64_t now)
     for (c = w->conns; c != NULL; c = next) {
         next = c->next;
         for (struct grpc_call *call = c->calls; call != NULL; call = call->next) {
-            if (call->dispatched || call->answered || call->deadline_us == INT64_MAX)
+            if (call->dispatched || call->answered)
                 continue;
             if (call->deadline_us <= now) {
-                struct permitd_error err;
-                permitd_error_set(&err, PERMITD_EDEADLINE, "grpc-timeout passed before the "
-                                  "request was whole");
-                answer(call, 200, NULL, 0, &err);
-            } else if (call->deadline_us < due) {
-                due = call->deadline_us;
+                FAIL(call, PERMITD_EDEADLINE, "grpc-timeout passed before the request was whole");
+            } else if (call->request_due_us <= now) {
+                FAIL(call, PERMITD_EDEADLINE, "the request was not whole %d s after its headers "
+                     "(--grpc-request-timeout)", w->s->opts.request_timeout_s);
+            } else {
+                if (call->deadline_us < due)
+                    due = call->deadline_us;
+                if (call->request_due_us < due)
+                    due = call->request_due_us;
             }
         }
-        if (c->calls == NULL && idle > 0 && now - c->active_us > idle) {
-            nghttp2_session_terminate_session(c->session, NGHTTP2_NO_ERROR);
+        if (conn_busy(c))
+            continue;
+        if (c->closing_us != 0 && now - c->closing_us >= CLOSING_US) {
+            conn_close(c);
+        } else if (c->closing_us == 0 && idle > 0 && now - c->active_us > idle) {
+            c->closing_us = now;
+            nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(c->session),
+                                  NGHTTP2_NO_ERROR, NULL, 0);
             mark_dirty(c);
         }
     }
+    if (atomic_load(&w->s->nconns) >= (unsigned)w->s->opts.max_connections)
+        shed(w, now);
     w->next_due = due;
 }
 
@@ -1400,6 +1599,8 @@ void grpc_server_load(const struct grpc_server *s, struct grpc_server_load *out)
     out->per_ip_limit = (unsigned)s->opts.max_connections_per_ip;
     out->refused_full = atomic_load(&m->refused_full);
     out->refused_per_ip = atomic_load(&m->refused_per_ip);
+    out->shed_idle = atomic_load(&m->shed_idle);
+    out->shed_stalled = atomic_load(&m->shed_stalled);
 }
 
 void grpc_server_stop(struct grpc_server *s, int grace_ms)

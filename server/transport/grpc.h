@@ -37,7 +37,10 @@ struct grpc_options {
     int max_connections_per_ip;   /* from one client address, across the workers; 0: no limit */
     int max_streams;              /* concurrent streams per connection */
     size_t max_message_bytes;     /* largest request message (after the 5-byte prefix) */
-    int idle_timeout_s;           /* a connection without a call or a byte this long closes */
+    int idle_timeout_s;           /* a connection without progress (a request whole, an
+                                   * answer) this long, nor a call with the handler, closes */
+    int request_timeout_s;        /* a call's request must be whole this long after its
+                                   * HEADERS, whatever grpc-timeout says; 0: no bound */
     const char *tls_cert_pem;     /* both NULL: cleartext h2c; else TLS, ALPN "h2" */
     const char *tls_key_pem;
     const char *tls_priorities;   /* GnuTLS priority string; NULL: GnuTLS's default */
@@ -66,6 +69,8 @@ struct grpc_server_load {
     unsigned per_ip_limit;        /* max_connections_per_ip; 0: none */
     uint64_t refused_full;        /* closed at accept: max_connections open */
     uint64_t refused_per_ip;      /* closed at accept: the address had its limit open */
+    uint64_t shed_idle;           /* closed to make room when full: no call */
+    uint64_t shed_stalled;        /* closed to make room when full: calls without progress */
 };
 void grpc_server_load(const struct grpc_server *s, struct grpc_server_load *out);
 

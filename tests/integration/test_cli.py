@@ -51,6 +51,7 @@ SETTINGS = [
     ("--deny-cache", "PERMITD_DENY_CACHE"),
     ("--grpc-listen", "PERMITD_GRPC_LISTEN"),
     ("--grpc-max-streams", "PERMITD_GRPC_MAX_STREAMS"),
+    ("--grpc-request-timeout", "PERMITD_GRPC_REQUEST_TIMEOUT"),
     ("--grpc-tls-cert", "PERMITD_GRPC_TLS_CERT"),
     ("--grpc-tls-key", "PERMITD_GRPC_TLS_KEY"),
     ("--hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS"),
