@@ -20,15 +20,17 @@ X-Forwarded-For; hash_key rules keeping the raw value out of Redis.
 """
 import hashlib
 import http.client
+import http.server
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import unittest
 
 from harness import Redis, SOURCE_DIR, free_port, mysql, unique, wait_for
-from test_gateway import GATEWAY, GatewayCase
+from test_gateway import App, GATEWAY, GatewayCase
 
 CADDY = shutil.which("caddy") or "/usr/bin/caddy"
 
@@ -106,6 +108,17 @@ class Caddy:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class RecordingApp(App):
+    """The app behind Caddy: App, keeping the headers of every request."""
+    seen = []
+
+    def _answer(self):
+        RecordingApp.seen.append({k.lower(): v for k, v in self.headers.items()})
+        App._answer(self)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _answer
+
+
 SPOOF = {"X-Original-URI": "/public", "X-Original-Method": "OPTIONS",
          "X-Forwarded-Uri": "/public", "X-Forwarded-Method": "OPTIONS",
          "X-Forwarded-Host": "elsewhere.example", "Permitd-Deny-Status": "200"}
@@ -116,9 +129,11 @@ class SpoofCase(GatewayCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.caddy = None
+        cls.caddy = cls.caddy_app = None
         try:
-            cls.caddy = Caddy(cls.permitd.port, cls.app.server_address[1], cls.key)
+            cls.caddy_app = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingApp)
+            threading.Thread(target=cls.caddy_app.serve_forever, daemon=True).start()
+            cls.caddy = Caddy(cls.permitd.port, cls.caddy_app.server_address[1], cls.key)
         except BaseException:
             cls.tearDownClass()
             raise
@@ -129,6 +144,10 @@ class SpoofCase(GatewayCase):
             if getattr(cls, "caddy", None) is not None:
                 cls.caddy.stop()
                 cls.caddy = None
+            if getattr(cls, "caddy_app", None) is not None:
+                cls.caddy_app.shutdown()
+                cls.caddy_app.server_close()
+                cls.caddy_app = None
         finally:
             super().tearDownClass()
 
@@ -193,7 +212,9 @@ class CaddyAnswerTest(SpoofCase):
         """What the client gets from README's Caddy block: a denial is
         permitd's 429 with Retry-After and the RateLimit headers; an
         allowance is the app's answer, with no RateLimit header and nothing
-        unexpanded, on a path a rule limits and on one none does."""
+        unexpanded, on a path a rule limits and on one none does; nor does
+        the request Caddy passes on to the app hold anything unexpanded."""
+        RecordingApp.seen.clear()
         pol = self.policy(1)
         self.rule(pathPrefix="/ca/", policy=pol, keySource="client")
         ok = self.caddy.get("/ca/1")
@@ -211,6 +232,10 @@ class CaddyAnswerTest(SpoofCase):
         self.assertGreater(int(denied[1]["retry-after"]), 900)
         self.assertRegex(denied[1]["ratelimit"], r'^"%s";r=0;t=\d+$' % re.escape(pol))
         self.assertRegex(denied[1]["ratelimit-policy"], r'^"%s";q=1;w=\d+$' % re.escape(pol))
+        self.assertEqual(len(RecordingApp.seen), 2)
+        for headers in RecordingApp.seen:
+            for name, value in headers.items():
+                self.assertNotIn("{", value, (name, value))
         # The client's address reached permitd through Caddy's X-Forwarded-For.
         self.assertEqual(self.caddy.get("/ca/3", source="127.0.0.3")[0], 200)
 
