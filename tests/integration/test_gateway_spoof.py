@@ -321,5 +321,43 @@ class PathTest(SpoofCase):
             self.assertEqual(self.caddy.get(path)[0], 429, path)
 
 
+class HashKeyMigrationTest(unittest.TestCase):
+    """Migration 0012 on its own database: hash_key's CHECK, the audit
+    triggers recording it, and down back to 0011."""
+
+    def setUp(self):
+        from test_apps import cli, database_url
+        self.cli = cli
+        self.db = unique("gwh").replace("-", "_")
+        mysql("CREATE DATABASE `%s`" % self.db)
+        self.url = database_url(self.db)
+        rc, out, err = cli(["migrate", "up", "12"], self.url)
+        self.assertEqual(rc, 0, out + err)
+
+    def tearDown(self):
+        mysql("DROP DATABASE IF EXISTS `%s`" % self.db)
+
+    def test_gateway_migration_0012_checks_audits_and_down(self):
+        from harness.mariadb import MysqlError
+        insert = ("INSERT INTO gateway_rules (path_prefix, policy, key_source, key_header%s) "
+                  "VALUES ('/a/', 'p', 'header', 'X-Key'%s)")
+        with self.assertRaises(MysqlError) as cm:
+            mysql(insert % (", hash_key", ", 2"), database=self.db)
+        self.assertIn("chk_gateway_rules_hash_key", str(cm.exception))
+        mysql(insert % (", hash_key", ", 1"), database=self.db)
+        mysql(insert % ("", ""), database=self.db)
+        rows = mysql("SELECT JSON_EXTRACT(new_value, '$.hash_key') FROM gateway_rule_audit "
+                     "ORDER BY id", database=self.db)
+        self.assertEqual([r[0] for r in rows], ["1", "0"])
+        rc, out, err = self.cli(["migrate", "down", "1"], self.url)
+        self.assertEqual(rc, 0, out + err)
+        columns = [r[0] for r in mysql("SHOW COLUMNS FROM gateway_rules", database=self.db)]
+        self.assertNotIn("hash_key", columns)
+        mysql(insert % ("", ""), database=self.db)     # 0010's triggers again
+        rows = mysql("SELECT JSON_EXTRACT(new_value, '$.hash_key') IS NULL, action "
+                     "FROM gateway_rule_audit ORDER BY id DESC LIMIT 1", database=self.db)
+        self.assertEqual(tuple(rows[0]), ("1", "create"))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
