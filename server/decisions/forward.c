@@ -11,6 +11,12 @@
  * or algorithms: the limiter says so before Redis is asked) they are asked
  * each on its own, and a rule that allowed keeps what it took although
  * another denied. README "Gateways" says so.
+ *
+ * No byte a client sends turns a rule into an error or away from its
+ * request: the original request is read only in the style the gateway's
+ * config names (forward_style_of()), in its path's normal form
+ * (core/urlpath.h), and a key the key rules would refuse is limited by
+ * its hash (decisions/bucketkey.h).
  */
 #include <ctype.h>
 #include <stddef.h>

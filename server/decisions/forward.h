@@ -73,7 +73,7 @@ size_t forward_rules_count(struct forward_rules *t);
 struct forward_original {
     char method[GATEWAY_METHOD_MAX + 1];
     char host[GATEWAY_HOST_MAX + 1];        /* lowercase, port dropped */
-    char path[2048];                        /* the query and fragment dropped */
+    char path[2048];                        /* normalised (core/urlpath.h), no query */
 };
 
 /* What a matching rule asks. */
