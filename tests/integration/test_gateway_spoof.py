@@ -173,6 +173,12 @@ class HeaderStyleTest(SpoofCase):
         for value in ("403", "418", "500"):
             s = self.caddy.get("/cs/x", headers=dict(spoof, **{"Permitd-Deny-Status": value}))
             self.assertEqual(s[0], 429, (value, s))
+        # A rule for the site's host: a made-up X-Forwarded-Host does not
+        # take the request to another host (Caddy writes its own).
+        host = self.policy(1)
+        self.rule(host="127.0.0.1", pathPrefix="/ch/", policy=host, keySource="none")
+        answers = [self.caddy.get("/ch/x", headers=spoof)[0] for _ in range(2)]
+        self.assertEqual(answers, [200, 429])
 
     def test_gateway_spoof_nginx_forwarded_headers_change_nothing(self):
         """X-Forwarded-* (Caddy's and Traefik's) and Permitd-Deny-Status sent
@@ -182,6 +188,11 @@ class HeaderStyleTest(SpoofCase):
         self.rule(pathPrefix="/open/ns/", policy=pol, keySource="none")
         answers = [self.nginx.get("/open/ns/x", headers=SPOOF) for _ in range(3)]
         self.assertEqual([a[0] for a in answers], [200, 200, 429], answers)
+        # nginx's config writes X-Forwarded-Host: the client's is not read.
+        host = self.policy(1)
+        self.rule(host="127.0.0.1", pathPrefix="/open/nh/", policy=host, keySource="none")
+        answers = [self.nginx.get("/open/nh/x", headers=SPOOF)[0] for _ in range(2)]
+        self.assertEqual(answers, [200, 429])
         for value in ("200", "403", "429"):
             s = self.nginx.get("/open/ns/x", headers=dict(SPOOF, **{"Permitd-Deny-Status": value}))
             self.assertEqual(s[0], 429, (value, s))
