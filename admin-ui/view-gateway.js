@@ -30,11 +30,13 @@ const FIELDS = [
   { key: "policy", json: "policy", label: "Policy", hint: "The policy that decides; it must list the gateway's app." },
   { key: "key_source", json: "keySource", label: "Key", select: [["client", "the client's address"], ["header", "a request header"], ["none", "none: one bucket for all"]] },
   { key: "key_header", json: "keyHeader", label: "Header", hint: "The header whose value is the key, e.g. X-Api-Key or X-Tenant." },
+  { key: "hash_key", json: "hashKey", label: "Key stored as", select: [["false", "the value itself"], ["true", "its SHA-256 (h:…): no raw value in Redis"]], hint: "Hash a key that is a secret, such as an API key in a header." },
   { key: "permits", json: "permits", label: "Permits per request", type: "number" },
   { key: "description", json: "description", label: "Description (optional)" },
 ];
 
-const keyText = (r) => (r.keySource === "header" ? `header ${r.keyHeader}` : r.keySource === "none" ? "none (shared)" : "client address");
+const keyText = (r) => (r.keySource === "header" ? `header ${r.keyHeader}` : r.keySource === "none" ? "none (shared)" : "client address") +
+  (r.hashKey && r.keySource !== "none" ? ", hashed" : "");
 
 // The rule's dialog (rowdialog.js): new (rule null) or an edit of rule.
 // done(saved).
@@ -50,9 +52,11 @@ function ruleDialog({ rule, done }) {
       const showHeader = () => { headerWrap.hidden = fields.key_source.control.value !== "header"; };
       fields.key_source.control.addEventListener("change", showHeader);
       showHeader();
+      if (fields.hash_key.control.value === "") fields.hash_key.control.value = "false";
     },
     check(body, fields) {
       if (body.keySource !== "header") body.keyHeader = "";
+      body.hashKey = body.hashKey === "true";
       if (!/^-?\d+$/.test(body.position)) {
         fields.position.error("Position: a whole number.");
         fields.position.control.focus();

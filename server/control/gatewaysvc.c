@@ -87,6 +87,7 @@ static Permit__V1__GatewayRule *rule_proto(struct connect_call *call, const stru
     m->position = r->position;
     m->permits = r->permits;
     m->version = r->version;
+    m->hash_key = r->hash_key != 0;
     m->key_source = (char *)gateway_key_source_name(r->key_source);
     m->host = connect_call_strdup(call, r->host);
     m->path_prefix = connect_call_strdup(call, r->path_prefix);
@@ -131,6 +132,7 @@ static int rule_from(const Permit__V1__GatewayRule *m, struct gateway_rule *r,
     r->version = m->version;
     r->position = m->position;
     r->permits = m->permits == 0 ? 1 : m->permits;
+    r->hash_key = m->hash_key != 0;
     if ((rc = field("host", m->host, r->host, sizeof(r->host), err)) != PERMITD_OK ||
         (rc = field("path_prefix", m->path_prefix[0] ? m->path_prefix : "/", r->path_prefix,
                     sizeof(r->path_prefix), err)) != PERMITD_OK ||

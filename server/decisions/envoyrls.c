@@ -13,8 +13,10 @@
  * gone (not_found) or disabled (failed_precondition) limits nothing, so the
  * descriptor is OK; hits over the policy's max_permits (out_of_range) can
  * never pass, so it is OVER_LIMIT; anything else (Redis unreachable,
- * the deadline, an app the policy does not allow, a bad key) fails the
- * whole call with its status, and Envoy's failure_mode_deny decides.
+ * the deadline, an app the policy does not allow) fails the whole call
+ * with its status, and Envoy's failure_mode_deny decides. No value a
+ * client sends can fail it: a descriptor value the key rules refuse is
+ * limited by its hash (decisions/bucketkey.h).
  */
 #include <math.h>
 #include <pthread.h>
@@ -24,6 +26,7 @@
 #include "decisions/envoyrls.h"
 #include "decisions/api.h"
 #include "decisions/api_internal.h"
+#include "decisions/bucketkey.h"
 #include "envoy/service/ratelimit/v3/rls.pb-c.h"
 #include "stores/policy.h"
 
@@ -195,8 +198,7 @@ size_t envoyrls_count(struct envoyrls *r)
 }
 
 int envoyrls_match(struct envoyrls *r, const char *domain, const char *const *keys,
-                   const char *const *values, size_t n, char *policy_out, char *key_out,
-                   size_t keylen)
+                   const char *const *values, size_t n, char *policy_out, char *key_out)
 {
     const struct rule *best = NULL;
 
@@ -215,7 +217,7 @@ int envoyrls_match(struct envoyrls *r, const char *domain, const char *const *ke
     }
     if (best != NULL) {
         snprintf(policy_out, POLICY_NAME_MAX + 1, "%s", best->policy);
-        snprintf(key_out, keylen, "%s", best->key_index >= 0 ? values[best->key_index] : "");
+        bucketkey_from_untrusted(best->key_index >= 0 ? values[best->key_index] : "", 0, key_out);
     }
     pthread_rwlock_unlock(&r->lock);
     return best != NULL;
@@ -260,7 +262,7 @@ struct pending {
     struct limiter_result *res;
     struct permitd_error *errs;
     char (*policy)[POLICY_NAME_MAX + 1];    /* per item */
-    char (*key)[POLICY_KEY_MAX + 2];        /* per item: one byte over, so too long shows */
+    char (*key)[POLICY_KEY_MAX + 1];        /* per item */
     char app[POLICY_NAME_MAX + 1];
 };
 
@@ -449,8 +451,7 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
             keys[k] = d->entries[k]->key;
             values[k] = d->entries[k]->value;
         }
-        if (!envoyrls_match(r, rq->domain, keys, values, d->n_entries, p->policy[n], p->key[n],
-                            sizeof(p->key[n])))
+        if (!envoyrls_match(r, rq->domain, keys, values, d->n_entries, p->policy[n], p->key[n]))
             continue;
         p->reqs[n] = (struct limiter_request){p->policy[n], p->app, p->key[n],
                                               rq->hits_addend ? (int64_t)rq->hits_addend : 1,

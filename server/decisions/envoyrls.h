@@ -57,11 +57,13 @@ size_t envoyrls_count(struct envoyrls *r);
 
 /* Which policy and bucket key the descriptor (n entries, keys[i] =
  * values[i]) of domain maps to: 1 and policy_out (POLICY_NAME_MAX + 1
- * bytes) and key_out (keylen bytes, cut to fit) when a row matches (the
- * one pinning the most values), 0 when none does. */
+ * bytes) and key_out (POLICY_KEY_MAX + 1 bytes) when a row matches (the
+ * one pinning the most values), 0 when none does. The key is the key
+ * entry's value as bucketkey_from_untrusted() makes it: a value the key
+ * rules refuse (over 256 bytes, a TAB, not UTF-8) is limited by its hash,
+ * never an error that would fail the whole call. */
 int envoyrls_match(struct envoyrls *r, const char *domain, const char *const *keys,
-                   const char *const *values, size_t n, char *policy_out, char *key_out,
-                   size_t keylen);
+                   const char *const *values, size_t n, char *policy_out, char *key_out);
 
 /* Envoy's requests_per_unit and unit (RateLimitResponse.RateLimit.Unit:
  * 1 SECOND, 2 MINUTE, 3 HOUR, 4 DAY) closest to a limit of `limit` permits

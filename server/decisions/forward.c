@@ -11,6 +11,12 @@
  * or algorithms: the limiter says so before Redis is asked) they are asked
  * each on its own, and a rule that allowed keeps what it took although
  * another denied. README "Gateways" says so.
+ *
+ * No byte a client sends turns a rule into an error or away from its
+ * request: the original request is read only in the style the gateway's
+ * config names (forward_style_of()), in its path's normal form
+ * (core/urlpath.h), and a key the key rules would refuse is limited by
+ * its hash (decisions/bucketkey.h).
  */
 #include <ctype.h>
 #include <stddef.h>
@@ -21,6 +27,8 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/urlpath.h"
+#include "decisions/bucketkey.h"
 #include "decisions/api.h"
 #include "decisions/api_internal.h"
 #include "decisions/forward.h"
@@ -63,6 +71,9 @@ int forward_rules_replace(struct forward_rules *t, const struct gateway_rule *v,
         if ((copy = malloc(n * sizeof(*copy))) == NULL)
             return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         memcpy(copy, v, n * sizeof(*copy));
+        for (size_t i = 0; i < n; i++)
+            urlpath_normalise(v[i].path_prefix, copy[i].path_prefix,
+                              sizeof(copy[i].path_prefix));
     }
     pthread_rwlock_wrlock(&t->lock);
     old = t->v;
@@ -83,7 +94,15 @@ size_t forward_rules_count(struct forward_rules *t)
     return n;
 }
 
-size_t forward_rules_match(struct forward_rules *t, const struct forward_original *o,
+/* 1 when rule r matches reading o. */
+static int matches(const struct gateway_rule *r, const struct forward_original *o)
+{
+    return (r->host[0] == '\0' || strcmp(r->host, o->host) == 0) &&
+           strncmp(o->path, r->path_prefix, strlen(r->path_prefix)) == 0 &&
+           (r->method[0] == '\0' || strcmp(r->method, o->method) == 0);
+}
+
+size_t forward_rules_match(struct forward_rules *t, const struct forward_original *o, size_t no,
                            struct forward_match *out, size_t max)
 {
     size_t found = 0;
@@ -91,13 +110,15 @@ size_t forward_rules_match(struct forward_rules *t, const struct forward_origina
     pthread_rwlock_rdlock(&t->lock);
     for (size_t i = 0; i < t->n && found < max; i++) {
         const struct gateway_rule *r = &t->v[i];
-        if ((r->host[0] != '\0' && strcmp(r->host, o->host) != 0) ||
-            strncmp(o->path, r->path_prefix, strlen(r->path_prefix)) != 0 ||
-            (r->method[0] != '\0' && strcmp(r->method, o->method) != 0))
+        size_t k = 0;
+        while (k < no && !matches(r, &o[k]))
+            k++;
+        if (k == no)
             continue;
         memcpy(out[found].policy, r->policy, sizeof(out[found].policy));
         out[found].key_source = r->key_source;
         memcpy(out[found].key_header, r->key_header, sizeof(out[found].key_header));
+        out[found].hash_key = r->hash_key;
         out[found].permits = r->permits;
         found++;
     }
@@ -105,46 +126,43 @@ size_t forward_rules_match(struct forward_rules *t, const struct forward_origina
     return found;
 }
 
-/* The first of a, b, c that is set and not empty. */
-static const char *first_of(const char *a, const char *b, const char *c)
+enum forward_style forward_style_of(const char *path, const char **tail)
 {
-    if (a != NULL && a[0] != '\0')
-        return a;
-    if (b != NULL && b[0] != '\0')
-        return b;
-    return c;
+    static const struct {
+        const char *name;
+        enum forward_style style;
+        int rest;               /* a path may follow */
+    } styles[] = {
+        {"/nginx", FORWARD_STYLE_NGINX, 0},
+        {"/forwarded", FORWARD_STYLE_FORWARDED, 0},
+        {"/envoy", FORWARD_STYLE_ENVOY, 1},
+    };
+    const char *after = path + strlen(FORWARD_PATH);
+
+    for (size_t i = 0; i < sizeof(styles) / sizeof(styles[0]); i++) {
+        size_t n = strlen(styles[i].name);
+        if (strncmp(after, styles[i].name, n) == 0 &&
+            (after[n] == '\0' || (styles[i].rest && after[n] == '/'))) {
+            if (tail != NULL)
+                *tail = after + n;
+            return styles[i].style;
+        }
+    }
+    if (tail != NULL)
+        *tail = after;
+    return FORWARD_STYLE_ANY;
 }
 
-void forward_original_parse(struct forward_original *o, const char *own_method,
-                            const char *own_path, const char *x_original_method,
-                            const char *x_forwarded_method, const char *x_original_uri,
-                            const char *x_forwarded_uri, const char *x_forwarded_host,
-                            const char *host)
+/* One reading into o: method m (capitals), the normal form of uri, the
+ * first item of host h without its port, lowercase. */
+static void reading(struct forward_original *o, const char *m, const char *uri, const char *h)
 {
-    const char *m = first_of(x_original_method, x_forwarded_method, own_method);
-    const char *uri = first_of(x_original_uri, x_forwarded_uri, NULL);
-    const char *h = first_of(x_forwarded_host, host, NULL);
     size_t n, i;
 
-    /* The method as a rule names it: capitals. */
     for (i = 0; m != NULL && m[i] != '\0' && i < sizeof(o->method) - 1; i++)
         o->method[i] = (char)toupper((unsigned char)m[i]);
     o->method[i] = '\0';
-
-    /* The URI: Envoy's is the path after our own prefix. */
-    if (uri == NULL) {
-        uri = own_path != NULL && strncmp(own_path, FORWARD_PATH, strlen(FORWARD_PATH)) == 0
-              ? own_path + strlen(FORWARD_PATH) : "";
-        if (uri[0] != '/')
-            uri = "/";
-    }
-    n = strcspn(uri, "?#");
-    if (n >= sizeof(o->path))
-        n = sizeof(o->path) - 1;
-    memcpy(o->path, uri, n);
-    o->path[n] = '\0';
-
-    /* The host: the first of a list, no port, lowercase. */
+    urlpath_normalise(uri != NULL ? uri : "/", o->path, sizeof(o->path));
     o->host[0] = '\0';
     if (h != NULL) {
         while (*h == ' ')
@@ -164,6 +182,41 @@ void forward_original_parse(struct forward_original *o, const char *own_method,
             o->host[i] = (char)tolower((unsigned char)h[i]);
         o->host[n] = '\0';
     }
+}
+
+static int present(const char *v)
+{
+    return v != NULL && v[0] != '\0';
+}
+
+int forward_original_parse(struct forward_original *o, enum forward_style style,
+                           const struct forward_headers *h, struct permitd_error *err)
+{
+    const char *tail = "/";
+    const char *fhost = present(h->x_forwarded_host) ? h->x_forwarded_host : h->host;
+    int n = 0;
+
+    if (style == FORWARD_STYLE_NGINX && !present(h->x_original_uri))
+        return permitd_error_set(err, PERMITD_EINVAL, "X-Original-URI: missing; the nginx style "
+                                 "(/v1/forward-auth/nginx) reads the original request from "
+                                 "it: proxy_set_header X-Original-URI $request_uri");
+    if (style == FORWARD_STYLE_FORWARDED && !present(h->x_forwarded_uri))
+        return permitd_error_set(err, PERMITD_EINVAL, "X-Forwarded-Uri: missing; the forwarded "
+                                 "style (/v1/forward-auth/forwarded) reads the original request "
+                                 "from it, as Traefik and Caddy send it");
+    if (style == FORWARD_STYLE_ENVOY || style == FORWARD_STYLE_ANY) {
+        if (h->own_path != NULL && forward_path(h->own_path))
+            forward_style_of(h->own_path, &tail);
+        reading(&o[n++], h->own_method, tail[0] == '/' ? tail : "/", h->host);
+    }
+    if (style == FORWARD_STYLE_NGINX || (style == FORWARD_STYLE_ANY && present(h->x_original_uri)))
+        reading(&o[n++], present(h->x_original_method) ? h->x_original_method : h->own_method,
+                h->x_original_uri, fhost);
+    if (style == FORWARD_STYLE_FORWARDED ||
+        (style == FORWARD_STYLE_ANY && present(h->x_forwarded_uri)))
+        reading(&o[n++], present(h->x_forwarded_method) ? h->x_forwarded_method : h->own_method,
+                h->x_forwarded_uri, fhost);
+    return n;
 }
 
 void forward_client_address(const struct cidr_list *trusted, const char *peer,
@@ -252,7 +305,7 @@ struct pending {
     struct forward *f;
     const struct http_request *http;
     size_t n;
-    int deny_status;                    /* 429, or 403 when the gateway asked */
+    int deny_status;                    /* the style's: 403 nginx (and the bare path), else 429 */
     int all_or_nothing;
     int64_t t0;
     char app[POLICY_NAME_MAX + 1];
@@ -418,33 +471,27 @@ static int gateway_app(struct forward *f, const struct http_request *req, char *
 void forward_handle(struct forward *f, const struct http_request *req,
                     struct http_response *resp)
 {
-    struct forward_original o;
+    struct forward_original o[FORWARD_READINGS_MAX];
     struct forward_match m[FORWARD_MATCH_MAX];
     struct permitd_error err = {PERMITD_OK, ""};
     struct pending *p;
-    const char *deny = http_request_header(req, "Permitd-Deny-Status");
+    enum forward_style style = forward_style_of(http_request_path(req), NULL);
+    struct forward_headers h = {
+        http_request_method(req), http_request_path(req),
+        http_request_header(req, "X-Original-Method"), http_request_header(req, "X-Original-URI"),
+        http_request_header(req, "X-Forwarded-Method"), http_request_header(req, "X-Forwarded-Uri"),
+        http_request_header(req, "X-Forwarded-Host"), http_request_header(req, "Host"),
+    };
     char app[POLICY_NAME_MAX + 1], peer[64] = "", client[64];
     size_t n;
     int rc;
 
-    if (deny != NULL && strcmp(deny, "403") != 0 && strcmp(deny, "429") != 0) {
-        permitd_error_set(&err, PERMITD_EINVAL, "Permitd-Deny-Status: \"%.20s\" is not 429 "
-                          "or 403", deny);
+    if ((rc = gateway_app(f, req, app, &err)) != PERMITD_OK ||
+        (rc = forward_original_parse(o, style, &h, &err)) < 0) {
         error_reply(resp, &err);
         return;
     }
-    if ((rc = gateway_app(f, req, app, &err)) != PERMITD_OK) {
-        error_reply(resp, &err);
-        return;
-    }
-    forward_original_parse(&o, http_request_method(req), http_request_path(req),
-                           http_request_header(req, "X-Original-Method"),
-                           http_request_header(req, "X-Forwarded-Method"),
-                           http_request_header(req, "X-Original-URI"),
-                           http_request_header(req, "X-Forwarded-Uri"),
-                           http_request_header(req, "X-Forwarded-Host"),
-                           http_request_header(req, "Host"));
-    n = forward_rules_match(f->rules, &o, m, FORWARD_MATCH_MAX);
+    n = forward_rules_match(f->rules, o, (size_t)rc, m, FORWARD_MATCH_MAX);
     resp->content_type = "text/plain";
     if (n == 0)
         return;                             /* no rule limits it: 200 */
@@ -458,7 +505,7 @@ void forward_handle(struct forward *f, const struct http_request *req,
     p->f = f;
     p->http = req;
     p->n = n;
-    p->deny_status = deny != NULL && strcmp(deny, "403") == 0 ? 403 : 429;
+    p->deny_status = style == FORWARD_STYLE_NGINX || style == FORWARD_STYLE_ANY ? 403 : 429;
     p->all_or_nothing = n > 1;
     p->t0 = clock_now_us();
     memcpy(p->app, app, sizeof(p->app));
@@ -470,7 +517,7 @@ void forward_handle(struct forward *f, const struct http_request *req,
                 if (http_request_client_addr(req, peer, sizeof(peer)) != 0)
                     peer[0] = '\0';
                 forward_client_address(&f->cfg->trusted_proxy_list, peer,
-                                       http_request_header(req, "X-Forwarded-For"),
+                                       http_request_header_all(req, "X-Forwarded-For"),
                                        http_request_header(req, "X-Real-IP"), client,
                                        sizeof(client));
             }
@@ -480,9 +527,7 @@ void forward_handle(struct forward *f, const struct http_request *req,
             key = v != NULL ? v : "";       /* none: the rule's shared bucket */
         }
         memcpy(p->bucket[i], m[i].policy, sizeof(p->bucket[i]));
-        /* A longer value is cut: keys that share their first 256 bytes
-         * share a bucket. */
-        snprintf(p->key[i], sizeof(p->key[i]), "%s", key);
+        bucketkey_from_untrusted(key, m[i].hash_key, p->key[i]);
         p->reqs[i] = (struct limiter_request){p->bucket[i], p->app, p->key[i], m[i].permits, NULL,
                                               NULL};
         p->errs[i] = (struct permitd_error){PERMITD_OK, ""};

@@ -148,7 +148,7 @@ int gateway_rules_load(struct gateway_rules_db *d, struct gateway_rule **out, si
         (rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT id, position, host, path_prefix, method, policy, "
                   "key_source, key_header, permits, description, version, created_by, "
                   "updated_by, DATE_FORMAT(created_at, " TIME_FMT "), DATE_FORMAT(updated_at, "
-                  TIME_FMT ") FROM gateway_rules ORDER BY position, id LIMIT %d",
+                  TIME_FMT "), hash_key FROM gateway_rules ORDER BY position, id LIMIT %d",
                   GATEWAY_RULES_MAX)) != PERMITD_OK)
         return rc;
     v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
@@ -176,6 +176,7 @@ int gateway_rules_load(struct gateway_rules_db *d, struct gateway_rule **out, si
         dbconn_field_copy(r->updated_by, sizeof(r->updated_by), row[12]);
         dbconn_field_copy(r->created_at, sizeof(r->created_at), row[13]);
         dbconn_field_copy(r->updated_at, sizeof(r->updated_at), row[14]);
+        r->hash_key = row[15] != NULL && row[15][0] == '1';
         count++;
     }
     mysql_free_result(res);
@@ -240,10 +241,10 @@ int gateway_rules_create(struct gateway_rules_db *d, const struct gateway_rule *
         mysql_free_result(res);
     if (rc == PERMITD_OK)
         rc = dbconn_kept_queryf(&d->conn, NULL, err, "INSERT INTO gateway_rules (position, host, path_prefix, method, "
-                 "policy, key_source, key_header, permits, description, created_by, updated_by) "
-                 "VALUES (%d, %s, %s, %s, %s, '%s', %s, %" PRId64 ", %s, %s, %s)", r->position,
-                 q.host, q.path, q.method, q.policy, gateway_key_source_name(r->key_source),
-                 q.header, r->permits, q.description, q.actor, q.actor);
+                 "policy, key_source, key_header, hash_key, permits, description, created_by, "
+                 "updated_by) VALUES (%d, %s, %s, %s, %s, '%s', %s, %d, %" PRId64 ", %s, %s, %s)",
+                 r->position, q.host, q.path, q.method, q.policy,
+                 gateway_key_source_name(r->key_source), q.header, r->hash_key ? 1 : 0, r->permits, q.description, q.actor, q.actor);
     if (rc == PERMITD_OK)
         *id = (int64_t)mysql_insert_id(d->conn.db);
     quoted_free(&q);
@@ -286,9 +287,9 @@ int gateway_rules_update(struct gateway_rules_db *d, const struct gateway_rule *
     if (rc == PERMITD_OK)
         rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE gateway_rules SET position = %d, host = %s, "
                  "path_prefix = %s, method = %s, policy = %s, key_source = '%s', key_header = %s, "
-                 "permits = %" PRId64 ", description = %s, updated_by = %s WHERE id = %" PRId64,
-                 r->position, q.host, q.path, q.method, q.policy,
-                 gateway_key_source_name(r->key_source), q.header, r->permits, q.description,
+                 "hash_key = %d, permits = %" PRId64 ", description = %s, updated_by = %s "
+                 "WHERE id = %" PRId64, r->position, q.host, q.path, q.method, q.policy,
+                 gateway_key_source_name(r->key_source), q.header, r->hash_key ? 1 : 0, r->permits, q.description,
                  q.actor, r->id);
     quoted_free(&q);
     return finish(d, rc, err);

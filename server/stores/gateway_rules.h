@@ -1,6 +1,7 @@
 /*
  * gateway_rules.h - the forward-auth rules in MySQL
- * (migrations/0010_gateway_rules.up.sql); libmariadb stays inside
+ * (migrations/0010_gateway_rules.up.sql,
+ * 0012_gateway_hash_key.up.sql); libmariadb stays inside
  * gateway_rules.c.
  *
  * A rule says which policy, key and permits a request seen by a gateway is
@@ -47,6 +48,7 @@ struct gateway_rule {
     char policy[GATEWAY_NAME_MAX + 1];
     enum gateway_key_source key_source;
     char key_header[GATEWAY_HEADER_MAX + 1];    /* key_source header only */
+    int hash_key;                       /* 1: the key is its SHA-256 (decisions/bucketkey.h) */
     int64_t permits;                    /* >= 1 */
     char description[GATEWAY_DESCRIPTION_MAX + 1];
     int64_t version;                    /* grows on every change */

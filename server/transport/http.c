@@ -320,6 +320,61 @@ const char *http_request_header(const struct http_request *req, const char *name
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
+/* What header_all() gathers: the lines of one header, joined. */
+struct joining {
+    const char *name;
+    char *out;                  /* NULL: measuring */
+    size_t len;
+};
+
+static void join(struct joining *j, const char *value)
+{
+    size_t n = strlen(value);
+
+    if (j->out != NULL) {
+        if (j->len > 0)
+            memcpy(j->out + j->len, ", ", 2);
+        memcpy(j->out + j->len + (j->len > 0 ? 2 : 0), value, n + 1);
+    }
+    j->len += n + (j->len > 0 ? 2 : 0);
+}
+
+static enum MHD_Result join_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    struct joining *j = cls;
+
+    (void)kind;
+    if (key != NULL && value != NULL && strcasecmp(key, j->name) == 0)
+        join(j, value);
+    return MHD_YES;
+}
+
+const char *http_request_header_all(const struct http_request *creq, const char *name)
+{
+    struct http_request *req = (struct http_request *)creq;
+    struct joining j = {name, NULL, 0};
+    const struct detached *d = req->detached;
+
+    for (int pass = 0; pass < 2; pass++) {
+        if (d != NULL) {
+            for (size_t i = 0; i < d->n; i++)
+                if (d->kv[i].header && d->kv[i].value != NULL &&
+                    strcasecmp(d->kv[i].key, name) == 0)
+                    join(&j, d->kv[i].value);
+        } else {
+            MHD_get_connection_values(req->conn, MHD_HEADER_KIND, join_value, &j);
+        }
+        if (pass == 1 || (j.len == 0 && http_request_header(req, name) == NULL))
+            break;
+        if ((j.out = http_request_alloc(req, j.len + 1)) == NULL)
+            return NULL;
+        j.out[0] = '\0';
+        j.len = 0;
+    }
+    return j.out;
+}
+
 static char *storage_strdup(struct http_request *req, const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -121,6 +121,11 @@ const char *http_request_method(const struct http_request *req);
 const char *http_request_path(const struct http_request *req);
 /* Header value by case-insensitive name, or NULL. */
 const char *http_request_header(const struct http_request *req, const char *name);
+/* Every line of header name joined with ", " (a list header such as
+ * X-Forwarded-For may come as several lines, each adding to the list), in
+ * req's storage (http_request_alloc()); NULL when there is none, or out of
+ * memory. */
+const char *http_request_header_all(const struct http_request *req, const char *name);
 /* The client's address as text ("127.0.0.2", "::1") into buf; -1 when
  * unknown. The peer of the TCP connection: behind a proxy, the proxy's. */
 int http_request_client_addr(const struct http_request *req, char *buf, size_t len);

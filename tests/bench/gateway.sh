@@ -118,7 +118,7 @@ http {
         }
         location = /_permitd {
             internal;
-            proxy_pass http://permitd/v1/forward-auth;
+            proxy_pass http://permitd/v1/forward-auth/nginx;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_pass_request_body off;
@@ -127,7 +127,6 @@ http {
             proxy_set_header X-Original-Method \$request_method;
             proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
             proxy_set_header Authorization "Bearer $key";
-            proxy_set_header Permitd-Deny-Status 403;
         }
         location @denied { return 429; }
     }

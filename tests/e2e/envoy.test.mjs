@@ -172,6 +172,26 @@ step("unknown descriptors and domains are OK without a limit; one over limit mak
   assert.deepEqual(mixed.statuses.map((s) => s.code), ["OK", "OVER_LIMIT"]);
 });
 
+step("a key value the key rules refuse (300 bytes, a TAB) is limited by its hash; the call's other descriptors still count", async () => {
+  for (const [i, bad] of ["x".repeat(300), "a\tb"].entries()) {
+    const ip = `10.7.0.${i}`;
+    const codes = [];
+    for (let n = 0; n < 3; n++) {
+      const r = await should([{ remote_address: ip }, { generic_key: "api", user_id: bad }]);
+      codes.push(r.statuses.map((s) => s.code));
+    }
+    // envoy-user allows 2 per user: the bad value is one user, limited
+    assert.deepEqual(codes, [["OK", "OK"], ["OK", "OK"], ["OK", "OVER_LIMIT"]], `value #${i}`);
+    // and the address (3 per address) counted on every call, the third too
+    const ipOnly = await should([{ remote_address: ip }]);
+    assert.equal(ipOnly.overall_code, "OVER_LIMIT", `value #${i}`);
+  }
+  // another value is another bucket: hashes, not one shared bucket for every bad value
+  const other = await should([{ generic_key: "api", user_id: "y".repeat(300) }]);
+  assert.equal(other.overall_code, "OK");
+  assert.equal(other.statuses[0].limit_remaining, 1);
+});
+
 step("a request without a domain or descriptors is INVALID_ARGUMENT", async () => {
   await assert.rejects(should([{ remote_address: "1.2.3.4" }], { domain: "" }),
     (e) => e.code === grpc.status.INVALID_ARGUMENT && /domain/.test(e.details));

@@ -92,7 +92,7 @@ http {{
 
         location = /_permitd {{
             internal;
-            proxy_pass http://permitd/v1/forward-auth;
+            proxy_pass http://permitd/v1/forward-auth/nginx;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_pass_request_body off;
@@ -102,7 +102,6 @@ http {{
             proxy_set_header X-Forwarded-Host $host;
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             proxy_set_header Authorization "Bearer {key}";
-            proxy_set_header Permitd-Deny-Status 403;
         }}
 
         location @permitd_denied {{
@@ -363,30 +362,34 @@ class ForwardAuthTest(GatewayCase):
 
     def test_gateway_direct_calls(self):
         """The endpoint as Traefik, Caddy and Envoy call it: their headers,
-        or the original path after /v1/forward-auth."""
+        or the original path after /v1/forward-auth/envoy."""
         pol = self.policy(1)
         self.rule(pathPrefix="/direct/", method="DELETE", policy=pol, keySource="none")
         http = self.permitd.http()
         auth = {"Authorization": "Bearer " + self.key}
-        r = http.request("GET", "/v1/forward-auth", None, dict(auth, **{
+        r = http.request("GET", "/v1/forward-auth/forwarded", None, dict(auth, **{
             "X-Forwarded-Method": "DELETE", "X-Forwarded-Uri": "/direct/1",
             "X-Forwarded-Host": "h"}))
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.body, b"")
-        r = http.request("DELETE", "/v1/forward-auth/direct/2", None, auth)     # Envoy
+        r = http.request("DELETE", "/v1/forward-auth/envoy/direct/2", None, auth)     # Envoy
         self.assertEqual(r.status, 429, r)
         self.assertEqual(r.body, b"")
         self.assertIn("retry-after", {k.lower() for k in r.headers})
         # The gateway's key is checked like any app's, and a bad one is
         # the operator's problem: 500, never a 401 the client would see.
-        r = http.request("GET", "/v1/forward-auth/direct/3", None,
-                         {"X-Forwarded-Method": "DELETE"})
+        r = http.request("DELETE", "/v1/forward-auth/envoy/direct/3", None, {})
         self.assertEqual(r.status, 500, r)
         self.assertEqual(r.json()["code"], "unauthenticated")
-        r = http.request("GET", "/v1/forward-auth", None, dict(auth, **{
-            "Permitd-Deny-Status": "418"}))
+        # A style's own header missing is the operator's to fix: 500.
+        r = http.request("GET", "/v1/forward-auth/nginx", None, auth)
         self.assertEqual(r.status, 500, r)
-        self.assertIn('"418"', r.json()["message"])
+        self.assertIn("X-Original-URI", r.json()["message"])
+        # Permitd-Deny-Status is nobody's to set: it changes nothing.
+        for value in ("418", "200", "403"):
+            r = http.request("DELETE", "/v1/forward-auth/envoy/direct/4", None, dict(auth, **{
+                "Permitd-Deny-Status": value}))
+            self.assertEqual(r.status, 429, (value, r))
 
     def test_gateway_shadow_policy_is_named_not_enforced(self):
         """A shadow policy's would-be denial is an allowance that names it
@@ -399,11 +402,11 @@ class ForwardAuthTest(GatewayCase):
         self.rule(pathPrefix="/shadow/", policy=name, keySource="none")
         http = self.permitd.http()
         auth = {"Authorization": "Bearer " + self.key}
-        first = http.request("GET", "/v1/forward-auth/shadow/1", None, auth)
+        first = http.request("GET", "/v1/forward-auth/envoy/shadow/1", None, auth)
         self.assertEqual(first.status, 200, first)
         self.assertNotIn("permitd-shadow", {k.lower() for k in first.headers})
         for _ in range(2):
-            r = http.request("GET", "/v1/forward-auth/shadow/2", None, auth)
+            r = http.request("GET", "/v1/forward-auth/envoy/shadow/2", None, auth)
             self.assertEqual(r.status, 200, r)
             h = {k.lower(): v for k, v in r.headers.items()}
             self.assertEqual(h.get("permitd-shadow"), name, h)
@@ -415,7 +418,7 @@ class ForwardAuthTest(GatewayCase):
         self.rule(pathPrefix="/nopolicy/", policy=missing, keySource="none")
         s = self.nginx.get("/nopolicy/")
         self.assertEqual(s[0], 500)
-        r = self.permitd.http().request("GET", "/v1/forward-auth/nopolicy/", None,
+        r = self.permitd.http().request("GET", "/v1/forward-auth/envoy/nopolicy/", None,
                                         {"Authorization": "Bearer " + self.key})
         self.assertEqual(r.status, 500, r)
         self.assertEqual(r.json()["code"], "not_found")
@@ -510,7 +513,7 @@ class RedisDownTest(unittest.TestCase):
             self.assertEqual(self.nginx.get("/rd-two/")[0], 200)     # two policies: each alone
             self.assertEqual(self.nginx.get("/rd-closed/")[0], 500)
             self.assertEqual(self.nginx.get("/rd-mixed/")[0], 500)
-        r = self.p.http().request("GET", "/v1/forward-auth/rd-closed/", None,
+        r = self.p.http().request("GET", "/v1/forward-auth/envoy/rd-closed/", None,
                                   {"Authorization": "Bearer " + self.key})
         self.assertEqual(r.status, 503, r)
         self.assertEqual(r.json()["code"], "unavailable")

@@ -30,9 +30,9 @@ const VIEWER = { name: "bob", password: crypto.randomBytes(12).toString("hex"), 
 const POLICY = "gw-ui";
 const adminBase = () => T.adminBase();
 
-// The gateway's sub-request, as nginx sends it.
+// The gateway's sub-request, as nginx sends it (a denial: 403, nginx's style).
 async function forwardAuth(uri, headers = {}) {
-  const res = await fetch(`http://127.0.0.1:${T.server.apiPort}/v1/forward-auth`, {
+  const res = await fetch(`http://127.0.0.1:${T.server.apiPort}/v1/forward-auth/nginx`, {
     headers: { "X-Original-URI": uri, "X-Original-Method": "GET", ...headers },
   });
   await res.arrayBuffer();
@@ -94,6 +94,8 @@ describe("the Gateway rules page in headless Chromium", () => {
     await headerErr.waitFor();
     assert.match(await headerErr.textContent(), /^Header: "" is not a header name/);
     await page.locator("#r-key-header").fill("X-Api-Key");
+    assert.equal(await page.locator("#r-hash-key").inputValue(), "false");
+    await page.locator("#r-hash-key").selectOption("true");
     await page.locator("#rule-save").click();
     await dlg.waitFor({ state: "detached" });
     const row = page.locator("#rules tbody tr");
@@ -101,14 +103,14 @@ describe("the Gateway rules page in headless Chromium", () => {
     assert.equal(await row.count(), 1);
     const text = await row.first().textContent();
     assert.match(text, /\/api\//);
-    assert.match(text, /header X-Api-Key/);
+    assert.match(text, /header X-Api-Key, hashed/);
     assert.match(text, new RegExp(POLICY));
     await checkA11y(page, "gateway rules, one rule");
   });
 
   step("the rule is in force on /v1/forward-auth at once", async () => {
     assert.equal(await forwardAuth("/api/x", { "X-Api-Key": "k1" }), 200);
-    assert.equal(await forwardAuth("/api/x", { "X-Api-Key": "k1" }), 429);
+    assert.equal(await forwardAuth("/api/x", { "X-Api-Key": "k1" }), 403);
     assert.equal(await forwardAuth("/api/x", { "X-Api-Key": "k2" }), 200);
     assert.equal(await forwardAuth("/other", { "X-Api-Key": "k1" }), 200);
   });
@@ -117,6 +119,7 @@ describe("the Gateway rules page in headless Chromium", () => {
     await page.locator("#rules .edit-rule").click();
     await page.locator("#rule-dialog").waitFor();
     assert.equal(await page.locator("#r-key-header").inputValue(), "X-Api-Key");
+    assert.equal(await page.locator("#r-hash-key").inputValue(), "true");
     await page.locator("#r-key-source").selectOption("none");
     assert.equal(await page.locator("#r-key-header").isVisible(), false);
     await page.locator("#r-description").fill("everyone shares one");
@@ -128,7 +131,7 @@ describe("the Gateway rules page in headless Chromium", () => {
     assert.equal(await page.evaluate(() => document.activeElement.classList.contains("edit-rule")), true);
     // One shared bucket now: k3 is no bucket of its own.
     assert.equal(await forwardAuth("/api/y", { "X-Api-Key": "k3" }), 200);
-    assert.equal(await forwardAuth("/api/y", { "X-Api-Key": "k4" }), 429);
+    assert.equal(await forwardAuth("/api/y", { "X-Api-Key": "k4" }), 403);
   });
 
   step("delete asks first, then the rule is gone everywhere", async () => {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "decisions/envoyrls.h"
+#include "stores/policy.h"
 #include "test.h"
 
 static struct envoymap_row row(const char *domain, const char *descriptor, const char *policy,
@@ -61,7 +62,7 @@ static void test_envoyrls_match(void)
     struct envoymap_row rows[5];
     struct envoyrls *r = NULL;
     struct permitd_error err;
-    char policy[129], key[64];
+    char policy[129], key[POLICY_KEY_MAX + 1], big[400];
     size_t skipped = 9;
     const char *k1[] = {"remote_address"}, *v1[] = {"10.0.0.1"};
     const char *k2[] = {"generic_key", "user_id"}, *v2[] = {"api", "u1"}, *v3[] = {"api", "vip"};
@@ -76,23 +77,34 @@ static void test_envoyrls_match(void)
     CHECK_INT(envoyrls_replace(r, rows, 5, &skipped, &err), PERMITD_OK);
     CHECK_INT(skipped, 1);
     CHECK_INT(envoyrls_count(r), 4);
-    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key, sizeof(key)), 1);
+    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key), 1);
     CHECK_STR(policy, "by-ip");
     CHECK_STR(key, "10.0.0.1");
-    CHECK_INT(envoyrls_match(r, "other", k1, v1, 1, policy, key, sizeof(key)), 1);
+    CHECK_INT(envoyrls_match(r, "other", k1, v1, 1, policy, key), 1);
     CHECK_STR(policy, "other-ip");
     CHECK_STR(key, "");
-    CHECK_INT(envoyrls_match(r, "edge", k2, v2, 2, policy, key, sizeof(key)), 1);
+    CHECK_INT(envoyrls_match(r, "edge", k2, v2, 2, policy, key), 1);
     CHECK_STR(policy, "by-user");
     CHECK_STR(key, "u1");
-    CHECK_INT(envoyrls_match(r, "edge", k2, v3, 2, policy, key, sizeof(key)), 1);
+    CHECK_INT(envoyrls_match(r, "edge", k2, v3, 2, policy, key), 1);
     CHECK_STR(policy, "vip");       /* pins more values than by-user */
-    CHECK_INT(envoyrls_match(r, "edge", k2, v4, 2, policy, key, sizeof(key)), 0);
-    CHECK_INT(envoyrls_match(r, "edge", k2, v2, 1, policy, key, sizeof(key)), 0);  /* depth */
-    CHECK_INT(envoyrls_match(r, "nowhere", k1, v1, 1, policy, key, sizeof(key)), 0);
+    CHECK_INT(envoyrls_match(r, "edge", k2, v4, 2, policy, key), 0);
+    CHECK_INT(envoyrls_match(r, "edge", k2, v2, 1, policy, key), 0);  /* depth */
+    CHECK_INT(envoyrls_match(r, "nowhere", k1, v1, 1, policy, key), 0);
+    /* A value the key rules refuse is a bucket all the same: its hash. */
+    v1[0] = "a\tb";
+    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key), 1);
+    CHECK_INT(strncmp(key, "h:", 2), 0);
+    CHECK_INT(strlen(key), 66);
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    v1[0] = big;
+    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key), 1);
+    CHECK_INT(strncmp(key, "h:", 2), 0);
+    v1[0] = "10.0.0.1";
     /* A load replaces the whole table. */
     CHECK_INT(envoyrls_replace(r, rows + 4, 1, NULL, &err), PERMITD_OK);
-    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key, sizeof(key)), 0);
+    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key), 0);
     envoyrls_free(r);
 }
 
