@@ -84,13 +84,14 @@
 #include "core/log.h"
 #include "core/loop.h"
 
-#define SHED_HEAD_AGE_US 1000000    /* when full, a head awaited this long may be shed */
+#define SHED_AGE_US 1000000     /* when full, a request awaited this long may be shed */
 #define WAITING_POLL_MS 10      /* see worker_want() */
 #define HTTP_REFUSAL_LOG_US 1000000 /* per-address refusals are logged at most this often */
 
 /* What a connection is doing; each phase is one list per worker. */
 enum conn_phase {
     PHASE_HEAD,         /* awaiting a whole request head: deadline header_timeout_s */
+    PHASE_BODY,         /* head read, awaiting the body: deadline request_timeout_s */
     PHASE_BUSY,         /* a request read, answered or being answered: no deadline here */
     PHASE_IDLE,         /* keep-alive between requests: the first to go when full */
     PHASE_CLOSING,      /* shut down by us; libmicrohttpd has yet to close it */
@@ -102,7 +103,7 @@ enum conn_phase {
 struct conn {
     struct conn *prev, *next;
     struct MHD_Connection *mhd;
-    int64_t since_us;           /* when it entered its phase */
+    int64_t since_us;           /* when it entered its phase; PHASE_BODY: the request began */
     int phase;
     int first;                  /* its first request head is not whole yet */
 };
@@ -151,6 +152,7 @@ struct http_server {
     int64_t stop_until_us;      /* grace for requests in flight, once stopping */
     struct iplimit *perip;      /* connections per client address, shared by the workers */
     atomic_uint_fast64_t header_timeouts, shed_idle, shed_head, refused, refused_per_ip;
+    atomic_uint_fast64_t request_timeouts, shed_body;
     _Atomic int64_t refusal_logged_us;  /* when a per-address refusal was last logged */
     int nworkers;
     struct worker workers[];
@@ -173,6 +175,8 @@ struct store_block {
  * an allocation (http_request_alloc()). */
 struct http_request {
     struct MHD_Connection *conn;
+    struct conn *rec;           /* its connection's record (NULL: untracked); valid until
+                                 * on_completed() */
     int64_t started_us;
     const char *method;
     const char *path;
@@ -568,10 +572,20 @@ static void answer_deferred(struct http_server *s, struct http_request *req)
     req->deferred = NULL;
 }
 
+static void conn_move(struct worker *w, struct conn *c, int phase, int64_t now);
+
+/* req is read (or refused): its connection leaves PHASE_BODY. */
+static void request_read(struct http_request *req)
+{
+    if (req->rec != NULL && req->rec->phase == PHASE_BODY)
+        conn_move(current_worker, req->rec, PHASE_BUSY, clock_now_us());
+}
+
 static void dispatch(struct http_server *s, struct http_request *req)
 {
     struct http_response resp;
 
+    request_read(req);
     http_response_init(&resp);
     s->fn(s->ud, req, &resp);
     if (req->deferred != NULL) {
@@ -610,8 +624,14 @@ static void answer(struct http_server *s, struct http_request *req,
  * to first_byte_timeout_s (a silent socket is closed by libmicrohttpd
  * then), and its head must be whole within header_timeout_s of the accept,
  * however steadily its bytes trickle in. Once the access handler is first
- * called for a request its head is whole: PHASE_BUSY, and the idle timer
- * goes back to connection_timeout_s. When the request completes the
+ * called for a request its head is whole: PHASE_BODY, and the idle timer
+ * goes back to connection_timeout_s; the whole request, body included,
+ * must then be read within request_timeout_s of its start (the accept for
+ * a connection's first request, else the moment its head was whole), or
+ * the connection is closed: a body trickling in a byte at a time holds a
+ * slot no longer than a head may. Once the request is read (handed to the
+ * handler, or refused) it is PHASE_BUSY: its answer is bounded by the
+ * handler's own deadlines. When the request completes the
  * connection is PHASE_IDLE; libmicrohttpd closes it after
  * connection_timeout_s of silence. The start of a keep-alive request is
  * not visible (libmicrohttpd 0.9.75 calls nothing before the whole head),
@@ -637,20 +657,30 @@ static void conn_unlink(struct worker *w, struct conn *c)
     atomic_fetch_sub_explicit(&w->count[c->phase], 1, memory_order_relaxed);
 }
 
-/* Puts c last in the list of phase, which it enters at now. */
+/* Puts c in the list of phase, which it enters at now (PHASE_BODY: at
+ * the start of its request), after every entry that is not later: the
+ * lists stay in order of since_us. Entries come nearly in order (a
+ * request's start is at most header_timeout_s before its head was whole),
+ * so the walk back from the tail is short. */
 static void conn_append(struct worker *w, struct conn *c, int phase, int64_t now)
 {
     struct conn_list *l = &w->phases[phase];
+    struct conn *after = l->tail;
 
+    while (after != NULL && after->since_us > now)
+        after = after->prev;
     c->phase = phase;
     c->since_us = now;
-    c->next = NULL;
-    c->prev = l->tail;
-    if (l->tail != NULL)
-        l->tail->next = c;
+    c->prev = after;
+    c->next = after != NULL ? after->next : l->head;
+    if (c->next != NULL)
+        c->next->prev = c;
+    else
+        l->tail = c;
+    if (after != NULL)
+        after->next = c;
     else
         l->head = c;
-    l->tail = c;
     atomic_fetch_add_explicit(&w->count[phase], 1, memory_order_relaxed);
 }
 
@@ -692,10 +722,22 @@ static int conn_full(const struct worker *w)
     return open >= w->limit;
 }
 
+/* Of the oldest connection awaiting its head and the oldest awaiting its
+ * body, the one whose request began first (NULL: neither). */
+static struct conn *oldest_unread(const struct worker *w)
+{
+    struct conn *head = w->phases[PHASE_HEAD].head, *body = w->phases[PHASE_BODY].head;
+
+    if (head == NULL || (body != NULL && body->since_us < head->since_us))
+        return body;
+    return head;
+}
+
 /* When the worker is full, closes one connection to make room for the
- * next caller: the oldest idle keep-alive one, else the oldest one that
- * has awaited its head for SHED_HEAD_AGE_US (younger ones are likely
- * callers a moment from sending). Returns 1 when it closed one. */
+ * next caller: the oldest idle keep-alive one, else the one whose request
+ * (head or body) has been awaited longest, once that is SHED_AGE_US
+ * (younger ones are likely callers a moment from sending). Returns 1 when
+ * it closed one. */
 static int conn_shed(struct worker *w, int64_t now)
 {
     struct conn *c;
@@ -707,9 +749,10 @@ static int conn_shed(struct worker *w, int64_t now)
         atomic_fetch_add_explicit(&w->s->shed_idle, 1, memory_order_relaxed);
         return 1;
     }
-    if ((c = w->phases[PHASE_HEAD].head) != NULL && now - c->since_us >= SHED_HEAD_AGE_US) {
+    if ((c = oldest_unread(w)) != NULL && now - c->since_us >= SHED_AGE_US) {
+        atomic_fetch_add_explicit(c->phase == PHASE_HEAD ? &w->s->shed_head : &w->s->shed_body,
+                                  1, memory_order_relaxed);
         conn_close(w, c, now);
-        atomic_fetch_add_explicit(&w->s->shed_head, 1, memory_order_relaxed);
         return 1;
     }
     return 0;
@@ -718,6 +761,11 @@ static int conn_shed(struct worker *w, int64_t now)
 static int64_t header_us(const struct http_server *s)
 {
     return (int64_t)s->opts.header_timeout_s * 1000000;
+}
+
+static int64_t request_us(const struct http_server *s)
+{
+    return (int64_t)s->opts.request_timeout_s * 1000000;
 }
 
 static int64_t idle_cap_us(const struct http_server *s)
@@ -729,19 +777,23 @@ static int64_t idle_cap_us(const struct http_server *s)
 static int64_t conn_due(const struct worker *w)
 {
     const struct conn *head = w->phases[PHASE_HEAD].head, *idle = w->phases[PHASE_IDLE].head;
+    const struct conn *body = w->phases[PHASE_BODY].head, *unread;
     int64_t due = INT64_MAX;
 
     if (head != NULL)
         due = head->since_us + header_us(w->s);
+    if (body != NULL && body->since_us + request_us(w->s) < due)
+        due = body->since_us + request_us(w->s);
     if (idle != NULL && idle->since_us + idle_cap_us(w->s) < due)
         due = idle->since_us + idle_cap_us(w->s);
-    if (head == NULL && idle == NULL)
+    if (head == NULL && body == NULL && idle == NULL)
         return due;
     if (conn_full(w)) {
         if (idle != NULL)
             return 0;
-        if (head->since_us + SHED_HEAD_AGE_US < due)
-            due = head->since_us + SHED_HEAD_AGE_US;
+        unread = oldest_unread(w);
+        if (unread->since_us + SHED_AGE_US < due)
+            due = unread->since_us + SHED_AGE_US;
     }
     return due;
 }
@@ -754,6 +806,10 @@ static void conn_sweep(struct worker *w, int64_t now)
     while ((c = w->phases[PHASE_HEAD].head) != NULL && now >= c->since_us + header_us(w->s)) {
         conn_close(w, c, now);
         atomic_fetch_add_explicit(&w->s->header_timeouts, 1, memory_order_relaxed);
+    }
+    while ((c = w->phases[PHASE_BODY].head) != NULL && now >= c->since_us + request_us(w->s)) {
+        conn_close(w, c, now);
+        atomic_fetch_add_explicit(&w->s->request_timeouts, 1, memory_order_relaxed);
     }
     while ((c = w->phases[PHASE_IDLE].head) != NULL && now >= c->since_us + idle_cap_us(w->s)) {
         conn_close(w, c, now);
@@ -844,6 +900,7 @@ static void refuse(struct http_server *s, struct http_request *req, int status,
     resp.status = status;
     http_response_header(&resp, "Connection", "close");
     req->refused = 1;
+    request_read(req);
     atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
     answer(s, req, &resp);
 }
@@ -871,19 +928,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const char *cl;
         int status;
 
-        /* The first call for a request: its head is whole. */
+        /* The first call for a request: its head is whole; its body is to
+         * come, within request_timeout_s of the request's start. */
         if (c != NULL) {
+            int64_t start = clock_now_us();
             if (c->first) {
                 c->first = 0;
+                start = c->since_us;        /* the accept */
                 if (s->opts.first_byte_timeout_s < s->opts.connection_timeout_s)
                     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
                                               (unsigned int)s->opts.connection_timeout_s);
             }
-            conn_move(current_worker, c, PHASE_BUSY, 0);
+            conn_move(current_worker, c, PHASE_BODY, start);
         }
         req = request_new();
         if (req == NULL)
             return MHD_NO;
+        req->rec = c;
         atomic_fetch_add(&s->in_flight, 1);
         req->started_us = clock_now_us();
         req->conn = conn;
@@ -931,6 +992,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         conn_move(current_worker, c, PHASE_IDLE, clock_now_us());
     if (req == NULL)
         return;
+    req->rec = NULL;
     atomic_fetch_sub(&s->in_flight, 1);
     *con_cls = NULL;
     if (req->deferred != NULL && !req->answered) {
@@ -1446,6 +1508,8 @@ void http_server_load(const struct http_server *s, struct http_server_load *out)
     out->header_timeouts = atomic_load_explicit(&s->header_timeouts, memory_order_relaxed);
     out->shed_idle = atomic_load_explicit(&s->shed_idle, memory_order_relaxed);
     out->shed_head = atomic_load_explicit(&s->shed_head, memory_order_relaxed);
+    out->request_timeouts = atomic_load_explicit(&s->request_timeouts, memory_order_relaxed);
+    out->shed_body = atomic_load_explicit(&s->shed_body, memory_order_relaxed);
     out->refused = atomic_load_explicit(&s->refused, memory_order_relaxed);
     out->refused_per_ip = atomic_load_explicit(&s->refused_per_ip, memory_order_relaxed);
 }
