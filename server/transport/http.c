@@ -44,11 +44,18 @@
  * per worker and moved between lists in O(1): no allocation or syscall
  * per request.
  *
- * Framing (check_framing()): a request that could be read two ways (two
- * Content-Lengths, Content-Length with Transfer-Encoding: request
- * smuggling behind a proxy that reads the other) or whose head is over
- * max_header_bytes is refused before any handler sees it, with the
- * listener's own error body, and its connection is closed.
+ * Framing (framing.c, http_recv()): on a plain-HTTP listener every byte
+ * libmicrohttpd reads goes through framing_read() first, so a request
+ * that could be read two ways (two Content-Lengths, Content-Length with
+ * Transfer-Encoding: request smuggling behind a proxy that reads the
+ * other), is malformed (a length that is not a number, a bad chunk), or
+ * passes a limit (a head over max_header_bytes, a body, declared or
+ * chunked, over max_body_bytes) is answered by http.c with the listener's
+ * own error body, once, and its connection is closed; libmicrohttpd never
+ * sees it, and so never answers with a page of its own (0.9.75 sends some
+ * twice). Bytes past the limit are not read. With TLS, libmicrohttpd's
+ * reads are of ciphertext: there check_framing() refuses what it can once
+ * the head is whole, and libmicrohttpd's own answers remain.
  *
  * TLS is libmicrohttpd's (GnuTLS): the versions and suites offered are a
  * GnuTLS priority string (config.h's default: TLS 1.2 and 1.3, forward
@@ -71,7 +78,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <gnutls/gnutls.h>
@@ -80,6 +89,7 @@
 #include "core/arena.h"
 #include "core/clock.h"
 #include "core/iplimit.h"
+#include "transport/framing.h"
 #include "transport/http.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -106,6 +116,9 @@ struct conn {
     int64_t since_us;           /* when it entered its phase; PHASE_BODY: the request began */
     int phase;
     int first;                  /* its first request head is not whole yet */
+    int fd;                     /* its socket, when its bytes go through framing (else -1) */
+    uint32_t answered;          /* its requests libmicrohttpd has completed */
+    struct framing framing;     /* its byte stream as read so far (http_recv()) */
 };
 
 struct conn_list {
@@ -137,6 +150,8 @@ struct worker {
     struct conn *free_conns;
     struct conn_list phases[PHASES];
     unsigned limit;             /* libmicrohttpd's connection limit for this worker */
+    struct conn **by_fd;        /* the records of framed connections, by socket */
+    size_t nfds;
     int closed;                 /* connections closed since libmicrohttpd last ran */
     atomic_uint count[PHASES];  /* connections per phase, read by http_server_load() */
 };
@@ -151,6 +166,7 @@ struct http_server {
     atomic_int stopping;
     int64_t stop_until_us;      /* grace for requests in flight, once stopping */
     struct iplimit *perip;      /* connections per client address, shared by the workers */
+    struct framing_limits framing;
     atomic_uint_fast64_t header_timeouts, shed_idle, shed_head, refused, refused_per_ip;
     atomic_uint_fast64_t request_timeouts, shed_body;
     _Atomic int64_t refusal_logged_us;  /* when a per-address refusal was last logged */
@@ -820,7 +836,7 @@ static void conn_sweep(struct worker *w, int64_t now)
 
 /* ---- framing ---- */
 
-struct framing {
+struct head_framing {
     int ncl, nte;
     const char *cl[2];          /* the first two Content-Length values */
     const char *te;             /* the first Transfer-Encoding value */
@@ -829,7 +845,7 @@ struct framing {
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                       const char *value)
 {
-    struct framing *f = cls;
+    struct head_framing *f = cls;
 
     (void)kind;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
@@ -853,7 +869,7 @@ static int check_framing(const struct http_server *s, struct MHD_Connection *con
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-    struct framing f = {0, 0, {NULL, NULL}, NULL};
+    struct head_framing f = {0, 0, {NULL, NULL}, NULL};
 
     *status = 400;
     if (ci != NULL && s->opts.max_header_bytes > 0 &&
@@ -903,6 +919,112 @@ static void refuse(struct http_server *s, struct http_request *req, int status,
     request_read(req);
     atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
     answer(s, req, &resp);
+}
+
+/* ---- the bytes libmicrohttpd reads ----
+ *
+ * libmicrohttpd 0.9.75 has no hook between its socket and its parser, and
+ * reads plain sockets with recv() (through the PLT, like every libc call
+ * of a shared library). http_recv() is that recv(): the executable's
+ * definition comes first in the dynamic linker's search, so it is the one
+ * libmicrohttpd calls. For a socket that is not a framed connection of the
+ * calling worker (another thread, hiredis, a TLS listener) it is recvfrom()
+ * and nothing more: one thread-local read and one table look-up. For a
+ * framed connection, what it read goes through framing_read() before
+ * libmicrohttpd sees it; on a failure libmicrohttpd gets the requests
+ * before the failing one, then the end of the stream, after
+ * framing_answer() has sent the refusal. */
+
+ssize_t http_recv(int fd, void *buf, size_t len, int flags) __asm__("recv");
+
+/* Sends c's refusal (the request its framing failed on) on its socket:
+ * the listener's error body with the status framing_read() chose, and
+ * Connection: close. What the client has sent meanwhile is read and
+ * dropped (closing a socket with unread bytes would reset the connection,
+ * and the answer with it). The caller closes the connection. */
+static void framing_answer(struct worker *w, struct conn *c)
+{
+    struct http_server *s = w->s;
+    struct http_response resp;
+    struct permitd_error err;
+    struct msghdr msg;
+    struct iovec iov[2];
+    char head[2048], sink[4096];
+    size_t keep, n = 0;
+    int status = 400;
+
+    framing_read(&c->framing, &s->framing, NULL, 0, &keep, &status, &err);
+    http_response_init(&resp);
+    if (s->opts.refuse != NULL) {
+        s->opts.refuse(&resp, &err);
+    } else {
+        resp.content_type = "text/plain; charset=utf-8";
+        resp.body = err.message;
+        resp.body_len = strlen(err.message);
+    }
+    resp.status = status;
+    n += (size_t)snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nConnection: close\r\n", status,
+                          MHD_get_reason_phrase_for((unsigned)status));
+    if (resp.content_type != NULL && n < sizeof(head))
+        n += (size_t)snprintf(head + n, sizeof(head) - n, "Content-Type: %s\r\n",
+                              resp.content_type);
+    for (int i = 0; i < resp.nheaders && n < sizeof(head); i++)
+        n += (size_t)snprintf(head + n, sizeof(head) - n, "%s: %s\r\n", resp.headers[i].name,
+                              resp.headers[i].value);
+    if (n < sizeof(head))
+        n += (size_t)snprintf(head + n, sizeof(head) - n, "Content-Length: %zu\r\n\r\n",
+                              resp.body_len);
+    if (n < sizeof(head)) {
+        iov[0] = (struct iovec){head, n};
+        iov[1] = (struct iovec){resp.body, resp.body_len};
+        memset(&msg, 0, sizeof(msg));
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 2;
+        /* A fresh socket's buffer takes a few hundred bytes whole: nothing
+         * else is being sent on it (see http_recv()). */
+        sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    for (int i = 0; i < 256 && recvfrom(c->fd, sink, sizeof(sink), MSG_DONTWAIT, NULL, NULL) > 0;
+         i++)
+        ;
+    if (s->opts.access_log)
+        log_msg(LOG_LEVEL_INFO, "request", "listener=%s method=- path=- status=%d bytes=%zu "
+                "refused=framing", s->name, status, resp.body_len);
+    if (resp.body_owned)
+        free(resp.body);
+    atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
+}
+
+ssize_t http_recv(int fd, void *buf, size_t len, int flags)
+{
+    struct worker *w = current_worker;
+    struct permitd_error err;
+    struct conn *c;
+    size_t keep;
+    ssize_t n;
+    int status;
+
+    if (w == NULL || fd < 0 || (size_t)fd >= w->nfds || (c = w->by_fd[fd]) == NULL)
+        return recvfrom(fd, buf, len, flags, NULL, NULL);
+    if (c->phase == PHASE_CLOSING && c->framing.fail)
+        return 0;               /* refused: the end of the stream for libmicrohttpd */
+    if (!c->framing.fail) {
+        n = recvfrom(fd, buf, len, flags, NULL, NULL);
+        if (n <= 0 || framing_read(&c->framing, &w->s->framing, buf, (size_t)n, &keep, &status,
+                                   &err) == PERMITD_OK)
+            return n;
+        if (keep > 0)
+            return (ssize_t)keep;   /* the requests before it first */
+    }
+    if (c->answered != c->framing.requests) {
+        /* Requests before it are still to be answered: the refusal
+         * follows the last one's answer (on_completed()). */
+        errno = EAGAIN;
+        return -1;
+    }
+    framing_answer(w, c);
+    conn_move(w, c, PHASE_CLOSING, clock_now_us());
+    return 0;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -988,8 +1110,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct http_request *req = *con_cls;
     struct conn *c;
 
-    if (current_worker != NULL && (c = conn_of(conn)) != NULL)
+    if (current_worker != NULL && (c = conn_of(conn)) != NULL &&
+        c->phase != PHASE_CLOSING) {
         conn_move(current_worker, c, PHASE_IDLE, clock_now_us());
+        c->answered++;
+        if (c->framing.fail && c->answered == c->framing.requests) {
+            /* A later request failed while this one, the last before it,
+             * was answered. */
+            framing_answer(current_worker, c);
+            conn_close(current_worker, c, clock_now_us());
+        }
+    }
     if (req == NULL)
         return;
     req->rec = NULL;
@@ -1168,6 +1299,15 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         w->free_conns = rec->next;
         rec->mhd = conn;
         rec->first = 1;
+        rec->fd = -1;
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (w->by_fd != NULL && ci != NULL && ci->connect_fd >= 0 &&
+            (size_t)ci->connect_fd < w->nfds) {
+            rec->fd = ci->connect_fd;
+            rec->answered = 0;
+            framing_init(&rec->framing);
+            w->by_fd[rec->fd] = rec;
+        }
         conn_append(w, rec, PHASE_HEAD, now);
         *socket_context = rec;
         if (s->opts.first_byte_timeout_s < s->opts.connection_timeout_s)
@@ -1176,6 +1316,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         conn_shed(w, now);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && rec != NULL) {
         conn_unlink(w, rec);
+        if (rec->fd >= 0 && w->by_fd != NULL)
+            w->by_fd[rec->fd] = NULL;
+        rec->fd = -1;
         rec->mhd = NULL;
         rec->next = w->free_conns;
         w->free_conns = rec;
@@ -1327,6 +1470,7 @@ static void workers_free(struct http_server *s)
             free(req);
         }
         free(w->conns);
+        free(w->by_fd);
     }
     iplimit_free(s->perip);
     free(s);
@@ -1382,8 +1526,19 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
         return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: out of memory for %u "
                                  "connection records", s->name, limit);
     for (unsigned i = 0; i < limit; i++) {
+        w->conns[i].fd = -1;
         w->conns[i].next = w->free_conns;
         w->free_conns = &w->conns[i];
+    }
+    if (!(flags & MHD_USE_TLS)) {
+        /* Every socket number this process can open, so every connection
+         * is framed; untouched pages of it cost nothing. */
+        struct rlimit rl;
+        w->nfds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+                  rl.rlim_cur < (1u << 24) ? (size_t)rl.rlim_cur : (1u << 24);
+        if ((w->by_fd = calloc(w->nfds, sizeof(w->by_fd[0]))) == NULL)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: out of memory for "
+                                     "its table of %zu sockets", s->name, w->nfds);
     }
     w->daemon = MHD_start_daemon(
         flags, 0,
@@ -1441,6 +1596,9 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
     snprintf(s->name, sizeof(s->name), "%s", opts->name ? opts->name : "http");
     s->opts.name = s->name;
     s->nworkers = nworkers;
+    s->framing.max_header_bytes =
+        opts->max_header_bytes > 0 ? (size_t)opts->max_header_bytes : SIZE_MAX;
+    s->framing.max_body_bytes = (uint64_t)opts->max_body_bytes;
     for (int i = 0; i < nworkers; i++)
         s->workers[i].listen_fd = -1;
     if ((rc = iplimit_new(opts->max_connections_per_ip, &s->perip, err)) != PERMITD_OK ||
