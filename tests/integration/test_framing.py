@@ -179,6 +179,98 @@ class FramingTest(unittest.TestCase):
         self.assertEqual(len(open_socks), 0, "%d of 250 trickling connections still open %.0f s "
                          "after they began" % (len(open_socks), time.monotonic() - opened))
 
+    # ---- framing ----
+
+    def framing_cases(self, path):
+        """(what, raw request, the statuses it may get): each would reach
+        libmicrohttpd's own answers, or could be read two ways."""
+        head = self.post_head(b"", path)
+        body = self.acquire_body()
+        return [
+            ("Content-Length: abc", head + b"Content-Length: abc\r\n\r\n" + body, (400,)),
+            ("a negative length", head + b"Content-Length: -5\r\n\r\n" + body, (400,)),
+            ("two equal lengths", head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
+             % (len(body), len(body)) + body, (400,)),
+            ("two lengths", head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
+             % (len(body), len(body) + 5) + body + b"GET /", (400,)),
+            ("a length over 2^63", head + b"Content-Length: 9223372036854775808\r\n\r\n" + body,
+             (400, 413)),
+            ("a length over 2^64", head + b"Content-Length: 99999999999999999999999\r\n\r\n"
+             + body, (400, 413)),
+            ("a bad chunk size", head + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n"
+             + body + b"\r\n0\r\n\r\n", (400,)),
+            ("chunk data longer than its size", head + b"Transfer-Encoding: chunked\r\n\r\n2\r\n"
+             + body + b"\r\n0\r\n\r\n", (400,)),
+            ("an oversized header line", head + b"X-Junk: " + b"a" * 40000 + b"\r\n\r\n",
+             (431,)),
+            ("Content-Length and Transfer-Encoding", head + b"Content-Length: %d\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n" % len(body) + body, (400,)),
+            ("a header line without a colon", head + b"NoColon\r\n\r\n", (400,)),
+            ("a request line that is not one", b"GARBAGE\r\n\r\n", (400,)),
+        ]
+
+    def check_one_answer_each(self, port, path):
+        for what, data, statuses in self.framing_cases(path):
+            with self.subTest(what):
+                out = raw(port, data)
+                status, headers, err = parse_one_response(self, out)
+                self.assertIn(status, statuses, out)
+                self.assertIn(err["code"], ("invalid_argument", "resource_exhausted"), err)
+                self.assertEqual(headers.get("connection"), "close", out)
+
+    def test_bad_framing_gets_one_connect_error_on_the_api_listener(self):
+        p = self.permitd()
+        self.check_one_answer_each(p.port, ACQUIRE)
+        # The listener serves the next caller as usual.
+        self.assertEqual(decision(p.http().acquire(self.name))["allowed"], True)
+
+    def test_bad_framing_gets_one_connect_error_on_the_admin_listener(self):
+        p = self.permitd()
+        self.check_one_answer_each(p.admin_port, b"/permit.v1.AdminAuthService/Login")
+        self.assertEqual(p.admin().request("GET", "/healthz").status, 200)
+
+    def test_pipelined_requests_before_bad_framing_are_answered_first(self):
+        p = self.permitd()
+        ok = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        out = raw(p.port, ok + ok + self.post_head(b"Content-Length: abc\r\n\r\n"))
+        first, sep, rest = out.partition(b"ok\n")
+        self.assertTrue(first.startswith(b"HTTP/1.1 200 "), out)
+        second, sep, rest = rest.partition(b"ok\n")
+        self.assertTrue(second.startswith(b"HTTP/1.1 200 "), out)
+        status, _, err = parse_one_response(self, rest)
+        self.assertEqual(status, 400, out)
+
+    # ---- bodies over the limit ----
+
+    def test_a_chunked_body_over_the_limit_is_refused_once_it_passes_it(self):
+        limit = 65536
+        bound = limit + 256 * 1024
+        p = self.permitd("--max-body-bytes", str(limit))
+        s = socket.create_connection(("127.0.0.1", p.port), timeout=10)
+        self.addCleanup(s.close)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        s.sendall(self.post_head(b"Transfer-Encoding: chunked\r\n\r\n"))
+        piece = b"x" * 4096
+        chunk = b"%x\r\n%s\r\n" % (len(piece), piece)
+        sel = selectors.DefaultSelector()
+        self.addCleanup(sel.close)
+        sel.register(s, selectors.EVENT_READ)
+        # A 10 MB body, a chunk every 10 ms, until the server answers (or
+        # closes), or the bound is passed: a server that waits for the
+        # body's end sends nothing before then.
+        sent = 0
+        while sent < 10 * 1024 * 1024 and sent <= bound and not sel.select(timeout=0.01):
+            try:
+                s.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            sent += len(piece)
+        self.assertLessEqual(sent, bound, "%d body bytes sent and no answer yet" % sent)
+        status, _, err = parse_one_response(self, read_all(s, 20))
+        self.assertEqual(status, 413, err)
+        self.assertEqual(err["code"], "resource_exhausted", err)
+        self.assertIn(str(limit), err["message"])
+
 
 if __name__ == "__main__":
     harness.main()
