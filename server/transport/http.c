@@ -1078,12 +1078,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             refuse(s, req, status, &err);
             return MHD_YES;
         }
-        /* A declared body over the limit is refused before it is read;
+        /* A declared body over the limit is refused before it is read
+         * (as framing_read() does, for a listener it cannot see: TLS);
          * MHD then closes the connection rather than read the body. */
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)s->opts.max_body_bytes) {
-            req->too_large = 1;
-            dispatch(s, req);
+            permitd_error_set(&err, PERMITD_EEXHAUSTED, "request body of %.24s bytes is over "
+                              "the %d-byte limit (--max-body-bytes)", cl, s->opts.max_body_bytes);
+            refuse(s, req, 413, &err);
         }
         return MHD_YES;
     }
@@ -1096,9 +1098,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (req->too_large && MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                      MHD_HTTP_HEADER_CONTENT_LENGTH) != NULL)
-        return MHD_YES;   /* already answered on the first call */
     dispatch(s, req);
     return MHD_YES;
 }
