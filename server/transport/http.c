@@ -1315,7 +1315,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         conn_shed(w, now);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && rec != NULL) {
         conn_unlink(w, rec);
-        if (rec->fd >= 0 && w->by_fd != NULL)
+        if (rec->fd >= 0 && w->by_fd != NULL && w->by_fd[rec->fd] == rec)
             w->by_fd[rec->fd] = NULL;
         rec->fd = -1;
         rec->mhd = NULL;
