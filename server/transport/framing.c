@@ -55,6 +55,9 @@ enum fail {
     F_CHUNKED_SIZE,             /* chunked body past the limit */
     F_CHUNK_SIZE,               /* a chunk size that is not hex */
     F_CHUNK_END,                /* chunk data not followed by its line end */
+    F_NO_NAME,                  /* a header line starting with its colon */
+    F_CONTROL,                  /* a control character in the head */
+    F_TE_HTTP10,                /* Transfer-Encoding in an HTTP/1.0 request */
 };
 
 void framing_init(struct framing *f)
@@ -103,6 +106,15 @@ static int failure(const struct framing *f, const struct framing_limits *lim, in
                                  "a header line folded onto the one before (obs-fold)");
     case F_NO_COLON:
         return permitd_error_set(err, PERMITD_EINVAL, "a header line without a colon");
+    case F_NO_NAME:
+        return permitd_error_set(err, PERMITD_EINVAL, "a header line without a name");
+    case F_CONTROL:
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "a control character in the request head");
+    case F_TE_HTTP10:
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "Transfer-Encoding in an HTTP/1.0 request (RFC 9112: its "
+                                 "framing is faulty)");
     case F_SPACE_BEFORE_COLON:
         return permitd_error_set(err, PERMITD_EINVAL, "white space before a header's colon");
     case F_HEAD_SIZE:
@@ -161,7 +173,8 @@ static int request_line(struct framing *f)
 
     if (f->spaces != 2 || f->line[0] == ' ' || f->line_len < 12)
         return F_REQUEST_LINE;
-    if (v == PACK8("HTTP/1.1") || v == PACK8("HTTP/1.0"))
+    f->http10 = v == PACK8("HTTP/1.0");
+    if (v == PACK8("HTTP/1.1") || f->http10)
         return F_NONE;
     if ((v >> 24) == (PACK8("HTTP/\0\0\0") >> 24))
         return F_VERSION;
@@ -218,6 +231,8 @@ static int head_end(struct framing *f, const struct framing_limits *lim)
     if (f->ncl > 0 && f->nte > 0)
         return F_CL_AND_TE;
     if (f->nte > 0) {
+        if (f->http10)
+            return F_TE_HTTP10;
         if (f->nte > 1 || !f->te_chunked)
             return F_TE;
         f->body = 0;
@@ -321,6 +336,8 @@ static int line_byte(struct framing *f, const struct framing_limits *lim, unsign
         return F_CHUNK_END;
     if (!in_head && f->line_len >= 1024)
         return F_CHUNK_SIZE;
+    if (in_head && ((c < 0x20 && c != '\t') || c == 0x7f))
+        return F_CONTROL;
     if (f->line_len < sizeof(f->line))
         f->line[f->line_len] = (char)c;
     if (f->state == S_LINE) {
@@ -329,6 +346,8 @@ static int line_byte(struct framing *f, const struct framing_limits *lim, unsign
     } else if (f->state == S_HEADER || f->state == S_TRAILER) {
         if (f->line_len == 0 && (c == ' ' || c == '\t'))
             return F_FOLDED;
+        if (f->line_len == 0 && c == ':')
+            return F_NO_NAME;
         if (!f->colon && c == ':')
             f->colon = 1;
         else if (!f->colon && (c == ' ' || c == '\t'))

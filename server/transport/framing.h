@@ -29,6 +29,7 @@ struct framing {
     uint8_t ncl, nte;           /* Content-Length / Transfer-Encoding lines of this head */
     uint8_t te_chunked;         /* the Transfer-Encoding value is "chunked" */
     uint8_t spaces;             /* spaces in the request line */
+    uint8_t http10;             /* the request is HTTP/1.0 */
     int fail;                   /* why it stopped (enum in framing.c), 0 while fine */
     uint32_t line_len;          /* bytes of the current line so far (CR LF not counted) */
     uint32_t head_len;          /* bytes of the current head (or trailer) so far */

@@ -91,6 +91,9 @@ static void test_framing_refusals(void)
     expect(POST " folded\r\n\r\n", 400, 0);
     expect("GET / HTTP/1.1\rHost: h\r\n\r\n", 400, 0);
     expect("GARBAGE\r\n\r\n", 400, 0);
+    expect(POST ": x\r\n\r\n", 400, 0);
+    expect(POST "X-A: a\x01b\r\n\r\n", 400, 0);
+    expect("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, 0);
     expect("GET / HTTP/2.0\r\n\r\n", 505, 0);
     expect(GET "GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400, 1);
 }
