@@ -140,13 +140,13 @@ static int failure(const struct framing *f, const struct framing_limits *lim, in
                                  "\"chunked\"", f->detail,
                                  f->nte > 1 ? " (given more than once)" : "");
     case F_BODY_SIZE:
-        *status = 413;
+        *status = 429;
         return permitd_error_set(err, PERMITD_EEXHAUSTED,
                                  "request body of %s bytes is over the %llu-byte limit "
                                  "(--max-body-bytes)", f->detail,
                                  (unsigned long long)lim->max_body_bytes);
     case F_CHUNKED_SIZE:
-        *status = 413;
+        *status = 429;
         return permitd_error_set(err, PERMITD_EEXHAUSTED,
                                  "chunked request body is over the %llu-byte limit "
                                  "(--max-body-bytes)", (unsigned long long)lim->max_body_bytes);

@@ -53,7 +53,7 @@ void framing_init(struct framing *f);
 
 /* Reads the next n bytes of the stream. Returns PERMITD_OK while they are
  * well framed. Otherwise an error with *status the HTTP status to answer
- * (400, 413, 431, 501 or 505), err saying what is wrong, and *keep the
+ * (400, 429, 431, 501 or 505), err saying what is wrong, and *keep the
  * number of leading bytes of data that belong to requests before the one
  * that failed (0 when it began in an earlier call); every later call
  * fails the same way. */

@@ -1085,7 +1085,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)s->opts.max_body_bytes) {
             permitd_error_set(&err, PERMITD_EEXHAUSTED, "request body of %.24s bytes is over "
                               "the %d-byte limit (--max-body-bytes)", cl, s->opts.max_body_bytes);
-            refuse(s, req, 413, &err);
+            refuse(s, req, 429, &err);
         }
         return MHD_YES;
     }

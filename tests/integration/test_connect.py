@@ -531,7 +531,7 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
             body = json.dumps(msg).encode()
             self.assertEqual(len(body), 2000)
             r = h.request("POST", ACQUIRE, body, JSON)
-            self.assertConnectError(r, 413, "resource_exhausted", "1024")
+            self.assertConnectError(r, 429, "resource_exhausted", "1024")
             h.close()
 
             # A GET (Peek) declaring a body over the limit: refused the same
@@ -543,7 +543,7 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
                                             "message": json.dumps({"bucket": name, "app": "app"})})
             h.conn.timeout = 5
             r = h.request("GET", PEEK + "?" + query, b" " * 2000)
-            self.assertConnectError(r, 413, "resource_exhausted", "1024")
+            self.assertConnectError(r, 429, "resource_exhausted", "1024")
             h.close()
 
             # 50 MB chunked, 64 KiB at a time: refused with memory bounded.
@@ -553,7 +553,7 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
                                             JSON, timeout=60)
             rss_after = p.rss_kb()
             if reply is not None:
-                self.assertConnectError(reply, 413, "resource_exhausted", "1024")
+                self.assertConnectError(reply, 429, "resource_exhausted", "1024")
             else:
                 # Acceptable only as a connection the server cut off.
                 self.assertIsInstance(error, (ConnectionResetError, BrokenPipeError), error)

@@ -8,7 +8,7 @@ against a real permitd and Redis over raw sockets:
 - framing libmicrohttpd 0.9.75 would answer with its own HTML page (a
   Content-Length that is not a number, negative, over 2^64; a bad chunk
   size; a header line over the pool) or that could be read two ways: on
-  both listeners, exactly one well-formed HTTP response, a 400/413/431/501
+  both listeners, exactly one well-formed HTTP response, a 400/429/431/501
   with a Connect JSON error, then the end of the connection;
 - a chunked body far over --max-body-bytes sent slowly: the server answers
   and closes once the limit is passed, not at the body's end."""
@@ -194,9 +194,9 @@ class FramingTest(unittest.TestCase):
             ("two lengths", head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
              % (len(body), len(body) + 5) + body + b"GET /", (400,)),
             ("a length over 2^63", head + b"Content-Length: 9223372036854775808\r\n\r\n" + body,
-             (400, 413)),
+             (400, 429)),
             ("a length over 2^64", head + b"Content-Length: 99999999999999999999999\r\n\r\n"
-             + body, (400, 413)),
+             + body, (400, 429)),
             ("a bad chunk size", head + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n"
              + body + b"\r\n0\r\n\r\n", (400,)),
             ("chunk data longer than its size", head + b"Transfer-Encoding: chunked\r\n\r\n2\r\n"
@@ -267,7 +267,7 @@ class FramingTest(unittest.TestCase):
             sent += len(piece)
         self.assertLessEqual(sent, bound, "%d body bytes sent and no answer yet" % sent)
         status, _, err = parse_one_response(self, read_all(s, 20))
-        self.assertEqual(status, 413, err)
+        self.assertEqual(status, 429, err)
         self.assertEqual(err["code"], "resource_exhausted", err)
         self.assertIn(str(limit), err["message"])
 

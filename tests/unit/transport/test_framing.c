@@ -72,14 +72,14 @@ static void test_framing_refusals(void)
     expect(POST "Content-Length: 2 2\r\n\r\n", 400, 0);
     expect(POST "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}", 400, 0);
     expect(POST "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", 400, 0);
-    expect(POST "Content-Length: 1001\r\n\r\n", 413, 0);
-    expect(POST "Content-Length: 9223372036854775808\r\n\r\n", 413, 0);
-    expect(POST "Content-Length: 99999999999999999999999\r\n\r\n", 413, 0);
+    expect(POST "Content-Length: 1001\r\n\r\n", 429, 0);
+    expect(POST "Content-Length: 9223372036854775808\r\n\r\n", 429, 0);
+    expect(POST "Content-Length: 99999999999999999999999\r\n\r\n", 429, 0);
     expect(POST "Transfer-Encoding: gzip\r\n\r\n", 501, 0);
     expect(POST "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 501, 0);
     expect(POST "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, 0);
     expect(POST "Transfer-Encoding: chunked\r\n\r\n2\r\n{}}\r\n", 400, 0);
-    expect(POST "Transfer-Encoding: chunked\r\n\r\n3e9\r\n", 413, 0);          /* 1001 */
+    expect(POST "Transfer-Encoding: chunked\r\n\r\n3e9\r\n", 429, 0);          /* 1001 */
     expect(POST "Transfer-Encoding: chunked\r\n\r\n1f4\r\n", 0, 0);            /* 500: fine */
     expect(POST "X-Long: "
                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
