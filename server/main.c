@@ -228,6 +228,7 @@ static int serve(const struct config *cfg)
         .max_connections = cfg->max_connections,
         .connection_timeout_s = cfg->connection_timeout_s,
         .header_timeout_s = cfg->header_timeout_s,
+        .request_timeout_s = cfg->request_timeout_s,
         .first_byte_timeout_s = cfg->first_byte_timeout_s,
         .max_connections_per_ip = cfg->max_connections_per_ip,
         .max_header_bytes = cfg->max_header_bytes,

@@ -51,6 +51,9 @@ static const struct setting settings[] = {
         "30", 1, 3600, "seconds a connection may stay idle or slow"),
     INT(header_timeout_s, "header-timeout", "PERMITD_HEADER_TIMEOUT", "10", 1, 3600,
         "seconds a request's line + headers may take in all, however steadily they trickle"),
+    INT(request_timeout_s, "request-timeout", "PERMITD_REQUEST_TIMEOUT", "30", 1, 3600,
+        "seconds a whole request (line, headers and body) may take in all, however steadily "
+        "its bytes trickle"),
     INT(first_byte_timeout_s, "first-byte-timeout", "PERMITD_FIRST_BYTE_TIMEOUT", "3", 1, 3600,
         "seconds a new connection may stay silent (and pause while sending its first head)"),
     INT(max_connections_per_ip, "max-connections-per-ip", "PERMITD_MAX_CONNECTIONS_PER_IP",

@@ -48,6 +48,7 @@ struct config {
     int max_connections;
     int connection_timeout_s;     /* idle/slow connection limit */
     int header_timeout_s;         /* whole request head, however steady its bytes */
+    int request_timeout_s;        /* whole request, head and body */
     int first_byte_timeout_s;     /* a new connection's silence */
     int max_connections_per_ip;   /* 0 = no limit */
     int max_header_bytes;         /* per connection: request line + headers */

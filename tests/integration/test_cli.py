@@ -41,6 +41,7 @@ SETTINGS = [
     ("--tls-key", "PERMITD_TLS_KEY"),
     ("--tls-priorities", "PERMITD_TLS_PRIORITIES"),
     ("--header-timeout", "PERMITD_HEADER_TIMEOUT"),
+    ("--request-timeout", "PERMITD_REQUEST_TIMEOUT"),
     ("--first-byte-timeout", "PERMITD_FIRST_BYTE_TIMEOUT"),
     ("--login-workers", "PERMITD_LOGIN_WORKERS"),
     ("--login-queue", "PERMITD_LOGIN_QUEUE"),
