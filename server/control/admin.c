@@ -411,7 +411,7 @@ static void write_through(struct admin *a, const struct store_policy *p)
 
     if (a->sync != NULL && sync_write_policy(a->sync, p, &err) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "write-through to redis failed; the next sync pass will retry",
-                "policy=%s error=\"%s\"", p->name, err.message);
+                "policy=%s error=%s", p->name, log_q(err.message));
 }
 
 /* ---- PolicyService ---- */
@@ -722,7 +722,7 @@ static int delete_policy(void *ud, struct connect_call *call, const ProtobufCMes
     limiter_forget(a->limiter, rq->name);
     if (a->sync != NULL && sync_remove_policy(a->sync, rq->name, &why) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "removing a deleted policy from redis failed; the next sync pass will",
-                "policy=%s error=\"%s\"", rq->name, why.message);
+                "policy=%s error=%s", rq->name, log_q(why.message));
     log_msg(LOG_LEVEL_INFO, "policy deleted", "policy=%s by=%s", rq->name, user.username);
     return PERMITD_OK;
 }
@@ -793,7 +793,7 @@ static int reset_bucket(void *ud, struct connect_call *call, const ProtobufCMess
     if ((rc = authenticate(a, call, ROLE_EDITOR, &user, err)) != PERMITD_OK ||
         (rc = limiter_reset(a->limiter, rq->name, rq->key, deadline(), err)) != PERMITD_OK)
         return rc;
-    log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=\"%.64s\" by=%s", rq->name, rq->key,
+    log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=%s by=%s", rq->name, log_q(rq->key),
             user.username);
     return bucket_proto(a, call, rq->name, rq->key, 1, &rs->bucket, err);
 }
@@ -862,8 +862,8 @@ static void login_policy(struct admin *a)
     if (a->sync != NULL &&
         sync_own_policy(a->sync, LOGIN_POLICY, fields, sizeof(fields) / sizeof(fields[0]),
                         &err) != PERMITD_OK)
-        log_msg(LOG_LEVEL_WARN, "cannot write the login throttle's policy", "policy=%s error=\"%s\"",
-                LOGIN_POLICY, err.message);
+        log_msg(LOG_LEVEL_WARN, "cannot write the login throttle's policy", "policy=%s error=%s",
+                LOGIN_POLICY, log_q(err.message));
 }
 
 /* The login bucket's key for a user name (lower-cased: Alice = alice)
@@ -894,7 +894,7 @@ static int login_try(struct admin *a, const char *key, int take, struct permitd_
         login_policy(a);
     }
     if (rc != PERMITD_OK) {
-        log_msg(LOG_LEVEL_WARN, "login throttle unavailable; login allowed", "error=\"%s\"", why.message);
+        log_msg(LOG_LEVEL_WARN, "login throttle unavailable; login allowed", "error=%s", log_q(why.message));
         return PERMITD_OK;
     }
     if (!take && r.remaining < 1) {
@@ -968,7 +968,7 @@ static void login_checked(void *ud, int match)
     http_response_init(&resp);
     if (!match || !l->found) {
         login_try(l->a, l->key, 1, &err);
-        log_msg(LOG_LEVEL_WARN, "login failed", "user=\"%.64s\" addr=%s", l->username, l->addr);
+        log_msg(LOG_LEVEL_WARN, "login failed", "user=%s addr=%s", log_q(l->username), l->addr);
         rc = permitd_error_set(&err, PERMITD_EUNAUTHENTICATED, "wrong user name or password");
     } else {
         rc = login_session(l, &resp, &err);
@@ -1001,8 +1001,8 @@ static void login_start(struct login *l)
     if (rc == PERMITD_OK)
         return;
     if (rc == PERMITD_EEXHAUSTED)
-        log_msg(LOG_LEVEL_DEBUG, "login shed: password checks full", "user=\"%.64s\" addr=%s",
-                l->username, l->addr);
+        log_msg(LOG_LEVEL_DEBUG, "login shed: password checks full", "user=%s addr=%s",
+                log_q(l->username), l->addr);
     http_response_init(&resp);
     connect_error_reply(&resp, &err);
     answer_headers(l->a, &resp);

@@ -14,8 +14,55 @@ import unittest
 
 import harness
 from harness import Permitd, Redis, decision, error_code, put_policy, unique, pb_encode
+from test_admin import EDITOR, AdminCase
 
 ACQUIRE = "/permit.v1.RateLimitService/Acquire"
+
+
+LOGFMT_PAIR = re.compile(r'([A-Za-z_][A-Za-z0-9_.]*)=("(?:[^"\\]|\\.)*"|[^ "\t]*)(?: |$)')
+
+
+def logfmt(line):
+    """One logfmt line as a list of (key, value) pairs, values unquoted
+    (\\n, \\r, \\t, \\xNN, \\" and \\\\ decoded), or None when the line is
+    not wholly key=value pairs separated by single spaces."""
+    pairs, i = [], 0
+    while i < len(line):
+        m = LOGFMT_PAIR.match(line, i)
+        if m is None:
+            return None
+        k, v = m.group(1), m.group(2)
+        if v.startswith('"'):
+            v = re.sub(r'\\(x[0-9a-f]{2}|.)', lambda e: {"n": "\n", "r": "\r", "t": "\t"}.get(
+                e.group(1), chr(int(e.group(1)[1:], 16)) if e.group(1).startswith("x") and
+                len(e.group(1)) == 3 else e.group(1)), v[1:-1])
+        pairs.append((k, v))
+        i = m.end()
+    return pairs
+
+
+def logfmt_lines(test, log):
+    """Every line of permitd's log as a dict, asserting each is well-formed
+    logfmt that begins with ts= and level= and names no key twice."""
+    out = []
+    for line in log.splitlines():
+        if not line.startswith("ts=") and ("ERROR: AddressSanitizer" in line or not line):
+            continue
+        pairs = logfmt(line)
+        test.assertIsNotNone(pairs, "not one logfmt line: %r" % line)
+        keys = [k for k, _ in pairs]
+        test.assertEqual(keys[:3], ["ts", "level", "msg"], line)
+        test.assertEqual(len(keys), len(set(keys)), "a key twice (forged?): %r" % line)
+        out.append(dict(pairs))
+    return out
+
+
+def wait_log(p, needle, timeout=30):
+    """permitd's output once it holds needle."""
+    deadline = time.monotonic() + timeout
+    while needle not in p.output() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return p.output()
 
 
 def raw(port, data, timeout=5.0):
@@ -170,11 +217,21 @@ class HostileTest(unittest.TestCase):
         raw(p.port, b'GET /x%22%20level=error%20msg=%22forged HTTP/1.1\r\nHost: x\r\n'
                     b'Connection: close\r\n\r\n')
         raw(p.port, b'GET /y" level=error msg="forged HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+        # A decoded CR LF and quote in the path, a tab (logfmt whitespace)
+        # and a quote in the method: libmicrohttpd takes both as they are.
+        raw(p.port, b'GET\tlevel=error /z%0d%0ats=0%20level=error%20msg=%22forged%22%5c HTTP/1.1'
+                    b'\r\nHost: x\r\nConnection: close\r\n\r\n')
+        raw(p.port, b'G"ET /w HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
         p.http().request("GET", "/healthz")
-        time.sleep(0.2)
-        log = p.output()
-        self.assertIn('msg="request" listener=api method=GET path="/healthz" status=200', log)
+        log = wait_log(p, 'path="/healthz"')
+        self.assertIn('msg="request" listener=api method="GET" path="/healthz" status=200', log)
         self.assertNotIn('level=error msg="forged', log)
+        requests = [f for f in logfmt_lines(self, log) if f.get("msg") == "request"]
+        self.assertIn(("GET\tlevel=error", "/z\r\nts=0 level=error msg=\"forged\"\\"),
+                      [(f["method"], f["path"]) for f in requests], log)
+        self.assertIn(('G"ET', "/w"), [(f["method"], f["path"]) for f in requests], log)
+        for f in requests:
+            self.assertEqual(f["level"], "info", f)
 
     def test_sigkill_and_restart_lose_nothing_acknowledged(self):
         name = unique("kill")
@@ -187,6 +244,22 @@ class HostileTest(unittest.TestCase):
         q = self.permitd()
         self.assertEqual(decision(q.http().peek(name))["remaining"], 2)
 
+
+
+class EditorLogTest(AdminCase):
+    """What an editor types reaches the log quoted: a bucket key cannot
+    forge the line's fields (issue 42)."""
+
+    def test_a_reset_bucket_key_cannot_forge_fields(self):
+        e = self.editor()
+        name = e.create(self.name("fg"))["name"]
+        key = 'x" by=root level=error msg="forged'
+        e.ok(e.p("ResetBucket", {"name": name, "key": key}))
+        log = wait_log(self.permitd, 'msg="bucket reset" policy=%s' % name)
+        resets = [f for f in logfmt_lines(self, log)
+                  if f.get("msg") == "bucket reset" and f.get("policy") == name]
+        self.assertEqual([(f["level"], f["key"], f["by"]) for f in resets],
+                         [("info", key, EDITOR)], log[-2000:])
 
 if __name__ == "__main__":
     harness.main()
