@@ -116,6 +116,10 @@ static const struct setting settings[] = {
     INT(login_queue, "login-queue", "PERMITD_LOGIN_QUEUE", "8", 0, 1024,
         "admin logins that may wait for a password check; more at once are answered "
         "resource_exhausted (429)"),
+    INT(login_account_tries, "login-account-tries", "PERMITD_LOGIN_ACCOUNT_TRIES", "10", 0,
+        10000, "admin logins one user name may try per minute from all addresses together "
+        "(a burst of this many, then one every 60/N s; a login that finds none left is "
+        "answered resource_exhausted); 0 = no cap per account"),
     STR(log_level, "log-level", "PERMITD_LOG_LEVEL", "info",
         "debug, info, warn or error"),
     STR(app_auth, "app-auth", "PERMITD_APP_AUTH", "keys",

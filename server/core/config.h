@@ -105,6 +105,7 @@ struct config {
     char admin_ui_dir[1024];      /* serve the UI from here (development); "" = embedded */
     int login_workers;            /* threads that check login passwords (argon2id) */
     int login_queue;              /* password checks that may wait for one; more: 429 */
+    int login_account_tries;      /* logins per minute per user name, all addresses; 0: off */
 
     char log_level[16];
 

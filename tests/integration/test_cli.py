@@ -44,6 +44,7 @@ SETTINGS = [
     ("--first-byte-timeout", "PERMITD_FIRST_BYTE_TIMEOUT"),
     ("--login-workers", "PERMITD_LOGIN_WORKERS"),
     ("--login-queue", "PERMITD_LOGIN_QUEUE"),
+    ("--login-account-tries", "PERMITD_LOGIN_ACCOUNT_TRIES"),
     ("--request-id-ttl", "PERMITD_REQUEST_ID_TTL"),
     ("--stats-policies", "PERMITD_STATS_POLICIES"),
     ("--fleet-publish-ms", "PERMITD_FLEET_PUBLISH_MS"),
