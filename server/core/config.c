@@ -38,6 +38,33 @@ struct setting {
 #define INT(field, name, env, def, lo, hi, help) \
     {name, env, T_INT, offsetof(struct config, field), 0, def, lo, hi, help}
 
+/* --admin-hosts: comma-separated DNS names ([A-Za-z0-9.-], a letter or
+ * digit first), or "*". */
+static int check_admin_hosts(const char *list, struct permitd_error *err)
+{
+    const char *p = list;
+
+    while (*p != '\0') {
+        size_t len = strcspn(p, ",");
+        const char *item = p;
+        while (len > 0 && *item == ' ')
+            item++, len--;
+        while (len > 0 && item[len - 1] == ' ')
+            len--;
+        if (!(len == 1 && item[0] == '*') &&
+            (len == 0 || len > 253 || !isalnum((unsigned char)item[0]) ||
+             strspn(item, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") < len))
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "--admin-hosts (PERMITD_ADMIN_HOSTS): \"%.*s\" is not a DNS "
+                                     "name (or *)",
+                                     (int)(len > 64 ? 64 : len), item);
+        p += strcspn(p, ",");
+        if (*p == ',')
+            p++;
+    }
+    return PERMITD_OK;
+}
+
 static const struct setting settings[] = {
     STR(listen, "listen", "PERMITD_LISTEN", "127.0.0.1:8080",
         "API listener address, host:port"),
@@ -108,6 +135,10 @@ static const struct setting settings[] = {
         "most denied keys of the last minute or two) to Redis, for GetHotKeys"),
     STR(admin_listen, "admin-listen", "PERMITD_ADMIN_LISTEN", "127.0.0.1:8081",
         "admin listener address (/healthz, /readyz), host:port"),
+    STR(admin_hosts, "admin-hosts", "PERMITD_ADMIN_HOSTS", "",
+        "DNS names the admin listener answers to besides localhost and IP addresses "
+        "(comma-separated, e.g. admin.example.com; * = any): a Host naming anything else is "
+        "refused, whatever the bind (DNS rebinding)"),
     STR(admin_ui_dir, "admin-ui-dir", "PERMITD_ADMIN_UI_DIR", "",
         "serve the admin UI from this directory (development); default: built in"),
     INT(login_workers, "login-workers", "PERMITD_LOGIN_WORKERS", "1", 1, 64,
@@ -793,6 +824,8 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
     if (cfg->mysql_url[0] != '\0' &&
         config_parse_mysql_url(cfg->mysql_url, &cfg->mysql, err) != PERMITD_OK)
         return prefixed(err, "--mysql-url (PERMITD_MYSQL_URL)");
+    if ((rc = check_admin_hosts(cfg->admin_hosts, err)) != PERMITD_OK)
+        return rc;
     if ((rc = check_prefix(cfg->redis_prefix, err)) != PERMITD_OK)
         return rc;
     if ((rc = parse_request_id_ttl(cfg, err)) != PERMITD_OK)

@@ -3,6 +3,7 @@ connections from one address, slow senders, 10,000 malformed requests with
 RSS staying flat, a log that cannot be forged, and SIGKILL + restart losing
 nothing acknowledged. Real permitd and Redis."""
 import gzip
+import http.client
 import json
 import os
 import random
@@ -244,6 +245,70 @@ class HostileTest(unittest.TestCase):
         q = self.permitd()
         self.assertEqual(decision(q.http().peek(name))["remaining"], 2)
 
+
+
+def get_with_host(port, path, host, method="GET", headers=None, body=b""):
+    """One request to 127.0.0.1:port naming Host host; (status, body)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        c.putheader("Host", host)
+        for k, v in (headers or {}).items():
+            c.putheader(k, v)
+        c.putheader("Content-Length", str(len(body)))
+        c.endheaders(body)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+class RebindingTest(unittest.TestCase):
+    """The admin listener refuses a Host that is a DNS name it was not told
+    of, whatever it is bound to: Docker binds 0.0.0.0 behind a 127.0.0.1
+    port map, where a rebinding page reaches it as well (issue 42)."""
+
+    def start(self, *args):
+        port = harness.free_port()
+        p = Permitd(prefix=unique("rb") + ":", args=["--admin-listen", "0.0.0.0:%d" % port] +
+                    list(args))
+        self.addCleanup(p.stop)
+        harness.wait_for("the admin listener", lambda: Permitd._accepts(port), timeout=30)
+        return port
+
+    def test_a_wildcard_bind_refuses_other_names(self):
+        port = self.start()
+        for host in ("evil.example", "evil.example:%d" % port, "rebind.example:18081",
+                     "127.0.0.1.evil.example", "localhost.evil.example:%d" % port):
+            for path in ("/metrics", "/", "/permit.v1.PolicyService/ListPolicies"):
+                with self.subTest(host=host, path=path):
+                    status, body = get_with_host(port, path, host)
+                    self.assertEqual(status, 403, body)
+                    self.assertIn(b"permission_denied", body)
+                    self.assertIn(b"--admin-hosts", body)
+        # A login from a rebound page: its Origin matches its Host, and is
+        # refused all the same.
+        status, body = get_with_host(port, "/permit.v1.AdminAuthService/Login", "evil.example",
+                                     "POST", {"Origin": "http://evil.example",
+                                              "Content-Type": "application/json"},
+                                     b'{"username":"a","password":"b"}')
+        self.assertEqual(status, 403, body)
+        # IP addresses (any port: a port map's), localhost, and the probes
+        # whatever the Host.
+        for host in ("127.0.0.1:%d" % port, "127.0.0.1:18081", "127.0.0.1", "[::1]:%d" % port,
+                     "localhost:%d" % port, "LocalHost.", "10.1.2.3:8081"):
+            with self.subTest(host=host):
+                self.assertEqual(get_with_host(port, "/metrics", host)[0], 200)
+        self.assertEqual(get_with_host(port, "/healthz", "permitd.internal")[0], 200)
+        self.assertEqual(get_with_host(port, "/readyz", "permitd.internal")[0], 200)
+
+    def test_admin_hosts_lists_the_names_it_answers_to(self):
+        port = self.start("--admin-hosts", "admin.example.com, permitd.internal")
+        for host in ("admin.example.com", "ADMIN.example.com:443", "permitd.internal:%d" % port):
+            with self.subTest(host=host):
+                self.assertEqual(get_with_host(port, "/metrics", host)[0], 200)
+        self.assertEqual(get_with_host(port, "/metrics", "evil.example")[0], 403)
+        self.assertEqual(get_with_host(port, "/metrics", "example.com")[0], 403)
 
 
 class EditorLogTest(AdminCase):
