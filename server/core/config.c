@@ -291,8 +291,28 @@ static int parse_db(const char *s, int *db, struct permitd_error *err)
     return PERMITD_OK;
 }
 
+static int parse_redis_url(struct config *cfg, const char *url, struct permitd_error *err);
+
+/* An error past the scheme names the URL as given, its password (all
+ * between the user's ':' and the last '@') masked: redis://u:***@h:99999. */
 int config_parse_redis_url(struct config *cfg, const char *url,
                            struct permitd_error *err)
+{
+    const char *at, *colon, *p = url + 8;
+    char why[sizeof(err->message)];
+    int rc = parse_redis_url(cfg, url, err);
+
+    if (rc == PERMITD_OK || err == NULL || strncmp(url, "redis://", 8) != 0 ||
+        (at = strrchr(p, '@')) == NULL)
+        return rc;
+    colon = memchr(p, ':', (size_t)(at - p));
+    snprintf(why, sizeof(why), "%s", err->message);
+    return permitd_error_set(err, rc, "%s (in redis://%.*s%s%.200s)", why,
+                             (int)((colon ? colon : p) - p > 64 ? 64 : (colon ? colon : p) - p),
+                             p, colon ? ":***" : "***", at);
+}
+
+static int parse_redis_url(struct config *cfg, const char *url, struct permitd_error *err)
 {
     const char *p, *at, *slash, *hostend;
     int rc;
@@ -333,10 +353,11 @@ int config_parse_redis_url(struct config *cfg, const char *url,
                                  shown > 32 ? 32 : shown, url);
     }
     p = url + 8;
-    slash = strchr(p, '/');
+    /* The last '@' ends the user part: a password may hold '@' or '/' (as
+     * in a cluster URL), a host, port and database hold neither; the
+     * database's '/' is the first after it. */
     at = strrchr(p, '@');
-    if (at != NULL && slash != NULL && at > slash)
-        at = NULL;
+    slash = strchr(at != NULL ? at : p, '/');
     if (at != NULL) {
         const char *colon = memchr(p, ':', (size_t)(at - p));
         if (colon == NULL) {
