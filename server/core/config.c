@@ -151,6 +151,10 @@ static const struct setting settings[] = {
         10000, "admin logins one user name may try per minute from all addresses together "
         "(a burst of this many, then one every 60/N s; a login that finds none left is "
         "answered resource_exhausted); 0 = no cap per account"),
+    INT(core_dumps, "core-dumps", "PERMITD_CORE_DUMPS", "0", 0, 1,
+        "1: allow core dumps (within the limit permitd was started with), to debug a crash; "
+        "a core holds the passwords and keys in memory. 0: the process is not dumpable and "
+        "its core size limit is 0"),
     STR(log_level, "log-level", "PERMITD_LOG_LEVEL", "info",
         "debug, info, warn or error"),
     STR(app_auth, "app-auth", "PERMITD_APP_AUTH", "keys",
