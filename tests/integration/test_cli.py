@@ -248,16 +248,17 @@ class BadValueTest(unittest.TestCase):
     def test_passwords_never_echoed(self):
         for url in ("mysql://u:hunter2@h:99999/db", "mysql://u:hunter2@h/db?password=hunter2",
                     "mysql://u:hunter2@h", "redis://:hunter2@h:99999",
-                    "redis://:hun/ter2@h:99999", "redis://u:hun/ter2@h:1/x",
-                    "redis://u:hun/ter2@:1"):
+                    "redis://:qx7/zz9@h:99999", "redis://u:qx7/zz9@h:1/x",
+                    "redis://u:qx7/zz9@:1"):
             with self.subTest(url=url):
                 flag = "--mysql-url" if url.startswith("mysql") else "--redis-url"
                 p = run([flag, url, "--listen", "127.0.0.1:%d" % free_port()])
                 self.assertEqual(p.returncode, 2, p.stderr)
                 self.assertIn(flag, p.stderr)
                 self.assertNotIn("hunter2", p.stderr + p.stdout)
-                self.assertNotIn("ter2", p.stderr + p.stdout)
-                self.assertNotIn("hun/", p.stderr + p.stdout)
+                # A password holding '/': no part of it either.
+                self.assertNotIn("qx7", p.stderr + p.stdout)
+                self.assertNotIn("zz9", p.stderr + p.stdout)
 
     def test_port_taken_stops_start_up(self):
         # Workers listen with SO_REUSEPORT, which would let a second
