@@ -819,7 +819,13 @@ static void *carve(unsigned char *base, size_t *at, size_t n, size_t size)
 static int plan_arrays(struct limiter_plan *pl, size_t n)
 {
     unsigned char *base = NULL;
+    size_t text = 0;
 
+    /* room for every request id, each cut to one byte over the most
+     * validate() takes (a longer one is refused, never sent) */
+    for (size_t i = 0; i < n; i++)
+        if (pl->reqs[i].request_id != NULL)
+            text += strnlen(pl->reqs[i].request_id, LIMITER_REQUEST_ID_MAX + 1) + 1;
     for (int pass = 0; pass < 2; pass++) {
         size_t at = 0;
 
@@ -837,6 +843,8 @@ static int plan_arrays(struct limiter_plan *pl, size_t n)
         pl->out = carve(base, &at, RW * n, sizeof(*pl->out));
         pl->calls = carve(base, &at, n, sizeof(*pl->calls));
         pl->leases = carve(base, &at, n, sizeof(*pl->leases));
+        pl->rids = carve(base, &at, n, sizeof(*pl->rids));
+        pl->rid_text = carve(base, &at, text + 1, 1);
         if (pass == 0 && (base = pl->block = malloc(at)) == NULL)
             return -1;
     }
@@ -895,14 +903,22 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     if (plan_arrays(pl, n) != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0, at = 0; i < n; i++) {
         memset(&pl->res[i], 0, sizeof(pl->res[i]));
         pl->errs[i].code = PERMITD_OK;
         pl->errs[i].message[0] = '\0';
-        if (validate(&reqs[i], 1, &pl->errs[i]) != PERMITD_OK)
+        pl->rids[i] = "";
+        if (validate(&reqs[i], 1, &pl->errs[i]) != PERMITD_OK) {
             bad++;
-        else
-            pl->order[pl->valid++] = i;
+            continue;
+        }
+        pl->order[pl->valid++] = i;
+        if (reqs[i].request_id != NULL && reqs[i].request_id[0] != '\0') {
+            size_t len = strlen(reqs[i].request_id) + 1;    /* validate(): <= the max */
+            memcpy(pl->rid_text + at, reqs[i].request_id, len);
+            pl->rids[i] = pl->rid_text + at;
+            at += len;
+        }
     }
     /* What needs no Redis (decisions/policies.h): an item its policy's
      * copy refuses gets its error here and is left out. */
@@ -1013,7 +1029,9 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                   pl->npol[pl->ngroups - 1], wide, &pl->args[head]);
         for (size_t x = first; x < k; x++) {
             size_t i = pl->order[x];
-            if ((nitem = item_call(&reqs[i], pl->peek ? DO_PEEK : DO_TAKE,
+            struct limiter_request own = reqs[i];
+            own.request_id = pl->rids[i];   /* the plan's copy: see limiter_plan.h */
+            if ((nitem = item_call(&own, pl->peek ? DO_PEEK : DO_TAKE,
                                    pl->entries[i]->algorithm, wide, pl->knames[i], pl->klen[i],
                                    pl->permits[x], pl->index[x], pl->leases[x], &pl->keys[x],
                                    &pl->args[a])) < 0)
