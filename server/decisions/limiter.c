@@ -96,10 +96,11 @@ struct absent {
 enum { PEND_WAIT, PEND_READING, PEND_DONE };
 struct pend {
     struct pend *chain;             /* the loader's hash chain */
-    struct pend *fifo;              /* the next to read (PEND_WAIT) */
+    struct pend *fifo, *fifo_prev;  /* the next and previous to read (PEND_WAIT) */
     uint64_t hash;
     int state;
     size_t waiters;                 /* parked jobs counting on it, over all queues */
+    int64_t until_us;               /* the latest of their deadlines: past it, not read */
     const void *mark;               /* the AcquireBatch registering now (park_batch()) */
     int rc;                         /* PEND_DONE: the reload's */
     struct permitd_error err;
@@ -2184,6 +2185,7 @@ static struct pend *pend_get(struct loader *ld, const char *name)
     p->chain = *chain;
     *chain = p;
     ld->npend++;
+    p->fifo_prev = ld->tail;
     if (ld->tail != NULL)
         ld->tail->fifo = p;
     else
@@ -2193,13 +2195,24 @@ static struct pend *pend_get(struct loader *ld, const char *name)
     return p;
 }
 
-/* One waiter of p fewer: one read is freed; one waiting to be read with no
- * waiter left stays queued, and the loader drops it unread (loader_run()).
- * Under ld->lock. */
+/* One waiter of p fewer; with none left, one read is freed, and one
+ * waiting to be read is dropped unread (its place is free for another
+ * name at once). Under ld->lock. */
 static void pend_drop(struct loader *ld, struct pend *p)
 {
-    if (--p->waiters == 0 && p->state == PEND_DONE)
-        pend_free(ld, p);
+    if (--p->waiters > 0 || p->state == PEND_READING)
+        return;
+    if (p->state == PEND_WAIT) {
+        if (p->fifo_prev != NULL)
+            p->fifo_prev->fifo = p->fifo;
+        else
+            ld->head = p->fifo;
+        if (p->fifo != NULL)
+            p->fifo->fifo_prev = p->fifo_prev;
+        else
+            ld->tail = p->fifo_prev;
+    }
+    pend_free(ld, p);
 }
 
 /* q is woken when a name is read, while it has parked jobs. Under
@@ -2244,20 +2257,25 @@ static void *loader_run(void *arg)
             break;
         x = ld->head;
         ld->head = x->fifo;
-        if (ld->head == NULL)
+        if (ld->head != NULL)
+            ld->head->fifo_prev = NULL;
+        else
             ld->tail = NULL;
-        if (x->waiters == 0) {      /* every request for it answered: not read */
-            pend_free(ld, x);
-            continue;
+        x->state = PEND_READING;    /* waited for: pend_drop() frees one that is not */
+        if (x->until_us <= clock_now_us()) {
+            /* Every request waiting for it is past its deadline, though
+             * its loop has not answered it yet (a busy loop): not read. */
+            rc = permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before reading "
+                                   "policy \"%s\" from redis", x->name);
+        } else {
+            pthread_mutex_unlock(&ld->lock);
+            /* Bounded by --redis-timeout-ms (a parked job's own deadline
+             * ends that job alone: queue_expire()). */
+            rc = policies_reload(ld->l->policies, x->name, INT64_MAX, &found, &err);
+            if (rc == PERMITD_OK && !found)
+                absent_put(ld->l, x->name);
+            pthread_mutex_lock(&ld->lock);
         }
-        x->state = PEND_READING;
-        pthread_mutex_unlock(&ld->lock);
-        /* Bounded by --redis-timeout-ms (a parked job's own deadline
-         * ends that job alone: queue_expire()). */
-        rc = policies_reload(ld->l->policies, x->name, INT64_MAX, &found, &err);
-        if (rc == PERMITD_OK && !found)
-            absent_put(ld->l, x->name);
-        pthread_mutex_lock(&ld->lock);
         x->rc = rc;
         x->err = err;
         x->state = PEND_DONE;
@@ -2382,6 +2400,8 @@ static void park(struct limiter_queue *q, struct job *j)
         pthread_mutex_lock(&ld->lock);
         if ((p = pend_get(ld, j->req.bucket)) != NULL) {
             p->waiters++;
+            if (j->deadline_us > p->until_us)
+                p->until_us = j->deadline_us;
             loader_watch(ld, q);
             if (p->state == PEND_DONE)
                 q->reads = UINT64_MAX;  /* read already: look at the end of this pass */
@@ -2465,6 +2485,12 @@ static void unpark_batch(struct limiter_queue *q, struct job *j)
 
     if (j->deadline_us != INT64_MAX)
         q->timed--;
+    if (j->deadline_us <= clock_now_us()) {
+        permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded reading policies from redis");
+        pl->done(pl->ud, PERMITD_EDEADLINE, &err);
+        parked_batch_end(q, j);
+        return;
+    }
     pl->loaded = &j->load;
     rc = limiter_plan_make(pl, &err);
     pl->loaded = NULL;
@@ -2829,6 +2855,8 @@ static int park_batch(struct limiter_queue *q, struct job *j, struct limiter_pla
             continue;
         p->mark = j;
         p->waiters++;
+        if (pl->deadline_us > p->until_us)
+            p->until_us = pl->deadline_us;
         done &= p->state == PEND_DONE;
         j->load.p[j->load.n++] = p;
     }
