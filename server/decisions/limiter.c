@@ -1528,17 +1528,16 @@ static void job_put(struct limiter_queue *q, struct job *j)
 /* ---- the deny cache (decisions/deny_cache.h) ----
  *
  * Which requests it may answer: an Acquire (never a Peek: its answer is the
- * bucket as it stands, which the cache does not know), without a request
- * id (a retry of an allowed take must replay "allowed"), of a policy whose
- * permits come back only with time (not concurrency: a Release frees
+ * bucket as it stands, which the cache does not know), with or without a
+ * request id (but not the retry of one seen allowed: rid_seen() below), of
+ * a policy whose permits come back only with time (not concurrency: a Release frees
  * them) and that enforces (not in shadow mode: its denials are answered
  * allowed, see shadow()). What the cache denies, Redis would deny too: see deny_cache.h for
  * the clocks; the policy's version stamp and the reset epoch for edits and
  * resets (limiter_reset(), the change notices). */
-static int deny_cacheable(const struct limiter_queue *q, const struct limiter_request *req,
-                          int take, const struct policies_entry *e)
+static int deny_cacheable(const struct limiter_queue *q, int take,
+                          const struct policies_entry *e)
 {
-    (void)req;
     return q->deny != NULL && take == DO_TAKE && e->algorithm != POLICY_CONCURRENCY &&
            !e->shadow;
 }
@@ -1676,7 +1675,7 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
     memset(&res, 0, sizeof(res));
     rc = conclude(q->l, &j->req, j->take, 1, 0, j->deadline_us, rc, j->out, &res, &e);
     if (direct && rc == PERMITD_OK && !res.allowed && !res.replayed &&
-        deny_cacheable(q, &j->req, j->take, j->entry))
+        deny_cacheable(q, j->take, j->entry))
         deny_remember(q, j, &res);
     if (direct && rc == PERMITD_OK && res.allowed && j->take == DO_TAKE)
         rid_put(q->l, j->name, j->name_len, j->request_id);
@@ -2576,7 +2575,7 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         return;
     }
     /* A bucket just denied is denied here, without Redis. */
-    if (e != NULL && deny_cacheable(q, req, take, e) && !rid_seen(q->l, req, e) &&
+    if (e != NULL && deny_cacheable(q, take, e) && !rid_seen(q->l, req, e) &&
         deny_answer(q, req, e, epoch, &res)) {
         policies_release(e);
         done(ud, PERMITD_OK, &res, &err);
