@@ -147,7 +147,7 @@ class RequestIdTest(unittest.TestCase):
         p = self.permitd()
         h = p.http()
         name = unique("re")
-        put_policy(self.redis, name, max_permits=1, rate=0.5, prefix=self.prefix)
+        put_policy(self.redis, name, max_permits=1, rate=0.2, prefix=self.prefix)
         msg = {"bucket": name, "app": "app", "key": "k"}
         first = h.rpc_json("Acquire", dict(msg, requestId="a"))
         self.assertTrue(decision(first)["allowed"], first)
