@@ -68,8 +68,6 @@ struct limiter {
      * worker (--deny-cache, 0 = off), the reset epoch every entry must
      * match (limiter_deny_cache_clear() raises it), and counters. */
     size_t deny_size;
-    _Atomic uint64_t *rid_allowed;  /* LIMITER_RID_SLOTS fingerprints of request ids
-                                       allowed lately (rid_put()); NULL: no cache */
     _Atomic uint64_t deny_epoch;
     _Atomic uint64_t deny_hits, deny_misses, deny_evictions;
 };
@@ -81,7 +79,6 @@ static void loader_free(struct loader *ld);
 #define LOADER_HASH 2048            /* the loader's hash chains (a power of 2) */
 #define LIMITER_ABSENT_SLOTS 4096   /* names known absent (a power of 2) */
 #define LIMITER_ABSENT_LIFE_US 2000000  /* how long one is answered not_found from memory */
-#define LIMITER_RID_SLOTS 65536     /* request ids allowed lately (the deny cache; a power of 2) */
 
 struct absent {
     uint64_t hash;                  /* 0: an empty slot */
@@ -137,9 +134,7 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
         free(l);
         return err->code;
     }
-    if ((l->absent = calloc(LIMITER_ABSENT_SLOTS, sizeof(*l->absent))) == NULL ||
-        (l->deny_size > 0 &&
-         (l->rid_allowed = calloc(LIMITER_RID_SLOTS, sizeof(*l->rid_allowed))) == NULL)) {
+    if ((l->absent = calloc(LIMITER_ABSENT_SLOTS, sizeof(*l->absent))) == NULL) {
         policies_free(l->policies);
         free(l->absent);
         free(l);
@@ -195,7 +190,6 @@ void limiter_free(struct limiter *l)
     pthread_mutex_destroy(&l->loader_lock);
     pthread_mutex_destroy(&l->absent_lock);
     free(l->absent);
-    free((void *)l->rid_allowed);
     free(l);
 }
 
@@ -1349,9 +1343,6 @@ int limiter_inspect_batch(struct limiter *l, const char *const *names, size_t n,
     return rc;
 }
 
-static void plan_rids(struct limiter *l, const struct limiter_plan *pl,
-                      const struct redis_script_call *calls);
-
 /* Answers a queued plan's caller: calls are the batch's copies of its calls
  * (their rc; the answers went straight to pl->out), NULL when none was
  * sent or its deadline passed first. The plan itself is freed with its job
@@ -1361,8 +1352,6 @@ static void plan_answer(struct limiter_plan *pl, int rc, const struct redis_scri
 {
     for (size_t g = 0; calls != NULL && g < pl->ngroups; g++)
         pl->calls[g].rc = calls[g].rc;
-    if (rc == PERMITD_OK && calls != NULL)
-        plan_rids(pl->l, pl, calls);
     rc = plan_conclude(pl, rc, err);
     pl->done(pl->ud, rc, err);
 }
@@ -1528,11 +1517,14 @@ static void job_put(struct limiter_queue *q, struct job *j)
 /* ---- the deny cache (decisions/deny_cache.h) ----
  *
  * Which requests it may answer: an Acquire (never a Peek: its answer is the
- * bucket as it stands, which the cache does not know), with or without a
- * request id (but not the retry of one seen allowed: rid_seen() below), of
- * a policy whose permits come back only with time (not concurrency: a Release frees
- * them) and that enforces (not in shadow mode: its denials are answered
- * allowed, see shadow()). What the cache denies, Redis would deny too: see deny_cache.h for
+ * bucket as it stands, which the cache does not know) without a request
+ * id, of a policy whose permits come back only with time (not concurrency:
+ * a Release frees them) and that enforces (not in shadow mode: its denials
+ * are answered allowed, see shadow()). A take with a request id goes to
+ * Redis whatever the cache holds: it may be the retry of a take another
+ * instance allowed, which must be answered allowed again (its record is in
+ * Redis, and only there); its denial writes nothing (lua/lib/records.lua),
+ * so a client over its limit grows no key whatever ids it sends. What the cache denies, Redis would deny too: see deny_cache.h for
  * the clocks; the policy's version stamp and the reset epoch for edits and
  * resets (limiter_reset(), the change notices). */
 static int deny_cacheable(const struct limiter_queue *q, int take,
@@ -1540,76 +1532,6 @@ static int deny_cacheable(const struct limiter_queue *q, int take,
 {
     return q->deny != NULL && take == DO_TAKE && e->algorithm != POLICY_CONCURRENCY &&
            !e->shadow;
-}
-
-/* Request ids and the deny cache (issue 42). A denial keeps no record in
- * Redis (lua/bucket.lua's header): its retry is decided afresh, and so a
- * take with a fresh request id on a bucket just denied is denied by Redis
- * like any other, and may be by the cache. What the cache must not deny is
- * a retry of a take that was allowed: Redis replays "allowed" for it. So
- * every allowed take with a request id that this instance sees (its answer,
- * or one that came after its caller's deadline: the retry's usual cause)
- * leaves a fingerprint of its record key (the bucket's key and the id, as
- * Redis names the record) in rid_allowed, shared by the workers, lock-free,
- * one slot per fingerprint (a newer one pushes an older out); a take whose
- * fingerprint is there goes to Redis. What it cannot know: an id allowed
- * on another instance, retried here while this instance's cache holds a
- * denial of its bucket, is answered denied (nothing is taken; README, "The
- * deny cache"), as is one pushed out by LIMITER_RID_SLOTS newer ones. */
-static uint64_t rid_print(const char *key, size_t key_len, const char *rid)
-{
-    uint64_t h = 14695981039346656037ULL;
-
-    for (size_t i = 0; i < key_len; i++)
-        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
-    h = (h ^ 0x1f) * 1099511628211ULL;
-    for (; *rid; rid++)
-        h = (h ^ (unsigned char)*rid) * 1099511628211ULL;
-    return h | 1;
-}
-
-static void rid_put(struct limiter *l, const char *key, size_t key_len, const char *rid)
-{
-    uint64_t h;
-
-    if (l->rid_allowed == NULL || rid == NULL || rid[0] == '\0')
-        return;
-    h = rid_print(key, key_len, rid);
-    atomic_store_explicit(&l->rid_allowed[h & (LIMITER_RID_SLOTS - 1)], h, memory_order_relaxed);
-}
-
-/* Whether req carries a request id this instance saw allowed lately. */
-static int rid_seen(struct limiter *l, const struct limiter_request *req,
-                    const struct policies_entry *e)
-{
-    char name[POLICY_REDIS_KEY_MAX];
-    uint64_t h;
-
-    if (req->request_id == NULL || req->request_id[0] == '\0' || l->rid_allowed == NULL)
-        return 0;
-    h = rid_print(name, bucket_key(l, req, e, name), req->request_id);
-    return atomic_load_explicit(&l->rid_allowed[h & (LIMITER_RID_SLOTS - 1)],
-                                memory_order_relaxed) == h;
-}
-
-/* The allowed takes with a request id among a batch's answers (calls: the
- * rc of each of its calls), into rid_allowed: from the plan's own strings,
- * as its caller may be gone. */
-static void plan_rids(struct limiter *l, const struct limiter_plan *pl,
-                      const struct redis_script_call *calls)
-{
-    if (l->rid_allowed == NULL || pl->peek)
-        return;
-    for (size_t g = 0, k = 0; g < pl->ngroups; g++) {
-        size_t m = (size_t)pl->calls[g].nout / RW;
-        for (size_t x = 0; x < m; x++, k++) {
-            size_t i = pl->order[k];
-            const long long *out = &pl->calls[g].out[RW * x];
-            if (calls[g].rc == PERMITD_OK && pl->rids[i][0] != '\0' && out[0] == 0 &&
-                out[1] != 0)
-                rid_put(l, pl->knames[i], pl->klen[i], pl->rids[i]);
-        }
-    }
 }
 
 /* Answers req from the cache when it holds a denial still in force for
@@ -1677,8 +1599,6 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
     if (direct && rc == PERMITD_OK && !res.allowed && !res.replayed &&
         deny_cacheable(q, j->take, j->entry))
         deny_remember(q, j, &res);
-    if (direct && rc == PERMITD_OK && res.allowed && j->take == DO_TAKE)
-        rid_put(q->l, j->name, j->name_len, j->request_id);
     j->done(j->ud, rc, &res, &e);
 }
 
@@ -1686,15 +1606,6 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
 static void job_end(struct limiter_queue *q, struct job *j, int rc, const struct redis_script_call *calls,
                     const struct permitd_error *err)
 {
-    /* Redis decided after the caller's deadline: an allowed take with a
-     * request id is what its retry must find (rid_put()). */
-    if (j->answered && rc == PERMITD_OK && calls != NULL) {
-        if (j->plan != NULL)
-            plan_rids(q->l, j->plan, calls);
-        else if (j->take == DO_TAKE && calls[0].rc == PERMITD_OK && j->out != NULL &&
-                 j->out[0] == 0 && j->out[1] != 0)
-            rid_put(q->l, j->name, j->name_len, j->request_id);
-    }
     if (!j->answered)
         job_answer(q, j, rc, calls, err);
     if (j->plan != NULL) {
@@ -2575,7 +2486,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         return;
     }
     /* A bucket just denied is denied here, without Redis. */
-    if (e != NULL && deny_cacheable(q, take, e) && !rid_seen(q->l, req, e) &&
+    if (e != NULL && deny_cacheable(q, take, e) &&
+        (req->request_id == NULL || req->request_id[0] == '\0') &&
         deny_answer(q, req, e, epoch, &res)) {
         policies_release(e);
         done(ud, PERMITD_OK, &res, &err);
