@@ -580,9 +580,8 @@ const char *config_mysql_ssl_mode_name(enum config_mysql_ssl_mode mode)
 
 /* The query of a MySQL URL (after the '?'): name=value pairs joined by '&',
  * each name at most once, then the TLS settings checked together. An
- * unknown name is quoted (cut to 40 bytes), a value only when it is an
- * ssl-mode (of 23 bytes at most): a value may be a secret pasted in the
- * wrong place. */
+ * unknown name is quoted (cut to 40 bytes), a value never is: it may be a
+ * secret pasted in the wrong place. */
 static int mysql_params(struct config_mysql *m, const char *q, struct permitd_error *err)
 {
     static const char *const names[] = {"socket", "ssl-mode", "ssl-ca", "ssl-cert", "ssl-key"};
@@ -593,7 +592,7 @@ static int mysql_params(struct config_mysql *m, const char *q, struct permitd_er
     char mode[24];
     int rc;
 
-    for (const char *p = q; *p != '\0';) {
+    for (const char *p = q;; p++) {
         const char *amp = p + strcspn(p, "&"), *eq = memchr(p, '=', (size_t)(amp - p));
         size_t nlen = eq ? (size_t)(eq - p) : (size_t)(amp - p);
         size_t i = 0;
@@ -621,13 +620,14 @@ static int mysql_params(struct config_mysql *m, const char *q, struct permitd_er
                 k++;
             if (k == 5)
                 return permitd_error_set(err, PERMITD_EINVAL,
-                                         "mysql url: ssl-mode \"%s\" is none of DISABLED, "
-                                         "PREFERRED, REQUIRED, VERIFY_CA, VERIFY_IDENTITY", mode);
+                                         "mysql url: ssl-mode is none of DISABLED, "
+                                         "PREFERRED, REQUIRED, VERIFY_CA, VERIFY_IDENTITY");
             m->ssl_mode = (enum config_mysql_ssl_mode)k;
         } else if (dst[i][0] == '\0') {
             return permitd_error_set(err, PERMITD_EINVAL, "mysql url: %s= is empty", names[i]);
         }
-        p = *amp ? amp + 1 : amp;
+        if (*(p = amp) == '\0')
+            break;
     }
     if (seen[0] && m->socket[0] != '/')
         return permitd_error_set(err, PERMITD_EINVAL, "mysql url: socket must be an absolute path");
