@@ -88,7 +88,8 @@ static const struct setting settings[] = {
         "how long an Acquire's answer is kept for its request_id (a retry with the id answers "
         "it again and takes nothing): a duration, 1s .. 7d (\"90s\", \"10m\", \"1h\")"),
     STR(mysql_url, "mysql-url", "PERMITD_MYSQL_URL", "",
-        "mysql://user:pass@host[:port]/db[?socket=/path]; empty: no policy store"),
+        "mysql://user:pass@host[:port]/db[?name=value&...]: socket=/path, ssl-mode=, "
+        "ssl-ca=, ssl-cert=, ssl-key= (README \"MySQL over TLS\"); empty: no policy store"),
     INT(mysql_timeout_ms, "mysql-timeout-ms", "PERMITD_MYSQL_TIMEOUT_MS", "5000",
         100, 600000, "MySQL connect, read and write timeout, in milliseconds"),
     INT(deny_cache, "deny-cache", "PERMITD_DENY_CACHE", "4096", 0, 1000000,

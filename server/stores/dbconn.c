@@ -7,7 +7,9 @@
  * reached the server over TCP from `permitd migrate` but libmariadb's
  * default unix socket from the daemon. The options are all set before the
  * connect; the session statements run after it, so a failure among them is
- * told apart from a failure to reach the server.
+ * told apart from a failure to reach the server. TLS too is set here, from
+ * the URL's ssl-mode (tls_options()), and a refused connect is explained in
+ * words where the server's own are cryptic (explain()).
  */
 #define _GNU_SOURCE                 /* vasprintf */
 #include <errno.h>
