@@ -141,8 +141,9 @@ static void explain(MYSQL *conn, const struct config_mysql *db, const struct dbc
                        (caps & CLIENT_SSL) && tls_login_works(db, o))) {
         /* 3159 is MySQL's ER_SECURE_TRANSPORT_REQUIRED; MariaDB says 1045 */
         snprintf(hint, len, "MySQL at %s requires TLS (require_secure_transport, or a user "
-                 "created REQUIRE SSL) and ssl-mode=DISABLED sends none; set "
-                 "ssl-mode=VERIFY_IDENTITY (or REQUIRED) in the URL: ", at);
+                 "created REQUIRE SSL) and this login was plaintext (ssl-mode=%s); set "
+                 "ssl-mode=VERIFY_IDENTITY (or REQUIRED) in the URL: ", at,
+                 config_mysql_ssl_mode_name(mode));
     } else if (no == 1045 && mode != CONFIG_MYSQL_SSL_DISABLED && (caps & CLIENT_SSL) &&
                db->ssl_cert[0] == '\0') {
         snprintf(hint, len, "login refused over TLS without a client certificate (a user "
