@@ -48,6 +48,7 @@ struct config {
     int max_connections;
     int connection_timeout_s;     /* idle/slow connection limit */
     int header_timeout_s;         /* whole request head, however steady its bytes */
+    int request_timeout_s;        /* whole request, head and body */
     int first_byte_timeout_s;     /* a new connection's silence */
     int max_connections_per_ip;   /* 0 = no limit */
     int max_header_bytes;         /* per connection: request line + headers */
@@ -103,9 +104,12 @@ struct config {
     char admin_listen[256];
     char admin_listen_host[256];
     int admin_listen_port;
+    char admin_hosts[1024];       /* DNS names the admin listener answers to; "*": any */
     char admin_ui_dir[1024];      /* serve the UI from here (development); "" = embedded */
     int login_workers;            /* threads that check login passwords (argon2id) */
     int login_queue;              /* password checks that may wait for one; more: 429 */
+    int core_dumps;               /* 1: leave core dumps on (debugging); 0: off */
+    int login_account_tries;      /* logins per minute per user name, all addresses; 0: off */
 
     char log_level[16];
 

@@ -44,11 +44,18 @@
  * per worker and moved between lists in O(1): no allocation or syscall
  * per request.
  *
- * Framing (check_framing()): a request that could be read two ways (two
- * Content-Lengths, Content-Length with Transfer-Encoding: request
- * smuggling behind a proxy that reads the other) or whose head is over
- * max_header_bytes is refused before any handler sees it, with the
- * listener's own error body, and its connection is closed.
+ * Framing (framing.c, http_recv()): on a plain-HTTP listener every byte
+ * libmicrohttpd reads goes through framing_read() first, so a request
+ * that could be read two ways (two Content-Lengths, Content-Length with
+ * Transfer-Encoding: request smuggling behind a proxy that reads the
+ * other), is malformed (a length that is not a number, a bad chunk), or
+ * passes a limit (a head over max_header_bytes, a body, declared or
+ * chunked, over max_body_bytes) is answered by http.c with the listener's
+ * own error body, once, and its connection is closed; libmicrohttpd never
+ * sees it, and so never answers with a page of its own (0.9.75 sends some
+ * twice). Bytes past the limit are not read. With TLS, libmicrohttpd's
+ * reads are of ciphertext: there check_framing() refuses what it can once
+ * the head is whole, and libmicrohttpd's own answers remain.
  *
  * TLS is libmicrohttpd's (GnuTLS): the versions and suites offered are a
  * GnuTLS priority string (config.h's default: TLS 1.2 and 1.3, forward
@@ -71,7 +78,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <gnutls/gnutls.h>
@@ -80,17 +89,19 @@
 #include "core/arena.h"
 #include "core/clock.h"
 #include "core/iplimit.h"
+#include "transport/framing.h"
 #include "transport/http.h"
 #include "core/log.h"
 #include "core/loop.h"
 
-#define SHED_HEAD_AGE_US 1000000    /* when full, a head awaited this long may be shed */
+#define SHED_AGE_US 1000000     /* when full, a request awaited this long may be shed */
 #define WAITING_POLL_MS 10      /* see worker_want() */
 #define HTTP_REFUSAL_LOG_US 1000000 /* per-address refusals are logged at most this often */
 
 /* What a connection is doing; each phase is one list per worker. */
 enum conn_phase {
     PHASE_HEAD,         /* awaiting a whole request head: deadline header_timeout_s */
+    PHASE_BODY,         /* head read, awaiting the body: deadline request_timeout_s */
     PHASE_BUSY,         /* a request read, answered or being answered: no deadline here */
     PHASE_IDLE,         /* keep-alive between requests: the first to go when full */
     PHASE_CLOSING,      /* shut down by us; libmicrohttpd has yet to close it */
@@ -102,9 +113,12 @@ enum conn_phase {
 struct conn {
     struct conn *prev, *next;
     struct MHD_Connection *mhd;
-    int64_t since_us;           /* when it entered its phase */
+    int64_t since_us;           /* when it entered its phase; PHASE_BODY: the request began */
     int phase;
     int first;                  /* its first request head is not whole yet */
+    int fd;                     /* its socket, when its bytes go through framing (else -1) */
+    uint32_t answered;          /* its requests libmicrohttpd has completed */
+    struct framing framing;     /* its byte stream as read so far (http_recv()) */
 };
 
 struct conn_list {
@@ -136,6 +150,8 @@ struct worker {
     struct conn *free_conns;
     struct conn_list phases[PHASES];
     unsigned limit;             /* libmicrohttpd's connection limit for this worker */
+    struct conn **by_fd;        /* the records of framed connections, by socket */
+    size_t nfds;
     int closed;                 /* connections closed since libmicrohttpd last ran */
     atomic_uint count[PHASES];  /* connections per phase, read by http_server_load() */
 };
@@ -150,7 +166,9 @@ struct http_server {
     atomic_int stopping;
     int64_t stop_until_us;      /* grace for requests in flight, once stopping */
     struct iplimit *perip;      /* connections per client address, shared by the workers */
+    struct framing_limits framing;
     atomic_uint_fast64_t header_timeouts, shed_idle, shed_head, refused, refused_per_ip;
+    atomic_uint_fast64_t request_timeouts, shed_body;
     _Atomic int64_t refusal_logged_us;  /* when a per-address refusal was last logged */
     int nworkers;
     struct worker workers[];
@@ -173,6 +191,8 @@ struct store_block {
  * an allocation (http_request_alloc()). */
 struct http_request {
     struct MHD_Connection *conn;
+    struct conn *rec;           /* its connection's record (NULL: untracked); valid until
+                                 * on_completed() */
     int64_t started_us;
     const char *method;
     const char *path;
@@ -623,10 +643,20 @@ static void answer_deferred(struct http_server *s, struct http_request *req)
     req->deferred = NULL;
 }
 
+static void conn_move(struct worker *w, struct conn *c, int phase, int64_t now);
+
+/* req is read (or refused): its connection leaves PHASE_BODY. */
+static void request_read(struct http_request *req)
+{
+    if (req->rec != NULL && req->rec->phase == PHASE_BODY)
+        conn_move(current_worker, req->rec, PHASE_BUSY, clock_now_us());
+}
+
 static void dispatch(struct http_server *s, struct http_request *req)
 {
     struct http_response resp;
 
+    request_read(req);
     http_response_init(&resp);
     s->fn(s->ud, req, &resp);
     if (req->deferred != NULL) {
@@ -641,22 +671,15 @@ static void answer(struct http_server *s, struct http_request *req,
                    const struct http_response *resp)
 {
     if (s->opts.access_log) {
-        char path[201];
-        size_t i = 0;
-        /* The path is the client's: no quote or control character may
-         * reach the log line and forge fields. */
-        for (; req->path[i] && i < sizeof(path) - 1; i++) {
-            unsigned char c = (unsigned char)req->path[i];
-            path[i] = (c < 0x20 || c == 0x7f || c == '"' || c == '\\') ? '?' : (char)c;
-        }
-        path[i] = '\0';
-        log_msg(LOG_LEVEL_INFO, "request", "listener=%s method=%.16s path=\"%s\" status=%d bytes=%zu us=%lld%s",
-                s->name, req->method, path, resp->status, resp->body_len,
+        /* The method and the path are the client's: log_q() quotes them,
+         * so no quote or control character forges a field or a line. */
+        log_msg(LOG_LEVEL_INFO, "request", "listener=%s method=%s path=%s status=%d bytes=%zu us=%lld%s",
+                s->name, log_q(req->method), log_q(req->path), resp->status, resp->body_len,
                 (long long)(clock_now_us() - req->started_us), req->who);
     }
     if (send_response(req->conn, resp) != MHD_YES)
-        log_msg(LOG_LEVEL_WARN, "could not queue response", "listener=%s path=\"%.100s\"",
-                s->name, req->path);
+        log_msg(LOG_LEVEL_WARN, "could not queue response", "listener=%s path=%s", s->name,
+                log_q(req->path));
 }
 
 /* ---- connection deadlines ----
@@ -665,8 +688,14 @@ static void answer(struct http_server *s, struct http_request *req,
  * to first_byte_timeout_s (a silent socket is closed by libmicrohttpd
  * then), and its head must be whole within header_timeout_s of the accept,
  * however steadily its bytes trickle in. Once the access handler is first
- * called for a request its head is whole: PHASE_BUSY, and the idle timer
- * goes back to connection_timeout_s. When the request completes the
+ * called for a request its head is whole: PHASE_BODY, and the idle timer
+ * goes back to connection_timeout_s; the whole request, body included,
+ * must then be read within request_timeout_s of its start (the accept for
+ * a connection's first request, else the moment its head was whole), or
+ * the connection is closed: a body trickling in a byte at a time holds a
+ * slot no longer than a head may. Once the request is read (handed to the
+ * handler, or refused) it is PHASE_BUSY: its answer is bounded by the
+ * handler's own deadlines. When the request completes the
  * connection is PHASE_IDLE; libmicrohttpd closes it after
  * connection_timeout_s of silence. The start of a keep-alive request is
  * not visible (libmicrohttpd 0.9.75 calls nothing before the whole head),
@@ -692,20 +721,30 @@ static void conn_unlink(struct worker *w, struct conn *c)
     atomic_fetch_sub_explicit(&w->count[c->phase], 1, memory_order_relaxed);
 }
 
-/* Puts c last in the list of phase, which it enters at now. */
+/* Puts c in the list of phase, which it enters at now (PHASE_BODY: at
+ * the start of its request), after every entry that is not later: the
+ * lists stay in order of since_us. Entries come nearly in order (a
+ * request's start is at most header_timeout_s before its head was whole),
+ * so the walk back from the tail is short. */
 static void conn_append(struct worker *w, struct conn *c, int phase, int64_t now)
 {
     struct conn_list *l = &w->phases[phase];
+    struct conn *after = l->tail;
 
+    while (after != NULL && after->since_us > now)
+        after = after->prev;
     c->phase = phase;
     c->since_us = now;
-    c->next = NULL;
-    c->prev = l->tail;
-    if (l->tail != NULL)
-        l->tail->next = c;
+    c->prev = after;
+    c->next = after != NULL ? after->next : l->head;
+    if (c->next != NULL)
+        c->next->prev = c;
+    else
+        l->tail = c;
+    if (after != NULL)
+        after->next = c;
     else
         l->head = c;
-    l->tail = c;
     atomic_fetch_add_explicit(&w->count[phase], 1, memory_order_relaxed);
 }
 
@@ -747,10 +786,22 @@ static int conn_full(const struct worker *w)
     return open >= w->limit;
 }
 
+/* Of the oldest connection awaiting its head and the oldest awaiting its
+ * body, the one whose request began first (NULL: neither). */
+static struct conn *oldest_unread(const struct worker *w)
+{
+    struct conn *head = w->phases[PHASE_HEAD].head, *body = w->phases[PHASE_BODY].head;
+
+    if (head == NULL || (body != NULL && body->since_us < head->since_us))
+        return body;
+    return head;
+}
+
 /* When the worker is full, closes one connection to make room for the
- * next caller: the oldest idle keep-alive one, else the oldest one that
- * has awaited its head for SHED_HEAD_AGE_US (younger ones are likely
- * callers a moment from sending). Returns 1 when it closed one. */
+ * next caller: the oldest idle keep-alive one, else the one whose request
+ * (head or body) has been awaited longest, once that is SHED_AGE_US
+ * (younger ones are likely callers a moment from sending). Returns 1 when
+ * it closed one. */
 static int conn_shed(struct worker *w, int64_t now)
 {
     struct conn *c;
@@ -762,9 +813,10 @@ static int conn_shed(struct worker *w, int64_t now)
         atomic_fetch_add_explicit(&w->s->shed_idle, 1, memory_order_relaxed);
         return 1;
     }
-    if ((c = w->phases[PHASE_HEAD].head) != NULL && now - c->since_us >= SHED_HEAD_AGE_US) {
+    if ((c = oldest_unread(w)) != NULL && now - c->since_us >= SHED_AGE_US) {
+        atomic_fetch_add_explicit(c->phase == PHASE_HEAD ? &w->s->shed_head : &w->s->shed_body,
+                                  1, memory_order_relaxed);
         conn_close(w, c, now);
-        atomic_fetch_add_explicit(&w->s->shed_head, 1, memory_order_relaxed);
         return 1;
     }
     return 0;
@@ -773,6 +825,11 @@ static int conn_shed(struct worker *w, int64_t now)
 static int64_t header_us(const struct http_server *s)
 {
     return (int64_t)s->opts.header_timeout_s * 1000000;
+}
+
+static int64_t request_us(const struct http_server *s)
+{
+    return (int64_t)s->opts.request_timeout_s * 1000000;
 }
 
 static int64_t idle_cap_us(const struct http_server *s)
@@ -784,19 +841,23 @@ static int64_t idle_cap_us(const struct http_server *s)
 static int64_t conn_due(const struct worker *w)
 {
     const struct conn *head = w->phases[PHASE_HEAD].head, *idle = w->phases[PHASE_IDLE].head;
+    const struct conn *body = w->phases[PHASE_BODY].head, *unread;
     int64_t due = INT64_MAX;
 
     if (head != NULL)
         due = head->since_us + header_us(w->s);
+    if (body != NULL && body->since_us + request_us(w->s) < due)
+        due = body->since_us + request_us(w->s);
     if (idle != NULL && idle->since_us + idle_cap_us(w->s) < due)
         due = idle->since_us + idle_cap_us(w->s);
-    if (head == NULL && idle == NULL)
+    if (head == NULL && body == NULL && idle == NULL)
         return due;
     if (conn_full(w)) {
         if (idle != NULL)
             return 0;
-        if (head->since_us + SHED_HEAD_AGE_US < due)
-            due = head->since_us + SHED_HEAD_AGE_US;
+        unread = oldest_unread(w);
+        if (unread->since_us + SHED_AGE_US < due)
+            due = unread->since_us + SHED_AGE_US;
     }
     return due;
 }
@@ -810,6 +871,10 @@ static void conn_sweep(struct worker *w, int64_t now)
         conn_close(w, c, now);
         atomic_fetch_add_explicit(&w->s->header_timeouts, 1, memory_order_relaxed);
     }
+    while ((c = w->phases[PHASE_BODY].head) != NULL && now >= c->since_us + request_us(w->s)) {
+        conn_close(w, c, now);
+        atomic_fetch_add_explicit(&w->s->request_timeouts, 1, memory_order_relaxed);
+    }
     while ((c = w->phases[PHASE_IDLE].head) != NULL && now >= c->since_us + idle_cap_us(w->s)) {
         conn_close(w, c, now);
         atomic_fetch_add_explicit(&w->s->header_timeouts, 1, memory_order_relaxed);
@@ -819,7 +884,7 @@ static void conn_sweep(struct worker *w, int64_t now)
 
 /* ---- framing ---- */
 
-struct framing {
+struct head_framing {
     int ncl, nte;
     const char *cl[2];          /* the first two Content-Length values */
     const char *te;             /* the first Transfer-Encoding value */
@@ -828,7 +893,7 @@ struct framing {
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                       const char *value)
 {
-    struct framing *f = cls;
+    struct head_framing *f = cls;
 
     (void)kind;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
@@ -852,7 +917,7 @@ static int check_framing(const struct http_server *s, struct MHD_Connection *con
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-    struct framing f = {0, 0, {NULL, NULL}, NULL};
+    struct head_framing f = {0, 0, {NULL, NULL}, NULL};
 
     *status = 400;
     if (ci != NULL && s->opts.max_header_bytes > 0 &&
@@ -899,8 +964,115 @@ static void refuse(struct http_server *s, struct http_request *req, int status,
     resp.status = status;
     http_response_header(&resp, "Connection", "close");
     req->refused = 1;
+    request_read(req);
     atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
     answer(s, req, &resp);
+}
+
+/* ---- the bytes libmicrohttpd reads ----
+ *
+ * libmicrohttpd 0.9.75 has no hook between its socket and its parser, and
+ * reads plain sockets with recv() (through the PLT, like every libc call
+ * of a shared library). http_recv() is that recv(): the executable's
+ * definition comes first in the dynamic linker's search, so it is the one
+ * libmicrohttpd calls. For a socket that is not a framed connection of the
+ * calling worker (another thread, hiredis, a TLS listener) it is recvfrom()
+ * and nothing more: one thread-local read and one table look-up. For a
+ * framed connection, what it read goes through framing_read() before
+ * libmicrohttpd sees it; on a failure libmicrohttpd gets the requests
+ * before the failing one, then the end of the stream, after
+ * framing_answer() has sent the refusal. */
+
+ssize_t http_recv(int fd, void *buf, size_t len, int flags) __asm__("recv");
+
+/* Sends c's refusal (the request its framing failed on) on its socket:
+ * the listener's error body with the status framing_read() chose, and
+ * Connection: close. What the client has sent meanwhile is read and
+ * dropped (closing a socket with unread bytes would reset the connection,
+ * and the answer with it). The caller closes the connection. */
+static void framing_answer(struct worker *w, struct conn *c)
+{
+    struct http_server *s = w->s;
+    struct http_response resp;
+    struct permitd_error err;
+    struct msghdr msg;
+    struct iovec iov[2];
+    char head[2048], sink[4096];
+    size_t keep, n = 0;
+    int status = 400;
+
+    framing_read(&c->framing, &s->framing, NULL, 0, &keep, &status, &err);
+    http_response_init(&resp);
+    if (s->opts.refuse != NULL) {
+        s->opts.refuse(&resp, &err);
+    } else {
+        resp.content_type = "text/plain; charset=utf-8";
+        resp.body = err.message;
+        resp.body_len = strlen(err.message);
+    }
+    resp.status = status;
+    n += (size_t)snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nConnection: close\r\n", status,
+                          MHD_get_reason_phrase_for((unsigned)status));
+    if (resp.content_type != NULL && n < sizeof(head))
+        n += (size_t)snprintf(head + n, sizeof(head) - n, "Content-Type: %s\r\n",
+                              resp.content_type);
+    for (int i = 0; i < resp.nheaders && n < sizeof(head); i++)
+        n += (size_t)snprintf(head + n, sizeof(head) - n, "%s: %s\r\n", resp.headers[i].name,
+                              resp.headers[i].value);
+    if (n < sizeof(head))
+        n += (size_t)snprintf(head + n, sizeof(head) - n, "Content-Length: %zu\r\n\r\n",
+                              resp.body_len);
+    if (n < sizeof(head)) {
+        iov[0] = (struct iovec){head, n};
+        iov[1] = (struct iovec){resp.body, resp.body_len};
+        memset(&msg, 0, sizeof(msg));
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 2;
+        /* A fresh socket's buffer takes a few hundred bytes whole: nothing
+         * else is being sent on it (see http_recv()). */
+        sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    for (int i = 0; i < 256 && recvfrom(c->fd, sink, sizeof(sink), MSG_DONTWAIT, NULL, NULL) > 0;
+         i++)
+        ;
+    if (s->opts.access_log)
+        log_msg(LOG_LEVEL_INFO, "request", "listener=%s method=- path=- status=%d bytes=%zu "
+                "refused=framing", s->name, status, resp.body_len);
+    if (resp.body_owned)
+        free(resp.body);
+    atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
+}
+
+ssize_t http_recv(int fd, void *buf, size_t len, int flags)
+{
+    struct worker *w = current_worker;
+    struct permitd_error err;
+    struct conn *c;
+    size_t keep;
+    ssize_t n;
+    int status;
+
+    if (w == NULL || fd < 0 || (size_t)fd >= w->nfds || (c = w->by_fd[fd]) == NULL)
+        return recvfrom(fd, buf, len, flags, NULL, NULL);
+    if (c->phase == PHASE_CLOSING && c->framing.fail)
+        return 0;               /* refused: the end of the stream for libmicrohttpd */
+    if (!c->framing.fail) {
+        n = recvfrom(fd, buf, len, flags, NULL, NULL);
+        if (n <= 0 || framing_read(&c->framing, &w->s->framing, buf, (size_t)n, &keep, &status,
+                                   &err) == PERMITD_OK)
+            return n;
+        if (keep > 0)
+            return (ssize_t)keep;   /* the requests before it first */
+    }
+    if (c->answered != c->framing.requests) {
+        /* Requests before it are still to be answered: the refusal
+         * follows the last one's answer (on_completed()). */
+        errno = EAGAIN;
+        return -1;
+    }
+    framing_answer(w, c);
+    conn_move(w, c, PHASE_CLOSING, clock_now_us());
+    return 0;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -926,19 +1098,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const char *cl;
         int status;
 
-        /* The first call for a request: its head is whole. */
+        /* The first call for a request: its head is whole; its body is to
+         * come, within request_timeout_s of the request's start. */
         if (c != NULL) {
+            int64_t start = clock_now_us();
             if (c->first) {
                 c->first = 0;
+                start = c->since_us;        /* the accept */
                 if (s->opts.first_byte_timeout_s < s->opts.connection_timeout_s)
                     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
                                               (unsigned int)s->opts.connection_timeout_s);
             }
-            conn_move(current_worker, c, PHASE_BUSY, 0);
+            conn_move(current_worker, c, PHASE_BODY, start);
         }
         req = request_new();
         if (req == NULL)
             return MHD_NO;
+        req->rec = c;
         atomic_fetch_add(&s->in_flight, 1);
         req->started_us = clock_now_us();
         req->conn = conn;
@@ -950,12 +1126,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             refuse(s, req, status, &err);
             return MHD_YES;
         }
-        /* A declared body over the limit is refused before it is read;
+        /* A declared body over the limit is refused before it is read
+         * (as framing_read() does, for a listener it cannot see: TLS);
          * MHD then closes the connection rather than read the body. */
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)s->opts.max_body_bytes) {
-            req->too_large = 1;
-            dispatch(s, req);
+            permitd_error_set(&err, PERMITD_EEXHAUSTED, "request body of %.24s bytes is over "
+                              "the %d-byte limit (--max-body-bytes)", cl, s->opts.max_body_bytes);
+            refuse(s, req, 429, &err);
         }
         return MHD_YES;
     }
@@ -968,9 +1146,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (req->too_large && MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                      MHD_HTTP_HEADER_CONTENT_LENGTH) != NULL)
-        return MHD_YES;   /* already answered on the first call */
     dispatch(s, req);
     return MHD_YES;
 }
@@ -982,10 +1157,20 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct http_request *req = *con_cls;
     struct conn *c;
 
-    if (current_worker != NULL && (c = conn_of(conn)) != NULL)
+    if (current_worker != NULL && (c = conn_of(conn)) != NULL &&
+        c->phase != PHASE_CLOSING) {
         conn_move(current_worker, c, PHASE_IDLE, clock_now_us());
+        c->answered++;
+        if (c->framing.fail && c->answered == c->framing.requests) {
+            /* A later request failed while this one, the last before it,
+             * was answered. */
+            framing_answer(current_worker, c);
+            conn_close(current_worker, c, clock_now_us());
+        }
+    }
     if (req == NULL)
         return;
+    req->rec = NULL;
     atomic_fetch_sub(&s->in_flight, 1);
     *con_cls = NULL;
     if (req->deferred != NULL && !req->answered) {
@@ -1161,6 +1346,15 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         w->free_conns = rec->next;
         rec->mhd = conn;
         rec->first = 1;
+        rec->fd = -1;
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (w->by_fd != NULL && ci != NULL && ci->connect_fd >= 0 &&
+            (size_t)ci->connect_fd < w->nfds) {
+            rec->fd = ci->connect_fd;
+            rec->answered = 0;
+            framing_init(&rec->framing);
+            w->by_fd[rec->fd] = rec;
+        }
         conn_append(w, rec, PHASE_HEAD, now);
         *socket_context = rec;
         if (s->opts.first_byte_timeout_s < s->opts.connection_timeout_s)
@@ -1169,6 +1363,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         conn_shed(w, now);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && rec != NULL) {
         conn_unlink(w, rec);
+        if (rec->fd >= 0 && w->by_fd != NULL && w->by_fd[rec->fd] == rec)
+            w->by_fd[rec->fd] = NULL;
+        rec->fd = -1;
         rec->mhd = NULL;
         rec->next = w->free_conns;
         w->free_conns = rec;
@@ -1320,6 +1517,7 @@ static void workers_free(struct http_server *s)
             free(req);
         }
         free(w->conns);
+        free(w->by_fd);
     }
     iplimit_free(s->perip);
     free(s);
@@ -1375,8 +1573,19 @@ static int worker_start(struct http_server *s, struct worker *w, struct permitd_
         return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: out of memory for %u "
                                  "connection records", s->name, limit);
     for (unsigned i = 0; i < limit; i++) {
+        w->conns[i].fd = -1;
         w->conns[i].next = w->free_conns;
         w->free_conns = &w->conns[i];
+    }
+    if (!(flags & MHD_USE_TLS)) {
+        /* Every socket number this process can open, so every connection
+         * is framed; untouched pages of it cost nothing. */
+        struct rlimit rl;
+        w->nfds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+                  rl.rlim_cur < (1u << 24) ? (size_t)rl.rlim_cur : (1u << 24);
+        if ((w->by_fd = calloc(w->nfds, sizeof(w->by_fd[0]))) == NULL)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "%s listener: out of memory for "
+                                     "its table of %zu sockets", s->name, w->nfds);
     }
     w->daemon = MHD_start_daemon(
         flags, 0,
@@ -1434,6 +1643,9 @@ int http_server_start(const struct http_options *opts, http_handler_fn fn, void 
     snprintf(s->name, sizeof(s->name), "%s", opts->name ? opts->name : "http");
     s->opts.name = s->name;
     s->nworkers = nworkers;
+    s->framing.max_header_bytes =
+        opts->max_header_bytes > 0 ? (size_t)opts->max_header_bytes : SIZE_MAX;
+    s->framing.max_body_bytes = (uint64_t)opts->max_body_bytes;
     for (int i = 0; i < nworkers; i++)
         s->workers[i].listen_fd = -1;
     if ((rc = iplimit_new(opts->max_connections_per_ip, &s->perip, err)) != PERMITD_OK ||
@@ -1501,6 +1713,8 @@ void http_server_load(const struct http_server *s, struct http_server_load *out)
     out->header_timeouts = atomic_load_explicit(&s->header_timeouts, memory_order_relaxed);
     out->shed_idle = atomic_load_explicit(&s->shed_idle, memory_order_relaxed);
     out->shed_head = atomic_load_explicit(&s->shed_head, memory_order_relaxed);
+    out->request_timeouts = atomic_load_explicit(&s->request_timeouts, memory_order_relaxed);
+    out->shed_body = atomic_load_explicit(&s->shed_body, memory_order_relaxed);
     out->refused = atomic_load_explicit(&s->refused, memory_order_relaxed);
     out->refused_per_ip = atomic_load_explicit(&s->refused_per_ip, memory_order_relaxed);
 }

@@ -54,6 +54,7 @@ struct http_options {
     int max_connections;
     int connection_timeout_s;     /* idle: libmicrohttpd's timer, reset by every byte */
     int header_timeout_s;         /* a request head (line + headers) must be whole by then */
+    int request_timeout_s;        /* and the whole request, body included, by then */
     int first_byte_timeout_s;     /* a new connection silent this long is closed */
     int max_connections_per_ip;   /* 0 = no limit */
     int max_header_bytes;         /* largest request line + headers */
@@ -100,6 +101,8 @@ struct http_server_load {
     uint64_t header_timeouts;   /* closed: request head not whole in header_timeout_s */
     uint64_t shed_idle;         /* closed: idle keep-alive, to make room when full */
     uint64_t shed_head;         /* closed: awaiting its head > 1 s, to make room when full */
+    uint64_t request_timeouts;  /* closed: request body not whole in request_timeout_s */
+    uint64_t shed_body;         /* closed: awaiting its body > 1 s, to make room when full */
     uint64_t refused;           /* answered 400/431 and closed by http.c (framing, head size) */
     uint64_t refused_per_ip;    /* closed at accept: the address had --max-connections-per-ip */
 };
