@@ -13,10 +13,8 @@
  *   RateLimit: "<policy>";r=<remaining>;t=<seconds until full>
  *   Retry-After: <seconds, rounded up>            (denials only)
  */
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "decisions/api.h"
 #include "decisions/answer.h"

@@ -44,9 +44,6 @@
 
 #include "core/cidr.h"
 #include "core/config.h"
-#include "decisions/appkeys.h"
-#include "decisions/limiter.h"
-#include "decisions/stats.h"
 #include "stores/gateway_rules.h"
 #include "transport/http.h"
 
