@@ -27,6 +27,7 @@
 #include <hiredis/hiredis.h>
 
 #include "stores/cluster.h"
+#include "stores/redis_tls.h"
 
 /* CRC16/XMODEM (polynomial 0x1021, initial 0), the Redis Cluster spec's. */
 static const uint16_t crc16_table[256] = {
@@ -683,11 +684,14 @@ static int unknown_subcommand(const redisReply *r)
 
 /* Asks one seed for the map: a new map in *out, or an error saying why not. */
 static int ask_seed(const struct config_redis_cluster *seeds, const struct config_redis_seed *seed,
-                    int timeout_ms, struct cluster_map **out, struct permitd_error *err)
+                    struct redis_tls *tls, int timeout_ms, struct cluster_map **out,
+                    struct permitd_error *err)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     redisContext *c = NULL;
+    struct redis_tls_session *ts = NULL;
     redisReply *reply = NULL;
+    char where[300], why[200];
     int rc;
 
     c = redisConnectWithTimeout(seed->host, seed->port, tv);
@@ -700,9 +704,22 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
         goto done;
     }
     redisSetTimeout(c, tv);
+    if (tls != NULL) {
+        snprintf(where, sizeof(where), "%s:%d", seed->host, seed->port);
+        if (redis_tls_start(tls, c, seed->host, where, timeout_ms, &ts, why, sizeof(why)) != 0) {
+            rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "%s", why);
+            goto done;
+        }
+    }
     if (seeds->password[0] != '\0') {
-        reply = seeds->user[0] ? redisCommand(c, "AUTH %s %s", seeds->user, seeds->password)
-                               : redisCommand(c, "AUTH %s", seeds->password);
+        const char *argv[3] = {"AUTH", seeds->user, seeds->password};
+        size_t lens[3] = {4, strlen(seeds->user), strlen(seeds->password)};
+        int no_user = seeds->user[0] == '\0';     /* AUTH password */
+        if (no_user) {
+            argv[1] = argv[2];
+            lens[1] = lens[2];
+        }
+        reply = redis_io_command(c, ts, 3 - no_user, argv, lens);
         if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
             rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "AUTH failed: %s",
                                    reply ? reply->str : c->errstr);
@@ -710,10 +727,10 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
         }
         freeReplyObject(reply);
     }
-    reply = redisCommand(c, "CLUSTER SHARDS");
+    reply = redis_io_command(c, ts, 2, (const char *[]){"CLUSTER", "SHARDS"}, (size_t[]){7, 6});
     if (reply != NULL && unknown_subcommand(reply)) {
         freeReplyObject(reply);
-        reply = redisCommand(c, "CLUSTER SLOTS");
+        reply = redis_io_command(c, ts, 2, (const char *[]){"CLUSTER", "SLOTS"}, (size_t[]){7, 5});
         if (reply == NULL) {
             rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "CLUSTER SLOTS: %s", c->errstr);
             goto done;
@@ -733,13 +750,14 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
     }
 done:
     freeReplyObject(reply);
+    redis_tls_session_free(ts);
     if (c != NULL)
         redisFree(c);
     return rc;
 }
 
-int cluster_discover(const struct config_redis_cluster *seeds, int timeout_ms,
-                     struct cluster_map **out, struct permitd_error *err)
+int cluster_discover(const struct config_redis_cluster *seeds, struct redis_tls *tls,
+                     int timeout_ms, struct cluster_map **out, struct permitd_error *err)
 {
     char why[sizeof(err->message)] = "";
     size_t o = 0;
@@ -752,7 +770,7 @@ int cluster_discover(const struct config_redis_cluster *seeds, int timeout_ms,
         struct permitd_error e = {0, ""};
         int v6 = strchr(s->host, ':') != NULL;
 
-        if (ask_seed(seeds, s, timeout_ms, out, &e) == PERMITD_OK)
+        if (ask_seed(seeds, s, tls, timeout_ms, out, &e) == PERMITD_OK)
             return PERMITD_OK;
         if (o < sizeof(why))
             o += (size_t)snprintf(why + o, sizeof(why) - o, "%s%s%s%s:%d: %s", o ? "; " : "",

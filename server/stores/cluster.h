@@ -137,8 +137,10 @@ enum cluster_redirect_kind cluster_redirect_parse(const char *s, size_t len,
  * in cluster mode or answers a malformed reply is skipped. Returns
  * PERMITD_OK and a new map in *out (free with cluster_map_free());
  * PERMITD_EUNAVAILABLE when no seed answered, err naming each seed and why
- * (never the password). Host names are resolved by the blocking connect. */
-int cluster_discover(const struct config_redis_cluster *seeds, int timeout_ms,
-                     struct cluster_map **out, struct permitd_error *err);
+ * (never the password). Host names are resolved by the blocking connect.
+ * tls (redis_tls.h): every seed over TLS; NULL: plaintext. */
+struct redis_tls;
+int cluster_discover(const struct config_redis_cluster *seeds, struct redis_tls *tls,
+                     int timeout_ms, struct cluster_map **out, struct permitd_error *err);
 
 #endif
