@@ -323,11 +323,11 @@ static int not_an_answer(const redisReply *r, const char *cmd, struct permitd_er
 
 /* One node of a CLUSTER SHARDS shard: a flat array of name/value pairs.
  * Sets *is_master from "role". */
-static int shards_node(const redisReply *r, const char *where, const char *asked_host,
+static int shards_node(const redisReply *r, const char *where, const char *asked_host, int tls,
                        struct cluster_node *node, int *is_master, struct permitd_error *err)
 {
     char ip[256] = "", endpoint[256] = "", role[16] = "", health[16] = "";
-    int have_port = 0, have_tls = 0, rc = PERMITD_OK;
+    int have_port = 0, have_tls = 0, tls_port = 0, rc = PERMITD_OK;
 
     memset(node, 0, sizeof(*node));
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0)
@@ -344,7 +344,7 @@ static int shards_node(const redisReply *r, const char *where, const char *asked
         else if (str_eq(name, "port"))
             rc = get_port(&node->port, v, where, "port", err), have_port = 1;
         else if (str_eq(name, "tls-port"))
-            have_tls = 1;
+            rc = get_port(&tls_port, v, where, "tls-port", err), have_tls = 1;
         else if (str_eq(name, "ip"))
             rc = copy_str(ip, sizeof(ip), v, where, "ip", err);
         else if (str_eq(name, "endpoint"))
@@ -357,10 +357,15 @@ static int shards_node(const redisReply *r, const char *where, const char *asked
     }
     if (rc != PERMITD_OK)
         return rc;
-    if (!have_port)
+    /* Over TLS (rediss+cluster://) the node's TLS port; else its port. */
+    if (tls && have_tls)
+        node->port = tls_port;
+    else if (tls)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "%s has no \"tls-port\" (rediss+cluster:// "
+                                 "needs TLS on every node)", where);
+    else if (!have_port)
         return permitd_error_set(err, PERMITD_EINTERNAL, "%s has no \"port\"%s", where,
-                                 have_tls ? " (only a TLS port, and permitd speaks no TLS "
-                                            "to Redis)" : "");
+                                 have_tls ? " (only a TLS port: use rediss+cluster://)" : "");
     if (strcmp(role, "master") == 0)
         *is_master = 1;
     else if (strcmp(role, "replica") == 0 || strcmp(role, "slave") == 0)
@@ -395,7 +400,7 @@ static int shards_node(const redisReply *r, const char *where, const char *asked
 /* One shard: {"slots": [from, to, ...], "nodes": [node, ...]}. A shard
  * without slots (an empty master, or its replicas) adds nothing. */
 static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
-                      const char *asked_host, struct permitd_error *err)
+                      const char *asked_host, int tls, struct permitd_error *err)
 {
     const redisReply *slots = NULL, *nodes = NULL;
     char where[96];
@@ -436,7 +441,7 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
         int is_master = 0;
 
         snprintf(nwhere, sizeof(nwhere), "%s: node %zu", where, k + 1);
-        if ((rc = shards_node(nodes->element[k], nwhere, asked_host, &node, &is_master, err)) !=
+        if ((rc = shards_node(nodes->element[k], nwhere, asked_host, tls, &node, &is_master, err)) !=
             PERMITD_OK)
             return rc;
         if (!is_master || slots->elements == 0)
@@ -470,7 +475,7 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
         struct cluster_node node;
         int is_master = 0;
 
-        shards_node(nodes->element[k], where, asked_host, &node, &is_master, NULL); /* read above */
+        shards_node(nodes->element[k], where, asked_host, tls, &node, &is_master, NULL); /* read above */
         if (!is_master && add_replica(&m->masters[index], &node) != 0)
             return permitd_error_set(err, PERMITD_EINTERNAL, "%s: out of memory", where);
     }
@@ -481,7 +486,7 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
     return PERMITD_OK;
 }
 
-int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host,
+int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host, int tls,
                              struct cluster_map **out, struct permitd_error *err)
 {
     struct cluster_map *m = NULL;
@@ -493,7 +498,7 @@ int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_h
     if ((m = map_new()) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "CLUSTER SHARDS: out of memory");
     for (size_t i = 0; i < reply->elements; i++)
-        if ((rc = shards_one(m, reply->element[i], i, asked_host, err)) != PERMITD_OK)
+        if ((rc = shards_one(m, reply->element[i], i, asked_host, tls, err)) != PERMITD_OK)
             goto fail;
     *out = m;
     return PERMITD_OK;
@@ -740,7 +745,7 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
         rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "CLUSTER SHARDS: %s", c->errstr);
         goto done;
     } else {
-        rc = cluster_map_parse_shards(reply, seed->host, out, err);
+        rc = cluster_map_parse_shards(reply, seed->host, tls != NULL, out, err);
     }
     if (rc == PERMITD_OK && cluster_map_masters(*out) == 0) {
         /* A node that has not joined yet knows of no master: ask another. */

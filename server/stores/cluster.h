@@ -65,8 +65,9 @@ struct cluster_map;
  * well-formed SHARDS answer (an error reply, a missing or mistyped field, a
  * slot out of range, a slot claimed twice, a shard with slots but no
  * master). Slots no shard claims are not an error: see
- * cluster_map_slot_ranges(). */
-int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host,
+ * cluster_map_slot_ranges(). tls: each node's "tls-port" is its port
+ * (rediss+cluster://; a node without one is an error), else "port". */
+int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host, int tls,
                              struct cluster_map **out, struct permitd_error *err);
 
 /* The same from a CLUSTER SLOTS reply (any Redis with cluster support).

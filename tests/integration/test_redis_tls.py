@@ -222,17 +222,21 @@ class RedisTlsClusterTest(unittest.TestCase):
                 "--tls-cluster", "yes", "--tls-replication", "yes"])
             try:
                 nc = new.client()
-                nc("CLUSTER", "MEET", "127.0.0.1", str(self.cluster.servers[0].port))
+                first = self.cluster.servers[0]
+                nc("CLUSTER", "MEET", "127.0.0.1", str(first.port), str(first.bus_port))
                 new_id = nc("CLUSTER", "MYID")
-                wait_for(lambda: all(new_id in c("CLUSTER", "NODES")
-                                     for c in self.redis.nodes.values()), "the new node met")
+                ids = [c("CLUSTER", "MYID") for c in self.redis.nodes.values()]
+
+                def knows(c, node_id):
+                    return any(line.startswith(node_id) and " connected" in line
+                               for line in c("CLUSTER", "NODES").splitlines())
+                wait_for(lambda: all(knows(c, new_id) for c in self.redis.nodes.values()) and
+                         all(knows(nc, i) for i in ids), "the new node met")
                 fresh = unique("fresh")
                 slot = keyslot("permitd:{%s:%s}:k" % (name, fresh))
                 owner = self.redis._node(*self.redis.slots[slot])
-                owner_id = owner("CLUSTER", "MYID")
-                nc("CLUSTER", "SETSLOT", slot, "IMPORTING", owner_id)
-                owner("CLUSTER", "SETSLOT", slot, "MIGRATING", new_id)
-                for c in list(self.redis.nodes.values()) + [nc]:
+                # An empty slot moves by SETSLOT NODE alone, its owner first.
+                for c in [owner] + list(self.redis.nodes.values()) + [nc]:
                     c("CLUSTER", "SETSLOT", slot, "NODE", new_id)
                 d = wait_for(lambda: h.acquire(name, key=fresh).status == 200 and
                              decision(h.acquire(name, key=fresh)), "a decision on the new node")

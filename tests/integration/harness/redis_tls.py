@@ -29,7 +29,7 @@ def _leaf(d, name, ca, san, client=False):
              "-keyout", name + ".key", "-out", name + ".csr", cwd=d)
     ext = os.path.join(d, name + ".ext")
     with open(ext, "w") as f:
-        f.write("extendedKeyUsage=%s\n" % ("clientAuth" if client else "serverAuth"))
+        f.write("extendedKeyUsage=%s\n" % ("clientAuth" if client else "serverAuth,clientAuth"))
         if san:
             f.write("subjectAltName=%s\n" % san)
     _openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
@@ -92,11 +92,12 @@ class TlsRedisServer:
         self.pki = pki
         self.dir = tempfile.mkdtemp(prefix="permitd-redis-tls-")
         self.port = free_port()
+        self.bus_port = free_port()     # CLUSTER MEET's third argument
         self.proc = subprocess.Popen(
             ["redis-server", "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
              "--dir", self.dir, "--save", "", "--appendonly", "no", "--protected-mode", "no"]
             + _tls_args(pki, cert or pki.server_cert, key or pki.server_key, auth_clients)
-            + (["--cluster-port", str(free_port())] if "--cluster-enabled" in extra else [])
+            + (["--cluster-port", str(self.bus_port)] if "--cluster-enabled" in extra else [])
             + list(extra),
             stdout=open(os.path.join(self.dir, "redis.log"), "w"), stderr=subprocess.STDOUT)
         self.check_hostname = cert is None        # the wrong-name pair: CA checked only
@@ -155,12 +156,15 @@ class TlsCluster:
         subprocess.run(cli, check=True, capture_output=True, timeout=60)
         deadline = time.time() + 30
         while True:
-            c = self.servers[0].client()
-            try:
-                info = c("CLUSTER", "INFO")
-            finally:
-                c.close()
-            if "cluster_state:ok" in info:
+            infos = []
+            for s in self.servers:
+                c = s.client()
+                try:
+                    infos.append(c("CLUSTER", "INFO"))
+                finally:
+                    c.close()
+            info = "\n".join(infos)
+            if all("cluster_state:ok" in i for i in infos):
                 break
             if time.time() > deadline:
                 raise RuntimeError("TLS cluster not ok:\n" + info)
