@@ -808,9 +808,6 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
     } else if (config_parse_redis_url(cfg, plain_url, err) != PERMITD_OK) {
         return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");
     }
-    if (cfg->redis_tls && cfg->redis_socket[0] != '\0')
-        return permitd_error_set(err, PERMITD_EINVAL, "--redis-url (PERMITD_REDIS_URL): a unix "
-                                 "socket has no TLS form (rediss:// takes host[:port])");
     if ((cfg->redis_tls_cert_file[0] == '\0') != (cfg->redis_tls_key_file[0] == '\0'))
         return permitd_error_set(err, PERMITD_EINVAL,
                                  "--redis-tls-cert-file (PERMITD_REDIS_TLS_CERT_FILE) and "

@@ -27,6 +27,14 @@ def metric(p, name, label=None):
     return int(m.group(1)) if m else None
 
 
+def evalsha_calls(redis):
+    """Redis's count of EVALSHA calls so far (INFO commandstats)."""
+    for line in redis("INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_evalsha:"):
+            return int(line.split("calls=")[1].split(",")[0])
+    return 0
+
+
 def wait_for(cond, what, timeout=20):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -88,6 +96,17 @@ class RedisTlsTest(unittest.TestCase):
             # The workers' pipelines: three allowed, the fourth denied.
             got = [decision(h.acquire(name))["allowed"] for _ in range(4)]
             self.assertEqual(got, [True, True, True, False])
+            # The pipelined batching is unchanged over TLS: an AcquireBatch
+            # of 200 items over two policies is two script calls.
+            other = unique("tls")
+            put_policy(self.redis, other, max_permits=1000, rate=1)
+            put_policy(self.redis, name + "b", max_permits=1000, rate=1)
+            before = evalsha_calls(self.redis)
+            r = h.rpc_json("AcquireBatch", {"requests": [
+                {"bucket": other if i % 2 else name + "b", "app": "app", "key": "u%d" % i}
+                for i in range(200)]})
+            self.assertTrue(all(x["response"]["allowed"] for x in r.json()["results"]), r.body)
+            self.assertEqual(evalsha_calls(self.redis) - before, 2)
             # Blocking calls: /readyz pings Redis on the admin thread's
             # connection; Peek reads the bucket.
             ready = p.admin().request("GET", "/readyz")
