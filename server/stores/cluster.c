@@ -711,7 +711,7 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
     redisSetTimeout(c, tv);
     if (tls != NULL) {
         snprintf(where, sizeof(where), "%s:%d", seed->host, seed->port);
-        if (redis_tls_start(tls, c, seed->host, where, timeout_ms, &ts, why, sizeof(why)) != 0) {
+        if (redis_tls_start(tls, c, seed->host, where, timeout_ms, 1, &ts, why, sizeof(why)) != 0) {
             rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "%s", why);
             goto done;
         }

@@ -393,11 +393,7 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
     if (!unix_socket &&
         resolver_address(c->node->resolver, c->ip, c->last_error, sizeof(c->last_error)) != 0)
         return redis_conn_down(r, c, err);
-    /* TLS: the connect and the handshake are made here, within timeout_ms,
-     * a pipe's too (redis_tls.c: a handshake is several round trips; the
-     * pipe then gets the connection non-blocking, its greeting to go out
-     * with its first batch as over plaintext). */
-    if (greet || r->tls != NULL)
+    if (greet)
         c->ctx = unix_socket ? redisConnectUnixWithTimeout(sock, tv)
                              : redisConnectWithTimeout(c->ip, port, tv);
     else
@@ -414,13 +410,16 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
         redisEnableKeepAlive(c->ctx);
     if (r->tls != NULL) {
         char why[sizeof(c->last_error)];
-        if (redis_tls_start(r->tls, c->ctx, c->node->host, c->node->where, timeout_ms, &c->tls,
-                            why, sizeof(why)) != PERMITD_OK) {
+        /* Blocking: the handshake now, within REDIS_HANDSHAKE_MS at least
+         * (once per connection, as the greeting). A pipe: its first writes
+         * and reads drive it on the worker's loop, as the connect itself
+         * (its batch's deadline bounds both). */
+        int hs_ms = timeout_ms < REDIS_HANDSHAKE_MS ? REDIS_HANDSHAKE_MS : timeout_ms;
+        if (redis_tls_start(r->tls, c->ctx, c->node->host, c->node->where, hs_ms, greet,
+                            &c->tls, why, sizeof(why)) != PERMITD_OK) {
             snprintf(c->last_error, sizeof(c->last_error), "%s", why);
             return redis_conn_down(r, c, err);
         }
-        if (!greet)
-            c->ctx->flags &= ~REDIS_BLOCK;  /* the socket is non-blocking already */
     }
     atomic_fetch_add(&r->connects, 1);
     atomic_fetch_add(&c->node->connects, 1);

@@ -672,7 +672,7 @@ static void node_want(const struct redis_pipe *p, int *fd, uint32_t *events, int
                       uint64_t *generation)
 {
     *fd = p->c.ctx != NULL ? p->c.ctx->fd : -1;
-    *events = EPOLLIN | (p->write_pending ? EPOLLOUT : 0);
+    *events = EPOLLIN | (p->write_pending && !redis_tls_waits_to_read(p->c.tls) ? EPOLLOUT : 0);
     *at_us = p->busy ? p->deadline_us : INT64_MAX;
     *generation = p->generation;
 }

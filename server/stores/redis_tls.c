@@ -65,7 +65,10 @@ struct redis_tls_session {
     int send_pending;           /* the last send was cut short: resend it (NULL, 0) */
     size_t send_size;           /* its size */
     int established;            /* a reply came: Redis took the handshake */
+    int handshaking;            /* started without waiting: not done yet (drive()) */
+    int stepped;                /* drive() has run: the connect is done */
     char where[300];
+    char name[256];             /* the name verified */
 };
 
 static const char *const reason_names[REDIS_TLS_REASONS] = {
@@ -193,12 +196,43 @@ static void failed(struct redis_tls *t, const char *where, enum redis_tls_reason
             where, reason_names[reason], why);
 }
 
+/* One step of ts's handshake: 0 done, 1 to be called again when the
+ * socket is ready (gnutls_record_get_direction), -1 failed: why says so,
+ * naming the node and the reason, and the failure is counted. */
+static int handshake_step(struct redis_tls_session *ts, char *why, size_t whylen)
+{
+    enum redis_tls_reason reason = REDIS_TLS_OTHER;
+    int rc = gnutls_handshake(ts->s);
+
+    if (rc == GNUTLS_E_SUCCESS)
+        return 0;
+    if (!gnutls_error_is_fatal(rc))
+        return 1;
+    if (rc == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
+        unsigned status = gnutls_session_get_verify_cert_status(ts->s);
+        gnutls_datum_t text = {NULL, 0};
+        reason = verify_reason(status);
+        gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0);
+        snprintf(why, whylen, "TLS: the certificate of %s is refused (%s, name checked: %s): %s",
+                 ts->where, reason_names[reason], ts->name,
+                 text.data ? (const char *)text.data : "?");
+        gnutls_free(text.data);
+    } else if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED) {
+        reason = REDIS_TLS_REFUSED;
+        snprintf(why, whylen, "TLS: %s refused the handshake (alert: %s)", ts->where,
+                 gnutls_alert_get_name(gnutls_alert_get(ts->s)));
+    } else {
+        snprintf(why, whylen, "TLS handshake with %s failed: %s", ts->where, gnutls_strerror(rc));
+    }
+    failed(ts->tls, ts->where, reason, why);
+    return -1;
+}
+
 int redis_tls_start(struct redis_tls *t, struct redisContext *ctx, const char *host,
-                    const char *where, int timeout_ms, struct redis_tls_session **out,
+                    const char *where, int timeout_ms, int wait, struct redis_tls_session **out,
                     char *why, size_t whylen)
 {
     struct redis_tls_session *ts = calloc(1, sizeof(*ts));
-    const char *name = t->server_name[0] ? t->server_name : host;
     int64_t deadline_us = clock_now_us() + (int64_t)timeout_ms * 1000;
     unsigned char addr[16];
     int rc, flags;
@@ -213,6 +247,7 @@ int redis_tls_start(struct redis_tls *t, struct redisContext *ctx, const char *h
     ts->fd = ctx->fd;
     ts->timeout_ms = timeout_ms;
     snprintf(ts->where, sizeof(ts->where), "%s", where);
+    snprintf(ts->name, sizeof(ts->name), "%s", t->server_name[0] ? t->server_name : host);
     flags = fcntl(ctx->fd, F_GETFL);
     if (flags < 0 || fcntl(ctx->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
         snprintf(why, whylen, "TLS: cannot make the socket non-blocking: %s", strerror(errno));
@@ -222,47 +257,60 @@ int redis_tls_start(struct redis_tls *t, struct redisContext *ctx, const char *h
     gnutls_priority_set(ts->s, t->prio);
     gnutls_credentials_set(ts->s, GNUTLS_CRD_CERTIFICATE, t->cred);
     /* SNI carries a DNS name only (RFC 6066), never an address. */
-    if (inet_pton(AF_INET, name, addr) != 1 && inet_pton(AF_INET6, name, addr) != 1)
-        gnutls_server_name_set(ts->s, GNUTLS_NAME_DNS, name, strlen(name));
+    if (inet_pton(AF_INET, ts->name, addr) != 1 && inet_pton(AF_INET6, ts->name, addr) != 1)
+        gnutls_server_name_set(ts->s, GNUTLS_NAME_DNS, ts->name, strlen(ts->name));
     if (!t->skip_verify)
-        gnutls_session_set_verify_cert(ts->s, name, 0);
+        gnutls_session_set_verify_cert(ts->s, ts->name, 0);
     gnutls_transport_set_int(ts->s, ctx->fd);
     gnutls_handshake_set_timeout(ts->s, 0);
-    do {
-        rc = gnutls_handshake(ts->s);
-        if ((rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED) &&
-            !wait_fd(ts->s, ctx->fd, deadline_us)) {
+    if (!wait) {
+        ts->handshaking = 1;    /* driven by the first reads and writes */
+        *out = ts;
+        return PERMITD_OK;
+    }
+    while ((rc = handshake_step(ts, why, whylen)) == 1)
+        if (!wait_fd(ts->s, ctx->fd, deadline_us)) {
             snprintf(why, whylen, "TLS handshake with %s: no answer within %d ms", where,
                      timeout_ms);
             failed(t, where, REDIS_TLS_TIMEOUT, why);
             redis_tls_session_free(ts);
             return PERMITD_EUNAVAILABLE;
         }
-    } while (rc < 0 && !gnutls_error_is_fatal(rc));
     if (rc < 0) {
-        enum redis_tls_reason reason = REDIS_TLS_OTHER;
-        if (rc == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
-            unsigned status = gnutls_session_get_verify_cert_status(ts->s);
-            gnutls_datum_t text = {NULL, 0};
-            reason = verify_reason(status);
-            gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0);
-            snprintf(why, whylen, "TLS: the certificate of %s is refused (%s, name checked: "
-                     "%s): %s", where, reason_names[reason], name,
-                     text.data ? (const char *)text.data : "?");
-            gnutls_free(text.data);
-        } else if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED) {
-            reason = REDIS_TLS_REFUSED;
-            snprintf(why, whylen, "TLS: %s refused the handshake (alert: %s)", where,
-                     gnutls_alert_get_name(gnutls_alert_get(ts->s)));
-        } else {
-            snprintf(why, whylen, "TLS handshake with %s failed: %s", where, gnutls_strerror(rc));
-        }
-        failed(t, where, reason, why);
         redis_tls_session_free(ts);
         return PERMITD_EUNAVAILABLE;
     }
     *out = ts;
     return PERMITD_OK;
+}
+
+/* A session started without waiting: its handshake goes on. REDIS_OK when
+ * it is done, 1 while it waits for the socket, REDIS_ERR (ctx's error set)
+ * when it failed. */
+static int drive(redisContext *ctx, struct redis_tls_session *s)
+{
+    char why[300];
+    int rc;
+
+    if (!s->handshaking)
+        return REDIS_OK;
+    rc = handshake_step(s, why, sizeof(why));
+    s->stepped = 1;
+    if (rc == 1)
+        return 1;
+    if (rc < 0) {
+        ctx->err = REDIS_ERR_IO;
+        snprintf(ctx->errstr, sizeof(ctx->errstr), "%.127s", why);
+        errno = ECONNRESET;
+        return REDIS_ERR;
+    }
+    s->handshaking = 0;
+    return REDIS_OK;
+}
+
+int redis_tls_waits_to_read(const struct redis_tls_session *s)
+{
+    return s != NULL && s->handshaking && s->stepped && gnutls_record_get_direction(s->s) == 0;
 }
 
 void redis_tls_session_free(struct redis_tls_session *s)
@@ -317,13 +365,15 @@ static int tls_failed(redisContext *ctx, struct redis_tls_session *s, ssize_t rc
 int redis_io_read(struct redisContext *ctx, struct redis_tls_session *s)
 {
     char buf[READ_CHUNK];
-    int blocking, got = 0;
+    int blocking, got = 0, rc;
     int64_t deadline_us;
 
     if (s == NULL)
         return redisBufferRead(ctx);
     if (ctx->err)
         return REDIS_ERR;
+    if ((rc = drive(ctx, s)) != REDIS_OK)
+        return rc == 1 ? REDIS_OK : REDIS_ERR;
     blocking = (ctx->flags & REDIS_BLOCK) != 0;
     deadline_us = clock_now_us() + (int64_t)s->timeout_ms * 1000;
     for (;;) {
@@ -369,6 +419,11 @@ ssize_t redis_io_send(struct redisContext *ctx, struct redis_tls_session *s, con
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             set_error(ctx, REDIS_ERR_IO, strerror(errno));
         return n;
+    }
+    if ((n = drive(ctx, s)) != REDIS_OK) {
+        if (n == 1)
+            errno = EAGAIN;
+        return -1;
     }
     if (s->send_pending) {
         n = gnutls_record_send(s->s, NULL, 0);

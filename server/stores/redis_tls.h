@@ -50,15 +50,23 @@ int redis_tls_new(const struct config *cfg, struct redis_tls **out, struct permi
 /* NULL is a no-op. */
 void redis_tls_free(struct redis_tls *t);
 
-/* Handshakes over ctx's connected socket (which it turns non-blocking;
- * hiredis never touches it again), verifying the certificate against
- * host (--redis-tls-server-name when set) within timeout_ms. `where`
- * names the node for messages. PERMITD_OK with *out (free with
- * redis_tls_session_free()); else unavailable, `why` naming the reason,
- * and the failure counted by reason. */
+/* A TLS session over ctx's socket (which it turns non-blocking; hiredis
+ * never reads or writes it again), verifying the certificate against host
+ * (--redis-tls-server-name when set). `where` names the node for
+ * messages. wait: the handshake is made here, within timeout_ms; else
+ * (a pipe, whose connect may still be under way) the first reads and
+ * writes drive it, answering EAGAIN until it is done. PERMITD_OK with
+ * *out (free with redis_tls_session_free()); else unavailable, `why`
+ * naming the reason, and the failure counted by reason (a handshake driven
+ * later fails its read or write the same way, ctx->errstr saying why). */
 int redis_tls_start(struct redis_tls *t, struct redisContext *ctx, const char *host,
-                    const char *where, int timeout_ms, struct redis_tls_session **out,
-                    char *why, size_t whylen);
+                    const char *where, int timeout_ms, int wait,
+                    struct redis_tls_session **out, char *why, size_t whylen);
+
+/* 1 while s's handshake, driven by reads and writes, waits for Redis to
+ * answer: a caller that waits on the socket should not ask for
+ * writability then (it would be woken at once, again and again). */
+int redis_tls_waits_to_read(const struct redis_tls_session *s);
 
 /* Ends the session (no close_notify wait). NULL is a no-op. */
 void redis_tls_session_free(struct redis_tls_session *s);

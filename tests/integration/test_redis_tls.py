@@ -256,8 +256,17 @@ class RedisTlsClusterTest(unittest.TestCase):
                 slot = keyslot("permitd:{%s:%s}:k" % (name, fresh))
                 owner = self.redis._node(*self.redis.slots[slot])
                 # An empty slot moves by SETSLOT NODE alone, its owner first.
+                # (A node may not have heard of the new one yet by gossip:
+                # "Unknown node"; asked again until it has.)
+                def setslot(c):
+                    try:
+                        return c("CLUSTER", "SETSLOT", slot, "NODE", new_id) == "OK"
+                    except harness.RedisError as e:
+                        if "Unknown node" not in str(e):
+                            raise
+                        return False
                 for c in [owner] + list(self.redis.nodes.values()) + [nc]:
-                    c("CLUSTER", "SETSLOT", slot, "NODE", new_id)
+                    wait_for(lambda: setslot(c), "SETSLOT NODE accepted")
                 d = wait_for(lambda: h.acquire(name, key=fresh).status == 200 and
                              decision(h.acquire(name, key=fresh)), "a decision on the new node")
                 self.assertTrue(d["allowed"])
