@@ -19,6 +19,7 @@ from harness import (ClusterRedis, Permitd, decision, keyslot, put_policy,  # no
                      unique)
 from harness.redis_tls import Pki, TlsCluster, TlsRedis, TlsRedisServer  # noqa: E402
 import test_hotpath  # noqa: E402
+import test_redis_acl  # noqa: E402
 
 
 def metric(p, name, label=None):
@@ -133,6 +134,34 @@ class RedisTlsTest(unittest.TestCase):
             self.assertEqual(metric(p, "permitd_redis_tls_handshake_failures_total",
                                     'reason="unknown_ca"'), 0)
             h.close()
+
+    def test_a_least_privilege_user_over_tls(self):
+        # user:password@ on rediss://: the pipes, the blocking calls and the
+        # subscription authenticate as a user under the README's rule.
+        prefix, user, password = unique("tlsacl") + ":", unique("tlsuser"), unique("pw")
+        self.redis("ACL", "SETUSER", user, "reset", "on", ">" + password,
+                   *test_redis_acl.acl_rule(prefix).split())
+        self.redis("ACL", "LOG", "RESET")
+        try:
+            name = unique("tls")
+            put_policy(self.redis, name, max_permits=2, rate=0.001, prefix=prefix)
+            url = "rediss://%s:%s@127.0.0.1:%d" % (user, password, self.server.port)
+            with Permitd(redis_url=url, prefix=prefix,
+                         args=["--threads", "2", "--redis-tls-ca-file", self.pki.ca]) as p:
+                h = p.http()
+                got = [decision(h.acquire(name))["allowed"] for _ in range(3)]
+                self.assertEqual(got, [True, True, False])
+                self.assertEqual(p.admin().request("GET", "/readyz").status, 200)
+                wait_for(lambda: self.redis("PUBSUB", "NUMSUB", prefix + "changes")[1] >= 1,
+                         "subscribed as the user")
+                users = [l for l in self.redis("CLIENT", "LIST").splitlines()
+                         if " user=%s " % user in l]
+                self.assertGreaterEqual(len(users), 3, users)   # pipes, blocking, pub/sub
+                h.close()
+            self.assertNotIn("NOPERM", p.output())
+            self.assertEqual(self.redis("ACL", "LOG"), [])
+        finally:
+            self.redis("ACL", "DELUSER", user)
 
     def test_a_wrong_ca_is_refused(self):
         name = unique("tls")
