@@ -696,7 +696,7 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
     redisContext *c = NULL;
     struct redis_tls_session *ts = NULL;
     redisReply *reply = NULL;
-    char where[300], why[200];
+    char where[300];
     int rc;
 
     c = redisConnectWithTimeout(seed->host, seed->port, tv);
@@ -711,10 +711,8 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
     redisSetTimeout(c, tv);
     if (tls != NULL) {
         snprintf(where, sizeof(where), "%s:%d", seed->host, seed->port);
-        if (redis_tls_start(tls, c, seed->host, where, timeout_ms, 1, &ts, why, sizeof(why)) != 0) {
-            rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "%s", why);
+        if ((rc = redis_tls_start(tls, c, seed->host, where, timeout_ms, 1, &ts, err)) != 0)
             goto done;
-        }
     }
     if (seeds->password[0] != '\0') {
         const char *argv[3] = {"AUTH", seeds->user, seeds->password};

@@ -409,15 +409,15 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
     if (!unix_socket)
         redisEnableKeepAlive(c->ctx);
     if (r->tls != NULL) {
-        char why[sizeof(c->last_error)];
+        struct permitd_error why = {0, ""};
         /* Blocking: the handshake now, within REDIS_HANDSHAKE_MS at least
          * (once per connection, as the greeting). A pipe: its first writes
          * and reads drive it on the worker's loop, as the connect itself
          * (its batch's deadline bounds both). */
         int hs_ms = timeout_ms < REDIS_HANDSHAKE_MS ? REDIS_HANDSHAKE_MS : timeout_ms;
         if (redis_tls_start(r->tls, c->ctx, c->node->host, c->node->where, hs_ms, greet,
-                            &c->tls, why, sizeof(why)) != PERMITD_OK) {
-            snprintf(c->last_error, sizeof(c->last_error), "%s", why);
+                            &c->tls, &why) != PERMITD_OK) {
+            snprintf(c->last_error, sizeof(c->last_error), "%.190s", why.message);
             return redis_conn_down(r, c, err);
         }
     }

@@ -213,7 +213,8 @@ static int handshake_step(struct redis_tls_session *ts, char *why, size_t whylen
         gnutls_datum_t text = {NULL, 0};
         reason = verify_reason(status);
         gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0);
-        snprintf(why, whylen, "TLS: the certificate of %s is refused (%s, name checked: %s): %s",
+        snprintf(why, whylen, "TLS: the certificate of %.150s is refused (%s, name checked: "
+                 "%.120s): %.180s",
                  ts->where, reason_names[reason], ts->name,
                  text.data ? (const char *)text.data : "?");
         gnutls_free(text.data);
@@ -230,8 +231,10 @@ static int handshake_step(struct redis_tls_session *ts, char *why, size_t whylen
 
 int redis_tls_start(struct redis_tls *t, struct redisContext *ctx, const char *host,
                     const char *where, int timeout_ms, int wait, struct redis_tls_session **out,
-                    char *why, size_t whylen)
+                    struct permitd_error *err)
 {
+    char *why = err->message;
+    size_t whylen = sizeof(err->message);
     struct redis_tls_session *ts = calloc(1, sizeof(*ts));
     int64_t deadline_us = clock_now_us() + (int64_t)timeout_ms * 1000;
     unsigned char addr[16];
@@ -241,7 +244,7 @@ int redis_tls_start(struct redis_tls *t, struct redisContext *ctx, const char *h
     if (ts == NULL || gnutls_init(&ts->s, GNUTLS_CLIENT | GNUTLS_NONBLOCK) != GNUTLS_E_SUCCESS) {
         free(ts);
         snprintf(why, whylen, "TLS: out of memory");
-        return PERMITD_EUNAVAILABLE;
+        return err->code = PERMITD_EUNAVAILABLE;
     }
     ts->tls = t;
     ts->fd = ctx->fd;
@@ -252,7 +255,7 @@ int redis_tls_start(struct redis_tls *t, struct redisContext *ctx, const char *h
     if (flags < 0 || fcntl(ctx->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
         snprintf(why, whylen, "TLS: cannot make the socket non-blocking: %s", strerror(errno));
         redis_tls_session_free(ts);
-        return PERMITD_EUNAVAILABLE;
+        return err->code = PERMITD_EUNAVAILABLE;
     }
     gnutls_priority_set(ts->s, t->prio);
     gnutls_credentials_set(ts->s, GNUTLS_CRD_CERTIFICATE, t->cred);
@@ -274,11 +277,11 @@ int redis_tls_start(struct redis_tls *t, struct redisContext *ctx, const char *h
                      timeout_ms);
             failed(t, where, REDIS_TLS_TIMEOUT, why);
             redis_tls_session_free(ts);
-            return PERMITD_EUNAVAILABLE;
+            return err->code = PERMITD_EUNAVAILABLE;
         }
     if (rc < 0) {
         redis_tls_session_free(ts);
-        return PERMITD_EUNAVAILABLE;
+        return err->code = PERMITD_EUNAVAILABLE;
     }
     *out = ts;
     return PERMITD_OK;

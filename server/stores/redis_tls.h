@@ -56,12 +56,13 @@ void redis_tls_free(struct redis_tls *t);
  * messages. wait: the handshake is made here, within timeout_ms; else
  * (a pipe, whose connect may still be under way) the first reads and
  * writes drive it, answering EAGAIN until it is done. PERMITD_OK with
- * *out (free with redis_tls_session_free()); else unavailable, `why`
- * naming the reason, and the failure counted by reason (a handshake driven
- * later fails its read or write the same way, ctx->errstr saying why). */
+ * *out (free with redis_tls_session_free()); else unavailable, err naming
+ * the node and the reason, and the failure counted by reason (a handshake
+ * driven later fails its read or write the same way, ctx->errstr saying
+ * why). */
 int redis_tls_start(struct redis_tls *t, struct redisContext *ctx, const char *host,
                     const char *where, int timeout_ms, int wait,
-                    struct redis_tls_session **out, char *why, size_t whylen);
+                    struct redis_tls_session **out, struct permitd_error *err);
 
 /* 1 while s's handshake, driven by reads and writes, waits for Redis to
  * answer: a caller that waits on the socket should not ask for
