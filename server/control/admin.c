@@ -10,16 +10,20 @@
  *     HttpOnly, SameSite=Strict); viewers may call the read-only ones,
  *     editors all of them, and admins also manage users (usersvc.c);
  *   - a POST must carry an Origin equal to this listener's own origin
- *     (scheme://Host; on a loopback listener Host must be a loopback name,
- *     which stops DNS rebinding), so a page on another site cannot make a
+ *     (scheme://Host), and every request but the probes a Host that is an
+ *     IP address, localhost or a name --admin-hosts lists, whatever the
+ *     bind (which stops DNS rebinding), so a page on another site cannot make a
  *     logged-in browser change anything, and no CORS header is ever sent; connect.c
  *     already refuses any content type but JSON and proto, which a plain
  *     HTML form cannot send;
- *   - failed logins for one user name from one client address spend
- *     tokens from permitd's own token bucket (policy "_login": 5 tries,
- *     then one every 10 s), so password guessing is slowed by the very
- *     mechanism permitd sells, and a stranger's wrong guesses lock out only
- *     the stranger, not the administrator elsewhere;
+ *   - every login spends, before its password is checked, a try from
+ *     permitd's own token buckets: one for the user name from the client
+ *     address (policy "_login": 5 tries, then one every 10 s) and one for
+ *     the user name from every address together ("_login_account":
+ *     --login-account-tries a minute); the right password gives them back.
+ *     So password guessing is slowed by the very mechanism permitd sells,
+ *     logins checked at once never outnumber the tries, and many addresses
+ *     guessing one account share one small budget that refills quickly;
  *   - passwords are checked on verifier.c's threads, never on the admin
  *     listener's one loop thread: a login is deferred and answered when its
  *     check comes back, and a login that finds --login-queue checks already
@@ -31,6 +35,7 @@
  * RPC returns sees the change. The store connection is used from the admin
  * listener's threads under one mutex: admin traffic is light.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -55,6 +60,7 @@
 #include "core/pool.h"
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
+#include "stores/redis.h"
 #include "stores/store.h"
 #include "control/verifier.h"
 
@@ -63,6 +69,7 @@
 #define LOGIN_POLICY "_login"
 #define LOGIN_TRIES 5
 #define LOGIN_RATE "0.1"
+#define LOGIN_ACCOUNT_POLICY "_login_account"
 #define LOGIN_PATH "/permit.v1.AdminAuthService/Login"
 #define ADMIN_HSTS_MAX_AGE_S (365 * 24 * 3600)
 /* The admin RPCs' pool (core/pool.h): two threads, so one slow page does not
@@ -411,7 +418,7 @@ static void write_through(struct admin *a, const struct store_policy *p)
 
     if (a->sync != NULL && sync_write_policy(a->sync, p, &err) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "write-through to redis failed; the next sync pass will retry",
-                "policy=%s error=\"%s\"", p->name, err.message);
+                "policy=%s error=%s", p->name, log_q(err.message));
 }
 
 /* ---- PolicyService ---- */
@@ -722,7 +729,7 @@ static int delete_policy(void *ud, struct connect_call *call, const ProtobufCMes
     limiter_forget(a->limiter, rq->name);
     if (a->sync != NULL && sync_remove_policy(a->sync, rq->name, &why) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "removing a deleted policy from redis failed; the next sync pass will",
-                "policy=%s error=\"%s\"", rq->name, why.message);
+                "policy=%s error=%s", rq->name, log_q(why.message));
     log_msg(LOG_LEVEL_INFO, "policy deleted", "policy=%s by=%s", rq->name, user.username);
     return PERMITD_OK;
 }
@@ -793,7 +800,7 @@ static int reset_bucket(void *ud, struct connect_call *call, const ProtobufCMess
     if ((rc = authenticate(a, call, ROLE_EDITOR, &user, err)) != PERMITD_OK ||
         (rc = limiter_reset(a->limiter, rq->name, rq->key, deadline(), err)) != PERMITD_OK)
         return rc;
-    log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=\"%.64s\" by=%s", rq->name, rq->key,
+    log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=%s by=%s", rq->name, log_q(rq->key),
             user.username);
     return bucket_proto(a, call, rq->name, rq->key, 1, &rs->bucket, err);
 }
@@ -848,63 +855,109 @@ static int get_policy_stats(void *ud, struct connect_call *call, const ProtobufC
 
 /* ---- AdminAuthService ---- */
 
-/* The login bucket of permitd's own: created (or corrected) on use,
+/* The login buckets of permitd's own: created (or corrected) on use,
  * through lua/sync.lua like every policy hash (the one writer of their
- * layout); it is in Redis only, so the sync leaves it alone. */
-static void login_policy(struct admin *a)
+ * layout); they are in Redis only, so the sync leaves them alone. */
+static void login_policy(struct admin *a, const char *name, int tries, const char *rate)
 {
     char max[16];
-    const char *fields[] = {"name", LOGIN_POLICY, "apps", "*", "max_permits", max,
-                            "rate", LOGIN_RATE, "enabled", "1"};
+    const char *fields[] = {"name", name, "apps", "*", "max_permits", max,
+                            "rate", rate, "enabled", "1"};
     struct permitd_error err = {0, ""};
 
-    snprintf(max, sizeof(max), "%d", LOGIN_TRIES);
+    snprintf(max, sizeof(max), "%d", tries);
     if (a->sync != NULL &&
-        sync_own_policy(a->sync, LOGIN_POLICY, fields, sizeof(fields) / sizeof(fields[0]),
-                        &err) != PERMITD_OK)
-        log_msg(LOG_LEVEL_WARN, "cannot write the login throttle's policy", "policy=%s error=\"%s\"",
-                LOGIN_POLICY, err.message);
+        sync_own_policy(a->sync, name, fields, sizeof(fields) / sizeof(fields[0]), &err) !=
+            PERMITD_OK)
+        log_msg(LOG_LEVEL_WARN, "cannot write the login throttle's policy", "policy=%s error=%s",
+                name, log_q(err.message));
 }
 
 /* The login bucket's key for a user name (lower-cased: Alice = alice)
- * tried from one client address: "alice@127.0.0.2". */
+ * tried from one client address: "alice@127.0.0.2"; addr NULL: the
+ * name's own key, "alice", for every address together. */
 static void login_key(const char *username, const char *addr, char *out, size_t len)
 {
     size_t i = 0;
 
     for (; username[i] && i + 1 < len; i++)
         out[i] = (char)((username[i] >= 'A' && username[i] <= 'Z') ? username[i] + 32 : username[i]);
-    snprintf(out + i, len - i, "@%s", addr);
+    out[i] = '\0';
+    if (addr != NULL)
+        snprintf(out + i, len - i, "@%s", addr);
 }
 
-
-/* Spends a login try for key; returns PERMITD_EEXHAUSTED (with the wait)
- * when none is left. Redis being down must not lock administrators out in
- * an incident: then the check is skipped (and logged). */
-static int login_try(struct admin *a, const char *key, int take, struct permitd_error *err)
+/* Spends one try of login bucket `policy` for key, before the password is
+ * checked, so the logins checked at once can never outnumber the tries
+ * left; PERMITD_EEXHAUSTED (with the wait) when none is left. Redis being
+ * down must not lock administrators out in an incident: then the check is
+ * skipped (and logged). */
+static int login_try(struct admin *a, const char *policy, int tries, const char *rate,
+                     const char *key, const char *whence, struct permitd_error *err)
 {
     struct limiter_result r;
     struct permitd_error why = {0, ""};
     int rc = PERMITD_OK;
 
     for (int attempt = 0; attempt < 2; attempt++) {
-        rc = limiter_own(a->limiter, LOGIN_POLICY, key, take, deadline(), &r, &why);
+        rc = limiter_own(a->limiter, policy, key, 1, deadline(), &r, &why);
         if (rc != PERMITD_ENOTFOUND)
             break;
-        login_policy(a);
+        login_policy(a, policy, tries, rate);
     }
     if (rc != PERMITD_OK) {
-        log_msg(LOG_LEVEL_WARN, "login throttle unavailable; login allowed", "error=\"%s\"", why.message);
+        log_msg(LOG_LEVEL_WARN, "login throttle unavailable; login allowed", "policy=%s error=%s",
+                policy, log_q(why.message));
         return PERMITD_OK;
     }
-    if (!take && r.remaining < 1) {
-        int64_t wait_s = (int64_t)((1.0 - (double)r.tokens_micro / 1e6) / 0.1) + 1;
+    if (!r.allowed)
         return permitd_error_set(err, PERMITD_EEXHAUSTED,
-                                 "too many failed logins for this user from this address; try "
-                                 "again in %" PRId64 " s",
-                                 wait_s);
-    }
+                                 "too many failed logins for this user %s; try again in %" PRId64
+                                 " s",
+                                 whence, (r.retry_after_ms + 999) / 1000);
     return PERMITD_OK;
+}
+
+/* Spends a try of the login's (name, address) bucket, then one of the
+ * name's own bucket for every address together (--login-account-tries),
+ * so many addresses guessing one password are held to it between them.
+ * That bucket refills quickly (a try every 60/N s): an attacker can keep
+ * the real administrator waiting while guessing, not for long after. */
+static int login_spend(struct admin *a, const char *username, const char *addr,
+                       struct permitd_error *err)
+{
+    char key[128], rate[32];
+    int n = a->cfg->login_account_tries, rc;
+
+    login_key(username, addr, key, sizeof(key));
+    if ((rc = login_try(a, LOGIN_POLICY, LOGIN_TRIES, LOGIN_RATE, key, "from this address",
+                        err)) != PERMITD_OK || n <= 0)
+        return rc;
+    login_key(username, NULL, key, sizeof(key));
+    snprintf(rate, sizeof(rate), "%.12f", n / 60.0);
+    return login_try(a, LOGIN_ACCOUNT_POLICY, n, rate, key, "from all addresses together", err);
+}
+
+/* A login succeeded: the tries it spent (and the ones its address and
+ * name had spent before) are given back by deleting both buckets' state
+ * (a full bucket is no key), so an administrator who logs in often is
+ * never held back. Only the right password does this. */
+static void login_refund(struct admin *a, const char *username, const char *addr)
+{
+    char key[128], name[POLICY_REDIS_KEY_MAX];
+    struct redis_str del[2] = {{"DEL", 3}, {name, 0}};
+    struct permitd_error err = {0, ""};
+
+    /* One DEL a key: in a cluster the two live in different slots. */
+    for (int i = 0; i < 2; i++) {
+        login_key(username, i == 0 ? addr : NULL, key, sizeof(key));
+        del[1].len = policy_bucket_key(name, a->cfg->redis_prefix,
+                                       i == 0 ? LOGIN_POLICY : LOGIN_ACCOUNT_POLICY,
+                                       POLICY_TOKEN_BUCKET, 0, key);
+        if (redis_command(a->redis, del, 2, deadline(), NULL, NULL, NULL, &err) != PERMITD_OK)
+            log_msg(LOG_LEVEL_WARN, "cannot give back a login's tries", "error=%s",
+                    log_q(err.message));
+    }
 }
 
 static void session_cookie(const struct admin *a, struct http_response *resp, const char *token,
@@ -925,7 +978,7 @@ struct login {
     struct store_user user;
     char *password;                 /* request storage; wiped once handed over */
     size_t password_len;
-    char key[128], addr[64], username[65];
+    char addr[64], username[65];
 };
 
 /* Every admin answer's headers (admin_handle() adds them to the answers
@@ -967,10 +1020,10 @@ static void login_checked(void *ud, int match)
 
     http_response_init(&resp);
     if (!match || !l->found) {
-        login_try(l->a, l->key, 1, &err);
-        log_msg(LOG_LEVEL_WARN, "login failed", "user=\"%.64s\" addr=%s", l->username, l->addr);
+        log_msg(LOG_LEVEL_WARN, "login failed", "user=%s addr=%s", log_q(l->username), l->addr);
         rc = permitd_error_set(&err, PERMITD_EUNAUTHENTICATED, "wrong user name or password");
     } else {
+        login_refund(l->a, l->username, l->addr);
         rc = login_session(l, &resp, &err);
     }
     if (rc != PERMITD_OK) {
@@ -1001,8 +1054,8 @@ static void login_start(struct login *l)
     if (rc == PERMITD_OK)
         return;
     if (rc == PERMITD_EEXHAUSTED)
-        log_msg(LOG_LEVEL_DEBUG, "login shed: password checks full", "user=\"%.64s\" addr=%s",
-                l->username, l->addr);
+        log_msg(LOG_LEVEL_DEBUG, "login shed: password checks full", "user=%s addr=%s",
+                log_q(l->username), l->addr);
     http_response_init(&resp);
     connect_error_reply(&resp, &err);
     answer_headers(l->a, &resp);
@@ -1041,8 +1094,7 @@ static int login(void *ud, struct connect_call *call, const ProtobufCMessage *in
     snprintf(l->username, sizeof(l->username), "%s", rq->username);
     if (http_request_client_addr(call->http, l->addr, sizeof(l->addr)) != 0)
         snprintf(l->addr, sizeof(l->addr), "unknown");
-    login_key(rq->username, l->addr, l->key, sizeof(l->key));
-    if ((rc = login_try(a, l->key, 0, err)) != PERMITD_OK)
+    if ((rc = login_spend(a, rq->username, l->addr, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&a->store_lock);
     rc = store_user_get(a->store, rq->username, &l->user, &miss);
@@ -1223,23 +1275,66 @@ static int ui_file(struct admin *a, const char *name, struct http_response *resp
     return 1;
 }
 
-/* When the admin listener is bound to loopback, the only names a browser
- * can rightly use for it are loopback names: any other Host is a DNS
- * rebinding page pointing its own name at 127.0.0.1. */
+/* A name a browser may rightly use for this listener, whatever it is bound
+ * to: an IP address (a literal cannot be rebound), "localhost", or a name
+ * --admin-hosts lists ("*": any). Any other name in Host is a DNS
+ * rebinding page that points its own name at this address, which a
+ * loopback bind does not stop either: Docker binds 0.0.0.0 behind a
+ * 127.0.0.1 port map, and the port in Host is the map's, not ours. A
+ * request without Host (HTTP/1.0) comes from no browser: allowed here
+ * (same_origin() still needs one). */
 static int host_allowed(const struct admin *a, const char *host)
 {
-    const char *h = a->cfg->admin_listen_host;
-    char want[300];
+    char name[256];
+    const char *colon, *list = a->cfg->admin_hosts;
+    size_t n;
+    unsigned char addr[16];
 
-    if (!(strcmp(h, "127.0.0.1") == 0 || strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0))
-        return 1;
     if (host == NULL)
+        return 1;
+    if (host[0] == '[') {
+        const char *end = strchr(host, ']');
+        if (end == NULL || (size_t)(end - host - 1) >= sizeof(name))
+            return 0;
+        n = (size_t)(end - host - 1);
+        memcpy(name, host + 1, n);
+        name[n] = '\0';
+        colon = end[1] == ':' ? end + 1 : end[1] == '\0' ? end + 1 : NULL;
+        if (colon == NULL)
+            return 0;
+        if (inet_pton(AF_INET6, name, addr) != 1)
+            return 0;
+    } else {
+        colon = strchr(host, ':');
+        n = colon ? (size_t)(colon - host) : strlen(host);
+        if (n == 0 || n >= sizeof(name))
+            return 0;
+        memcpy(name, host, n);
+        name[n] = '\0';
+        if (colon == NULL)
+            colon = host + n;
+    }
+    /* The port, if any: digits only. */
+    if (*colon == ':' && (colon[1] == '\0' || strspn(colon + 1, "0123456789") != strlen(colon + 1)))
         return 0;
-    for (int i = 0; i < 3; i++) {
-        static const char *const names[] = {"127.0.0.1", "localhost", "[::1]"};
-        snprintf(want, sizeof(want), "%s:%d", names[i], a->cfg->admin_listen_port);
-        if (strcasecmp(host, want) == 0)
+    if (host[0] == '[' || inet_pton(AF_INET, name, addr) == 1)
+        return 1;
+    if (n > 1 && name[n - 1] == '.')
+        name[--n] = '\0';
+    if (strcasecmp(name, "localhost") == 0)
+        return 1;
+    while (*list != '\0') {
+        size_t len = strcspn(list, ",");
+        const char *item = list;
+        while (len > 0 && *item == ' ')
+            item++, len--;
+        while (len > 0 && item[len - 1] == ' ')
+            len--;
+        if ((len == 1 && item[0] == '*') || (len == n && strncasecmp(item, name, n) == 0))
             return 1;
+        list += strcspn(list, ",");
+        if (*list == ',')
+            list++;
     }
     return 0;
 }
@@ -1368,6 +1463,17 @@ static void route(struct admin *a, const struct http_request *req, struct http_r
     }
     if (strcmp(path, "/readyz") == 0) {
         health_readyz(&a->health, resp);
+        no_store(resp);
+        return;
+    }
+    /* Past the probes, whatever the bind: no DNS name this listener was not
+     * told it has (host_allowed()). */
+    if (!host_allowed(a, http_request_header(req, "Host"))) {
+        permitd_error_set(&err, PERMITD_EPERM,
+                          "Host %s refused: the admin listener answers to IP addresses, "
+                          "localhost and the names in --admin-hosts only (DNS rebinding)",
+                          log_q(http_request_header(req, "Host")));
+        connect_error_reply(resp, &err);
         no_store(resp);
         return;
     }
