@@ -315,28 +315,79 @@ static void admin_part_free(void *ctx)
     s->admin = NULL;
 }
 
-/* An admin service: made, then its procedures served by the admin
- * listener; undone whole when they cannot be. */
-#define SERVICE_PART(part, mod, field, ...) \
-    static int part(void *ctx, struct permitd_error *err) \
-    { \
-        struct serve *s = ctx; \
-        int rc = mod##_new(__VA_ARGS__, &s->field, err); \
-        if (rc == PERMITD_OK && \
-            (rc = admin_add_methods(s->admin, mod##_methods, s->field, err)) != PERMITD_OK) { \
-            mod##_free(s->field); \
-            s->field = NULL; \
-        } \
-        return rc; \
-    } \
-    static void part##_free(void *ctx) { mod##_free(((struct serve *)ctx)->field); }
+/* The admin services: each made, then its procedures put on the admin
+ * listener when the parts start (before the listener opens). */
+static int hotkeysvc_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return hotkeysvc_new(s->cfg, s->admin, s->redis, s->limiter, &s->hotkeysvc, err);
+}
+static int hotkeysvc_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return admin_add_methods(s->admin, hotkeysvc_methods, s->hotkeysvc, err);
+}
+static void hotkeysvc_part_free(void *ctx) { hotkeysvc_free(((struct serve *)ctx)->hotkeysvc); }
 
-SERVICE_PART(hotkeysvc_part, hotkeysvc, hotkeysvc, s->cfg, s->admin, s->redis, s->limiter)
-SERVICE_PART(appsvc_part, appsvc, appsvc, s->cfg, s->admin, s->redis, s->keys)
-SERVICE_PART(gwsvc_part, gatewaysvc, gwsvc, s->cfg, s->admin, s->redis, s->gwsync)
-SERVICE_PART(usersvc_part, usersvc, usersvc, s->cfg, s->admin)
-SERVICE_PART(auditsvc_part, auditsvc, auditsvc, s->cfg, s->admin)
-SERVICE_PART(envoysvc_part, envoysvc, envoysvc, s->cfg, s->admin, s->envoyrls)
+static int appsvc_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return appsvc_new(s->cfg, s->admin, s->redis, s->keys, &s->appsvc, err);
+}
+static int appsvc_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return admin_add_methods(s->admin, appsvc_methods, s->appsvc, err);
+}
+static void appsvc_part_free(void *ctx) { appsvc_free(((struct serve *)ctx)->appsvc); }
+
+static int gwsvc_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return gatewaysvc_new(s->cfg, s->admin, s->redis, s->gwsync, &s->gwsvc, err);
+}
+static int gwsvc_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return admin_add_methods(s->admin, gatewaysvc_methods, s->gwsvc, err);
+}
+static void gwsvc_part_free(void *ctx) { gatewaysvc_free(((struct serve *)ctx)->gwsvc); }
+
+static int usersvc_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return usersvc_new(s->cfg, s->admin, &s->usersvc, err);
+}
+static int usersvc_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return admin_add_methods(s->admin, usersvc_methods, s->usersvc, err);
+}
+static void usersvc_part_free(void *ctx) { usersvc_free(((struct serve *)ctx)->usersvc); }
+
+static int auditsvc_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return auditsvc_new(s->cfg, s->admin, &s->auditsvc, err);
+}
+static int auditsvc_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return admin_add_methods(s->admin, auditsvc_methods, s->auditsvc, err);
+}
+static void auditsvc_part_free(void *ctx) { auditsvc_free(((struct serve *)ctx)->auditsvc); }
+
+static int envoysvc_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return envoysvc_new(s->cfg, s->admin, s->envoyrls, &s->envoysvc, err);
+}
+static int envoysvc_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return admin_add_methods(s->admin, envoysvc_methods, s->envoysvc, err);
+}
+static void envoysvc_part_free(void *ctx) { envoysvc_free(((struct serve *)ctx)->envoysvc); }
 
 /* What the sync runs after each pass, and the first load of each before
  * the first request (MySQL down leaves them empty until a pass reaches it). */
@@ -384,7 +435,17 @@ static void fleet_part_free(void *ctx)
     s->fleet = NULL;
 }
 
-SERVICE_PART(fleetsvc_part, fleetsvc, fleetsvc, s->cfg, s->admin, s->redis, s->fleet)
+static int fleetsvc_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return fleetsvc_new(s->cfg, s->admin, s->redis, s->fleet, &s->fleetsvc, err);
+}
+static int fleetsvc_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return admin_add_methods(s->admin, fleetsvc_methods, s->fleetsvc, err);
+}
+static void fleetsvc_part_free(void *ctx) { fleetsvc_free(((struct serve *)ctx)->fleetsvc); }
 
 /* The listeners' certificates and keys, read before any listener opens. */
 static int listeners_part(void *ctx, struct permitd_error *err)
@@ -564,15 +625,15 @@ static const struct part serve_parts[] = {
     {"sync",         mysql_on, sync_part,        sync_part_start,      sync_part_free,    sync_part_free},
     {"follow",       NULL,     NULL,             follow_part_start,    follow_part_stop,  NULL},
     {"admin",        NULL,     admin_part,       NULL,                 NULL,              admin_part_free},
-    {"hotkeysvc",    NULL,     hotkeysvc_part,   NULL,                 NULL,              hotkeysvc_part_free},
-    {"appsvc",       mysql_on, appsvc_part,      NULL,                 NULL,              appsvc_part_free},
-    {"gatewaysvc",   mysql_on, gwsvc_part,       NULL,                 NULL,              gwsvc_part_free},
-    {"usersvc",      mysql_on, usersvc_part,     NULL,                 NULL,              usersvc_part_free},
-    {"auditsvc",     mysql_on, auditsvc_part,    NULL,                 NULL,              auditsvc_part_free},
-    {"envoysvc",     mysql_on, envoysvc_part,    NULL,                 NULL,              envoysvc_part_free},
+    {"hotkeysvc",    NULL,     hotkeysvc_part,   hotkeysvc_part_start, NULL,              hotkeysvc_part_free},
+    {"appsvc",       mysql_on, appsvc_part,      appsvc_part_start,    NULL,              appsvc_part_free},
+    {"gatewaysvc",   mysql_on, gwsvc_part,       gwsvc_part_start,     NULL,              gwsvc_part_free},
+    {"usersvc",      mysql_on, usersvc_part,     usersvc_part_start,   NULL,              usersvc_part_free},
+    {"auditsvc",     mysql_on, auditsvc_part,    auditsvc_part_start,  NULL,              auditsvc_part_free},
+    {"envoysvc",     mysql_on, envoysvc_part,    envoysvc_part_start,  NULL,              envoysvc_part_free},
     {"mysql loads",  mysql_on, mysql_loads_part, NULL,                 NULL,              NULL},
     {"fleet",        NULL,     fleet_part,       NULL,                 fleet_part_free,   fleet_part_free},
-    {"fleetsvc",     NULL,     fleetsvc_part,    NULL,                 NULL,              fleetsvc_part_free},
+    {"fleetsvc",     NULL,     fleetsvc_part,    fleetsvc_part_start,  NULL,              fleetsvc_part_free},
     {"listeners",    NULL,     listeners_part,   listeners_part_start, listeners_part_stop, listeners_part_free},
     {"fleet publish", NULL,    NULL,             fleet_pub_start,      fleet_pub_stop,    NULL},
 };
