@@ -34,6 +34,7 @@
 #include "decisions/appkeys.h"
 #include "decisions/forward.h"
 #include "decisions/api.h"
+#include "decisions/service.h"
 #include "decisions/envoyrls.h"
 #include "decisions/grpcapi.h"
 #include "core/config.h"
@@ -108,6 +109,7 @@ struct serve {
     struct appkeys *keys;
     struct limiter *limiter;
     struct forward_rules *rules;
+    struct service *service;
     struct forward *forward;
     struct api *api;
     struct grpcapi *grpcapi;
@@ -174,22 +176,32 @@ static int rules_part(void *ctx, struct permitd_error *err)
 }
 static void rules_part_free(void *ctx) { forward_rules_free(((struct serve *)ctx)->rules); }
 
+/* The decision service every door calls (decisions/service.c). */
+static int service_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    int rc = service_new(s->limiter, s->stats, &s->service, err);
+
+    if (rc == PERMITD_OK)
+        service_set_appkeys(s->service, s->keys);
+    return rc;
+}
+static void service_part_free(void *ctx) { service_free(((struct serve *)ctx)->service); }
+
 static int forward_part(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
-    return forward_new(s->cfg, s->rules, s->limiter, s->keys, s->stats, &s->forward, err);
+    return forward_new(s->cfg, s->rules, s->service, &s->forward, err);
 }
 static void forward_part_free(void *ctx) { forward_free(((struct serve *)ctx)->forward); }
 
 static int api_part(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
-    int rc = api_new(s->cfg, s->limiter, s->stats, &s->api, err);
+    int rc = api_new(s->cfg, s->service, &s->api, err);
 
-    if (rc == PERMITD_OK) {
-        api_set_appkeys(s->api, s->keys);
+    if (rc == PERMITD_OK)
         api_set_forward(s->api, s->forward);
-    }
     return rc;
 }
 static void api_part_free(void *ctx) { api_free(((struct serve *)ctx)->api); }
@@ -197,7 +209,7 @@ static void api_part_free(void *ctx) { api_free(((struct serve *)ctx)->api); }
 static int grpcapi_part(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
-    return grpcapi_new(s->cfg, s->limiter, s->stats, s->keys, &s->grpcapi, err);
+    return grpcapi_new(s->cfg, s->service, &s->grpcapi, err);
 }
 static void grpcapi_part_free(void *ctx) { grpcapi_free(((struct serve *)ctx)->grpcapi); }
 
@@ -205,7 +217,7 @@ static void grpcapi_part_free(void *ctx) { grpcapi_free(((struct serve *)ctx)->g
 static int envoyrls_part(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
-    int rc = envoyrls_new(s->grpcapi, s->limiter, s->stats, &s->envoyrls, err);
+    int rc = envoyrls_new(s->service, &s->envoyrls, err);
 
     if (rc == PERMITD_OK)
         grpcapi_chain(s->grpcapi, envoyrls_handle, s->envoyrls);
@@ -222,7 +234,7 @@ static int hotkeys_part(void *ctx, struct permitd_error *err)
     int rc = hotkeys_new(s->cfg, s->redis, &s->hotkeys, err);
 
     if (rc == PERMITD_OK)
-        api_set_hotkeys(s->api, s->hotkeys);
+        service_set_hotkeys(s->service, s->hotkeys);
     return rc;
 }
 static int hotkeys_part_start(void *ctx, struct permitd_error *err)
@@ -614,6 +626,7 @@ static const struct part serve_parts[] = {
     {"appkeys",      NULL,     keys_part,        NULL,                 NULL,              keys_part_free},
     {"limiter",      NULL,     limiter_part,     NULL,                 NULL,              limiter_part_free},
     {"rules",        NULL,     rules_part,       NULL,                 NULL,              rules_part_free},
+    {"service",      NULL,     service_part,     NULL,                 NULL,              service_part_free},
     {"forward",      NULL,     forward_part,     NULL,                 NULL,              forward_part_free},
     {"api",          NULL,     api_part,         NULL,                 NULL,              api_part_free},
     {"grpcapi",      NULL,     grpcapi_part,     NULL,                 NULL,              grpcapi_part_free},
