@@ -575,6 +575,7 @@ static int listeners_part_start(void *ctx, struct permitd_error *err)
             .tls_key_pem = s->grpc_key,
             .tls_priorities = cfg->tls_priorities,
             .name = "grpc",
+            .access_log = cfg->access_log,
             .worker_open = grpcapi_worker_open,
             .worker_close = grpcapi_worker_close,
         };
