@@ -167,8 +167,8 @@ void health_readyz(const struct health *h, struct http_response *resp)
  * from and which of them are its samples. health_metrics() reads every
  * source once into a struct metrics_snap, then writes the rows in order,
  * so a new figure is a field and a row, and no family's text is written
- * twice. Labels are bounded: fixed words, the listeners, the Redis nodes
- * and the key refusal reasons; request keys never become labels (the
+ * twice. Labels are bounded: fixed words, the listeners, the Redis nodes,
+ * the key refusal reasons and the Redis TLS handshake failure reasons; request keys never become labels (the
  * policies' families are stats.c's, written first).
  */
 
@@ -189,6 +189,7 @@ enum metric_source {
     M_LISTENERS = M_EACH,   /* listener="api", "admin": struct listener_snap */
     M_NODES,            /* node="host:port", in a cluster: struct node_snap */
     M_REASONS,          /* reason="missing", ...: struct reason_snap */
+    M_TLS_FAILURES,     /* reason="...", over rediss:// once one failed: struct reason_snap */
 };
 
 enum metric_format {
@@ -242,7 +243,7 @@ struct node_snap {
 };
 
 struct reason_snap {
-    uint64_t refused;
+    uint64_t refused;               /* or failed, for M_TLS_FAILURES */
 };
 
 #define SNAP(field) {NULL, offsetof(struct metrics_snap, field)}
@@ -279,6 +280,9 @@ static const struct metric metrics[] = {
     COUNTER("permitd_redis_connects_total",
             "Redis connections made (first ones and reconnects).",
             M_LIMITER, SNAP(redis_connects)),
+    COUNTER("permitd_redis_tls_handshake_failures_total",
+            "TLS handshakes with Redis that failed, by reason (rediss:// only).",
+            M_TLS_FAILURES, ONE(struct reason_snap, refused)),
     COUNTER("permitd_redis_redirects_total", "Redis Cluster redirects followed.",
             M_CLUSTER, SNAPL("kind=\"moved\"", moved), SNAPL("kind=\"ask\"", ask)),
     COUNTER("permitd_redis_split_calls_total",
@@ -480,6 +484,11 @@ static int source_present(const struct health *h, enum metric_source src)
         return h->sync != NULL && sync_settle(h->sync) != NULL;
     case M_VERIFIER:
         return h->verifier != NULL;
+    case M_TLS_FAILURES: {
+        const char *reason;
+        uint64_t n;
+        return redis_tls_failure_info(h->redis, 0, &reason, &n) == 0;
+    }
     case M_GRPC:
         return h->grpc != NULL;
     default:
@@ -554,6 +563,16 @@ static void write_each(FILE *out, const struct health *h, const struct metric *r
 
             snprintf(item, sizeof(item), "reason=\"%s\"",
                      appkeys_reason_name((enum appkeys_reason)k));
+            write_samples(out, r, item, &rs);
+        }
+    } else if (r->source == M_TLS_FAILURES) {
+        const char *reason;
+        uint64_t n;
+
+        for (int i = 0; redis_tls_failure_info(h->redis, i, &reason, &n) == 0; i++) {
+            struct reason_snap rs = {n};
+
+            snprintf(item, sizeof(item), "reason=\"%s\"", reason);
             write_samples(out, r, item, &rs);
         }
     }
