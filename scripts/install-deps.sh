@@ -28,6 +28,8 @@ if [ "$what" = test ]; then
     # caddy: and a real Caddy (forward_auth) running README's block
     # (tests/integration/test_gateway_spoof.py)
     pkgs+=(caddy)
+    # prometheus: its promtool checks /metrics (tests/integration/test_metrics.py)
+    pkgs+=(prometheus)
 fi
 if [ "$what" = bench ]; then
     # nginx: tests/bench/gateway.sh measures forward-auth through it
