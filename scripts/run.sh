@@ -11,6 +11,7 @@
 # Environment (defaults in brackets):
 #   PERMITD_LISTEN          API listener             [127.0.0.1:8080]
 #   PERMITD_ADMIN_LISTEN    admin listener           [127.0.0.1:8081]
+#   PERMITD_GRPC_LISTEN     gRPC listener            [127.0.0.1:8082]
 #   PERMITD_RUN_REDIS_PORT  the local Redis's port   [6390]
 #   PERMITD_RUN_MYSQL_PORT  the local MariaDB's port [3390]
 #   PERMITD_RUN_DIR         where local data lives   [.local]
@@ -24,6 +25,7 @@ redis_port=${PERMITD_RUN_REDIS_PORT:-6390}
 mysql_port=${PERMITD_RUN_MYSQL_PORT:-3390}
 export PERMITD_LISTEN=${PERMITD_LISTEN:-127.0.0.1:8080}
 export PERMITD_ADMIN_LISTEN=${PERMITD_ADMIN_LISTEN:-127.0.0.1:8081}
+export PERMITD_GRPC_LISTEN=${PERMITD_GRPC_LISTEN:-127.0.0.1:8082}
 prefix=${PERMITD_REDIS_PREFIX:-permitd:}
 
 # A secret of the run directory: random, made on first use and kept in
@@ -151,14 +153,14 @@ if [ "$(sql 'SELECT COUNT(*) FROM admin_users')" = 0 ]; then
     admin_password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
     printf '%s\n' "$admin_password" | "$build/server/permitd" admin add-user admin --role admin
     admin_note="  admin UI login: admin / $admin_password   (shown once; add users on the UI's Users page, or with
-                  printf 'PASSWORD\\n' | PERMITD_MYSQL_URL=... permitd admin add-user NAME --role viewer)"
+                  printf 'PASSWORD\\n' | scripts/permitd-admin.sh admin add-user NAME --role viewer)"
 fi
 
 if [ "$(sql 'SELECT COUNT(*) FROM policies')" = 0 ]; then
-    sql "INSERT INTO policies (name, max_permits, rate, description, created_by, updated_by)
-         VALUES ('example', 10, 1, 'added by scripts/run.sh', 'run.sh', 'run.sh');
+    sql "INSERT INTO policies (name, max_permits, rate, colocate, description, created_by, updated_by)
+         VALUES ('example', 10, 1, 1, 'added by scripts/run.sh', 'run.sh', 'run.sh');
          INSERT INTO policy_apps (policy_id, app) SELECT id, '*' FROM policies WHERE name = 'example';"
-    echo "run.sh: added policy \"example\": 10 permits, 1 more per second, any app"
+    echo "run.sh: added policy \"example\": 10 permits, 1 more per second, any app, colocate on"
 fi
 
 # A demo app and its API key (issue 21: every API call carries one). The
@@ -188,6 +190,7 @@ cat <<MSG
 
 permitd is serving:
   API      http://$PERMITD_LISTEN  (Connect: /permit.v1.RateLimitService/Acquire, /Peek)
+  gRPC     $PERMITD_GRPC_LISTEN  (h2c: permit.v1.RateLimitService, Envoy's ShouldRateLimit)
   admin UI http://$PERMITD_ADMIN_LISTEN/   (health: /readyz)
 $admin_note
   Redis    $(mask_url "$PERMITD_REDIS_URL"), data in $data/redis
@@ -202,8 +205,15 @@ Acquire a permit as the app "demo" (its API key: $data/demo.key):
        -d '{"bucket":"example","permits":1}' \\
        http://$PERMITD_LISTEN/permit.v1.RateLimitService/Acquire
 
-Apps and keys: permitd admin add-app NAME, issue-key APP, revoke-key PREFIX, list-apps
-(with PERMITD_MYSQL_URL=mysql://permitd:\$(cat $data/secrets/mariadb-permitd)@127.0.0.1:$mysql_port/permitd).
+The same over gRPC ($PERMITD_GRPC_LISTEN; buf from the e2e tests' packages, once: (cd tests/e2e && npm ci)):
+  tests/e2e/node_modules/.bin/buf curl --schema proto --protocol grpc --http2-prior-knowledge \\
+       -H 'Authorization: Bearer $demo_key' --data '{"bucket":"example"}' \\
+       http://$PERMITD_GRPC_LISTEN/permit.v1.RateLimitService/Acquire
+
+Apps and keys, users, migrations: the permitd command line against this stack
+(its passwords read from $data/secrets/):
+  scripts/permitd-admin.sh admin list-apps
+  scripts/permitd-admin.sh admin issue-key demo
 
 Policies live in MySQL; edit them with SQL and permitd picks the change up
 within 5 s (PERMITD_SYNC_INTERVAL_MS).
