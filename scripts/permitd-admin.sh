@@ -9,12 +9,12 @@
 #   printf 'a long password\n' | scripts/permitd-admin.sh admin add-user alice --role viewer
 #
 # The same environment as run.sh moves it: PERMITD_RUN_DIR [.local],
-# PERMITD_RUN_MYSQL_PORT [3390], PERMITD_RUN_REDIS_PORT [6390].
+# PERMITD_RUN_MYSQL_PORT [3390], PERMITD_RUN_REDIS_PORT [6390], PERMITD_RUN_BIN.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 data=${PERMITD_RUN_DIR:-$root/.local}
-bin=$root/build/release/server/permitd
+bin=${PERMITD_RUN_BIN:-$root/build/release/server/permitd}
 for f in "$bin" "$data/secrets/mariadb-permitd" "$data/secrets/redis"; do
     [ -e "$f" ] || { echo "permitd-admin.sh: $f is missing: run scripts/run.sh first" >&2; exit 1; }
 done

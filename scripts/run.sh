@@ -15,6 +15,7 @@
 #   PERMITD_RUN_REDIS_PORT  the local Redis's port   [6390]
 #   PERMITD_RUN_MYSQL_PORT  the local MariaDB's port [3390]
 #   PERMITD_RUN_DIR         where local data lives   [.local]
+#   PERMITD_RUN_BIN         a permitd already built: no build  [build/release/server/permitd, built]
 # Any other PERMITD_* setting (see `permitd --help`) is passed through.
 set -euo pipefail
 
@@ -60,8 +61,14 @@ mask_url() {
 
 "$root/scripts/install-deps.sh" run
 
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)"
+if [ -n "${PERMITD_RUN_BIN:-}" ]; then
+    permitd=$PERMITD_RUN_BIN
+    [ -x "$permitd" ] || { echo "run.sh: PERMITD_RUN_BIN=$permitd is not an executable" >&2; exit 1; }
+else
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+    cmake --build "$build" -j "$(nproc)"
+    permitd=$build/server/permitd
+fi
 
 mkdir -p "$data/redis"
 chmod 700 "$data"
@@ -144,14 +151,14 @@ if [ ! -f "$mysql_marker" ]; then
     echo "run.sh: MariaDB's root and permitd users have passwords now (in $data/secrets/)"
 fi
 
-"$build/server/permitd" migrate up
+"$permitd" migrate up
 
 # A first admin for the admin UI (it may add the other users there); its
 # password is printed once.
 admin_note=""
 if [ "$(sql 'SELECT COUNT(*) FROM admin_users')" = 0 ]; then
     admin_password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
-    printf '%s\n' "$admin_password" | "$build/server/permitd" admin add-user admin --role admin
+    printf '%s\n' "$admin_password" | "$permitd" admin add-user admin --role admin
     admin_note="  admin UI login: admin / $admin_password   (shown once; add users on the UI's Users page, or with
                   printf 'PASSWORD\\n' | scripts/permitd-admin.sh admin add-user NAME --role viewer)"
 fi
@@ -168,17 +175,17 @@ fi
 # mode 600) to print the curl line on every run, and issues a new one when
 # that file is gone or its key no longer works (revoked).
 if [ "$(sql "SELECT COUNT(*) FROM apps WHERE name = 'demo'")" = 0 ]; then
-    "$build/server/permitd" admin add-app demo --description "added by scripts/run.sh"
+    "$permitd" admin add-app demo --description "added by scripts/run.sh"
 fi
 demo_key=$(cat "$data/demo.key" 2>/dev/null || true)
 if [ -z "$demo_key" ] || [ "$(sql "SELECT COUNT(*) FROM app_keys WHERE app = 'demo' AND revoked_at IS NULL
         AND (expires_at IS NULL OR expires_at > NOW()) AND prefix = '${demo_key:0:19}'")" = 0 ]; then
-    demo_key=$("$build/server/permitd" admin issue-key demo 2>/dev/null)
+    demo_key=$("$permitd" admin issue-key demo 2>/dev/null)
     (umask 077; printf '%s\n' "$demo_key" > "$data/demo.key")
     echo "run.sh: issued API key ${demo_key:0:19} for app \"demo\" (kept in $data/demo.key)"
 fi
 
-"$build/server/permitd" &
+"$permitd" &
 permitd_pid=$!
 for _ in $(seq 1 100); do
     curl -sf "http://$PERMITD_LISTEN/healthz" >/dev/null 2>&1 && break
