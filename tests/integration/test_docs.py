@@ -7,7 +7,9 @@ A fenced block with an info string is one of:
                    run blocks (so $KEY set in one is there in the next); the
                    "# ..." lines at the block's end are the output it shows,
                    compared in shape: the same JSON fields, nested alike, the
-                   same true/false; text with "..." where anything may stand
+                   same true/false; text with "..." where anything may stand;
+                   a block that shows nothing must exit 0 and print no
+                   Connect error ({"code":...,"message":...})
   ```sql run       statements, run against the stack's policy database
   ```nginx run     a server block, run through Debian's nginx: a request
                    through it must reach the application behind it, allowed
@@ -286,6 +288,8 @@ class DocsTest(unittest.TestCase):
             shown = expected_output(text)
             if shown and not same_shape(shown, out.strip()):
                 return "%s: shows\n%s\nbut printed\n%s%s" % (where, shown, out, err)
+            if not shown and re.search(r'^\{"code":"[a-z_]+","message":', out, re.M):
+                return "%s: answered a Connect error\n%s%s" % (where, out, err)
             return None
         if lang == "sql":
             try:
