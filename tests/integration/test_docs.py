@@ -18,6 +18,7 @@ A fenced block with an info string is one of:
   <!-- run by: tests/PATH -->    just above the block: that test runs it
                    (it must exist and name the page)
   <!-- not run: REASON -->       just above the block: why it cannot be run
+  ```text          a picture or output as it is, no command in it
 
 Anything else fails, naming the block's file:line. The stack is the test
 stack configured as scripts/run.sh configures its own: one permitd with an
@@ -65,7 +66,7 @@ def blocks(page):
     out, i = [], 0
     while i < len(lines):
         m = FENCE.match(lines[i])
-        if m and m.group(1):
+        if m:
             j = i + 1
             while j < len(lines) and lines[j] != "```":
                 j += 1
@@ -287,6 +288,11 @@ class DocsTest(unittest.TestCase):
                 if page not in f.read():
                     return "%s: run by %s, which does not read %s" % (where, what, page)
             return None
+        if lang == "text" and not info:
+            return None     # a picture, or output shown as it is
+        if not lang:
+            return ("%s: a ``` block without a language: ```text for a picture or output, "
+                    "else ```sh run (or another language) or a marker" % where)
         if info != "run":
             return ("%s: a ```%s block neither run (```%s run) nor marked "
                     "<!-- not run: why --> or <!-- run by: test -->" % (where, lang, lang))
