@@ -159,8 +159,8 @@ class MetricsMySQLTest(unittest.TestCase):
 
 
 def readme_families():
-    """The metric families README's "Metrics" section names."""
-    with open(os.path.join(SOURCE_DIR, "README.md")) as f:
+    """The metric families docs/operations.md's "Metrics" section names."""
+    with open(os.path.join(SOURCE_DIR, "docs", "operations.md")) as f:
         text = f.read()
     section = text[text.index("\n### Metrics\n"):]
     section = section[:section.index("\n### ", 1)]
@@ -181,7 +181,7 @@ def promtool(text):
 class ExpositionTest(unittest.TestCase):
     """The whole of /metrics, as Prometheus reads it: promtool finds no
     error nor lint in it, every family has one HELP and one TYPE and no
-    sample twice, and every family README's table names is there (with
+    sample twice, and every family docs/operations.md's "Metrics" names is there (with
     MySQL, a Redis Cluster and the gRPC listener, where all of them are),
     written from health.c's table."""
 
@@ -237,8 +237,8 @@ class ExpositionTest(unittest.TestCase):
         families = self.check_well_formed(text)
         documented = readme_families()
         self.assertGreater(len(documented), 40)
-        self.assertEqual(sorted(documented - families), [], "in README, not in /metrics")
-        self.assertEqual(sorted(families - documented), [], "in /metrics, not in README")
+        self.assertEqual(sorted(documented - families), [], "in docs/operations.md, not in /metrics")
+        self.assertEqual(sorted(families - documented), [], "in /metrics, not in docs/operations.md")
         self.assertIn('permitd_redis_node_connects_total{node="', text)
         self.assertIn('permitd_grpc_connections{listener="grpc"}', text)
 

@@ -1,4 +1,4 @@
-"""The layout of server/ as README's "How it is built" states it.
+"""The layout of server/ as docs/architecture.md states it.
 
 server/ is grouped by layer, core < transport < stores < decisions <
 control, with main.c on top: a file includes headers of its own layer and
