@@ -4,6 +4,10 @@
 # `permitd migrate up`, adds an example policy if there is none, and serves
 # until Ctrl-C, which stops everything it started.
 #
+# Redis, MariaDB's root and MariaDB's permitd user get random passwords,
+# made on the first run and kept in .local/secrets/ (the directory 0700,
+# each file 0600): any other user of this machine can reach 127.0.0.1.
+#
 # Environment (defaults in brackets):
 #   PERMITD_LISTEN          API listener             [127.0.0.1:8080]
 #   PERMITD_ADMIN_LISTEN    admin listener           [127.0.0.1:8081]
@@ -20,9 +24,22 @@ redis_port=${PERMITD_RUN_REDIS_PORT:-6390}
 mysql_port=${PERMITD_RUN_MYSQL_PORT:-3390}
 export PERMITD_LISTEN=${PERMITD_LISTEN:-127.0.0.1:8080}
 export PERMITD_ADMIN_LISTEN=${PERMITD_ADMIN_LISTEN:-127.0.0.1:8081}
-export PERMITD_MYSQL_URL=mysql://permitd:permitd@127.0.0.1:$mysql_port/permitd
-export PERMITD_REDIS_URL=redis://127.0.0.1:$redis_port
 prefix=${PERMITD_REDIS_PREFIX:-permitd:}
+
+# A secret of the run directory: random, made on first use and kept in
+# $data/secrets/NAME (mode 0600, the directory 0700), the same on every run.
+secret() {
+    local dir=$data/secrets file
+    file=$dir/$1
+    (umask 077; mkdir -p "$dir")
+    chmod 700 "$dir"
+    if [ ! -s "$file" ]; then
+        (umask 077; head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32 > "$file.new")
+        mv "$file.new" "$file"
+    fi
+    chmod 600 "$file"
+    cat "$file"
+}
 
 # A URL as it may be shown: the password replaced by ***, as permitd does
 # in its logs (mysql://user:***@host:port/db). The user part ends at the
@@ -45,6 +62,24 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/de
 cmake --build "$build" -j "$(nproc)"
 
 mkdir -p "$data/redis"
+chmod 700 "$data"
+mysql_marker=$data/mariadb/run-sh-passwords
+if [ -f "$mysql_marker" ] && [ ! -s "$data/secrets/mariadb-root" ]; then
+    echo "run.sh: $data/secrets/mariadb-root is gone but MariaDB's root has that password;" \
+         "remove $data/mariadb to start MariaDB afresh" >&2
+    exit 1
+fi
+redis_password=$(secret redis)
+mysql_root_password=$(secret mariadb-root)
+mysql_password=$(secret mariadb-permitd)
+export PERMITD_MYSQL_URL=mysql://permitd:$mysql_password@127.0.0.1:$mysql_port/permitd
+export PERMITD_REDIS_URL=redis://:$redis_password@127.0.0.1:$redis_port
+# Passwords reach the clients by their environment, never their arguments
+# (which every user sees in ps).
+rcli() { REDISCLI_AUTH=$redis_password redis-cli -p "$redis_port" "$@"; }
+# MariaDB's root has its password once run.sh has set it ($mysql_marker,
+# in the server's directory: it goes with the data when that is removed).
+root_pwd() { [ -f "$mysql_marker" ] && printf '%s' "$mysql_root_password" || true; }
 redis_pid=""
 permitd_pid=""
 mariadb_started=""
@@ -52,38 +87,60 @@ stop() {
     trap - INT TERM EXIT
     [ -n "$permitd_pid" ] && kill -TERM "$permitd_pid" 2>/dev/null && wait "$permitd_pid" 2>/dev/null
     if [ -n "$redis_pid" ]; then
-        redis-cli -p "$redis_port" shutdown save >/dev/null 2>&1 || kill "$redis_pid" 2>/dev/null || true
+        rcli shutdown save >/dev/null 2>&1 || kill "$redis_pid" 2>/dev/null || true
     fi
-    [ -n "$mariadb_started" ] && "$root/tests/stack/mariadb.sh" stop "$data/mariadb"
+    [ -n "$mariadb_started" ] && MYSQL_PWD=$(root_pwd) "$root/tests/stack/mariadb.sh" stop "$data/mariadb"
     echo "run.sh: stopped"
 }
 trap stop INT TERM EXIT
 
-if redis-cli -p "$redis_port" ping >/dev/null 2>&1; then
+if redis-cli -p "$redis_port" ping >/dev/null 2>&1; then   # anything answering, even NOAUTH
     echo "run.sh: port $redis_port already answers PING; set PERMITD_RUN_REDIS_PORT to use another" >&2
     exit 1
 fi
-redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$data/redis" \
+# The password goes in a config file of mode 0600, not on the command line.
+(umask 077; printf 'requirepass %s\n' "$redis_password" > "$data/redis.conf")
+redis-server "$data/redis.conf" --port "$redis_port" --bind 127.0.0.1 --dir "$data/redis" \
     --save 60 1 --appendonly yes --logfile "$data/redis/redis.log" \
     --daemonize no < /dev/null > /dev/null 2>&1 &
 redis_pid=$!
 for _ in $(seq 1 100); do
-    redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+    rcli ping 2>/dev/null | grep -q PONG && break
     sleep 0.05
 done
-redis-cli -p "$redis_port" ping >/dev/null || { echo "run.sh: redis did not start, see $data/redis/redis.log" >&2; exit 1; }
+rcli ping 2>/dev/null | grep -q PONG || { echo "run.sh: redis did not start, see $data/redis/redis.log" >&2; exit 1; }
 
 # MariaDB: the policy store. Same script as the tests' throw-away one, but
 # the data directory stays between runs.
-"$root/tests/stack/mariadb.sh" start "$data/mariadb" "$mysql_port" > "$data/mariadb.env" || {
+MYSQL_PWD=$(root_pwd) "$root/tests/stack/mariadb.sh" start "$data/mariadb" "$mysql_port" > "$data/mariadb.env" || {
     echo "run.sh: MariaDB did not start on port $mysql_port (see $data/mariadb/mariadb.log);" \
          "set PERMITD_RUN_MYSQL_PORT to use another" >&2
     exit 1
 }
 mariadb_started=1
 mysql_sock=$(sed -n 's/^PERMITD_TEST_MYSQL_SOCKET=//p' "$data/mariadb.env")
-sql() { mariadb --no-defaults --protocol=socket --socket="$mysql_sock" -uroot --batch \
-            --skip-column-names permitd -e "$1"; }
+sql() { MYSQL_PWD=$(root_pwd) mariadb --no-defaults --protocol=socket --socket="$mysql_sock" \
+            -uroot --batch --skip-column-names permitd -e "$1"; }
+# First run (or a fresh data directory): mariadb.sh made root without a
+# password and permitd with "permitd"; both get theirs now. IF EXISTS: a
+# root named by host name (root@$(hostname)) is not loaded at all under
+# --skip-name-resolve, so no one can log in as it, and ALTER cannot find it.
+# The client's own errors would show the statement, password and all.
+if [ ! -f "$mysql_marker" ]; then
+    {
+        for host in $(sql "SELECT host FROM mysql.user WHERE user = 'root'"); do
+            printf "ALTER USER IF EXISTS 'root'@'%s' IDENTIFIED BY '%s';\n" "$host" "$mysql_root_password"
+        done
+        for host in 127.0.0.1 localhost; do
+            printf "ALTER USER 'permitd'@'%s' IDENTIFIED BY '%s';\n" "$host" "$mysql_password"
+        done
+    } | mariadb --no-defaults --protocol=socket --socket="$mysql_sock" -uroot >/dev/null 2>&1 || {
+        echo "run.sh: could not set MariaDB's passwords (see $data/mariadb/mariadb.log)" >&2
+        exit 1
+    }
+    touch "$mysql_marker"
+    echo "run.sh: MariaDB's root and permitd users have passwords now (in $data/secrets/)"
+fi
 
 "$build/server/permitd" migrate up
 
@@ -133,8 +190,11 @@ permitd is serving:
   API      http://$PERMITD_LISTEN  (Connect: /permit.v1.RateLimitService/Acquire, /Peek)
   admin UI http://$PERMITD_ADMIN_LISTEN/   (health: /readyz)
 $admin_note
-  Redis    127.0.0.1:$redis_port, data in $data/redis
-  MariaDB  $(mask_url "$PERMITD_MYSQL_URL") (root: mariadb --no-defaults -S $mysql_sock -uroot permitd)
+  Redis    $(mask_url "$PERMITD_REDIS_URL"), data in $data/redis
+           (REDISCLI_AUTH=\$(cat $data/secrets/redis) redis-cli -p $redis_port)
+  MariaDB  $(mask_url "$PERMITD_MYSQL_URL")
+           (root: MYSQL_PWD=\$(cat $data/secrets/mariadb-root) mariadb --no-defaults -S $mysql_sock -uroot permitd)
+  Passwords: $data/secrets/ (made on the first run, mode 600)
 
 Acquire a permit as the app "demo" (its API key: $data/demo.key):
   curl -s -H 'Content-Type: application/json' \\
@@ -143,7 +203,7 @@ Acquire a permit as the app "demo" (its API key: $data/demo.key):
        http://$PERMITD_LISTEN/permit.v1.RateLimitService/Acquire
 
 Apps and keys: permitd admin add-app NAME, issue-key APP, revoke-key PREFIX, list-apps
-(with PERMITD_MYSQL_URL set as above).
+(with PERMITD_MYSQL_URL=mysql://permitd:\$(cat $data/secrets/mariadb-permitd)@127.0.0.1:$mysql_port/permitd).
 
 Policies live in MySQL; edit them with SQL and permitd picks the change up
 within 5 s (PERMITD_SYNC_INTERVAL_MS).

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include "cli/cli_admin.h"
 #include "cli/cli_migrate.h"
@@ -373,13 +375,48 @@ out:
     return status;
 }
 
+/* A core dump (or a debugger of the same user attaching) would hold the
+ * passwords and keys permitd keeps in memory: the Redis and MySQL
+ * passwords, admin passwords being checked, session tokens, app keys. So
+ * from the first line of main(), before any of them is read, the process
+ * is not dumpable and its core size limit is 0; core_dumps_settle() puts
+ * them back only when --core-dumps 1 asks for it (debugging a crash). */
+static void core_dumps_off(struct rlimit *inherited)
+{
+    struct rlimit zero = {0, 0};
+
+    if (getrlimit(RLIMIT_CORE, inherited) == 0) {
+        zero.rlim_max = inherited->rlim_max;    /* lowered too once settled */
+        setrlimit(RLIMIT_CORE, &zero);
+    } else {
+        *inherited = zero;
+    }
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+static void core_dumps_settle(const struct config *cfg, const struct rlimit *inherited)
+{
+    struct rlimit zero = {0, 0};
+
+    if (cfg->core_dumps) {
+        setrlimit(RLIMIT_CORE, inherited);
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        log_msg(LOG_LEVEL_WARN, "core dumps on (--core-dumps 1): a core holds the passwords "
+                "and keys permitd has in memory", NULL);
+    } else {
+        setrlimit(RLIMIT_CORE, &zero);
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct config cfg;
     struct permitd_error err = {0, ""};
+    struct rlimit core_limit;
     enum log_level level;
     int rc, sub = argc > 1 && (strcmp(argv[1], "migrate") == 0 || strcmp(argv[1], "admin") == 0);
 
+    core_dumps_off(&core_limit);
     /* A subcommand takes its settings from the environment; its own
      * arguments are its own to parse. */
     rc = config_load(&cfg, sub ? 1 : argc, argv, stdout, &err);
@@ -389,6 +426,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "permitd: %s\n", err.message);
         return 2;
     }
+    core_dumps_settle(&cfg, &core_limit);
     /* Checked even without TLS: a typo is found before it is needed. */
     if (!sub && http_tls_check_priorities(cfg.tls_priorities, &err) != PERMITD_OK) {
         fprintf(stderr, "permitd: --tls-priorities (PERMITD_TLS_PRIORITIES): %s\n", err.message);

@@ -13,8 +13,9 @@
  *     the RPC needs (session.c; viewers read, editors also write, admins
  *     also manage users);
  *   - a POST must carry an Origin equal to this listener's own origin
- *     (scheme://Host; on a loopback listener Host must be a loopback name,
- *     which stops DNS rebinding), so a page on another site cannot make a
+ *     (scheme://Host), and every request but the probes a Host that is an
+ *     IP address, localhost or a name --admin-hosts lists, whatever the
+ *     bind (which stops DNS rebinding), so a page on another site cannot make a
  *     logged-in browser change anything, and no CORS header is ever sent; connect.c
  *     already refuses any content type but JSON and proto, which a plain
  *     HTML form cannot send;
@@ -25,6 +26,7 @@
  * The store connection is opened here and shared by session.c and
  * policysvc.c under one mutex: admin traffic is light.
  */
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,8 +105,8 @@ int admin_new(const struct config *cfg, struct redis *redis, struct limiter *lim
                             err)) != PERMITD_OK) ||
         (rc = pool_new(ADMIN_RPC_WORKERS, ADMIN_RPC_QUEUE, "admin rpc pool", &a->rpcs,
                        err)) != PERMITD_OK ||
-        (rc = session_new(cfg, a->store, &a->store_lock, limiter, sync, a->verifier,
-                          answer_headers, a, &a->sessions, err)) != PERMITD_OK ||
+        (rc = session_new(cfg, redis, a->store, &a->store_lock, limiter, sync,
+                          a->verifier, answer_headers, a, &a->sessions, err)) != PERMITD_OK ||
         (rc = policysvc_new(cfg, redis, limiter, sync, stats, a->store, &a->store_lock,
                             a->sessions, &a->policies, err)) != PERMITD_OK ||
         (rc = admin_add_methods(a, policysvc_methods, a->policies, err)) != PERMITD_OK ||
@@ -205,23 +207,66 @@ void admin_set_grpc(struct admin *a, struct grpc_server *grpc)
     a->health.grpc = grpc;
 }
 
-/* When the admin listener is bound to loopback, the only names a browser
- * can rightly use for it are loopback names: any other Host is a DNS
- * rebinding page pointing its own name at 127.0.0.1. */
+/* A name a browser may rightly use for this listener, whatever it is bound
+ * to: an IP address (a literal cannot be rebound), "localhost", or a name
+ * --admin-hosts lists ("*": any). Any other name in Host is a DNS
+ * rebinding page that points its own name at this address, which a
+ * loopback bind does not stop either: Docker binds 0.0.0.0 behind a
+ * 127.0.0.1 port map, and the port in Host is the map's, not ours. A
+ * request without Host (HTTP/1.0) comes from no browser: allowed here
+ * (same_origin() still needs one). */
 static int host_allowed(const struct admin *a, const char *host)
 {
-    const char *h = a->cfg->admin_listen_host;
-    char want[300];
+    char name[256];
+    const char *colon, *list = a->cfg->admin_hosts;
+    size_t n;
+    unsigned char addr[16];
 
-    if (!(strcmp(h, "127.0.0.1") == 0 || strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0))
-        return 1;
     if (host == NULL)
+        return 1;
+    if (host[0] == '[') {
+        const char *end = strchr(host, ']');
+        if (end == NULL || (size_t)(end - host - 1) >= sizeof(name))
+            return 0;
+        n = (size_t)(end - host - 1);
+        memcpy(name, host + 1, n);
+        name[n] = '\0';
+        colon = end[1] == ':' ? end + 1 : end[1] == '\0' ? end + 1 : NULL;
+        if (colon == NULL)
+            return 0;
+        if (inet_pton(AF_INET6, name, addr) != 1)
+            return 0;
+    } else {
+        colon = strchr(host, ':');
+        n = colon ? (size_t)(colon - host) : strlen(host);
+        if (n == 0 || n >= sizeof(name))
+            return 0;
+        memcpy(name, host, n);
+        name[n] = '\0';
+        if (colon == NULL)
+            colon = host + n;
+    }
+    /* The port, if any: digits only. */
+    if (*colon == ':' && (colon[1] == '\0' || strspn(colon + 1, "0123456789") != strlen(colon + 1)))
         return 0;
-    for (int i = 0; i < 3; i++) {
-        static const char *const names[] = {"127.0.0.1", "localhost", "[::1]"};
-        snprintf(want, sizeof(want), "%s:%d", names[i], a->cfg->admin_listen_port);
-        if (strcasecmp(host, want) == 0)
+    if (host[0] == '[' || inet_pton(AF_INET, name, addr) == 1)
+        return 1;
+    if (n > 1 && name[n - 1] == '.')
+        name[--n] = '\0';
+    if (strcasecmp(name, "localhost") == 0)
+        return 1;
+    while (*list != '\0') {
+        size_t len = strcspn(list, ",");
+        const char *item = list;
+        while (len > 0 && *item == ' ')
+            item++, len--;
+        while (len > 0 && item[len - 1] == ' ')
+            len--;
+        if ((len == 1 && item[0] == '*') || (len == n && strncasecmp(item, name, n) == 0))
             return 1;
+        list += strcspn(list, ",");
+        if (*list == ',')
+            list++;
     }
     return 0;
 }
@@ -348,6 +393,17 @@ static void route(struct admin *a, const struct http_request *req, struct http_r
     }
     if (strcmp(path, "/readyz") == 0) {
         health_readyz(&a->health, resp);
+        no_store(resp);
+        return;
+    }
+    /* Past the probes, whatever the bind: no DNS name this listener was not
+     * told it has (host_allowed()). */
+    if (!host_allowed(a, http_request_header(req, "Host"))) {
+        permitd_error_set(&err, PERMITD_EPERM,
+                          "Host %s refused: the admin listener answers to IP addresses, "
+                          "localhost and the names in --admin-hosts only (DNS rebinding)",
+                          log_q(http_request_header(req, "Host")));
+        connect_error_reply(resp, &err);
         no_store(resp);
         return;
     }

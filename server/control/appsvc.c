@@ -83,7 +83,7 @@ static void notify(struct appsvc *s, const char *what)
 
     if (appsync_notify(s->cfg, s->redis, what, &err) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "app change notice not sent; other instances see the change "
-                "at their next sync pass", "change=%s error=\"%s\"", what, err.message);
+                "at their next sync pass", "change=%s error=%s", what, log_q(err.message));
 }
 
 /* ---- conversions ---- */

@@ -84,7 +84,7 @@ void envoysvc_pass(void *ud)
     if (envoysvc_load(s, &err) != PERMITD_OK) {
         if (!s->load_failing)
             log_msg(LOG_LEVEL_WARN, "envoy descriptor mapping not loaded: the last one stays",
-                    "error=\"%s\"", err.message);
+                    "error=%s", log_q(err.message));
         s->load_failing = 1;
     } else {
         s->load_failing = 0;
@@ -184,7 +184,7 @@ static void reload(struct envoysvc *s)
 
     if (envoysvc_load(s, &err) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "envoy descriptor mapping not reloaded after a write: the next "
-                "sync pass will", "error=\"%s\"", err.message);
+                "sync pass will", "error=%s", log_q(err.message));
 }
 
 static int put(void *ud, struct connect_call *call, const ProtobufCMessage *in_,

@@ -70,10 +70,10 @@ static void changed(struct gatewaysvc *s)
 
     if (gatewaysync_load(s->sync, &err) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "gateway rules not reloaded after a change; the next sync pass "
-                "loads them", "error=\"%s\"", err.message);
+                "loads them", "error=%s", log_q(err.message));
     if (gatewaysync_notify(s->cfg, s->redis, &err) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "gateway rule change notice not sent; other instances see the "
-                "change at their next sync pass", "error=\"%s\"", err.message);
+                "change at their next sync pass", "error=%s", log_q(err.message));
 }
 
 static Permit__V1__GatewayRule *rule_proto(struct connect_call *call, const struct gateway_rule *r)

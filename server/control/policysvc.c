@@ -232,7 +232,7 @@ static void write_through(struct policysvc *a, const struct store_policy *p)
 
     if (a->sync != NULL && sync_write_policy(a->sync, p, &err) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "write-through to redis failed; the next sync pass will retry",
-                "policy=%s error=\"%s\"", p->name, err.message);
+                "policy=%s error=%s", p->name, log_q(err.message));
 }
 
 /* ---- PolicyService ---- */
@@ -544,7 +544,7 @@ static int delete_policy(void *ud, struct connect_call *call, const ProtobufCMes
     limiter_forget(a->limiter, rq->name);
     if (a->sync != NULL && sync_remove_policy(a->sync, rq->name, &why) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "removing a deleted policy from redis failed; the next sync pass will",
-                "policy=%s error=\"%s\"", rq->name, why.message);
+                "policy=%s error=%s", rq->name, log_q(why.message));
     log_msg(LOG_LEVEL_INFO, "policy deleted", "policy=%s by=%s", rq->name, user.username);
     return PERMITD_OK;
 }
@@ -615,7 +615,7 @@ static int reset_bucket(void *ud, struct connect_call *call, const ProtobufCMess
     if ((rc = session_authenticate(a->sessions, call, ADMIN_EDITOR, &user, err)) != PERMITD_OK ||
         (rc = limiter_reset(a->limiter, rq->name, rq->key, deadline(), err)) != PERMITD_OK)
         return rc;
-    log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=\"%.64s\" by=%s", rq->name, rq->key,
+    log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=%s by=%s", rq->name, log_q(rq->key),
             user.username);
     return bucket_proto(a, call, rq->name, rq->key, 1, &rs->bucket, err);
 }

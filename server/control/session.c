@@ -9,11 +9,14 @@
  *     HttpOnly, SameSite=Strict, Secure under TLS), kept in MySQL
  *     (stores/store.h) for SESSION_TTL_S; viewers may call the read-only
  *     RPCs, editors all of them, and admins also manage users;
- *   - failed logins for one user name from one client address spend
- *     tokens from permitd's own token bucket (policy "_login": 5 tries,
- *     then one every 10 s), so password guessing is slowed by the very
- *     mechanism permitd sells, and a stranger's wrong guesses lock out only
- *     the stranger, not the administrator elsewhere;
+ *   - every login spends, before its password is checked, a try from
+ *     permitd's own token buckets: one for the user name from the client
+ *     address (policy "_login": 5 tries, then one every 10 s) and one for
+ *     the user name from every address together ("_login_account":
+ *     --login-account-tries a minute); the right password gives them back.
+ *     So password guessing is slowed by the very mechanism permitd sells,
+ *     logins checked at once never outnumber the tries, and many addresses
+ *     guessing one account share one small budget that refills quickly;
  *   - passwords are checked on verifier.c's threads, never on the admin
  *     listener's one loop thread: a login is deferred and answered when its
  *     check comes back, and a login that finds --login-queue checks already
@@ -33,6 +36,7 @@
 #include "core/log.h"
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
+#include "stores/redis.h"
 #include "stores/store.h"
 
 #define SESSION_REDIS_DEADLINE_MS 1000
@@ -40,12 +44,14 @@
 #define LOGIN_POLICY "_login"
 #define LOGIN_TRIES 5
 #define LOGIN_RATE "0.1"
+#define LOGIN_ACCOUNT_POLICY "_login_account"
 
 /* The roles, in rank order: each may do what the ones below it may. */
 enum role { ROLE_VIEWER = ADMIN_VIEWER, ROLE_EDITOR = ADMIN_EDITOR, ROLE_ADMIN = ADMIN_ADMIN };
 
 struct session {
     const struct config *cfg;
+    struct redis *redis;            /* the login buckets' state, given back on success */
     struct store *store;            /* NULL without --mysql-url */
     pthread_mutex_t *store_lock;    /* held around every use of store */
     struct limiter *limiter;        /* the login throttle's bucket */
@@ -55,8 +61,9 @@ struct session {
     void *answer_ud;
 };
 
-int session_new(const struct config *cfg, struct store *store, pthread_mutex_t *store_lock,
-                struct limiter *limiter, struct sync *sync, struct verifier *verifier,
+int session_new(const struct config *cfg, struct redis *redis, struct store *store,
+                pthread_mutex_t *store_lock, struct limiter *limiter, struct sync *sync,
+                struct verifier *verifier,
                 void (*answer)(void *ud, struct http_response *resp), void *answer_ud,
                 struct session **out, struct permitd_error *err)
 {
@@ -65,7 +72,7 @@ int session_new(const struct config *cfg, struct store *store, pthread_mutex_t *
     *out = NULL;
     if (s == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    *s = (struct session){cfg, store, store_lock, limiter, sync, verifier, answer, answer_ud};
+    *s = (struct session){cfg, redis, store, store_lock, limiter, sync, verifier, answer, answer_ud};
     *out = s;
     return PERMITD_OK;
 }
@@ -126,63 +133,109 @@ int session_authenticate(struct session *a, struct connect_call *call, int need,
 
 /* ---- AdminAuthService ---- */
 
-/* The login bucket of permitd's own: created (or corrected) on use,
+/* The login buckets of permitd's own: created (or corrected) on use,
  * through lua/sync.lua like every policy hash (the one writer of their
- * layout); it is in Redis only, so the sync leaves it alone. */
-static void login_policy(struct session *a)
+ * layout); they are in Redis only, so the sync leaves them alone. */
+static void login_policy(struct session *a, const char *name, int tries, const char *rate)
 {
     char max[16];
-    const char *fields[] = {"name", LOGIN_POLICY, "apps", "*", "max_permits", max,
-                            "rate", LOGIN_RATE, "enabled", "1"};
+    const char *fields[] = {"name", name, "apps", "*", "max_permits", max,
+                            "rate", rate, "enabled", "1"};
     struct permitd_error err = {0, ""};
 
-    snprintf(max, sizeof(max), "%d", LOGIN_TRIES);
+    snprintf(max, sizeof(max), "%d", tries);
     if (a->sync != NULL &&
-        sync_own_policy(a->sync, LOGIN_POLICY, fields, sizeof(fields) / sizeof(fields[0]),
-                        &err) != PERMITD_OK)
-        log_msg(LOG_LEVEL_WARN, "cannot write the login throttle's policy", "policy=%s error=\"%s\"",
-                LOGIN_POLICY, err.message);
+        sync_own_policy(a->sync, name, fields, sizeof(fields) / sizeof(fields[0]), &err) !=
+            PERMITD_OK)
+        log_msg(LOG_LEVEL_WARN, "cannot write the login throttle's policy", "policy=%s error=%s",
+                name, log_q(err.message));
 }
 
 /* The login bucket's key for a user name (lower-cased: Alice = alice)
- * tried from one client address: "alice@127.0.0.2". */
+ * tried from one client address: "alice@127.0.0.2"; addr NULL: the
+ * name's own key, "alice", for every address together. */
 static void login_key(const char *username, const char *addr, char *out, size_t len)
 {
     size_t i = 0;
 
     for (; username[i] && i + 1 < len; i++)
         out[i] = (char)((username[i] >= 'A' && username[i] <= 'Z') ? username[i] + 32 : username[i]);
-    snprintf(out + i, len - i, "@%s", addr);
+    out[i] = '\0';
+    if (addr != NULL)
+        snprintf(out + i, len - i, "@%s", addr);
 }
 
-
-/* Spends a login try for key; returns PERMITD_EEXHAUSTED (with the wait)
- * when none is left. Redis being down must not lock administrators out in
- * an incident: then the check is skipped (and logged). */
-static int login_try(struct session *a, const char *key, int take, struct permitd_error *err)
+/* Spends one try of login bucket `policy` for key, before the password is
+ * checked, so the logins checked at once can never outnumber the tries
+ * left; PERMITD_EEXHAUSTED (with the wait) when none is left. Redis being
+ * down must not lock administrators out in an incident: then the check is
+ * skipped (and logged). */
+static int login_try(struct session *a, const char *policy, int tries, const char *rate,
+                     const char *key, const char *whence, struct permitd_error *err)
 {
     struct limiter_result r;
     struct permitd_error why = {0, ""};
     int rc = PERMITD_OK;
 
     for (int attempt = 0; attempt < 2; attempt++) {
-        rc = limiter_own(a->limiter, LOGIN_POLICY, key, take, deadline(), &r, &why);
+        rc = limiter_own(a->limiter, policy, key, 1, deadline(), &r, &why);
         if (rc != PERMITD_ENOTFOUND)
             break;
-        login_policy(a);
+        login_policy(a, policy, tries, rate);
     }
     if (rc != PERMITD_OK) {
-        log_msg(LOG_LEVEL_WARN, "login throttle unavailable; login allowed", "error=\"%s\"", why.message);
+        log_msg(LOG_LEVEL_WARN, "login throttle unavailable; login allowed", "policy=%s error=%s",
+                policy, log_q(why.message));
         return PERMITD_OK;
     }
-    if (!take && r.remaining < 1) {
-        int64_t wait_s = (int64_t)((1.0 - (double)r.tokens_micro / 1e6) / 0.1) + 1;
+    if (!r.allowed)
         return permitd_error_set(err, PERMITD_EEXHAUSTED,
-                                 "too many failed logins for this user from this address; try "
-                                 "again in %" PRId64 " s",
-                                 wait_s);
-    }
+                                 "too many failed logins for this user %s; try again in %" PRId64
+                                 " s",
+                                 whence, (r.retry_after_ms + 999) / 1000);
     return PERMITD_OK;
+}
+
+/* Spends a try of the login's (name, address) bucket, then one of the
+ * name's own bucket for every address together (--login-account-tries),
+ * so many addresses guessing one password are held to it between them.
+ * That bucket refills quickly (a try every 60/N s): an attacker can keep
+ * the real administrator waiting while guessing, not for long after. */
+static int login_spend(struct session *a, const char *username, const char *addr,
+                       struct permitd_error *err)
+{
+    char key[128], rate[32];
+    int n = a->cfg->login_account_tries, rc;
+
+    login_key(username, addr, key, sizeof(key));
+    if ((rc = login_try(a, LOGIN_POLICY, LOGIN_TRIES, LOGIN_RATE, key, "from this address",
+                        err)) != PERMITD_OK || n <= 0)
+        return rc;
+    login_key(username, NULL, key, sizeof(key));
+    snprintf(rate, sizeof(rate), "%.12f", n / 60.0);
+    return login_try(a, LOGIN_ACCOUNT_POLICY, n, rate, key, "from all addresses together", err);
+}
+
+/* A login succeeded: the tries it spent (and the ones its address and
+ * name had spent before) are given back by deleting both buckets' state
+ * (a full bucket is no key), so an administrator who logs in often is
+ * never held back. Only the right password does this. */
+static void login_refund(struct session *a, const char *username, const char *addr)
+{
+    char key[128], name[POLICY_REDIS_KEY_MAX];
+    struct redis_str del[2] = {{"DEL", 3}, {name, 0}};
+    struct permitd_error err = {0, ""};
+
+    /* One DEL a key: in a cluster the two live in different slots. */
+    for (int i = 0; i < 2; i++) {
+        login_key(username, i == 0 ? addr : NULL, key, sizeof(key));
+        del[1].len = policy_bucket_key(name, a->cfg->redis_prefix,
+                                       i == 0 ? LOGIN_POLICY : LOGIN_ACCOUNT_POLICY,
+                                       POLICY_TOKEN_BUCKET, 0, key);
+        if (redis_command(a->redis, del, 2, deadline(), NULL, NULL, NULL, &err) != PERMITD_OK)
+            log_msg(LOG_LEVEL_WARN, "cannot give back a login's tries", "error=%s",
+                    log_q(err.message));
+    }
 }
 
 static void session_cookie(const struct session *a, struct http_response *resp, const char *token,
@@ -203,7 +256,7 @@ struct login {
     struct store_user user;
     char *password;                 /* request storage; wiped once handed over */
     size_t password_len;
-    char key[128], addr[64], username[65];
+    char addr[64], username[65];
 };
 
 /* Logs the user in: a new session, its cookie and the reply. */
@@ -241,10 +294,10 @@ static void login_checked(void *ud, int match)
 
     http_response_init(&resp);
     if (!match || !l->found) {
-        login_try(l->a, l->key, 1, &err);
-        log_msg(LOG_LEVEL_WARN, "login failed", "user=\"%.64s\" addr=%s", l->username, l->addr);
+        log_msg(LOG_LEVEL_WARN, "login failed", "user=%s addr=%s", log_q(l->username), l->addr);
         rc = permitd_error_set(&err, PERMITD_EUNAUTHENTICATED, "wrong user name or password");
     } else {
+        login_refund(l->a, l->username, l->addr);
         rc = login_session(l, &resp, &err);
     }
     if (rc != PERMITD_OK) {
@@ -275,8 +328,8 @@ static void login_start(struct login *l)
     if (rc == PERMITD_OK)
         return;
     if (rc == PERMITD_EEXHAUSTED)
-        log_msg(LOG_LEVEL_DEBUG, "login shed: password checks full", "user=\"%.64s\" addr=%s",
-                l->username, l->addr);
+        log_msg(LOG_LEVEL_DEBUG, "login shed: password checks full", "user=%s addr=%s",
+                log_q(l->username), l->addr);
     http_response_init(&resp);
     connect_error_reply(&resp, &err);
     l->a->answer(l->a->answer_ud, &resp);
@@ -315,8 +368,7 @@ static int login(void *ud, struct connect_call *call, const ProtobufCMessage *in
     snprintf(l->username, sizeof(l->username), "%s", rq->username);
     if (http_request_client_addr(call->http, l->addr, sizeof(l->addr)) != 0)
         snprintf(l->addr, sizeof(l->addr), "unknown");
-    login_key(rq->username, l->addr, l->key, sizeof(l->key));
-    if ((rc = login_try(a, l->key, 0, err)) != PERMITD_OK)
+    if ((rc = login_spend(a, rq->username, l->addr, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(a->store_lock);
     rc = store_user_get(a->store, rq->username, &l->user, &miss);

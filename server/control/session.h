@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "decisions/limiter.h"
+#include "stores/redis.h"
 #include "stores/store.h"
 #include "transport/connect.h"
 #include "transport/http.h"
@@ -32,12 +33,14 @@ struct session_worker {
 /* Returns a new session keeper in *out (free with session_free()).
  * store (NULL without --mysql-url: then every RPC answers
  * failed_precondition) is used only under store_lock; limiter holds the
- * login throttle's bucket, whose policy sync writes (sync may be NULL);
+ * login throttle's buckets, whose policies sync writes (sync may be NULL)
+ * and whose state a login that succeeds deletes in redis;
  * verifier checks passwords (NULL without a store). answer(answer_ud,
  * resp) adds the listener's headers to a Login answered later, before it
  * is sent. Everything passed must outlive it. */
-int session_new(const struct config *cfg, struct store *store, pthread_mutex_t *store_lock,
-                struct limiter *limiter, struct sync *sync, struct verifier *verifier,
+int session_new(const struct config *cfg, struct redis *redis, struct store *store,
+                pthread_mutex_t *store_lock, struct limiter *limiter, struct sync *sync,
+                struct verifier *verifier,
                 void (*answer)(void *ud, struct http_response *resp), void *answer_ud,
                 struct session **out, struct permitd_error *err);
 void session_free(struct session *s);

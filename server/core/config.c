@@ -38,6 +38,33 @@ struct setting {
 #define INT(field, name, env, def, lo, hi, help) \
     {name, env, T_INT, offsetof(struct config, field), 0, def, lo, hi, help}
 
+/* --admin-hosts: comma-separated DNS names ([A-Za-z0-9.-], a letter or
+ * digit first), or "*". */
+static int check_admin_hosts(const char *list, struct permitd_error *err)
+{
+    const char *p = list;
+
+    while (*p != '\0') {
+        size_t len = strcspn(p, ",");
+        const char *item = p;
+        while (len > 0 && *item == ' ')
+            item++, len--;
+        while (len > 0 && item[len - 1] == ' ')
+            len--;
+        if (!(len == 1 && item[0] == '*') &&
+            (len == 0 || len > 253 || !isalnum((unsigned char)item[0]) ||
+             strspn(item, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") < len))
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "--admin-hosts (PERMITD_ADMIN_HOSTS): \"%.*s\" is not a DNS "
+                                     "name (or *)",
+                                     (int)(len > 64 ? 64 : len), item);
+        p += strcspn(p, ",");
+        if (*p == ',')
+            p++;
+    }
+    return PERMITD_OK;
+}
+
 static const struct setting settings[] = {
     STR(listen, "listen", "PERMITD_LISTEN", "127.0.0.1:8080",
         "API listener address, host:port"),
@@ -114,6 +141,10 @@ static const struct setting settings[] = {
         "most denied keys of the last minute or two) to Redis, for GetHotKeys"),
     STR(admin_listen, "admin-listen", "PERMITD_ADMIN_LISTEN", "127.0.0.1:8081",
         "admin listener address (/healthz, /readyz), host:port"),
+    STR(admin_hosts, "admin-hosts", "PERMITD_ADMIN_HOSTS", "",
+        "DNS names the admin listener answers to besides localhost and IP addresses "
+        "(comma-separated, e.g. admin.example.com; * = any): a Host naming anything else is "
+        "refused, whatever the bind (DNS rebinding)"),
     STR(admin_ui_dir, "admin-ui-dir", "PERMITD_ADMIN_UI_DIR", "",
         "serve the admin UI from this directory (development); default: built in"),
     INT(login_workers, "login-workers", "PERMITD_LOGIN_WORKERS", "1", 1, 64,
@@ -122,6 +153,14 @@ static const struct setting settings[] = {
     INT(login_queue, "login-queue", "PERMITD_LOGIN_QUEUE", "8", 0, 1024,
         "admin logins that may wait for a password check; more at once are answered "
         "resource_exhausted (429)"),
+    INT(login_account_tries, "login-account-tries", "PERMITD_LOGIN_ACCOUNT_TRIES", "10", 0,
+        10000, "admin logins one user name may try per minute from all addresses together "
+        "(a burst of this many, then one every 60/N s; a login that finds none left is "
+        "answered resource_exhausted); 0 = no cap per account"),
+    INT(core_dumps, "core-dumps", "PERMITD_CORE_DUMPS", "0", 0, 1,
+        "1: allow core dumps (within the limit permitd was started with), to debug a crash; "
+        "a core holds the passwords and keys in memory. 0: the process is not dumpable and "
+        "its core size limit is 0"),
     STR(log_level, "log-level", "PERMITD_LOG_LEVEL", "info",
         "debug, info, warn or error"),
     STR(app_auth, "app-auth", "PERMITD_APP_AUTH", "keys",
@@ -262,8 +301,28 @@ static int parse_db(const char *s, int *db, struct permitd_error *err)
     return PERMITD_OK;
 }
 
+static int parse_redis_url(struct config *cfg, const char *url, struct permitd_error *err);
+
+/* An error past the scheme names the URL as given, its password (all
+ * between the user's ':' and the last '@') masked: redis://u:***@h:99999. */
 int config_parse_redis_url(struct config *cfg, const char *url,
                            struct permitd_error *err)
+{
+    const char *at, *colon, *p = url + 8;
+    char why[sizeof(err->message)];
+    int rc = parse_redis_url(cfg, url, err);
+
+    if (rc == PERMITD_OK || err == NULL || strncmp(url, "redis://", 8) != 0 ||
+        (at = strrchr(p, '@')) == NULL)
+        return rc;
+    colon = memchr(p, ':', (size_t)(at - p));
+    snprintf(why, sizeof(why), "%s", err->message);
+    return permitd_error_set(err, rc, "%s (in redis://%.*s%s%.200s)", why,
+                             (int)((colon ? colon : p) - p > 64 ? 64 : (colon ? colon : p) - p),
+                             p, colon ? ":***" : "***", at);
+}
+
+static int parse_redis_url(struct config *cfg, const char *url, struct permitd_error *err)
 {
     const char *p, *at, *slash, *hostend;
     int rc;
@@ -304,10 +363,11 @@ int config_parse_redis_url(struct config *cfg, const char *url,
                                  shown > 32 ? 32 : shown, url);
     }
     p = url + 8;
-    slash = strchr(p, '/');
+    /* The last '@' ends the user part: a password may hold '@' or '/' (as
+     * in a cluster URL), a host, port and database hold neither; the
+     * database's '/' is the first after it. */
     at = strrchr(p, '@');
-    if (at != NULL && slash != NULL && at > slash)
-        at = NULL;
+    slash = strchr(at != NULL ? at : p, '/');
     if (at != NULL) {
         const char *colon = memchr(p, ':', (size_t)(at - p));
         if (colon == NULL) {
@@ -795,6 +855,8 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
     if (cfg->mysql_url[0] != '\0' &&
         config_parse_mysql_url(cfg->mysql_url, &cfg->mysql, err) != PERMITD_OK)
         return prefixed(err, "--mysql-url (PERMITD_MYSQL_URL)");
+    if ((rc = check_admin_hosts(cfg->admin_hosts, err)) != PERMITD_OK)
+        return rc;
     if ((rc = check_prefix(cfg->redis_prefix, err)) != PERMITD_OK)
         return rc;
     if ((rc = parse_request_id_ttl(cfg, err)) != PERMITD_OK)

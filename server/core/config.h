@@ -104,9 +104,12 @@ struct config {
     char admin_listen[256];
     char admin_listen_host[256];
     int admin_listen_port;
+    char admin_hosts[1024];       /* DNS names the admin listener answers to; "*": any */
     char admin_ui_dir[1024];      /* serve the UI from here (development); "" = embedded */
     int login_workers;            /* threads that check login passwords (argon2id) */
     int login_queue;              /* password checks that may wait for one; more: 429 */
+    int core_dumps;               /* 1: leave core dumps on (debugging); 0: off */
+    int login_account_tries;      /* logins per minute per user name, all addresses; 0: off */
 
     char log_level[16];
 

@@ -3,6 +3,11 @@
  *
  * Each line is built in a stack buffer and written with one write(2), so
  * lines from different threads never interleave.
+ *
+ * Values a client or an editor chose are quoted by log_q() (one escaping
+ * for every caller); the pairs are then swept once more (sweep()): a
+ * control byte or malformed UTF-8 that reached them unquoted is escaped
+ * there, so a line is always one line.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/utf8.h"
 
 /* Set once in main() before threads start; read-only afterwards. */
 static enum log_level threshold = LOG_LEVEL_INFO;
@@ -34,6 +40,90 @@ int log_level_parse(const char *s, enum log_level *out, struct permitd_error *er
     }
     return permitd_error_set(err, PERMITD_EINVAL, "\"%s\" is not one of debug, info, warn, error",
                              s);
+}
+
+static const char hex[] = "0123456789abcdef";
+
+char *log_quote(const char *s, char *out, size_t cap)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t n = 0;
+
+    out[n++] = '"';
+    while (*p != '\0') {
+        char esc[4];
+        size_t len = 0, take = 1;
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            len = 2;
+        } else if (*p == '\n' || *p == '\r' || *p == '\t') {
+            esc[0] = '\\';
+            esc[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+            len = 2;
+        } else if (*p < 0x20 || *p == 0x7f || (*p >= 0x80 && utf8_char_len(p) == 0)) {
+            esc[0] = '\\';
+            esc[1] = 'x';
+            esc[2] = hex[*p >> 4];
+            esc[3] = hex[*p & 15];
+            len = 4;
+        } else if (*p >= 0x80) {
+            take = utf8_char_len(p);
+        }
+        /* room for this, then `..."` and the NUL */
+        if (n + (len ? len : take) + 5 > cap) {
+            memcpy(out + n, "...", 3);
+            n += 3;
+            break;
+        }
+        memcpy(out + n, len ? esc : (const char *)p, len ? len : take);
+        n += len ? len : take;
+        p += take;
+    }
+    out[n++] = '"';
+    out[n] = '\0';
+    return out;
+}
+
+const char *log_q(const char *s)
+{
+    /* This thread's own: a ring, so several values fit one log_msg(). */
+    static __thread char ring[LOG_Q_SLOTS][LOG_Q_MAX];
+    static __thread unsigned next;
+
+    return log_quote(s, ring[next++ % LOG_Q_SLOTS], LOG_Q_MAX);
+}
+
+/* Escapes, within line[from..*n) (cap bytes in all), every control byte
+ * and byte of malformed UTF-8 as \xNN, cutting what no longer fits: the
+ * line stays one line whatever a caller passed. */
+static void sweep(char *line, size_t from, size_t *n, size_t cap)
+{
+    char tmp[2048];
+    size_t m = 0, i = from;
+
+    line[*n] = '\0';
+    while (i < *n && m + 5 < sizeof(tmp)) {
+        unsigned char c = (unsigned char)line[i];
+        size_t k = c >= 0x80 ? utf8_char_len((const unsigned char *)line + i) : 1;
+        if (c < 0x20 || c == 0x7f || k == 0) {
+            tmp[m++] = '\\';
+            tmp[m++] = 'x';
+            tmp[m++] = hex[c >> 4];
+            tmp[m++] = hex[c & 15];
+            i++;
+            continue;
+        }
+        if (m + k + 1 >= sizeof(tmp))
+            break;
+        memcpy(tmp + m, line + i, k);
+        m += k;
+        i += k;
+    }
+    if (from + m > cap - 2)
+        m = cap - 2 - from;
+    memcpy(line + from, tmp, m);
+    *n = from + m;
 }
 
 void log_msg(enum log_level level, const char *msg, const char *fmt, ...)
@@ -59,8 +149,11 @@ void log_msg(enum log_level level, const char *msg, const char *fmt, ...)
         va_start(ap, fmt);
         w = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
         va_end(ap);
-        if (w > 0)
+        if (w > 0) {
+            size_t from = n;
             n += (size_t)w < sizeof(line) - n ? (size_t)w : sizeof(line) - n - 1;
+            sweep(line, from, &n, sizeof(line));
+        }
     }
     line[n++] = '\n';
     if (write(STDERR_FILENO, line, n) < 0) {

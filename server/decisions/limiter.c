@@ -484,10 +484,10 @@ static int script_error(const struct limiter *l, const long long *out,
             policies_release(e);
             if (a == POLICY_TOKEN_BUCKET || a == POLICY_FIXED_WINDOW)
                 log_msg(LOG_LEVEL_WARN, "bucket state is not permitd's; left as it is",
-                        "key=\"%s\" bytes=%lld expected=24", key, out[2]);
+                        "key=%s bytes=%lld expected=24", log_q(key), out[2]);
             else
                 log_msg(LOG_LEVEL_WARN, "bucket state is not permitd's; left as it is",
-                        "key=\"%s\" bytes=%lld algorithm=%s", key, out[2],
+                        "key=%s bytes=%lld algorithm=%s", log_q(key), out[2],
                         policy_algorithm_name(a));
         }
         return permitd_error_set(err, PERMITD_EINTERNAL,

@@ -671,22 +671,15 @@ static void answer(struct http_server *s, struct http_request *req,
                    const struct http_response *resp)
 {
     if (s->opts.access_log) {
-        char path[201];
-        size_t i = 0;
-        /* The path is the client's: no quote or control character may
-         * reach the log line and forge fields. */
-        for (; req->path[i] && i < sizeof(path) - 1; i++) {
-            unsigned char c = (unsigned char)req->path[i];
-            path[i] = (c < 0x20 || c == 0x7f || c == '"' || c == '\\') ? '?' : (char)c;
-        }
-        path[i] = '\0';
-        log_msg(LOG_LEVEL_INFO, "request", "listener=%s method=%.16s path=\"%s\" status=%d bytes=%zu us=%lld%s",
-                s->name, req->method, path, resp->status, resp->body_len,
+        /* The method and the path are the client's: log_q() quotes them,
+         * so no quote or control character forges a field or a line. */
+        log_msg(LOG_LEVEL_INFO, "request", "listener=%s method=%s path=%s status=%d bytes=%zu us=%lld%s",
+                s->name, log_q(req->method), log_q(req->path), resp->status, resp->body_len,
                 (long long)(clock_now_us() - req->started_us), req->who);
     }
     if (send_response(req->conn, resp) != MHD_YES)
-        log_msg(LOG_LEVEL_WARN, "could not queue response", "listener=%s path=\"%.100s\"",
-                s->name, req->path);
+        log_msg(LOG_LEVEL_WARN, "could not queue response", "listener=%s path=%s", s->name,
+                log_q(req->path));
 }
 
 /* ---- connection deadlines ----

@@ -45,6 +45,9 @@ SETTINGS = [
     ("--first-byte-timeout", "PERMITD_FIRST_BYTE_TIMEOUT"),
     ("--login-workers", "PERMITD_LOGIN_WORKERS"),
     ("--login-queue", "PERMITD_LOGIN_QUEUE"),
+    ("--login-account-tries", "PERMITD_LOGIN_ACCOUNT_TRIES"),
+    ("--admin-hosts", "PERMITD_ADMIN_HOSTS"),
+    ("--core-dumps", "PERMITD_CORE_DUMPS"),
     ("--request-id-ttl", "PERMITD_REQUEST_ID_TTL"),
     ("--stats-policies", "PERMITD_STATS_POLICIES"),
     ("--fleet-publish-ms", "PERMITD_FLEET_PUBLISH_MS"),
@@ -201,6 +204,8 @@ class BadValueTest(unittest.TestCase):
         ([], {"PERMITD_LISTEN": "nonsense"}, "PERMITD_LISTEN", "nonsense"),
         (["--listen", "127.0.0.1:70000"], {}, "--listen", "127.0.0.1:70000"),
         (["--redis-url", "http://x"], {}, "--redis-url", "http://x"),
+        (["--admin-hosts", "admin.example.com,evil example"], {}, "--admin-hosts",
+         "evil example"),
         ([], {"PERMITD_REDIS_URL": "http://x"}, "PERMITD_REDIS_URL", "http://x"),
         (["--redis-url", "redis://h:99999"], {}, "--redis-url", "99999"),
         (["--redis-url", "unix://relative.sock"], {}, "--redis-url", "unix://relative.sock"),
@@ -244,13 +249,18 @@ class BadValueTest(unittest.TestCase):
 
     def test_passwords_never_echoed(self):
         for url in ("mysql://u:hunter2@h:99999/db", "mysql://u:hunter2@h/db?password=hunter2",
-                    "mysql://u:hunter2@h", "redis://:hunter2@h:99999"):
+                    "mysql://u:hunter2@h", "redis://:hunter2@h:99999",
+                    "redis://:qx7/zz9@h:99999", "redis://u:qx7/zz9@h:1/x",
+                    "redis://u:qx7/zz9@:1"):
             with self.subTest(url=url):
                 flag = "--mysql-url" if url.startswith("mysql") else "--redis-url"
                 p = run([flag, url, "--listen", "127.0.0.1:%d" % free_port()])
                 self.assertEqual(p.returncode, 2, p.stderr)
                 self.assertIn(flag, p.stderr)
                 self.assertNotIn("hunter2", p.stderr + p.stdout)
+                # A password holding '/': no part of it either.
+                self.assertNotIn("qx7", p.stderr + p.stdout)
+                self.assertNotIn("zz9", p.stderr + p.stdout)
 
     def test_port_taken_stops_start_up(self):
         # Workers listen with SO_REUSEPORT, which would let a second
@@ -352,6 +362,80 @@ class EnvTest(unittest.TestCase):
             self.assertEqual(r.json().get("code"), "unavailable", r)
             self.assertIn(missing, r.json().get("message", ""), r)
             h.close()
+
+
+
+class CoreDumpTest(unittest.TestCase):
+    """permitd holds passwords and keys in memory: no core dump, and no
+    process of its own user may read its memory, unless --core-dumps 1
+    (issue 42). Seen from outside: /proc/PID/limits (the core size limit,
+    soft and hard) and /proc/PID/environ, which another process of the same
+    user may read only while permitd is dumpable. As root, permitd and the
+    reader both run as nobody (root reads any process)."""
+
+    NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+    def setUp(self):
+        # Start permitd with a core limit it could use (soft = hard), and
+        # ASan leaving it alone (its default sets the soft limit to 0).
+        import resource
+        old = resource.getrlimit(resource.RLIMIT_CORE)
+        resource.setrlimit(resource.RLIMIT_CORE, (old[1], old[1]))
+        self.addCleanup(resource.setrlimit, resource.RLIMIT_CORE, old)
+        self.hard = old[1]
+        self.root = os.geteuid() == 0
+        if self.root:
+            d = tempfile.mkdtemp()
+            wrapper = os.path.join(d, "permitd-as-nobody")
+            with open(wrapper, "w") as f:
+                f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (" ".join(self.NOBODY),
+                                                             harness.PERMITD_BIN))
+            os.chmod(wrapper, 0o755)
+            os.chmod(d, 0o755)
+            self.addCleanup(lambda: (os.unlink(wrapper), os.rmdir(d)))
+            old_bin = harness.PERMITD_BIN
+            harness.PERMITD_BIN = wrapper
+            self.addCleanup(setattr, harness, "PERMITD_BIN", old_bin)
+
+    def start(self, *args):
+        p = Permitd(prefix=unique("core") + ":", args=list(args),
+                    env={"ASAN_OPTIONS": "detect_leaks=0:disable_coredump=0"})
+        self.addCleanup(p.stop)
+        return p
+
+    def core_limit(self, pid):
+        with open("/proc/%d/limits" % pid) as f:
+            for line in f:
+                if line.startswith("Max core file size"):
+                    soft, hard = line.split()[4:6]
+                    return soft, hard
+        self.fail("no core size line in /proc/%d/limits" % pid)
+
+    def memory_readable(self, pid):
+        """Whether a process of permitd's own user may read its environ."""
+        if self.root:
+            r = subprocess.run(self.NOBODY + ["cat", "/proc/%d/environ" % pid],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            return r.returncode == 0
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                f.read()
+            return True
+        except PermissionError:
+            return False
+
+    def test_core_dumps_are_off_by_default(self):
+        p = self.start()
+        self.assertEqual(self.core_limit(p.proc.pid), ("0", "0"))
+        self.assertFalse(self.memory_readable(p.proc.pid),
+                         "a process of permitd's user reads its memory: it is dumpable")
+
+    def test_core_dumps_1_leaves_them_as_started(self):
+        p = self.start("--core-dumps", "1")
+        want = "unlimited" if self.hard == -1 else str(self.hard)
+        self.assertEqual(self.core_limit(p.proc.pid), (want, want))
+        self.assertTrue(self.memory_readable(p.proc.pid))
+        self.assertIn("core dumps on", p.output())
 
 
 if __name__ == "__main__":

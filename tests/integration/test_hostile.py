@@ -3,6 +3,7 @@ connections from one address, slow senders, 10,000 malformed requests with
 RSS staying flat, a log that cannot be forged, and SIGKILL + restart losing
 nothing acknowledged. Real permitd and Redis."""
 import gzip
+import http.client
 import json
 import os
 import random
@@ -14,8 +15,55 @@ import unittest
 
 import harness
 from harness import Permitd, Redis, decision, error_code, put_policy, unique, pb_encode
+from test_admin import EDITOR, AdminCase
 
 ACQUIRE = "/permit.v1.RateLimitService/Acquire"
+
+
+LOGFMT_PAIR = re.compile(r'([A-Za-z_][A-Za-z0-9_.]*)=("(?:[^"\\]|\\.)*"|[^ "\t]*)(?: |$)')
+
+
+def logfmt(line):
+    """One logfmt line as a list of (key, value) pairs, values unquoted
+    (\\n, \\r, \\t, \\xNN, \\" and \\\\ decoded), or None when the line is
+    not wholly key=value pairs separated by single spaces."""
+    pairs, i = [], 0
+    while i < len(line):
+        m = LOGFMT_PAIR.match(line, i)
+        if m is None:
+            return None
+        k, v = m.group(1), m.group(2)
+        if v.startswith('"'):
+            v = re.sub(r'\\(x[0-9a-f]{2}|.)', lambda e: {"n": "\n", "r": "\r", "t": "\t"}.get(
+                e.group(1), chr(int(e.group(1)[1:], 16)) if e.group(1).startswith("x") and
+                len(e.group(1)) == 3 else e.group(1)), v[1:-1])
+        pairs.append((k, v))
+        i = m.end()
+    return pairs
+
+
+def logfmt_lines(test, log):
+    """Every line of permitd's log as a dict, asserting each is well-formed
+    logfmt that begins with ts= and level= and names no key twice."""
+    out = []
+    for line in log.splitlines():
+        if not line.startswith("ts=") and ("ERROR: AddressSanitizer" in line or not line):
+            continue
+        pairs = logfmt(line)
+        test.assertIsNotNone(pairs, "not one logfmt line: %r" % line)
+        keys = [k for k, _ in pairs]
+        test.assertEqual(keys[:3], ["ts", "level", "msg"], line)
+        test.assertEqual(len(keys), len(set(keys)), "a key twice (forged?): %r" % line)
+        out.append(dict(pairs))
+    return out
+
+
+def wait_log(p, needle, timeout=30):
+    """permitd's output once it holds needle."""
+    deadline = time.monotonic() + timeout
+    while needle not in p.output() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return p.output()
 
 
 def raw(port, data, timeout=5.0):
@@ -170,11 +218,21 @@ class HostileTest(unittest.TestCase):
         raw(p.port, b'GET /x%22%20level=error%20msg=%22forged HTTP/1.1\r\nHost: x\r\n'
                     b'Connection: close\r\n\r\n')
         raw(p.port, b'GET /y" level=error msg="forged HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+        # A decoded CR LF and quote in the path, a tab (logfmt whitespace)
+        # and a quote in the method: libmicrohttpd takes both as they are.
+        raw(p.port, b'GET\tlevel=error /z%0d%0ats=0%20level=error%20msg=%22forged%22%5c HTTP/1.1'
+                    b'\r\nHost: x\r\nConnection: close\r\n\r\n')
+        raw(p.port, b'G"ET /w HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
         p.http().request("GET", "/healthz")
-        time.sleep(0.2)
-        log = p.output()
-        self.assertIn('msg="request" listener=api method=GET path="/healthz" status=200', log)
+        log = wait_log(p, 'path="/healthz"')
+        self.assertIn('msg="request" listener=api method="GET" path="/healthz" status=200', log)
         self.assertNotIn('level=error msg="forged', log)
+        requests = [f for f in logfmt_lines(self, log) if f.get("msg") == "request"]
+        self.assertIn(("GET\tlevel=error", "/z\r\nts=0 level=error msg=\"forged\"\\"),
+                      [(f["method"], f["path"]) for f in requests], log)
+        self.assertIn(('G"ET', "/w"), [(f["method"], f["path"]) for f in requests], log)
+        for f in requests:
+            self.assertEqual(f["level"], "info", f)
 
     def test_sigkill_and_restart_lose_nothing_acknowledged(self):
         name = unique("kill")
@@ -187,6 +245,86 @@ class HostileTest(unittest.TestCase):
         q = self.permitd()
         self.assertEqual(decision(q.http().peek(name))["remaining"], 2)
 
+
+
+def get_with_host(port, path, host, method="GET", headers=None, body=b""):
+    """One request to 127.0.0.1:port naming Host host; (status, body)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        c.putheader("Host", host)
+        for k, v in (headers or {}).items():
+            c.putheader(k, v)
+        c.putheader("Content-Length", str(len(body)))
+        c.endheaders(body)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+class RebindingTest(unittest.TestCase):
+    """The admin listener refuses a Host that is a DNS name it was not told
+    of, whatever it is bound to: Docker binds 0.0.0.0 behind a 127.0.0.1
+    port map, where a rebinding page reaches it as well (issue 42)."""
+
+    def start(self, *args):
+        port = harness.free_port()
+        p = Permitd(prefix=unique("rb") + ":", args=["--admin-listen", "0.0.0.0:%d" % port] +
+                    list(args))
+        self.addCleanup(p.stop)
+        harness.wait_for("the admin listener", lambda: Permitd._accepts(port), timeout=30)
+        return port
+
+    def test_a_wildcard_bind_refuses_other_names(self):
+        port = self.start()
+        for host in ("evil.example", "evil.example:%d" % port, "rebind.example:18081",
+                     "127.0.0.1.evil.example", "localhost.evil.example:%d" % port):
+            for path in ("/metrics", "/", "/permit.v1.PolicyService/ListPolicies"):
+                with self.subTest(host=host, path=path):
+                    status, body = get_with_host(port, path, host)
+                    self.assertEqual(status, 403, body)
+                    self.assertIn(b"permission_denied", body)
+                    self.assertIn(b"--admin-hosts", body)
+        # A login from a rebound page: its Origin matches its Host, and is
+        # refused all the same.
+        status, body = get_with_host(port, "/permit.v1.AdminAuthService/Login", "evil.example",
+                                     "POST", {"Origin": "http://evil.example",
+                                              "Content-Type": "application/json"},
+                                     b'{"username":"a","password":"b"}')
+        self.assertEqual(status, 403, body)
+        # IP addresses (any port: a port map's), localhost, and the probes
+        # whatever the Host.
+        for host in ("127.0.0.1:%d" % port, "127.0.0.1:18081", "127.0.0.1", "[::1]:%d" % port,
+                     "localhost:%d" % port, "LocalHost.", "10.1.2.3:8081"):
+            with self.subTest(host=host):
+                self.assertEqual(get_with_host(port, "/metrics", host)[0], 200)
+        self.assertEqual(get_with_host(port, "/healthz", "permitd.internal")[0], 200)
+        self.assertEqual(get_with_host(port, "/readyz", "permitd.internal")[0], 200)
+
+    def test_admin_hosts_lists_the_names_it_answers_to(self):
+        port = self.start("--admin-hosts", "admin.example.com, permitd.internal")
+        for host in ("admin.example.com", "ADMIN.example.com:443", "permitd.internal:%d" % port):
+            with self.subTest(host=host):
+                self.assertEqual(get_with_host(port, "/metrics", host)[0], 200)
+        self.assertEqual(get_with_host(port, "/metrics", "evil.example")[0], 403)
+        self.assertEqual(get_with_host(port, "/metrics", "example.com")[0], 403)
+
+
+class EditorLogTest(AdminCase):
+    """What an editor types reaches the log quoted: a bucket key cannot
+    forge the line's fields (issue 42)."""
+
+    def test_a_reset_bucket_key_cannot_forge_fields(self):
+        e = self.editor()
+        name = e.create(self.name("fg"))["name"]
+        key = 'x" by=root level=error msg="forged'
+        e.ok(e.p("ResetBucket", {"name": name, "key": key}))
+        log = wait_log(self.permitd, 'msg="bucket reset" policy=%s' % name)
+        resets = [f for f in logfmt_lines(self, log)
+                  if f.get("msg") == "bucket reset" and f.get("policy") == name]
+        self.assertEqual([(f["level"], f["key"], f["by"]) for f in resets],
+                         [("info", key, EDITOR)], log[-2000:])
 
 if __name__ == "__main__":
     harness.main()

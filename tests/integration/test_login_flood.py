@@ -9,19 +9,26 @@ listener's own thread never runs argon2, so /readyz, /metrics and the other
 admin RPCs answer while a flood is being checked.
 
 The flood comes from many client addresses (any of 127/8 reaches a listener
-on 127.0.0.1), so the per-(name, address) throttle never applies: what holds
-the flood back here is the cap alone. Against a real MariaDB and Redis, one
+on 127.0.0.1), each guessing a user name of its own, so neither the
+per-(name, address) throttle nor the per-name cap applies: what holds the
+flood back here is the cap alone. Against a real MariaDB and Redis, one
 permitd with its defaults.
+
+LoginThrottleTest: the throttle spends a try before the password is checked
+(so logins at once cannot outnumber the tries), and a user name has a budget
+of its own across every address (--login-account-tries), short-lived.
 """
+import re
 import sys
 import threading
 import time
 import unittest
 
 import harness
+from harness import wait_for
 from test_admin import AUTH, EDITOR, EDITOR_PW, AdminCase, SourceHttp
 
-FLOOD = 50              # concurrent wrong-password logins, one per address
+FLOOD = 50              # concurrent wrong-password logins, one per address and name
 READYZ_BOUND_S = 1.0    # generous for this shared, loaded machine
 
 
@@ -40,7 +47,8 @@ class LoginFloodTest(AdminCase):
         def flood(i):
             start.wait()
             try:
-                replies[i] = self.login_from("127.0.0.%d" % (10 + i), EDITOR, "wrong-%d" % i)
+                replies[i] = self.login_from("127.0.0.%d" % (10 + i), "nobody-%d" % i,
+                                             "wrong-%d" % i)
             except Exception as e:  # reported below, with the rest
                 replies[i] = e
 
@@ -128,6 +136,83 @@ class LoginFloodTest(AdminCase):
             t.join(60)
         self.assertEqual(sorted(r.status for r in replies), [401] * 6, replies)
         self.assertLess(max(took or [0]), 2 * READYZ_BOUND_S, took)
+
+
+def checked_total(client):
+    """permitd_login_checks_total{result="checked"}: argon2 checks done."""
+    m = client.request("GET", "/metrics").body.decode()
+    return int(re.search(r'permitd_login_checks_total\{result="checked"\} (\d+)', m).group(1))
+
+
+class LoginThrottleTest(AdminCase):
+
+    def login_from(self, source, username, password):
+        c = self.client()
+        c.http = SourceHttp(self.permitd.admin_port, source)
+        return c.login(username, password)
+
+    def test_concurrent_guesses_from_one_address_are_held_to_its_tries(self):
+        # 9 wrong guesses at one moment, one name, one address: the
+        # verifier would take all 9 (1 running, --login-queue 8 waiting),
+        # but the address has 5 tries, each spent before its check.
+        self.add_user("burst", "the-right-password", "editor")
+        before = checked_total(self.client())
+        replies = [None] * 9
+        start = threading.Barrier(len(replies))
+
+        def guess(i):
+            start.wait()
+            replies[i] = self.login_from("127.0.4.1", "burst", "wrong-%d" % i)
+
+        threads = [threading.Thread(target=guess, args=(i,)) for i in range(len(replies))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        statuses = sorted(r.status for r in replies)
+        checked = checked_total(self.client()) - before
+        print("\n9 guesses at once from one address: %r, %d passwords checked"
+              % (statuses, checked), file=sys.stderr)
+        self.assertLessEqual(checked, 5, "more passwords checked than the address has tries: "
+                             "%r" % statuses)
+        self.assertLessEqual(statuses.count(401), 5, statuses)
+        for r in replies:
+            if r.status != 401:
+                self.assertConnectError(r, 429, "resource_exhausted")
+        self.assertEqual(statuses.count(401), checked, statuses)
+
+    def test_guesses_for_one_name_from_many_addresses_share_one_budget(self):
+        # One guess from each of 15 addresses: the per-address throttle
+        # never applies; the name's own budget (10 a minute) does.
+        self.add_user("wanted", "the-right-password", "editor")
+        before = checked_total(self.client())
+        statuses = []
+        for i in range(15):
+            r = self.login_from("127.0.5.%d" % (10 + i), "Wanted" if i % 2 else "wanted",
+                                "guess-%d" % i)
+            statuses.append(r.status)
+            if r.status == 429:
+                msg = self.assertConnectError(r, 429, "resource_exhausted", ["all addresses"])
+                self.assertRegex(msg, r"try again in [1-9]\d* s")
+        checked = checked_total(self.client()) - before
+        self.assertEqual(statuses, [401] * 10 + [429] * 5, statuses)
+        self.assertEqual(checked, 10)
+        # Not locked out for long: the name's budget refills a try every
+        # 6 s, and the right password (from anywhere) gets in then.
+        c = self.client()
+        c.http = SourceHttp(self.permitd.admin_port, "127.0.5.200")
+        wait_for("the right password to get in again",
+                 lambda: c.login("wanted", "the-right-password").status == 200, timeout=60)
+        # ... and gives the name its tries back.
+        self.assertEqual(self.login_from("127.0.5.201", "wanted", "wrong").status, 401)
+
+    def test_successful_logins_spend_no_tries(self):
+        # A try is spent before the check and given back by the right
+        # password: an administrator logging in often is never held back.
+        self.add_user("often", "the-right-password", "editor")
+        for i in range(12):
+            r = self.login_from("127.0.6.1", "often", "the-right-password")
+            self.assertEqual(r.status, 200, (i, r))
 
 
 if __name__ == "__main__":

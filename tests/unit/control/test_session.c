@@ -90,7 +90,8 @@ static void test_session_no_store(void)
     memset(&call, 0, sizeof(call));
     http_response_init(&resp);
     call.resp = &resp;          /* Logout clears the cookie whatever comes */
-    CHECK_INT(session_new(&cfg, NULL, &lock, NULL, NULL, NULL, NULL, NULL, &s, &err), PERMITD_OK);
+    CHECK_INT(session_new(&cfg, NULL, NULL, &lock, NULL, NULL, NULL, NULL, NULL, &s,
+                          &err), PERMITD_OK);
     CHECK_INT(policysvc_new(&cfg, NULL, NULL, NULL, NULL, NULL, &lock, s, &p, &err), PERMITD_OK);
     for (int need = ADMIN_VIEWER; need <= ADMIN_ADMIN; need++) {
         err = (struct permitd_error){0, ""};

@@ -164,6 +164,21 @@ static void test_config_redis_urls(void)
     CHECK_CONTAINS(err.message, "rediss://");
     CHECK_INT(config_parse_redis_url(&cfg, "h:hunter2@x", &err), PERMITD_EINVAL);
     CHECK(strstr(err.message, "hunter2") == NULL);
+    /* A password holding '/' (or '@') is the password, whole, and an
+     * error names the URL with it masked (it took "se" for a port, or
+     * "cret@h" for a database, and echoed them). */
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://:se/cret@h:99999", &err), PERMITD_EINVAL);
+    CHECK(strstr(err.message, "se/") == NULL && strstr(err.message, "cret") == NULL);
+    CHECK_CONTAINS(err.message, "99999");
+    CHECK_CONTAINS(err.message, "(in redis://:***@h:99999)");
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://u:se/cret@h:1/x", &err), PERMITD_EINVAL);
+    CHECK(strstr(err.message, "cret") == NULL);
+    CHECK_CONTAINS(err.message, "redis://u:***@h:1/x");
+    CHECK_INT(config_parse_redis_url(&cfg, "redis://u:12/se@cret@h:2/3", &err), PERMITD_OK);
+    CHECK_STR(cfg.redis_password, "12/se@cret");
+    CHECK_STR(cfg.redis_host, "h");
+    CHECK_INT(cfg.redis_port, 2);
+    CHECK_INT(cfg.redis_db, 3);
     char masked[300];
     CHECK_INT(config_parse_redis_url(&cfg, "redis://:hunter2@h:1", &err), PERMITD_OK);
     config_redis_url_masked(&cfg, masked, sizeof(masked));

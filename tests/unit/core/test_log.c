@@ -1,7 +1,8 @@
 /*
  * test_log.c - server/core/log.c's level parser: the four names in any
  * case, and a refusal that is a status with an error naming the value, as
- * every other parser's (config_parse_*, connect_parse_*).
+ * every other parser's (config_parse_*, connect_parse_*); and log_q(),
+ * the one quoting of values a client or an editor chose.
  */
 #include "core/log.h"
 #include "test.h"
@@ -40,9 +41,26 @@ static void test_log_level_parse_refuses(void)
     CHECK_INT(log_level_parse("loud", &lvl, NULL), PERMITD_EINVAL);
 }
 
+static void test_log_q_escapes(void)
+{
+    char small[16];
+
+    CHECK_STR(log_q("plain"), "\"plain\"");
+    CHECK_STR(log_q(NULL), "\"\"");
+    CHECK_STR(log_q("x\" by=root level=error"), "\"x\\\" by=root level=error\"");
+    CHECK_STR(log_q("a\\b"), "\"a\\\\b\"");
+    CHECK_STR(log_q("l1\r\nts=0\tx\x01\x7f"), "\"l1\\r\\nts=0\\tx\\x01\\x7f\"");
+    /* well-formed UTF-8 stays, anything else is \xNN */
+    CHECK_STR(log_q("caf\xc3\xa9 k\xff\xc3"), "\"caf\xc3\xa9 k\\xff\\xc3\"");
+    /* cut, never mid-escape, always closed */
+    CHECK_STR(log_quote("abcdefghijklmnop", small, sizeof(small)), "\"abcdefghij...\"");
+    CHECK_STR(log_quote("\n\n\n\n\n\n", small, sizeof(small)), "\"\\n\\n\\n\\n\\n...\"");
+}
+
 int main(void)
 {
     TEST_RUN(test_log_level_parse_names);
     TEST_RUN(test_log_level_parse_refuses);
+    TEST_RUN(test_log_q_escapes);
     return TEST_REPORT();
 }
