@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "control/ui.h"
@@ -113,6 +114,23 @@ static void test_ui_dir(void)
     /* The folder replaces the embedded copy: what it lacks is not found. */
     CHECK_INT(ui_file(dir, "app.js", &resp), 0);
     done(&resp);
+    /* A name with a path in it is refused though the file is there. */
+    snprintf(path, sizeof(path), "%s/sub", dir);
+    CHECK(mkdir(path, 0700) == 0);
+    snprintf(path, sizeof(path), "%s/sub/s.css", dir);
+    {
+        FILE *f = fopen(path, "wb");
+        CHECK(f != NULL);
+        if (f != NULL)
+            fclose(f);
+    }
+    CHECK_INT(ui_file(dir, "sub/s.css", &resp), 0);
+    done(&resp);
+    CHECK_INT(ui_file(dir, "sub/../index.html", &resp), 0);
+    done(&resp);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/sub", dir);
+    rmdir(path);
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, files[i].name);
         unlink(path);
