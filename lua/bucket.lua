@@ -106,13 +106,16 @@ earlier take with the same request id, nothing taken now; bit 2 (2) no-op
 Request ids (issue 20, every decision script alike): on "take" and "all",
 an item with a request id whose record key exists answers the RECORD kept
 there with flags |= 1 and takes nothing (in "all" it is left out of the
-batch's decision: the first call decided it); otherwise, once decided, its
-RECORD (allowed or denied alike: "a retry answers what the first call
-answered") is kept under the record key for ARGV[3] ms. The record key is
+batch's decision: the first call decided it); otherwise, once decided and
+allowed, its RECORD is kept under the record key for ARGV[3] ms ("a retry
+answers what the first call answered" for a take: it takes nothing
+again). A denial keeps no record: it took nothing, so a retry decided
+afresh takes at most once all the same, and an over-limit client with
+fresh ids writes nothing (issue 42). The record key is
 the item's state key .. "\x1f" .. "r" .. request id: no bucket key holds a
 control character, so it meets no other key, and it shares the state key's
-hash tag, so its slot. A record is 112 bytes of value. Only a status 0
-answer is kept (an error is no answer to repeat: a stale item is asked
+hash tag, so its slot. A record is 112 bytes of value. Only an allowed
+status 0 answer is kept (an error is no answer to repeat: a stale item is asked
 again). A "peek" ignores request ids.
 
 The version stamp of a policy is id * 2^24 + version (id: its MySQL row
@@ -815,7 +818,7 @@ if lone then
     m = 9007199254740992
   end
   local rec = pack(ANSWER, 0, retry == 0 and 1 or 0, floor(tokens), max, retry, ttl, w, m, 0, 0, NOLEASE)
-  if rkey then
+  if rkey and retry == 0 then       -- allowed: a denial keeps no record (see the top)
     redis.call('SET', rkey, rec, 'PX', ridttl)
   end
   return rec
@@ -1172,9 +1175,9 @@ if mode ~= 'peek' then
       end
     end
   end
-  -- Each answer decided now is kept for its request id (see the top).
+  -- Each allowed answer decided now is kept for its request id (see the top).
   for i = 1, any and n or 0 do
-    if rkeys[i] then
+    if rkeys[i] and select(2, unpack_state('<dd', out[i])) == 1 then    -- allowed only
       redis.call('SET', rkeys[i], out[i], 'PX', ridttl)
     end
   end

@@ -301,7 +301,8 @@ if mode ~= 'peek' then
     end
   end
   for i = 1, per == 4 and n or 0 do
-    if rkeys[i] then
+    -- an allowed answer only: a denial took nothing, its retry is decided afresh
+    if rkeys[i] and select(2, unpack_struct('<dd', out[i])) == 1 then
       redis.call('SET', rkeys[i], out[i], 'PX', rid_ttl)
     end
   end

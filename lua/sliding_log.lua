@@ -73,7 +73,7 @@ window_s = ceil(window_ms / 1000); level_micro = remaining * 1e6; flags 1 =
 replayed. Request ids as in lua/sliding_window.lua: on take and all, an
 item whose record key (state key .. "\x1f" .. "r" .. request_id) exists
 answers that RECORD with flags |= 1 and takes nothing; otherwise its
-answer (status 0) is stored there with PX = ARGV[3].
+answer, when allowed (status 0, allowed 1), is stored there with PX = ARGV[3].
 
 Mode "inspect" (the admin inspector: limiter_inspect() in
 server/decisions/limiter.c): a peek of one permit for one item, nothing

@@ -96,9 +96,10 @@ always 32 "\0" bytes):
 Request ids: on "take" and "all", an item with a request_id whose record
 key (its state key .. "\x1f" .. "r" .. request_id: same slot) exists
 answers that stored RECORD with flags |= 1 and takes nothing; otherwise
-its answer is stored there with PX = ARGV[3] (allowed and denied alike; not
-an error such as stale, which permitd retries). Two items of one call with
-the same id and key: the second replays the first.
+its answer, when allowed, is stored there with PX = ARGV[3] (not a denial,
+which took nothing: its retry is decided afresh; not an error such as
+stale, which permitd retries). Two items of one call with the same id and
+key: the second replays the first.
 
 Writes: a take writes its key once, at the end, stamped with the call's
 version stamp, set to expire when it limits nothing any more (reset_after);

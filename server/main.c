@@ -36,6 +36,7 @@
 #include "decisions/appkeys.h"
 #include "decisions/forward.h"
 #include "decisions/api.h"
+#include "decisions/service.h"
 #include "decisions/envoyrls.h"
 #include "decisions/grpcapi.h"
 #include "core/config.h"
@@ -105,6 +106,7 @@ static int serve(const struct config *cfg)
     struct redis *redis = NULL;
     struct limiter *limiter = NULL;
     struct api *api = NULL;
+    struct service *service = NULL;
     struct sync *sync = NULL;
     struct follow *follow = NULL;
     struct admin *admin = NULL;
@@ -152,14 +154,15 @@ static int serve(const struct config *cfg)
     if (stats_new((size_t)cfg->stats_policies, &stats, &err) != PERMITD_OK ||
         redis_new(cfg, &redis, &err) != PERMITD_OK ||
         limiter_new(cfg, redis, &limiter, &err) != PERMITD_OK ||
-        api_new(cfg, limiter, stats, &api, &err) != PERMITD_OK ||
+        service_new(limiter, stats, &service, &err) != PERMITD_OK ||
+        api_new(cfg, service, &api, &err) != PERMITD_OK ||
         appkeys_new(cfg->app_auth_off, &keys, &err) != PERMITD_OK ||
         forward_rules_new(&rules, &err) != PERMITD_OK ||
-        forward_new(cfg, rules, limiter, keys, stats, &forward, &err) != PERMITD_OK ||
-        grpcapi_new(cfg, limiter, stats, keys, &grpcapi, &err) != PERMITD_OK ||
-        envoyrls_new(grpcapi, limiter, stats, &envoyrls, &err) != PERMITD_OK)
+        forward_new(cfg, rules, service, &forward, &err) != PERMITD_OK ||
+        grpcapi_new(cfg, service, &grpcapi, &err) != PERMITD_OK ||
+        envoyrls_new(service, &envoyrls, &err) != PERMITD_OK)
         goto out;
-    api_set_appkeys(api, keys);
+    service_set_appkeys(service, keys);
     api_set_forward(api, forward);
     /* Issue 25: Envoy's ShouldRateLimit beside permit.v1 on the gRPC listener. */
     grpcapi_chain(grpcapi, envoyrls_handle, envoyrls);
@@ -174,7 +177,7 @@ static int serve(const struct config *cfg)
         hotkeysvc_new(cfg, admin, redis, limiter, &hotkeysvc, &err) != PERMITD_OK ||
         admin_add_methods(admin, hotkeysvc_methods, hotkeysvc, &err) != PERMITD_OK)
         goto out;
-    api_set_hotkeys(api, hotkeys);
+    service_set_hotkeys(service, hotkeys);
     if (sync != NULL) {
         struct permitd_error why = {0, ""};
         if (appsync_new(cfg, redis, keys, &appsync, &err) != PERMITD_OK ||
@@ -355,6 +358,7 @@ out:
     auditsvc_free(auditsvc);
     api_free(api);
     forward_free(forward);
+    service_free(service);
     forward_rules_free(rules);
     limiter_free(limiter);
     appkeys_free(keys);

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "core/config.h"
@@ -120,7 +121,8 @@ static const struct setting settings[] = {
         "how long an Acquire's answer is kept for its request_id (a retry with the id answers "
         "it again and takes nothing): a duration, 1s .. 7d (\"90s\", \"10m\", \"1h\")"),
     STR(mysql_url, "mysql-url", "PERMITD_MYSQL_URL", "",
-        "mysql://user:pass@host[:port]/db[?socket=/path]; empty: no policy store"),
+        "mysql://user:pass@host[:port]/db[?name=value&...]: socket=/path, ssl-mode=, "
+        "ssl-ca=, ssl-cert=, ssl-key= (README \"MySQL over TLS\"); empty: no policy store"),
     INT(mysql_timeout_ms, "mysql-timeout-ms", "PERMITD_MYSQL_TIMEOUT_MS", "5000",
         100, 600000, "MySQL connect, read and write timeout, in milliseconds"),
     INT(deny_cache, "deny-cache", "PERMITD_DENY_CACHE", "4096", 0, 1000000,
@@ -629,6 +631,90 @@ static int unescape(char *dst, size_t dstlen, const char *from, const char *to,
     return PERMITD_OK;
 }
 
+static const char *const mysql_ssl_modes[] = {
+    [CONFIG_MYSQL_SSL_PREFERRED] = "PREFERRED",
+    [CONFIG_MYSQL_SSL_DISABLED] = "DISABLED",
+    [CONFIG_MYSQL_SSL_REQUIRED] = "REQUIRED",
+    [CONFIG_MYSQL_SSL_VERIFY_CA] = "VERIFY_CA",
+    [CONFIG_MYSQL_SSL_VERIFY_IDENTITY] = "VERIFY_IDENTITY",
+};
+
+const char *config_mysql_ssl_mode_name(enum config_mysql_ssl_mode mode)
+{
+    return (unsigned int)mode < sizeof(mysql_ssl_modes) / sizeof(mysql_ssl_modes[0])
+               ? mysql_ssl_modes[mode] : "?";
+}
+
+/* The query of a MySQL URL (after the '?'): name=value pairs joined by '&',
+ * each name at most once, then the TLS settings checked together. An
+ * unknown name is quoted (cut to 40 bytes), a value never is: it may be a
+ * secret pasted in the wrong place. */
+static int mysql_params(struct config_mysql *m, const char *q, struct permitd_error *err)
+{
+    static const char *const names[] = {"socket", "ssl-mode", "ssl-ca", "ssl-cert", "ssl-key"};
+    char *const dst[] = {m->socket, NULL, m->ssl_ca, m->ssl_cert, m->ssl_key};
+    const size_t dstlen[] = {sizeof(m->socket), 0, sizeof(m->ssl_ca), sizeof(m->ssl_cert),
+                             sizeof(m->ssl_key)};
+    int seen[5] = {0};
+    char mode[24];
+    int rc;
+
+    for (const char *p = q;; p++) {
+        const char *amp = p + strcspn(p, "&"), *eq = memchr(p, '=', (size_t)(amp - p));
+        size_t nlen = eq ? (size_t)(eq - p) : (size_t)(amp - p);
+        size_t i = 0;
+
+        while (i < 5 && !(strlen(names[i]) == nlen && strncmp(p, names[i], nlen) == 0))
+            i++;
+        if (i == 5 || eq == NULL)
+            return permitd_error_set(err, PERMITD_EINVAL,
+                                     "mysql url: %s parameter \"%.*s\" (known: socket=, "
+                                     "ssl-mode=, ssl-ca=, ssl-cert=, ssl-key=)",
+                                     i == 5 ? "unknown" : "no value for the",
+                                     nlen > 40 ? 40 : (int)nlen, p);
+        if (seen[i]++)
+            return permitd_error_set(err, PERMITD_EINVAL, "mysql url: %s= is given twice",
+                                     names[i]);
+        if (dst[i] != NULL)
+            rc = unescape(dst[i], dstlen[i], eq + 1, amp, names[i], err);
+        else
+            rc = unescape(mode, sizeof(mode), eq + 1, amp, names[i], err);
+        if (rc != PERMITD_OK)
+            return rc;
+        if (dst[i] == NULL) {
+            size_t k = 0;
+            while (k < 5 && strcasecmp(mode, mysql_ssl_modes[k]) != 0)
+                k++;
+            if (k == 5)
+                return permitd_error_set(err, PERMITD_EINVAL,
+                                         "mysql url: ssl-mode is none of DISABLED, "
+                                         "PREFERRED, REQUIRED, VERIFY_CA, VERIFY_IDENTITY");
+            m->ssl_mode = (enum config_mysql_ssl_mode)k;
+        } else if (dst[i][0] == '\0') {
+            return permitd_error_set(err, PERMITD_EINVAL, "mysql url: %s= is empty", names[i]);
+        }
+        if (*(p = amp) == '\0')
+            break;
+    }
+    if (seen[0] && m->socket[0] != '/')
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: socket must be an absolute path");
+    if ((m->ssl_cert[0] != '\0') != (m->ssl_key[0] != '\0'))
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: ssl-cert and ssl-key go "
+                                 "together (a client certificate and its private key)");
+    if (m->ssl_mode == CONFIG_MYSQL_SSL_DISABLED && (m->ssl_ca[0] || m->ssl_cert[0]))
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: ssl-mode=DISABLED uses no "
+                                 "ssl-ca, ssl-cert or ssl-key");
+    if (m->ssl_ca[0] != '\0' && m->ssl_mode != CONFIG_MYSQL_SSL_VERIFY_CA &&
+        m->ssl_mode != CONFIG_MYSQL_SSL_VERIFY_IDENTITY)
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: ssl-ca is for ssl-mode="
+                                 "VERIFY_IDENTITY (or VERIFY_CA), not %s",
+                                 mysql_ssl_modes[m->ssl_mode]);
+    if (m->ssl_mode == CONFIG_MYSQL_SSL_VERIFY_CA && m->ssl_ca[0] == '\0')
+        return permitd_error_set(err, PERMITD_EINVAL, "mysql url: ssl-mode=VERIFY_CA needs "
+                                 "ssl-ca (the CA the server's certificate must come from)");
+    return PERMITD_OK;
+}
+
 int config_parse_mysql_url(const char *url, struct config_mysql *m,
                            struct permitd_error *err)
 {
@@ -703,24 +789,19 @@ int config_parse_mysql_url(const char *url, struct config_mysql *m,
         return permitd_error_set(err, PERMITD_EINVAL, "mysql url: no database given (mysql://user:pass@host/db)");
     if ((rc = unescape(m->database, sizeof(m->database), slash + 1, end, "database", err)) != PERMITD_OK)
         return rc;
-    if (q != NULL) {
-        if (strncmp(q, "?socket=", 8) != 0)   /* the name only: the value may be a secret */
-            return permitd_error_set(err, PERMITD_EINVAL,
-                                     "mysql url: unknown parameter \"%.*s\" (only ?socket=/path)",
-                                     (int)strcspn(q + 1, "=&") > 40 ? 40 : (int)strcspn(q + 1, "=&"),
-                                     q + 1);
-        if ((rc = unescape(m->socket, sizeof(m->socket), q + 8, q + strlen(q), "socket", err)) != PERMITD_OK)
-            return rc;
-        if (m->socket[0] != '/')
-            return permitd_error_set(err, PERMITD_EINVAL, "mysql url: socket must be an absolute path");
-    }
+    if (q != NULL && (rc = mysql_params(m, q + 1, err)) != PERMITD_OK)
+        return rc;
     return PERMITD_OK;
 }
 
 void config_mysql_url_masked(const struct config_mysql *m, char *buf, size_t len)
 {
-    snprintf(buf, len, "mysql://%s%s@%s:%d/%s%s%s", m->user, m->password[0] ? ":***" : "",
-             m->host, m->port, m->database, m->socket[0] ? "?socket=" : "", m->socket);
+    int mode = m->ssl_mode != CONFIG_MYSQL_SSL_PREFERRED;
+
+    snprintf(buf, len, "mysql://%s%s@%s:%d/%s%s%s%s%s", m->user, m->password[0] ? ":***" : "",
+             m->host, m->port, m->database, m->socket[0] ? "?socket=" : "", m->socket,
+             mode ? (m->socket[0] ? "&ssl-mode=" : "?ssl-mode=") : "",
+             mode ? config_mysql_ssl_mode_name(m->ssl_mode) : "");
 }
 
 /* The Redis prefix ends up inside every key name; braces would move the

@@ -92,6 +92,16 @@ struct config {
         char user[128];
         char password[256];
         char database[128];
+        enum config_mysql_ssl_mode {      /* ?ssl-mode=, as MySQL's clients spell it */
+            CONFIG_MYSQL_SSL_PREFERRED,   /* the default: TLS when the server offers it */
+            CONFIG_MYSQL_SSL_DISABLED,
+            CONFIG_MYSQL_SSL_REQUIRED,
+            CONFIG_MYSQL_SSL_VERIFY_CA,
+            CONFIG_MYSQL_SSL_VERIFY_IDENTITY,
+        } ssl_mode;
+        char ssl_ca[512];         /* ?ssl-ca=: "" = the system's trust store */
+        char ssl_cert[512];       /* ?ssl-cert= and ?ssl-key=: a client certificate */
+        char ssl_key[512];
     } mysql;                      /* parsed from mysql_url */
     int mysql_timeout_ms;         /* connect, read and write timeout */
     int sync_interval_ms;         /* MySQL -> Redis reconcile period */
@@ -155,13 +165,25 @@ void config_redis_cluster_url_masked(const struct config_redis_cluster *c, char 
 /* Parses a MySQL URL into *out:
  *   mysql://user[:password]@host[:port]/database        (port 3306)
  *   mysql://user[:password]@localhost/database?socket=/run/mysqld/mysqld.sock
- * User, password and database may be percent-encoded. Returns PERMITD_OK or
+ * and the TLS parameters, joined by '&' (README "MySQL over TLS"):
+ *   ssl-mode=DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY
+ *            (any case; PREFERRED when not given, as MySQL's clients)
+ *   ssl-ca=/ca.pem  ssl-cert=/client.pem  ssl-key=/client.key
+ * A combination that would not do what it says is refused: ssl-ca under
+ * PREFERRED or REQUIRED (libmariadb would verify the chain all the same),
+ * VERIFY_CA without ssl-ca, a certificate without its key or the other way
+ * round, any file under DISABLED. User, password, database and every
+ * parameter's value may be percent-encoded. Returns PERMITD_OK or
  * PERMITD_EINVAL saying what is wrong, never echoing the password. */
 int config_parse_mysql_url(const char *url, struct config_mysql *out,
                            struct permitd_error *err);
 
-/* The MySQL URL with the password replaced by "***", for logs. */
+/* The MySQL URL with the password replaced by "***", for logs: its
+ * socket and its ssl-mode unless PREFERRED (the files are left out). */
 void config_mysql_url_masked(const struct config_mysql *m, char *buf, size_t len);
+
+/* The ssl-mode's name as the URL spells it ("VERIFY_IDENTITY"). */
+const char *config_mysql_ssl_mode_name(enum config_mysql_ssl_mode mode);
 
 /* Parses "host:port", "[v6]:port" or ":port" (all interfaces); port 0..65535. */
 int config_parse_listen(const char *s, char *host, size_t hostlen, int *port,

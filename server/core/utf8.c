@@ -82,6 +82,15 @@ static int bad_string(const char *path, const char *s, long at, struct permitd_e
                              path, show, (unsigned char)s[at], at);
 }
 
+int utf8_check_string(const char *path, const char *s, struct permitd_error *err)
+{
+    long at;
+
+    if (s != NULL && (at = first_bad(s)) >= 0)
+        return bad_string(path, s, at, err);
+    return PERMITD_OK;
+}
+
 static int check(const ProtobufCMessage *msg, char *path, size_t used, size_t size,
                  struct permitd_error *err);
 

@@ -28,4 +28,8 @@ size_t utf8_char_len(const unsigned char *s);
  * offset 1)`). */
 int utf8_check_message(const ProtobufCMessage *msg, struct permitd_error *err);
 
+/* Checks one string (NULL passes) as utf8_check_message() checks a field,
+ * with the same error naming it path. */
+int utf8_check_string(const char *path, const char *s, struct permitd_error *err);
+
 #endif

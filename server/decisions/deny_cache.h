@@ -10,7 +10,7 @@
  * keeps, per bucket just denied, until when a request of the same size is
  * denied, and answers such requests itself (decisions/limiter.c decides
  * which requests may ask: a take of a policy whose permits never come back
- * early, no request_id).
+ * early, without a request_id: only Redis knows what another instance allowed).
  *
  * Exact, never denying what Redis would allow:
  *   - the wait starts when the request was SENT (Redis decided after that,

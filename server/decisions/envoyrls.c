@@ -9,6 +9,9 @@
  * every decision makes anyway. The strings of a compiled table live in one
  * block per row, freed with the table when the next load replaces it.
  *
+ * A door of the decision service (service.h): the caller's key, each
+ * matched descriptor's validation, the limiter and the counting are the
+ * service's, as for every door; what is this file's is Envoy's wire.
  * Errors of a descriptor's decision follow what Envoy can act on: a policy
  * gone (not_found) or disabled (failed_precondition) limits nothing, so the
  * descriptor is OK; hits over the policy's max_permits (out_of_range) can
@@ -24,9 +27,10 @@
 #include <string.h>
 
 #include "decisions/envoyrls.h"
-#include "decisions/api.h"
-#include "decisions/api_internal.h"
+#include "decisions/answer.h"
 #include "decisions/bucketkey.h"
+#include "decisions/grpcapi.h"
+#include "decisions/service.h"
 #include "envoy/service/ratelimit/v3/rls.pb-c.h"
 #include "stores/policy.h"
 
@@ -45,9 +49,7 @@ struct envoyrls {
     pthread_rwlock_t lock;
     struct rule *rules;
     size_t n;
-    struct grpcapi *g;
-    struct limiter *limiter;
-    struct stats *stats;
+    struct service *service;
 };
 
 #define SHOULD_RATE_LIMIT "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
@@ -135,8 +137,7 @@ static void rules_free(struct rule *rules, size_t n)
     free(rules);
 }
 
-int envoyrls_new(struct grpcapi *g, struct limiter *limiter, struct stats *stats,
-                 struct envoyrls **out, struct permitd_error *err)
+int envoyrls_new(struct service *service, struct envoyrls **out, struct permitd_error *err)
 {
     struct envoyrls *r = calloc(1, sizeof(*r));
 
@@ -144,9 +145,7 @@ int envoyrls_new(struct grpcapi *g, struct limiter *limiter, struct stats *stats
     if (r == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     pthread_rwlock_init(&r->lock, NULL);
-    r->g = g;
-    r->limiter = limiter;
-    r->stats = stats;
+    r->service = service;
     *out = r;
     return PERMITD_OK;
 }
@@ -251,9 +250,12 @@ void envoyrls_unit(int64_t limit, int64_t window_s, uint32_t *requests_per_unit,
 
 /* ---- ShouldRateLimit ---- */
 
-/* A call waiting for its descriptors' decisions, in the call's storage. */
+/* A call waiting for its descriptors' decisions, in the call's storage:
+ * the service's record of one take (one matched descriptor) or of a batch
+ * (several), whose reqs, res and errs are the items'. */
 struct pending {
-    struct envoyrls *r;
+    struct service_take take;
+    struct service_batch b;
     struct grpc_call *call;
     size_t nd;                      /* descriptors */
     int *item;                      /* per descriptor: its batch item, -1: unmatched */
@@ -334,7 +336,7 @@ static void reply(struct pending *p)
     rs.statuses = stp;
     http_response_init(&hdrs);
     if (tight != SIZE_MAX) {
-        api_ratelimit_headers(&hdrs, p->policy[tight], &p->res[tight]);
+        answer_ratelimit_headers(&hdrs, p->policy[tight], &p->res[tight]);
         for (int i = 0; i < hdrs.nheaders; i++) {
             envoy__config__core__v3__header_value__init(&hv[i]);
             hv[i].key = (char *)hdrs.headers[i].name;
@@ -357,8 +359,6 @@ static void decided(void *ud, int rc, const struct permitd_error *err)
     }
     for (size_t i = 0; i < p->n; i++) {
         int code = p->errs[i].code;
-        if (p->r->stats != NULL && code == PERMITD_OK)
-            api_count_decision(p->r->stats, p->policy[i], &p->res[i]);
         if (code == PERMITD_OK)
             continue;
         if (code == PERMITD_ENOTFOUND || code == PERMITD_EPRECONDITION) {
@@ -380,9 +380,8 @@ static void decided(void *ud, int rc, const struct permitd_error *err)
     reply(p);
 }
 
-/* The decision of a call with one matched descriptor (the answer of
- * limiter_acquire_queued()), as the one item of a batch: its error is the
- * item's. */
+/* The decision of a call with one matched descriptor (one take), as the
+ * one item of a batch: its error is the item's. */
 static void one_decided(void *ud, int rc, const struct limiter_result *res,
                         const struct permitd_error *err)
 {
@@ -411,6 +410,7 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
 {
     size_t nd = rq->n_descriptors, n = 0;
     const char *keys[ENVOYRLS_ENTRIES_MAX], *values[ENVOYRLS_ENTRIES_MAX];
+    struct service_caller c = {grpc_call_metadata(call, "authorization"), "", ""};
     struct pending *p;
     int rc;
 
@@ -431,14 +431,12 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
         (p->policy = grpc_call_alloc(call, nd * sizeof(*p->policy))) == NULL ||
         (p->key = grpc_call_alloc(call, nd * sizeof(*p->key))) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    p->r = r;
     p->call = call;
     p->nd = nd;
     /* The app: the API key's; with keys off, the domain stands for it. */
-    if ((rc = grpcapi_authorize(r->g, call, "", p->app, err)) != PERMITD_OK)
+    if ((rc = service_authorize(r->service, &c, "", err)) != PERMITD_OK)
         return rc;
-    if (p->app[0] == '\0')
-        snprintf(p->app, sizeof(p->app), "%s", rq->domain);
+    snprintf(p->app, sizeof(p->app), "%s", c.app[0] != '\0' ? c.app : rq->domain);
     for (size_t i = 0; i < nd; i++) {
         const Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor *d =
             rq->descriptors[i];
@@ -456,7 +454,8 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
         p->reqs[n] = (struct limiter_request){p->policy[n], p->app, p->key[n],
                                               rq->hits_addend ? (int64_t)rq->hits_addend : 1,
                                               NULL, NULL};
-        if ((rc = limiter_check(&p->reqs[n], err)) != PERMITD_OK) {
+        if ((rc = service_check(r->service, SERVICE_ACQUIRE, &p->reqs[n], "", err)) !=
+            PERMITD_OK) {
             char why[sizeof(err->message)];
             snprintf(why, sizeof(why), "%s", err->message);
             return permitd_error_set(err, rc, "descriptors[%zu] (policy \"%s\"): %s", i,
@@ -469,12 +468,19 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
         reply(p);
         return PERMITD_OK;
     }
-    if (n == 1)
-        limiter_acquire_queued(grpcapi_queue(call), &p->reqs[0], grpc_call_deadline_us(call),
-                               one_decided, p);
-    else
-        limiter_acquire_batch_queued(grpcapi_queue(call), p->reqs, n, 0,
-                                     grpc_call_deadline_us(call), p->res, p->errs, decided, p);
+    if (n == 1) {
+        if ((rc = service_take(grpcapi_worker(call), &p->take, SERVICE_ACQUIRE, &p->reqs[0],
+                               grpc_call_deadline_us(call), one_decided, p, err)) != PERMITD_OK)
+            return rc;
+        service_queue(grpcapi_worker(call), &p->take);
+        return PERMITD_OK;
+    }
+    p->b.n = n;
+    p->b.reqs = p->reqs;
+    p->b.res = p->res;
+    p->b.errs = p->errs;
+    service_batch(grpcapi_worker(call), &p->b, SERVICE_BATCH_EACH, grpc_call_deadline_us(call),
+                  1, decided, p);
     return PERMITD_OK;
 }
 

@@ -26,18 +26,17 @@
 
 #include "core/status.h"
 #include "decisions/grpcapi.h"
-#include "decisions/limiter.h"
-#include "decisions/stats.h"
 #include "stores/envoymap.h"
 
 #define ENVOYRLS_ENTRIES_MAX 16     /* entries of one descriptor path */
 
 struct envoyrls;
+struct service;
 
-/* Returns a new, empty mapping in *out (free with envoyrls_free()). g (for
- * API keys and replies), limiter and stats (may be NULL) must outlive it. */
-int envoyrls_new(struct grpcapi *g, struct limiter *limiter, struct stats *stats,
-                 struct envoyrls **out, struct permitd_error *err);
+/* Returns a new, empty mapping in *out (free with envoyrls_free()).
+ * service (the decision service: keys, validation, the limiter, the
+ * counting) must outlive it. */
+int envoyrls_new(struct service *service, struct envoyrls **out, struct permitd_error *err);
 void envoyrls_free(struct envoyrls *r);
 
 /* Checks a mapping row as the admin RPCs write it: domain non-empty (at

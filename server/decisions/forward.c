@@ -12,6 +12,11 @@
  * each on its own, and a rule that allowed keeps what it took although
  * another denied. README "Gateways" says so.
  *
+ * A door of the decision service (service.h): the gateway's key, the
+ * validation, the limiter and the counting are the service's, as for
+ * every door; what is this file's is reading the original request,
+ * matching the rules and the answer the gateway acts on.
+ *
  * No byte a client sends turns a rule into an error or away from its
  * request: the original request is read only in the style the gateway's
  * config names (forward_style_of()), in its path's normal form
@@ -24,14 +29,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "core/clock.h"
 #include "core/urlpath.h"
 #include "decisions/bucketkey.h"
 #include "decisions/api.h"
-#include "decisions/api_internal.h"
+#include "decisions/answer.h"
 #include "decisions/forward.h"
+#include "decisions/service.h"
 #include "stores/policy.h"
 #include "transport/connect.h"
 
@@ -263,14 +267,11 @@ void forward_client_address(const struct cidr_list *trusted, const char *peer,
 struct forward {
     const struct config *cfg;
     struct forward_rules *rules;
-    struct limiter *limiter;
-    struct appkeys *keys;
-    struct stats *stats;
+    struct service *service;
 };
 
-int forward_new(const struct config *cfg, struct forward_rules *rules, struct limiter *limiter,
-                struct appkeys *keys, struct stats *stats, struct forward **out,
-                struct permitd_error *err)
+int forward_new(const struct config *cfg, struct forward_rules *rules, struct service *service,
+                struct forward **out, struct permitd_error *err)
 {
     struct forward *f = calloc(1, sizeof(*f));
 
@@ -279,9 +280,7 @@ int forward_new(const struct config *cfg, struct forward_rules *rules, struct li
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     f->cfg = cfg;
     f->rules = rules;
-    f->limiter = limiter;
-    f->keys = keys;
-    f->stats = stats;
+    f->service = service;
     *out = f;
     return PERMITD_OK;
 }
@@ -299,15 +298,15 @@ int forward_path(const char *path)
 }
 
 /* A forward-auth request waiting for its decisions, in the request's own
- * storage (http_request_alloc()): the rules' requests with their strings,
+ * storage (http_request_alloc()): the service's record of one take (one
+ * rule) or of a batch (several), the rules' requests with their strings,
  * and room for the answers. */
 struct pending {
-    struct forward *f;
+    struct service_take take;
+    struct service_batch b;
     const struct http_request *http;
     size_t n;
     int deny_status;                    /* the style's: 403 nginx (and the bare path), else 429 */
-    int all_or_nothing;
-    int64_t t0;
     char app[POLICY_NAME_MAX + 1];
     char bucket[FORWARD_MATCH_MAX][POLICY_NAME_MAX + 1];
     char key[FORWARD_MATCH_MAX][POLICY_KEY_MAX + 1];
@@ -327,19 +326,6 @@ static void error_reply(struct http_response *resp, const struct permitd_error *
     if (resp->status < 500)
         resp->status = 500;
     http_response_header(resp, "Permitd-Error", "%s", permitd_status_name(err->code));
-}
-
-static void count(struct pending *p, size_t i)
-{
-    struct forward *f = p->f;
-
-    if (f->stats == NULL)
-        return;
-    if (p->errs[i].code == PERMITD_OK)
-        api_count_decision(f->stats, p->reqs[i].bucket, &p->res[i]);
-    else
-        stats_record_error(f->stats, p->reqs[i].bucket, p->errs[i].code,
-                           limiter_known_policy(f->limiter, p->reqs[i].bucket));
 }
 
 /* An allowance some shadow policy would have refused: Permitd-Shadow names
@@ -377,15 +363,11 @@ static void answer(struct pending *p, int rc, const struct permitd_error *err)
     int denied = 0;
 
     http_response_init(&resp);
-    if (p->f->stats != NULL)
-        stats_observe(p->f->stats, clock_now_us() - p->t0);
     if (rc != PERMITD_OK) {
         error_reply(&resp, err);
         http_request_resume(p->http, &resp);
         return;
     }
-    for (size_t i = 0; i < p->n; i++)
-        count(p, i);
     for (size_t i = 0; i < p->n; i++)
         if (p->errs[i].code != PERMITD_OK && p->errs[i].code != PERMITD_EABORTED) {
             error_reply(&resp, &p->errs[i]);
@@ -405,7 +387,7 @@ static void answer(struct pending *p, int rc, const struct permitd_error *err)
     }
     resp.status = denied ? p->deny_status : 200;
     resp.content_type = "text/plain";
-    api_ratelimit_headers(&resp, p->reqs[pick].bucket, &p->res[pick]);
+    answer_ratelimit_headers(&resp, p->reqs[pick].bucket, &p->res[pick]);
     if (!denied)
         shadow_header(&resp, p);
     http_request_resume(p->http, &resp);
@@ -424,23 +406,7 @@ static void decided_one(void *ud, int rc, const struct limiter_result *r,
 
 static void decided_batch(void *ud, int rc, const struct permitd_error *err)
 {
-    struct pending *p = ud;
-    int unreachable = 0;
-
-    for (size_t i = 0; rc == PERMITD_OK && i < p->n; i++)
-        unreachable |= p->errs[i].code == PERMITD_EUNAVAILABLE;
-    unreachable |= rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE;
-    if (p->all_or_nothing && (rc == PERMITD_EPRECONDITION || unreachable)) {
-        /* Not one script's worth (slots or algorithms differ), or Redis
-         * unreachable, which all_or_nothing answers unavailable whatever
-         * the policies' failure_mode: each rule alone, each policy's
-         * failure_mode applying. */
-        p->all_or_nothing = 0;
-        limiter_acquire_batch_queued(api_worker_queue(p->http), p->reqs, p->n, 0, INT64_MAX,
-                                     p->res, p->errs, decided_batch, p);
-        return;
-    }
-    answer(p, rc, err);
+    answer(ud, rc, err);
 }
 
 /* The app the gateway acts as: its API key's, or with --app-auth off the
@@ -448,23 +414,17 @@ static void decided_batch(void *ud, int rc, const struct permitd_error *err)
 static int gateway_app(struct forward *f, const struct http_request *req, char *app,
                        struct permitd_error *err)
 {
-    char prefix[APPKEYS_PREFIX_LEN + 1] = "";
-    struct timespec now;
-    int rc = PERMITD_OK;
+    struct service_caller c = {http_request_header(req, "Authorization"), "", ""};
+    int rc = service_authorize(f->service, &c, "", err);
 
-    app[0] = '\0';
-    if (f->keys != NULL) {
-        clock_gettime(CLOCK_REALTIME_COARSE, &now);
-        rc = appkeys_check(f->keys, http_request_header(req, "Authorization"), "",
-                           (int64_t)now.tv_sec, app, prefix, NULL, err);
-    }
+    memcpy(app, c.app, sizeof(c.app));
     if (rc == PERMITD_OK && app[0] == '\0') {
         const char *named = http_request_header(req, "Permitd-App");
         snprintf(app, POLICY_NAME_MAX + 1, "%s", named != NULL ? named : "gateway");
         if (named != NULL && strlen(named) > POLICY_NAME_MAX)
             rc = policy_check_name("Permitd-App", named, err);
     }
-    http_request_log_who(req, app, prefix);
+    http_request_log_who(req, app, c.key_prefix);
     return rc;
 }
 
@@ -502,12 +462,9 @@ void forward_handle(struct forward *f, const struct http_request *req,
         return;
     }
     memset(p, 0, offsetof(struct pending, bucket));
-    p->f = f;
     p->http = req;
     p->n = n;
     p->deny_status = style == FORWARD_STYLE_NGINX || style == FORWARD_STYLE_ANY ? 403 : 429;
-    p->all_or_nothing = n > 1;
-    p->t0 = clock_now_us();
     memcpy(p->app, app, sizeof(p->app));
     client[0] = '\0';
     for (size_t i = 0; i < n; i++) {
@@ -532,14 +489,22 @@ void forward_handle(struct forward *f, const struct http_request *req,
                                               NULL};
         p->errs[i] = (struct permitd_error){PERMITD_OK, ""};
     }
-    if (n == 1 && limiter_check(&p->reqs[0], &err) != PERMITD_OK) {
+    /* Several rules are asked all_or_nothing, each on its own when they
+     * cannot be (the service's SERVICE_BATCH_ALL_OR_EACH). */
+    if (n == 1 && service_take(api_worker(req), &p->take, SERVICE_ACQUIRE, &p->reqs[0],
+                               INT64_MAX, decided_one, p, &err) != PERMITD_OK) {
         error_reply(resp, &err);
         return;
     }
     http_request_defer(req);
-    if (n == 1)
-        limiter_acquire_queued(api_worker_queue(req), &p->reqs[0], INT64_MAX, decided_one, p);
-    else
-        limiter_acquire_batch_queued(api_worker_queue(req), p->reqs, p->n, 1, INT64_MAX,
-                                     p->res, p->errs, decided_batch, p);
+    if (n == 1) {
+        service_queue(api_worker(req), &p->take);
+    } else {
+        p->b.n = n;
+        p->b.reqs = p->reqs;
+        p->b.res = p->res;
+        p->b.errs = p->errs;
+        service_batch(api_worker(req), &p->b, SERVICE_BATCH_ALL_OR_EACH, INT64_MAX, 1,
+                      decided_batch, p);
+    }
 }

@@ -44,9 +44,6 @@
 
 #include "core/cidr.h"
 #include "core/config.h"
-#include "decisions/appkeys.h"
-#include "decisions/limiter.h"
-#include "decisions/stats.h"
 #include "stores/gateway_rules.h"
 #include "transport/http.h"
 
@@ -141,20 +138,21 @@ void forward_client_address(const struct cidr_list *trusted, const char *peer,
 
 struct forward;
 
-/* Returns a new endpoint in *out (free with forward_free()). rules,
- * limiter, keys (NULL: no key checked, as --app-auth off) and stats (may
- * be NULL) must outlive it. */
-int forward_new(const struct config *cfg, struct forward_rules *rules, struct limiter *limiter,
-                struct appkeys *keys, struct stats *stats, struct forward **out,
-                struct permitd_error *err);
+struct service;
+
+/* Returns a new endpoint in *out (free with forward_free()). rules and
+ * service (the decision service: the gateway's key, validation, the
+ * limiter, the counting) must outlive it. */
+int forward_new(const struct config *cfg, struct forward_rules *rules, struct service *service,
+                struct forward **out, struct permitd_error *err);
 void forward_free(struct forward *f);
 
 /* 1 when path is FORWARD_PATH or below it. */
 int forward_path(const char *path);
 
 /* Answers a forward-auth request (on the API listener's worker: the
- * worker's limiter queue is api_worker_queue(req)); deferred while
- * Redis decides. */
+ * worker's service worker is api_worker(req)); deferred while Redis
+ * decides. */
 void forward_handle(struct forward *f, const struct http_request *req,
                     struct http_response *resp);
 

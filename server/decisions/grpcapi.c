@@ -2,11 +2,12 @@
  * grpcapi.c - permit.v1.RateLimitService over gRPC: Acquire, Peek,
  * AcquireBatch, Release and Renew for stock gRPC clients (issue 25).
  *
- * The Connect path's translations are shared (api_internal.h: the
- * limiter's view of a request, the reply messages, the RateLimit headers);
- * what differs is only how a call arrives and leaves: a decoded protobuf
- * from grpc.h instead of an HTTP request, a packed message or a gRPC
- * status instead of a Connect body. A call's record (struct pending), its
+ * A door: the decision is the service's (service.h: key, app, UTF-8 and
+ * validation, the limiter, the counting), the translations are shared
+ * with Connect (answer.h); what is this file's is only how a call arrives
+ * and leaves: a decoded protobuf from grpc.h instead of an HTTP request,
+ * a packed message or a gRPC status instead of a Connect body, the
+ * RateLimit headers as metadata. A call's record (struct pending), its
  * decoded request and its answer's arrays live in the call's own storage
  * (grpc_call_alloc(), kept with grpc.c's call record for the worker's next
  * calls), and the answer is packed into the call's reply buffer: a
@@ -17,86 +18,50 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "decisions/grpcapi.h"
-#include "decisions/api.h"
-#include "decisions/api_internal.h"
-#include "decisions/appkeys.h"
-#include "core/clock.h"
-#include "core/utf8.h"
+#include "decisions/answer.h"
+#include "decisions/service.h"
 #include "permit/v1/ratelimit.pb-c.h"
-#include "stores/policy.h"
 
 struct grpcapi {
-    struct limiter *limiter;
-    struct stats *stats;
-    struct appkeys *keys;
+    struct service *service;
     grpc_handler_fn next;           /* other services (Envoy's) */
     void *next_ud;
 };
 
-enum kind { KIND_ACQUIRE, KIND_PEEK, KIND_RELEASE, KIND_RENEW, KIND_BATCH };
+/* The service's kinds (service.h), and the batch. */
+enum { KIND_BATCH = SERVICE_RENEW + 1 };
 
 static const struct method {
     const char *path;
     const ProtobufCMessageDescriptor *input;
-    enum kind kind;
+    int kind;
 } methods[] = {
     {"/permit.v1.RateLimitService/Acquire", &permit__v1__acquire_request__descriptor,
-     KIND_ACQUIRE},
-    {"/permit.v1.RateLimitService/Peek", &permit__v1__peek_request__descriptor, KIND_PEEK},
+     SERVICE_ACQUIRE},
+    {"/permit.v1.RateLimitService/Peek", &permit__v1__peek_request__descriptor, SERVICE_PEEK},
     {"/permit.v1.RateLimitService/AcquireBatch", &permit__v1__acquire_batch_request__descriptor,
      KIND_BATCH},
     {"/permit.v1.RateLimitService/Release", &permit__v1__release_request__descriptor,
-     KIND_RELEASE},
-    {"/permit.v1.RateLimitService/Renew", &permit__v1__renew_request__descriptor, KIND_RENEW},
+     SERVICE_RELEASE},
+    {"/permit.v1.RateLimitService/Renew", &permit__v1__renew_request__descriptor, SERVICE_RENEW},
     {NULL, NULL, 0},
 };
 
-/* One unary call waiting for its decision. */
+/* One unary call waiting for its decision: the service's record, in the
+ * call's storage. */
 struct pending {
-    struct grpcapi *g;
+    struct service_take take;
     struct grpc_call *call;
-    enum kind kind;
-    struct limiter_request lr;
-    char bucket[POLICY_NAME_MAX + 1], app[POLICY_NAME_MAX + 1], key[POLICY_KEY_MAX + 1];
-    char request_id[LIMITER_REQUEST_ID_MAX + 1], lease_id[LIMITER_LEASE_ID_LEN + 1];
-    int64_t t0;
 };
 
-/* One AcquireBatch waiting for its decisions: the items and their answers,
- * each array in the call's storage. */
+/* One AcquireBatch waiting for its decisions: the service's record, each
+ * array in the call's storage. */
 struct pending_batch {
-    struct grpcapi *g;
+    struct service_batch b;
     struct grpc_call *call;
-    size_t n;
-    struct limiter_request *reqs;
-    struct limiter_result *res;
-    struct permitd_error *errs;
 };
-
-/* s into dst (size bytes), cut to fit: limiter_check() bounds the fields. */
-static void copy_field(char *dst, size_t size, const char *s)
-{
-    size_t n = strnlen(s ? s : "", size - 1);
-
-    memcpy(dst, s ? s : "", n);
-    dst[n] = '\0';
-}
-
-/* An error of an Acquire (or a batch item) counted for /metrics, under its
- * policy when that is a real one, as api.c counts the Connect path's. */
-static void count_error(struct grpcapi *g, const char *bucket, int code)
-{
-    int real = code != PERMITD_EINVAL && code != PERMITD_ENOTFOUND;
-
-    if (g->stats == NULL)
-        return;
-    if (!real)
-        real = limiter_known_policy(g->limiter, bucket);
-    stats_record_error(g->stats, bucket, code, real);
-}
 
 /* Packed straight into the call's reply buffer (grpc_call_reply_space()),
  * which the call keeps: no copy, no allocation once the call record has
@@ -137,7 +102,7 @@ ProtobufCAllocator grpcapi_allocator(struct grpc_call *call)
     return al;
 }
 
-/* The RateLimit headers of a decision (api_ratelimit_headers()), as the
+/* The RateLimit headers of a decision (answer_ratelimit_headers()), as the
  * answer's metadata, lowercase as HTTP/2 wants. */
 static void ratelimit_metadata(struct grpc_call *call, const char *policy,
                                const struct limiter_result *r)
@@ -145,7 +110,7 @@ static void ratelimit_metadata(struct grpc_call *call, const char *policy,
     struct http_response resp;
 
     http_response_init(&resp);
-    api_ratelimit_headers(&resp, policy, r);
+    answer_ratelimit_headers(&resp, policy, r);
     for (int i = 0; i < resp.nheaders; i++) {
         const char *n = resp.headers[i].name;
         const char *lower = strcmp(n, "RateLimit-Policy") == 0 ? "ratelimit-policy"
@@ -162,32 +127,25 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     struct pending *p = ud;
     struct grpc_call *call = p->call;
 
-    if (p->kind == KIND_ACQUIRE && p->g->stats != NULL) {
-        stats_observe(p->g->stats, clock_now_us() - p->t0);
-        if (rc != PERMITD_OK)
-            count_error(p->g, p->bucket, rc);
-        else
-            api_count_decision(p->g->stats, p->bucket, r);
-    }
     if (rc != PERMITD_OK) {
         grpc_call_fail(call, err);
         return;
     }
-    switch (p->kind) {
-    case KIND_ACQUIRE: {
+    switch (p->take.kind) {
+    case SERVICE_ACQUIRE: {
         Permit__V1__AcquireResponse m;
-        api_decision_message(&m, r);
-        ratelimit_metadata(call, p->bucket, r);
+        answer_decision_message(&m, r);
+        ratelimit_metadata(call, p->take.bucket, r);
         grpcapi_reply(call, &m.base);
         break;
     }
-    case KIND_PEEK: {
+    case SERVICE_PEEK: {
         Permit__V1__PeekResponse m;
-        api_peek_message(&m, r);
+        answer_peek_message(&m, r);
         grpcapi_reply(call, &m.base);
         break;
     }
-    case KIND_RELEASE: {
+    case SERVICE_RELEASE: {
         Permit__V1__ReleaseResponse m = PERMIT__V1__RELEASE_RESPONSE__INIT;
         m.released = r->allowed && !r->noop;
         m.remaining = r->remaining;
@@ -204,66 +162,22 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
     }
 }
 
-int grpcapi_authorize(struct grpcapi *g, const struct grpc_call *call, const char *app,
-                      char *app_out, struct permitd_error *err)
+/* A unary call: handed to the service with the call's authorization
+ * metadata, answered from the worker's loop. */
+static int decide(struct grpc_call *call, enum service_kind kind, struct limiter_request lr,
+                  struct permitd_error *err)
 {
-    char prefix[APPKEYS_PREFIX_LEN + 1] = "";
-    struct timespec now;
-
-    app_out[0] = '\0';
-    if (g->keys == NULL)
-        return PERMITD_OK;
-    clock_gettime(CLOCK_REALTIME_COARSE, &now);
-    return appkeys_check(g->keys, grpc_call_metadata(call, "authorization"), app,
-                         (int64_t)now.tv_sec, app_out, prefix, NULL, err);
-}
-
-/* A unary decision: key checked, request checked, decision queued. */
-static int decide(struct grpcapi *g, struct grpc_call *call, enum kind kind,
-                  struct limiter_request lr, struct permitd_error *err)
-{
-    char app[POLICY_NAME_MAX + 1];
+    struct service_caller c = {grpc_call_metadata(call, "authorization"), "", ""};
     struct pending *p;
-    struct limiter_queue *q = grpcapi_queue(call);
     int rc;
 
-    if ((rc = grpcapi_authorize(g, call, lr.app, app, err)) != PERMITD_OK)
-        return rc;
-    if (app[0] != '\0')
-        lr.app = app;
-    rc = kind == KIND_RELEASE || kind == KIND_RENEW ? limiter_check_lease(&lr, err)
-                                                     : limiter_check(&lr, err);
-    if (rc != PERMITD_OK) {
-        if (kind == KIND_ACQUIRE)
-            count_error(g, lr.bucket, rc);
-        return rc;
-    }
     if ((p = grpc_call_alloc(call, sizeof(*p))) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    p->g = g;
     p->call = call;
-    p->kind = kind;
-    copy_field(p->bucket, sizeof(p->bucket), lr.bucket);
-    copy_field(p->app, sizeof(p->app), lr.app);
-    copy_field(p->key, sizeof(p->key), lr.key);
-    copy_field(p->request_id, sizeof(p->request_id), lr.request_id);
-    copy_field(p->lease_id, sizeof(p->lease_id), lr.lease_id);
-    p->lr = (struct limiter_request){p->bucket, p->app, p->key, lr.permits, p->request_id,
-                                     p->lease_id};
-    p->t0 = clock_now_us();
-    switch (kind) {
-    case KIND_PEEK:
-        limiter_peek_queued(q, &p->lr, grpc_call_deadline_us(call), decided, p);
-        break;
-    case KIND_RELEASE:
-        limiter_release_queued(q, &p->lr, grpc_call_deadline_us(call), decided, p);
-        break;
-    case KIND_RENEW:
-        limiter_renew_queued(q, &p->lr, grpc_call_deadline_us(call), decided, p);
-        break;
-    default:
-        limiter_acquire_queued(q, &p->lr, grpc_call_deadline_us(call), decided, p);
-    }
+    if ((rc = service_decide(grpcapi_worker(call), &p->take, kind, &c, &lr,
+                             grpc_call_deadline_us(call), decided, p, err)) != PERMITD_OK)
+        return rc;
+    service_queue(grpcapi_worker(call), &p->take);
     return PERMITD_OK;
 }
 
@@ -276,7 +190,7 @@ static void batch_done(void *ud, int rc, const struct permitd_error *err)
     Permit__V1__AcquireBatchResult *results, **ptrs;
     Permit__V1__AcquireResponse *answers;
     Permit__V1__BatchError *errors;
-    size_t n = p->n ? p->n : 1;
+    size_t n = p->b.n ? p->b.n : 1;
     struct permitd_error oom;
 
     if (rc != PERMITD_OK) {
@@ -291,44 +205,31 @@ static void batch_done(void *ud, int rc, const struct permitd_error *err)
         grpc_call_fail(p->call, &oom);
         return;
     }
-    for (size_t i = 0; i < p->n; i++) {
-        api_batch_item(&results[i], &answers[i], &errors[i], &p->res[i], &p->errs[i]);
-        if (p->errs[i].code != PERMITD_OK)
-            count_error(p->g, p->reqs[i].bucket, p->errs[i].code);
-        else
-            api_count_decision(p->g->stats, p->reqs[i].bucket, &p->res[i]);
+    for (size_t i = 0; i < p->b.n; i++) {
+        answer_batch_item(&results[i], &answers[i], &errors[i], &p->b.res[i], &p->b.errs[i]);
         ptrs[i] = &results[i];
     }
     rs.results = ptrs;
-    rs.n_results = p->n;
+    rs.n_results = p->b.n;
     grpcapi_reply(p->call, &rs.base);
 }
 
 static int acquire_batch(struct grpcapi *g, struct grpc_call *call,
                          const Permit__V1__AcquireBatchRequest *rq, struct permitd_error *err)
 {
-    size_t n = rq->n_requests;
+    struct service_caller c = {grpc_call_metadata(call, "authorization"), "", ""};
+    size_t n = rq->n_requests, m = n ? n : 1;
     struct pending_batch *p;
-    char app[POLICY_NAME_MAX + 1];
+    const char *app = c.app;
     int rc;
 
-    if (n > LIMITER_BATCH_MAX)
-        return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
-                                 n, LIMITER_BATCH_MAX);
-    if ((rc = grpcapi_authorize(g, call, "", app, err)) != PERMITD_OK)
+    if ((rc = service_batch_authorize(g->service, &c, (const Permit__V1__AcquireRequest *const *)
+                                      rq->requests, n, err)) != PERMITD_OK)
         return rc;
-    for (size_t i = 0; g->keys != NULL && appkeys_enforced(g->keys) && i < n; i++)
-        if (rq->requests[i]->app[0] != '\0' && strcmp(rq->requests[i]->app, app) != 0) {
-            appkeys_refused(g->keys, APPKEYS_APP_MISMATCH);
-            return permitd_error_set(err, PERMITD_EPERM,
-                                     "requests[%zu].app: \"%.128s\" is not the app of the API "
-                                     "key (\"%s\"); send \"%s\" or leave it empty", i,
-                                     rq->requests[i]->app, app, app);
-        }
     if ((p = grpc_call_alloc(call, sizeof(*p))) == NULL ||
-        (p->reqs = grpc_call_alloc(call, (n ? n : 1) * sizeof(*p->reqs))) == NULL ||
-        (p->res = grpc_call_alloc(call, (n ? n : 1) * sizeof(*p->res))) == NULL ||
-        (p->errs = grpc_call_alloc(call, (n ? n : 1) * sizeof(*p->errs))) == NULL)
+        (p->b.reqs = grpc_call_alloc(call, m * sizeof(*p->b.reqs))) == NULL ||
+        (p->b.res = grpc_call_alloc(call, m * sizeof(*p->b.res))) == NULL ||
+        (p->b.errs = grpc_call_alloc(call, m * sizeof(*p->b.errs))) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const Permit__V1__AcquireRequest *r = rq->requests[i];
@@ -342,13 +243,13 @@ static int acquire_batch(struct grpcapi *g, struct grpc_call *call,
             memcpy(s, src[k], len);
             dst[k] = s;
         }
-        p->reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits, dst[3], NULL};
+        p->b.reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits, dst[3], NULL};
     }
-    p->g = g;
+    p->b.n = n;
     p->call = call;
-    p->n = n;
-    limiter_acquire_batch_queued(grpcapi_queue(call), p->reqs, n, rq->all_or_nothing,
-                                 grpc_call_deadline_us(call), p->res, p->errs, batch_done, p);
+    service_batch(grpcapi_worker(call), &p->b,
+                  rq->all_or_nothing ? SERVICE_BATCH_ALL : SERVICE_BATCH_EACH,
+                  grpc_call_deadline_us(call), 0, batch_done, p);
     return PERMITD_OK;
 }
 
@@ -383,32 +284,27 @@ void grpcapi_handle(void *ud, struct grpc_call *call)
         grpc_call_fail(call, &err);
         return;
     }
-    /* protobuf-c copies string fields as they come; the Connect door
-     * refuses what is not UTF-8 (core/utf8.c), and so does this one, by
-     * the same walk: invalid_argument naming the field. */
-    if (utf8_check_message(in, &err) != PERMITD_OK) {
-        grpc_call_fail(call, &err);
-        return;
-    }
+    /* protobuf-c copies string fields as they come: what is not UTF-8
+     * the service refuses (service_check()) as Connect's codecs do. */
     switch (m->kind) {
-    case KIND_ACQUIRE:
-        rc = decide(g, call, m->kind,
-                    api_acquire_request((const Permit__V1__AcquireRequest *)in), &err);
+    case SERVICE_ACQUIRE:
+        rc = decide(call, SERVICE_ACQUIRE,
+                    answer_acquire_request((const Permit__V1__AcquireRequest *)in), &err);
         break;
-    case KIND_PEEK:
-        rc = decide(g, call, m->kind, api_peek_request((const Permit__V1__PeekRequest *)in),
+    case SERVICE_PEEK:
+        rc = decide(call, SERVICE_PEEK, answer_peek_request((const Permit__V1__PeekRequest *)in),
                     &err);
         break;
-    case KIND_RELEASE: {
+    case SERVICE_RELEASE: {
         const Permit__V1__ReleaseRequest *rq = (const Permit__V1__ReleaseRequest *)in;
-        rc = decide(g, call, m->kind, (struct limiter_request){rq->bucket, rq->app, rq->key, 0,
-                                                               NULL, rq->lease_id}, &err);
+        rc = decide(call, SERVICE_RELEASE, (struct limiter_request){rq->bucket, rq->app, rq->key,
+                                                                   0, NULL, rq->lease_id}, &err);
         break;
     }
-    case KIND_RENEW: {
+    case SERVICE_RENEW: {
         const Permit__V1__RenewRequest *rq = (const Permit__V1__RenewRequest *)in;
-        rc = decide(g, call, m->kind, (struct limiter_request){rq->bucket, rq->app, rq->key, 0,
-                                                               NULL, rq->lease_id}, &err);
+        rc = decide(call, SERVICE_RENEW, (struct limiter_request){rq->bucket, rq->app, rq->key,
+                                                                 0, NULL, rq->lease_id}, &err);
         break;
     }
     default:
@@ -425,7 +321,7 @@ void grpcapi_chain(struct grpcapi *g, grpc_handler_fn fn, void *ud)
     g->next_ud = ud;
 }
 
-struct limiter_queue *grpcapi_queue(const struct grpc_call *call)
+struct service_worker *grpcapi_worker(const struct grpc_call *call)
 {
     return grpc_call_worker(call);
 }
@@ -434,17 +330,17 @@ int grpcapi_worker_open(void *ud, struct loop *loop, void **worker, struct permi
 {
     struct grpcapi *g = ud;
 
-    return limiter_queue_new(g->limiter, loop, (struct limiter_queue **)worker, err);
+    return service_worker_open(g->service, loop, (struct service_worker **)worker, err);
 }
 
 void grpcapi_worker_close(void *ud, void *worker)
 {
     (void)ud;
-    limiter_queue_free(worker);
+    service_worker_close(worker);
 }
 
-int grpcapi_new(const struct config *cfg, struct limiter *limiter, struct stats *stats,
-                struct appkeys *keys, struct grpcapi **out, struct permitd_error *err)
+int grpcapi_new(const struct config *cfg, struct service *service, struct grpcapi **out,
+                struct permitd_error *err)
 {
     struct grpcapi *g = calloc(1, sizeof(*g));
 
@@ -452,9 +348,7 @@ int grpcapi_new(const struct config *cfg, struct limiter *limiter, struct stats 
     *out = NULL;
     if (g == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    g->limiter = limiter;
-    g->stats = stats;
-    g->keys = keys;
+    g->service = service;
     *out = g;
     return PERMITD_OK;
 }

@@ -57,6 +57,12 @@ struct limiter {
     struct loader *loader;          /* started on the first miss of a queue */
     int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
     pthread_mutex_t loader_lock;    /* guards starting it */
+    /* Names Redis just said hold no policy (the loader read them), each
+     * answered not_found from here for LIMITER_ABSENT_LIFE_US without
+     * asking again: direct-mapped by name_hash(), a newer name pushing an
+     * older one out (see "the loader" below). */
+    pthread_mutex_t absent_lock;
+    struct absent *absent;
     char ttl_s[24];                 /* ARGV[3]: --request-id-ttl in ms */
     /* The workers' deny caches (decisions/deny_cache.h): entries per
      * worker (--deny-cache, 0 = off), the reset epoch every entry must
@@ -68,17 +74,43 @@ struct limiter {
 
 static void loader_free(struct loader *ld);
 
-/* One policy (or an AcquireBatch's several) for the loader to read, and
- * what came of it (see "the loader" below). */
-struct load {
-    struct load *next;
-    struct limiter_queue *q;
-    int rc;                         /* the reload's (the first that failed, for a batch) */
+/* See "the loader" below for these. */
+#define LOADER_PENDING_MAX 1000     /* names waiting for the loader or being read */
+#define LOADER_HASH 2048            /* the loader's hash chains (a power of 2) */
+#define LIMITER_ABSENT_SLOTS 4096   /* names known absent (a power of 2) */
+#define LIMITER_ABSENT_LIFE_US 2000000  /* how long one is answered not_found from memory */
+
+struct absent {
+    uint64_t hash;                  /* 0: an empty slot */
+    int64_t until_us;
+    char name[POLICY_NAME_MAX + 1];
+};
+
+/* One policy name for the loader to read: one however many requests of
+ * however many queues wait for it. Its fields are the loader's (under its
+ * lock) until state is PEND_DONE; rc and err are then fixed, and a queue
+ * holding a waiter's count may read them without the lock. */
+enum { PEND_WAIT, PEND_READING, PEND_DONE };
+struct pend {
+    struct pend *chain;             /* the loader's hash chain */
+    struct pend *fifo, *fifo_prev;  /* the next and previous to read (PEND_WAIT) */
+    uint64_t hash;
+    int state;
+    size_t waiters;                 /* parked jobs counting on it, over all queues */
+    int64_t until_us;               /* the latest of their deadlines: past it, not read */
+    const void *mark;               /* the AcquireBatch registering now (park_batch()) */
+    int rc;                         /* PEND_DONE: the reload's */
     struct permitd_error err;
     char name[POLICY_NAME_MAX + 1];
-    struct job *batch;              /* an AcquireBatch's: names[0..nnames) instead of name */
-    char (*names)[POLICY_NAME_MAX + 1];
-    size_t nnames;
+};
+
+/* What a parked job waits for: the names it counts on (p[0..n), sorted by
+ * name for an AcquireBatch), and how many missing names it could not be
+ * given (over: LOADER_PENDING_MAX reached). limiter_plan_make() reads an
+ * AcquireBatch's outcome from it (admit_loaded()). */
+struct load {
+    struct pend **p;
+    size_t n, over;
 };
 
 int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **out,
@@ -102,7 +134,14 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
         free(l);
         return err->code;
     }
+    if ((l->absent = calloc(LIMITER_ABSENT_SLOTS, sizeof(*l->absent))) == NULL) {
+        policies_free(l->policies);
+        free(l->absent);
+        free(l);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
     pthread_mutex_init(&l->loader_lock, NULL);
+    pthread_mutex_init(&l->absent_lock, NULL);
     *out = l;
     return PERMITD_OK;
 }
@@ -149,6 +188,8 @@ void limiter_free(struct limiter *l)
     loader_free(l->loader);
     policies_free(l->policies);
     pthread_mutex_destroy(&l->loader_lock);
+    pthread_mutex_destroy(&l->absent_lock);
+    free(l->absent);
     free(l);
 }
 
@@ -234,6 +275,62 @@ void limiter_set_missing_hook(struct limiter *l, void (*fn)(void *ud), void *ud)
 void limiter_forget(struct limiter *l, const char *name)
 {
     policies_forget(l->policies, name);
+}
+
+/* FNV-1a of a policy name: the loader's table and the absent names'. */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037ULL;
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h | 1;   /* never 0: an empty slot */
+}
+
+/* Whether Redis said, less than LIMITER_ABSENT_LIFE_US ago, that no policy
+ * is named `name` (the loader read it: absent_put()). Asked only when the
+ * in-memory table lacks the name, so a policy created since, which its
+ * change notice (or the sync) puts in the table, is found at once. */
+static int absent_has(struct limiter *l, const char *name)
+{
+    uint64_t h = name_hash(name);
+    struct absent *a = &l->absent[h & (LIMITER_ABSENT_SLOTS - 1)];
+    int has;
+
+    pthread_mutex_lock(&l->absent_lock);
+    has = a->hash == h && a->until_us > clock_now_us() && strcmp(a->name, name) == 0;
+    pthread_mutex_unlock(&l->absent_lock);
+    return has;
+}
+
+static void absent_put(struct limiter *l, const char *name)
+{
+    uint64_t h = name_hash(name);
+    struct absent *a = &l->absent[h & (LIMITER_ABSENT_SLOTS - 1)];
+
+    pthread_mutex_lock(&l->absent_lock);
+    a->hash = h;
+    a->until_us = clock_now_us() + LIMITER_ABSENT_LIFE_US;
+    snprintf(a->name, sizeof(a->name), "%s", name);
+    pthread_mutex_unlock(&l->absent_lock);
+}
+
+static int pend_by_name(const void *a, const void *b)
+{
+    return strcmp((*(struct pend *const *)a)->name, (*(struct pend *const *)b)->name);
+}
+
+/* The loader's outcome for `name` in x (sorted: park_batch()), or NULL
+ * when x does not hold it. */
+static const struct pend *load_find(const struct load *x, const char *name)
+{
+    struct pend key, *k = &key, **at;
+
+    if (x->n == 0)
+        return NULL;
+    snprintf(key.name, sizeof(key.name), "%s", name);
+    at = bsearch(&k, x->p, x->n, sizeof(*x->p), pend_by_name);
+    return at != NULL ? *at : NULL;
 }
 
 static int validate(const struct limiter_request *req, int take, struct permitd_error *err)
@@ -352,9 +449,12 @@ static int admit(struct limiter *l, const struct limiter_request *req, int take,
     return admit_loaded(l, req, take, check, deadline_us, NULL, out, res, err);
 }
 
-/* admit(); loaded: the loader has read the policies missing (its outcome,
- * rc and err), so a policy still missing is not read again; NULL: it is
- * read here. */
+/* admit(); loaded: the loader has read the policies missing (its outcome
+ * per name, rc and err; a name it does not hold could not be handed to
+ * the loader, over LOADER_PENDING_MAX: resource_exhausted), so a policy
+ * still missing is not read again; NULL: it is read here. A name Redis
+ * said a moment ago holds no policy (absent_has()) is not read again
+ * either way. */
 static int admit_loaded(struct limiter *l, const struct limiter_request *req, int take,
                         int check, int64_t deadline_us, const struct load *loaded,
                         const struct policies_entry **out, struct limiter_result *res,
@@ -365,10 +465,19 @@ static int admit_loaded(struct limiter *l, const struct limiter_request *req, in
 
     *out = NULL;
     if (e == NULL) {
-        if (loaded != NULL) {
-            rc = loaded->rc;
+        const struct pend *x = loaded != NULL ? load_find(loaded, req->bucket) : NULL;
+        if (absent_has(l, req->bucket)) {
+            rc = PERMITD_OK;        /* not found: asked a moment ago */
+        } else if (x != NULL) {
+            rc = x->rc;
             if (rc != PERMITD_OK)
-                *err = loaded->err;
+                *err = x->err;
+        } else if (loaded != NULL && loaded->over > 0) {
+            return permitd_error_set(err, PERMITD_EEXHAUSTED, "bucket: policy \"%s\" is not "
+                                     "in memory, and %d names are being looked up in redis "
+                                     "already; retry later", req->bucket, LOADER_PENDING_MAX);
+        } else if (loaded != NULL) {
+            rc = PERMITD_OK;        /* there when the batch was parked: deleted since */
         } else {
             rc = policies_reload(l->policies, req->bucket, deadline_us, &found, err);
         }
@@ -819,7 +928,13 @@ static void *carve(unsigned char *base, size_t *at, size_t n, size_t size)
 static int plan_arrays(struct limiter_plan *pl, size_t n)
 {
     unsigned char *base = NULL;
+    size_t text = 0;
 
+    /* room for every request id, each cut to one byte over the most
+     * validate() takes (a longer one is refused, never sent) */
+    for (size_t i = 0; i < n; i++)
+        if (pl->reqs[i].request_id != NULL)
+            text += strnlen(pl->reqs[i].request_id, LIMITER_REQUEST_ID_MAX + 1) + 1;
     for (int pass = 0; pass < 2; pass++) {
         size_t at = 0;
 
@@ -837,6 +952,8 @@ static int plan_arrays(struct limiter_plan *pl, size_t n)
         pl->out = carve(base, &at, RW * n, sizeof(*pl->out));
         pl->calls = carve(base, &at, n, sizeof(*pl->calls));
         pl->leases = carve(base, &at, n, sizeof(*pl->leases));
+        pl->rids = carve(base, &at, n, sizeof(*pl->rids));
+        pl->rid_text = carve(base, &at, text + 1, 1);
         if (pass == 0 && (base = pl->block = malloc(at)) == NULL)
             return -1;
     }
@@ -895,14 +1012,22 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     if (plan_arrays(pl, n) != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0, at = 0; i < n; i++) {
         memset(&pl->res[i], 0, sizeof(pl->res[i]));
         pl->errs[i].code = PERMITD_OK;
         pl->errs[i].message[0] = '\0';
-        if (validate(&reqs[i], 1, &pl->errs[i]) != PERMITD_OK)
+        pl->rids[i] = "";
+        if (validate(&reqs[i], 1, &pl->errs[i]) != PERMITD_OK) {
             bad++;
-        else
-            pl->order[pl->valid++] = i;
+            continue;
+        }
+        pl->order[pl->valid++] = i;
+        if (reqs[i].request_id != NULL && reqs[i].request_id[0] != '\0') {
+            size_t len = strlen(reqs[i].request_id) + 1;    /* validate(): <= the max */
+            memcpy(pl->rid_text + at, reqs[i].request_id, len);
+            pl->rids[i] = pl->rid_text + at;
+            at += len;
+        }
     }
     /* What needs no Redis (decisions/policies.h): an item its policy's
      * copy refuses gets its error here and is left out. */
@@ -1013,7 +1138,9 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                   pl->npol[pl->ngroups - 1], wide, &pl->args[head]);
         for (size_t x = first; x < k; x++) {
             size_t i = pl->order[x];
-            if ((nitem = item_call(&reqs[i], pl->peek ? DO_PEEK : DO_TAKE,
+            struct limiter_request own = reqs[i];
+            own.request_id = pl->rids[i];   /* the plan's copy: see limiter_plan.h */
+            if ((nitem = item_call(&own, pl->peek ? DO_PEEK : DO_TAKE,
                                    pl->entries[i]->algorithm, wide, pl->knames[i], pl->klen[i],
                                    pl->permits[x], pl->index[x], pl->leases[x], &pl->keys[x],
                                    &pl->args[a])) < 0)
@@ -1237,18 +1364,34 @@ static void plan_answer(struct limiter_plan *pl, int rc, const struct redis_scri
  * down, and the loop serves every other connection of the worker. The job
  * is parked on its queue and the name handed to the loader, a thread of the
  * limiter's with a blocking connection of its own, which reads the hash
- * into the table and hands the outcome back to the queue's loop (its
- * inbox, then loop_wake()); the loop then admits the parked jobs of that
- * name, or answers them. */
-
+ * into the table and wakes the queues that wait (loop_wake()); each loop
+ * then admits its parked jobs whose names are read, or answers them.
+ *
+ * Any client can name any number of policies that do not exist, so what
+ * the loader holds is bounded (issue 42: 1,000 fresh names a batch at a
+ * 1 ms deadline grew permitd to 436 MB, and Redis was still asked for them
+ * long after): one entry per name however many requests wait for it (a
+ * struct pend, in a hash table shared by every queue); at most
+ * LOADER_PENDING_MAX names waiting or being read, a request for one more
+ * answered resource_exhausted (the client's own flood: a 429 says slow
+ * down; Redis is not at fault, so not unavailable, which failure_mode
+ * "open" might turn into a pass); an entry dropped unread once the last
+ * request waiting for it is answered (its deadline passed); and a name
+ * Redis said holds no policy answered not_found from memory for
+ * LIMITER_ABSENT_LIFE_US (absent_has()), which only a name the table lacks
+ * ever asks: the change notice (or the sync) of a policy created since
+ * puts it in the table, and it is found at once. */
 
 struct loader {
     struct limiter *l;
     pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake, idle;
-    struct load *head, *tail;       /* waiting */
-    struct limiter_queue *busy;     /* the queue of the load being read, or NULL */
+    pthread_mutex_t lock;           /* guards what follows, and every pend's waiters */
+    pthread_cond_t wake;
+    struct pend *chains[LOADER_HASH];   /* every pend, by name_hash() */
+    struct pend *head, *tail;       /* to read, in the order asked (PEND_WAIT) */
+    size_t npend;                   /* pends held: LOADER_PENDING_MAX at most */
+    struct limiter_queue *queues;   /* the queues to wake (loader_watch()) */
+    _Atomic uint64_t reads;         /* names read so far: a queue looks when it moves */
     int stopping;
 };
 
@@ -1305,6 +1448,9 @@ struct job {
     uint64_t epoch;                 /* the reset epoch when it was queued */
     int answered;                   /* its caller has its answer (the deadline
                                        passed while its batch was out) */
+    struct load load;               /* parked: the names it waits for (an Acquire's
+                                       or a Peek's: one, in one) */
+    struct pend *one;
 };
 
 /* The batch out: every call of its jobs, contiguous, as the pipe wants
@@ -1328,8 +1474,9 @@ struct limiter_queue {
     struct job *head, *tail;        /* waiting for the next batch */
     struct job *parked;             /* waiting for their policy (the loader) */
     struct job *parked_batches;     /* AcquireBatches waiting for their policies */
-    pthread_mutex_t inbox_lock;     /* guards loaded */
-    struct load *loaded;            /* the loader's outcomes, for this loop */
+    struct limiter_queue *watching; /* the next queue the loader wakes (loader_watch()) */
+    int watched;                    /* on the loader's list */
+    uint64_t reads;                 /* the loader's reads when its parked jobs were looked at */
     struct batch batch;
     struct job *spare;              /* finished jobs, for the next ones */
     size_t nspare;
@@ -1341,6 +1488,7 @@ static void queue_loaded(struct limiter_queue *q);
 static void loader_cancel(struct limiter_queue *q);
 static void parked_end(struct limiter_queue *q, struct job *j, int rc,
                        const struct limiter_result *res, const struct permitd_error *err);
+static void parked_batch_end(struct limiter_queue *q, struct job *j);
 
 /* Jobs are recycled by their worker's queue: once a worker has had as many
  * in flight as it will, queuing a decision allocates nothing. */
@@ -1369,18 +1517,21 @@ static void job_put(struct limiter_queue *q, struct job *j)
 /* ---- the deny cache (decisions/deny_cache.h) ----
  *
  * Which requests it may answer: an Acquire (never a Peek: its answer is the
- * bucket as it stands, which the cache does not know), without a request
- * id (a retry of an allowed take must replay "allowed"), of a policy whose
- * permits come back only with time (not concurrency: a Release frees
- * them) and that enforces (not in shadow mode: its denials are answered
- * allowed, see shadow()). What the cache denies, Redis would deny too: see deny_cache.h for
+ * bucket as it stands, which the cache does not know) without a request
+ * id, of a policy whose permits come back only with time (not concurrency:
+ * a Release frees them) and that enforces (not in shadow mode: its denials
+ * are answered allowed, see shadow()). A take with a request id goes to
+ * Redis whatever the cache holds: it may be the retry of a take another
+ * instance allowed, which must be answered allowed again (its record is in
+ * Redis, and only there); its denial writes nothing (lua/lib/records.lua),
+ * so a client over its limit grows no key whatever ids it sends. What the cache denies, Redis would deny too: see deny_cache.h for
  * the clocks; the policy's version stamp and the reset epoch for edits and
  * resets (limiter_reset(), the change notices). */
-static int deny_cacheable(const struct limiter_queue *q, const struct limiter_request *req,
-                          int take, const struct policies_entry *e)
+static int deny_cacheable(const struct limiter_queue *q, int take,
+                          const struct policies_entry *e)
 {
     return q->deny != NULL && take == DO_TAKE && e->algorithm != POLICY_CONCURRENCY &&
-           !e->shadow && (req->request_id == NULL || req->request_id[0] == '\0');
+           !e->shadow;
 }
 
 /* Answers req from the cache when it holds a denial still in force for
@@ -1446,7 +1597,7 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
     memset(&res, 0, sizeof(res));
     rc = conclude(q->l, &j->req, j->take, 1, 0, j->deadline_us, rc, j->out, &res, &e);
     if (direct && rc == PERMITD_OK && !res.allowed && !res.replayed &&
-        deny_cacheable(q, &j->req, j->take, j->entry))
+        deny_cacheable(q, j->take, j->entry))
         deny_remember(q, j, &res);
     j->done(j->ud, rc, &res, &e);
 }
@@ -1698,7 +1849,7 @@ static int64_t queue_soonest(const struct limiter_queue *q)
         if (j->deadline_us < at)
             at = j->deadline_us;
     for (const struct job *j = q->parked_batches; j != NULL; j = j->next)
-        if (!j->answered && j->deadline_us < at)
+        if (j->deadline_us < at)
             at = j->deadline_us;
     return at;
 }
@@ -1734,14 +1885,19 @@ static void queue_expire(struct limiter_queue *q, int64_t now)
         permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
         job_end(q, j, PERMITD_EDEADLINE, NULL, &err);
     }
-    for (struct job *j = q->parked_batches; j != NULL; j = j->next) {
-        if (j->answered || j->deadline_us > now)
+    for (link = &q->parked_batches; *link != NULL;) {
+        struct job *j = *link;
+        if (j->deadline_us > now) {
+            link = &j->next;
             continue;
-        /* Answered now; recycled when the loader's outcome comes. */
-        j->answered = 1;
+        }
+        /* Answered and dropped now: a name no one waits for any more is
+         * not read (pend_drop()). */
+        *link = j->next;
         q->timed--;
         permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded reading policies from redis");
         j->plan->done(j->plan->ud, PERMITD_EDEADLINE, &err);
+        parked_batch_end(q, j);
     }
     for (link = &q->parked; *link != NULL;) {
         struct job *j = *link;
@@ -1821,14 +1977,10 @@ static void queue_drain(struct limiter_queue *q, const struct permitd_error *err
     while (q->parked_batches != NULL) {
         struct job *j = q->parked_batches;
         q->parked_batches = j->next;
-        if (!j->answered) {
-            if (j->deadline_us != INT64_MAX)
-                q->timed--;
-            j->plan->done(j->plan->ud, err->code, err);
-        }
-        limiter_plan_free(j->plan);
-        free(j->plan);
-        job_put(q, j);
+        if (j->deadline_us != INT64_MAX)
+            q->timed--;
+        j->plan->done(j->plan->ud, err->code, err);
+        parked_batch_end(q, j);
     }
 }
 
@@ -1861,9 +2013,7 @@ int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue
         free(q);
         return rc;
     }
-    pthread_mutex_init(&q->inbox_lock, NULL);
     if ((rc = redis_pipe_new(l->redis, &q->pipe, err)) != PERMITD_OK) {
-        pthread_mutex_destroy(&q->inbox_lock);
         deny_cache_free(q->deny);
         free(q);
         return rc;
@@ -1871,7 +2021,6 @@ int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue
     if ((rc = loop_attach(loop, &src, err)) != PERMITD_OK) {
         deny_cache_free(q->deny);
         redis_pipe_free(q->pipe);
-        pthread_mutex_destroy(&q->inbox_lock);
         free(q);
         return rc;
     }
@@ -1896,7 +2045,6 @@ void limiter_queue_free(struct limiter_queue *q)
     redis_pipe_free(q->pipe);
     deny_cache_free(q->deny);
     free(q->batch.calls);
-    pthread_mutex_destroy(&q->inbox_lock);
     free(q);
 }
 
@@ -1916,51 +2064,139 @@ static void enqueue(struct limiter_queue *q, struct job *j)
 
 /* ---- the loader's thread, and parked jobs (see "the loader" above) ---- */
 
+/* Takes p out of the loader's table and frees it. Under ld->lock. */
+static void pend_free(struct loader *ld, struct pend *p)
+{
+    struct pend **link = &ld->chains[p->hash & (LOADER_HASH - 1)];
+
+    while (*link != p)
+        link = &(*link)->chain;
+    *link = p->chain;
+    ld->npend--;
+    free(p);
+}
+
+/* The loader's entry for `name`, made (and queued to be read) when there is
+ * none and fewer than LOADER_PENDING_MAX are held; NULL past that (or out
+ * of memory). Under ld->lock. */
+static struct pend *pend_get(struct loader *ld, const char *name)
+{
+    uint64_t h = name_hash(name);
+    struct pend **chain = &ld->chains[h & (LOADER_HASH - 1)], *p;
+
+    for (p = *chain; p != NULL; p = p->chain)
+        if (p->hash == h && strcmp(p->name, name) == 0)
+            return p;
+    if (ld->npend >= LOADER_PENDING_MAX || (p = calloc(1, sizeof(*p))) == NULL)
+        return NULL;
+    p->hash = h;
+    p->state = PEND_WAIT;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    p->chain = *chain;
+    *chain = p;
+    ld->npend++;
+    p->fifo_prev = ld->tail;
+    if (ld->tail != NULL)
+        ld->tail->fifo = p;
+    else
+        ld->head = p;
+    ld->tail = p;
+    pthread_cond_signal(&ld->wake);
+    return p;
+}
+
+/* One waiter of p fewer; with none left, one read is freed, and one
+ * waiting to be read is dropped unread (its place is free for another
+ * name at once). Under ld->lock. */
+static void pend_drop(struct loader *ld, struct pend *p)
+{
+    if (--p->waiters > 0 || p->state == PEND_READING)
+        return;
+    if (p->state == PEND_WAIT) {
+        if (p->fifo_prev != NULL)
+            p->fifo_prev->fifo = p->fifo;
+        else
+            ld->head = p->fifo;
+        if (p->fifo != NULL)
+            p->fifo->fifo_prev = p->fifo_prev;
+        else
+            ld->tail = p->fifo_prev;
+    }
+    pend_free(ld, p);
+}
+
+/* q is woken when a name is read, while it has parked jobs. Under
+ * ld->lock. */
+static void loader_watch(struct loader *ld, struct limiter_queue *q)
+{
+    if (!q->watched) {
+        q->watching = ld->queues;
+        ld->queues = q;
+        q->watched = 1;
+    }
+}
+
+/* Drops a parked job's waits (x); its array, an AcquireBatch's, is the
+ * caller's to free. */
+static void loader_drop(struct limiter_queue *q, struct load *x)
+{
+    struct loader *ld = q->l->loader;
+
+    if (ld != NULL && x->n > 0) {
+        pthread_mutex_lock(&ld->lock);
+        for (size_t i = 0; i < x->n; i++)
+            pend_drop(ld, x->p[i]);
+        pthread_mutex_unlock(&ld->lock);
+    }
+    x->n = 0;
+}
+
 static void *loader_run(void *arg)
 {
     struct loader *ld = arg;
 
     pthread_mutex_lock(&ld->lock);
     for (;;) {
-        struct load *x;
+        struct pend *x;
+        struct permitd_error err = {0, ""};
+        int rc, found = 0;
+
         while (!ld->stopping && ld->head == NULL)
             pthread_cond_wait(&ld->wake, &ld->lock);
         if (ld->stopping)
             break;
         x = ld->head;
-        ld->head = x->next;
-        if (ld->head == NULL)
+        ld->head = x->fifo;
+        if (ld->head != NULL)
+            ld->head->fifo_prev = NULL;
+        else
             ld->tail = NULL;
-        ld->busy = x->q;
-        pthread_mutex_unlock(&ld->lock);
-        x->err = (struct permitd_error){0, ""};
-        /* Bounded by --redis-timeout-ms (a parked job's own deadline
-         * ends that job alone: queue_expire()). */
-        if (x->batch == NULL) {
-            x->rc = policies_reload(ld->l->policies, x->name, INT64_MAX, NULL, &x->err);
+        x->state = PEND_READING;    /* waited for: pend_drop() frees one that is not */
+        if (x->until_us <= clock_now_us()) {
+            /* Every request waiting for it is past its deadline, though
+             * its loop has not answered it yet (a busy loop): not read. */
+            rc = permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before reading "
+                                   "policy \"%s\" from redis", x->name);
         } else {
-            x->rc = PERMITD_OK;
-            for (size_t i = 0; i < x->nnames && x->rc == PERMITD_OK; i++)
-                x->rc = policies_reload(ld->l->policies, x->names[i], INT64_MAX, NULL, &x->err);
+            pthread_mutex_unlock(&ld->lock);
+            /* Bounded by --redis-timeout-ms (a parked job's own deadline
+             * ends that job alone: queue_expire()). */
+            rc = policies_reload(ld->l->policies, x->name, INT64_MAX, &found, &err);
+            if (rc == PERMITD_OK && !found)
+                absent_put(ld->l, x->name);
+            pthread_mutex_lock(&ld->lock);
         }
-        pthread_mutex_lock(&x->q->inbox_lock);
-        x->next = x->q->loaded;
-        x->q->loaded = x;
-        pthread_mutex_unlock(&x->q->inbox_lock);
-        loop_wake(x->q->loop);
-        pthread_mutex_lock(&ld->lock);
-        ld->busy = NULL;
-        pthread_cond_broadcast(&ld->idle);
+        x->rc = rc;
+        x->err = err;
+        x->state = PEND_DONE;
+        if (x->waiters == 0)
+            pend_free(ld, x);
+        atomic_fetch_add(&ld->reads, 1);
+        for (struct limiter_queue *q = ld->queues; q != NULL; q = q->watching)
+            loop_wake(q->loop);
     }
     pthread_mutex_unlock(&ld->lock);
     return NULL;
-}
-
-static void load_free(struct load *x)
-{
-    if (x != NULL)
-        free(x->names);
-    free(x);
 }
 
 static void loader_free(struct loader *ld)
@@ -1972,13 +2208,10 @@ static void loader_free(struct loader *ld)
     pthread_cond_signal(&ld->wake);
     pthread_mutex_unlock(&ld->lock);
     pthread_join(ld->thread, NULL);
-    while (ld->head != NULL) {
-        struct load *x = ld->head;
-        ld->head = x->next;
-        load_free(x);
-    }
+    for (size_t i = 0; i < LOADER_HASH; i++)
+        while (ld->chains[i] != NULL)
+            pend_free(ld, ld->chains[i]);
     pthread_cond_destroy(&ld->wake);
-    pthread_cond_destroy(&ld->idle);
     pthread_mutex_destroy(&ld->lock);
     free(ld);
 }
@@ -1994,12 +2227,10 @@ static struct loader *loader_get(struct limiter *l)
         ld->l = l;
         pthread_mutex_init(&ld->lock, NULL);
         pthread_cond_init(&ld->wake, NULL);
-        pthread_cond_init(&ld->idle, NULL);
         if (pthread_create(&ld->thread, NULL, loader_run, ld) == 0) {
             l->loader = ld;
         } else {
             pthread_cond_destroy(&ld->wake);
-            pthread_cond_destroy(&ld->idle);
             pthread_mutex_destroy(&ld->lock);
             free(ld);
         }
@@ -2009,80 +2240,46 @@ static struct loader *loader_get(struct limiter *l)
     return ld;
 }
 
-/* Hands x (a load for q, which the loader then owns) to the loader. -1: no
- * loader (x is freed). */
-static int loader_push(struct limiter_queue *q, struct load *x)
-{
-    struct loader *ld = loader_get(q->l);
-
-    if (ld == NULL) {
-        load_free(x);
-        return -1;
-    }
-    x->q = q;
-    pthread_mutex_lock(&ld->lock);
-    if (ld->tail != NULL)
-        ld->tail->next = x;
-    else
-        ld->head = x;
-    ld->tail = x;
-    pthread_cond_signal(&ld->wake);
-    pthread_mutex_unlock(&ld->lock);
-    return 0;
-}
-
-/* Asks the loader to read policy `name` for q. -1: it cannot (no memory). */
-static int loader_ask(struct limiter_queue *q, const char *name)
-{
-    struct load *x = calloc(1, sizeof(*x));
-
-    if (x == NULL)
-        return -1;
-    snprintf(x->name, sizeof(x->name), "%s", name);
-    return loader_push(q, x);
-}
-
-/* Takes back q's loads not read yet, waits for the one being read, and
- * drops the outcomes not handled: after this the loader never touches q. */
+/* Takes q off the loader's list: after this the loader never touches q
+ * (its parked jobs' waits are dropped as they are answered). */
 static void loader_cancel(struct limiter_queue *q)
 {
     struct loader *ld = q->l->loader;
-    struct load *x, **link;
 
-    if (ld != NULL) {
-        pthread_mutex_lock(&ld->lock);
-        for (link = &ld->head, ld->tail = NULL; *link != NULL;) {
-            x = *link;
-            if (x->q == q) {
-                *link = x->next;
-                load_free(x);
-            } else {
-                ld->tail = x;
-                link = &x->next;
-            }
+    if (ld == NULL)
+        return;
+    pthread_mutex_lock(&ld->lock);
+    for (struct limiter_queue **link = &ld->queues; *link != NULL; link = &(*link)->watching)
+        if (*link == q) {
+            *link = q->watching;
+            break;
         }
-        while (ld->busy == q)
-            pthread_cond_wait(&ld->idle, &ld->lock);
-        pthread_mutex_unlock(&ld->lock);
-    }
-    pthread_mutex_lock(&q->inbox_lock);
-    x = q->loaded;
-    q->loaded = NULL;
-    pthread_mutex_unlock(&q->inbox_lock);
-    while (x != NULL) {
-        struct load *next = x->next;
-        load_free(x);
-        x = next;
-    }
+    q->watched = 0;
+    pthread_mutex_unlock(&ld->lock);
 }
 
-/* Answers a parked job (never sent) and recycles it. */
+/* Answers a parked job (never sent), drops its wait and recycles it. */
 static void parked_end(struct limiter_queue *q, struct job *j, int rc,
                        const struct limiter_result *res, const struct permitd_error *err)
 {
     if (j->deadline_us != INT64_MAX)
         q->timed--;
+    loader_drop(q, &j->load);
     j->done(j->ud, rc, res, err);
+    job_put(q, j);
+}
+
+/* A parked AcquireBatch answered (its caller called already): its waits
+ * dropped, its plan freed, the job recycled. */
+static void parked_batch_end(struct limiter_queue *q, struct job *j)
+{
+    struct pend **p = j->load.p;
+
+    loader_drop(q, &j->load);
+    free(p);
+    j->load.p = NULL;
+    limiter_plan_free(j->plan);
+    free(j->plan);
     job_put(q, j);
 }
 
@@ -2095,129 +2292,168 @@ static int parked_for(const struct limiter_queue *q, const char *bucket)
     return 0;
 }
 
-/* Parks j until the loader has read its policy; asks for it unless a job
- * of the same policy is parked already (its answer serves both). */
+/* Parks j until the loader has read its policy (behind the jobs of the
+ * same policy parked before it, which leave in the order they came); one
+ * name past LOADER_PENDING_MAX is answered resource_exhausted. */
 static void park(struct limiter_queue *q, struct job *j)
 {
+    struct loader *ld = loader_get(q->l);
     struct job **link = &q->parked;
-    int asked = 0;
+    struct permitd_error err;
+    struct limiter_result res;
+    struct pend *p = NULL;
 
-    /* At the end: the jobs of one policy leave in the order they came. */
-    for (; *link != NULL; link = &(*link)->next)
-        asked |= strcmp((*link)->req.bucket, j->req.bucket) == 0;
     policies_release(j->entry);
     j->entry = NULL;
+    j->load = (struct load){&j->one, 0, 0};
+    if (ld != NULL) {
+        pthread_mutex_lock(&ld->lock);
+        if ((p = pend_get(ld, j->req.bucket)) != NULL) {
+            p->waiters++;
+            if (j->deadline_us > p->until_us)
+                p->until_us = j->deadline_us;
+            loader_watch(ld, q);
+            if (p->state == PEND_DONE)
+                q->reads = UINT64_MAX;  /* read already: look at the end of this pass */
+        }
+        pthread_mutex_unlock(&ld->lock);
+    }
+    memset(&res, 0, sizeof(res));
+    if (p == NULL) {
+        if (ld == NULL)
+            permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
+        else
+            permitd_error_set(&err, PERMITD_EEXHAUSTED, "bucket: policy \"%s\" is not in "
+                              "memory, and %d names are being looked up in redis already; "
+                              "retry later", j->req.bucket, LOADER_PENDING_MAX);
+        j->done(j->ud, err.code, &res, &err);
+        job_put(q, j);
+        return;
+    }
+    j->one = p;
+    j->load.n = 1;
+    while (*link != NULL)
+        link = &(*link)->next;
     j->next = NULL;
     *link = j;
     if (j->deadline_us != INT64_MAX)
         q->timed++;
-    if (!asked && loader_ask(q, j->req.bucket) != 0) {
-        struct permitd_error err;
-        struct limiter_result res;
-        memset(&res, 0, sizeof(res));
-        *link = NULL;
-        permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
-        parked_end(q, j, err.code, &res, &err);
-    }
 }
 
-/* The loader read policy x->name: its parked jobs are admitted (queued for
- * the next batch) or answered (no such policy, Redis unreachable: as a
- * decision would have been). */
-static void unpark(struct limiter_queue *q, const struct load *x)
+/* Whether every name x waits for is read. Under the loader's lock. */
+static int load_done(const struct load *x)
 {
-    struct job **link = &q->parked;
-
-    while (*link != NULL) {
-        struct job *j = *link;
-        const struct policies_entry *e;
-        struct permitd_error err = {0, ""};
-        struct limiter_result res;
-        int rc;
-
-        if (strcmp(j->req.bucket, x->name) != 0) {
-            link = &j->next;
-            continue;
-        }
-        *link = j->next;
-        memset(&res, 0, sizeof(res));
-        e = policies_get(q->l->policies, x->name);
-        if (e != NULL) {
-            rc = admit_entry(q->l, &j->req, j->take, 1, e, &j->entry, &res, &err);
-            if (rc == PERMITD_OK && j->entry != NULL) {
-                if (j->deadline_us != INT64_MAX)
-                    q->timed--;         /* enqueue() counts it again */
-                enqueue(q, j);
-                continue;
-            }
-        } else if (x->rc != PERMITD_OK) {
-            err = x->err;
-            rc = x->rc;
-            if (rc == PERMITD_EUNAVAILABLE && j->take == DO_TAKE &&
-                fail_open(q->l, &j->req, &res)) {
-                rc = PERMITD_OK;
-                err = (struct permitd_error){0, ""};
-            }
-        } else {
-            rc = permitd_error_set(&err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
-                                   j->req.bucket);
-        }
-        parked_end(q, j, rc, &res, &err);
-    }
+    for (size_t i = 0; i < x->n; i++)
+        if (x->p[i]->state != PEND_DONE)
+            return 0;
+    return 1;
 }
 
-/* An AcquireBatch whose policies the loader has read (x->batch, parked on
- * q->parked_batches): its plan is made now, from the table as it is (a
- * policy still missing is not read again: x says why), and queued, or
- * answered; one whose deadline passed meanwhile was answered then
- * (queue_expire()) and is only recycled. */
-static void unpark_batch(struct limiter_queue *q, const struct load *x)
+/* A parked job whose policy the loader has read (j->one, PEND_DONE): it is
+ * admitted (queued for the next batch) or answered (no such policy, Redis
+ * unreachable: as a decision would have been). */
+static void unpark(struct limiter_queue *q, struct job *j)
 {
-    struct job *j = x->batch, **link = &q->parked_batches;
+    const struct pend *x = j->one;
+    const struct policies_entry *e = policies_get(q->l->policies, j->req.bucket);
+    struct permitd_error err = {0, ""};
+    struct limiter_result res;
+    int rc;
+
+    memset(&res, 0, sizeof(res));
+    if (e != NULL) {
+        rc = admit_entry(q->l, &j->req, j->take, 1, e, &j->entry, &res, &err);
+        if (rc == PERMITD_OK && j->entry != NULL) {
+            loader_drop(q, &j->load);
+            if (j->deadline_us != INT64_MAX)
+                q->timed--;         /* enqueue() counts it again */
+            enqueue(q, j);
+            return;
+        }
+    } else if (x->rc != PERMITD_OK) {
+        err = x->err;
+        rc = x->rc;
+        if (rc == PERMITD_EUNAVAILABLE && j->take == DO_TAKE && fail_open(q->l, &j->req, &res)) {
+            rc = PERMITD_OK;
+            err = (struct permitd_error){0, ""};
+        }
+    } else {
+        rc = permitd_error_set(&err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
+                               j->req.bucket);
+    }
+    parked_end(q, j, rc, &res, &err);
+}
+
+/* An AcquireBatch whose policies the loader has read: its plan is made
+ * now, from the table as it is (a policy still missing is not read again:
+ * j->load says why), and queued, or answered. */
+static void unpark_batch(struct limiter_queue *q, struct job *j)
+{
     struct limiter_plan *pl = j->plan;
     struct permitd_error err = {0, ""};
     int rc;
 
-    while (*link != j)
-        link = &(*link)->next;
-    *link = j->next;
-    if (j->deadline_us != INT64_MAX && !j->answered)
+    if (j->deadline_us != INT64_MAX)
         q->timed--;
-    if (!j->answered) {
-        pl->loaded = x;
-        rc = limiter_plan_make(pl, &err);
-        pl->loaded = NULL;
-        if (rc == PERMITD_OK && pl->ngroups > 0) {
-            j->first = 0;
-            enqueue(q, j);
-            return;
-        }
-        pl->done(pl->ud, rc, &err);
+    if (j->deadline_us <= clock_now_us()) {
+        permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded reading policies from redis");
+        pl->done(pl->ud, PERMITD_EDEADLINE, &err);
+        parked_batch_end(q, j);
+        return;
     }
-    limiter_plan_free(pl);
-    free(pl);
-    job_put(q, j);
+    pl->loaded = &j->load;
+    rc = limiter_plan_make(pl, &err);
+    pl->loaded = NULL;
+    if (rc == PERMITD_OK && pl->ngroups > 0) {
+        struct pend **p = j->load.p;
+        loader_drop(q, &j->load);
+        free(p);
+        j->load.p = NULL;
+        j->first = 0;
+        enqueue(q, j);
+        return;
+    }
+    pl->done(pl->ud, rc, &err);
+    parked_batch_end(q, j);
 }
 
-/* The loader's outcomes for this queue, handled on its loop. */
+/* The parked jobs whose names the loader has read, admitted or answered,
+ * on q's loop; looked for only when the loader has read a name since the
+ * last look. */
 static void queue_loaded(struct limiter_queue *q)
 {
-    struct load *x;
+    struct loader *ld = q->l->loader;
+    struct job *ready = NULL, **tail = &ready, **link;
+    uint64_t reads;
 
-    if (q->parked == NULL && q->parked_batches == NULL && q->loaded == NULL)
+    if (ld == NULL || (q->parked == NULL && q->parked_batches == NULL))
         return;
-    pthread_mutex_lock(&q->inbox_lock);
-    x = q->loaded;
-    q->loaded = NULL;
-    pthread_mutex_unlock(&q->inbox_lock);
-    while (x != NULL) {
-        struct load *next = x->next;
-        if (x->batch != NULL)
-            unpark_batch(q, x);
+    if ((reads = atomic_load(&ld->reads)) == q->reads)
+        return;
+    q->reads = reads;
+    /* The jobs ready, in the order they were parked (a policy's leave in
+     * the order they came), taken off under the lock, handled after it. */
+    pthread_mutex_lock(&ld->lock);
+    for (int batches = 0; batches < 2; batches++)
+        for (link = batches ? &q->parked_batches : &q->parked; *link != NULL;) {
+            struct job *j = *link;
+            if (!load_done(&j->load)) {
+                link = &j->next;
+                continue;
+            }
+            *link = j->next;
+            j->next = NULL;
+            *tail = j;
+            tail = &j->next;
+        }
+    pthread_mutex_unlock(&ld->lock);
+    while (ready != NULL) {
+        struct job *j = ready;
+        ready = j->next;
+        if (j->plan != NULL)
+            unpark_batch(q, j);
         else
-            unpark(q, x);
-        load_free(x);
-        x = next;
+            unpark(q, j);
     }
 }
 
@@ -2242,8 +2478,17 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         done(ud, rc, &res, &err);     /* refused, or failure_mode "open" (Redis lost it) */
         return;
     }
+    /* A name Redis said a moment ago holds no policy: not asked again. */
+    if (e == NULL && absent_has(q->l, req->bucket)) {
+        rc = permitd_error_set(&err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
+                               req->bucket);
+        done(ud, rc, &res, &err);
+        return;
+    }
     /* A bucket just denied is denied here, without Redis. */
-    if (e != NULL && deny_cacheable(q, req, take, e) && deny_answer(q, req, e, epoch, &res)) {
+    if (e != NULL && deny_cacheable(q, take, e) &&
+        (req->request_id == NULL || req->request_id[0] == '\0') &&
+        deny_answer(q, req, e, epoch, &res)) {
         policies_release(e);
         done(ud, PERMITD_OK, &res, &err);
         return;
@@ -2473,43 +2718,76 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
 
 /* A batch naming policies the table lacks is parked while the loader reads
  * them (as an Acquire's is: a worker's loop never waits on Redis for a
- * policy). 0: parked; -1: nothing missing (or no memory to park: the plan
- * reads them itself), go on. */
+ * policy), each name counted on once (j->load, sorted by name for
+ * load_find()); names Redis said a moment ago hold no policy are not read
+ * again, and names past LOADER_PENDING_MAX are not read (j->load.over:
+ * their items answer resource_exhausted). 0: parked; 1: not parked, the
+ * plan is to be made now from j->load (nothing it waits for); -1: no
+ * loader (no memory, no thread), the plan reads the names itself. */
 static int park_batch(struct limiter_queue *q, struct job *j, struct limiter_plan *pl)
 {
-    struct load *x = NULL;
-    size_t n = pl->n <= LIMITER_BATCH_MAX ? pl->n : 0;
+    struct loader *ld;
+    size_t n = pl->n <= LIMITER_BATCH_MAX ? pl->n : 0, want = 0;
+    int done = 1;
 
+    j->load = (struct load){NULL, 0, 0};
     for (size_t i = 0; i < n; i++) {
+        const struct policies_entry *e;
+        if (policy_check_name("bucket", pl->reqs[i].bucket, NULL) != PERMITD_OK)
+            continue;
+        if ((e = policies_get(q->l->policies, pl->reqs[i].bucket)) != NULL)
+            policies_release(e);
+        else if (!absent_has(q->l, pl->reqs[i].bucket))
+            want++;
+    }
+    if (want == 0)
+        return 1;
+    if ((ld = loader_get(q->l)) == NULL ||
+        (j->load.p = malloc(want * sizeof(*j->load.p))) == NULL)
+        return -1;
+    pthread_mutex_lock(&ld->lock);
+    for (size_t i = 0; i < n && j->load.n < want; i++) {
         const char *name = pl->reqs[i].bucket;
         const struct policies_entry *e;
-        int seen = 0;
+        struct pend *p;
         if (policy_check_name("bucket", name, NULL) != PERMITD_OK)
             continue;
         if ((e = policies_get(q->l->policies, name)) != NULL) {
             policies_release(e);
             continue;
         }
-        if (x == NULL && ((x = calloc(1, sizeof(*x))) == NULL ||
-                          (x->names = calloc(n, sizeof(*x->names))) == NULL)) {
-            load_free(x);
-            return -1;
+        if (absent_has(q->l, name))
+            continue;
+        if ((p = pend_get(ld, name)) == NULL) {
+            j->load.over++;
+            continue;
         }
-        for (size_t k = 0; k < x->nnames && !seen; k++)
-            seen = strcmp(x->names[k], name) == 0;
-        if (!seen)
-            snprintf(x->names[x->nnames++], sizeof(x->names[0]), "%s", name);
+        if (p->mark == j)       /* named twice in this batch */
+            continue;
+        p->mark = j;
+        p->waiters++;
+        if (pl->deadline_us > p->until_us)
+            p->until_us = pl->deadline_us;
+        done &= p->state == PEND_DONE;
+        j->load.p[j->load.n++] = p;
     }
-    if (x == NULL)
-        return -1;
-    x->batch = j;
+    for (size_t k = 0; k < j->load.n; k++)
+        j->load.p[k]->mark = NULL;
+    if (j->load.n > 0) {
+        loader_watch(ld, q);
+        if (done)
+            q->reads = UINT64_MAX;      /* read already: look at the end of this pass */
+    }
+    pthread_mutex_unlock(&ld->lock);
+    if (j->load.n == 0) {
+        free(j->load.p);
+        j->load.p = NULL;
+        return 1;
+    }
+    qsort(j->load.p, j->load.n, sizeof(*j->load.p), pend_by_name);
     j->plan = pl;
     j->deadline_us = pl->deadline_us;
     j->answered = 0;
-    if (loader_push(q, x) != 0) {
-        j->plan = NULL;
-        return -1;
-    }
     j->next = q->parked_batches;
     q->parked_batches = j;
     if (j->deadline_us != INT64_MAX)
@@ -2526,7 +2804,7 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
     struct limiter *l = q->l;
     struct limiter_plan *pl = calloc(1, sizeof(*pl));
     struct job *j = pl ? job_get(q) : NULL;
-    int rc;
+    int rc, parked;
 
     if (j == NULL) {
         /* Out of memory: decide right here. */
@@ -2538,9 +2816,15 @@ void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_
     *pl = (struct limiter_plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
                         .res = res, .errs = errs, .done = done, .ud = ud,
                         .deadline_us = deadline_us};
-    if (park_batch(q, j, pl) == 0)
+    if ((parked = park_batch(q, j, pl)) == 0)
         return;
+    /* Nothing to wait for: what the table lacks is absent, or past the
+     * loader's bound (j->load says); -1: no loader, read here. */
+    pl->loaded = parked == 1 ? &j->load : NULL;
     rc = limiter_plan_make(pl, &err);
+    pl->loaded = NULL;
+    free(j->load.p);
+    j->load = (struct load){NULL, 0, 0};
     if (rc != PERMITD_OK || pl->ngroups == 0) {
         done(ud, rc, &err);
         limiter_plan_free(pl);

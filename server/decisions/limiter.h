@@ -191,7 +191,12 @@ typedef void (*limiter_batch_done_fn)(void *ud, int rc, const struct permitd_err
 
 /* limiter_acquire_batch(), queued like limiter_acquire_queued(): its calls
  * travel with the Acquires of the same pass. reqs (and their strings), res
- * and errs must stay valid until done has run. */
+ * and errs must stay valid until done has run; what a call sends (request
+ * ids included) is the limiter's own copy, as Redis may be sent it again
+ * after done has run (NOSCRIPT, a redirect). A policy name the in-memory
+ * table lacks is looked up off the loop (at most 1,000 names at once over
+ * the process: an item past that answers resource_exhausted; one Redis
+ * said a moment ago holds no policy answers not_found from memory). */
 void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_request *reqs,
                                   size_t n, int all_or_nothing, int64_t deadline_us,
                                   struct limiter_result *res, struct permitd_error *errs,

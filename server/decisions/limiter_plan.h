@@ -57,6 +57,11 @@ struct limiter_plan {
     char (*leases)[LIMITER_LEASE_ID_LEN + 1];   /* per item: a concurrency take's new lease */
     long long *out;
     struct redis_script_call *calls;
+    const char **rids;              /* per request index: its request id, the plan's own copy
+                                       (in rid_text): a call may be sent again after its
+                                       caller was answered and freed its strings (NOSCRIPT,
+                                       a redirect) */
+    char *rid_text;
     void *block;                    /* every array above, in one allocation */
 };
 

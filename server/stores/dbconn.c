@@ -7,13 +7,17 @@
  * reached the server over TCP from `permitd migrate` but libmariadb's
  * default unix socket from the daemon. The options are all set before the
  * connect; the session statements run after it, so a failure among them is
- * told apart from a failure to reach the server.
+ * told apart from a failure to reach the server. TLS too is set here, from
+ * the URL's ssl-mode (tls_options()), and a refused connect is explained in
+ * words where the server's own are cryptic (explain()).
  */
 #define _GNU_SOURCE                 /* vasprintf */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mysql.h>
 
@@ -25,23 +29,46 @@ void dbconn_error(MYSQL *conn, char *buf, size_t len)
              mysql_error(conn));
 }
 
-int dbconn_open(const struct config_mysql *db, const struct dbconn_options *o, MYSQL **out,
-                struct permitd_error *err)
+/* Sets conn's TLS options for db's ssl-mode (README "MySQL over TLS").
+ * libmariadb 3.3 has no modes, only switches: MYSQL_OPT_SSL_ENFORCE asks
+ * for TLS but goes on in plaintext when the server offers none (PREFERRED;
+ * REQUIRED and VERIFY_CA are checked after the connect: tls_check());
+ * ssl-ca makes the handshake verify the chain (VERIFY_CA);
+ * MYSQL_OPT_SSL_VERIFY_SERVER_CERT verifies the chain (against the system's
+ * store without ssl-ca) and the URL's host against the certificate's names,
+ * and refuses a server without TLS before the login (VERIFY_IDENTITY).
+ * Both switches are set either way: a libmariadb whose default differs
+ * (3.4 verifies by default) behaves the same. */
+static void tls_options(MYSQL *conn, const struct config_mysql *db, int mode)
 {
-    MYSQL *conn;
+    my_bool use = mode != CONFIG_MYSQL_SSL_DISABLED;
+    my_bool verify = mode == CONFIG_MYSQL_SSL_VERIFY_IDENTITY;
+
+    mysql_options(conn, MYSQL_OPT_SSL_ENFORCE, &use);
+    mysql_options(conn, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
+    if (mode == CONFIG_MYSQL_SSL_DISABLED)
+        return;
+    if (db->ssl_ca[0] != '\0')
+        mysql_options(conn, MYSQL_OPT_SSL_CA, db->ssl_ca);
+    if (db->ssl_cert[0] != '\0') {
+        mysql_options(conn, MYSQL_OPT_SSL_CERT, db->ssl_cert);
+        mysql_options(conn, MYSQL_OPT_SSL_KEY, db->ssl_key);
+    }
+}
+
+/* A new handle for db with o's options and TLS as mode, not connected
+ * (NULL when memory ran out). */
+static MYSQL *handle(const struct config_mysql *db, const struct dbconn_options *o, int mode)
+{
+    MYSQL *conn = mysql_init(NULL);
     my_bool reconnect = 0;
     unsigned int timeout_s = o->timeout_ms > 0 ? (unsigned int)((o->timeout_ms + 999) / 1000) : 1;
     unsigned int read_timeout_s = o->read_timeout_s;
     unsigned int protocol = db->socket[0] ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
     unsigned int local_infile = 0;
-    char where[1400], msg[600];
-    int code;
 
-    *out = NULL;
-    conn = mysql_init(NULL);
     if (conn == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    config_mysql_url_masked(db, where, sizeof(where));
+        return NULL;
     mysql_options(conn, MYSQL_OPT_RECONNECT, &reconnect);
     mysql_options(conn, MYSQL_OPT_CONNECT_TIMEOUT, &timeout_s);
     mysql_options(conn, MYSQL_OPT_WRITE_TIMEOUT, &timeout_s);
@@ -50,13 +77,128 @@ int dbconn_open(const struct config_mysql *db, const struct dbconn_options *o, M
     mysql_options(conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
     mysql_options(conn, MYSQL_OPT_PROTOCOL, &protocol);
     mysql_options(conn, MYSQL_OPT_LOCAL_INFILE, &local_infile);
-    if (mysql_real_connect(conn, db->socket[0] ? "localhost" : db->host, db->user, db->password,
-                           db->database, (unsigned int)db->port,
-                           db->socket[0] ? db->socket : NULL, o->client_flags) == NULL) {
+    tls_options(conn, db, mode);
+    return conn;
+}
+
+static int connect_to(MYSQL *conn, const struct config_mysql *db, unsigned long flags)
+{
+    return mysql_real_connect(conn, db->socket[0] ? "localhost" : db->host, db->user,
+                              db->password, db->database, (unsigned int)db->port,
+                              db->socket[0] ? db->socket : NULL, flags) != NULL;
+}
+
+/* "127.0.0.1:3306" or "the socket /run/mysqld/mysqld.sock", for messages. */
+static void server_name(const struct config_mysql *db, char *buf, size_t len)
+{
+    if (db->socket[0] != '\0')
+        snprintf(buf, len, "the socket %s", db->socket);
+    else
+        snprintf(buf, len, strchr(db->host, ':') ? "[%s]:%d" : "%s:%d", db->host, db->port);
+}
+
+/* A file the URL names (ssl-ca, ssl-cert, ssl-key) that cannot be read:
+ * libmariadb says "No such file or directory" without saying which. */
+static int unreadable(const char *what, const char *path, char *buf, size_t len)
+{
+    if (path[0] == '\0' || access(path, R_OK) == 0)
+        return 0;
+    snprintf(buf, len, "%s %s: %s", what, path, strerror(errno));
+    return 1;
+}
+
+/* Whether db's login works over TLS (unverified) where it was just refused
+ * over plaintext (ssl-mode=DISABLED, ERROR 1045): MariaDB refuses every
+ * plaintext login under require_secure_transport=ON (and a user created
+ * REQUIRE SSL) with the words of a wrong password, so the only way to tell
+ * the two apart is to try. The same credentials went to the same server in
+ * plaintext a moment ago: TLS shows them to no one new. The connection is
+ * closed at once. */
+static int tls_login_works(const struct config_mysql *db, const struct dbconn_options *o)
+{
+    MYSQL *conn = handle(db, o, CONFIG_MYSQL_SSL_REQUIRED);
+    int ok = conn != NULL && connect_to(conn, db, o->client_flags) &&
+             mysql_get_ssl_cipher(conn) != NULL;
+
+    mysql_close(conn);
+    return ok;
+}
+
+/* What a failed connect means, in words, when the server's message hides
+ * it (hint: "" when it does not). conn is the failed handle. */
+static void explain(MYSQL *conn, const struct config_mysql *db, const struct dbconn_options *o,
+                    int mode, char *hint, size_t len)
+{
+    unsigned int no = mysql_errno(conn);
+    const char *text = mysql_error(conn), *ca = db->ssl_ca[0] ? db->ssl_ca : NULL;
+    unsigned long caps = 0;
+    char at[300];
+
+    hint[0] = '\0';
+    server_name(db, at, sizeof(at));
+    mariadb_get_infov(conn, MARIADB_CONNECTION_SERVER_CAPABILITIES, &caps);
+    if (no == 3159 || (no == 1045 && mode == CONFIG_MYSQL_SSL_DISABLED &&
+                       (caps & CLIENT_SSL) && tls_login_works(db, o))) {
+        /* 3159 is MySQL's ER_SECURE_TRANSPORT_REQUIRED; MariaDB says 1045 */
+        snprintf(hint, len, "MySQL at %s requires TLS (require_secure_transport, or a user "
+                 "created REQUIRE SSL) and this login was plaintext (ssl-mode=%s); set "
+                 "ssl-mode=VERIFY_IDENTITY (or REQUIRED) in the URL: ", at,
+                 config_mysql_ssl_mode_name(mode));
+    } else if (no == 1045 && mode != CONFIG_MYSQL_SSL_DISABLED && (caps & CLIENT_SSL) &&
+               db->ssl_cert[0] == '\0') {
+        snprintf(hint, len, "login refused over TLS without a client certificate (a user "
+                 "created REQUIRE X509 or REQUIRE SUBJECT needs ssl-cert and ssl-key; "
+                 "else the user or password is wrong): ");
+    } else if (no == 2026 && strstr(text, "Validation of SSL server certificate failed")) {
+        /* libmariadb 3.3's words for a name check that failed */
+        snprintf(hint, len, "TLS: the certificate of MySQL at %s does not name %s "
+                 "(ssl-mode=VERIFY_IDENTITY checks the URL's host against it): ", at,
+                 db->socket[0] ? "localhost" : db->host);
+    } else if (no == 2026 && strstr(text, "server does not support it")) {
+        snprintf(hint, len, "TLS: MySQL at %s offers no TLS, and ssl-mode=%s requires it: ",
+                 at, config_mysql_ssl_mode_name(mode));
+    } else if (no == 2026 && (strstr(text, "certificate") || strstr(text, "verify"))) {
+        snprintf(hint, len, "TLS: the certificate of MySQL at %s was not verified against %s%s: ",
+                 at, ca ? "ssl-ca " : "the system's trust store", ca ? ca : "");
+    } else if (no == 2026) {
+        snprintf(hint, len, "TLS with MySQL at %s failed: ", at);
+    }
+}
+
+int dbconn_open(const struct config_mysql *db, const struct dbconn_options *o, MYSQL **out,
+                struct permitd_error *err)
+{
+    MYSQL *conn;
+    int mode = (int)db->ssl_mode;
+    char where[1400], msg[600], hint[1600];
+    int code;
+
+    *out = NULL;
+    config_mysql_url_masked(db, where, sizeof(where));
+    if (unreadable("ssl-ca", db->ssl_ca, msg, sizeof(msg)) ||
+        unreadable("ssl-cert", db->ssl_cert, msg, sizeof(msg)) ||
+        unreadable("ssl-key", db->ssl_key, msg, sizeof(msg)))
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE, "cannot connect to %s: %s", where,
+                                 msg);
+    conn = handle(db, o, mode);
+    if (conn == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if (!connect_to(conn, db, o->client_flags)) {
         dbconn_error(conn, msg, sizeof(msg));
+        explain(conn, db, o, mode, hint, sizeof(hint));
         mysql_close(conn);
-        return permitd_error_set(err, PERMITD_EUNAVAILABLE, "cannot connect to %s: %s",
-                                 where, msg);
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE, "cannot connect to %s: %s%s",
+                                 where, hint, msg);
+    }
+    if (mysql_get_ssl_cipher(conn) == NULL &&
+        (mode == CONFIG_MYSQL_SSL_REQUIRED || mode == CONFIG_MYSQL_SSL_VERIFY_CA)) {
+        /* libmariadb went on in plaintext (see tls_options()): nothing is
+         * sent on this connection, and the login already was */
+        server_name(db, hint, sizeof(hint));
+        mysql_close(conn);
+        return permitd_error_set(err, PERMITD_EUNAVAILABLE, "cannot connect to %s: TLS: MySQL "
+                                 "at %s offers no TLS, and ssl-mode=%s requires it", where, hint,
+                                 config_mysql_ssl_mode_name(mode));
     }
     if (mysql_query(conn, "SET time_zone = '+00:00'") != 0)
         goto session_failed;

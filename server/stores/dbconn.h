@@ -42,6 +42,9 @@ struct dbconn_options {
 /* Connects to db and configures the session:
  *   - TCP to host:port, or the unix socket when the URL has ?socket=
  *     (never libmariadb's guess that "localhost" means its default socket);
+ *   - TLS as db's ssl-mode says (README "MySQL over TLS"): a connection
+ *     that mode requires TLS of is never returned without it, and the
+ *     files the URL names are checked readable first;
  *   - libmariadb's automatic reconnect off (it silently loses session
  *     state: the caller reconnects on its own terms);
  *   - LOAD DATA LOCAL INFILE refused (no statement of permitd needs it);
@@ -50,10 +53,13 @@ struct dbconn_options {
  * On success *out is the new connection (free with mysql_close()). On
  * failure *out is NULL and err says what failed, naming the masked URL and
  * the server's or client's message as the mysql client prints it ("ERROR
- * 2002 (HY000): ..."), never the password: PERMITD_EUNAVAILABLE when the
- * server could not be reached, refused the login or was lost while the
- * session was set up; PERMITD_EINTERNAL when it refused a session
- * statement, or memory ran out. */
+ * 2002 (HY000): ..."), after what it means where MySQL words it cryptically
+ * (a server requiring TLS, a certificate for another name or from another
+ * CA, a user requiring a client certificate), never the password:
+ * PERMITD_EUNAVAILABLE when the server could not be reached (or not over
+ * TLS as asked), refused the login or was lost while the session was set
+ * up; PERMITD_EINTERNAL when it refused a session statement, or memory ran
+ * out. */
 int dbconn_open(const struct config_mysql *db, const struct dbconn_options *o,
                 struct st_mysql **out, struct permitd_error *err);
 

@@ -196,19 +196,25 @@ static void fuzz_redis_secret(const char *rest)
 static void check_mysql_fields(const struct config_mysql *m)
 {
     FUZZ_CHECK(TERMINATED(m->host) && TERMINATED(m->socket) && TERMINATED(m->user) &&
-               TERMINATED(m->password) && TERMINATED(m->database));
+               TERMINATED(m->password) && TERMINATED(m->database) && TERMINATED(m->ssl_ca) &&
+               TERMINATED(m->ssl_cert) && TERMINATED(m->ssl_key));
     FUZZ_CHECK(m->user[0] != '\0');
     FUZZ_CHECK(m->host[0] != '\0');
     FUZZ_CHECK(m->database[0] != '\0');
     FUZZ_CHECK(m->port >= 1 && m->port <= 65535);
     FUZZ_CHECK(m->socket[0] == '\0' || m->socket[0] == '/');
+    FUZZ_CHECK(m->ssl_mode >= CONFIG_MYSQL_SSL_PREFERRED &&
+               m->ssl_mode <= CONFIG_MYSQL_SSL_VERIFY_IDENTITY);
+    FUZZ_CHECK((m->ssl_cert[0] != '\0') == (m->ssl_key[0] != '\0'));
 }
 
 static int same_mysql(const struct config_mysql *a, const struct config_mysql *b)
 {
     return strcmp(a->host, b->host) == 0 && strcmp(a->socket, b->socket) == 0 &&
            strcmp(a->user, b->user) == 0 && strcmp(a->password, b->password) == 0 &&
-           strcmp(a->database, b->database) == 0 && a->port == b->port;
+           strcmp(a->database, b->database) == 0 && a->port == b->port &&
+           a->ssl_mode == b->ssl_mode && strcmp(a->ssl_ca, b->ssl_ca) == 0 &&
+           strcmp(a->ssl_cert, b->ssl_cert) == 0 && strcmp(a->ssl_key, b->ssl_key) == 0;
 }
 
 static void fuzz_mysql_url(const char *url)
@@ -239,9 +245,20 @@ static void fuzz_mysql_url(const char *url)
     }
     put(&b, strchr(m.host, ':') ? "@[%s]:%d/" : "@%s:%d/", m.host, m.port);
     put_escaped(&b, m.database);
+    put(&b, "?ssl-mode=%s", config_mysql_ssl_mode_name(m.ssl_mode));
     if (m.socket[0] != '\0') {
-        put(&b, "?socket=");
+        put(&b, "&socket=");
         put_escaped(&b, m.socket);
+    }
+    if (m.ssl_ca[0] != '\0') {
+        put(&b, "&ssl-ca=");
+        put_escaped(&b, m.ssl_ca);
+    }
+    if (m.ssl_cert[0] != '\0') {
+        put(&b, "&ssl-cert=");
+        put_escaped(&b, m.ssl_cert);
+        put(&b, "&ssl-key=");
+        put_escaped(&b, m.ssl_key);
     }
     rc = config_parse_mysql_url(b.p, &again, &err);
     if (rc != PERMITD_OK)

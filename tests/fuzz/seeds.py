@@ -83,7 +83,10 @@ for u in ["mysql://permitd:pw@127.0.0.1:3306/permitd",
           "mysql://u:p%40ss%2F@localhost/db?socket=/run/mysqld/mysqld.sock",
           "mysql://u@[::1]:3307/policies", "mysql://u:p@h/db?ssl=1", "mysql://:p@h/db",
           "mysql://u:p@h:65536/db", "postgres://u:p@h/db", "mysql://u:p@h/%00",
-          "mysql://u:p%00x@h/db"]:
+          "mysql://u:p%00x@h/db",
+          "mysql://u:p@h/db?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem&ssl-cert=/c.pem&ssl-key=/c.key",
+          "mysql://u:p@localhost/db?socket=/s&ssl-mode=disabled",
+          "mysql://u:p@h/db?ssl-mode=VERIFY_CA&ssl-ca=%2Fmy%20ca.pem&ssl-mode=REQUIRED"]:
     write("config", "mysql-url", bytes([1]) + u.encode())
 for a in ["127.0.0.1:8080", ":8080", "[::1]:8081", "0.0.0.0:0", "localhost:65536", "nohost"]:
     write("config", "listen", bytes([2 + 4]) + a.encode())

@@ -5,6 +5,11 @@
 #                                             prints PERMITD_TEST_MYSQL_* lines
 #   tests/stack/mariadb.sh stop DIR           stop it (shutdown, then kill)
 #
+# PERMITD_MARIADB_ARGS, when set, is added to mariadbd's options (split on
+# white space), e.g. "--ssl-ca=ca.pem --ssl-cert=server.pem --ssl-key=server.key
+# --require-secure-transport=ON" for a server that speaks TLS only (the root
+# login over the unix socket still works: MariaDB counts a socket as secure).
+#
 # The data directory DIR/data is created on the first start and kept by
 # stop, so a stop + start is a restart with the data intact; remove DIR for
 # a fresh server. Listens on 127.0.0.1 and on DIR/mariadb.sock (or a short
@@ -108,7 +113,7 @@ start)
             --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
             --skip-name-resolve --skip-log-bin --innodb-buffer-pool-size=32M \
             --innodb-log-file-size=16M --innodb-flush-log-at-trx-commit=2 \
-            --max-connections=500 \
+            --max-connections=500 ${PERMITD_MARIADB_ARGS:-} \
             </dev/null >>"$dir/mariadb.log" 2>&1 &
         pid=$!
         up=""

@@ -74,19 +74,22 @@ class PrivateMariaDB:
     tests/stack/mariadb.sh in a temporary directory. restart() keeps the data
     and the port; kill() is a SIGKILL (a crash); cleanup() stops it and
     removes the directory. Has database `permitd` and user permitd/permitd,
-    like the stack's."""
+    like the stack's. args: more mariadbd options, at every start (e.g. TLS:
+    test_mysql_tls.py)."""
 
     SCRIPT = os.path.join(SOURCE_DIR, "tests", "stack", "mariadb.sh")
 
-    def __init__(self):
+    def __init__(self, args=()):
         self.dir = tempfile.mkdtemp(prefix="permitd-mariadb-")
         self.port = None
+        self.args = list(args)
         self.start()
 
     def start(self):
+        env = dict(os.environ, PERMITD_MARIADB_ARGS=" ".join(self.args))
         out = subprocess.run([self.SCRIPT, "start", self.dir] +
                              ([str(self.port)] if self.port else []),
-                             check=True, capture_output=True, text=True,
+                             check=True, capture_output=True, text=True, env=env,
                              stdin=subprocess.DEVNULL).stdout
         env = dict(l.split("=", 1) for l in out.split())
         self.port = int(env["PERMITD_TEST_MYSQL_PORT"])

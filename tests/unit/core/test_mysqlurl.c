@@ -1,8 +1,9 @@
 /*
  * test_mysqlurl.c - config_parse_mysql_url() and config_mysql_url_masked():
- * the pieces of PERMITD_MYSQL_URL, percent-encoding, ?socket=, the errors
- * for missing or bad pieces, and that no error or masked URL ever holds the
- * password.
+ * the pieces of PERMITD_MYSQL_URL, percent-encoding, ?socket=, the TLS
+ * parameters (ssl-mode, ssl-ca, ssl-cert, ssl-key) and the combinations
+ * refused, the errors for missing or bad pieces, and that no error or
+ * masked URL ever holds the password.
  */
 #include "core/config.h"
 #include "test.h"
@@ -111,6 +112,95 @@ static void test_mysqlurl_socket(void)
     CHECK_CONTAINS(err.message, "socket");
 }
 
+static void test_mysqlurl_tls_default_is_preferred(void)
+{
+    struct config_mysql m;
+    struct permitd_error err;
+
+    CHECK_INT(parse("mysql://u:p@h/db", &m, &err), PERMITD_OK);
+    CHECK_INT(m.ssl_mode, CONFIG_MYSQL_SSL_PREFERRED);
+    CHECK_STR(m.ssl_ca, "");
+    CHECK_STR(m.ssl_cert, "");
+    CHECK_STR(m.ssl_key, "");
+}
+
+static void test_mysqlurl_tls_parameters(void)
+{
+    static const struct { const char *value; int mode; } modes[] = {
+        {"DISABLED", CONFIG_MYSQL_SSL_DISABLED}, {"PREFERRED", CONFIG_MYSQL_SSL_PREFERRED},
+        {"REQUIRED", CONFIG_MYSQL_SSL_REQUIRED}, {"required", CONFIG_MYSQL_SSL_REQUIRED},
+        {"Verify_Identity", CONFIG_MYSQL_SSL_VERIFY_IDENTITY},
+        {"VERIFY_IDENTITY", CONFIG_MYSQL_SSL_VERIFY_IDENTITY},
+    };
+    struct config_mysql m;
+    struct permitd_error err;
+    char url[256];
+
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+        snprintf(url, sizeof(url), "mysql://u:p@h/db?ssl-mode=%s", modes[i].value);
+        CHECK_INT(parse(url, &m, &err), PERMITD_OK);
+        CHECK_INT(m.ssl_mode, modes[i].mode);
+    }
+    CHECK_INT(parse("mysql://u:p@db.example.com:3307/db?ssl-mode=VERIFY_IDENTITY"
+                    "&ssl-ca=/etc/ssl/rds/global-bundle.pem&ssl-cert=/etc/permitd/client.pem"
+                    "&ssl-key=/etc/permitd/client.key", &m, &err), PERMITD_OK);
+    CHECK_INT(m.ssl_mode, CONFIG_MYSQL_SSL_VERIFY_IDENTITY);
+    CHECK_STR(m.ssl_ca, "/etc/ssl/rds/global-bundle.pem");
+    CHECK_STR(m.ssl_cert, "/etc/permitd/client.pem");
+    CHECK_STR(m.ssl_key, "/etc/permitd/client.key");
+    CHECK_STR(m.host, "db.example.com");
+    CHECK_INT(m.port, 3307);
+    CHECK_STR(m.database, "db");
+
+    /* any order, percent-encoded values, with a socket */
+    CHECK_INT(parse("mysql://u:p%26ss@localhost/db?ssl-ca=%2Fmy%20certs%2Fca%26b.pem&socket=/s.sock"
+                    "&ssl-mode=VERIFY_CA", &m, &err), PERMITD_OK);
+    CHECK_STR(m.password, "p&ss");
+    CHECK_STR(m.ssl_ca, "/my certs/ca&b.pem");
+    CHECK_STR(m.socket, "/s.sock");
+    CHECK_INT(m.ssl_mode, CONFIG_MYSQL_SSL_VERIFY_CA);
+
+    /* a client certificate under REQUIRED (no CA: the server unverified) */
+    CHECK_INT(parse("mysql://u@h/db?ssl-mode=REQUIRED&ssl-cert=/c.pem&ssl-key=/c.key", &m, &err),
+              PERMITD_OK);
+    CHECK_STR(m.ssl_cert, "/c.pem");
+    CHECK_STR(m.ssl_ca, "");
+}
+
+/* What would not do what it says is refused, naming the parameter. */
+static void test_mysqlurl_tls_refused(void)
+{
+    static const struct { const char *query, *says; } bad[] = {
+        {"ssl-mode=VERIFY", "ssl-mode"},
+        {"ssl-mode=", "ssl-mode"},
+        {"ssl-mode=REQUIRED&ssl-mode=DISABLED", "twice"},
+        {"ssl-mode", "ssl-mode"},
+        {"ssl-ca=", "ssl-ca"},
+        {"ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem&ssl-ca=/other.pem", "twice"},
+        {"ssl-mode=VERIFY_CA", "ssl-ca"},
+        {"ssl-ca=/ca.pem", "VERIFY_IDENTITY"},
+        {"ssl-mode=REQUIRED&ssl-ca=/ca.pem", "VERIFY_IDENTITY"},
+        {"ssl-mode=DISABLED&ssl-cert=/c.pem&ssl-key=/c.key", "DISABLED"},
+        {"ssl-mode=DISABLED&ssl-ca=/ca.pem", "DISABLED"},
+        {"ssl-mode=VERIFY_IDENTITY&ssl-cert=/c.pem", "ssl-key"},
+        {"ssl-mode=VERIFY_IDENTITY&ssl-key=/c.key", "ssl-cert"},
+        {"sslmode=require", "sslmode"},
+        {"ssl-mode=REQUIRED&", "unknown"},
+        {"ssl-ca=/a%00b&ssl-mode=VERIFY_CA", "ssl-ca"},
+    };
+    struct config_mysql m;
+    struct permitd_error err;
+    char url[256];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(url, sizeof(url), "mysql://u:p@h/db?%s", bad[i].query);
+        CHECK_INT(parse(url, &m, &err), PERMITD_EINVAL);
+        if (strstr(err.message, bad[i].says) == NULL)
+            fprintf(stderr, "  %s: %s\n", url, err.message);
+        CHECK_CONTAINS(err.message, bad[i].says);
+    }
+}
+
 static void test_mysqlurl_missing_pieces(void)
 {
     struct config_mysql m;
@@ -200,6 +290,9 @@ static void test_mysqlurl_error_never_shows_password(void)
         ("mysql://u:" SECRET "@[::1/db"),
         ("mysql://u:" SECRET "@h/db?socket=relative"),
         ("mysql://u:" SECRET "@h/db?ssl=1"),
+        ("mysql://u:" SECRET "@h/db?ssl-mode=VERIFY_CA"),
+        ("mysql://u:" SECRET "@h/db?ssl-mode=" SECRET),
+        ("mysql://u:" SECRET "@h/db?ssl-ca=/x&ssl-cert=/c"),
         ("mysql://:" SECRET "@h/db"),
         ("mysql://u:" SECRET "/db"),
         ("mysql://u:" SECRET),
@@ -234,6 +327,19 @@ static void test_mysqlurl_masked(void)
     CHECK_CONTAINS(buf, "/permitd");
     CHECK_CONTAINS(buf, "socket=/tmp/m.sock");
     CHECK(strstr(buf, "***") == NULL);
+
+    /* the ssl-mode unless it is the default; the files left out */
+    CHECK_INT(parse("mysql://u:" SECRET "@db/p?ssl-mode=verify_identity&ssl-ca=/ca.pem", &m, &err),
+              PERMITD_OK);
+    config_mysql_url_masked(&m, buf, sizeof(buf));
+    CHECK_STR(buf, "mysql://u:***@db:3306/p?ssl-mode=VERIFY_IDENTITY");
+    CHECK_INT(parse("mysql://u@localhost/p?socket=/s.sock&ssl-mode=DISABLED", &m, &err),
+              PERMITD_OK);
+    config_mysql_url_masked(&m, buf, sizeof(buf));
+    CHECK_STR(buf, "mysql://u@localhost:3306/p?socket=/s.sock&ssl-mode=DISABLED");
+    CHECK_INT(parse("mysql://u@db/p?ssl-mode=PREFERRED", &m, &err), PERMITD_OK);
+    config_mysql_url_masked(&m, buf, sizeof(buf));
+    CHECK_STR(buf, "mysql://u@db:3306/p");
 }
 
 int main(void)
@@ -243,6 +349,9 @@ int main(void)
     TEST_RUN(test_mysqlurl_ipv6);
     TEST_RUN(test_mysqlurl_percent_encoding);
     TEST_RUN(test_mysqlurl_socket);
+    TEST_RUN(test_mysqlurl_tls_default_is_preferred);
+    TEST_RUN(test_mysqlurl_tls_parameters);
+    TEST_RUN(test_mysqlurl_tls_refused);
     TEST_RUN(test_mysqlurl_missing_pieces);
     TEST_RUN(test_mysqlurl_bad_port);
     TEST_RUN(test_mysqlurl_too_long);

@@ -73,7 +73,7 @@ static void test_envoyrls_match(void)
     rows[2] = row("edge", "generic_key=api,user_id=vip", "vip", "");
     rows[3] = row("edge", "a,,b", "broken", "");
     rows[4] = row("other", "remote_address", "other-ip", "");
-    CHECK_INT(envoyrls_new(NULL, NULL, NULL, &r, &err), PERMITD_OK);
+    CHECK_INT(envoyrls_new(NULL, &r, &err), PERMITD_OK);
     CHECK_INT(envoyrls_replace(r, rows, 5, &skipped, &err), PERMITD_OK);
     CHECK_INT(skipped, 1);
     CHECK_INT(envoyrls_count(r), 4);

@@ -373,6 +373,34 @@ static void test_limiter_plan_algorithms(void)
     limiter_free(l);
 }
 
+/* Issue 42: what a call sends is the plan's own, request ids included: a
+ * queued batch answered at its deadline leaves its caller's memory, while
+ * Redis may be sent its calls again (NOSCRIPT, a redirect). */
+static void test_limiter_plan_owns_request_ids(void)
+{
+    struct limiter *l = new_limiter();
+    struct permitd_error err = {0, ""}, errs[2];
+    struct limiter_result res[2];
+    char *ids = malloc(32);
+    struct limiter_request reqs[2] = {{"alpha", "web", "k1", 1, NULL, NULL},
+                                      {"alpha", "web", "k2", 1, NULL, NULL}};
+    struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 2, .res = res, .errs = errs};
+
+    strcpy(ids, "rid-1");
+    strcpy(ids + 16, "rid-2");
+    reqs[0].request_id = ids;
+    reqs[1].request_id = ids + 16;
+    CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
+    CHECK_INT(pl.ngroups, 1);
+    CHECK_INT(pl.calls[0].nargs, 3 + 4 + 2 * 4);  /* wide: 4 an item */
+    memset(ids, 'x', 31);   /* the caller's strings gone */
+    free(ids);
+    CHECK(same(pl.calls[0].args[7 + 2].p, pl.calls[0].args[7 + 2].len, "rid-1"));
+    CHECK(same(pl.calls[0].args[11 + 2].p, pl.calls[0].args[11 + 2].len, "rid-2"));
+    limiter_plan_free(&pl);
+    limiter_free(l);
+}
+
 int main(void)
 {
     TEST_RUN(test_limiter_plan_algorithms);
@@ -381,5 +409,6 @@ int main(void)
     TEST_RUN(test_limiter_plan_all_or_nothing);
     TEST_RUN(test_limiter_plan_bounds);
     TEST_RUN(test_limiter_plan_slot_calls);
+    TEST_RUN(test_limiter_plan_owns_request_ids);
     return TEST_REPORT();
 }

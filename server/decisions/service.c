@@ -1,0 +1,358 @@
+/*
+ * service.c - the decision service (see service.h): a decoded take
+ * checked, queued and counted once, for every door.
+ *
+ * The doors used to carry a pending record and a decided() each, and the
+ * copies drifted (only Connect's counted hot keys). Here is the one
+ * record (struct service_take, struct service_batch, in the door's
+ * storage) and the one place a decision is counted before the door sees
+ * it: a door cannot answer a take without it having been counted.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "decisions/service.h"
+#include "decisions/hotkeys.h"
+#include "core/clock.h"
+#include "core/utf8.h"
+
+struct service {
+    struct limiter *limiter;
+    struct stats *stats;            /* NULL: nothing counted */
+    struct appkeys *keys;           /* NULL: keys not checked */
+    struct hotkeys *hot;            /* NULL: hot keys not counted */
+};
+
+struct service_worker {
+    struct service *s;
+    struct limiter_queue *queue;
+    struct hotkeys_worker *hot;     /* NULL without hot keys */
+};
+
+int service_new(struct limiter *limiter, struct stats *stats, struct service **out,
+                struct permitd_error *err)
+{
+    struct service *s = calloc(1, sizeof(*s));
+
+    *out = NULL;
+    if (s == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    s->limiter = limiter;
+    s->stats = stats;
+    *out = s;
+    return PERMITD_OK;
+}
+
+void service_free(struct service *s)
+{
+    free(s);
+}
+
+void service_set_appkeys(struct service *s, struct appkeys *keys)
+{
+    s->keys = keys;
+}
+
+void service_set_hotkeys(struct service *s, struct hotkeys *hot)
+{
+    s->hot = hot;
+}
+
+int service_worker_open(struct service *s, struct loop *loop, struct service_worker **out,
+                        struct permitd_error *err)
+{
+    struct service_worker *w = calloc(1, sizeof(*w));
+    int rc;
+
+    *out = NULL;
+    if (w == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    w->s = s;
+    if ((rc = limiter_queue_new(s->limiter, loop, &w->queue, err)) != PERMITD_OK ||
+        (s->hot != NULL && (rc = hotkeys_worker_new(s->hot, &w->hot, err)) != PERMITD_OK)) {
+        service_worker_close(w);
+        return rc;
+    }
+    *out = w;
+    return PERMITD_OK;
+}
+
+void service_worker_close(struct service_worker *w)
+{
+    if (w == NULL)
+        return;
+    limiter_queue_free(w->queue);
+    hotkeys_worker_free(w->hot);
+    free(w);
+}
+
+struct limiter_queue *service_worker_queue(struct service_worker *w)
+{
+    return w->queue;
+}
+
+/* ---- counting: every door's answer goes through here ---- */
+
+/* An Acquire's (or a batch item's) error for /metrics, under its policy
+ * when that is a real one. invalid_argument (negative permits on a real
+ * policy, as on a made-up name) and not_found are decided before Redis is
+ * asked, so only the in-memory policy table (a policy this instance
+ * holds) or an earlier decision (stats.h) can say the policy is real; any
+ * other error came from the script, Redis or the policy itself. Made-up
+ * names stay out of the labels. */
+static void count_error(struct service *s, const char *bucket, int code)
+{
+    int real = code != PERMITD_EINVAL && code != PERMITD_ENOTFOUND;
+
+    if (s->stats == NULL)
+        return;
+    if (!real)
+        real = limiter_known_policy(s->limiter, bucket);
+    stats_record_error(s->stats, bucket, code, real);
+}
+
+/* A decided take: in /metrics and the fleet's totals (a shadow policy's
+ * would-be denial apart from both its allowed and its denied, an open
+ * pass apart from all three), and its key on the hot-keys card. */
+static void count_decision(struct service *s, struct hotkeys_worker *hot,
+                           const struct limiter_request *lr, const struct limiter_result *r)
+{
+    if (s->stats != NULL) {
+        if (r->open_pass)
+            stats_record_pass(s->stats, lr->bucket);
+        else
+            stats_record(s->stats, lr->bucket,
+                         r->shadow    ? STATS_RESULT_SHADOW_DENIED
+                         : r->allowed ? STATS_RESULT_ALLOWED
+                                      : STATS_RESULT_DENIED);
+    }
+    hotkeys_record(hot, lr->bucket, lr->key,
+                   r->allowed && !r->shadow ? HOTKEYS_ALLOWED : HOTKEYS_DENIED);
+}
+
+/* ---- the caller and the request ---- */
+
+int service_authorize(struct service *s, struct service_caller *c, const char *app,
+                      struct permitd_error *err)
+{
+    struct timespec now;
+
+    c->app[0] = '\0';
+    c->key_prefix[0] = '\0';
+    if (s->keys == NULL)
+        return PERMITD_OK;
+    clock_gettime(CLOCK_REALTIME_COARSE, &now);
+    return appkeys_check(s->keys, c->authorization, app, (int64_t)now.tv_sec, c->app,
+                         c->key_prefix, NULL, err);
+}
+
+/* The strings of a take, in the order its message declares them, so the
+ * error names the field Connect's codecs would (core/utf8.h). */
+static int check_utf8(const struct limiter_request *lr, const char *prefix,
+                      struct permitd_error *err)
+{
+    const char *names[5] = {"bucket", "app", "key", "request_id", "lease_id"};
+    const char *values[5] = {lr->bucket, lr->app, lr->key, lr->request_id, lr->lease_id};
+    char path[64];
+
+    for (int i = 0; i < 5; i++) {
+        if (values[i] == NULL)
+            continue;
+        snprintf(path, sizeof(path), "%s%s", prefix, names[i]);
+        if (utf8_check_string(path, values[i], err) != PERMITD_OK)
+            return PERMITD_EINVAL;
+    }
+    return PERMITD_OK;
+}
+
+int service_check(struct service *s, enum service_kind kind, const struct limiter_request *lr,
+                  const char *prefix, struct permitd_error *err)
+{
+    int rc = check_utf8(lr, prefix, err);
+
+    if (rc == PERMITD_OK)
+        rc = kind == SERVICE_RELEASE || kind == SERVICE_RENEW ? limiter_check_lease(lr, err)
+                                                               : limiter_check(lr, err);
+    if (rc != PERMITD_OK && kind == SERVICE_ACQUIRE)
+        count_error(s, lr->bucket, rc);
+    return rc;
+}
+
+/* ---- a single take ---- */
+
+/* s into dst (size bytes), cut to fit: limiter_check() has bounded every
+ * field already. */
+static void copy_field(char *dst, size_t size, const char *s)
+{
+    size_t n = strnlen(s ? s : "", size - 1);
+
+    memcpy(dst, s ? s : "", n);
+    dst[n] = '\0';
+}
+
+/* The limiter's answer: counted (an Acquire's latency and decision or
+ * error; every decided take's key), then the door's. */
+static void decided(void *ud, int rc, const struct limiter_result *r,
+                    const struct permitd_error *err)
+{
+    struct service_take *t = ud;
+    struct service *s = t->s;
+
+    if (t->kind == SERVICE_ACQUIRE) {
+        if (s->stats != NULL)
+            stats_observe(s->stats, clock_now_us() - t->t0);
+        if (rc != PERMITD_OK)
+            count_error(s, t->bucket, rc);
+        else
+            count_decision(s, t->hot, &t->lr, r);
+    }
+    t->done(t->ud, rc, r, err);
+}
+
+int service_take(struct service_worker *w, struct service_take *t, enum service_kind kind,
+                 const struct limiter_request *lr, int64_t deadline_us, service_take_fn done,
+                 void *ud, struct permitd_error *err)
+{
+    int rc;
+
+    if ((rc = service_check(w->s, kind, lr, "", err)) != PERMITD_OK)
+        return rc;
+    t->s = w->s;
+    t->hot = w->hot;
+    t->kind = kind;
+    copy_field(t->bucket, sizeof(t->bucket), lr->bucket);
+    copy_field(t->app, sizeof(t->app), lr->app);
+    copy_field(t->key, sizeof(t->key), lr->key);
+    copy_field(t->request_id, sizeof(t->request_id), lr->request_id);
+    copy_field(t->lease_id, sizeof(t->lease_id), lr->lease_id);
+    t->lr = (struct limiter_request){t->bucket, t->app, t->key, lr->permits, t->request_id,
+                                     t->lease_id};
+    t->deadline_us = deadline_us;
+    t->done = done;
+    t->ud = ud;
+    return PERMITD_OK;
+}
+
+void service_queue(struct service_worker *w, struct service_take *t)
+{
+    t->t0 = clock_now_us();
+    switch (t->kind) {
+    case SERVICE_PEEK:
+        limiter_peek_queued(w->queue, &t->lr, t->deadline_us, decided, t);
+        break;
+    case SERVICE_RELEASE:
+        limiter_release_queued(w->queue, &t->lr, t->deadline_us, decided, t);
+        break;
+    case SERVICE_RENEW:
+        limiter_renew_queued(w->queue, &t->lr, t->deadline_us, decided, t);
+        break;
+    default:
+        limiter_acquire_queued(w->queue, &t->lr, t->deadline_us, decided, t);
+    }
+}
+
+int service_decide(struct service_worker *w, struct service_take *t, enum service_kind kind,
+                   struct service_caller *c, const struct limiter_request *lr,
+                   int64_t deadline_us, service_take_fn done, void *ud,
+                   struct permitd_error *err)
+{
+    struct limiter_request asked = *lr;
+    int rc;
+
+    /* What Connect's codecs refuse is refused before the key is looked
+     * at, on every door alike. */
+    c->app[0] = '\0';
+    c->key_prefix[0] = '\0';
+    if ((rc = check_utf8(lr, "", err)) != PERMITD_OK ||
+        (rc = service_authorize(w->s, c, lr->app, err)) != PERMITD_OK)
+        return rc;
+    if (c->app[0] != '\0')
+        asked.app = c->app;
+    return service_take(w, t, kind, &asked, deadline_us, done, ud, err);
+}
+
+/* ---- a batch ---- */
+
+int service_batch_authorize(struct service *s, struct service_caller *c,
+                            const Permit__V1__AcquireRequest *const *items, size_t n,
+                            struct permitd_error *err)
+{
+    char prefix[32];
+    int rc;
+
+    c->app[0] = '\0';
+    c->key_prefix[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        struct limiter_request lr = {items[i]->bucket, items[i]->app, items[i]->key, 0,
+                                     items[i]->request_id, NULL};
+        snprintf(prefix, sizeof(prefix), "requests[%zu].", i);
+        if (check_utf8(&lr, prefix, err) != PERMITD_OK)
+            return PERMITD_EINVAL;
+    }
+    if (n > LIMITER_BATCH_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "requests: %zu items, the limit is %d",
+                                 n, LIMITER_BATCH_MAX);
+    /* One key for the whole batch; each item's app must be its app. */
+    if ((rc = service_authorize(s, c, "", err)) != PERMITD_OK)
+        return rc;
+    for (size_t i = 0; s->keys != NULL && appkeys_enforced(s->keys) && i < n; i++)
+        if (items[i]->app[0] != '\0' && strcmp(items[i]->app, c->app) != 0) {
+            appkeys_refused(s->keys, APPKEYS_APP_MISMATCH);
+            return permitd_error_set(err, PERMITD_EPERM,
+                                     "requests[%zu].app: \"%.128s\" is not the app of the API "
+                                     "key (\"%s\"); send \"%s\" or leave it empty", i,
+                                     items[i]->app, c->app, c->app);
+        }
+    return PERMITD_OK;
+}
+
+static void batch_decided(void *ud, int rc, const struct permitd_error *err)
+{
+    struct service_batch *b = ud;
+    struct service *s = b->s;
+    int unreachable = 0;
+
+    if (b->mode == SERVICE_BATCH_ALL_OR_EACH) {
+        for (size_t i = 0; rc == PERMITD_OK && i < b->n; i++)
+            unreachable |= b->errs[i].code == PERMITD_EUNAVAILABLE;
+        unreachable |= rc == PERMITD_EUNAVAILABLE || rc == PERMITD_EDEADLINE;
+        if (rc == PERMITD_EPRECONDITION || unreachable) {
+            /* Not one script's worth (slots or algorithms differ), or Redis
+             * unreachable, which all_or_nothing answers unavailable whatever
+             * the policies' failure_mode: each item alone, each policy's
+             * failure_mode applying. */
+            b->mode = SERVICE_BATCH_EACH;
+            limiter_acquire_batch_queued(b->w->queue, b->reqs, b->n, 0, b->deadline_us, b->res,
+                                         b->errs, batch_decided, b);
+            return;
+        }
+    }
+    if (b->observe && s->stats != NULL)
+        stats_observe(s->stats, clock_now_us() - b->t0);
+    for (size_t i = 0; rc == PERMITD_OK && i < b->n; i++) {
+        if (b->errs[i].code != PERMITD_OK)
+            count_error(s, b->reqs[i].bucket, b->errs[i].code);
+        else
+            count_decision(s, b->w->hot, &b->reqs[i], &b->res[i]);
+    }
+    b->done(b->ud, rc, err);
+}
+
+void service_batch(struct service_worker *w, struct service_batch *b, enum service_batch_mode mode,
+                   int64_t deadline_us, int observe, service_batch_fn done, void *ud)
+{
+    b->s = w->s;
+    b->w = w;
+    b->mode = mode;
+    b->deadline_us = deadline_us;
+    b->t0 = clock_now_us();
+    b->observe = observe;
+    b->done = done;
+    b->ud = ud;
+    for (size_t i = 0; i < b->n; i++)
+        b->errs[i] = (struct permitd_error){PERMITD_OK, ""};
+    limiter_acquire_batch_queued(w->queue, b->reqs, b->n, mode != SERVICE_BATCH_EACH,
+                                 deadline_us, b->res, b->errs, batch_decided, b);
+}
