@@ -7,7 +7,7 @@
  * answer, or on the command line's standard output. It is never logged,
  * never listed, and never sent to MySQL.
  *
- * Who may do what: viewers list, editors write (admin.c decides from the
+ * Who may do what: viewers list, editors write (session.c decides from the
  * session, as for policies). The MySQL connection is this module's own,
  * used under one mutex: admin traffic is light.
  */

@@ -1,7 +1,7 @@
 /*
  * usersvc.c - UserService and `permitd admin add-user` (see usersvc.h).
  *
- * Only admins reach the RPCs (admin.c decides from the session). A
+ * Only admins reach the RPCs (session.c decides from the session). A
  * password arrives in a request, is checked against the one password rule
  * (auth_check_password(): the command line's too), hashed with argon2id
  * here on the admin RPCs' pool, and wiped; it is never logged, stored or
