@@ -284,6 +284,7 @@ static int serve(const struct config *cfg)
             .tls_key_pem = grpc_key,
             .tls_priorities = cfg->tls_priorities,
             .name = "grpc",
+            .access_log = cfg->access_log,
             .worker_open = grpcapi_worker_open,
             .worker_close = grpcapi_worker_close,
         };

@@ -213,6 +213,16 @@ void health_metrics(const struct health *h, struct http_response *resp)
                  "reconnects).\n# TYPE permitd_redis_connects_total counter\n"
                  "permitd_redis_connects_total %llu\n",
             (unsigned long long)errors, (unsigned long long)connects);
+    {
+        const char *reason;
+        uint64_t n;
+        for (int i = 0; redis_tls_failure_info(h->redis, i, &reason, &n) == 0; i++)
+            fprintf(out, "%spermitd_redis_tls_handshake_failures_total{reason=\"%s\"} %llu\n",
+                    i ? "" : "# HELP permitd_redis_tls_handshake_failures_total TLS handshakes "
+                             "with Redis that failed, by reason (rediss:// only).\n"
+                             "# TYPE permitd_redis_tls_handshake_failures_total counter\n",
+                    reason, (unsigned long long)n);
+    }
     if (redis_cluster_enabled(h->redis)) {
         struct redis_node_info ni;
         uint64_t moved, ask, refreshes;

@@ -112,7 +112,23 @@ static const struct setting settings[] = {
         "PEM private key file for --grpc-tls-cert"),
     STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
         "redis://[[user]:pass@]host[:port][/db], unix:///path/redis.sock, or a Redis Cluster: "
-        "redis+cluster://[[user]:pass@]host1:port,host2:port,... (seed nodes)"),
+        "redis+cluster://[[user]:pass@]host1:port,host2:port,... (seed nodes); rediss:// and "
+        "rediss+cluster://: the same over TLS (1.2 or 1.3) on every connection"),
+    STR(redis_tls_ca_file, "redis-tls-ca-file", "PERMITD_REDIS_TLS_CA_FILE", "",
+        "rediss:// and rediss+cluster://: PEM file of the CAs that may sign Redis's certificate "
+        "(default: the system's trust store)"),
+    STR(redis_tls_cert_file, "redis-tls-cert-file", "PERMITD_REDIS_TLS_CERT_FILE", "",
+        "rediss://: PEM client certificate (chain) permitd shows Redis (mutual TLS, "
+        "tls-auth-clients yes); needs --redis-tls-key-file"),
+    STR(redis_tls_key_file, "redis-tls-key-file", "PERMITD_REDIS_TLS_KEY_FILE", "",
+        "rediss://: PEM private key of --redis-tls-cert-file"),
+    STR(redis_tls_server_name, "redis-tls-server-name", "PERMITD_REDIS_TLS_SERVER_NAME", "",
+        "rediss://: the name Redis's certificate must carry, also sent as SNI (default: the "
+        "host permitd dials: the URL's, or a cluster node's as the cluster announces it)"),
+    INT(redis_tls_insecure_skip_verify, "redis-tls-insecure-skip-verify",
+        "PERMITD_REDIS_TLS_INSECURE_SKIP_VERIFY", "0", 0, 1,
+        "1: accept ANY certificate from Redis (no CA, name or date check: anyone on the path "
+        "can read and change every decision); logged as a warning at start"),
     STR(redis_prefix, "redis-prefix", "PERMITD_REDIS_PREFIX", "permitd:",
         "prefix of every Redis key permitd reads or writes"),
     INT(redis_timeout_ms, "redis-timeout-ms", "PERMITD_REDIS_TIMEOUT_MS", "50",
@@ -437,7 +453,7 @@ void config_redis_url_masked(const struct config *cfg, char *buf, size_t len)
     else if (cfg->redis_socket[0] != '\0')
         snprintf(buf, len, "unix://%s?db=%d", cfg->redis_socket, cfg->redis_db);
     else
-        snprintf(buf, len, "redis://%s%s%s:%d/%d",
+        snprintf(buf, len, "redis%s://%s%s%s:%d/%d", cfg->redis_tls ? "s" : "",
                  cfg->redis_user,
                  cfg->redis_password[0] ? ":***@" : (cfg->redis_user[0] ? "@" : ""),
                  cfg->redis_host, cfg->redis_port, cfg->redis_db);
@@ -850,7 +866,7 @@ static int prefixed(struct permitd_error *err, const char *setting)
 int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                 struct permitd_error *err)
 {
-    char from[96];
+    char from[96], plain_url[sizeof(cfg->redis_url)];
     int rc;
     enum log_level lvl;
 
@@ -920,19 +936,32 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                             sizeof(cfg->grpc_listen_host), &cfg->grpc_listen_port,
                             err) != PERMITD_OK)
         return prefixed(err, "--grpc-listen (PERMITD_GRPC_LISTEN)");
-    cfg->redis_cluster = strncmp(cfg->redis_url, "redis+cluster://", 16) == 0;
+    /* rediss:// and rediss+cluster://: the plain URL's form, over TLS. */
+    cfg->redis_tls = strncmp(cfg->redis_url, "rediss://", 9) == 0 ||
+                     strncmp(cfg->redis_url, "rediss+cluster://", 17) == 0;
+    snprintf(plain_url, sizeof(plain_url), "redis%s", cfg->redis_url + (cfg->redis_tls ? 6 : 5));
+    if (!cfg->redis_tls)
+        snprintf(plain_url, sizeof(plain_url), "%s", cfg->redis_url);
+    cfg->redis_cluster = strncmp(plain_url, "redis+cluster://", 16) == 0;
     if (cfg->redis_cluster) {
         /* The seeds; AUTH on every node with the URL's user and password. */
-        if (config_parse_redis_cluster_url(cfg->redis_url, &cfg->redis_seeds, err) != PERMITD_OK)
+        if (config_parse_redis_cluster_url(plain_url, &cfg->redis_seeds, err) != PERMITD_OK)
             return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");
         cfg->redis_host[0] = cfg->redis_socket[0] = '\0';
         cfg->redis_port = 0;
         cfg->redis_db = 0;
         snprintf(cfg->redis_user, sizeof(cfg->redis_user), "%s", cfg->redis_seeds.user);
         snprintf(cfg->redis_password, sizeof(cfg->redis_password), "%s", cfg->redis_seeds.password);
-    } else if (config_parse_redis_url(cfg, cfg->redis_url, err) != PERMITD_OK) {
+    } else if (config_parse_redis_url(cfg, plain_url, err) != PERMITD_OK) {
         return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");
     }
+    if ((cfg->redis_tls_cert_file[0] == '\0') != (cfg->redis_tls_key_file[0] == '\0'))
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "--redis-tls-cert-file (PERMITD_REDIS_TLS_CERT_FILE) and "
+                                 "--redis-tls-key-file (PERMITD_REDIS_TLS_KEY_FILE) go together: "
+                                 "\"%s\" was given without the other",
+                                 cfg->redis_tls_cert_file[0] ? cfg->redis_tls_cert_file
+                                                             : cfg->redis_tls_key_file);
     if (cfg->mysql_url[0] != '\0' &&
         config_parse_mysql_url(cfg->mysql_url, &cfg->mysql, err) != PERMITD_OK)
         return prefixed(err, "--mysql-url (PERMITD_MYSQL_URL)");

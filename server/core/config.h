@@ -79,6 +79,12 @@ struct config {
     int redis_cluster;            /* 1: redis_url is redis+cluster:// (the seeds below; the
                                    * user and password are copied to redis_user/_password) */
     struct config_redis_cluster redis_seeds;
+    int redis_tls;                /* 1: rediss:// or rediss+cluster:// (stores/redis_tls.c) */
+    char redis_tls_ca_file[1024]; /* "" = the system's trust store */
+    char redis_tls_cert_file[1024];   /* mutual TLS: both or neither */
+    char redis_tls_key_file[1024];
+    char redis_tls_server_name[256];  /* "" = the host dialled */
+    int redis_tls_insecure_skip_verify;
     char request_id_ttl[24];      /* how long a take's answer is kept for its request id */
     long long request_id_ttl_ms;  /* parsed: 1 s .. 7 d */
     int deny_cache;               /* deny cache entries per worker; 0 = off */

@@ -85,6 +85,34 @@ char *log_quote(const char *s, char *out, size_t cap)
     return out;
 }
 
+/* s as a bare logfmt word: bytes outside [A-Za-z0-9._-] as '?'; at most
+ * room bytes, not terminated. Returns how many were written. */
+static size_t bare_word(char *dst, size_t room, const char *s)
+{
+    size_t i = 0;
+
+    for (; s != NULL && s[i] && i < room; i++) {
+        char c = s[i];
+        dst[i] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-') ? c : '?';
+    }
+    return i;
+}
+
+void log_who(char *dst, const char *app, const char *key)
+{
+    size_t n;
+
+    memcpy(dst, " app=", 5);
+    n = 5 + bare_word(dst + 5, 128, app);
+    if (key != NULL && key[0] != '\0') {
+        memcpy(dst + n, " key=", 5);
+        n += 5;
+        n += bare_word(dst + n, LOG_WHO_MAX - n - 1, key);
+    }
+    dst[n] = '\0';
+}
+
 const char *log_q(const char *s)
 {
     /* This thread's own: a ring, so several values fit one log_msg(). */

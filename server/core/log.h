@@ -43,6 +43,15 @@ const char *log_q(const char *s);
  * returns out. */
 char *log_quote(const char *s, char *out, size_t cap);
 
+/* Room log_who() needs: " app=" + 128 + " key=" + the rest. */
+#define LOG_WHO_MAX 176
+
+/* " app=APP key=KEY" for an access log line, into dst (LOG_WHO_MAX
+ * bytes): the app cut at 128 bytes, the key at what room is left, every
+ * byte outside [A-Za-z0-9._-] written '?' (a name a caller chose, bare in
+ * the line); no key (NULL or ""): no key field. */
+void log_who(char *dst, const char *app, const char *key);
+
 /* msg is a fixed text (quoted as is); fmt, when not NULL, adds key=value
  * pairs, e.g. log_msg(LOG_LEVEL_WARN, "redis unreachable", "addr=%s", addr). */
 void log_msg(enum log_level level, const char *msg, const char *fmt, ...)

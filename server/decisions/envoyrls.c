@@ -434,7 +434,9 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
     p->call = call;
     p->nd = nd;
     /* The app: the API key's; with keys off, the domain stands for it. */
-    if ((rc = service_authorize(r->service, &c, "", err)) != PERMITD_OK)
+    rc = service_authorize(r->service, &c, "", err);
+    grpc_call_log_who(call, c.app[0] != '\0' ? c.app : rq->domain, c.key_prefix);
+    if (rc != PERMITD_OK)
         return rc;
     snprintf(p->app, sizeof(p->app), "%s", c.app[0] != '\0' ? c.app : rq->domain);
     for (size_t i = 0; i < nd; i++) {

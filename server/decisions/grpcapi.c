@@ -174,8 +174,10 @@ static int decide(struct grpc_call *call, enum service_kind kind, struct limiter
     if ((p = grpc_call_alloc(call, sizeof(*p))) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     p->call = call;
-    if ((rc = service_decide(grpcapi_worker(call), &p->take, kind, &c, &lr,
-                             grpc_call_deadline_us(call), decided, p, err)) != PERMITD_OK)
+    rc = service_decide(grpcapi_worker(call), &p->take, kind, &c, &lr,
+                        grpc_call_deadline_us(call), decided, p, err);
+    grpc_call_log_who(call, c.app[0] ? c.app : lr.app, c.key_prefix);
+    if (rc != PERMITD_OK)
         return rc;
     service_queue(grpcapi_worker(call), &p->take);
     return PERMITD_OK;
@@ -223,8 +225,11 @@ static int acquire_batch(struct grpcapi *g, struct grpc_call *call,
     const char *app = c.app;
     int rc;
 
-    if ((rc = service_batch_authorize(g->service, &c, (const Permit__V1__AcquireRequest *const *)
-                                      rq->requests, n, err)) != PERMITD_OK)
+    rc = service_batch_authorize(g->service, &c, (const Permit__V1__AcquireRequest *const *)
+                                 rq->requests, n, err);
+    if (n <= LIMITER_BATCH_MAX)                 /* a batch too long names no one */
+        grpc_call_log_who(call, c.app, c.key_prefix);
+    if (rc != PERMITD_OK)
         return rc;
     if ((p = grpc_call_alloc(call, sizeof(*p))) == NULL ||
         (p->b.reqs = grpc_call_alloc(call, m * sizeof(*p->b.reqs))) == NULL ||

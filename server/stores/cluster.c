@@ -27,6 +27,7 @@
 #include <hiredis/hiredis.h>
 
 #include "stores/cluster.h"
+#include "stores/redis_tls.h"
 
 /* CRC16/XMODEM (polynomial 0x1021, initial 0), the Redis Cluster spec's. */
 static const uint16_t crc16_table[256] = {
@@ -322,11 +323,11 @@ static int not_an_answer(const redisReply *r, const char *cmd, struct permitd_er
 
 /* One node of a CLUSTER SHARDS shard: a flat array of name/value pairs.
  * Sets *is_master from "role". */
-static int shards_node(const redisReply *r, const char *where, const char *asked_host,
+static int shards_node(const redisReply *r, const char *where, const char *asked_host, int tls,
                        struct cluster_node *node, int *is_master, struct permitd_error *err)
 {
     char ip[256] = "", endpoint[256] = "", role[16] = "", health[16] = "";
-    int have_port = 0, have_tls = 0, rc = PERMITD_OK;
+    int have_port = 0, have_tls = 0, tls_port = 0, rc = PERMITD_OK;
 
     memset(node, 0, sizeof(*node));
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0)
@@ -343,7 +344,7 @@ static int shards_node(const redisReply *r, const char *where, const char *asked
         else if (str_eq(name, "port"))
             rc = get_port(&node->port, v, where, "port", err), have_port = 1;
         else if (str_eq(name, "tls-port"))
-            have_tls = 1;
+            rc = get_port(&tls_port, v, where, "tls-port", err), have_tls = 1;
         else if (str_eq(name, "ip"))
             rc = copy_str(ip, sizeof(ip), v, where, "ip", err);
         else if (str_eq(name, "endpoint"))
@@ -356,10 +357,15 @@ static int shards_node(const redisReply *r, const char *where, const char *asked
     }
     if (rc != PERMITD_OK)
         return rc;
-    if (!have_port)
+    /* Over TLS (rediss+cluster://) the node's TLS port; else its port. */
+    if (tls && have_tls)
+        node->port = tls_port;
+    else if (tls)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "%s has no \"tls-port\" (rediss+cluster:// "
+                                 "needs TLS on every node)", where);
+    else if (!have_port)
         return permitd_error_set(err, PERMITD_EINTERNAL, "%s has no \"port\"%s", where,
-                                 have_tls ? " (only a TLS port, and permitd speaks no TLS "
-                                            "to Redis)" : "");
+                                 have_tls ? " (only a TLS port: use rediss+cluster://)" : "");
     if (strcmp(role, "master") == 0)
         *is_master = 1;
     else if (strcmp(role, "replica") == 0 || strcmp(role, "slave") == 0)
@@ -394,7 +400,7 @@ static int shards_node(const redisReply *r, const char *where, const char *asked
 /* One shard: {"slots": [from, to, ...], "nodes": [node, ...]}. A shard
  * without slots (an empty master, or its replicas) adds nothing. */
 static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
-                      const char *asked_host, struct permitd_error *err)
+                      const char *asked_host, int tls, struct permitd_error *err)
 {
     const redisReply *slots = NULL, *nodes = NULL;
     char where[96];
@@ -435,7 +441,7 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
         int is_master = 0;
 
         snprintf(nwhere, sizeof(nwhere), "%s: node %zu", where, k + 1);
-        if ((rc = shards_node(nodes->element[k], nwhere, asked_host, &node, &is_master, err)) !=
+        if ((rc = shards_node(nodes->element[k], nwhere, asked_host, tls, &node, &is_master, err)) !=
             PERMITD_OK)
             return rc;
         if (!is_master || slots->elements == 0)
@@ -469,7 +475,7 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
         struct cluster_node node;
         int is_master = 0;
 
-        shards_node(nodes->element[k], where, asked_host, &node, &is_master, NULL); /* read above */
+        shards_node(nodes->element[k], where, asked_host, tls, &node, &is_master, NULL); /* read above */
         if (!is_master && add_replica(&m->masters[index], &node) != 0)
             return permitd_error_set(err, PERMITD_EINTERNAL, "%s: out of memory", where);
     }
@@ -480,7 +486,7 @@ static int shards_one(struct cluster_map *m, const redisReply *r, size_t i,
     return PERMITD_OK;
 }
 
-int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host,
+int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host, int tls,
                              struct cluster_map **out, struct permitd_error *err)
 {
     struct cluster_map *m = NULL;
@@ -492,7 +498,7 @@ int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_h
     if ((m = map_new()) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "CLUSTER SHARDS: out of memory");
     for (size_t i = 0; i < reply->elements; i++)
-        if ((rc = shards_one(m, reply->element[i], i, asked_host, err)) != PERMITD_OK)
+        if ((rc = shards_one(m, reply->element[i], i, asked_host, tls, err)) != PERMITD_OK)
             goto fail;
     *out = m;
     return PERMITD_OK;
@@ -683,11 +689,14 @@ static int unknown_subcommand(const redisReply *r)
 
 /* Asks one seed for the map: a new map in *out, or an error saying why not. */
 static int ask_seed(const struct config_redis_cluster *seeds, const struct config_redis_seed *seed,
-                    int timeout_ms, struct cluster_map **out, struct permitd_error *err)
+                    struct redis_tls *tls, int timeout_ms, struct cluster_map **out,
+                    struct permitd_error *err)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     redisContext *c = NULL;
+    struct redis_tls_session *ts = NULL;
     redisReply *reply = NULL;
+    char where[300];
     int rc;
 
     c = redisConnectWithTimeout(seed->host, seed->port, tv);
@@ -700,9 +709,20 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
         goto done;
     }
     redisSetTimeout(c, tv);
+    if (tls != NULL) {
+        snprintf(where, sizeof(where), "%s:%d", seed->host, seed->port);
+        if ((rc = redis_tls_start(tls, c, seed->host, where, timeout_ms, 1, &ts, err)) != 0)
+            goto done;
+    }
     if (seeds->password[0] != '\0') {
-        reply = seeds->user[0] ? redisCommand(c, "AUTH %s %s", seeds->user, seeds->password)
-                               : redisCommand(c, "AUTH %s", seeds->password);
+        const char *argv[3] = {"AUTH", seeds->user, seeds->password};
+        size_t lens[3] = {4, strlen(seeds->user), strlen(seeds->password)};
+        int no_user = seeds->user[0] == '\0';     /* AUTH password */
+        if (no_user) {
+            argv[1] = argv[2];
+            lens[1] = lens[2];
+        }
+        reply = redis_io_command(c, ts, 3 - no_user, argv, lens);
         if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
             rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "AUTH failed: %s",
                                    reply ? reply->str : c->errstr);
@@ -710,10 +730,10 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
         }
         freeReplyObject(reply);
     }
-    reply = redisCommand(c, "CLUSTER SHARDS");
+    reply = redis_io_command(c, ts, 2, (const char *[]){"CLUSTER", "SHARDS"}, (size_t[]){7, 6});
     if (reply != NULL && unknown_subcommand(reply)) {
         freeReplyObject(reply);
-        reply = redisCommand(c, "CLUSTER SLOTS");
+        reply = redis_io_command(c, ts, 2, (const char *[]){"CLUSTER", "SLOTS"}, (size_t[]){7, 5});
         if (reply == NULL) {
             rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "CLUSTER SLOTS: %s", c->errstr);
             goto done;
@@ -723,7 +743,7 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
         rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "CLUSTER SHARDS: %s", c->errstr);
         goto done;
     } else {
-        rc = cluster_map_parse_shards(reply, seed->host, out, err);
+        rc = cluster_map_parse_shards(reply, seed->host, tls != NULL, out, err);
     }
     if (rc == PERMITD_OK && cluster_map_masters(*out) == 0) {
         /* A node that has not joined yet knows of no master: ask another. */
@@ -733,13 +753,14 @@ static int ask_seed(const struct config_redis_cluster *seeds, const struct confi
     }
 done:
     freeReplyObject(reply);
+    redis_tls_session_free(ts);
     if (c != NULL)
         redisFree(c);
     return rc;
 }
 
-int cluster_discover(const struct config_redis_cluster *seeds, int timeout_ms,
-                     struct cluster_map **out, struct permitd_error *err)
+int cluster_discover(const struct config_redis_cluster *seeds, struct redis_tls *tls,
+                     int timeout_ms, struct cluster_map **out, struct permitd_error *err)
 {
     char why[sizeof(err->message)] = "";
     size_t o = 0;
@@ -752,7 +773,7 @@ int cluster_discover(const struct config_redis_cluster *seeds, int timeout_ms,
         struct permitd_error e = {0, ""};
         int v6 = strchr(s->host, ':') != NULL;
 
-        if (ask_seed(seeds, s, timeout_ms, out, &e) == PERMITD_OK)
+        if (ask_seed(seeds, s, tls, timeout_ms, out, &e) == PERMITD_OK)
             return PERMITD_OK;
         if (o < sizeof(why))
             o += (size_t)snprintf(why + o, sizeof(why) - o, "%s%s%s%s:%d: %s", o ? "; " : "",

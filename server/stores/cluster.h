@@ -65,8 +65,9 @@ struct cluster_map;
  * well-formed SHARDS answer (an error reply, a missing or mistyped field, a
  * slot out of range, a slot claimed twice, a shard with slots but no
  * master). Slots no shard claims are not an error: see
- * cluster_map_slot_ranges(). */
-int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host,
+ * cluster_map_slot_ranges(). tls: each node's "tls-port" is its port
+ * (rediss+cluster://; a node without one is an error), else "port". */
+int cluster_map_parse_shards(const struct redisReply *reply, const char *asked_host, int tls,
                              struct cluster_map **out, struct permitd_error *err);
 
 /* The same from a CLUSTER SLOTS reply (any Redis with cluster support).
@@ -137,8 +138,10 @@ enum cluster_redirect_kind cluster_redirect_parse(const char *s, size_t len,
  * in cluster mode or answers a malformed reply is skipped. Returns
  * PERMITD_OK and a new map in *out (free with cluster_map_free());
  * PERMITD_EUNAVAILABLE when no seed answered, err naming each seed and why
- * (never the password). Host names are resolved by the blocking connect. */
-int cluster_discover(const struct config_redis_cluster *seeds, int timeout_ms,
-                     struct cluster_map **out, struct permitd_error *err);
+ * (never the password). Host names are resolved by the blocking connect.
+ * tls (redis_tls.h): every seed over TLS; NULL: plaintext. */
+struct redis_tls;
+int cluster_discover(const struct config_redis_cluster *seeds, struct redis_tls *tls,
+                     int timeout_ms, struct cluster_map **out, struct permitd_error *err);
 
 #endif

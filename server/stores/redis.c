@@ -41,6 +41,7 @@
 #include "stores/cluster.h"
 #include "stores/redis.h"
 #include "stores/redis_conn.h"
+#include "stores/redis_tls.h"
 #include "stores/resolve.h"
 
 #define BACKOFF_MIN_MS 25
@@ -115,8 +116,7 @@ static void conn_free(void *p)
         return;
     for (int i = 0; i < REDIS_NODES_MAX; i++)
         if (t->conns[i] != NULL) {
-            if (t->conns[i]->ctx != NULL)
-                redisFree(t->conns[i]->ctx);
+            redis_conn_close(t->conns[i]);
             free(t->conns[i]);
         }
     free(t);
@@ -148,6 +148,10 @@ int redis_new(const struct config *cfg, struct redis **out, struct permitd_error
         return permitd_error_set(err, PERMITD_EINTERNAL, "pthread_key_create failed");
     }
     pthread_mutex_init(&r->nodes_lock, NULL);
+    if (cfg->redis_tls && redis_tls_new(cfg, &r->tls, err) != PERMITD_OK) {
+        redis_free(r);
+        return err->code;
+    }
     if (cfg->redis_cluster) {
         config_redis_url_masked(cfg, r->where, sizeof(r->where));
         if (redis_route_start(r, err) != PERMITD_OK) {
@@ -184,6 +188,7 @@ void redis_free(struct redis *r)
         free(r->nodes[i]);
     }
     pthread_mutex_destroy(&r->nodes_lock);
+    redis_tls_free(r->tls);
     free(r);
 }
 
@@ -195,6 +200,8 @@ static struct timeval tv_ms(int ms)
 
 void redis_conn_close(struct redis_conn *c)
 {
+    redis_tls_session_free(c->tls);
+    c->tls = NULL;
     if (c->ctx != NULL) {
         redisFree(c->ctx);
         c->ctx = NULL;
@@ -221,7 +228,7 @@ int redis_error_noscript(const char *reply)
  * is broken (ctx->errstr says why). The reply is the caller's to free. */
 static redisReply *command(struct redis_conn *c, int argc, const char **argv, const size_t *lens)
 {
-    return redisCommandArgv(c->ctx, argc, argv, lens);
+    return redis_io_command(c->ctx, c->tls, argc, argv, lens);
 }
 
 /* How long a connection's greeting may take at least. It is sent once per
@@ -240,11 +247,15 @@ static int handshake(struct redis *r, struct redis_conn *c)
 {
     int rc, raised = c->timeout_ms < REDIS_HANDSHAKE_MS;
 
-    if (raised)
+    if (raised) {
         redisSetTimeout(c->ctx, tv_ms(REDIS_HANDSHAKE_MS));
+        redis_tls_set_timeout(c->tls, REDIS_HANDSHAKE_MS);
+    }
     rc = greet(r, c);
-    if (raised && c->ctx != NULL)
+    if (raised && c->ctx != NULL) {
         redisSetTimeout(c->ctx, tv_ms(c->timeout_ms));
+        redis_tls_set_timeout(c->tls, c->timeout_ms);
+    }
     return rc;
 }
 
@@ -366,6 +377,7 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
     if (c->ctx != NULL) {
         if (greet && c->timeout_ms != timeout_ms) {
             redisSetTimeout(c->ctx, tv);
+            redis_tls_set_timeout(c->tls, timeout_ms);
             c->timeout_ms = timeout_ms;
         }
         return PERMITD_OK;
@@ -396,11 +408,25 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
     }
     if (!unix_socket)
         redisEnableKeepAlive(c->ctx);
+    if (r->tls != NULL) {
+        struct permitd_error why = {0, ""};
+        /* Blocking: the handshake now, within REDIS_HANDSHAKE_MS at least
+         * (once per connection, as the greeting). A pipe: its first writes
+         * and reads drive it on the worker's loop, as the connect itself
+         * (its batch's deadline bounds both). */
+        int hs_ms = timeout_ms < REDIS_HANDSHAKE_MS ? REDIS_HANDSHAKE_MS : timeout_ms;
+        if (redis_tls_start(r->tls, c->ctx, c->node->host, c->node->where, hs_ms, greet,
+                            &c->tls, &why) != PERMITD_OK) {
+            snprintf(c->last_error, sizeof(c->last_error), "%.190s", why.message);
+            return redis_conn_down(r, c, err);
+        }
+    }
     atomic_fetch_add(&r->connects, 1);
     atomic_fetch_add(&c->node->connects, 1);
     if (!greet)
         return PERMITD_OK;      /* a pipe's handshake goes out with its first batch */
     redisSetTimeout(c->ctx, tv);
+    redis_tls_set_timeout(c->tls, timeout_ms);
     c->timeout_ms = timeout_ms;
     if (handshake(r, c) != 0)
         return redis_conn_down(r, c, err);
@@ -914,7 +940,7 @@ static int cluster_pipeline(struct redis *r, enum redis_script script,
             if (node[i] != at || calls[i].rc != -2)
                 continue;
             sent--;
-            if (redisGetReply(c->ctx, (void **)&rep) != REDIS_OK || rep == NULL) {
+            if (redis_io_get_reply(c->ctx, c->tls, (void **)&rep) != REDIS_OK || rep == NULL) {
                 int failed = broken(r, c, bound, timeout_ms, &e);
                 if (failed == PERMITD_EDEADLINE) {
                     rc = permitd_error_set(err, failed, "%s", e.message);
@@ -1002,7 +1028,7 @@ again:
         if (calls[i].rc != -1)
             continue;
         sent--;
-        if (redisGetReply(c->ctx, (void **)&rep) != REDIS_OK || rep == NULL)
+        if (redis_io_get_reply(c->ctx, c->tls, (void **)&rep) != REDIS_OK || rep == NULL)
             return broken(r, c, bound, timeout_ms, err);
         if (rep->type == REDIS_REPLY_ERROR && redis_error_noscript(rep->str)) {
             pending++;          /* stays -1: sent again after the reload */
@@ -1280,7 +1306,7 @@ static int command_group(struct redis *r, struct redis_node *at, struct redis_no
         if (node[i] != at || calls[i].rc != -2)
             continue;
         sent--;
-        if (redisGetReply(c->ctx, (void **)&rep) != REDIS_OK || rep == NULL) {
+        if (redis_io_get_reply(c->ctx, c->tls, (void **)&rep) != REDIS_OK || rep == NULL) {
             rc = broken(r, c, bound, timeout_ms, err);
             break;
         }
@@ -1450,7 +1476,7 @@ int redis_ping_each(struct redis *r, int64_t deadline_us,
             continue;
         }
         while (!done)
-            if (redisBufferWrite(conns[i]->ctx, &done) != REDIS_OK) {
+            if (redis_io_write(conns[i]->ctx, conns[i]->tls, &done) != REDIS_OK) {
                 rcs[i] = broken(r, conns[i], bound, timeout_ms, &errs[i]);
                 conns[i] = NULL;
                 break;
@@ -1470,7 +1496,7 @@ int redis_ping_each(struct redis *r, int64_t deadline_us,
         }
         redisSetTimeout(conns[i]->ctx, tv_ms(timeout_ms));
         conns[i]->timeout_ms = timeout_ms;
-        if (redisGetReply(conns[i]->ctx, (void **)&rep) != REDIS_OK || rep == NULL) {
+        if (redis_io_get_reply(conns[i]->ctx, conns[i]->tls, (void **)&rep) != REDIS_OK || rep == NULL) {
             rcs[i] = broken(r, conns[i], bound, timeout_ms, &errs[i]);
             continue;
         }
@@ -1494,4 +1520,13 @@ void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects)
 {
     *errors = atomic_load(&r->errors);
     *connects = atomic_load(&r->connects);
+}
+
+int redis_tls_failure_info(struct redis *r, int i, const char **reason, uint64_t *n)
+{
+    if (r->tls == NULL || i < 0 || i >= REDIS_TLS_REASONS)
+        return -1;
+    *reason = redis_tls_reason_name((enum redis_tls_reason)i);
+    *n = redis_tls_failures(r->tls, (enum redis_tls_reason)i);
+    return 0;
 }

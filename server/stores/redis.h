@@ -280,6 +280,11 @@ int redis_command_pipeline(struct redis *r, struct redis_command_call *calls, si
  * connections made, since start. For /metrics. */
 void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects);
 
+/* rediss: TLS handshakes that failed, by reason (i from 0): 0 with
+ * *reason (the metric's label) and *n, -1 past the last reason or when r
+ * is not over TLS. For /metrics. */
+int redis_tls_failure_info(struct redis *r, int i, const char **reason, uint64_t *n);
+
 /* PING on this thread's connection, within deadline_us: 0 or an error as
  * above. In cluster mode every master is pinged; the error names each one
  * that failed. For health checks. */

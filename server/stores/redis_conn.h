@@ -23,6 +23,8 @@
 
 struct redisContext;
 struct redis_route;
+struct redis_tls;
+struct redis_tls_session;
 struct cluster_redirect;
 
 /* The nodes one process may talk to: the one Redis, or a cluster's masters
@@ -59,6 +61,7 @@ struct redis {
     _Atomic int nnodes;
     pthread_mutex_t nodes_lock;  /* adding to nodes[] */
     struct redis_route *route;   /* the slot map and its refresher; NULL: single Redis */
+    struct redis_tls *tls;       /* rediss: every connection's credentials; NULL: plaintext */
 };
 
 /* One connection: a thread's blocking one (owned by that thread; freed
@@ -66,6 +69,7 @@ struct redis {
 struct redis_conn {
     struct redis_node *node;      /* the server it connects to */
     struct redisContext *ctx;     /* NULL while disconnected */
+    struct redis_tls_session *tls;    /* rediss: ctx's session (redis_tls.h); else NULL */
     int timeout_ms;               /* socket timeout currently set on ctx */
     int64_t retry_at_us;          /* no reconnect attempt before this */
     int backoff_ms;

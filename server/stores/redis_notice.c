@@ -22,6 +22,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "stores/redis_conn.h"
+#include "stores/redis_tls.h"
 #include "stores/redis_notice.h"
 
 #define NOTICE_POLL_MS 50           /* how soon a stop is noticed */
@@ -63,7 +64,7 @@ static int subscribe(struct redis_notice *n)
     }
     if (redis_conn_ensure(n->r, &n->conn, NOTICE_TIMEOUT_MS, 1, &err) != PERMITD_OK)
         return -1;
-    rep = redisCommandArgv(n->conn.ctx, 2, argv, lens);
+    rep = redis_io_command(n->conn.ctx, n->conn.tls, 2, argv, lens);
     if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
         log_msg(LOG_LEVEL_WARN, "change notices: SUBSCRIBE failed; retrying", "channel=%s error=\"%s\"",
                 n->channel, rep ? (rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply")
@@ -126,7 +127,7 @@ static void *run(void *arg)
             next_tick = clock_now_us() + (int64_t)n->every_ms * 1000;
         }
         pfd = (struct pollfd){.fd = n->conn.ctx->fd, .events = POLLIN};
-        if (poll(&pfd, 1, NOTICE_POLL_MS) > 0 && redisBufferRead(n->conn.ctx) != REDIS_OK) {
+        if (poll(&pfd, 1, NOTICE_POLL_MS) > 0 && redis_io_read(n->conn.ctx, n->conn.tls) != REDIS_OK) {
             log_msg(LOG_LEVEL_WARN, "change notices: connection lost; resubscribing",
                     "channel=%s error=\"%s\"", n->channel, n->conn.ctx->errstr);
             redis_conn_close(&n->conn);

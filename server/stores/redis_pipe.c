@@ -46,6 +46,7 @@
 #include "stores/cluster.h"
 #include "stores/redis.h"
 #include "stores/redis_conn.h"
+#include "stores/redis_tls.h"
 
 /* One reply as the pipe's reader files it. hiredis's default reader builds
  * an object per reply (and per element of an array). The pipe's reader
@@ -326,14 +327,13 @@ static int pipe_fail(struct redis_pipe *p, int rc, struct permitd_error *err)
 static int pipe_write(struct redis_pipe *p, struct permitd_error *err)
 {
     while (p->buf_sent < p->buf_len) {
-        ssize_t n = write(p->c.ctx->fd, p->buf + p->buf_sent, p->buf_len - p->buf_sent);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = redis_io_send(p->c.ctx, p->c.tls, p->buf + p->buf_sent,
+                                  p->buf_len - p->buf_sent);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             break;              /* the rest when the socket is writable (also: still connecting) */
         if (n < 0)
             return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
-                                                  p->c.node->where, strerror(errno)), err);
+                                                  p->c.node->where, p->c.ctx->errstr), err);
         p->buf_sent += (size_t)n;
     }
     p->write_pending = p->buf_sent < p->buf_len;
@@ -623,6 +623,11 @@ static int node_io(struct redis_pipe *p, uint32_t revents, struct permitd_error 
     if (!p->busy) {
         /* An idle connection is readable only when Redis closed it (a
          * restart) or sent what nobody asked for: drop it either way. */
+        /* Over TLS, Redis's session tickets arrive after the handshake:
+         * read, and drop the connection only for a close or a reply. */
+        if (revents != 0 && p->c.tls != NULL && redis_io_read(ctx, p->c.tls) == REDIS_OK &&
+            ctx->reader->pos >= ctx->reader->len)
+            return 0;
         if (revents != 0) {
             log_msg(LOG_LEVEL_DEBUG, "redis pipe connection dropped while idle", "addr=%s", p->c.node->where);
             redis_conn_close(&p->c);
@@ -633,7 +638,7 @@ static int node_io(struct redis_pipe *p, uint32_t revents, struct permitd_error 
         (rc = pipe_write(p, err)) != PERMITD_OK)
         return rc;
     if (revents & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-        if (redisBufferRead(ctx) != REDIS_OK)
+        if (redis_io_read(ctx, p->c.tls) != REDIS_OK)
             return pipe_fail(p, permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
                                                   p->c.node->where, ctx->errstr), err);
         for (;;) {
@@ -667,7 +672,7 @@ static void node_want(const struct redis_pipe *p, int *fd, uint32_t *events, int
                       uint64_t *generation)
 {
     *fd = p->c.ctx != NULL ? p->c.ctx->fd : -1;
-    *events = EPOLLIN | (p->write_pending ? EPOLLOUT : 0);
+    *events = EPOLLIN | (p->write_pending && !redis_tls_waits_to_read(p->c.tls) ? EPOLLOUT : 0);
     *at_us = p->busy ? p->deadline_us : INT64_MAX;
     *generation = p->generation;
 }

@@ -135,7 +135,7 @@ static int refresh(struct redis *r, int timeout_ms)
         log_msg(LOG_LEVEL_WARN, "redis cluster: no seed address known yet", "url=%s", r->where);
         return -1;
     }
-    if (cluster_discover(ask, timeout_ms, &m, &err) != PERMITD_OK) {
+    if (cluster_discover(ask, r->tls, timeout_ms, &m, &err) != PERMITD_OK) {
         /* No seed answered: each seed's name is tried at its next address
          * next time (a name with an IPv6 and an IPv4 address, say). */
         for (int i = 0; i < r->cfg->redis_seeds.nseeds; i++) {

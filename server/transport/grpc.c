@@ -135,6 +135,7 @@ struct grpc_call {
     void *worker_ctx;
     /* Kept when the record is reused: */
     struct worker *w;               /* whose spare list takes it back */
+    char who[LOG_WHO_MAX];          /* " app=... key=..." for the access log, or "" */
     uint8_t *body;                  /* the request: prefix + message; body_cap bytes */
     size_t body_cap;
     uint8_t *reply;                 /* the answer: prefix + message; reply_cap bytes */
@@ -222,6 +223,7 @@ static struct grpc_call *call_new(struct worker *w)
     }
     memset(call, 0, offsetof(struct grpc_call, w));
     call->w = w;
+    call->who[0] = '\0';
     arena_init(&call->storage, call->store, sizeof(call->store));
     return call;
 }
@@ -537,6 +539,14 @@ static void answer(struct grpc_call *call, int http_status, const void *msg, siz
     if (call->answered)
         return;
     call->answered = 1;
+    if (call->w->s->opts.access_log) {
+        /* The path is the client's: log_q() quotes it (see http.c's line). */
+        log_msg(LOG_LEVEL_INFO, "request", "listener=%s method=POST path=%s status=%d "
+                "grpc_status=%d bytes=%zu us=%lld%s%s", call->w->s->opts.name, log_q(call->path),
+                http_status, err == NULL ? 0 : err->code < 0 ? -err->code : 2,
+                err == NULL ? len : 0, (long long)(clock_now_us() - call->opened_us),
+                call->who, c == NULL ? " client_gone=1" : "");
+    }
     if (c == NULL) {            /* the client went while the handler worked */
         call_end(call);
         return;
@@ -584,6 +594,11 @@ static void answer(struct grpc_call *call, int http_status, const void *msg, siz
     if (rv != 0)
         nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
     mark_dirty(c);
+}
+
+void grpc_call_log_who(struct grpc_call *call, const char *app, const char *key)
+{
+    log_who(call->who, app, key);
 }
 
 void grpc_call_reply(struct grpc_call *call, const void *msg, size_t len)

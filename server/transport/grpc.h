@@ -45,6 +45,7 @@ struct grpc_options {
     const char *tls_key_pem;
     const char *tls_priorities;   /* GnuTLS priority string; NULL: GnuTLS's default */
     const char *name;             /* "grpc", for logs */
+    int access_log;               /* one line per answered call, as http_options' */
     /* Per-worker state, as http_options' (both NULL: none). */
     int (*worker_open)(void *ud, struct loop *loop, void **worker, struct permitd_error *err);
     void (*worker_close)(void *ud, void *worker);
@@ -123,6 +124,10 @@ int grpc_call_header(struct grpc_call *call, const char *name, const char *value
  * client has gone (RST_STREAM, the connection closed) the answer is
  * dropped. */
 void grpc_call_reply(struct grpc_call *call, const void *msg, size_t len);
+
+/* Names the caller in the call's access log line (--access-log): its app
+ * and key, as http_request_log_who() does for the HTTP listeners. */
+void grpc_call_log_who(struct grpc_call *call, const char *app, const char *key);
 
 /* Answers the call with err (grpc-status -err->code, grpc-message its text,
  * percent-encoded) and no message; ends the call. */

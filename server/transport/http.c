@@ -207,7 +207,7 @@ struct http_request {
     struct worker *deferred;    /* counted in this worker's deferred */
     struct worker *worker;      /* whose spare list takes it back (NULL: none) */
     struct http_request *next_spare;
-    char who[176];              /* " app=... key=..." for the access log, or "" */
+    char who[LOG_WHO_MAX];      /* " app=... key=..." for the access log, or "" */
     struct arena storage;       /* over store[] (http_request_alloc()) */
     struct store_block *blocks; /* what did not fit in store[] */
     /* http_request_detach(): the headers and query arguments, copied into
@@ -267,32 +267,11 @@ static void request_end(struct http_request *req)
 }
 
 /* Only [A-Za-z0-9._-] reach the log line; anything else is '?'. */
-static size_t log_word(char *dst, size_t room, const char *s)
-{
-    size_t i = 0;
-
-    for (; s[i] && i < room; i++) {
-        char c = s[i];
-        dst[i] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == '-') ? c : '?';
-    }
-    return i;
-}
-
 void http_request_log_who(const struct http_request *creq, const char *app, const char *key)
 {
     struct http_request *req = (struct http_request *)creq;
-    char *w = req->who;
-    size_t n = 0;
 
-    memcpy(w, " app=", 5);
-    n = 5 + log_word(w + 5, 128, app);
-    if (key != NULL && key[0] != '\0') {
-        memcpy(w + n, " key=", 5);
-        n += 5;
-        n += log_word(w + n, sizeof(req->who) - n - 1, key);
-    }
-    w[n] = '\0';
+    log_who(req->who, app, key);
 }
 
 void *http_request_alloc(const struct http_request *creq, size_t size)

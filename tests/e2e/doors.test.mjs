@@ -147,10 +147,9 @@ async function viaForward({ bucket, key }) {
 
 const DOORS = [
   { name: "connect", take: viaConnect, logPath: "/permit.v1.RateLimitService/Acquire" },
-  // gRPC's listener writes no access log line (transport/grpc.c has none, for
-  // either service): the two gRPC doors are left out of that column.
-  { name: "grpc", take: viaGrpc, logPath: null },
-  { name: "envoy", take: viaEnvoy, logPath: null },
+  { name: "grpc", take: viaGrpc, logPath: "/permit.v1.RateLimitService/Acquire" },
+  { name: "envoy", take: viaEnvoy,
+    logPath: "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" },
   { name: "forward", take: viaForward, logPath: "/v1/forward-auth/nginx" },
 ];
 
@@ -240,12 +239,14 @@ step("the same take through each door shows in /metrics, the fleet's counts, the
       const k = (h.allowed ?? []).find((x) => x.key === key);
       return (k !== undefined && Number(k.count) === 1) || (h.allowed ?? []).map((x) => x.key);
     });
-    // the access log: the door's request, naming the app
-    if (door.logPath !== null) {
-      await waitFor(`${door.name}: its access log line`, () =>
-        server.output.join("").split("\n").some((l) =>
-          l.includes(`path="${door.logPath}"`) && l.includes(`app=${APP}`)) || "no line");
-    }
+    // the access log: the door's request, naming the app (each door's
+    // line counted: the Connect and gRPC doors share a path)
+    await waitFor(`${door.name}: its access log line`, () => {
+      const lines = server.output.join("").split("\n").filter((l) =>
+        l.includes(`path="${door.logPath}"`) && l.includes(`app=${APP}`) &&
+        l.includes(`listener=${door.name === "connect" || door.name === "forward" ? "api" : "grpc"}`));
+      return lines.length >= 1 || "no line";
+    });
   }
 });
 

@@ -63,7 +63,7 @@ static int discover(const char *url)
     struct cluster_map *m = NULL;
 
     if (config_parse_redis_cluster_url(url, &seeds, &err) != PERMITD_OK ||
-        cluster_discover(&seeds, 1000, &m, &err) != PERMITD_OK) {
+        cluster_discover(&seeds, NULL, 1000, &m, &err) != PERMITD_OK) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }

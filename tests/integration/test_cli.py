@@ -59,6 +59,11 @@ SETTINGS = [
     ("--grpc-tls-cert", "PERMITD_GRPC_TLS_CERT"),
     ("--grpc-tls-key", "PERMITD_GRPC_TLS_KEY"),
     ("--hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS"),
+    ("--redis-tls-ca-file", "PERMITD_REDIS_TLS_CA_FILE"),
+    ("--redis-tls-cert-file", "PERMITD_REDIS_TLS_CERT_FILE"),
+    ("--redis-tls-key-file", "PERMITD_REDIS_TLS_KEY_FILE"),
+    ("--redis-tls-server-name", "PERMITD_REDIS_TLS_SERVER_NAME"),
+    ("--redis-tls-insecure-skip-verify", "PERMITD_REDIS_TLS_INSECURE_SKIP_VERIFY"),
 ]
 
 

@@ -2,9 +2,10 @@
 
 server/ is grouped by layer, core < transport < stores < decisions <
 control < cli (every command-line verb), with main.c on top: a file
-includes headers of its own layer and of the layers below it, never above (an include that points up is how a
-lower layer starts to know a higher one, and how cycles begin). And each
-library stays behind its wrapper: only the files named here include it.
+includes headers of its own layer and of the layers below it, never
+above (an include that points up is how a lower layer starts to know a
+higher one, and how cycles begin). And each library stays behind its
+wrapper: only the files named here include it.
 """
 import os
 import re
@@ -18,7 +19,7 @@ LAYERS = ["core", "transport", "stores", "decisions", "control", "cli"]
 # library header (as included) -> the files allowed to include it
 WRAPPERS = {
     r"hiredis": {"stores/redis.c", "stores/redis_pipe.c", "stores/cluster.c",
-                "stores/redis_notice.c"},
+                "stores/redis_notice.c", "stores/redis_tls.c"},
     r"microhttpd\.h": {"transport/http.c"},
     r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c", "stores/apps.c",
                   "stores/gateway_rules.c", "stores/envoymap.c",

@@ -277,6 +277,43 @@ static void test_config_redis_cluster_urls(void)
 /* --redis-url takes a cluster URL: the seeds, and the user and password
  * every node is sent in AUTH; a bad one names the setting and the seed;
  * the masked form for the log hides the password. */
+/* rediss:// and rediss+cluster://: the plain forms over TLS; the client
+ * certificate and key go together. */
+static void test_config_redis_tls_urls(void)
+{
+    struct config cfg;
+    struct permitd_error err;
+    char masked[512];
+    const char *single[] = {"permitd", "--redis-url", "rediss://u:pw@cache.example:6380/2"};
+    const char *cluster[] = {"permitd", "--redis-url", "rediss+cluster://:pw@10.0.0.1:7000,10.0.0.2:7000"};
+    const char *plain[] = {"permitd", "--redis-url", "redis://h:6379"};
+    const char *half[] = {"permitd", "--redis-url", "rediss://h", "--redis-tls-cert-file", "/c.pem"};
+
+    clear_env();
+    CHECK_INT(load(&cfg, &err, 3, single), PERMITD_OK);
+    CHECK_INT(cfg.redis_tls, 1);
+    CHECK_INT(cfg.redis_cluster, 0);
+    CHECK_STR(cfg.redis_host, "cache.example");
+    CHECK_INT(cfg.redis_port, 6380);
+    CHECK_INT(cfg.redis_db, 2);
+    CHECK_STR(cfg.redis_user, "u");
+    config_redis_url_masked(&cfg, masked, sizeof(masked));
+    CHECK_STR(masked, "rediss://u:***@cache.example:6380/2");
+    CHECK_INT(cfg.redis_tls_insecure_skip_verify, 0);          /* verification on by default */
+
+    CHECK_INT(load(&cfg, &err, 3, cluster), PERMITD_OK);
+    CHECK_INT(cfg.redis_tls, 1);
+    CHECK_INT(cfg.redis_cluster, 1);
+    CHECK_INT(cfg.redis_seeds.nseeds, 2);
+    CHECK_STR(cfg.redis_password, "pw");
+
+    CHECK_INT(load(&cfg, &err, 3, plain), PERMITD_OK);
+    CHECK_INT(cfg.redis_tls, 0);
+
+    CHECK_INT(load(&cfg, &err, 5, half), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "--redis-tls-key-file");
+}
+
 static void test_config_redis_url_cluster_flag(void)
 {
     struct config cfg;
@@ -352,6 +389,7 @@ int main(void)
     TEST_RUN(test_config_listen_forms);
     TEST_RUN(test_config_redis_cluster_urls);
     TEST_RUN(test_config_redis_url_cluster_flag);
+    TEST_RUN(test_config_redis_tls_urls);
     TEST_RUN(test_config_trusted_proxies);
     return TEST_REPORT();
 }

@@ -2,8 +2,11 @@
  * test_log.c - server/core/log.c's level parser: the four names in any
  * case, and a refusal that is a status with an error naming the value, as
  * every other parser's (config_parse_*, connect_parse_*); and log_q(),
- * the one quoting of values a client or an editor chose.
+ * the one quoting of values a client or an editor chose; log_who(), the
+ * access log's caller as bare words.
  */
+#include <string.h>
+
 #include "core/log.h"
 #include "test.h"
 
@@ -57,10 +60,28 @@ static void test_log_q_escapes(void)
     CHECK_STR(log_quote("\n\n\n\n\n\n", small, sizeof(small)), "\"\\n\\n\\n\\n\\n...\"");
 }
 
+static void test_log_who_bare_words(void)
+{
+    char who[LOG_WHO_MAX], long_key[400];
+
+    log_who(who, "billing", "pk_3f9a");
+    CHECK_STR(who, " app=billing key=pk_3f9a");
+    log_who(who, "billing", "");
+    CHECK_STR(who, " app=billing");
+    /* a name a caller chose: nothing but [A-Za-z0-9._-] reaches the line */
+    log_who(who, "x\" level=error", "k\nts=0");
+    CHECK_STR(who, " app=x??level?error key=k?ts?0");
+    memset(long_key, 'k', sizeof(long_key) - 1);
+    long_key[sizeof(long_key) - 1] = '\0';
+    log_who(who, "a", long_key);
+    CHECK(strlen(who) == LOG_WHO_MAX - 1);
+}
+
 int main(void)
 {
     TEST_RUN(test_log_level_parse_names);
     TEST_RUN(test_log_level_parse_refuses);
     TEST_RUN(test_log_q_escapes);
+    TEST_RUN(test_log_who_bare_words);
     return TEST_REPORT();
 }

@@ -82,7 +82,7 @@ static int parse_as(const struct resp *r, int slots, struct cluster_map **m,
 {
     redisReply *reply = parse_resp(r->buf, r->len);
     int rc = slots ? cluster_map_parse_slots(reply, "seed.example", m, err)
-                   : cluster_map_parse_shards(reply, "seed.example", m, err);
+                   : cluster_map_parse_shards(reply, "seed.example", 0, m, err);
 
     freeReplyObject(reply);
     return rc;
@@ -166,7 +166,7 @@ static void test_cluster_shards_capture(void)
     const struct cluster_node *n, *reps;
     char ranges[64];
 
-    CHECK_INT(cluster_map_parse_shards(reply, "seed.example", &m, &err), PERMITD_OK);
+    CHECK_INT(cluster_map_parse_shards(reply, "seed.example", 0, &m, &err), PERMITD_OK);
     freeReplyObject(reply);
     if (m == NULL) {
         fprintf(stderr, "  %s\n", err.message);
@@ -396,7 +396,7 @@ static void test_cluster_shards_malformed(void)
     {
         redisReply *reply = parse_resp(r.buf, r.len);
         m = NULL;
-        CHECK_INT(cluster_map_parse_shards(reply, NULL, &m, &err), PERMITD_EINTERNAL);
+        CHECK_INT(cluster_map_parse_shards(reply, NULL, 0, &m, &err), PERMITD_EINTERNAL);
         CHECK(m == NULL);
         CHECK_CONTAINS(err.message, "neither \"endpoint\" nor \"ip\"");
         freeReplyObject(reply);
@@ -637,11 +637,48 @@ static void test_cluster_redirect_length_bounded(void)
     CHECK_INT(cluster_redirect_parse(s, 10, &rd), CLUSTER_REDIRECT_NONE);
 }
 
+/* rediss+cluster://: a node's "tls-port" is where permitd connects; a node
+ * without one is refused; plaintext keeps "port". */
+static void test_cluster_shards_tls_port(void)
+{
+    struct permitd_error err = {0, ""};
+    struct cluster_map *m = NULL;
+    struct resp r;
+    redisReply *reply;
+
+    memset(&r, 0, sizeof(r));
+    arr(&r, 1), arr(&r, 4), str(&r, "slots"), (arr(&r, 2), num(&r, 0), num(&r, 16383)),
+        str(&r, "nodes"), arr(&r, 1), arr(&r, 10), str(&r, "id"), str(&r, ID_A),
+        str(&r, "port"), num(&r, 6379), str(&r, "tls-port"), num(&r, 6380), str(&r, "ip"),
+        str(&r, "h"), str(&r, "role"), str(&r, "master");
+    reply = parse_resp(r.buf, r.len);
+    CHECK_INT(cluster_map_parse_shards(reply, NULL, 1, &m, &err), PERMITD_OK);
+    if (m != NULL)
+        CHECK_INT(cluster_map_master(m, 0)->port, 6380);
+    cluster_map_free(m);
+    m = NULL;
+    CHECK_INT(cluster_map_parse_shards(reply, NULL, 0, &m, &err), PERMITD_OK);
+    if (m != NULL)
+        CHECK_INT(cluster_map_master(m, 0)->port, 6379);
+    cluster_map_free(m);
+    freeReplyObject(reply);
+
+    memset(&r, 0, sizeof(r));
+    arr(&r, 1), arr(&r, 4), str(&r, "slots"), (arr(&r, 2), num(&r, 0), num(&r, 9)),
+        str(&r, "nodes"), arr(&r, 1), shard_node(&r, ID_A, 7000, "h", "h", "master", "online");
+    reply = parse_resp(r.buf, r.len);
+    m = NULL;
+    CHECK_INT(cluster_map_parse_shards(reply, NULL, 1, &m, &err), PERMITD_EINTERNAL);
+    CHECK_CONTAINS(err.message, "no \"tls-port\"");
+    freeReplyObject(reply);
+}
+
 int main(void)
 {
     TEST_RUN(test_cluster_keyslot_vectors);
     TEST_RUN(test_cluster_keyslot_length_bounded);
     TEST_RUN(test_cluster_shards_capture);
+    TEST_RUN(test_cluster_shards_tls_port);
     TEST_RUN(test_cluster_shards_failover_and_gaps);
     TEST_RUN(test_cluster_shards_endpoints);
     TEST_RUN(test_cluster_shards_failed_old_master_beside_new);
