@@ -4,9 +4,9 @@
  *   permitd [options]                 serve: Redis -> limiter -> API listener,
  *                                     admin listener, MySQL sync thread; wait
  *                                     for SIGTERM/SIGINT; drain; exit 0
- *   permitd migrate VERB [args]       the schema migrations (migrate.c)
- *   permitd admin VERB [args]         admin accounts (admin.c), apps and
- *                                     their API keys (appsvc.c)
+ *   permitd migrate VERB [args]       the schema migrations (cli/cli_migrate.c)
+ *   permitd admin VERB [args]         admin accounts, apps and their API
+ *                                     keys (cli/cli_admin.c)
  *
  * Signals are blocked before any thread starts, so every worker inherits the
  * mask and only the main thread, in sigwait(), ever sees them.
@@ -19,6 +19,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
+#include "cli/cli_admin.h"
+#include "cli/cli_migrate.h"
 #include "control/admin.h"
 #include "control/appsvc.h"
 #include "control/hotkeysvc.h"
@@ -44,7 +46,6 @@
 #include "transport/http.h"
 #include "decisions/limiter.h"
 #include "core/log.h"
-#include "stores/migrate.h"
 #include "stores/redis.h"
 #include "decisions/stats.h"
 #include "control/follow.h"
@@ -760,8 +761,8 @@ int main(int argc, char **argv)
     log_level_parse(cfg.log_level, &level, NULL);   /* config_load() checked it */
     log_set_level(level);
     if (sub && strcmp(argv[1], "migrate") == 0)
-        return migrate_main(&cfg, argc - 1, argv + 1);
+        return cli_migrate_main(&cfg, argc - 1, argv + 1);
     if (sub)
-        return admin_cli_main(&cfg, argc - 1, argv + 1);
+        return cli_admin_main(&cfg, argc - 1, argv + 1);
     return serve(&cfg);
 }
