@@ -574,6 +574,41 @@ class SyncTest(unittest.TestCase):
         self.assertIn("not back in Redis yet", r.json()["message"])
         wait_for("back", lambda: decision(p.http().acquire("phoenix")).get("allowed"))
 
+    def test_a_reload_after_a_flush_keeps_the_copy_held(self):
+        # Issue 33: cluster_sync's test above got 503 "not back in Redis
+        # yet" for a policy the instance held, under load: a reload that
+        # came late (the sync's read-back of its own write, or that write's
+        # change notice) ran after Redis was flushed, found the hash gone and
+        # marked the copy missing. Reproduced here without luck: after the
+        # flush, the notice the sync's write sends ("<name> <version>") is
+        # published again, then a change to a marker policy kept by hand;
+        # once the marker's change is in force, both notices were read
+        # (in order, on one connection) and "late" was reloaded.
+        self.add_policy("late", 5, "1")         # failure_mode closed
+        p = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
+                                              "--sync-interval-ms", "600000"])
+        self.procs.append(p)
+        wait_for("policy", lambda: self.hash("late"))
+        self.assertEqual(decision(p.http().acquire("late"))["limit"], 5)
+        marker = "late-marker"
+        marker_key = "%s{%s}:policy" % (self.prefix, marker)
+
+        def set_marker(max_permits):
+            self.redis("HSET", marker_key, "name", marker, "apps", "app", "max_permits",
+                       max_permits, "rate", 1, "version", max_permits, "enabled", 1)
+            self.redis("PUBLISH", self.prefix + "changes", "%s %d" % (marker, max_permits))
+            wait_for("the marker's limit %d" % max_permits,
+                     lambda: decision(p.http().acquire(marker))["limit"] == max_permits, 30)
+
+        set_marker(3)
+        for k in self.redis("KEYS", self.prefix + "*"):
+            self.redis("DEL", k)
+        version = int(self.sql("SELECT version FROM policies WHERE name = 'late'")[0][0])
+        self.redis("PUBLISH", self.prefix + "changes", "late %d" % version)
+        set_marker(4)
+        # Losing Redis lost the bucket (full again), not the policy.
+        self.assertEqual(decision(p.http().acquire("late"))["remaining"], 4)
+
     def test_a_miss_brings_the_policy_back_before_the_interval(self):
         self.add_policy("quick", 5, "1")
         p = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
