@@ -25,6 +25,9 @@ if [ "$what" = test ]; then
     # nginx: the forward-auth tests put a real nginx (auth_request) in front
     # of permitd (tests/integration/test_gateway.py)
     pkgs+=(nginx)
+    # the bench scripts' smoke runs (ctest -L bench): valgrind for
+    # redis-cost.sh; stress-ng keeps a core busy for PERMITD_TEST_BUSY
+    pkgs+=(valgrind stress-ng)
 fi
 if [ "$what" = bench ]; then
     # nginx: tests/bench/gateway.sh measures forward-auth through it

@@ -6,21 +6,33 @@
 #   scripts/test.sh                 everything
 #   scripts/test.sh -L unit         any ctest arguments narrow the run
 #
+# ctest runs PERMITD_TEST_JOBS tests at once (default 4: most of a test's
+# time is waiting on servers, not CPU); every test has a Redis of its own
+# and takes a RESOURCE_LOCK for what it must have alone (tests/CMakeLists.txt).
+#
 # Then, if that passed, a second build with clang and libFuzzer (tests/fuzz)
 # runs every fuzzer for PERMITD_FUZZ_SECONDS (default 20; 0 skips this).
 #
-# Environment: PERMITD_BUILD_DIR (default build/test), PERMITD_JOBS,
-# PERMITD_FUZZ_BUILD_DIR (default build/fuzz), PERMITD_FUZZ_SECONDS.
+# Environment: PERMITD_BUILD_DIR (default build/test), PERMITD_JOBS (build
+# jobs), PERMITD_TEST_JOBS, PERMITD_FUZZ_BUILD_DIR (default build/fuzz),
+# PERMITD_FUZZ_SECONDS, PERMITD_TEST_BUSY (N > 0: `stress-ng --cpu N` keeps N
+# cores busy while the tests run, started and stopped here by its PID: the
+# loaded machine CI is; the load average is printed at the start and the
+# end).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PERMITD_BUILD_DIR:-$root/build/test}
 jobs=${PERMITD_JOBS:-$(nproc)}
+test_jobs=${PERMITD_TEST_JOBS:-4}
+busy=${PERMITD_TEST_BUSY:-0}
 
 "$root/scripts/install-deps.sh" test
 
 stack=$(mktemp -d -t permitd-test.XXXXXX)
+busy_pid=""
 cleanup() {
+    [ -n "$busy_pid" ] && { kill "$busy_pid" 2>/dev/null; wait "$busy_pid" 2>/dev/null || true; }
     "$root/tests/stack/stack.sh" down "$stack" >/dev/null 2>&1 || true
     rm -rf "$stack"
 }
@@ -34,8 +46,20 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 cd "$build"
+if [ "$busy" -gt 0 ]; then
+    stress-ng --cpu "$busy" --quiet >/dev/null 2>&1 &
+    busy_pid=$!
+    echo "test.sh: stress-ng --cpu $busy running (pid $busy_pid)"
+fi
+echo "test.sh: load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
-ctest --output-on-failure --timeout 900 "$@" || status=$?
+started=$(date +%s)
+ctest --output-on-failure --timeout 900 -j "$test_jobs" "$@" || status=$?
+echo "test.sh: ctest took $(( $(date +%s) - started )) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "$busy_pid" ]; then
+    kill "$busy_pid" 2>/dev/null; wait "$busy_pid" 2>/dev/null || true
+    busy_pid=""
+fi
 fuzz_seconds=${PERMITD_FUZZ_SECONDS:-20}
 if [ "$status" -ne 0 ] || [ "$fuzz_seconds" = 0 ]; then
     exit "$status"

@@ -41,8 +41,15 @@ def lua_script(name, lua_dir=None):
 lua_script.cache = {}
 
 
+# The Redis of a test run by tests/stack/own-redis.sh (its own, in place of
+# the stack's: ctest runs tests in parallel), from the environment.
+OWN_REDIS = ("PERMITD_TEST_REDIS_HOST", "PERMITD_TEST_REDIS_PORT", "PERMITD_TEST_REDIS_URL",
+             "PERMITD_TEST_REDIS_SOCKET")
+
+
 def stack_env():
-    """The stack fixture's env file as a dict."""
+    """The stack fixture's env file as a dict, with the test's own Redis
+    (OWN_REDIS in the environment) in place of the stack's."""
     env = {}
     path = os.path.join(STACK_DIR, "env")
     with open(path) as f:
@@ -51,6 +58,7 @@ def stack_env():
             if line and not line.startswith("#") and "=" in line:
                 k, v = line.split("=", 1)
                 env[k] = v
+    env.update({k: os.environ[k] for k in OWN_REDIS if os.environ.get(k)})
     return env
 
 
