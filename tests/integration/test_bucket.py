@@ -291,13 +291,15 @@ class BucketTest(unittest.TestCase):
         self.assertGreater(pttl, 0)
         self.assertLessEqual(pttl, 1000)
         self.assertLessEqual(pttl, d["reset_after_ms"])
-        self.assertLessEqual(d["reset_after_ms"] - pttl, 50, (d, pttl))
-        # the key is gone when the bucket is full again, not much later
-        taken = time.time()
-        while self.redis("EXISTS", key):
-            self.assertLess(time.time() - taken, 1.5, "state key outlived its bucket")
-            time.sleep(0.02)
-        self.assertGreater(time.time() - taken, 0.8, "state key gone before the bucket was full")
+        # The key expires when the bucket is full again, on the Redis clock
+        # the script measured with (its state's time + the missing permit's
+        # second), not a wall-clock wait that a loaded machine stretches
+        # (issue 33: "within 50 ms of the answer" failed under load).
+        tokens, t_us = read_state(self.redis, key)
+        full_ms = (t_us + (3 - tokens) * 1000000) / 1000.0
+        expire_ms = self.redis("PEXPIRETIME", key)
+        self.assertLessEqual(abs(expire_ms - full_ms), 1, (expire_ms, full_ms, tokens, t_us))
+        harness.wait_for("the state key gone", lambda: not self.redis("EXISTS", key), 30)
         p = self.peek(name)
         self.assertEqual((p["remaining"], p["limit"], p["reset_after_ms"]), (3, 3, 0), p)
         self.assertEqual(self.redis("EXISTS", key), 0)
@@ -351,12 +353,10 @@ class BucketTest(unittest.TestCase):
         name = self.policy(max_permits=1, rate=2)
         key = state_key(name)
         write_state(self.redis, key, 0, self.redis.time_us() + 10000000)
-        start = time.time()
-        d = self.acquire(name)
-        took = time.time() - start
+        d = self.acquire(name)      # a 200: a script that spun would not answer
         self.assertFalse(d["allowed"], d)
         self.assertLessEqual(d["retry_after_ms"], 500, d)
-        self.assertLess(took, 1.0, "the script spun for %.2f s" % took)
+        self.assertEqual(self.redis("PING"), "PONG")    # and Redis is not held (BUSY)
         time.sleep(d["retry_after_ms"] / 1000.0)
         self.assertTrue(self.acquire(name)["allowed"])
 
@@ -370,14 +370,12 @@ class BucketTest(unittest.TestCase):
         try:
             for i in range(10):
                 write_state(self.redis, key, 0, self.redis.time_us() - 300000 * i - 1234)
-                start = time.time()
                 r = self.http.acquire(name, permits=944942105965)
-                took = time.time() - start
-                d = decision(r)
+                d = decision(r)     # a 200: a script that spun would not answer
                 self.assertFalse(d["allowed"], d)
                 self.assertGreater(d["retry_after_ms"], 10 ** 13, d)
                 self.assertGreater(d["reset_after_ms"], 10 ** 13, d)
-                self.assertLess(took, 2.0)
+                self.assertEqual(self.redis("PING"), "PONG")
         finally:
             try:
                 self.redis("PING")
