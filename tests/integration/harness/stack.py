@@ -41,10 +41,12 @@ def lua_script(name, lua_dir=None):
 lua_script.cache = {}
 
 
-# The Redis of a test run by tests/stack/own-redis.sh (its own, in place of
-# the stack's: ctest runs tests in parallel), from the environment.
+# The Redis (and Redis Cluster) of a test run by tests/stack/own-redis.sh
+# (its own, in place of the stack's: ctest runs tests in parallel), from the
+# environment.
 OWN_REDIS = ("PERMITD_TEST_REDIS_HOST", "PERMITD_TEST_REDIS_PORT", "PERMITD_TEST_REDIS_URL",
-             "PERMITD_TEST_REDIS_SOCKET")
+             "PERMITD_TEST_REDIS_SOCKET", "PERMITD_TEST_CLUSTER_SEEDS", "PERMITD_TEST_CLUSTER_URL",
+             "PERMITD_TEST_CLUSTER_DIR")
 
 
 def stack_env():
