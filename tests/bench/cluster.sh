@@ -33,7 +33,8 @@
 # round), BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (50), BENCH_WRK_THREADS (1),
 # BENCH_PERMITD_THREADS (permitd --threads: one per CPU), BENCH_CLUSTER_REPLICAS
 # (0), BENCH_KEEP (1: keep the temporary directory), BENCH_RESULTS (where to
-# write, tests/bench/RESULTS-cluster.md), BENCH_NOTE (a line for the results,
+# write, tests/bench/RESULTS-cluster.md), BENCH_PERMITD (a permitd to measure
+# instead of a Release build: the suite's smoke run), BENCH_NOTE (a line for the results,
 # e.g. why the numbers may be noisy).
 set -euo pipefail
 
@@ -74,11 +75,15 @@ log "load average at start: $load_start; busiest processes: $(echo "$busy_start"
 
 # ---------------------------------------------------------------- set-up
 "$here/install-deps.sh"
-log "building a release permitd in build/bench"
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
-    >/dev/null
-cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
-permitd="$root/build/bench/server/permitd"
+if [ -n "${BENCH_PERMITD:-}" ]; then
+    permitd=$BENCH_PERMITD
+else
+    log "building a release permitd in build/bench"
+    cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+        >/dev/null
+    cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
+    permitd="$root/build/bench/server/permitd"
+fi
 [ -x "$permitd" ] || die "no $permitd after the build"
 
 tmp=$(mktemp -d /tmp/permitd-cbench-XXXXXX)
