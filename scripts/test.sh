@@ -12,11 +12,13 @@
 #
 # Then, if that passed, a second build with clang and libFuzzer (tests/fuzz)
 # runs every fuzzer for PERMITD_FUZZ_SECONDS (default 20; 0 skips this).
+# That build is made while ctest runs (niced: the tests come first), so its
+# minutes overlap the tests' waiting.
 #
 # Environment: PERMITD_BUILD_DIR (default build/test), PERMITD_JOBS (build
 # jobs), PERMITD_TEST_JOBS, PERMITD_FUZZ_BUILD_DIR (default build/fuzz),
 # PERMITD_FUZZ_SECONDS, PERMITD_TEST_BUSY (N > 0: `stress-ng --cpu N` keeps N
-# cores busy while the tests run, started and stopped here by its PID: the
+# cores busy while the tests and fuzzers run, started and stopped here by its PID: the
 # loaded machine CI is; the load average is printed at the start and the
 # end).
 set -euo pipefail
@@ -31,8 +33,12 @@ busy=${PERMITD_TEST_BUSY:-0}
 
 stack=$(mktemp -d -t permitd-test.XXXXXX)
 busy_pid=""
+fuzz_pid=""
+t0=$(date +%s)
 cleanup() {
+    echo "test.sh: $(( $(date +%s) - t0 )) s in all (build, tests, fuzzers); load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
     [ -n "$busy_pid" ] && { kill "$busy_pid" 2>/dev/null; wait "$busy_pid" 2>/dev/null || true; }
+    [ -n "$fuzz_pid" ] && { kill "$fuzz_pid" 2>/dev/null; wait "$fuzz_pid" 2>/dev/null || true; }
     "$root/tests/stack/stack.sh" down "$stack" >/dev/null 2>&1 || true
     rm -rf "$stack"
 }
@@ -45,6 +51,21 @@ cmake --build "$build" -j "$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+# The fuzzers' build, in the background while the tests run (a failed
+# build fails the run after the tests, with its log).
+fuzz_seconds=${PERMITD_FUZZ_SECONDS:-20}
+fuzz_build=${PERMITD_FUZZ_BUILD_DIR:-$root/build/fuzz}
+fuzz_pid=""
+if [ "$fuzz_seconds" != 0 ]; then
+    mkdir -p "$fuzz_build"
+    (
+        CC=clang cmake -S "$root" -B "$fuzz_build" -DPERMITD_FUZZ=ON -DBUILD_TESTING=ON \
+            -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERMITD_FUZZ_SECONDS="$fuzz_seconds" >/dev/null &&
+        nice -n 10 cmake --build "$fuzz_build" -j "$jobs" --target fuzzers
+    ) > "$fuzz_build/build.log" 2>&1 &
+    fuzz_pid=$!
+fi
+
 cd "$build"
 if [ "$busy" -gt 0 ]; then
     stress-ng --cpu "$busy" --quiet >/dev/null 2>&1 &
@@ -56,11 +77,6 @@ status=0
 started=$(date +%s)
 ctest --output-on-failure --timeout 900 -j "$test_jobs" "$@" || status=$?
 echo "test.sh: ctest took $(( $(date +%s) - started )) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [ -n "$busy_pid" ]; then
-    kill "$busy_pid" 2>/dev/null; wait "$busy_pid" 2>/dev/null || true
-    busy_pid=""
-fi
-fuzz_seconds=${PERMITD_FUZZ_SECONDS:-20}
 if [ "$status" -ne 0 ] || [ "$fuzz_seconds" = 0 ]; then
     exit "$status"
 fi
@@ -69,9 +85,13 @@ fi
 # parsing under libFuzzer + ASan + UBSan, each on a copy of its seed corpus
 # (tests/fuzz/corpus), in parallel. A failure leaves the input that did it
 # in $fuzz_build/tests/fuzz/artifacts/.
-fuzz_build=${PERMITD_FUZZ_BUILD_DIR:-$root/build/fuzz}
-CC=clang cmake -S "$root" -B "$fuzz_build" -DPERMITD_FUZZ=ON -DBUILD_TESTING=ON \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERMITD_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
-cmake --build "$fuzz_build" -j "$jobs" --target fuzzers
+fuzz_status=0
+wait "$fuzz_pid" || fuzz_status=$?
+fuzz_pid=""
+if [ "$fuzz_status" -ne 0 ]; then
+    cat "$fuzz_build/build.log" >&2
+    echo "test.sh: the fuzzers' build failed (above)" >&2
+    exit "$fuzz_status"
+fi
 cd "$fuzz_build"
 ctest -L fuzz --output-on-failure -j "$jobs"
