@@ -232,7 +232,7 @@ start_permitd() {
         API_PORT[$c]=$(free_port); ADMIN_PORT[$c]=$(free_port)
         "$permitd" --listen "127.0.0.1:${API_PORT[$c]}" --admin-listen "127.0.0.1:${ADMIN_PORT[$c]}" \
             --redis-url "${URL[$c]}" --redis-prefix "$PREFIX" --mysql-url "$mysql_url" \
-            --threads "$USED_THREADS" --log-level warn >> "$tmp/permitd.$c.log" 2>&1 &
+            --app-auth off --threads "$USED_THREADS" --log-level warn >> "$tmp/permitd.$c.log" 2>&1 &
         pid=$!
         PERMITD_PID[$c]=$pid
         for _ in $(seq 1 100); do
@@ -481,7 +481,7 @@ echo "layout: $layout"
     echo
     echo "Policy in MariaDB (\`permitd migrate up\`, then): \`$POLICY\`, max_permits 1000000, rate 0.01, app $APP; permitd's sync loads it."
     echo "Single Redis: \`tests/stack/redis.sh start DIR\`. Cluster of N masters: N \`redis-server --cluster-enabled yes --cluster-node-timeout 1000 --cluster-announce-ip 127.0.0.1 --save '' --appendonly no\`, \`CLUSTER ADDSLOTSRANGE\` of 16384/N slots each, \`CLUSTER MEET\`$([ "$REPLICAS" = 1 ] && echo "; 3 masters + 3 replicas: \`tests/stack/redis-cluster.sh start DIR\`")."
-    echo "permitd: \`build/bench/server/permitd --listen 127.0.0.1:PORT --admin-listen 127.0.0.1:PORT --redis-url URL --redis-prefix $PREFIX --mysql-url mysql://... --threads $USED_THREADS --log-level warn\`,"
+    echo "permitd: \`build/bench/server/permitd --listen 127.0.0.1:PORT --admin-listen 127.0.0.1:PORT --redis-url URL --redis-prefix $PREFIX --mysql-url mysql://... --app-auth off --threads $USED_THREADS --log-level warn\`,"
     echo "URL \`redis://127.0.0.1:P\` or \`redis+cluster://127.0.0.1:P1,...\`."
     echo
     echo '```'
