@@ -765,9 +765,15 @@ class SyncTest(unittest.TestCase):
             self.assertEqual(admin.request("GET", "/readyz").status, 503)
             db.start()
             started = time.monotonic()
-            wait_for("ready again", lambda: admin.request("GET", "/readyz").status == 200, 10)
+            wait_for("ready again", lambda: admin.request("GET", "/readyz").status == 200, 60)
             took = time.monotonic() - started
-            self.assertLess(took, 2.0, "readyz 503 for %.1f s after MySQL was back" % took)
+            # A probe ended the backoff, with time left on it: not the backoff
+            # running out (told by permitd's log, not by a stopwatch that a
+            # loaded machine stretches, issue 33).
+            left = re.findall(r'msg="mysql answers again: sync pass now" backoff_left_ms=(-?\d+)',
+                              p.output())
+            self.assertTrue(left and int(left[-1]) > 0, "readyz 503 for %.1f s after MySQL was "
+                            "back, and no probe cut the backoff short: %r" % (took, left))
             self.assertIn("sync recovered", p.output())
         finally:
             db.cleanup()
