@@ -38,7 +38,7 @@ t0=$(date +%s)
 cleanup() {
     echo "test.sh: $(( $(date +%s) - t0 )) s in all (build, tests, fuzzers); load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
     [ -n "$busy_pid" ] && { kill "$busy_pid" 2>/dev/null; wait "$busy_pid" 2>/dev/null || true; }
-    [ -n "$fuzz_pid" ] && { kill "$fuzz_pid" 2>/dev/null; wait "$fuzz_pid" 2>/dev/null || true; }
+    [ -n "$fuzz_pid" ] && { kill -- "-$fuzz_pid" 2>/dev/null; wait "$fuzz_pid" 2>/dev/null || true; }
     "$root/tests/stack/stack.sh" down "$stack" >/dev/null 2>&1 || true
     rm -rf "$stack"
 }
@@ -58,11 +58,12 @@ fuzz_build=${PERMITD_FUZZ_BUILD_DIR:-$root/build/fuzz}
 fuzz_pid=""
 if [ "$fuzz_seconds" != 0 ]; then
     mkdir -p "$fuzz_build"
-    (
-        CC=clang cmake -S "$root" -B "$fuzz_build" -DPERMITD_FUZZ=ON -DBUILD_TESTING=ON \
-            -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERMITD_FUZZ_SECONDS="$fuzz_seconds" >/dev/null &&
-        nice -n 10 cmake --build "$fuzz_build" -j "$jobs" --target fuzzers
-    ) > "$fuzz_build/build.log" 2>&1 &
+    # In a process group of its own (setsid), so that an interrupted run
+    # stops the whole build, compilers included.
+    setsid bash -c 'CC=clang cmake -S "$1" -B "$2" -DPERMITD_FUZZ=ON -DBUILD_TESTING=ON \
+            -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPERMITD_FUZZ_SECONDS="$3" >/dev/null &&
+        exec nice -n 10 cmake --build "$2" -j "$4" --target fuzzers' _ \
+        "$root" "$fuzz_build" "$fuzz_seconds" "$jobs" > "$fuzz_build/build.log" 2>&1 &
     fuzz_pid=$!
 fi
 
