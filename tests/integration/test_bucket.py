@@ -113,10 +113,14 @@ class BucketTest(unittest.TestCase):
         write_state(self.redis, key, 0, t0)
         d = self.acquire(name)
         self.assertTrue(d["allowed"], d)
-        self.assertEqual(d["remaining"], 0, d)
         tokens, t = read_state(self.redis, key)
+        # Exactly what 3/s earned from t0 to the script's own clock t, less
+        # the one taken, however long the call took on a loaded machine
+        # (issue 33: "under 0.6" assumed it took under 33 ms).
+        self.assertAlmostEqual(tokens, min(5.0, 3 * (t - t0) / 1e6) - 1, places=6,
+                               msg="fraction lost: state %r" % ((tokens, t),))
         self.assertGreater(tokens, 0.49, "fraction lost: state %r" % ((tokens, t),))
-        self.assertLess(tokens, 0.6, "state %r" % ((tokens, t),))
+        self.assertEqual(d["remaining"], math.floor(tokens), d)
         self.assertGreaterEqual(t, t0 + 500000)
         self.assertLessEqual(t, self.redis.time_us())
         # and the fraction keeps counting: 1/6 s later there is a whole permit
@@ -147,11 +151,13 @@ class BucketTest(unittest.TestCase):
         # stamps) is read as it was, and rewritten with the version.
         name = self.policy(max_permits=5, rate=0.001)
         key = state_key(name)
-        self.redis("SET", key, struct.pack("<dd", 3.5, self.redis.time_us()))
+        written = self.redis.time_us()
+        self.redis("SET", key, struct.pack("<dd", 3.5, written))
         d = self.acquire(name)
         self.assertEqual((d["allowed"], d["remaining"]), (True, 2), d)
         self.assertEqual(len(self.redis.raw("GET", key)), 24)
-        self.assertAlmostEqual(read_state(self.redis, key)[0], 2.5, places=3)
+        tokens, t = read_state(self.redis, key)
+        self.assertAlmostEqual(tokens, 2.5 + 0.001 * (t - written) / 1e6, places=6)
 
     def test_never_decided_under_an_older_version(self):
         # A bucket written under version stamp 5 (by an instance that had
@@ -619,8 +625,13 @@ class BucketTest(unittest.TestCase):
         bound = 10 + 20 * res["elapsed"]
         msg = "admitted %d in %.3f s, bound %.1f" % (res["allowed"], res["elapsed"], bound)
         self.assertLessEqual(res["allowed"], bound + 1, msg)
-        self.assertGreaterEqual(res["allowed"], 0.9 * bound, msg)
+        # It refilled (more than the burst of 10). Not "at least 90% of the
+        # bound": a caller that stalls past a full bucket (0.5 s at 20/s: a
+        # loaded machine, issue 33) loses what the cap drops, by design; the
+        # exact refill is test_no_lost_fractional_tokens's.
+        self.assertGreater(res["allowed"], 10, msg)
         self.assertGreater(res["denied"], 0, msg)
+        print(msg)
 
 
 if __name__ == "__main__":
