@@ -79,8 +79,11 @@ def unique(prefix="t"):
 unique.n = 0
 
 
-def wait_for(what, fn, timeout=10.0):
-    """Polls fn() until it returns a truthy value; fails naming `what`."""
+def wait_for(what, fn, timeout=60.0):
+    """Polls fn() until it returns a truthy value; fails naming `what`.
+    The default deadline is generous (60 s, was 10): it bounds a condition
+    that never comes, and a loaded machine running tests side by side took
+    longer than 10 s for a settle that came (issue 33)."""
     deadline = time.time() + timeout
     last = None
     while time.time() < deadline:
