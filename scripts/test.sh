@@ -13,7 +13,9 @@
 # Then, if that passed, a second build with clang and libFuzzer (tests/fuzz)
 # runs every fuzzer for PERMITD_FUZZ_SECONDS (default 20; 0 skips this).
 # That build is made while ctest runs (niced: the tests come first), so its
-# minutes overlap the tests' waiting.
+# minutes overlap the tests' waiting. So is the Release build scripts/run.sh
+# makes (PERMITD_RELEASE_BUILD_DIR, default build/test-release): the run
+# fails if it does not build.
 #
 # Environment: PERMITD_BUILD_DIR (default build/test), PERMITD_JOBS (build
 # jobs), PERMITD_TEST_JOBS, PERMITD_FUZZ_BUILD_DIR (default build/fuzz),
@@ -34,11 +36,13 @@ busy=${PERMITD_TEST_BUSY:-0}
 stack=$(mktemp -d -t permitd-test.XXXXXX)
 busy_pid=""
 fuzz_pid=""
+release_pid=""
 t0=$(date +%s)
 cleanup() {
     echo "test.sh: $(( $(date +%s) - t0 )) s in all (build, tests, fuzzers); load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
     [ -n "$busy_pid" ] && { kill "$busy_pid" 2>/dev/null; wait "$busy_pid" 2>/dev/null || true; }
     [ -n "$fuzz_pid" ] && { kill -- "-$fuzz_pid" 2>/dev/null; wait "$fuzz_pid" 2>/dev/null || true; }
+    [ -n "$release_pid" ] && { kill -- "-$release_pid" 2>/dev/null; wait "$release_pid" 2>/dev/null || true; }
     "$root/tests/stack/stack.sh" down "$stack" >/dev/null 2>&1 || true
     rm -rf "$stack"
 }
@@ -67,6 +71,16 @@ if [ "$fuzz_seconds" != 0 ]; then
     fuzz_pid=$!
 fi
 
+# The Release build run.sh makes (plain -O2, no sanitizers): a warning the
+# sanitizer build does not see (-Wformat-truncation, say) fails it, and with
+# it a newcomer's first run. Built niced while the tests run, checked after.
+release_build=${PERMITD_RELEASE_BUILD_DIR:-$root/build/test-release}
+mkdir -p "$release_build"
+setsid bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null &&
+    exec nice -n 10 cmake --build "$2" -j "$3" --target permitd' _ \
+    "$root" "$release_build" "$jobs" > "$release_build/build.log" 2>&1 &
+release_pid=$!
+
 cd "$build"
 if [ "$busy" -gt 0 ]; then
     stress-ng --cpu "$busy" --quiet >/dev/null 2>&1 &
@@ -78,6 +92,14 @@ status=0
 started=$(date +%s)
 ctest --output-on-failure --timeout 900 -j "$test_jobs" "$@" || status=$?
 echo "test.sh: ctest took $(( $(date +%s) - started )) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+release_status=0
+wait "$release_pid" || release_status=$?
+release_pid=""
+if [ "$release_status" -ne 0 ]; then
+    cat "$release_build/build.log" >&2
+    echo "test.sh: the Release build (what scripts/run.sh builds) failed (above)" >&2
+    [ "$status" -ne 0 ] || status=$release_status
+fi
 if [ "$status" -ne 0 ] || [ "$fuzz_seconds" = 0 ]; then
     exit "$status"
 fi
