@@ -223,6 +223,15 @@ void health_metrics(const struct health *h, struct http_response *resp)
                              "# TYPE permitd_redis_tls_handshake_failures_total counter\n",
                     reason, (unsigned long long)n);
     }
+    {
+        uint64_t changes;
+        if (redis_sentinel_counters(h->redis, &changes))
+            fprintf(out, "# HELP permitd_redis_sentinel_master_changes_total Redis Sentinel "
+                         "failovers followed: the master changed.\n"
+                         "# TYPE permitd_redis_sentinel_master_changes_total counter\n"
+                         "permitd_redis_sentinel_master_changes_total %llu\n",
+                    (unsigned long long)changes);
+    }
     if (redis_cluster_enabled(h->redis)) {
         struct redis_node_info ni;
         uint64_t moved, ask, refreshes;

@@ -174,9 +174,6 @@ uint64_t redis_sentinel_epoch(const struct redis *r);
  * every 100 ms). No-op without a sentinel. */
 void redis_sentinel_ask(struct redis *r);
 
-/* Master changes followed since start (for /metrics). */
-uint64_t redis_sentinel_switches(const struct redis *r);
-
 /* c is connected to a master the sentinels no longer name: 1. */
 int redis_conn_stale(const struct redis *r, const struct redis_conn *c);
 

@@ -438,7 +438,8 @@ void redis_sentinel_ask(struct redis *r)
         atomic_store(&r->sentinel->ask, 1);
 }
 
-uint64_t redis_sentinel_switches(const struct redis *r)
+int redis_sentinel_counters(const struct redis *r, uint64_t *changes)
 {
-    return r->sentinel != NULL ? atomic_load(&r->sentinel->switches) : 0;
+    *changes = r->sentinel != NULL ? atomic_load(&r->sentinel->switches) : 0;
+    return r->sentinel != NULL;
 }

@@ -129,6 +129,8 @@ class RedisSentinelTest(unittest.TestCase):
             new("HSET", "permitd:{%s}:policy" % name, "max_permits", 7, "version", 2)
             new("PUBLISH", "permitd:changes", "%s 2" % name)
             wait_for(lambda: decision(h.peek(name))["limit"] == 7, "a notice via the new master")
+            metrics = p.admin().request("GET", "/metrics").body.decode()
+            self.assertIn("\npermitd_redis_sentinel_master_changes_total 1\n", metrics)
             self.assertRegex(p.output(), r'msg="redis sentinel: the master changed" '
                              r'master=mymaster from=127\.0\.0\.1:%d to=127\.0\.0\.1:%d'
                              % (s.master, s.replica))
