@@ -129,6 +129,10 @@ class RedisSentinelTest(unittest.TestCase):
             new("HSET", "permitd:{%s}:policy" % name, "max_permits", 7, "version", 2)
             new("PUBLISH", "permitd:changes", "%s 2" % name)
             wait_for(lambda: decision(h.peek(name))["limit"] == 7, "a notice via the new master")
+            # Followed from the sentinel's +switch-master notice.
+            self.assertRegex(p.output(), r'msg="redis sentinel: \+switch-master" '
+                             r'message="mymaster 127\.0\.0\.1 %d 127\.0\.0\.1 %d"'
+                             % (s.master, s.replica))
             metrics = p.admin().request("GET", "/metrics").body.decode()
             self.assertIn("\npermitd_redis_sentinel_master_changes_total 1\n", metrics)
             self.assertRegex(p.output(), r'msg="redis sentinel: the master changed" '
