@@ -14,9 +14,12 @@ nothing listens: it is skipped.
 - a graceful failover (SENTINEL FAILOVER: the old master stays up, as a
   replica that answers writes with READONLY), over TLS, as an ACL user
   under the README's rule on the master and with the sentinels' own
-  password: every connection moves to the new master."""
+  password: every connection moves to the new master.
+- a master frozen with SIGSTOP (a partition): the subscription, which sees
+  no error, moves because the master changed (the epoch check)."""
 import collections
 import os
+import signal
 import sys
 import threading
 import time
@@ -139,6 +142,36 @@ class RedisSentinelTest(unittest.TestCase):
                              r'master=mymaster from=127\.0\.0\.1:%d to=127\.0\.0\.1:%d'
                              % (s.master, s.replica))
             h.close()
+
+    def test_a_frozen_master_is_left_for_the_new_one(self):
+        # SIGSTOP: the old master neither answers nor closes a connection
+        # (a partition looks the same). The subscription, which only ever
+        # reads, sees no error on it: it moves because the master changed.
+        s = SentinelSet()
+        try:
+            name = unique("sentinel")
+            c = s.client(s.master)
+            put_policy(c, name, max_permits=1000, rate=1)
+            c("WAIT", 1, 5000)
+            c.close()
+            with Permitd(redis_url=s.url(), args=["--threads", "2"]) as p:
+                h = p.http()
+                wait_for(lambda: h.acquire(name).status == 200, "a decision through sentinel")
+                wait_for(lambda: s.call(s.master, "PUBSUB", "NUMSUB", "permitd:changes")[1] >= 1,
+                         "subscribed on the master")
+                os.kill(s.proc("master").pid, signal.SIGSTOP)
+                try:
+                    wait_for(lambda: s.current_master() == s.replica, "the replica promoted")
+                    wait_for(lambda: decision(h.acquire(name))["allowed"],
+                             "decisions on the new master")
+                    wait_for(lambda: s.call(s.replica, "PUBSUB", "NUMSUB",
+                                            "permitd:changes")[1] >= 1,
+                             "subscribed on the new master", timeout=30)
+                finally:
+                    os.kill(s.proc("master").pid, signal.SIGCONT)
+                h.close()
+        finally:
+            s.stop()
 
     def test_a_graceful_failover_over_tls_as_an_acl_user(self):
         pki = Pki()
