@@ -15,8 +15,10 @@ nothing listens: it is skipped.
   replica that answers writes with READONLY), over TLS, as an ACL user
   under the README's rule on the master and with the sentinels' own
   password: every connection moves to the new master.
-- a master frozen with SIGSTOP (a partition): the subscription, which sees
-  no error, moves because the master changed (the epoch check)."""
+- a master frozen with SIGSTOP (a partition), and the sentinel permitd
+  listens to frozen too (no +switch-master reaches it): the other
+  sentinels are asked, and the subscription, which sees no error, moves
+  because the master changed (the epoch check)."""
 import collections
 import os
 import signal
@@ -144,9 +146,12 @@ class RedisSentinelTest(unittest.TestCase):
             h.close()
 
     def test_a_frozen_master_is_left_for_the_new_one(self):
-        # SIGSTOP: the old master neither answers nor closes a connection
-        # (a partition looks the same). The subscription, which only ever
-        # reads, sees no error on it: it moves because the master changed.
+        # SIGSTOP of the master (a partition looks the same: it answers
+        # nothing and closes nothing) and of the sentinel permitd listens
+        # to (the first of the URL), so no +switch-master reaches permitd:
+        # the calls that fail on the old master have the other sentinels
+        # asked. The subscription, which only ever reads and sees no error,
+        # moves because the master changed (the epoch check).
         s = SentinelSet()
         try:
             name = unique("sentinel")
@@ -159,18 +164,19 @@ class RedisSentinelTest(unittest.TestCase):
                 wait_for(lambda: h.acquire(name).status == 200, "a decision through sentinel")
                 wait_for(lambda: s.call(s.master, "PUBSUB", "NUMSUB", "permitd:changes")[1] >= 1,
                          "subscribed on the master")
-                os.kill(s.proc("master").pid, signal.SIGSTOP)
-                try:
-                    wait_for(lambda: s.current_master() == s.replica, "the replica promoted")
-                    wait_for(lambda: decision(h.acquire(name))["allowed"],
-                             "decisions on the new master")
-                    wait_for(lambda: s.call(s.replica, "PUBSUB", "NUMSUB",
-                                            "permitd:changes")[1] >= 1,
-                             "subscribed on the new master", timeout=30)
-                finally:
-                    os.kill(s.proc("master").pid, signal.SIGCONT)
+                s.freeze("sentinel0", s.sentinels[0])
+                s.freeze("master", s.master)
+                wait_for(lambda: s.current_master() == s.replica, "the replica promoted")
+                wait_for(lambda: decision(h.acquire(name))["allowed"],
+                         "decisions on the new master")
+                wait_for(lambda: s.call(s.replica, "PUBSUB", "NUMSUB",
+                                        "permitd:changes")[1] >= 1,
+                         "subscribed on the new master", timeout=30)
+                self.assertNotIn("+switch-master", p.output())
+                self.assertIn('msg="redis sentinel: the master changed"', p.output())
                 h.close()
         finally:
+            s.thaw_all()
             s.stop()
 
     def test_a_graceful_failover_over_tls_as_an_acl_user(self):

@@ -24,6 +24,7 @@ class SentinelSet:
     def __init__(self, pki=None, name="mymaster", down_ms=1000, failover_ms=3000,
                  sentinel_password=""):
         self.pki, self.name, self.sentinel_password = pki, name, sentinel_password
+        self.frozen = set()     # ports of servers the test stopped (SIGSTOP): not asked
         self.dir = tempfile.mkdtemp(prefix="permitd-sentinel-")
         self.procs = []
         self.master = self._server("master")
@@ -133,12 +134,25 @@ class SentinelSet:
     def current_master(self):
         """The master's port as a sentinel that answers names it."""
         for port in self.sentinels:
+            if port in self.frozen:
+                continue
             try:
                 host, p = self.call(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
                 return int(p)
             except (OSError, Exception):
                 continue
         return None
+
+    def freeze(self, what, port):
+        """SIGSTOP of a server: it answers nothing and closes nothing."""
+        os.kill(self.proc(what).pid, signal.SIGSTOP)
+        self.frozen.add(port)
+
+    def thaw_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+        self.frozen.clear()
 
     def kill_master(self):
         """kill -9 of the master's process."""
