@@ -185,6 +185,7 @@ enum metric_source {
     M_SETTLE,
     M_VERIFIER,
     M_GRPC,
+    M_SENTINEL,         /* redis+sentinel:// only */
     M_EACH,
     M_LISTENERS = M_EACH,   /* listener="api", "admin": struct listener_snap */
     M_NODES,            /* node="host:port", in a cluster: struct node_snap */
@@ -221,6 +222,7 @@ struct metrics_snap {
     uint64_t deny_hits, deny_misses, deny_evictions;
     uint64_t redis_errors, redis_connects;
     uint64_t moved, ask, split_calls, slot_refreshes;
+    uint64_t sentinel_changes;
     uint64_t app_auth, app_keys;
     uint64_t fleet_ok, fleet_failed, fleet_commands, fleet_bytes;
     uint64_t sync_failures, policies, sync_skipped, sync_passes, sync_policy_failures;
@@ -283,6 +285,9 @@ static const struct metric metrics[] = {
     COUNTER("permitd_redis_tls_handshake_failures_total",
             "TLS handshakes with Redis that failed, by reason (rediss:// only).",
             M_TLS_FAILURES, ONE(struct reason_snap, refused)),
+    COUNTER("permitd_redis_sentinel_master_changes_total",
+            "Redis Sentinel failovers followed: the master changed.",
+            M_SENTINEL, SNAP(sentinel_changes)),
     COUNTER("permitd_redis_redirects_total", "Redis Cluster redirects followed.",
             M_CLUSTER, SNAPL("kind=\"moved\"", moved), SNAPL("kind=\"ask\"", ask)),
     COUNTER("permitd_redis_split_calls_total",
@@ -408,6 +413,7 @@ static void snap_take(const struct health *h, struct metrics_snap *m)
     m->stale_retries = limiter_stale_retries(h->limiter);
     limiter_deny_cache_counters(h->limiter, &m->deny_hits, &m->deny_misses, &m->deny_evictions);
     redis_counters(h->redis, &m->redis_errors, &m->redis_connects);
+    (void)redis_sentinel_counters(h->redis, &m->sentinel_changes);
     if (redis_cluster_enabled(h->redis)) {
         redis_cluster_counters(h->redis, &m->moved, &m->ask, &m->slot_refreshes);
         m->split_calls = limiter_split_calls(h->limiter);
@@ -491,6 +497,10 @@ static int source_present(const struct health *h, enum metric_source src)
     }
     case M_GRPC:
         return h->grpc != NULL;
+    case M_SENTINEL: {
+        uint64_t n;
+        return redis_sentinel_counters(h->redis, &n);
+    }
     default:
         return 1;
     }

@@ -113,7 +113,9 @@ static const struct setting settings[] = {
     STR(redis_url, "redis-url", "PERMITD_REDIS_URL", "redis://127.0.0.1:6379",
         "redis://[[user]:pass@]host[:port][/db], unix:///path/redis.sock, or a Redis Cluster: "
         "redis+cluster://[[user]:pass@]host1:port,host2:port,... (seed nodes); rediss:// and "
-        "rediss+cluster://: the same over TLS (1.2 or 1.3) on every connection"),
+        "rediss+cluster://: the same over TLS (1.2 or 1.3) on every connection; Redis Sentinel: "
+        "redis+sentinel://[[user]:pass@]host1:port,host2:port,.../master-name (the sentinels; "
+        "user and password are the master's), rediss+sentinel:// over TLS (sentinels too)"),
     STR(redis_tls_ca_file, "redis-tls-ca-file", "PERMITD_REDIS_TLS_CA_FILE", "",
         "rediss:// and rediss+cluster://: PEM file of the CAs that may sign Redis's certificate "
         "(default: the system's trust store)"),
@@ -125,6 +127,12 @@ static const struct setting settings[] = {
     STR(redis_tls_server_name, "redis-tls-server-name", "PERMITD_REDIS_TLS_SERVER_NAME", "",
         "rediss://: the name Redis's certificate must carry, also sent as SNI (default: the "
         "host permitd dials: the URL's, or a cluster node's as the cluster announces it)"),
+    STR(redis_sentinel_user, "redis-sentinel-user", "PERMITD_REDIS_SENTINEL_USER", "",
+        "redis+sentinel://: the ACL user permitd authenticates as on the sentinels (with "
+        "--redis-sentinel-password)"),
+    STR(redis_sentinel_password, "redis-sentinel-password", "PERMITD_REDIS_SENTINEL_PASSWORD", "",
+        "redis+sentinel://: the sentinels' own password (requirepass or the user's); \"\": "
+        "the sentinels are not sent AUTH"),
     INT(redis_tls_insecure_skip_verify, "redis-tls-insecure-skip-verify",
         "PERMITD_REDIS_TLS_INSECURE_SKIP_VERIFY", "0", 0, 1,
         "1: accept ANY certificate from Redis (no CA, name or date check: anyone on the path "
@@ -448,7 +456,19 @@ static int parse_redis_url(struct config *cfg, const char *url, struct permitd_e
 
 void config_redis_url_masked(const struct config *cfg, char *buf, size_t len)
 {
-    if (cfg->redis_cluster)
+    if (cfg->redis_sentinel) {
+        size_t o;
+        config_redis_cluster_url_masked(&cfg->redis_seeds, buf, len);
+        /* "redis+cluster://..." -> "redis+sentinel://.../name" */
+        if (strlen(buf) > 13) {
+            char rest[1024];
+            snprintf(rest, sizeof(rest), "%s", buf + 13);
+            snprintf(buf, len, "redis%s+sentinel%s", cfg->redis_tls ? "s" : "", rest);
+        }
+        o = strlen(buf);
+        if (o < len)
+            snprintf(buf + o, len - o, "/%s", cfg->redis_sentinel_master);
+    } else if (cfg->redis_cluster)
         config_redis_cluster_url_masked(&cfg->redis_seeds, buf, len);
     else if (cfg->redis_socket[0] != '\0')
         snprintf(buf, len, "unix://%s?db=%d", cfg->redis_socket, cfg->redis_db);
@@ -602,6 +622,48 @@ int config_parse_redis_cluster_url(const char *url, struct config_redis_cluster 
         return permitd_error_set(err, PERMITD_EINVAL,
                                  "redis cluster url: database \"%s\": a Redis Cluster has "
                                  "database 0 only", slash + 1);
+    return PERMITD_OK;
+}
+
+int config_parse_redis_sentinel_url(const char *url, struct config_redis_cluster *out,
+                                    char *master, size_t master_len, struct permitd_error *err)
+{
+    static const char scheme[] = "redis+sentinel://";
+    char seeds[1024];
+    const char *p, *at, *slash;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if (strncmp(url, scheme, sizeof(scheme) - 1) != 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "redis sentinel url: it reads "
+                                 "redis+sentinel://host1:port,host2:port,.../master-name");
+    p = url + sizeof(scheme) - 1;
+    /* The last '@' ends the user part (a password may hold '/'); the first
+     * '/' after it starts the master's name. */
+    at = strrchr(p, '@');
+    slash = strchr(at != NULL ? at + 1 : p, '/');
+    if (slash == NULL || slash[1] == '\0')
+        return permitd_error_set(err, PERMITD_EINVAL, "redis sentinel url: no master name: it "
+                                 "reads redis+sentinel://host1:port,host2:port,.../master-name");
+    if (strlen(slash + 1) >= master_len || strpbrk(slash + 1, "/ ?#") != NULL)
+        return permitd_error_set(err, PERMITD_EINVAL, "redis sentinel url: the master name "
+                                 "\"%.64s\" is longer than %zu bytes or holds '/', ' ', '?' or "
+                                 "'#'", slash + 1, master_len - 1);
+    if (snprintf(seeds, sizeof(seeds), "redis+cluster://%.*s", (int)(slash - p), p) >=
+        (int)sizeof(seeds))
+        return permitd_error_set(err, PERMITD_EINVAL, "redis sentinel url: too long");
+    if ((rc = config_parse_redis_cluster_url(seeds, out, err)) != PERMITD_OK && err != NULL) {
+        /* The seeds' messages say "redis cluster url: seed": they are the
+         * sentinels here. */
+        char msg[sizeof(err->message)];
+        const char *tail = strncmp(err->message, "redis cluster url: ", 19) == 0
+                           ? err->message + 19 : err->message;
+        snprintf(msg, sizeof(msg), "redis sentinel url: %.480s", tail);
+        snprintf(err->message, sizeof(err->message), "%s", msg);
+    }
+    if (rc != PERMITD_OK)
+        return rc;
+    snprintf(master, master_len, "%s", slash + 1);
     return PERMITD_OK;
 }
 
@@ -936,14 +998,28 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                             sizeof(cfg->grpc_listen_host), &cfg->grpc_listen_port,
                             err) != PERMITD_OK)
         return prefixed(err, "--grpc-listen (PERMITD_GRPC_LISTEN)");
-    /* rediss:// and rediss+cluster://: the plain URL's form, over TLS. */
+    /* rediss://, rediss+cluster:// and rediss+sentinel://: the plain URL's
+     * form, over TLS. */
     cfg->redis_tls = strncmp(cfg->redis_url, "rediss://", 9) == 0 ||
-                     strncmp(cfg->redis_url, "rediss+cluster://", 17) == 0;
+                     strncmp(cfg->redis_url, "rediss+cluster://", 17) == 0 ||
+                     strncmp(cfg->redis_url, "rediss+sentinel://", 18) == 0;
     snprintf(plain_url, sizeof(plain_url), "redis%s", cfg->redis_url + (cfg->redis_tls ? 6 : 5));
     if (!cfg->redis_tls)
         snprintf(plain_url, sizeof(plain_url), "%s", cfg->redis_url);
     cfg->redis_cluster = strncmp(plain_url, "redis+cluster://", 16) == 0;
-    if (cfg->redis_cluster) {
+    cfg->redis_sentinel = strncmp(plain_url, "redis+sentinel://", 17) == 0;
+    if (cfg->redis_sentinel) {
+        if (config_parse_redis_sentinel_url(plain_url, &cfg->redis_seeds,
+                                            cfg->redis_sentinel_master,
+                                            sizeof(cfg->redis_sentinel_master),
+                                            err) != PERMITD_OK)
+            return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");
+        cfg->redis_host[0] = cfg->redis_socket[0] = '\0';
+        cfg->redis_port = 0;
+        cfg->redis_db = 0;
+        snprintf(cfg->redis_user, sizeof(cfg->redis_user), "%s", cfg->redis_seeds.user);
+        snprintf(cfg->redis_password, sizeof(cfg->redis_password), "%s", cfg->redis_seeds.password);
+    } else if (cfg->redis_cluster) {
         /* The seeds; AUTH on every node with the URL's user and password. */
         if (config_parse_redis_cluster_url(plain_url, &cfg->redis_seeds, err) != PERMITD_OK)
             return prefixed(err, "--redis-url (PERMITD_REDIS_URL)");

@@ -79,7 +79,14 @@ struct config {
     int redis_cluster;            /* 1: redis_url is redis+cluster:// (the seeds below; the
                                    * user and password are copied to redis_user/_password) */
     struct config_redis_cluster redis_seeds;
-    int redis_tls;                /* 1: rediss:// or rediss+cluster:// (stores/redis_tls.c) */
+    int redis_sentinel;           /* 1: redis_url is redis+sentinel:// (the sentinels in
+                                   * redis_seeds, the master's name below; the user and
+                                   * password, the master's, in redis_user/_password) */
+    char redis_sentinel_master[128];
+    char redis_sentinel_user[128];    /* the sentinels' own AUTH; "" password: none */
+    char redis_sentinel_password[256];
+    int redis_tls;                /* 1: rediss://, rediss+cluster:// or rediss+sentinel://
+                                   * (stores/redis_tls.c) */
     char redis_tls_ca_file[1024]; /* "" = the system's trust store */
     char redis_tls_cert_file[1024];   /* mutual TLS: both or neither */
     char redis_tls_key_file[1024];
@@ -165,6 +172,11 @@ int config_parse_redis_cluster_url(const char *url, struct config_redis_cluster 
                                    struct permitd_error *err);
 
 /* The cluster URL with any password replaced by "***", for logs. */
+/* Parses redis+sentinel://[[user]:pass@]host:port,host:port,.../master-name:
+ * the sentinels into out (as a cluster's seeds: the user and password are
+ * the master's), the name into master. PERMITD_OK or EINVAL. */
+int config_parse_redis_sentinel_url(const char *url, struct config_redis_cluster *out,
+                                    char *master, size_t master_len, struct permitd_error *err);
 void config_redis_cluster_url_masked(const struct config_redis_cluster *c, char *buf,
                                      size_t len);
 

@@ -152,7 +152,13 @@ int redis_new(const struct config *cfg, struct redis **out, struct permitd_error
         redis_free(r);
         return err->code;
     }
-    if (cfg->redis_cluster) {
+    if (cfg->redis_sentinel) {
+        config_redis_url_masked(cfg, r->where, sizeof(r->where));
+        if (redis_sentinel_start(r, err) != PERMITD_OK) {
+            redis_free(r);
+            return err->code;
+        }
+    } else if (cfg->redis_cluster) {
         config_redis_url_masked(cfg, r->where, sizeof(r->where));
         if (redis_route_start(r, err) != PERMITD_OK) {
             redis_free(r);
@@ -183,6 +189,7 @@ void redis_free(struct redis *r)
     pthread_setspecific(r->key, NULL);
     pthread_key_delete(r->key);
     redis_route_stop(r);
+    redis_sentinel_stop(r);
     for (int i = 0; i < atomic_load(&r->nnodes); i++) {
         resolver_free(r->nodes[i]->resolver);
         free(r->nodes[i]);
@@ -321,7 +328,7 @@ static int greet(struct redis *r, struct redis_conn *c)
 int redis_conn_down(struct redis *r, struct redis_conn *c, struct permitd_error *err)
 {
     redis_conn_close(c);
-    if (c->ip[0] != '\0') {
+    if (c->ip[0] != '\0' && c->node->resolver != NULL) {
         resolver_failed(c->node->resolver, c->ip);
         c->ip[0] = '\0';
     }
@@ -343,11 +350,17 @@ int redis_conn_down(struct redis *r, struct redis_conn *c, struct permitd_error 
 void redis_conn_drop(struct redis *r, struct redis_conn *c)
 {
     redis_conn_close(c);
-    if (c->ip[0] != '\0') {
+    if (c->ip[0] != '\0' && c->node->resolver != NULL) {
         resolver_failed(c->node->resolver, c->ip);
         c->ip[0] = '\0';
     }
     redis_route_refresh_soon(r);
+}
+
+/* Sentinel: c was connected in an older epoch (redis_conn.h). */
+int redis_conn_stale(const struct redis *r, const struct redis_conn *c)
+{
+    return r->sentinel != NULL && c->ctx != NULL && c->epoch != redis_sentinel_epoch(r);
 }
 
 /* c answered on a new connection: the backoff is over. */
@@ -369,11 +382,18 @@ void redis_conn_up(struct redis *r, struct redis_conn *c)
 int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int greet,
                        struct permitd_error *err)
 {
-    const char *sock = c->node->host;
+    const char *sock = c->node->host, *name = c->node->host;
     int unix_socket = c->node->port == 0, port = c->node->port;
     struct timeval tv = tv_ms(timeout_ms);
+    char master[256];
     int64_t now;
 
+    if (c->ctx != NULL && redis_conn_stale(r, c)) {
+        /* Sentinel: the master changed since c connected; the old one may
+         * be a replica now (READONLY) or unreachable (a hang). */
+        redis_conn_close(c);
+        c->retry_at_us = 0;
+    }
     if (c->ctx != NULL) {
         if (greet && c->timeout_ms != timeout_ms) {
             redisSetTimeout(c->ctx, tv);
@@ -383,16 +403,23 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
         return PERMITD_OK;
     }
     now = clock_now_us();
-    if (now < c->retry_at_us) {
+    if (now < c->retry_at_us && redis_sentinel_epoch(r) == c->epoch) {
         redis_route_refresh_soon(r);    /* cluster: has a replica taken over? */
         return permitd_error_set(err, PERMITD_EUNAVAILABLE,
                                  "redis at %s is unavailable (%s); next attempt in %lld ms",
                                  c->node->where, c->last_error,
                                  (long long)((c->retry_at_us - now + 999) / 1000));
     }
-    if (!unix_socket &&
-        resolver_address(c->node->resolver, c->ip, c->last_error, sizeof(c->last_error)) != 0)
+    if (r->sentinel != NULL) {
+        if (redis_sentinel_master(r, c->ip, master, sizeof(master), &port, &c->epoch,
+                                  c->last_error, sizeof(c->last_error)) != 0)
+            return redis_conn_down(r, c, err);
+        name = master;          /* the name its certificate carries */
+    } else if (!unix_socket &&
+               resolver_address(c->node->resolver, c->ip, c->last_error,
+                                sizeof(c->last_error)) != 0) {
         return redis_conn_down(r, c, err);
+    }
     if (greet)
         c->ctx = unix_socket ? redisConnectUnixWithTimeout(sock, tv)
                              : redisConnectWithTimeout(c->ip, port, tv);
@@ -415,7 +442,7 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
          * and reads drive it on the worker's loop, as the connect itself
          * (its batch's deadline bounds both). */
         int hs_ms = timeout_ms < REDIS_HANDSHAKE_MS ? REDIS_HANDSHAKE_MS : timeout_ms;
-        if (redis_tls_start(r->tls, c->ctx, c->node->host, c->node->where, hs_ms, greet,
+        if (redis_tls_start(r->tls, c->ctx, name, c->node->where, hs_ms, greet,
                             &c->tls, &why) != PERMITD_OK) {
             snprintf(c->last_error, sizeof(c->last_error), "%.190s", why.message);
             return redis_conn_down(r, c, err);

@@ -320,6 +320,10 @@ int redis_ping_each(struct redis *r, int64_t deadline_us,
  * on a single Redis. For /metrics. */
 void redis_cluster_counters(struct redis *r, uint64_t *moved, uint64_t *ask, uint64_t *refreshes);
 
+/* redis+sentinel: 1, and *changes the master changes followed since
+ * start (redis_sentinel.c), for /metrics; 0 otherwise. */
+int redis_sentinel_counters(const struct redis *r, uint64_t *changes);
+
 /* One node permitd has talked to or been told of, for /metrics. */
 struct redis_node_info {
     char where[300];

@@ -23,6 +23,7 @@
 
 struct redisContext;
 struct redis_route;
+struct redis_sentinel;
 struct redis_tls;
 struct redis_tls_session;
 struct cluster_redirect;
@@ -62,6 +63,7 @@ struct redis {
     pthread_mutex_t nodes_lock;  /* adding to nodes[] */
     struct redis_route *route;   /* the slot map and its refresher; NULL: single Redis */
     struct redis_tls *tls;       /* rediss: every connection's credentials; NULL: plaintext */
+    struct redis_sentinel *sentinel;  /* redis+sentinel: who the master is; NULL: not */
 };
 
 /* One connection: a thread's blocking one (owned by that thread; freed
@@ -76,6 +78,7 @@ struct redis_conn {
     char sha[REDIS_SCRIPT_COUNT][41];
     char ip[RESOLVE_ADDR_MAX];    /* the address it connects to ("" with a socket) */
     char last_error[200];         /* why the last connect failed */
+    uint64_t epoch;               /* sentinel: redis_sentinel_epoch() when connected */
 };
 
 /* Closes c's connection, if any; c can be connected again. */
@@ -142,9 +145,37 @@ size_t redis_route_masters(struct redis *r, struct redis_node **out, size_t max)
 struct redis_node *redis_route_redirect(struct redis *r, const struct cluster_redirect *rd,
                                         const struct redis_node *asked);
 
-/* A master failed (connection refused, broken, CLUSTERDOWN): the
- * refresher fetches a new map soon (at most every 100 ms). */
+/* A master failed (connection refused, broken, CLUSTERDOWN, READONLY):
+ * the refresher fetches a new map soon (at most every 100 ms); with
+ * Sentinel, the sentinels are asked again (redis_sentinel_ask()). */
 void redis_route_refresh_soon(struct redis *r);
+
+/* ---- Redis Sentinel (redis_sentinel.c) ---- */
+
+/* Sentinel mode: makes nodes[0] (port -1: its address is the sentinels'),
+ * r->sentinel and its thread, and waits up to 3 s for a master (keeping
+ * going without one: calls answer unavailable until the thread finds it). */
+int redis_sentinel_start(struct redis *r, struct permitd_error *err);
+
+/* Stops the thread and frees r->sentinel. NULL sentinel is a no-op. */
+void redis_sentinel_stop(struct redis *r);
+
+/* The master's numeric address (ip[RESOLVE_ADDR_MAX]), its name as the
+ * sentinels gave it (for TLS), its port and the epoch they belong to: 0;
+ * or -1 with why while none is known (the sentinels are then asked). */
+int redis_sentinel_master(struct redis *r, char *ip, char *host, size_t hostlen, int *port,
+                          uint64_t *epoch, char *why, size_t whylen);
+
+/* Moves on each time the master changes: a connection made in an older
+ * epoch goes to a server that may no longer be the master. 0: no sentinel. */
+uint64_t redis_sentinel_epoch(const struct redis *r);
+
+/* A call saw the master fail: the sentinels are asked again soon (at most
+ * every 100 ms). No-op without a sentinel. */
+void redis_sentinel_ask(struct redis *r);
+
+/* c is connected to a master the sentinels no longer name: 1. */
+int redis_conn_stale(const struct redis *r, const struct redis_conn *c);
 
 /* The node for host:port, made and added to r->nodes when new (its
  * resolver waits up to wait_ms for a host name's first address). NULL when

@@ -101,6 +101,13 @@ static void *run(void *arg)
         struct pollfd pfd;
         void *reply = NULL;
 
+        if (redis_conn_stale(n->r, &n->conn)) {
+            /* Sentinel: subscribed on a server that is no longer the
+             * master; listen on the new one. */
+            log_msg(LOG_LEVEL_INFO, "change notices: the master changed; resubscribing",
+                    "channel=%s", n->channel);
+            redis_conn_close(&n->conn);
+        }
         if (n->conn.ctx == NULL) {
             if (subscribe(n) != 0) {
                 usleep(NOTICE_POLL_MS * 1000);

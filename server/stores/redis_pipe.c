@@ -448,6 +448,8 @@ static int node_send(struct redis_pipe *p, struct redis_script_call *calls, size
     timeout_ms = redis_call_timeout(p->r, deadline_us, &bound, err);
     if (timeout_ms < 0)
         return timeout_ms;
+    if (redis_conn_stale(p->r, &p->c))
+        redis_conn_close(&p->c);        /* Sentinel: the master changed (no batch in flight) */
     if (p->c.ctx == NULL) {
         /* Nothing here blocks: the connect completes, and the handshake
          * goes out with the first batch, while the loop waits on the

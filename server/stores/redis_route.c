@@ -272,6 +272,7 @@ void redis_route_refresh_soon(struct redis *r)
 {
     struct redis_route *rt = r->route;
 
+    redis_sentinel_ask(r);
     if (rt == NULL)
         return;
     pthread_mutex_lock(&rt->lock);

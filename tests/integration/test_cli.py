@@ -63,6 +63,8 @@ SETTINGS = [
     ("--redis-tls-cert-file", "PERMITD_REDIS_TLS_CERT_FILE"),
     ("--redis-tls-key-file", "PERMITD_REDIS_TLS_KEY_FILE"),
     ("--redis-tls-server-name", "PERMITD_REDIS_TLS_SERVER_NAME"),
+    ("--redis-sentinel-user", "PERMITD_REDIS_SENTINEL_USER"),
+    ("--redis-sentinel-password", "PERMITD_REDIS_SENTINEL_PASSWORD"),
     ("--redis-tls-insecure-skip-verify", "PERMITD_REDIS_TLS_INSECURE_SKIP_VERIFY"),
 ]
 

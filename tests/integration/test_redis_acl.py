@@ -22,7 +22,7 @@ ACL_COMMANDS = ("-@all +evalsha +script|load +ping +time +subscribe +publish +ge
                 "+del +exists +expire +expireat +pexpire +hget +hgetall +hmget +hset +hdel "
                 "+hincrby +sadd +srem +smembers +sscan +scan +zadd +zcount +zrange "
                 "+zrangebyscore +zrevrangebyscore +zrem +zremrangebyscore +zscore +setbit "
-                "+cluster|shards +cluster|slots +asking +readonly")
+                "+cluster|shards +cluster|slots +asking +readonly +role")
 
 
 def acl_rule(prefix):

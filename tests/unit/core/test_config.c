@@ -314,6 +314,53 @@ static void test_config_redis_tls_urls(void)
     CHECK_CONTAINS(err.message, "--redis-tls-key-file");
 }
 
+/* redis+sentinel://: the sentinels as seeds, the master's name after the
+ * '/', the user and password the master's; the sentinels' own password a
+ * setting of its own; the masked form hides the password. */
+static void test_config_redis_sentinel_urls(void)
+{
+    struct config cfg;
+    struct permitd_error err;
+    char masked[512];
+    const char *plain[] = {"permitd", "--redis-url",
+                           "redis+sentinel://al:p/w@s1:26379,10.0.0.2:26380/mymaster",
+                           "--redis-sentinel-password", "sp"};
+    const char *tls[] = {"permitd", "--redis-url", "rediss+sentinel://s1,s2/m"};
+    const char *noname[] = {"permitd", "--redis-url", "redis+sentinel://s1:26379"};
+    const char *badname[] = {"permitd", "--redis-url", "redis+sentinel://s1/a/b"};
+    const char *badseed[] = {"permitd", "--redis-url", "redis+sentinel://u:Hunter2@s1:x/m"};
+
+    clear_env();
+    CHECK_INT(load(&cfg, &err, 5, plain), PERMITD_OK);
+    CHECK_INT(cfg.redis_sentinel, 1);
+    CHECK_INT(cfg.redis_cluster, 0);
+    CHECK_INT(cfg.redis_tls, 0);
+    CHECK_INT(cfg.redis_seeds.nseeds, 2);
+    CHECK_STR(cfg.redis_seeds.seeds[0].host, "s1");
+    CHECK_INT(cfg.redis_seeds.seeds[1].port, 26380);
+    CHECK_STR(cfg.redis_sentinel_master, "mymaster");
+    CHECK_STR(cfg.redis_user, "al");
+    CHECK_STR(cfg.redis_password, "p/w");
+    CHECK_STR(cfg.redis_sentinel_password, "sp");
+    config_redis_url_masked(&cfg, masked, sizeof(masked));
+    CHECK_STR(masked, "redis+sentinel://al:***@s1:26379,10.0.0.2:26380/mymaster");
+
+    CHECK_INT(load(&cfg, &err, 3, tls), PERMITD_OK);
+    CHECK_INT(cfg.redis_sentinel, 1);
+    CHECK_INT(cfg.redis_tls, 1);
+    CHECK_STR(cfg.redis_sentinel_master, "m");
+    config_redis_url_masked(&cfg, masked, sizeof(masked));
+    CHECK_STR(masked, "rediss+sentinel://s1:6379,s2:6379/m");
+
+    CHECK_INT(load(&cfg, &err, 3, noname), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "no master name");
+    CHECK_INT(load(&cfg, &err, 3, badname), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "master name");
+    CHECK_INT(load(&cfg, &err, 3, badseed), PERMITD_EINVAL);
+    CHECK_CONTAINS(err.message, "redis sentinel url: seed 1");
+    CHECK(strstr(err.message, "Hunter2") == NULL);
+}
+
 static void test_config_redis_url_cluster_flag(void)
 {
     struct config cfg;
@@ -390,6 +437,7 @@ int main(void)
     TEST_RUN(test_config_redis_cluster_urls);
     TEST_RUN(test_config_redis_url_cluster_flag);
     TEST_RUN(test_config_redis_tls_urls);
+    TEST_RUN(test_config_redis_sentinel_urls);
     TEST_RUN(test_config_trusted_proxies);
     return TEST_REPORT();
 }
