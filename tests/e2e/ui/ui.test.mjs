@@ -1810,6 +1810,169 @@ describe("users and audit pages in headless Chromium", () => {
       && dt.nextElementSibling?.textContent.endsWith(" by root@localhost")));
   });
 
+  // Issue 40: what axe cannot see. The policy list with long names, many
+  // apps and every algorithm at 390, 1280, 1440 and 1920 wide, as viewer
+  // and as editor (admin): nothing overflows, no word breaks, the Delete
+  // buttons are whole; the form's radios take one click; the Users and
+  // Audit controls are the 36 px of the rest; no Disable/Delete on one's
+  // own row; the concurrency gauge fills with what is held; no layout shift
+  // on load, and a skip link.
+  const LONG = ["checkout-service-per-customer-burst", "search-api-sliding-window-per-tenant",
+    "calendar-monthly-quota-for-partner-integrations", "exports-sliding-log-per-api-key", "payment-provider-concurrent-calls"];
+  const APPS = ["storefront-web", "storefront-mobile", "partner-gateway", "internal-batch", "analytics-pipeline", "demo"];
+  step("issue 40: the policy list fits at 390, 1280, 1440 and 1920 wide for viewers and editors", async () => {
+    for (const a of APPS) assert.equal((await pageRpc(page, "AppService/CreateApp", { name: a })).status, 200);
+    const base = { apps: APPS, enabled: true, failureMode: "closed", description: "Protects the service from a single noisy caller; ask the platform team." };
+    const defs = [
+      { name: LONG[0], algorithm: "token_bucket", maxPermits: "1000", rate: "16.666666666667" },
+      { name: LONG[1], algorithm: "sliding_window", maxPermits: "50000", window: "90s", shadow: true },
+      { name: LONG[2], algorithm: "fixed_window", maxPermits: "1000000", window: "month" },
+      { name: LONG[3], algorithm: "sliding_log", maxPermits: "10000", window: "2h" },
+      { name: LONG[4], algorithm: "concurrency", maxPermits: "5", leaseTtl: "2m" },
+    ];
+    for (const d of defs) {
+      const r = await pageRpc(page, "PolicyService/CreatePolicy", { policy: { ...base, ...d } });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+    }
+    const viewer = await signIn(await browser.newContext({ viewport: { width: 1280, height: 800 } }), VIEWER);
+    const problems = [];
+    for (const [who, p] of [["admin", page], ["viewer", viewer]]) {
+      for (const width of [390, 1280, 1440, 1920]) {
+        await p.setViewportSize({ width, height: 900 });
+        await p.goto(`${adminBase()}/#/`);
+        for (const n of LONG) await p.locator(`tr[data-policy="${n}"]`).waitFor();
+        const found = await p.evaluate(() => {
+          const out = [];
+          const lines = (node, from, to) => {
+            const r = document.createRange();
+            r.setStart(node, from);
+            r.setEnd(node, to);
+            return new Set([...r.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top))).size;
+          };
+          const vw = document.documentElement.clientWidth;
+          if (document.documentElement.scrollWidth > vw) out.push(`the page scrolls sideways (${document.documentElement.scrollWidth} > ${vw})`);
+          const sc = document.querySelector(".table-scroll");
+          if (sc.scrollWidth > sc.clientWidth) {
+            const edge = sc.getBoundingClientRect().right;
+            const wide = [...sc.querySelectorAll("td, td *")].filter((e) => e.getBoundingClientRect().right > edge + 0.5)
+              .slice(0, 3).map((e) => `${e.tagName.toLowerCase()}.${e.className}`);
+            out.push(`the table scrolls sideways (${sc.scrollWidth} > ${sc.clientWidth}; past the edge: ${wide.join(", ")})`);
+          }
+          for (const a of document.querySelectorAll(".policy-link")) {
+            const t = a.firstChild;
+            for (const m of t.data.matchAll(/[^-_.]+/g)) {
+              if (lines(t, m.index, m.index + m[0].length) > 1) out.push(`"${m[0]}" of ${t.data} breaks mid-word`);
+            }
+          }
+          for (const c of document.querySelectorAll(".policies .chip")) {
+            if (lines(c.firstChild, 0, c.firstChild.data.length) > 1) out.push(`app chip ${c.textContent} wraps`);
+          }
+          const box = sc.getBoundingClientRect();
+          for (const b of document.querySelectorAll(".cell-actions .btn")) {
+            const r = b.getBoundingClientRect();
+            if (r.right > Math.min(vw, box.right) + 0.5 || r.left < box.left - 0.5) out.push(`${b.getAttribute("aria-label")} is cut (${r.left}–${r.right} of ${box.left}–${box.right})`);
+          }
+          return out;
+        });
+        for (const f of found) problems.push(`${who} at ${width}: ${f}`);
+        if (width === 1280) await shot(p, `40-list-${who}-${width}`);
+      }
+      await p.setViewportSize({ width: 1280, height: 800 });
+    }
+    assert.deepEqual(problems, []);
+    await viewer.context().close();
+  });
+
+  step("issue 40: a click on an algorithm radio checks it while the field before shows its error", async () => {
+    await page.goto(`${adminBase()}/#/new`);
+    await page.locator("#f-name").fill("-not-a-name");
+    await page.locator("#f-alg-sliding_window").click();
+    assert.equal(await page.locator("#f-alg-sliding_window").isChecked(), true, "one click on Sliding window did not check it");
+    await page.locator("#f-name-error").waitFor();
+    // Tabbing away still checks at once.
+    await page.locator("#f-name").fill("");
+    await page.locator("#f-name").press("Tab");
+    await page.locator("#f-name-error").getByText(/./).waitFor();
+  });
+
+  step("issue 40: Users and Audit controls are 36 px like the rest; no Disable or Delete on one's own row", async () => {
+    await page.goto(`${adminBase()}/#/users`);
+    await userRow(page, ADMIN.name).waitFor();
+    const heights = async (p, sel) => p.locator(sel).evaluateAll((els) => els.filter((e) => e.offsetParent)
+      .map((e) => [e.id || e.getAttribute("aria-label") || e.name, Math.round(e.getBoundingClientRect().height * 2) / 2]));
+    const bad = [];
+    for (const [n, hgt] of await heights(page, "#users-table select, #add-user input, #add-user select")) if (hgt !== 36) bad.push(`users: ${n} is ${hgt} px`);
+    const own = userRow(page, ADMIN.name);
+    for (const what of ["Disable", "Delete"]) {
+      const b = own.getByRole("button", { name: `${what} ${ADMIN.name}` });
+      if (await b.count() > 0 && await b.isEnabled()) bad.push(`${what} is offered on the admin's own row`);
+    }
+    await page.goto(`${adminBase()}/#/audit`);
+    await page.locator("#audit-table tbody tr").first().waitFor();
+    for (const [n, hgt] of await heights(page, ".audit-filters input, .audit-filters select")) if (hgt !== 36) bad.push(`audit: ${n} is ${hgt} px`);
+    assert.deepEqual(bad, []);
+  });
+
+  step("issue 40: the concurrency gauge fills with the leases held, as its words say", async () => {
+    const name = LONG[4];
+    for (let i = 0; i < 4; i++) {
+      const res = await fetch(`http://127.0.0.1:${T.server.apiPort}/permit.v1.RateLimitService/Acquire`, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ bucket: name, app: APPS[0] }),
+      });
+      assert.equal(res.status, 200, await res.text());
+    }
+    await page.goto(`${adminBase()}/#/`);
+    const g = page.locator(`tr[data-policy="${name}"]`).getByRole("meter");
+    await page.waitForFunction((n) => /held/.test(document.querySelector(`tr[data-policy="${n}"] .gauge-text`)?.textContent || ""), name);
+    const seen = await g.evaluate((el) => ({
+      fill: parseFloat(el.querySelector(".gauge-fill").style.width),
+      now: el.getAttribute("aria-valuenow"), text: el.querySelector(".gauge-text").textContent, label: el.getAttribute("aria-label"),
+    }));
+    const held = Number(seen.now);
+    assert.equal(held, 4, JSON.stringify(seen));
+    assert.match(seen.text, new RegExp(`^${held} held`), JSON.stringify(seen));
+    assert.equal(Math.round(seen.fill), Math.round((held / 5) * 100), JSON.stringify(seen));
+    assert.match(seen.label, /held/, JSON.stringify(seen));
+  });
+
+  step("issue 40: the policy list does not shift while it loads, and a skip link leads to the page", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    await ctx.addInitScript(() => {
+      window.__cls = 0;
+      window.__shifts = [];
+      new PerformanceObserver((l) => {
+        for (const e of l.getEntries()) {
+          if (e.hadRecentInput) continue;
+          window.__cls += e.value;
+          window.__shifts.push({ v: e.value, s: e.sources.map((x) => x.node?.nodeName + "." + (x.node?.className || "")) });
+        }
+      }).observe({ type: "layout-shift", buffered: true });
+    });
+    const p = await signIn(ctx, ADMIN);
+    for (const vp of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+      await p.setViewportSize(vp);
+      await p.reload();
+      await p.locator(`tr[data-policy="${LONG[0]}"] .gauge-text`).getByText(/\d/).waitFor();
+      await p.locator(`tr[data-policy="${LONG[0]}"] .traffic`).getByText(/\d/).waitFor();
+      await sleep(500);
+      const { cls, shifts } = await p.evaluate(() => ({ cls: window.__cls, shifts: window.__shifts }));
+      assert.ok(cls < 0.1, `layout shift ${cls.toFixed(3)} at ${vp.width} wide (under 0.1 wanted): ${JSON.stringify(shifts)}`);
+    }
+    // The first Tab reaches "Skip to main content", which moves focus to the page.
+    await p.setViewportSize({ width: 1280, height: 800 });
+    await p.reload();
+    await p.locator(`tr[data-policy="${LONG[0]}"]`).waitFor();
+    await p.keyboard.press("Tab");
+    const first = await p.evaluate(() => ({ text: document.activeElement.textContent.trim(), visible: document.activeElement.getBoundingClientRect().height > 0 }));
+    assert.deepEqual(first, { text: "Skip to main content", visible: true });
+    await p.keyboard.press("Enter");
+    assert.equal(await p.evaluate(() => document.activeElement.id), "main");
+    await p.keyboard.press("Tab");
+    assert.ok(await p.evaluate(() => document.getElementById("main").contains(document.activeElement)), "Tab after the skip link stays in the page");
+    await ctx.close();
+  });
+
   step("the users and audit pages raised no script errors", () => {
     assert.deepEqual(T.pageErrors, []);
   });
