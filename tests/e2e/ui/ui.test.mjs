@@ -1884,7 +1884,11 @@ describe("users and audit pages in headless Chromium", () => {
   });
 
   step("issue 40: a click on an algorithm radio checks it while the field before shows its error", async () => {
+    // Tall enough that the radio is on screen unscrolled: scrolled, the
+    // browser's scroll anchoring would keep it under the pointer.
+    await page.setViewportSize({ width: 1280, height: 1400 });
     await page.goto(`${adminBase()}/#/new`);
+    await page.locator("#f-apps-list input").first().waitFor();
     await page.locator("#f-name").fill("-not-a-name");
     await page.locator("#f-alg-sliding_window").click();
     assert.equal(await page.locator("#f-alg-sliding_window").isChecked(), true, "one click on Sliding window did not check it");
@@ -1893,6 +1897,7 @@ describe("users and audit pages in headless Chromium", () => {
     await page.locator("#f-name").fill("");
     await page.locator("#f-name").press("Tab");
     await page.locator("#f-name-error").getByText(/./).waitFor();
+    await page.setViewportSize({ width: 1280, height: 800 });
   });
 
   step("issue 40: Users and Audit controls are 36 px like the rest; no Disable or Delete on one's own row", async () => {
