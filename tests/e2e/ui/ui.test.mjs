@@ -239,6 +239,21 @@ describe("admin web UI in headless Chromium", () => {
     ]);
     assert.equal(d.fromVersion, "1");
     assert.equal(d.toVersion, "2");
+    // Issue 40: words, not the audit JSON's names (window_ms, colocate 0).
+    assert.deepEqual(d.rows.map((r) => r.label), ["Apps", "Max permits", "Rate", "Enabled"]);
+    const w = fmt.diffChange({
+      action: "update",
+      oldValue: '{"name": "p", "algorithm": "token_bucket", "window_ms": 0, "colocate": 0, "failure_mode": "open", "version": 1}',
+      newValue: '{"name": "p", "algorithm": "sliding_window", "window_ms": 90000, "colocate": 1, "failure_mode": "closed", "version": 2}',
+    });
+    assert.deepEqual(w.rows.map((r) => [r.label, r.old, r.new]), [
+      ["Algorithm", "Token bucket", "Sliding window"],
+      ["Window", "none", "90 seconds"],
+      ["When Redis is unreachable", "fail open", "fail closed"],
+      ["Keep all buckets together", "no", "yes"],
+    ]);
+    assert.deepEqual(fmt.timeAttrs("2026-11-28 14:20:01.123456").datetime, new Date(Date.parse("2026-11-28 14:20:01.123456")).toISOString());
+    assert.doesNotMatch(fmt.timeAttrs("2026-11-28 14:20:01.123456").title, /123456/);
   });
 
   step("the login page refuses a wrong password", async () => {
@@ -509,10 +524,10 @@ describe("admin web UI in headless Chromium", () => {
     const texts = await entries.allInnerTexts();
     assert.equal(texts.length, 3, texts.join("\n----\n"));
     assert.match(texts[0], /Updated/);
-    assert.match(texts[0], /description/);
+    assert.match(texts[0], /Description/);
     assert.match(texts[0], /edited after reloading/);
     assert.match(texts[1], /Updated/);
-    assert.match(texts[1], /max_permits\s+10\s+→\s+20/);
+    assert.match(texts[1], /Max permits\s+10\s+→\s+20/);
     assert.match(texts[2], /Created/);
     for (const t of texts) assert.match(t, new RegExp(`by ${EDITOR.name}`));
     // Every column header of the before/after tables has a name (the arrow
@@ -1769,7 +1784,7 @@ describe("users and audit pages in headless Chromium", () => {
     await v.waitForFunction(() => document.querySelectorAll("#audit-table tbody tr").length === 4);
     assert.deepEqual(await rows.evaluateAll((trs) => trs.map((t) => [t.dataset.action, t.querySelector("td.actor").textContent])),
       [["delete", "root@localhost"], ["update", "root@localhost"], ["update", EDITOR.name], ["create", EDITOR.name]]);
-    await rows.nth(2).getByText("max_permits").waitFor();
+    await rows.nth(2).getByText("Max permits").waitFor();
     await shot(v, "31-audit-policy");
 
     // By whom, and kind.
@@ -1976,6 +1991,64 @@ describe("users and audit pages in headless Chromium", () => {
     await p.keyboard.press("Tab");
     assert.ok(await p.evaluate(() => document.getElementById("main").contains(document.activeElement)), "Tab after the skip link stays in the page");
     await ctx.close();
+  });
+
+  step("issue 40: Instances fits at 1280 with ids on one line; history and audit in words; hot keys open the inspector", async () => {
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(`${adminBase()}/#/instances`);
+    await page.locator("#instances tbody tr").first().waitFor();
+    const inst = await page.evaluate(() => {
+      const out = [];
+      const sc = document.querySelector(".table-scroll");
+      if (sc.scrollWidth > sc.clientWidth) out.push(`the table scrolls sideways (${sc.scrollWidth} > ${sc.clientWidth})`);
+      const edge = Math.min(sc.getBoundingClientRect().right, document.documentElement.clientWidth);
+      for (const td of document.querySelectorAll('#instances td[data-label="Last heartbeat"]')) {
+        if (td.getBoundingClientRect().right > edge + 0.5) out.push("the last heartbeat is cut");
+      }
+      // An id (host:port@start) breaks between its parts at most.
+      for (const c of document.querySelectorAll("#instances td.cell-name code")) {
+        for (const t of [...c.childNodes].filter((n) => n.nodeType === 3)) {
+          for (const m of t.data.matchAll(/[^:@]+/g)) {
+            const r = document.createRange();
+            r.setStart(t, m.index);
+            r.setEnd(t, m.index + m[0].length);
+            const lines = new Set([...r.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top))).size;
+            if (lines > 1) out.push(`"${m[0]}" of the id ${c.textContent} wraps`);
+          }
+        }
+      }
+      return out;
+    });
+    assert.deepEqual(inst, []);
+
+    // The audit of the policies made above: field names in words, times without microseconds.
+    await page.goto(`${adminBase()}/#/audit`);
+    await page.locator("#audit-table tbody tr").first().waitFor();
+    const audit = await page.evaluate(() => ({
+      names: [...document.querySelectorAll("#audit-table .field-name")].map((e) => e.textContent),
+      times: [...document.querySelectorAll("#audit-table time")].map((t) => `${t.getAttribute("datetime")} | ${t.title} | ${t.textContent}`),
+    }));
+    assert.ok(audit.names.length > 0);
+    assert.deepEqual(audit.names.filter((n) => /_|^[a-z]/.test(n)), [], "raw field names in the audit");
+    assert.deepEqual(audit.times.filter((t) => /\.\d{4,}/.test(t)), [], "microseconds in the audit's times");
+
+    // Hot keys: each row leads to the inspector with its key.
+    const pol = LONG[0];
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`http://127.0.0.1:${T.server.apiPort}/permit.v1.RateLimitService/Acquire`, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ bucket: pol, app: APPS[0], key: "user-hot-42" }),
+      });
+      assert.equal(res.status, 200, await res.text());
+    }
+    await page.goto(`${adminBase()}/#/policy/${pol}`);
+    const hot = page.locator('#hot-allowed tr[data-key="user-hot-42"]');
+    await hot.waitFor({ timeout: 30_000 });
+    await hot.getByRole("link", { name: "user-hot-42" }).click();
+    await page.waitForFunction(() => document.getElementById("inspect-key")?.value === "user-hot-42");
+    await page.locator(".inspect-which").getByText("user-hot-42").waitFor();
+    assert.ok(await page.evaluate(() => document.activeElement?.closest("section")?.querySelector("#inspect-h") !== null
+      || document.activeElement?.id === "inspect-key"), "focus is not on the inspector");
   });
 
   step("the users and audit pages raised no script errors", () => {
