@@ -56,10 +56,10 @@ else
 fi
 
 if [ "$(sql 'SELECT COUNT(*) FROM policies')" = 0 ]; then
-    sql "INSERT INTO policies (name, max_permits, rate, description, created_by, updated_by)
-         VALUES ('example', 10, 1, 'added by docker/seed.sh', 'seed', 'seed');
+    sql "INSERT INTO policies (name, max_permits, rate, colocate, description, created_by, updated_by)
+         VALUES ('example', 10, 1, 1, 'added by docker/seed.sh', 'seed', 'seed');
          INSERT INTO policy_apps (policy_id, app) SELECT id, '*' FROM policies WHERE name = 'example';"
-    echo "seed: added policy \"example\": 10 permits, 1 more per second, any app"
+    echo "seed: added policy \"example\": 10 permits, 1 more per second, any app, colocate on"
 else
     echo "seed: policies exist, none added"
 fi

@@ -25,9 +25,11 @@ if [ "$what" = test ]; then
     # nginx: the forward-auth tests put a real nginx (auth_request) in front
     # of permitd (tests/integration/test_gateway.py)
     pkgs+=(nginx)
-    # caddy: and a real Caddy (forward_auth) running README's block
+    # caddy: and a real Caddy (forward_auth) running docs/gateways.md's block
     # (tests/integration/test_gateway_spoof.py)
     pkgs+=(caddy)
+    # prometheus: its promtool checks /metrics (tests/integration/test_metrics.py)
+    pkgs+=(prometheus)
 fi
 if [ "$what" = bench ]; then
     # nginx: tests/bench/gateway.sh measures forward-auth through it

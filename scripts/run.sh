@@ -11,9 +11,11 @@
 # Environment (defaults in brackets):
 #   PERMITD_LISTEN          API listener             [127.0.0.1:8080]
 #   PERMITD_ADMIN_LISTEN    admin listener           [127.0.0.1:8081]
+#   PERMITD_GRPC_LISTEN     gRPC listener            [127.0.0.1:8082]
 #   PERMITD_RUN_REDIS_PORT  the local Redis's port   [6390]
 #   PERMITD_RUN_MYSQL_PORT  the local MariaDB's port [3390]
 #   PERMITD_RUN_DIR         where local data lives   [.local]
+#   PERMITD_RUN_BIN         a permitd already built: no build  [build/release/server/permitd, built]
 # Any other PERMITD_* setting (see `permitd --help`) is passed through.
 set -euo pipefail
 
@@ -24,6 +26,7 @@ redis_port=${PERMITD_RUN_REDIS_PORT:-6390}
 mysql_port=${PERMITD_RUN_MYSQL_PORT:-3390}
 export PERMITD_LISTEN=${PERMITD_LISTEN:-127.0.0.1:8080}
 export PERMITD_ADMIN_LISTEN=${PERMITD_ADMIN_LISTEN:-127.0.0.1:8081}
+export PERMITD_GRPC_LISTEN=${PERMITD_GRPC_LISTEN:-127.0.0.1:8082}
 prefix=${PERMITD_REDIS_PREFIX:-permitd:}
 
 # A secret of the run directory: random, made on first use and kept in
@@ -58,8 +61,14 @@ mask_url() {
 
 "$root/scripts/install-deps.sh" run
 
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)"
+if [ -n "${PERMITD_RUN_BIN:-}" ]; then
+    permitd=$PERMITD_RUN_BIN
+    [ -x "$permitd" ] || { echo "run.sh: PERMITD_RUN_BIN=$permitd is not an executable" >&2; exit 1; }
+else
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+    cmake --build "$build" -j "$(nproc)"
+    permitd=$build/server/permitd
+fi
 
 mkdir -p "$data/redis"
 chmod 700 "$data"
@@ -142,23 +151,23 @@ if [ ! -f "$mysql_marker" ]; then
     echo "run.sh: MariaDB's root and permitd users have passwords now (in $data/secrets/)"
 fi
 
-"$build/server/permitd" migrate up
+"$permitd" migrate up
 
 # A first admin for the admin UI (it may add the other users there); its
 # password is printed once.
 admin_note=""
 if [ "$(sql 'SELECT COUNT(*) FROM admin_users')" = 0 ]; then
     admin_password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=' | head -c 20)
-    printf '%s\n' "$admin_password" | "$build/server/permitd" admin add-user admin --role admin
+    printf '%s\n' "$admin_password" | "$permitd" admin add-user admin --role admin
     admin_note="  admin UI login: admin / $admin_password   (shown once; add users on the UI's Users page, or with
-                  printf 'PASSWORD\\n' | PERMITD_MYSQL_URL=... permitd admin add-user NAME --role viewer)"
+                  printf 'PASSWORD\\n' | scripts/permitd-admin.sh admin add-user NAME --role viewer)"
 fi
 
 if [ "$(sql 'SELECT COUNT(*) FROM policies')" = 0 ]; then
-    sql "INSERT INTO policies (name, max_permits, rate, description, created_by, updated_by)
-         VALUES ('example', 10, 1, 'added by scripts/run.sh', 'run.sh', 'run.sh');
+    sql "INSERT INTO policies (name, max_permits, rate, colocate, description, created_by, updated_by)
+         VALUES ('example', 10, 1, 1, 'added by scripts/run.sh', 'run.sh', 'run.sh');
          INSERT INTO policy_apps (policy_id, app) SELECT id, '*' FROM policies WHERE name = 'example';"
-    echo "run.sh: added policy \"example\": 10 permits, 1 more per second, any app"
+    echo "run.sh: added policy \"example\": 10 permits, 1 more per second, any app, colocate on"
 fi
 
 # A demo app and its API key (issue 21: every API call carries one). The
@@ -166,17 +175,17 @@ fi
 # mode 600) to print the curl line on every run, and issues a new one when
 # that file is gone or its key no longer works (revoked).
 if [ "$(sql "SELECT COUNT(*) FROM apps WHERE name = 'demo'")" = 0 ]; then
-    "$build/server/permitd" admin add-app demo --description "added by scripts/run.sh"
+    "$permitd" admin add-app demo --description "added by scripts/run.sh"
 fi
 demo_key=$(cat "$data/demo.key" 2>/dev/null || true)
 if [ -z "$demo_key" ] || [ "$(sql "SELECT COUNT(*) FROM app_keys WHERE app = 'demo' AND revoked_at IS NULL
         AND (expires_at IS NULL OR expires_at > NOW()) AND prefix = '${demo_key:0:19}'")" = 0 ]; then
-    demo_key=$("$build/server/permitd" admin issue-key demo 2>/dev/null)
+    demo_key=$("$permitd" admin issue-key demo 2>/dev/null)
     (umask 077; printf '%s\n' "$demo_key" > "$data/demo.key")
     echo "run.sh: issued API key ${demo_key:0:19} for app \"demo\" (kept in $data/demo.key)"
 fi
 
-"$build/server/permitd" &
+"$permitd" &
 permitd_pid=$!
 for _ in $(seq 1 100); do
     curl -sf "http://$PERMITD_LISTEN/healthz" >/dev/null 2>&1 && break
@@ -188,6 +197,7 @@ cat <<MSG
 
 permitd is serving:
   API      http://$PERMITD_LISTEN  (Connect: /permit.v1.RateLimitService/Acquire, /Peek)
+  gRPC     $PERMITD_GRPC_LISTEN  (h2c: permit.v1.RateLimitService, Envoy's ShouldRateLimit)
   admin UI http://$PERMITD_ADMIN_LISTEN/   (health: /readyz)
 $admin_note
   Redis    $(mask_url "$PERMITD_REDIS_URL"), data in $data/redis
@@ -202,8 +212,15 @@ Acquire a permit as the app "demo" (its API key: $data/demo.key):
        -d '{"bucket":"example","permits":1}' \\
        http://$PERMITD_LISTEN/permit.v1.RateLimitService/Acquire
 
-Apps and keys: permitd admin add-app NAME, issue-key APP, revoke-key PREFIX, list-apps
-(with PERMITD_MYSQL_URL=mysql://permitd:\$(cat $data/secrets/mariadb-permitd)@127.0.0.1:$mysql_port/permitd).
+The same over gRPC ($PERMITD_GRPC_LISTEN; buf from the e2e tests' packages, once: (cd tests/e2e && npm ci)):
+  tests/e2e/node_modules/.bin/buf curl --schema proto --protocol grpc --http2-prior-knowledge \\
+       -H 'Authorization: Bearer $demo_key' --data '{"bucket":"example"}' \\
+       http://$PERMITD_GRPC_LISTEN/permit.v1.RateLimitService/Acquire
+
+Apps and keys, users, migrations: the permitd command line against this stack
+(its passwords read from $data/secrets/):
+  scripts/permitd-admin.sh admin list-apps
+  scripts/permitd-admin.sh admin issue-key demo
 
 Policies live in MySQL; edit them with SQL and permitd picks the change up
 within 5 s (PERMITD_SYNC_INTERVAL_MS).

@@ -1,7 +1,7 @@
 /*
  * admin.h - the admin listener: the admin UI, PolicyService and
- * AdminAuthService (proto/permit/v1/admin.proto), /healthz and /readyz;
- * and the `permitd admin` command line.
+ * AdminAuthService (proto/permit/v1/admin.proto), /healthz and /readyz.
+ * (The `permitd admin` command line is cli/cli_admin.c's.)
  *
  * Separate from the API listener, so what administrators reach is never
  * what applications reach: an application that can call Acquire cannot
@@ -15,6 +15,7 @@
 #include "decisions/limiter.h"
 #include "stores/redis.h"
 #include "decisions/stats.h"
+#include "control/adminrpc.h"
 #include "control/sync.h"
 
 struct admin;
@@ -46,10 +47,6 @@ void admin_set_grpc(struct admin *a, struct grpc_server *grpc);
  * start. */
 void admin_set_appkeys(struct admin *a, struct appkeys *keys);
 
-/* What admin_authenticate() asks of the caller's role (each rank may do
- * what the ones below it may). */
-enum { ADMIN_VIEWER = 0, ADMIN_EDITOR = 1, ADMIN_ADMIN = 2 };
-
 struct fleet;
 
 /* Reports on the fleet publisher (control/fleet.h) in /metrics; fleet must
@@ -78,15 +75,6 @@ int admin_authenticate(struct admin *a, struct connect_call *call, int need, cha
 int admin_add_methods(struct admin *a, const struct connect_method *methods, void *ud,
                       struct permitd_error *err);
 
-/* One entry of such a table: /permit.v1.<svc>/<name> (svc and name string
- * literals), its request and response messages named by protoc-c's
- * lower-case stem (list_users: permit__v1__list_users_request__descriptor
- * and ..._response__...), also served by GET when get is 1, handled by fn
- * (a connect_handler_fn). */
-#define ADMIN_METHOD(svc, name, lower, get, fn) \
-    {"/permit.v1." svc "/" name, &permit__v1__##lower##_request__descriptor, \
-     &permit__v1__##lower##_response__descriptor, get, fn}
-
 /* The admin listener's http_options worker_open and worker_close: its
  * worker's loop gets the inbox through which password checks (verifier.c)
  * come back, which the Login handler finds with http_request_worker(). The
@@ -96,8 +84,5 @@ void admin_worker_close(void *ud, void *worker);
 
 /* The http_handler_fn of the admin listener; ud is the struct admin. */
 void admin_handle(void *ud, const struct http_request *req, struct http_response *resp);
-
-/* `permitd admin VERB ...` (argv[0] is "admin"); returns the exit status. */
-int admin_cli_main(const struct config *cfg, int argc, char **argv);
 
 #endif

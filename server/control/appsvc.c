@@ -1,19 +1,18 @@
 /*
- * appsvc.c - AppService and the app verbs of `permitd admin` (see
- * appsvc.h).
+ * appsvc.c - AppService (see appsvc.h), and what the app verbs of
+ * `permitd admin` (cli/cli_apps.c) share with it.
  *
  * A key is made here (decisions/appkeys.h: appkeys_mint), stored as its
  * prefix and hash, and its whole text handed back once: in IssueKey's
  * answer, or on the command line's standard output. It is never logged,
  * never listed, and never sent to MySQL.
  *
- * Who may do what: viewers list, editors write (admin.c decides from the
+ * Who may do what: viewers list, editors write (session.c decides from the
  * session, as for policies). The MySQL connection is this module's own,
  * used under one mutex: admin traffic is light.
  */
 #include <inttypes.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +28,10 @@
 #include "stores/policy.h"
 #include "transport/connect.h"
 
-/* Ten years: a longer life is "never", which says what it means. */
-#define APPSVC_EXPIRES_MAX_S (10LL * 366 * 24 * 3600)
 /* How long a committed CreateApp or RevokeKey is recognised in its retry
  * (a client that timed out and sent it again), which then answers
  * success rather than already_exists or failed_precondition; as for
- * DeletePolicy (admin.c). The command line's verbs recognise none: a
+ * DeletePolicy (policysvc.c). The command line's verbs recognise none: a
  * person re-running one is told what is already so. */
 #define APPSVC_RETRY_S 600
 
@@ -204,7 +201,7 @@ static int list_apps(void *ud, struct connect_call *call, const ProtobufCMessage
     return rc;
 }
 
-static int check_description(const char *d, struct permitd_error *err)
+int appsvc_check_description(const char *d, struct permitd_error *err)
 {
     if (strlen(d) > 1024)
         return permitd_error_set(err, PERMITD_EINVAL, "description: %zu bytes, the limit is 1024",
@@ -224,7 +221,7 @@ static int create_app(void *ud, struct connect_call *call, const ProtobufCMessag
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK ||
         (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK ||
-        (rc = check_description(rq->description, err)) != PERMITD_OK)
+        (rc = appsvc_check_description(rq->description, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
     rc = apps_create(s->db, rq->name, rq->description, user, APPSVC_RETRY_S, &applied, err);
@@ -248,7 +245,7 @@ static int update_app(void *ud, struct connect_call *call, const ProtobufCMessag
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK ||
         (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK ||
-        (rc = check_description(rq->description, err)) != PERMITD_OK)
+        (rc = appsvc_check_description(rq->description, err)) != PERMITD_OK)
         return rc;
     if (rq->state == PERMIT__V1__APP_STATE__APP_STATE_ENABLED)
         enabled = 1;
@@ -271,7 +268,7 @@ static int update_app(void *ud, struct connect_call *call, const ProtobufCMessag
 
 /* Makes, stores and (on this instance) enables a new key of app. On
  * PERMITD_OK *minted holds the key, to be shown once. */
-static int issue(const struct config *cfg, struct apps_db *db, struct appkeys *keys,
+int appsvc_issue(const struct config *cfg, struct apps_db *db, struct appkeys *keys,
                  const char *app, int64_t expires_in_s, const char *actor,
                  struct appkeys_minted *minted, struct permitd_error *err)
 {
@@ -316,7 +313,7 @@ static int issue_key(void *ud, struct connect_call *call, const ProtobufCMessage
     if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
-    rc = issue(s->cfg, s->db, s->keys, rq->app, rq->expires_in_seconds, user, &minted, err);
+    rc = appsvc_issue(s->cfg, s->db, s->keys, rq->app, rq->expires_in_seconds, user, &minted, err);
     pthread_mutex_unlock(&s->lock);
     if (rc != PERMITD_OK)
         return rc;
@@ -361,9 +358,9 @@ static int check_prefix(const char *prefix, struct permitd_error *err)
 
 /* Revokes the key given (its prefix, or the whole key) as actor;
  * *applied (apps_key_revoke()) tells a recognised retry within retry_s. */
-static int revoke_one(struct apps_db *db, struct appkeys *keys, const char *given, const char *actor,
-                      int retry_s, char *prefix, size_t plen, char *app, int *applied,
-                      struct permitd_error *err)
+int appsvc_revoke(struct apps_db *db, struct appkeys *keys, const char *given, const char *actor,
+                  int retry_s, char *prefix, size_t plen, char *app, int *applied,
+                  struct permitd_error *err)
 {
     int rc;
 
@@ -390,7 +387,7 @@ static int revoke_key(void *ud, struct connect_call *call, const ProtobufCMessag
     if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
-    rc = revoke_one(s->db, s->keys, rq->prefix, user, APPSVC_RETRY_S, prefix, sizeof(prefix), app,
+    rc = appsvc_revoke(s->db, s->keys, rq->prefix, user, APPSVC_RETRY_S, prefix, sizeof(prefix), app,
                     &applied, err);
     pthread_mutex_unlock(&s->lock);
     if (rc != PERMITD_OK)
@@ -409,259 +406,3 @@ const struct connect_method appsvc_methods[] = {
     ADMIN_METHOD("AppService", "RevokeKey", revoke_key, 0, revoke_key),
     {NULL, NULL, NULL, 0, NULL},
 };
-
-/* ---- permitd admin: the app verbs ---- */
-
-void appsvc_cli_usage(FILE *out)
-{
-    fprintf(out,
-            "       permitd admin add-app NAME [--description TEXT]\n"
-            "       permitd admin update-app NAME [--description TEXT] [--enable | --disable]\n"
-            "       permitd admin issue-key APP [--expires DURATION]\n"
-            "       permitd admin revoke-key PREFIX\n"
-            "       permitd admin list-apps\n");
-}
-
-static void verb_usage(FILE *out, const char *verb)
-{
-    if (strcmp(verb, "add-app") == 0)
-        fprintf(out, "Usage: permitd admin add-app NAME [--description TEXT]\n\n"
-                     "Creates an app: what a policy's apps list names, and what API keys\n"
-                     "belong to. NAME: [A-Za-z0-9][A-Za-z0-9._-]{0,127}, as policy names.\n");
-    else if (strcmp(verb, "update-app") == 0)
-        fprintf(out, "Usage: permitd admin update-app NAME [--description TEXT] [--enable | --disable]\n\n"
-                     "Changes an app's description, or disables it (every key of a disabled\n"
-                     "app answers unauthenticated until it is enabled again).\n");
-    else if (strcmp(verb, "issue-key") == 0)
-        fprintf(out, "Usage: permitd admin issue-key APP [--expires DURATION]\n\n"
-                     "Issues a new API key for APP and prints it on standard output, once:\n"
-                     "it is stored only as a hash and cannot be shown again. The app sends\n"
-                     "it as `Authorization: Bearer <key>`. An app may hold several keys (to\n"
-                     "rotate: issue the new one, deploy it, revoke the old one).\n"
-                     "DURATION: a number and a unit, s, m, h or d (90d, 12h); default: the\n"
-                     "key never expires.\n");
-    else if (strcmp(verb, "revoke-key") == 0)
-        fprintf(out, "Usage: permitd admin revoke-key PREFIX\n\n"
-                     "Revokes a key for good. PREFIX is the key's visible part, pk_ and 16\n"
-                     "hex digits (list-apps shows it); the whole key is accepted too.\n"
-                     "Running instances stop accepting it within one --sync-interval-ms, at\n"
-                     "once when PERMITD_REDIS_URL is set here (a change notice is sent).\n");
-    else
-        fprintf(out, "Usage: permitd admin list-apps\n\n"
-                     "Lists every app, its state, the policies that name it, and its keys\n"
-                     "(prefix, state, when created, expiring and last used), never a secret.\n");
-    fprintf(out, "\nThe database is PERMITD_MYSQL_URL, as for `permitd migrate`.\n");
-}
-
-int appsvc_cli_verb(const char *verb)
-{
-    static const char *const verbs[] = {"add-app", "update-app", "issue-key", "revoke-key",
-                                        "list-apps"};
-    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        if (strcmp(verb, verbs[i]) == 0)
-            return 1;
-    return 0;
-}
-
-/* "30d", "12h", "90m", "3600s" or "3600" into seconds; -1 when it is
- * none of those. */
-static int64_t parse_duration(const char *s)
-{
-    char *end;
-    long long v;
-    int64_t unit = 1;
-
-    if (s[0] < '0' || s[0] > '9')
-        return -1;
-    v = strtoll(s, &end, 10);
-    if (v <= 0 || v > APPSVC_EXPIRES_MAX_S)
-        return -1;
-    if (*end == 'd')
-        unit = 86400;
-    else if (*end == 'h')
-        unit = 3600;
-    else if (*end == 'm')
-        unit = 60;
-    else if (*end != 's' && *end != '\0')
-        return -1;
-    if (*end != '\0' && end[1] != '\0')
-        return -1;
-    if (v > APPSVC_EXPIRES_MAX_S / unit)
-        return -1;
-    return v * unit;
-}
-
-/* Who runs the command line, for the audit rows: "cli:<OS user>". */
-static void cli_actor(char *out, size_t len)
-{
-    struct passwd *pw = getpwuid(geteuid());
-    const char *user = pw != NULL ? pw->pw_name : getenv("USER");
-
-    snprintf(out, len, "cli:%.100s", user != NULL ? user : "unknown");
-}
-
-/* Sends the change notice when PERMITD_REDIS_URL is set; says what
- * happens when it is not sent. */
-static void cli_notify(const struct config *cfg, const char *what)
-{
-    struct permitd_error err = {0, ""};
-    struct redis *redis = NULL;
-    int rc = PERMITD_EUNAVAILABLE;
-
-    if (getenv("PERMITD_REDIS_URL") != NULL && redis_new(cfg, &redis, &err) == PERMITD_OK)
-        rc = appsync_notify(cfg, redis, what, &err);
-    redis_free(redis);
-    if (rc != PERMITD_OK)
-        fprintf(stderr, "note: no change notice sent (%s): running permitd instances see this "
-                        "within --sync-interval-ms (%d ms)\n",
-                err.message[0] ? err.message : "PERMITD_REDIS_URL not set", cfg->sync_interval_ms);
-}
-
-static const char *key_state(const struct apps_key *k)
-{
-    if (k->revoked_at[0] != '\0')
-        return "revoked";
-    return k->expired ? "expired" : "active";
-}
-
-static void print_apps(const struct apps_app *v, size_t n)
-{
-    if (n == 0) {
-        printf("no apps (permitd admin add-app NAME)\n");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const struct apps_app *a = &v[i];
-        printf("%s  %s  policies: %s%s%s\n", a->name, a->enabled ? "enabled" : "DISABLED",
-               a->policies[0] ? a->policies : "(none)", a->description[0] ? "  -- " : "",
-               a->description);
-        if (a->nkeys == 0)
-            printf("  (no keys: permitd admin issue-key %s)\n", a->name);
-        for (size_t j = 0; j < a->nkeys; j++) {
-            const struct apps_key *k = &a->keys[j];
-            printf("  %s  %-7s  created %s by %s  expires %s  last used %s", k->prefix,
-                   key_state(k), k->created_at, k->created_by,
-                   k->expires_at[0] ? k->expires_at : "never",
-                   k->last_used_at[0] ? k->last_used_at : "never");
-            if (k->revoked_at[0])
-                printf("  revoked %s by %s", k->revoked_at, k->revoked_by);
-            putchar('\n');
-        }
-    }
-}
-
-int appsvc_cli_main(const struct config *cfg, int argc, char **argv)
-{
-    struct permitd_error err = {0, ""};
-    const char *verb = argv[1], *name = NULL, *description = NULL, *expires = NULL;
-    char actor[128];
-    struct apps_db *db = NULL;
-    int enabled = -1, rc;
-    int64_t expires_s = 0;
-
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            verb_usage(stdout, verb);
-            return 0;
-        }
-    }
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--description") == 0 && i + 1 < argc &&
-            (strcmp(verb, "add-app") == 0 || strcmp(verb, "update-app") == 0))
-            description = argv[++i];
-        else if (strncmp(a, "--description=", 14) == 0 &&
-                 (strcmp(verb, "add-app") == 0 || strcmp(verb, "update-app") == 0))
-            description = a + 14;
-        else if (strcmp(a, "--expires") == 0 && i + 1 < argc && strcmp(verb, "issue-key") == 0)
-            expires = argv[++i];
-        else if (strncmp(a, "--expires=", 10) == 0 && strcmp(verb, "issue-key") == 0)
-            expires = a + 10;
-        else if ((strcmp(a, "--enable") == 0 || strcmp(a, "--disable") == 0) &&
-                 strcmp(verb, "update-app") == 0)
-            enabled = strcmp(a, "--enable") == 0;
-        else if (a[0] != '-' && name == NULL && strcmp(verb, "list-apps") != 0)
-            name = a;
-        else {
-            fprintf(stderr, "permitd admin %s: unexpected argument \"%s\" (see permitd admin %s "
-                            "--help)\n", verb, a, verb);
-            return 2;
-        }
-    }
-    if (name == NULL && strcmp(verb, "list-apps") != 0) {
-        fprintf(stderr, "permitd admin %s: give the %s (see permitd admin %s --help)\n", verb,
-                strcmp(verb, "revoke-key") == 0 ? "key's PREFIX"
-                : strcmp(verb, "issue-key") == 0 ? "APP" : "app's NAME", verb);
-        return 2;
-    }
-    if (name != NULL && strcmp(verb, "revoke-key") != 0 &&
-        policy_check_name(strcmp(verb, "issue-key") == 0 ? "APP" : "NAME", name, &err) != PERMITD_OK) {
-        fprintf(stderr, "permitd admin %s: %s\n", verb, err.message);
-        return 2;
-    }
-    if (description != NULL && check_description(description, &err) != PERMITD_OK) {
-        fprintf(stderr, "permitd admin %s: --%s\n", verb, err.message);
-        return 2;
-    }
-    if (expires != NULL && (expires_s = parse_duration(expires)) < 0) {
-        fprintf(stderr, "permitd admin issue-key: --expires \"%s\" is not a duration such as 90d, "
-                        "12h, 30m or 3600s (at most ten years)\n", expires);
-        return 2;
-    }
-    if (strcmp(verb, "update-app") == 0 && description == NULL && enabled < 0) {
-        fprintf(stderr, "permitd admin update-app: nothing to change: give --description, "
-                        "--enable or --disable\n");
-        return 2;
-    }
-    if (cfg->mysql_url[0] == '\0') {
-        fprintf(stderr, "permitd admin: set PERMITD_MYSQL_URL (mysql://user:pass@host:port/db)\n");
-        return 2;
-    }
-    cli_actor(actor, sizeof(actor));
-    if ((rc = apps_db_new(cfg, &db, &err)) != PERMITD_OK)
-        goto out;
-    if (strcmp(verb, "add-app") == 0) {
-        int applied;
-        if ((rc = apps_create(db, name, description ? description : "", actor, 0, &applied,
-                              &err)) == PERMITD_OK)
-            printf("app %s created\n", name);
-    } else if (strcmp(verb, "update-app") == 0) {
-        if ((rc = apps_update(db, name, description, enabled, actor, &err)) == PERMITD_OK) {
-            printf("app %s updated\n", name);
-            cli_notify(cfg, name);
-        }
-    } else if (strcmp(verb, "issue-key") == 0) {
-        struct appkeys_minted minted;
-        if ((rc = issue(cfg, db, NULL, name, expires_s, actor, &minted, &err)) == PERMITD_OK) {
-            fprintf(stderr, "key %s issued for app %s%s%s; it is printed below, once: store it "
-                            "now, it cannot be shown again\n", minted.prefix, name,
-                    expires ? ", expiring in " : "", expires ? expires : "");
-            printf("%s\n", minted.key);
-            fflush(stdout);
-            memset(&minted, 0, sizeof(minted));
-            cli_notify(cfg, name);
-        }
-    } else if (strcmp(verb, "revoke-key") == 0) {
-        char prefix[64], app[APPS_NAME_MAX + 1];
-        int applied;
-        if ((rc = revoke_one(db, NULL, name, actor, 0, prefix, sizeof(prefix), app, &applied,
-                             &err)) == PERMITD_OK) {
-            printf("key %s of app %s revoked\n", prefix, app);
-            cli_notify(cfg, prefix);
-        }
-    } else {
-        struct apps_app *v = NULL;
-        size_t n = 0;
-        if ((rc = apps_list(db, &v, &n, &err)) == PERMITD_OK)
-            print_apps(v, n);
-        apps_list_free(v, n);
-    }
-out:
-    apps_db_free(db);
-    if (rc != PERMITD_OK) {
-        fprintf(stderr, "permitd admin %s: %s\n", verb, err.message);
-        return rc == PERMITD_EINVAL || rc == PERMITD_ENOTFOUND || rc == PERMITD_EEXIST ||
-               rc == PERMITD_EPRECONDITION ? 2 : 1;
-    }
-    return 0;
-}

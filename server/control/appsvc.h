@@ -1,7 +1,8 @@
 /*
  * appsvc.h - AppService (proto/permit/v1/admin.proto) on the admin
- * listener, and the `permitd admin` verbs for apps and keys: add-app,
- * update-app, issue-key, revoke-key, list-apps.
+ * listener, and what the `permitd admin` verbs for apps and keys
+ * (cli/cli_apps.c: add-app, update-app, issue-key, revoke-key, list-apps)
+ * share with it.
  *
  * Both write MySQL (stores/apps.h). The admin listener's RPCs also change
  * this instance's key table at once (a key issued works here at the next
@@ -21,6 +22,7 @@
 #include "transport/http.h"
 
 struct admin;
+struct apps_db;
 struct appsvc;
 
 /* Returns a new AppService in *out (free with appsvc_free()). admin
@@ -34,14 +36,29 @@ void appsvc_free(struct appsvc *s);
  * the appsvc. */
 extern const struct connect_method appsvc_methods[];
 
-/* 1 when verb is one of the command line's app verbs. */
-int appsvc_cli_verb(const char *verb);
+/* The longest life a key may be given: ten years; a longer one is
+ * "never", which says what it means. */
+#define APPSVC_EXPIRES_MAX_S (10LL * 366 * 24 * 3600)
 
-/* `permitd admin VERB ...` for an app verb (argv[0] is "admin"); returns
- * the exit status. */
-int appsvc_cli_main(const struct config *cfg, int argc, char **argv);
+/* An app's description as AppService and `permitd admin` accept it (at
+ * most 1024 bytes); else PERMITD_EINVAL naming the field. */
+int appsvc_check_description(const char *d, struct permitd_error *err);
 
-/* The app verbs' part of `permitd admin --help`. */
-void appsvc_cli_usage(FILE *out);
+/* Makes, stores in db and, when keys is not NULL, enables on this
+ * instance a new key of app, expiring in expires_in_s (0: never) and
+ * audited as actor. On PERMITD_OK *minted holds the key, to be shown once
+ * and then wiped by the caller. The AppService IssueKey and `permitd admin
+ * issue-key` (cli/cli_apps.c). */
+int appsvc_issue(const struct config *cfg, struct apps_db *db, struct appkeys *keys,
+                 const char *app, int64_t expires_in_s, const char *actor,
+                 struct appkeys_minted *minted, struct permitd_error *err);
+
+/* Revokes the key given (its prefix, or the whole key) as actor, in db and
+ * in keys when not NULL; the key's prefix into prefix (plen bytes) and its
+ * app into app (APPS_NAME_MAX + 1 bytes). *applied (apps_key_revoke())
+ * tells a retry recognised within retry_s (0: none is). */
+int appsvc_revoke(struct apps_db *db, struct appkeys *keys, const char *given, const char *actor,
+                  int retry_s, char *prefix, size_t plen, char *app, int *applied,
+                  struct permitd_error *err);
 
 #endif

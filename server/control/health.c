@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,281 +161,448 @@ void health_readyz(const struct health *h, struct http_response *resp)
     resp->body_owned = 1;
 }
 
-/* Prometheus text format. Labels are bounded: policies (at most the ones
- * stats.c tracks, 256) and fixed words; request keys never become labels. */
+/*
+ * /metrics, from a table as the settings are (core/config.c): one row per
+ * metric family, with its name, type and help, where its figures come
+ * from and which of them are its samples. health_metrics() reads every
+ * source once into a struct metrics_snap, then writes the rows in order,
+ * so a new figure is a field and a row, and no family's text is written
+ * twice. Labels are bounded: fixed words, the listeners, the Redis nodes,
+ * the key refusal reasons and the Redis TLS handshake failure reasons; request keys never become labels (the
+ * policies' families are stats.c's, written first).
+ */
+
+/* Where a family's figures come from; a family is written only when its
+ * source is there. The ones after M_EACH are written once per item (a
+ * listener, a node, a reason), the item's label first on every sample,
+ * their HELP and TYPE once whatever the number of items. */
+enum metric_source {
+    M_LIMITER,          /* the limiter and Redis: always there */
+    M_CLUSTER,          /* Redis Cluster only */
+    M_APPKEYS,
+    M_FLEET,
+    M_SYNC,
+    M_SETTLE,
+    M_VERIFIER,
+    M_GRPC,
+    M_EACH,
+    M_LISTENERS = M_EACH,   /* listener="api", "admin": struct listener_snap */
+    M_NODES,            /* node="host:port", in a cluster: struct node_snap */
+    M_REASONS,          /* reason="missing", ...: struct reason_snap */
+    M_TLS_FAILURES,     /* reason="...", over rediss:// once one failed: struct reason_snap */
+};
+
+enum metric_format {
+    M_INT,              /* uint64_t, as an integer */
+    M_SECONDS3,         /* double, %.3f */
+    M_SECONDS6,         /* double, %.6f */
+};
+
+#define METRIC_SAMPLES_MAX 7
+
+struct metric_sample {
+    const char *labels;         /* NULL: none */
+    size_t offset;              /* into the source's struct */
+};
+
+struct metric {
+    const char *name;
+    const char *type;
+    const char *help;
+    enum metric_source source;
+    enum metric_format format;
+    size_t nsamples;
+    struct metric_sample samples[METRIC_SAMPLES_MAX];
+};
+
+/* What the rows read, taken once per scrape. */
+struct metrics_snap {
+    uint64_t open_passes, stale_retries;
+    uint64_t deny_hits, deny_misses, deny_evictions;
+    uint64_t redis_errors, redis_connects;
+    uint64_t moved, ask, split_calls, slot_refreshes;
+    uint64_t app_auth, app_keys;
+    uint64_t fleet_ok, fleet_failed, fleet_commands, fleet_bytes;
+    uint64_t sync_failures, policies, sync_skipped, sync_passes, sync_policy_failures;
+    double sync_lag_s, sync_pass_s;
+    uint64_t settle_pending, settle_running, settle_keys, settles_done, settles_failed;
+    double settle_s;
+    uint64_t login_running, login_waiting, login_checked, login_refused;
+    uint64_t grpc_open, grpc_limit, grpc_per_ip_limit, grpc_refused_full, grpc_refused_per_ip,
+             grpc_shed_idle, grpc_shed_stalled;
+};
+
+struct listener_snap {
+    uint64_t connections, limit, idle;
+    uint64_t header_timeouts, shed_idle, shed_head, refused, refused_per_ip;
+    uint64_t request_timeouts, shed_body;
+};
+
+struct node_snap {
+    uint64_t connects, errors;
+};
+
+struct reason_snap {
+    uint64_t refused;               /* or failed, for M_TLS_FAILURES */
+};
+
+#define SNAP(field) {NULL, offsetof(struct metrics_snap, field)}
+#define SNAPL(labels, field) {labels, offsetof(struct metrics_snap, field)}
+#define LIS(labels, field) {labels, offsetof(struct listener_snap, field)}
+#define ONE(src, field) {NULL, offsetof(src, field)}
+#define ROW(name, type, help, source, format, ...) \
+    {name, type, help, source, format, \
+     sizeof((struct metric_sample[]){__VA_ARGS__}) / sizeof(struct metric_sample), {__VA_ARGS__}}
+#define COUNTER(name, help, source, ...) ROW(name, "counter", help, source, M_INT, __VA_ARGS__)
+#define GAUGE(name, help, source, ...) ROW(name, "gauge", help, source, M_INT, __VA_ARGS__)
+
+static const struct metric metrics[] = {
+    COUNTER("permitd_failure_mode_open_passes_total",
+            "Acquires let through by failure_mode open while Redis could not answer.",
+            M_LIMITER, SNAP(open_passes)),
+    COUNTER("permitd_policy_stale_retries_total",
+            "Decisions asked again after the bucket was found written under a newer policy "
+            "version than this instance's copy (the policy reloaded first).",
+            M_LIMITER, SNAP(stale_retries)),
+    COUNTER("permitd_deny_cache_hits_total",
+            "Acquires denied from a worker's deny cache, without asking Redis (--deny-cache).",
+            M_LIMITER, SNAP(deny_hits)),
+    COUNTER("permitd_deny_cache_misses_total",
+            "Acquires the deny cache could have answered but held no denial in force for: "
+            "asked of Redis.",
+            M_LIMITER, SNAP(deny_misses)),
+    COUNTER("permitd_deny_cache_evictions_total",
+            "Denials still in force pushed out of a full deny cache by newer ones.",
+            M_LIMITER, SNAP(deny_evictions)),
+    COUNTER("permitd_redis_errors_total",
+            "Redis calls that failed (unreachable, timeouts, broken connections).",
+            M_LIMITER, SNAP(redis_errors)),
+    COUNTER("permitd_redis_connects_total",
+            "Redis connections made (first ones and reconnects).",
+            M_LIMITER, SNAP(redis_connects)),
+    COUNTER("permitd_redis_tls_handshake_failures_total",
+            "TLS handshakes with Redis that failed, by reason (rediss:// only).",
+            M_TLS_FAILURES, ONE(struct reason_snap, refused)),
+    COUNTER("permitd_redis_redirects_total", "Redis Cluster redirects followed.",
+            M_CLUSTER, SNAPL("kind=\"moved\"", moved), SNAPL("kind=\"ask\"", ask)),
+    COUNTER("permitd_redis_split_calls_total",
+            "Script calls over several slots that met a redirect, their items sent again one "
+            "call per slot.",
+            M_CLUSTER, SNAP(split_calls)),
+    COUNTER("permitd_redis_slot_map_refreshes_total", "Slot maps fetched.",
+            M_CLUSTER, SNAP(slot_refreshes)),
+    COUNTER("permitd_redis_node_connects_total", "Connections made, per node.",
+            M_NODES, ONE(struct node_snap, connects)),
+    COUNTER("permitd_redis_node_errors_total", "Failed calls, per node.",
+            M_NODES, ONE(struct node_snap, errors)),
+    COUNTER("permitd_unauthenticated_total",
+            "API requests refused for their API key, by reason (app_mismatch: a good key for "
+            "another app, answered permission_denied).",
+            M_REASONS, ONE(struct reason_snap, refused)),
+    GAUGE("permitd_app_auth",
+          "1 when API keys are checked (--app-auth keys), 0 when the API trusts the app a "
+          "request names.",
+          M_APPKEYS, SNAP(app_auth)),
+    GAUGE("permitd_app_keys", "API keys in memory (revoked ones too).",
+          M_APPKEYS, SNAP(app_keys)),
+    COUNTER("permitd_fleet_publishes_total",
+            "Writes of this instance's counts and heartbeat into Redis (--fleet-publish-ms), by "
+            "result.",
+            M_FLEET, SNAPL("result=\"ok\"", fleet_ok), SNAPL("result=\"failed\"", fleet_failed)),
+    COUNTER("permitd_fleet_commands_total", "Redis commands those writes sent.",
+            M_FLEET, SNAP(fleet_commands)),
+    COUNTER("permitd_fleet_bytes_total", "Bytes of those commands as sent (RESP).",
+            M_FLEET, SNAP(fleet_bytes)),
+    COUNTER("permitd_sync_failures_total", "MySQL -> Redis sync passes that failed.",
+            M_SYNC, SNAP(sync_failures)),
+    ROW("permitd_sync_lag_seconds", "gauge", "Time since the last successful sync pass.",
+        M_SYNC, M_SECONDS3, SNAP(sync_lag_s)),
+    GAUGE("permitd_policies", "Policies in the last MySQL snapshot.",
+          M_SYNC, SNAP(policies)),
+    GAUGE("permitd_sync_skipped_rows",
+          "MySQL rows the last sync pass skipped because a name fails validation (listed by "
+          "/readyz).",
+          M_SYNC, SNAP(sync_skipped)),
+    COUNTER("permitd_sync_passes_total", "MySQL -> Redis sync passes, failed or not.",
+            M_SYNC, SNAP(sync_passes)),
+    COUNTER("permitd_sync_policy_failures_total",
+            "Policies a sync pass could not write to Redis (logged; offered again at the next "
+            "pass).",
+            M_SYNC, SNAP(sync_policy_failures)),
+    ROW("permitd_sync_pass_seconds", "gauge", "How long the last sync pass took.",
+        M_SYNC, M_SECONDS6, SNAP(sync_pass_s)),
+    GAUGE("permitd_settle_pending",
+          "Policies whose buckets wait for a settle after a limit edit (the set <prefix>settle, "
+          "as last read).",
+          M_SETTLE, SNAP(settle_pending)),
+    GAUGE("permitd_settle_running", "Policies this instance is settling now.",
+          M_SETTLE, SNAP(settle_running)),
+    COUNTER("permitd_settle_keys_total", "Bucket keys this instance settled.",
+            M_SETTLE, SNAP(settle_keys)),
+    ROW("permitd_settle_seconds_total", "counter", "Time this instance spent settling.",
+        M_SETTLE, M_SECONDS3, SNAP(settle_s)),
+    COUNTER("permitd_settles_total",
+            "Settles this instance ran, by result (a failed one is tried again at the next sync "
+            "pass).",
+            M_SETTLE, SNAPL("result=\"done\"", settles_done),
+            SNAPL("result=\"failed\"", settles_failed)),
+    GAUGE("permitd_login_checks",
+          "Admin login password checks (argon2id) running or waiting for a --login-workers "
+          "thread.",
+          M_VERIFIER, SNAPL("state=\"running\"", login_running),
+          SNAPL("state=\"waiting\"", login_waiting)),
+    COUNTER("permitd_login_checks_total",
+            "Admin login password checks: done, or refused (resource_exhausted) because "
+            "--login-queue was full.",
+            M_VERIFIER, SNAPL("result=\"checked\"", login_checked),
+            SNAPL("result=\"refused\"", login_refused)),
+    /* Saturation and what the connection deadlines closed (server/transport/http.c). */
+    GAUGE("permitd_http_connections", "HTTP connections open, by listener.",
+          M_LISTENERS, LIS(NULL, connections)),
+    GAUGE("permitd_http_connections_limit", "Most HTTP connections open at once, by listener.",
+          M_LISTENERS, LIS(NULL, limit)),
+    GAUGE("permitd_http_connections_idle",
+          "Keep-alive HTTP connections between requests, by listener.",
+          M_LISTENERS, LIS(NULL, idle)),
+    COUNTER("permitd_http_connections_closed_total",
+            "HTTP connections closed by permitd: header_timeout (request head not whole in "
+            "--header-timeout), shed_idle / shed_head (to make room when full), refused (bad "
+            "framing or head over --max-header-bytes), per_ip (at accept: the address had "
+            "--max-connections-per-ip open), shed_body (awaiting its body, to make room when "
+            "full).",
+            M_LISTENERS, LIS("reason=\"header_timeout\"", header_timeouts),
+            LIS("reason=\"shed_idle\"", shed_idle), LIS("reason=\"shed_head\"", shed_head),
+            LIS("reason=\"refused\"", refused), LIS("reason=\"per_ip\"", refused_per_ip),
+            LIS("reason=\"shed_body\"", shed_body)),
+    COUNTER("permitd_http_requests_timed_out_total",
+            "HTTP connections closed because their request (line, headers and body) was not "
+            "whole in --request-timeout, by listener.",
+            M_LISTENERS, LIS(NULL, request_timeouts)),
+    /* The gRPC listener's (server/transport/grpc.c), when there is one. */
+    GAUGE("permitd_grpc_connections", "gRPC connections open, by listener.",
+          M_GRPC, SNAPL("listener=\"grpc\"", grpc_open)),
+    GAUGE("permitd_grpc_connections_limit",
+          "Most gRPC connections open at once (--max-connections), by listener.",
+          M_GRPC, SNAPL("listener=\"grpc\"", grpc_limit)),
+    GAUGE("permitd_grpc_connections_per_ip_limit",
+          "Most gRPC connections open at once from one client address "
+          "(--max-connections-per-ip; 0: no limit), by listener.",
+          M_GRPC, SNAPL("listener=\"grpc\"", grpc_per_ip_limit)),
+    COUNTER("permitd_grpc_connections_refused_total",
+            "gRPC connections closed at accept: full (--max-connections open), per_ip (the "
+            "client's address had --max-connections-per-ip open).",
+            M_GRPC, SNAPL("listener=\"grpc\",reason=\"full\"", grpc_refused_full),
+            SNAPL("listener=\"grpc\",reason=\"per_ip\"", grpc_refused_per_ip)),
+    COUNTER("permitd_grpc_connections_shed_total",
+            "gRPC connections closed to make room when --max-connections were open: idle (no "
+            "call), stalled (calls whose requests did not come).",
+            M_GRPC, SNAPL("listener=\"grpc\",reason=\"idle\"", grpc_shed_idle),
+            SNAPL("listener=\"grpc\",reason=\"stalled\"", grpc_shed_stalled)),
+};
+
+/* Reads every source of h into *m (the ones h lacks stay zero). */
+static void snap_take(const struct health *h, struct metrics_snap *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->open_passes = limiter_open_passes(h->limiter);
+    m->stale_retries = limiter_stale_retries(h->limiter);
+    limiter_deny_cache_counters(h->limiter, &m->deny_hits, &m->deny_misses, &m->deny_evictions);
+    redis_counters(h->redis, &m->redis_errors, &m->redis_connects);
+    if (redis_cluster_enabled(h->redis)) {
+        redis_cluster_counters(h->redis, &m->moved, &m->ask, &m->slot_refreshes);
+        m->split_calls = limiter_split_calls(h->limiter);
+    }
+    if (h->appkeys != NULL) {
+        m->app_auth = (uint64_t)appkeys_enforced(h->appkeys);
+        m->app_keys = appkeys_count(h->appkeys);
+    }
+    if (h->fleet != NULL)
+        fleet_counters(h->fleet, &m->fleet_ok, &m->fleet_failed, &m->fleet_commands,
+                       &m->fleet_bytes);
+    if (h->sync != NULL) {
+        struct sync_status st;
+
+        sync_get_status(h->sync, &st);
+        m->sync_failures = st.failures;
+        m->sync_lag_s = st.ever_succeeded
+                        ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0;
+        m->policies = st.last.policies;
+        m->sync_skipped = st.skipped;
+        m->sync_passes = st.passes;
+        m->sync_policy_failures = st.policy_failures;
+        m->sync_pass_s = (double)st.last_pass_us / 1e6;
+        if (sync_settle(h->sync) != NULL) {
+            struct settle_status ss;
+
+            settle_get_status(sync_settle(h->sync), &ss);
+            m->settle_pending = ss.pending;
+            m->settle_running = ss.running;
+            m->settle_keys = ss.keys_total;
+            m->settle_s = ss.seconds_total;
+            m->settles_done = ss.done_total;
+            m->settles_failed = ss.failures_total;
+        }
+    }
+    if (h->verifier != NULL) {
+        struct verifier_load v;
+
+        verifier_load(h->verifier, &v);
+        m->login_running = v.busy;
+        m->login_waiting = v.waiting;
+        m->login_checked = v.checked;
+        m->login_refused = v.refused;
+    }
+    if (h->grpc != NULL) {
+        struct grpc_server_load g;
+
+        grpc_server_load(h->grpc, &g);
+        m->grpc_open = g.open;
+        m->grpc_limit = g.limit;
+        m->grpc_per_ip_limit = g.per_ip_limit;
+        m->grpc_refused_full = g.refused_full;
+        m->grpc_refused_per_ip = g.refused_per_ip;
+        m->grpc_shed_idle = g.shed_idle;
+        m->grpc_shed_stalled = g.shed_stalled;
+    }
+}
+
+/* Whether the family of source src is written at all. */
+static int source_present(const struct health *h, enum metric_source src)
+{
+    switch (src) {
+    case M_CLUSTER:
+    case M_NODES:
+        return redis_cluster_enabled(h->redis);
+    case M_APPKEYS:
+    case M_REASONS:
+        return h->appkeys != NULL;
+    case M_FLEET:
+        return h->fleet != NULL;
+    case M_SYNC:
+        return h->sync != NULL;
+    case M_SETTLE:
+        return h->sync != NULL && sync_settle(h->sync) != NULL;
+    case M_VERIFIER:
+        return h->verifier != NULL;
+    case M_TLS_FAILURES: {
+        const char *reason;
+        uint64_t n;
+        return redis_tls_failure_info(h->redis, 0, &reason, &n) == 0;
+    }
+    case M_GRPC:
+        return h->grpc != NULL;
+    default:
+        return 1;
+    }
+}
+
+/* The samples of row r from the struct at base, each label set led by
+ * item (the listener, node or reason; NULL: none). */
+static void write_samples(FILE *out, const struct metric *r, const char *item, const void *base)
+{
+    for (size_t i = 0; i < r->nsamples; i++) {
+        const struct metric_sample *sm = &r->samples[i];
+        const char *p = (const char *)base + sm->offset;
+
+        fputs(r->name, out);
+        if (item != NULL || sm->labels != NULL)
+            fprintf(out, "{%s%s%s}", item ? item : "", item && sm->labels ? "," : "",
+                    sm->labels ? sm->labels : "");
+        if (r->format == M_INT) {
+            uint64_t v;
+            memcpy(&v, p, sizeof(v));
+            fprintf(out, " %llu\n", (unsigned long long)v);
+        } else {
+            double v;
+            memcpy(&v, p, sizeof(v));
+            fprintf(out, r->format == M_SECONDS3 ? " %.3f\n" : " %.6f\n", v);
+        }
+    }
+}
+
+/* Row r once per item of its source: the listeners, nodes or reasons. */
+static void write_each(FILE *out, const struct health *h, const struct metric *r)
+{
+    static const char *const listener[2] = {"api", "admin"};
+    char item[400];
+
+    if (r->source == M_LISTENERS) {
+        for (int i = 0; i < 2; i++) {
+            struct http_server_load l;
+            struct listener_snap ls;
+
+            if (h->listeners[i] == NULL)
+                continue;
+            http_server_load(h->listeners[i], &l);
+            ls = (struct listener_snap){
+                .connections = http_server_connections(h->listeners[i]),
+                .limit = l.limit, .idle = l.idle,
+                .header_timeouts = l.header_timeouts, .shed_idle = l.shed_idle,
+                .shed_head = l.shed_head, .refused = l.refused,
+                .refused_per_ip = l.refused_per_ip, .request_timeouts = l.request_timeouts,
+                .shed_body = l.shed_body,
+            };
+            snprintf(item, sizeof(item), "listener=\"%s\"", listener[i]);
+            write_samples(out, r, item, &ls);
+        }
+    } else if (r->source == M_NODES) {
+        struct redis_node_info ni;
+
+        for (int i = 0; redis_node_info(h->redis, i, &ni) == 0; i++) {
+            struct node_snap ns = {ni.connects, ni.errors};
+
+            snprintf(item, sizeof(item), "node=\"%s\"", ni.where);
+            write_samples(out, r, item, &ns);
+        }
+    } else if (r->source == M_REASONS) {
+        unsigned long long refused[APPKEYS_NREASONS];
+
+        appkeys_counters(h->appkeys, refused);
+        for (int k = APPKEYS_MISSING; k < APPKEYS_NREASONS; k++) {
+            struct reason_snap rs = {refused[k]};
+
+            snprintf(item, sizeof(item), "reason=\"%s\"",
+                     appkeys_reason_name((enum appkeys_reason)k));
+            write_samples(out, r, item, &rs);
+        }
+    } else if (r->source == M_TLS_FAILURES) {
+        const char *reason;
+        uint64_t n;
+
+        for (int i = 0; redis_tls_failure_info(h->redis, i, &reason, &n) == 0; i++) {
+            struct reason_snap rs = {n};
+
+            snprintf(item, sizeof(item), "reason=\"%s\"", reason);
+            write_samples(out, r, item, &rs);
+        }
+    }
+}
+
+/* Prometheus text format: the policies' families (stats.c), then every
+ * row of metrics[] whose source h has. */
 void health_metrics(const struct health *h, struct http_response *resp)
 {
-    static const char *const names[2] = {"api", "admin"};
+    struct metrics_snap m;
     char *body = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&body, &len);
-    uint64_t errors, connects;
 
     if (out == NULL) {
         resp->status = 500;
         return;
     }
     stats_prometheus(h->stats, out);
-    fprintf(out, "# HELP permitd_failure_mode_open_passes_total Acquires let through by "
-                 "failure_mode open while Redis could not answer.\n"
-                 "# TYPE permitd_failure_mode_open_passes_total counter\n"
-                 "permitd_failure_mode_open_passes_total %llu\n",
-            (unsigned long long)limiter_open_passes(h->limiter));
-    fprintf(out, "# HELP permitd_policy_stale_retries_total Decisions asked again after the "
-                 "bucket was found written under a newer policy version than this instance's "
-                 "copy (the policy reloaded first).\n"
-                 "# TYPE permitd_policy_stale_retries_total counter\n"
-                 "permitd_policy_stale_retries_total %llu\n",
-            (unsigned long long)limiter_stale_retries(h->limiter));
-    {
-        uint64_t hits, misses, evictions;
+    snap_take(h, &m);
+    for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
+        const struct metric *r = &metrics[i];
 
-        limiter_deny_cache_counters(h->limiter, &hits, &misses, &evictions);
-        fprintf(out, "# HELP permitd_deny_cache_hits_total Acquires denied from a worker's "
-                     "deny cache, without asking Redis (--deny-cache).\n"
-                     "# TYPE permitd_deny_cache_hits_total counter\n"
-                     "permitd_deny_cache_hits_total %llu\n"
-                     "# HELP permitd_deny_cache_misses_total Acquires the deny cache could "
-                     "have answered but held no denial in force for: asked of Redis.\n"
-                     "# TYPE permitd_deny_cache_misses_total counter\n"
-                     "permitd_deny_cache_misses_total %llu\n"
-                     "# HELP permitd_deny_cache_evictions_total Denials still in force pushed "
-                     "out of a full deny cache by newer ones.\n"
-                     "# TYPE permitd_deny_cache_evictions_total counter\n"
-                     "permitd_deny_cache_evictions_total %llu\n",
-                (unsigned long long)hits, (unsigned long long)misses,
-                (unsigned long long)evictions);
-    }
-    redis_counters(h->redis, &errors, &connects);
-    fprintf(out, "# HELP permitd_redis_errors_total Redis calls that failed (unreachable, "
-                 "timeouts, broken connections).\n# TYPE permitd_redis_errors_total counter\n"
-                 "permitd_redis_errors_total %llu\n"
-                 "# HELP permitd_redis_connects_total Redis connections made (first ones and "
-                 "reconnects).\n# TYPE permitd_redis_connects_total counter\n"
-                 "permitd_redis_connects_total %llu\n",
-            (unsigned long long)errors, (unsigned long long)connects);
-    {
-        const char *reason;
-        uint64_t n;
-        for (int i = 0; redis_tls_failure_info(h->redis, i, &reason, &n) == 0; i++)
-            fprintf(out, "%spermitd_redis_tls_handshake_failures_total{reason=\"%s\"} %llu\n",
-                    i ? "" : "# HELP permitd_redis_tls_handshake_failures_total TLS handshakes "
-                             "with Redis that failed, by reason (rediss:// only).\n"
-                             "# TYPE permitd_redis_tls_handshake_failures_total counter\n",
-                    reason, (unsigned long long)n);
-    }
-    if (redis_cluster_enabled(h->redis)) {
-        struct redis_node_info ni;
-        uint64_t moved, ask, refreshes;
-
-        redis_cluster_counters(h->redis, &moved, &ask, &refreshes);
-        fprintf(out, "# HELP permitd_redis_redirects_total Redis Cluster redirects followed.\n"
-                     "# TYPE permitd_redis_redirects_total counter\n"
-                     "permitd_redis_redirects_total{kind=\"moved\"} %llu\n"
-                     "permitd_redis_redirects_total{kind=\"ask\"} %llu\n"
-                     "# HELP permitd_redis_split_calls_total Script calls over several "
-                     "slots that met a redirect, their items sent again one call per slot.\n"
-                     "# TYPE permitd_redis_split_calls_total counter\n"
-                     "permitd_redis_split_calls_total %llu\n"
-                     "# HELP permitd_redis_slot_map_refreshes_total Slot maps fetched.\n"
-                     "# TYPE permitd_redis_slot_map_refreshes_total counter\n"
-                     "permitd_redis_slot_map_refreshes_total %llu\n"
-                     "# HELP permitd_redis_node_connects_total Connections made, per node.\n"
-                     "# TYPE permitd_redis_node_connects_total counter\n",
-                (unsigned long long)moved, (unsigned long long)ask,
-                (unsigned long long)limiter_split_calls(h->limiter),
-                (unsigned long long)refreshes);
-        for (int i = 0; redis_node_info(h->redis, i, &ni) == 0; i++)
-            fprintf(out, "permitd_redis_node_connects_total{node=\"%s\"} %llu\n", ni.where,
-                    (unsigned long long)ni.connects);
-        fprintf(out, "# HELP permitd_redis_node_errors_total Failed calls, per node.\n"
-                     "# TYPE permitd_redis_node_errors_total counter\n");
-        for (int i = 0; redis_node_info(h->redis, i, &ni) == 0; i++)
-            fprintf(out, "permitd_redis_node_errors_total{node=\"%s\"} %llu\n", ni.where,
-                    (unsigned long long)ni.errors);
-    }
-    if (h->appkeys != NULL) {
-        unsigned long long refused[APPKEYS_NREASONS];
-        appkeys_counters(h->appkeys, refused);
-        fprintf(out, "# HELP permitd_unauthenticated_total API requests refused for their API "
-                     "key, by reason (app_mismatch: a good key for another app, answered "
-                     "permission_denied).\n# TYPE permitd_unauthenticated_total counter\n");
-        for (int r = APPKEYS_MISSING; r < APPKEYS_NREASONS; r++)
-            fprintf(out, "permitd_unauthenticated_total{reason=\"%s\"} %llu\n",
-                    appkeys_reason_name((enum appkeys_reason)r), refused[r]);
-        fprintf(out, "# HELP permitd_app_auth 1 when API keys are checked (--app-auth keys), "
-                     "0 when the API trusts the app a request names.\n"
-                     "# TYPE permitd_app_auth gauge\npermitd_app_auth %d\n"
-                     "# HELP permitd_app_keys API keys in memory (revoked ones too).\n"
-                     "# TYPE permitd_app_keys gauge\npermitd_app_keys %zu\n",
-                appkeys_enforced(h->appkeys), appkeys_count(h->appkeys));
-    }
-    if (h->fleet != NULL) {
-        uint64_t ok, failed, commands, bytes;
-        fleet_counters(h->fleet, &ok, &failed, &commands, &bytes);
-        fprintf(out, "# HELP permitd_fleet_publishes_total Writes of this instance's counts and "
-                     "heartbeat into Redis (--fleet-publish-ms), by result.\n"
-                     "# TYPE permitd_fleet_publishes_total counter\n"
-                     "permitd_fleet_publishes_total{result=\"ok\"} %llu\n"
-                     "permitd_fleet_publishes_total{result=\"failed\"} %llu\n"
-                     "# HELP permitd_fleet_commands_total Redis commands those writes sent.\n"
-                     "# TYPE permitd_fleet_commands_total counter\n"
-                     "permitd_fleet_commands_total %llu\n"
-                     "# HELP permitd_fleet_bytes_total Bytes of those commands as sent (RESP).\n"
-                     "# TYPE permitd_fleet_bytes_total counter\n"
-                     "permitd_fleet_bytes_total %llu\n",
-                (unsigned long long)ok, (unsigned long long)failed,
-                (unsigned long long)commands, (unsigned long long)bytes);
-    }
-    if (h->sync != NULL) {
-        struct sync_status st;
-        sync_get_status(h->sync, &st);
-        fprintf(out, "# HELP permitd_sync_failures_total MySQL -> Redis sync passes that failed.\n"
-                     "# TYPE permitd_sync_failures_total counter\n"
-                     "permitd_sync_failures_total %llu\n"
-                     "# HELP permitd_sync_lag_seconds Time since the last successful sync pass.\n"
-                     "# TYPE permitd_sync_lag_seconds gauge\n"
-                     "permitd_sync_lag_seconds %.3f\n"
-                     "# HELP permitd_policies Policies in the last MySQL snapshot.\n"
-                     "# TYPE permitd_policies gauge\n"
-                     "permitd_policies %zu\n",
-                (unsigned long long)st.failures,
-                st.ever_succeeded ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0,
-                st.last.policies);
-        fprintf(out, "# HELP permitd_sync_skipped_rows MySQL rows the last sync pass skipped "
-                     "because a name fails validation (listed by /readyz).\n"
-                     "# TYPE permitd_sync_skipped_rows gauge\n"
-                     "permitd_sync_skipped_rows %zu\n", st.skipped);
-        fprintf(out, "# HELP permitd_sync_passes_total MySQL -> Redis sync passes, failed or "
-                     "not.\n# TYPE permitd_sync_passes_total counter\n"
-                     "permitd_sync_passes_total %llu\n"
-                     "# HELP permitd_sync_policy_failures_total Policies a sync pass could not "
-                     "write to Redis (logged; offered again at the next pass).\n"
-                     "# TYPE permitd_sync_policy_failures_total counter\n"
-                     "permitd_sync_policy_failures_total %llu\n"
-                     "# HELP permitd_sync_pass_seconds How long the last sync pass took.\n"
-                     "# TYPE permitd_sync_pass_seconds gauge\n"
-                     "permitd_sync_pass_seconds %.6f\n",
-                (unsigned long long)st.passes, (unsigned long long)st.policy_failures,
-                (double)st.last_pass_us / 1e6);
-        if (sync_settle(h->sync) != NULL) {
-            struct settle_status ss;
-            settle_get_status(sync_settle(h->sync), &ss);
-            fprintf(out, "# HELP permitd_settle_pending Policies whose buckets wait for a settle "
-                         "after a limit edit (the set <prefix>settle, as last read).\n"
-                         "# TYPE permitd_settle_pending gauge\n"
-                         "permitd_settle_pending %zu\n"
-                         "# HELP permitd_settle_running Policies this instance is settling now.\n"
-                         "# TYPE permitd_settle_running gauge\n"
-                         "permitd_settle_running %zu\n"
-                         "# HELP permitd_settle_keys_total Bucket keys this instance settled.\n"
-                         "# TYPE permitd_settle_keys_total counter\n"
-                         "permitd_settle_keys_total %llu\n"
-                         "# HELP permitd_settle_seconds_total Time this instance spent settling.\n"
-                         "# TYPE permitd_settle_seconds_total counter\n"
-                         "permitd_settle_seconds_total %.3f\n"
-                         "# HELP permitd_settles_total Settles this instance ran, by result "
-                         "(a failed one is tried again at the next sync pass).\n"
-                         "# TYPE permitd_settles_total counter\n"
-                         "permitd_settles_total{result=\"done\"} %llu\n"
-                         "permitd_settles_total{result=\"failed\"} %llu\n",
-                    ss.pending, ss.running, (unsigned long long)ss.keys_total, ss.seconds_total,
-                    (unsigned long long)ss.done_total, (unsigned long long)ss.failures_total);
-        }
-    }
-    if (h->verifier != NULL) {
-        struct verifier_load v;
-        verifier_load(h->verifier, &v);
-        fprintf(out, "# HELP permitd_login_checks Admin login password checks (argon2id) running "
-                     "or waiting for a --login-workers thread.\n"
-                     "# TYPE permitd_login_checks gauge\n"
-                     "permitd_login_checks{state=\"running\"} %u\n"
-                     "permitd_login_checks{state=\"waiting\"} %u\n"
-                     "# HELP permitd_login_checks_total Admin login password checks: done, or "
-                     "refused (resource_exhausted) because --login-queue was full.\n"
-                     "# TYPE permitd_login_checks_total counter\n"
-                     "permitd_login_checks_total{result=\"checked\"} %llu\n"
-                     "permitd_login_checks_total{result=\"refused\"} %llu\n",
-                v.busy, v.waiting, (unsigned long long)v.checked,
-                (unsigned long long)v.refused);
-    }
-    fprintf(out, "# HELP permitd_http_connections HTTP connections open, by listener.\n"
-                 "# TYPE permitd_http_connections gauge\n");
-    for (int i = 0; i < 2; i++)
-        if (h->listeners[i] != NULL)
-            fprintf(out, "permitd_http_connections{listener=\"%s\"} %u\n", names[i],
-                    http_server_connections(h->listeners[i]));
-    /* Saturation and what the connection deadlines closed (server/transport/http.c). */
-    {
-        struct http_server_load l[2];
-
-        for (int i = 0; i < 2; i++)
-            if (h->listeners[i] != NULL)
-                http_server_load(h->listeners[i], &l[i]);
-        fprintf(out, "# HELP permitd_http_connections_limit Most HTTP connections open at once, "
-                     "by listener.\n# TYPE permitd_http_connections_limit gauge\n");
-        for (int i = 0; i < 2; i++)
-            if (h->listeners[i] != NULL)
-                fprintf(out, "permitd_http_connections_limit{listener=\"%s\"} %u\n", names[i],
-                        l[i].limit);
-        fprintf(out, "# HELP permitd_http_connections_idle Keep-alive HTTP connections between "
-                     "requests, by listener.\n# TYPE permitd_http_connections_idle gauge\n");
-        for (int i = 0; i < 2; i++)
-            if (h->listeners[i] != NULL)
-                fprintf(out, "permitd_http_connections_idle{listener=\"%s\"} %u\n", names[i],
-                        l[i].idle);
-        fprintf(out, "# HELP permitd_http_connections_closed_total HTTP connections closed by "
-                     "permitd: header_timeout (request head not whole in --header-timeout), "
-                     "shed_idle / shed_head (to make room when full), refused (bad framing or "
-                     "head over --max-header-bytes), per_ip (at accept: the address had "
-                     "--max-connections-per-ip open).\n"
-                     "# TYPE permitd_http_connections_closed_total counter\n");
-        for (int i = 0; i < 2; i++)
-            if (h->listeners[i] != NULL)
-                fprintf(out,
-                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"header_timeout\"} %llu\n"
-                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"shed_idle\"} %llu\n"
-                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"shed_head\"} %llu\n"
-                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"refused\"} %llu\n"
-                        "permitd_http_connections_closed_total{listener=\"%s\",reason=\"per_ip\"} %llu\n",
-                        names[i], (unsigned long long)l[i].header_timeouts,
-                        names[i], (unsigned long long)l[i].shed_idle,
-                        names[i], (unsigned long long)l[i].shed_head,
-                        names[i], (unsigned long long)l[i].refused,
-                        names[i], (unsigned long long)l[i].refused_per_ip);
-    }
-    /* The gRPC listener's (server/transport/grpc.c), when there is one. */
-    if (h->grpc != NULL) {
-        struct grpc_server_load g;
-
-        grpc_server_load(h->grpc, &g);
-        fprintf(out, "# HELP permitd_grpc_connections gRPC connections open, by listener.\n"
-                     "# TYPE permitd_grpc_connections gauge\n"
-                     "permitd_grpc_connections{listener=\"grpc\"} %u\n"
-                     "# HELP permitd_grpc_connections_limit Most gRPC connections open at once "
-                     "(--max-connections), by listener.\n"
-                     "# TYPE permitd_grpc_connections_limit gauge\n"
-                     "permitd_grpc_connections_limit{listener=\"grpc\"} %u\n"
-                     "# HELP permitd_grpc_connections_per_ip_limit Most gRPC connections open at "
-                     "once from one client address (--max-connections-per-ip; 0: no limit), by "
-                     "listener.\n"
-                     "# TYPE permitd_grpc_connections_per_ip_limit gauge\n"
-                     "permitd_grpc_connections_per_ip_limit{listener=\"grpc\"} %u\n"
-                     "# HELP permitd_grpc_connections_refused_total gRPC connections closed at "
-                     "accept: full (--max-connections open), per_ip (the client's address had "
-                     "--max-connections-per-ip open).\n"
-                     "# TYPE permitd_grpc_connections_refused_total counter\n"
-                     "permitd_grpc_connections_refused_total{listener=\"grpc\",reason=\"full\"} %llu\n"
-                     "permitd_grpc_connections_refused_total{listener=\"grpc\",reason=\"per_ip\"} %llu\n",
-                g.open, g.limit, g.per_ip_limit, (unsigned long long)g.refused_full,
-                (unsigned long long)g.refused_per_ip);
-        fprintf(out, "# HELP permitd_grpc_connections_shed_total gRPC connections closed to "
-                     "make room when --max-connections were open: idle (no call), stalled (calls "
-                     "whose requests did not come).\n"
-                     "# TYPE permitd_grpc_connections_shed_total counter\n"
-                     "permitd_grpc_connections_shed_total{listener=\"grpc\",reason=\"idle\"} %llu\n"
-                     "permitd_grpc_connections_shed_total{listener=\"grpc\",reason=\"stalled\"} %llu\n",
-                (unsigned long long)g.shed_idle, (unsigned long long)g.shed_stalled);
+        if (!source_present(h, r->source))
+            continue;
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", r->name, r->help, r->name, r->type);
+        if (r->source >= M_EACH)
+            write_each(out, h, r);
+        else
+            write_samples(out, r, NULL, &m);
     }
     fclose(out);
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";

@@ -1,7 +1,7 @@
 /*
  * usersvc.c - UserService and `permitd admin add-user` (see usersvc.h).
  *
- * Only admins reach the RPCs (admin.c decides from the session). A
+ * Only admins reach the RPCs (session.c decides from the session). A
  * password arrives in a request, is checked against the one password rule
  * (auth_check_password(): the command line's too), hashed with argon2id
  * here on the admin RPCs' pool, and wiped; it is never logged, stored or
@@ -9,7 +9,6 @@
  * mutex: user changes are rare.
  */
 #include <pthread.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +59,7 @@ void usersvc_free(struct usersvc *s)
 }
 
 /* A user name as `add-user` accepts it (and Login looks up). */
-static int check_username(const char *name, struct permitd_error *err)
+int usersvc_check_username(const char *name, struct permitd_error *err)
 {
     int rc = policy_check_name("username", name, err);
 
@@ -70,7 +69,7 @@ static int check_username(const char *name, struct permitd_error *err)
     return rc;
 }
 
-static int check_role(const char *role, struct permitd_error *err)
+int usersvc_check_role(const char *role, struct permitd_error *err)
 {
     if (!users_role_valid(role))
         return permitd_error_set(err, PERMITD_EINVAL,
@@ -166,8 +165,8 @@ static int add_user(void *ud, struct connect_call *call, const ProtobufCMessage 
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
-        (rc = check_username(rq->username, err)) != PERMITD_OK ||
-        (rc = check_role(rq->role, err)) != PERMITD_OK ||
+        (rc = usersvc_check_username(rq->username, err)) != PERMITD_OK ||
+        (rc = usersvc_check_role(rq->role, err)) != PERMITD_OK ||
         (rc = hash_password(rq->password, hash, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
@@ -190,8 +189,8 @@ static int set_user_role(void *ud, struct connect_call *call, const ProtobufCMes
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
-        (rc = check_username(rq->username, err)) != PERMITD_OK ||
-        (rc = check_role(rq->role, err)) != PERMITD_OK)
+        (rc = usersvc_check_username(rq->username, err)) != PERMITD_OK ||
+        (rc = usersvc_check_role(rq->role, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
     if ((rc = users_set_role(s->db, rq->username, rq->role, me, err)) == PERMITD_OK)
@@ -213,7 +212,7 @@ static int reset_password(void *ud, struct connect_call *call, const ProtobufCMe
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
-        (rc = check_username(rq->username, err)) != PERMITD_OK ||
+        (rc = usersvc_check_username(rq->username, err)) != PERMITD_OK ||
         (rc = hash_password(rq->password, hash, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
@@ -236,7 +235,7 @@ static int end_sessions(void *ud, struct connect_call *call, const ProtobufCMess
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
-        (rc = check_username(rq->username, err)) != PERMITD_OK)
+        (rc = usersvc_check_username(rq->username, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
     if ((rc = users_end_sessions(s->db, rq->username, me, &ended, err)) == PERMITD_OK)
@@ -260,7 +259,7 @@ static int set_user_enabled(void *ud, struct connect_call *call, const ProtobufC
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
-        (rc = check_username(rq->username, err)) != PERMITD_OK)
+        (rc = usersvc_check_username(rq->username, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
     if ((rc = users_set_enabled(s->db, rq->username, rq->enabled, me, err)) == PERMITD_OK)
@@ -283,7 +282,7 @@ static int delete_user(void *ud, struct connect_call *call, const ProtobufCMessa
     (void)out_;
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, ADMIN_ADMIN, me, sizeof(me), err)) != PERMITD_OK ||
-        (rc = check_username(rq->username, err)) != PERMITD_OK)
+        (rc = usersvc_check_username(rq->username, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
     rc = users_delete(s->db, rq->username, me, err);
@@ -303,134 +302,3 @@ const struct connect_method usersvc_methods[] = {
     ADMIN_METHOD("UserService", "DeleteUser", delete_user, 0, delete_user),
     {NULL, NULL, NULL, 0, NULL},
 };
-
-/* ---- permitd admin add-user ---- */
-
-void usersvc_cli_usage(FILE *out)
-{
-    fprintf(out, "Usage: permitd admin add-user NAME [--role viewer|editor|admin]\n");
-}
-
-static void add_user_usage(FILE *out)
-{
-    fprintf(out,
-            "Usage: permitd admin add-user NAME [--role viewer|editor|admin]\n"
-            "\n"
-            "Creates a user of the admin UI, or sets a new password and role for an\n"
-            "existing one (enabling it, and ending the sessions it has). The password\n"
-            "is read from standard input (one line; at least 8 characters). NAME:\n"
-            "letters, digits, '.', '_' and '-', up to 64. Viewers read, editors also\n"
-            "change policies and apps, admins also manage users. --role may be left out\n"
-            "for the first user only, which is then an admin. The last enabled admin\n"
-            "cannot be demoted. The database is PERMITD_MYSQL_URL, as for `permitd\n"
-            "migrate`.\n"
-            "\n"
-            "  -h, --help   this text (anywhere on the line)\n");
-}
-
-/* Reads one line from stdin without its newline. */
-static int read_password(char *buf, size_t len)
-{
-    size_t n;
-
-    if (fgets(buf, (int)len, stdin) == NULL)
-        return -1;
-    n = strlen(buf);
-    if (n > 0 && buf[n - 1] == '\n')
-        buf[--n] = '\0';
-    if (n > 0 && buf[n - 1] == '\r')
-        buf[--n] = '\0';
-    return 0;
-}
-
-/* Who runs the command line, for the audit rows: "cli:<OS user>", as
- * the app verbs name it. */
-static void cli_actor(char *out, size_t len)
-{
-    struct passwd *pw = getpwuid(geteuid());
-    const char *user = pw != NULL ? pw->pw_name : getenv("USER");
-
-    snprintf(out, len, "cli:%.100s", user != NULL ? user : "unknown");
-}
-
-int usersvc_cli_main(const struct config *cfg, int argc, char **argv)
-{
-    struct permitd_error err = {0, ""};
-    const char *name = NULL, *role = NULL;
-    char password[AUTH_PASSWORD_MAX + 2], hash[AUTH_HASH_MAX], actor[128];
-    struct users_db *db = NULL;
-    size_t users = 0;
-    int rc, created = 0;
-
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            add_user_usage(stdout);     /* anywhere after the verb, as for migrate */
-            return 0;
-        }
-    }
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
-            role = argv[++i];
-        else if (strncmp(argv[i], "--role=", 7) == 0)
-            role = argv[i] + 7;
-        else if (argv[i][0] != '-' && name == NULL)
-            name = argv[i];
-        else {
-            fprintf(stderr, "permitd admin add-user: unexpected argument \"%s\"\n", argv[i]);
-            return 2;
-        }
-    }
-    if (name == NULL) {
-        fprintf(stderr, "permitd admin add-user: give a NAME (and --role viewer|editor|admin)\n");
-        return 2;
-    }
-    if (role != NULL && check_role(role, &err) != PERMITD_OK) {
-        fprintf(stderr, "permitd admin add-user: --role \"%s\" is not viewer, editor or admin\n",
-                role);
-        return 2;
-    }
-    if (check_username(name, &err) != PERMITD_OK) {
-        fprintf(stderr, "permitd admin add-user: NAME: %s\n", err.message);
-        return 2;
-    }
-    if (cfg->mysql_url[0] == '\0') {
-        fprintf(stderr, "permitd admin: set PERMITD_MYSQL_URL (mysql://user:pass@host:port/db)\n");
-        return 2;
-    }
-    if ((rc = users_db_new(cfg, &db, &err)) == PERMITD_OK && role == NULL)
-        rc = users_count(db, &users, &err);
-    if (rc == PERMITD_OK && role == NULL && users > 0) {
-        fprintf(stderr, "permitd admin add-user: give --role viewer|editor|admin (%zu users "
-                        "exist; only the first may leave it out, and is then an admin)\n", users);
-        users_db_free(db);
-        return 2;
-    }
-    if (rc == PERMITD_OK) {
-        if (isatty(STDIN_FILENO))
-            fprintf(stderr, "Password for %s: ", name);
-        if (read_password(password, sizeof(password)) != 0 ||
-            auth_check_password(password, &err) != PERMITD_OK) {
-            fprintf(stderr, "permitd admin add-user: the password (one line on standard input) "
-                            "must be at least %d characters and at most %d bytes%s%s\n",
-                    AUTH_PASSWORD_MIN, AUTH_PASSWORD_MAX, err.message[0] ? ": " : "",
-                    err.message);
-            explicit_bzero(password, sizeof(password));
-            users_db_free(db);
-            return 2;
-        }
-        rc = auth_hash_password(password, hash, &err);
-        explicit_bzero(password, sizeof(password));
-    }
-    cli_actor(actor, sizeof(actor));
-    if (role == NULL)
-        role = "admin";
-    if (rc == PERMITD_OK)
-        rc = users_put(db, name, hash, role, actor, &created, &err);
-    users_db_free(db);
-    if (rc != PERMITD_OK) {
-        fprintf(stderr, "permitd admin add-user: %s\n", err.message);
-        return 1;
-    }
-    printf("admin user %s (%s) %s\n", name, role, created ? "created" : "saved");
-    return 0;
-}

@@ -1,15 +1,14 @@
 /*
  * usersvc.h - UserService (proto/permit/v1/users.proto) on the admin
- * listener, for admins only, and `permitd admin add-user`, which stays for
- * the first user and for scripts.
+ * listener, for admins only, and what `permitd admin add-user`
+ * (cli/cli_users.c), which stays for the first user and for scripts,
+ * shares with it.
  *
  * Both write MySQL through stores/users.h, which audits every change and
  * keeps the last enabled admin.
  */
 #ifndef PERMITD_USERSVC_H
 #define PERMITD_USERSVC_H
-
-#include <stdio.h>
 
 #include "core/config.h"
 #include "core/status.h"
@@ -29,11 +28,11 @@ void usersvc_free(struct usersvc *s);
  * the usersvc. */
 extern const struct connect_method usersvc_methods[];
 
-/* `permitd admin add-user ...` (argv[0] is "admin", argv[1] "add-user"):
- * the exit status. */
-int usersvc_cli_main(const struct config *cfg, int argc, char **argv);
+/* A user name as UserService and `add-user` accept it (and Login looks
+ * up); else PERMITD_EINVAL naming the field. */
+int usersvc_check_username(const char *name, struct permitd_error *err);
 
-/* The user verbs' part of `permitd admin --help`. */
-void usersvc_cli_usage(FILE *out);
+/* viewer, editor or admin; else PERMITD_EINVAL naming the field. */
+int usersvc_check_role(const char *role, struct permitd_error *err);
 
 #endif

@@ -26,10 +26,27 @@ enum {
     MIGRATE_EXIT_USAGE = 2,     /* bad arguments or missing settings */
 };
 
-/* Runs `permitd migrate <verb> ...`; argv[0] is "migrate". The connection
- * comes from cfg->mysql (PERMITD_MYSQL_URL). Progress and reports go to
- * stdout, errors to stderr; the password is never printed. Returns the
- * process exit status (MIGRATE_EXIT_*). */
-int migrate_main(const struct config *cfg, int argc, char **argv);
+/* One run of a verb that works on the database, its arguments checked
+ * (cli/cli_migrate.c reads them from `permitd migrate`'s command line). */
+struct migrate_job {
+    const struct config_mysql *db;  /* the database; must outlive the run */
+    int timeout_ms;                 /* connect and read timeout */
+    int lock_timeout_s;             /* how long to wait for another run's lock */
+    const char *dir;                /* the migrations' folder; NULL: the embedded ones */
+    const char *verb;               /* "up", "down", "status", "validate" or "force" */
+    long count;                     /* up, down: how many; -1: all */
+    unsigned long long force_to;    /* force: the version */
+};
+
+/* Runs job: loads the migrations, connects, holds the run's lock, runs
+ * the verb. Progress and reports go to stdout, errors to stderr; the
+ * password is never printed. Returns the process exit status
+ * (MIGRATE_EXIT_*). */
+int migrate_do(const struct migrate_job *job);
+
+/* `new TITLE...`: creates the next NNNN_title.up.sql / .down.sql pair in
+ * dir, the title made of the words of argv (argc of them) reduced to
+ * [a-z0-9_]. Returns the process exit status (MIGRATE_EXIT_*). */
+int migrate_create(const char *dir, int argc, char **argv);
 
 #endif

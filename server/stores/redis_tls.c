@@ -213,17 +213,22 @@ static int handshake_step(struct redis_tls_session *ts, char *why, size_t whylen
         gnutls_datum_t text = {NULL, 0};
         reason = verify_reason(status);
         gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0);
-        snprintf(why, whylen, "TLS: the certificate of %.150s is refused (%s, name checked: "
-                 "%.120s): %.180s",
-                 ts->where, reason_names[reason], ts->name,
-                 text.data ? (const char *)text.data : "?");
+        /* Cut to whylen when it must be (the return value checked, not
+         * ignored: what it says is true as far as it goes). */
+        if (snprintf(why, whylen, "TLS: the certificate of %.150s is refused (%s, name "
+                     "checked: %.120s): %.180s", ts->where, reason_names[reason], ts->name,
+                     text.data ? (const char *)text.data : "?") < 0)
+            why[0] = '\0';
         gnutls_free(text.data);
     } else if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED) {
         reason = REDIS_TLS_REFUSED;
-        snprintf(why, whylen, "TLS: %s refused the handshake (alert: %s)", ts->where,
-                 gnutls_alert_get_name(gnutls_alert_get(ts->s)));
+        if (snprintf(why, whylen, "TLS: %s refused the handshake (alert: %s)", ts->where,
+                     gnutls_alert_get_name(gnutls_alert_get(ts->s))) < 0)
+            why[0] = '\0';
     } else {
-        snprintf(why, whylen, "TLS handshake with %s failed: %s", ts->where, gnutls_strerror(rc));
+        if (snprintf(why, whylen, "TLS handshake with %s failed: %s", ts->where,
+                     gnutls_strerror(rc)) < 0)
+            why[0] = '\0';
     }
     failed(ts->tls, ts->where, reason, why);
     return -1;

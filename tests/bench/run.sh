@@ -124,7 +124,7 @@ rcli() { redis-cli -p "$rport" "$@"; }
 log "redis on port $rport (pid $redis_pid)"
 
 # The policy store: a migrated MariaDB of its own. permitd's sync loads the
-# policies into Redis (README, "Redis layout"), where the peer and the
+# policies into Redis (docs/redis.md, "Redis layout"), where the peer and the
 # redis-benchmark ceiling read them too.
 "$root/tests/stack/mariadb.sh" start "$tmp/mariadb" > "$tmp/mariadb.env"
 mysql_url=$(sed -n 's/^PERMITD_TEST_MYSQL_URL=//p' "$tmp/mariadb.env")

@@ -235,7 +235,7 @@ class BatchTest(unittest.TestCase):
             self.assertIsNone(read_state(self.redis, self.key(a, "u")))
 
     def test_all_or_nothing_across_keys_needs_colocate(self):
-        # Keyed buckets of one policy live in slots of their own (README:
+        # Keyed buckets of one policy live in slots of their own (docs/redis.md:
         # Redis layout): an all_or_nothing batch across them cannot be one
         # script call, and answers failed_precondition naming the items
         # outside the first one's slot; nothing is taken. With colocate

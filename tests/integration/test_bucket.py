@@ -437,7 +437,7 @@ class BucketTest(unittest.TestCase):
         d = self.acquire(name)
         self.assertEqual((d["allowed"], d["remaining"]), (True, 1), d)
 
-        # The layout (README: Redis layout): the policy hash and the shared
+        # The layout (docs/redis.md: Redis layout): the policy hash and the shared
         # bucket in the policy's slot, each keyed bucket in a slot of its own
         # (its tag holds the key).
         pfx = "permitd:{%s}:" % name
@@ -508,7 +508,7 @@ class BucketTest(unittest.TestCase):
     # ------------------------------------------------------------ rate edits
 
     def edit(self, name, **fields):
-        """A hand edit of a policy hash, as README ("Redis layout") says to
+        """A hand edit of a policy hash, as docs/redis.md ("Redis layout") says to
         make one: through lua/sync.lua "set", which stamps a rate edit."""
         args = []
         for k, v in fields.items():

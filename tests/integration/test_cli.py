@@ -164,8 +164,10 @@ class HelpTest(unittest.TestCase):
         subs = sorted(set(re.findall(r'strcmp\(argv\[1\], "([a-z][a-z-]*)"\)', src("main.c"))))
         self.assertEqual(subs, ["admin", "migrate"])
         verbs = {
-            "admin": sorted(set(re.findall(r'strcmp\(argv\[1\], "([a-z][a-z-]*)"\)', src("admin.c")))),
-            "migrate": sorted(set(re.findall(r'strcmp\(verb, "([a-z][a-z-]*)"\)', src("migrate.c")))),
+            "admin": sorted(set(re.findall(r'strcmp\(argv\[1\], "([a-z][a-z-]*)"\)',
+                                           src("cli_admin.c")))),
+            "migrate": sorted(set(re.findall(r'strcmp\(verb, "([a-z][a-z-]*)"\)',
+                                             src("cli_migrate.c")))),
         }
         self.assertIn("add-user", verbs["admin"])
         self.assertEqual(set(verbs["migrate"]) >= {"up", "down", "status", "validate", "force",

@@ -8,7 +8,7 @@ calls from (and 127.0.0.5, a proxy in front of nginx).
 
 nginx is Debian's, started by the test as a plain process on free ports
 (`nginx -p DIR -c conf -g 'daemon off;'`) with the auth_request config
-README "Gateways" shows; a small Python server is the application behind
+docs/gateways.md shows; a small Python server is the application behind
 it. Clients come from different loopback addresses (127.0.0.2, .3, ...)
 so that nginx sees different client addresses.
 
@@ -338,7 +338,7 @@ class ForwardAuthTest(GatewayCase):
         a = self.through(3, "/multi/deep/", source="127.0.0.2")
         self.assertEqual([x[0] for x in a], [200, 200, 429])
         self.assertIn('"%s"' % narrow, a[2][1]["ratelimit"])
-        # Two policies' buckets are no one script's (README "Gateways"):
+        # Two policies' buckets are no one script's (docs/gateways.md):
         # each rule was decided on its own, so the denied third request
         # took its permit from the wide one: 4 - 3 leave 1.
         results = [self.nginx.get("/multi/other", source="127.0.0.3")[0] for _ in range(2)]

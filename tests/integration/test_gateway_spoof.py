@@ -2,10 +2,10 @@
 a real Caddy, against real MariaDB and Redis.
 
 test_gateway.py's set-up (a gateway app and key, an editor, permitd with
---trusted-proxies 127.0.0.1, nginx with README's auth_request config in
+--trusted-proxies 127.0.0.1, nginx with docs/gateways.md's auth_request config in
 front of a small app) plus Debian's Caddy, started by the test as a plain
-process on a free port with the Caddyfile block README "Caddy" shows, read
-from README.md itself (only the addresses and the key are filled in, and
+process on a free port with the Caddyfile block docs/gateways.md "Caddy" shows, read
+from docs/gateways.md itself (only the addresses and the key are filled in, and
 a global block turns off Caddy's admin endpoint and automatic HTTPS), so
 the documented block is the tested one.
 
@@ -36,18 +36,18 @@ CADDY = shutil.which("caddy") or "/usr/bin/caddy"
 
 
 def readme_caddy_block():
-    """The ```caddy block under README's "### Caddy"."""
-    with open(os.path.join(SOURCE_DIR, "README.md")) as f:
+    """The ```caddy block under docs/gateways.md's "### Caddy"."""
+    with open(os.path.join(SOURCE_DIR, "docs", "gateways.md")) as f:
         text = f.read()
     section = text[text.index("\n### Caddy\n"):]
     m = re.search(r"\n```caddy\n(.*?)\n```\n", section, re.S)
-    assert m is not None, "README's Caddy section has no ```caddy block"
+    assert m is not None, "docs/gateways.md's Caddy section has no ```caddy block"
     return m.group(1) + "\n"
 
 
 class Caddy:
     """Debian's Caddy on a free port, in a directory of its own, running
-    README's block."""
+    docs/gateways.md's block."""
 
     def __init__(self, permitd_port, app_port, key):
         self.dir = tempfile.mkdtemp(prefix="permitd-caddy-")
@@ -220,7 +220,7 @@ class HeaderStyleTest(SpoofCase):
 class CaddyAnswerTest(SpoofCase):
 
     def test_gateway_caddy_readme_block_answers(self):
-        """What the client gets from README's Caddy block: a denial is
+        """What the client gets from docs/gateways.md's Caddy block: a denial is
         permitd's 429 with Retry-After and the RateLimit headers; an
         allowance is the app's answer, with no RateLimit header and nothing
         unexpanded, on a path a rule limits and on one none does; nor does

@@ -54,7 +54,7 @@ class GlobalTest(unittest.TestCase):
     def test_many_keys_of_one_policy_each_hold_their_limit(self):
         # One policy, many keyed buckets, both instances at once: each key's
         # admitted <= max + rate x T. Over a Redis Cluster each keyed bucket
-        # has a slot of its own (README: Redis layout): the keys are chosen
+        # has a slot of its own (docs/redis.md: Redis layout): the keys are chosen
         # to cover every master, so the bound is checked on each of them.
         name = unique("global-keys")
         put_policy(self.redis, name, max_permits=20, rate=10)

@@ -1,5 +1,5 @@
 """MySQL over TLS (issue 35): the store URL's ssl-mode, ssl-ca, ssl-cert and
-ssl-key (README "MySQL over TLS"), for the daemon and `permitd migrate`
+ssl-key (docs/migrations.md "MySQL over TLS"), for the daemon and `permitd migrate`
 alike, against a MariaDB of this test's own started with
 require_secure_transport=ON and certificates the test makes with openssl:
 a CA, a server certificate for 127.0.0.1 and localhost, one for

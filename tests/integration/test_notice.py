@@ -13,7 +13,7 @@ older policy version.
   reloads the policy and decides under the newer version.
 
 Single Redis from the test stack, no MySQL: policies kept by hand, as
-README ("Redis layout") says to write them.
+docs/redis.md ("Redis layout") says to write them.
 """
 import os
 import re

@@ -1,4 +1,4 @@
-"""Least-privilege Redis users (issue 35, README "Redis over TLS": the ACL
+"""Least-privilege Redis users (issue 35, docs/redis.md "Redis over TLS": the ACL
 rule): permitd runs as a Redis 6 ACL user restricted to exactly the rule the
 README gives, with its key pattern and channel pattern under this test's
 prefix, and does a broad share of its work: policies synced from MySQL (and
@@ -16,8 +16,8 @@ import unittest
 from harness import (ClusterRedis, Permitd, Redis, decision, migrate_with_client, mysql,
                      stack_env, stack_redis_url, unique, wait_for)
 
-# README "Least-privilege Redis users": the rule, with PREFIX for --redis-prefix.
-# Kept here word for word; test_readme_states_the_rule checks the README says the same.
+# docs/redis.md "Least-privilege Redis users": the rule, with PREFIX for --redis-prefix.
+# Kept here word for word; test_readme_states_the_rule checks docs/redis.md says the same.
 ACL_COMMANDS = ("-@all +evalsha +script|load +ping +time +subscribe +publish +get +set +mget "
                 "+del +exists +expire +expireat +pexpire +hget +hgetall +hmget +hset +hdel "
                 "+hincrby +sadd +srem +smembers +sscan +scan +zadd +zcount +zrange "
@@ -121,9 +121,9 @@ class RedisAclTest(unittest.TestCase):
 
     def test_readme_states_the_rule(self):
         here = os.path.dirname(os.path.abspath(__file__))
-        with open(os.path.join(here, "..", "..", "README.md")) as f:
+        with open(os.path.join(here, "..", "..", "docs", "redis.md")) as f:
             readme = " ".join(f.read().split())
-        self.assertTrue(acl_rule("PREFIX") in readme, "README does not give the rule word for word")
+        self.assertTrue(acl_rule("PREFIX") in readme, "docs/redis.md does not give the rule word for word")
 
 
 if __name__ == "__main__":

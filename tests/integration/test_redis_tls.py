@@ -1,4 +1,4 @@
-"""Redis over TLS (issue 35, README "Redis over TLS"): rediss:// and
+"""Redis over TLS (issue 35, docs/redis.md "Redis over TLS"): rediss:// and
 rediss+cluster:// against Debian's redis-server listening on TLS only
 (--port 0), with a CA, server and client certificates made here by
 openssl. Every connection permitd makes (the workers' pipelines, the

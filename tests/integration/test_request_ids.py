@@ -26,7 +26,7 @@ import unittest
 import harness
 from harness import Http, Permitd, Redis, decision, put_policy, state_key, unique
 
-REC = "\x1fr"       # a request-id record: the bucket's key, REC, the id (README: Redis layout)
+REC = "\x1fr"       # a request-id record: the bucket's key, REC, the id (docs/redis.md: Redis layout)
 
 
 def record_ids(redis, prefix, name):

@@ -1,4 +1,4 @@
-"""docker-compose.yml is valid and wires the services as the README says.
+"""docker-compose.yml is valid and wires the services as docs/operations.md says.
 
 No Docker engine runs on our machines, so this validates the file with
 `docker-compose config` (Debian's docker-compose) and checks the resolved

@@ -1,10 +1,11 @@
-"""The layout of server/ as README's "How it is built" states it.
+"""The layout of server/ as docs/architecture.md states it.
 
 server/ is grouped by layer, core < transport < stores < decisions <
-control, with main.c on top: a file includes headers of its own layer and
-of the layers below it, never above (an include that points up is how a
-lower layer starts to know a higher one, and how cycles begin). And each
-library stays behind its wrapper: only the files named here include it.
+control < cli (every command-line verb), with main.c on top: a file
+includes headers of its own layer and of the layers below it, never
+above (an include that points up is how a lower layer starts to know a
+higher one, and how cycles begin). And each library stays behind its
+wrapper: only the files named here include it.
 """
 import os
 import re
@@ -13,7 +14,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "..", "..", "server")
-LAYERS = ["core", "transport", "stores", "decisions", "control"]
+LAYERS = ["core", "transport", "stores", "decisions", "control", "cli"]
 
 # library header (as included) -> the files allowed to include it
 WRAPPERS = {

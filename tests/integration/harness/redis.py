@@ -1,7 +1,7 @@
 """Redis for the tests: a minimal blocking RESP2 client (the tests need a
 handful of commands, and a client of our own sees exactly the bytes a bucket
 state holds), redis-servers of one test's own for kill/stop/restart tests,
-and the key layout of README "Redis layout": policy hashes and bucket
+and the key layout of docs/redis.md "Redis layout": policy hashes and bucket
 states (lua/bucket.lua: two little-endian doubles)."""
 import os
 import socket
@@ -106,7 +106,7 @@ class Redis:
 
 
 def put_policy(redis, name, apps="app", max_permits=10, rate=1, prefix="permitd:", **extra):
-    """Writes a policy hash in the documented layout (README: Redis layout)."""
+    """Writes a policy hash in the documented layout (docs/redis.md: Redis layout)."""
     fields = {"name": name, "apps": apps, "max_permits": max_permits, "rate": rate,
               "version": 1, "enabled": 1}
     fields.update(extra)
@@ -117,14 +117,14 @@ def put_policy(redis, name, apps="app", max_permits=10, rate=1, prefix="permitd:
     redis("HSET", "%s{%s}:policy" % (prefix, name), *args)
     if existed:
         # A policy written again: permitd instances that hold a copy reload
-        # it on the change notice lua/sync.lua would have sent (README:
+        # it on the change notice lua/sync.lua would have sent (docs/redis.md:
         # Redis layout), which arrives within milliseconds.
         redis("PUBLISH", prefix + "changes", "%s %s" % (name, fields["version"]))
         time.sleep(0.05)
 
 
 def state_key(name, key="", prefix="permitd:", colocate=False):
-    """A bucket's key (README: Redis layout): the shared bucket P{NAME}:b; a
+    """A bucket's key (docs/redis.md: Redis layout): the shared bucket P{NAME}:b; a
     keyed one P{NAME:KEY}:k (its own slot), or P{NAME}:k:KEY for a policy
     that sets colocate (the policy's slot)."""
     if not key:
