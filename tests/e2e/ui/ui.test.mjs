@@ -1977,6 +1977,7 @@ describe("users and audit pages in headless Chromium", () => {
       await p.locator(`tr[data-policy="${LONG[0]}"] .traffic`).getByText(/\d/).waitFor();
       await sleep(500);
       const { cls, shifts } = await p.evaluate(() => ({ cls: window.__cls, shifts: window.__shifts }));
+      console.log(`list page layout shift at ${vp.width} wide: ${cls.toFixed(4)}`);
       assert.ok(cls < 0.1, `layout shift ${cls.toFixed(3)} at ${vp.width} wide (under 0.1 wanted): ${JSON.stringify(shifts)}`);
     }
     // The first Tab reaches "Skip to main content", which moves focus to the page.
