@@ -645,7 +645,7 @@ describe("admin web UI in headless Chromium", () => {
     await page.waitForFunction(() => !location.hash.endsWith("/edit"));
     await page.goto(`${adminBase()}/#/policy/${SHADOW_POLICY}`);
     await page.waitForFunction(() => document.querySelectorAll("#history .change").length >= 2);
-    assert.match(await page.locator("#history .change").first().innerText(), /shadow\s+yes\s+→\s+no/);
+    assert.match(await page.locator("#history .change").first().innerText(), /Shadow mode\s+yes\s+→\s+no/);
     assert.match(await page.locator(".settings").innerText(), /Mode\s+enforcing/);
     const refused = await acquire({ bucket: SHADOW_POLICY });
     assert.equal(refused.allowed, false, JSON.stringify(refused));
