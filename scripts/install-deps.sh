@@ -30,6 +30,9 @@ if [ "$what" = test ]; then
     pkgs+=(caddy)
     # prometheus: its promtool checks /metrics (tests/integration/test_metrics.py)
     pkgs+=(prometheus)
+    # the bench scripts' smoke runs (ctest -L bench): valgrind for
+    # redis-cost.sh; stress-ng keeps a core busy for PERMITD_TEST_BUSY
+    pkgs+=(valgrind stress-ng)
 fi
 if [ "$what" = bench ]; then
     # nginx: tests/bench/gateway.sh measures forward-auth through it

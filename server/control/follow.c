@@ -2,11 +2,16 @@
  * follow.c - change notices and the periodic pass that keep the limiter's
  * policy copy current (see follow.h).
  *
- * A notice is "<name> <version>"; only the name is used: the policy is
- * reloaded from its hash, which is the truth the notice points at (two
- * notices may arrive out of order; the hash is read after both). A policy
- * this instance does not hold yet is loaded too (created elsewhere: its
- * first request here then finds it), and one deleted is dropped.
+ * A notice is "<name> <version>": the policy is reloaded from its hash,
+ * which is the truth the notice points at (two notices may arrive out of
+ * order; the hash is read after both). A policy this instance does not
+ * hold yet is loaded too (created elsewhere: its first request here then
+ * finds it), and one deleted is dropped. The version says only whether it
+ * was a delete ("<name> 0"): then a MySQL policy whose hash is gone is kept
+ * marked missing until the sync's next pass tells a delete from a Redis
+ * that lost it (policies_reload_gone()); after any other notice a gone
+ * hash is Redis's loss (flushed after the write the notice announced),
+ * and the copy held goes on deciding (policies_reload(), issue 33).
  *
  * "<name> reset" (limiter_reset() on any instance) is no edit: the bucket's
  * state was deleted, and the deny caches here must forget their denials
@@ -45,6 +50,7 @@ struct follow {
     struct redis_notice *notice;
     char index_key[160];            /* <prefix>policies */
     struct names pending;           /* noticed, not reloaded yet (the listener's thread only) */
+    struct names gone;              /* the same, noticed deleted ("<name> 0") */
 };
 
 static int64_t deadline(void)
@@ -80,23 +86,32 @@ static int names_add(struct names *nm, const char *name)
 
 /* Reloads names[0..n) in pipelined batches (policies_reload_many(): one
  * round trip and one table copy per batch, where a burst of 10,000
- * notices was 10,000 of each); a failure is logged and left to the next
- * pass. */
-static void reload(struct follow *f, char *const *names, size_t n)
+ * notices was 10,000 of each; policies_reload_gone() for names noticed
+ * deleted); a failure is logged and left to the next pass. */
+static void reload(struct follow *f, char *const *names, size_t n, int gone)
 {
     struct permitd_error err = {0, ""};
+    int rc = PERMITD_OK;
 
-    if (n > 0 && policies_reload_many(f->table, (const char *const *)names, n, deadline(), NULL,
-                                      NULL, &err) != PERMITD_OK)
+    if (n > 0 && gone)
+        rc = policies_reload_gone(f->table, (const char *const *)names, n, deadline(), NULL, NULL,
+                                  &err);
+    else if (n > 0)
+        rc = policies_reload_many(f->table, (const char *const *)names, n, deadline(), NULL, NULL,
+                                  &err);
+    if (rc != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "policies not reloaded; the next pass will", "policies=%zu "
                 "first=%s error=\"%s\"", n, names[0], err.message);
 }
 
-/* The notices read so far, reloaded at once. */
+/* The notices read so far, reloaded at once: the deleted ones after the
+ * others (of a name edited, then deleted, the delete is the last word). */
 static void flush(struct follow *f)
 {
-    reload(f, f->pending.v, f->pending.n);
+    reload(f, f->pending.v, f->pending.n, 0);
     names_clear(&f->pending);
+    reload(f, f->gone.v, f->gone.n, 1);
+    names_clear(&f->gone);
 }
 
 static void on_drained(void *ud)
@@ -109,6 +124,7 @@ static void on_notice(void *ud, const char *msg, size_t len)
     struct follow *f = ud;
     char name[POLICY_NAME_MAX + 1];
     size_t n = 0;
+    int gone;
 
     while (n < len && n < POLICY_NAME_MAX && msg[n] != ' ')
         n++;
@@ -120,10 +136,11 @@ static void on_notice(void *ud, const char *msg, size_t len)
         limiter_deny_cache_clear(f->limiter);
         return;
     }
-    if (f->pending.n >= FOLLOW_PENDING_MAX)
+    if (f->pending.n + f->gone.n >= FOLLOW_PENDING_MAX)
         flush(f);
-    if (names_add(&f->pending, name) != 0)
-        reload(f, (char *const[]){name}, 1);
+    gone = len - n == 2 && memcmp(msg + n, " 0", 2) == 0;
+    if (names_add(gone ? &f->gone : &f->pending, name) != 0)
+        reload(f, (char *const[]){name}, 1, gone);
 }
 
 /* SMEMBERS's names this instance does not hold yet. */
@@ -156,7 +173,7 @@ static void on_tick(void *ud)
     limiter_deny_cache_clear(f->limiter);
     flush(f);
     if (policies_names(f->table, &names, &n) == PERMITD_OK) {
-        reload(f, names, n);
+        reload(f, names, n, 0);
         policies_names_free(names, n);
     }
     if (redis_command(f->redis, smembers, 2, deadline(), NULL, collect, f, &err) != PERMITD_OK)
@@ -206,5 +223,7 @@ void follow_stop(struct follow *f)
     redis_notice_stop(f->notice);
     names_clear(&f->pending);
     free(f->pending.v);
+    names_clear(&f->gone);
+    free(f->gone.v);
     free(f);
 }

@@ -343,7 +343,7 @@ void api_handle(void *ud, const struct http_request *req, struct http_response *
         return;
     }
     if (a->forward != NULL && forward_path(path)) {
-        forward_handle(a->forward, req, resp);
+        forward_handle(a->forward, api_worker(req), req, resp);
         return;
     }
     if (connect_serve(methods, a, &a->limits, req, resp))

@@ -32,7 +32,6 @@
 
 #include "core/urlpath.h"
 #include "decisions/bucketkey.h"
-#include "decisions/api.h"
 #include "decisions/answer.h"
 #include "decisions/forward.h"
 #include "decisions/service.h"
@@ -428,7 +427,7 @@ static int gateway_app(struct forward *f, const struct http_request *req, char *
     return rc;
 }
 
-void forward_handle(struct forward *f, const struct http_request *req,
+void forward_handle(struct forward *f, struct service_worker *sw, const struct http_request *req,
                     struct http_response *resp)
 {
     struct forward_original o[FORWARD_READINGS_MAX];
@@ -491,20 +490,20 @@ void forward_handle(struct forward *f, const struct http_request *req,
     }
     /* Several rules are asked all_or_nothing, each on its own when they
      * cannot be (the service's SERVICE_BATCH_ALL_OR_EACH). */
-    if (n == 1 && service_take(api_worker(req), &p->take, SERVICE_ACQUIRE, &p->reqs[0],
+    if (n == 1 && service_take(sw, &p->take, SERVICE_ACQUIRE, &p->reqs[0],
                                INT64_MAX, decided_one, p, &err) != PERMITD_OK) {
         error_reply(resp, &err);
         return;
     }
     http_request_defer(req);
     if (n == 1) {
-        service_queue(api_worker(req), &p->take);
+        service_queue(sw, &p->take);
     } else {
         p->b.n = n;
         p->b.reqs = p->reqs;
         p->b.res = p->res;
         p->b.errs = p->errs;
-        service_batch(api_worker(req), &p->b, SERVICE_BATCH_ALL_OR_EACH, INT64_MAX, 1,
+        service_batch(sw, &p->b, SERVICE_BATCH_ALL_OR_EACH, INT64_MAX, 1,
                       decided_batch, p);
     }
 }

@@ -47,6 +47,8 @@
 #include "stores/gateway_rules.h"
 #include "transport/http.h"
 
+struct service_worker;
+
 #define FORWARD_PATH "/v1/forward-auth"
 #define FORWARD_MATCH_MAX 16            /* rules one request may match (the first ones) */
 
@@ -150,10 +152,10 @@ void forward_free(struct forward *f);
 /* 1 when path is FORWARD_PATH or below it. */
 int forward_path(const char *path);
 
-/* Answers a forward-auth request (on the API listener's worker: the
- * worker's service worker is api_worker(req)); deferred while Redis
- * decides. */
-void forward_handle(struct forward *f, const struct http_request *req,
+/* Answers a forward-auth request on the API listener's worker, whose
+ * decision service is sw (the listener's door, api.c, hands it in);
+ * deferred while Redis decides. */
+void forward_handle(struct forward *f, struct service_worker *sw, const struct http_request *req,
                     struct http_response *resp);
 
 #endif

@@ -240,9 +240,10 @@ static int fail_open(struct limiter *l, const struct limiter_request *req,
     return open;
 }
 
-/* The entry's hash is gone from Redis while MySQL had the policy
- * (policies.h: `missing`): Redis lost it (restarted empty, flushed) and the
- * sync has not put it back yet. The sync is asked to run now, and the
+/* The entry's hash was found gone from Redis while MySQL had the policy,
+ * after a delete notice or a "stale" (policies.h: `missing`,
+ * policies_reload_gone()): Redis lost it (restarted empty, flushed) or it
+ * was deleted, and the sync has not told which yet. The sync is asked to run now, and the
  * request is answered as if Redis were unavailable (failure_mode decides),
  * not with a not_found that would be false. PERMITD_OK when failure_mode
  * open let an Acquire through (res filled). */
@@ -642,7 +643,8 @@ static int restale(struct limiter *l, const char *bucket, long long stamp, int r
                                  "policy hash rewritten with a lower version?", bucket, stamp,
                                  policies_stamp(l->policies, bucket));
     atomic_fetch_add(&l->stale_retries, 1);
-    return policies_reload(l->policies, bucket, deadline_us, NULL, err);
+    /* The copy is known old: a hash found gone marks it missing. */
+    return policies_reload_gone(l->policies, &bucket, 1, deadline_us, NULL, NULL, err);
 }
 
 /* Shadow mode (issue 23): the script decided as usual and took nothing

@@ -254,9 +254,12 @@ static void tomb_add(struct policies *t, const char *name, uint64_t stamp)
 
 /* One change to the table: e (NULL: drop `name`) under name, e's
  * reference taken over. lost: e is NULL because a reload found the hash
- * gone, which keeps a MySQL row's entry, marked missing, when there is a
- * store (see policies_reload()). order: its place in the caller's list
- * (of two changes of one name, the later is applied last). */
+ * gone, which keeps a MySQL row's entry when there is a store, as it is
+ * (LOST_KEEP: policies_reload()) or as a copy marked missing (LOST_MARK:
+ * policies_reload_gone()). order: its place in the caller's list (of two
+ * changes of one name, the later is applied last). */
+enum { LOST_NO = 0, LOST_KEEP, LOST_MARK };
+
 struct change {
     const char *name;
     struct policies_entry *e;
@@ -296,7 +299,7 @@ static struct policies_entry *decide(struct policies *t, struct policies_entry *
     /* Decided under the lock: a reload that found the hash in between
      * (the sync putting it back) is never overwritten by this copy. */
     if (ch->lost && slot != NULL && slot->id > 0 && t->cfg->mysql_url[0] != '\0') {
-        if (slot->missing)
+        if (slot->missing || ch->lost == LOST_KEEP)
             return slot;
         if ((e = lost_copy(slot)) == NULL) {
             *oom = 1;
@@ -685,7 +688,7 @@ struct read_one {
 /* Reads and installs names[0..n) (n <= POLICIES_RELOAD_BATCH): one
  * pipelined round trip (per master), one table copy. As
  * policies_reload_many(). */
-static int reload_batch(struct policies *t, const char *const *names, size_t n,
+static int reload_batch(struct policies *t, const char *const *names, size_t n, int lost,
                         int64_t deadline_us, int *found, int *rcs, struct permitd_error *err)
 {
     struct read_one *r = calloc(n + 1, sizeof(*r));
@@ -720,7 +723,7 @@ static int reload_batch(struct policies *t, const char *const *names, size_t n,
         if (rcs[i] != PERMITD_OK)
             continue;
         found[i] = e != NULL;
-        ch[m++] = (struct change){names[i], e, e == NULL, i};
+        ch[m++] = (struct change){names[i], e, e == NULL ? lost : LOST_NO, i};
     }
     if (m > 0 && apply(t, ch, m) != PERMITD_OK) {
         for (size_t k = 0; k < m; k++)
@@ -741,8 +744,10 @@ done:
     return rc;
 }
 
-int policies_reload_many(struct policies *t, const char *const *names, size_t n,
-                         int64_t deadline_us, int *found, int *rcs, struct permitd_error *err)
+/* policies_reload_many() and policies_reload_gone(): lost says what a
+ * MySQL row's hash found gone does to its entry (LOST_KEEP, LOST_MARK). */
+static int reload_many(struct policies *t, const char *const *names, size_t n, int lost,
+                       int64_t deadline_us, int *found, int *rcs, struct permitd_error *err)
 {
     int rc = PERMITD_OK, *own = NULL;
 
@@ -763,7 +768,7 @@ int policies_reload_many(struct policies *t, const char *const *names, size_t n,
                 rcs[k] = rc;
             continue;
         }
-        rc = reload_batch(t, names + i, m, deadline_us, fbuf, rcs + i, err);
+        rc = reload_batch(t, names + i, m, lost, deadline_us, fbuf, rcs + i, err);
         for (size_t k = 0; found != NULL && k < m; k++)
             found[i + k] = rcs[i + k] == PERMITD_OK && fbuf[k];
     }
@@ -775,6 +780,18 @@ int policies_reload_many(struct policies *t, const char *const *names, size_t n,
                                    n > 1 ? " (and perhaps others: see the log)" : "");
     free(own);
     return rc;
+}
+
+int policies_reload_many(struct policies *t, const char *const *names, size_t n,
+                         int64_t deadline_us, int *found, int *rcs, struct permitd_error *err)
+{
+    return reload_many(t, names, n, LOST_KEEP, deadline_us, found, rcs, err);
+}
+
+int policies_reload_gone(struct policies *t, const char *const *names, size_t n,
+                         int64_t deadline_us, int *found, int *rcs, struct permitd_error *err)
+{
+    return reload_many(t, names, n, LOST_MARK, deadline_us, found, rcs, err);
 }
 
 int policies_reload(struct policies *t, const char *name, int64_t deadline_us, int *found,

@@ -97,21 +97,37 @@ void policies_release(const struct policies_entry *e);
  * was. Thread-safe.
  *
  * One exception: with a policy store (--mysql-url), an entry of a MySQL
- * row (id > 0) whose hash is gone is kept, as a copy marked `missing`:
- * Redis lost it (restarted empty, flushed) or another instance deleted it,
- * and only the sync's next pass can tell which (it puts the hash back, or
- * drops the entry with policies_forget()). Meanwhile the entry still says
- * who may use the policy and its failure_mode, which decides its requests
- * (decisions/limiter.c). Without a store, the hash is the policy: gone is
- * deleted. */
+ * row (id > 0) whose hash is gone is kept as it is: Redis lost the hash
+ * (restarted empty, flushed), which loses only bucket state; the entry is
+ * what MySQL had at the sync's last look, it goes on deciding, and the
+ * sync's next pass puts the hash back (issue 33: a reload that came late,
+ * the sync's read-back of its own write or its change notice, found the
+ * hash of a flushed Redis gone and turned a policy this instance held
+ * into 503 for failure_mode closed). A delete says so: a delete notice
+ * (policies_reload_gone()), or the sync's pass, which drops a policy its
+ * snapshot lacks (policies_forget()). Without a store, the hash is the
+ * policy: gone is deleted. */
 int policies_reload(struct policies *t, const char *name, int64_t deadline_us, int *found,
                     struct permitd_error *err);
+
+/* policies_reload_many() after a sign that names[0..n) may have been
+ * deleted (a delete notice "<name> 0", control/follow.c) or that this
+ * instance's copy is out of date (a bucket written under a newer version
+ * of the policy, decisions/limiter.c): a MySQL row's entry whose hash is
+ * gone is kept as a copy marked `missing`, and only the sync's next pass
+ * can tell whether Redis lost it or another instance deleted it (it puts
+ * the hash back, or drops the entry with policies_forget()). Meanwhile the
+ * entry still says who may use the policy and its failure_mode, which
+ * decides its requests (decisions/limiter.c). Otherwise as
+ * policies_reload_many(). */
+int policies_reload_gone(struct policies *t, const char *const *names, size_t n,
+                         int64_t deadline_us, int *found, int *rcs, struct permitd_error *err);
 
 /* Policies read in one pipelined round trip by policies_reload_many(). */
 #define POLICIES_RELOAD_BATCH 500
 
 /* policies_reload() for names[0..n) at once, each by the same rules
- * (entries never go back, a lost hash kept as missing): their HGETALLs go
+ * (entries never go back, a MySQL row's lost hash keeps its entry): their HGETALLs go
  * in pipelined batches of POLICIES_RELOAD_BATCH, one round trip each (in
  * a cluster one per master), and each batch is installed with one copy
  * of the table (issue 22: a first load of 10,000 policies was 10,000

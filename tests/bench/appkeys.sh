@@ -6,7 +6,10 @@
 # the machine's load falls on both alike. Prints a table and writes
 # tests/bench/RESULTS-appkeys.md.
 #
-#   tests/bench/appkeys.sh          BENCH_ROUNDS (3), BENCH_DURATION (5 s)
+#   tests/bench/appkeys.sh          BENCH_ROUNDS (3), BENCH_DURATION (5 s),
+#                                   BENCH_RESULTS (the file written),
+#                                   BENCH_PERMITD (a permitd to measure instead
+#                                   of a Release build: the suite's smoke run)
 #
 # The per-request cost of the check alone is bench_appkeys's (README there).
 set -euo pipefail
@@ -26,10 +29,14 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-echo "appkeys: building (Release) in $build" >&2
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)" --target permitd >/dev/null
-permitd=$build/server/permitd
+if [ -n "${BENCH_PERMITD:-}" ]; then
+    permitd=$BENCH_PERMITD
+else
+    echo "appkeys: building (Release) in $build" >&2
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+    cmake --build "$build" -j "$(nproc)" --target permitd >/dev/null
+    permitd=$build/server/permitd
+fi
 
 "$root/tests/stack/stack.sh" up "$tmp/stack" >/dev/null
 # shellcheck disable=SC1091
@@ -95,5 +102,5 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "| --app-auth | round | req/s | p99 ms | permitd CPU µs/req | non-2xx |"
     echo "|---|---:|---:|---:|---:|---:|"
     printf '%s\n' "${rows[@]}"
-} > "$root/tests/bench/RESULTS-appkeys.md"
-cat "$root/tests/bench/RESULTS-appkeys.md"
+} > "${BENCH_RESULTS:-$root/tests/bench/RESULTS-appkeys.md}"
+cat "${BENCH_RESULTS:-$root/tests/bench/RESULTS-appkeys.md}"

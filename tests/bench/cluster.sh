@@ -33,7 +33,8 @@
 # round), BENCH_WARMUP (s, 2), BENCH_CONNECTIONS (50), BENCH_WRK_THREADS (1),
 # BENCH_PERMITD_THREADS (permitd --threads: one per CPU), BENCH_CLUSTER_REPLICAS
 # (0), BENCH_KEEP (1: keep the temporary directory), BENCH_RESULTS (where to
-# write, tests/bench/RESULTS-cluster.md), BENCH_NOTE (a line for the results,
+# write, tests/bench/RESULTS-cluster.md), BENCH_PERMITD (a permitd to measure
+# instead of a Release build: the suite's smoke run), BENCH_NOTE (a line for the results,
 # e.g. why the numbers may be noisy).
 set -euo pipefail
 
@@ -74,11 +75,15 @@ log "load average at start: $load_start; busiest processes: $(echo "$busy_start"
 
 # ---------------------------------------------------------------- set-up
 "$here/install-deps.sh"
-log "building a release permitd in build/bench"
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
-    >/dev/null
-cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
-permitd="$root/build/bench/server/permitd"
+if [ -n "${BENCH_PERMITD:-}" ]; then
+    permitd=$BENCH_PERMITD
+else
+    log "building a release permitd in build/bench"
+    cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+        >/dev/null
+    cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
+    permitd="$root/build/bench/server/permitd"
+fi
 [ -x "$permitd" ] || die "no $permitd after the build"
 
 tmp=$(mktemp -d /tmp/permitd-cbench-XXXXXX)
@@ -227,7 +232,7 @@ start_permitd() {
         API_PORT[$c]=$(free_port); ADMIN_PORT[$c]=$(free_port)
         "$permitd" --listen "127.0.0.1:${API_PORT[$c]}" --admin-listen "127.0.0.1:${ADMIN_PORT[$c]}" \
             --redis-url "${URL[$c]}" --redis-prefix "$PREFIX" --mysql-url "$mysql_url" \
-            --threads "$USED_THREADS" --log-level warn >> "$tmp/permitd.$c.log" 2>&1 &
+            --app-auth off --threads "$USED_THREADS" --log-level warn >> "$tmp/permitd.$c.log" 2>&1 &
         pid=$!
         PERMITD_PID[$c]=$pid
         for _ in $(seq 1 100); do
@@ -476,7 +481,7 @@ echo "layout: $layout"
     echo
     echo "Policy in MariaDB (\`permitd migrate up\`, then): \`$POLICY\`, max_permits 1000000, rate 0.01, app $APP; permitd's sync loads it."
     echo "Single Redis: \`tests/stack/redis.sh start DIR\`. Cluster of N masters: N \`redis-server --cluster-enabled yes --cluster-node-timeout 1000 --cluster-announce-ip 127.0.0.1 --save '' --appendonly no\`, \`CLUSTER ADDSLOTSRANGE\` of 16384/N slots each, \`CLUSTER MEET\`$([ "$REPLICAS" = 1 ] && echo "; 3 masters + 3 replicas: \`tests/stack/redis-cluster.sh start DIR\`")."
-    echo "permitd: \`build/bench/server/permitd --listen 127.0.0.1:PORT --admin-listen 127.0.0.1:PORT --redis-url URL --redis-prefix $PREFIX --mysql-url mysql://... --threads $USED_THREADS --log-level warn\`,"
+    echo "permitd: \`build/bench/server/permitd --listen 127.0.0.1:PORT --admin-listen 127.0.0.1:PORT --redis-url URL --redis-prefix $PREFIX --mysql-url mysql://... --app-auth off --threads $USED_THREADS --log-level warn\`,"
     echo "URL \`redis://127.0.0.1:P\` or \`redis+cluster://127.0.0.1:P1,...\`."
     echo
     echo '```'

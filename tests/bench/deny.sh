@@ -15,7 +15,8 @@
 #             path, which the cache must not slow down
 #   deny 1    one key over its limit (max_permits 1, rate 1/1000 s)
 #   deny 1000 keys user-000000..000999 drawn at random, all over it
-# Knobs: DENY_SECONDS, DENY_WRK_THREADS (2).
+# Knobs: DENY_SECONDS, DENY_WRK_THREADS (2), BENCH_PERMITD (a permitd to
+# measure instead of a Release build: the suite's smoke run).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,10 +28,14 @@ log() { echo "deny-bench: $*" >&2; }
 for c in wrk redis-server redis-cli cmake; do
     command -v "$c" >/dev/null 2>&1 || { log "$c is not installed"; exit 1; }
 done
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
-bin=$root/build/bench/server/permitd
-[ -x "$bin" ] || bin=$(find "$root/build/bench" -name permitd -type f -perm -u+x | head -1)
+if [ -n "${BENCH_PERMITD:-}" ]; then
+    bin=$BENCH_PERMITD
+else
+    cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+    cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
+    bin=$root/build/bench/server/permitd
+    [ -x "$bin" ] || bin=$(find "$root/build/bench" -name permitd -type f -perm -u+x | head -1)
+fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 tmp=$(mktemp -d -t permitd-deny.XXXXXX)

@@ -10,7 +10,9 @@
 # bytes per instance per second. Prints a table and writes
 # tests/bench/RESULTS-fleet.md with the load average.
 #
-#   tests/bench/fleet.sh        BENCH_ROUNDS (3), BENCH_DURATION (8 s), BENCH_POLICIES (100)
+#   tests/bench/fleet.sh        BENCH_ROUNDS (3), BENCH_DURATION (8 s), BENCH_POLICIES (100),
+#                               BENCH_RESULTS (the file written), BENCH_PERMITD (a
+#                               permitd to measure instead of a Release build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${BENCH_ROUNDS:-3}
@@ -29,10 +31,14 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-echo "fleet: building (Release) in $build" >&2
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)" --target permitd >/dev/null
-permitd=$build/server/permitd
+if [ -n "${BENCH_PERMITD:-}" ]; then
+    permitd=$BENCH_PERMITD
+else
+    echo "fleet: building (Release) in $build" >&2
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+    cmake --build "$build" -j "$(nproc)" --target permitd >/dev/null
+    permitd=$build/server/permitd
+fi
 
 "$root/tests/stack/stack.sh" up "$tmp/stack" >/dev/null
 # shellcheck disable=SC1091
@@ -121,5 +127,5 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "| publisher | round | req/s | p99 ms | permitd CPU µs/req | cmds/s | cmds/s per policy | bytes/s | Redis calls/s | non-2xx |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     printf '%s\n' "${rows[@]}"
-} > "$root/tests/bench/RESULTS-fleet.md"
-cat "$root/tests/bench/RESULTS-fleet.md"
+} > "${BENCH_RESULTS:-$root/tests/bench/RESULTS-fleet.md}"
+cat "${BENCH_RESULTS:-$root/tests/bench/RESULTS-fleet.md}"

@@ -22,7 +22,9 @@
 #
 #   tests/bench/gateway.sh      BENCH_ROUNDS (3), BENCH_DURATION (5 s),
 #                               BENCH_PATHS (the paths above, in order),
-#                               BENCH_RESULTS (the file written)
+#                               BENCH_RESULTS (the file written),
+#                               BENCH_PERMITD (a permitd to measure instead of
+#                               a Release build: the suite's smoke run)
 #
 # tests/bench/grpc.sh is this script with the Connect and gRPC paths only.
 # Another path is one more name in BENCH_PATHS, one more case in target()
@@ -54,10 +56,14 @@ if has_path forward-nginx && [ ! -x "$nginx_bin" ]; then
     echo "gateway.sh: nginx not found (scripts/install-deps.sh bench)" >&2; exit 1
 fi
 
-echo "gateway: building (Release) in $build" >&2
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)" --target permitd >/dev/null
-permitd=$build/server/permitd
+if [ -n "${BENCH_PERMITD:-}" ]; then
+    permitd=$BENCH_PERMITD
+else
+    echo "gateway: building (Release) in $build" >&2
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+    cmake --build "$build" -j "$(nproc)" --target permitd >/dev/null
+    permitd=$build/server/permitd
+fi
 # shellcheck disable=SC2046
 cc -O2 -Wall -Wextra -o "$tmp/grpc_load" "$root/tests/bench/grpc_load.c" \
    $(pkg-config --cflags --libs libnghttp2)

@@ -36,7 +36,15 @@
 # top functions; 0: skip), BENCH_COST (1, the default: also count Redis's
 # instructions per decision with tests/bench/redis-cost.sh; 0: skip),
 # BENCH_KEEP (1: keep the temporary directory and
-# its logs), BENCH_RESULTS (where to write the results, tests/bench/RESULTS.md).
+# its logs), BENCH_RESULTS (where to write the results, tests/bench/RESULTS.md),
+# BENCH_KEYS (the bucket keys, 100000), BENCH_PERMITD (a permitd binary to
+# measure instead of building build/bench's: the suite's smoke run, ctest -L
+# bench, uses its own build).
+#
+# A run that fails part-way still writes RESULTS (BENCH_RESULTS), marked
+# INCOMPLETE, naming the part that failed, with every figure measured
+# before it; a redis-cost.sh that fails leaves its section out, says so, and
+# the run exits non-zero after writing the rest.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -53,7 +61,7 @@ USED_THREADS=${BENCH_PERMITD_THREADS:-$(nproc)}
 PROFILE=${BENCH_PROFILE:-1}
 COST=${BENCH_COST:-1}
 RESULTS=${BENCH_RESULTS:-$here/RESULTS.md}
-NKEYS=100000
+NKEYS=${BENCH_KEYS:-100000}
 BATCH=100
 PREFIX=b:
 APP=bench
@@ -63,15 +71,22 @@ t_start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 log() { echo "bench: $*" >&2; }
 die() { echo "bench: $*" >&2; exit 1; }
+part="set-up"           # what runs now: an incomplete RESULTS names it
+written=0               # RESULTS written in full
+declare -A R            # R[<case>.<metric>]
 
 # ---------------------------------------------------------------- set-up
 "$here/install-deps.sh"
 
-log "building a release permitd in build/bench"
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
-    >/dev/null
-cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
-permitd="$root/build/bench/server/permitd"
+if [ -n "${BENCH_PERMITD:-}" ]; then
+    permitd=$BENCH_PERMITD
+else
+    log "building a release permitd in build/bench"
+    cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+        >/dev/null
+    cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
+    permitd="$root/build/bench/server/permitd"
+fi
 [ -x "$permitd" ] || die "no $permitd after the build"
 
 if [ ! -f "$here/peer/node_modules/.package-lock.json" ] ||
@@ -83,9 +98,32 @@ fi
 tmp=$(mktemp -d /tmp/permitd-bench-XXXXXX)
 permitd_pid="" sampler_pid="" monitor_pid=""
 
+# The figures measured so far, for a run that failed part-way: RESULTS
+# marked INCOMPLETE, naming the part.
+write_incomplete() {
+    local rc=$1 k
+    {
+        echo "# permitd benchmark results: INCOMPLETE"
+        echo
+        echo "Written by \`tests/bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'): the run failed"
+        echo "in **$part** (exit status $rc) after $(( $(date +%s) - t_start )) s. What it measured before"
+        echo "that, as measured (R[case.metric]; see run.sh for what each is):"
+        echo
+        echo "| case.metric | value |"
+        echo "|---|---|"
+        for k in $(printf '%s\n' "${!R[@]}" | sort); do
+            printf '| %s | %s |\n' "$k" "$(printf '%s' "${R[$k]}" | tr '|\n' '/ ')"
+        done
+        echo
+        echo "- load average (1, 5, 15 min) at the start: $load_start, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    } > "$RESULTS"
+    echo "bench: INCOMPLETE (failed in $part): what was measured is in $RESULTS" >&2
+}
+
 cleanup() {
     local rc=$?
     set +e
+    [ "$rc" -ne 0 ] && [ "$written" = 0 ] && write_incomplete "$rc"
     for p in $sampler_pid $monitor_pid; do kill "$p" 2>/dev/null; done
     if [ -n "$permitd_pid" ]; then kill "$permitd_pid" 2>/dev/null; wait "$permitd_pid" 2>/dev/null; fi
     declare -F stop_peer >/dev/null && stop_peer
@@ -172,7 +210,6 @@ policy conc 1000000 NULL concurrency NULL 3600000
 
 # ------------------------------------------------------ measuring helpers
 CLK_TCK=$(getconf CLK_TCK)
-declare -A R            # R[<case>.<metric>]
 commands=()             # every measuring command, for RESULTS.md
 
 # CPU ticks (utime + stime) of the given pids, summed.
@@ -461,6 +498,7 @@ fmt_int() { awk -v x="${1:-}" 'BEGIN {if (x == "") print "–"; else printf "%d"
 ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN {if (b > 0 && a > 0) printf "%.2f", a / b; else print "–"}'; }
 
 # --------------------------------------------------- what permitd sends
+part="capturing permitd's script call"
 log "permitd: capturing its script call"
 start_permitd 2
 curl -s -H 'Content-Type: application/json' \
@@ -491,9 +529,13 @@ for i in "${!bench_keys[@]}"; do
 done
 
 # ----------------------------------------------- Redis memory per bucket key
+part="Redis memory per bucket key"
 log "memory: filling $NKEYS bucket keys"
 rcli DEL "$PREFIX{keys:user-000000}:k" >/dev/null
-db0=$(rcli DBSIZE)
+# Bucket keys only: the fill also makes the bucket index's sets (issue 22,
+# lua/bucket.lua's top), whose memory is the buckets' share.
+nbuckets() { rcli EVAL "return #redis.call('KEYS', ARGV[1])" 0 "$PREFIX{keys:user-*}:k"; }
+db0=$(nbuckets)
 mem0=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
 FILL_ARGS=$(printf '%s\n' EVALSHA "${call_keys[@]}") awk -v n="$NKEYS" 'BEGIN {
     na = split(ENVIRON["FILL_ARGS"], a, "\n"); if (a[na] == "") na--
@@ -505,7 +547,7 @@ FILL_ARGS=$(printf '%s\n' EVALSHA "${call_keys[@]}") awk -v n="$NKEYS" 'BEGIN {
 }' > "$tmp/fill.resp"
 rcli --pipe < "$tmp/fill.resp" > "$tmp/fill.log" 2>&1 || die "filling failed: $(tail -3 "$tmp/fill.log")"
 mem1=$(rcli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
-db1=$(rcli DBSIZE)
+db1=$(nbuckets)
 R[mem.new_keys]=$(( db1 - db0 ))
 R[mem.per_key]=$(awk -v a="$mem0" -v b="$mem1" -v n="$(( db1 - db0 ))" 'BEGIN {printf "%.0f", (n > 0 ? (b - a) / n : 0)}')
 R[mem.usage]=$(rcli MEMORY USAGE "$PREFIX{keys:user-000001}:k")
@@ -513,10 +555,11 @@ R[mem.usage]=$(rcli MEMORY USAGE "$PREFIX{keys:user-000001}:k")
 R[mem.value]=$(rcli --raw GET "$PREFIX{keys:user-000001}:k" 2>/dev/null | head -c 24 |
     od -A n -t f8 -w24 | awk '{printf "tokens %s, t %s us, version stamp %s", $1, $2, $3}')
 R[mem.type]=$(rcli TYPE "$PREFIX{keys:user-000001}:k")
-log "memory: $(( db1 - db0 )) keys, $(( mem1 - mem0 )) bytes, ${R[mem.per_key]} bytes/key; MEMORY USAGE of one: ${R[mem.usage]}"
+log "memory: $(( db1 - db0 )) bucket keys, $(( mem1 - mem0 )) bytes, ${R[mem.per_key]} bytes/key (the bucket index's share included); MEMORY USAGE of one: ${R[mem.usage]}"
 commands+=("redis-cli --pipe < (EVALSHA ${call_keys[*]} for user-000000..user-099999)")
 
 # ----------------------------------------------------- permitd --threads
+part="permitd --threads"
 url_acquire() { echo "http://127.0.0.1:$api_port$API/Acquire"; }
 declare -A T
 # Every value is tried for the table; the measured runs use the default
@@ -533,6 +576,7 @@ stop_permitd
 start_permitd "$USED_THREADS"
 
 # ------------------------------------------------------------ measured
+part="the measured runs"
 # Contestants of one case run back to back (permitd binary and JSON, the
 # peer with 1 and 2 processes, the redis-benchmark ceiling), so that other
 # work on the machine moves them alike and their ratios hold. Idle servers
@@ -692,12 +736,19 @@ stop_permitd
 
 # Redis's instructions per decision (callgrind): the one figure here that
 # other work on the machine does not move.
-cost_table=""
+cost_table="" cost_failed=""
 if [ "$COST" = 1 ]; then
+    part="tests/bench/redis-cost.sh"
     log "counting Redis's instructions per decision (tests/bench/redis-cost.sh, under valgrind)"
-    cost_table=$("$here/redis-cost.sh" "$root/lua/bucket.lua") || die "tests/bench/redis-cost.sh failed"
+    if ! cost_table=$("$here/redis-cost.sh" "$root/lua/bucket.lua" 2> >(tee "$tmp/redis-cost.log" >&2)); then
+        cost_failed=$(grep '^redis-cost: ' "$tmp/redis-cost.log" | grep -v '^redis-cost: \[' | tail -1)
+        cost_failed=${cost_failed:-"tests/bench/redis-cost.sh failed (see its log)"}
+        cost_table=""
+        log "INCOMPLETE: $cost_failed; the rest is written"
+    fi
     commands+=("tests/bench/redis-cost.sh lua/bucket.lua")
 fi
+part="the peer"
 
 # ---------------------------------------------------------- the peer
 peer_best=1
@@ -833,8 +884,16 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | sed -n 1p)
 mem_total=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
 git_rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "?")
 git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || true)
+part="RESULTS.md"
 {
-    echo "# permitd benchmark results"
+    if [ -n "$cost_failed" ]; then
+        echo "# permitd benchmark results: INCOMPLETE"
+        echo
+        echo "**tests/bench/redis-cost.sh failed**: $cost_failed. Its section (Redis"
+        echo "instructions per decision and bytes per key) is missing; the rest was measured."
+    else
+        echo "# permitd benchmark results"
+    fi
     echo
     echo "Written by \`tests/bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC') in ${elapsed} s."
     echo "Every number below comes from this one run; compare ratios, not absolutes"
@@ -899,7 +958,7 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     echo
     echo "$NKEYS buckets filled with permitd's own call (one Acquire per key), used_memory"
     echo "before $mem0 B, after $mem1 B, ${R[mem.new_keys]} new keys: ${R[mem.per_key]} B per key"
-    echo "(includes the key's share of the main and expires dictionaries). One key:"
+    echo "(includes the key's share of the main and expires dictionaries and of the bucket index's sets, issue 22). One key:"
     echo "\`${PREFIX}{keys:user-000001}:k\` = 24 bytes (${R[mem.value]}), MEMORY USAGE ${R[mem.usage]} B."
     echo
     if [ -n "$cost_table" ]; then
@@ -943,6 +1002,8 @@ git_dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -vc '^??' || tr
     printf '%s\n' "${commands[@]}" | awk '!seen[$0]++'
     echo '```'
 } > "$RESULTS"
+written=1
 
 log "wrote $RESULTS"
 log "done in ${elapsed} s"
+[ -z "$cost_failed" ] || die "INCOMPLETE: $cost_failed"

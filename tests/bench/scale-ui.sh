@@ -24,7 +24,7 @@ runs=${BENCH_UI_RUNS:-3}
 log() { echo "scale-ui: $*" >&2; }
 die() { echo "scale-ui: $*" >&2; exit 1; }
 
-permitd=${1:-}
+permitd=${1:-${BENCH_PERMITD:-}}
 if [ -z "$permitd" ]; then
     log "building a release permitd in build/bench"
     cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null

@@ -64,7 +64,13 @@ USER, PASSWORD = "bench", "bench-password-" + str(os.getpid())
 procs = []
 
 
+# The step running now (the last log line): an INCOMPLETE results file
+# names it.
+STEP = ["start-up"]
+
+
 def log(msg):
+    STEP[0] = msg
     print("scale: " + msg, file=sys.stderr, flush=True)
 
 
@@ -221,8 +227,7 @@ def list_request():
     return body, "page_size" in req
 
 
-def main():
-    R = {}
+def main(R):
     notes = []
     R["load_start"] = open("/proc/loadavg").read().split()[:3]
     mem_empty = int(redis_info("used_memory", "memory"))
@@ -423,7 +428,7 @@ def write(R, notes):
     rows.append(("writing the keys (redis-cli --pipe)", "%.1f s for %s" % (R["fill_s"], fmt_keys(NKEYS))))
     table = "| what | measured |\n|---|---|\n" + "\n".join("| %s | %s |" % r for r in rows)
     cpu = sh("sh", "-c", "sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1").strip()
-    git = sh("git", "-C", ROOT, "rev-parse", "--short", "HEAD").strip()
+    git = sh("git", "-C", ROOT, "rev-parse", "--short", "HEAD", check=False).strip() or "?"
     text = "\n".join([
         "# permitd at scale: results",
         "",
@@ -450,9 +455,27 @@ def write(R, notes):
     log("wrote " + RESULTS)
 
 
+def write_incomplete(R, error):
+    """RESULTS for a run that failed part-way: marked INCOMPLETE, naming the
+    step that failed, with every figure measured before it."""
+    lines = ["# permitd at scale: INCOMPLETE", "",
+             "Written by `tests/bench/scale.sh` on %s: the run failed during **%s** (%s)."
+             % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), STEP[0], error),
+             "What it measured before that, as measured (see scale.py for each):", "",
+             "| figure | value |", "|---|---|"]
+    lines += ["| %s | %s |" % (k, str(v).replace("|", "/")) for k, v in sorted(R.items())]
+    with open(RESULTS, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    log("INCOMPLETE: what was measured is in " + RESULTS)
+
+
 if __name__ == "__main__":
+    R = {}
     try:
-        main()
+        main(R)
+    except BaseException as e:
+        write_incomplete(R, "%s: %s" % (type(e).__name__, e))
+        raise
     finally:
         for p in procs:
             if p.poll() is None:

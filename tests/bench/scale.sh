@@ -17,7 +17,8 @@
 # Redis bytes per key at 1 M and at the full count. Writes
 # tests/bench/RESULTS-scale.md. Everything it started is stopped at the end.
 #
-# Knobs (environment): BENCH_KEYS (bucket keys; 10000000, or 1000000 with
+# Knobs (environment): BENCH_PERMITD (a permitd to measure instead of a
+# Release build: the suite's smoke run), BENCH_KEYS (bucket keys; 10000000, or 1000000 with
 # --small), BENCH_POLICIES (10000), BENCH_PAGE (rows a page, when the API
 # pages: 50), BENCH_DURATION (s of each wrk run, 10), BENCH_PASS_WINDOW (s
 # over which the steady passes are measured, 21), BENCH_SETTLE_TIMEOUT (s
@@ -46,10 +47,14 @@ if [ ! -d "$root/tests/e2e/ui/node_modules/playwright-core" ]; then
     log "installing playwright-core for the UI run (tests/e2e/ui: npm ci)"
     (cd "$root/tests/e2e/ui" && npm ci --no-audit --no-fund >/dev/null)
 fi
-log "building a release permitd in build/bench"
-cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
-permitd="$root/build/bench/server/permitd"
+if [ -n "${BENCH_PERMITD:-}" ]; then
+    permitd=$BENCH_PERMITD
+else
+    log "building a release permitd in build/bench"
+    cmake -S "$root" -B "$root/build/bench" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+    cmake --build "$root/build/bench" -j"$(nproc)" --target permitd >/dev/null
+    permitd="$root/build/bench/server/permitd"
+fi
 [ -x "$permitd" ] || die "no $permitd after the build"
 
 tmp=$(mktemp -d /tmp/permitd-scale-XXXXXX)

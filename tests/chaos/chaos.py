@@ -39,7 +39,8 @@ rate in force (the higher one while an edit propagates).
 Fails (exit 1) on: over-admission; a fault not recovered from within 10 s;
 during a Redis fault, the closed policy answering anything but 200/503/504
 or the open policy anything but 200; anything but a 200 while MariaDB
-restarts (beyond a few Redis timeouts of a saturated machine: NOISE); a
+restarts (beyond Redis timeouts of a saturated machine in at most
+NOISE_SLOTS of its down time); a
 sanitizer report or an unclean SIGTERM exit of permitd.
 
 Environment: PERMITD_BIN (the binary), PERMITD_CHAOS_OUT (also write the
@@ -81,7 +82,7 @@ SAMPLE_EVERY = 0.1
 RECOVERY_LIMIT = 10.0
 STABLE = 3                  # normal samples in a row that make a recovery
 WINDOW = 5.0                # the sliding window of the over-admission report
-NOISE = 0.0005              # Redis timeouts tolerated while MariaDB restarts (share)
+NOISE_SLOTS = 0.25          # share of MariaDB's down time that may hold Redis timeouts
 
 REDIS_DOWN = float(os.environ.get("PERMITD_CHAOS_REDIS_DOWN_S", "2"))
 # When each fault starts, in seconds after the load started; a late fault
@@ -700,23 +701,33 @@ class Report:
     def check_mariadb(self, f, w_end):
         """Acquire never touches MySQL, so a MariaDB restart must not show:
         every answer in the window (the fault and its settle time) a 200
-        decided by Redis. Tolerated, and reported: a few Redis timeouts of a
-        saturated machine (503 unavailable and the open policy's passes:
-        --redis-timeout-ms 50 under full wrk load on a small box), up to
-        NOISE of the window's requests; anything else fails."""
+        decided by Redis, or a Redis timeout. What tells a dependency on
+        MySQL from a loaded machine's noise is time, not a count: an Acquire
+        that waited on MySQL would fail for as long as MariaDB is down,
+        while a 2-core machine running wrk, two permitd, Redis and a
+        starting mariadbd misses the 50 ms Redis timeout in bursts (seen:
+        600 of 268,000 answers, all within 0.2 s). So: no answer but 200
+        and 503 unavailable (the open policy's passes stand for those), and
+        the 100 ms slots holding any such timeout at most NOISE_SLOTS of
+        the slots MariaDB was down."""
         w = self.window(f["start"], w_end)
         noise = w["errors"].get("503 unavailable", 0) + w["open"]
         other = {k: v for k, v in w["errors"].items() if k != "503 unavailable"}
-        allowance = max(10, int(NOISE * w["requests"]))
-        if other or noise > allowance:
+        down = range(slot_of(f["start"]), slot_of(f["end"]) + 1)
+        noisy = 0
+        for slot in down:
+            wd = self.window((slot + 0.5) * SLOT, (slot + 1.5) * SLOT)   # slot_of(): one slot
+            noisy += (wd["errors"].get("503 unavailable", 0) + wd["open"]) > 0
+        if other or noisy > NOISE_SLOTS * len(down):
             self.fail("mariadb restart: Acquire did not keep answering 200: %s" % ", ".join(
                 ["%s x%d" % kv for kv in sorted(other.items())] +
-                (["503 unavailable + open passes x%d (more than the %d Redis timeouts "
-                  "tolerated as load noise)" % (noise, allowance)] if noise > allowance
-                 else [])))
+                (["Redis timeouts in %d of the %d slots of 100 ms MariaDB was down (at most "
+                  "%d%% may hold one)" % (noisy, len(down), NOISE_SLOTS * 100)]
+                 if noisy > NOISE_SLOTS * len(down) else [])))
         elif noise:
-            f["notes"].append("%d Redis timeouts under load (503 unavailable + open passes), "
-                              "tolerated as noise (up to %d)" % (noise, allowance))
+            f["notes"].append("%d Redis timeouts under load (503 unavailable + open passes) "
+                              "in %d of the %d slots of 100 ms MariaDB was down, tolerated "
+                              "as noise" % (noise, noisy, len(down)))
 
     # -- the report
 

@@ -94,9 +94,17 @@ export function putRedisPolicy(prefix, name, { apps, maxPermits, rate, more = []
 // exited (null until then) } plus the fields of ports (e.g. { apiPort,
 // adminPort, grpcPort }), for the steps to reach it. Wait for it with
 // waitReady(), end it with stopPermitd(). env: variables added to this
-// process's for the server (e.g. an LD_PRELOAD).
+// process's for the server (e.g. an LD_PRELOAD). Redis's timeout is 1 s
+// unless args or env set one: the production default (50 ms) is about
+// latency, and a loaded machine running tests side by side answered a
+// warmed-up Acquire 503 under it (issue 33; tests/integration's harness does
+// the same).
 export function spawnPermitd(args, ports = {}, env = {}) {
   const bin = requireEnv("PERMITD_BIN", "run the suite under ctest");
+  if (!args.includes("--redis-timeout-ms") && !("PERMITD_REDIS_TIMEOUT_MS" in env) &&
+      !args.some((a) => String(a).startsWith("--redis-timeout-ms="))) {
+    args = [...args, "--redis-timeout-ms", "1000"];
+  }
   const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   const output = [];
   child.stdout.setEncoding("utf8").on("data", (d) => output.push(d));

@@ -352,10 +352,10 @@ class TwoInstancesTest(AppsCase):
             ed = Admin(self.permitd.admin_port, EDITOR, EDITOR_PW)
             t0 = time.time()
             self.assertEqual(ed.apps("RevokeKey", {"prefix": key[:19]}).status, 200)
-            while self.acquire(key, p=other).status == 200:
-                self.assertLess(time.time() - t0, SYNC_MS / 1000, "still accepted on the other "
-                                "instance after one sync interval")
-                time.sleep(0.01)
+            # Polled with a generous deadline, the time printed (issue 33:
+            # no wall-clock bound on a loaded machine).
+            wait_for("the revoked key refused by the other instance",
+                     lambda: self.acquire(key, p=other).status != 200, 60)
             elapsed = time.time() - t0
             self.refused(self.acquire(key, p=other), "unauthenticated", "revoked")
             print("revocation seen by the other instance after %.0f ms" % (elapsed * 1000))
@@ -368,10 +368,7 @@ class TwoInstancesTest(AppsCase):
         rc, out, err = cli(["admin", "revoke-key", key[:19]], self.url)
         self.assertEqual(rc, 0, out + err)
         self.assertIn("within --sync-interval-ms", err)
-        t0 = time.time()
-        wait_for("revoked key refused", lambda: self.acquire(key).status == 401,
-                 timeout=SYNC_MS / 1000 * 2 + 1)
-        self.assertLess(time.time() - t0, SYNC_MS / 1000 * 2 + 1)
+        wait_for("revoked key refused", lambda: self.acquire(key).status == 401, timeout=60)
 
 
 class AuthOffTest(unittest.TestCase):

@@ -113,10 +113,14 @@ class BucketTest(unittest.TestCase):
         write_state(self.redis, key, 0, t0)
         d = self.acquire(name)
         self.assertTrue(d["allowed"], d)
-        self.assertEqual(d["remaining"], 0, d)
         tokens, t = read_state(self.redis, key)
+        # Exactly what 3/s earned from t0 to the script's own clock t, less
+        # the one taken, however long the call took on a loaded machine
+        # (issue 33: "under 0.6" assumed it took under 33 ms).
+        self.assertAlmostEqual(tokens, min(5.0, 3 * (t - t0) / 1e6) - 1, places=6,
+                               msg="fraction lost: state %r" % ((tokens, t),))
         self.assertGreater(tokens, 0.49, "fraction lost: state %r" % ((tokens, t),))
-        self.assertLess(tokens, 0.6, "state %r" % ((tokens, t),))
+        self.assertEqual(d["remaining"], math.floor(tokens), d)
         self.assertGreaterEqual(t, t0 + 500000)
         self.assertLessEqual(t, self.redis.time_us())
         # and the fraction keeps counting: 1/6 s later there is a whole permit
@@ -147,11 +151,13 @@ class BucketTest(unittest.TestCase):
         # stamps) is read as it was, and rewritten with the version.
         name = self.policy(max_permits=5, rate=0.001)
         key = state_key(name)
-        self.redis("SET", key, struct.pack("<dd", 3.5, self.redis.time_us()))
+        written = self.redis.time_us()
+        self.redis("SET", key, struct.pack("<dd", 3.5, written))
         d = self.acquire(name)
         self.assertEqual((d["allowed"], d["remaining"]), (True, 2), d)
         self.assertEqual(len(self.redis.raw("GET", key)), 24)
-        self.assertAlmostEqual(read_state(self.redis, key)[0], 2.5, places=3)
+        tokens, t = read_state(self.redis, key)
+        self.assertAlmostEqual(tokens, 2.5 + 0.001 * (t - written) / 1e6, places=6)
 
     def test_never_decided_under_an_older_version(self):
         # A bucket written under version stamp 5 (by an instance that had
@@ -291,13 +297,15 @@ class BucketTest(unittest.TestCase):
         self.assertGreater(pttl, 0)
         self.assertLessEqual(pttl, 1000)
         self.assertLessEqual(pttl, d["reset_after_ms"])
-        self.assertLessEqual(d["reset_after_ms"] - pttl, 50, (d, pttl))
-        # the key is gone when the bucket is full again, not much later
-        taken = time.time()
-        while self.redis("EXISTS", key):
-            self.assertLess(time.time() - taken, 1.5, "state key outlived its bucket")
-            time.sleep(0.02)
-        self.assertGreater(time.time() - taken, 0.8, "state key gone before the bucket was full")
+        # The key expires when the bucket is full again, on the Redis clock
+        # the script measured with (its state's time + the missing permit's
+        # second), not a wall-clock wait that a loaded machine stretches
+        # (issue 33: "within 50 ms of the answer" failed under load).
+        tokens, t_us = read_state(self.redis, key)
+        full_ms = (t_us + (3 - tokens) * 1000000) / 1000.0
+        expire_ms = self.redis("PEXPIRETIME", key)
+        self.assertLessEqual(abs(expire_ms - full_ms), 1, (expire_ms, full_ms, tokens, t_us))
+        harness.wait_for("the state key gone", lambda: not self.redis("EXISTS", key), 30)
         p = self.peek(name)
         self.assertEqual((p["remaining"], p["limit"], p["reset_after_ms"]), (3, 3, 0), p)
         self.assertEqual(self.redis("EXISTS", key), 0)
@@ -351,12 +359,10 @@ class BucketTest(unittest.TestCase):
         name = self.policy(max_permits=1, rate=2)
         key = state_key(name)
         write_state(self.redis, key, 0, self.redis.time_us() + 10000000)
-        start = time.time()
-        d = self.acquire(name)
-        took = time.time() - start
+        d = self.acquire(name)      # a 200: a script that spun would not answer
         self.assertFalse(d["allowed"], d)
         self.assertLessEqual(d["retry_after_ms"], 500, d)
-        self.assertLess(took, 1.0, "the script spun for %.2f s" % took)
+        self.assertEqual(self.redis("PING"), "PONG")    # and Redis is not held (BUSY)
         time.sleep(d["retry_after_ms"] / 1000.0)
         self.assertTrue(self.acquire(name)["allowed"])
 
@@ -370,14 +376,12 @@ class BucketTest(unittest.TestCase):
         try:
             for i in range(10):
                 write_state(self.redis, key, 0, self.redis.time_us() - 300000 * i - 1234)
-                start = time.time()
                 r = self.http.acquire(name, permits=944942105965)
-                took = time.time() - start
-                d = decision(r)
+                d = decision(r)     # a 200: a script that spun would not answer
                 self.assertFalse(d["allowed"], d)
                 self.assertGreater(d["retry_after_ms"], 10 ** 13, d)
                 self.assertGreater(d["reset_after_ms"], 10 ** 13, d)
-                self.assertLess(took, 2.0)
+                self.assertEqual(self.redis("PING"), "PONG")
         finally:
             try:
                 self.redis("PING")
@@ -621,8 +625,13 @@ class BucketTest(unittest.TestCase):
         bound = 10 + 20 * res["elapsed"]
         msg = "admitted %d in %.3f s, bound %.1f" % (res["allowed"], res["elapsed"], bound)
         self.assertLessEqual(res["allowed"], bound + 1, msg)
-        self.assertGreaterEqual(res["allowed"], 0.9 * bound, msg)
+        # It refilled (more than the burst of 10). Not "at least 90% of the
+        # bound": a caller that stalls past a full bucket (0.5 s at 20/s: a
+        # loaded machine, issue 33) loses what the cap drops, by design; the
+        # exact refill is test_no_lost_fractional_tokens's.
+        self.assertGreater(res["allowed"], 10, msg)
         self.assertGreater(res["denied"], 0, msg)
+        print(msg)
 
 
 if __name__ == "__main__":

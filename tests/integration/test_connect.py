@@ -604,18 +604,21 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
         finally:
             os.kill(priv.pid(), signal.SIGCONT)
 
+    # Bounds of 10 s on answers due in 100 ms (or at once): bounds on a hung
+    # request, not speed checks, and Redis's own timeout is 30 s where the
+    # caller's deadline must end the request (issue 33: 3 s against 5 s).
     def test_deadline_exceeded_with_stopped_redis(self):
         name = unique("deadline")
         priv = self._private(name)
         try:
-            with Permitd(redis_url=priv.url, args=["--redis-timeout-ms", "5000",
+            with Permitd(redis_url=priv.url, args=["--redis-timeout-ms", "30000",
                                                    "--threads", "1"]) as p:
                 h = p.http()
                 self.assertOk(h.acquire(name))   # connected, scripts loaded
                 r, elapsed = self._acquire_with_redis_stopped(
                     priv, h, name, {"Connect-Timeout-Ms": "100"})
                 self.assertConnectError(r, 504, "deadline_exceeded")
-                self.assertLess(elapsed, 3.0)
+                self.assertLess(elapsed, 10.0)
                 # Redis is back: permitd recovers by itself.
                 deadline = time.monotonic() + 10
                 while True:
@@ -634,13 +637,13 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
         name = unique("deadline")
         priv = self._private(name)
         try:
-            with Permitd(redis_url=priv.url, args=["--redis-timeout-ms", "5000",
+            with Permitd(redis_url=priv.url, args=["--redis-timeout-ms", "30000",
                                                    "--threads", "1"]) as p:
                 h = p.http()
                 r, elapsed = self._acquire_with_redis_stopped(
                     priv, h, name, {"Connect-Timeout-Ms": "100"})
                 self.assertConnectError(r, 504, "deadline_exceeded")
-                self.assertLess(elapsed, 3.0)
+                self.assertLess(elapsed, 10.0)
                 h.close()
         finally:
             priv.stop()
@@ -655,7 +658,7 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
                 self.assertOk(h.acquire(name))
                 r, elapsed = self._acquire_with_redis_stopped(priv, h, name)
                 self.assertConnectError(r, 503, "unavailable")
-                self.assertLess(elapsed, 3.0)
+                self.assertLess(elapsed, 10.0)
                 h.close()
         finally:
             priv.stop()
@@ -674,7 +677,7 @@ class IsolatedTest(ConnectAssertions, unittest.TestCase):
                     elapsed = time.monotonic() - t0
                     msg = self.assertConnectError(r, 503, "unavailable")
                     self.assertIn("redis", msg.lower(), r)
-                    self.assertLess(elapsed, 3.0)
+                    self.assertLess(elapsed, 10.0)
                 r = h.peek(name)
                 msg = self.assertConnectError(r, 503, "unavailable")
                 self.assertIn("redis", msg.lower(), r)

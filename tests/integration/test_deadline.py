@@ -35,10 +35,13 @@ class DeadlineTest(unittest.TestCase):
         self.mysql_url = base.rsplit("/", 1)[0] + "/" + self.db + "?" + query
         self.redis = PrivateRedis()
         # The Redis timeout is far longer than the callers' deadlines: what
-        # ends their requests is their own deadline, never Redis's.
+        # ends their requests is their own deadline, never Redis's. 30 s, so
+        # that a request the deadline did not end stands out from one a
+        # loaded machine was slow to answer (issue 33: 1.5 s against a 1 s
+        # bound was a race on a busy machine).
         self.p = Permitd(redis_url=self.redis.url, prefix="d:",
                          args=["--mysql-url", self.mysql_url, "--sync-interval-ms", "300",
-                               "--redis-timeout-ms", "1500"])
+                               "--redis-timeout-ms", "30000"])
         self.c = self.p.http()
         wait_for("policy in redis",
                  lambda: decision(self.c.peek("opened", key="warm"))["limit"] == LIMIT)
@@ -83,7 +86,8 @@ class DeadlineTest(unittest.TestCase):
             took = time.monotonic() - t
             allowed += r.status == 200 and decision(r)["allowed"]
             self.assertDeadline(r, "Acquire %d with Redis stopped" % i)
-            self.assertLess(took, 1.0, "Acquire %d outlived its deadline" % i)
+            self.assertLess(took, 10.0, "Acquire %d outlived its deadline (50 ms; Redis's "
+                            "timeout is 30 s)" % i)
         self.assertEqual(allowed, 0)
         os.kill(self.redis.pid(), signal.SIGCONT)
 

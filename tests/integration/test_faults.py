@@ -55,11 +55,13 @@ class FailureModeTest(unittest.TestCase):
             d = decision(r)
             self.assertTrue(d["allowed"], "%s: open policy refused: %r" % (what, r))
             self.assertEqual(d["limit"], 1000)
-            self.assertLess(took, 2.0, "%s: an open Acquire hung" % what)
+            # 100 times the Redis timeout: a bound on a hung Acquire, not a
+            # speed check (a loaded machine took over 2 s).
+            self.assertLess(took, 10.0, "%s: an open Acquire hung" % what)
             r, took = self.timed(lambda: self.c.acquire("closed"))
             self.assertEqual(r.status, 503, "%s: %r" % (what, r))
             self.assertEqual(error_code(r), "unavailable")
-            self.assertLess(took, 2.0, "%s: a closed Acquire hung" % what)
+            self.assertLess(took, 10.0, "%s: a closed Acquire hung" % what)
         # Peek takes nothing, so it never passes open: it reports the fault.
         self.assertIn(error_code(self.c.peek("opened")), ("unavailable", "deadline_exceeded"))
 

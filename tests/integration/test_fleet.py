@@ -284,7 +284,7 @@ class FleetTest(AdminCase):
         t0 = time.time()
         self.assertIn(addr(killed), self.by_address(vi))
         wait_for("the killed instance gone", lambda: addr(killed) not in self.by_address(vi),
-                 timeout=TTL + 3)
+                 timeout=TTL + 30)   # a deadline, not the TTL's precision (loaded machines)
         self.assertGreaterEqual(time.time() - t0, TTL - 2.0)
         # SIGTERM: the heartbeat goes with the instance.
         self.assertEqual(stopped.stop(), 0, stopped.output())

@@ -154,7 +154,7 @@ class HostileTest(unittest.TestCase):
 
     def test_slow_senders_are_cut_off(self):
         p = self.permitd("--connection-timeout", "1")
-        s = socket.create_connection(("127.0.0.1", p.port), timeout=10)
+        s = socket.create_connection(("127.0.0.1", p.port), timeout=60)
         s.sendall(b"POST " + ACQUIRE.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Ty")
         t = time.monotonic()
         try:
@@ -162,7 +162,8 @@ class HostileTest(unittest.TestCase):
         except ConnectionResetError:
             data = b""
         self.assertEqual(data, b"")
-        self.assertLess(time.monotonic() - t, 8, "a slowloris connection was kept open")
+        # Cut off (the timeout is 1 s); 30 s bounds a loaded machine's delay.
+        self.assertLess(time.monotonic() - t, 30, "a slowloris connection was kept open")
         s.close()
 
     def test_garbage_gets_clear_errors_and_memory_stays_bounded(self):

@@ -4,10 +4,12 @@ older policy version.
 
 - The change notice: lua/sync.lua PUBLISHes on <prefix>changes after every
   write; every instance reloads the policy. An edit is in force on a second
-  instance within 100 ms (measured and printed).
-- A lost notice (a hash written without one): healed within one sync
-  interval (without MySQL: the periodic pass over <prefix>policies and the
-  policies held).
+  instance whose periodic pass is 10 minutes away (so the notice did it);
+  how long it took is measured and printed, not asserted (issue 33: a
+  loaded machine took longer than the 100 ms it once asserted).
+- A lost notice (a hash written without one): healed by the next sync pass
+  (without MySQL: the periodic pass over <prefix>policies and the policies
+  held), while an instance without a pass due keeps its old copy.
 - Never backwards: an instance whose copy is older than the version a
   bucket was last written under gets lua/bucket.lua's "stale" answer,
   reloads the policy and decides under the newer version.
@@ -79,7 +81,9 @@ class NoticeTest(unittest.TestCase):
         m = re.search(r"^%s (\d+)$" % name, text, re.M)
         return int(m.group(1)) if m else None
 
-    def test_an_edit_is_in_force_on_another_instance_within_100_ms(self):
+    def test_an_edit_is_in_force_on_another_instance_by_its_notice(self):
+        # Both instances' periodic passes are 10 minutes away: only the
+        # notice can bring them the edit.
         name = self.policy(max_permits=5, rate=1)
         a, b = self.permitd(), self.permitd()
         self.assertEqual(self.limit(a, name), 5)
@@ -87,34 +91,31 @@ class NoticeTest(unittest.TestCase):
         waits = []
         for max_permits in (6, 7, 8, 9, 10):
             self.assertEqual(self.edit(name, max_permits=max_permits)[0], 1)
-            waits.append(self.wait_limit(b, name, max_permits, 1.0))
-            self.assertEqual(self.limit(a, name), max_permits)
+            waits.append(self.wait_limit(b, name, max_permits, 30))
+            self.wait_limit(a, name, max_permits, 30)
         print("\nedit in force on a second instance after (ms): %s; worst %.1f"
               % (", ".join("%.1f" % (w * 1000) for w in waits), max(waits) * 1000),
               file=sys.stderr)
-        self.assertLess(max(waits), 0.1, waits)
         # The hash's version grew once per edit (sync.lua "set").
         self.assertEqual(self.redis("HGET", self.hash_key(name), "version"), "6")
 
-    def test_a_lost_notice_is_healed_within_one_sync_interval(self):
+    def test_a_lost_notice_is_healed_by_the_next_pass(self):
         # A hash rewritten without the notice (a plain HSET: a PUBLISH
-        # suppressed); the instance's copy catches up at its next pass.
+        # suppressed); b's copy catches up at its next pass, while `still`,
+        # whose pass is 10 minutes away, keeps the old one: no notice came.
         interval = 700
         name = self.policy(max_permits=5, rate=1)
-        b = self.permitd(interval_ms=interval)
+        b, still = self.permitd(interval_ms=interval), self.permitd()
         self.assertEqual(self.limit(b, name), 5)
+        self.assertEqual(self.limit(still, name), 5)
         self.redis("HSET", self.hash_key(name), "max_permits", 9, "version", 2)
-        time.sleep(0.15)
-        self.assertEqual(self.limit(b, name), 5, "no notice was sent: still the old copy")
-        waited = 0.15 + self.wait_limit(b, name, 9, interval / 1000 + 0.5)
+        waited = self.wait_limit(b, name, 9, 30)
         print("\nlost notice healed after %.0f ms (interval %d ms)" % (waited * 1000, interval),
               file=sys.stderr)
-        self.assertLess(waited, interval / 1000 + 0.3)
-        # A policy in <prefix>policies this instance never decided is
-        # loaded by the same pass.
+        self.assertEqual(self.limit(still, name), 5, "no notice was sent: still the old copy")
+        # A policy in <prefix>policies b never decided is loaded by a pass.
         other = self.policy(max_permits=3, rate=1)
-        time.sleep(interval / 1000 + 0.3)
-        self.assertEqual(self.limit(b, other), 3)
+        self.wait_limit(b, other, 3, 30)
 
     def test_never_decided_under_an_older_version(self):
         # b holds version 1; the hash becomes version 2 (max 7) without a

@@ -398,7 +398,10 @@ class RedisTest(unittest.TestCase):
         try:
             name = unique("stall")
             put_policy(pr.client(), name, max_permits=10, rate=1)
-            with Permitd(redis_url=pr.url, args=["--threads", "1", "--redis-timeout-ms", "3000"]) as p:
+            # Redis's timeout 30 s: a blocked loop would hold /healthz that
+            # long, which stands out from a loaded machine's slowness (issue
+            # 33: a 3 s timeout against a 1 s bound was a race).
+            with Permitd(redis_url=pr.url, args=["--threads", "1", "--redis-timeout-ms", "30000"]) as p:
                 # No Acquire before: the policy is not in this instance's
                 # copy yet, and is read by the loader while Acquire, Peek and
                 # AcquireBatch wait (parked), not on the worker's thread.
@@ -424,7 +427,7 @@ class RedisTest(unittest.TestCase):
                 h = p.http()
                 t0 = time.monotonic()
                 self.assertEqual(h.request("GET", "/healthz").status, 200)
-                self.assertLess(time.monotonic() - t0, 1.0, "the worker's loop was blocked")
+                self.assertLess(time.monotonic() - t0, 10.0, "the worker's loop was blocked")
                 h.close()
                 os.kill(pr.pid(), signal.SIGCONT)
                 for t in ts:
@@ -548,8 +551,10 @@ class RedisTest(unittest.TestCase):
             fillers.append(f)
         time.sleep(0.2)
         try:
+            # A connect timeout of 20 s: a blocked loop would hold /healthz
+            # that long (issue 33: 1.5 s against a 0.7 s bound was a race).
             with Permitd(redis_url="redis://127.0.0.1:%d" % addr[1],
-                         args=["--threads", "1", "--redis-timeout-ms", "1500"]) as p:
+                         args=["--threads", "1", "--redis-timeout-ms", "20000"]) as p:
                 result = {}
 
                 def slow():
@@ -564,9 +569,9 @@ class RedisTest(unittest.TestCase):
                 h = p.http()
                 t0 = time.monotonic()
                 self.assertEqual(h.request("GET", "/healthz").status, 200)
-                self.assertLess(time.monotonic() - t0, 0.7, "the worker's loop was blocked")
+                self.assertLess(time.monotonic() - t0, 8.0, "the worker's loop was blocked")
                 h.close()
-                t.join(10)
+                t.join(60)
                 self.assertEqual(error_code(result["reply"]), "unavailable", result)
                 self.assertGreater(result["took"], 1.0, result)
         finally:

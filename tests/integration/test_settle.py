@@ -408,7 +408,9 @@ class ReadyzTest(unittest.TestCase):
             for other in masters:
                 if other != hung:
                     self.assertIn("master 127.0.0.1:%d: ok" % other, body)
-            self.assertLess(took, 2.0, body)
+            # Not held by the hung master: a bound, 10 times Redis's timeout,
+            # not a speed check (a loaded machine, issue 33).
+            self.assertLess(took, 10.0, body)
 
 
 if __name__ == "__main__":

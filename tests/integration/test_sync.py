@@ -235,12 +235,15 @@ class SyncTest(unittest.TestCase):
         # Tokens earned before an edit at the old rate, after it at the new
         # one, from the moment sync.lua wrote it (stamped with Redis TIME:
         # the settle log names the stamp), on shared and keyed buckets. A
-        # raise (max 100, 1/s -> 50/s: a bucket emptied 3 s before holds 3,
-        # not 100), a cut (10/s -> 0.1/s: 30, not 0.3), and three edits in
-        # a row while a bucket idles (1/s, 20/s, 0.5/s, 4/s).
-        self.add_policy("raise", 100, "1")
+        # raise (1/s -> 50/s: a bucket emptied 3 s before holds 3 at the
+        # edit, not 150), a cut (10/s -> 0.1/s: 30, not 0.3), and three edits
+        # in a row while a bucket idles (1/s, 20/s, 0.5/s, 4/s). The raise's
+        # and the steps' max_permits are out of reach however slow the
+        # machine (issue 33: at max 100 the raised bucket filled up on a
+        # loaded run before it was read, and a full bucket has no key).
+        self.add_policy("raise", 100000, "1")
         self.add_policy("cut", 100, "10")
-        self.add_policy("steps", 1000, "1")
+        self.add_policy("steps", 100000, "1")
         p = self.permitd()
         c = p.http()
         for name in ("raise", "cut", "steps"):
@@ -300,14 +303,14 @@ class SyncTest(unittest.TestCase):
 
         raise_cut = edit("UPDATE policies SET rate = CASE name WHEN 'raise' THEN 50 ELSE 0.1 END "
                          "WHERE name IN ('raise', 'cut')", ("raise", "cut"))
-        check("raise", [1], [raise_cut["raise"]], 50, 100)
+        check("raise", [1], [raise_cut["raise"]], 50, 100000)
         check("cut", [10], [raise_cut["cut"]], 0.1, 100)
         steps = []
         for rate in ("20", "0.5", "4"):
             time.sleep(0.3)
             steps.append(edit("UPDATE policies SET rate = %s WHERE name = 'steps'" % rate,
                               ("steps",))["steps"])
-        check("steps", [1, 20, 0.5], steps, 4, 1000)
+        check("steps", [1, 20, 0.5], steps, 4, 100000)
         # The settle pass folded every bucket, so the history is gone.
         for name in ("raise", "cut", "steps"):
             self.assertNotIn("rates", self.hash(name))
@@ -563,16 +566,47 @@ class SyncTest(unittest.TestCase):
         # The instance decides from its in-memory copy of the policy: losing
         # Redis loses only bucket state.
         self.assertEqual(decision(p.http().acquire("phoenix"))["remaining"], 4)
-        # Once its copy is gone too (a change notice makes it reload, and
-        # Redis has nothing), MySQL still has it: not a not_found but "not
-        # back yet" (failure_mode closed), and the miss itself asks the sync
-        # for a pass at once.
-        self.redis("PUBLISH", self.prefix + "changes", "phoenix 0")
-        time.sleep(0.1)
-        r = p.http().acquire("phoenix")
-        self.assertEqual(error_code(r), "unavailable", r)
-        self.assertIn("not back in Redis yet", r.json()["message"])
-        wait_for("back", lambda: decision(p.http().acquire("phoenix")).get("allowed"))
+        # And the sync puts the policy back in Redis. (A copy marked missing
+        # by a delete notice meanwhile: test_a_miss_brings_..., whose sync
+        # pass is not due: here one every 300 ms could put the hash back
+        # before the notice is read, issue 33.)
+        wait_for("the hash back", lambda: self.hash("phoenix").get("max_permits") == "5", 60)
+        self.assertTrue(decision(p.http().acquire("phoenix"))["allowed"])
+
+    def test_a_reload_after_a_flush_keeps_the_copy_held(self):
+        # Issue 33: cluster_sync's test above got 503 "not back in Redis
+        # yet" for a policy the instance held, under load: a reload that
+        # came late (the sync's read-back of its own write, or that write's
+        # change notice) ran after Redis was flushed, found the hash gone and
+        # marked the copy missing. Reproduced here without luck: after the
+        # flush, the notice the sync's write sends ("<name> <version>") is
+        # published again, then a change to a marker policy kept by hand;
+        # once the marker's change is in force, both notices were read
+        # (in order, on one connection) and "late" was reloaded.
+        self.add_policy("late", 5, "1")         # failure_mode closed
+        p = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
+                                              "--sync-interval-ms", "600000"])
+        self.procs.append(p)
+        wait_for("policy", lambda: self.hash("late"))
+        self.assertEqual(decision(p.http().acquire("late"))["limit"], 5)
+        marker = "late-marker"
+        marker_key = "%s{%s}:policy" % (self.prefix, marker)
+
+        def set_marker(max_permits):
+            self.redis("HSET", marker_key, "name", marker, "apps", "app", "max_permits",
+                       max_permits, "rate", 1, "version", max_permits, "enabled", 1)
+            self.redis("PUBLISH", self.prefix + "changes", "%s %d" % (marker, max_permits))
+            wait_for("the marker's limit %d" % max_permits,
+                     lambda: decision(p.http().acquire(marker))["limit"] == max_permits, 30)
+
+        set_marker(3)
+        for k in self.redis("KEYS", self.prefix + "*"):
+            self.redis("DEL", k)
+        version = int(self.sql("SELECT version FROM policies WHERE name = 'late'")[0][0])
+        self.redis("PUBLISH", self.prefix + "changes", "late %d" % version)
+        set_marker(4)
+        # Losing Redis lost the bucket (full again), not the policy.
+        self.assertEqual(decision(p.http().acquire("late"))["remaining"], 4)
 
     def test_a_miss_brings_the_policy_back_before_the_interval(self):
         self.add_policy("quick", 5, "1")
@@ -582,10 +616,14 @@ class SyncTest(unittest.TestCase):
         wait_for("policy", lambda: self.hash("quick"))
         self.redis("DEL", "%s{quick}:policy" % self.prefix)
         self.redis("PUBLISH", self.prefix + "changes", "quick 0")     # p's copy goes too
-        time.sleep(0.1)
-        self.assertEqual(error_code(p.http().acquire("quick")), "unavailable")
+        # Polled until the notice is read (no pass is due to put the hash
+        # back meanwhile), not a 100 ms sleep (issue 33).
+        r = wait_for("the copy marked missing",
+                     lambda: (lambda r: r if error_code(r) == "unavailable" else None)(
+                         p.http().acquire("quick")), 60)
+        self.assertIn("not back in Redis yet", r.json()["message"])
         # The regular pass is ten minutes away; the miss triggered one.
-        wait_for("back", lambda: decision(p.http().acquire("quick")).get("allowed"), 5)
+        wait_for("back", lambda: decision(p.http().acquire("quick")).get("allowed"), 60)
         self.assertEqual(error_code(p.http().acquire("never-existed")), "not_found")
 
     def test_a_delete_seen_first_in_redis_ends_in_not_found(self):
@@ -604,9 +642,9 @@ class SyncTest(unittest.TestCase):
         self.redis("DEL", "%s{gone}:policy" % self.prefix)
         self.redis("SREM", self.prefix + "policies", "gone")
         self.redis("PUBLISH", self.prefix + "changes", "gone 0")
-        time.sleep(0.1)
-        self.assertEqual(error_code(p.http().acquire("gone")), "unavailable")
-        wait_for("not_found", lambda: error_code(p.http().acquire("gone")) == "not_found", 5)
+        wait_for("the copy marked missing",
+                 lambda: error_code(p.http().acquire("gone")) == "unavailable", 60)
+        wait_for("not_found", lambda: error_code(p.http().acquire("gone")) == "not_found", 60)
 
     def test_mysql_down_acquire_keeps_working_and_readyz_says_why(self):
         db = harness.PrivateMariaDB()
@@ -727,9 +765,15 @@ class SyncTest(unittest.TestCase):
             self.assertEqual(admin.request("GET", "/readyz").status, 503)
             db.start()
             started = time.monotonic()
-            wait_for("ready again", lambda: admin.request("GET", "/readyz").status == 200, 10)
+            wait_for("ready again", lambda: admin.request("GET", "/readyz").status == 200, 60)
             took = time.monotonic() - started
-            self.assertLess(took, 2.0, "readyz 503 for %.1f s after MySQL was back" % took)
+            # A probe ended the backoff, with time left on it: not the backoff
+            # running out (told by permitd's log, not by a stopwatch that a
+            # loaded machine stretches, issue 33).
+            left = re.findall(r'msg="mysql answers again: sync pass now" backoff_left_ms=(-?\d+)',
+                              p.output())
+            self.assertTrue(left and int(left[-1]) > 0, "readyz 503 for %.1f s after MySQL was "
+                            "back, and no probe cut the backoff short: %r" % (took, left))
             self.assertIn("sync recovered", p.output())
         finally:
             db.cleanup()

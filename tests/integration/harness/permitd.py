@@ -60,9 +60,24 @@ class Permitd:
             admin += ["--app-auth", "off"]
         self.argv = [_binary(), "--listen", "127.0.0.1:%d" % self.port,
                      "--redis-url", self.redis_url, "--redis-prefix", prefix] + admin + list(args)
-        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=full_env)
-        self.wait_healthy()
+        # A free port can be taken before permitd binds it (by another
+        # test's process, or as a connection's source port: ctest runs tests
+        # in parallel). Ports the harness chose are chosen again then.
+        for attempt in range(3):
+            self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=full_env)
+            try:
+                self.wait_healthy()
+                return
+            except RuntimeError:
+                if attempt == 2 or port or self.proc.poll() is None or \
+                        "Address already in use" not in self.output():
+                    raise
+            self.port = free_port()
+            self.argv[self.argv.index("--listen") + 1] = "127.0.0.1:%d" % self.port
+            if self.own_admin:
+                self.admin_port = free_port()
+                self.argv[self.argv.index("--admin-listen") + 1] = "127.0.0.1:%d" % self.admin_port
 
     def wait_healthy(self, timeout=15):
         """Returns once the API listener answers /healthz and the admin

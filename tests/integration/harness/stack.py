@@ -41,8 +41,17 @@ def lua_script(name, lua_dir=None):
 lua_script.cache = {}
 
 
+# The Redis (and Redis Cluster) of a test run by tests/stack/own-redis.sh
+# (its own, in place of the stack's: ctest runs tests in parallel), from the
+# environment.
+OWN_REDIS = ("PERMITD_TEST_REDIS_HOST", "PERMITD_TEST_REDIS_PORT", "PERMITD_TEST_REDIS_URL",
+             "PERMITD_TEST_REDIS_SOCKET", "PERMITD_TEST_CLUSTER_SEEDS", "PERMITD_TEST_CLUSTER_URL",
+             "PERMITD_TEST_CLUSTER_DIR")
+
+
 def stack_env():
-    """The stack fixture's env file as a dict."""
+    """The stack fixture's env file as a dict, with the test's own Redis
+    (OWN_REDIS in the environment) in place of the stack's."""
     env = {}
     path = os.path.join(STACK_DIR, "env")
     with open(path) as f:
@@ -51,6 +60,7 @@ def stack_env():
             if line and not line.startswith("#") and "=" in line:
                 k, v = line.split("=", 1)
                 env[k] = v
+    env.update({k: os.environ[k] for k in OWN_REDIS if os.environ.get(k)})
     return env
 
 
@@ -69,8 +79,11 @@ def unique(prefix="t"):
 unique.n = 0
 
 
-def wait_for(what, fn, timeout=10.0):
-    """Polls fn() until it returns a truthy value; fails naming `what`."""
+def wait_for(what, fn, timeout=60.0):
+    """Polls fn() until it returns a truthy value; fails naming `what`.
+    The default deadline is generous (60 s, was 10): it bounds a condition
+    that never comes, and a loaded machine running tests side by side took
+    longer than 10 s for a settle that came (issue 33)."""
     deadline = time.time() + timeout
     last = None
     while time.time() < deadline:
