@@ -44,6 +44,12 @@ import { errorState, loadingState } from "./widgets.js";
 onSessionExpired(sessionExpired);
 ui.logout.addEventListener("click", signOut);
 ui.bannerClose.addEventListener("click", () => clearBanner());
+// The skip link focuses the page rather than following its "#main" (which
+// the router would read as an address).
+ui.skipLink.addEventListener("click", (e) => {
+  e.preventDefault();
+  ui.main.focus();
+});
 startRouter({ list: listView, detail: detailView, edit: editView, apps: appsView, gateway: gatewayView,
               envoy: envoyView, instances: instancesView, audit: auditView, users: usersView,
               missing: missingView });

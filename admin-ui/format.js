@@ -214,6 +214,16 @@ export function relativeTime(date, now = Date.now()) {
 }
 
 // "2024-05-01T12:03:04Z" → "2024-05-01 14:03:04" in the browser's time zone.
+// A <time>'s attributes for a server time ("2026-11-28 14:20:01.123456"):
+// datetime in ISO form (milliseconds at most) and a title in words a reader
+// can use (issue 40: the microseconds were shown as they came).
+export function timeAttrs(text) {
+  const t = Date.parse(text);
+  if (!Number.isFinite(t)) return { datetime: null, title: null };
+  const d = new Date(t);
+  return { datetime: d.toISOString(), title: `${formatTimestamp(text)} (${d.toUTCString().replace("GMT", "UTC")})` };
+}
+
 export function formatTimestamp(text) {
   const t = Date.parse(text);
   if (!Number.isFinite(t)) return text ? String(text) : "—";
@@ -472,6 +482,18 @@ function snakeCase(k) {
 
 // Fields that change on every write or never change: shown in the entry's
 // header, not as a diff row.
+// The words the history and the audit use for a field (issue 40: they showed
+// the audit JSON's names, window_ms, colocate 0).
+const FIELD_LABELS = {
+  name: "Name", apps: "Apps", algorithm: "Algorithm", max_permits: "Max permits", rate: "Rate",
+  window: "Window", window_ms: "Window", calendar: "Calendar window", lease_ttl: "Lease time-to-live",
+  lease_ms: "Lease time-to-live", failure_mode: "When Redis is unreachable", enabled: "Enabled",
+  shadow: "Shadow mode", colocate: "Keep all buckets together", description: "Description",
+};
+export function fieldLabel(field) {
+  const l = FIELD_LABELS[field] || field.replace(/_/g, " ");
+  return l[0].toUpperCase() + l.slice(1);
+}
 const META_FIELDS = new Set(["version", "created_at", "updated_at", "created_by", "updated_by", "id", "policy_id"]);
 const FIELD_ORDER = ["name", "apps", "algorithm", "max_permits", "rate", "window", "window_ms", "calendar",
   "lease_ttl", "lease_ms", "failure_mode", "enabled", "shadow", "colocate", "description"];
@@ -502,7 +524,7 @@ export function formatFieldValue(field, v) {
   v = normalize(field, v);
   if (v === undefined || v === null) return "—";
   if (Array.isArray(v)) return v.length ? v.map(String).join(", ") : "(none)";
-  if (field === "enabled" || field === "shadow") {
+  if (field === "enabled" || field === "shadow" || field === "colocate") {
     if (v === true || v === 1 || v === "1" || v === "true") return "yes";
     if (v === false || v === 0 || v === "0" || v === "false") return "no";
   }
@@ -512,6 +534,10 @@ export function formatFieldValue(field, v) {
     return d.unit === "s" ? d.text : `${d.text} (${v} / s)`;
   }
   if ((field === "window_ms" || field === "lease_ms") && Number(v) > 0) return durationWords(Number(v));
+  if ((field === "window_ms" || field === "lease_ms") && Number(v) === 0) return "none";
+  if (field === "algorithm") return ALGORITHMS.find((a) => a.id === v)?.label || String(v);
+  if (field === "failure_mode" && (v === "open" || v === "closed")) return v === "open" ? "fail open" : "fail closed";
+  if (field === "calendar" && v === "") return "none";
   if (field === "description" && v === "") return "(empty)";
   if (typeof v === "object") return JSON.stringify(v);
   return String(v);
@@ -519,7 +545,7 @@ export function formatFieldValue(field, v) {
 
 function comparable(field, v) {
   // An audit row from before shadow mode (issue 23) has no shadow: off.
-  if (field === "shadow") return formatFieldValue(field, v ?? 0);
+  if (field === "shadow" || field === "colocate") return formatFieldValue(field, v ?? 0);
   v = normalize(field, v);
   if (v === undefined || v === null) return "";
   if (Array.isArray(v)) return JSON.stringify(v.map(String).sort());
@@ -546,6 +572,7 @@ export function diffChange(change) {
     if (action === "update" && comparable(f, a) === comparable(f, b)) continue;
     rows.push({
       field: f,
+      label: fieldLabel(f),
       old: o.value ? formatFieldValue(f, a) : "",
       new: n.value ? formatFieldValue(f, b) : "",
     });

@@ -19,7 +19,7 @@ export function renderHistory(box, changes) {
     const head = h("div", { class: "change-head" },
       badge(labels[d.action] || d.action, kinds[d.action] || "plain"),
       h("span", {}, "by ", h("strong", { class: "actor" }, c.actor || "unknown")),
-      h("time", { datetime: at, title: at }, fmt.formatTimestamp(at)),
+      h("time", fmt.timeAttrs(at), fmt.formatTimestamp(at)),
       h("span", { class: "muted small" }, fmt.relativeTime(at)),
       versions && h("span", { class: "muted small version" }, versions));
     let bodyEl;
@@ -33,7 +33,7 @@ export function renderHistory(box, changes) {
       bodyEl = h("table", { class: "diff" },
         h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Field"), h("th", { scope: "col" }, "Before"), h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Change")), h("th", { scope: "col" }, "After"))),
         h("tbody", {}, d.rows.map((r) => h("tr", {},
-          h("th", { scope: "row" }, r.field),
+          h("th", { scope: "row", dataset: { field: r.field } }, r.label),
           h("td", { class: "old" }, r.old),
           h("td", { class: "arrow", "aria-label": "changed to" }, "→"),
           h("td", { class: "new" }, r.new)))));
@@ -41,7 +41,7 @@ export function renderHistory(box, changes) {
       const which = d.action === "delete" ? "old" : "new";
       bodyEl = h("table", { class: "diff" },
         h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Field"), h("th", { scope: "col" }, d.action === "delete" ? "Last value" : "Value"))),
-        h("tbody", {}, d.rows.map((r) => h("tr", {}, h("th", { scope: "row" }, r.field), h("td", {}, r[which])))));
+        h("tbody", {}, d.rows.map((r) => h("tr", {}, h("th", { scope: "row", dataset: { field: r.field } }, r.label), h("td", {}, r[which])))));
     }
     list.append(h("li", { class: `change change-${d.action}` }, head, bodyEl));
   }

@@ -8,12 +8,15 @@ import { h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
 import { describeError } from "./notices.js";
 import { DETAIL_POLL_MS, poll } from "./poll.js";
+import { policyHref } from "./router.js";
 import { POLICY, call } from "./session.js";
 import { errorState, loadingState } from "./widgets.js";
 
 const HOT = "HotKeyService";
 
-export function hotKeysCard(name, editor, signal) {
+// onInspect(key): shows the key in the bucket inspector (each key is a link
+// to it, issue 40).
+export function hotKeysCard(name, editor, signal, onInspect) {
   const status = h("p", { class: "small muted", id: "hot-status" });
   const done = h("p", { class: "small", id: "hot-done", "aria-live": "polite" });
   const body = h("div", { class: "hot-lists" }, loadingState("Loading hot keys…"));
@@ -36,7 +39,13 @@ export function hotKeysCard(name, editor, signal) {
           h("th", { scope: "col" }, "Key"), h("th", { scope: "col", class: "num" }, what[0].toUpperCase() + what.slice(1)),
           h("th", { scope: "col" }, "Bucket now"), editor ? h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Reset")) : null)),
         h("tbody", {}, keys.map((k) => h("tr", { dataset: { key: k.key } },
-          h("td", { class: "break" }, h("code", {}, k.key)),
+          h("td", { class: "break" }, h("a", {
+            href: policyHref(name), class: "hot-key", title: `Inspect the bucket of ${k.key}`,
+            onclick: (e) => {
+              e.preventDefault();
+              onInspect(k.key);
+            },
+          }, h("code", {}, k.key))),
           h("td", { class: "num" }, fmt.formatNumber(Number(k.count ?? 0), 0)),
           h("td", {}, level(k)),
           editor ? h("td", {}, h("button", {

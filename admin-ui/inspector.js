@@ -202,6 +202,13 @@ export function bucketInspector(name, editor, signal) {
     el: h("div", {}, form, announce, result),
     // The policy's algorithm (the detail page calls it whenever the policy
     // changes): the next refresh shows the bucket in its words.
+    // Inspects key (a hot key's link): the form shows it, focus goes to it.
+    inspect(k) {
+      key.value = k;
+      start(k);
+      key.focus();
+      key.scrollIntoView({ block: "center" });
+    },
     setAlgorithm(alg) {
       algorithm = alg || fmt.DEFAULT_ALGORITHM;
       setText(resetLabel, viewOf(algorithm).reset);

@@ -5,6 +5,7 @@
 const $ = (sel) => document.querySelector(sel);
 export const ui = {
   topbar: $("#topbar"),
+  skipLink: $("#skip-link"),
   main: $("#main"),
   banner: $("#banner"),
   bannerText: $("#banner-text"),

@@ -112,7 +112,7 @@ export function auditView(main) {
     if (d.unreadable) return h("code", { class: "small" }, e.newValue || e.oldValue || "");
     if (!d.rows.length) return h("span", { class: "muted small" }, both ? "no field changed" : "—");
     return h("ul", { class: "audit-diff" }, d.rows.map((r) => h("li", {},
-      h("span", { class: "field-name" }, r.field), ": ",
+      h("span", { class: "field-name", dataset: { field: r.field } }, r.label), ": ",
       both ? [h("span", { class: "old" }, r.old), " → ", h("span", { class: "new" }, r.new)]
         : h("span", {}, e.action === "delete" ? r.old : r.new))));
   }
@@ -120,7 +120,7 @@ export function auditView(main) {
   function row(e) {
     const at = e.changedAt || "";
     return h("tr", { class: "audit-row", dataset: { kind: e.kind || "", action: e.action || "" } },
-      h("td", { "data-label": "When" }, h("time", { datetime: at, title: at }, fmt.formatTimestamp(at))),
+      h("td", { "data-label": "When" }, h("time", fmt.timeAttrs(at), fmt.formatTimestamp(at))),
       h("td", { "data-label": "What" }, h("span", { class: "muted small kind" }, `${e.kind} `), subject(e)),
       h("td", { "data-label": "Action" }, badge(e.action || "", ACTION_KIND[e.action] || "info")),
       h("td", { "data-label": "By", class: "actor" }, e.actor || ""),

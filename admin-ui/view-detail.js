@@ -83,7 +83,7 @@ export function detailView(main, { policy: name }) {
   const inspector = bucketInspector(name, editor, ac.signal);
 
   // hot keys (issue 23)
-  const hot = hotKeysCard(name, editor, ac.signal);
+  const hot = hotKeysCard(name, editor, ac.signal, (k) => inspector.inspect(k));
 
   // history
   const historyBox = h("div", { class: "history", id: "history" }, loadingState("Loading history…"));

@@ -56,9 +56,15 @@ export function instancesView(main) {
       h("h2", { id: "skipped-h" }, "Rows of MySQL the sync skips"), skippedBox));
   let loaded = false;
 
+  // An id (host:port@start) may break after ":" and before "@", never
+  // inside a part (issue 40: it wrapped mid-token).
+  function idParts(id) {
+    return id.split(/(?<=:)|(?=@)/).flatMap((part, n) => (n ? [h("wbr"), part] : [part]));
+  }
+
   function row(i) {
     return h("tr", { dataset: { instance: i.id || "" } },
-      h("td", { class: "cell-name", "data-label": "Instance" }, h("code", { class: "break" }, i.id || ""),
+      h("td", { class: "cell-name", "data-label": "Instance" }, h("code", { class: "instance-id" }, idParts(i.id || "")),
         i.self ? h("span", { class: "muted small" }, " ", badge("This one", "ok", "the instance serving this page")) : null),
       h("td", { "data-label": "Address" }, h("span", {}, i.address || "—"),
         i.adminAddress ? h("span", { class: "desc" }, `admin ${i.adminAddress}`) : null),

@@ -38,17 +38,22 @@ export function listView(main) {
   let everything = 0;  // policies in all (the last answer without a filter)
   let asked = "";      // the filter the page on screen was asked with
 
-  const sub = h("p", { class: "page-sub muted", "aria-live": "polite" }, "Loading…");
+  // As long as the count it makes way for: the line does not grow when it comes.
+  const sub = h("p", { class: "page-sub muted", "aria-live": "polite" }, "Loading policies · bucket levels update live");
   const filter = h("input", { type: "search", id: "policy-filter", class: "filter", placeholder: "Filter by name, app or description", "aria-label": "Filter policies" });
   // Says how many rows a filter leaves; changes only when that count does.
   const filterStatus = h("p", { class: "sr-only", role: "status", id: "policy-filter-status" });
   const tbody = h("tbody");
   const headers = ["Name", "Apps", "Max permits", "Limit", "Shared bucket", "Traffic (fleet, last min)", "Status"];
-  const table = h("table", { class: "policies", "aria-busy": "true" },
+  // Fixed column widths (style.css, .policy-list): the content that comes
+  // with the data (names, gauges, traffic) cannot widen a column past the
+  // page, nor move the columns beside it when it comes (issue 40).
+  const cols = ["name", "apps", "max", "limit", "bucket", "traffic", "status"];
+  const table = h("table", { class: `policies policy-list${editor ? " with-actions" : ""}`, "aria-busy": "true" },
     h("caption", { class: "sr-only" }, "Policies, with the live number of permits in each shared bucket"),
     h("thead", {}, h("tr", {},
-      headers.map((t, i) => h("th", { scope: "col", class: i === 2 || i === 5 ? "num" : null }, t)),
-      editor && h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")))),
+      headers.map((t, i) => h("th", { scope: "col", class: `col-${cols[i]}${i === 2 || i === 5 ? " num" : ""}` }, t)),
+      editor && h("th", { scope: "col", class: "col-actions" }, h("span", { class: "sr-only" }, "Actions")))),
     tbody);
   const order = h("select", { id: "policy-order", class: "order" },
     h("option", { value: "name" }, "Name"),
@@ -62,7 +67,15 @@ export function listView(main) {
   const nextBtn = h("button", { type: "button", class: "btn btn-small", id: "page-next", disabled: true }, "Next");
   const pageStatus = h("p", { class: "page-status muted", id: "page-status", "aria-live": "polite" });
   const pager = h("nav", { class: "pager", "aria-label": "Pages of policies" }, prev, pageStatus, nextBtn);
-  const stateBox = h("div", { class: "table-state" }, loadingState("Loading policies…"));
+  // Until the first page comes, rows of the height of a policy's hold its
+  // place (issue 40: the rows replacing "Loading policies…" moved the page,
+  // CLS 0.72); what is loading is said to assistive technology.
+  const SKELETON_ROWS = 5;
+  for (let i = 0; i < SKELETON_ROWS; i++) {
+    tbody.append(h("tr", { class: "skeleton", "aria-hidden": "true" },
+      [...headers, ...(editor ? [""] : [])].map((_, j) => h("td", {}, h("span", { class: j === 0 ? "bone bone-wide" : "bone" })))));
+  }
+  const stateBox = h("div", { class: "table-state" }, h("p", { class: "sr-only", role: "status" }, "Loading policies…"));
   const card = h("div", { class: "card table-card" }, h("div", { class: "table-scroll" }, table), stateBox);
   // Rows of MySQL the sync skips (read-only: they are fixed in MySQL).
   const skipped = h("div", { class: "notice", id: "skipped-rows", role: "status", hidden: true });
@@ -227,6 +240,7 @@ export function listView(main) {
     // Rows of deleted policies go first: left in place, they would make the
     // rows after them look out of place below, and moving a row that holds
     // focus loses it.
+    for (const r of tbody.querySelectorAll("tr.skeleton")) r.remove();
     const seen = new Set(list.map((p) => p.name || ""));
     for (const [name, e] of rows) {
       if (!seen.has(name)) {
@@ -315,6 +329,7 @@ export function listView(main) {
     if (err instanceof RpcError && err.code === "unauthenticated") return;
     if (!loaded) {
       table.hidden = true;
+      for (const r of tbody.querySelectorAll("tr.skeleton")) r.remove();
       setText(sub, "Could not load policies");
       replace(stateBox, errorState(`Could not load policies: ${describeError(err)}`, () => {
         replace(stateBox, loadingState("Loading policies…"));

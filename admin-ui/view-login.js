@@ -13,6 +13,7 @@ export function showLogin(notice) {
   closeView();
   session.user = null;
   document.body.classList.add("logged-out");
+  document.body.classList.remove("booting");
   ui.topbar.hidden = true;
   clearBanner();
   document.title = "Sign in · permitd admin";
@@ -66,7 +67,7 @@ export function showLogin(notice) {
 // the form that had it is gone. On a plain page load it does not.
 export function enterApp(user, fromLogin = false) {
   session.user = user;
-  document.body.classList.remove("logged-out");
+  document.body.classList.remove("logged-out", "booting");
   ui.topbar.hidden = false;
   setText(ui.userName, user.username);
   // On narrow screens CSS hides .role-name: a viewer's badge reads "read-only".

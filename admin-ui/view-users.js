@@ -174,7 +174,9 @@ export function usersView(main) {
       h("td", { "data-label": "Sessions", class: "num" }, String(u.sessions || 0)),
       h("td", { "data-label": "Last changed by" }, u.changedBy || h("span", { class: "muted" }, "—"),
         u.updatedAt ? h("span", { class: "muted small" }, ` ${fmt.relativeTime(u.updatedAt) || fmt.formatTimestamp(u.updatedAt)}`) : null),
-      h("td", { class: "cell-actions" }, h("div", { class: "row-actions" }, reset, end, toggle, del)));
+      // One's own row: no Disable or Delete (issue 40: an admin locking
+      // itself out with a click; another admin does it, or the command line).
+      h("td", { class: "cell-actions" }, h("div", { class: "row-actions" }, reset, end, me ? null : toggle, me ? null : del)));
   }
 
   async function load(where) {

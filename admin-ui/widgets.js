@@ -49,9 +49,11 @@ export function statusBadges(p) {
 
 
 // A horizontal meter of what a bucket has left: tokens for a token bucket,
-// the whole permits left (remaining) for the other algorithms (free slots
-// for concurrency).
+// the whole permits left (remaining) for the windowed algorithms; for
+// concurrency, the leases held (issue 40: it filled with the free ones
+// while its words counted the held), its colour still by what is free.
 export function makeGauge(label, large = false) {
+  const named = label;
   const fill = h("span", { class: "gauge-fill" });
   const text = h("span", { class: "gauge-text" }, "—");
   const el = h("div", {
@@ -70,13 +72,17 @@ export function makeGauge(label, large = false) {
       const level = fmt.describeBucket(algorithm, { limit, ...bucket }).level;
       const tokens = Math.max(0, Math.min(Number(level) || 0, limit || Infinity));
       const pct = limit > 0 ? tokens / limit : 0;
-      fill.style.width = `${(pct * 100).toFixed(2)}%`;
+      const held = algorithm === "concurrency";
+      const shown = held ? Math.max(0, limit - tokens) : tokens;
+      fill.style.width = `${(limit > 0 ? (shown / limit) * 100 : 0).toFixed(2)}%`;
       el.classList.toggle("low", pct < 0.2);
       el.classList.toggle("mid", pct >= 0.2 && pct < 0.5);
       el.classList.remove("unknown");
-      setText(text, `${fmt.formatTokens(tokens)} / ${fmt.formatNumber(limit, 0)}`);
+      setText(text, held ? `${fmt.formatNumber(shown, 0)} held / ${fmt.formatNumber(limit, 0)}`
+        : `${fmt.formatTokens(tokens)} / ${fmt.formatNumber(limit, 0)}`);
+      el.setAttribute("aria-label", held ? named.replace(/^Permits available/, "Leases held") : named);
       el.setAttribute("aria-valuemax", String(limit));
-      el.setAttribute("aria-valuenow", String(Math.round(tokens * 1000) / 1000));
+      el.setAttribute("aria-valuenow", String(Math.round(shown * 1000) / 1000));
       const reset = Number(bucket.resetAfterMs ?? 0);
       if (algorithm === "token_bucket" || !algorithm) {
         el.setAttribute("aria-valuetext", `${fmt.formatTokens(tokens)} of ${limit} permits available`);
@@ -91,6 +97,7 @@ export function makeGauge(label, large = false) {
       fill.style.width = "0%";
       el.classList.add("unknown");
       el.classList.remove("low", "mid");
+      el.setAttribute("aria-label", named);
       setText(text, label);
       el.setAttribute("aria-valuenow", "0");
       el.setAttribute("aria-valuetext", why);

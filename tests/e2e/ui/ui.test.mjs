@@ -239,6 +239,21 @@ describe("admin web UI in headless Chromium", () => {
     ]);
     assert.equal(d.fromVersion, "1");
     assert.equal(d.toVersion, "2");
+    // Issue 40: words, not the audit JSON's names (window_ms, colocate 0).
+    assert.deepEqual(d.rows.map((r) => r.label), ["Apps", "Max permits", "Rate", "Enabled"]);
+    const w = fmt.diffChange({
+      action: "update",
+      oldValue: '{"name": "p", "algorithm": "token_bucket", "window_ms": 0, "colocate": 0, "failure_mode": "open", "version": 1}',
+      newValue: '{"name": "p", "algorithm": "sliding_window", "window_ms": 90000, "colocate": 1, "failure_mode": "closed", "version": 2}',
+    });
+    assert.deepEqual(w.rows.map((r) => [r.label, r.old, r.new]), [
+      ["Algorithm", "Token bucket", "Sliding window"],
+      ["Window", "none", "90 seconds"],
+      ["When Redis is unreachable", "fail open", "fail closed"],
+      ["Keep all buckets together", "no", "yes"],
+    ]);
+    assert.deepEqual(fmt.timeAttrs("2026-11-28 14:20:01.123456").datetime, new Date(Date.parse("2026-11-28 14:20:01.123456")).toISOString());
+    assert.doesNotMatch(fmt.timeAttrs("2026-11-28 14:20:01.123456").title, /123456/);
   });
 
   step("the login page refuses a wrong password", async () => {
@@ -509,10 +524,10 @@ describe("admin web UI in headless Chromium", () => {
     const texts = await entries.allInnerTexts();
     assert.equal(texts.length, 3, texts.join("\n----\n"));
     assert.match(texts[0], /Updated/);
-    assert.match(texts[0], /description/);
+    assert.match(texts[0], /Description/);
     assert.match(texts[0], /edited after reloading/);
     assert.match(texts[1], /Updated/);
-    assert.match(texts[1], /max_permits\s+10\s+→\s+20/);
+    assert.match(texts[1], /Max permits\s+10\s+→\s+20/);
     assert.match(texts[2], /Created/);
     for (const t of texts) assert.match(t, new RegExp(`by ${EDITOR.name}`));
     // Every column header of the before/after tables has a name (the arrow
@@ -630,7 +645,7 @@ describe("admin web UI in headless Chromium", () => {
     await page.waitForFunction(() => !location.hash.endsWith("/edit"));
     await page.goto(`${adminBase()}/#/policy/${SHADOW_POLICY}`);
     await page.waitForFunction(() => document.querySelectorAll("#history .change").length >= 2);
-    assert.match(await page.locator("#history .change").first().innerText(), /shadow\s+yes\s+→\s+no/);
+    assert.match(await page.locator("#history .change").first().innerText(), /Shadow mode\s+yes\s+→\s+no/);
     assert.match(await page.locator(".settings").innerText(), /Mode\s+enforcing/);
     const refused = await acquire({ bucket: SHADOW_POLICY });
     assert.equal(refused.allowed, false, JSON.stringify(refused));
@@ -1773,7 +1788,7 @@ describe("users and audit pages in headless Chromium", () => {
     await v.waitForFunction(() => document.querySelectorAll("#audit-table tbody tr").length === 4);
     assert.deepEqual(await rows.evaluateAll((trs) => trs.map((t) => [t.dataset.action, t.querySelector("td.actor").textContent])),
       [["delete", "root@localhost"], ["update", "root@localhost"], ["update", EDITOR.name], ["create", EDITOR.name]]);
-    await rows.nth(2).getByText("max_permits").waitFor();
+    await rows.nth(2).getByText("Max permits").waitFor();
     await shot(v, "31-audit-policy");
 
     // By whom, and kind.
@@ -1812,6 +1827,233 @@ describe("users and audit pages in headless Chromium", () => {
     await v.goto(`${adminBase()}/#/policy/audit-many-00`);
     await v.waitForFunction(() => [...document.querySelectorAll("dt")].some((dt) => dt.textContent === "Last changed"
       && dt.nextElementSibling?.textContent.endsWith(" by root@localhost")));
+  });
+
+  // Issue 40: what axe cannot see. The policy list with long names, many
+  // apps and every algorithm at 390, 1280, 1440 and 1920 wide, as viewer
+  // and as editor (admin): nothing overflows, no word breaks, the Delete
+  // buttons are whole; the form's radios take one click; the Users and
+  // Audit controls are the 36 px of the rest; no Disable/Delete on one's
+  // own row; the concurrency gauge fills with what is held; no layout shift
+  // on load, and a skip link.
+  const LONG = ["checkout-service-per-customer-burst", "search-api-sliding-window-per-tenant",
+    "calendar-monthly-quota-for-partner-integrations", "exports-sliding-log-per-api-key", "payment-provider-concurrent-calls"];
+  const APPS = ["storefront-web", "storefront-mobile", "partner-gateway", "internal-batch", "analytics-pipeline", "demo"];
+  step("issue 40: the policy list fits at 390, 1280, 1440 and 1920 wide for viewers and editors", async () => {
+    for (const a of APPS) assert.equal((await pageRpc(page, "AppService/CreateApp", { name: a })).status, 200);
+    const base = { apps: APPS, enabled: true, failureMode: "closed", description: "Protects the service from a single noisy caller; ask the platform team." };
+    const defs = [
+      { name: LONG[0], algorithm: "token_bucket", maxPermits: "1000", rate: "16.666666666667" },
+      { name: LONG[1], algorithm: "sliding_window", maxPermits: "50000", window: "90s", shadow: true },
+      { name: LONG[2], algorithm: "fixed_window", maxPermits: "1000000", window: "month" },
+      { name: LONG[3], algorithm: "sliding_log", maxPermits: "10000", window: "2h" },
+      { name: LONG[4], algorithm: "concurrency", maxPermits: "5", leaseTtl: "2m" },
+    ];
+    for (const d of defs) {
+      const r = await pageRpc(page, "PolicyService/CreatePolicy", { policy: { ...base, ...d } });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+    }
+    const viewer = await signIn(await browser.newContext({ viewport: { width: 1280, height: 800 } }), VIEWER);
+    const problems = [];
+    for (const [who, p] of [["admin", page], ["viewer", viewer]]) {
+      for (const width of [390, 1280, 1440, 1920]) {
+        await p.setViewportSize({ width, height: 900 });
+        await p.goto(`${adminBase()}/#/`);
+        for (const n of LONG) await p.locator(`tr[data-policy="${n}"]`).waitFor();
+        const found = await p.evaluate(() => {
+          const out = [];
+          const lines = (node, from, to) => {
+            const r = document.createRange();
+            r.setStart(node, from);
+            r.setEnd(node, to);
+            return new Set([...r.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top))).size;
+          };
+          const vw = document.documentElement.clientWidth;
+          if (document.documentElement.scrollWidth > vw) out.push(`the page scrolls sideways (${document.documentElement.scrollWidth} > ${vw})`);
+          const sc = document.querySelector(".table-scroll");
+          if (sc.scrollWidth > sc.clientWidth) {
+            const edge = sc.getBoundingClientRect().right;
+            const wide = [...sc.querySelectorAll("td, td *")].filter((e) => e.getBoundingClientRect().right > edge + 0.5)
+              .slice(0, 3).map((e) => `${e.tagName.toLowerCase()}.${e.className}`);
+            out.push(`the table scrolls sideways (${sc.scrollWidth} > ${sc.clientWidth}; past the edge: ${wide.join(", ")})`);
+          }
+          for (const a of document.querySelectorAll(".policy-link")) {
+            const t = a.firstChild;
+            for (const m of t.data.matchAll(/[^-_.]+/g)) {
+              if (lines(t, m.index, m.index + m[0].length) > 1) out.push(`"${m[0]}" of ${t.data} breaks mid-word`);
+            }
+          }
+          for (const c of document.querySelectorAll(".policies .chip")) {
+            if (lines(c.firstChild, 0, c.firstChild.data.length) > 1) out.push(`app chip ${c.textContent} wraps`);
+          }
+          const box = sc.getBoundingClientRect();
+          for (const b of document.querySelectorAll(".cell-actions .btn")) {
+            const r = b.getBoundingClientRect();
+            if (r.right > Math.min(vw, box.right) + 0.5 || r.left < box.left - 0.5) out.push(`${b.getAttribute("aria-label")} is cut (${r.left}–${r.right} of ${box.left}–${box.right})`);
+          }
+          return out;
+        });
+        for (const f of found) problems.push(`${who} at ${width}: ${f}`);
+        if (width === 1280) await shot(p, `40-list-${who}-${width}`);
+      }
+      await p.setViewportSize({ width: 1280, height: 800 });
+    }
+    assert.deepEqual(problems, []);
+    await viewer.context().close();
+  });
+
+  step("issue 40: a click on an algorithm radio checks it while the field before shows its error", async () => {
+    // Tall enough that the radio is on screen unscrolled: scrolled, the
+    // browser's scroll anchoring would keep it under the pointer.
+    await page.setViewportSize({ width: 1280, height: 1400 });
+    await page.goto(`${adminBase()}/#/new`);
+    await page.locator("#f-apps-list input").first().waitFor();
+    await page.locator("#f-name").fill("-not-a-name");
+    await page.locator("#f-alg-sliding_window").click();
+    assert.equal(await page.locator("#f-alg-sliding_window").isChecked(), true, "one click on Sliding window did not check it");
+    await page.locator("#f-name-error").waitFor();
+    // Tabbing away still checks at once.
+    await page.locator("#f-name").fill("");
+    await page.locator("#f-name").press("Tab");
+    await page.locator("#f-name-error").getByText(/./).waitFor();
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  step("issue 40: Users and Audit controls are 36 px like the rest; no Disable or Delete on one's own row", async () => {
+    await page.goto(`${adminBase()}/#/users`);
+    await userRow(page, ADMIN.name).waitFor();
+    const heights = async (p, sel) => p.locator(sel).evaluateAll((els) => els.filter((e) => e.offsetParent)
+      .map((e) => [e.id || e.getAttribute("aria-label") || e.name, Math.round(e.getBoundingClientRect().height * 2) / 2]));
+    const bad = [];
+    for (const [n, hgt] of await heights(page, "#users-table select, #add-user input, #add-user select")) if (hgt !== 36) bad.push(`users: ${n} is ${hgt} px`);
+    const own = userRow(page, ADMIN.name);
+    for (const what of ["Disable", "Delete"]) {
+      const b = own.getByRole("button", { name: `${what} ${ADMIN.name}` });
+      if (await b.count() > 0 && await b.isEnabled()) bad.push(`${what} is offered on the admin's own row`);
+    }
+    await page.goto(`${adminBase()}/#/audit`);
+    await page.locator("#audit-table tbody tr").first().waitFor();
+    for (const [n, hgt] of await heights(page, ".audit-filters input, .audit-filters select")) if (hgt !== 36) bad.push(`audit: ${n} is ${hgt} px`);
+    assert.deepEqual(bad, []);
+  });
+
+  step("issue 40: the concurrency gauge fills with the leases held, as its words say", async () => {
+    const name = LONG[4];
+    for (let i = 0; i < 4; i++) {
+      const res = await fetch(`http://127.0.0.1:${T.server.apiPort}/permit.v1.RateLimitService/Acquire`, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ bucket: name, app: APPS[0] }),
+      });
+      assert.equal(res.status, 200, await res.text());
+    }
+    await page.goto(`${adminBase()}/#/`);
+    const g = page.locator(`tr[data-policy="${name}"]`).getByRole("meter");
+    await page.waitForFunction((n) => /held/.test(document.querySelector(`tr[data-policy="${n}"] .gauge-text`)?.textContent || ""), name);
+    const seen = await g.evaluate((el) => ({
+      fill: parseFloat(el.querySelector(".gauge-fill").style.width),
+      now: el.getAttribute("aria-valuenow"), text: el.querySelector(".gauge-text").textContent, label: el.getAttribute("aria-label"),
+    }));
+    const held = Number(seen.now);
+    assert.equal(held, 4, JSON.stringify(seen));
+    assert.match(seen.text, new RegExp(`^${held} held`), JSON.stringify(seen));
+    assert.equal(Math.round(seen.fill), Math.round((held / 5) * 100), JSON.stringify(seen));
+    assert.match(seen.label, /held/, JSON.stringify(seen));
+  });
+
+  step("issue 40: the policy list does not shift while it loads, and a skip link leads to the page", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    await ctx.addInitScript(() => {
+      window.__cls = 0;
+      window.__shifts = [];
+      new PerformanceObserver((l) => {
+        for (const e of l.getEntries()) {
+          if (e.hadRecentInput) continue;
+          window.__cls += e.value;
+          window.__shifts.push({ v: e.value, s: e.sources.map((x) => x.node?.nodeName + "." + (x.node?.className || "")) });
+        }
+      }).observe({ type: "layout-shift", buffered: true });
+    });
+    const p = await signIn(ctx, ADMIN);
+    for (const vp of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+      await p.setViewportSize(vp);
+      await p.reload();
+      await p.locator(`tr[data-policy="${LONG[0]}"] .gauge-text`).getByText(/\d/).waitFor();
+      await p.locator(`tr[data-policy="${LONG[0]}"] .traffic`).getByText(/\d/).waitFor();
+      await sleep(500);
+      const { cls, shifts } = await p.evaluate(() => ({ cls: window.__cls, shifts: window.__shifts }));
+      console.log(`list page layout shift at ${vp.width} wide: ${cls.toFixed(4)}`);
+      assert.ok(cls < 0.1, `layout shift ${cls.toFixed(3)} at ${vp.width} wide (under 0.1 wanted): ${JSON.stringify(shifts)}`);
+    }
+    // The first Tab reaches "Skip to main content", which moves focus to the page.
+    await p.setViewportSize({ width: 1280, height: 800 });
+    await p.reload();
+    await p.locator(`tr[data-policy="${LONG[0]}"]`).waitFor();
+    await p.keyboard.press("Tab");
+    const first = await p.evaluate(() => ({ text: document.activeElement.textContent.trim(), visible: document.activeElement.getBoundingClientRect().height > 0 }));
+    assert.deepEqual(first, { text: "Skip to main content", visible: true });
+    await p.keyboard.press("Enter");
+    assert.equal(await p.evaluate(() => document.activeElement.id), "main");
+    await p.keyboard.press("Tab");
+    assert.ok(await p.evaluate(() => document.getElementById("main").contains(document.activeElement)), "Tab after the skip link stays in the page");
+    await ctx.close();
+  });
+
+  step("issue 40: Instances fits at 1280 with ids on one line; history and audit in words; hot keys open the inspector", async () => {
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(`${adminBase()}/#/instances`);
+    await page.locator("#instances tbody tr").first().waitFor();
+    const inst = await page.evaluate(() => {
+      const out = [];
+      const sc = document.querySelector(".table-scroll");
+      if (sc.scrollWidth > sc.clientWidth) out.push(`the table scrolls sideways (${sc.scrollWidth} > ${sc.clientWidth})`);
+      const edge = Math.min(sc.getBoundingClientRect().right, document.documentElement.clientWidth);
+      for (const td of document.querySelectorAll('#instances td[data-label="Last heartbeat"]')) {
+        if (td.getBoundingClientRect().right > edge + 0.5) out.push("the last heartbeat is cut");
+      }
+      // An id (host:port@start) breaks between its parts at most.
+      for (const c of document.querySelectorAll("#instances td.cell-name code")) {
+        for (const t of [...c.childNodes].filter((n) => n.nodeType === 3)) {
+          for (const m of t.data.matchAll(/[^:@]+/g)) {
+            const r = document.createRange();
+            r.setStart(t, m.index);
+            r.setEnd(t, m.index + m[0].length);
+            const lines = new Set([...r.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top))).size;
+            if (lines > 1) out.push(`"${m[0]}" of the id ${c.textContent} wraps`);
+          }
+        }
+      }
+      return out;
+    });
+    assert.deepEqual(inst, []);
+
+    // The audit of the policies made above: field names in words, times without microseconds.
+    await page.goto(`${adminBase()}/#/audit`);
+    await page.locator("#audit-table tbody tr").first().waitFor();
+    const audit = await page.evaluate(() => ({
+      names: [...document.querySelectorAll("#audit-table .field-name")].map((e) => e.textContent),
+      times: [...document.querySelectorAll("#audit-table time")].map((t) => `${t.getAttribute("datetime")} | ${t.title} | ${t.textContent}`),
+    }));
+    assert.ok(audit.names.length > 0);
+    assert.deepEqual(audit.names.filter((n) => /_|^[a-z]/.test(n)), [], "raw field names in the audit");
+    assert.deepEqual(audit.times.filter((t) => /\.\d{4,}/.test(t)), [], "microseconds in the audit's times");
+
+    // Hot keys: each row leads to the inspector with its key.
+    const pol = LONG[0];
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`http://127.0.0.1:${T.server.apiPort}/permit.v1.RateLimitService/Acquire`, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ bucket: pol, app: APPS[0], key: "user-hot-42" }),
+      });
+      assert.equal(res.status, 200, await res.text());
+    }
+    await page.goto(`${adminBase()}/#/policy/${pol}`);
+    const hot = page.locator('#hot-allowed tr[data-key="user-hot-42"]');
+    await hot.waitFor({ timeout: 30_000 });
+    await hot.getByRole("link", { name: "user-hot-42" }).click();
+    await page.waitForFunction(() => document.getElementById("inspect-key")?.value === "user-hot-42");
+    await page.locator(".inspect-which").getByText("user-hot-42").waitFor();
+    assert.ok(await page.evaluate(() => document.activeElement?.closest("section")?.querySelector("#inspect-h") !== null
+      || document.activeElement?.id === "inspect-key"), "focus is not on the inspector");
   });
 
   step("the users and audit pages raised no script errors", () => {
