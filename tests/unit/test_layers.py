@@ -20,7 +20,7 @@ LAYERS = ["core", "transport", "stores", "decisions", "control", "cli"]
 WRAPPERS = {
     r"hiredis": {"stores/redis.c", "stores/redis_pipe.c", "stores/cluster.c",
                 "stores/redis_notice.c", "stores/redis_tls.c"},
-    r"microhttpd\.h": {"transport/http.c"},
+    r"microhttpd\.h": {"transport/http.c", "transport/http_conn.c", "transport/http_recv.c"},
     r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c", "stores/apps.c",
                   "stores/gateway_rules.c", "stores/envoymap.c",
                   "stores/users.c", "stores/audit.c",
