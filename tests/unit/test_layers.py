@@ -28,7 +28,7 @@ WRAPPERS = {
     r"argon2\.h": {"control/auth.c"},
     r"jansson\.h": {"transport/json.c"},
     r"nettle/": {"core/sha256.c"},
-    r"nghttp2/": {"transport/grpc.c"},
+    r"nghttp2/": {"transport/grpc.c", "transport/grpc_call.c", "transport/grpc_conn.c"},
 }
 
 
