@@ -32,7 +32,7 @@
  * chunked body that grows past it is dropped as it arrives (memory stays
  * bounded) and the handler is told, so it can answer with a clear error.
  *
- * Connection deadlines (see "connection deadlines" below). libmicrohttpd
+ * Connection deadlines (http_conn.c). libmicrohttpd
  * 0.9.75 has only an idle timeout, reset by every byte: a client sending one
  * header line every few seconds, or a crowd of silent sockets, held every
  * slot for as long as it liked. Each worker keeps its connections in lists
@@ -44,7 +44,7 @@
  * per worker and moved between lists in O(1): no allocation or syscall
  * per request.
  *
- * Framing (framing.c, http_recv()): on a plain-HTTP listener every byte
+ * Framing (framing.c, http_recv.c): on a plain-HTTP listener every byte
  * libmicrohttpd reads goes through framing_read() first, so a request
  * that could be read two ways (two Content-Lengths, Content-Length with
  * Transfer-Encoding: request smuggling behind a proxy that reads the
@@ -91,90 +91,16 @@
 #include "core/iplimit.h"
 #include "transport/framing.h"
 #include "transport/http.h"
+#include "transport/http_conn.h"
+#include "transport/http_recv.h"
 #include "core/log.h"
 #include "core/loop.h"
 
-#define SHED_AGE_US 1000000     /* when full, a request awaited this long may be shed */
 #define WAITING_POLL_MS 10      /* see worker_want() */
 #define HTTP_REFUSAL_LOG_US 1000000 /* per-address refusals are logged at most this often */
 
-/* What a connection is doing; each phase is one list per worker. */
-enum conn_phase {
-    PHASE_HEAD,         /* awaiting a whole request head: deadline header_timeout_s */
-    PHASE_BODY,         /* head read, awaiting the body: deadline request_timeout_s */
-    PHASE_BUSY,         /* a request read, answered or being answered: no deadline here */
-    PHASE_IDLE,         /* keep-alive between requests: the first to go when full */
-    PHASE_CLOSING,      /* shut down by us; libmicrohttpd has yet to close it */
-    PHASES
-};
+_Thread_local struct http_worker *http_current_worker;
 
-/* One open connection (libmicrohttpd's socket_context), in the list of its
- * phase, which is ordered by since_us. */
-struct conn {
-    struct conn *prev, *next;
-    struct MHD_Connection *mhd;
-    int64_t since_us;           /* when it entered its phase; PHASE_BODY: the request began */
-    int phase;
-    int first;                  /* its first request head is not whole yet */
-    int fd;                     /* its socket, when its bytes go through framing (else -1) */
-    uint32_t answered;          /* its requests libmicrohttpd has completed */
-    struct framing framing;     /* its byte stream as read so far (http_recv()) */
-};
-
-struct conn_list {
-    struct conn *head, *tail;
-};
-
-/* One worker thread: its daemon and its event loop (loop.c), where the
- * daemon is the first source. Everything in it is touched by that thread
- * only, save loop_wake(), quiesced and the counts. */
-struct worker {
-    struct http_server *s;
-    struct MHD_Daemon *daemon;
-    pthread_t thread;
-    int started;
-    int listen_fd;              /* its own listening socket (SO_REUSEPORT) */
-    struct loop *loop;
-    void *ctx;                  /* opts.worker_open's, for the handler */
-    int opened;                 /* worker_open succeeded: worker_close frees ctx */
-    int mhd_fd;                 /* libmicrohttpd's own epoll fd */
-    int deferred;               /* deferred and not yet answered (or their client gone) */
-    int waiting;                /* of those, the ones whose answer has not come */
-    int answers;                /* answers come since libmicrohttpd last ran */
-    int moved;                  /* its last run did more than ask the waiting ones */
-    atomic_int quiesced;        /* no longer accepting */
-    struct http_request *spare;   /* finished requests, for the next ones */
-    int nspare;
-    /* Connection records: `limit` of them, made at start. */
-    struct conn *conns;
-    struct conn *free_conns;
-    struct conn_list phases[PHASES];
-    unsigned limit;             /* libmicrohttpd's connection limit for this worker */
-    struct conn **by_fd;        /* the records of framed connections, by socket */
-    size_t nfds;
-    int closed;                 /* connections closed since libmicrohttpd last ran */
-    atomic_uint count[PHASES];  /* connections per phase, read by http_server_load() */
-};
-
-struct http_server {
-    int port;
-    http_handler_fn fn;
-    void *ud;
-    struct http_options opts;
-    char name[32];
-    atomic_int in_flight;       /* requests begun and not yet completed */
-    atomic_int stopping;
-    int64_t stop_until_us;      /* grace for requests in flight, once stopping */
-    struct iplimit *perip;      /* connections per client address, shared by the workers */
-    struct framing_limits framing;
-    atomic_uint_fast64_t header_timeouts, shed_idle, shed_head, refused, refused_per_ip;
-    atomic_uint_fast64_t request_timeouts, shed_body;
-    _Atomic int64_t refusal_logged_us;  /* when a per-address refusal was last logged */
-    int nworkers;
-    struct worker workers[];
-};
-
-static _Thread_local struct worker *current_worker;
 
 #define REQUEST_SPARE_MAX 256   /* finished requests a worker keeps for reuse */
 #define REQUEST_STORE 1024      /* http_request_alloc()'s room inside a request */
@@ -191,7 +117,7 @@ struct store_block {
  * an allocation (http_request_alloc()). */
 struct http_request {
     struct MHD_Connection *conn;
-    struct conn *rec;           /* its connection's record (NULL: untracked); valid until
+    struct http_conn *rec;      /* its connection's record (NULL: untracked); valid until
                                  * on_completed() */
     int64_t started_us;
     const char *method;
@@ -204,8 +130,8 @@ struct http_request {
      * http_request_resume() hands the answer back. */
     int answered;               /* 1 once resume stored `answer` */
     int orphaned;               /* the client went while the answer was awaited */
-    struct worker *deferred;    /* counted in this worker's deferred */
-    struct worker *worker;      /* whose spare list takes it back (NULL: none) */
+    struct http_worker *deferred; /* counted in this worker's deferred */
+    struct http_worker *worker; /* whose spare list takes it back (NULL: none) */
     struct http_request *next_spare;
     char who[LOG_WHO_MAX];      /* " app=... key=..." for the access log, or "" */
     struct arena storage;       /* over store[] (http_request_alloc()) */
@@ -229,7 +155,7 @@ static void drop_body(struct http_request *req)
 
 static struct http_request *request_new(void)
 {
-    struct worker *w = current_worker;
+    struct http_worker *w = http_current_worker;
     struct http_request *req = w != NULL ? w->spare : NULL;
 
     if (req != NULL) {
@@ -249,7 +175,7 @@ static struct http_request *request_new(void)
  * ends the last ones from the main thread). */
 static void request_end(struct http_request *req)
 {
-    struct worker *w = req->worker;
+    struct http_worker *w = req->worker;
 
     drop_body(req);
     while (req->blocks != NULL) {
@@ -257,7 +183,7 @@ static void request_end(struct http_request *req)
         req->blocks = b->next;
         free(b);
     }
-    if (w == NULL || w != current_worker || w->nspare >= REQUEST_SPARE_MAX) {
+    if (w == NULL || w != http_current_worker || w->nspare >= REQUEST_SPARE_MAX) {
         free(req);
         return;
     }
@@ -570,8 +496,8 @@ void http_request_defer(const struct http_request *creq)
 {
     struct http_request *req = (struct http_request *)creq;
 
-    assert(req->deferred == NULL && req->worker == current_worker);
-    req->deferred = current_worker;
+    assert(req->deferred == NULL && req->worker == http_current_worker);
+    req->deferred = http_current_worker;
     req->deferred->deferred++;
     req->deferred->waiting++;
 }
@@ -589,9 +515,9 @@ void http_response_init(struct http_response *resp)
 void http_request_resume(const struct http_request *creq, const struct http_response *resp)
 {
     struct http_request *req = (struct http_request *)creq;
-    struct worker *w = req->deferred;
+    struct http_worker *w = req->deferred;
 
-    assert(w == current_worker);
+    assert(w == http_current_worker);
     w->waiting--;
     if (req->orphaned) {
         /* on_completed() left req to us: nobody is left to answer. */
@@ -622,13 +548,10 @@ static void answer_deferred(struct http_server *s, struct http_request *req)
     req->deferred = NULL;
 }
 
-static void conn_move(struct worker *w, struct conn *c, int phase, int64_t now);
-
-/* req is read (or refused): its connection leaves PHASE_BODY. */
 static void request_read(struct http_request *req)
 {
-    if (req->rec != NULL && req->rec->phase == PHASE_BODY)
-        conn_move(current_worker, req->rec, PHASE_BUSY, clock_now_us());
+    if (req->rec != NULL && req->rec->phase == HTTP_PHASE_BODY)
+        http_conn_move(http_current_worker, req->rec, HTTP_PHASE_BUSY, clock_now_us());
 }
 
 static void dispatch(struct http_server *s, struct http_request *req)
@@ -661,205 +584,6 @@ static void answer(struct http_server *s, struct http_request *req,
                 log_q(req->path));
 }
 
-/* ---- connection deadlines ----
- *
- * A new connection starts in PHASE_HEAD with libmicrohttpd's idle timer set
- * to first_byte_timeout_s (a silent socket is closed by libmicrohttpd
- * then), and its head must be whole within header_timeout_s of the accept,
- * however steadily its bytes trickle in. Once the access handler is first
- * called for a request its head is whole: PHASE_BODY, and the idle timer
- * goes back to connection_timeout_s; the whole request, body included,
- * must then be read within request_timeout_s of its start (the accept for
- * a connection's first request, else the moment its head was whole), or
- * the connection is closed: a body trickling in a byte at a time holds a
- * slot no longer than a head may. Once the request is read (handed to the
- * handler, or refused) it is PHASE_BUSY: its answer is bounded by the
- * handler's own deadlines. When the request completes the
- * connection is PHASE_IDLE; libmicrohttpd closes it after
- * connection_timeout_s of silence. The start of a keep-alive request is
- * not visible (libmicrohttpd 0.9.75 calls nothing before the whole head),
- * so an idle connection still open connection_timeout_s +
- * header_timeout_s after its last answer (a head trickling in) is closed
- * too. Closing means shutdown(): libmicrohttpd sees the end of the stream
- * on its next run and closes the connection itself, with the usual
- * notifications. */
-
-static void conn_unlink(struct worker *w, struct conn *c)
-{
-    struct conn_list *l = &w->phases[c->phase];
-
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        l->head = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    else
-        l->tail = c->prev;
-    c->prev = c->next = NULL;
-    atomic_fetch_sub_explicit(&w->count[c->phase], 1, memory_order_relaxed);
-}
-
-/* Puts c in the list of phase, which it enters at now (PHASE_BODY: at
- * the start of its request), after every entry that is not later: the
- * lists stay in order of since_us. Entries come nearly in order (a
- * request's start is at most header_timeout_s before its head was whole),
- * so the walk back from the tail is short. */
-static void conn_append(struct worker *w, struct conn *c, int phase, int64_t now)
-{
-    struct conn_list *l = &w->phases[phase];
-    struct conn *after = l->tail;
-
-    while (after != NULL && after->since_us > now)
-        after = after->prev;
-    c->phase = phase;
-    c->since_us = now;
-    c->prev = after;
-    c->next = after != NULL ? after->next : l->head;
-    if (c->next != NULL)
-        c->next->prev = c;
-    else
-        l->tail = c;
-    if (after != NULL)
-        after->next = c;
-    else
-        l->head = c;
-    atomic_fetch_add_explicit(&w->count[phase], 1, memory_order_relaxed);
-}
-
-static void conn_move(struct worker *w, struct conn *c, int phase, int64_t now)
-{
-    if (c->phase == PHASE_CLOSING)
-        return;                 /* on its way out already */
-    conn_unlink(w, c);
-    conn_append(w, c, phase, now);
-}
-
-/* Our record of conn, or NULL (none was free; it goes untracked). */
-static struct conn *conn_of(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-
-    return ci != NULL ? ci->socket_context : NULL;
-}
-
-/* Shuts c's socket down; libmicrohttpd closes it on its next run. */
-static void conn_close(struct worker *w, struct conn *c, int64_t now)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c->mhd, MHD_CONNECTION_INFO_CONNECTION_FD);
-
-    if (ci != NULL)
-        shutdown(ci->connect_fd, SHUT_RDWR);
-    conn_move(w, c, PHASE_CLOSING, now);
-}
-
-/* Every slot of the worker taken by a connection that is not on its way out. */
-static int conn_full(const struct worker *w)
-{
-    unsigned open = 0;
-
-    for (int p = 0; p < PHASE_CLOSING; p++)
-        open += atomic_load_explicit(&w->count[p], memory_order_relaxed);
-    return open >= w->limit;
-}
-
-/* Of the oldest connection awaiting its head and the oldest awaiting its
- * body, the one whose request began first (NULL: neither). */
-static struct conn *oldest_unread(const struct worker *w)
-{
-    struct conn *head = w->phases[PHASE_HEAD].head, *body = w->phases[PHASE_BODY].head;
-
-    if (head == NULL || (body != NULL && body->since_us < head->since_us))
-        return body;
-    return head;
-}
-
-/* When the worker is full, closes one connection to make room for the
- * next caller: the oldest idle keep-alive one, else the one whose request
- * (head or body) has been awaited longest, once that is SHED_AGE_US
- * (younger ones are likely callers a moment from sending). Returns 1 when
- * it closed one. */
-static int conn_shed(struct worker *w, int64_t now)
-{
-    struct conn *c;
-
-    if (!conn_full(w))
-        return 0;
-    if ((c = w->phases[PHASE_IDLE].head) != NULL) {
-        conn_close(w, c, now);
-        atomic_fetch_add_explicit(&w->s->shed_idle, 1, memory_order_relaxed);
-        return 1;
-    }
-    if ((c = oldest_unread(w)) != NULL && now - c->since_us >= SHED_AGE_US) {
-        atomic_fetch_add_explicit(c->phase == PHASE_HEAD ? &w->s->shed_head : &w->s->shed_body,
-                                  1, memory_order_relaxed);
-        conn_close(w, c, now);
-        return 1;
-    }
-    return 0;
-}
-
-static int64_t header_us(const struct http_server *s)
-{
-    return (int64_t)s->opts.header_timeout_s * 1000000;
-}
-
-static int64_t request_us(const struct http_server *s)
-{
-    return (int64_t)s->opts.request_timeout_s * 1000000;
-}
-
-static int64_t idle_cap_us(const struct http_server *s)
-{
-    return ((int64_t)s->opts.connection_timeout_s + s->opts.header_timeout_s) * 1000000;
-}
-
-/* When the loop must next call conn_sweep(): INT64_MAX for never. */
-static int64_t conn_due(const struct worker *w)
-{
-    const struct conn *head = w->phases[PHASE_HEAD].head, *idle = w->phases[PHASE_IDLE].head;
-    const struct conn *body = w->phases[PHASE_BODY].head, *unread;
-    int64_t due = INT64_MAX;
-
-    if (head != NULL)
-        due = head->since_us + header_us(w->s);
-    if (body != NULL && body->since_us + request_us(w->s) < due)
-        due = body->since_us + request_us(w->s);
-    if (idle != NULL && idle->since_us + idle_cap_us(w->s) < due)
-        due = idle->since_us + idle_cap_us(w->s);
-    if (head == NULL && body == NULL && idle == NULL)
-        return due;
-    if (conn_full(w)) {
-        if (idle != NULL)
-            return 0;
-        unread = oldest_unread(w);
-        if (unread->since_us + SHED_AGE_US < due)
-            due = unread->since_us + SHED_AGE_US;
-    }
-    return due;
-}
-
-/* Closes the connections past their deadline, then makes room if full. */
-static void conn_sweep(struct worker *w, int64_t now)
-{
-    struct conn *c;
-
-    while ((c = w->phases[PHASE_HEAD].head) != NULL && now >= c->since_us + header_us(w->s)) {
-        conn_close(w, c, now);
-        atomic_fetch_add_explicit(&w->s->header_timeouts, 1, memory_order_relaxed);
-    }
-    while ((c = w->phases[PHASE_BODY].head) != NULL && now >= c->since_us + request_us(w->s)) {
-        conn_close(w, c, now);
-        atomic_fetch_add_explicit(&w->s->request_timeouts, 1, memory_order_relaxed);
-    }
-    while ((c = w->phases[PHASE_IDLE].head) != NULL && now >= c->since_us + idle_cap_us(w->s)) {
-        conn_close(w, c, now);
-        atomic_fetch_add_explicit(&w->s->header_timeouts, 1, memory_order_relaxed);
-    }
-    conn_shed(w, now);
-}
 
 /* ---- framing ---- */
 
@@ -948,111 +672,6 @@ static void refuse(struct http_server *s, struct http_request *req, int status,
     answer(s, req, &resp);
 }
 
-/* ---- the bytes libmicrohttpd reads ----
- *
- * libmicrohttpd 0.9.75 has no hook between its socket and its parser, and
- * reads plain sockets with recv() (through the PLT, like every libc call
- * of a shared library). http_recv() is that recv(): the executable's
- * definition comes first in the dynamic linker's search, so it is the one
- * libmicrohttpd calls. For a socket that is not a framed connection of the
- * calling worker (another thread, hiredis, a TLS listener) it is recvfrom()
- * and nothing more: one thread-local read and one table look-up. For a
- * framed connection, what it read goes through framing_read() before
- * libmicrohttpd sees it; on a failure libmicrohttpd gets the requests
- * before the failing one, then the end of the stream, after
- * framing_answer() has sent the refusal. */
-
-ssize_t http_recv(int fd, void *buf, size_t len, int flags) __asm__("recv");
-
-/* Sends c's refusal (the request its framing failed on) on its socket:
- * the listener's error body with the status framing_read() chose, and
- * Connection: close. What the client has sent meanwhile is read and
- * dropped (closing a socket with unread bytes would reset the connection,
- * and the answer with it). The caller closes the connection. */
-static void framing_answer(struct worker *w, struct conn *c)
-{
-    struct http_server *s = w->s;
-    struct http_response resp;
-    struct permitd_error err;
-    struct msghdr msg;
-    struct iovec iov[2];
-    char head[2048], sink[4096];
-    size_t keep, n = 0;
-    int status = 400;
-
-    framing_read(&c->framing, &s->framing, NULL, 0, &keep, &status, &err);
-    http_response_init(&resp);
-    if (s->opts.refuse != NULL) {
-        s->opts.refuse(&resp, &err);
-    } else {
-        resp.content_type = "text/plain; charset=utf-8";
-        resp.body = err.message;
-        resp.body_len = strlen(err.message);
-    }
-    resp.status = status;
-    n += (size_t)snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nConnection: close\r\n", status,
-                          MHD_get_reason_phrase_for((unsigned)status));
-    if (resp.content_type != NULL && n < sizeof(head))
-        n += (size_t)snprintf(head + n, sizeof(head) - n, "Content-Type: %s\r\n",
-                              resp.content_type);
-    for (int i = 0; i < resp.nheaders && n < sizeof(head); i++)
-        n += (size_t)snprintf(head + n, sizeof(head) - n, "%s: %s\r\n", resp.headers[i].name,
-                              resp.headers[i].value);
-    if (n < sizeof(head))
-        n += (size_t)snprintf(head + n, sizeof(head) - n, "Content-Length: %zu\r\n\r\n",
-                              resp.body_len);
-    if (n < sizeof(head)) {
-        iov[0] = (struct iovec){head, n};
-        iov[1] = (struct iovec){resp.body, resp.body_len};
-        memset(&msg, 0, sizeof(msg));
-        msg.msg_iov = iov;
-        msg.msg_iovlen = 2;
-        /* A fresh socket's buffer takes a few hundred bytes whole: nothing
-         * else is being sent on it (see http_recv()). */
-        sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
-    for (int i = 0; i < 256 && recvfrom(c->fd, sink, sizeof(sink), MSG_DONTWAIT, NULL, NULL) > 0;
-         i++)
-        ;
-    if (s->opts.access_log)
-        log_msg(LOG_LEVEL_INFO, "request", "listener=%s method=- path=- status=%d bytes=%zu "
-                "refused=framing", s->name, status, resp.body_len);
-    if (resp.body_owned)
-        free(resp.body);
-    atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
-}
-
-ssize_t http_recv(int fd, void *buf, size_t len, int flags)
-{
-    struct worker *w = current_worker;
-    struct permitd_error err;
-    struct conn *c;
-    size_t keep;
-    ssize_t n;
-    int status;
-
-    if (w == NULL || fd < 0 || (size_t)fd >= w->nfds || (c = w->by_fd[fd]) == NULL)
-        return recvfrom(fd, buf, len, flags, NULL, NULL);
-    if (c->phase == PHASE_CLOSING && c->framing.fail)
-        return 0;               /* refused: the end of the stream for libmicrohttpd */
-    if (!c->framing.fail) {
-        n = recvfrom(fd, buf, len, flags, NULL, NULL);
-        if (n <= 0 || framing_read(&c->framing, &w->s->framing, buf, (size_t)n, &keep, &status,
-                                   &err) == PERMITD_OK)
-            return n;
-        if (keep > 0)
-            return (ssize_t)keep;   /* the requests before it first */
-    }
-    if (c->answered != c->framing.requests) {
-        /* Requests before it are still to be answered: the refusal
-         * follows the last one's answer (on_completed()). */
-        errno = EAGAIN;
-        return -1;
-    }
-    framing_answer(w, c);
-    conn_move(w, c, PHASE_CLOSING, clock_now_us());
-    return 0;
-}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
@@ -1067,12 +686,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!req->answered)
             return MHD_YES;
         answer_deferred(s, req);
-        current_worker->moved = 1;
+        http_current_worker->moved = 1;
         return MHD_YES;
     }
-    current_worker->moved = 1;
+    http_current_worker->moved = 1;
     if (req == NULL) {
-        struct conn *c = conn_of(conn);
+        struct http_conn *c = http_conn_of(conn);
         struct permitd_error err;
         const char *cl;
         int status;
@@ -1088,7 +707,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
                                               (unsigned int)s->opts.connection_timeout_s);
             }
-            conn_move(current_worker, c, PHASE_BODY, start);
+            http_conn_move(http_current_worker, c, HTTP_PHASE_BODY, start);
         }
         req = request_new();
         if (req == NULL)
@@ -1134,17 +753,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     struct http_server *s = cls;
     struct http_request *req = *con_cls;
-    struct conn *c;
+    struct http_conn *c;
 
-    if (current_worker != NULL && (c = conn_of(conn)) != NULL &&
-        c->phase != PHASE_CLOSING) {
-        conn_move(current_worker, c, PHASE_IDLE, clock_now_us());
+    if (http_current_worker != NULL && (c = http_conn_of(conn)) != NULL &&
+        c->phase != HTTP_PHASE_CLOSING) {
+        http_conn_move(http_current_worker, c, HTTP_PHASE_IDLE, clock_now_us());
         c->answered++;
         if (c->framing.fail && c->answered == c->framing.requests) {
             /* A later request failed while this one, the last before it,
              * was answered. */
-            framing_answer(current_worker, c);
-            conn_close(current_worker, c, clock_now_us());
+            http_recv_answer(http_current_worker, c);
+            http_conn_close(http_current_worker, c, clock_now_us());
         }
     }
     if (req == NULL)
@@ -1315,10 +934,10 @@ static enum MHD_Result apc(void *cls, const struct sockaddr *addr, socklen_t add
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    struct worker *w = cls;
+    struct http_worker *w = cls;
     struct http_server *s = w->s;
     const union MHD_ConnectionInfo *ci;
-    struct conn *rec = *socket_context;
+    struct http_conn *rec = *socket_context;
 
     if (code == MHD_CONNECTION_NOTIFY_STARTED && (rec = w->free_conns) != NULL) {
         int64_t now = clock_now_us();
@@ -1334,14 +953,14 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             framing_init(&rec->framing);
             w->by_fd[rec->fd] = rec;
         }
-        conn_append(w, rec, PHASE_HEAD, now);
+        http_conn_append(w, rec, HTTP_PHASE_HEAD, now);
         *socket_context = rec;
         if (s->opts.first_byte_timeout_s < s->opts.connection_timeout_s)
             MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
                                       (unsigned int)s->opts.first_byte_timeout_s);
-        conn_shed(w, now);
+        http_conn_shed(w, now);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && rec != NULL) {
-        conn_unlink(w, rec);
+        http_conn_unlink(w, rec);
         if (rec->fd >= 0 && w->by_fd != NULL && w->by_fd[rec->fd] == rec)
             w->by_fd[rec->fd] = NULL;
         rec->fd = -1;
@@ -1385,9 +1004,9 @@ static int64_t sooner(int64_t a, int64_t now, int64_t ms)
 
 static void worker_want(void *ud, struct loop_want *want)
 {
-    struct worker *w = ud;
+    struct http_worker *w = ud;
     MHD_UNSIGNED_LONG_LONG mhd_ms;
-    int64_t now = clock_now_us(), at = conn_due(w);
+    int64_t now = clock_now_us(), at = http_conn_due(w);
 
     want->fd = w->mhd_fd;
     want->events = EPOLLIN;
@@ -1412,11 +1031,11 @@ static void worker_want(void *ud, struct loop_want *want)
  * connections past their deadline are closed. */
 static void worker_ready(void *ud, uint32_t revents)
 {
-    struct worker *w = ud;
+    struct http_worker *w = ud;
     int64_t now;
 
-    if (revents == 0 && conn_due(w) <= (now = clock_now_us()))
-        conn_sweep(w, now);
+    if (revents == 0 && http_conn_due(w) <= (now = clock_now_us()))
+        http_conn_sweep(w, now);
 }
 
 /* Runs libmicrohttpd when the turn woke for something (an fd, a time: it
@@ -1428,7 +1047,7 @@ static void worker_ready(void *ud, uint32_t revents)
  * already waiting in the backlog (on_connection() asks for that pass). */
 static void worker_flush(void *ud, int woke)
 {
-    struct worker *w = ud;
+    struct http_worker *w = ud;
 
     if (woke || w->answers > 0 || w->closed > 0) {
         w->answers = 0;
@@ -1445,10 +1064,10 @@ static void worker_close(void *ud)
 
 static void *worker_main(void *arg)
 {
-    struct worker *w = arg;
+    struct http_worker *w = arg;
     struct http_server *s = w->s;
 
-    current_worker = w;
+    http_current_worker = w;
     for (;;) {
         loop_turn(w->loop);
         if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
@@ -1469,14 +1088,14 @@ static void *worker_main(void *arg)
         }
     }
     loop_close(w->loop);
-    current_worker = NULL;
+    http_current_worker = NULL;
     return NULL;
 }
 
 static void workers_free(struct http_server *s)
 {
     for (int i = 0; i < s->nworkers; i++) {
-        struct worker *w = &s->workers[i];
+        struct http_worker *w = &s->workers[i];
         if (w->started)
             pthread_join(w->thread, NULL);
         if (w->daemon != NULL) {
@@ -1503,7 +1122,7 @@ static void workers_free(struct http_server *s)
 }
 
 /* Starts worker w's daemon on its listening socket. */
-static int worker_start(struct http_server *s, struct worker *w, struct permitd_error *err)
+static int worker_start(struct http_server *s, struct http_worker *w, struct permitd_error *err)
 {
     struct MHD_OptionItem extra[5];
     int nextra = 0;
@@ -1682,12 +1301,12 @@ void http_server_load(const struct http_server *s, struct http_server_load *out)
 {
     memset(out, 0, sizeof(*out));
     for (int i = 0; i < s->nworkers; i++) {
-        const struct worker *w = &s->workers[i];
+        const struct http_worker *w = &s->workers[i];
         out->limit += w->limit;
-        for (int p = 0; p < PHASES; p++)
+        for (int p = 0; p < HTTP_PHASES; p++)
             out->open += atomic_load_explicit(&w->count[p], memory_order_relaxed);
-        out->idle += atomic_load_explicit(&w->count[PHASE_IDLE], memory_order_relaxed);
-        out->head += atomic_load_explicit(&w->count[PHASE_HEAD], memory_order_relaxed);
+        out->idle += atomic_load_explicit(&w->count[HTTP_PHASE_IDLE], memory_order_relaxed);
+        out->head += atomic_load_explicit(&w->count[HTTP_PHASE_HEAD], memory_order_relaxed);
     }
     out->header_timeouts = atomic_load_explicit(&s->header_timeouts, memory_order_relaxed);
     out->shed_idle = atomic_load_explicit(&s->shed_idle, memory_order_relaxed);

@@ -20,7 +20,7 @@ LAYERS = ["core", "transport", "stores", "decisions", "control", "cli"]
 WRAPPERS = {
     r"hiredis": {"stores/redis.c", "stores/redis_pipe.c", "stores/cluster.c",
                 "stores/redis_notice.c", "stores/redis_tls.c", "stores/redis_sentinel.c"},
-    r"microhttpd\.h": {"transport/http.c"},
+    r"microhttpd\.h": {"transport/http.c", "transport/http_conn.c", "transport/http_recv.c"},
     r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c", "stores/apps.c",
                   "stores/gateway_rules.c", "stores/envoymap.c",
                   "stores/users.c", "stores/audit.c",
@@ -28,7 +28,7 @@ WRAPPERS = {
     r"argon2\.h": {"control/auth.c"},
     r"jansson\.h": {"transport/json.c"},
     r"nettle/": {"core/sha256.c"},
-    r"nghttp2/": {"transport/grpc.c"},
+    r"nghttp2/": {"transport/grpc.c", "transport/grpc_call.c", "transport/grpc_conn.c"},
 }
 
 
