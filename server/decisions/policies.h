@@ -47,7 +47,7 @@ struct policies_entry {
     double rate;
     int enabled, open, colocate;    /* open: failure_mode "open" */
     int shadow;                     /* shadow mode (issue 23): an Acquire it would deny
-                                       is answered allowed, flagged (decisions/limiter.c) */
+                                       is answered allowed, flagged (decisions/limiter_script.c) */
     int missing;                    /* its hash was found gone (see policies_reload()) */
     int any_app;                    /* apps holds "*" */
     size_t napps;
@@ -102,7 +102,7 @@ void policies_release(const struct policies_entry *e);
  * and only the sync's next pass can tell which (it puts the hash back, or
  * drops the entry with policies_forget()). Meanwhile the entry still says
  * who may use the policy and its failure_mode, which decides its requests
- * (decisions/limiter.c). Without a store, the hash is the policy: gone is
+ * (decisions/limiter_script.c). Without a store, the hash is the policy: gone is
  * deleted. */
 int policies_reload(struct policies *t, const char *name, int64_t deadline_us, int *found,
                     struct permitd_error *err);
