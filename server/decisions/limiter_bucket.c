@@ -75,17 +75,17 @@ static int inspect(struct limiter *l, const struct limiter_request *req, int ret
     const struct policies_entry *e;
     long long out[INSPECT_WORDS];
     enum redis_script script;
+    struct limiter_decision d = {l, req, DO_PEEK, 0, retried, deadline_us, res, err};
     int rc, nitem;
 
     memset(res, 0, sizeof(*res));
     memset(more, 0, sizeof(*more));
-    if ((rc = limiter_script_admit(l, req, DO_PEEK, 0, deadline_us, &e, res, err)) != PERMITD_OK ||
-        e == NULL)
+    if ((rc = limiter_script_admit(&d, &e)) != PERMITD_OK || e == NULL)
         return rc;
     more->algorithm = policy_algorithm_name(e->algorithm);
     if (e->algorithm == POLICY_TOKEN_BUCKET) {
         policies_release(e);
-        return limiter_script_decide(l, req, DO_PEEK, 0, retried, deadline_us, res, err);
+        return limiter_script_decide(&d);
     }
     /* wide, though a peek: "inspect" answers the RECORD's ten numbers
      * (a compact call's RECORD has eight); a peek draws no lease id:
@@ -108,8 +108,8 @@ static int inspect(struct limiter *l, const struct limiter_request *req, int ret
         return inspect(l, req, 1, deadline_us, res, more, err);
     }
     /* limiter_script_conclude() as for a second try: a stale answer now is an error */
-    if ((rc = limiter_script_conclude(l, req, DO_PEEK, 0, 1, deadline_us, rc, out, res,
-                                      err)) != PERMITD_OK)
+    d.retried = 1;
+    if ((rc = limiter_script_conclude(&d, rc, out)) != PERMITD_OK)
         return rc;
     inspection_read(out + REDIS_RECORD_NUMBERS, more);
     return PERMITD_OK;
@@ -120,6 +120,7 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
                     struct limiter_inspection *more, struct permitd_error *err)
 {
     struct limiter_request req = {bucket, "*", key ? key : "", 1, NULL, NULL};
+    struct limiter_decision d = {l, &req, DO_PEEK, 0, 0, deadline_us, res, err};
     int rc;
 
     if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
@@ -127,18 +128,19 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
         return rc;
     if (more != NULL)
         return inspect(l, &req, 0, deadline_us, res, more, err);
-    return limiter_script_decide(l, &req, 0, 0, 0, deadline_us, res, err);
+    return limiter_script_decide(&d);
 }
 
 int limiter_own(struct limiter *l, const char *bucket, const char *key, int take,
                 int64_t deadline_us, struct limiter_result *res, struct permitd_error *err)
 {
     struct limiter_request req = {bucket, "*", key ? key : "", 1, NULL, NULL};
+    struct limiter_decision d = {l, &req, take, 0, 0, deadline_us, res, err};
     int rc;
 
     if ((rc = policy_check_key("key", req.key, err)) != PERMITD_OK)
         return rc;
-    return limiter_script_decide(l, &req, take, 0, 0, deadline_us, res, err);
+    return limiter_script_decide(&d);
 }
 
 /* The reset deletes a bucket's state under every algorithm's letter

@@ -197,6 +197,23 @@ struct limiter_queue {
     struct deny_cache *deny;        /* this worker's (NULL: --deny-cache 0) */
 };
 
+/* One decision on its way through the limiter's parts, carried whole
+ * instead of as eight parameters and three flags: what is asked and what
+ * to do with it, by when, and where its answer goes. Lives on its caller's
+ * stack (the queued paths allocate nothing); every pointer is the
+ * caller's. */
+struct limiter_decision {
+    struct limiter *l;
+    const struct limiter_request *req;
+    int take;                       /* DO_PEEK, DO_TAKE, DO_RELEASE or DO_RENEW */
+    int check;                      /* a client's request, not permitd's own look:
+                                       validated, its app must be let in */
+    int retried;                    /* asked again after a "stale" answer */
+    int64_t deadline_us;
+    struct limiter_result *res;
+    struct permitd_error *err;
+};
+
 /* The functions of one part called from another, by the file that defines
  * them; each one's contract is above its definition. */
 
@@ -222,24 +239,15 @@ int limiter_script_open_pass(struct limiter *l, const struct limiter_request *re
                              struct limiter_result *res);
 int limiter_script_validate(const struct limiter_request *req, int take, struct permitd_error *err);
 enum redis_script limiter_script_of(const struct policies_entry *e);
-int limiter_script_admit(struct limiter *l, const struct limiter_request *req, int take, int check,
-                         int64_t deadline_us, const struct policies_entry **out,
-                         struct limiter_result *res, struct permitd_error *err);
-int limiter_script_admit_loaded(struct limiter *l, const struct limiter_request *req, int take,
-                                int check, int64_t deadline_us, const struct load *loaded,
-                                const struct policies_entry **out, struct limiter_result *res,
-                                struct permitd_error *err);
-int limiter_script_admit_entry(struct limiter *l, const struct limiter_request *req, int take,
-                               int check, const struct policies_entry *e,
-                               const struct policies_entry **out, struct limiter_result *res,
-                               struct permitd_error *err);
+int limiter_script_admit(const struct limiter_decision *d, const struct policies_entry **out);
+int limiter_script_admit_loaded(const struct limiter_decision *d, const struct load *loaded,
+                                const struct policies_entry **out);
+int limiter_script_admit_entry(const struct limiter_decision *d, const struct policies_entry *e,
+                               const struct policies_entry **out);
 int limiter_script_call_refused(int rc, const char *bucket, struct permitd_error *err);
 int limiter_script_restale(struct limiter *l, const char *bucket, long long stamp, int retried,
                            int64_t deadline_us, struct permitd_error *err);
-int limiter_script_conclude(struct limiter *l, const struct limiter_request *req, int take,
-                            int check,
-                            int retried, int64_t deadline_us, int rc, const long long *out,
-                            struct limiter_result *res, struct permitd_error *err);
+int limiter_script_conclude(const struct limiter_decision *d, int rc, const long long *out);
 struct redis_str limiter_script_mode_arg(int take);
 void limiter_script_policy_args(const struct policies_entry *e, struct redis_str *args);
 void limiter_script_call_head(const struct limiter *l, struct redis_str mode, const char *npol,
@@ -252,9 +260,7 @@ int limiter_script_item_call(const struct limiter_request *req, int take,
                              enum policy_algorithm algo, int wide, char *name, size_t name_len,
                              char *permits_s, const char *index, char *lease,
                              struct redis_str *key, struct redis_str *args);
-int limiter_script_decide(struct limiter *l, const struct limiter_request *req, int take, int check,
-                          int retried, int64_t deadline_us, struct limiter_result *res,
-                          struct permitd_error *err);
+int limiter_script_decide(const struct limiter_decision *d);
 
 /* limiter_queue.c */
 struct job *limiter_queue_job_get(struct limiter_queue *q);

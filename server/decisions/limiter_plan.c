@@ -202,9 +202,9 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     for (size_t k = 0, valid = pl->valid; k < valid; k++) {
         size_t i = pl->order[k];
         const struct policies_entry *e;
-        rc = limiter_script_admit_loaded(pl->l, &reqs[i], pl->peek ? DO_PEEK : DO_TAKE, !pl->peek,
-                                         pl->deadline_us, pl->loaded, &e, &pl->res[i],
-                                         &pl->errs[i]);
+        struct limiter_decision d = {pl->l, &reqs[i], pl->peek ? DO_PEEK : DO_TAKE, !pl->peek,
+                                     pl->retried, pl->deadline_us, &pl->res[i], &pl->errs[i]};
+        rc = limiter_script_admit_loaded(&d, pl->loaded, &e);
         if (k == 0)
             pl->valid = 0;
         if (rc == PERMITD_OK && e == NULL && pl->all_or_nothing)
@@ -448,9 +448,9 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
                     continue;
             }
             /* The same reading as a single Acquire's. */
-            if (limiter_script_conclude(pl->l, &reqs[i], pl->peek ? DO_PEEK : DO_TAKE, !pl->peek,
-                                        pl->retried, pl->deadline_us, crc, out, &pl->res[i],
-                                        &pl->errs[i]) == PERMITD_OK) {
+            struct limiter_decision d = {pl->l, &reqs[i], pl->peek ? DO_PEEK : DO_TAKE, !pl->peek,
+                                         pl->retried, pl->deadline_us, &pl->res[i], &pl->errs[i]};
+            if (limiter_script_conclude(&d, crc, out) == PERMITD_OK) {
                 pl->errs[i].code = PERMITD_OK;
                 pl->errs[i].message[0] = '\0';
             }

@@ -85,8 +85,9 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
     if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
         rc = limiter_script_call_refused(calls[0].rc, j->req.bucket, &e);
     memset(&res, 0, sizeof(res));
-    rc = limiter_script_conclude(q->l, &j->req, j->take, 1, 0, j->deadline_us, rc, j->out, &res,
-                                 &e);
+    rc = limiter_script_conclude(&(struct limiter_decision){q->l, &j->req, j->take, 1, 0,
+                                                            j->deadline_us, &res, &e},
+                                 rc, j->out);
     if (direct && rc == PERMITD_OK && !res.allowed && !res.replayed &&
         limiter_deny_cacheable(q, j->take, j->entry))
         limiter_deny_remember(q, j, &res);
@@ -567,14 +568,14 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     /* before anything is asked: a reset from now on makes what Redis
      * answers for this request not worth remembering */
     uint64_t epoch = atomic_load(&q->l->deny_epoch);
+    struct limiter_decision d = {q->l, req, take, 1, 0, deadline_us, &res, &err};
     int rc;
 
     /* What the policy's copy refuses is answered here and now; a policy
      * the table lacks is read by the loader while the job is parked. */
     memset(&res, 0, sizeof(res));
     e = policies_get(q->l->policies, req->bucket);
-    if (e != NULL && ((rc = limiter_script_admit_entry(q->l, req, take, 1, e, &e, &res,
-                                                       &err)) != PERMITD_OK || e == NULL)) {
+    if (e != NULL && ((rc = limiter_script_admit_entry(&d, e, &e)) != PERMITD_OK || e == NULL)) {
         done(ud, rc, &res, &err);     /* refused, or failure_mode "open" (Redis lost it) */
         return;
     }
@@ -596,7 +597,7 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     if ((j = limiter_queue_job_get(q)) == NULL) {
         /* Out of memory: decide right here. */
         policies_release(e);
-        rc = limiter_script_decide(q->l, req, take, 1, 0, deadline_us, &res, &err);
+        rc = limiter_script_decide(&d);
         done(ud, rc, &res, &err);
         return;
     }

@@ -186,11 +186,9 @@ static int new_lease_id(char *out)
  * (policies_release()) when the script must decide; else *out is NULL and
  * the return value is the answer (PERMITD_OK: failure_mode "open" let an
  * Acquire through, res filled). res->limit is set when the policy is known. */
-int limiter_script_admit(struct limiter *l, const struct limiter_request *req, int take, int check,
-                         int64_t deadline_us, const struct policies_entry **out,
-                         struct limiter_result *res, struct permitd_error *err)
+int limiter_script_admit(const struct limiter_decision *d, const struct policies_entry **out)
 {
-    return limiter_script_admit_loaded(l, req, take, check, deadline_us, NULL, out, res, err);
+    return limiter_script_admit_loaded(d, NULL, out);
 }
 
 /* limiter_script_admit(); loaded: the loader has read the policies missing (its outcome
@@ -199,11 +197,13 @@ int limiter_script_admit(struct limiter *l, const struct limiter_request *req, i
  * still missing is not read again; NULL: it is read here. A name Redis
  * said a moment ago holds no policy (limiter_loader_absent_has()) is not read again
  * either way. */
-int limiter_script_admit_loaded(struct limiter *l, const struct limiter_request *req, int take,
-                                int check, int64_t deadline_us, const struct load *loaded,
-                                const struct policies_entry **out, struct limiter_result *res,
-                                struct permitd_error *err)
+int limiter_script_admit_loaded(const struct limiter_decision *d, const struct load *loaded,
+                                const struct policies_entry **out)
 {
+    struct limiter *l = d->l;
+    const struct limiter_request *req = d->req;
+    struct limiter_result *res = d->res;
+    struct permitd_error *err = d->err;
     const struct policies_entry *e = policies_get(l->policies, req->bucket);
     int rc, found = 0;
 
@@ -224,9 +224,9 @@ int limiter_script_admit_loaded(struct limiter *l, const struct limiter_request 
         } else if (loaded != NULL) {
             rc = PERMITD_OK;        /* there when the batch was parked: deleted since */
         } else {
-            rc = policies_reload(l->policies, req->bucket, deadline_us, &found, err);
+            rc = policies_reload(l->policies, req->bucket, d->deadline_us, &found, err);
         }
-        if (rc == PERMITD_EUNAVAILABLE && take == DO_TAKE && check &&
+        if (rc == PERMITD_EUNAVAILABLE && d->take == DO_TAKE && d->check &&
             limiter_script_open_pass(l, req, res))
             return PERMITD_OK;
         if (rc != PERMITD_OK)
@@ -237,16 +237,19 @@ int limiter_script_admit_loaded(struct limiter *l, const struct limiter_request 
             return permitd_error_set(err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
                                      req->bucket);
     }
-    return limiter_script_admit_entry(l, req, take, check, e, out, res, err);
+    return limiter_script_admit_entry(d, e, out);
 }
 
 /* limiter_script_admit() once the entry is found (e: a reference, which is the caller's
  * on PERMITD_OK in *out, else released). */
-int limiter_script_admit_entry(struct limiter *l, const struct limiter_request *req, int take,
-                               int check, const struct policies_entry *e,
-                               const struct policies_entry **out, struct limiter_result *res,
-                               struct permitd_error *err)
+int limiter_script_admit_entry(const struct limiter_decision *d, const struct policies_entry *e,
+                               const struct policies_entry **out)
 {
+    struct limiter *l = d->l;
+    const struct limiter_request *req = d->req;
+    int take = d->take, check = d->check;
+    struct limiter_result *res = d->res;
+    struct permitd_error *err = d->err;
     int64_t permits = req->permits == 0 ? 1 : req->permits;
     int rc;
 
@@ -413,11 +416,13 @@ static void shadow(struct limiter *l, const struct limiter_request *req, int tak
  * decision or the error the script named; a "stale" answer is asked again
  * (once: retried says whether this is that second time) after a reload
  * of the policy. check: a client's request (not permitd's own). */
-int limiter_script_conclude(struct limiter *l, const struct limiter_request *req, int take,
-                            int check,
-                            int retried, int64_t deadline_us, int rc, const long long *out,
-                            struct limiter_result *res, struct permitd_error *err)
+int limiter_script_conclude(const struct limiter_decision *d, int rc, const long long *out)
 {
+    struct limiter *l = d->l;
+    const struct limiter_request *req = d->req;
+    struct limiter_result *res = d->res;
+    struct permitd_error *err = d->err;
+    int take = d->take, check = d->check;
     int64_t permits = req->permits == 0 ? 1 : req->permits;
 
     if (rc == PERMITD_EUNAVAILABLE && take == DO_TAKE && check &&
@@ -427,10 +432,12 @@ int limiter_script_conclude(struct limiter *l, const struct limiter_request *req
         return rc;
     res->limit = out[3];
     if (out[0] == SCRIPT_STALE) {
-        if ((rc = limiter_script_restale(l, req->bucket, out[2], retried, deadline_us,
+        struct limiter_decision again = *d;
+        if ((rc = limiter_script_restale(l, req->bucket, out[2], d->retried, d->deadline_us,
                                          err)) != PERMITD_OK)
             return rc;
-        return limiter_script_decide(l, req, take, check, 1, deadline_us, res, err);
+        again.retried = 1;
+        return limiter_script_decide(&again);
     }
     if (out[0] != 0)
         return script_error(l, out, req, permits, err);
@@ -572,21 +579,22 @@ int limiter_script_item_call(const struct limiter_request *req, int take,
 
 /* One Acquire or Peek on this thread's connection, blocking (permitd's own
  * inspector, a stale answer asked again, a queue out of memory). */
-int limiter_script_decide(struct limiter *l, const struct limiter_request *req, int take, int check,
-                          int retried, int64_t deadline_us, struct limiter_result *res,
-                          struct permitd_error *err)
+int limiter_script_decide(const struct limiter_decision *d)
 {
+    struct limiter *l = d->l;
+    const struct limiter_request *req = d->req;
+    int take = d->take;
+    struct permitd_error *err = d->err;
     char name[POLICY_REDIS_KEY_MAX], permits_s[24], lease[LIMITER_LEASE_ID_LEN + 1] = "";
     struct redis_str key, args[11];
     const struct policies_entry *e;
     long long out[RW];
     int rc, wide, nitem;
 
-    memset(res, 0, sizeof(*res));
-    if (check && (rc = limiter_script_validate(req, take, err)) != PERMITD_OK)
+    memset(d->res, 0, sizeof(*d->res));
+    if (d->check && (rc = limiter_script_validate(req, take, err)) != PERMITD_OK)
         return rc;
-    if ((rc = limiter_script_admit(l, req, take, check, deadline_us, &e, res, err)) != PERMITD_OK ||
-        e == NULL)
+    if ((rc = limiter_script_admit(d, &e)) != PERMITD_OK || e == NULL)
         return rc;
     wide = limiter_script_item_wide(req, take, e->algorithm);
     limiter_script_call_head(l, limiter_script_mode_arg(take), LIMITER_POLICY_INDEX, wide, args);
@@ -598,9 +606,9 @@ int limiter_script_decide(struct limiter *l, const struct limiter_request *req, 
         return permitd_error_set(err, PERMITD_EINTERNAL, "getrandom() gave no lease id: %s",
                                  strerror(errno));
     }
-    rc = redis_script_run(l->redis, limiter_script_of(e), &key, 1, args, 7 + nitem, deadline_us,
-                          out, RW, err);
-    rc = limiter_script_conclude(l, req, take, check, retried, deadline_us, rc, out, res, err);
+    rc = redis_script_run(l->redis, limiter_script_of(e), &key, 1, args, 7 + nitem,
+                          d->deadline_us, out, RW, err);
+    rc = limiter_script_conclude(d, rc, out);
     policies_release(e);
     return rc;
 }
