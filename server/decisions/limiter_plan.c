@@ -328,10 +328,7 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
     return PERMITD_OK;
 }
 
-static int batch_run(struct limiter *l, const struct limiter_request *reqs, size_t n,
-                     int all_or_nothing, int peek, int retried, int64_t deadline_us,
-                     struct limiter_result *res, struct permitd_error *errs,
-                     struct permitd_error *err);
+static int batch_run(struct limiter_plan *pl, struct permitd_error *err);
 
 /* The items of pl's calls over several slots that met a redirect (rc
  * REDIS_CALL_SPLIT: the script wrote nothing) asked again, one call per
@@ -377,8 +374,10 @@ static void plan_resend(struct limiter_plan *pl)
     if (reqs == NULL || res == NULL || errs == NULL || idx == NULL)
         m = 0;
     rc = m == 0 ? PERMITD_OK
-                : batch_run(pl->l, reqs, m, 0, pl->peek, pl->retried, pl->deadline_us, res, errs,
-                            &err);
+                : batch_run(&(struct limiter_plan){.l = pl->l, .reqs = reqs, .n = m,
+                                                   .peek = pl->peek, .retried = pl->retried,
+                                                   .res = res, .errs = errs,
+                                                   .deadline_us = pl->deadline_us}, &err);
     for (size_t x = 0; x < m; x++) {
         size_t i = idx[x];
         if (rc != PERMITD_OK) {
@@ -424,8 +423,10 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
                                             pl->deadline_us, &pl->errs[i]);
                 if (rc != PERMITD_OK)
                     return permitd_error_set(err, rc, "%s", pl->errs[i].message);
-                return batch_run(pl->l, reqs, pl->n, 1, 0, 1, pl->deadline_us, pl->res, pl->errs,
-                                 err);
+                return batch_run(&(struct limiter_plan){.l = pl->l, .reqs = reqs, .n = pl->n,
+                                                        .all_or_nothing = 1, .retried = 1,
+                                                        .res = pl->res, .errs = pl->errs,
+                                                        .deadline_us = pl->deadline_us}, err);
             }
         }
     }
@@ -459,28 +460,28 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
     return PERMITD_OK;
 }
 
-static int batch_run(struct limiter *l, const struct limiter_request *reqs, size_t n,
-                     int all_or_nothing, int peek, int retried, int64_t deadline_us,
-                     struct limiter_result *res, struct permitd_error *errs,
-                     struct permitd_error *err)
+/* Runs the AcquireBatch (or the Peeks) pl describes, filled by the caller
+ * as limiter_plan.h says (l, reqs, n, all_or_nothing, peek, retried, res,
+ * errs, deadline_us), on this thread's connection; frees what the plan
+ * made. */
+static int batch_run(struct limiter_plan *pl, struct permitd_error *err)
 {
-    /* Blocking: one call per slot (redis.c follows each call's redirects) */
-    struct limiter_plan pl = {.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
-                              .peek = peek, .res = res, .errs = errs, .deadline_us = deadline_us,
-                              .retried = retried, .per_slot = 1};
-    int rc = limiter_plan_make(&pl, err);
+    int rc;
 
-    if (rc == PERMITD_OK && pl.ngroups > 0) {
+    /* Blocking: one call per slot (redis.c follows each call's redirects) */
+    pl->per_slot = 1;
+    rc = limiter_plan_make(pl, err);
+    if (rc == PERMITD_OK && pl->ngroups > 0) {
         /* one pipeline per run of calls of one script (one per algorithm) */
-        for (size_t g = 0, end; rc == PERMITD_OK && g < pl.ngroups; g = end) {
-            for (end = g + 1; end < pl.ngroups && pl.calls[end].script == pl.calls[g].script;)
+        for (size_t g = 0, end; rc == PERMITD_OK && g < pl->ngroups; g = end) {
+            for (end = g + 1; end < pl->ngroups && pl->calls[end].script == pl->calls[g].script;)
                 end++;
-            rc = redis_script_pipeline(l->redis, pl.calls[g].script, &pl.calls[g], end - g,
-                                       deadline_us, err);
+            rc = redis_script_pipeline(pl->l->redis, pl->calls[g].script, &pl->calls[g], end - g,
+                                       pl->deadline_us, err);
         }
-        rc = plan_conclude(&pl, rc, err);
+        rc = plan_conclude(pl, rc, err);
     }
-    limiter_plan_free(&pl);
+    limiter_plan_free(pl);
     return rc;
 }
 
@@ -489,7 +490,9 @@ int limiter_acquire_batch(struct limiter *l, const struct limiter_request *reqs,
                           struct limiter_result *res, struct permitd_error *errs,
                           struct permitd_error *err)
 {
-    return batch_run(l, reqs, n, all_or_nothing, 0, 0, deadline_us, res, errs, err);
+    return batch_run(&(struct limiter_plan){.l = l, .reqs = reqs, .n = n,
+                                            .all_or_nothing = all_or_nothing, .res = res,
+                                            .errs = errs, .deadline_us = deadline_us}, err);
 }
 
 int limiter_inspect_batch(struct limiter *l, const char *const *names, size_t n,
@@ -510,7 +513,8 @@ int limiter_inspect_batch(struct limiter *l, const char *const *names, size_t n,
      * only has to be one, as the plan validates every item */
     for (size_t i = 0; i < n; i++)
         reqs[i] = (struct limiter_request){names[i], "permitd", "", 1, NULL, NULL};
-    rc = batch_run(l, reqs, n, 0, 1, 0, deadline_us, res, errs, err);
+    rc = batch_run(&(struct limiter_plan){.l = l, .reqs = reqs, .n = n, .peek = 1, .res = res,
+                                          .errs = errs, .deadline_us = deadline_us}, err);
     free(reqs);
     return rc;
 }
