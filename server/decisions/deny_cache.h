@@ -8,7 +8,7 @@
  * grow with time, a window's count and a log's entries only fall with it,
  * and another client's take only makes the wait longer). So each worker
  * keeps, per bucket just denied, until when a request of the same size is
- * denied, and answers such requests itself (decisions/limiter.c decides
+ * denied, and answers such requests itself (decisions/limiter_deny.c decides
  * which requests may ask: a take of a policy whose permits never come back
  * early, without a request_id: only Redis knows what another instance allowed).
  *

@@ -1,6 +1,7 @@
 /*
- * limiter_plan.h - how limiter.c lays an AcquireBatch out as script calls;
- * for limiter.c and its unit test only (tests/unit/test_limiter.c).
+ * limiter_plan.h - how limiter_plan.c lays an AcquireBatch out as script
+ * calls; for the limiter's files and their unit test only
+ * (tests/unit/decisions/test_limiter.c).
  *
  * A plan is an AcquireBatch on its way: its items checked, sorted by
  * policy, and laid out as one script call per policy (all of them in one
@@ -32,7 +33,7 @@ struct limiter_plan {
     void *ud;
     int64_t deadline_us;            /* for what is asked on the way (a reload) */
     int retried;                    /* a second try after a "stale" answer */
-    const struct load *loaded;      /* the loader read the missing policies (limiter.c) */
+    const struct load *loaded;      /* the loader read the missing policies (limiter_loader.c) */
     int peek;                       /* a Peek batch, permitd's own look (any app may look,
                                        nothing is taken, no failure_mode): on a single
                                        Redis one call per algorithm, not per policy */

@@ -1,0 +1,283 @@
+/*
+ * limiter_internal.h - what the limiter's own files share: struct limiter,
+ * the loader's and a queue's structs, and the functions one part of the
+ * limiter calls in another. For server/decisions/limiter*.c and their unit
+ * tests (tests/unit/decisions/test_limiter*.c) only: everything else uses
+ * decisions/limiter.h.
+ *
+ * The limiter's parts: limiter.c (making one, counters), limiter_script.c
+ * (validation, admission, the script call of a decision and its answer),
+ * limiter_plan.c (AcquireBatch as calls), limiter_queue.c (a worker's
+ * queued decisions), limiter_deny.c (the deny cache's glue),
+ * limiter_loader.c (policies a queue lacks, read off its thread; the
+ * names known absent) and limiter_bucket.c (inspect, own, reset, settle).
+ */
+#ifndef PERMITD_LIMITER_INTERNAL_H
+#define PERMITD_LIMITER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/loop.h"
+#include "decisions/deny_cache.h"
+#include "decisions/limiter.h"
+#include "decisions/limiter_plan.h"
+#include "decisions/policies.h"
+#include "stores/policy.h"
+#include "stores/redis.h"
+
+/* lua/bucket.lua's "stale": no Connect code, never leaves the limiter. */
+#define SCRIPT_STALE (-17)
+/* The RECORD's flags (lua/bucket.lua's header). */
+#define FLAG_REPLAYED 1
+#define FLAG_NOOP 2
+#define RW REDIS_RECORD_WORDS       /* an item's answer in out[]: its RECORD */
+
+/* Policy numbers (1-based) as the script's arguments: np, and each item's
+ * policy, which is 1 in every call of one policy. */
+#define LIMITER_POLICY_INDEX "1"
+
+/* What a decision does with its item (the `take` argument below, named
+ * for what nearly every one does): ARGV[1] "peek", "take", "release",
+ * "renew" (all_or_nothing's "all" is a batch's). */
+enum { DO_PEEK = 0, DO_TAKE = 1, DO_RELEASE = 2, DO_RENEW = 3 };
+
+struct limiter {
+    const struct config *cfg;
+    struct redis *redis;
+    _Atomic uint64_t open_passes;
+    void (*missing_hook)(void *ud); /* set once at start-up */
+    void *missing_ud;
+    struct policies *policies;      /* the in-memory copy of the policies */
+    _Atomic uint64_t stale_retries;
+    _Atomic uint64_t splits;        /* calls over several slots sent again per slot
+                                       (limiter_split_calls()) */
+    struct loader *loader;          /* started on the first miss of a queue */
+    int slot_calls;                 /* Redis Cluster: a call's keys share one slot */
+    pthread_mutex_t loader_lock;    /* guards starting it */
+    /* Names Redis just said hold no policy (the loader read them), each
+     * answered not_found from here for LIMITER_ABSENT_LIFE_US without
+     * asking again: direct-mapped by name_hash(), a newer name pushing an
+     * older one out (see "the loader" below). */
+    pthread_mutex_t absent_lock;
+    struct absent *absent;
+    char ttl_s[24];                 /* ARGV[3]: --request-id-ttl in ms */
+    /* The workers' deny caches (decisions/deny_cache.h): entries per
+     * worker (--deny-cache, 0 = off), the reset epoch every entry must
+     * match (limiter_deny_cache_clear() raises it), and counters. */
+    size_t deny_size;
+    _Atomic uint64_t deny_epoch;
+    _Atomic uint64_t deny_hits, deny_misses, deny_evictions;
+};
+/* See "the loader" below for these. */
+#define LOADER_PENDING_MAX 1000     /* names waiting for the loader or being read */
+#define LOADER_HASH 2048            /* the loader's hash chains (a power of 2) */
+#define LIMITER_ABSENT_SLOTS 4096   /* names known absent (a power of 2) */
+#define LIMITER_ABSENT_LIFE_US 2000000  /* how long one is answered not_found from memory */
+
+struct absent {
+    uint64_t hash;                  /* 0: an empty slot */
+    int64_t until_us;
+    char name[POLICY_NAME_MAX + 1];
+};
+
+/* One policy name for the loader to read: one however many requests of
+ * however many queues wait for it. Its fields are the loader's (under its
+ * lock) until state is PEND_DONE; rc and err are then fixed, and a queue
+ * holding a waiter's count may read them without the lock. */
+enum { PEND_WAIT, PEND_READING, PEND_DONE };
+struct pend {
+    struct pend *chain;             /* the loader's hash chain */
+    struct pend *fifo, *fifo_prev;  /* the next and previous to read (PEND_WAIT) */
+    uint64_t hash;
+    int state;
+    size_t waiters;                 /* parked jobs counting on it, over all queues */
+    int64_t until_us;               /* the latest of their deadlines: past it, not read */
+    const void *mark;               /* the AcquireBatch registering now
+                                       (limiter_loader_park_batch()) */
+    int rc;                         /* PEND_DONE: the reload's */
+    struct permitd_error err;
+    char name[POLICY_NAME_MAX + 1];
+};
+
+/* What a parked job waits for: the names it counts on (p[0..n), sorted by
+ * name for an AcquireBatch), and how many missing names it could not be
+ * given (over: LOADER_PENDING_MAX reached). limiter_plan_make() reads an
+ * AcquireBatch's outcome from it (limiter_script_admit_loaded()). */
+struct load {
+    struct pend **p;
+    size_t n, over;
+};
+
+struct loader {
+    struct limiter *l;
+    pthread_t thread;
+    pthread_mutex_t lock;           /* guards what follows, and every pend's waiters */
+    pthread_cond_t wake;
+    struct pend *chains[LOADER_HASH];   /* every pend, by name_hash() */
+    struct pend *head, *tail;       /* to read, in the order asked (PEND_WAIT) */
+    size_t npend;                   /* pends held: LOADER_PENDING_MAX at most */
+    struct limiter_queue *queues;   /* the queues to wake (loader_watch()) */
+    _Atomic uint64_t reads;         /* names read so far: a queue looks when it moves */
+    int stopping;
+};
+
+#define QUEUE_BATCH_MAX 256     /* jobs per batch */
+#define QUEUE_SPARE_MAX 256     /* finished jobs kept for reuse */
+
+/* One queued piece of work: an Acquire or a Peek (an item of a script
+ * call; its strings live here, its RECORD in the batch's out), or an
+ * AcquireBatch (plan: its calls, one per policy). */
+struct job {
+    struct job *next;
+    int64_t deadline_us;
+    size_t first;                   /* its (first) call in the batch out */
+    struct limiter_plan *plan;              /* NULL: an Acquire or a Peek */
+    int take;                       /* DO_TAKE (an Acquire), DO_PEEK, DO_RELEASE, DO_RENEW */
+    struct limiter_request req;
+    limiter_done_fn done;
+    void *ud;
+    const struct policies_entry *entry;    /* its policy (held), an Acquire's or a Peek's */
+    char name[POLICY_REDIS_KEY_MAX];        /* its bucket's key (batch_items()) */
+    size_t name_len;
+    unsigned slot;                  /* the key's cluster slot */
+    int group;                      /* its call's: the master of slot, or (split,
+                                       or no master known) CLUSTER_SLOTS + slot */
+    int split;                      /* a call over several slots it went in met
+                                       a redirect: it goes again in one per slot */
+    struct limiter *l;              /* for by_call() */
+    char permits[24];
+    char index[8];                  /* its policy's number in its call */
+    char npol[8];                   /* the lead job of a call: its number of policies */
+    char app[POLICY_NAME_MAX + 1];  /* req.app: what the call sends is the job's own
+                                       (the pipe may send it again after the
+                                       job was answered: NOSCRIPT) */
+    char request_id[LIMITER_REQUEST_ID_MAX + 1];    /* req.request_id, likewise */
+    char lease[LIMITER_LEASE_ID_LEN + 1];   /* what the call sends as the lease id */
+    const long long *out;           /* an Acquire's or a Peek's answer */
+    int64_t sent_us;                /* when its batch was written (the deny cache) */
+    uint64_t epoch;                 /* the reset epoch when it was queued */
+    int answered;                   /* its caller has its answer (the deadline
+                                       passed while its batch was out) */
+    struct load load;               /* parked: the names it waits for (an Acquire's
+                                       or a Peek's: one, in one) */
+    struct pend *one;
+};
+
+/* The batch out: every call of its jobs, contiguous, as the pipe wants
+ * them; the keys, arguments and answers of its Acquires and Peeks, each
+ * call's items side by side. */
+struct batch {
+    struct job *jobs[QUEUE_BATCH_MAX];
+    size_t njobs;
+    size_t items[QUEUE_BATCH_MAX];  /* the Acquires and Peeks, as indices of jobs */
+    struct redis_str keys[QUEUE_BATCH_MAX];
+    struct redis_str args[12 * QUEUE_BATCH_MAX];    /* per call 3 + 4, per item 5 */
+    long long out[RW * QUEUE_BATCH_MAX];
+    struct redis_script_call *calls;
+    size_t ncalls, cap;
+};
+
+struct limiter_queue {
+    struct limiter *l;
+    struct loop *loop;
+    struct redis_pipe *pipe;
+    struct job *head, *tail;        /* waiting for the next batch */
+    struct job *parked;             /* waiting for their policy (the loader) */
+    struct job *parked_batches;     /* AcquireBatches waiting for their policies */
+    struct limiter_queue *watching; /* the next queue the loader wakes (loader_watch()) */
+    int watched;                    /* on the loader's list */
+    uint64_t reads;                 /* the loader's reads when its parked jobs were looked at */
+    struct batch batch;
+    struct job *spare;              /* finished jobs, for the next ones */
+    size_t nspare;
+    size_t timed;                   /* jobs with a deadline of their own, not yet answered */
+    struct deny_cache *deny;        /* this worker's (NULL: --deny-cache 0) */
+};
+
+/* One decision on its way through the limiter's parts, carried whole
+ * instead of as eight parameters and three flags: what is asked and what
+ * to do with it, by when, and where its answer goes. Lives on its caller's
+ * stack (the queued paths allocate nothing); every pointer is the
+ * caller's. */
+struct limiter_decision {
+    struct limiter *l;
+    const struct limiter_request *req;
+    int take;                       /* DO_PEEK, DO_TAKE, DO_RELEASE or DO_RENEW */
+    int check;                      /* a client's request, not permitd's own look:
+                                       validated, its app must be let in */
+    int retried;                    /* asked again after a "stale" answer */
+    int64_t deadline_us;
+    struct limiter_result *res;
+    struct permitd_error *err;
+};
+
+/* The functions of one part called from another, by the file that defines
+ * them; each one's contract is above its definition. */
+
+/* limiter_loader.c */
+int limiter_loader_absent_has(struct limiter *l, const char *name);
+void limiter_loader_absent_put(struct limiter *l, const char *name);
+struct pend *limiter_loader_pend_get(struct loader *ld, const char *name);
+void limiter_loader_pend_drop(struct loader *ld, struct pend *p);
+const struct pend *limiter_loader_load_find(const struct load *x, const char *name);
+void limiter_loader_free(struct loader *ld);
+void limiter_loader_cancel(struct limiter_queue *q);
+void limiter_loader_parked_end(struct limiter_queue *q, struct job *j, int rc,
+                               const struct limiter_result *res, const struct permitd_error *err);
+void limiter_loader_parked_batch_end(struct limiter_queue *q, struct job *j);
+int limiter_loader_parked_for(const struct limiter_queue *q, const char *bucket);
+void limiter_loader_park(struct limiter_queue *q, struct job *j);
+void limiter_loader_queue_loaded(struct limiter_queue *q);
+int limiter_loader_park_batch(struct limiter_queue *q, struct job *j, struct limiter_plan *pl);
+
+/* limiter_script.c */
+uint64_t limiter_script_split_calls(const struct redis_script_call *calls, size_t n);
+int limiter_script_open_pass(struct limiter *l, const struct limiter_request *req,
+                             struct limiter_result *res);
+int limiter_script_validate(const struct limiter_request *req, int take, struct permitd_error *err);
+enum redis_script limiter_script_of(const struct policies_entry *e);
+int limiter_script_admit(const struct limiter_decision *d, const struct policies_entry **out);
+int limiter_script_admit_loaded(const struct limiter_decision *d, const struct load *loaded,
+                                const struct policies_entry **out);
+int limiter_script_admit_entry(const struct limiter_decision *d, const struct policies_entry *e,
+                               const struct policies_entry **out);
+int limiter_script_call_refused(int rc, const char *bucket, struct permitd_error *err);
+int limiter_script_restale(struct limiter *l, const char *bucket, long long stamp, int retried,
+                           int64_t deadline_us, struct permitd_error *err);
+int limiter_script_conclude(const struct limiter_decision *d, int rc, const long long *out);
+struct redis_str limiter_script_mode_arg(int take);
+void limiter_script_policy_args(const struct policies_entry *e, struct redis_str *args);
+void limiter_script_call_head(const struct limiter *l, struct redis_str mode, const char *npol,
+                              int wide, struct redis_str *args);
+int limiter_script_item_wide(const struct limiter_request *req, int take,
+                             enum policy_algorithm algo);
+size_t limiter_script_bucket_key(const struct limiter *l, const struct limiter_request *req,
+                                 const struct policies_entry *e, char *name);
+int limiter_script_item_call(const struct limiter_request *req, int take,
+                             enum policy_algorithm algo, int wide, char *name, size_t name_len,
+                             char *permits_s, const char *index, char *lease,
+                             struct redis_str *key, struct redis_str *args);
+int limiter_script_decide(const struct limiter_decision *d);
+
+/* limiter_queue.c */
+struct job *limiter_queue_job_get(struct limiter_queue *q);
+void limiter_queue_job_put(struct limiter_queue *q, struct job *j);
+void limiter_queue_enqueue(struct limiter_queue *q, struct job *j);
+
+/* limiter_deny.c */
+int limiter_deny_cacheable(const struct limiter_queue *q, int take,
+                           const struct policies_entry *e);
+int limiter_deny_answer(struct limiter_queue *q, const struct limiter_request *req,
+                        const struct policies_entry *e, uint64_t epoch, struct limiter_result *res);
+void limiter_deny_remember(struct limiter_queue *q, const struct job *j,
+                           const struct limiter_result *res);
+
+/* limiter_plan.c */
+int limiter_plan_call_group(struct limiter *l, unsigned slot, int per_slot);
+void limiter_plan_answer(struct limiter_plan *pl, int rc, const struct redis_script_call *calls,
+                         struct permitd_error *err);
+
+#endif

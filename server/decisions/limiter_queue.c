@@ -1,0 +1,689 @@
+/*
+ * limiter_queue.c - queued decisions: one worker's requests pipelined from
+ * its own loop.
+ *
+ * Each worker's owner (api.c) makes one queue per loop (limiter_queue_new()):
+ * a source of that loop (loop.h) with a Redis pipe of its own (redis.c: its
+ * own connection, deadlines, NOSCRIPT, reconnect backoff). Handlers append
+ * jobs while libmicrohttpd runs; after the pass the loop flushes the queue:
+ * every job waiting goes to Redis in one write. While that batch is out the
+ * next one gathers, so under load each round trip carries many decisions and
+ * Redis pays its syscalls once per batch, not per decision. The Acquires of
+ * one policy in a batch go as the items of one script call (and so do its
+ * Peeks; in a cluster, those of every policy a master serves): Redis reads
+ * the clock and their states once for all of them, and runs the script
+ * once (see batch_items()). Replies are read
+ * when the loop sees the socket ready, and each job's answer is handed back
+ * right there: no other thread, no lock, no wake-up. */
+#define _GNU_SOURCE     /* qsort_r */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "core/clock.h"
+#include "decisions/deny_cache.h"
+#include "decisions/limiter.h"
+#include "decisions/limiter_plan.h"
+#include "decisions/limiter_internal.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "decisions/policies.h"
+#include "stores/cluster.h"
+#include "stores/policy.h"
+
+/* Jobs are recycled by their worker's queue: once a worker has had as many
+ * in flight as it will, queuing a decision allocates nothing. */
+struct job *limiter_queue_job_get(struct limiter_queue *q)
+{
+    struct job *j = q->spare;
+
+    if (j == NULL)
+        return malloc(sizeof(*j));
+    q->spare = j->next;
+    q->nspare--;
+    return j;
+}
+
+void limiter_queue_job_put(struct limiter_queue *q, struct job *j)
+{
+    if (q->nspare >= QUEUE_SPARE_MAX) {
+        free(j);
+        return;
+    }
+    j->next = q->spare;
+    q->spare = j;
+    q->nspare++;
+}
+
+/* Answers one job's caller with rc (PERMITD_OK: each call has its own).
+ * calls: its calls in the batch, NULL when none was sent (or its answer is
+ * not awaited). The caller's strings and storage are not touched after. */
+static void job_answer(struct limiter_queue *q, struct job *j, int rc,
+                       const struct redis_script_call *calls, const struct permitd_error *err)
+{
+    struct permitd_error e = *err;
+    struct limiter_result res;
+    int direct;
+
+    j->answered = 1;
+    if (j->deadline_us != INT64_MAX)
+        q->timed--;
+    if (j->plan != NULL) {
+        limiter_plan_answer(j->plan, rc, calls, &e);
+        return;
+    }
+    /* the script's own decision, this very call's */
+    direct = rc == PERMITD_OK && calls != NULL && calls[0].rc == PERMITD_OK &&
+             j->out != NULL && j->out[0] == 0;
+    if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
+        rc = limiter_script_call_refused(calls[0].rc, j->req.bucket, &e);
+    memset(&res, 0, sizeof(res));
+    rc = limiter_script_conclude(&(struct limiter_decision){q->l, &j->req, j->take, 1, 0,
+                                                            j->deadline_us, &res, &e},
+                                 rc, j->out);
+    if (direct && rc == PERMITD_OK && !res.allowed && !res.replayed &&
+        limiter_deny_cacheable(q, j->take, j->entry))
+        limiter_deny_remember(q, j, &res);
+    j->done(j->ud, rc, &res, &e);
+}
+
+/* Answers one job, unless it was already, and recycles it. */
+static void job_end(struct limiter_queue *q, struct job *j, int rc,
+                    const struct redis_script_call *calls, const struct permitd_error *err)
+{
+    if (!j->answered)
+        job_answer(q, j, rc, calls, err);
+    if (j->plan != NULL) {
+        limiter_plan_free(j->plan);
+        free(j->plan);
+    } else {
+        policies_release(j->entry);
+    }
+    limiter_queue_job_put(q, j);
+}
+
+/* The batch out has ended: rc is the whole batch's. */
+static void batch_end(struct limiter_queue *q, int rc, const struct permitd_error *err)
+{
+    struct batch *b = &q->batch;
+    size_t n = b->njobs, ncalls = b->ncalls, items_from = 0;
+    struct job *again = NULL, *last = NULL;
+
+    /* The AcquireBatches' calls come first; plan_resend() counts theirs. */
+    for (size_t i = 0; i < n; i++)
+        if (b->jobs[i]->plan != NULL)
+            items_from += b->jobs[i]->plan->ngroups;
+    if (rc == PERMITD_OK && items_from < ncalls)
+        atomic_fetch_add(&q->l->splits, limiter_script_split_calls(&b->calls[items_from],
+                                                                   ncalls - items_from));
+    b->njobs = b->ncalls = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = b->jobs[i];
+        /* A call over several slots that met a redirect wrote nothing: its
+         * Acquires and Peeks go again, first in the queue, one call per
+         * slot, whose redirects are followed (batch_items()). */
+        if (rc == PERMITD_OK && j->plan == NULL && !j->answered && !j->split &&
+            b->calls[j->first].rc == REDIS_CALL_SPLIT) {
+            j->split = 1;
+            j->next = NULL;
+            if (last != NULL)
+                last->next = j;
+            else
+                again = j;
+            last = j;
+            continue;
+        }
+        job_end(q, j, rc, &b->calls[j->first], err);
+    }
+    if (again != NULL) {
+        last->next = q->head;
+        if (q->head == NULL)
+            q->tail = last;
+        q->head = again;
+    }
+}
+
+/* Room for n more calls in the batch; 0 or -1 (out of memory). */
+static int batch_reserve(struct batch *b, size_t n)
+{
+    if (b->ncalls + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        struct redis_script_call *c;
+        while (cap < b->ncalls + n)
+            cap *= 2;
+        if ((c = realloc(b->calls, cap * sizeof(*c))) == NULL)
+            return -1;
+        b->calls = c;
+        b->cap = cap;
+    }
+    return 0;
+}
+
+/* Orders a batch's Acquires and Peeks into calls: by kind (Acquires
+ * first, then Peeks, Releases, Renews), master, algorithm (one script per
+ * call), policy, and in the order they came within a policy. */
+static int by_call(const void *a, const void *b, void *jobs_)
+{
+    struct job *const *jobs = jobs_;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const struct job *x = jobs[i], *y = jobs[j];
+    int c = (x->take == DO_TAKE ? -1 : x->take) - (y->take == DO_TAKE ? -1 : y->take);
+
+    if (c == 0)
+        c = x->group - y->group;
+    if (c == 0)
+        c = (int)x->entry->algorithm - (int)y->entry->algorithm;
+    if (c == 0)
+        c = strcmp(x->req.bucket, y->req.bucket);
+    if (c == 0 && x->l->slot_calls)
+        c = (int)x->slot - (int)y->slot;
+    return c != 0 ? c : (i < j ? -1 : (i > j));
+}
+
+/* Lays the batch's Acquires and Peeks (b->items, n of them) out as calls
+ * after its AcquireBatches': on a single Redis one per policy and kind; in
+ * a cluster one per master and kind, carrying the items of several
+ * policies and slots (lua/bucket.lua: Redis 7 lets a script with
+ * allow-cross-slot-keys touch any key of a slot its node serves). Items
+ * keep the order they came within a policy; each policy's limits go once
+ * per call (the newest copy among its items': a reload may have come
+ * between two of them). A call over several slots declares its first key
+ * only (KEYS must share a slot) and names the others after the items'
+ * pairs; should it meet a redirect its items go again, one call per slot
+ * (batch_end()), and so do items whose slot has no master known. The
+ * script decides its items one after the other, exactly as if each had
+ * been a call of its own, and answers each on its own. */
+static void batch_items(struct limiter_queue *q, size_t n)
+{
+    struct batch *b = &q->batch;
+    size_t a = 0;
+
+    for (size_t k = 0; k < n; k++) {
+        struct job *j = b->jobs[b->items[k]];
+        j->l = q->l;
+        j->name_len = limiter_script_bucket_key(q->l, &j->req, j->entry, j->name);
+        j->slot = q->l->slot_calls ? cluster_keyslot(j->name, j->name_len) : 0;
+        j->group = 0;
+        if (q->l->slot_calls)
+            j->group = limiter_plan_call_group(q->l, j->slot, j->split);
+    }
+    qsort_r(b->items, n, sizeof(*b->items), by_call, b->jobs);
+    for (size_t k = 0; k < n;) {
+        size_t first = k, last = k + 1, np = 0;
+        struct job *lead = b->jobs[b->items[first]];
+        struct redis_script_call *c = &b->calls[b->ncalls];
+        size_t at = a;          /* where its args begin */
+        int cross = 0, wide = limiter_script_item_wide(&lead->req, lead->take,
+                                                       lead->entry->algorithm);
+
+        /* This call's items: one kind; on a single Redis one policy, in a
+         * cluster one master (group). */
+        while (last < n) {
+            const struct job *j = b->jobs[b->items[last]];
+            if (j->take != lead->take || j->group != lead->group ||
+                j->entry->algorithm != lead->entry->algorithm ||
+                (!q->l->slot_calls && strcmp(j->req.bucket, lead->req.bucket) != 0))
+                break;
+            cross |= j->slot != lead->slot;
+            wide |= limiter_script_item_wide(&j->req, j->take, j->entry->algorithm);
+            last++;
+        }
+        limiter_script_call_head(q->l, limiter_script_mode_arg(lead->take), "", wide, &b->args[a]);
+        *c = (struct redis_script_call){.keys = &b->keys[first], .args = &b->args[a],
+                                        .out = &b->out[RW * first], .cross_slot = cross,
+                                        .script = limiter_script_of(lead->entry)};
+        a += 3;                 /* its number of policies is set below */
+        /* Each policy once (its items are side by side), with its number. */
+        for (size_t x = first; x < last;) {
+            const struct job *newest = b->jobs[b->items[x]];
+            np++;
+            while (x < last && strcmp(b->jobs[b->items[x]]->req.bucket,
+                                      newest->req.bucket) == 0) {
+                struct job *j = b->jobs[b->items[x]];
+                if (j->entry->stamp > newest->entry->stamp)
+                    newest = j;
+                snprintf(j->index, sizeof(j->index), "%zu", np);
+                x++;
+            }
+            limiter_script_policy_args(newest->entry, &b->args[a]);
+            a += 4;
+        }
+        snprintf(lead->npol, sizeof(lead->npol), "%zu", np);
+        b->args[at + 1] = (struct redis_str){lead->npol, strlen(lead->npol)};
+        for (size_t x = first; x < last; x++) {
+            struct job *j = b->jobs[b->items[x]];
+            /* a lease id that cannot be drawn (no entropy: never seen)
+             * leaves it empty, and the script refuses the take */
+            (void)limiter_script_item_call(&j->req, j->take, j->entry->algorithm, wide, j->name,
+                                           j->name_len, j->permits, j->index, j->lease,
+                                           &b->keys[x], &b->args[a]);
+            a += wide ? 4 : 2;
+            j->first = b->ncalls;
+            j->out = &b->out[RW * x];
+        }
+        /* Over several slots: KEYS is the first key, the others follow. */
+        for (size_t x = first + 1; cross && x < last; x++)
+            b->args[a++] = b->keys[x];
+        c->nkeys = cross ? 1 : (int)(last - first);
+        c->nargs = (int)(a - at);
+        c->nout = (int)(RW * (last - first));
+        b->ncalls++;
+        k = last;
+    }
+}
+
+/* Sends every waiting job (up to QUEUE_BATCH_MAX) as one batch; jobs whose
+ * deadline has passed are answered without asking Redis. The batch waits
+ * for Redis as long as --redis-timeout-ms allows; a job's own deadline
+ * (Connect-Timeout-Ms) ends that job alone (queue_expire()): one impatient
+ * client must not fail the others, nor cost the connection. */
+static void batch_send(struct limiter_queue *q)
+{
+    struct batch *b = &q->batch;
+    struct permitd_error err = {0, ""};
+    int64_t now = clock_now_us();
+    size_t nitems = 0;
+    int rc;
+
+    while (q->head != NULL && b->njobs < QUEUE_BATCH_MAX) {
+        struct job *j = q->head;
+        size_t n = j->plan != NULL ? j->plan->ngroups : 1;
+
+        q->head = j->next;
+        j->out = NULL;
+        /* Room for this job's calls and for one per Acquire and Peek so
+         * far: batch_items() lays theirs out after the AcquireBatches'. */
+        if (j->deadline_us <= now || batch_reserve(b, nitems + n) != 0) {
+            if (j->deadline_us <= now)
+                permitd_error_set(&err, PERMITD_EDEADLINE,
+                                  "deadline exceeded before calling redis");
+            else
+                permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
+            job_end(q, j, err.code, NULL, &err);
+            continue;
+        }
+        j->sent_us = now;
+        if (j->plan != NULL) {
+            j->first = b->ncalls;
+            memcpy(&b->calls[b->ncalls], j->plan->calls, n * sizeof(*b->calls));
+            b->ncalls += n;
+        } else {
+            b->items[nitems++] = b->njobs;
+        }
+        b->jobs[b->njobs++] = j;
+    }
+    if (q->head == NULL)
+        q->tail = NULL;
+    if (b->njobs == 0)
+        return;
+    batch_items(q, nitems);
+    err = (struct permitd_error){0, ""};
+    rc = redis_pipe_send(q->pipe, b->calls, b->ncalls, INT64_MAX, &err);
+    if (rc != PERMITD_OK)
+        batch_end(q, rc, &err);
+}
+
+/* The earliest deadline of a job not yet answered, out or waiting. */
+static int64_t queue_soonest(const struct limiter_queue *q)
+{
+    int64_t at = INT64_MAX;
+
+    for (size_t i = 0; i < q->batch.njobs; i++)
+        if (!q->batch.jobs[i]->answered && q->batch.jobs[i]->deadline_us < at)
+            at = q->batch.jobs[i]->deadline_us;
+    for (const struct job *j = q->head; j != NULL; j = j->next)
+        if (j->deadline_us < at)
+            at = j->deadline_us;
+    for (const struct job *j = q->parked; j != NULL; j = j->next)
+        if (j->deadline_us < at)
+            at = j->deadline_us;
+    for (const struct job *j = q->parked_batches; j != NULL; j = j->next)
+        if (j->deadline_us < at)
+            at = j->deadline_us;
+    return at;
+}
+
+/* Answers the jobs whose own deadline has passed: those waiting, and those
+ * in the batch out, whose calls stay in it (Redis may still decide them;
+ * their answers are dropped when it ends). */
+static void queue_expire(struct limiter_queue *q, int64_t now)
+{
+    struct batch *b = &q->batch;
+    struct permitd_error err;
+    struct job **link = &q->head, *prev = NULL;
+
+    if (q->timed == 0)
+        return;
+    for (size_t i = 0; i < b->njobs; i++) {
+        struct job *j = b->jobs[i];
+        if (!j->answered && j->deadline_us <= now) {
+            permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded waiting for redis");
+            job_answer(q, j, PERMITD_EDEADLINE, NULL, &err);
+        }
+    }
+    while (*link != NULL) {
+        struct job *j = *link;
+        if (j->deadline_us > now) {
+            prev = j;
+            link = &j->next;
+            continue;
+        }
+        *link = j->next;
+        if (q->tail == j)
+            q->tail = prev;
+        permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded before calling redis");
+        job_end(q, j, PERMITD_EDEADLINE, NULL, &err);
+    }
+    for (link = &q->parked_batches; *link != NULL;) {
+        struct job *j = *link;
+        if (j->deadline_us > now) {
+            link = &j->next;
+            continue;
+        }
+        /* Answered and dropped now: a name no one waits for any more is
+         * not read (limiter_loader_pend_drop()). */
+        *link = j->next;
+        q->timed--;
+        permitd_error_set(&err, PERMITD_EDEADLINE, "deadline exceeded reading policies from redis");
+        j->plan->done(j->plan->ud, PERMITD_EDEADLINE, &err);
+        limiter_loader_parked_batch_end(q, j);
+    }
+    for (link = &q->parked; *link != NULL;) {
+        struct job *j = *link;
+        struct limiter_result res;
+        if (j->deadline_us > now) {
+            link = &j->next;
+            continue;
+        }
+        *link = j->next;
+        memset(&res, 0, sizeof(res));
+        permitd_error_set(&err, PERMITD_EDEADLINE,
+                          "deadline exceeded reading policy \"%s\" from redis", j->req.bucket);
+        limiter_loader_parked_end(q, j, PERMITD_EDEADLINE, &res, &err);
+    }
+}
+
+static void queue_want(void *ud, struct loop_want *w)
+{
+    struct limiter_queue *q = ud;
+
+    redis_pipe_want(q->pipe, &w->fd, &w->events, &w->at_us, &w->generation);
+    if (q->timed > 0) {
+        int64_t at = queue_soonest(q);
+        if (at < w->at_us)
+            w->at_us = at;
+    }
+}
+
+static void queue_ready(void *ud, uint32_t revents)
+{
+    struct limiter_queue *q = ud;
+    struct permitd_error err = {0, ""};
+    int rc = redis_pipe_io(q->pipe, revents, &err);
+
+    /* A batch that failed (failure_mode may apply) first answers the jobs
+     * whose own deadline has passed meanwhile: theirs is deadline_exceeded,
+     * never a reason to fail open. A batch that Redis decided answers every
+     * job it carried with its decision: the permits are taken. */
+    if (rc < 0)
+        queue_expire(q, clock_now_us());
+    if (rc == 1)
+        batch_end(q, PERMITD_OK, &err);
+    else if (rc < 0)
+        batch_end(q, rc, &err);
+    queue_expire(q, clock_now_us());
+}
+
+static void queue_flush(void *ud, int woke)
+{
+    struct limiter_queue *q = ud;
+
+    (void)woke;
+    limiter_loader_queue_loaded(q);
+    if (q->head != NULL && !redis_pipe_busy(q->pipe))
+        batch_send(q);
+}
+
+/* Answers whatever the queue still holds with err: the batch out, then
+ * the jobs waiting. */
+static void queue_drain(struct limiter_queue *q, const struct permitd_error *err)
+{
+    if (redis_pipe_busy(q->pipe))
+        batch_end(q, err->code, err);
+    while (q->head != NULL) {
+        struct job *j = q->head;
+        q->head = j->next;
+        job_end(q, j, err->code, NULL, err);
+    }
+    q->tail = NULL;
+    while (q->parked != NULL) {
+        struct job *j = q->parked;
+        struct limiter_result res;
+        q->parked = j->next;
+        memset(&res, 0, sizeof(res));
+        limiter_loader_parked_end(q, j, err->code, &res, err);
+    }
+    while (q->parked_batches != NULL) {
+        struct job *j = q->parked_batches;
+        q->parked_batches = j->next;
+        if (j->deadline_us != INT64_MAX)
+            q->timed--;
+        j->plan->done(j->plan->ud, err->code, err);
+        limiter_loader_parked_batch_end(q, j);
+    }
+}
+
+/* The loop is closing: its thread answers what is left, while it can. */
+static void queue_close(void *ud)
+{
+    struct limiter_queue *q = ud;
+    struct permitd_error err;
+
+    /* The loop ends only once every deferred request is answered, so
+     * nothing should be left; whatever is, is answered. */
+    permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
+    limiter_loader_cancel(q);           /* the loader wakes this loop no more */
+    queue_drain(q, &err);
+}
+
+int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue **out,
+                      struct permitd_error *err)
+{
+    struct limiter_queue *q = calloc(1, sizeof(*q));
+    struct loop_source src = {q, queue_want, queue_ready, queue_flush, queue_close};
+    int rc;
+
+    *out = NULL;
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "limiter queue: out of memory");
+    q->l = l;
+    q->loop = loop;
+    if (l->deny_size > 0 && (rc = deny_cache_new(l->deny_size, &q->deny, err)) != PERMITD_OK) {
+        free(q);
+        return rc;
+    }
+    if ((rc = redis_pipe_new(l->redis, &q->pipe, err)) != PERMITD_OK) {
+        deny_cache_free(q->deny);
+        free(q);
+        return rc;
+    }
+    if ((rc = loop_attach(loop, &src, err)) != PERMITD_OK) {
+        deny_cache_free(q->deny);
+        redis_pipe_free(q->pipe);
+        free(q);
+        return rc;
+    }
+    *out = q;
+    return PERMITD_OK;
+}
+
+void limiter_queue_free(struct limiter_queue *q)
+{
+    struct permitd_error err;
+
+    if (q == NULL)
+        return;
+    permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
+    limiter_loader_cancel(q);
+    queue_drain(q, &err);
+    while (q->spare != NULL) {
+        struct job *j = q->spare;
+        q->spare = j->next;
+        free(j);
+    }
+    redis_pipe_free(q->pipe);
+    deny_cache_free(q->deny);
+    free(q->batch.calls);
+    free(q);
+}
+
+void limiter_queue_enqueue(struct limiter_queue *q, struct job *j)
+{
+    j->next = NULL;
+    j->answered = 0;
+    if (j->deadline_us != INT64_MAX)
+        q->timed++;
+    if (q->tail != NULL)
+        q->tail->next = j;
+    else
+        q->head = j;
+    q->tail = j;
+}
+
+
+static void queue_decision(struct limiter_queue *q, const struct limiter_request *req, int take,
+                           int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    struct permitd_error err = {0, ""};
+    struct limiter_result res;
+    const struct policies_entry *e;
+    struct job *j;
+    /* before anything is asked: a reset from now on makes what Redis
+     * answers for this request not worth remembering */
+    uint64_t epoch = atomic_load(&q->l->deny_epoch);
+    struct limiter_decision d = {q->l, req, take, 1, 0, deadline_us, &res, &err};
+    int rc;
+
+    /* What the policy's copy refuses is answered here and now; a policy
+     * the table lacks is read by the loader while the job is parked. */
+    memset(&res, 0, sizeof(res));
+    e = policies_get(q->l->policies, req->bucket);
+    if (e != NULL && ((rc = limiter_script_admit_entry(&d, e, &e)) != PERMITD_OK || e == NULL)) {
+        done(ud, rc, &res, &err);     /* refused, or failure_mode "open" (Redis lost it) */
+        return;
+    }
+    /* A name Redis said a moment ago holds no policy: not asked again. */
+    if (e == NULL && limiter_loader_absent_has(q->l, req->bucket)) {
+        rc = permitd_error_set(&err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
+                               req->bucket);
+        done(ud, rc, &res, &err);
+        return;
+    }
+    /* A bucket just denied is denied here, without Redis. */
+    if (e != NULL && limiter_deny_cacheable(q, take, e) &&
+                (req->request_id == NULL || req->request_id[0] == '\0') &&
+                limiter_deny_answer(q, req, e, epoch, &res)) {
+        policies_release(e);
+        done(ud, PERMITD_OK, &res, &err);
+        return;
+    }
+    if ((j = limiter_queue_job_get(q)) == NULL) {
+        /* Out of memory: decide right here. */
+        policies_release(e);
+        rc = limiter_script_decide(&d);
+        done(ud, rc, &res, &err);
+        return;
+    }
+    j->entry = e;
+    j->plan = NULL;
+    j->split = 0;
+    j->take = take;
+    j->req = *req;              /* the caller keeps the strings until done */
+    memcpy(j->app, req->app, strlen(req->app) + 1);    /* limiter_check(): a name */
+    j->req.app = j->app;
+    snprintf(j->request_id, sizeof(j->request_id), "%s", req->request_id ? req->request_id : "");
+    j->req.request_id = j->request_id;
+    j->lease[0] = '\0';
+    j->epoch = epoch;
+    j->sent_us = 0;
+    j->deadline_us = deadline_us;
+    j->done = done;
+    j->ud = ud;
+    if (e == NULL || limiter_loader_parked_for(q, req->bucket))
+        limiter_loader_park(q, j);         /* behind the ones of its policy parked before it */
+    else
+        limiter_queue_enqueue(q, j);
+}
+
+void limiter_acquire_queued(struct limiter_queue *q, const struct limiter_request *req,
+                            int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    queue_decision(q, req, DO_TAKE, deadline_us, done, ud);
+}
+
+void limiter_release_queued(struct limiter_queue *q, const struct limiter_request *req,
+                            int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    queue_decision(q, req, DO_RELEASE, deadline_us, done, ud);
+}
+
+void limiter_renew_queued(struct limiter_queue *q, const struct limiter_request *req,
+                          int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    queue_decision(q, req, DO_RENEW, deadline_us, done, ud);
+}
+
+void limiter_peek_queued(struct limiter_queue *q, const struct limiter_request *req,
+                         int64_t deadline_us, limiter_done_fn done, void *ud)
+{
+    queue_decision(q, req, 0, deadline_us, done, ud);
+}
+
+void limiter_acquire_batch_queued(struct limiter_queue *q, const struct limiter_request *reqs,
+                                  size_t n, int all_or_nothing, int64_t deadline_us,
+                                  struct limiter_result *res, struct permitd_error *errs,
+                                  limiter_batch_done_fn done, void *ud)
+{
+    struct permitd_error err = {0, ""};
+    struct limiter *l = q->l;
+    struct limiter_plan *pl = calloc(1, sizeof(*pl));
+    struct job *j = pl ? limiter_queue_job_get(q) : NULL;
+    int rc, parked;
+
+    if (j == NULL) {
+        /* Out of memory: decide right here. */
+        free(pl);
+        rc = limiter_acquire_batch(l, reqs, n, all_or_nothing, deadline_us, res, errs, &err);
+        done(ud, rc, &err);
+        return;
+    }
+    *pl = (struct limiter_plan){.l = l, .reqs = reqs, .n = n, .all_or_nothing = all_or_nothing,
+                        .res = res, .errs = errs, .done = done, .ud = ud,
+                        .deadline_us = deadline_us};
+    if ((parked = limiter_loader_park_batch(q, j, pl)) == 0)
+        return;
+    /* Nothing to wait for: what the table lacks is absent, or past the
+     * loader's bound (j->load says); -1: no loader, read here. */
+    pl->loaded = parked == 1 ? &j->load : NULL;
+    rc = limiter_plan_make(pl, &err);
+    pl->loaded = NULL;
+    free(j->load.p);
+    j->load = (struct load){NULL, 0, 0};
+    if (rc != PERMITD_OK || pl->ngroups == 0) {
+        done(ud, rc, &err);
+        limiter_plan_free(pl);
+        free(pl);
+        limiter_queue_job_put(q, j);
+        return;
+    }
+    j->plan = pl;
+    j->deadline_us = deadline_us;
+    limiter_queue_enqueue(q, j);
+}
