@@ -108,6 +108,7 @@ export function rowDialog({ id, prefix, title, fields: spec, values, saveId, sav
       const v = fields[f.key].control.value.trim();
       body[f.json] = f.type === "number" ? (v === "" ? "0" : v) : v;
     }
+    if (check && check(body, fields) === false) return;
     for (const p of pickers) {
       const v = body[spec.find((f) => f.key === p.key).json];
       if (known && !known.has(v)) {
@@ -116,7 +117,6 @@ export function rowDialog({ id, prefix, title, fields: spec, values, saveId, sav
         return;
       }
     }
-    if (check && check(body, fields) === false) return;
     ok.disabled = true;
     setText(ok, "Saving…");
     try {
