@@ -41,6 +41,9 @@ export function detailView(main, { policy: name }) {
       }, icon("trash"), "Delete")]
     : [];
   const desc = h("p", { class: "policy-desc" });
+  // What names the policy (GetPolicy's references, issue 40): a delete is
+  // refused while anything does, unless it deletes them too.
+  const refsLine = h("p", { class: "muted small", id: "policy-refs" });
   const settings = h("dl", { class: "settings" });
   const limitsSentence = h("p", { class: "limits-summary", id: "limits-sentence" });
   // The settle after a limit edit (issue 22): the buckets that existed get
@@ -101,7 +104,7 @@ export function detailView(main, { policy: name }) {
       desc,
       h("div", { class: "grid" },
         h("section", { class: "card span-2", "aria-labelledby": "settings-h" },
-          h("h2", { id: "settings-h" }, "Settings"), limitsSentence, settings, settleLine),
+          h("h2", { id: "settings-h" }, "Settings"), limitsSentence, settings, refsLine, settleLine),
         h("section", { class: "card", "aria-labelledby": "shared-h" },
           sharedHeading,
           sharedGauge.el, sharedInfo),
@@ -203,6 +206,7 @@ export function detailView(main, { policy: name }) {
     const first = policy === null;
     policy = r.policy || {};
     if (first) renderLayout();
+    setText(refsLine, r.referenceCount > 0 ? `Named by ${r.references}.` : "No gateway rule or Envoy descriptor names it.");
     if (String(policy.version) !== shownVersion) {
       shownVersion = String(policy.version);
       renderSettings(policy);

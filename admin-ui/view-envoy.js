@@ -24,7 +24,7 @@ import { confirmAction } from "./appdialogs.js";
 import { append, h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
 import { describeError, toast } from "./notices.js";
-import { rowDialog } from "./rowdialog.js";
+import { brokenBadge, policyNames, rowDialog } from "./rowdialog.js";
 import { call, isEditor } from "./session.js";
 import { emptyState, errorState, icon, loadingState, pageHead } from "./widgets.js";
 
@@ -33,7 +33,7 @@ const ENVOY = "EnvoyDescriptorService";
 const FIELDS = [
   { key: "domain", json: "domain", label: "Domain", hint: "The domain of Envoy's ratelimit filter (its domain: setting); every request it asks about carries it." },
   { key: "descriptor", json: "descriptor", label: "Descriptor entries", hint: "The entries of one descriptor, in the order Envoy's actions produce them, comma-separated: key for any value, key=value for that value only. E.g. remote_address, or generic_key=api,user_id." },
-  { key: "policy", json: "policy", label: "Policy", hint: "The policy every matching descriptor draws from (hits_addend permits a request); it must list Envoy's app." },
+  { key: "policy", json: "policy", label: "Policy", hint: "The policy every matching descriptor draws from (hits_addend permits a request; one that exists); it must list Envoy's app.", policies: true },
   { key: "key_entry", json: "keyEntry", label: "Key entry (optional)", hint: "The entry whose value is the bucket key, e.g. user_id: a bucket per user. Empty: one bucket shared by every matching descriptor." },
   { key: "description", json: "description", label: "Description (optional)" },
 ];
@@ -93,6 +93,7 @@ export function envoyView(main) {
   const ac = new AbortController();
   const editor = isEditor();
   let rows = [];
+  let known = null;               // every policy's name (issue 40); null: not known
   const sub = h("p", { class: "page-sub muted", "aria-live": "polite" }, "Loading…");
   const newRow = editor && h("button", { type: "button", class: "btn btn-primary", id: "new-descriptor" }, icon("plus"), "New descriptor");
   const box = h("div", { id: "descriptors" }, loadingState("Loading Envoy descriptors…"));
@@ -112,7 +113,8 @@ export function envoyView(main) {
     return h("tr", { dataset: { domain: d.domain, descriptor: d.descriptor } },
       h("td", { "data-label": "Domain" }, d.domain),
       h("td", { "data-label": "Descriptor" }, entryChips(d.descriptor)),
-      h("td", { "data-label": "Policy" }, h("a", { href: `#/policy/${encodeURIComponent(d.policy)}` }, d.policy)),
+      h("td", { "data-label": "Policy" }, h("a", { href: `#/policy/${encodeURIComponent(d.policy)}` }, d.policy),
+        known && !known.has(d.policy) && [" ", brokenBadge(d.policy)]),
       h("td", { "data-label": "Key" }, d.keyEntry ? ["value of ", h("code", {}, d.keyEntry)] : "none (shared)"),
       h("td", { "data-label": "In words", class: "in-words" }, inWords(d), d.description ? h("span", { class: "muted" }, ` ${d.description}`) : ""),
       editor && h("td", { class: "cell-actions" },
@@ -142,6 +144,9 @@ export function envoyView(main) {
     let r;
     try {
       r = await call(ENVOY, "ListEnvoyDescriptors", {}, ac.signal);
+      // The policies, to flag a row whose policy is gone (issue 40); the
+      // table is shown without the flags if they cannot be listed.
+      known = await policyNames(ac.signal).then((n) => new Set(n), (e) => (isAbort(e) ? Promise.reject(e) : null));
     } catch (err) {
       if (isAbort(err) || err.code === "unauthenticated") return;
       setText(sub, "Could not load Envoy descriptors");

@@ -14,7 +14,7 @@ import { confirmAction } from "./appdialogs.js";
 import { append, h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
 import { describeError, toast } from "./notices.js";
-import { rowDialog } from "./rowdialog.js";
+import { brokenBadge, rowDialog } from "./rowdialog.js";
 import { call, isEditor } from "./session.js";
 import { emptyState, errorState, icon, loadingState, pageHead } from "./widgets.js";
 
@@ -27,7 +27,7 @@ const FIELDS = [
   { key: "host", json: "host", label: "Host (optional)", hint: "The original request's host, exactly, without a port. Empty: any host." },
   { key: "path_prefix", json: "pathPrefix", label: "Path prefix", hint: "The original path starts with it. \"/\" matches every path; end it with \"/\" for a whole segment." },
   { key: "method", json: "method", label: "Method (optional)", hint: "GET, POST, … in capitals. Empty: any method." },
-  { key: "policy", json: "policy", label: "Policy", hint: "The policy that decides; it must list the gateway's app." },
+  { key: "policy", json: "policy", label: "Policy", hint: "The policy that decides (one that exists); it must list the gateway's app.", policies: true },
   { key: "key_source", json: "keySource", label: "Key", select: [["client", "the client's address"], ["header", "a request header"], ["none", "none: one bucket for all"]] },
   { key: "key_header", json: "keyHeader", label: "Header", hint: "The header whose value is the key, e.g. X-Api-Key or X-Tenant." },
   { key: "hash_key", json: "hashKey", label: "Key stored as", select: [["false", "the value itself"], ["true", "its SHA-256 (h:…): no raw value in Redis"]], hint: "Hash a key that is a secret, such as an API key in a header." },
@@ -101,7 +101,8 @@ export function gatewayView(main) {
       h("td", { "data-label": "Host" }, any(r.host)),
       h("td", { "data-label": "Path prefix" }, h("code", {}, r.pathPrefix || "/")),
       h("td", { "data-label": "Method" }, any(r.method)),
-      h("td", { "data-label": "Policy" }, h("a", { href: `#/policy/${encodeURIComponent(r.policy)}` }, r.policy)),
+      h("td", { "data-label": "Policy" }, h("a", { href: `#/policy/${encodeURIComponent(r.policy)}` }, r.policy),
+        r.policyMissing && [" ", brokenBadge(r.policy)]),
       h("td", { "data-label": "Key" }, keyText(r)),
       h("td", { "data-label": "Permits", class: "num" }, fmt.formatNumber(Number(r.permits || 1), 0)),
       h("td", { "data-label": "Description" }, r.description || ""),

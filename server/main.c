@@ -357,6 +357,7 @@ static void appsvc_part_free(void *ctx) { appsvc_free(((struct serve *)ctx)->app
 static int gwsvc_part(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
+    admin_set_gatewaysync(s->admin, s->gwsync);
     return gatewaysvc_new(s->cfg, s->admin, s->redis, s->gwsync, &s->gwsvc, err);
 }
 static int gwsvc_part_start(void *ctx, struct permitd_error *err)

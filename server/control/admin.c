@@ -151,6 +151,11 @@ void admin_set_fleet(struct admin *a, struct fleet *fleet)
     a->health.fleet = fleet;
 }
 
+void admin_set_gatewaysync(struct admin *a, struct gatewaysync *s)
+{
+    a->health.gwsync = s;
+}
+
 void admin_set_appkeys(struct admin *a, struct appkeys *keys)
 {
     a->health.appkeys = keys;

@@ -53,6 +53,12 @@ struct fleet;
  * outlive a. Call before the listeners start. */
 void admin_set_fleet(struct admin *a, struct fleet *fleet);
 
+struct gatewaysync;
+
+/* Names the gateway rules whose policy is gone in /readyz (issue 40); s
+ * must outlive a. Call before the listeners start. */
+void admin_set_gatewaysync(struct admin *a, struct gatewaysync *s);
+
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session of an enabled user with the role needed (need:
  * ADMIN_VIEWER, ADMIN_EDITOR or ADMIN_ADMIN; 0 and 1 read as before the

@@ -88,6 +88,7 @@ static Permit__V1__GatewayRule *rule_proto(struct connect_call *call, const stru
     m->permits = r->permits;
     m->version = r->version;
     m->hash_key = r->hash_key != 0;
+    m->policy_missing = r->policy_missing != 0;
     m->key_source = (char *)gateway_key_source_name(r->key_source);
     m->host = connect_call_strdup(call, r->host);
     m->path_prefix = connect_call_strdup(call, r->path_prefix);

@@ -8,6 +8,7 @@
  * reading MySQL after the one before it installed its rules, so an older
  * read never replaces a newer one.
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@ struct gatewaysync {
     struct gateway_rules_db *db;
     pthread_mutex_t lock;           /* the db connection, failing */
     int failing;                    /* the last load failed (logged once) */
+    char broken[1024];              /* the last load's rules naming no policy */
+    int nbroken;
     struct redis_notice *notice;
 };
 
@@ -58,9 +61,24 @@ static int load_locked(struct gatewaysync *s, struct permitd_error *err)
     struct gateway_rule *v = NULL;
     size_t n = 0;
     int rc = gateway_rules_load(s->db, &v, &n, err);
+    size_t len = 0;
 
     if (rc == PERMITD_OK)
         rc = forward_rules_replace(s->rules, v, n, err);
+    if (rc == PERMITD_OK) {
+        s->broken[0] = '\0';
+        s->nbroken = 0;
+        for (size_t i = 0; i < n; i++) {
+            int w;
+            if (!v[i].policy_missing)
+                continue;
+            w = snprintf(s->broken + len, sizeof(s->broken) - len, "%srule %" PRId64 " names "
+                         "policy %s", s->nbroken ? ", " : "", v[i].id, v[i].policy);
+            s->nbroken++;
+            if (w > 0)
+                len = len + (size_t)w < sizeof(s->broken) ? len + (size_t)w : sizeof(s->broken) - 1;
+        }
+    }
     free(v);
     return rc;
 }
@@ -73,6 +91,17 @@ int gatewaysync_load(struct gatewaysync *s, struct permitd_error *err)
     rc = load_locked(s, err);
     pthread_mutex_unlock(&s->lock);
     return rc;
+}
+
+int gatewaysync_broken(struct gatewaysync *s, char *buf, size_t size)
+{
+    int n;
+
+    pthread_mutex_lock(&s->lock);
+    snprintf(buf, size, "%s", s->broken);
+    n = s->nbroken;
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }
 
 void gatewaysync_pass(void *ud)

@@ -30,6 +30,10 @@ int gatewaysync_load(struct gatewaysync *s, struct permitd_error *err);
  * failure is logged, once until it recovers; the table keeps its rules. */
 void gatewaysync_pass(void *ud);
 
+/* The rules of the last load whose policy does not exist, as words into
+ * buf ("rule 3 names policy kb-tokn, ..."; "" for none); returns how many. */
+int gatewaysync_broken(struct gatewaysync *s, char *buf, size_t size);
+
 /* Starts listening for change notices (a thread of its own). */
 int gatewaysync_start(struct gatewaysync *s, struct permitd_error *err);
 

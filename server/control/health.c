@@ -20,6 +20,7 @@
 
 #include "core/clock.h"
 #include "control/fleet.h"
+#include "control/gatewaysync.h"
 #include "control/health.h"
 #include "control/settle.h"
 
@@ -131,6 +132,18 @@ void health_readyz(const struct health *h, struct http_response *resp)
                 st.last.policies, (now - st.last_success_us) / 1000);
         }
         readyz_skipped(h, body, cap, &n);
+    }
+    /* Issue 40: a gateway rule naming no policy answers not_found (a 500
+     * at a fail-closed gateway) for what it matches. Said here, not a 503:
+     * the rule is in the MySQL every instance reads, so a 503 would take
+     * all of them out of the load balancer for one rule while the others
+     * and the API are served. */
+    if (h->gwsync != NULL) {
+        char broken[1024];
+        int nb = gatewaysync_broken(h->gwsync, broken, sizeof(broken));
+        if (nb > 0)
+            put(body, cap, &n, "gateway rules: %d broken (the policy does not exist; requests "
+                "they match answer not_found): %s\n", nb, broken);
     }
     /* Issue 21: an instance that trusts the caller's app says so on every
      * look; it is not a reason to take it out of a load balancer. */

@@ -27,6 +27,7 @@ struct health {
     struct verifier *verifier;          /* admin login password checks; may be NULL */
     struct appkeys *appkeys;            /* the API key table; NULL: not reported */
     struct fleet *fleet;                /* the fleet publisher; NULL: not reported */
+    struct gatewaysync *gwsync;         /* gateway rules' load; NULL: not reported */
 };
 
 /* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */

@@ -368,20 +368,26 @@ static int get_policy(void *ud, struct connect_call *call, const ProtobufCMessag
     Permit__V1__GetPolicyResponse *rs = (void *)out_;
     struct store_policy p;
     struct store_user user;
-    int rc;
+    char refs[1024];
+    int rc, count = 0;
 
     if ((rc = session_authenticate(a->sessions, call, ADMIN_VIEWER, &user, err)) != PERMITD_OK ||
         (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(a->store_lock);
     rc = store_policy_get(a->store, rq->name, &p, err);
+    if (rc == PERMITD_OK &&
+        (rc = store_policy_refs(a->store, rq->name, refs, sizeof(refs), &count, err)) != PERMITD_OK)
+        store_policy_clear(&p);
     pthread_mutex_unlock(a->store_lock);
     if (rc != PERMITD_OK)
         return rc;
     tidy_rate(p.rate);
     rs->policy = to_proto(call, &p);
     store_policy_clear(&p);
-    return rs->policy ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rs->references = connect_call_strdup(call, refs);
+    rs->reference_count = count;
+    return rs->policy && rs->references ? PERMITD_OK : permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
 }
 
 /* Whether the committed policy p is what the write `in` makes of it:
@@ -523,7 +529,8 @@ static int delete_policy(void *ud, struct connect_call *call, const ProtobufCMes
     if (rq->version < 0)
         return permitd_error_set(err, PERMITD_EINVAL, "version: %" PRId64 " is negative", rq->version);
     pthread_mutex_lock(a->store_lock);
-    rc = store_policy_delete(a->store, rq->name, (uint64_t)rq->version, user.username, err);
+    rc = store_policy_delete(a->store, rq->name, (uint64_t)rq->version, rq->remove_references,
+                             user.username, err);
     /* Gone: the retry of this very delete (a client that timed out after
      * it was committed) if the name's last change is a delete by this
      * editor, of the version sent, less than POLICYSVC_DELETE_RETRY_S ago.

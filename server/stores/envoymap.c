@@ -14,8 +14,9 @@
 
 #include <mysql.h>
 
-#include "stores/envoymap.h"
 #include "stores/dbconn.h"
+#include "stores/envoymap.h"
+#include "stores/policyrefs.h"
 
 struct envoymap {
     struct dbconn_kept conn;
@@ -89,13 +90,16 @@ int envoymap_put(struct envoymap *m, const struct envoymap_row *row, int64_t exp
                         row->description, actor};
     int rc;
 
-    if ((rc = dbconn_kept_ensure(&m->conn, err)) != PERMITD_OK)
+    /* One transaction: the policy checked (and share-locked) with the write. */
+    if ((rc = dbconn_kept_begin(&m->conn, actor, err)) != PERMITD_OK)
         return rc;
     for (int i = 0; i < 6; i++)
         if ((q[i] = dbconn_kept_quote(&m->conn, s[i])) == NULL) {
             rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
             goto out;
         }
+    if ((rc = policyrefs_require(&m->conn, "policy", row->policy, err)) != PERMITD_OK)
+        goto out;
     if (expect_version > 0) {
         rc = dbconn_kept_queryf(&m->conn, NULL, err, "UPDATE envoy_descriptors SET policy = %s, key_entry = %s, "
                  "description = %s, updated_by = %s, version = version + 1 "
@@ -117,7 +121,7 @@ int envoymap_put(struct envoymap *m, const struct envoymap_row *row, int64_t exp
 out:
     for (int i = 0; i < 6; i++)
         free(q[i]);
-    return rc;
+    return dbconn_kept_finish(&m->conn, rc, err);
 }
 
 int envoymap_delete(struct envoymap *m, const char *domain, const char *descriptor,

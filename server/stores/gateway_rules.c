@@ -18,6 +18,7 @@
 #include "stores/dbconn.h"
 #include "stores/gateway_rules.h"
 #include "stores/policy.h"
+#include "stores/policyrefs.h"
 
 #define TIME_FMT "'%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'"
 
@@ -148,7 +149,8 @@ int gateway_rules_load(struct gateway_rules_db *d, struct gateway_rule **out, si
         (rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT id, position, host, path_prefix, method, policy, "
                   "key_source, key_header, permits, description, version, created_by, "
                   "updated_by, DATE_FORMAT(created_at, " TIME_FMT "), DATE_FORMAT(updated_at, "
-                  TIME_FMT "), hash_key FROM gateway_rules ORDER BY position, id LIMIT %d",
+                  TIME_FMT "), hash_key, NOT EXISTS (SELECT 1 FROM policies p WHERE p.name = "
+                  "gateway_rules.policy) FROM gateway_rules ORDER BY position, id LIMIT %d",
                   GATEWAY_RULES_MAX)) != PERMITD_OK)
         return rc;
     v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
@@ -177,6 +179,7 @@ int gateway_rules_load(struct gateway_rules_db *d, struct gateway_rule **out, si
         dbconn_field_copy(r->created_at, sizeof(r->created_at), row[13]);
         dbconn_field_copy(r->updated_at, sizeof(r->updated_at), row[14]);
         r->hash_key = row[15] != NULL && row[15][0] == '1';
+        r->policy_missing = row[16] != NULL && row[16][0] == '1';
         count++;
     }
     mysql_free_result(res);
@@ -228,6 +231,8 @@ int gateway_rules_create(struct gateway_rules_db *d, const struct gateway_rule *
     memset(&q, 0, sizeof(q));
     if (rc == PERMITD_OK)
         rc = quote_rule(d, r, actor, &q, err);
+    if (rc == PERMITD_OK)
+        rc = policyrefs_require(&d->conn, "policy", r->policy, err);
     if (rc == PERMITD_OK)
         rc = dbconn_kept_queryf(&d->conn, &res, err, "SELECT COUNT(*) FROM gateway_rules FOR UPDATE");
     if (rc == PERMITD_OK) {
@@ -284,6 +289,8 @@ int gateway_rules_update(struct gateway_rules_db *d, const struct gateway_rule *
         rc = quote_rule(d, r, actor, &q, err);
     if (rc == PERMITD_OK)
         rc = lock_rule(d, r->id, r->version, err);
+    if (rc == PERMITD_OK)
+        rc = policyrefs_require(&d->conn, "policy", r->policy, err);
     if (rc == PERMITD_OK)
         rc = dbconn_kept_queryf(&d->conn, NULL, err, "UPDATE gateway_rules SET position = %d, host = %s, "
                  "path_prefix = %s, method = %s, policy = %s, key_source = '%s', key_header = %s, "

@@ -56,6 +56,7 @@ struct gateway_rule {
     char updated_by[GATEWAY_NAME_MAX + 1];
     char created_at[40];                /* RFC 3339 UTC */
     char updated_at[40];
+    int policy_missing;                 /* at load: no policy has that name (issue 40) */
 };
 
 /* "client", "header" or "none". A static string. */

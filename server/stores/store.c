@@ -24,6 +24,7 @@
 #include "stores/dbconn.h"
 #include "core/log.h"
 #include "stores/policy.h"
+#include "stores/policyrefs.h"
 #include "core/sha256.h"
 #include "stores/store.h"
 
@@ -882,21 +883,39 @@ done:
     return rc;
 }
 
-int store_policy_delete(struct store *s, const char *name, uint64_t version,
+int store_policy_delete(struct store *s, const char *name, uint64_t version, int remove_refs,
                         const char *actor, struct permitd_error *err)
 {
-    char *old = NULL;
+    char *old = NULL, refs[1024];
     uint64_t id = 0;
-    int rc;
+    int rc, count = 0;
 
     if ((rc = dbconn_kept_begin(&s->conn, actor, err)) != PERMITD_OK)
         return rc;
-    if ((rc = lock_policy(s, name, version, &id, &old, err)) == PERMITD_OK &&
-        (rc = audit(s, id, "delete", actor, old, 0, err)) == PERMITD_OK)
+    if ((rc = lock_policy(s, name, version, &id, &old, err)) == PERMITD_OK)
+        rc = policyrefs_list(&s->conn, name, refs, sizeof(refs), &count, err);
+    if (rc == PERMITD_OK && count > 0 && !remove_refs)
+        rc = permitd_error_set(err, PERMITD_EPRECONDITION, "name: policy \"%s\" is named by %d "
+                               "reference(s): %s; delete or repoint them first, or send "
+                               "remove_references to delete them with it", name, count, refs);
+    else if (rc == PERMITD_OK && count > 0)
+        rc = policyrefs_remove(&s->conn, name, err);
+    if (rc == PERMITD_OK && (rc = audit(s, id, "delete", actor, old, 0, err)) == PERMITD_OK)
         rc = run(s, sqlf("DELETE FROM policies WHERE id = %" PRIu64, id), err);
     rc = dbconn_kept_finish(&s->conn, rc, err);
     free(old);
     return rc;
+}
+
+int store_policy_refs(struct store *s, const char *name, char *buf, size_t size, int *count,
+                      struct permitd_error *err)
+{
+    int rc;
+
+    *count = 0;
+    if ((rc = connect_db(s, err)) != PERMITD_OK)
+        return rc;
+    return policyrefs_list(&s->conn, name, buf, size, count, err);
 }
 
 int store_policy_deleted(struct store *s, const char *name, uint64_t version,

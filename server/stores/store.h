@@ -147,9 +147,15 @@ int store_policy_create(struct store *s, const struct store_policy_input *in,
 int store_policy_update(struct store *s, const struct store_policy_input *in,
                         uint64_t version, const char *actor, struct store_policy *out,
                         struct permitd_error *err);
-/* Deletes a policy (version 0: whatever version it has). */
-int store_policy_delete(struct store *s, const char *name, uint64_t version,
+/* Deletes a policy (version 0: whatever version it has). Gateway rules and
+ * Envoy descriptors naming it (stores/policyrefs.h) refuse the delete
+ * (PERMITD_EPRECONDITION naming them) unless remove_refs, which deletes
+ * them in the same transaction. */
+int store_policy_delete(struct store *s, const char *name, uint64_t version, int remove_refs,
                         const char *actor, struct permitd_error *err);
+/* What names policy `name`, as policyrefs_list() words it. */
+int store_policy_refs(struct store *s, const char *name, char *buf, size_t size, int *count,
+                      struct permitd_error *err);
 /* Whether the last change to policy `name` is a delete by actor, made at
  * most within_s seconds ago, of version `version` (0: of any version, as
  * store_policy_delete() takes it): the audit row a retried DeletePolicy

@@ -42,6 +42,8 @@ from test_apps import Admin, cli, database_url
 EDITOR, EDITOR_PW = "ed", "editor-password-1"
 VIEWER, VIEWER_PW = "vi", "viewer-password-1"
 GATEWAY = "permit.v1.GatewayService"
+ENVOY = "permit.v1.EnvoyDescriptorService"
+POLICY = "permit.v1.PolicyService"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 NGINX_CONF = """
@@ -414,8 +416,21 @@ class ForwardAuthTest(GatewayCase):
             self.assertNotIn("retry-after", h)
 
     def test_gateway_rule_naming_no_policy_is_an_error(self):
+        """The RPCs refuse such a rule (issue 40); one written in plain SQL
+        answers not_found, is flagged in the list and named in /readyz
+        (which stays 200: see health.c)."""
         missing = unique("nopol")
-        self.rule(pathPrefix="/nopolicy/", policy=missing, keySource="none")
+        mysql("INSERT INTO gateway_rules (path_prefix, policy, key_source) VALUES "
+              "('/nopolicy/', '%s', 'none')" % missing, database=self.db)
+        rid = mysql("SELECT id FROM gateway_rules WHERE policy = '%s'" % missing,
+                    database=self.db)[0][0]
+        want = "rule %s names policy %s" % (rid, missing)
+        wait_for("/readyz naming the broken rule",
+                 lambda: want in self.permitd.admin().request("GET", "/readyz").body.decode(),
+                 timeout=15)
+        self.assertEqual(self.permitd.admin().request("GET", "/readyz").status, 200)
+        listed = self.ed.call(GATEWAY, "ListGatewayRules", {}).json()["rules"]
+        self.assertEqual([x.get("policyMissing") for x in listed if x["policy"] == missing], [True])
         s = self.nginx.get("/nopolicy/")
         self.assertEqual(s[0], 500)
         r = self.permitd.http().request("GET", "/v1/forward-auth/envoy/nopolicy/", None,
@@ -575,6 +590,51 @@ class RulesAdminTest(GatewayCase):
                      % rid, database=self.db)
         self.assertEqual([tuple(r) for r in rows],
                          [("create", EDITOR), ("update", EDITOR), ("delete", EDITOR)])
+
+    def test_gateway_and_envoy_writes_refuse_a_missing_policy(self):
+        """Issue 40: a rule or descriptor naming no policy is refused,
+        naming it, on create and on update."""
+        pol, missing = self.policy(1), unique("kb-tokn")
+        r = self.ed.call(GATEWAY, "CreateGatewayRule", {"rule": {
+            "pathPrefix": "/ref/", "policy": missing, "keySource": "none"}})
+        self.assertEqual(error_code(r), "failed_precondition", r)
+        self.assertIn(missing, r.json()["message"])
+        rule = self.rule(pathPrefix="/ref/", policy=pol, keySource="none")
+        r = self.ed.call(GATEWAY, "UpdateGatewayRule", {"rule": dict(rule, policy=missing)})
+        self.assertEqual(error_code(r), "failed_precondition", r)
+        self.assertIn(missing, r.json()["message"])
+        r = self.ed.call(ENVOY, "PutEnvoyDescriptor", {"descriptor": {
+            "domain": "refs", "descriptor": "generic_key=api", "policy": missing}})
+        self.assertEqual(error_code(r), "failed_precondition", r)
+        self.assertIn(missing, r.json()["message"])
+        self.assertEqual(mysql("SELECT COUNT(*) FROM envoy_descriptors WHERE policy = '%s'"
+                               % missing, database=self.db)[0][0], "0")
+
+    def test_policy_delete_refused_while_named_then_removes_them(self):
+        """Issue 40: GetPolicy lists what names a policy; DeletePolicy refuses
+        while anything does, and removes them with it when asked (audited)."""
+        pol = self.policy(1)
+        rule = self.rule(pathPrefix="/del/", policy=pol, keySource="none")
+        r = self.ed.call(ENVOY, "PutEnvoyDescriptor", {"descriptor": {
+            "domain": "refs", "descriptor": "generic_key=del", "policy": pol}})
+        self.assertEqual(r.status, 200, r)
+        got = self.ed.call(POLICY, "GetPolicy", {"name": pol}).json()
+        self.assertEqual(got["referenceCount"], 2, got)
+        self.assertIn("gateway rule %s" % rule["id"], got["references"])
+        self.assertIn("envoy descriptor refs/generic_key=del", got["references"])
+        r = self.ed.call(POLICY, "DeletePolicy", {"name": pol})
+        self.assertEqual(error_code(r), "failed_precondition", r)
+        self.assertIn("gateway rule %s" % rule["id"], r.json()["message"])
+        self.assertEqual(self.ed.call(POLICY, "GetPolicy", {"name": pol}).status, 200)
+        r = self.ed.call(POLICY, "DeletePolicy", {"name": pol, "removeReferences": True})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(mysql("SELECT COUNT(*) FROM gateway_rules WHERE policy = '%s'" % pol,
+                               database=self.db)[0][0], "0")
+        self.assertEqual(mysql("SELECT COUNT(*) FROM envoy_descriptors WHERE policy = '%s'"
+                               % pol, database=self.db)[0][0], "0")
+        rows = mysql("SELECT action, actor FROM gateway_rule_audit WHERE rule_id = %s "
+                     "ORDER BY id" % rule["id"], database=self.db)
+        self.assertEqual([tuple(x) for x in rows], [("create", EDITOR), ("delete", EDITOR)])
 
     def test_gateway_rule_written_in_sql_reaches_permitd(self):
         """A DBA's INSERT reaches every instance by the sync pass."""

@@ -21,7 +21,7 @@ import path from "node:path";
 
 import { chromium } from "playwright-core";
 
-import { CHROMIUM, CHROMIUM_ARGS, SHOTS, checkA11y, harness, pageRpc } from "./harness.mjs";
+import { CHROMIUM, CHROMIUM_ARGS, SHOTS, checkA11y, harness, mariadb, pageRpc } from "./harness.mjs";
 
 const T = harness("uigw");
 const { step, login } = T;
@@ -160,6 +160,27 @@ describe("the Gateway rules page in headless Chromium", () => {
     await vpage.screenshot({ path: path.join(SHOTS, "gateway-rules-viewer.png"), fullPage: true });
     await ctx.close();
     T.currentPage = page;
+  });
+
+  step("the policy is picked from existing ones; a rule whose policy is gone shows as broken", async () => {
+    // A rule naming no policy, as plain SQL can write it (issue 40).
+    mariadb(`INSERT INTO \`${T.db}\`.gateway_rules (path_prefix, policy, key_source) VALUES ('/gone/', 'gw-gone', 'none')`);
+    await page.goto(`${adminBase()}/#/gateway`);
+    await page.reload();
+    const broken = page.locator("#rules tbody tr", { hasText: "/gone/" }).locator(".broken-policy");
+    await broken.waitFor();
+    assert.equal(await page.locator("#rules tbody tr", { hasText: "/v/" }).locator(".broken-policy").count(), 0);
+    await page.locator("#new-rule").click();
+    await page.locator("#rule-dialog").waitFor();
+    await page.locator(`#r-policy-options option[value="${POLICY}"]`).waitFor({ state: "attached" });
+    assert.deepEqual(await page.locator("#r-policy-options option").evaluateAll((o) => o.map((x) => x.value)), [POLICY]);
+    await page.locator("#r-policy").fill("gw-gone");
+    await page.locator("#rule-save").click();
+    await page.locator("#r-policy-error").waitFor();
+    assert.match(await page.locator("#r-policy-error").textContent(), /no policy is named "gw-gone"/);
+    await checkA11y(page, "rule dialog, policy picker");
+    await page.locator("#rule-dialog-cancel").click();
+    await page.locator("#rule-dialog").waitFor({ state: "detached" });
   });
 
   step("the page raised no script errors and broke no Content-Security-Policy", () => {

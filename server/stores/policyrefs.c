@@ -1,0 +1,81 @@
+/*
+ * policyrefs.c - what names a policy: the check on a gateway rule's or
+ * Envoy descriptor's write, and the list and removal on a policy's delete
+ * (see policyrefs.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mysql.h>
+
+#include "stores/policyrefs.h"
+
+int policyrefs_require(struct dbconn_kept *k, const char *field, const char *policy,
+                       struct permitd_error *err)
+{
+    MYSQL_RES *res = NULL;
+    char *q = dbconn_kept_quote(k, policy);
+    int rc;
+
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = dbconn_kept_queryf(k, &res, err, "SELECT id FROM policies WHERE name = %s "
+                            "LOCK IN SHARE MODE", q);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    if (mysql_num_rows(res) == 0)
+        rc = permitd_error_set(err, PERMITD_EPRECONDITION, "%s: policy \"%s\" does not exist "
+                               "(create it first, or pick one ListPolicies shows)", field, policy);
+    mysql_free_result(res);
+    return rc;
+}
+
+int policyrefs_list(struct dbconn_kept *k, const char *policy, char *buf, size_t size,
+                    int *count, struct permitd_error *err)
+{
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    char *q = dbconn_kept_quote(k, policy);
+    size_t len = 0;
+    int rc;
+
+    *count = 0;
+    if (size > 0)
+        buf[0] = '\0';
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = dbconn_kept_queryf(k, &res, err, "SELECT CONCAT('gateway rule ', id) FROM gateway_rules "
+                            "WHERE policy = %s UNION ALL SELECT CONCAT('envoy descriptor ', "
+                            "domain, '/', descriptor) FROM envoy_descriptors WHERE policy = %s",
+                            q, q);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        int n = snprintf(buf + len, size - len, "%s%s", *count ? ", " : "", row[0] ? row[0] : "");
+        (*count)++;
+        if (n < 0 || (size_t)n >= size - len) {
+            len = size - 1;         /* cut: the count still says how many */
+            continue;
+        }
+        len += (size_t)n;
+    }
+    mysql_free_result(res);
+    return PERMITD_OK;
+}
+
+int policyrefs_remove(struct dbconn_kept *k, const char *policy, struct permitd_error *err)
+{
+    char *q = dbconn_kept_quote(k, policy);
+    int rc;
+
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = dbconn_kept_queryf(k, NULL, err, "DELETE FROM gateway_rules WHERE policy = %s", q);
+    if (rc == PERMITD_OK)
+        rc = dbconn_kept_queryf(k, NULL, err, "DELETE FROM envoy_descriptors WHERE policy = %s", q);
+    free(q);
+    return rc;
+}
