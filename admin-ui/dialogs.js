@@ -1,9 +1,10 @@
-// dialogs.js - the modal dialog that confirms deleting a policy (a native
-// <dialog>: focus is kept inside and Escape closes it), shared by the
-// policies table and the detail page. What names the policy (gateway rules,
-// Envoy descriptors: GetPolicy's references, issue 40) is listed; the
-// server refuses the delete while any does, unless the box that deletes
-// them with it is ticked.
+// dialogs.js - the modal dialogs that confirm deleting a policy and
+// resetting a bucket (a native <dialog>: focus is kept inside and Escape
+// closes it), shared by the policies table, the detail page, the hot keys
+// and the bucket inspector. A delete lists what names the policy (gateway
+// rules, Envoy descriptors: GetPolicy's references); the server refuses the
+// delete while any does, unless the box that deletes them with it is ticked.
+import { isAbort } from "./api.js";
 import { h, setText } from "./dom.js";
 import { describeError, toast } from "./notices.js";
 import { POLICY, call } from "./session.js";
@@ -66,6 +67,52 @@ export function confirmDelete(p, onDeleted) {
       } else {
         setText(msg, describeError(err));
       }
+      msg.hidden = false;
+    }
+  });
+  document.body.append(dlg);
+  dlg.showModal();
+  cancel.focus();
+}
+
+// Asks before a bucket reset (ResetBucket gives the key its whole limit
+// back, and is audited): names the key and what its bucket holds now, as
+// GetBucket reads it when the dialog opens. o: { policy, key ("" for the
+// shared bucket), action (the button's words), load() -> the bucket,
+// reset() -> a promise, done(result) after it }. Cancel or Escape calls
+// nothing.
+export function confirmReset(o) {
+  const who = o.key === "" ? `The shared bucket of ${o.policy}` : o.key;
+  const msg = h("p", { class: "form-error", role: "alert", hidden: true });
+  const holds = h("p", { id: "reset-holds" }, "Reading the bucket…");
+  const cancel = h("button", { type: "button", class: "btn", id: "reset-cancel" }, "Cancel");
+  const go = h("button", { type: "submit", class: "btn btn-danger", id: "reset-confirm" }, o.action);
+  const form = h("form", { method: "dialog" },
+    h("h2", { id: "reset-title" }, o.key === "" ? "Reset the shared bucket?" : "Reset the bucket of ",
+      o.key === "" ? null : h("code", { class: "break" }, o.key), o.key === "" ? null : "?"),
+    h("div", { id: "reset-desc" }, holds,
+      h("p", { class: "small muted" }, "The reset is recorded in the audit with the bucket as it was.")),
+    msg,
+    h("div", { class: "dialog-actions" }, cancel, go));
+  const dlg = h("dialog", { class: "dialog", id: "reset-dialog", "aria-labelledby": "reset-title", "aria-describedby": "reset-desc" }, form);
+  dlg.addEventListener("close", () => dlg.remove());
+  cancel.addEventListener("click", () => dlg.close());
+  o.load().then((b) => {
+    const limit = Number(b?.limit ?? 0);
+    setText(holds, `${who} holds ${Number(b?.remaining ?? 0)} of ${limit}; reset gives back ${limit}.`);
+  }, (err) => setText(holds, `${who}: its bucket could not be read (${describeError(err)}).`));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    msg.hidden = true;
+    go.disabled = true;
+    try {
+      const r = await o.reset();
+      dlg.close();
+      o.done(r);
+    } catch (err) {
+      go.disabled = false;
+      if (err.code === "unauthenticated" || isAbort(err)) return;
+      setText(msg, `Could not reset: ${describeError(err)}`);
       msg.hidden = false;
     }
   });

@@ -3,7 +3,7 @@
 // every permitd instance (HotKeyService/GetHotKeys), each with its bucket's
 // level now and, for editors, a reset (PolicyService/ResetBucket). Keys are
 // user data: the server gives them to signed-in users only.
-import { isAbort } from "./api.js";
+import { confirmReset } from "./dialogs.js";
 import { h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
 import { describeError } from "./notices.js";
@@ -65,17 +65,18 @@ export function hotKeysCard(name, editor, signal, onInspect) {
       : "No instance has counted takes of a key of this policy in the last minutes.");
   }
 
-  async function reset(button, key) {
-    button.disabled = true;
-    try {
-      await call(POLICY, "ResetBucket", { name, key }, signal);
-      setText(done, `Reset the bucket of ${key} (${new Date().toLocaleTimeString()}).`);
-      hotPoll.now();
-    } catch (err) {
-      if (!isAbort(err)) setText(done, `Could not reset ${key}: ${describeError(err)}`);
-    } finally {
-      button.disabled = false;
-    }
+  // Asks first (dialogs.js: the key and what it holds now), then resets.
+  function reset(button, key) {
+    confirmReset({
+      policy: name, key, action: "Reset",
+      load: async () => (await call(POLICY, "GetBucket", { name, key }, signal)).bucket || {},
+      reset: () => call(POLICY, "ResetBucket", { name, key }, signal),
+      done: () => {
+        setText(done, `Reset the bucket of ${key} (${new Date().toLocaleTimeString()}).`);
+        hotPoll.now();
+        button.focus();
+      },
+    });
   }
 
   const hotPoll = poll(async () => {

@@ -10,7 +10,7 @@
 // entries and their ages (a small timeline and a list), the leases held and
 // when each expires. They are rebuilt on every refresh (every 2 s, which is
 // the countdown's step), and are not a live region.
-import { isAbort } from "./api.js";
+import { confirmReset } from "./dialogs.js";
 import { h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
 import { describeError } from "./notices.js";
@@ -179,18 +179,16 @@ export function bucketInspector(name, editor, signal) {
       else setText(status, `Not updating: ${describeError(err)}`);
     });
     if (reset) {
-      reset.onclick = async () => {
-        reset.disabled = true;
-        try {
-          const r = await call(POLICY, "ResetBucket", { name, key: k }, mine);
+      reset.onclick = () => confirmReset({
+        policy: name, key: k, action: viewOf(algorithm).reset,
+        load: async () => (await call(POLICY, "GetBucket", { name, key: k }, mine)).bucket || {},
+        reset: () => call(POLICY, "ResetBucket", { name, key: k }, mine),
+        done: (r) => {
           if (r.bucket) show(r.bucket, k);
           setText(status, `Reset: ${viewOf(algorithm).done} (${new Date().toLocaleTimeString()}).`);
-        } catch (err) {
-          if (!isAbort(err)) setText(status, `Could not reset: ${describeError(err)}`);
-        } finally {
-          reset.disabled = false;
-        }
-      };
+          reset.focus();
+        },
+      });
     }
   }
 

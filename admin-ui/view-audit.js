@@ -19,8 +19,8 @@ import { AUDIT, call } from "./session.js";
 import { badge, emptyState, errorState, loadingState, pageHead } from "./widgets.js";
 
 const PAGE_SIZE = 25;
-const KINDS = [["", "Any"], ["policy", "Policies"], ["app", "Apps"], ["key", "Keys"], ["user", "Users"]];
-const ACTION_KIND = { create: "ok", issue: "ok", enable: "ok", delete: "danger", revoke: "danger", disable: "danger" };
+const KINDS = [["", "Any"], ["policy", "Policies"], ["app", "Apps"], ["key", "Keys"], ["user", "Users"], ["bucket", "Bucket resets"]];
+const ACTION_KIND = { reset: "danger", create: "ok", issue: "ok", enable: "ok", delete: "danger", revoke: "danger", disable: "danger" };
 
 // "2026-11-25T10:00" (a datetime-local value, local time) → UTC RFC 3339.
 function toUtc(local) {
@@ -103,10 +103,27 @@ export function auditView(main) {
         : h("a", { href: policyHref(e.subject), class: "break" }, e.subject);
     }
     if (e.kind === "key") return [h("span", { class: "break" }, e.subject), " ", h("code", { class: "key-prefix" }, e.keyPrefix || "")];
+    if (e.kind === "bucket") {
+      return [h("a", { href: policyHref(e.subject), class: "break" }, e.subject), " ",
+        e.keyPrefix ? h("code", { class: "break bucket-key" }, e.keyPrefix) : h("span", { class: "muted small" }, "shared bucket")];
+    }
     return h("span", { class: "break" }, e.subject);
   }
 
+  // A reset's row: the bucket as it was (ResetBucket's audit, issue 40).
+  function bucketBefore(e) {
+    let b;
+    try {
+      b = JSON.parse(e.oldValue || "");
+    } catch {
+      return h("code", { class: "small" }, e.oldValue || "");
+    }
+    return h("span", { class: "small bucket-before" },
+      `Before: ${Number(b.remaining ?? 0)} of ${Number(b.limit ?? 0)} left; reset gave back ${Number(b.limit ?? 0)}`);
+  }
+
   function changes(e) {
+    if (e.kind === "bucket") return bucketBefore(e);
     const both = e.oldValue && e.newValue;
     const d = fmt.diffChange({ action: both ? "update" : e.action === "delete" ? "delete" : "create", oldValue: e.oldValue || "", newValue: e.newValue || "" });
     if (d.unreadable) return h("code", { class: "small" }, e.newValue || e.oldValue || "");

@@ -11,6 +11,9 @@
 # scripts: each is embedded as cmake/lua_splice.cmake puts it together
 # (its `-- @include` lines replaced by lua/lib/ pieces), bytes and SHA-1
 # alike, so the SHA-1 is the one Redis computes for the text it is sent.
+# With -DGZIP=1 (the admin UI) each file is also embedded gzipped
+# (gzip -9 -n: no name, no time, so the build is reproducible), as the
+# table's gz and gz_len; without it they are NULL and 0.
 if(SPLICE)
   include(${CMAKE_CURRENT_LIST_DIR}/lua_splice.cmake)
 endif()
@@ -33,9 +36,25 @@ foreach(f IN LISTS FILES)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
   string(REGEX REPLACE "(0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,)" "\\1\n  " bytes "${bytes}")
   string(APPEND body "static const char ${PREFIX}_${ident}[] = {\n  ${bytes}0};\n\n")
-  string(APPEND table "  {\"${name}\", ${PREFIX}_${ident}, ${len}, \"${sha1}\"},\n")
+  set(gz "NULL, 0")
+  if(GZIP)
+    file(MAKE_DIRECTORY ${OUT}.gz)
+    execute_process(COMMAND gzip -9 -n -c ${f} OUTPUT_FILE ${OUT}.gz/${name}.gz
+                    RESULT_VARIABLE gzip_rc)
+    if(NOT gzip_rc EQUAL 0)
+      message(FATAL_ERROR "embed.cmake: gzip -9 -n ${f} failed: ${gzip_rc}")
+    endif()
+    file(READ ${OUT}.gz/${name}.gz hex HEX)
+    string(LENGTH "${hex}" hexlen)
+    math(EXPR gzlen "${hexlen} / 2")
+    string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+    string(REGEX REPLACE "(0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,)" "\\1\n  " bytes "${bytes}")
+    string(APPEND body "static const char ${PREFIX}_${ident}_gz[] = {\n  ${bytes}0};\n\n")
+    set(gz "${PREFIX}_${ident}_gz, ${gzlen}")
+  endif()
+  string(APPEND table "  {\"${name}\", ${PREFIX}_${ident}, ${len}, \"${sha1}\", ${gz}},\n")
 endforeach()
-string(APPEND body "const struct embedded_file ${PREFIX}_files[] = {\n${table}  {NULL, NULL, 0, NULL},\n};\n")
+string(APPEND body "const struct embedded_file ${PREFIX}_files[] = {\n${table}  {NULL, NULL, 0, NULL, NULL, 0},\n};\n")
 file(WRITE ${OUT}.tmp "${body}")
 file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)
 file(REMOVE ${OUT}.tmp)

@@ -418,9 +418,10 @@ static void route(struct admin *a, const struct http_request *req, struct http_r
         return;
     }
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
-        if (strcmp(path, "/") == 0 && ui_file(a->cfg->admin_ui_dir, "index.html", resp))
+        const char *ae = http_request_header_all(req, "Accept-Encoding");
+        if (strcmp(path, "/") == 0 && ui_file(a->cfg->admin_ui_dir, "index.html", ae, resp))
             return;
-        if (strncmp(path, "/ui/", 4) == 0 && ui_file(a->cfg->admin_ui_dir, path + 4, resp))
+        if (strncmp(path, "/ui/", 4) == 0 && ui_file(a->cfg->admin_ui_dir, path + 4, ae, resp))
             return;
     }
     if (strcmp(method, "POST") == 0 && strncmp(path, "/permit.v1.", 11) == 0 && !same_origin(a, req)) {

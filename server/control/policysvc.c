@@ -8,7 +8,9 @@
  * RPC returns sees the change. Two editors of one policy are told apart by
  * its version: the second gets aborted. Who may do what is session.c's:
  * viewers read, editors write. The store connection is shared with
- * session.c under one mutex: admin traffic is light.
+ * session.c under one mutex: admin traffic is light. A ResetBucket is
+ * written to bucket_audit (store_bucket_audit()) with the bucket as it
+ * was, before Redis resets it.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -25,6 +27,7 @@
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
 #include "stores/store.h"
+#include "transport/json.h"
 
 #define POLICYSVC_REDIS_DEADLINE_MS 1000
 /* How long a DeletePolicy that was committed is still told from a delete
@@ -617,13 +620,36 @@ static int reset_bucket(void *ud, struct connect_call *call, const ProtobufCMess
     const Permit__V1__ResetBucketRequest *rq = (const void *)in_;
     Permit__V1__ResetBucketResponse *rs = (void *)out_;
     struct store_user user;
+
+    Permit__V1__Bucket *before;
+    const ProtobufCFieldDescriptor *always[4];
+    char *json;
+    size_t len;
     int rc;
 
+    /* Audited before it is done, with the bucket as the inspector saw it
+     * (issue 40): no audit row, no reset. */
     if ((rc = session_authenticate(a->sessions, call, ADMIN_EDITOR, &user, err)) != PERMITD_OK ||
+        (rc = bucket_proto(a, call, rq->name, rq->key, 1, &before, err)) != PERMITD_OK)
+        return rc;
+    always[0] = protobuf_c_message_descriptor_get_field_by_name(&permit__v1__bucket__descriptor,
+                                                                "tokens");
+    always[1] = protobuf_c_message_descriptor_get_field_by_name(&permit__v1__bucket__descriptor,
+                                                                "remaining");
+    always[2] = protobuf_c_message_descriptor_get_field_by_name(&permit__v1__bucket__descriptor,
+                                                                "limit");
+    always[3] = NULL;
+    if ((json = json_encode_always(&before->base, always, NULL, &len)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    pthread_mutex_lock(a->store_lock);
+    rc = store_bucket_audit(a->store, rq->name, rq->key, user.username, json, err);
+    pthread_mutex_unlock(a->store_lock);
+    free(json);
+    if (rc != PERMITD_OK ||
         (rc = limiter_reset(a->limiter, rq->name, rq->key, deadline(), err)) != PERMITD_OK)
         return rc;
-    log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=%s by=%s", rq->name, log_q(rq->key),
-            user.username);
+    log_msg(LOG_LEVEL_INFO, "bucket reset", "policy=%s key=%s by=%s remaining_before=%lld",
+            rq->name, log_q(rq->key), user.username, (long long)before->remaining);
     return bucket_proto(a, call, rq->name, rq->key, 1, &rs->bucket, err);
 }
 

@@ -11,6 +11,8 @@ struct embedded_file {
     const char *data;   /* NUL-terminated */
     size_t len;         /* without the NUL */
     const char *sha1;   /* of data, in hex: the name Redis gives a script */
+    const char *gz;     /* data gzipped at build (the admin UI's files), or NULL */
+    size_t gz_len;
 };
 
 /* The Lua scripts of lua/, ending in {NULL, NULL, 0}. */

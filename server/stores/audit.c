@@ -1,7 +1,7 @@
 /*
- * audit.c - the three audit tables read as one list (see audit.h).
+ * audit.c - the four audit tables read as one list (see audit.h).
  *
- * One UNION ALL of three SELECTs, each filtered and cut to the page's size
+ * One UNION ALL of four SELECTs, each filtered and cut to the page's size
  * on its own (each table is indexed by changed_at, migration 0009), then
  * merged newest first by (changed_at, source, id): a total order, so a
  * cursor names exactly one place in it.
@@ -117,6 +117,7 @@ static int statement(struct audit_db *d, const struct audit_filter *f, char **sq
     int apps = !(f->policy && f->policy[0]) &&
                (!kind || strcmp(kind, "app") == 0 || strcmp(kind, "key") == 0);
     int users = !(f->policy && f->policy[0]) && (!kind || strcmp(kind, "user") == 0);
+    int buckets = !kind || strcmp(kind, "bucket") == 0;
 
     if ((f->policy && f->policy[0] && (qp = dbconn_kept_quote(&d->conn, f->policy)) == NULL) ||
         (f->actor && f->actor[0] && (qa = dbconn_kept_quote(&d->conn, f->actor)) == NULL) ||
@@ -151,6 +152,15 @@ static int statement(struct audit_db *d, const struct audit_filter *f, char **sq
         rc |= add(sql, " ORDER BY changed_at DESC, id DESC LIMIT %d)", f->limit);
         branches++;
     }
+    if (buckets) {
+        rc |= add(sql, "%s(SELECT %d AS src, " COLUMNS("policy", "bucket_key")
+                       " FROM bucket_audit WHERE 1", branches ? " UNION ALL " : "", AUDIT_BUCKET);
+        if (qp != NULL)
+            rc |= add(sql, " AND policy = %s", qp);
+        rc |= common_where(sql, AUDIT_BUCKET, qa, qs, qu, f, qc);
+        rc |= add(sql, " ORDER BY changed_at DESC, id DESC LIMIT %d)", f->limit);
+        branches++;
+    }
     if (branches == 0)      /* a policy filter with kind app: nothing */
         rc |= add(sql, "SELECT 0 AS src, 0 AS id, '' AS subject, '' AS kp, '' AS action, "
                        "'' AS actor, NOW(6) AS changed_at, '' AS ov, '' AS nv FROM DUAL WHERE 0");
@@ -170,6 +180,8 @@ static const char *kind_of(int source, const char *prefix)
         return "policy";
     case AUDIT_APP:
         return prefix[0] ? "key" : "app";
+    case AUDIT_BUCKET:
+        return "bucket";
     default:
         return "user";
     }

@@ -1,7 +1,8 @@
 /*
  * audit.h - one history of every change (issue 23): policy_audit (0001,
  * written by the admin API and the plain-SQL triggers), app_audit (0007:
- * apps and keys) and user_audit (0009: users), read as one list, newest
+ * apps and keys), user_audit (0009: users) and bucket_audit (0013: bucket
+ * resets, the key in key_prefix's place), read as one list, newest
  * first, in pages; libmariadb stays inside audit.c.
  *
  * A page ends at a cursor (struct audit_cursor: the last entry's time,
@@ -25,7 +26,7 @@
 
 /* Which table an entry comes from, in the order entries of the same
  * instant are listed (newest first: the higher first). */
-enum audit_source { AUDIT_POLICY = 1, AUDIT_APP = 2, AUDIT_USER = 3 };
+enum audit_source { AUDIT_POLICY = 1, AUDIT_APP = 2, AUDIT_USER = 3, AUDIT_BUCKET = 4 };
 
 /* Where a page ended: entries strictly older than (time, source, id). */
 struct audit_cursor {
@@ -37,9 +38,9 @@ struct audit_cursor {
 /* One change. old_value and new_value are JSON text ("" when none), owned
  * by the list. */
 struct audit_entry {
-    char kind[8];                   /* "policy", "app", "key" or "user" */
+    char kind[8];                   /* "policy", "app", "key", "user" or "bucket" */
     char subject[129];
-    char key_prefix[33];
+    char key_prefix[1025];          /* an app's key prefix, or a reset bucket's key */
     char action[17];
     char actor[129];
     char changed_at[AUDIT_TIME_MAX];    /* RFC 3339 UTC */
@@ -53,7 +54,7 @@ struct audit_entry {
 struct audit_filter {
     const char *policy;             /* only this policy's entries */
     const char *actor;              /* only entries made by this actor */
-    const char *kind;               /* "policy", "app", "key" or "user" */
+    const char *kind;               /* "policy", "app", "key", "user" or "bucket" */
     const char *since;              /* inclusive */
     const char *until;              /* exclusive */
     const struct audit_cursor *after;   /* NULL: from the newest */

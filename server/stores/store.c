@@ -766,6 +766,25 @@ static int audit(struct store *s, uint64_t id, const char *action, const char *a
     return rc;
 }
 
+int store_bucket_audit(struct store *s, const char *policy, const char *key,
+                       const char *actor, const char *old_json, struct permitd_error *err)
+{
+    char *qp = quoted(s, policy), *qk = quoted(s, key), *qa = quoted(s, actor),
+         *qo = quoted(s, old_json);
+    int rc;
+
+    if (qp == NULL || qk == NULL || qa == NULL || qo == NULL)
+        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    else
+        rc = run(s, sqlf("INSERT INTO bucket_audit (policy, bucket_key, action, actor, old_value) "
+                         "VALUES (%s, %s, 'reset', %s, %s)", qp, qk, qa, qo), err);
+    free(qp);
+    free(qk);
+    free(qa);
+    free(qo);
+    return rc;
+}
+
 int store_policy_create(struct store *s, const struct store_policy_input *in,
                         const char *actor, struct store_policy *out,
                         struct permitd_error *err)

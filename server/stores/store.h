@@ -169,6 +169,12 @@ int store_history(struct store *s, const char *name, int limit, struct store_cha
                   size_t *n, struct permitd_error *err);
 void store_history_free(struct store_change *v, size_t n);
 
+/* One reset of policy's bucket key by actor into bucket_audit (migration
+ * 0013), with old_json the bucket as it was before (JSON text). Written
+ * before the reset, which the caller does only on PERMITD_OK. */
+int store_bucket_audit(struct store *s, const char *policy, const char *key,
+                       const char *actor, const char *old_json, struct permitd_error *err);
+
 /* Admin accounts. */
 int store_user_get(struct store *s, const char *username, struct store_user *out,
                    struct permitd_error *err);

@@ -1599,6 +1599,33 @@ class UiTest(AdminCase):
         on_disk = {n for n in os.listdir(ui_dir) if n.endswith(".js")}
         self.assertEqual(on_disk - reached, set(), "admin-ui/*.js that no module imports")
 
+    def test_ui_files_are_sent_gzipped_when_the_client_accepts_gzip(self):
+        """The embedded files are gzipped at build (issue 40, point 9): a
+        client that accepts gzip gets them compressed, decompressing to the
+        file; one that does not (no gzip, gzip;q=0) gets the plain file.
+        Vary: Accept-Encoding on both, so a cache keeps them apart."""
+        import gzip
+        c = self.client()
+        with open(os.path.join(harness.SOURCE_DIR, "admin-ui", "app.js"), "rb") as f:
+            plain = f.read()
+        for ae in ("gzip", "br, gzip, deflate", "gzip;q=0.5, identity", "*"):
+            r = c.request("GET", "/ui/app.js", headers={"Accept-Encoding": ae})
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.headers.get("content-encoding"), "gzip", "%s: %r" % (ae, r))
+            self.assertEqual(r.headers.get("vary"), "Accept-Encoding", r)
+            self.assertEqual(content_type(r), "text/javascript", r)
+            self.assertLess(len(r.body), len(plain), r)
+            self.assertEqual(gzip.decompress(r.body), plain, ae)
+        for ae in ("identity", "gzip;q=0", "br, gzip; q=0.0", "*;q=0", "*, gzip;q=0"):
+            r = c.request("GET", "/ui/app.js", headers={"Accept-Encoding": ae})
+            self.assertEqual(r.status, 200, r)
+            self.assertNotIn("content-encoding", r.headers, "%s: %r" % (ae, r))
+            self.assertEqual(r.headers.get("vary"), "Accept-Encoding", r)
+            self.assertEqual(r.body, plain, ae)
+        r = c.request("GET", "/", headers={"Accept-Encoding": "gzip"})
+        with open(os.path.join(harness.SOURCE_DIR, "admin-ui", "index.html"), "rb") as f:
+            self.assertEqual(gzip.decompress(r.body), f.read())
+
     def test_no_path_traversal(self):
         c = self.client()
         for path in ("/ui/../../etc/passwd", "/ui/%2e%2e/%2e%2e/etc/passwd",

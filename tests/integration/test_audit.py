@@ -153,6 +153,46 @@ class AuditTest(test_admin.AdminCase):
         self.assertConnectError(self.client().call(AUDIT, "ListAudit", {}), 401,
                                 "unauthenticated")
 
+    def test_bucket_reset_is_audited_with_the_state_before(self):
+        """ResetBucket (issue 40, point 4) writes a bucket_audit row: who,
+        the policy, the key and the bucket as it was (4 of 10 taken: 6
+        left), before it gives the whole limit back; the audit lists it as
+        kind "bucket", filtered by policy too. A reset that fails on a
+        missing policy writes nothing."""
+        e, v = self.editor(), self.viewer()
+        name = self.name("rst")
+        e.create(name, max_permits=10, rate="0.001")
+        api = self.api()
+        for _ in range(4):
+            self.assertTrue(test_admin.decision(api.acquire(name, key="alice"))["allowed"])
+        self.assertEqual(self.entries(v, policy=name, kind="bucket"), [])
+        r = e.ok(e.p("ResetBucket", {"name": name, "key": "alice"}))["bucket"]
+        self.assertEqual(test_admin.num(r, "remaining"), 10)
+
+        got = self.entries(v, policy=name, kind="bucket")
+        self.assertEqual([(x["kind"], x["subject"], x["keyPrefix"], x["action"], x["actor"])
+                          for x in got], [("bucket", name, "alice", "reset", EDITOR)])
+        before = json.loads(got[0]["oldValue"])
+        self.assertEqual((before["policy"], before["key"]), (name, "alice"))
+        self.assertEqual((int(before["remaining"]), int(before["limit"])), (6, 10))
+        self.assertAlmostEqual(before["tokens"], 6, delta=0.1)
+        self.assertEqual(got[0].get("newValue", ""), "")
+        self.assertIn(("bucket", name), [(x["kind"], x["subject"]) for x in self.entries(v)])
+        # The same row in the table, for a DBA.
+        rows = self.sql("SELECT policy, bucket_key, action, actor FROM bucket_audit "
+                        "WHERE policy = '%s'" % name)
+        self.assertEqual([tuple(r) for r in rows], [(name, "alice", "reset", EDITOR)])
+        # An empty bucket says 0 left; a missing policy is refused, unaudited.
+        for _ in range(10):
+            api.acquire(name, key="alice")
+        e.ok(e.p("ResetBucket", {"name": name, "key": "alice"}))
+        before = json.loads(self.entries(v, policy=name, kind="bucket")[0]["oldValue"])
+        self.assertEqual((int(before["remaining"]), int(before["limit"])), (0, 10))
+        gone = self.name("rst-none")
+        self.assertConnectError(e.p("ResetBucket", {"name": gone, "key": "alice"}), 404,
+                                "not_found")
+        self.assertEqual(self.entries(v, policy=gone), [])
+
     def test_last_changed_by_is_the_name_the_audit_shows(self):
         e = self.editor()
         name = self.name("lcb")

@@ -451,7 +451,10 @@ describe("admin web UI in headless Chromium", () => {
     assert.match(announce.text, /user-42.*7 of 10/);
     await shot(page, "07-detail-bucket-inspector");
     await checkA11y(page, "detail with the bucket inspector");
+    // A reset asks first (issue 40), naming the key and what it holds.
     await page.locator("#inspect-reset").click();
+    await page.waitForFunction(() => /^user-42 holds \d+ of 10; reset gives back 10\.$/.test(document.querySelector("#reset-holds")?.textContent || ""));
+    await page.locator("#reset-confirm").click();
     await page.waitForFunction(() => /^10 of 10$/.test(document.querySelector("#inspect-remaining")?.textContent || ""));
     const b = await pageRpc(page, "PolicyService/GetBucket", { name: POLICY, key: "user-42" });
     assert.equal(b.status, 200, JSON.stringify(b));
@@ -683,10 +686,32 @@ describe("admin web UI in headless Chromium", () => {
     await checkA11y(page, "detail, hot keys");
     await page.locator("#hot-lists, .hot-lists").scrollIntoViewIfNeeded();
     await shot(page, "11d-hot-keys");
+    // Issue 40: a reset asks first, naming the key and what it holds;
+    // Cancel changes nothing (the bucket, the audit); confirmed, it is
+    // audited with the state before.
+    const resets = async () => {
+      const r = await pageRpc(page, "AuditService/ListAudit", { policy: HOT_POLICY, kind: "bucket" });
+      assert.equal(r.status, 200, JSON.stringify(r));
+      return r.json.entries || [];
+    };
     await denied.getByRole("button", { name: "Reset the bucket of k-alice" }).click();
+    await page.locator("#reset-dialog").waitFor();
+    assert.match(await page.locator("#reset-title").innerText(), /Reset the bucket of k-alice\?/);
+    await page.waitForFunction(() => document.querySelector("#reset-holds")?.textContent === "k-alice holds 0 of 2; reset gives back 2.");
+    await page.locator("#reset-cancel").click();
+    await page.locator("#reset-dialog").waitFor({ state: "detached" });
+    const kept = await pageRpc(page, "PolicyService/GetBucket", { name: HOT_POLICY, key: "k-alice" });
+    assert.equal(kept.json.bucket.remaining ?? "0", "0", "Cancel did not reset");
+    assert.deepEqual(await resets(), [], "Cancel wrote no audit row");
+    await denied.getByRole("button", { name: "Reset the bucket of k-alice" }).click();
+    await page.waitForFunction(() => document.querySelector("#reset-holds")?.textContent === "k-alice holds 0 of 2; reset gives back 2.");
+    await page.locator("#reset-confirm").click();
     await page.waitForFunction(() => /2 \/ 2 left/.test(document.querySelector('#hot-denied tr[data-key="k-alice"]')?.innerText || ""));
     assert.match(await page.locator("#hot-done").innerText(), /Reset the bucket of k-alice/);
     assert.equal((await acquire({ bucket: HOT_POLICY, key: "k-alice" })).allowed, true, "the reset bucket takes again");
+    const audited = await resets();
+    assert.deepEqual(audited.map((e) => [e.keyPrefix, e.action, e.actor]), [["k-alice", "reset", EDITOR.name]]);
+    assert.equal(JSON.parse(audited[0].oldValue).limit, "2");
     const cur = await pageRpc(page, "PolicyService/GetPolicy", { name: HOT_POLICY });
     const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: HOT_POLICY, version: cur.json.policy.version });
     assert.equal(del.status, 200, JSON.stringify(del));
@@ -1198,6 +1223,9 @@ describe("admin web UI in headless Chromium", () => {
       assert.match(await page.locator("#inspect-window").textContent(), /^The current window ends in \d.*; the count starts again from 0 then\.$/);
       await checkA11y(page, "detail, fixed window inspected");
       await page.locator("#inspect-reset").click();
+      await page.waitForFunction(() => / holds 7 of 10; reset gives back 10\.$/.test(document.querySelector("#reset-holds")?.textContent || ""));
+      assert.equal(await page.locator("#reset-confirm").innerText(), "Reset the count");
+      await page.locator("#reset-confirm").click();
       await page.waitForFunction(() => /^10 of 10 left in this window/.test(document.querySelector("#inspect-summary")?.textContent || ""));
 
       await page.goto(`${adminBase()}/#/policy/ui-lease`);

@@ -35,7 +35,7 @@ static void test_ui_embedded_files(void)
     struct http_response resp;
 
     http_response_init(&resp);
-    CHECK_INT(ui_file("", "index.html", &resp), 1);
+    CHECK_INT(ui_file("", "index.html", NULL, &resp), 1);
     CHECK_STR(resp.content_type, "text/html; charset=utf-8");
     CHECK(resp.body_len > 0);
     CHECK_INT(resp.body_owned, 0);          /* the binary's own copy */
@@ -47,11 +47,11 @@ static void test_ui_embedded_files(void)
     CHECK_CONTAINS(header(&resp, "Content-Security-Policy"), "script-src 'self'");
     done(&resp);
 
-    CHECK_INT(ui_file("", "app.js", &resp), 1);
+    CHECK_INT(ui_file("", "app.js", NULL, &resp), 1);
     CHECK_STR(resp.content_type, "text/javascript; charset=utf-8");
     done(&resp);
 
-    CHECK_INT(ui_file("", "no-such-file.js", &resp), 0);
+    CHECK_INT(ui_file("", "no-such-file.js", NULL, &resp), 0);
     CHECK_INT(resp.nheaders, 0);
     done(&resp);
 }
@@ -64,13 +64,13 @@ static void test_ui_names_refused(void)
 
     http_response_init(&resp);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        CHECK_INT(ui_file("", bad[i], &resp), 0);
+        CHECK_INT(ui_file("", bad[i], NULL, &resp), 0);
         CHECK_INT(resp.nheaders, 0);
         CHECK(resp.body == NULL);
     }
     /* Not even in a folder where such a file exists. */
-    CHECK_INT(ui_file("/etc", "../etc/hostname", &resp), 0);
-    CHECK_INT(ui_file("/", ".dockerenv", &resp), 0);
+    CHECK_INT(ui_file("/etc", "../etc/hostname", NULL, &resp), 0);
+    CHECK_INT(ui_file("/", ".dockerenv", NULL, &resp), 0);
 }
 
 /* --admin-ui-dir: files come from the folder (not the embedded copy), each
@@ -103,7 +103,7 @@ static void test_ui_dir(void)
     }
     http_response_init(&resp);
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        CHECK_INT(ui_file(dir, files[i].name, &resp), 1);
+        CHECK_INT(ui_file(dir, files[i].name, NULL, &resp), 1);
         CHECK_STR(resp.content_type, files[i].type);
         CHECK_INT(resp.body_len, strlen(files[i].body));
         CHECK(resp.body != NULL && memcmp(resp.body, files[i].body, resp.body_len) == 0);
@@ -112,7 +112,7 @@ static void test_ui_dir(void)
         done(&resp);
     }
     /* The folder replaces the embedded copy: what it lacks is not found. */
-    CHECK_INT(ui_file(dir, "app.js", &resp), 0);
+    CHECK_INT(ui_file(dir, "app.js", NULL, &resp), 0);
     done(&resp);
     /* A name with a path in it is refused though the file is there. */
     snprintf(path, sizeof(path), "%s/sub", dir);
@@ -124,9 +124,9 @@ static void test_ui_dir(void)
         if (f != NULL)
             fclose(f);
     }
-    CHECK_INT(ui_file(dir, "sub/s.css", &resp), 0);
+    CHECK_INT(ui_file(dir, "sub/s.css", NULL, &resp), 0);
     done(&resp);
-    CHECK_INT(ui_file(dir, "sub/../index.html", &resp), 0);
+    CHECK_INT(ui_file(dir, "sub/../index.html", NULL, &resp), 0);
     done(&resp);
     unlink(path);
     snprintf(path, sizeof(path), "%s/sub", dir);
