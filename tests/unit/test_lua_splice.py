@@ -124,7 +124,8 @@ class Scripts(unittest.TestCase):
         with open(ARGS.embedded) as f:
             c = f.read()
         arrays = dict(re.findall(r"static const char lua_script_(\w+)\[\] = \{([^}]*)\};", c))
-        table = re.findall(r'\{"([^"]+)", lua_script_(\w+), (\d+), "([0-9a-f]{40})"\}', c)
+        # {name, data, len, sha1, gz, gz_len}: the scripts are not gzipped
+        table = re.findall(r'\{"([^"]+)", lua_script_(\w+), (\d+), "([0-9a-f]{40})", NULL, 0\}', c)
         self.assertEqual(sorted(t[0] for t in table),
                          sorted(os.path.basename(s) for s in glob.glob(os.path.join(ROOT, "lua", "*.lua"))))
         for name, ident, length, sha in table:
