@@ -172,8 +172,11 @@ export async function checkA11y(page, state) {
   }, null, { timeout: 5000 });
   const problems = [];
   try {
+    // Reduced motion too: no toast starts fading between the wait above
+    // and axe's run (its 4 s timer may end while the light scheme is
+    // checked; seen: a dark run at contrast 1.79 mid-fade).
     for (const scheme of ["light", "dark"]) {
-      await page.emulateMedia({ colorScheme: scheme });
+      await page.emulateMedia({ colorScheme: scheme, reducedMotion: "reduce" });
       if (!(await page.evaluate(() => typeof window.axe === "object"))) await page.addScriptTag({ url: AXE_PATH });
       const found = await page.evaluate(async (tags) => {
         const r = await window.axe.run(document, { runOnly: { type: "tag", values: tags }, resultTypes: ["violations"] });
@@ -189,7 +192,7 @@ export async function checkA11y(page, state) {
       for (const f of found) problems.push(`  [${scheme}] ${f.id} (${f.impact}) at ${f.target}: ${f.summary}`);
     }
   } finally {
-    await page.emulateMedia({ colorScheme: null });
+    await page.emulateMedia({ colorScheme: null, reducedMotion: null });
   }
   assert.equal(problems.length, 0, `axe-core: ${problems.length} serious or critical violation(s) on "${state}":\n${problems.join("\n")}`);
 }
