@@ -15,14 +15,13 @@ and Redis over raw sockets:
   answered."""
 import http.client
 import json
-import re
 import socket
 import threading
 import time
 import unittest
 
 import harness
-from harness import Permitd, Redis, decision, put_policy, unique
+from harness import Permitd, Redis, decision, one_response, put_policy, unique
 
 ACQUIRE = b"/permit.v1.RateLimitService/Acquire"
 
@@ -51,31 +50,6 @@ def raw(port, data, timeout=5.0):
         return read_all(s, timeout)
     finally:
         s.close()
-
-
-def parse_one_response(testcase, data):
-    """Asserts data is exactly one HTTP/1.1 response whose body is a Connect
-    error, then the end of the connection; returns (status, headers, error)."""
-    testcase.assertNotIn(b"<<open>>", data, "the connection was left open: %r" % data[:400])
-    head, sep, rest = data.partition(b"\r\n\r\n")
-    testcase.assertTrue(sep, "no end of head in %r" % data[:400])
-    lines = head.split(b"\r\n")
-    m = re.match(rb"HTTP/1\.1 (\d{3}) [^\r\n]*$", lines[0])
-    testcase.assertTrue(m, "bad status line %r" % lines[0])
-    headers = {}
-    for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        testcase.assertTrue(colon and name and name.strip() == name, "bad header line %r" % line)
-        key = name.decode().lower()
-        testcase.assertNotIn(key, headers, "header %s twice in %r" % (key, head))
-        headers[key] = value.strip().decode()
-    n = int(headers["content-length"])
-    testcase.assertEqual(len(rest), n, "more (or less) than one response: %r" % data[:600])
-    testcase.assertEqual(headers.get("content-type", "").split(";")[0], "application/json", data)
-    err = json.loads(rest)
-    testcase.assertEqual(sorted(err), ["code", "message"], err)
-    testcase.assertTrue(err["message"], err)
-    return int(m.group(1)), headers, err
 
 
 class ConnTest(unittest.TestCase):
@@ -245,7 +219,7 @@ class ConnTest(unittest.TestCase):
             data = raw(p.port, self.post_head(b"".join(b"Content-Length: %d\r\n" % n
                                                        for n in lengths) + b"\r\n")
                        + body + smuggled)
-            status, headers, err = parse_one_response(self, data)
+            status, headers, err = one_response(self, data)
             self.assertEqual(status, 400, data)
             self.assertEqual(err["code"], "invalid_argument", err)
             self.assertIn("Content-Length", err["message"])
@@ -256,7 +230,7 @@ class ConnTest(unittest.TestCase):
         smuggled = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
         data = raw(p.port, self.post_head(b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n")
                    + b"0\r\n\r\n" + smuggled)
-        status, _, err = parse_one_response(self, data)
+        status, _, err = one_response(self, data)
         self.assertEqual(status, 400, data)
         self.assertEqual(err["code"], "invalid_argument", err)
         self.assertIn("Transfer-Encoding", err["message"])
@@ -264,7 +238,7 @@ class ConnTest(unittest.TestCase):
     def test_unknown_transfer_encoding_is_refused(self):
         p = self.permitd()
         data = raw(p.port, self.post_head(b"Transfer-Encoding: gzip\r\n\r\nxx"))
-        status, _, err = parse_one_response(self, data)
+        status, _, err = one_response(self, data)
         self.assertEqual(status, 501, data)
         self.assertEqual(err["code"], "unimplemented", err)
         self.assertIn('"gzip"', err["message"])
@@ -272,7 +246,7 @@ class ConnTest(unittest.TestCase):
     def test_a_head_over_max_header_bytes_gets_a_connect_error(self):
         p = self.permitd("--max-header-bytes", "4096")
         data = raw(p.port, self.post_head(b"X-Junk: " + b"a" * 6000 + b"\r\n\r\n"))
-        status, _, err = parse_one_response(self, data)
+        status, _, err = one_response(self, data)
         self.assertEqual(status, 431, data)
         self.assertEqual(err["code"], "resource_exhausted", err)
         self.assertIn("4096", err["message"])

@@ -13,7 +13,6 @@ against a real permitd and Redis over raw sockets:
 - a chunked body far over --max-body-bytes sent slowly: the server answers
   and closes once the limit is passed, not at the body's end."""
 import json
-import re
 import selectors
 import socket
 import threading
@@ -21,7 +20,7 @@ import time
 import unittest
 
 import harness
-from harness import Permitd, Redis, decision, put_policy, unique
+from harness import Permitd, Redis, decision, one_response, put_policy, unique
 
 ACQUIRE = b"/permit.v1.RateLimitService/Acquire"
 
@@ -53,35 +52,6 @@ def raw(port, data, timeout=10.0):
         return read_all(s, timeout)
     finally:
         s.close()
-
-
-def parse_one_response(testcase, data, json_error=True):
-    """Asserts data is exactly one HTTP/1.1 response (one status line, a
-    Content-Length that matches its body), then the end of the connection;
-    with json_error, that its body is a Connect error. Returns (status,
-    headers, body: the error as a dict with json_error)."""
-    testcase.assertNotIn(b"<<open>>", data, "the connection was left open: %r" % data[:400])
-    head, sep, rest = data.partition(b"\r\n\r\n")
-    testcase.assertTrue(sep, "no end of head in %r" % data[:400])
-    lines = head.split(b"\r\n")
-    m = re.match(rb"HTTP/1\.1 (\d{3}) [^\r\n]*$", lines[0])
-    testcase.assertTrue(m, "bad status line %r" % lines[0])
-    headers = {}
-    for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        testcase.assertTrue(colon and name and name.strip() == name, "bad header line %r" % line)
-        key = name.decode().lower()
-        testcase.assertNotIn(key, headers, "header %s twice in %r" % (key, head))
-        headers[key] = value.strip().decode()
-    n = int(headers["content-length"])
-    testcase.assertEqual(len(rest), n, "more (or less) than one response: %r" % data[:600])
-    if not json_error:
-        return int(m.group(1)), headers, rest
-    testcase.assertEqual(headers.get("content-type", "").split(";")[0], "application/json", data)
-    err = json.loads(rest)
-    testcase.assertEqual(sorted(err), ["code", "message"], err)
-    testcase.assertTrue(err["message"], err)
-    return int(m.group(1)), headers, err
 
 
 class FramingTest(unittest.TestCase):
@@ -213,7 +183,7 @@ class FramingTest(unittest.TestCase):
         for what, data, statuses in self.framing_cases(path):
             with self.subTest(what):
                 out = raw(port, data)
-                status, headers, err = parse_one_response(self, out)
+                status, headers, err = one_response(self, out)
                 self.assertIn(status, statuses, out)
                 self.assertIn(err["code"], ("invalid_argument", "resource_exhausted"), err)
                 self.assertEqual(headers.get("connection"), "close", out)
@@ -237,7 +207,7 @@ class FramingTest(unittest.TestCase):
         self.assertTrue(first.startswith(b"HTTP/1.1 200 "), out)
         second, sep, rest = rest.partition(b"ok\n")
         self.assertTrue(second.startswith(b"HTTP/1.1 200 "), out)
-        status, _, err = parse_one_response(self, rest)
+        status, _, err = one_response(self, rest)
         self.assertEqual(status, 400, out)
 
     # ---- bodies over the limit ----
@@ -266,7 +236,7 @@ class FramingTest(unittest.TestCase):
                 break
             sent += len(piece)
         self.assertLessEqual(sent, bound, "%d body bytes sent and no answer yet" % sent)
-        status, _, err = parse_one_response(self, read_all(s, 20))
+        status, _, err = one_response(self, read_all(s, 20))
         self.assertEqual(status, 429, err)
         self.assertEqual(err["code"], "resource_exhausted", err)
         self.assertIn(str(limit), err["message"])

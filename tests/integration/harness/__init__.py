@@ -26,7 +26,7 @@ from .stack import (PERMITD_BIN, SOURCE_DIR, STACK_DIR, free_port, lua_script, m
 from .redis import (STATE, PrivateRedis, Redis, RedisError, hash_tag, put_policy,  # noqa: F401
                     read_state, state_key, state_version, write_state)
 from .http import (Http, Reply, chunked_post, content_type, decision, error_code, gz,  # noqa: F401
-                   hammer, parse_http_response, raw_chunked_post)
+                   hammer, one_response, parse_http_response, raw_chunked_post)
 from .proto import ACQUIRE_RESPONSE, PEEK_RESPONSE, pb_decode, pb_encode, pb_named  # noqa: F401
 from .asserts import ConnectAssertions  # noqa: F401
 from .mariadb import (MysqlError, PrivateMariaDB, migrate_with_client, mysql,  # noqa: F401

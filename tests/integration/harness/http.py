@@ -6,6 +6,7 @@ on one bucket."""
 import gzip
 import http.client
 import json
+import re
 import socket
 import time
 
@@ -257,3 +258,33 @@ def hammer(ports, bucket, threads=8, seconds=3.0, app="app", key="", permits=Non
     out["allowed_at"].sort()
     out["elapsed"] = out["last_reply"] - out["first_send"]
     return out
+
+
+def one_response(testcase, data, json_error=True):
+    """Asserts data (what a raw socket read, "<<open>>" appended when the
+    server left the connection open) is exactly one HTTP/1.1 response (one status line, a
+    Content-Length that matches its body), then the end of the connection;
+    with json_error, that its body is a Connect error. Returns (status,
+    headers, body: the error as a dict with json_error)."""
+    testcase.assertNotIn(b"<<open>>", data, "the connection was left open: %r" % data[:400])
+    head, sep, rest = data.partition(b"\r\n\r\n")
+    testcase.assertTrue(sep, "no end of head in %r" % data[:400])
+    lines = head.split(b"\r\n")
+    m = re.match(rb"HTTP/1\.1 (\d{3}) [^\r\n]*$", lines[0])
+    testcase.assertTrue(m, "bad status line %r" % lines[0])
+    headers = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        testcase.assertTrue(colon and name and name.strip() == name, "bad header line %r" % line)
+        key = name.decode().lower()
+        testcase.assertNotIn(key, headers, "header %s twice in %r" % (key, head))
+        headers[key] = value.strip().decode()
+    n = int(headers["content-length"])
+    testcase.assertEqual(len(rest), n, "more (or less) than one response: %r" % data[:600])
+    if not json_error:
+        return int(m.group(1)), headers, rest
+    testcase.assertEqual(headers.get("content-type", "").split(";")[0], "application/json", data)
+    err = json.loads(rest)
+    testcase.assertEqual(sorted(err), ["code", "message"], err)
+    testcase.assertTrue(err["message"], err)
+    return int(m.group(1)), headers, err
