@@ -149,6 +149,8 @@ struct job {
                                        a redirect: it goes again in one per slot */
     struct limiter *l;              /* for by_call() */
     char permits[24];
+    /* A call's policies are at most its items, LIMITER_BATCH_MAX: written
+     * as an unsigned short, 5 digits at most. */
     char index[8];                  /* its policy's number in its call */
     char npol[8];                   /* the lead job of a call: its number of policies */
     char app[POLICY_NAME_MAX + 1];  /* req.app: what the call sends is the job's own

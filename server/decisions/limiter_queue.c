@@ -32,6 +32,8 @@
 #include "decisions/limiter.h"
 #include "decisions/limiter_plan.h"
 #include "decisions/limiter_internal.h"
+
+_Static_assert(LIMITER_BATCH_MAX <= 65535, "a call's number of policies is written as an unsigned short");
 #include "core/log.h"
 #include "core/loop.h"
 #include "decisions/policies.h"
@@ -249,13 +251,13 @@ static void batch_items(struct limiter_queue *q, size_t n)
                 struct job *j = b->jobs[b->items[x]];
                 if (j->entry->stamp > newest->entry->stamp)
                     newest = j;
-                snprintf(j->index, sizeof(j->index), "%zu", np);
+                snprintf(j->index, sizeof(j->index), "%hu", (unsigned short)np);
                 x++;
             }
             limiter_script_policy_args(newest->entry, &b->args[a]);
             a += 4;
         }
-        snprintf(lead->npol, sizeof(lead->npol), "%zu", np);
+        snprintf(lead->npol, sizeof(lead->npol), "%hu", (unsigned short)np);
         b->args[at + 1] = (struct redis_str){lead->npol, strlen(lead->npol)};
         for (size_t x = first; x < last; x++) {
             struct job *j = b->jobs[b->items[x]];
