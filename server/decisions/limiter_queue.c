@@ -32,13 +32,13 @@
 #include "decisions/limiter.h"
 #include "decisions/limiter_plan.h"
 #include "decisions/limiter_internal.h"
-
-_Static_assert(LIMITER_BATCH_MAX <= 65535, "a call's number of policies is written as an unsigned short");
 #include "core/log.h"
 #include "core/loop.h"
 #include "decisions/policies.h"
 #include "stores/cluster.h"
 #include "stores/policy.h"
+
+_Static_assert(LIMITER_BATCH_MAX <= 65535, "a call's number of policies is written as an unsigned short");
 
 /* Jobs are recycled by their worker's queue: once a worker has had as many
  * in flight as it will, queuing a decision allocates nothing. */
