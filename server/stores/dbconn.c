@@ -21,6 +21,7 @@
 
 #include <mysql.h>
 
+#include "core/log.h"
 #include "stores/dbconn.h"
 
 void dbconn_error(MYSQL *conn, char *buf, size_t len)
@@ -331,6 +332,15 @@ int dbconn_kept_finish(struct dbconn_kept *k, int rc, struct permitd_error *err)
     if (k->db != NULL)
         mysql_real_query(k->db, "SET @permitd_actor = NULL", 25);
     return rc;
+}
+
+void dbconn_kept_no_transaction(struct dbconn_kept *k)
+{
+    if (k->db == NULL || !(k->db->server_status & SERVER_STATUS_IN_TRANS))
+        return;
+    log_msg(LOG_LEVEL_WARN, "mysql: a transaction left open on a kept connection: rolled back",
+            "mysql=%s", k->where);
+    mysql_real_query(k->db, "ROLLBACK", 8);
 }
 
 void dbconn_field_copy(char *dst, size_t size, const char *field)

@@ -89,6 +89,13 @@ void dbconn_kept_close(struct dbconn_kept *k);
  * Errors as dbconn_open(). */
 int dbconn_kept_ensure(struct dbconn_kept *k, struct permitd_error *err);
 
+/* For a read that must see every commit so far (a session's check after
+ * its user was disabled): when k is inside a transaction nobody ended, its
+ * reads would see the snapshot that transaction began with. Such a
+ * transaction is logged (level=warn, naming the connection) and rolled
+ * back: a writer that leaves one open is a bug this makes visible. */
+void dbconn_kept_no_transaction(struct dbconn_kept *k);
+
 /* The error of statement sql that just failed on k: a client error
  * (2000-2999: unreachable, gone, lost, timed out) is PERMITD_EUNAVAILABLE
  * and closes the connection (the next dbconn_kept_ensure() makes it

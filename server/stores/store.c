@@ -1107,6 +1107,9 @@ int store_session_user(struct store *s, const char *token, struct store_user *ou
     sha256_hex(token, strlen(token), id_hash);
     if ((rc = connect_db(s, err)) != PERMITD_OK)
         return rc;
+    /* A disabled user's or an ended session is refused at once: the read
+     * must not run in a snapshot older than that commit. */
+    dbconn_kept_no_transaction(&s->conn);
     rc = run_query(s, sqlf("SELECT u.id, u.username, u.role, '' FROM admin_sessions s "
                            "JOIN admin_users u ON u.id = s.user_id "
                            "WHERE s.id_hash = '%s' AND s.expires_at > NOW(6) AND u.enabled = 1",
