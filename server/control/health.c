@@ -17,7 +17,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 #include "control/fleet.h"
@@ -429,15 +428,6 @@ static const struct metric metrics[] = {
             SNAPL("listener=\"grpc\",reason=\"stalled\"", grpc_shed_stalled)),
 };
 
-/* Seconds since 1970 on the wall clock, as Prometheus's time() counts. */
-static double wall_now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Reads every source of h into *m (the ones h lacks stay zero). */
 static void snap_take(const struct health *h, struct metrics_snap *m)
 {
@@ -468,9 +458,7 @@ static void snap_take(const struct health *h, struct metrics_snap *m)
         m->sync_failures = st.failures;
         m->sync_lag_s = st.ever_succeeded
                         ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0;
-        /* last_success_us is on the monotonic clock: the wall clock now,
-         * less the time since. */
-        m->sync_last_success_ts = st.ever_succeeded ? wall_now_s() - m->sync_lag_s : 0.0;
+        m->sync_last_success_ts = (double)st.last_success_unix_ms / 1e3;
         m->policies = st.last.policies;
         m->sync_skipped = st.skipped;
         m->sync_passes = st.passes;

@@ -1256,11 +1256,8 @@ static void pass(struct settle *st)
         st->status.keys_total += keys;
         st->status.seconds_total += (double)(clock_now_us() - t0) / 1e6;
         if (rc == PERMITD_OK) {
-            struct timespec now;
-
-            clock_gettime(CLOCK_REALTIME, &now);
             st->status.done_total++;
-            st->status.last_done_unix_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+            st->status.last_done_unix_ms = unix_ms();
             if (st->status.pending > 0)
                 st->status.pending--;
         } else {
