@@ -10,7 +10,9 @@ everything and another nothing:
     deploy/grafana/permitd.json runs, the denial share and the instances'
     panels with the figures the traffic made;
   - one instance stopped: PermitdInstanceMissing fires for it; Redis
-    stopped: PermitdRedisUnavailable fires for the other.
+    stopped: PermitdRedisUnavailable fires for the other, and
+    PermitdFailureModeOpenPasses for the failure_mode open policy it lets
+    through.
 The copy of the rules the test loads has every `for:` shortened to 10
 seconds (the expressions unchanged: their durations are promtool's unit
 tests', deploy/prometheus/permitd.rules.test.yml), and the doc's 15 s
@@ -29,7 +31,8 @@ import urllib.parse
 import urllib.request
 
 import harness
-from harness import Permitd, PrivateRedis, SOURCE_DIR, free_port, put_policy, unique, wait_for
+from harness import (Permitd, PrivateRedis, SOURCE_DIR, decision, free_port, put_policy, unique,
+                     wait_for)
 
 RULES = os.path.join(SOURCE_DIR, "deploy", "prometheus", "permitd.rules.yml")
 DASHBOARD = os.path.join(SOURCE_DIR, "deploy", "grafana", "permitd.json")
@@ -120,8 +123,11 @@ class AlertsTest(unittest.TestCase):
         self.prefix = unique("al") + ":"
         self.denying = unique("deny")
         self.fine = unique("fine")
+        self.opened = unique("open")
         put_policy(r, self.denying, max_permits=2, rate=0.001, prefix=self.prefix)
         put_policy(r, self.fine, max_permits=1000000, rate=100000, prefix=self.prefix)
+        put_policy(r, self.opened, max_permits=1000000, rate=100000, prefix=self.prefix,
+                   failure_mode="open")
         r.close()
         self.permitds = []
         for _ in range(2):
@@ -231,8 +237,11 @@ class AlertsTest(unittest.TestCase):
                     for s in self.query('permitd_redis_up{job=~"permitd"}')}
         self.assertEqual(redis_up, {"127.0.0.1:%d" % p.admin_port: 1 for p in self.permitds})
 
-    def test_an_instance_stopped_and_redis_stopped_fire(self):
+    def test_an_instance_stopped_redis_stopped_and_open_passes_fire(self):
         gone, left = self.permitds
+        c = left.http()
+        self.addCleanup(c.close)
+        self.assertTrue(decision(c.acquire(self.opened))["allowed"])     # held, and counted
         wait_for("both instances scraped",
                  lambda: sorted(t["health"] for t in self.prom.api("targets")["activeTargets"])
                  == ["up", "up"], timeout=120)
@@ -251,6 +260,16 @@ class AlertsTest(unittest.TestCase):
         self.assertEqual([a["labels"]["instance"] for a in alert],
                          ["127.0.0.1:%d" % left.admin_port])
         self.assertIn("cannot reach Redis", alert[0]["annotations"]["summary"])
+        self.assertEqual(self.firing("PermitdFailureModeOpenPasses"), [])
+        for _ in range(5):
+            d = decision(c.acquire(self.opened))
+            self.assertTrue(d["allowed"], d)
+        alert = wait_for("PermitdFailureModeOpenPasses firing",
+                         lambda: self.firing("PermitdFailureModeOpenPasses"), timeout=300)
+        self.assertEqual([(a["labels"]["instance"], a["labels"]["policy"]) for a in alert],
+                         [("127.0.0.1:%d" % left.admin_port, self.opened)])
+        self.assertIn("lets policy %s through without a limit" % self.opened,
+                      alert[0]["annotations"]["summary"])
         self.redis.start()
 
 
