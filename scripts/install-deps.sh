@@ -29,6 +29,8 @@ if [ "$what" = test ]; then
     # (tests/integration/test_gateway_spoof.py)
     pkgs+=(caddy)
     # prometheus: its promtool checks /metrics (tests/integration/test_metrics.py)
+    # and the alert rules (tests/unit/test_alert_files.py); its server scrapes
+    # two permitd instances in tests/integration/test_alerts.py
     pkgs+=(prometheus)
     # the bench scripts' smoke runs (ctest -L bench): valgrind for
     # redis-cost.sh; stress-ng keeps a core busy for PERMITD_TEST_BUSY

@@ -233,15 +233,15 @@ struct metric {
 struct metrics_snap {
     uint64_t open_passes, stale_retries;
     uint64_t deny_hits, deny_misses, deny_evictions;
-    uint64_t redis_errors, redis_connects;
+    uint64_t redis_up, redis_errors, redis_connects;
     uint64_t moved, ask, split_calls, slot_refreshes;
     uint64_t sentinel_changes;
     uint64_t app_auth, app_keys;
     uint64_t fleet_ok, fleet_failed, fleet_commands, fleet_bytes;
     uint64_t sync_failures, policies, sync_skipped, sync_passes, sync_policy_failures;
-    double sync_lag_s, sync_pass_s;
+    double sync_lag_s, sync_pass_s, sync_last_success_ts;
     uint64_t settle_pending, settle_running, settle_keys, settles_done, settles_failed;
-    double settle_s;
+    double settle_s, settle_last_done_ts;
     uint64_t login_running, login_waiting, login_checked, login_refused;
     uint64_t grpc_open, grpc_limit, grpc_per_ip_limit, grpc_refused_full, grpc_refused_per_ip,
              grpc_shed_idle, grpc_shed_stalled;
@@ -289,6 +289,10 @@ static const struct metric metrics[] = {
     COUNTER("permitd_deny_cache_evictions_total",
             "Denials still in force pushed out of a full deny cache by newer ones.",
             M_LIMITER, SNAP(deny_evictions)),
+    GAUGE("permitd_redis_up",
+          "1 when Redis (every master of a cluster) answered a PING sent at this scrape within "
+          "250 ms, as /readyz asks; 0 when it did not.",
+          M_LIMITER, SNAP(redis_up)),
     COUNTER("permitd_redis_errors_total",
             "Redis calls that failed (unreachable, timeouts, broken connections).",
             M_LIMITER, SNAP(redis_errors)),
@@ -335,6 +339,9 @@ static const struct metric metrics[] = {
             M_SYNC, SNAP(sync_failures)),
     ROW("permitd_sync_lag_seconds", "gauge", "Time since the last successful sync pass.",
         M_SYNC, M_SECONDS3, SNAP(sync_lag_s)),
+    ROW("permitd_sync_last_success_timestamp_seconds", "gauge",
+        "When the last successful sync pass ended, in Unix seconds (0: none yet).",
+        M_SYNC, M_SECONDS3, SNAP(sync_last_success_ts)),
     GAUGE("permitd_policies", "Policies in the last MySQL snapshot.",
           M_SYNC, SNAP(policies)),
     GAUGE("permitd_sync_skipped_rows",
@@ -359,6 +366,9 @@ static const struct metric metrics[] = {
             M_SETTLE, SNAP(settle_keys)),
     ROW("permitd_settle_seconds_total", "counter", "Time this instance spent settling.",
         M_SETTLE, M_SECONDS3, SNAP(settle_s)),
+    ROW("permitd_settle_last_done_timestamp_seconds", "gauge",
+        "When this instance last finished a settle, in Unix seconds (0: none since it started).",
+        M_SETTLE, M_SECONDS3, SNAP(settle_last_done_ts)),
     COUNTER("permitd_settles_total",
             "Settles this instance ran, by result (a failed one is tried again at the next sync "
             "pass).",
@@ -422,6 +432,9 @@ static const struct metric metrics[] = {
 static void snap_take(const struct health *h, struct metrics_snap *m)
 {
     memset(m, 0, sizeof(*m));
+    /* The PING first: a connection it makes is in the counters read below. */
+    m->redis_up = redis_ping(h->redis, clock_now_us() + READYZ_REDIS_DEADLINE_MS * 1000,
+                             &(struct permitd_error){0, ""}) == PERMITD_OK;
     m->open_passes = limiter_open_passes(h->limiter);
     m->stale_retries = limiter_stale_retries(h->limiter);
     limiter_deny_cache_counters(h->limiter, &m->deny_hits, &m->deny_misses, &m->deny_evictions);
@@ -445,6 +458,7 @@ static void snap_take(const struct health *h, struct metrics_snap *m)
         m->sync_failures = st.failures;
         m->sync_lag_s = st.ever_succeeded
                         ? (double)(clock_now_us() - st.last_success_us) / 1e6 : -1.0;
+        m->sync_last_success_ts = (double)st.last_success_unix_ms / 1e3;
         m->policies = st.last.policies;
         m->sync_skipped = st.skipped;
         m->sync_passes = st.passes;
@@ -460,6 +474,7 @@ static void snap_take(const struct health *h, struct metrics_snap *m)
             m->settle_s = ss.seconds_total;
             m->settles_done = ss.done_total;
             m->settles_failed = ss.failures_total;
+            m->settle_last_done_ts = (double)ss.last_done_unix_ms / 1e3;
         }
     }
     if (h->verifier != NULL) {

@@ -1257,6 +1257,7 @@ static void pass(struct settle *st)
         st->status.seconds_total += (double)(clock_now_us() - t0) / 1e6;
         if (rc == PERMITD_OK) {
             st->status.done_total++;
+            st->status.last_done_unix_ms = unix_ms();
             if (st->status.pending > 0)
                 st->status.pending--;
         } else {

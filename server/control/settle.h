@@ -35,6 +35,7 @@ struct settle_status {
     uint64_t done_total;        /* settles this instance finished */
     uint64_t failures_total;    /* settles that failed (tried again at the next pass) */
     double seconds_total;       /* time spent settling, from start to done */
+    int64_t last_done_unix_ms;  /* wall clock: when this instance last finished one; 0 none */
 };
 
 /* Returns a new runner in *out (free with settle_free()); cfg, redis and

@@ -813,6 +813,7 @@ static void *run(void *arg)
             s->status.failing = 0;
             s->status.ever_succeeded = 1;
             s->status.last_success_us = s->status.last_attempt_us;
+            s->status.last_success_unix_ms = clock_wall_ms();
             s->status.last = res;
             s->status.last_error[0] = '\0';
             wait_ms = s->cfg->sync_interval_ms;

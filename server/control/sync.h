@@ -35,7 +35,8 @@ struct sync_result {
 struct sync_status {
     int ever_succeeded;
     int failing;                    /* the last pass failed */
-    int64_t last_success_us;
+    int64_t last_success_us;        /* monotonic (core/clock.h) */
+    int64_t last_success_unix_ms;   /* the same moment on the wall clock, for /metrics */
     int64_t last_attempt_us;
     uint64_t passes, failures;
     struct sync_result last;

@@ -66,6 +66,7 @@ struct label {
     _Atomic int ready;                  /* name written */
     _Atomic uint64_t allowed, denied;   /* since start */
     _Atomic uint64_t shadow_denied;     /* shadow mode's would-be denials (issue 23) */
+    _Atomic uint64_t open_passes;       /* of allowed: let through by failure_mode open */
     _Atomic uint64_t errors[NCODES];
 };
 
@@ -399,10 +400,12 @@ void stats_record_pass(struct stats *s, const char *policy)
     uint64_t h = fnv1a(policy);
     struct label *sl = find_label(s, policy, h, 1);
 
-    if (sl == NULL)
+    if (sl == NULL) {
         atomic_fetch_add_explicit(&s->untracked, 1, memory_order_relaxed);
-    else
+    } else {
         atomic_fetch_add_explicit(&sl->allowed, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&sl->open_passes, 1, memory_order_relaxed);
+    }
     count_in_place(s, policy, h, STATS_PASSES, STATS_RESULT_ALLOWED, 1, (int64_t)time(NULL));
 }
 
@@ -586,6 +589,19 @@ void stats_prometheus(struct stats *s, FILE *out)
         if (v > 0)
             fprintf(out, "permitd_acquires_total{policy=\"\",result=\"%s\"} %llu\n",
                     permitd_status_name(-c), (unsigned long long)v);
+    }
+    /* Issue 39: which policies failure_mode open let through, for an alert
+     * that names them; 0 written too, so the first passes are an increase
+     * Prometheus sees rather than a series that appears. */
+    fprintf(out, "# HELP permitd_failure_mode_open_passes_by_policy_total Acquires let through "
+                 "by failure_mode open while Redis could not answer, by policy (the tracked "
+                 "ones; counted in allowed as well).\n"
+                 "# TYPE permitd_failure_mode_open_passes_by_policy_total counter\n");
+    for (size_t i = 0; i < STATS_LABELS; i++) {
+        struct label *sl = &s->labels[i];
+        if (atomic_load(&sl->ready))
+            fprintf(out, "permitd_failure_mode_open_passes_by_policy_total{policy=\"%s\"} %llu\n",
+                    sl->name, (unsigned long long)atomic_load(&sl->open_passes));
     }
     fprintf(out, "# HELP permitd_acquires_untracked_total Decisions of policies beyond the %d "
                  "tracked one by one.\n# TYPE permitd_acquires_untracked_total counter\n"

@@ -76,8 +76,9 @@ void stats_hold(struct stats *s, int hold);
 void stats_record_error(struct stats *s, const char *policy, int code, int real);
 
 /* Counts an Acquire that failure_mode open let through while Redis could
- * not decide: under "allowed" on /metrics and in the chart, and under
- * STATS_PASSES in the running totals. */
+ * not decide: under "allowed" on /metrics and in the chart, under
+ * STATS_PASSES in the running totals, and in the policy's
+ * permitd_failure_mode_open_passes_by_policy_total. */
 void stats_record_pass(struct stats *s, const char *policy);
 
 /* The places of the chart's table (stats_new()'s policies). */

@@ -163,6 +163,28 @@ class HandKeptFailureModeTest(unittest.TestCase):
         self.redis.start()
         wait_for("recovery", lambda: decision(self.c.acquire("handclosed"))["allowed"], 15)
 
+    def metric(self, name, policy=None):
+        body = self.p.admin().request("GET", "/metrics").body.decode()
+        m = re.search(r"^%s%s (\S+)$" % (name, '\\{policy="%s"\\}' % policy if policy else ""),
+                      body, re.M)
+        self.assertIsNotNone(m, (name, policy, body))
+        return float(m.group(1))
+
+    def test_metrics_name_the_policy_let_through_and_redis_down(self):
+        # Issue 39: the alerts say which policy failure_mode open let
+        # through, and that Redis is down (a PING at each scrape).
+        name = "permitd_failure_mode_open_passes_by_policy_total"
+        self.assertEqual(self.metric("permitd_redis_up"), 1)
+        self.assertEqual((self.metric(name, "handopen"), self.metric(name, "handclosed")), (0, 0))
+        os.kill(self.redis.pid(), signal.SIGKILL)
+        for _ in range(4):
+            self.assertTrue(decision(self.c.acquire("handopen"))["allowed"])
+            self.assertEqual(self.c.acquire("handclosed").status, 503)
+        self.assertEqual((self.metric(name, "handopen"), self.metric(name, "handclosed")), (4, 0))
+        self.assertEqual(self.metric("permitd_redis_up"), 0)
+        self.redis.start()
+        wait_for("redis up again", lambda: self.metric("permitd_redis_up") == 1)
+
 
 if __name__ == "__main__":
     harness.main()

@@ -242,6 +242,23 @@ class ExpositionTest(unittest.TestCase):
         self.assertIn('permitd_redis_node_connects_total{node="', text)
         self.assertIn('permitd_grpc_connections{listener="grpc"}', text)
 
+    def test_sync_last_success_is_a_unix_time_that_moves(self):
+        # Issue 39: "sync stale" is alerted on as time() minus this.
+        t0 = time.time()
+        p = Permitd(redis_url=stack_env()["PERMITD_TEST_REDIS_URL"], prefix=unique("expo") + ":",
+                    args=["--mysql-url", self.mysql_url, "--sync-interval-ms", "300"])
+        self.addCleanup(p.stop)
+
+        def last():
+            return sample(p.admin().request("GET", "/metrics").body.decode(),
+                          "permitd_sync_last_success_timestamp_seconds")
+        first = wait_for("a sync pass", last)
+        self.assertGreaterEqual(first, t0 - 1)
+        self.assertLessEqual(first, time.time() + 1)
+        wait_for("a later pass", lambda: last() > first)
+        self.assertEqual(sample(p.admin().request("GET", "/metrics").body.decode(),
+                                "permitd_redis_up"), 1)
+
     def test_exposition_well_formed_without_mysql(self):
         text = self.scrape(stack_env()["PERMITD_TEST_REDIS_URL"], [])
         families = self.check_well_formed(text)

@@ -184,6 +184,7 @@ class SettleTest(test_admin.AdminCase):
         keys = [state_key(name, "u%d" % i, self.prefix) for i in range(BUCKETS)]
         fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000)
 
+        edited_at = time.time()
         took, before = edit("5")
         # The admin listener answers while the settle runs.
         admin = self.permitd.admin()
@@ -216,6 +217,15 @@ class SettleTest(test_admin.AdminCase):
         m = admin.request("GET", "/metrics").body.decode()
         self.assertRegex(m, r"permitd_settle_keys_total [1-9]\d{4,}")
         self.assertIn('permitd_settles_total{result="done"}', m)
+        # Issue 39: "settle stuck" reads when a settle last finished (the
+        # runner counts it just after its log line and SREM: polled).
+
+        def done_at():
+            text = admin.request("GET", "/metrics").body.decode()
+            return float(re.search(r"^permitd_settle_last_done_timestamp_seconds (\S+)$", text,
+                                   re.M).group(1))
+        wait_for("the settle's time on /metrics", lambda: done_at() >= edited_at - 1)
+        self.assertLessEqual(done_at(), time.time() + 1)
 
     def test_a_settle_left_by_an_instance_killed_is_finished_by_the_next(self):
         # Instance A's Redis user may not SCAN nor SSCAN: it can neither
