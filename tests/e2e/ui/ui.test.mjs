@@ -1319,13 +1319,25 @@ describe("admin web UI in headless Chromium", () => {
       await row(page, "aaa-bulk-00001").waitFor();
       // A filter keystroke: the server filters. The page asks at once (it
       // waited 120 ms for more typing, most of the 150 ms a keystroke may
-      // take): from the input event to the request's start, timed in the page.
+      // take): the ListPolicies request starts within the keystroke's own
+      // task (its listener or the promise jobs after it), before any timer
+      // could run. Told by order, not by the clock, so a loaded machine
+      // cannot fail it: the flag is cleared by a 0 ms timer set in the
+      // input event, which runs only after that task and its jobs.
       const filter = page.getByLabel("Filter policies");
       await page.evaluate(() => {
-        performance.clearResourceTimings();
+        window.__askedInKeystroke = null;
+        const fetch0 = window.fetch;
+        window.fetch = function (input, init) {
+          const url = typeof input === "string" ? input : input.url;
+          if (window.__askedInKeystroke === null && window.__inKeystroke !== undefined && url.endsWith("/ListPolicies"))
+            window.__askedInKeystroke = window.__inKeystroke;
+          return fetch0.call(this, input, init);
+        };
         // (capturing: before the page's own listener, which may ask at once)
         document.addEventListener("input", () => {
-          window.__typedAt = performance.now();
+          window.__inKeystroke = true;
+          setTimeout(() => { window.__inKeystroke = false; }, 0);
         }, { capture: true, once: true });
       });
       t = Date.now();
@@ -1333,12 +1345,8 @@ describe("admin web UI in headless Chromium", () => {
       await page.waitForFunction(() => document.querySelectorAll("tbody tr").length === 1 &&
         document.querySelector('tr[data-policy="aaa-bulk-09999"]'));
       const filterMs = Date.now() - t;
-      const askedAfter = await page.evaluate(() => {
-        const sent = performance.getEntriesByType("resource")
-          .filter((e) => e.name.endsWith("/ListPolicies") && e.startTime >= window.__typedAt);
-        return sent.length ? sent[0].startTime - window.__typedAt : -1;
-      });
-      assert.ok(askedAfter >= 0 && askedAfter < 60, `the filter was asked for ${askedAfter} ms after the keystroke`);
+      const askedInKeystroke = await page.evaluate(() => window.__askedInKeystroke);
+      assert.equal(askedInKeystroke, true, "the filter was asked for in the keystroke's task, not after a timer");
       await page.waitForFunction(() => document.querySelector("#policy-filter-status")?.textContent?.startsWith("1 of 10,0") ||
         /^1 of 100\d\d policies match/.test(document.querySelector("#policy-filter-status")?.textContent ?? ""));
       // What a live refresh moves: the page on screen with its gauges.
@@ -1351,7 +1359,7 @@ describe("admin web UI in headless Chromium", () => {
         return { status: r.status, bytes: text.length, ms: performance.now() - t0 };
       });
       assert.equal(refresh.status, 200);
-      console.log(`10,000 policies: first paint ${firstPaint} ms, a filter ${filterMs} ms (asked ${askedAfter.toFixed(1)} ms after the keystroke), ` +
+      console.log(`10,000 policies: first paint ${firstPaint} ms, a filter ${filterMs} ms (asked within the keystroke: ${askedInKeystroke}), ` +
         `a refresh ${refresh.bytes} bytes in ${refresh.ms.toFixed(1)} ms`);
       // Generous: the targets (1 s, 150 ms, 100 KB) are measured above, on a
       // machine shared with other builds.
