@@ -11,16 +11,23 @@ against a real permitd and Redis over raw sockets:
   both listeners, exactly one well-formed HTTP response, a 400/429/431/501
   with a Connect JSON error, then the end of the connection;
 - a chunked body far over --max-body-bytes sent slowly: the server answers
-  and closes once the limit is passed, not at the body's end."""
+  and closes once the limit is passed, not at the body's end;
+- the same framing cases on TLS listeners (--tls-cert/--tls-key) over
+  Python's ssl sockets: one well-formed response each, sent on the TLS
+  session, then its end."""
 import json
 import selectors
+import shutil
 import socket
+import ssl
+import tempfile
 import threading
 import time
 import unittest
 
 import harness
 from harness import Permitd, Redis, decision, one_response, put_policy, unique
+from test_tls import TlsTest, make_cert
 
 ACQUIRE = b"/permit.v1.RateLimitService/Acquire"
 
@@ -240,6 +247,95 @@ class FramingTest(unittest.TestCase):
         self.assertEqual(status, 429, err)
         self.assertEqual(err["code"], "resource_exhausted", err)
         self.assertIn(str(limit), err["message"])
+
+
+def read_all_tls(s, timeout=10.0):
+    """read_all() of a TLS socket: its end is the server's close_notify or
+    the TCP connection's end."""
+    s.settimeout(timeout)
+    out = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+    except socket.timeout:
+        return out + b"<<open>>"
+    except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
+        return out
+
+
+class TlsFramingTest(FramingTest):
+    """FramingTest's framing cases on TLS listeners: libmicrohttpd reads
+    them through GnuTLS (gnutls_record_recv), which the plain listeners'
+    recv() never sees."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix="permitd-tls-framing-")
+        cls.cert, cls.key = make_cert(cls.dir)
+        cls.ctx = ssl.create_default_context(cafile=cls.cert)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    # Only the framing tests: the plain ones run in FramingTest.
+    test_trickling_bodies_are_cut_off_and_callers_get_in = None
+    test_a_chunked_body_over_the_limit_is_refused_once_it_passes_it = None
+
+    def tls_raw(self, port, data, timeout=10.0):
+        s = self.ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=timeout),
+                                 server_hostname="127.0.0.1")
+        try:
+            try:
+                s.sendall(data)
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                pass            # refused part-way: what was answered still counts
+            return read_all_tls(s, timeout)
+        finally:
+            s.close()
+
+    def check_one_answer_each(self, port, path):
+        for what, data, statuses in self.framing_cases(path):
+            with self.subTest(what):
+                out = self.tls_raw(port, data)
+                status, headers, err = one_response(self, out)
+                self.assertIn(status, statuses, out)
+                self.assertIn(err["code"], ("invalid_argument", "resource_exhausted"), err)
+                self.assertEqual(headers.get("connection"), "close", out)
+
+    def start(self):
+        port, admin, _ = TlsTest.start(self, "--tls-cert", self.cert, "--tls-key", self.key)
+        return port, admin
+
+    def healthz(self, port):
+        out = self.tls_raw(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return out.split(b" ", 2)[1] if out.startswith(b"HTTP/1.1 ") else out
+
+    def test_bad_framing_gets_one_connect_error_on_the_api_listener(self):
+        port, _ = self.start()
+        self.check_one_answer_each(port, ACQUIRE)
+        self.assertEqual(self.healthz(port), b"200")
+
+    def test_bad_framing_gets_one_connect_error_on_the_admin_listener(self):
+        _, admin = self.start()
+        self.check_one_answer_each(admin, b"/permit.v1.AdminAuthService/Login")
+        self.assertEqual(self.healthz(admin), b"200")
+
+    def test_pipelined_requests_before_bad_framing_are_answered_first(self):
+        port, _ = self.start()
+        ok = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        out = self.tls_raw(port, ok + ok + self.post_head(b"Content-Length: abc\r\n\r\n"))
+        first, sep, rest = out.partition(b"ok\n")
+        self.assertTrue(first.startswith(b"HTTP/1.1 200 "), out)
+        second, sep, rest = rest.partition(b"ok\n")
+        self.assertTrue(second.startswith(b"HTTP/1.1 200 "), out)
+        status, _, err = one_response(self, rest)
+        self.assertEqual(status, 400, out)
 
 
 if __name__ == "__main__":
