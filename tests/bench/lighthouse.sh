@@ -2,7 +2,8 @@
 # lighthouse.sh - Lighthouse's performance score of the admin UI's policy
 # list (issue 40, point 9): tests/e2e/ui/lighthouse.test.mjs run
 # BENCH_LIGHTHOUSE_RUNS times (3) with the desktop score asserted at
-# BENCH_LIGHTHOUSE_MIN (95) or more, and CLS under 0.1 on both presets.
+# BENCH_LIGHTHOUSE_MIN (95) or more, and CLS under 0.1 on both presets
+# (BENCH_LIGHTHOUSE_PRESETS: desktop,mobile).
 #
 #   tests/bench/lighthouse.sh [PERMITD]   PERMITD: the binary to measure
 #                                         (default build/bench's release one,
@@ -59,6 +60,7 @@ export PERMITD_TEST_REDIS_URL=$(sed -n 's/^PERMITD_TEST_REDIS_URL=//p' "$tmp/red
 export PERMITD_TEST_MYSQL_SOCKET=$(sed -n 's/^PERMITD_TEST_MYSQL_SOCKET=//p' "$tmp/mariadb.env")
 export PERMITD_UI_SCREENSHOTS="$tmp/shots"
 export PERMITD_LIGHTHOUSE_MIN_PERFORMANCE=$min
+export PERMITD_LIGHTHOUSE_PRESETS=${BENCH_LIGHTHOUSE_PRESETS:-desktop,mobile}
 
 rows=()
 failed=""
