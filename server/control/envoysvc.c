@@ -16,6 +16,7 @@
 #include "control/admin.h"
 #include "control/envoysvc.h"
 #include "core/log.h"
+#include "core/wordlist.h"
 #include "permit/v1/envoy.pb-c.h"
 #include "stores/envoymap.h"
 #include "transport/connect.h"
@@ -62,21 +63,14 @@ void envoysvc_free(struct envoysvc *s)
 /* Notes the rows of a load naming no policy, for /readyz (s->lock held). */
 static void note_broken(struct envoysvc *s, const struct envoymap_row *rows, size_t n)
 {
-    size_t len = 0;
+    struct wordlist l;
 
-    s->broken[0] = '\0';
-    s->nbroken = 0;
-    for (size_t i = 0; i < n; i++) {
-        int w;
-        if (!rows[i].policy_missing)
-            continue;
-        w = snprintf(s->broken + len, sizeof(s->broken) - len, "%sdescriptor %s/%s names "
-                     "policy %s", s->nbroken ? ", " : "", rows[i].domain, rows[i].descriptor,
-                     rows[i].policy);
-        s->nbroken++;
-        if (w > 0)
-            len = len + (size_t)w < sizeof(s->broken) ? len + (size_t)w : sizeof(s->broken) - 1;
-    }
+    wordlist_init(&l, s->broken, sizeof(s->broken));
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].policy_missing)
+            wordlist_add(&l, "descriptor %s/%s names policy %s", rows[i].domain,
+                         rows[i].descriptor, rows[i].policy);
+    s->nbroken = l.count;
 }
 
 int envoysvc_load(struct envoysvc *s, struct permitd_error *err)

@@ -10,6 +10,7 @@
 
 #include <mysql.h>
 
+#include "core/wordlist.h"
 #include "stores/policyrefs.h"
 
 int policyrefs_require(struct dbconn_kept *k, const char *field, const char *policy,
@@ -38,13 +39,12 @@ int policyrefs_list(struct dbconn_kept *k, const char *policy, char *buf, size_t
 {
     MYSQL_RES *res = NULL;
     MYSQL_ROW row;
+    struct wordlist l;
     char *q = dbconn_kept_quote(k, policy);
-    size_t len = 0;
     int rc;
 
     *count = 0;
-    if (size > 0)
-        buf[0] = '\0';
+    wordlist_init(&l, buf, size);
     if (q == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     rc = dbconn_kept_queryf(k, &res, err, "SELECT CONCAT('gateway rule ', id) FROM gateway_rules "
@@ -54,16 +54,10 @@ int policyrefs_list(struct dbconn_kept *k, const char *policy, char *buf, size_t
     free(q);
     if (rc != PERMITD_OK)
         return rc;
-    while ((row = mysql_fetch_row(res)) != NULL) {
-        int n = snprintf(buf + len, size - len, "%s%s", *count ? ", " : "", row[0] ? row[0] : "");
-        (*count)++;
-        if (n < 0 || (size_t)n >= size - len) {
-            len = size - 1;         /* cut: the count still says how many */
-            continue;
-        }
-        len += (size_t)n;
-    }
+    while ((row = mysql_fetch_row(res)) != NULL)
+        wordlist_add(&l, "%s", row[0] ? row[0] : "");   /* cut: the count still says how many */
     mysql_free_result(res);
+    *count = l.count;
     return PERMITD_OK;
 }
 

@@ -21,7 +21,8 @@ int policyrefs_require(struct dbconn_kept *k, const char *field, const char *pol
                        struct permitd_error *err);
 
 /* What names policy, as words into buf ("gateway rule 3, envoy descriptor
- * api/generic_key=x"; "" when nothing), *count of them. */
+ * api/generic_key=x"; "" when nothing; size > 0, cut at it), *count of
+ * them. */
 int policyrefs_list(struct dbconn_kept *k, const char *policy, char *buf, size_t size,
                     int *count, struct permitd_error *err);
 
