@@ -56,6 +56,8 @@ async function audit(url, cookie, config) {
   try {
     const r = await lighthouse(url, {
       port: chrome.port, output: "json", logLevel: "error", onlyCategories: ["performance"],
+      // A loaded machine's page load may take longer than Lighthouse's 45 s.
+      maxWaitForLoad: 120_000,
       extraHeaders: { Cookie: cookie },
     }, config);
     const lhr = r.lhr;
@@ -121,6 +123,6 @@ describe("Lighthouse on the policy list", () => {
       assert.ok(m.cls < 0.1, `${preset}: CLS ${m.cls.toFixed(3)} (under 0.1 wanted): ${JSON.stringify(m.shifts)}`);
       if (preset === "desktop" && MIN_PERFORMANCE > 0)
         assert.ok(m.performance >= MIN_PERFORMANCE, `desktop: performance ${m.performance} (${MIN_PERFORMANCE} or more wanted)`);
-    }, 180_000);
+    }, 300_000);
   }
 });
