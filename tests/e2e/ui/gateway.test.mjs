@@ -22,6 +22,7 @@ import path from "node:path";
 
 import { chromium } from "playwright-core";
 
+import * as fmt from "../../../admin-ui/format.js";
 import { CHROMIUM, CHROMIUM_ARGS, SHOTS, checkA11y, harness, mariadb, pageRpc } from "./harness.mjs";
 
 const T = harness("uigw");
@@ -239,6 +240,13 @@ describe("the Gateway rules page in headless Chromium", () => {
     assert.match(audit, /create\s+alice\s+delete\s+alice/);
     const old = mariadb(`SELECT JSON_EXTRACT(old_value, '$.removed_envoy_descriptors[0].descriptor') FROM \`${T.db}\`.policy_audit WHERE name = '${DEL}' AND action = 'delete'`);
     assert.match(old, /"generic_key=del,user_id"/);
+    // The policy's history says it in words.
+    const hist = await pageRpc(page, "PolicyService/ListPolicyHistory", { name: DEL });
+    assert.equal(hist.status, 200, JSON.stringify(hist.json));
+    const gone = (hist.json.changes || []).find((c) => c.action === "delete");
+    assert.ok(gone, JSON.stringify(hist.json));
+    const row = fmt.diffChange(gone).rows.find((r) => r.field === "removed_envoy_descriptors");
+    assert.deepEqual(row && [row.label, row.old], ["Envoy descriptors deleted with it", "edge/generic_key=del,user_id (key user_id)"]);
   });
 
   step("the page raised no script errors and broke no Content-Security-Policy", () => {
