@@ -2,8 +2,10 @@
 // resetting a bucket (a native <dialog>: focus is kept inside and Escape
 // closes it), shared by the policies table, the detail page, the hot keys
 // and the bucket inspector. A delete lists what names the policy (gateway
-// rules, Envoy descriptors: GetPolicy's references); the server refuses the
-// delete while any does, unless the box that deletes them with it is ticked.
+// rules, Envoy descriptors: GetPolicy's references) and the calls that
+// named it in the last 5 minutes (this instance's GetPolicyStats); the
+// server refuses the delete while a rule or descriptor names it, unless
+// the box that deletes them with it is ticked.
 import { isAbort } from "./api.js";
 import { h, setText } from "./dom.js";
 import { describeError, toast } from "./notices.js";
@@ -21,6 +23,16 @@ export function confirmDelete(p, onDeleted) {
   call(POLICY, "GetPolicy", { name: p.name }).then((r) => {
     if (r.referenceCount > 0) showRefs(r.referenceCount, r.references);
   }, () => {});
+  // Recent calls: what would start getting not_found. Said only when this
+  // instance has figures (known); "0 calls" is a measurement too.
+  const calls = h("p", { id: "delete-calls", hidden: true });
+  call(POLICY, "GetPolicyStats", { name: p.name, seconds: 300 }).then((r) => {
+    if (!r.known) return;
+    const sum = (a) => (a || []).reduce((t, x) => t + Number(x), 0);
+    const n = sum(r.allowed) + sum(r.denied) + sum(r.shadowDenied);
+    setText(calls, `${n.toLocaleString("en")} ${n === 1 ? "call" : "calls"} named it in the last 5 minutes (this instance).`);
+    calls.hidden = false;
+  }, () => {});
   const msg = h("p", { class: "form-error", role: "alert", hidden: true });
   const cancel = h("button", { type: "button", class: "btn", id: "delete-cancel" }, "Cancel");
   const del = h("button", { type: "submit", class: "btn btn-danger", id: "delete-confirm" }, "Delete policy");
@@ -29,6 +41,7 @@ export function confirmDelete(p, onDeleted) {
     h("p", { id: "delete-desc" },
       "This permanently deletes ", h("strong", { class: "break" }, p.name),
       ` (version ${p.version ?? "?"}). Applications that still name it in Acquire will get not_found.`),
+    calls,
     refs,
     msg,
     h("div", { class: "dialog-actions" }, cancel, del));

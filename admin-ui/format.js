@@ -489,6 +489,7 @@ const FIELD_LABELS = {
   window: "Window", window_ms: "Window", calendar: "Calendar window", lease_ttl: "Lease time-to-live",
   lease_ms: "Lease time-to-live", failure_mode: "When Redis is unreachable", enabled: "Enabled",
   shadow: "Shadow mode", colocate: "Keep all buckets together", description: "Description",
+  removed_envoy_descriptors: "Envoy descriptors deleted with it",
 };
 export function fieldLabel(field) {
   const l = FIELD_LABELS[field] || field.replace(/_/g, " ");
@@ -523,6 +524,10 @@ function normalize(field, v) {
 export function formatFieldValue(field, v) {
   v = normalize(field, v);
   if (v === undefined || v === null) return "—";
+  // A delete's Envoy descriptors, whole in its audit row (DeletePolicy's remove_references).
+  if (field === "removed_envoy_descriptors" && Array.isArray(v)) {
+    return v.map((d) => `${d.domain}/${d.descriptor}${d.key_entry ? ` (key ${d.key_entry})` : ""}`).join(", ");
+  }
   if (Array.isArray(v)) return v.length ? v.map(String).join(", ") : "(none)";
   if (field === "enabled" || field === "shadow" || field === "colocate") {
     if (v === true || v === 1 || v === "1" || v === "true") return "yes";

@@ -114,7 +114,7 @@ export function envoyView(main) {
       h("td", { "data-label": "Domain" }, d.domain),
       h("td", { "data-label": "Descriptor" }, entryChips(d.descriptor)),
       h("td", { "data-label": "Policy" }, h("a", { href: `#/policy/${encodeURIComponent(d.policy)}` }, d.policy),
-        known && !known.has(d.policy) && [" ", brokenBadge(d.policy)]),
+        (d.policyMissing || (known && !known.has(d.policy))) && [" ", brokenBadge(d.policy)]),
       h("td", { "data-label": "Key" }, d.keyEntry ? ["value of ", h("code", {}, d.keyEntry)] : "none (shared)"),
       h("td", { "data-label": "In words", class: "in-words" }, inWords(d), d.description ? h("span", { class: "muted" }, ` ${d.description}`) : ""),
       editor && h("td", { class: "cell-actions" },

@@ -394,7 +394,11 @@ static void auditsvc_part_free(void *ctx) { auditsvc_free(((struct serve *)ctx)-
 static int envoysvc_part(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
-    return envoysvc_new(s->cfg, s->admin, s->envoyrls, &s->envoysvc, err);
+    int rc = envoysvc_new(s->cfg, s->admin, s->envoyrls, &s->envoysvc, err);
+
+    if (rc == PERMITD_OK)
+        admin_set_envoysvc(s->admin, s->envoysvc);
+    return rc;
 }
 static int envoysvc_part_start(void *ctx, struct permitd_error *err)
 {

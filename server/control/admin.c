@@ -156,6 +156,11 @@ void admin_set_gatewaysync(struct admin *a, struct gatewaysync *s)
     a->health.gwsync = s;
 }
 
+void admin_set_envoysvc(struct admin *a, struct envoysvc *s)
+{
+    a->health.envoysvc = s;
+}
+
 void admin_set_appkeys(struct admin *a, struct appkeys *keys)
 {
     a->health.appkeys = keys;

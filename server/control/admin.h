@@ -54,10 +54,13 @@ struct fleet;
 void admin_set_fleet(struct admin *a, struct fleet *fleet);
 
 struct gatewaysync;
+struct envoysvc;
 
 /* Names the gateway rules whose policy is gone in /readyz (issue 40); s
  * must outlive a. Call before the listeners start. */
 void admin_set_gatewaysync(struct admin *a, struct gatewaysync *s);
+/* The Envoy descriptors' service, whose broken rows /readyz names. */
+void admin_set_envoysvc(struct admin *a, struct envoysvc *s);
 
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session of an enabled user with the role needed (need:

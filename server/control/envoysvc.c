@@ -16,6 +16,7 @@
 #include "control/admin.h"
 #include "control/envoysvc.h"
 #include "core/log.h"
+#include "core/wordlist.h"
 #include "permit/v1/envoy.pb-c.h"
 #include "stores/envoymap.h"
 #include "transport/connect.h"
@@ -24,8 +25,10 @@ struct envoysvc {
     struct admin *admin;
     struct envoyrls *rls;
     struct envoymap *db;
-    pthread_mutex_t lock;           /* db's connection */
+    pthread_mutex_t lock;           /* db's connection, broken */
     int load_failing;               /* the last pass failed: logged once until one works */
+    char broken[1024];              /* the last load's rows naming no policy */
+    int nbroken;
 };
 
 int envoysvc_new(const struct config *cfg, struct admin *admin, struct envoyrls *rls,
@@ -57,6 +60,19 @@ void envoysvc_free(struct envoysvc *s)
     free(s);
 }
 
+/* Notes the rows of a load naming no policy, for /readyz (s->lock held). */
+static void note_broken(struct envoysvc *s, const struct envoymap_row *rows, size_t n)
+{
+    struct wordlist l;
+
+    wordlist_init(&l, s->broken, sizeof(s->broken));
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].policy_missing)
+            wordlist_add(&l, "descriptor %s/%s names policy %s", rows[i].domain,
+                         rows[i].descriptor, rows[i].policy);
+    s->nbroken = l.count;
+}
+
 int envoysvc_load(struct envoysvc *s, struct permitd_error *err)
 {
     struct envoymap_row *rows = NULL;
@@ -65,6 +81,8 @@ int envoysvc_load(struct envoysvc *s, struct permitd_error *err)
 
     pthread_mutex_lock(&s->lock);
     rc = envoymap_load(s->db, &rows, &n, err);
+    if (rc == PERMITD_OK)
+        note_broken(s, rows, n);
     pthread_mutex_unlock(&s->lock);
     if (rc == PERMITD_OK)
         rc = envoyrls_replace(s->rls, rows, n, &skipped, err);
@@ -74,6 +92,17 @@ int envoysvc_load(struct envoysvc *s, struct permitd_error *err)
                 "README: Envoy's rate limit service)", "skipped=%zu loaded=%zu", skipped,
                 n - skipped);
     return rc;
+}
+
+int envoysvc_broken(struct envoysvc *s, char *buf, size_t size)
+{
+    int n;
+
+    pthread_mutex_lock(&s->lock);
+    snprintf(buf, size, "%s", s->broken);
+    n = s->nbroken;
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }
 
 void envoysvc_pass(void *ud)
@@ -109,6 +138,7 @@ static Permit__V1__EnvoyDescriptor *row_proto(struct connect_call *call,
         (d->updated_at = connect_call_strdup(call, r->updated_at)) == NULL)
         return NULL;
     d->version = r->version;
+    d->policy_missing = r->policy_missing != 0;
     return d;
 }
 

@@ -29,6 +29,11 @@ void envoysvc_free(struct envoysvc *s);
 /* Loads the whole mapping from MySQL into rls now. */
 int envoysvc_load(struct envoysvc *s, struct permitd_error *err);
 
+/* The last load's rows naming no policy, "descriptor api/generic_key=x
+ * names policy p, ..." into buf (cut to size); returns how many. Any
+ * thread: /readyz reads it. */
+int envoysvc_broken(struct envoysvc *s, char *buf, size_t size);
+
 /* The sync's pass hook: envoysvc_load(), a failure logged (the mapping
  * loaded last stays). ud is the struct envoysvc. */
 void envoysvc_pass(void *ud);

@@ -17,6 +17,7 @@
 #include "control/gatewaysync.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/wordlist.h"
 #include "stores/gateway_rules.h"
 #include "stores/redis_notice.h"
 
@@ -61,23 +62,16 @@ static int load_locked(struct gatewaysync *s, struct permitd_error *err)
     struct gateway_rule *v = NULL;
     size_t n = 0;
     int rc = gateway_rules_load(s->db, &v, &n, err);
-    size_t len = 0;
 
     if (rc == PERMITD_OK)
         rc = forward_rules_replace(s->rules, v, n, err);
     if (rc == PERMITD_OK) {
-        s->broken[0] = '\0';
-        s->nbroken = 0;
-        for (size_t i = 0; i < n; i++) {
-            int w;
-            if (!v[i].policy_missing)
-                continue;
-            w = snprintf(s->broken + len, sizeof(s->broken) - len, "%srule %" PRId64 " names "
-                         "policy %s", s->nbroken ? ", " : "", v[i].id, v[i].policy);
-            s->nbroken++;
-            if (w > 0)
-                len = len + (size_t)w < sizeof(s->broken) ? len + (size_t)w : sizeof(s->broken) - 1;
-        }
+        struct wordlist l;
+        wordlist_init(&l, s->broken, sizeof(s->broken));
+        for (size_t i = 0; i < n; i++)
+            if (v[i].policy_missing)
+                wordlist_add(&l, "rule %" PRId64 " names policy %s", v[i].id, v[i].policy);
+        s->nbroken = l.count;
     }
     free(v);
     return rc;

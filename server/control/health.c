@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "control/envoysvc.h"
 #include "control/fleet.h"
 #include "control/gatewaysync.h"
 #include "control/health.h"
@@ -144,6 +145,15 @@ void health_readyz(const struct health *h, struct http_response *resp)
         if (nb > 0)
             put(body, cap, &n, "gateway rules: %d broken (the policy does not exist; requests "
                 "they match answer not_found): %s\n", nb, broken);
+    }
+    /* An Envoy descriptor naming no policy limits nothing (its descriptors
+     * are answered OK): said here for the same reason, as a gateway rule. */
+    if (h->envoysvc != NULL) {
+        char broken[1024];
+        int nb = envoysvc_broken(h->envoysvc, broken, sizeof(broken));
+        if (nb > 0)
+            put(body, cap, &n, "envoy descriptors: %d broken (the policy does not exist; the "
+                "descriptors they match are answered OK, not limited): %s\n", nb, broken);
     }
     /* Issue 21: an instance that trusts the caller's app says so on every
      * look; it is not a reason to take it out of a load balancer. */

@@ -14,6 +14,7 @@
 #include "decisions/appkeys.h"
 
 struct fleet;
+struct envoysvc;
 
 /* What the reports read; the pointers are owned elsewhere (main.c).
  * sync is NULL without a policy store; listeners may be NULL. */
@@ -28,6 +29,7 @@ struct health {
     struct appkeys *appkeys;            /* the API key table; NULL: not reported */
     struct fleet *fleet;                /* the fleet publisher; NULL: not reported */
     struct gatewaysync *gwsync;         /* gateway rules' load; NULL: not reported */
+    struct envoysvc *envoysvc;          /* Envoy descriptors' load; NULL: not reported */
 };
 
 /* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */

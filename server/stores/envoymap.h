@@ -29,6 +29,7 @@ struct envoymap_row {
     int64_t version;
     char updated_by[129];
     char updated_at[40];                             /* ISO 8601, UTC */
+    int policy_missing;                              /* at load: no policy has that name */
 };
 
 struct envoymap;

@@ -21,12 +21,18 @@ int policyrefs_require(struct dbconn_kept *k, const char *field, const char *pol
                        struct permitd_error *err);
 
 /* What names policy, as words into buf ("gateway rule 3, envoy descriptor
- * api/generic_key=x"; "" when nothing), *count of them. */
+ * api/generic_key=x"; "" when nothing; size > 0, cut at it), *count of
+ * them. */
 int policyrefs_list(struct dbconn_kept *k, const char *policy, char *buf, size_t size,
                     int *count, struct permitd_error *err);
 
-/* Deletes every gateway rule and Envoy descriptor naming policy (the
- * gateway rules' audit triggers record each, as the transaction's actor). */
-int policyrefs_remove(struct dbconn_kept *k, const char *policy, struct permitd_error *err);
+/* Deletes every gateway rule and Envoy descriptor naming policy. The
+ * gateway rules' audit triggers record each, as the transaction's actor;
+ * Envoy descriptors have no audit table, so the ones deleted are returned
+ * in *removed, whole, for the policy's own audit row: a new JSON array
+ * (free()), "[]" when none, [{"domain", "descriptor", "policy",
+ * "key_entry", "description", "version", "updated_by"}, ...]. */
+int policyrefs_remove(struct dbconn_kept *k, const char *policy, char **removed,
+                      struct permitd_error *err);
 
 #endif

@@ -902,10 +902,28 @@ done:
     return rc;
 }
 
+/* old (a policy's JSON object, as lock_policy() read it) with the Envoy
+ * descriptors deleted with it, "removed_envoy_descriptors": removed, for
+ * its delete's audit row; a new string (free()), NULL on out of memory. */
+static char *with_removed(const char *old, const char *removed)
+{
+    size_t n = strlen(old);
+    char *out;
+
+    while (n > 0 && old[n - 1] != '}')
+        n--;
+    if (n == 0)
+        return strdup(old);         /* not an object: kept as it is */
+    if (asprintf(&out, "%.*s%s\"removed_envoy_descriptors\": %s}", (int)(n - 1), old,
+                 n > 2 ? ", " : "", removed) < 0)
+        return NULL;
+    return out;
+}
+
 int store_policy_delete(struct store *s, const char *name, uint64_t version, int remove_refs,
                         const char *actor, struct permitd_error *err)
 {
-    char *old = NULL, refs[1024];
+    char *old = NULL, *removed = NULL, refs[1024];
     uint64_t id = 0;
     int rc, count = 0;
 
@@ -918,11 +936,21 @@ int store_policy_delete(struct store *s, const char *name, uint64_t version, int
                                "reference(s): %s; delete or repoint them first, or send "
                                "remove_references to delete them with it", name, count, refs);
     else if (rc == PERMITD_OK && count > 0)
-        rc = policyrefs_remove(&s->conn, name, err);
+        rc = policyrefs_remove(&s->conn, name, &removed, err);
+    /* Envoy descriptors have no audit table: the ones removed are recorded
+     * whole in the policy's delete row (its old_value), in this transaction. */
+    if (rc == PERMITD_OK && old != NULL && removed != NULL && strcmp(removed, "[]") != 0) {
+        char *both = with_removed(old, removed);
+        if (both == NULL)
+            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        free(old);
+        old = both;
+    }
     if (rc == PERMITD_OK && (rc = audit(s, id, "delete", actor, old, 0, err)) == PERMITD_OK)
         rc = run(s, sqlf("DELETE FROM policies WHERE id = %" PRIu64, id), err);
     rc = dbconn_kept_finish(&s->conn, rc, err);
     free(old);
+    free(removed);
     return rc;
 }
 

@@ -53,9 +53,9 @@
  * chunked, over max_body_bytes) is answered by http.c with the listener's
  * own error body, once, and its connection is closed; libmicrohttpd never
  * sees it, and so never answers with a page of its own (0.9.75 sends some
- * twice). Bytes past the limit are not read. With TLS, libmicrohttpd's
- * reads are of ciphertext: there check_framing() refuses what it can once
- * the head is whole, and libmicrohttpd's own answers remain.
+ * twice). Bytes past the limit are not read. With TLS the same holds of
+ * the bytes GnuTLS decrypts for libmicrohttpd (http_recv_tls()), and the
+ * refusal is sent on the connection's TLS session.
  *
  * TLS is libmicrohttpd's (GnuTLS): the versions and suites offered are a
  * GnuTLS priority string (config.h's default: TLS 1.2 and 1.3, forward
@@ -725,7 +725,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_YES;
         }
         /* A declared body over the limit is refused before it is read
-         * (as framing_read() does, for a listener it cannot see: TLS);
+         * (framing_read() has done so already for a framed connection:
+         * this covers one past the socket table's size);
          * MHD then closes the connection rather than read the body. */
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)s->opts.max_body_bytes) {
@@ -945,6 +946,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         rec->mhd = conn;
         rec->first = 1;
         rec->fd = -1;
+        rec->tls = NULL;                /* http_recv_tls() sets it at its first read */
         ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (w->by_fd != NULL && ci != NULL && ci->connect_fd >= 0 &&
             (size_t)ci->connect_fd < w->nfds) {
@@ -964,6 +966,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         if (rec->fd >= 0 && w->by_fd != NULL && w->by_fd[rec->fd] == rec)
             w->by_fd[rec->fd] = NULL;
         rec->fd = -1;
+        rec->tls = NULL;
         rec->mhd = NULL;
         rec->next = w->free_conns;
         w->free_conns = rec;
@@ -1175,10 +1178,12 @@ static int worker_start(struct http_server *s, struct http_worker *w, struct per
         w->conns[i].next = w->free_conns;
         w->free_conns = &w->conns[i];
     }
-    if (!(flags & MHD_USE_TLS)) {
+    {
         /* Every socket number this process can open, so every connection
-         * is framed; untouched pages of it cost nothing. */
+         * is framed (plain ones by http_recv(), TLS ones by
+         * http_recv_tls()); untouched pages of it cost nothing. */
         struct rlimit rl;
+        w->tls = (flags & MHD_USE_TLS) != 0;
         w->nfds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
                   rl.rlim_cur < (1u << 24) ? (size_t)rl.rlim_cur : (1u << 24);
         if ((w->by_fd = calloc(w->nfds, sizeof(w->by_fd[0]))) == NULL)

@@ -44,6 +44,8 @@ struct http_conn {
     int fd;                     /* its socket, when its bytes go through framing (else -1) */
     uint32_t answered;          /* its requests libmicrohttpd has completed */
     struct framing framing;     /* its byte stream as read so far (http_recv()) */
+    void *tls;                  /* its GnuTLS session on a TLS listener (libmicrohttpd's), else
+                                 * NULL: then framing reads what http_recv_tls() decrypts */
 };
 
 struct http_conn_list {
@@ -76,6 +78,7 @@ struct http_worker {
     struct http_conn_list phases[HTTP_PHASES];
     unsigned limit;             /* libmicrohttpd's connection limit for this worker */
     struct http_conn **by_fd;   /* the records of framed connections, by socket */
+    int tls;                    /* a TLS listener's: framed by http_recv_tls(), not http_recv() */
     size_t nfds;
     int closed;                 /* connections closed since libmicrohttpd last ran */
     atomic_uint count[HTTP_PHASES]; /* connections per phase, read by http_server_load() */

@@ -12,8 +12,21 @@
  * libmicrohttpd sees it; on a failure libmicrohttpd gets the requests
  * before the failing one, then the end of the stream, after
  * http_recv_answer() has sent the refusal.
+ *
+ * A TLS listener's recv() reads ciphertext (GnuTLS's own pull function
+ * calls it), so there http_recv() only reads. libmicrohttpd reads a TLS
+ * connection's bytes with gnutls_record_recv(), through the PLT too:
+ * http_recv_tls() is that function, GnuTLS's own found with
+ * dlsym(RTLD_NEXT), and what it decrypted goes through framing_read() as
+ * a plain connection's bytes do; the refusal is sent with
+ * gnutls_record_send() and a close_notify. Every other caller (Redis over
+ * TLS, redis_tls.c) gets GnuTLS's function and nothing more: its session
+ * is not a framed connection's of the calling worker.
  */
+#define _GNU_SOURCE                 /* RTLD_NEXT */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +35,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
 #include "core/clock.h"
@@ -66,7 +80,23 @@ void http_recv_answer(struct http_worker *w, struct http_conn *c)
     if (n < sizeof(head))
         n += (size_t)snprintf(head + n, sizeof(head) - n, "Content-Length: %zu\r\n\r\n",
                               resp.body_len);
-    if (n < sizeof(head)) {
+    if (n < sizeof(head) && c->tls != NULL) {
+        /* One record when it fits (a Connect error does), then the
+         * close_notify: the client reads the answer, then the end. */
+        char *all = malloc(n + resp.body_len);
+        if (all != NULL) {
+            memcpy(all, head, n);
+            memcpy(all + n, resp.body, resp.body_len);
+            for (size_t off = 0; off < n + resp.body_len;) {
+                ssize_t sent = gnutls_record_send(c->tls, all + off, n + resp.body_len - off);
+                if (sent <= 0)
+                    break;
+                off += (size_t)sent;
+            }
+            free(all);
+        }
+        gnutls_bye(c->tls, GNUTLS_SHUT_WR);
+    } else if (n < sizeof(head)) {
         iov[0] = (struct iovec){head, n};
         iov[1] = (struct iovec){resp.body, resp.body_len};
         memset(&msg, 0, sizeof(msg));
@@ -96,7 +126,7 @@ ssize_t http_recv(int fd, void *buf, size_t len, int flags)
     ssize_t n;
     int status;
 
-    if (w == NULL || fd < 0 || (size_t)fd >= w->nfds || (c = w->by_fd[fd]) == NULL)
+    if (w == NULL || w->tls || fd < 0 || (size_t)fd >= w->nfds || (c = w->by_fd[fd]) == NULL)
         return recvfrom(fd, buf, len, flags, NULL, NULL);
     if (c->phase == HTTP_PHASE_CLOSING && c->framing.fail)
         return 0;               /* refused: the end of the stream for libmicrohttpd */
@@ -114,6 +144,51 @@ ssize_t http_recv(int fd, void *buf, size_t len, int flags)
         errno = EAGAIN;
         return -1;
     }
+    http_recv_answer(w, c);
+    http_conn_move(w, c, HTTP_PHASE_CLOSING, clock_now_us());
+    return 0;
+}
+
+/* GnuTLS's gnutls_record_recv(), found once (dlsym is thread-safe, and
+ * every thread finds the same function). */
+typedef ssize_t (*record_recv_fn)(gnutls_session_t, void *, size_t);
+static record_recv_fn real_record_recv;
+static pthread_once_t real_record_recv_once = PTHREAD_ONCE_INIT;
+
+static void find_record_recv(void)
+{
+    real_record_recv = (record_recv_fn)dlsym(RTLD_NEXT, "gnutls_record_recv");
+}
+
+ssize_t http_recv_tls(void *session, void *data, size_t size)
+{
+    struct http_worker *w = http_current_worker;
+    struct permitd_error err;
+    struct http_conn *c = NULL;
+    size_t keep;
+    ssize_t n;
+    int status, fd;
+
+    pthread_once(&real_record_recv_once, find_record_recv);
+    if (real_record_recv == NULL)
+        return GNUTLS_E_INTERNAL_ERROR;     /* no GnuTLS: no session to read either */
+    if (w != NULL && w->tls && (fd = gnutls_transport_get_int(session)) >= 0 &&
+        (size_t)fd < w->nfds && (c = w->by_fd[fd]) != NULL && c->tls == NULL)
+        c->tls = session;                   /* its first read after the handshake */
+    if (c == NULL || c->tls != session)
+        return real_record_recv(session, data, size);
+    if (c->phase == HTTP_PHASE_CLOSING && c->framing.fail)
+        return 0;
+    if (!c->framing.fail) {
+        n = real_record_recv(session, data, size);
+        if (n <= 0 || framing_read(&c->framing, &w->s->framing, data, (size_t)n, &keep, &status,
+                                   &err) == PERMITD_OK)
+            return n;
+        if (keep > 0)
+            return (ssize_t)keep;
+    }
+    if (c->answered != c->framing.requests)
+        return GNUTLS_E_AGAIN;              /* the refusal follows their answers */
     http_recv_answer(w, c);
     http_conn_move(w, c, HTTP_PHASE_CLOSING, clock_now_us());
     return 0;

@@ -11,16 +11,23 @@ against a real permitd and Redis over raw sockets:
   both listeners, exactly one well-formed HTTP response, a 400/429/431/501
   with a Connect JSON error, then the end of the connection;
 - a chunked body far over --max-body-bytes sent slowly: the server answers
-  and closes once the limit is passed, not at the body's end."""
+  and closes once the limit is passed, not at the body's end;
+- the same framing cases on TLS listeners (--tls-cert/--tls-key) over
+  Python's ssl sockets: one well-formed response each, sent on the TLS
+  session, then its end."""
 import json
 import selectors
+import shutil
 import socket
+import ssl
+import tempfile
 import threading
 import time
 import unittest
 
 import harness
 from harness import Permitd, Redis, decision, one_response, put_policy, unique
+import test_tls    # its make_cert() and start(); a module, so that its tests are not this file's
 
 ACQUIRE = b"/permit.v1.RateLimitService/Acquire"
 
@@ -38,8 +45,8 @@ def read_all(s, timeout=10.0):
             out += chunk
     except socket.timeout:
         return out + b"<<open>>"
-    except ConnectionResetError:
-        return out
+    except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
+        return out          # a TLS socket's end without (or with) its close_notify
 
 
 def raw(port, data, timeout=10.0):
@@ -179,10 +186,18 @@ class FramingTest(unittest.TestCase):
             ("a request line that is not one", b"GARBAGE\r\n\r\n", (400,)),
         ]
 
+    def send(self, port, data):
+        """data on a new connection to port: what came back (raw())."""
+        return raw(port, data)
+
+    def api_port(self):
+        """A new permitd's API listener."""
+        return self.permitd().port
+
     def check_one_answer_each(self, port, path):
         for what, data, statuses in self.framing_cases(path):
             with self.subTest(what):
-                out = raw(port, data)
+                out = self.send(port, data)
                 status, headers, err = one_response(self, out)
                 self.assertIn(status, statuses, out)
                 self.assertIn(err["code"], ("invalid_argument", "resource_exhausted"), err)
@@ -200,9 +215,8 @@ class FramingTest(unittest.TestCase):
         self.assertEqual(p.admin().request("GET", "/healthz").status, 200)
 
     def test_pipelined_requests_before_bad_framing_are_answered_first(self):
-        p = self.permitd()
         ok = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-        out = raw(p.port, ok + ok + self.post_head(b"Content-Length: abc\r\n\r\n"))
+        out = self.send(self.api_port(), ok + ok + self.post_head(b"Content-Length: abc\r\n\r\n"))
         first, sep, rest = out.partition(b"ok\n")
         self.assertTrue(first.startswith(b"HTTP/1.1 200 "), out)
         second, sep, rest = rest.partition(b"ok\n")
@@ -240,6 +254,61 @@ class FramingTest(unittest.TestCase):
         self.assertEqual(status, 429, err)
         self.assertEqual(err["code"], "resource_exhausted", err)
         self.assertIn(str(limit), err["message"])
+
+
+class TlsFramingTest(FramingTest):
+    """FramingTest's framing cases on TLS listeners: libmicrohttpd reads
+    them through GnuTLS (gnutls_record_recv), which the plain listeners'
+    recv() never sees."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix="permitd-tls-framing-")
+        cls.cert, cls.key = test_tls.make_cert(cls.dir)
+        cls.ctx = ssl.create_default_context(cafile=cls.cert)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    # Only the framing tests: the plain ones run in FramingTest.
+    test_trickling_bodies_are_cut_off_and_callers_get_in = None
+    test_a_chunked_body_over_the_limit_is_refused_once_it_passes_it = None
+
+    def send(self, port, data, timeout=10.0):
+        s = self.ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=timeout),
+                                 server_hostname="127.0.0.1")
+        try:
+            try:
+                s.sendall(data)
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                pass            # refused part-way: what was answered still counts
+            return read_all(s, timeout)
+        finally:
+            s.close()
+
+    def start(self):
+        port, admin, _ = test_tls.TlsTest.start(self, "--tls-cert", self.cert, "--tls-key", self.key)
+        return port, admin
+
+    def api_port(self):
+        return self.start()[0]
+
+    def healthz(self, port):
+        out = self.send(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return out.split(b" ", 2)[1] if out.startswith(b"HTTP/1.1 ") else out
+
+    def test_bad_framing_gets_one_connect_error_on_the_api_listener(self):
+        port, _ = self.start()
+        self.check_one_answer_each(port, ACQUIRE)
+        self.assertEqual(self.healthz(port), b"200")
+
+    def test_bad_framing_gets_one_connect_error_on_the_admin_listener(self):
+        _, admin = self.start()
+        self.check_one_answer_each(admin, b"/permit.v1.AdminAuthService/Login")
+        self.assertEqual(self.healthz(admin), b"200")
 
 
 if __name__ == "__main__":

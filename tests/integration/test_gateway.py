@@ -635,6 +635,73 @@ class RulesAdminTest(GatewayCase):
         rows = mysql("SELECT action, actor FROM gateway_rule_audit WHERE rule_id = %s "
                      "ORDER BY id" % rule["id"], database=self.db)
         self.assertEqual([tuple(x) for x in rows], [("create", EDITOR), ("delete", EDITOR)])
+        # The Envoy descriptor removed with it, whole, in the policy's delete
+        # row (descriptors have no audit table of their own).
+        rows = mysql("SELECT actor, old_value FROM policy_audit WHERE name = '%s' AND "
+                     "action = 'delete'" % pol, database=self.db)
+        self.assertEqual(len(rows), 1, rows)
+        self.assertEqual(rows[0][0], EDITOR)
+        old = json.loads(rows[0][1])
+        self.assertEqual(old["name"], pol)
+        removed = old["removed_envoy_descriptors"]
+        self.assertEqual([(d["domain"], d["descriptor"], d["policy"], d["key_entry"])
+                          for d in removed], [("refs", "generic_key=del", pol, "")], removed)
+        self.assertEqual(removed[0]["updated_by"], EDITOR)
+        # A delete that removed no descriptor writes the policy as before.
+        other = self.policy(1)
+        self.assertEqual(self.ed.call(POLICY, "DeletePolicy", {"name": other}).status, 200)
+        old = json.loads(mysql("SELECT old_value FROM policy_audit WHERE name = '%s' AND "
+                               "action = 'delete'" % other, database=self.db)[0][0])
+        self.assertNotIn("removed_envoy_descriptors", old)
+
+    def test_a_policy_cannot_be_renamed_and_a_sql_rename_is_named_broken(self):
+        """Issue 40: the API has no rename (a policy is found by its name:
+        UpdatePolicy with another name is about another policy, not_found
+        when none has it, and the named one and what names it are left as
+        they were). A DBA's plain-SQL rename leaves its gateway rules and
+        Envoy descriptors naming the old name: /readyz names each as broken
+        and the lists flag them."""
+        pol, new = self.policy(1), unique("renamed")
+        rule = self.rule(pathPrefix="/ren/", policy=pol, keySource="none")
+        domain = unique("ren")
+        r = self.ed.call(ENVOY, "PutEnvoyDescriptor", {"descriptor": {
+            "domain": domain, "descriptor": "generic_key=ren", "policy": pol}})
+        self.assertEqual(r.status, 200, r)
+        got = self.ed.call(POLICY, "GetPolicy", {"name": pol}).json()
+        r = self.ed.call(POLICY, "UpdatePolicy", {"policy": dict(got["policy"], name=new)})
+        self.assertEqual(error_code(r), "not_found", r)
+        self.assertIn(new, r.json()["message"])
+        after = self.ed.call(POLICY, "GetPolicy", {"name": pol}).json()
+        self.assertEqual(after["policy"]["version"], got["policy"]["version"])
+        self.assertEqual(after["referenceCount"], 2, after)
+        mysql("UPDATE policies SET name = '%s' WHERE name = '%s'" % (new, pol), database=self.db)
+        want = ["rule %s names policy %s" % (rule["id"], pol),
+                "descriptor %s/generic_key=ren names policy %s" % (domain, pol)]
+        wait_for("/readyz naming both", lambda: all(
+            w in self.permitd.admin().request("GET", "/readyz").body.decode() for w in want),
+            timeout=30)
+
+    def test_envoy_descriptor_naming_no_policy_is_named_in_readyz(self):
+        """Issue 40: a descriptor whose policy is gone (plain SQL) is
+        flagged in ListEnvoyDescriptors and named in /readyz, which stays
+        200 (see health.c); one whose policy exists is neither."""
+        missing, pol, domain = unique("nopol"), self.policy(1), unique("dom")
+        r = self.ed.call(ENVOY, "PutEnvoyDescriptor", {"descriptor": {
+            "domain": domain, "descriptor": "generic_key=fine", "policy": pol}})
+        self.assertEqual(r.status, 200, r)
+        mysql("INSERT INTO envoy_descriptors (domain, descriptor, policy) VALUES "
+              "('%s', 'generic_key=gone', '%s')" % (domain, missing), database=self.db)
+        want = "descriptor %s/generic_key=gone names policy %s" % (domain, missing)
+        wait_for("/readyz naming the broken descriptor",
+                 lambda: want in self.permitd.admin().request("GET", "/readyz").body.decode(),
+                 timeout=30)
+        ready = self.permitd.admin().request("GET", "/readyz")
+        self.assertEqual(ready.status, 200, ready)
+        self.assertNotIn("generic_key=fine", ready.body.decode())
+        listed = self.ed.call(ENVOY, "ListEnvoyDescriptors", {"domain": domain}).json()
+        self.assertEqual(sorted((d["descriptor"], d.get("policyMissing", False))
+                                for d in listed["descriptors"]),
+                         [("generic_key=fine", False), ("generic_key=gone", True)], listed)
 
     def test_gateway_rule_written_in_sql_reaches_permitd(self):
         """A DBA's INSERT reaches every instance by the sync pass."""

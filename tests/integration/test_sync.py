@@ -433,9 +433,19 @@ class SyncTest(unittest.TestCase):
         wait_for("every policy in redis", lambda: self.redis("SCARD", self.prefix + "policies") == n,
                  120)
         first_pass = time.monotonic() - t0
-        time.sleep(INTERVAL_MS * 2 / 1000)       # the passes that only compare
+
+        def passes():
+            m = re.search(r"\npermitd_sync_passes_total (\d+)\n",
+                          p.admin().request("GET", "/metrics").body.decode())
+            return int(m.group(1)) if m else 0
+        # Two passes that only compare, then a window of three passes
+        # counted by permitd itself (a fixed 3 s window before: ~10 passes
+        # idle, and no pass at all were the machine stalled that long).
+        start = passes()
+        wait_for("two passes after the load", lambda: passes() >= start + 2)
         reads0, calls0 = self.redis_counts()
-        time.sleep(max(3.0, n / 1000.0))
+        start = passes()
+        wait_for("three passes measured", lambda: passes() >= start + 3)
         reads1, calls1 = self.redis_counts()
         offered = calls1 - calls0
         passes = offered / float(n)
@@ -684,25 +694,24 @@ class SyncTest(unittest.TestCase):
         # mysql://...@localhost:PORT/db means TCP to that port, as it does for
         # `permitd migrate` (server/stores/dbconn.c): not libmariadb's guess that
         # "localhost" is its default unix socket, where no server of this
-        # test listens.
-        db = harness.PrivateMariaDB()
-        try:
-            migrate_with_client("permitd", url=db.root_url)
-            db.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('local', 9, 1);"
-                   "INSERT INTO policy_apps (policy_id, app) SELECT id, 'app' FROM policies;",
-                   database="permitd")
-            url = db.url.replace("@127.0.0.1:", "@localhost:")
-            self.assertIn("@localhost:", url)
-            p = Permitd(prefix=self.prefix,
-                        args=["--mysql-url", url, "--sync-interval-ms", str(INTERVAL_MS),
-                              "--mysql-timeout-ms", "1000"])
-            self.procs.append(p)
-            h = wait_for("policy loaded over TCP to localhost", lambda: self.hash("local"))
-            self.assertEqual(h["max_permits"], "9")
-            admin = p.admin()
-            wait_for("ready", lambda: admin.request("GET", "/readyz").status == 200)
-        finally:
-            db.cleanup()
+        # test listens. The stack's server, over TCP, as a user of this
+        # test's own that only 127.0.0.1 may sign in as (a private server
+        # cost this test a start, a migration and a stop: ~10 s of 13).
+        user = unique("lh").replace("-", "_")[:32]
+        mysql("CREATE USER '%s'@'127.0.0.1' IDENTIFIED BY 'lh-password';"
+              "GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'127.0.0.1'" % (user, self.db, user))
+        self.addCleanup(mysql, "DROP USER IF EXISTS '%s'@'127.0.0.1'" % user)
+        self.add_policy("local", 9, "1")
+        url = "mysql://%s:lh-password@localhost:%s/%s" % (user, stack_env()["PERMITD_TEST_MYSQL_PORT"],
+                                                           self.db)
+        p = Permitd(prefix=self.prefix,
+                    args=["--mysql-url", url, "--sync-interval-ms", str(INTERVAL_MS),
+                          "--mysql-timeout-ms", "1000"])
+        self.procs.append(p)
+        h = wait_for("policy loaded over TCP to localhost", lambda: self.hash("local"))
+        self.assertEqual(h["max_permits"], "9")
+        admin = p.admin()
+        wait_for("ready", lambda: admin.request("GET", "/readyz").status == 200)
 
     def test_skipped_rows_are_logged_once_counted_and_listed_by_readyz(self):
         # Issue 17: rows that fail validation were logged at every pass of

@@ -2,8 +2,8 @@
 # End-to-end test of the admin web UI in real headless Chromium
 # (Debian's /usr/bin/chromium driven by playwright-core).
 #
-#   tests/e2e/ui/run.sh [FILE]     FILE: ui.test.mjs (default), gateway.test.mjs, envoy.test.mjs
-#                                  or fleet.test.mjs
+#   tests/e2e/ui/run.sh [FILE]     FILE: ui.test.mjs (default), gateway.test.mjs, envoy.test.mjs,
+#                                  fleet.test.mjs or lighthouse.test.mjs
 #
 # Environment (ctest sets these; see ui.test.mjs):
 #   PERMITD_BIN                the permitd binary to start
@@ -19,7 +19,7 @@ if [[ ! -x "${PERMITD_CHROMIUM:-/usr/bin/chromium}" ]]; then
   exit 1
 fi
 
-# Install the pinned playwright-core only when needed.
+# Install the pinned packages (playwright-core, axe-core, lighthouse) only when needed.
 if [[ ! -d node_modules || ! -f node_modules/.package-lock.json \
       || package-lock.json -nt node_modules/.package-lock.json ]]; then
   npm ci --no-audit --no-fund
