@@ -163,6 +163,27 @@ uint64_t limiter_open_passes(struct limiter *l);
  * again). Any thread. */
 void limiter_deny_cache_clear(struct limiter *l);
 
+/* Ends every local lease (decisions/locallease.h) of every worker at
+ * once, without a lock: nothing more is granted from any lease taken
+ * before, and each is given back at its worker's next look (within
+ * 20 ms). limiter_deny_cache_clear() does it too (a reset: those leases
+ * are not given back). THE HOOK for an override change (wip/overrides):
+ * an override switched on, off or edited ends the leases, as a policy
+ * edit ends its own (their version stamp). Any thread. */
+void limiter_leases_end(struct limiter *l);
+
+/* The local leases' counters, for /metrics. */
+struct limiter_lease_counters {
+    uint64_t grants;        /* Acquires granted from a lease, without Redis */
+    uint64_t takes;         /* leases taken */
+    uint64_t refused;       /* lease takes Redis refused (the Acquire went as itself) */
+    uint64_t returns;       /* give-backs sent and answered */
+    uint64_t returned;      /* whole permits they gave back */
+    uint64_t ended_early;   /* leases ended by an edit, reset or override change */
+    int64_t held;           /* leases held now, over every worker */
+};
+void limiter_lease_counters(struct limiter *l, struct limiter_lease_counters *c);
+
 /* The deny caches' counters, for /metrics: Acquires answered from a cache
  * (hits), Acquires a cache could have answered but did not hold (misses:
  * they went to Redis), entries still in force pushed out by newer ones
