@@ -156,7 +156,7 @@ static const struct setting settings[] = {
         "local leases for hot buckets (token_bucket and fixed_window policies; docs/algorithms.md "
         "\"Local leases\"): off, on (every bucket a worker decides), or auto (a bucket one worker "
         "decides at --local-lease-auto-rate or more); a policy's own local_lease overrides it"),
-    INT(local_lease_ms, "local-lease-ms", "PERMITD_LOCAL_LEASE_MS", "100", 10, 1000,
+    INT(local_lease_ms, "local-lease-ms", "PERMITD_LOCAL_LEASE_MS", "100", 10, 10000,
         "how long a local lease grants its permits without Redis, in milliseconds (it also ends "
         "when they run out, and at once on an edit or reset of its policy)"),
     INT(local_lease_permits, "local-lease-permits", "PERMITD_LOCAL_LEASE_PERMITS", "0", 0,
