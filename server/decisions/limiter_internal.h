@@ -10,7 +10,8 @@
  * limiter_plan.c (AcquireBatch as calls), limiter_queue.c (a worker's
  * queued decisions), limiter_deny.c (the deny cache's glue),
  * limiter_loader.c (policies a queue lacks, read off its thread; the
- * names known absent) and limiter_bucket.c (inspect, own, reset, settle).
+ * names known absent), limiter_bucket.c (inspect, own, reset, settle)
+ * and limiter_refund.c (permits given back: issue 38).
  */
 #ifndef PERMITD_LIMITER_INTERNAL_H
 #define PERMITD_LIMITER_INTERNAL_H
@@ -41,8 +42,9 @@
 
 /* What a decision does with its item (the `take` argument below, named
  * for what nearly every one does): ARGV[1] "peek", "take", "release",
- * "renew" (all_or_nothing's "all" is a batch's). */
-enum { DO_PEEK = 0, DO_TAKE = 1, DO_RELEASE = 2, DO_RENEW = 3 };
+ * "renew", "refund" (limiter_refund.c; all_or_nothing's "all" is a
+ * batch's). */
+enum { DO_PEEK = 0, DO_TAKE = 1, DO_RELEASE = 2, DO_RENEW = 3, DO_REFUND = 4 };
 
 struct limiter {
     const struct config *cfg;
