@@ -18,9 +18,11 @@ refilling since: a late give-back would admit them twice).
   ARGV[5]  R, the lease's life in ms (as the take's ARGV[3])
   ARGV[6]  P, the permits the take paid for the refill over R (token
            bucket; 0 for a fixed window)
-Answers '<d': the whole permits given back (0: the lease had expired, or
-the bucket had no room, or a window had ended). The lease's key is
-deleted: a second give-back of one lease gives nothing.
+Answers '<dd': the whole permits given back (0: the bucket had no room,
+or a window had ended), and the unused permits refused because the
+lease's key had expired (the give-back came too late: they stay spent).
+The lease's key is deleted: a second give-back of one lease gives
+nothing.
 
 Token bucket: the state's tokens (measured at its time) + the unused
 permits + the part of P the lease's remaining life did not use,
@@ -43,13 +45,16 @@ local algo, max, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local r, life, p = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rkey = KEYS[1] .. '\31r' .. id
 local pttl = redis.call('PTTL', rkey)
-if pttl <= 0 or not r or r < 0 or not max or not life or life <= 0 or not p or p < 0 then
-  return struct.pack('<d', 0)
+if not r or r < 0 or not max or not life or life <= 0 or not p or p < 0 then
+  return redis.error_reply('lease_return.lua: bad arguments')
+end
+if pttl <= 0 then
+  return struct.pack('<dd', 0, r)
 end
 redis.call('DEL', rkey)
 local s = redis.call('GET', KEYS[1])
 if not s or #s ~= 24 then
-  return struct.pack('<d', 0)
+  return struct.pack('<dd', 0, 0)
 end
 local a, since, ver = struct.unpack(STATE, s)
 if algo == 'token_bucket' then
@@ -62,23 +67,23 @@ if algo == 'token_bucket' then
     t = max
   end
   if t <= a then
-    return struct.pack('<d', 0)
+    return struct.pack('<dd', 0, 0)
   end
   redis.call('SET', KEYS[1], struct.pack(STATE, t, since, ver), 'KEEPTTL')
-  return struct.pack('<d', math.floor(t) - math.floor(a))
+  return struct.pack('<dd', math.floor(t) - math.floor(a), 0)
 elseif algo == 'fixed_window' then
   local clock = redis.call('TIME')
   local now_ms = clock[1] * 1000 + math.floor(clock[2] / 1000)
   local taken_ms = now_ms - (life - pttl)
   if since > (taken_ms - 1) * 1000 then
-    return struct.pack('<d', 0)
+    return struct.pack('<dd', 0, 0)
   end
   local c = a - r
   if c < 0 then
     c = 0
   end
   redis.call('SET', KEYS[1], struct.pack(STATE, c, since, ver), 'KEEPTTL')
-  return struct.pack('<d', a - c)
+  return struct.pack('<dd', a - c, 0)
 end
 return redis.error_reply('lease_return.lua: algorithm "' .. tostring(algo) ..
                          '" is not token_bucket or fixed_window')

@@ -305,6 +305,10 @@ static const struct metric metrics[] = {
     COUNTER("permitd_local_lease_returned_permits_total",
             "Whole permits local leases gave back to their buckets.",
             M_LIMITER, SNAP(lease.returned)),
+    COUNTER("permitd_local_lease_late_permits_total",
+            "Unused permits of local leases whose give-back reached Redis after the lease's "
+            "key had expired (--local-lease-ms + 50 ms): refused, spent.",
+            M_LIMITER, SNAP(lease.late)),
     COUNTER("permitd_local_leases_ended_early_total",
             "Local leases ended before their time by a policy edit, a reset or an override "
             "change.", M_LIMITER, SNAP(lease.ended_early)),

@@ -134,6 +134,7 @@ void limiter_lease_counters(struct limiter *l, struct limiter_lease_counters *c)
     c->refused = atomic_load(&l->lease_refused);
     c->returns = atomic_load(&l->lease_returns);
     c->returned = atomic_load(&l->lease_returned);
+    c->late = atomic_load(&l->lease_late);
     c->ended_early = atomic_load(&l->lease_ended_early);
     c->held = atomic_load(&l->leases_held);
 }

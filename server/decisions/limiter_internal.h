@@ -10,7 +10,8 @@
  * limiter_plan.c (AcquireBatch as calls), limiter_queue.c (a worker's
  * queued decisions), limiter_deny.c (the deny cache's glue),
  * limiter_loader.c (policies a queue lacks, read off its thread; the
- * names known absent) and limiter_bucket.c (inspect, own, reset, settle).
+ * names known absent), limiter_bucket.c (inspect, own, reset, settle)
+ * and limiter_refund.c (permits given back: issue 38).
  */
 #ifndef PERMITD_LIMITER_INTERNAL_H
 #define PERMITD_LIMITER_INTERNAL_H
@@ -42,11 +43,12 @@
 
 /* What a decision does with its item (the `take` argument below, named
  * for what nearly every one does): ARGV[1] "peek", "take", "release",
- * "renew" (all_or_nothing's "all" is a batch's). */
-enum { DO_PEEK = 0, DO_TAKE = 1, DO_RELEASE = 2, DO_RENEW = 3,
-       DO_LEASE = 4,        /* a local lease's take: a "take" of want + N + P with the
+ * "renew", "refund" (limiter_refund.c; all_or_nothing's "all" is a
+ * batch's). */
+enum { DO_PEEK = 0, DO_TAKE = 1, DO_RELEASE = 2, DO_RENEW = 3, DO_REFUND = 4,
+       DO_LEASE = 5,        /* a local lease's take: a "take" of want + N + P with the
                                lease id as request id (decisions/locallease.h) */
-       DO_RETURN = 5 };     /* a local lease's give-back (lua/lease_return.lua) */
+       DO_RETURN = 6 };     /* a local lease's give-back (lua/lease_return.lua) */
 
 struct limiter {
     const struct config *cfg;
@@ -78,7 +80,7 @@ struct limiter {
      * match (limiter_leases_end() raises it) and counters for /metrics. */
     _Atomic uint64_t lease_epoch;
     _Atomic uint64_t lease_grants, lease_takes, lease_refused, lease_returns,
-                     lease_returned, lease_ended_early;
+                     lease_returned, lease_late, lease_ended_early;
     _Atomic int64_t leases_held;
 };
 /* See "the loader" below for these. */
@@ -184,7 +186,7 @@ struct job {
     struct locallease_return ret;
     struct redis_str rkey, rargs[6];
     char rnum[4][24];
-    long long rout[1];
+    long long rout[2];
 };
 
 /* The batch out: every call of its jobs, contiguous, as the pipe wants

@@ -100,7 +100,7 @@ static void lease_return(struct limiter_queue *q, const struct locallease_return
     j->rargs[4] = (struct redis_str){q->lease_life_s, strlen(q->lease_life_s)};
     j->rargs[5].p = j->rnum[2];
     j->rargs[5].len = (size_t)snprintf(j->rnum[2], 24, "%" PRId64, j->ret.p);
-    j->rout[0] = 0;
+    j->rout[0] = j->rout[1] = 0;
     limiter_queue_enqueue(q, j);
 }
 
@@ -168,6 +168,7 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
         if (rc == PERMITD_OK && calls != NULL && calls[0].rc == PERMITD_OK) {
             atomic_fetch_add(&q->l->lease_returns, 1);
             atomic_fetch_add(&q->l->lease_returned, (uint64_t)j->rout[0]);
+            atomic_fetch_add(&q->l->lease_late, (uint64_t)j->rout[1]);
         }
         return;
     }
@@ -479,7 +480,7 @@ static void batch_send(struct limiter_queue *q)
             j->first = b->ncalls;
             b->calls[b->ncalls++] = (struct redis_script_call){
                 .keys = &j->rkey, .nkeys = 1, .args = j->rargs, .nargs = 6, .out = j->rout,
-                .nout = 1, .script = REDIS_SCRIPT_LEASE_RETURN};
+                .nout = 2, .script = REDIS_SCRIPT_LEASE_RETURN};
         } else {
             b->items[nitems++] = b->njobs;
         }

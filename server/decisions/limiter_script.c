@@ -267,6 +267,10 @@ int limiter_script_admit_entry(const struct limiter_decision *d, const struct po
         rc = permitd_error_set(err, PERMITD_EPERM,
                                "app: \"%s\" is not allowed to use policy \"%s\"",
                                req->app, req->bucket);
+    else if (take == DO_REFUND && e->algorithm == POLICY_CONCURRENCY)
+        rc = permitd_error_set(err, PERMITD_EPRECONDITION,
+                               "bucket: policy \"%s\" is a concurrency policy: its permits come "
+                               "back by Release, not by a refund", req->bucket);
     else if ((take == DO_RELEASE || take == DO_RENEW) && e->algorithm != POLICY_CONCURRENCY)
         rc = permitd_error_set(err, PERMITD_EPRECONDITION,
                                "bucket: policy \"%s\" is a %s, which holds no leases: %s "
@@ -566,7 +570,8 @@ int limiter_script_item_call(const struct limiter_request *req, int take,
     args[0].p = index;
     args[0].len = strlen(index);
     args[1].p = permits_s;
-    args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take == DO_TAKE ? permits : 1);
+    args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64,
+                                   take == DO_TAKE || take == DO_REFUND ? permits : 1);
     if (!wide)
         return 2;
     args[2] = (struct redis_str){rid, strlen(rid)};

@@ -218,10 +218,12 @@ class LocalLeaseTest(unittest.TestCase):
         t = res["last_reply"] - t0 + 0.05
         self.assertLessEqual(res["allowed"], 20 + 1 * t + 1,
                              "admitted %d after max_permits went to 20" % res["allowed"])
-        for i, q in enumerate((p, self.a)):
+        for q in (p, self.a):
             poll(lambda: metric(q, "permitd_local_leases_held") == 0, 5,
                  "no lease held on %d" % q.port)
-            self.assertGreater(metric(q, "permitd_local_leases_ended_early_total"), e0[i])
+        # p's 10 s lease was ended by the edit (a's 100 ms ones may have
+        # run out first)
+        self.assertGreater(metric(p, "permitd_local_leases_ended_early_total"), e0[0])
 
     def test_a_reset_ends_every_lease(self):
         name = unique("ll-reset")
@@ -263,6 +265,7 @@ class LocalLeaseTest(unittest.TestCase):
         c = self.b.http()
         total = 0
         takes = metric(self.b, "permitd_local_leases_taken_total")
+        late = metric(self.b, "permitd_local_lease_late_permits_total")
         while True:
             got = 0
             while decision(c.acquire(name))["allowed"]:
@@ -276,8 +279,11 @@ class LocalLeaseTest(unittest.TestCase):
         c.close()
         # each of b's own leases may keep a fraction of a permit: its P is
         # whole (rate x R rounded up), what it gives back of it is not
+        # and a give-back of b's that came too late (a busy machine) keeps
+        # its lease's unused permits spent: counted
         takes = metric(self.b, "permitd_local_leases_taken_total") - takes
-        self.assertGreaterEqual(total, 1000 - taken - 201 - takes, (total, takes))
+        late = metric(self.b, "permitd_local_lease_late_permits_total") - late
+        self.assertGreaterEqual(total, 1000 - taken - 201 - takes - late, (total, takes, late))
         self.assertLessEqual(total, 1000 - taken, total)
 
     def test_waiting_retry_after_succeeds_while_another_instance_holds_a_lease(self):
