@@ -815,7 +815,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         if (s != NULL && locallease_start(q->leases, s, e->local_lease ? e->local_lease
                                                         : q->l->cfg->local_leases_mode,
                                           e->algorithm == POLICY_FIXED_WINDOW, e->max_permits,
-                                          e->rate, want, e->stamp, lepoch, now, &lease_extra)) {
+                                          e->rate, e->local_lease_permits, want, e->stamp,
+                                          lepoch, now, &lease_extra)) {
             lease_slot = s;
             lease_want = want;
         }

@@ -166,8 +166,8 @@ int locallease_grant(struct locallease *t, struct locallease_slot *s, uint64_t s
 }
 
 int locallease_start(struct locallease *t, struct locallease_slot *s, int mode, int fixed_window,
-                     int64_t max, double rate, int64_t want, uint64_t stamp, uint64_t epoch,
-                     int64_t now_us, int64_t *extra)
+                     int64_t max, double rate, int64_t permits, int64_t want, uint64_t stamp,
+                     uint64_t epoch, int64_t now_us, int64_t *extra)
 {
     int64_t n, p = 0, seen;
 
@@ -186,7 +186,9 @@ int locallease_start(struct locallease *t, struct locallease_slot *s, int mode, 
             return 0;               /* refills within a lease: nothing to gain */
         p = (int64_t)pr;
     }
-    n = t->conf.permits > 0 ? t->conf.permits : 2 * seen * want;
+    if (permits <= 0)
+        permits = t->conf.permits;
+    n = permits > 0 ? permits : 2 * seen * want;
     if (n < LOCALLEASE_PERMITS_MIN)
         n = LOCALLEASE_PERMITS_MIN;
     if (n > max / 4)

@@ -129,10 +129,11 @@ int locallease_grant(struct locallease *t, struct locallease_slot *s, uint64_t s
 /* Whether to take a lease for this Acquire of `want` now (mode: the
  * policy's, CONFIG_LOCAL_LEASES_*): 1 with *extra (N + P, what the take asks
  * beyond want) and the slot TAKING, else 0. rate: permits a second (0 for
- * a fixed window), max its max_permits. */
+ * a fixed window), max its max_permits, permits the policy's own lease
+ * size (0: the table's, --local-lease-permits). */
 int locallease_start(struct locallease *t, struct locallease_slot *s, int mode, int fixed_window,
-                     int64_t max, double rate, int64_t want, uint64_t stamp, uint64_t epoch,
-                     int64_t now_us, int64_t *extra);
+                     int64_t max, double rate, int64_t permits, int64_t want, uint64_t stamp,
+                     uint64_t epoch, int64_t now_us, int64_t *extra);
 
 /* The lease's take was answered. granted: the take was allowed (res: its
  * answer, for want + N + P): the lease is HELD from sent_us (when the take

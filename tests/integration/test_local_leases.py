@@ -34,6 +34,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import Permitd, Redis, decision, put_policy, state_key, unique  # noqa: E402
+import test_admin  # noqa: E402
 
 
 def metric(p, name):
@@ -310,6 +311,54 @@ class LocalLeaseTest(unittest.TestCase):
         self.assertEqual(done, 5)
         h.close()
         c.close()
+
+
+class PolicySettingTest(test_admin.AdminCase):
+    """A policy's own local_lease and local_lease_permits (migration 0016),
+    from MySQL through the sync to the policy's Redis hash and the
+    decision: 'on' leases on an instance whose --local-leases is off, 'off'
+    never leases on one whose --local-leases is on."""
+
+    def test_a_policy_sets_its_own_leases(self):
+        c = self.editor()
+        name = self.name("llpol")
+        c.create(name, max_permits=100000, rate="1000")
+        off = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
+                                                "--local-leases", "off"])
+        on = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
+                                               "--local-leases", "on"])
+        redis = Redis()
+        key = "%s{%s}:policy" % (self.prefix, name)
+        try:
+            self.sql("UPDATE policies SET local_lease = 'on', local_lease_permits = 50, "
+                     "version = version + 1 WHERE name = '%s'" % name)
+            poll(lambda: redis("HGET", key, "local_lease") == "on", 10, "local_lease synced")
+            self.assertEqual(redis("HGET", key, "local_lease_permits"), "50")
+            poll(lambda: self.take(off, name) > 0, 10, "a lease taken by the instance "
+                 "whose --local-leases is off")
+            self.sql("UPDATE policies SET local_lease = 'off', version = version + 1 "
+                     "WHERE name = '%s'" % name)
+            poll(lambda: redis("HGET", key, "local_lease") == "off", 10, "local_lease synced")
+            poll(lambda: decision(on.http().peek(name))["limit"] == 100000, 10, "policy read")
+            time.sleep(0.5)     # the change notice, and any lease ending
+            takes = metric(on, "permitd_local_leases_taken_total")
+            self.take(on, name)
+            self.assertEqual(metric(on, "permitd_local_leases_taken_total"), takes)
+            # a value MySQL refuses
+            with self.assertRaises(harness.MysqlError):
+                self.sql("UPDATE policies SET local_lease = 'maybe' WHERE name = '%s'" % name)
+        finally:
+            redis.close()
+            for p in (off, on):
+                p.__exit__(None, None, None)
+
+    def take(self, p, name, n=30):
+        """n Acquires on p; the leases p has taken in all."""
+        http = p.http()
+        for _ in range(n):
+            self.assertEqual(http.acquire(name).status, 200)
+        http.close()
+        return metric(p, "permitd_local_leases_taken_total")
 
 
 if __name__ == "__main__":
