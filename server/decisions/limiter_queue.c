@@ -812,7 +812,7 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
                 return;
             }
         }
-        if (s != NULL && locallease_start(q->leases, s, e->local_lease ? e->local_lease
+        if (s != NULL && locallease_begin(q->leases, s, e->local_lease ? e->local_lease
                                                         : q->l->cfg->local_leases_mode,
                                           e->algorithm == POLICY_FIXED_WINDOW, e->max_permits,
                                           e->rate, e->local_lease_permits, want, e->stamp,

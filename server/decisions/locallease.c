@@ -165,7 +165,7 @@ int locallease_grant(struct locallease *t, struct locallease_slot *s, uint64_t s
     return 1;
 }
 
-int locallease_start(struct locallease *t, struct locallease_slot *s, int mode, int fixed_window,
+int locallease_begin(struct locallease *t, struct locallease_slot *s, int mode, int fixed_window,
                      int64_t max, double rate, int64_t permits, int64_t want, uint64_t stamp,
                      uint64_t epoch, int64_t now_us, int64_t *extra)
 {

@@ -131,7 +131,7 @@ int locallease_grant(struct locallease *t, struct locallease_slot *s, uint64_t s
  * beyond want) and the slot TAKING, else 0. rate: permits a second (0 for
  * a fixed window), max its max_permits, permits the policy's own lease
  * size (0: the table's, --local-lease-permits). */
-int locallease_start(struct locallease *t, struct locallease_slot *s, int mode, int fixed_window,
+int locallease_begin(struct locallease *t, struct locallease_slot *s, int mode, int fixed_window,
                      int64_t max, double rate, int64_t permits, int64_t want, uint64_t stamp,
                      uint64_t epoch, int64_t now_us, int64_t *extra);
 
