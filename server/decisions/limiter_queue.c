@@ -762,7 +762,7 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     struct limiter_decision d = {q->l, req, take, 1, 0, deadline_us, &res, &err};
     struct locallease_slot *lease_slot = NULL;
     int64_t lease_extra = 0, lease_want = 0;
-    int rc;
+    int rc, deny_asked = 0;
 
     /* What the policy's copy refuses is answered here and now; a policy
      * the table lacks is read by the loader while the job is parked. */
@@ -812,6 +812,17 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
                 return;
             }
         }
+        /* A bucket the deny cache holds is denied from it, not leased:
+         * asking Redis for a lease it would refuse costs a call the cache
+         * saves. */
+        if (s != NULL && limiter_deny_cacheable(q, take, e)) {
+            deny_asked = 1;
+            if (limiter_deny_answer(q, req, e, epoch, &res)) {
+                policies_release(e);
+                done(ud, PERMITD_OK, &res, &err);
+                return;
+            }
+        }
         if (s != NULL && locallease_begin(q->leases, s, e->local_lease ? e->local_lease
                                                         : q->l->cfg->local_leases_mode,
                                           e->algorithm == POLICY_FIXED_WINDOW, e->max_permits,
@@ -822,7 +833,7 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         }
     }
     /* A bucket just denied is denied here, without Redis. */
-    if (e != NULL && lease_slot == NULL && limiter_deny_cacheable(q, take, e) &&
+    if (e != NULL && lease_slot == NULL && !deny_asked && limiter_deny_cacheable(q, take, e) &&
                 (req->request_id == NULL || req->request_id[0] == '\0') &&
                 limiter_deny_answer(q, req, e, epoch, &res)) {
         policies_release(e);
