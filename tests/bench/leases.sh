@@ -145,7 +145,7 @@ run_case() {   # run_case id url [env...]
         p99=$(awk -v u="$(sed 's/.*p99_us=\([0-9.]*\).*/\1/' <<<"$line")" 'BEGIN { printf "%.2f ms", u / 1000 }')
     fi
     [ -n "$rps" ] || { log "$id: no result"; cat "$tmp/$id.log" >&2; exit 1; }
-    best "$id" "$rps" "$p99" "$(awk -v c=$((c1 - c0)) -v r="$req" 'BEGIN { printf "%.4f", r > 0 ? c / r : 0 }')" \
+    best "$id" "$rps" "$p99" "$(awk -v c=$((c1 - c0)) -v r="$req" 'BEGIN { printf "%.4f", (r > 0 ? c / r : 0) }')" \
         $((g1 - g0)) $((t1 - t0))
     log "$id: $rps req/s, p99 $p99"
 }
@@ -179,7 +179,7 @@ for mode in off on; do
 done
 uptime_after=$(uptime)
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 {
     echo "# Local leases: the hot bucket against nginx's ceiling"
     echo
