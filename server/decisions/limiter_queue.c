@@ -790,9 +790,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         int64_t want = req->permits == 0 ? 1 : req->permits, now = clock_now_us();
         uint64_t lepoch = atomic_load(&q->l->lease_epoch);
         struct locallease_return ret;
-        char name[POLICY_REDIS_KEY_MAX];
-        size_t len = limiter_script_bucket_key(q->l, req, e, name);
-        struct locallease_slot *s = locallease_find(q->leases, name, len, req->bucket, now);
+        struct locallease_slot *s = locallease_find(q->leases, req->bucket,
+                                                    req->key ? req->key : "", now);
 
         if (s != NULL && s->state == LOCALLEASE_HELD) {
             int granted = locallease_grant(q->leases, s, e->stamp, lepoch, want, now, &res,
@@ -828,6 +827,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
                                           e->algorithm == POLICY_FIXED_WINDOW, e->max_permits,
                                           e->rate, e->local_lease_permits, want, e->stamp,
                                           lepoch, now, &lease_extra)) {
+            char name[POLICY_REDIS_KEY_MAX];
+            locallease_set_key(s, name, limiter_script_bucket_key(q->l, req, e, name));
             lease_slot = s;
             lease_want = want;
         }

@@ -59,7 +59,7 @@ static uint64_t fnv(const char *p, size_t n)
 
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return h | 1;                   /* 0 never: an empty slot's */
+    return h;
 }
 
 /* Rolls the slot's counting window on to now. */
@@ -74,18 +74,19 @@ static void roll(const struct locallease *t, struct locallease_slot *s, int64_t 
     s->window_us = now_us;
 }
 
-struct locallease_slot *locallease_find(struct locallease *t, const char *key, size_t len,
-                                        const char *policy, int64_t now_us)
+struct locallease_slot *locallease_find(struct locallease *t, const char *policy,
+                                        const char *key, int64_t now_us)
 {
-    uint64_t h = fnv(key, len);
+    size_t np = strlen(policy), nk = strlen(key);
+    uint64_t h = fnv(policy, np) ^ (fnv(key, nk) * 31);
     struct locallease_slot *spare = NULL;
 
-    if (len >= sizeof(t->slots[0].key))
+    if (np >= sizeof(t->slots[0].policy) || nk >= sizeof(t->slots[0].bkey))
         return NULL;
     for (size_t i = 0; i < LOCALLEASE_PROBE; i++) {
         struct locallease_slot *s = &t->slots[(h + i) & (LOCALLEASE_SLOTS - 1)];
-        if (s->state != LOCALLEASE_EMPTY && s->hash == h && s->key_len == len &&
-            memcmp(s->key, key, len) == 0) {
+        if (s->state != LOCALLEASE_EMPTY && s->hash == h && strcmp(s->policy, policy) == 0 &&
+            strcmp(s->bkey, key) == 0) {
             roll(t, s, now_us);
             s->count++;
             return s;
@@ -97,18 +98,27 @@ struct locallease_slot *locallease_find(struct locallease *t, const char *key, s
     }
     if (spare == NULL)
         return NULL;
-    memset(spare, 0, offsetof(struct locallease_slot, key));
+    memset(spare, 0, offsetof(struct locallease_slot, policy));
     spare->state = LOCALLEASE_COUNTING;
     spare->hash = h;
-    memcpy(spare->key, key, len);
-    spare->key[len] = '\0';
-    spare->key_len = len;
-    snprintf(spare->policy, sizeof(spare->policy), "%s", policy);
+    memcpy(spare->policy, policy, np + 1);
+    memcpy(spare->bkey, key, nk + 1);
+    spare->key[0] = '\0';
+    spare->key_len = 0;
     spare->window_us = now_us;
     spare->count = 1;
     spare->last = 0;
     spare->scarce_until_us = 0;
     return spare;
+}
+
+void locallease_set_key(struct locallease_slot *s, const char *key, size_t len)
+{
+    if (len >= sizeof(s->key))
+        len = sizeof(s->key) - 1;   /* never: the buffer is the key's bound */
+    memcpy(s->key, key, len);
+    s->key[len] = '\0';
+    s->key_len = len;
 }
 
 void locallease_end(struct locallease *t, struct locallease_slot *s, int give,

@@ -66,10 +66,11 @@ enum locallease_state {
 /* One bucket's: what was counted, and its lease. */
 struct locallease_slot {
     enum locallease_state state;
-    uint64_t hash;
-    char key[POLICY_REDIS_KEY_MAX]; /* the bucket's Redis key */
-    size_t key_len;
+    uint64_t hash;                  /* of policy and bkey */
     char policy[POLICY_NAME_MAX + 1];
+    char bkey[POLICY_KEY_MAX + 1];  /* the request's key ("": the shared bucket) */
+    char key[POLICY_REDIS_KEY_MAX]; /* the bucket's Redis key (set with its lease) */
+    size_t key_len;
     int64_t window_us;              /* the counting window's start */
     uint32_t count, last;           /* Acquires in this window, in the last one */
     int64_t scarce_until_us;        /* a lease was refused: none before then */
@@ -108,13 +109,14 @@ int locallease_new(const struct locallease_conf *conf, struct locallease **out,
                    struct permitd_error *err);
 void locallease_free(struct locallease *t);
 
-/* The slot of the bucket whose Redis key is key (len bytes), policy
- * `policy`, found or claimed, its traffic counted (one Acquire at now_us,
- * monotonic); NULL when every slot it may use holds another bucket's
- * lease (it is then decided in Redis, as without leases). Valid until the
- * next call that claims a slot. */
-struct locallease_slot *locallease_find(struct locallease *t, const char *key, size_t len,
-                                        const char *policy, int64_t now_us);
+/* The slot of the bucket of policy `policy` and key `key` ("": the
+ * shared bucket), found or claimed, its traffic counted (one Acquire at
+ * now_us, monotonic); NULL when every slot it may use holds another
+ * bucket (it is then decided in Redis, as without leases). Valid until
+ * the next call that claims a slot. No Redis key is built here: the hot
+ * path of a bucket that is not leased pays a hash and a compare. */
+struct locallease_slot *locallease_find(struct locallease *t, const char *policy,
+                                        const char *key, int64_t now_us);
 
 /* Grants `want` permits from the slot's lease if it is HELD, in force at
  * now_us under stamp and epoch, and holds them: 1 with res filled (an
@@ -134,6 +136,10 @@ int locallease_grant(struct locallease *t, struct locallease_slot *s, uint64_t s
 int locallease_begin(struct locallease *t, struct locallease_slot *s, int mode, int fixed_window,
                      int64_t max, double rate, int64_t permits, int64_t want, uint64_t stamp,
                      uint64_t epoch, int64_t now_us, int64_t *extra);
+
+/* The bucket's Redis key (len bytes), for the give-back: set once
+ * locallease_begin() said yes. */
+void locallease_set_key(struct locallease_slot *s, const char *key, size_t len);
 
 /* The lease's take was answered. granted: the take was allowed (res: its
  * answer, for want + N + P): the lease is HELD from sent_us (when the take

@@ -29,7 +29,7 @@ static struct locallease *table(int mode, int64_t permits)
 static void test_locallease_asks_n_and_p_and_grants_n(void)
 {
     struct locallease *t = table(CONFIG_LOCAL_LEASES_ON, 100);
-    struct locallease_slot *s = locallease_find(t, KEY, strlen(KEY), "api", 1000000);
+    struct locallease_slot *s = locallease_find(t, "api", "", 1000000);
     struct limiter_result res;
     struct locallease_return ret;
     int64_t extra = 0;
@@ -39,6 +39,7 @@ static void test_locallease_asks_n_and_p_and_grants_n(void)
                                1000000, &extra), 1);
     CHECK_INT(extra, 100 + 150);                /* N, and 1000/s x 150 ms */
     CHECK_INT(s->state, LOCALLEASE_TAKING);
+    locallease_set_key(s, KEY, strlen(KEY));
     memset(&res, 0, sizeof(res));
     res.allowed = 1;
     res.remaining = 5000;
@@ -64,7 +65,7 @@ static void test_locallease_asks_n_and_p_and_grants_n(void)
 static void test_locallease_ends_on_time_edit_and_reset(void)
 {
     struct locallease *t = table(CONFIG_LOCAL_LEASES_ON, 10);
-    struct locallease_slot *s = locallease_find(t, KEY, strlen(KEY), "api", 0);
+    struct locallease_slot *s = locallease_find(t, "api", "", 0);
     struct limiter_result res;
     struct locallease_return ret;
     int64_t extra;
@@ -108,12 +109,12 @@ static void test_locallease_when_and_how_much(void)
     int64_t extra, now = 5000000;
 
     for (int i = 0; i < 50; i++)
-        s = locallease_find(t, KEY, strlen(KEY), "api", now);
+        s = locallease_find(t, "api", "", now);
     /* 50 in 100 ms is 500/s: under 1000/s */
     CHECK_INT(locallease_begin(t, s, CONFIG_LOCAL_LEASES_AUTO, 0, 100000, 1.0, 0, 1, 1, 0, now,
                                &extra), 0);
     for (int i = 0; i < 60; i++)
-        s = locallease_find(t, KEY, strlen(KEY), "api", now);
+        s = locallease_find(t, "api", "", now);
     CHECK_INT(locallease_begin(t, s, CONFIG_LOCAL_LEASES_AUTO, 0, 100000, 1.0, 0, 1, 1, 0, now,
                                &extra), 1);
     CHECK_INT(extra, 2 * 110 + 1);              /* twice what was seen, P = 1 */
