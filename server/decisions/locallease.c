@@ -236,9 +236,10 @@ void locallease_taken(struct locallease *t, struct locallease_slot *s, int grant
     until = sent_us + t->conf.lease_ms * 1000;
     /* A fixed window's lease ends with the window it was taken in
      * (reset_after_ms: until it ends, counted from the take, which Redis
-     * decided after sent_us). */
-    if (s->fixed_window && sent_us + res->reset_after_ms * 1000 < until)
-        until = sent_us + res->reset_after_ms * 1000;
+     * decided after sent_us; rounded up, so a millisecond less: a grant
+     * after the window's end would count against the next one). */
+    if (s->fixed_window && sent_us + (res->reset_after_ms - 1) * 1000 < until)
+        until = sent_us + (res->reset_after_ms - 1) * 1000;
     s->state = LOCALLEASE_HELD;
     s->left = s->n;
     s->until_us = until;

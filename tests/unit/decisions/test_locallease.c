@@ -133,10 +133,10 @@ static void test_locallease_when_and_how_much(void)
                                now + 200000, &extra), 1);
     CHECK_INT(extra, 25);                       /* a fixed window: no P */
     memset(&res, 0, sizeof(res));
-    res.reset_after_ms = 30;                    /* its window ends in 30 ms */
+    res.reset_after_ms = 30;                    /* its window ends in 30 ms (rounded up) */
     locallease_taken(t, s, 1, now + 200000, &res);
-    CHECK_INT(s->until_us, now + 230000);
-    CHECK_INT(locallease_next_end(t), now + 230000);
+    CHECK_INT(s->until_us, now + 229000);
+    CHECK_INT(locallease_next_end(t), now + 229000);
     locallease_free(t);
 }
 
