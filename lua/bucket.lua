@@ -12,7 +12,9 @@ bucket may live in a slot of its own.
               (all or nothing: every item is granted, or none takes anything),
               or "settle" (see the settle section below); the other
               algorithms' scripts also know "release" and "renew"
-              (concurrency)
+              (concurrency); "refund" (issue 38: permits given back,
+              one wide item; lua/lib/refund_<algorithm>.lua, in every
+              script but concurrency's)
   ARGV[2]     np, the number of policies whose limits follow
   ARGV[3]     how long (ms) a take's answer is kept for its request id;
               "" when no item of the call carries a request id or a lease
@@ -189,10 +191,10 @@ stamp of the call.
 
 local mode = ARGV[1]
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'settle' and
-   mode ~= 'index' then
+   mode ~= 'index' and mode ~= 'refund' then
   -- never decided as a take (permitd sends no other; redis-cli might)
   return redis.error_reply('bucket.lua: mode "' .. tostring(mode) ..
-                           '" is not one of take, peek, all, settle, index')
+                           '" is not one of take, peek, all, settle, index, refund')
 end
 local n = #KEYS
 local np = tonumber(ARGV[2])
@@ -759,6 +761,11 @@ local function retry_after(stored, since, max, rate, tokens, want)
     return FOREVER_MS
   end
   return ms
+end
+
+-- refund (issue 38): permits given back, in lua/lib/refund_bucket.lua.
+if mode == 'refund' then
+  -- @include refund_bucket.lua
 end
 
 -- The rest of the single-item path (its common case is above: its

@@ -58,9 +58,9 @@ local SCRIPT = 'fixed_window.lua'
 local sub = string.sub
 local STATE = '<ddd'
 
-if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' then
+if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'refund' then
   return redis.error_reply('fixed_window.lua: mode "' .. tostring(mode) ..
-                           '" is not one of take, peek, all, inspect')
+                           '" is not one of take, peek, all, inspect, refund')
 end
 -- @include keys.lua
 
@@ -167,6 +167,11 @@ local function policy(j)
     policies[j] = p
   end
   return p
+end
+
+-- refund (issue 38): permits given back, in lua/lib/refund_fixed_window.lua.
+if mode == 'refund' then
+  -- @include refund_fixed_window.lua
 end
 
 -- Every key read before any is written: the states, then the records.

@@ -87,9 +87,9 @@ local SCRIPT, P1 = 'sliding_log.lua', 'window_ms'   -- lua/lib/item.lua's errors
 -- @include call.lua
 local CHUNK = 500                   -- entries per ZADD (Lua's unpack() limit)
 
-if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' then
+if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'refund' then
   return redis.error_reply('sliding_log.lua: mode "' .. tostring(mode) ..
-                           '" is not one of take, peek, all')
+                           '" is not one of take, peek, all, refund')
 end
 -- @include keys.lua
 
@@ -136,6 +136,11 @@ local function reset_after(st)
     return ms_up(st.newest + st.p.w - now)
   end
   return 0
+end
+
+-- refund (issue 38): permits given back, in lua/lib/refund_sliding_log.lua.
+if mode == 'refund' then
+  -- @include refund_sliding_log.lua
 end
 
 -- Phase 1: every key read (logs and request records) before any write.

@@ -117,9 +117,9 @@ local SCRIPT, P1 = 'sliding_window.lua', 'window_ms'   -- lua/lib/item.lua's err
 -- @include call.lua
 local STATE = '<dddd'
 
-if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' then
+if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'refund' then
   return redis.error_reply('sliding_window.lua: mode "' .. tostring(mode) ..
-                           '" is not one of take, peek, all')
+                           '" is not one of take, peek, all, refund')
 end
 -- @include keys.lua
 
@@ -267,6 +267,11 @@ local function reset_after(prev, cur, start, w)
     return ms_up(start + w - now)
   end
   return 0
+end
+
+-- refund (issue 38): permits given back, in lua/lib/refund_sliding_window.lua.
+if mode == 'refund' then
+  -- @include refund_sliding_window.lua
 end
 
 -- Phase 1: every key read (states and request records) before any write.

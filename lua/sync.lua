@@ -19,6 +19,10 @@ policies, such as the login throttle's "_login", are written with "set"):
   lease_ms    a concurrency lease's time-to-live in ms; "" for the others
   shadow      (issue 23) "1": the policy is in shadow mode (decided and
               counted, never refused); absent (or "0"): it enforces
+  local_lease (issue 41, migration 0016) "off", "on" or "auto": the
+              policy's own local leases; absent: as --local-leases says
+  local_lease_permits  the permits its lease takes; absent: as
+              --local-lease-permits says
 A token bucket's hash has none of the four algorithm fields: it is exactly
 as before issue 20, so a permitd from before reads it unchanged.
 
@@ -186,7 +190,8 @@ if op == 'put' then
     -- A limit the offer lacks is a change too: a token bucket leaves out
     -- the algorithm fields a policy of another algorithm had, and they
     -- leave out its rate; a policy that enforces leaves out `shadow`.
-    for _, f in ipairs({'rate', 'algorithm', 'window_ms', 'calendar', 'lease_ms', 'shadow'}) do
+    for _, f in ipairs({'rate', 'algorithm', 'window_ms', 'calendar', 'lease_ms', 'shadow',
+                        'local_lease', 'local_lease_permits'}) do
       if same and cur[f] and not given[f] then
         same = false
       end
@@ -253,6 +258,12 @@ if op == 'set' then
     elseif f == 'shadow' and v ~= '0' and v ~= '1' then
       return redis.error_reply('sync.lua set: shadow must be 1 (shadow mode) or 0, not "' ..
                                v .. '"')
+    elseif f == 'local_lease' and v ~= 'off' and v ~= 'on' and v ~= 'auto' then
+      return redis.error_reply('sync.lua set: local_lease must be off, on or auto, not "' ..
+                               v .. '"')
+    elseif f == 'local_lease_permits' and (not x or x < 1 or x ~= math.floor(x) or x > 1000000) then
+      return redis.error_reply('sync.lua set: local_lease_permits must be a whole number ' ..
+                               'from 1 to 1000000, not "' .. v .. '"')
     elseif f == 'calendar' and not CALENDARS[v] then
       return redis.error_reply('sync.lua set: calendar must be "", minute, hour, day or month, ' ..
                                'not "' .. v .. '"')

@@ -243,6 +243,7 @@ struct metric {
 struct metrics_snap {
     uint64_t open_passes, stale_retries;
     uint64_t deny_hits, deny_misses, deny_evictions;
+    struct limiter_lease_counters lease;
     uint64_t redis_up, redis_errors, redis_connects;
     uint64_t moved, ask, split_calls, slot_refreshes;
     uint64_t sentinel_changes;
@@ -303,6 +304,30 @@ static const struct metric metrics[] = {
           "1 when Redis (every master of a cluster) answered a PING sent at this scrape within "
           "250 ms, as /readyz asks; 0 when it did not.",
           M_LIMITER, SNAP(redis_up)),
+    COUNTER("permitd_local_lease_grants_total",
+            "Acquires granted from a worker's local lease of a hot bucket, without Redis.",
+            M_LIMITER, SNAP(lease.grants)),
+    COUNTER("permitd_local_leases_taken_total",
+            "Local leases taken from hot buckets (one script call each).",
+            M_LIMITER, SNAP(lease.takes)),
+    COUNTER("permitd_local_leases_refused_total",
+            "Local lease takes Redis refused (the bucket held too few): the Acquire was then "
+            "decided as itself.", M_LIMITER, SNAP(lease.refused)),
+    COUNTER("permitd_local_lease_returns_total",
+            "Give-backs of ended local leases Redis answered.",
+            M_LIMITER, SNAP(lease.returns)),
+    COUNTER("permitd_local_lease_returned_permits_total",
+            "Whole permits local leases gave back to their buckets.",
+            M_LIMITER, SNAP(lease.returned)),
+    COUNTER("permitd_local_lease_late_permits_total",
+            "Unused permits of local leases whose give-back reached Redis after the lease's "
+            "key had expired (--local-lease-ms + 50 ms): refused, spent.",
+            M_LIMITER, SNAP(lease.late)),
+    COUNTER("permitd_local_leases_ended_early_total",
+            "Local leases ended before their time by a policy edit, a reset or an override "
+            "change.", M_LIMITER, SNAP(lease.ended_early)),
+    GAUGE("permitd_local_leases_held",
+          "Local leases held now, over every worker.", M_LIMITER, SNAP(lease.held)),
     COUNTER("permitd_redis_errors_total",
             "Redis calls that failed (unreachable, timeouts, broken connections).",
             M_LIMITER, SNAP(redis_errors)),
@@ -448,6 +473,7 @@ static void snap_take(const struct health *h, struct metrics_snap *m)
     m->open_passes = limiter_open_passes(h->limiter);
     m->stale_retries = limiter_stale_retries(h->limiter);
     limiter_deny_cache_counters(h->limiter, &m->deny_hits, &m->deny_misses, &m->deny_evictions);
+    limiter_lease_counters(h->limiter, &m->lease);
     redis_counters(h->redis, &m->redis_errors, &m->redis_connects);
     (void)redis_sentinel_counters(h->redis, &m->sentinel_changes);
     if (redis_cluster_enabled(h->redis)) {

@@ -140,7 +140,7 @@ static int64_t deadline(void)
  * of its own so that a batch of them can be pipelined. */
 struct put_call {
     char key[POLICY_REDIS_KEY_MAX], id[24], version[24], max[24], updated[24], taken[24];
-    char window[24], lease[24];
+    char window[24], lease[24], lease_permits[24];
     struct redis_str keys[1], args[34];
     int nargs;
     long long out[2];       /* sync.lua's answer: {written, limits} */
@@ -186,6 +186,15 @@ static void put_args(struct sync *s, const struct store_policy *p, int64_t taken
      * one that enforces, as every hash before issue 23). */
     if (p->shadow) {
         ARG("shadow"); ARG("1");
+    }
+    /* Likewise only a policy with local leases of its own (0016). */
+    if (p->local_lease[0] != '\0') {
+        ARG("local_lease"); ARG(p->local_lease);
+    }
+    if (p->local_lease_permits > 0) {
+        snprintf(c->lease_permits, sizeof(c->lease_permits), "%" PRId64,
+                 p->local_lease_permits);
+        ARG("local_lease_permits"); ARG(c->lease_permits);
     }
     ARG("version"); ARG(c->version);
     ARG("id"); ARG(c->id);

@@ -152,6 +152,19 @@ static const struct setting settings[] = {
     INT(deny_cache, "deny-cache", "PERMITD_DENY_CACHE", "4096", 0, 1000000,
         "buckets each worker remembers Redis denied (about 450 bytes each): until their wait "
         "is over, a take of the same size is denied without asking Redis; 0 = off"),
+    STR(local_leases, "local-leases", "PERMITD_LOCAL_LEASES", "auto",
+        "local leases for hot buckets (token_bucket and fixed_window policies; docs/algorithms.md "
+        "\"Local leases\"): off, on (every bucket a worker decides), or auto (a bucket one worker "
+        "decides at --local-lease-auto-rate or more); a policy's own local_lease overrides it"),
+    INT(local_lease_ms, "local-lease-ms", "PERMITD_LOCAL_LEASE_MS", "100", 10, 10000,
+        "how long a local lease grants its permits without Redis, in milliseconds (it also ends "
+        "when they run out, and at once on an edit or reset of its policy)"),
+    INT(local_lease_permits, "local-lease-permits", "PERMITD_LOCAL_LEASE_PERMITS", "0", 0,
+        1000000, "permits a local lease takes from its bucket; 0 = twice what the worker decided "
+        "on the bucket in the last lease's time (8 at least), at most a quarter of max_permits"),
+    INT(local_lease_auto_rate, "local-lease-auto-rate", "PERMITD_LOCAL_LEASE_AUTO_RATE", "1000",
+        1, 100000000, "--local-leases auto: a worker leases a bucket once it decides at least "
+        "this many Acquires a second on it"),
     INT(sync_interval_ms, "sync-interval-ms", "PERMITD_SYNC_INTERVAL_MS", "5000",
         100, 3600000, "how often policies are reconciled from MySQL into Redis"),
     INT(stats_policies, "stats-policies", "PERMITD_STATS_POLICIES", "10000", 1, 1000000,
@@ -1065,6 +1078,16 @@ int config_load(struct config *cfg, int argc, char **argv, FILE *out,
                                  "--app-auth (PERMITD_APP_AUTH): \"%s\" is not keys or off",
                                  cfg->app_auth);
     cfg->app_auth_off = strcmp(cfg->app_auth, "off") == 0;
+    if (strcmp(cfg->local_leases, "off") == 0)
+        cfg->local_leases_mode = CONFIG_LOCAL_LEASES_OFF;
+    else if (strcmp(cfg->local_leases, "on") == 0)
+        cfg->local_leases_mode = CONFIG_LOCAL_LEASES_ON;
+    else if (strcmp(cfg->local_leases, "auto") == 0)
+        cfg->local_leases_mode = CONFIG_LOCAL_LEASES_AUTO;
+    else
+        return permitd_error_set(err, PERMITD_EINVAL,
+                                 "--local-leases (PERMITD_LOCAL_LEASES): \"%s\" is not off, on "
+                                 "or auto", cfg->local_leases);
     if (cidr_list_parse(cfg->trusted_proxies, &cfg->trusted_proxy_list, err) != PERMITD_OK)
         return prefixed(err, "--trusted-proxies (PERMITD_TRUSTED_PROXIES)");
     return PERMITD_OK;

@@ -38,6 +38,11 @@ struct config_redis_cluster {
     } seeds[CONFIG_REDIS_SEEDS_MAX];
 };
 
+/* --local-leases, parsed (config.local_leases_mode); a policy's own
+ * local_lease (migration 0016) uses the same numbers, and 0 for "as the
+ * flag says". */
+enum { CONFIG_LOCAL_LEASES_OFF = 1, CONFIG_LOCAL_LEASES_ON = 2, CONFIG_LOCAL_LEASES_AUTO = 3 };
+
 struct config {
     /* API listener */
     char listen[256];             /* as given, "host:port" */
@@ -95,6 +100,12 @@ struct config {
     char request_id_ttl[24];      /* how long a take's answer is kept for its request id */
     long long request_id_ttl_ms;  /* parsed: 1 s .. 7 d */
     int deny_cache;               /* deny cache entries per worker; 0 = off */
+    char local_leases[8];         /* "off", "on" or "auto" (decisions/locallease.h) */
+    int local_leases_mode;        /* derived: LOCALLEASE_OFF, _ON, _AUTO */
+    int local_lease_ms;           /* how long a lease grants locally */
+    int local_lease_permits;      /* permits a lease takes; 0 = sized by the traffic seen */
+    int local_lease_auto_rate;    /* auto: decisions a second one worker sees on one
+                                     bucket before it leases */
 
     /* MySQL policy store */
     char mysql_url[1024];         /* as given; "" = no store (policies by hand) */

@@ -118,6 +118,25 @@ uint64_t limiter_open_passes(struct limiter *l)
 void limiter_deny_cache_clear(struct limiter *l)
 {
     atomic_fetch_add(&l->deny_epoch, 1);
+    /* a reset, or notices lost: every local lease ends as well */
+    atomic_fetch_add(&l->lease_epoch, 1);
+}
+
+void limiter_leases_end(struct limiter *l)
+{
+    atomic_fetch_add(&l->lease_epoch, 1);
+}
+
+void limiter_lease_counters(struct limiter *l, struct limiter_lease_counters *c)
+{
+    c->grants = atomic_load(&l->lease_grants);
+    c->takes = atomic_load(&l->lease_takes);
+    c->refused = atomic_load(&l->lease_refused);
+    c->returns = atomic_load(&l->lease_returns);
+    c->returned = atomic_load(&l->lease_returned);
+    c->late = atomic_load(&l->lease_late);
+    c->ended_early = atomic_load(&l->lease_ended_early);
+    c->held = atomic_load(&l->leases_held);
 }
 
 void limiter_deny_cache_counters(struct limiter *l, uint64_t *hits, uint64_t *misses,

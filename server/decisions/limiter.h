@@ -163,6 +163,29 @@ uint64_t limiter_open_passes(struct limiter *l);
  * again). Any thread. */
 void limiter_deny_cache_clear(struct limiter *l);
 
+/* Ends every local lease (decisions/locallease.h) of every worker at
+ * once, without a lock: nothing more is granted from any lease taken
+ * before, and each is given back at its worker's next look (within
+ * 20 ms). limiter_deny_cache_clear() does it too (a reset: those leases
+ * are not given back). THE HOOK for an override change (wip/overrides):
+ * an override switched on, off or edited ends the leases, as a policy
+ * edit ends its own (their version stamp). Any thread. */
+void limiter_leases_end(struct limiter *l);
+
+/* The local leases' counters, for /metrics. */
+struct limiter_lease_counters {
+    uint64_t grants;        /* Acquires granted from a lease, without Redis */
+    uint64_t takes;         /* leases taken */
+    uint64_t refused;       /* lease takes Redis refused (the Acquire went as itself) */
+    uint64_t returns;       /* give-backs sent and answered */
+    uint64_t returned;      /* whole permits they gave back */
+    uint64_t late;          /* unused permits a give-back brought after its lease's key
+                               had expired: refused, spent */
+    uint64_t ended_early;   /* leases ended by an edit, reset or override change */
+    int64_t held;           /* leases held now, over every worker */
+};
+void limiter_lease_counters(struct limiter *l, struct limiter_lease_counters *c);
+
 /* The deny caches' counters, for /metrics: Acquires answered from a cache
  * (hits), Acquires a cache could have answered but did not hold (misses:
  * they went to Redis), entries still in force pushed out by newer ones
@@ -260,6 +283,33 @@ int limiter_own(struct limiter *l, const char *bucket, const char *key, int take
  * of that PUBLISH says the state was deleted all the same. */
 int limiter_reset(struct limiter *l, const char *bucket, const char *key,
                   int64_t deadline_us, struct permitd_error *err);
+
+/* Gives `permits` (>= 1) back to the bucket of policy `bucket`, key `key`
+ * ("" the shared bucket), on this thread's connection, blocking (issue
+ * 38: the unused permits of a local lease, a reservation's estimate above
+ * its cost). No app is checked: permitd gives back what it took itself.
+ * What "back" means per algorithm (lua/lib/refund_<algorithm>.lua,
+ * docs/algorithms.md):
+ *   token_bucket    the bucket refilled to now at the rate in force, then
+ *                   topped up, never above max_permits (nothing earned is
+ *                   re-priced); taken_at_us is not needed (0)
+ *   fixed_window    off the current window's count, only when the take
+ *                   was in the current window
+ *   sliding_window  off the count of the window the take was counted in
+ *                   (current or previous; older counts nothing)
+ *   sliding_log     the newest entries scored at or before the take still
+ *                   in the window
+ * taken_at_us is the Redis time in us of the take whose permits come back
+ * (a reservation keeps it); 0 = unknown, for which the window algorithms
+ * give nothing back (giving a past window's permits to this one could
+ * over-admit). Never below empty, never above max. concurrency answers
+ * failed_precondition (Release gives a lease back). On PERMITD_OK,
+ * *refunded holds the whole permits given back, res->allowed whether any
+ * were, res->noop that none were, remaining and the rest the bucket after;
+ * errors as limiter_inspect()'s (not_found, a disabled policy, Redis). */
+int limiter_refund(struct limiter *l, const char *bucket, const char *key, int64_t permits,
+                   int64_t taken_at_us, int64_t deadline_us, struct limiter_result *res,
+                   int64_t *refunded, struct permitd_error *err);
 
 struct policies_entry;
 

@@ -10,7 +10,8 @@
  * limiter_plan.c (AcquireBatch as calls), limiter_queue.c (a worker's
  * queued decisions), limiter_deny.c (the deny cache's glue),
  * limiter_loader.c (policies a queue lacks, read off its thread; the
- * names known absent) and limiter_bucket.c (inspect, own, reset, settle).
+ * names known absent), limiter_bucket.c (inspect, own, reset, settle)
+ * and limiter_refund.c (permits given back: issue 38).
  */
 #ifndef PERMITD_LIMITER_INTERNAL_H
 #define PERMITD_LIMITER_INTERNAL_H
@@ -24,6 +25,7 @@
 #include "decisions/deny_cache.h"
 #include "decisions/limiter.h"
 #include "decisions/limiter_plan.h"
+#include "decisions/locallease.h"
 #include "decisions/policies.h"
 #include "stores/policy.h"
 #include "stores/redis.h"
@@ -41,8 +43,12 @@
 
 /* What a decision does with its item (the `take` argument below, named
  * for what nearly every one does): ARGV[1] "peek", "take", "release",
- * "renew" (all_or_nothing's "all" is a batch's). */
-enum { DO_PEEK = 0, DO_TAKE = 1, DO_RELEASE = 2, DO_RENEW = 3 };
+ * "renew", "refund" (limiter_refund.c; all_or_nothing's "all" is a
+ * batch's). */
+enum { DO_PEEK = 0, DO_TAKE = 1, DO_RELEASE = 2, DO_RENEW = 3, DO_REFUND = 4,
+       DO_LEASE = 5,        /* a local lease's take: a "take" of want + N + P with the
+                               lease id as request id (decisions/locallease.h) */
+       DO_RETURN = 6 };     /* a local lease's give-back (lua/lease_return.lua) */
 
 struct limiter {
     const struct config *cfg;
@@ -70,6 +76,12 @@ struct limiter {
     size_t deny_size;
     _Atomic uint64_t deny_epoch;
     _Atomic uint64_t deny_hits, deny_misses, deny_evictions;
+    /* Local leases (decisions/locallease.h): the epoch every lease must
+     * match (limiter_leases_end() raises it) and counters for /metrics. */
+    _Atomic uint64_t lease_epoch;
+    _Atomic uint64_t lease_grants, lease_takes, lease_refused, lease_returns,
+                     lease_returned, lease_late, lease_ended_early;
+    _Atomic int64_t leases_held;
 };
 /* See "the loader" below for these. */
 #define LOADER_PENDING_MAX 1000     /* names waiting for the loader or being read */
@@ -166,6 +178,15 @@ struct job {
     struct load load;               /* parked: the names it waits for (an Acquire's
                                        or a Peek's: one, in one) */
     struct pend *one;
+    /* DO_LEASE: the Acquire's own permits and the slot of its lease;
+     * DO_RETURN: what goes back, and its call's own key, arguments and
+     * answer (it is no item of a decision script). */
+    int64_t want;
+    struct locallease_slot *ls;
+    struct locallease_return ret;
+    struct redis_str rkey, rargs[6];
+    char rnum[4][24];
+    long long rout[2];
 };
 
 /* The batch out: every call of its jobs, contiguous, as the pipe wants
@@ -197,6 +218,10 @@ struct limiter_queue {
     size_t nspare;
     size_t timed;                   /* jobs with a deadline of their own, not yet answered */
     struct deny_cache *deny;        /* this worker's (NULL: --deny-cache 0) */
+    struct locallease *leases;      /* this worker's local leases (NULL: --local-leases off
+                                       and no policy asks for them) */
+    char lease_life_s[24];          /* a lease take's ARGV[3]: its key's life R in ms */
+    int64_t lease_sweep_us;         /* when held leases are next looked over */
 };
 
 /* One decision on its way through the limiter's parts, carried whole

@@ -28,6 +28,7 @@
 #include <sys/random.h>
 
 #include "core/clock.h"
+#include "core/config.h"
 #include "decisions/deny_cache.h"
 #include "decisions/limiter.h"
 #include "decisions/limiter_plan.h"
@@ -64,6 +65,88 @@ void limiter_queue_job_put(struct limiter_queue *q, struct job *j)
     q->nspare++;
 }
 
+/* Queues the give-back of a lease that ended (ret: what goes back) as a
+ * call of lua/lease_return.lua of its own, sent with the next batch
+ * before its decisions. Out of memory, it is not sent: the permits stay
+ * spent (under-admission, never over). */
+static void lease_return(struct limiter_queue *q, const struct locallease_return *ret)
+{
+    struct job *j;
+
+    if (ret->permits <= 0 && ret->p <= 0)
+        return;
+    atomic_fetch_sub(&q->l->leases_held, 1);
+    if ((j = limiter_queue_job_get(q)) == NULL)
+        return;
+    memset(&j->req, 0, sizeof(j->req));
+    j->plan = NULL;
+    j->entry = NULL;
+    j->split = 0;
+    j->take = DO_RETURN;
+    j->ls = NULL;
+    j->ret = *ret;
+    j->deadline_us = INT64_MAX;
+    j->done = NULL;
+    j->ud = NULL;
+    j->out = NULL;
+    j->rkey = (struct redis_str){j->ret.key, j->ret.key_len};
+    j->rargs[0] = j->ret.fixed_window ? (struct redis_str){"fixed_window", 12}
+                                      : (struct redis_str){"token_bucket", 12};
+    j->rargs[1].p = j->rnum[0];
+    j->rargs[1].len = (size_t)snprintf(j->rnum[0], 24, "%" PRId64, j->ret.max);
+    j->rargs[2] = (struct redis_str){j->ret.id, strlen(j->ret.id)};
+    j->rargs[3].p = j->rnum[1];
+    j->rargs[3].len = (size_t)snprintf(j->rnum[1], 24, "%" PRId64, j->ret.permits);
+    j->rargs[4] = (struct redis_str){q->lease_life_s, strlen(q->lease_life_s)};
+    j->rargs[5].p = j->rnum[2];
+    j->rargs[5].len = (size_t)snprintf(j->rnum[2], 24, "%" PRId64, j->ret.p);
+    j->rout[0] = j->rout[1] = 0;
+    limiter_queue_enqueue(q, j);
+}
+
+/* A lease that ended: its give-back queued (give: the unused permits go
+ * back; a reset's do not). */
+static void lease_end(struct limiter_queue *q, struct locallease_slot *s, int give)
+{
+    struct locallease_return ret;
+
+    if (s->state != LOCALLEASE_HELD)
+        return;
+    locallease_end(q->leases, s, give, &ret);
+    if (ret.permits > 0 || ret.p > 0)
+        lease_return(q, &ret);
+    else
+        atomic_fetch_sub(&q->l->leases_held, 1);
+}
+
+static uint64_t stamp_of(void *ud, const char *policy)
+{
+    return policies_stamp(ud, policy);
+}
+
+/* Ends the leases that are out of time, or whose policy was edited or
+ * reset since (every LOCALLEASE_SWEEP_US at most while any is held: a
+ * lease ends within that of an edit or reset even when no Acquire of
+ * its bucket comes). */
+#define LOCALLEASE_SWEEP_US 20000
+static void lease_sweep(struct limiter_queue *q, int64_t now)
+{
+    uint64_t epoch;
+    size_t cursor = 0;
+    struct locallease_slot *s;
+
+    if (q->leases == NULL || locallease_held(q->leases) == 0 || now < q->lease_sweep_us)
+        return;
+    q->lease_sweep_us = now + LOCALLEASE_SWEEP_US;
+    epoch = atomic_load(&q->l->lease_epoch);
+    while ((s = locallease_due(q->leases, &cursor, now, epoch, stamp_of,
+                               q->l->policies)) != NULL) {
+        if (s->epoch != epoch || now < s->until_us)
+            atomic_fetch_add(&q->l->lease_ended_early, 1);
+        lease_end(q, s, s->epoch == epoch);
+    }
+}
+
 /* Answers one job's caller with rc (PERMITD_OK: each call has its own).
  * calls: its calls in the batch, NULL when none was sent (or its answer is
  * not awaited). The caller's strings and storage are not touched after. */
@@ -79,6 +162,39 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
         q->timed--;
     if (j->plan != NULL) {
         limiter_plan_answer(j->plan, rc, calls, &e);
+        return;
+    }
+    if (j->take == DO_RETURN) {
+        if (rc == PERMITD_OK && calls != NULL && calls[0].rc == PERMITD_OK) {
+            atomic_fetch_add(&q->l->lease_returns, 1);
+            atomic_fetch_add(&q->l->lease_returned, (uint64_t)j->rout[0]);
+            atomic_fetch_add(&q->l->lease_late, (uint64_t)j->rout[1]);
+        }
+        return;
+    }
+    if (j->take == DO_LEASE) {
+        /* Not granted (an error, its deadline): what the Acquire alone
+         * would have been told; the slot takes no lease for a while. */
+        int granted = rc == PERMITD_OK && calls != NULL && calls[0].rc == PERMITD_OK &&
+                      j->out != NULL && j->out[0] == 0 && j->out[1] != 0;
+        struct limiter_request req = j->req;
+        if (!granted) {
+            req.permits = j->want;
+            req.request_id = "";
+        }
+        if (rc == PERMITD_OK && calls != NULL && calls[0].rc != PERMITD_OK)
+            rc = limiter_script_call_refused(calls[0].rc, j->req.bucket, &e);
+        memset(&res, 0, sizeof(res));
+        rc = limiter_script_conclude(&(struct limiter_decision){q->l, &req, DO_TAKE, 1, 0,
+                                                                j->deadline_us, &res, &e},
+                                     rc, j->out);
+        if (granted && rc == PERMITD_OK && j->ls != NULL) {
+            locallease_taken(q->leases, j->ls, 1, j->sent_us, &res);
+            j->ls = NULL;
+            atomic_fetch_add(&q->l->leases_held, 1);
+            atomic_fetch_add(&q->l->lease_takes, 1);
+        }
+        j->done(j->ud, rc, &res, &e);
         return;
     }
     /* the script's own decision, this very call's */
@@ -102,6 +218,11 @@ static void job_end(struct limiter_queue *q, struct job *j, int rc,
 {
     if (!j->answered)
         job_answer(q, j, rc, calls, err);
+    if (j->take == DO_LEASE && j->ls != NULL) {
+        /* never granted (or not known to be): no lease; a while without */
+        locallease_taken(q->leases, j->ls, 0, j->sent_us, NULL);
+        j->ls = NULL;
+    }
     if (j->plan != NULL) {
         limiter_plan_free(j->plan);
         free(j->plan);
@@ -122,6 +243,8 @@ static void batch_end(struct limiter_queue *q, int rc, const struct permitd_erro
     for (size_t i = 0; i < n; i++)
         if (b->jobs[i]->plan != NULL)
             items_from += b->jobs[i]->plan->ngroups;
+        else if (b->jobs[i]->take == DO_RETURN)
+            items_from++;
     if (rc == PERMITD_OK && items_from < ncalls)
         atomic_fetch_add(&q->l->splits, limiter_script_split_calls(&b->calls[items_from],
                                                                    ncalls - items_from));
@@ -141,6 +264,40 @@ static void batch_end(struct limiter_queue *q, int rc, const struct permitd_erro
                 again = j;
             last = j;
             continue;
+        }
+        /* A lease's take refused (the bucket holds fewer than want + N
+         * + P, or the script answered anything but a grant): the Acquire
+         * goes again as itself, first in the queue, and the bucket is
+         * left to Redis for a lease's time. Its denial, if it is one, is
+         * then Redis's own, with an exact retry_after_ms. */
+        if (rc == PERMITD_OK && j->take == DO_LEASE && !j->answered && j->out != NULL &&
+            b->calls[j->first].rc == PERMITD_OK && (j->out[0] != 0 || j->out[1] == 0)) {
+            locallease_taken(q->leases, j->ls, 0, j->sent_us, NULL);
+            atomic_fetch_add(&q->l->lease_refused, 1);
+            j->take = DO_TAKE;
+            j->req.permits = j->want;
+            j->request_id[0] = '\0';
+            j->ls = NULL;
+            j->next = NULL;
+            if (last != NULL)
+                last->next = j;
+            else
+                again = j;
+            last = j;
+            continue;
+        }
+        /* granted after its caller's deadline: the lease is held all the same */
+        if (rc == PERMITD_OK && j->take == DO_LEASE && j->answered && j->out != NULL &&
+            j->ls != NULL &&
+            b->calls[j->first].rc == PERMITD_OK && j->out[0] == 0 && j->out[1] != 0) {
+            struct limiter_result res = {0};
+            res.remaining = j->out[2];
+            res.reset_after_ms = j->out[5];
+            res.window_s = j->out[6];
+            locallease_taken(q->leases, j->ls, 1, j->sent_us, &res);
+            j->ls = NULL;
+            atomic_fetch_add(&q->l->leases_held, 1);
+            atomic_fetch_add(&q->l->lease_takes, 1);
         }
         job_end(q, j, rc, &b->calls[j->first], err);
     }
@@ -238,6 +395,8 @@ static void batch_items(struct limiter_queue *q, size_t n)
             last++;
         }
         limiter_script_call_head(q->l, limiter_script_mode_arg(lead->take), "", wide, &b->args[a]);
+        if (lead->take == DO_LEASE)     /* the lease's key lives R ms (locallease.h) */
+            b->args[a + 2] = (struct redis_str){q->lease_life_s, strlen(q->lease_life_s)};
         *c = (struct redis_script_call){.keys = &b->keys[first], .args = &b->args[a],
                                         .out = &b->out[RW * first], .cross_slot = cross,
                                         .script = limiter_script_of(lead->entry)};
@@ -297,6 +456,7 @@ static void batch_send(struct limiter_queue *q)
     while (q->head != NULL && b->njobs < QUEUE_BATCH_MAX) {
         struct job *j = q->head;
         size_t n = j->plan != NULL ? j->plan->ngroups : 1;
+        int ret = j->plan == NULL && j->take == DO_RETURN;
 
         q->head = j->next;
         j->out = NULL;
@@ -316,6 +476,11 @@ static void batch_send(struct limiter_queue *q)
             j->first = b->ncalls;
             memcpy(&b->calls[b->ncalls], j->plan->calls, n * sizeof(*b->calls));
             b->ncalls += n;
+        } else if (ret) {
+            j->first = b->ncalls;
+            b->calls[b->ncalls++] = (struct redis_script_call){
+                .keys = &j->rkey, .nkeys = 1, .args = j->rargs, .nargs = 6, .out = j->rout,
+                .nout = 2, .script = REDIS_SCRIPT_LEASE_RETURN};
         } else {
             b->items[nitems++] = b->njobs;
         }
@@ -417,6 +582,9 @@ static void queue_want(void *ud, struct loop_want *w)
     struct limiter_queue *q = ud;
 
     redis_pipe_want(q->pipe, &w->fd, &w->events, &w->at_us, &w->generation);
+    /* held leases are looked over every LOCALLEASE_SWEEP_US (lease_sweep()) */
+    if (q->leases != NULL && locallease_held(q->leases) > 0 && q->lease_sweep_us < w->at_us)
+        w->at_us = q->lease_sweep_us;
     if (q->timed > 0) {
         int64_t at = queue_soonest(q);
         if (at < w->at_us)
@@ -448,6 +616,7 @@ static void queue_flush(void *ud, int woke)
     struct limiter_queue *q = ud;
 
     (void)woke;
+    lease_sweep(q, clock_now_us());
     limiter_loader_queue_loaded(q);
     if (q->head != NULL && !redis_pipe_busy(q->pipe))
         batch_send(q);
@@ -511,13 +680,32 @@ int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue
         free(q);
         return rc;
     }
+    {
+        struct locallease_conf lc = {l->cfg->local_leases_mode, l->cfg->local_lease_ms,
+                                     l->cfg->local_lease_permits, l->cfg->local_lease_auto_rate};
+        if (lc.mode == 0)
+            lc.mode = CONFIG_LOCAL_LEASES_OFF;
+        if (lc.lease_ms <= 0)
+            lc.lease_ms = 100;
+        if (lc.auto_rate <= 0)
+            lc.auto_rate = 1000;
+        if ((rc = locallease_new(&lc, &q->leases, err)) != PERMITD_OK) {
+            deny_cache_free(q->deny);
+            free(q);
+            return rc;
+        }
+        snprintf(q->lease_life_s, sizeof(q->lease_life_s), "%" PRId64,
+                 locallease_life_ms(q->leases));
+    }
     if ((rc = redis_pipe_new(l->redis, &q->pipe, err)) != PERMITD_OK) {
         deny_cache_free(q->deny);
+        locallease_free(q->leases);
         free(q);
         return rc;
     }
     if ((rc = loop_attach(loop, &src, err)) != PERMITD_OK) {
         deny_cache_free(q->deny);
+        locallease_free(q->leases);
         redis_pipe_free(q->pipe);
         free(q);
         return rc;
@@ -542,6 +730,7 @@ void limiter_queue_free(struct limiter_queue *q)
     }
     redis_pipe_free(q->pipe);
     deny_cache_free(q->deny);
+    locallease_free(q->leases);
     free(q->batch.calls);
     free(q);
 }
@@ -571,7 +760,9 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
      * answers for this request not worth remembering */
     uint64_t epoch = atomic_load(&q->l->deny_epoch);
     struct limiter_decision d = {q->l, req, take, 1, 0, deadline_us, &res, &err};
-    int rc;
+    struct locallease_slot *lease_slot = NULL;
+    int64_t lease_extra = 0, lease_want = 0;
+    int rc, deny_asked = 0;
 
     /* What the policy's copy refuses is answered here and now; a policy
      * the table lacks is read by the loader while the job is parked. */
@@ -588,8 +779,62 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         done(ud, rc, &res, &err);
         return;
     }
+    /* A hot bucket's lease grants here, without Redis; or this Acquire
+     * takes one (locallease.h). */
+    if (e != NULL && take == DO_TAKE && q->leases != NULL &&
+        (e->algorithm == POLICY_TOKEN_BUCKET || e->algorithm == POLICY_FIXED_WINDOW) &&
+        !e->shadow && (req->request_id == NULL || req->request_id[0] == '\0') &&
+        (e->local_lease ? e->local_lease : q->l->cfg->local_leases_mode) !=
+        CONFIG_LOCAL_LEASES_OFF &&
+        !limiter_loader_parked_for(q, req->bucket)) {
+        int64_t want = req->permits == 0 ? 1 : req->permits, now = clock_now_us();
+        uint64_t lepoch = atomic_load(&q->l->lease_epoch);
+        struct locallease_return ret;
+        struct locallease_slot *s = locallease_find(q->leases, req->bucket,
+                                                    req->key ? req->key : "", now);
+
+        if (s != NULL && s->state == LOCALLEASE_HELD) {
+            int granted = locallease_grant(q->leases, s, e->stamp, lepoch, want, now, &res,
+                                           &ret);
+            if (s->state != LOCALLEASE_HELD) {         /* it ended */
+                if (s->epoch != lepoch || s->stamp != e->stamp)
+                    atomic_fetch_add(&q->l->lease_ended_early, 1);
+                if (ret.permits > 0 || ret.p > 0)
+                    lease_return(q, &ret);
+                else
+                    atomic_fetch_sub(&q->l->leases_held, 1);
+            }
+            if (granted) {
+                atomic_fetch_add(&q->l->lease_grants, 1);
+                policies_release(e);
+                done(ud, PERMITD_OK, &res, &err);
+                return;
+            }
+        }
+        /* A bucket the deny cache holds is denied from it, not leased:
+         * asking Redis for a lease it would refuse costs a call the cache
+         * saves. */
+        if (s != NULL && limiter_deny_cacheable(q, take, e)) {
+            deny_asked = 1;
+            if (limiter_deny_answer(q, req, e, epoch, &res)) {
+                policies_release(e);
+                done(ud, PERMITD_OK, &res, &err);
+                return;
+            }
+        }
+        if (s != NULL && locallease_begin(q->leases, s, e->local_lease ? e->local_lease
+                                                        : q->l->cfg->local_leases_mode,
+                                          e->algorithm == POLICY_FIXED_WINDOW, e->max_permits,
+                                          e->rate, e->local_lease_permits, want, e->stamp,
+                                          lepoch, now, &lease_extra)) {
+            char name[POLICY_REDIS_KEY_MAX];
+            locallease_set_key(s, name, limiter_script_bucket_key(q->l, req, e, name));
+            lease_slot = s;
+            lease_want = want;
+        }
+    }
     /* A bucket just denied is denied here, without Redis. */
-    if (e != NULL && limiter_deny_cacheable(q, take, e) &&
+    if (e != NULL && lease_slot == NULL && !deny_asked && limiter_deny_cacheable(q, take, e) &&
                 (req->request_id == NULL || req->request_id[0] == '\0') &&
                 limiter_deny_answer(q, req, e, epoch, &res)) {
         policies_release(e);
@@ -598,6 +843,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     }
     if ((j = limiter_queue_job_get(q)) == NULL) {
         /* Out of memory: decide right here. */
+        if (lease_slot != NULL)
+            locallease_taken(q->leases, lease_slot, 0, 0, NULL);
         policies_release(e);
         rc = limiter_script_decide(&d);
         done(ud, rc, &res, &err);
@@ -613,6 +860,14 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     snprintf(j->request_id, sizeof(j->request_id), "%s", req->request_id ? req->request_id : "");
     j->req.request_id = j->request_id;
     j->lease[0] = '\0';
+    j->ls = lease_slot;
+    j->want = lease_want;
+    if (lease_slot != NULL) {
+        /* the lease's take: want + N + P, its id as request id */
+        j->take = DO_LEASE;
+        j->req.permits = lease_want + lease_extra;
+        snprintf(j->request_id, sizeof(j->request_id), "%s", lease_slot->id);
+    }
     j->epoch = epoch;
     j->sent_us = 0;
     j->deadline_us = deadline_us;

@@ -267,6 +267,10 @@ int limiter_script_admit_entry(const struct limiter_decision *d, const struct po
         rc = permitd_error_set(err, PERMITD_EPERM,
                                "app: \"%s\" is not allowed to use policy \"%s\"",
                                req->app, req->bucket);
+    else if (take == DO_REFUND && e->algorithm == POLICY_CONCURRENCY)
+        rc = permitd_error_set(err, PERMITD_EPRECONDITION,
+                               "bucket: policy \"%s\" is a concurrency policy: its permits come "
+                               "back by Release, not by a refund", req->bucket);
     else if ((take == DO_RELEASE || take == DO_RENEW) && e->algorithm != POLICY_CONCURRENCY)
         rc = permitd_error_set(err, PERMITD_EPRECONDITION,
                                "bucket: policy \"%s\" is a %s, which holds no leases: %s "
@@ -475,7 +479,7 @@ static const struct redis_str MODE_TAKE = {"take", 4}, MODE_PEEK = {"peek", 4},
 struct redis_str limiter_script_mode_arg(int take)
 {
     switch (take) {
-    case DO_TAKE: return MODE_TAKE;
+    case DO_TAKE: case DO_LEASE: return MODE_TAKE;
     case DO_RELEASE: return MODE_RELEASE;
     case DO_RENEW: return MODE_RENEW;
     default: return MODE_PEEK;
@@ -526,7 +530,7 @@ int limiter_script_item_wide(const struct limiter_request *req, int take,
 {
     if (take == DO_TAKE)
         return algo == POLICY_CONCURRENCY || (req->request_id != NULL && req->request_id[0]);
-    return take == DO_RELEASE || take == DO_RENEW;
+    return take == DO_RELEASE || take == DO_RENEW || take == DO_LEASE;
 }
 
 /* The Redis key of req's bucket under policy e (colocated or not) into name;
@@ -554,15 +558,20 @@ int limiter_script_item_call(const struct limiter_request *req, int take,
                              struct redis_str *key, struct redis_str *args)
 {
     int64_t permits = req->permits == 0 ? 1 : req->permits;
-    const char *rid = take == DO_TAKE && req->request_id ? req->request_id : "";
+    const char *rid;
     int n = 4;
+
+    if (take == DO_LEASE)
+        take = DO_TAKE;             /* a take whose request id is the lease's */
+    rid = take == DO_TAKE && req->request_id ? req->request_id : "";
 
     key->p = name;
     key->len = name_len;
     args[0].p = index;
     args[0].len = strlen(index);
     args[1].p = permits_s;
-    args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64, take == DO_TAKE ? permits : 1);
+    args[1].len = (size_t)snprintf(permits_s, 24, "%" PRId64,
+                                   take == DO_TAKE || take == DO_REFUND ? permits : 1);
     if (!wide)
         return 2;
     args[2] = (struct redis_str){rid, strlen(rid)};

@@ -36,6 +36,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/config.h"
 #include "decisions/policies.h"
 
 #define READERS_MAX 1024            /* threads with a slot of their own */
@@ -591,6 +592,7 @@ int policies_parse(const char *name, char *const *fields, size_t n,
     const char *max = NULL, *rate = NULL, *apps = NULL, *enabled = NULL, *mode = NULL;
     const char *rates = NULL, *version = NULL, *id = NULL, *colocate = NULL, *shadow = NULL;
     const char *algorithm = NULL, *window = NULL, *calendar = NULL, *lease = NULL;
+    const char *local_lease = NULL, *local_lease_permits = NULL;
     int64_t v;
     char *end;
 
@@ -615,11 +617,19 @@ int policies_parse(const char *name, char *const *fields, size_t n,
         else if (strcmp(f, "window_ms") == 0) window = val;
         else if (strcmp(f, "calendar") == 0) calendar = val;
         else if (strcmp(f, "lease_ms") == 0) lease = val;
+        else if (strcmp(f, "local_lease") == 0) local_lease = val;
+        else if (strcmp(f, "local_lease_permits") == 0) local_lease_permits = val;
     }
     e->enabled = enabled == NULL || strcmp(enabled, "0") != 0;
     e->open = mode != NULL && strcmp(mode, "open") == 0;
     e->colocate = colocate != NULL && strcmp(colocate, "1") == 0;
     e->shadow = shadow != NULL && strcmp(shadow, "1") == 0;
+    /* A value sync.lua would not write reads as absent: the flag's. */
+    e->local_lease = local_lease == NULL ? 0
+                     : strcmp(local_lease, "off") == 0 ? CONFIG_LOCAL_LEASES_OFF
+                     : strcmp(local_lease, "on") == 0 ? CONFIG_LOCAL_LEASES_ON
+                     : strcmp(local_lease, "auto") == 0 ? CONFIG_LOCAL_LEASES_AUTO : 0;
+    e->local_lease_permits = (v = whole(local_lease_permits)) > 0 && v <= 1000000 ? v : 0;
     e->version = (v = whole(version)) > 0 ? (uint64_t)v : 0;
     e->id = (v = whole(id)) > 0 ? (uint64_t)v : 0;
     if ((e->rates = strdup(rates ? rates : "")) == NULL ||

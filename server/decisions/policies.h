@@ -46,6 +46,9 @@ struct policies_entry {
     int64_t max_permits;
     double rate;
     int enabled, open, colocate;    /* open: failure_mode "open" */
+    int local_lease;                /* CONFIG_LOCAL_LEASES_OFF, _ON or _AUTO (migration 0016);
+                                       0: as --local-leases says */
+    int64_t local_lease_permits;    /* what its lease takes; 0: as --local-lease-permits */
     int shadow;                     /* shadow mode (issue 23): an Acquire it would deny
                                        is answered allowed, flagged (decisions/limiter.c) */
     int missing;                    /* its hash was found gone (see policies_reload()) */

@@ -56,6 +56,7 @@ const char *const redis_script_files[REDIS_SCRIPT_COUNT] = {
     [REDIS_SCRIPT_SLIDING_WINDOW] = "sliding_window.lua",
     [REDIS_SCRIPT_SLIDING_LOG] = "sliding_log.lua",
     [REDIS_SCRIPT_CONCURRENCY] = "concurrency.lua",
+    [REDIS_SCRIPT_LEASE_RETURN] = "lease_return.lua",
 };
 
 const char *redis_script_name(enum redis_script script)

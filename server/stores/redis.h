@@ -38,6 +38,8 @@ enum redis_script {
     REDIS_SCRIPT_SLIDING_WINDOW,    /* lua/sliding_window.lua */
     REDIS_SCRIPT_SLIDING_LOG,       /* lua/sliding_log.lua */
     REDIS_SCRIPT_CONCURRENCY,       /* lua/concurrency.lua */
+    REDIS_SCRIPT_LEASE_RETURN,      /* lua/lease_return.lua: a local lease's unused permits
+                                       back (decisions/locallease.h) */
     REDIS_SCRIPT_COUNT
 };
 

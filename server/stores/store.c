@@ -217,7 +217,8 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
     rc = query(s,
                "SELECT p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, "
                POLICY_VERSION ", CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), "
-               "p.colocate, p.algorithm, p.window_ms, p.calendar, p.lease_ms, p.shadow "
+               "p.colocate, p.algorithm, p.window_ms, p.calendar, p.lease_ms, p.shadow, "
+               "p.local_lease, p.local_lease_permits "
                "FROM policies p ORDER BY p.id", &res, err);
     if (rc != PERMITD_OK)
         return rc;
@@ -262,6 +263,8 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
         p->updated_us = row[7] ? strtoll(row[7], NULL, 10) : 0;
         p->colocate = row[8] != NULL && atoi(row[8]) != 0;
         p->shadow = row[13] != NULL && atoi(row[13]) != 0;
+        snprintf(p->local_lease, sizeof(p->local_lease), "%s", row[14] ? row[14] : "");
+        p->local_lease_permits = row[15] ? strtoll(row[15], NULL, 10) : 0;
         snap->count++;
     }
     mysql_free_result(res);

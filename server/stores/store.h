@@ -33,6 +33,8 @@ struct store_policy {
     char failure_mode[8];       /* "open" or "closed" */
     int colocate;               /* all buckets in the policy's slot (stores/policy.h) */
     int shadow;                 /* shadow mode: decided and counted, never refused */
+    char local_lease[8];        /* "off", "on", "auto"; "": as --local-leases (0016) */
+    int64_t local_lease_permits;    /* 0: as --local-lease-permits */
     uint64_t version;
     int64_t updated_us;         /* updated_at, µs since the epoch (UTC) */
     char *apps;                 /* comma-separated, sorted; "" = none */
