@@ -455,7 +455,7 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
             continue;
         p->reqs[n] = (struct limiter_request){p->policy[n], p->app, p->key[n],
                                               rq->hits_addend ? (int64_t)rq->hits_addend : 1,
-                                              NULL, NULL};
+                                              NULL, NULL, NULL};
         if ((rc = service_check(r->service, SERVICE_ACQUIRE, &p->reqs[n], "", err)) !=
             PERMITD_OK) {
             char why[sizeof(err->message)];
