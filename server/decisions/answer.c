@@ -93,6 +93,8 @@ void answer_decision_message(Permit__V1__AcquireResponse *m, const struct limite
     m->lease_expires_after_ms = r->lease_expires_ms;
     m->replayed = r->replayed;
     m->shadow = r->shadow;
+    m->reason = (char *)r->reason;         /* "" unless an override blocked it */
+    m->exempt = r->exempt;
 }
 
 void answer_peek_message(Permit__V1__PeekResponse *m, const struct limiter_result *r)
