@@ -228,7 +228,7 @@ int service_take(struct service_worker *w, struct service_take *t, enum service_
     copy_field(t->request_id, sizeof(t->request_id), lr->request_id);
     copy_field(t->lease_id, sizeof(t->lease_id), lr->lease_id);
     t->lr = (struct limiter_request){t->bucket, t->app, t->key, lr->permits, t->request_id,
-                                     t->lease_id, NULL};
+                                     t->lease_id, lr->own};   /* own: the door's, lasting as t */
     t->deadline_us = deadline_us;
     t->done = done;
     t->ud = ud;
