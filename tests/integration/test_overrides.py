@@ -145,7 +145,7 @@ class OverridesTest(OverrideCase):
         self.put(name, "key", "healthcheck", action="exempt")
         self.put(name, "prefix", "abuser_", action="block")
         wait_for("the block in force",
-                 lambda: not decision(api.acquire(name, key="abuser_1"))["allowed"])
+                 lambda: api.acquire(name, key="abuser_0").json().get("reason"))
         r = api.acquire(name, key="abuser_1")
         m = r.json()
         self.assertFalse(decision(r)["allowed"], m)
