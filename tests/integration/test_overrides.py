@@ -73,11 +73,11 @@ class OverrideCase(AdminCase):
         finally:
             r.close()
 
-    def policy(self, prefix, max_permits=2, **fields):
+    def policy(self, prefix, max_permits=2, apps=("app", "billing"), **fields):
         c = self.editor()
         name = self.name(prefix)
         fields.setdefault("rate", "0.0001")
-        c.create(name, max_permits=max_permits, apps=("app", "billing"), **fields)
+        c.create(name, max_permits=max_permits, apps=apps, **fields)
         return name
 
     def limit_seen(self, api, name, key, want, app="app"):
@@ -126,6 +126,21 @@ class OverridesTest(OverrideCase):
         self.assertEqual([x.get("allowed", False) for x in items],
                          [True] * 5 + [False] + [True, True, False], items)
         self.assertEqual([num(x, "limit") for x in items], [5] * 6 + [2] * 3, items)
+
+    def test_forward_auth_applies_them_through_the_one_service(self):
+        name = self.policy("ovf", max_permits=1, apps=("*",))
+        self.sql("INSERT INTO gateway_rules (path_prefix, policy, key_source, key_header) "
+                 "VALUES ('/%s/', '%s', 'header', 'X-User')" % (name, name))
+        self.put(name, "key", "vip", max_permits=3)
+        self.put(name, "key", "bad", action="block")
+        http = self.api()
+
+        def fa(user):
+            return http.request("GET", "/v1/forward-auth/envoy/%s/x" % name, None,
+                                {"X-User": user}).status
+        wait_for("the rule and the block in force", lambda: fa("bad") == 429)
+        self.assertEqual([fa("vip") for _ in range(4)], [200, 200, 200, 429])
+        self.assertEqual([fa("plain") for _ in range(2)], [200, 429])
 
     def test_every_algorithm_under_an_override(self):
         for alg, (fields, ov) in ALGORITHMS.items():
