@@ -28,7 +28,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Permitd, Redis, decision, wait_for  # noqa: E402
+from harness import STATE, Permitd, Redis, decision, state_key, wait_for  # noqa: E402
 from test_admin import AdminCase, num  # noqa: E402
 
 # Limits that give nothing back within a test.
@@ -297,6 +297,27 @@ class OverrideNoticeTest(OverrideCase):
         self.notify(name)
         wait_for("the block on b", lambda: decision(api_b.acquire(name, key="k"))["allowed"]
                  is False and api_b.acquire(name, key="k").json().get("reason"))
+
+    def test_a_bucket_written_under_a_newer_override_set_is_never_decided_under_an_older(self):
+        # Another instance had the change notice first and wrote the bucket
+        # under the newer override count (its version stamp one higher);
+        # this one has not heard of the change (no notice, its sync far
+        # off). The script answers "stale"; this instance reads the
+        # policy's overrides again and decides under the new one.
+        name, _ = self.policy_on_both("ovt", max_permits=2)
+        api = self.api()
+        self.assertTrue(decision(api.acquire(name, key="k"))["allowed"])
+        self.put(name, "key", "k", max_permits=7, notify=False)
+        r = Redis()
+        try:
+            key = state_key(name, "k", prefix=self.prefix)
+            tokens, at, stamp = STATE.unpack(r.raw("GET", key))
+            r("SET", key, STATE.pack(tokens, at, stamp + 1), "PX", "3600000")
+        finally:
+            r.close()
+        d = decision(api.acquire(name, key="k"))
+        self.assertTrue(d["allowed"], d)
+        self.assertEqual(d["limit"], 7, d)
 
     def test_two_instances_hold_one_override_bound(self):
         name, api_b = self.policy_on_both("ovx", max_permits=2)
