@@ -326,8 +326,16 @@ void limiter_script_limits(const struct limiter *l, const struct policies_entry 
     if (e->algorithm == POLICY_SLIDING_LOG && max > POLICY_LOG_MAX_PERMITS)
         max = POLICY_LOG_MAX_PERMITS;   /* a log holds one entry per permit */
     lim->max_permits = max;
-    snprintf(lim->stamp_s, sizeof(lim->stamp_s), "%" PRIu64, lim->stamp);
-    snprintf(lim->max_s, sizeof(lim->max_s), "%" PRId64, max);
+    /* the policy's own strings when they stand (nearly every decision: no
+     * printf on the hot path) */
+    if (lim->stamp == e->stamp)
+        memcpy(lim->stamp_s, e->stamp_s, sizeof(lim->stamp_s));
+    else
+        snprintf(lim->stamp_s, sizeof(lim->stamp_s), "%" PRIu64, lim->stamp);
+    if (max == e->max_permits)
+        memcpy(lim->max_s, e->max_s, sizeof(lim->max_s));
+    else
+        snprintf(lim->max_s, sizeof(lim->max_s), "%" PRId64, max);
     if (e->algorithm == POLICY_TOKEN_BUCKET) {
         if (lim->action == OVERRIDES_LIMIT && rate > 0) {
             snprintf(lim->p1_s, sizeof(lim->p1_s), "%.17g", rate);
