@@ -38,21 +38,29 @@ struct ov {
     uint8_t kind, action;
 };
 
+/* An index slot: the row's index + 1 (0: empty) and the high half of its
+ * hash, so a probe passing over another row's slot reads no row. */
+struct slot {
+    uint32_t idx, tag;
+};
+
+/* What a lookup reads comes first, the name inline after it: a lookup
+ * touches the pol's first cache lines, not a name elsewhere. */
 struct pol {
-    _Atomic unsigned refs;          /* the snaps that list it */
     uint64_t hash;
-    char *name;
-    uint64_t changes;
-    struct ov *v;
-    size_t n, cap;
-    char *text;
-    size_t textlen, textcap;
-    uint32_t *slots;
+    struct slot *slots;
     size_t mask;                    /* slots: mask + 1 of them (0 when no row) */
+    struct ov *v;
+    char *text;
     uint16_t *lens;                 /* the prefixes' lengths, distinct, shortest first */
     size_t nlens;
     int has_key, has_app;
+    uint64_t changes;
+    _Atomic unsigned refs;          /* the snaps that list it */
+    size_t n, cap;
+    size_t textlen, textcap;
     size_t bytes;
+    char name[];
 };
 
 struct snap {
@@ -117,7 +125,6 @@ static void pol_free(struct pol *p)
 {
     if (p == NULL)
         return;
-    free(p->name);
     free(p->v);
     free(p->text);
     free(p->slots);
@@ -160,14 +167,18 @@ static const struct pol *find_pol(const struct snap *s, const char *name)
 static const struct ov *find_ov(const struct pol *p, uint64_t h, unsigned kind, const char *value,
                                 size_t len)
 {
+    uint32_t tag = (uint32_t)(h >> 32);
+
     if (p->mask == 0)
         return NULL;
     for (size_t i = h & p->mask;; i = (i + 1) & p->mask) {
-        uint32_t x = p->slots[i];
+        struct slot x = p->slots[i];
         const struct ov *o;
-        if (x == 0)
+        if (x.idx == 0)
             return NULL;
-        o = &p->v[x - 1];
+        if (x.tag != tag)
+            continue;
+        o = &p->v[x.idx - 1];
         if (o->hash == h && o->kind == kind && o->len == len &&
             memcmp(p->text + o->off, value, len) == 0)
             return o;
@@ -419,10 +430,9 @@ static struct pol *build_pol(struct overrides_build *b, const char *name)
         b->v = v;
         b->cap = cap;
     }
-    if ((p = calloc(1, sizeof(*p))) == NULL || (p->name = strdup(name)) == NULL) {
-        free(p);
+    if ((p = calloc(1, sizeof(*p) + strlen(name) + 1)) == NULL)
         return NULL;
-    }
+    memcpy(p->name, name, strlen(name) + 1);
     p->hash = h;
     b->v[b->n++] = p;
     {
@@ -522,9 +532,9 @@ static int pol_finish(struct pol *p)
         size_t i = o->hash & p->mask;
         if (find_ov(p, o->hash, o->kind, p->text + o->off, o->len) != NULL)
             continue;
-        while (p->slots[i] != 0)
+        while (p->slots[i].idx != 0)
             i = (i + 1) & p->mask;
-        p->slots[i] = (uint32_t)(k + 1);
+        p->slots[i] = (struct slot){(uint32_t)(k + 1), (uint32_t)(o->hash >> 32)};
         p->has_key |= o->kind == OVERRIDES_KEY;
         p->has_app |= o->kind == OVERRIDES_APP;
         nl += o->kind == OVERRIDES_PREFIX;
