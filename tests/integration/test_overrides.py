@@ -105,6 +105,7 @@ class OverridesTest(OverrideCase):
         self.put(name, "prefix", "premium_", max_permits=5)
         self.put(name, "prefix", "premium_gold_", max_permits=7)
         self.put(name, "app", "billing", max_permits=3)
+        self.limit_seen(api, name, "probe", 3, app="billing")    # the last notice read
         self.limit_seen(api, name, "premium_gold_x", 7)
         cases = [("premium_alice", "billing", 9), ("premium_bob", "app", 5),
                  ("premium_gold_bob", "billing", 7), ("plain", "billing", 3),
