@@ -204,10 +204,10 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
         rc = limiter_script_call_refused(calls[0].rc, j->req.bucket, &e);
     memset(&res, 0, sizeof(res));
     rc = limiter_script_conclude(&(struct limiter_decision){q->l, &j->req, j->take, 1, 0,
-                                                            j->deadline_us, &res, &e},
+                                                            j->deadline_us, &res, &e, &j->lim},
                                  rc, j->out);
     if (direct && rc == PERMITD_OK && !res.allowed && !res.replayed &&
-        limiter_deny_cacheable(q, j->take, j->entry))
+        limiter_deny_cacheable(q, j->take, j->entry, &j->lim))
         limiter_deny_remember(q, j, &res);
     j->done(j->ud, rc, &res, &e);
 }
@@ -341,6 +341,8 @@ static int by_call(const void *a, const void *b, void *jobs_)
         c = (int)x->entry->algorithm - (int)y->entry->algorithm;
     if (c == 0)
         c = strcmp(x->req.bucket, y->req.bucket);
+    if (c == 0)     /* a policy's items under one override's limits side by side */
+        c = limiter_limits_cmp(&x->lim, &y->lim);
     if (c == 0 && x->l->slot_calls)
         c = (int)x->slot - (int)y->slot;
     return c != 0 ? c : (i < j ? -1 : (i > j));
@@ -405,15 +407,17 @@ static void batch_items(struct limiter_queue *q, size_t n)
         for (size_t x = first; x < last;) {
             const struct job *newest = b->jobs[b->items[x]];
             np++;
+            const struct job *head = newest;
             while (x < last && strcmp(b->jobs[b->items[x]]->req.bucket,
-                                      newest->req.bucket) == 0) {
+                                      head->req.bucket) == 0 &&
+                   limiter_limits_cmp(&b->jobs[b->items[x]]->lim, &head->lim) == 0) {
                 struct job *j = b->jobs[b->items[x]];
-                if (j->entry->stamp > newest->entry->stamp)
+                if (j->lim.stamp > newest->lim.stamp)
                     newest = j;
                 snprintf(j->index, sizeof(j->index), "%hu", (unsigned short)np);
                 x++;
             }
-            limiter_script_policy_args(newest->entry, &b->args[a]);
+            limiter_script_policy_args(newest->entry, &newest->lim, &b->args[a]);
             a += 4;
         }
         snprintf(lead->npol, sizeof(lead->npol), "%hu", (unsigned short)np);
@@ -759,7 +763,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     /* before anything is asked: a reset from now on makes what Redis
      * answers for this request not worth remembering */
     uint64_t epoch = atomic_load(&q->l->deny_epoch);
-    struct limiter_decision d = {q->l, req, take, 1, 0, deadline_us, &res, &err};
+    struct limiter_limits lim;
+    struct limiter_decision d = {q->l, req, take, 1, 0, deadline_us, &res, &err, &lim};
     struct locallease_slot *lease_slot = NULL;
     int64_t lease_extra = 0, lease_want = 0;
     int rc, deny_asked = 0;
@@ -783,7 +788,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
      * takes one (locallease.h). */
     if (e != NULL && take == DO_TAKE && q->leases != NULL &&
         (e->algorithm == POLICY_TOKEN_BUCKET || e->algorithm == POLICY_FIXED_WINDOW) &&
-        !e->shadow && (req->request_id == NULL || req->request_id[0] == '\0') &&
+        !e->shadow && !lim.matched && lim.action == OVERRIDES_NONE &&
+        (req->request_id == NULL || req->request_id[0] == '\0') &&
         (e->local_lease ? e->local_lease : q->l->cfg->local_leases_mode) !=
         CONFIG_LOCAL_LEASES_OFF &&
         !limiter_loader_parked_for(q, req->bucket)) {
@@ -794,10 +800,10 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
                                                     req->key ? req->key : "", now);
 
         if (s != NULL && s->state == LOCALLEASE_HELD) {
-            int granted = locallease_grant(q->leases, s, e->stamp, lepoch, want, now, &res,
+            int granted = locallease_grant(q->leases, s, lim.stamp, lepoch, want, now, &res,
                                            &ret);
             if (s->state != LOCALLEASE_HELD) {         /* it ended */
-                if (s->epoch != lepoch || s->stamp != e->stamp)
+                if (s->epoch != lepoch || s->stamp != lim.stamp)
                     atomic_fetch_add(&q->l->lease_ended_early, 1);
                 if (ret.permits > 0 || ret.p > 0)
                     lease_return(q, &ret);
@@ -814,9 +820,9 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         /* A bucket the deny cache holds is denied from it, not leased:
          * asking Redis for a lease it would refuse costs a call the cache
          * saves. */
-        if (s != NULL && limiter_deny_cacheable(q, take, e)) {
+        if (s != NULL && limiter_deny_cacheable(q, take, e, &lim)) {
             deny_asked = 1;
-            if (limiter_deny_answer(q, req, e, epoch, &res)) {
+            if (limiter_deny_answer(q, req, &lim, epoch, &res)) {
                 policies_release(e);
                 done(ud, PERMITD_OK, &res, &err);
                 return;
@@ -825,7 +831,7 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         if (s != NULL && locallease_begin(q->leases, s, e->local_lease ? e->local_lease
                                                         : q->l->cfg->local_leases_mode,
                                           e->algorithm == POLICY_FIXED_WINDOW, e->max_permits,
-                                          e->rate, e->local_lease_permits, want, e->stamp,
+                                          e->rate, e->local_lease_permits, want, lim.stamp,
                                           lepoch, now, &lease_extra)) {
             char name[POLICY_REDIS_KEY_MAX];
             locallease_set_key(s, name, limiter_script_bucket_key(q->l, req, e, name));
@@ -834,9 +840,9 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         }
     }
     /* A bucket just denied is denied here, without Redis. */
-    if (e != NULL && lease_slot == NULL && !deny_asked && limiter_deny_cacheable(q, take, e) &&
+    if (e != NULL && lease_slot == NULL && !deny_asked && limiter_deny_cacheable(q, take, e, &lim) &&
                 (req->request_id == NULL || req->request_id[0] == '\0') &&
-                limiter_deny_answer(q, req, e, epoch, &res)) {
+                limiter_deny_answer(q, req, &lim, epoch, &res)) {
         policies_release(e);
         done(ud, PERMITD_OK, &res, &err);
         return;
@@ -851,6 +857,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         return;
     }
     j->entry = e;
+    if (e != NULL)
+        j->lim = lim;
     j->plan = NULL;
     j->split = 0;
     j->take = take;

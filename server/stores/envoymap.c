@@ -57,8 +57,8 @@ int envoymap_load(struct envoymap *m, struct envoymap_row **out, size_t *n,
         return rc;
     rc = dbconn_kept_queryf(&m->conn, &res, err, "SELECT domain, descriptor, policy, key_entry, description, version, "
              "updated_by, DATE_FORMAT(updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), "
-             "NOT EXISTS (SELECT 1 FROM policies p WHERE p.name = envoy_descriptors.policy) "
-             "FROM envoy_descriptors ORDER BY domain, descriptor");
+             "NOT EXISTS (SELECT 1 FROM policies p WHERE p.name = envoy_descriptors.policy), "
+             "allow_limit_override FROM envoy_descriptors ORDER BY domain, descriptor");
     if (rc != PERMITD_OK)
         return rc;
     v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
@@ -76,6 +76,7 @@ int envoymap_load(struct envoymap *m, struct envoymap_row **out, size_t *n,
         dbconn_field_copy(v[i].updated_by, sizeof(v[i].updated_by), r[6]);
         dbconn_field_copy(v[i].updated_at, sizeof(v[i].updated_at), r[7]);
         v[i].policy_missing = r[8] != NULL && r[8][0] == '1';
+        v[i].allow_limit_override = r[9] != NULL && strcmp(r[9], "1") == 0;
         i++;
     }
     mysql_free_result(res);

@@ -198,6 +198,41 @@ step("a request without a domain or descriptors is INVALID_ARGUMENT", async () =
   await assert.rejects(should([]), (e) => e.code === grpc.status.INVALID_ARGUMENT && /descriptors/.test(e.details));
 });
 
+// A descriptor carrying Envoy's own `limit` (RateLimitOverride), once each.
+function shouldLimit(entries, requestsPerUnit, unit) {
+  return new Promise((resolve, reject) => {
+    client.ShouldRateLimit({ domain: DOMAIN, descriptors: [{
+      entries: Object.entries(entries).map(([key, value]) => ({ key, value })),
+      limit: { requests_per_unit: requestsPerUnit, unit } }] },
+    { deadline: Date.now() + 5000 }, (err, res) => (err ? reject(err) : resolve(res)));
+  });
+}
+
+step("a descriptor's own limit: honoured where its row allows it, ignored elsewhere (issue 37)", async () => {
+  putPolicy("envoy-own", 1);
+  putPolicy("envoy-own-ok", 1);
+  putMapping("tenant", "envoy-own", "tenant");
+  putMapping("team", "envoy-own-ok", "team");
+  sql(`UPDATE envoy_descriptors SET allow_limit_override = 1 WHERE descriptor = 'team'`);
+  await waitFor("the rows and the flag through the sync", async () =>
+    (await shouldLimit({ team: "probe" }, 5, "MINUTE")).statuses[0].current_limit?.requests_per_unit === 5,
+    SYNC_MS * 40);
+  // refused: the row does not allow it, the policy's 1 stands
+  const refused = [];
+  for (let i = 0; i < 3; i++) refused.push(await shouldLimit({ tenant: "t1" }, 3, "MINUTE"));
+  assert.deepEqual(refused.map((a) => a.overall_code), ["OK", "OVER_LIMIT", "OVER_LIMIT"]);
+  // allowed: 3 a minute for this caller, then over
+  const allowed = [];
+  for (let i = 0; i < 4; i++) allowed.push(await shouldLimit({ team: "a" }, 3, "MINUTE"));
+  assert.deepEqual(allowed.map((a) => a.overall_code), ["OK", "OK", "OK", "OVER_LIMIT"]);
+  const lim = allowed[3].statuses[0].current_limit;
+  assert.deepEqual([lim.requests_per_unit, lim.unit], [3, "MINUTE"]);
+  // a limit that is none (0 requests, UNKNOWN unit) leaves the policy's
+  const none = [];
+  for (let i = 0; i < 2; i++) none.push(await shouldLimit({ team: "b" }, 0, "UNKNOWN"));
+  assert.deepEqual(none.map((a) => a.overall_code), ["OK", "OVER_LIMIT"]);
+});
+
 step("a row written by SQL reaches permitd through the sync", async () => {
   const first = await should([{ path: "/login" }]);
   assert.equal(first.statuses[0].current_limit, null);
