@@ -819,7 +819,7 @@ static int import_record(void *ud, size_t line, char **f, size_t n, struct permi
         rc = check_row(&g, im->alg, &im->rows[im->n], &why);
     if (rc != PERMITD_OK) {
         /* why starts with the field's name: the column it came from. */
-        size_t c = 0, flen = strcspn(why.message, ":");
+        size_t c = 0, flen = strcspn(why.message, ": ");
         const char *rest = why.message[flen] == ':' ? why.message + flen + 1 : why.message;
         while (*rest == ' ')
             rest++;

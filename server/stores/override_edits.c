@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mysql.h>
 
@@ -26,7 +27,7 @@
 #define DUPLICATE_KEY 1062              /* ER_DUP_ENTRY */
 
 #define COLUMNS "id, policy, match_kind, match_value, action, max_permits, rate, window_ms, " \
-    "IFNULL(ROUND(UNIX_TIMESTAMP(expires_at) * 1000000), 0), description, version, " \
+    "NULL, description, version, " \
     "created_by, updated_by, DATE_FORMAT(created_at, " TIME_FMT "), DATE_FORMAT(updated_at, " \
     TIME_FMT "), IFNULL(DATE_FORMAT(expires_at, " TIME_FMT "), ''), " \
     "expires_at IS NOT NULL AND expires_at <= UTC_TIMESTAMP(6)"
@@ -140,7 +141,6 @@ static void read_row(MYSQL_ROW row, struct override_row *r)
             r->rate[--n] = '\0';
     }
     r->window_ms = row[7] ? strtoll(row[7], NULL, 10) : 0;
-    r->expires_us = row[8] ? strtoll(row[8], NULL, 10) : 0;
     dbconn_field_copy(r->description, sizeof(r->description), row[9]);
     r->version = row[10] ? strtoll(row[10], NULL, 10) : 1;
     dbconn_field_copy(r->created_by, sizeof(r->created_by), row[11]);
@@ -368,6 +368,22 @@ int override_edits_get(struct override_edits_db *d, int64_t id, struct override_
     return rc;
 }
 
+/* Appends Unix microseconds us as a DATETIME(6) literal in UTC (the
+ * session's zone), or NULL for 0. (FROM_UNIXTIME() stops at 2038 on
+ * MariaDB before 11.5.) */
+static void put_time(struct sql *s, int64_t us)
+{
+    time_t t = (time_t)(us / 1000000);
+    struct tm tm;
+
+    if (us <= 0 || gmtime_r(&t, &tm) == NULL) {
+        put(s, "NULL");
+        return;
+    }
+    put(s, "'%04d-%02d-%02d %02d:%02d:%02d.%06" PRId64 "'", tm.tm_year + 1900, tm.tm_mon + 1,
+        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us % 1000000);
+}
+
 /* The values of r for an INSERT: (policy, match_kind, ..., updated_by). */
 static void put_values(struct override_edits_db *d, struct sql *s, const struct override_row *r,
                        const char *actor)
@@ -389,11 +405,8 @@ static void put_values(struct override_edits_db *d, struct sql *s, const struct 
         put(s, ", %" PRId64, r->window_ms);
     else
         put(s, ", NULL");
-    if (r->expires_us > 0)
-        put(s, ", FROM_UNIXTIME(%" PRId64 ".%06" PRId64 ")", r->expires_us / 1000000,
-            r->expires_us % 1000000);
-    else
-        put(s, ", NULL");
+    put(s, ", ");
+    put_time(s, r->expires_us);
     put(s, ", ");
     put_quoted(d, s, r->description);
     put(s, ", ");
@@ -531,11 +544,8 @@ int override_edits_update(struct override_edits_db *d, const struct override_row
             put(&s, ", window_ms = %" PRId64, r->window_ms);
         else
             put(&s, ", window_ms = NULL");
-        if (r->expires_us > 0)
-            put(&s, ", expires_at = FROM_UNIXTIME(%" PRId64 ".%06" PRId64 ")",
-                r->expires_us / 1000000, r->expires_us % 1000000);
-        else
-            put(&s, ", expires_at = NULL");
+        put(&s, ", expires_at = ");
+        put_time(&s, r->expires_us);
         put(&s, ", description = ");
         put_quoted(d, &s, r->description);
         put(&s, ", updated_by = ");

@@ -47,14 +47,14 @@ struct override_row {
     int64_t max_permits;                /* 0: none (NULL) */
     char rate[40];                      /* decimal text; "": none */
     int64_t window_ms;                  /* 0: none (the policy's) */
-    int64_t expires_us;                 /* Unix microseconds; 0: never */
+    int64_t expires_us;                 /* Unix microseconds; 0: never (for writes; a read leaves 0) */
     char description[OVERRIDE_DESCRIPTION_MAX * 4 + 1];
     int64_t version;
     char created_by[POLICY_NAME_MAX + 1];
     char updated_by[POLICY_NAME_MAX + 1];
     char created_at[40];                /* RFC 3339 UTC */
     char updated_at[40];
-    char expires_at[40];                /* RFC 3339 UTC of expires_us; "" for never */
+    char expires_at[40];                /* at read: RFC 3339 UTC; "" for never */
     int expired;                        /* at read: expires_at has passed (MySQL's clock) */
 };
 
