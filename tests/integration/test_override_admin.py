@@ -216,6 +216,10 @@ class OverrideAdminTest(AdminCase):
         self.err(self.o(ed, "DeleteOverride", {"id": ov["id"], "version": "1"}), "aborted")
         now = self.ok(self.o(ed, "GetOverride", {"id": ov["id"]}))["override"]
         self.assertEqual((num(now, "version"), num(now, "maxPermits")), (2, 200))
+        # audited with the session's user (migration 0014's triggers)
+        rows = self.sql("SELECT action, actor FROM override_audit WHERE override_id = %s "
+                        "ORDER BY id" % ov["id"])
+        self.assertEqual([tuple(r) for r in rows], [("create", "ed"), ("update", "ed")])
         self.ok(self.o(ed, "DeleteOverride", {"id": ov["id"], "version": "2"}))
         self.err(self.o(ed, "GetOverride", {"id": ov["id"]}), "not_found")
         self.err(self.o(ed, "DeleteOverride", {"id": ov["id"]}), "not_found")
