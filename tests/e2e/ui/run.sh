@@ -2,8 +2,8 @@
 # End-to-end test of the admin web UI in real headless Chromium
 # (Debian's /usr/bin/chromium driven by playwright-core).
 #
-#   tests/e2e/ui/run.sh [FILE]     FILE: ui.test.mjs (default), gateway.test.mjs, envoy.test.mjs
-#                                  or fleet.test.mjs
+#   tests/e2e/ui/run.sh [FILE]     FILE: ui.test.mjs (default), gateway.test.mjs, envoy.test.mjs,
+#                                  fleet.test.mjs or overrides.test.mjs
 #
 # Environment (ctest sets these; see ui.test.mjs):
 #   PERMITD_BIN                the permitd binary to start
