@@ -2,12 +2,10 @@
  * overridesvc.c - OverrideService: a policy's overrides listed, read,
  * written, imported and exported (see overridesvc.h).
  *
- * Every field a client sends is checked here before MySQL is asked
- * (check_row()), with errors that start with the field's name, so the
- * admin UI shows each at its field, and a CSV import names the line and
- * column of the first bad one; nothing of an import is written unless all
- * of it passes. The limits are checked against the policy's algorithm as
- * MySQL has it now.
+ * Every field a client sends is checked before MySQL is asked
+ * (overridecheck.h), against the policy's algorithm as MySQL has it now,
+ * with errors that start with the field's name, so the admin UI shows
+ * each at its field. The CSV import and export are overridecsv.c's.
  *
  * Traffic is what the hot keys (decisions/hotkeys.h, GetHotKeys) counted
  * for the policy over the last minute or two: an exact key's count, the
@@ -15,31 +13,22 @@
  * most denied keys are known, so a quiet key's traffic is 0; sorting by
  * traffic puts the busy ones first, which is what an editor looks for.
  *
- * A CSV file larger than one request body (--max-body-bytes) arrives in
- * pieces: the first answer names an upload, the next pieces append to it,
- * the last applies it. Uploads are held in memory per editor, at most
- * OVERRIDESVC_UPLOADS at once of OVERRIDESVC_UPLOAD_MAX bytes, and one
- * left unfinished is dropped after OVERRIDESVC_UPLOAD_TTL_S.
- *
  * The MySQL connection is this module's own, used under one mutex: admin
  * traffic is light.
  */
-#define _GNU_SOURCE
 #include <ctype.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "control/admin.h"
-#include "control/auth.h"
+#include "control/overridecheck.h"
+#include "control/overridecsv.h"
 #include "control/overridesvc.h"
 #include "core/clock.h"
-#include "core/csv.h"
 #include "core/log.h"
-#include "core/utf8.h"
 #include "decisions/hotkeys.h"
 #include "permit/v1/overrides.pb-c.h"
 #include "stores/override_edits.h"
@@ -48,34 +37,15 @@
 #define OVERRIDESVC_PAGE 100                    /* rows per page when none is asked for */
 #define OVERRIDESVC_PAGE_MAX 1000
 #define OVERRIDESVC_HOTKEYS 100                 /* hot keys read per list (GetHotKeys' most) */
-#define OVERRIDESVC_UPLOADS 8                   /* CSV uploads held at once */
-#define OVERRIDESVC_UPLOAD_MAX (16 * 1024 * 1024)   /* bytes of one CSV file */
-#define OVERRIDESVC_UPLOAD_TTL_S 600
 #define OVERRIDESVC_DEADLINE_MS 1000            /* the change notice's PUBLISH */
-
-/* The CSV's columns, in the order an export writes them. */
-enum col { C_KIND, C_VALUE, C_ACTION, C_MAX, C_RATE, C_WINDOW, C_EXPIRES, C_DESCRIPTION, C_N };
-static const char *const col_names[C_N] = {
-    "match_kind", "match_value", "action", "max_permits", "rate", "window", "expires_at",
-    "description",
-};
-
-struct upload {
-    char id[AUTH_TOKEN_LEN + 1];                /* "" = free */
-    char user[POLICY_NAME_MAX + 1];
-    char policy[POLICY_NAME_MAX + 1];
-    char *data;
-    size_t len;
-    int64_t touched_us;
-};
 
 struct overridesvc {
     const struct config *cfg;
     struct admin *admin;
     struct redis *redis;
     struct override_edits_db *db;
-    pthread_mutex_t lock;                       /* db and uploads */
-    struct upload uploads[OVERRIDESVC_UPLOADS];
+    pthread_mutex_t lock;                       /* around every use of db */
+    struct overridecsv *csv;
 };
 
 int overridesvc_new(const struct config *cfg, struct admin *admin, struct redis *redis,
@@ -90,11 +60,12 @@ int overridesvc_new(const struct config *cfg, struct admin *admin, struct redis 
     s->cfg = cfg;
     s->admin = admin;
     s->redis = redis;
-    if ((rc = override_edits_db_new(cfg, &s->db, err)) != PERMITD_OK) {
-        free(s);
+    pthread_mutex_init(&s->lock, NULL);
+    if ((rc = override_edits_db_new(cfg, &s->db, err)) != PERMITD_OK ||
+        (rc = overridecsv_new(s->db, &s->lock, &s->csv, err)) != PERMITD_OK) {
+        overridesvc_free(s);
         return rc;
     }
-    pthread_mutex_init(&s->lock, NULL);
     *out = s;
     return PERMITD_OK;
 }
@@ -103,8 +74,7 @@ void overridesvc_free(struct overridesvc *s)
 {
     if (s == NULL)
         return;
-    for (size_t i = 0; i < OVERRIDESVC_UPLOADS; i++)
-        free(s->uploads[i].data);
+    overridecsv_free(s->csv);
     override_edits_db_free(s->db);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -127,189 +97,17 @@ static void changed(struct overridesvc *s, const char *policy)
                 "their next sync pass", "policy=%s error=%s", policy, log_q(err.message));
 }
 
-/* ---- checking what a client sends ---- */
-
-/* Reads an RFC 3339 time ("2026-11-28T18:00:00Z", "...:00.5+01:00") into
- * Unix microseconds. */
-static int parse_time(const char *s, int64_t *us, struct permitd_error *err)
-{
-    struct tm tm;
-    int y, mo, d, h, mi, sec, n = 0, off = 0;
-    int64_t frac = 0, scale = 1000000;
-    const char *p;
-
-    memset(&tm, 0, sizeof(tm));
-    if (sscanf(s, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3 || n != 10 ||
-        (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
-        sscanf(s + 11, "%2d:%2d:%2d%n", &h, &mi, &sec, &n) != 3 || n != 8)
-        goto bad;
-    p = s + 19;
-    if (*p == '.') {
-        p++;
-        if (!isdigit((unsigned char)*p))
-            goto bad;
-        for (; isdigit((unsigned char)*p); p++)
-            if (scale > 1) {
-                scale /= 10;
-                frac += (*p - '0') * scale;
-            }
-    }
-    if ((*p == 'Z' || *p == 'z') && p[1] == '\0') {
-        off = 0;
-    } else if ((*p == '+' || *p == '-') && isdigit((unsigned char)p[1]) &&
-               isdigit((unsigned char)p[2]) && p[3] == ':' && isdigit((unsigned char)p[4]) &&
-               isdigit((unsigned char)p[5]) && p[6] == '\0') {
-        off = ((p[1] - '0') * 10 + (p[2] - '0')) * 60 + (p[4] - '0') * 10 + (p[5] - '0');
-        if (off > 24 * 60)
-            goto bad;
-        off = *p == '-' ? -off : off;
-    } else {
-        goto bad;
-    }
-    if (y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
-        sec > 59)
-        goto bad;
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
-    {
-        time_t t = timegm(&tm);
-        struct tm back;
-        gmtime_r(&t, &back);
-        if (back.tm_mday != d)      /* February 30th */
-            goto bad;
-        *us = ((int64_t)t - (int64_t)off * 60) * 1000000 + frac;
-    }
-    return PERMITD_OK;
-bad:
-    return permitd_error_set(err, PERMITD_EINVAL, "expires_at: \"%.60s\" is not a time as RFC "
-                             "3339 writes it (2026-11-28T18:00:00Z, or with an offset: "
-                             "+01:00)", s);
-}
-
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* Characters of UTF-8 s, or -1 when it is not well-formed. */
-static long chars(const char *s)
-{
-    long n = 0;
-    size_t len;
-
-    for (; *s; s += len, n++)
-        if ((len = utf8_char_len((const unsigned char *)s)) == 0)
-            return -1;
-    return n;
-}
-
-/* What a client gives of one override, as text. */
-struct given {
-    const char *policy, *kind, *value, *action, *rate, *window, *expires_at, *description;
-    int64_t max_permits;
-};
-
-/* Checks g against the policy's algorithm and fills *r (id and version
- * left to the caller). Errors start with the field's name. */
-static int check_row(const struct given *g, enum policy_algorithm alg, struct override_row *r,
-                     struct permitd_error *err)
-{
-    long n;
-    int rc;
-
-    memset(r, 0, sizeof(*r));
-    if ((rc = policy_check_name("policy", g->policy, err)) != PERMITD_OK)
-        return rc;
-    snprintf(r->policy, sizeof(r->policy), "%s", g->policy);
-    if (strcmp(g->kind, "key") != 0 && strcmp(g->kind, "prefix") != 0 &&
-        strcmp(g->kind, "app") != 0)
-        return permitd_error_set(err, PERMITD_EINVAL, "match_kind: \"%.20s\" is not key, prefix "
-                                 "or app", g->kind);
-    snprintf(r->kind, sizeof(r->kind), "%s", g->kind);
-    if (g->value[0] == '\0')
-        return permitd_error_set(err, PERMITD_EINVAL, "match_value: empty (the %s to match)",
-                                 strcmp(g->kind, "app") == 0 ? "app's name" : g->kind);
-    if ((rc = strcmp(g->kind, "app") == 0 ? policy_check_name("match_value", g->value, err)
-                                          : policy_check_key("match_value", g->value, err)) !=
-        PERMITD_OK)
-        return rc;
-    snprintf(r->value, sizeof(r->value), "%s", g->value);
-    snprintf(r->action, sizeof(r->action), "%s", g->action[0] ? g->action : "limit");
-    if (strcmp(r->action, "limit") == 0) {
-        if (g->max_permits < 1 || g->max_permits > POLICY_MAX_PERMITS_MAX)
-            return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %" PRId64 " is not "
-                                     "1..%lld (action limit sets the policy's limits)",
-                                     g->max_permits, POLICY_MAX_PERMITS_MAX);
-        if (alg == POLICY_SLIDING_LOG && g->max_permits > POLICY_LOG_MAX_PERMITS)
-            return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %" PRId64 " is more "
-                                     "than a sliding_log policy allows (%d)", g->max_permits,
-                                     POLICY_LOG_MAX_PERMITS);
-        r->max_permits = g->max_permits;
-        if (alg == POLICY_TOKEN_BUCKET) {
-            if (g->rate[0] == '\0')
-                return permitd_error_set(err, PERMITD_EINVAL, "rate: required: the policy is "
-                                         "a token_bucket (permits per second, e.g. 10 or 0.5)");
-            if ((rc = policy_check_rate("rate", g->rate, err)) != PERMITD_OK)
-                return rc;
-            if (g->window[0] != '\0')
-                return permitd_error_set(err, PERMITD_EINVAL, "window: a token_bucket policy "
-                                         "has none (give rate)");
-            snprintf(r->rate, sizeof(r->rate), "%s", g->rate);
-        } else {
-            if (g->rate[0] != '\0')
-                return permitd_error_set(err, PERMITD_EINVAL, "rate: a %s policy has none "
-                                         "(give window, or leave it for the policy's)",
-                                         policy_algorithm_name(alg));
-            if (g->window[0] != '\0' &&
-                (rc = policy_parse_duration("window", g->window, &r->window_ms, err)) !=
-                    PERMITD_OK)
-                return rc;
-        }
-    } else if (strcmp(r->action, "block") == 0 || strcmp(r->action, "exempt") == 0) {
-        const char *f = g->max_permits ? "max_permits" : g->rate[0] ? "rate"
-                                                       : g->window[0] ? "window" : NULL;
-        if (f != NULL)
-            return permitd_error_set(err, PERMITD_EINVAL, "%s: action %s sets no limits "
-                                     "(leave it empty)", f, r->action);
-    } else {
-        return permitd_error_set(err, PERMITD_EINVAL, "action: \"%.20s\" is not limit, block "
-                                 "or exempt", g->action);
-    }
-    if (g->expires_at[0] != '\0') {
-        if ((rc = parse_time(g->expires_at, &r->expires_us, err)) != PERMITD_OK)
-            return rc;
-        if (r->expires_us <= wall_us())
-            return permitd_error_set(err, PERMITD_EINVAL, "expires_at: %.60s has passed "
-                                     "(an expiry is in the future; empty for never)",
-                                     g->expires_at);
-    }
-    if ((n = chars(g->description)) < 0)
-        return permitd_error_set(err, PERMITD_EINVAL, "description: is not valid UTF-8 text");
-    if (n > OVERRIDE_DESCRIPTION_MAX)
-        return permitd_error_set(err, PERMITD_EINVAL, "description: %ld characters, the limit "
-                                 "is %d", n, OVERRIDE_DESCRIPTION_MAX);
-    snprintf(r->description, sizeof(r->description), "%s", g->description);
-    return PERMITD_OK;
-}
-
 /* The request's override, checked against its policy (which must exist). */
 static int row_from(struct overridesvc *s, const Permit__V1__Override *m, struct override_row *r,
                     struct permitd_error *err)
 {
-    struct given g;
+    struct overridecheck_given g;
     enum policy_algorithm alg = POLICY_TOKEN_BUCKET;
     int rc;
 
     if (m == NULL)
         return permitd_error_set(err, PERMITD_EINVAL, "override: missing");
-    g = (struct given){m->policy, m->match_kind, m->match_value, m->action, m->rate, m->window,
+    g = (struct overridecheck_given){m->policy, m->match_kind, m->match_value, m->action, m->rate, m->window,
                        m->expires_at, m->description, m->max_permits};
     if ((rc = policy_check_name("policy", m->policy, err)) != PERMITD_OK)
         return rc;
@@ -317,14 +115,14 @@ static int row_from(struct overridesvc *s, const Permit__V1__Override *m, struct
     rc = override_edits_policy(s->db, "policy", m->policy, &alg, err);
     pthread_mutex_unlock(&s->lock);
     if (rc == PERMITD_OK)
-        rc = check_row(&g, alg, r, err);
+        rc = overridecheck_row(&g, alg, r, err);
     r->id = m->id;
     r->version = m->version;
     return rc;
 }
 
-/* ---- traffic (the hot keys) ---- */
-
+/* The policy's hot keys and their counts, that an override's traffic is
+ * read from. */
 struct traffic {
     struct hotkeys_count v[2 * OVERRIDESVC_HOTKEYS];
     size_t n;
@@ -358,8 +156,6 @@ static int64_t traffic_of(const struct traffic *t, const char *kind, const char 
             sum += (int64_t)t->v[i].count;
     return sum;
 }
-
-/* ---- answers ---- */
 
 static Permit__V1__Override *row_proto(struct connect_call *call, const struct override_row *r,
                                        int64_t traffic)
@@ -462,7 +258,21 @@ static int next_token(struct connect_call *call, size_t offset, size_t n, int64_
     return PERMITD_OK;
 }
 
-/* ---- the procedures ---- */
+/* A list's answer, after the read that returned rc: rows[0..n) (freed
+ * here) with their traffic, the next page's token and the total. */
+static int answer_page(struct overridesvc *s, struct connect_call *call, int rc,
+                       const struct override_query *q, struct override_row *rows, size_t n,
+                       int64_t total, const struct traffic *known,
+                       Permit__V1__ListOverridesResponse *rs, struct permitd_error *err)
+{
+    if (rc == PERMITD_OK)
+        rc = page_proto(s, call, rows, n, known, rs, err);
+    if (rc == PERMITD_OK)
+        rc = next_token(call, q->offset, n, total, &rs->next_page_token, err);
+    rs->total = total;
+    free(rows);
+    return rc;
+}
 
 struct by_traffic {
     int64_t id, traffic;
@@ -551,12 +361,7 @@ static int list_overrides(void *ud, struct connect_call *call, const ProtobufCMe
         rc = override_edits_list(s->db, &q, &rows, &n, &total, err);
         pthread_mutex_unlock(&s->lock);
     }
-    if (rc == PERMITD_OK)
-        rc = page_proto(s, call, rows, n, t, rs, err);
-    if (rc == PERMITD_OK)
-        rc = next_token(call, q.offset, n, total, &rs->next_page_token, err);
-    rs->total = total;
-    free(rows);
+    rc = answer_page(s, call, rc, &q, rows, n, total, t, rs, err);
     free(t);
     return rc;
 }
@@ -582,13 +387,7 @@ static int list_app_overrides(void *ud, struct connect_call *call, const Protobu
     pthread_mutex_lock(&s->lock);
     rc = override_edits_list(s->db, &q, &rows, &n, &total, err);
     pthread_mutex_unlock(&s->lock);
-    if (rc == PERMITD_OK)
-        rc = page_proto(s, call, rows, n, NULL, rs, err);
-    if (rc == PERMITD_OK)
-        rc = next_token(call, q.offset, n, total, &rs->next_page_token, err);
-    rs->total = total;
-    free(rows);
-    return rc;
+    return answer_page(s, call, rc, &q, rows, n, total, NULL, rs, err);
 }
 
 /* Override id as a list shows it, into *out. */
@@ -724,270 +523,6 @@ static int delete_override(void *ud, struct connect_call *call, const ProtobufCM
     return PERMITD_OK;
 }
 
-/* ---- CSV ---- */
-
-/* An import being read: the header's columns, then the rows. */
-struct import {
-    const char *policy;
-    enum policy_algorithm alg;
-    int col[C_N];                               /* the file's column of each; -1 absent */
-    size_t ncols;
-    struct override_row *rows;
-    size_t *lines;                              /* each row's first line */
-    size_t n, cap;
-    int header_read;
-};
-
-static int import_header(struct import *im, size_t line, char **f, size_t n,
-                         struct permitd_error *err)
-{
-    for (size_t c = 0; c < C_N; c++)
-        im->col[c] = -1;
-    for (size_t i = 0; i < n; i++) {
-        size_t c = 0;
-        while (c < C_N && strcmp(f[i], col_names[c]) != 0)
-            c++;
-        if (c == C_N)
-            return permitd_error_set(err, PERMITD_EINVAL, "line %zu, column %zu: \"%.40s\" is "
-                                     "not a column (the header names some of match_kind, "
-                                     "match_value, action, max_permits, rate, window, "
-                                     "expires_at, description)", line, i + 1, f[i]);
-        if (im->col[c] >= 0)
-            return permitd_error_set(err, PERMITD_EINVAL, "line %zu, column %zu: \"%s\" is "
-                                     "named twice", line, i + 1, f[i]);
-        im->col[c] = (int)i;
-    }
-    if (im->col[C_KIND] < 0 || im->col[C_VALUE] < 0)
-        return permitd_error_set(err, PERMITD_EINVAL, "line %zu: the header must name "
-                                 "match_kind and match_value (the first line is the header, as "
-                                 "ExportOverridesCsv writes it)", line);
-    im->ncols = n;
-    im->header_read = 1;
-    return PERMITD_OK;
-}
-
-/* The field of column c in f, or "" when the file has no such column. */
-static const char *cell(const struct import *im, char **f, enum col c)
-{
-    return im->col[c] >= 0 ? f[im->col[c]] : "";
-}
-
-static int import_record(void *ud, size_t line, char **f, size_t n, struct permitd_error *err)
-{
-    struct import *im = ud;
-    struct given g;
-    struct permitd_error why = {0, ""};
-    const char *max = NULL;
-    char *end;
-    int rc = PERMITD_OK;
-
-    if (!im->header_read)
-        return import_header(im, line, f, n, err);
-    if (n != im->ncols)
-        return permitd_error_set(err, PERMITD_EINVAL, "line %zu: %zu columns, the header has "
-                                 "%zu", line, n, im->ncols);
-    if (im->n == OVERRIDES_PER_POLICY_MAX)
-        return permitd_error_set(err, PERMITD_EINVAL, "line %zu: more than %d rows, the most "
-                                 "one policy may have", line, OVERRIDES_PER_POLICY_MAX);
-    for (size_t i = 0; i < n; i++)
-        if (utf8_check_string("x", f[i], &why) != PERMITD_OK)
-            return permitd_error_set(err, PERMITD_EINVAL, "line %zu, column %zu: not valid "
-                                     "UTF-8", line, i + 1);
-    if (im->n == im->cap) {
-        size_t cap = im->cap ? im->cap * 2 : 64;
-        struct override_row *rows = realloc(im->rows, cap * sizeof(*rows));
-        size_t *lines = rows ? realloc(im->lines, cap * sizeof(*lines)) : NULL;
-        if (rows != NULL)
-            im->rows = rows;
-        if (lines != NULL)
-            im->lines = lines;
-        if (rows == NULL || lines == NULL)
-            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        im->cap = cap;
-    }
-    g = (struct given){im->policy, cell(im, f, C_KIND), cell(im, f, C_VALUE),
-                       cell(im, f, C_ACTION), cell(im, f, C_RATE), cell(im, f, C_WINDOW),
-                       cell(im, f, C_EXPIRES), cell(im, f, C_DESCRIPTION), 0};
-    max = cell(im, f, C_MAX);
-    if (max[0] != '\0') {
-        g.max_permits = strtoll(max, &end, 10);
-        if (!isdigit((unsigned char)max[0]) || *end != '\0')
-            rc = permitd_error_set(&why, PERMITD_EINVAL, "max_permits: \"%.40s\" is not a "
-                                   "whole number", max);
-    }
-    if (rc == PERMITD_OK)
-        rc = check_row(&g, im->alg, &im->rows[im->n], &why);
-    if (rc != PERMITD_OK) {
-        /* why starts with the field's name: the column it came from. */
-        size_t c = 0, flen = strcspn(why.message, ": ");
-        const char *rest = why.message[flen] == ':' ? why.message + flen + 1 : why.message;
-        while (*rest == ' ')
-            rest++;
-        while (c < C_N && !(strlen(col_names[c]) == flen &&
-                            strncmp(why.message, col_names[c], flen) == 0))
-            c++;
-        if (c < C_N && im->col[c] >= 0)
-            return permitd_error_set(err, rc, "line %zu, column %d (%s): %s", line,
-                                     im->col[c] + 1, col_names[c], rest);
-        return permitd_error_set(err, rc, "line %zu: %s", line, why.message);
-    }
-    im->lines[im->n++] = line;
-    return PERMITD_OK;
-}
-
-static int line_cmp(const void *a, const void *b, void *ud)
-{
-    const struct import *im = ud;
-    const struct override_row *x = &im->rows[*(const size_t *)a], *y = &im->rows[*(const size_t *)b];
-    int c = strcmp(x->kind, y->kind);
-
-    if (c == 0)
-        c = strcmp(x->value, y->value);
-    return c != 0 ? c : *(const size_t *)a < *(const size_t *)b ? -1 : 1;
-}
-
-/* Two rows of one match would leave the result up to their order: the
- * second is refused, naming both lines. */
-static int import_unique(struct import *im, struct permitd_error *err)
-{
-    size_t *order = malloc((im->n + 1) * sizeof(*order));
-    int rc = PERMITD_OK;
-
-    if (order == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    for (size_t i = 0; i < im->n; i++)
-        order[i] = i;
-    qsort_r(order, im->n, sizeof(*order), line_cmp, im);
-    for (size_t i = 1; i < im->n && rc == PERMITD_OK; i++) {
-        const struct override_row *a = &im->rows[order[i - 1]], *b = &im->rows[order[i]];
-        if (strcmp(a->kind, b->kind) == 0 && strcmp(a->value, b->value) == 0)
-            rc = permitd_error_set(err, PERMITD_EINVAL, "line %zu, column %d (match_value): "
-                                   "%s \"%.256s\" is on line %zu already", im->lines[order[i]],
-                                   im->col[C_VALUE] + 1, b->kind, b->value,
-                                   im->lines[order[i - 1]]);
-    }
-    free(order);
-    return rc;
-}
-
-/* Reads a whole CSV file of policy's overrides and writes them, all or
- * nothing, as user. */
-static int import_apply(struct overridesvc *s, const char *policy, const char *data, size_t len,
-                        int replace, const char *user, Permit__V1__ImportOverridesCsvResponse *rs,
-                        struct permitd_error *err)
-{
-    struct import im;
-    struct override_import_counts counts;
-    int rc;
-
-    memset(&im, 0, sizeof(im));
-    im.policy = policy;
-    pthread_mutex_lock(&s->lock);
-    rc = override_edits_policy(s->db, "policy", policy, &im.alg, err);
-    pthread_mutex_unlock(&s->lock);
-    if (rc == PERMITD_OK)
-        rc = csv_read(data, len, C_N, import_record, &im, err);
-    if (rc == PERMITD_OK && !im.header_read)
-        rc = permitd_error_set(err, PERMITD_EINVAL, "line 1: the file is empty (its first line "
-                               "is the header: match_kind,match_value,...)");
-    if (rc == PERMITD_OK)
-        rc = import_unique(&im, err);
-    if (rc == PERMITD_OK) {
-        pthread_mutex_lock(&s->lock);
-        rc = override_edits_import(s->db, policy, im.rows, im.n, replace, user, &counts, err);
-        pthread_mutex_unlock(&s->lock);
-    }
-    if (rc == PERMITD_OK) {
-        rs->created = counts.created;
-        rs->updated = counts.updated;
-        rs->deleted = counts.deleted;
-        log_msg(LOG_LEVEL_INFO, "overrides imported", "policy=%s created=%" PRId64 " updated=%"
-                PRId64 " deleted=%" PRId64 " by=%s", policy, counts.created, counts.updated,
-                counts.deleted, user);
-        changed(s, policy);
-    }
-    free(im.rows);
-    free(im.lines);
-    return rc;
-}
-
-static void upload_drop(struct upload *u)
-{
-    free(u->data);
-    memset(u, 0, sizeof(*u));
-}
-
-/* Appends piece to upload u: the file's bound is resource_exhausted (the
- * upload dropped). */
-static int upload_append(struct upload *u, const ProtobufCBinaryData *piece,
-                         struct permitd_error *err)
-{
-    char *p;
-
-    if (u->len + piece->len > OVERRIDESVC_UPLOAD_MAX) {
-        upload_drop(u);
-        return permitd_error_set(err, PERMITD_EEXHAUSTED, "csv: the file is over %d bytes; "
-                                 "split it", OVERRIDESVC_UPLOAD_MAX);
-    }
-    if ((p = realloc(u->data, u->len + piece->len + 1)) == NULL) {
-        upload_drop(u);
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    }
-    u->data = p;
-    if (piece->len > 0)
-        memcpy(u->data + u->len, piece->data, piece->len);
-    u->len += piece->len;
-    u->data[u->len] = '\0';
-    u->touched_us = clock_now_us();
-    return PERMITD_OK;
-}
-
-/* A piece of an upload: the first one starts it (*u the slot). Under
- * s->lock. */
-static int upload_piece(struct overridesvc *s, const char *user,
-                        const Permit__V1__ImportOverridesCsvRequest *rq, struct upload **out,
-                        struct permitd_error *err)
-{
-    int64_t now = clock_now_us();
-    struct upload *u = NULL;
-    int rc;
-
-    *out = NULL;
-    for (size_t i = 0; i < OVERRIDESVC_UPLOADS; i++)
-        if (s->uploads[i].id[0] != '\0' &&
-            now - s->uploads[i].touched_us > OVERRIDESVC_UPLOAD_TTL_S * 1000000LL)
-            upload_drop(&s->uploads[i]);
-    if (rq->upload_id[0] == '\0') {
-        for (size_t i = 0; u == NULL && i < OVERRIDESVC_UPLOADS; i++)
-            if (s->uploads[i].id[0] == '\0')
-                u = &s->uploads[i];
-        if (u == NULL)
-            return permitd_error_set(err, PERMITD_EEXHAUSTED, "upload_id: %d CSV uploads are "
-                                     "under way; try again when one is done",
-                                     OVERRIDESVC_UPLOADS);
-        if ((rc = auth_new_token(u->id, err)) != PERMITD_OK)
-            return rc;
-        snprintf(u->user, sizeof(u->user), "%s", user);
-        snprintf(u->policy, sizeof(u->policy), "%s", rq->policy);
-    } else {
-        for (size_t i = 0; u == NULL && i < OVERRIDESVC_UPLOADS; i++)
-            if (s->uploads[i].id[0] != '\0' && strcmp(s->uploads[i].id, rq->upload_id) == 0 &&
-                strcmp(s->uploads[i].user, user) == 0)
-                u = &s->uploads[i];
-        if (u == NULL)
-            return permitd_error_set(err, PERMITD_ENOTFOUND, "upload_id: no upload of yours "
-                                     "has that id (one left %d s without a piece is dropped): "
-                                     "send the file again from its first piece",
-                                     OVERRIDESVC_UPLOAD_TTL_S);
-        if (strcmp(u->policy, rq->policy) != 0)
-            return permitd_error_set(err, PERMITD_EINVAL, "policy: the upload is of policy "
-                                     "\"%s\"", u->policy);
-    }
-    if ((rc = upload_append(u, &rq->csv, err)) != PERMITD_OK)
-        return rc;
-    *out = u;
-    return PERMITD_OK;
-}
 
 static int import_csv(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
                       ProtobufCMessage *out_, char *scratch, struct permitd_error *err)
@@ -995,42 +530,30 @@ static int import_csv(void *ud, struct connect_call *call, const ProtobufCMessag
     struct overridesvc *s = ud;
     const Permit__V1__ImportOverridesCsvRequest *rq = (const void *)in_;
     Permit__V1__ImportOverridesCsvResponse *rs = (void *)out_;
-    char user[POLICY_NAME_MAX + 1];
-    struct upload *u = NULL;
-    char *data = NULL;
-    size_t len = 0;
+    struct override_import_counts counts;
+    char user[POLICY_NAME_MAX + 1], next[OVERRIDECSV_ID_LEN + 1];
     int rc;
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK ||
-        (rc = policy_check_name("policy", rq->policy, err)) != PERMITD_OK)
+        (rc = policy_check_name("policy", rq->policy, err)) != PERMITD_OK ||
+        (rc = overridecsv_import(s->csv, user, rq->policy, rq->csv.data, rq->csv.len,
+                                 rq->upload_id, rq->last, rq->replace, next, &counts,
+                                 err)) != PERMITD_OK)
         return rc;
-    if (rq->upload_id[0] == '\0' && rq->last) {
-        /* A file sent whole (a NUL inside it is csv_read()'s to refuse). */
-        if ((data = malloc(rq->csv.len + 1)) == NULL)
+    if (!rq->last) {
+        if ((rs->upload_id = connect_call_strdup(call, next)) == NULL)
             return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        if (rq->csv.len > 0)
-            memcpy(data, rq->csv.data, rq->csv.len);
-        len = rq->csv.len;
-    } else {
-        pthread_mutex_lock(&s->lock);
-        rc = upload_piece(s, user, rq, &u, err);
-        if (rc == PERMITD_OK && !rq->last &&
-            (rs->upload_id = connect_call_strdup(call, u->id)) == NULL)
-            rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        if (rc == PERMITD_OK && rq->last) {
-            data = u->data;             /* taken: the slot is free again */
-            len = u->len;
-            u->data = NULL;
-            upload_drop(u);
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (rc != PERMITD_OK || !rq->last)
-            return rc;
+        return PERMITD_OK;
     }
-    rc = import_apply(s, rq->policy, data, len, rq->replace, user, rs, err);
-    free(data);
-    return rc;
+    rs->created = counts.created;
+    rs->updated = counts.updated;
+    rs->deleted = counts.deleted;
+    log_msg(LOG_LEVEL_INFO, "overrides imported", "policy=%s created=%" PRId64 " updated=%"
+            PRId64 " deleted=%" PRId64 " by=%s", rq->policy, counts.created, counts.updated,
+            counts.deleted, user);
+    changed(s, rq->policy);
+    return PERMITD_OK;
 }
 
 static int export_csv(void *ud, struct connect_call *call, const ProtobufCMessage *in_,
@@ -1039,55 +562,17 @@ static int export_csv(void *ud, struct connect_call *call, const ProtobufCMessag
     struct overridesvc *s = ud;
     const Permit__V1__ExportOverridesCsvRequest *rq = (const void *)in_;
     Permit__V1__ExportOverridesCsvResponse *rs = (void *)out_;
-    struct override_query q = {.policy = rq->policy, .limit = OVERRIDESVC_PAGE_MAX};
-    struct csv_out o = {0};
-    char user[POLICY_NAME_MAX + 1];
-    int64_t total = 0;
+    char user[POLICY_NAME_MAX + 1], *csv = NULL;
     int rc;
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, 0, user, sizeof(user), err)) != PERMITD_OK ||
-        (rc = policy_check_name("policy", rq->policy, err)) != PERMITD_OK)
+        (rc = policy_check_name("policy", rq->policy, err)) != PERMITD_OK ||
+        (rc = overridecsv_export(s->csv, rq->policy, &csv, &rs->count, err)) != PERMITD_OK)
         return rc;
-    for (size_t c = 0; c < C_N; c++)
-        csv_put(&o, col_names[c], c == C_N - 1);
-    for (;;) {
-        struct override_row *rows = NULL;
-        size_t n = 0;
-        pthread_mutex_lock(&s->lock);
-        rc = override_edits_list(s->db, &q, &rows, &n, &total, err);
-        pthread_mutex_unlock(&s->lock);
-        if (rc != PERMITD_OK)
-            break;
-        for (size_t i = 0; i < n; i++) {
-            const struct override_row *r = &rows[i];
-            char max[32] = "", window[POLICY_DURATION_TEXT] = "";
-            if (r->expired)             /* an import refuses a past expiry */
-                continue;
-            if (r->max_permits > 0)
-                snprintf(max, sizeof(max), "%" PRId64, r->max_permits);
-            if (r->window_ms > 0)
-                policy_format_duration(window, r->window_ms);
-            csv_put(&o, r->kind, 0);
-            csv_put(&o, r->value, 0);
-            csv_put(&o, r->action, 0);
-            csv_put(&o, max, 0);
-            csv_put(&o, r->rate, 0);
-            csv_put(&o, window, 0);
-            csv_put(&o, r->expires_at, 0);
-            csv_put(&o, r->description, 1);
-            rs->count++;
-        }
-        free(rows);
-        if (n < q.limit)
-            break;
-        q.offset += n;
-    }
-    if (rc == PERMITD_OK && o.oom)
+    if ((rs->csv = connect_call_strdup(call, csv)) == NULL)
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    if (rc == PERMITD_OK && (rs->csv = connect_call_strdup(call, o.s)) == NULL)
-        rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    free(o.s);
+    free(csv);
     return rc;
 }
 

@@ -289,8 +289,9 @@ describe("overrides in the admin UI, in headless Chromium", () => {
         const t0 = performance.now();
         const res = await fetch("/permit.v1.OverrideService/ListOverrides", {
           method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body), credentials: "same-origin" });
-        const j = await res.json();
-        out[label] = { ms: Math.round(performance.now() - t0), rows: (j.overrides || []).length, total: Number(j.total) };
+        const text = await res.text();
+        const j = JSON.parse(text);
+        out[label] = { ms: Math.round(performance.now() - t0), bytes: text.length, rows: (j.overrides || []).length, total: Number(j.total) };
       }
       return out;
     }, BIG);
