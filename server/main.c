@@ -32,6 +32,7 @@
 #include "control/gatewaysvc.h"
 #include "control/overridesvc.h"
 #include "control/gatewaysync.h"
+#include "control/overridesync.h"
 #include "control/fleet.h"
 #include "control/fleetsvc.h"
 #include "decisions/appkeys.h"
@@ -60,6 +61,7 @@
 struct pass_hooks {
     struct appsync *appsync;
     struct gatewaysync *gwsync;
+    struct overridesync *ovsync;
     struct envoysvc *envoysvc;
 };
 
@@ -71,6 +73,8 @@ static void after_pass(void *ud)
         appsync_pass(h->appsync);
     if (h->gwsync != NULL)
         gatewaysync_pass(h->gwsync);
+    if (h->ovsync != NULL)
+        overridesync_pass(h->ovsync);
     if (h->envoysvc != NULL)
         envoysvc_pass(h->envoysvc);
 }
@@ -118,6 +122,7 @@ struct serve {
     struct envoyrls *envoyrls;
     struct hotkeys *hotkeys;
     struct gatewaysync *gwsync;
+    struct overridesync *ovsync;
     struct appsync *appsync;
     struct sync *sync;
     struct follow *follow;
@@ -265,6 +270,22 @@ static void gwsync_part_free(void *ctx)
     struct serve *s = ctx;
     gatewaysync_free(s->gwsync);
     s->gwsync = NULL;
+}
+
+static int ovsync_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return overridesync_new(s->cfg, s->redis, s->limiter, &s->ovsync, err);
+}
+static int ovsync_part_start(void *ctx, struct permitd_error *err)
+{
+    return overridesync_start(((struct serve *)ctx)->ovsync, err);
+}
+static void ovsync_part_free(void *ctx)
+{
+    struct serve *s = ctx;
+    overridesync_free(s->ovsync);
+    s->ovsync = NULL;
 }
 
 static int appsync_part(void *ctx, struct permitd_error *err)
@@ -427,11 +448,22 @@ static int mysql_loads_part(void *ctx, struct permitd_error *err)
     (void)err;
     s->hooks.appsync = s->appsync;
     s->hooks.gwsync = s->gwsync;
+    s->hooks.ovsync = s->ovsync;
     s->hooks.envoysvc = s->envoysvc;
     sync_set_pass_hook(s->sync, after_pass, &s->hooks);
     if (gatewaysync_load(s->gwsync, &why) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "gateway rules not loaded at start: forward-auth allows "
                 "every request until MySQL answers", "error=\"%s\"", why.message);
+    if (overridesync_load(s->ovsync, &why) != PERMITD_OK) {
+        log_msg(LOG_LEVEL_WARN, "overrides not loaded at start: every caller is limited by "
+                "its policy until MySQL answers", "error=\"%s\"", why.message);
+    } else {
+        size_t rows, policies, bytes;
+        double ms;
+        overridesync_last(s->ovsync, &rows, &policies, &ms, &bytes);
+        log_msg(LOG_LEVEL_INFO, "overrides loaded", "overrides=%zu policies=%zu ms=%.1f "
+                "bytes=%zu", rows, policies, ms, bytes);
+    }
     if (envoysvc_load(s->envoysvc, &why) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "envoy descriptor mapping not loaded at start: every "
                 "descriptor answers OK until MySQL answers", "error=\"%s\"", why.message);
@@ -651,6 +683,7 @@ static const struct part serve_parts[] = {
     {"admin rpcs",   NULL,     NULL,             NULL,                 admin_part_free,   NULL},
     {"hotkeys",      NULL,     hotkeys_part,     hotkeys_part_start,   hotkeys_part_free, hotkeys_part_free},
     {"gatewaysync",  mysql_on, gwsync_part,      gwsync_part_start,    gwsync_part_free,  gwsync_part_free},
+    {"overridesync", mysql_on, ovsync_part,      ovsync_part_start,    ovsync_part_free,  ovsync_part_free},
     {"appsync",      mysql_on, appsync_part,     appsync_part_start,   appsync_part_free, appsync_part_free},
     {"sync",         mysql_on, sync_part,        sync_part_start,      sync_part_free,    sync_part_free},
     {"follow",       NULL,     NULL,             follow_part_start,    follow_part_stop,  NULL},

@@ -93,6 +93,8 @@ void answer_decision_message(Permit__V1__AcquireResponse *m, const struct limite
     m->lease_expires_after_ms = r->lease_expires_ms;
     m->replayed = r->replayed;
     m->shadow = r->shadow;
+    m->reason = (char *)r->reason;         /* "" unless an override blocked it */
+    m->exempt = r->exempt;
 }
 
 void answer_peek_message(Permit__V1__PeekResponse *m, const struct limiter_result *r)
@@ -125,14 +127,14 @@ void answer_batch_item(Permit__V1__AcquireBatchResult *item, Permit__V1__Acquire
 struct limiter_request answer_acquire_request(const Permit__V1__AcquireRequest *rq)
 {
     return (struct limiter_request){rq->bucket, rq->app, rq->key, rq->permits, rq->request_id,
-                                    NULL};
+                                    NULL, NULL};
 }
 
 /* Permits are not a Peek's: 0 passes limiter_check(), and the script looks
  * for one. */
 struct limiter_request answer_peek_request(const Permit__V1__PeekRequest *rq)
 {
-    return (struct limiter_request){rq->bucket, rq->app, rq->key, 0, NULL, NULL};
+    return (struct limiter_request){rq->bucket, rq->app, rq->key, 0, NULL, NULL, NULL};
 }
 
 void answer_always_fields(const ProtobufCFieldDescriptor *always[3])

@@ -148,7 +148,7 @@ static int release(void *ud, struct connect_call *call, const ProtobufCMessage *
                    ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
     const Permit__V1__ReleaseRequest *rq = (const Permit__V1__ReleaseRequest *)in;
-    struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id};
+    struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id, NULL};
 
     (void)out;
     (void)scratch;
@@ -159,7 +159,7 @@ static int renew(void *ud, struct connect_call *call, const ProtobufCMessage *in
                  ProtobufCMessage *out, char *scratch, struct permitd_error *err)
 {
     const Permit__V1__RenewRequest *rq = (const Permit__V1__RenewRequest *)in;
-    struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id};
+    struct limiter_request lr = {rq->bucket, rq->app, rq->key, 0, NULL, rq->lease_id, NULL};
 
     (void)out;
     (void)scratch;
@@ -255,7 +255,7 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
             dst[k] = at;
             at += len;
         }
-        p->b.reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits, dst[3], NULL};
+        p->b.reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits, dst[3], NULL, NULL};
     }
     p->b.n = n;
     p->a = a;

@@ -41,6 +41,7 @@ struct rule {
     char *values[ENVOYRLS_ENTRIES_MAX];   /* NULL: any value */
     int pinned;
     int key_index;                        /* -1: the shared bucket */
+    int allow_limit;                      /* allow_limit_override (issue 37) */
     char policy[POLICY_NAME_MAX + 1];
     char *block;                          /* every string above */
 };
@@ -75,6 +76,7 @@ static int compile(const struct envoymap_row *row, struct rule *r, struct permit
     r->domain = memcpy(r->block, row->domain, dlen + 1);
     s = memcpy(r->block + dlen + 1, row->descriptor, plen + 1);
     snprintf(r->policy, sizeof(r->policy), "%s", row->policy);
+    r->allow_limit = row->allow_limit_override != 0;
     /* strtok_r would pass over empty entries (",,"): refuse them first. */
     if (s[0] == ',' || s[plen - 1] == ',' || strstr(s, ",,") != NULL)
         goto bad;
@@ -197,7 +199,8 @@ size_t envoyrls_count(struct envoyrls *r)
 }
 
 int envoyrls_match(struct envoyrls *r, const char *domain, const char *const *keys,
-                   const char *const *values, size_t n, char *policy_out, char *key_out)
+                   const char *const *values, size_t n, char *policy_out, char *key_out,
+                   int *allow_limit_out)
 {
     const struct rule *best = NULL;
 
@@ -217,9 +220,22 @@ int envoyrls_match(struct envoyrls *r, const char *domain, const char *const *ke
     if (best != NULL) {
         snprintf(policy_out, POLICY_NAME_MAX + 1, "%s", best->policy);
         bucketkey_from_untrusted(best->key_index >= 0 ? values[best->key_index] : "", 0, key_out);
+        if (allow_limit_out != NULL)
+            *allow_limit_out = best->allow_limit;
     }
     pthread_rwlock_unlock(&r->lock);
     return best != NULL;
+}
+
+int envoyrls_own_limit(uint32_t requests_per_unit, int unit, struct limiter_own_limit *out)
+{
+    static const int64_t unit_ms[8] = {0, 1000, 60000, 3600000, 86400000,
+                                       30LL * 86400000, 365LL * 86400000, 7LL * 86400000};
+
+    if (requests_per_unit < 1 || unit < 1 || unit > 7)
+        return 0;
+    *out = (struct limiter_own_limit){0, (int64_t)requests_per_unit, unit_ms[unit]};
+    return 1;
 }
 
 void envoyrls_unit(int64_t limit, int64_t window_s, uint32_t *requests_per_unit, int *unit)
@@ -265,6 +281,7 @@ struct pending {
     struct permitd_error *errs;
     char (*policy)[POLICY_NAME_MAX + 1];    /* per item */
     char (*key)[POLICY_KEY_MAX + 1];        /* per item */
+    struct limiter_own_limit *own;          /* per item: its descriptor's `limit` */
     char app[POLICY_NAME_MAX + 1];
 };
 
@@ -412,7 +429,7 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
     const char *keys[ENVOYRLS_ENTRIES_MAX], *values[ENVOYRLS_ENTRIES_MAX];
     struct service_caller c = {grpc_call_metadata(call, "authorization"), "", ""};
     struct pending *p;
-    int rc;
+    int rc, allow_limit = 0;
 
     if (rq->domain[0] == '\0')
         return permitd_error_set(err, PERMITD_EINVAL, "domain: empty; every RateLimitRequest "
@@ -429,7 +446,8 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
         (p->res = grpc_call_alloc(call, nd * sizeof(*p->res))) == NULL ||
         (p->errs = grpc_call_alloc(call, nd * sizeof(*p->errs))) == NULL ||
         (p->policy = grpc_call_alloc(call, nd * sizeof(*p->policy))) == NULL ||
-        (p->key = grpc_call_alloc(call, nd * sizeof(*p->key))) == NULL)
+        (p->key = grpc_call_alloc(call, nd * sizeof(*p->key))) == NULL ||
+        (p->own = grpc_call_alloc(call, nd * sizeof(*p->own))) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     p->call = call;
     p->nd = nd;
@@ -451,11 +469,17 @@ static int should_rate_limit(struct envoyrls *r, struct grpc_call *call,
             keys[k] = d->entries[k]->key;
             values[k] = d->entries[k]->value;
         }
-        if (!envoyrls_match(r, rq->domain, keys, values, d->n_entries, p->policy[n], p->key[n]))
+        if (!envoyrls_match(r, rq->domain, keys, values, d->n_entries, p->policy[n], p->key[n],
+                            &allow_limit))
             continue;
         p->reqs[n] = (struct limiter_request){p->policy[n], p->app, p->key[n],
                                               rq->hits_addend ? (int64_t)rq->hits_addend : 1,
-                                              NULL, NULL};
+                                              NULL, NULL, NULL};
+        /* the descriptor's own limit, only where its row allows it (off
+         * by default: a caller must not raise its own limit) */
+        if (allow_limit && d->limit != NULL &&
+            envoyrls_own_limit(d->limit->requests_per_unit, (int)d->limit->unit, &p->own[n]))
+            p->reqs[n].own = &p->own[n];
         if ((rc = service_check(r->service, SERVICE_ACQUIRE, &p->reqs[n], "", err)) !=
             PERMITD_OK) {
             char why[sizeof(err->message)];

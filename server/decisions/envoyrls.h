@@ -26,6 +26,7 @@
 
 #include "core/status.h"
 #include "decisions/grpcapi.h"
+#include "decisions/limiter.h"
 #include "stores/envoymap.h"
 
 #define ENVOYRLS_ENTRIES_MAX 16     /* entries of one descriptor path */
@@ -62,7 +63,16 @@ size_t envoyrls_count(struct envoyrls *r);
  * rules refuse (over 256 bytes, a TAB, not UTF-8) is limited by its hash,
  * never an error that would fail the whole call. */
 int envoyrls_match(struct envoyrls *r, const char *domain, const char *const *keys,
-                   const char *const *values, size_t n, char *policy_out, char *key_out);
+                   const char *const *values, size_t n, char *policy_out, char *key_out,
+                   int *allow_limit_out);
+
+/* A descriptor's own `limit` (requests_per_unit, unit) as a request's own
+ * limit (decisions/limiter.h), for a row that allows it (issue 37): 1 with
+ * *out filled for requests_per_unit >= 1 and a unit Envoy names (SECOND ..
+ * WEEK; a month is 30 days, a year 365); 0 for anything else, which leaves
+ * the policy's limits (a caller cannot switch its limit off by sending
+ * nonsense). */
+int envoyrls_own_limit(uint32_t requests_per_unit, int unit, struct limiter_own_limit *out);
 
 /* Envoy's requests_per_unit and unit (RateLimitResponse.RateLimit.Unit:
  * 1 SECOND, 2 MINUTE, 3 HOUR, 4 DAY) closest to a limit of `limit` permits

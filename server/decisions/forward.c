@@ -485,7 +485,7 @@ void forward_handle(struct forward *f, struct service_worker *sw, const struct h
         memcpy(p->bucket[i], m[i].policy, sizeof(p->bucket[i]));
         bucketkey_from_untrusted(key, m[i].hash_key, p->key[i]);
         p->reqs[i] = (struct limiter_request){p->bucket[i], p->app, p->key[i], m[i].permits, NULL,
-                                              NULL};
+                                              NULL, NULL};
         p->errs[i] = (struct permitd_error){PERMITD_OK, ""};
     }
     /* Several rules are asked all_or_nothing, each on its own when they

@@ -248,7 +248,7 @@ static int acquire_batch(struct grpcapi *g, struct grpc_call *call,
             memcpy(s, src[k], len);
             dst[k] = s;
         }
-        p->b.reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits, dst[3], NULL};
+        p->b.reqs[i] = (struct limiter_request){dst[0], dst[1], dst[2], r->permits, dst[3], NULL, NULL};
     }
     p->b.n = n;
     p->call = call;
@@ -303,13 +303,13 @@ void grpcapi_handle(void *ud, struct grpc_call *call)
     case SERVICE_RELEASE: {
         const Permit__V1__ReleaseRequest *rq = (const Permit__V1__ReleaseRequest *)in;
         rc = decide(call, SERVICE_RELEASE, (struct limiter_request){rq->bucket, rq->app, rq->key,
-                                                                   0, NULL, rq->lease_id}, &err);
+                                                                   0, NULL, rq->lease_id, NULL}, &err);
         break;
     }
     case SERVICE_RENEW: {
         const Permit__V1__RenewRequest *rq = (const Permit__V1__RenewRequest *)in;
         rc = decide(call, SERVICE_RENEW, (struct limiter_request){rq->bucket, rq->app, rq->key,
-                                                                 0, NULL, rq->lease_id}, &err);
+                                                                 0, NULL, rq->lease_id, NULL}, &err);
         break;
     }
     default:

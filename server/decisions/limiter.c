@@ -62,8 +62,10 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
         free(l);
         return err->code;
     }
-    if ((l->absent = calloc(LIMITER_ABSENT_SLOTS, sizeof(*l->absent))) == NULL) {
+    if ((l->absent = calloc(LIMITER_ABSENT_SLOTS, sizeof(*l->absent))) == NULL ||
+        overrides_new(&l->overrides, err) != PERMITD_OK) {
         policies_free(l->policies);
+        overrides_free(l->overrides);
         free(l->absent);
         free(l);
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
@@ -89,6 +91,20 @@ struct policies *limiter_policies(struct limiter *l)
     return l->policies;
 }
 
+struct overrides *limiter_overrides(struct limiter *l)
+{
+    return l->overrides;
+}
+
+void limiter_set_overrides_reload(struct limiter *l,
+                                  int (*fn)(void *ud, const char *policy,
+                                            struct permitd_error *err),
+                                  void *ud)
+{
+    l->overrides_reload = fn;
+    l->overrides_ud = ud;
+}
+
 uint64_t limiter_stale_retries(struct limiter *l)
 {
     return atomic_load(&l->stale_retries);
@@ -104,6 +120,7 @@ void limiter_free(struct limiter *l)
         return;
     limiter_loader_free(l->loader);
     policies_free(l->policies);
+    overrides_free(l->overrides);
     pthread_mutex_destroy(&l->loader_lock);
     pthread_mutex_destroy(&l->absent_lock);
     free(l->absent);

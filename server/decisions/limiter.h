@@ -29,6 +29,19 @@ struct limiter_request {
     const char *request_id; /* NULL or "": none; else a retry of a take with the same
                                id answers what the first answered (issue 20) */
     const char *lease_id;   /* Release and Renew: the lease (NULL: none) */
+    const struct limiter_own_limit *own;    /* NULL: none; else the request's own limit
+                                               (below), lasting as its strings do */
+};
+
+/* A request's own limit (issue 37): an Envoy descriptor's `limit` or
+ * `unlimited`, honoured only when the descriptor's mapping allows it
+ * (stores/envoymap.h). It stands in for the policy's limits as an override
+ * would, below any override stored for the key (an admin's block or limit
+ * wins over what the caller sends). */
+struct limiter_own_limit {
+    int unlimited;          /* allowed, still counted (as an exempt override) */
+    int64_t max_permits;    /* requests_per_unit (>= 1) */
+    int64_t unit_ms;        /* the unit, in ms (>= 1) */
 };
 
 #define LIMITER_REQUEST_ID_MAX 128
@@ -55,6 +68,13 @@ struct limiter_result {
                                shadow mode */
     char lease_id[LIMITER_LEASE_ID_LEN + 1];    /* an allowed concurrency take's; else "" */
     int open_pass;          /* Acquire: let through by failure_mode open, Redis not deciding */
+    int blocked;            /* Acquire, Peek: an override blocks the key (issue 37): denied
+                               without asking Redis; reason says which */
+    int exempt;             /* an override exempts the key: allowed whatever the bucket
+                               holds (the take still counted), the other fields are the
+                               bucket's */
+    char reason[160];       /* blocked: why ("blocked by override prefix \"premium_\" of
+                               policy \"api\""); else "" */
 };
 
 /* Returns a new limiter in *out, free with limiter_free(). cfg and redis
@@ -131,6 +151,21 @@ void limiter_forget(struct limiter *l, const char *name);
 int limiter_known_policy(struct limiter *l, const char *name);
 
 struct policies;
+struct overrides;
+
+/* The limiter's in-memory copy of the overrides (decisions/overrides.h),
+ * for the override sync that feeds it (control/overridesync.c); it lives as
+ * long as l. */
+struct overrides *limiter_overrides(struct limiter *l);
+
+/* fn reads one policy's overrides from MySQL into that table now
+ * (blocking): called when the script answers "stale" for a bucket written
+ * under a newer override count than this instance's copy holds. Set once
+ * at start-up. */
+void limiter_set_overrides_reload(struct limiter *l,
+                                  int (*fn)(void *ud, const char *policy,
+                                            struct permitd_error *err),
+                                  void *ud);
 
 /* Whether each script call's keys share one Redis Cluster slot (set for a
  * redis+cluster:// URL; a single Redis takes one policy's buckets in one

@@ -75,7 +75,8 @@ static int inspect(struct limiter *l, const struct limiter_request *req, int ret
     const struct policies_entry *e;
     long long out[INSPECT_WORDS];
     enum redis_script script;
-    struct limiter_decision d = {l, req, DO_PEEK, 0, retried, deadline_us, res, err};
+    struct limiter_limits lim;
+    struct limiter_decision d = {l, req, DO_PEEK, 0, retried, deadline_us, res, err, &lim};
     int rc, nitem;
 
     memset(res, 0, sizeof(*res));
@@ -91,7 +92,7 @@ static int inspect(struct limiter *l, const struct limiter_request *req, int ret
      * (a compact call's RECORD has eight); a peek draws no lease id:
      * limiter_script_item_call() cannot fail */
     limiter_script_call_head(l, mode_inspect, LIMITER_POLICY_INDEX, 1, args);
-    limiter_script_policy_args(e, &args[3]);
+    limiter_script_policy_args(e, &lim, &args[3]);
     nitem = limiter_script_item_call(req, DO_PEEK, e->algorithm, 1, name,
                                      limiter_script_bucket_key(l, req, e, name), permits_s,
                                      LIMITER_POLICY_INDEX, lease, &key, &args[7]);
@@ -119,8 +120,8 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
                     int64_t deadline_us, struct limiter_result *res,
                     struct limiter_inspection *more, struct permitd_error *err)
 {
-    struct limiter_request req = {bucket, "*", key ? key : "", 1, NULL, NULL};
-    struct limiter_decision d = {l, &req, DO_PEEK, 0, 0, deadline_us, res, err};
+    struct limiter_request req = {bucket, "*", key ? key : "", 1, NULL, NULL, NULL};
+    struct limiter_decision d = {l, &req, DO_PEEK, 0, 0, deadline_us, res, err, NULL};
     int rc;
 
     if ((rc = policy_check_name("name", bucket, err)) != PERMITD_OK ||
@@ -134,8 +135,8 @@ int limiter_inspect(struct limiter *l, const char *bucket, const char *key,
 int limiter_own(struct limiter *l, const char *bucket, const char *key, int take,
                 int64_t deadline_us, struct limiter_result *res, struct permitd_error *err)
 {
-    struct limiter_request req = {bucket, "*", key ? key : "", 1, NULL, NULL};
-    struct limiter_decision d = {l, &req, take, 0, 0, deadline_us, res, err};
+    struct limiter_request req = {bucket, "*", key ? key : "", 1, NULL, NULL, NULL};
+    struct limiter_decision d = {l, &req, take, 0, 0, deadline_us, res, err, NULL};
     int rc;
 
     if ((rc = policy_check_key("key", req.key, err)) != PERMITD_OK)
@@ -209,11 +210,69 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
  * head and the policy's limits as every call lays them out, no items)
  * into args[7]. */
 static int settle_args(const struct limiter *l, const struct policies_entry *e,
-                       struct redis_str args[7])
+                       struct limiter_limits *lim, struct redis_str args[7])
 {
+    static const struct limiter_request shared = {"", "", "", 1, NULL, NULL, NULL};
+
+    /* the policy's own limits, its override count in the stamp (what a
+     * key no override matches is decided under) */
+    limiter_script_limits(l, e, &shared, 0, lim);
     limiter_script_call_head(l, (struct redis_str){"settle", 6}, LIMITER_POLICY_INDEX, 1, args);
-    limiter_script_policy_args(e, args + 3);
+    limiter_script_policy_args(e, lim, args + 3);
     return 7;
+}
+
+/* The key (in out, POLICY_KEY_MAX + 1 bytes) of token bucket state key k
+ * of policy e (policy_bucket_key(): P{NAME:KEY}:k, P{NAME}:k:KEY); 0 when
+ * k is no keyed bucket of it. */
+static int bucket_key_of(const struct limiter *l, const struct policies_entry *e,
+                         const struct redis_str *k, char *out)
+{
+    size_t p = strlen(l->cfg->redis_prefix), nl = strlen(e->name), len;
+    const char *s = k->p;
+
+    if (k->len < p + nl + 4 || memcmp(s, l->cfg->redis_prefix, p) != 0 || s[p] != '{' ||
+        memcmp(s + p + 1, e->name, nl) != 0)
+        return 0;
+    s += p + 1 + nl;
+    len = k->len - (p + 1 + nl);
+    if (len > 4 && s[0] == ':' && memcmp(s + len - 3, "}:k", 3) == 0) {
+        len -= 4;
+        s += 1;
+    } else if (len > 4 && memcmp(s, "}:k:", 4) == 0) {
+        len -= 4;
+        s += 4;
+    } else {
+        return 0;
+    }
+    if (len > POLICY_KEY_MAX)
+        return 0;
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return 1;
+}
+
+/* Leaves out of keys[0..*n) the buckets an override matches (in force or
+ * expired): they were written under the override's limits (a stamp the
+ * settle's does not reach, or the same one when the override is only an
+ * app's), which the settle's policy limits must not re-price nor expire. */
+static void settle_skip_overridden(const struct limiter *l, const struct policies_entry *e,
+                                   struct redis_str *keys, size_t *n)
+{
+    char key[POLICY_KEY_MAX + 1];
+    size_t kept = 0;
+
+    for (size_t i = 0; i < *n; i++) {
+        struct limiter_request req = {e->name, "", key, 1, NULL, NULL, NULL};
+        struct limiter_limits lim;
+        if (bucket_key_of(l, e, &keys[i], key)) {
+            limiter_script_limits(l, e, &req, 1, &lim);
+            if (lim.matched)
+                continue;
+        }
+        keys[kept++] = keys[i];
+    }
+    *n = kept;
 }
 
 static int settle_by_slot(const void *a, const void *b)
@@ -287,8 +346,13 @@ int limiter_settle(struct limiter *l, const struct policies_entry *e, struct red
         return PERMITD_OK;
 
     struct redis_str args[7];
-    int nargs = settle_args(l, e, args), rc;
+    struct limiter_limits lim;
+    int nargs = settle_args(l, e, &lim, args), rc;
     long long sums[3] = {0, 0, 0};
+
+    settle_skip_overridden(l, e, keys, &n);
+    if (n == 0)
+        return PERMITD_OK;
 
     rc = bucket_pages(l, "settle", e->name, keys, n, args, nargs, 3, deadline_us, sums, err);
     *set += sums[0];

@@ -36,21 +36,27 @@
 #include "stores/cluster.h"
 #include "stores/policy.h"
 
+/* A take decided under an override (issue 37) is neither answered from
+ * the cache nor remembered there: a limit override is Redis's to decide,
+ * and an entry remembered under one would outlive its expiry, which
+ * changes no version stamp. Every other entry holds the stamp with the
+ * policy's override count in it, so any override written since misses. */
 int limiter_deny_cacheable(const struct limiter_queue *q, int take,
-                           const struct policies_entry *e)
+                           const struct policies_entry *e, const struct limiter_limits *lim)
 {
     return q->deny != NULL && take == DO_TAKE && e->algorithm != POLICY_CONCURRENCY &&
-           !e->shadow;
+           !e->shadow && lim->action == OVERRIDES_NONE && !lim->matched;
 }
 
 /* Answers req from the cache when it holds a denial still in force for
  * it: 1 with res filled, else 0 (counted as a miss). */
 int limiter_deny_answer(struct limiter_queue *q, const struct limiter_request *req,
-                        const struct policies_entry *e, uint64_t epoch, struct limiter_result *res)
+                        const struct limiter_limits *lim, uint64_t epoch,
+                        struct limiter_result *res)
 {
     struct deny_cache_answer a;
 
-    if (!deny_cache_get(q->deny, req->bucket, req->key ? req->key : "", e->stamp, epoch,
+    if (!deny_cache_get(q->deny, req->bucket, req->key ? req->key : "", lim->stamp, epoch,
                         req->permits == 0 ? 1 : req->permits, clock_now_us(), &a)) {
         atomic_fetch_add_explicit(&q->l->deny_misses, 1, memory_order_relaxed);
         return 0;
@@ -75,7 +81,7 @@ void limiter_deny_remember(struct limiter_queue *q, const struct job *j,
     struct deny_cache_answer a = {res->remaining, res->limit, res->retry_after_ms,
                                   res->reset_after_ms, res->window_s, res->tokens_micro};
 
-    if (deny_cache_put(q->deny, j->req.bucket, j->req.key ? j->req.key : "", j->entry->stamp,
+    if (deny_cache_put(q->deny, j->req.bucket, j->req.key ? j->req.key : "", j->lim.stamp,
                        j->epoch, j->req.permits == 0 ? 1 : j->req.permits, j->sent_us,
                        clock_now_us(), &a))
         atomic_fetch_add_explicit(&q->l->deny_evictions, 1, memory_order_relaxed);

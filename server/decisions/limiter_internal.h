@@ -24,6 +24,7 @@
 #include "decisions/deny_cache.h"
 #include "decisions/limiter.h"
 #include "decisions/limiter_plan.h"
+#include "decisions/overrides.h"
 #include "decisions/policies.h"
 #include "stores/policy.h"
 #include "stores/redis.h"
@@ -51,6 +52,12 @@ struct limiter {
     void (*missing_hook)(void *ud); /* set once at start-up */
     void *missing_ud;
     struct policies *policies;      /* the in-memory copy of the policies */
+    struct overrides *overrides;    /* the in-memory copy of the overrides (issue 37) */
+    /* Reads one policy's overrides from MySQL now, blocking (a "stale"
+     * answer whose bucket carries a newer override count than this
+     * instance's copy); set once at start-up, NULL without a store. */
+    int (*overrides_reload)(void *ud, const char *policy, struct permitd_error *err);
+    void *overrides_ud;
     _Atomic uint64_t stale_retries;
     _Atomic uint64_t splits;        /* calls over several slots sent again per slot
                                        (limiter_split_calls()) */
@@ -124,6 +131,36 @@ struct loader {
     int stopping;
 };
 
+/* What a decision sends as its policy's limits (ARGV[4..7] of its policy
+ * in the call, lua/bucket.lua) once overrides are looked at (issue 37,
+ * limiter_script_limits()): the entry's own numbers, or an override's. The
+ * version stamp the scripts compare is 2 * (the entry's stamp + the
+ * policy's override change count) + 1 when an override matched the key
+ * (in force, or expired: see limiter_script.c), so:
+ *   - any change of a policy's overrides (even a delete) is newer for
+ *     every key of it: no bucket goes back to an older override set;
+ *   - the settle pass, which sends the policy's own limits (even), leaves
+ *     the buckets of overridden keys (odd: newer) as they are;
+ *   - an override's expiry changes no stamp: every instance reads the
+ *     same clock, and the key keeps its odd stamp.
+ * Lives in the caller's storage (a job's, a plan's, the stack); the p1 and
+ * p2 it sends are its own strings or the entry's (own_p1, own_p2), which
+ * the caller holds. */
+#define LIMITER_RATES_MAX 160
+struct limiter_limits {
+    enum overrides_action action;   /* OVERRIDES_NONE: the policy's own limits */
+    int matched;                    /* an override matched the key, in force or expired */
+    int64_t ovid;                   /* the override in force (0: none; -1: the request's own
+                                       limit, an Envoy descriptor's) */
+    int64_t max_permits;
+    int64_t expires_us;             /* the override in force's, 0: never */
+    uint64_t stamp;
+    int own_p1, own_p2;             /* p1_s / p2_s are sent, else the entry's */
+    enum overrides_kind kind;
+    char match[OVERRIDES_MATCH_SHOWN + 1];
+    char stamp_s[24], max_s[24], p1_s[40], p2_s[LIMITER_RATES_MAX];
+};
+
 #define QUEUE_BATCH_MAX 256     /* jobs per batch */
 #define QUEUE_SPARE_MAX 256     /* finished jobs kept for reuse */
 
@@ -140,6 +177,7 @@ struct job {
     limiter_done_fn done;
     void *ud;
     const struct policies_entry *entry;    /* its policy (held), an Acquire's or a Peek's */
+    struct limiter_limits lim;      /* what its call sends as the policy's limits */
     char name[POLICY_REDIS_KEY_MAX];        /* its bucket's key (batch_items()) */
     size_t name_len;
     unsigned slot;                  /* the key's cluster slot */
@@ -214,6 +252,8 @@ struct limiter_decision {
     int64_t deadline_us;
     struct limiter_result *res;
     struct permitd_error *err;
+    struct limiter_limits *lim;     /* filled by the admission: the limits to send (NULL:
+                                       a local copy is used) */
 };
 
 /* The functions of one part called from another, by the file that defines
@@ -251,7 +291,12 @@ int limiter_script_restale(struct limiter *l, const char *bucket, long long stam
                            int64_t deadline_us, struct permitd_error *err);
 int limiter_script_conclude(const struct limiter_decision *d, int rc, const long long *out);
 struct redis_str limiter_script_mode_arg(int take);
-void limiter_script_policy_args(const struct policies_entry *e, struct redis_str *args);
+void limiter_script_limits(const struct limiter *l, const struct policies_entry *e,
+                           const struct limiter_request *req, int check,
+                           struct limiter_limits *lim);
+int limiter_limits_cmp(const struct limiter_limits *a, const struct limiter_limits *b);
+void limiter_script_policy_args(const struct policies_entry *e, const struct limiter_limits *lim,
+                                struct redis_str *args);
 void limiter_script_call_head(const struct limiter *l, struct redis_str mode, const char *npol,
                               int wide, struct redis_str *args);
 int limiter_script_item_wide(const struct limiter_request *req, int take,
@@ -271,9 +316,10 @@ void limiter_queue_enqueue(struct limiter_queue *q, struct job *j);
 
 /* limiter_deny.c */
 int limiter_deny_cacheable(const struct limiter_queue *q, int take,
-                           const struct policies_entry *e);
+                           const struct policies_entry *e, const struct limiter_limits *lim);
 int limiter_deny_answer(struct limiter_queue *q, const struct limiter_request *req,
-                        const struct policies_entry *e, uint64_t epoch, struct limiter_result *res);
+                        const struct limiter_limits *lim, uint64_t epoch,
+                        struct limiter_result *res);
 void limiter_deny_remember(struct limiter_queue *q, const struct job *j,
                            const struct limiter_result *res);
 

@@ -404,7 +404,8 @@ static void unpark(struct limiter_queue *q, struct job *j)
 
     memset(&res, 0, sizeof(res));
     if (e != NULL) {
-        struct limiter_decision d = {q->l, &j->req, j->take, 1, 0, j->deadline_us, &res, &err};
+        struct limiter_decision d = {q->l, &j->req, j->take, 1, 0, j->deadline_us, &res, &err,
+                                     &j->lim};
         rc = limiter_script_admit_entry(&d, e, &j->entry);
         if (rc == PERMITD_OK && j->entry != NULL) {
             loader_drop(q, &j->load);

@@ -63,6 +63,8 @@ static int by_bucket(const void *a, const void *b, void *pl_)
         c = (int)pl->entries[i]->algorithm - (int)pl->entries[j]->algorithm;
     if (c == 0)
         c = strcmp(pl->reqs[i].bucket, pl->reqs[j].bucket);
+    if (c == 0)     /* a policy's items under one override's limits side by side */
+        c = limiter_limits_cmp(&pl->lims[i], &pl->lims[j]);
     if (c == 0 && pl->l->slot_calls && !pl->all_or_nothing)
         c = (int)pl->slots[i] - (int)pl->slots[j];
     return c != 0 ? c : (i < j ? -1 : (i > j));
@@ -107,6 +109,7 @@ static int plan_arrays(struct limiter_plan *pl, size_t n)
 
         pl->order = carve(base, &at, n, sizeof(*pl->order));
         pl->entries = carve(base, &at, n, sizeof(*pl->entries));
+        pl->lims = carve(base, &at, n, sizeof(*pl->lims));
         pl->keys = carve(base, &at, n, sizeof(*pl->keys));
         pl->args = carve(base, &at, 12 * n, sizeof(*pl->args));     /* per call 3 + 4, per item 5 */
         pl->knames = carve(base, &at, n, sizeof(*pl->knames));
@@ -203,8 +206,13 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
         size_t i = pl->order[k];
         const struct policies_entry *e;
         struct limiter_decision d = {pl->l, &reqs[i], pl->peek ? DO_PEEK : DO_TAKE, !pl->peek,
-                                     pl->retried, pl->deadline_us, &pl->res[i], &pl->errs[i]};
+                                     pl->retried, pl->deadline_us, &pl->res[i], &pl->errs[i],
+                                     &pl->lims[i]};
         rc = limiter_script_admit_loaded(&d, pl->loaded, &e);
+        if (rc == PERMITD_OK && e == NULL && pl->res[i].blocked && pl->all_or_nothing)
+            /* a blocked item refuses the batch, as a denial would */
+            rc = permitd_error_set(&pl->errs[i], PERMITD_EABORTED, "not granted: %s",
+                                   pl->res[i].reason);
         if (k == 0)
             pl->valid = 0;
         if (rc == PERMITD_OK && e == NULL && pl->all_or_nothing)
@@ -281,17 +289,21 @@ int limiter_plan_make(struct limiter_plan *pl, struct permitd_error *err)
                  (pl->l->slot_calls && pl->groups[pl->order[m]] != pl->groups[pl->order[first]]) ||
                  newest->algorithm != pl->entries[pl->order[first]]->algorithm))
                 break;
+            size_t newest_i = pl->order[m];
             while (m < pl->valid && strcmp(reqs[pl->order[m]].bucket,
                                            reqs[pl->order[from]].bucket) == 0 &&
+                   limiter_limits_cmp(&pl->lims[pl->order[m]], &pl->lims[pl->order[from]]) == 0 &&
                    (pl->all_or_nothing || !pl->l->slot_calls ||
                     pl->groups[pl->order[m]] == pl->groups[pl->order[from]])) {
                 c->cross_slot |= !pl->all_or_nothing && pl->l->slot_calls &&
                                  pl->slots[pl->order[m]] != pl->slots[pl->order[first]];
-                if (pl->entries[pl->order[m]]->stamp > newest->stamp)
+                if (pl->lims[pl->order[m]].stamp > pl->lims[newest_i].stamp) {
                     newest = pl->entries[pl->order[m]];
+                    newest_i = pl->order[m];
+                }
                 m++;
             }
-            limiter_script_policy_args(newest, &pl->args[a]);
+            limiter_script_policy_args(newest, &pl->lims[newest_i], &pl->args[a]);
             a += 4;
             np++;
             snprintf(pl->index[from], sizeof(pl->index[from]), "%zu", np);
@@ -450,7 +462,8 @@ static int plan_conclude(struct limiter_plan *pl, int rc, struct permitd_error *
             }
             /* The same reading as a single Acquire's. */
             struct limiter_decision d = {pl->l, &reqs[i], pl->peek ? DO_PEEK : DO_TAKE, !pl->peek,
-                                         pl->retried, pl->deadline_us, &pl->res[i], &pl->errs[i]};
+                                         pl->retried, pl->deadline_us, &pl->res[i], &pl->errs[i],
+                                         &pl->lims[i]};
             if (limiter_script_conclude(&d, crc, out) == PERMITD_OK) {
                 pl->errs[i].code = PERMITD_OK;
                 pl->errs[i].message[0] = '\0';
@@ -512,7 +525,7 @@ int limiter_inspect_batch(struct limiter *l, const char *const *names, size_t n,
     /* permitd's own look: no app is checked (the plan's peek), the name
      * only has to be one, as the plan validates every item */
     for (size_t i = 0; i < n; i++)
-        reqs[i] = (struct limiter_request){names[i], "permitd", "", 1, NULL, NULL};
+        reqs[i] = (struct limiter_request){names[i], "permitd", "", 1, NULL, NULL, NULL};
     rc = batch_run(&(struct limiter_plan){.l = l, .reqs = reqs, .n = n, .peek = 1, .res = res,
                                           .errs = errs, .deadline_us = deadline_us}, err);
     free(reqs);

@@ -20,6 +20,7 @@
 #include "stores/redis.h"
 
 struct load;
+struct limiter_limits;
 
 struct limiter_plan {
     /* Filled by the caller: */
@@ -45,6 +46,8 @@ struct limiter_plan {
                                        request order */
     const struct policies_entry **entries;  /* per request index: its policy, held
                                                (those in order[0..valid)) */
+    struct limiter_limits *lims;    /* per request index: the limits its call sends
+                                       (an override's, issue 37) */
     size_t *klen;                   /* per request index: its bucket key's length */
     unsigned *slots;                /* per request index: its bucket key's cluster slot */
     int *groups;                    /* per request index: its call's group (the master

@@ -88,10 +88,10 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
         rc = limiter_script_call_refused(calls[0].rc, j->req.bucket, &e);
     memset(&res, 0, sizeof(res));
     rc = limiter_script_conclude(&(struct limiter_decision){q->l, &j->req, j->take, 1, 0,
-                                                            j->deadline_us, &res, &e},
+                                                            j->deadline_us, &res, &e, &j->lim},
                                  rc, j->out);
     if (direct && rc == PERMITD_OK && !res.allowed && !res.replayed &&
-        limiter_deny_cacheable(q, j->take, j->entry))
+        limiter_deny_cacheable(q, j->take, j->entry, &j->lim))
         limiter_deny_remember(q, j, &res);
     j->done(j->ud, rc, &res, &e);
 }
@@ -184,6 +184,8 @@ static int by_call(const void *a, const void *b, void *jobs_)
         c = (int)x->entry->algorithm - (int)y->entry->algorithm;
     if (c == 0)
         c = strcmp(x->req.bucket, y->req.bucket);
+    if (c == 0)     /* a policy's items under one override's limits side by side */
+        c = limiter_limits_cmp(&x->lim, &y->lim);
     if (c == 0 && x->l->slot_calls)
         c = (int)x->slot - (int)y->slot;
     return c != 0 ? c : (i < j ? -1 : (i > j));
@@ -246,15 +248,17 @@ static void batch_items(struct limiter_queue *q, size_t n)
         for (size_t x = first; x < last;) {
             const struct job *newest = b->jobs[b->items[x]];
             np++;
+            const struct job *head = newest;
             while (x < last && strcmp(b->jobs[b->items[x]]->req.bucket,
-                                      newest->req.bucket) == 0) {
+                                      head->req.bucket) == 0 &&
+                   limiter_limits_cmp(&b->jobs[b->items[x]]->lim, &head->lim) == 0) {
                 struct job *j = b->jobs[b->items[x]];
-                if (j->entry->stamp > newest->entry->stamp)
+                if (j->lim.stamp > newest->lim.stamp)
                     newest = j;
                 snprintf(j->index, sizeof(j->index), "%hu", (unsigned short)np);
                 x++;
             }
-            limiter_script_policy_args(newest->entry, &b->args[a]);
+            limiter_script_policy_args(newest->entry, &newest->lim, &b->args[a]);
             a += 4;
         }
         snprintf(lead->npol, sizeof(lead->npol), "%hu", (unsigned short)np);
@@ -570,7 +574,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
     /* before anything is asked: a reset from now on makes what Redis
      * answers for this request not worth remembering */
     uint64_t epoch = atomic_load(&q->l->deny_epoch);
-    struct limiter_decision d = {q->l, req, take, 1, 0, deadline_us, &res, &err};
+    struct limiter_limits lim;
+    struct limiter_decision d = {q->l, req, take, 1, 0, deadline_us, &res, &err, &lim};
     int rc;
 
     /* What the policy's copy refuses is answered here and now; a policy
@@ -589,9 +594,9 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         return;
     }
     /* A bucket just denied is denied here, without Redis. */
-    if (e != NULL && limiter_deny_cacheable(q, take, e) &&
+    if (e != NULL && limiter_deny_cacheable(q, take, e, &lim) &&
                 (req->request_id == NULL || req->request_id[0] == '\0') &&
-                limiter_deny_answer(q, req, e, epoch, &res)) {
+                limiter_deny_answer(q, req, &lim, epoch, &res)) {
         policies_release(e);
         done(ud, PERMITD_OK, &res, &err);
         return;
@@ -604,6 +609,8 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
         return;
     }
     j->entry = e;
+    if (e != NULL)
+        j->lim = lim;
     j->plan = NULL;
     j->split = 0;
     j->take = take;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "decisions/deny_cache.h"
@@ -176,6 +177,222 @@ static int new_lease_id(char *out)
     return 0;
 }
 
+/* ---- overrides (issue 37): the limits a decision sends ---- */
+
+/* Unix microseconds now: an override's expiry is a wall-clock time
+ * (MySQL's expires_at), the same on every instance. */
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The policy's rate in force at Unix microsecond t, from its rate history
+ * (policies_entry.rates: "t1:<rate before t1>;t2:...", newest first): the
+ * rate before the oldest edit after t, else the rate now. Into buf
+ * (size bytes); returns buf. */
+static const char *rate_at(const struct policies_entry *e, int64_t t, char *buf, size_t size)
+{
+    const char *r = e->rates != NULL ? e->rates : "", *found = e->rate_s;
+    size_t flen = strlen(e->rate_s);
+
+    while (*r != '\0') {
+        char *end;
+        long long at = strtoll(r, &end, 10);
+        const char *colon = end, *semi;
+        if (end == r || *colon != ':')
+            break;
+        semi = strchr(colon + 1, ';');
+        if (at > t) {
+            found = colon + 1;
+            flen = semi != NULL ? (size_t)(semi - found) : strlen(found);
+        }
+        if (semi == NULL)
+            break;
+        r = semi + 1;
+    }
+    snprintf(buf, size, "%.*s", (int)flen, found);
+    return buf;
+}
+
+/* Appends "t:rate" (a rate history entry, lua/bucket.lua) to lim->p2_s;
+ * 0, or -1 when it does not fit. */
+static int rates_put(struct limiter_limits *lim, size_t *n, int64_t t, const char *rate)
+{
+    int w = snprintf(lim->p2_s + *n, sizeof(lim->p2_s) - *n, "%s%" PRId64 ":%s",
+                     *n > 0 ? ";" : "", t, rate);
+
+    if (w < 0 || (size_t)w >= sizeof(lim->p2_s) - *n)
+        return -1;
+    *n += (size_t)w;
+    return 0;
+}
+
+/* The rate history of a token bucket key under override hit (in force:
+ * the policy's rate until the override's since_us, the override's after;
+ * expired: that, then the policy's again from expires_us, and the
+ * policy's own edits after that), so turning an override on, and its
+ * expiry, re-price nothing the bucket earned before (the rate-edit rule):
+ * a bucket last written before the change is folded across it. Into
+ * lim->p2_s (own_p2); left to the entry's when it does not fit. */
+static void override_rates(const struct policies_entry *e, const struct overrides_hit *hit,
+                           int expired, struct limiter_limits *lim)
+{
+    char ov_rate[40], before[40];
+    size_t n = 0;
+    int ok = 0;
+
+    snprintf(ov_rate, sizeof(ov_rate), "%.17g", hit->rate);
+    if (hit->since_us <= 0)
+        return;
+    if (!expired) {
+        ok = rates_put(lim, &n, hit->since_us, rate_at(e, hit->since_us, before,
+                                                       sizeof(before))) == 0;
+    } else if (hit->expires_us > hit->since_us) {
+        /* the policy's edits after the expiry, newest first, as they stand */
+        const char *r = e->rates != NULL ? e->rates : "";
+        ok = 1;
+        while (ok && *r != '\0') {
+            char *end;
+            long long at = strtoll(r, &end, 10);
+            const char *semi = strchr(r, ';');
+            size_t len = semi != NULL ? (size_t)(semi - r) : strlen(r);
+            if (end == r || *end != ':' || at <= hit->expires_us)
+                break;
+            if (n + len + 2 >= sizeof(lim->p2_s))
+                ok = 0;
+            else
+                n += (size_t)snprintf(lim->p2_s + n, sizeof(lim->p2_s) - n, "%s%.*s",
+                                      n > 0 ? ";" : "", (int)len, r);
+            r = semi != NULL ? semi + 1 : r + len;
+        }
+        ok = ok && rates_put(lim, &n, hit->expires_us, ov_rate) == 0 &&
+             rates_put(lim, &n, hit->since_us, rate_at(e, hit->since_us, before,
+                                                       sizeof(before))) == 0;
+    }
+    if (ok)
+        lim->own_p2 = 1;
+}
+
+/* See limiter_internal.h (struct limiter_limits): the limits a decision
+ * of req under policy e sends, overrides looked up (check: a client's
+ * request; permitd's own look, the inspector, sees a blocked or exempt
+ * key's bucket under the policy's limits). */
+void limiter_script_limits(const struct limiter *l, const struct policies_entry *e,
+                           const struct limiter_request *req, int check,
+                           struct limiter_limits *lim)
+{
+    struct overrides_hit hit;
+    int has = l != NULL && l->overrides != NULL &&
+              overrides_lookup(l->overrides, e->name, req->key, req->app, wall_us(), &hit);
+    int expired = has && hit.action == OVERRIDES_NONE && hit.id != 0;
+    int64_t max = e->max_permits, window = 0;
+    double rate = 0;
+
+    lim->action = OVERRIDES_NONE;
+    lim->matched = 0;
+    lim->ovid = 0;
+    lim->expires_us = 0;
+    lim->own_p1 = lim->own_p2 = 0;
+    lim->match[0] = '\0';
+    lim->stamp = e->stamp + (has ? hit.changes : 0);
+    if (has && hit.action != OVERRIDES_NONE) {
+        lim->action = hit.action;
+        lim->matched = 1;
+        lim->ovid = hit.id;
+        lim->expires_us = hit.expires_us;
+        lim->kind = hit.kind;
+        memcpy(lim->match, hit.match, sizeof(lim->match));
+        if (hit.action == OVERRIDES_LIMIT) {
+            max = hit.max_permits > 0 ? hit.max_permits : max;
+            rate = hit.rate;
+            window = hit.window_ms;
+        }
+    } else if (req->own != NULL && check) {
+        /* the request's own limit (Envoy's descriptor `limit`), below any
+         * stored override */
+        lim->ovid = -1;
+        lim->action = req->own->unlimited ? OVERRIDES_EXEMPT : OVERRIDES_LIMIT;
+        if (!req->own->unlimited) {
+            max = req->own->max_permits;
+            window = req->own->unit_ms;
+            rate = (double)req->own->max_permits * 1000.0 / (double)req->own->unit_ms;
+        }
+    }
+    if (!check && lim->action != OVERRIDES_LIMIT)
+        lim->action = OVERRIDES_NONE;   /* the inspector: the bucket as it is */
+    if (e->algorithm == POLICY_SLIDING_LOG && max > POLICY_LOG_MAX_PERMITS)
+        max = POLICY_LOG_MAX_PERMITS;   /* a log holds one entry per permit */
+    lim->max_permits = max;
+    snprintf(lim->stamp_s, sizeof(lim->stamp_s), "%" PRIu64, lim->stamp);
+    snprintf(lim->max_s, sizeof(lim->max_s), "%" PRId64, max);
+    if (e->algorithm == POLICY_TOKEN_BUCKET) {
+        if (lim->action == OVERRIDES_LIMIT && rate > 0) {
+            snprintf(lim->p1_s, sizeof(lim->p1_s), "%.17g", rate);
+            lim->own_p1 = 1;
+            lim->own_p2 = 1;        /* "" unless override_rates() says more */
+            lim->p2_s[0] = '\0';
+            if (lim->ovid > 0) {
+                lim->own_p2 = 0;
+                hit.rate = rate;
+                override_rates(e, &hit, 0, lim);
+                if (!lim->own_p2) {
+                    lim->own_p2 = 1;
+                    lim->p2_s[0] = '\0';
+                }
+            }
+        } else if (expired && hit.rate > 0) {
+            lim->matched = 1;
+            override_rates(e, &hit, 1, lim);
+        }
+    } else if (lim->action == OVERRIDES_LIMIT && window > 0) {
+        /* the window (a calendar fixed window's too: the override's own
+         * length replaces the calendar unit) or a concurrency lease */
+        snprintf(lim->p1_s, sizeof(lim->p1_s), "%" PRId64, window);
+        lim->own_p1 = 1;
+        lim->own_p2 = 1;
+        lim->p2_s[0] = '\0';
+    }
+    if (expired)
+        lim->matched = 1;
+}
+
+/* The order of two decisions' limits, for laying calls out: those of one
+ * policy that compare equal share its place in a call. */
+int limiter_limits_cmp(const struct limiter_limits *a, const struct limiter_limits *b)
+{
+    int c;
+
+    if (a->ovid != b->ovid)
+        return a->ovid < b->ovid ? -1 : 1;
+    if (a->matched != b->matched)
+        return a->matched - b->matched;
+    if (a->own_p2 != b->own_p2)
+        return a->own_p2 - b->own_p2;
+    if ((c = strcmp(a->max_s, b->max_s)) != 0 || (a->own_p1 && (c = strcmp(a->p1_s, b->p1_s))))
+        return c;
+    return a->own_p2 ? strcmp(a->p2_s, b->p2_s) : 0;
+}
+
+/* A blocked key's answer: denied, nothing asked of Redis, the reason. */
+static void blocked(const struct limiter_request *req, int take, const struct limiter_limits *lim,
+                    struct limiter_result *res)
+{
+    int64_t left = lim->expires_us > 0 ? (lim->expires_us - wall_us() + 999) / 1000 : 0;
+
+    memset(res, 0, sizeof(*res));
+    res->allowed = take == DO_PEEK;    /* a Peek's allowed is always 1 (limiter.h) */
+    res->blocked = 1;
+    res->limit = 0;
+    /* until the block expires; one that never does: an hour, a hint */
+    res->retry_after_ms = left > 0 ? left : 3600000;
+    res->reset_after_ms = res->retry_after_ms;
+    snprintf(res->reason, sizeof(res->reason), "blocked by override %s \"%.64s\" of policy "
+             "\"%.40s\"", overrides_kind_name(lim->kind), lim->match, req->bucket);
+}
+
 /* The part of a decision that needs no script: finds req's policy in the
  * in-memory table (reloading it from Redis, on this thread, when the table
  * lacks it: a policy created on another instance whose notice has not
@@ -252,10 +469,15 @@ int limiter_script_admit_entry(const struct limiter_decision *d, const struct po
     struct limiter_result *res = d->res;
     struct permitd_error *err = d->err;
     int64_t permits = req->permits == 0 ? 1 : req->permits;
+    struct limiter_limits own, *lim = d->lim != NULL ? d->lim : &own;
     int rc;
 
     *out = NULL;
     res->limit = e->max_permits;
+    if (e->broken == NULL)
+        limiter_script_limits(l, e, req, check, lim);
+    else
+        lim->action = OVERRIDES_NONE, lim->max_permits = e->max_permits;
     if (e->broken != NULL)
         rc = permitd_error_set(err, PERMITD_EINTERNAL,
                                "policy \"%s\" in redis is not a valid policy: %s",
@@ -273,10 +495,11 @@ int limiter_script_admit_entry(const struct limiter_decision *d, const struct po
                                "is for concurrency policies", req->bucket,
                                policy_algorithm_name(e->algorithm),
                                take == DO_RELEASE ? "Release" : "Renew");
-    else if (take == DO_TAKE && permits > e->max_permits)
+    else if (take == DO_TAKE && permits > lim->max_permits && lim->action != OVERRIDES_BLOCK)
         rc = permitd_error_set(err, PERMITD_ERANGE,
                                "permits: %" PRId64 " is more than policy \"%s\" ever holds "
-                               "(max_permits %" PRId64 ")", permits, req->bucket, e->max_permits);
+                               "(max_permits %" PRId64 "%s)", permits, req->bucket,
+                               lim->max_permits, lim->ovid != 0 ? " for this caller" : "");
     else if (e->missing && !check)     /* permitd's own look: not there */
         rc = permitd_error_set(err, PERMITD_ENOTFOUND, "bucket: no policy named \"%s\"",
                                req->bucket);
@@ -290,10 +513,18 @@ int limiter_script_admit_entry(const struct limiter_decision *d, const struct po
                                redis_script_name(limiter_script_of(e)));
     else
         rc = PERMITD_OK;
+    if (rc == PERMITD_OK && lim->action == OVERRIDES_BLOCK &&
+        (take == DO_TAKE || take == DO_PEEK)) {
+        /* blocked (issue 37): a denial Redis is not asked for, saying why */
+        blocked(req, take, lim, res);
+        policies_release(e);
+        return PERMITD_OK;
+    }
     if (rc != PERMITD_OK || e->missing) {
         policies_release(e);
         return rc;
     }
+    res->limit = lim->max_permits;
     *out = e;
     return PERMITD_OK;
 }
@@ -389,6 +620,13 @@ int limiter_script_restale(struct limiter *l, const char *bucket, long long stam
                                  "policy hash rewritten with a lower version?", bucket, stamp,
                                  policies_stamp(l->policies, bucket));
     atomic_fetch_add(&l->stale_retries, 1);
+    /* The bucket may carry a newer override count (another instance had
+     * the change notice first): this policy's overrides read again. A
+     * failure leaves the copy as it is (the retry may then be stale). */
+    if (l->overrides_reload != NULL) {
+        struct permitd_error ignored = {0, ""};
+        (void)l->overrides_reload(l->overrides_ud, bucket, &ignored);
+    }
     /* The copy is known old: a hash found gone marks it missing. */
     return policies_reload_gone(l->policies, &bucket, 1, deadline_us, NULL, NULL, err);
 }
@@ -456,6 +694,13 @@ int limiter_script_conclude(const struct limiter_decision *d, int rc, const long
     res->shadow = 0;
     if (check && (take == DO_PEEK || (take == DO_TAKE && !res->allowed)))
         shadow(l, req, take, res);
+    if (check && take == DO_TAKE && d->lim != NULL && d->lim->action == OVERRIDES_EXEMPT) {
+        /* exempt (issue 37): allowed whatever the bucket holds; a take
+         * the bucket allowed was counted there, a denied one took nothing */
+        res->exempt = 1;
+        res->allowed = 1;
+        res->shadow = 0;
+    }
     if (res->allowed && !res->shadow && take == DO_TAKE && out[8] > 0) {
         /* a lease granted (concurrency): its id, as the script kept it */
         memcpy(res->lease_id, &out[REDIS_RECORD_LEASE], LIMITER_LEASE_ID_LEN);
@@ -495,14 +740,18 @@ struct redis_str limiter_script_mode_arg(int take)
 
 /* A policy's four, as one call sends them (ARGV[4..7] of policy 1): its
  * version stamp, max_permits, p1 and p2 (policies_p1(): rate and rate
- * history for a token bucket, window or lease for the others). The
- * strings are e's: they live as long as the caller's reference. */
-void limiter_script_policy_args(const struct policies_entry *e, struct redis_str *args)
+ * history for a token bucket, window or lease for the others), as lim
+ * (limiter_script_limits()) has them: the override's or the policy's. The
+ * strings are lim's and e's: they live as long as lim and the caller's
+ * reference. */
+void limiter_script_policy_args(const struct policies_entry *e, const struct limiter_limits *lim,
+                                struct redis_str *args)
 {
-    const char *p1 = policies_p1(e), *p2 = policies_p2(e);
+    const char *p1 = lim->own_p1 ? lim->p1_s : policies_p1(e);
+    const char *p2 = lim->own_p2 ? lim->p2_s : policies_p2(e);
 
-    args[0] = (struct redis_str){e->stamp_s, strlen(e->stamp_s)};
-    args[1] = (struct redis_str){e->max_s, strlen(e->max_s)};
+    args[0] = (struct redis_str){lim->stamp_s, strlen(lim->stamp_s)};
+    args[1] = (struct redis_str){lim->max_s, strlen(lim->max_s)};
     args[2] = (struct redis_str){p1, strlen(p1)};
     args[3] = (struct redis_str){p2, strlen(p2)};
 }
@@ -591,8 +840,13 @@ int limiter_script_decide(const struct limiter_decision *d)
     struct redis_str key, args[11];
     const struct policies_entry *e;
     long long out[RW];
+    struct limiter_limits own;
+    struct limiter_decision with = *d;
     int rc, wide, nitem;
 
+    if (with.lim == NULL)
+        with.lim = &own;
+    d = &with;
     memset(d->res, 0, sizeof(*d->res));
     if (d->check && (rc = limiter_script_validate(req, take, err)) != PERMITD_OK)
         return rc;
@@ -600,7 +854,7 @@ int limiter_script_decide(const struct limiter_decision *d)
         return rc;
     wide = limiter_script_item_wide(req, take, e->algorithm);
     limiter_script_call_head(l, limiter_script_mode_arg(take), LIMITER_POLICY_INDEX, wide, args);
-    limiter_script_policy_args(e, &args[3]);
+    limiter_script_policy_args(e, d->lim, &args[3]);
     if ((nitem = limiter_script_item_call(req, take, e->algorithm, wide, name,
                                           limiter_script_bucket_key(l, req, e, name), permits_s,
                                           LIMITER_POLICY_INDEX, lease, &key, &args[7])) < 0) {

@@ -228,7 +228,7 @@ int service_take(struct service_worker *w, struct service_take *t, enum service_
     copy_field(t->request_id, sizeof(t->request_id), lr->request_id);
     copy_field(t->lease_id, sizeof(t->lease_id), lr->lease_id);
     t->lr = (struct limiter_request){t->bucket, t->app, t->key, lr->permits, t->request_id,
-                                     t->lease_id};
+                                     t->lease_id, lr->own};   /* own: the door's, lasting as t */
     t->deadline_us = deadline_us;
     t->done = done;
     t->ud = ud;
@@ -286,7 +286,7 @@ int service_batch_authorize(struct service *s, struct service_caller *c,
     c->key_prefix[0] = '\0';
     for (size_t i = 0; i < n; i++) {
         struct limiter_request lr = {items[i]->bucket, items[i]->app, items[i]->key, 0,
-                                     items[i]->request_id, NULL};
+                                     items[i]->request_id, NULL, NULL};
         snprintf(prefix, sizeof(prefix), "requests[%zu].", i);
         if (check_utf8(&lr, prefix, err) != PERMITD_OK)
             return PERMITD_EINVAL;

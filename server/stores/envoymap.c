@@ -56,8 +56,8 @@ int envoymap_load(struct envoymap *m, struct envoymap_row **out, size_t *n,
     if ((rc = dbconn_kept_ensure(&m->conn, err)) != PERMITD_OK)
         return rc;
     rc = dbconn_kept_queryf(&m->conn, &res, err, "SELECT domain, descriptor, policy, key_entry, description, version, "
-             "updated_by, DATE_FORMAT(updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ') "
-             "FROM envoy_descriptors ORDER BY domain, descriptor");
+             "updated_by, DATE_FORMAT(updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), "
+             "allow_limit_override FROM envoy_descriptors ORDER BY domain, descriptor");
     if (rc != PERMITD_OK)
         return rc;
     v = calloc(mysql_num_rows(res) + 1, sizeof(*v));
@@ -74,6 +74,7 @@ int envoymap_load(struct envoymap *m, struct envoymap_row **out, size_t *n,
         v[i].version = r[5] ? strtoll(r[5], NULL, 10) : 0;
         dbconn_field_copy(v[i].updated_by, sizeof(v[i].updated_by), r[6]);
         dbconn_field_copy(v[i].updated_at, sizeof(v[i].updated_at), r[7]);
+        v[i].allow_limit_override = r[8] != NULL && strcmp(r[8], "1") == 0;
         i++;
     }
     mysql_free_result(res);

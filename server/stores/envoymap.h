@@ -25,6 +25,8 @@ struct envoymap_row {
     char descriptor[ENVOYMAP_DESCRIPTOR_MAX + 1];   /* "generic_key=api,user_id" */
     char policy[129];
     char key_entry[ENVOYMAP_KEY_ENTRY_MAX + 1];      /* "" = the shared bucket */
+    int allow_limit_override;       /* 1: a matching descriptor's own `limit` stands in for
+                                       the policy's limits (issue 37, migration 0014) */
     char description[1025];
     int64_t version;
     char updated_by[129];

@@ -229,3 +229,23 @@ int overrides_db_load(struct overrides_db *d, const char *policy, overrides_chan
     free(where);
     return rc;
 }
+
+int overrides_db_fingerprint(struct overrides_db *d, uint64_t *sum, uint64_t *count,
+                             struct permitd_error *err)
+{
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    int rc;
+
+    *sum = *count = 0;
+    if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK ||
+        (rc = dbconn_kept_query(&d->conn, "SELECT CAST(COALESCE(SUM(changes), 0) AS UNSIGNED), "
+                                "COUNT(*) FROM policy_override_changes", &res, err)) != PERMITD_OK)
+        return rc;
+    if ((row = mysql_fetch_row(res)) != NULL) {
+        *sum = row[0] != NULL ? strtoull(row[0], NULL, 10) : 0;
+        *count = row[1] != NULL ? strtoull(row[1], NULL, 10) : 0;
+    }
+    mysql_free_result(res);
+    return PERMITD_OK;
+}

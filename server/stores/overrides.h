@@ -83,4 +83,11 @@ void overrides_db_free(struct overrides_db *db);
 int overrides_db_load(struct overrides_db *db, const char *policy, overrides_changes_fn changes,
                       overrides_row_fn row, void *ud, size_t *skipped, struct permitd_error *err);
 
+/* The sum and number of the change counts (policy_override_changes): a
+ * sync pass reads all the overrides again only when these moved since its
+ * last load (every write, plain SQL's too, raises a count by trigger), so
+ * an idle pass costs one aggregate over one row per policy. */
+int overrides_db_fingerprint(struct overrides_db *db, uint64_t *sum, uint64_t *count,
+                             struct permitd_error *err);
+
 #endif

@@ -73,7 +73,7 @@ static void test_answer_peek_request(void)
  * time until full in seconds, rounded up. */
 static void test_answer_headers_allowed(void)
 {
-    struct limiter_result r = {1, 9, 10, 0, 1500, 20, 9000000, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {1, 9, 10, 0, 1500, 20, 9000000, 0, 0, 0, 0, "", 0, 0, 0, ""};
     struct http_response resp;
     int n;
 
@@ -91,7 +91,7 @@ static void test_answer_headers_allowed(void)
  * client that waits that long succeeds. */
 static void test_answer_headers_denied(void)
 {
-    struct limiter_result r = {0, 0, 5, 1001, 4999, 5, 0, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {0, 0, 5, 1001, 4999, 5, 0, 0, 0, 0, 0, "", 0, 0, 0, ""};
     struct http_response resp;
     int n;
 
@@ -119,7 +119,7 @@ static void test_answer_headers_round_up(void)
     int n;
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct limiter_result r = {0, 0, 1, cases[i].ms, cases[i].ms, 1, 0, 0, 0, 0, 0, "", 0};
+        struct limiter_result r = {0, 0, 1, cases[i].ms, cases[i].ms, 1, 0, 0, 0, 0, 0, "", 0, 0, 0, ""};
         struct http_response resp;
 
         http_response_init(&resp);
@@ -138,7 +138,7 @@ static void test_answer_headers_widest(void)
     /* The largest milliseconds there are: rounding them up to seconds must
      * not overflow (it did, as (a + b - 1) / b: UBSan stopped the test). */
     const int64_t ms = INT64_MAX;
-    struct limiter_result r = {0, INT64_MAX, INT64_MAX, ms, ms, INT64_MAX, 0, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {0, INT64_MAX, INT64_MAX, ms, ms, INT64_MAX, 0, 0, 0, 0, 0, "", 0, 0, 0, ""};
     struct http_response resp;
     int n;
 
@@ -156,7 +156,7 @@ static void test_answer_headers_widest(void)
     CHECK_STR(header(&resp, "Retry-After", &n), want);
 
     /* Negative numbers keep their sign (digits written by hand). */
-    r = (struct limiter_result){1, -1, INT64_MIN, 0, 0, -12, 0, 0, 0, 0, 0, "", 0};
+    r = (struct limiter_result){1, -1, INT64_MIN, 0, 0, -12, 0, 0, 0, 0, 0, "", 0, 0, 0, ""};
     http_response_init(&resp);
     answer_ratelimit_headers(&resp, "p", &r);
     CHECK_STR(header(&resp, "RateLimit-Policy", &n), "\"p\";q=-9223372036854775808;w=-12");
@@ -165,7 +165,7 @@ static void test_answer_headers_widest(void)
 
 static void test_answer_decision_message(void)
 {
-    struct limiter_result r = {0, 3, 10, 250, 7000, 10, 3500000, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {0, 3, 10, 250, 7000, 10, 3500000, 0, 0, 0, 0, "", 0, 0, 0, ""};
     Permit__V1__AcquireResponse m;
 
     memset(&m, 0x5a, sizeof(m));            /* initialised by the call */
@@ -188,7 +188,7 @@ static void test_answer_decision_message(void)
  * would refuse on it). */
 static void test_answer_shadow_answer(void)
 {
-    struct limiter_result r = {1, 0, 2, 4000, 9000, 9, 0, 0, 0, 0, 1, "", 0};
+    struct limiter_result r = {1, 0, 2, 4000, 9000, 9, 0, 0, 0, 0, 1, "", 0, 0, 0, ""};
     Permit__V1__AcquireResponse m;
     struct http_response resp;
     int n;
@@ -209,7 +209,7 @@ static void test_answer_shadow_answer(void)
 
 static void test_answer_peek_message(void)
 {
-    struct limiter_result r = {1, 4, 12, 0, 2500, 6, 4000000, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {1, 4, 12, 0, 2500, 6, 4000000, 0, 0, 0, 0, "", 0, 0, 0, ""};
     Permit__V1__PeekResponse m;
 
     memset(&m, 0x5a, sizeof(m));
@@ -224,7 +224,7 @@ static void test_answer_peek_message(void)
  * Connect code name and message. */
 static void test_answer_batch_item(void)
 {
-    struct limiter_result r = {1, 8, 10, 0, 400, 2, 0, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {1, 8, 10, 0, 400, 2, 0, 0, 0, 0, 0, "", 0, 0, 0, ""};
     struct permitd_error ok = {PERMITD_OK, ""};
     struct permitd_error bad = {PERMITD_ENOTFOUND, "bucket \"nope\": no such policy"};
     Permit__V1__AcquireBatchResult item;
@@ -258,7 +258,7 @@ static void test_answer_batch_item(void)
 static void test_answer_always_fields(void)
 {
     const ProtobufCFieldDescriptor *always[3];
-    struct limiter_result r = {0, 0, 5, 0, 0, 5, 0, 0, 0, 0, 0, "", 0};
+    struct limiter_result r = {0, 0, 5, 0, 0, 5, 0, 0, 0, 0, 0, "", 0, 0, 0, ""};
     Permit__V1__AcquireResponse m;
     size_t len = 0;
     char *json;

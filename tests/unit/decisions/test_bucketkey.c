@@ -13,7 +13,7 @@
 
 static void check_valid(const char *key)
 {
-    struct limiter_request r = {"pol", "app", key, 1, NULL, NULL};
+    struct limiter_request r = {"pol", "app", key, 1, NULL, NULL, NULL};
     struct permitd_error err;
 
     CHECK_INT(limiter_check(&r, &err), PERMITD_OK);

@@ -77,34 +77,34 @@ static void test_envoyrls_match(void)
     CHECK_INT(envoyrls_replace(r, rows, 5, &skipped, &err), PERMITD_OK);
     CHECK_INT(skipped, 1);
     CHECK_INT(envoyrls_count(r), 4);
-    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key), 1);
+    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key, NULL), 1);
     CHECK_STR(policy, "by-ip");
     CHECK_STR(key, "10.0.0.1");
-    CHECK_INT(envoyrls_match(r, "other", k1, v1, 1, policy, key), 1);
+    CHECK_INT(envoyrls_match(r, "other", k1, v1, 1, policy, key, NULL), 1);
     CHECK_STR(policy, "other-ip");
     CHECK_STR(key, "");
-    CHECK_INT(envoyrls_match(r, "edge", k2, v2, 2, policy, key), 1);
+    CHECK_INT(envoyrls_match(r, "edge", k2, v2, 2, policy, key, NULL), 1);
     CHECK_STR(policy, "by-user");
     CHECK_STR(key, "u1");
-    CHECK_INT(envoyrls_match(r, "edge", k2, v3, 2, policy, key), 1);
+    CHECK_INT(envoyrls_match(r, "edge", k2, v3, 2, policy, key, NULL), 1);
     CHECK_STR(policy, "vip");       /* pins more values than by-user */
-    CHECK_INT(envoyrls_match(r, "edge", k2, v4, 2, policy, key), 0);
-    CHECK_INT(envoyrls_match(r, "edge", k2, v2, 1, policy, key), 0);  /* depth */
-    CHECK_INT(envoyrls_match(r, "nowhere", k1, v1, 1, policy, key), 0);
+    CHECK_INT(envoyrls_match(r, "edge", k2, v4, 2, policy, key, NULL), 0);
+    CHECK_INT(envoyrls_match(r, "edge", k2, v2, 1, policy, key, NULL), 0);  /* depth */
+    CHECK_INT(envoyrls_match(r, "nowhere", k1, v1, 1, policy, key, NULL), 0);
     /* A value the key rules refuse is a bucket all the same: its hash. */
     v1[0] = "a\tb";
-    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key), 1);
+    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key, NULL), 1);
     CHECK_INT(strncmp(key, "h:", 2), 0);
     CHECK_INT(strlen(key), 66);
     memset(big, 'x', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
     v1[0] = big;
-    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key), 1);
+    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key, NULL), 1);
     CHECK_INT(strncmp(key, "h:", 2), 0);
     v1[0] = "10.0.0.1";
     /* A load replaces the whole table. */
     CHECK_INT(envoyrls_replace(r, rows + 4, 1, NULL, &err), PERMITD_OK);
-    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key), 0);
+    CHECK_INT(envoyrls_match(r, "edge", k1, v1, 1, policy, key, NULL), 0);
     envoyrls_free(r);
 }
 
@@ -135,8 +135,27 @@ static void test_envoyrls_unit(void)
     CHECK_INT(unit, 1);
 }
 
+/* A descriptor's own limit (issue 37): only a whole limit Envoy can name;
+ * anything else leaves the policy's. */
+static void test_envoyrls_own_limit(void)
+{
+    struct limiter_own_limit o;
+
+    CHECK_INT(envoyrls_own_limit(10, 2, &o), 1);
+    CHECK_INT(o.max_permits, 10);
+    CHECK_INT(o.unit_ms, 60000);
+    CHECK_INT(o.unlimited, 0);
+    CHECK_INT(envoyrls_own_limit(5, 7, &o), 1);
+    CHECK_INT(o.unit_ms, 7LL * 86400000);
+    CHECK_INT(envoyrls_own_limit(0, 1, &o), 0);        /* no requests: not a limit */
+    CHECK_INT(envoyrls_own_limit(10, 0, &o), 0);       /* UNKNOWN */
+    CHECK_INT(envoyrls_own_limit(10, 8, &o), 0);       /* no such unit */
+    CHECK_INT(envoyrls_own_limit(10, -1, &o), 0);
+}
+
 int main(void)
 {
+    TEST_RUN(test_envoyrls_own_limit);
     TEST_RUN(test_envoyrls_check_row);
     TEST_RUN(test_envoyrls_match);
     TEST_RUN(test_envoyrls_unit);

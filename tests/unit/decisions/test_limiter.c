@@ -66,7 +66,7 @@ static int same(const char *s, size_t len, const char *want)
 static void test_limiter_check(void)
 {
     struct permitd_error err = {0, ""};
-    struct limiter_request ok = {"api", "web", "", 1, NULL, NULL}, r;
+    struct limiter_request ok = {"api", "web", "", 1, NULL, NULL, NULL}, r;
     char long_key[POLICY_KEY_MAX + 2];
 
     CHECK_INT(limiter_check(&ok, &err), PERMITD_OK);
@@ -111,9 +111,9 @@ static void test_limiter_plan_groups_per_policy(void)
 {
     struct limiter *l = new_limiter();
     const struct limiter_request reqs[] = {
-        {"alpha", "web", "x", 2, "req-0", NULL}, {"beta", "web", "y", 0, NULL, NULL}, {"alpha", "cli", "z", 1, NULL, NULL},
-        {"bad name", "web", "", 1, NULL, NULL}, {"beta", "web", "w", 5, NULL, NULL}, {"alpha", "web", "", -1, NULL, NULL},
-        {"beta", "cli", "v", 1, NULL, NULL}, {"off", "web", "", 1, NULL, NULL}, {"alpha", "web", "", 11, NULL, NULL},
+        {"alpha", "web", "x", 2, "req-0", NULL, NULL}, {"beta", "web", "y", 0, NULL, NULL, NULL}, {"alpha", "cli", "z", 1, NULL, NULL, NULL},
+        {"bad name", "web", "", 1, NULL, NULL, NULL}, {"beta", "web", "w", 5, NULL, NULL, NULL}, {"alpha", "web", "", -1, NULL, NULL, NULL},
+        {"beta", "cli", "v", 1, NULL, NULL, NULL}, {"off", "web", "", 1, NULL, NULL, NULL}, {"alpha", "web", "", 11, NULL, NULL, NULL},
     };
     size_t n = sizeof(reqs) / sizeof(reqs[0]);
     struct limiter_result res[9];
@@ -211,7 +211,7 @@ static void test_limiter_plan_all_or_nothing(void)
     {
         /* gamma sets colocate: its keyed buckets share the policy's slot. */
         const struct limiter_request reqs[] = {
-            {"gamma", "web", "x", 1, NULL, NULL}, {"gamma", "web", "y", 2, NULL, NULL}, {"gamma", "web", "x", 3, NULL, NULL},
+            {"gamma", "web", "x", 1, NULL, NULL, NULL}, {"gamma", "web", "y", 2, NULL, NULL, NULL}, {"gamma", "web", "x", 3, NULL, NULL, NULL},
         };
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
@@ -230,7 +230,7 @@ static void test_limiter_plan_all_or_nothing(void)
         /* alpha's keyed buckets spread: keys in different slots refuse the
          * batch, naming the items outside item 0's slot. */
         const struct limiter_request reqs[] = {
-            {"alpha", "web", "x", 1, NULL, NULL}, {"alpha", "web", "y", 1, NULL, NULL}, {"alpha", "web", "z", 1, NULL, NULL},
+            {"alpha", "web", "x", 1, NULL, NULL, NULL}, {"alpha", "web", "y", 1, NULL, NULL, NULL}, {"alpha", "web", "z", 1, NULL, NULL, NULL},
         };
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
@@ -243,7 +243,7 @@ static void test_limiter_plan_all_or_nothing(void)
     }
     {
         /* Two policies: in different slots (else the check could not fail). */
-        const struct limiter_request reqs[] = {{"alpha", "web", "", 1, NULL, NULL}, {"beta", "web", "", 1, NULL, NULL}};
+        const struct limiter_request reqs[] = {{"alpha", "web", "", 1, NULL, NULL, NULL}, {"beta", "web", "", 1, NULL, NULL, NULL}};
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 2, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
         CHECK(policy_slot("alpha") != policy_slot("beta"));
@@ -254,7 +254,7 @@ static void test_limiter_plan_all_or_nothing(void)
     }
     {
         const struct limiter_request reqs[] = {
-            {"alpha", "web", "x", 1, NULL, NULL}, {"alpha", "web", "y", -2, NULL, NULL}, {"alpha", "web", "z", 1, NULL, NULL},
+            {"alpha", "web", "x", 1, NULL, NULL, NULL}, {"alpha", "web", "y", -2, NULL, NULL, NULL}, {"alpha", "web", "z", 1, NULL, NULL, NULL},
         };
         struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 3, .all_or_nothing = 1,
                                   .res = res, .errs = errs};
@@ -274,7 +274,7 @@ static void test_limiter_plan_all_or_nothing(void)
 static void test_limiter_plan_slot_calls(void)
 {
     struct limiter *l = new_limiter();
-    const struct limiter_request reqs[] = {{"alpha", "web", "x", 1, NULL, NULL}, {"alpha", "web", "z", 1, NULL, NULL}};
+    const struct limiter_request reqs[] = {{"alpha", "web", "x", 1, NULL, NULL, NULL}, {"alpha", "web", "z", 1, NULL, NULL, NULL}};
     struct limiter_result res[2];
     struct permitd_error errs[2], err = {0, ""};
     struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 2, .res = res, .errs = errs};
@@ -298,7 +298,7 @@ static void test_limiter_plan_bounds(void)
 {
     struct limiter *l = new_limiter();
     struct permitd_error err = {0, ""};
-    struct limiter_request one = {"alpha", "web", "", 1, NULL, NULL};
+    struct limiter_request one = {"alpha", "web", "", 1, NULL, NULL, NULL};
     struct limiter_plan pl = {.l = l, .reqs = &one, .n = 0};
 
     CHECK_INT(limiter_plan_make(&pl, &err), PERMITD_OK);
@@ -319,8 +319,8 @@ static void test_limiter_plan_algorithms(void)
 {
     struct limiter *l = new_limiter();
     const struct limiter_request reqs[] = {
-        {"cc", "web", "", 1, NULL, NULL}, {"fw", "web", "u", 2, "r1", NULL},
-        {"alpha", "web", "", 1, NULL, NULL}, {"cal", "web", "", 1, NULL, NULL},
+        {"cc", "web", "", 1, NULL, NULL, NULL}, {"fw", "web", "u", 2, "r1", NULL, NULL},
+        {"alpha", "web", "", 1, NULL, NULL, NULL}, {"cal", "web", "", 1, NULL, NULL, NULL},
     };
     struct limiter_result res[4];
     struct permitd_error errs[4], err = {0, ""};
@@ -361,8 +361,8 @@ static void test_limiter_plan_algorithms(void)
     limiter_plan_free(&pl);
 
     {
-        const struct limiter_request two[] = {{"fw", "web", "", 1, NULL, NULL},
-                                              {"alpha", "web", "", 1, NULL, NULL}};
+        const struct limiter_request two[] = {{"fw", "web", "", 1, NULL, NULL, NULL},
+                                              {"alpha", "web", "", 1, NULL, NULL, NULL}};
         struct limiter_plan all = {.l = l, .reqs = two, .n = 2, .all_or_nothing = 1,
                                    .res = res, .errs = errs};
         CHECK_INT(limiter_plan_make(&all, &err), PERMITD_EPRECONDITION);
@@ -382,8 +382,8 @@ static void test_limiter_plan_owns_request_ids(void)
     struct permitd_error err = {0, ""}, errs[2];
     struct limiter_result res[2];
     char *ids = malloc(32);
-    struct limiter_request reqs[2] = {{"alpha", "web", "k1", 1, NULL, NULL},
-                                      {"alpha", "web", "k2", 1, NULL, NULL}};
+    struct limiter_request reqs[2] = {{"alpha", "web", "k1", 1, NULL, NULL, NULL},
+                                      {"alpha", "web", "k2", 1, NULL, NULL, NULL}};
     struct limiter_plan pl = {.l = l, .reqs = reqs, .n = 2, .res = res, .errs = errs};
 
     strcpy(ids, "rid-1");

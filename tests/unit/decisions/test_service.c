@@ -71,7 +71,7 @@ static void test_service_check_utf8_as_connect(void)
     rq.key = "k\xff\xfe";
     CHECK_INT(utf8_check_message(&rq.base, &want), PERMITD_EINVAL);
     {
-        struct limiter_request lr = {rq.bucket, rq.app, rq.key, 1, "", NULL};
+        struct limiter_request lr = {rq.bucket, rq.app, rq.key, 1, "", NULL, NULL};
         CHECK_INT(service_check(f.s, SERVICE_ACQUIRE, &lr, "", &got), PERMITD_EINVAL);
     }
     CHECK_STR(got.message, want.message);       /* key: "k\xff\xfe" is not valid UTF-8 ... */
@@ -97,7 +97,7 @@ static void test_service_check_counts_acquires_only(void)
 {
     struct fixture f;
     struct permitd_error err = {0, ""};
-    struct limiter_request bad = {"no such name!", "web", "", 1, "", NULL};
+    struct limiter_request bad = {"no such name!", "web", "", 1, "", NULL, NULL};
     const char *name = "permitd_acquires_total{policy=\"\",result=\"invalid_argument\"}";
 
     setup(&f);
