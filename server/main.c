@@ -429,7 +429,7 @@ static void envoysvc_part_free(void *ctx) { envoysvc_free(((struct serve *)ctx)-
 static int overridesvc_part(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
-    return overridesvc_new(s->cfg, s->admin, s->redis, &s->overridesvc, err);
+    return overridesvc_new(s->cfg, s->admin, s->redis, s->ovsync, &s->overridesvc, err);
 }
 static int overridesvc_part_start(void *ctx, struct permitd_error *err)
 {

@@ -27,7 +27,6 @@
 #include "control/overridecheck.h"
 #include "control/overridecsv.h"
 #include "control/overridesvc.h"
-#include "core/clock.h"
 #include "core/log.h"
 #include "decisions/hotkeys.h"
 #include "permit/v1/overrides.pb-c.h"
@@ -37,19 +36,20 @@
 #define OVERRIDESVC_PAGE 100                    /* rows per page when none is asked for */
 #define OVERRIDESVC_PAGE_MAX 1000
 #define OVERRIDESVC_HOTKEYS 100                 /* hot keys read per list (GetHotKeys' most) */
-#define OVERRIDESVC_DEADLINE_MS 1000            /* the change notice's PUBLISH */
 
 struct overridesvc {
     const struct config *cfg;
     struct admin *admin;
     struct redis *redis;
+    struct overridesync *sync;
     struct override_edits_db *db;
     pthread_mutex_t lock;                       /* around every use of db */
     struct overridecsv *csv;
 };
 
 int overridesvc_new(const struct config *cfg, struct admin *admin, struct redis *redis,
-                    struct overridesvc **out, struct permitd_error *err)
+                    struct overridesync *sync, struct overridesvc **out,
+                    struct permitd_error *err)
 {
     struct overridesvc *s = calloc(1, sizeof(*s));
     int rc;
@@ -60,6 +60,7 @@ int overridesvc_new(const struct config *cfg, struct admin *admin, struct redis 
     s->cfg = cfg;
     s->admin = admin;
     s->redis = redis;
+    s->sync = sync;
     pthread_mutex_init(&s->lock, NULL);
     if ((rc = override_edits_db_new(cfg, &s->db, err)) != PERMITD_OK ||
         (rc = overridecsv_new(s->db, &s->lock, &s->csv, err)) != PERMITD_OK) {
@@ -80,19 +81,17 @@ void overridesvc_free(struct overridesvc *s)
     free(s);
 }
 
-/* After a write of policy's overrides: every instance, this one too,
- * reloads them on the notice; a lost notice costs at most one sync
- * interval (each pass reloads them all). */
+/* After a write of policy's overrides: this instance at once, the others
+ * by the notice (a lost one costs them at most one sync interval: each
+ * pass reloads what changed). */
 static void changed(struct overridesvc *s, const char *policy)
 {
     struct permitd_error err = {0, ""};
-    char channel[160];
-    struct redis_str pub[3] = {{"PUBLISH", 7}, {channel, 0}, {policy, strlen(policy)}};
 
-    pub[1].len = (size_t)snprintf(channel, sizeof(channel), "%soverride-changes",
-                                  s->cfg->redis_prefix);
-    if (redis_command(s->redis, pub, 3, clock_now_us() + OVERRIDESVC_DEADLINE_MS * 1000LL, NULL,
-                      NULL, NULL, &err) != PERMITD_OK)
+    if (overridesync_load_policy(s->sync, policy, &err) != PERMITD_OK)
+        log_msg(LOG_LEVEL_WARN, "overrides not reloaded after a change; the next sync pass "
+                "loads them", "policy=%s error=%s", policy, log_q(err.message));
+    if (overridesync_publish(s->cfg, s->redis, policy, &err) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "override change notice not sent; instances see the change at "
                 "their next sync pass", "policy=%s error=%s", policy, log_q(err.message));
 }
