@@ -291,6 +291,32 @@ class OverrideAdminTest(AdminCase):
         self.assertEqual([o["matchValue"] for o in m["overrides"]], ["medium", "quiet"])
         self.assertEqual(m.get("nextPageToken", ""), "")
 
+    # -- in force
+
+    def test_a_write_is_in_force_on_the_next_acquire(self):
+        # This instance reloads the policy's overrides before the RPC
+        # answers: no wait for the notice or the sync.
+        ed = self.editor()
+        pol = self.name("ovf")
+        ed.create(pol, max_permits=1, rate="0.001")
+        api = self.api()
+        self.assertIs(decision(api.acquire(pol, key="k"))["allowed"], True)
+        self.assertIs(decision(api.acquire(pol, key="k"))["allowed"], False)
+        ov = self.ok(self.create(ed, pol, value="k", action="exempt", maxPermits="0",
+                                 rate=""))["override"]
+        r = api.acquire(pol, key="k")
+        self.assertIs(decision(r)["allowed"], True)
+        self.assertIs(r.json().get("exempt"), True, r.json())
+        ov = self.ok(self.o(ed, "UpdateOverride", {"override": dict(ov, action="block")}))["override"]
+        r = api.acquire(pol, key="k")
+        self.assertIs(decision(r)["allowed"], False)
+        self.assertIn("blocked", r.json().get("reason", ""), r.json())
+        self.ok(self.o(ed, "DeleteOverride", {"id": ov["id"]}))
+        r = api.acquire(pol, key="k")
+        self.assertIs(decision(r)["allowed"], False)
+        self.assertEqual(r.json().get("reason", ""), "", r.json())
+        self.assertIs(decision(api.acquire(pol, key="other"))["allowed"], True)
+
     # -- the change notice
 
     def test_each_write_publishes_the_policy_name(self):
