@@ -24,7 +24,6 @@ import { badge, emptyState, errorState, icon, loadingState } from "./widgets.js"
 export const OVERRIDES = "OverrideService";
 const PAGE = 50;
 const PIECE = 32 * 1024;
-const SEARCH_DELAY_MS = 250;
 
 const KINDS = [["key", "Exact key"], ["prefix", "Key prefix (premium_*)"], ["app", "App"]];
 const ACTIONS = [["limit", "Other limits"], ["block", "Block: deny every request"], ["exempt", "Exempt: always allow (still counted)"]];
@@ -293,13 +292,11 @@ export function overridesCard(name, editor, signal) {
     });
   }
 
-  let timer = null;
+  // Each keystroke asks at once, as the policy list does (load() drops an
+  // answer that a newer question overtook).
   search.addEventListener("input", () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => {
-      offset = 0;
-      load();
-    }, SEARCH_DELAY_MS);
+    offset = 0;
+    load();
   });
   sort.addEventListener("change", () => {
     offset = 0;

@@ -341,6 +341,10 @@ static int list_overrides(void *ud, struct connect_call *call, const ProtobufCMe
         (rc = policy_check_name("policy", rq->policy, err)) != PERMITD_OK ||
         (rc = paging(rq->page_size, rq->page_token, &q.offset, &q.limit, err)) != PERMITD_OK)
         return rc;
+    if (strlen(rq->search) > OVERRIDE_VALUE_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "search: %zu bytes, the limit is %d (a "
+                                 "match_value is no longer)", strlen(rq->search),
+                                 OVERRIDE_VALUE_MAX);
     if (rq->sort[0] == '\0' || strcmp(rq->sort, "match") == 0)
         q.sort = OVERRIDE_SORT_MATCH;
     else if (strcmp(rq->sort, "updated") == 0)

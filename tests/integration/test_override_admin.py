@@ -263,6 +263,8 @@ class OverrideAdminTest(AdminCase):
                  "invalid_argument", "page_token:")
         self.err(self.o(ed, "ListOverrides", {"policy": pol, "sort": "random"}),
                  "invalid_argument", "sort:")
+        self.err(self.o(ed, "ListOverrides", {"policy": pol, "search": "s" * 257}),
+                 "invalid_argument", "search:")
         # an app's overrides, across policies
         m = self.ok(self.o(ed, "ListAppOverrides", {"app": app}))
         got = sorted((o["policy"], o["action"]) for o in m["overrides"])
