@@ -149,8 +149,9 @@ static int import_record(void *ud, size_t line, char **f, size_t n, struct permi
         im->cap = cap;
     }
     g = (struct overridecheck_given){im->policy, cell(im, f, C_KIND), cell(im, f, C_VALUE),
-                       cell(im, f, C_ACTION), cell(im, f, C_RATE), cell(im, f, C_WINDOW),
-                       cell(im, f, C_EXPIRES), cell(im, f, C_DESCRIPTION), 0};
+                                     cell(im, f, C_ACTION), cell(im, f, C_RATE),
+                                     cell(im, f, C_WINDOW), cell(im, f, C_EXPIRES),
+                                     cell(im, f, C_DESCRIPTION), 0};
     max = cell(im, f, C_MAX);
     if (max[0] != '\0') {
         g.max_permits = strtoll(max, &end, 10);
@@ -181,7 +182,8 @@ static int import_record(void *ud, size_t line, char **f, size_t n, struct permi
 static int line_cmp(const void *a, const void *b, void *ud)
 {
     const struct import *im = ud;
-    const struct override_row *x = &im->rows[*(const size_t *)a], *y = &im->rows[*(const size_t *)b];
+    const struct override_row *x = &im->rows[*(const size_t *)a];
+    const struct override_row *y = &im->rows[*(const size_t *)b];
     int c = strcmp(x->kind, y->kind);
 
     if (c == 0)

@@ -106,8 +106,9 @@ static int row_from(struct overridesvc *s, const Permit__V1__Override *m, struct
 
     if (m == NULL)
         return permitd_error_set(err, PERMITD_EINVAL, "override: missing");
-    g = (struct overridecheck_given){m->policy, m->match_kind, m->match_value, m->action, m->rate, m->window,
-                       m->expires_at, m->description, m->max_permits};
+    g = (struct overridecheck_given){m->policy, m->match_kind, m->match_value, m->action,
+                                     m->rate, m->window, m->expires_at, m->description,
+                                     m->max_permits};
     if ((rc = policy_check_name("policy", m->policy, err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
