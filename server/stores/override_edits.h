@@ -47,7 +47,7 @@ struct override_row {
     int64_t max_permits;                /* 0: none (NULL) */
     char rate[40];                      /* decimal text; "": none */
     int64_t window_ms;                  /* 0: none (the policy's) */
-    int64_t expires_us;                 /* Unix µs; 0: never (writes; a read leaves 0) */
+    int64_t expires_us;                 /* Unix us; 0: never (writes; a read leaves 0) */
     char description[OVERRIDE_DESCRIPTION_MAX * 4 + 1];
     int64_t version;
     char created_by[POLICY_NAME_MAX + 1];
