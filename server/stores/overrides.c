@@ -165,7 +165,7 @@ static int read_rows(struct overrides_db *d, const char *where, overrides_row_fn
     char *sql = NULL;
     int rc = PERMITD_OK, stopped = 0;
 
-    if (asprintf(&sql, "%s%s ORDER BY policy, id", ROWS_SQL, where) < 0)
+    if (asprintf(&sql, "%s%s", ROWS_SQL, where) < 0)   /* any order: the build indexes by name */
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     if (mysql_real_query(d->conn.db, sql, strlen(sql)) != 0 ||
         (res = mysql_use_result(d->conn.db)) == NULL) {

@@ -76,7 +76,7 @@ void overrides_db_free(struct overrides_db *db);
 
 /* Reads the overrides of `policy` (NULL: of every policy) and their change
  * counts, in one consistent snapshot: changes() per count, row() per row
- * (rows by policy, then id). A row a CHECK would refuse (an unknown kind or
+ * (in no order). A row a CHECK would refuse (an unknown kind or
  * action, a number out of range, an empty value, a policy name that is
  * none) is skipped and counted in *skipped (may be NULL), never guessed at.
  * PERMITD_EUNAVAILABLE when MySQL cannot be reached; a callback's status. */
