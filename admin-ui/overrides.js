@@ -39,9 +39,9 @@ export function matchText(o) {
 export function actionText(o, alg) {
   if (o.action === "block") return "Blocked: every request denied";
   if (o.action === "exempt") return "Exempt: always allowed, still counted";
-  const max = fmt.formatNumber(Number(o.maxPermits ?? 0), 0);
+  const max = Number(o.maxPermits ?? 0) > 0 ? fmt.formatNumber(Number(o.maxPermits), 0) : "the policy's";
   const win = o.window ? fmt.durationWords(fmt.parseDuration(o.window)?.ms ?? 0) : "the policy's window";
-  if (alg === "token_bucket") return `${max} burst, ${fmt.describeRate(o.rate).text}`;
+  if (alg === "token_bucket") return `${max} burst, ${o.rate ? fmt.describeRate(o.rate).text : "the policy's rate"}`;
   if (alg === "concurrency") return `${max} held at once${o.window ? `, leases of ${win}` : ""}`;
   return `${max} per ${win}`;
 }
@@ -62,8 +62,9 @@ export function overrideDialog({ policy, algorithm, override, key, done }) {
       { key: "match_value", json: "matchValue", label: "Key, prefix or app",
         hint: "An exact key, a prefix without the * (premium_ matches premium_anything), or an app's name." },
       { key: "action", json: "action", label: "Action", select: ACTIONS },
-      { key: "max_permits", json: "maxPermits", label: alg === "concurrency" ? "Max held at once" : windowed ? "Max permits per window" : "Max permits (burst)", type: "number" },
-      { key: "rate", json: "rate", label: "Rate (permits per second)", hint: "A decimal: 10, 0.5, 0.016666666667 (1 a minute)." },
+      { key: "max_permits", json: "maxPermits", label: alg === "concurrency" ? "Max held at once" : windowed ? "Max permits per window" : "Max permits (burst)", type: "number",
+        hint: "Empty: the policy's. A limit sets one number at least." },
+      { key: "rate", json: "rate", label: "Rate (permits per second)", hint: "A decimal: 10, 0.5, 0.016666666667 (1 a minute). Empty: the policy's." },
       { key: "window", json: "window", label: alg === "concurrency" ? "Lease time-to-live (optional)" : "Window (optional)",
         hint: "A duration: 250ms, 1s, 90s, 1m, 1h, 1d. Empty: the policy's." },
       { key: "expires_at", json: "expiresAt", label: "Expires (optional)",

@@ -118,20 +118,19 @@ int overridecheck_row(const struct overridecheck_given *g, enum policy_algorithm
     snprintf(r->value, sizeof(r->value), "%s", g->value);
     snprintf(r->action, sizeof(r->action), "%s", g->action[0] ? g->action : "limit");
     if (strcmp(r->action, "limit") == 0) {
-        if (g->max_permits < 1 || g->max_permits > POLICY_MAX_PERMITS_MAX)
+        /* Each number left out (0, "") is the policy's own; one at least
+         * is given (the schema's CHECK says so too). */
+        if (g->max_permits < 0 || g->max_permits > POLICY_MAX_PERMITS_MAX)
             return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %" PRId64 " is not "
-                                     "1..%lld (action limit sets the policy's limits)",
-                                     g->max_permits, POLICY_MAX_PERMITS_MAX);
+                                     "1..%lld (0 or empty: the policy's)", g->max_permits,
+                                     POLICY_MAX_PERMITS_MAX);
         if (alg == POLICY_SLIDING_LOG && g->max_permits > POLICY_LOG_MAX_PERMITS)
             return permitd_error_set(err, PERMITD_EINVAL, "max_permits: %" PRId64 " is more "
                                      "than a sliding_log policy allows (%d)", g->max_permits,
                                      POLICY_LOG_MAX_PERMITS);
         r->max_permits = g->max_permits;
         if (alg == POLICY_TOKEN_BUCKET) {
-            if (g->rate[0] == '\0')
-                return permitd_error_set(err, PERMITD_EINVAL, "rate: required: the policy is "
-                                         "a token_bucket (permits per second, e.g. 10 or 0.5)");
-            if ((rc = policy_check_rate("rate", g->rate, err)) != PERMITD_OK)
+            if (g->rate[0] != '\0' && (rc = policy_check_rate("rate", g->rate, err)) != PERMITD_OK)
                 return rc;
             if (g->window[0] != '\0')
                 return permitd_error_set(err, PERMITD_EINVAL, "window: a token_bucket policy "
@@ -147,6 +146,11 @@ int overridecheck_row(const struct overridecheck_given *g, enum policy_algorithm
                     PERMITD_OK)
                 return rc;
         }
+        if (r->max_permits == 0 && r->rate[0] == '\0' && r->window_ms == 0)
+            return permitd_error_set(err, PERMITD_EINVAL, "max_permits: action limit sets one "
+                                     "number at least (max_permits, or %s); each left empty "
+                                     "is the policy's", alg == POLICY_TOKEN_BUCKET ? "rate"
+                                     : "window");
     } else if (strcmp(r->action, "block") == 0 || strcmp(r->action, "exempt") == 0) {
         const char *f = g->max_permits ? "max_permits" : g->rate[0] ? "rate"
                                                        : g->window[0] ? "window" : NULL;

@@ -25,8 +25,8 @@ struct overridecheck_given {
  * left 0): the policy's name; match_kind key, prefix or app; a key or
  * prefix (policy_check_key(), not empty) or an app's name; action limit
  * ("" too), block or exempt; a limit's max_permits, and its rate (a
- * token bucket: required) or window (the others: optional); block and
- * exempt no limits; an expiry in the future (RFC 3339); a description of
+ * token bucket) or window (the others), one of them at least, each left
+ * out (0, "") the policy's; block and exempt no limits; an expiry in the future (RFC 3339); a description of
  * at most OVERRIDE_DESCRIPTION_MAX characters of UTF-8. */
 int overridecheck_row(const struct overridecheck_given *g, enum policy_algorithm alg,
                       struct override_row *r, struct permitd_error *err);

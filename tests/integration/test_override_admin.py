@@ -153,9 +153,10 @@ class OverrideAdminTest(AdminCase):
             ({"matchValue": "a\nb"}, "invalid_argument", "match_value:"),
             ({"matchKind": "app", "matchValue": "not an app"}, "invalid_argument", "match_value:"),
             ({"action": "allow"}, "invalid_argument", "action:"),
-            ({"maxPermits": "0"}, "invalid_argument", "max_permits:"),
+            ({"maxPermits": "-1"}, "invalid_argument", "max_permits:"),
+            ({"maxPermits": "0", "rate": ""}, "invalid_argument", "max_permits:"),
             ({"maxPermits": "9007199254740993"}, "invalid_argument", "max_permits:"),
-            ({"rate": ""}, "invalid_argument", "rate:"),
+            ({"rate": "0"}, "invalid_argument", "rate:"),
             ({"rate": "-1"}, "invalid_argument", "rate:"),
             ({"rate": "1e3"}, "invalid_argument", "rate:"),
             ({"window": "1m"}, "invalid_argument", "window:"),
@@ -184,6 +185,11 @@ class OverrideAdminTest(AdminCase):
         self.assertTrue(c["expiresAt"].startswith("2099-01-01T00:00:00"), c)
         self.assertEqual(c["rate"], "0.5")
         self.assertIs(c.get("expired", False), False)
+        # a limit may leave numbers to the policy (0, ""), one at least
+        d = self.ok(self.create(ed, tb, value="rate-only", maxPermits="0", rate="50"))["override"]
+        self.assertEqual((num(d, "maxPermits"), d["rate"]), (0, "50"))
+        e = self.ok(self.create(ed, tb, value="max-only", maxPermits="7", rate=""))["override"]
+        self.assertEqual((num(e, "maxPermits"), e.get("rate", "")), (7, ""))
         # block and exempt take no limits; a prefix and an app match
         self.ok(self.create(ed, tb, kind="prefix", value="premium_", action="block",
                             maxPermits="0", rate=""))
@@ -192,7 +198,8 @@ class OverrideAdminTest(AdminCase):
         # one override per match
         self.err(self.create(ed, tb, value="ok"), "already_exists", "match_value:")
         # nothing refused was written
-        self.assertEqual(sorted(r[1] for r in self.rows(ed, tb)), ["billing", "ok", "premium_"])
+        self.assertEqual(sorted(r[1] for r in self.rows(ed, tb)),
+                         ["billing", "max-only", "ok", "premium_", "rate-only"])
 
     def test_invalid_utf8_in_a_binary_request_is_refused(self):
         ed = self.editor()
@@ -389,7 +396,8 @@ class OverrideAdminTest(AdminCase):
         good = "key,a,limit,5,1\r\nkey,b,block,,\r\n"
         cases = [
             (head + good + "key,c,limit,many,1\r\n", "line 4, column 4 (max_permits)"),
-            (head + good + "key,c,limit,5,\r\n", "line 4, column 5 (rate)"),
+            (head + good + "key,c,limit,5,0\r\n", "line 4, column 5 (rate)"),
+            (head + good + "key,c,limit,,\r\n", "line 4, column 4 (max_permits)"),
             (head + good + "regex,c,limit,5,1\r\n", "line 4, column 1 (match_kind)"),
             ('match_kind,match_value,action,description\r\nkey,a,block,"multi\nline"\r\n'
              'key,d,nope,\r\n', "line 4, column 3 (action)"),
@@ -439,7 +447,7 @@ class OverrideAdminTest(AdminCase):
                                               "uploadId": "0" * 64, "last": True})
         self.err(r, "not_found", "upload_id:")
         # a bad row at the very end refuses all 10,000, and a 10,001st row too
-        bad = "\r\n".join(lines[:-1] + ["key,user-x,limit,0,1,"]) + "\r\n"
+        bad = "\r\n".join(lines[:-1] + ["key,user-x,limit,-3,1,"]) + "\r\n"
         self.err(self.import_csv(ed, pol, bad, replace=True, piece=30000), "invalid_argument",
                  "line 10001, column 4 (max_permits)")
         more = text + "key,user-x,limit,1,1,\r\n"
