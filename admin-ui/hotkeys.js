@@ -15,8 +15,9 @@ import { errorState, loadingState } from "./widgets.js";
 const HOT = "HotKeyService";
 
 // onInspect(key): shows the key in the bucket inspector (each key is a link
-// to it, issue 40).
-export function hotKeysCard(name, editor, signal, onInspect) {
+// to it, issue 40); onOverride(key): opens a new override of the key
+// (editors, issue 37).
+export function hotKeysCard(name, editor, signal, onInspect, onOverride) {
   const status = h("p", { class: "small muted", id: "hot-status" });
   const done = h("p", { class: "small", id: "hot-done", "aria-live": "polite" });
   const body = h("div", { class: "hot-lists" }, loadingState("Loading hot keys…"));
@@ -37,7 +38,7 @@ export function hotKeysCard(name, editor, signal, onInspect) {
       h("table", { class: "hot-table", "aria-labelledby": `${id}-h` },
         h("thead", {}, h("tr", {},
           h("th", { scope: "col" }, "Key"), h("th", { scope: "col", class: "num" }, what[0].toUpperCase() + what.slice(1)),
-          h("th", { scope: "col" }, "Bucket now"), editor ? h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Reset")) : null)),
+          h("th", { scope: "col" }, "Bucket now"), editor ? h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")) : null)),
         h("tbody", {}, keys.map((k) => h("tr", { dataset: { key: k.key } },
           h("td", { class: "break" }, h("a", {
             href: policyHref(name), class: "hot-key", title: `Inspect the bucket of ${k.key}`,
@@ -48,10 +49,13 @@ export function hotKeysCard(name, editor, signal, onInspect) {
           }, h("code", {}, k.key))),
           h("td", { class: "num" }, fmt.formatNumber(Number(k.count ?? 0), 0)),
           h("td", {}, level(k)),
-          editor ? h("td", {}, h("button", {
+          editor ? h("td", { class: "hot-actions" }, h("button", {
             type: "button", class: "btn btn-small", "aria-label": `Reset the bucket of ${k.key}`,
             onclick: (e) => reset(e.currentTarget, k.key),
-          }, "Reset")) : null)))));
+          }, "Reset"), onOverride && h("button", {
+            type: "button", class: "btn btn-small hot-override", "aria-label": `Override the limits of ${k.key}`,
+            onclick: () => onOverride(k.key),
+          }, "Override")) : null)))));
   }
 
   function render(r) {

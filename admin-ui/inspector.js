@@ -106,7 +106,9 @@ const VIEWS = {
 };
 const viewOf = (alg) => VIEWS[alg] || { reset: "Reset", done: "the state is cleared" };
 
-export function bucketInspector(name, editor, signal) {
+// onOverride(key): opens a new override of the inspected key (editors,
+// issue 37; not for the shared bucket, which no override matches by key).
+export function bucketInspector(name, editor, signal, onOverride) {
   const key = h("input", { id: "inspect-key", name: "key", autocomplete: "off", spellcheck: "false", placeholder: "e.g. user-42", "aria-describedby": "inspect-hint" });
   const submit = h("button", { type: "submit", class: "btn" }, "Inspect");
   // The result refreshes every 2 s, so it is not a live region: announce
@@ -128,6 +130,7 @@ export function bucketInspector(name, editor, signal) {
   const status = h("p", { class: "small muted", role: "status", id: "inspect-status" });
   const resetLabel = h("span", {}, viewOf(algorithm).reset);
   const reset = editor && h("button", { type: "button", class: "btn btn-small", id: "inspect-reset" }, icon("reset"), resetLabel);
+  const override = editor && onOverride && h("button", { type: "button", class: "btn btn-small", id: "inspect-override" }, "Override this key");
   let shownRows = "";   // the ids of the rows in `rows`, to rebuild them only when they change
   const cells = {};
 
@@ -170,7 +173,7 @@ export function bucketInspector(name, editor, signal) {
       const d = show(r.bucket || {}, k);
       if (!shown) {
         shown = true;
-        replace(result, which, gauge.el, summary, rows, more, reset, status);
+        replace(result, which, gauge.el, summary, rows, more, h("div", { class: "row-actions" }, reset, override), status);
         setText(announce, `${k === "" ? "Shared bucket" : `Key ${k}`}: ${d.said ?? d.summary}.`);
       }
     }, DETAIL_POLL_MS, mine, (err) => {
@@ -178,6 +181,10 @@ export function bucketInspector(name, editor, signal) {
       if (!shown) replace(result, errorState(describeError(err)));
       else setText(status, `Not updating: ${describeError(err)}`);
     });
+    if (override) {
+      override.hidden = k === "";
+      override.onclick = () => onOverride(k);
+    }
     if (reset) {
       reset.onclick = () => confirmReset({
         policy: name, key: k, action: viewOf(algorithm).reset,

@@ -13,6 +13,7 @@ import * as fmt from "./format.js";
 import { renderHistory } from "./history.js";
 import { hotKeysCard } from "./hotkeys.js";
 import { bucketInspector } from "./inspector.js";
+import { overridesCard } from "./overrides.js";
 import { describeError } from "./notices.js";
 import { DETAIL_POLL_MS, poll } from "./poll.js";
 import { editHref, go } from "./router.js";
@@ -82,11 +83,47 @@ export function detailView(main, { policy: name }) {
     statsPoll.now();
   });
 
+  // overrides (issue 37): a tab of their own; a hot key's row and the
+  // inspector open a new one with the key filled in.
+  const overrides = overridesCard(name, editor, ac.signal);
+
   // inspector
-  const inspector = bucketInspector(name, editor, ac.signal);
+  const inspector = bucketInspector(name, editor, ac.signal, (k) => overrides.create(k));
 
   // hot keys (issue 23)
-  const hot = hotKeysCard(name, editor, ac.signal, (k) => inspector.inspect(k));
+  const hot = hotKeysCard(name, editor, ac.signal, (k) => inspector.inspect(k), (k) => overrides.create(k));
+
+  // The page's two tabs: the policy (its settings, traffic, buckets,
+  // history) and its overrides, loaded when first shown.
+  const tabs = [["overview", "Overview"], ["overrides", "Overrides"]].map(([id, label]) =>
+    h("button", { type: "button", role: "tab", class: "tab", id: `tab-${id}`, "aria-controls": `panel-${id}`, "aria-selected": String(id === "overview"), tabindex: id === "overview" ? "0" : "-1" }, label));
+  const panels = { overview: h("div", { role: "tabpanel", id: "panel-overview", "aria-labelledby": "tab-overview" }),
+    overrides: h("section", { role: "tabpanel", id: "panel-overrides", "aria-labelledby": "tab-overrides", class: "card overrides-card", hidden: true }, overrides.el) };
+  let overridesLoaded = false;
+  function selectTab(id, focus) {
+    for (const t of tabs) {
+      const on = t.id === `tab-${id}`;
+      t.setAttribute("aria-selected", String(on));
+      t.tabIndex = on ? 0 : -1;
+      if (on && focus) t.focus();
+    }
+    panels.overview.hidden = id !== "overview";
+    panels.overrides.hidden = id !== "overrides";
+    if (id === "overrides" && !overridesLoaded) {
+      overridesLoaded = true;
+      overrides.load();
+    }
+  }
+  tabs.forEach((t, i) => {
+    t.addEventListener("click", () => selectTab(t.id.slice(4)));
+    t.addEventListener("keydown", (e) => {
+      const step = e.key === "ArrowRight" ? 1 : e.key === "ArrowLeft" ? -1 : 0;
+      if (!step) return;
+      e.preventDefault();
+      selectTab(tabs[(i + step + tabs.length) % tabs.length].id.slice(4), true);
+    });
+  });
+  const tablist = h("div", { role: "tablist", class: "tabs", "aria-label": `Sections of ${name}` }, tabs);
 
   // history
   const historyBox = h("div", { class: "history", id: "history" }, loadingState("Loading history…"));
@@ -100,8 +137,7 @@ export function detailView(main, { policy: name }) {
   append(body, loadingBox);
 
   function renderLayout() {
-    body.replaceChildren(
-      desc,
+    panels.overview.replaceChildren(
       h("div", { class: "grid" },
         h("section", { class: "card span-2", "aria-labelledby": "settings-h" },
           h("h2", { id: "settings-h" }, "Settings"), limitsSentence, settings, refsLine, settleLine),
@@ -121,6 +157,7 @@ export function detailView(main, { policy: name }) {
           h("h2", { id: "hot-h" }, "Hot keys"), hot.el),
         h("section", { class: "card span-3", "aria-labelledby": "history-h" },
           h("h2", { id: "history-h" }, "History"), historyBox)));
+    body.replaceChildren(desc, tablist, panels.overview, panels.overrides);
   }
 
   function renderSettings(p) {
@@ -156,6 +193,7 @@ export function detailView(main, { policy: name }) {
     }
     setText(limitsSentence, fmt.describeLimits(p));
     inspector.setAlgorithm(alg);
+    overrides.setAlgorithm(alg);
     setText(sharedHeading, alg === "concurrency" ? "Shared leases" : alg === "token_bucket" ? "Shared bucket" : "Shared window");
     replace(settings,
       item("Apps", appChips(p.apps)),

@@ -30,6 +30,7 @@
 #include "control/appsync.h"
 #include "control/envoysvc.h"
 #include "control/gatewaysvc.h"
+#include "control/overridesvc.h"
 #include "control/gatewaysync.h"
 #include "control/overridesync.h"
 #include "control/fleet.h"
@@ -132,6 +133,7 @@ struct serve {
     struct usersvc *usersvc;
     struct auditsvc *auditsvc;
     struct envoysvc *envoysvc;
+    struct overridesvc *overridesvc;
     struct pass_hooks hooks;
     struct fleet *fleet;
     struct fleetsvc *fleetsvc;
@@ -428,6 +430,18 @@ static int envoysvc_part_start(void *ctx, struct permitd_error *err)
 }
 static void envoysvc_part_free(void *ctx) { envoysvc_free(((struct serve *)ctx)->envoysvc); }
 
+static int overridesvc_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return overridesvc_new(s->cfg, s->admin, s->redis, s->ovsync, &s->overridesvc, err);
+}
+static int overridesvc_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return admin_add_methods(s->admin, overridesvc_methods, s->overridesvc, err);
+}
+static void overridesvc_part_free(void *ctx) { overridesvc_free(((struct serve *)ctx)->overridesvc); }
+
 /* What the sync runs after each pass, and the first load of each before
  * the first request (MySQL down leaves them empty until a pass reaches it). */
 static int mysql_loads_part(void *ctx, struct permitd_error *err)
@@ -684,6 +698,7 @@ static const struct part serve_parts[] = {
     {"usersvc",      mysql_on, usersvc_part,     usersvc_part_start,   NULL,              usersvc_part_free},
     {"auditsvc",     mysql_on, auditsvc_part,    auditsvc_part_start,  NULL,              auditsvc_part_free},
     {"envoysvc",     mysql_on, envoysvc_part,    envoysvc_part_start,  NULL,              envoysvc_part_free},
+    {"overridesvc",  mysql_on, overridesvc_part, overridesvc_part_start, NULL,            overridesvc_part_free},
     {"mysql loads",  mysql_on, mysql_loads_part, NULL,                 NULL,              NULL},
     {"fleet",        NULL,     fleet_part,       NULL,                 fleet_part_free,   fleet_part_free},
     {"fleetsvc",     NULL,     fleetsvc_part,    fleetsvc_part_start,  NULL,              fleetsvc_part_free},

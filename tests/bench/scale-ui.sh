@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scale-ui.sh - the admin UI alone at 10,000 policies (issue 22), without
+# scale-ui.sh - the admin UI alone at 10,000 policies (issue 22) and
+# 10,000 overrides of one of them (issue 37, BENCH_OVERRIDES), without
 # scale.sh's millions of bucket keys, wrk runs and settle: a quick, light
 # run for the UI's figures (first paint, a filter keystroke, a refresh).
 #
@@ -20,6 +21,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 npol=${BENCH_POLICIES:-10000}
+novr=${BENCH_OVERRIDES:-10000}       # overrides of policy s00000 (issue 37); 0: none
 runs=${BENCH_UI_RUNS:-3}
 log() { echo "scale-ui: $*" >&2; }
 die() { echo "scale-ui: $*" >&2; exit 1; }
@@ -67,6 +69,13 @@ INSERT INTO policies (name, max_permits, rate, description, created_by, updated_
   FROM seq_0_to_$((npol - 1));
 INSERT INTO policy_apps (policy_id, app) SELECT id, 'bench-app' FROM policies;
 SQL
+if [ "$novr" -gt 0 ]; then
+    mariadb --no-defaults -u root --protocol=socket --socket="$socket" -D permitd <<SQL
+INSERT INTO policy_overrides (policy, match_kind, match_value, action, max_permits, rate)
+  SELECT 's00000', 'key', CONCAT('u-', LPAD(seq, 5, '0')), 'limit', seq + 1, 1
+  FROM seq_0_to_$((novr - 1));
+SQL
+fi
 echo "bench-password-1" | PERMITD_MYSQL_URL=$mysql_url "$permitd" admin add-user bench --role editor >/dev/null
 
 api=$(free_port)
@@ -85,6 +94,8 @@ curl -fs "http://127.0.0.1:$admin/readyz" >/dev/null || die "permitd not ready (
 log "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$runs"); do
     SCALE_ADMIN="http://127.0.0.1:$admin" SCALE_USER=bench SCALE_PASSWORD=bench-password-1 \
-    SCALE_FILTER="s$(printf %05d $((npol / 2)))" node "$here/scale-ui.mjs"
+    SCALE_FILTER="s$(printf %05d $((npol / 2)))" \
+    SCALE_OVERRIDES_POLICY=$([ "$novr" -gt 0 ] && echo s00000) \
+    SCALE_OVERRIDES_SEARCH="u-$(printf %04d $((novr / 20)))" node "$here/scale-ui.mjs"
 done
 log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

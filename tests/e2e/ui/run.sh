@@ -3,7 +3,7 @@
 # (Debian's /usr/bin/chromium driven by playwright-core).
 #
 #   tests/e2e/ui/run.sh [FILE]     FILE: ui.test.mjs (default), gateway.test.mjs, envoy.test.mjs,
-#                                  fleet.test.mjs or lighthouse.test.mjs
+#                                  fleet.test.mjs, lighthouse.test.mjs or overrides.test.mjs
 #
 # Environment (ctest sets these; see ui.test.mjs):
 #   PERMITD_BIN                the permitd binary to start
