@@ -14,6 +14,8 @@
 #include "decisions/appkeys.h"
 
 struct fleet;
+struct traffic;
+struct trafficlog;
 
 /* What the reports read; the pointers are owned elsewhere (main.c).
  * sync is NULL without a policy store; listeners may be NULL. */
@@ -28,6 +30,8 @@ struct health {
     struct appkeys *appkeys;            /* the API key table; NULL: not reported */
     struct fleet *fleet;                /* the fleet publisher; NULL: not reported */
     struct gatewaysync *gwsync;         /* gateway rules' load; NULL: not reported */
+    struct traffic *traffic;            /* the traffic history's counts; NULL: not reported */
+    struct trafficlog *trafficlog;      /* its writer (issue 39); NULL: not reported */
 };
 
 /* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */

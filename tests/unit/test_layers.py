@@ -25,7 +25,7 @@ WRAPPERS = {
                   "stores/gateway_rules.c", "stores/envoymap.c",
                   "stores/users.c", "stores/audit.c",
                   "stores/migrate_history.c", "stores/migrate_run.c",
-                  "stores/policyrefs.c"},
+                  "stores/policyrefs.c", "stores/trafficdb.c"},
     r"argon2\.h": {"control/auth.c"},
     r"jansson\.h": {"transport/json.c"},
     r"nettle/": {"core/sha256.c"},
