@@ -11,6 +11,7 @@ import { drawChart } from "./chart.js";
 import { confirmDelete } from "./dialogs.js";
 import * as fmt from "./format.js";
 import { renderHistory } from "./history.js";
+import { trafficCard } from "./view-traffic.js";
 import { hotKeysCard } from "./hotkeys.js";
 import { bucketInspector } from "./inspector.js";
 import { describeError } from "./notices.js";
@@ -115,6 +116,7 @@ export function detailView(main, { policy: name }) {
           h("p", { class: "muted small", id: "chart-scope" }, "Acquire calls answered by every permitd instance of the fleet, summed"),
           chartBox, chartLegend, shadowNote,
           h("div", { class: "breakdown-head" }, breakdownButton), breakdown),
+        trafficCard({ policy: name }, ac.signal).el,
         h("section", { class: "card", "aria-labelledby": "inspect-h" },
           h("h2", { id: "inspect-h" }, "Bucket inspector"), inspector.el),
         h("section", { class: "card span-3", "aria-labelledby": "hot-h" },
