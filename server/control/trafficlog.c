@@ -79,7 +79,7 @@ int trafficlog_new(const struct config *cfg, struct traffic *traffic, struct tra
     /* calloc: the pages no pair reaches cost no memory. */
     l->last = calloc(cap, sizeof(*l->last));
     l->next = calloc(cap, sizeof(*l->next));
-    l->rows = calloc(cap, sizeof(*l->rows));
+    l->rows = calloc(cap + 1, sizeof(*l->rows));        /* and the sum of them all */
     l->places = calloc(cap, sizeof(*l->places));
     if (l->last == NULL || l->next == NULL || l->rows == NULL || l->places == NULL) {
         trafficlog_free(l);
@@ -149,7 +149,13 @@ static void flush(struct trafficlog *l, int64_t minute)
     l->minute = minute;
     traffic_totals(l->traffic, collect, l);
     if (l->nrows > 0) {
-        if ((rc = trafficdb_add(l->db, l->rows, l->nrows, &err)) != PERMITD_OK) {
+        /* The fleet's row: the sum of this flush's (trafficdb.h). */
+        struct trafficdb_row *all = &l->rows[l->nrows];
+        *all = (struct trafficdb_row){TRAFFICDB_ALL, "", minute, {0}};
+        for (size_t i = 0; i < l->nrows; i++)
+            for (int k = 0; k < TRAFFIC_COUNTERS; k++)
+                all->v[k] += l->rows[i].v[k];
+        if ((rc = trafficdb_add(l->db, l->rows, l->nrows + 1, &err)) != PERMITD_OK) {
             atomic_fetch_add(&l->failures, 1);
             if (!l->failing)
                 log_msg(LOG_LEVEL_WARN, "traffic history not written: sent again, with what "

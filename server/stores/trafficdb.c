@@ -10,9 +10,12 @@
  * they reach the text (policy_check_name()), so they are written as they
  * are; a filter of a read comes from a client and is quoted.
  *
- * Reads sum the rows into buckets in SQL (GROUP BY the bucket's start), so
- * 30 days at an hour a bucket is 720 rows on the wire, whatever the
- * minutes and apps below them.
+ * Every row goes into traffic_minutes and, in the same transaction, into
+ * its hour's row of traffic_hours; the writer adds one row more, policy
+ * TRAFFICDB_ALL, the sum of its rows, for the fleet's series. Reads sum
+ * rows into buckets in SQL (GROUP BY the bucket's start), from the hours
+ * when a bucket is a whole number of them (7 and 30 days; the totals,
+ * which read many policies), else from the minutes.
  */
 #define _GNU_SOURCE                 /* vasprintf */
 #include <inttypes.h>
@@ -97,9 +100,12 @@ static void add(struct text *t, const char *fmt, ...)
 
 static int check_row(const struct trafficdb_row *r, struct permitd_error *err)
 {
-    if (policy_check_name("policy", r->policy, err) != PERMITD_OK ||
-        (r->app[0] != '\0' && policy_check_name("app", r->app, err) != PERMITD_OK))
-        return PERMITD_EINVAL;
+    int all = strcmp(r->policy, TRAFFICDB_ALL) == 0;
+
+    if ((!all && policy_check_name("policy", r->policy, err) != PERMITD_OK) ||
+        (r->app[0] != '\0' && (all || policy_check_name("app", r->app, err) != PERMITD_OK)))
+        return all ? permitd_error_set(err, PERMITD_EINVAL, "traffic: the sum of every policy "
+                                       "has no app") : PERMITD_EINVAL;
     if (r->minute < 0 || r->minute % 60 != 0 || r->minute > (int64_t)UINT32_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "traffic: minute %" PRId64 " is not a "
                                  "minute's start", r->minute);
@@ -119,25 +125,30 @@ int trafficdb_add(struct trafficdb *d, const struct trafficdb_row *rows, size_t 
         return PERMITD_OK;
     if ((rc = dbconn_kept_begin(&d->conn, "permitd", err)) != PERMITD_OK)
         return rc;
-    for (size_t i = 0; i < n && rc == PERMITD_OK; i += TRAFFICDB_ROWS_PER_INSERT) {
-        size_t end = i + TRAFFICDB_ROWS_PER_INSERT < n ? i + TRAFFICDB_ROWS_PER_INSERT : n;
-        sql.len = 0;
-        add(&sql, "INSERT INTO traffic_minutes (policy, minute_unix, app, allowed, denied, "
-                  "shadow_denied, errors, passes) VALUES ");
-        for (size_t k = i; k < end; k++) {
-            const struct trafficdb_row *r = &rows[k];
-            add(&sql, "%s('%s', %" PRId64 ", '%s', %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %"
-                PRIu64 ", %" PRIu64 ")", k > i ? ", " : "", r->policy, r->minute, r->app,
-                r->v[0], r->v[1], r->v[2], r->v[3], r->v[4]);
+    /* The rows into their minutes, then into their hours. */
+    for (int hours = 0; hours < 2 && rc == PERMITD_OK; hours++) {
+        for (size_t i = 0; i < n && rc == PERMITD_OK; i += TRAFFICDB_ROWS_PER_INSERT) {
+            size_t end = i + TRAFFICDB_ROWS_PER_INSERT < n ? i + TRAFFICDB_ROWS_PER_INSERT : n;
+            sql.len = 0;
+            add(&sql, "INSERT INTO %s (policy, %s, app, allowed, denied, shadow_denied, errors, "
+                      "passes) VALUES ", hours ? "traffic_hours" : "traffic_minutes",
+                hours ? "hour_unix" : "minute_unix");
+            for (size_t k = i; k < end; k++) {
+                const struct trafficdb_row *r = &rows[k];
+                add(&sql, "%s('%s', %" PRId64 ", '%s', %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %"
+                    PRIu64 ", %" PRIu64 ")", k > i ? ", " : "", r->policy,
+                    hours ? r->minute - r->minute % 3600 : r->minute, r->app,
+                    r->v[0], r->v[1], r->v[2], r->v[3], r->v[4]);
+            }
+            add(&sql, " ON DUPLICATE KEY UPDATE allowed = allowed + VALUES(allowed), "
+                      "denied = denied + VALUES(denied), "
+                      "shadow_denied = shadow_denied + VALUES(shadow_denied), "
+                      "errors = errors + VALUES(errors), passes = passes + VALUES(passes)");
+            if (sql.oom)
+                rc = permitd_error_set(err, PERMITD_EINTERNAL, "traffic: out of memory");
+            else
+                rc = dbconn_kept_query(&d->conn, sql.s, NULL, err);
         }
-        add(&sql, " ON DUPLICATE KEY UPDATE allowed = allowed + VALUES(allowed), "
-                  "denied = denied + VALUES(denied), "
-                  "shadow_denied = shadow_denied + VALUES(shadow_denied), "
-                  "errors = errors + VALUES(errors), passes = passes + VALUES(passes)");
-        if (sql.oom)
-            rc = permitd_error_set(err, PERMITD_EINTERNAL, "traffic: out of memory");
-        else
-            rc = dbconn_kept_query(&d->conn, sql.s, NULL, err);
     }
     free(sql.s);
     return dbconn_kept_finish(&d->conn, rc, err);
@@ -151,25 +162,49 @@ int trafficdb_prune(struct trafficdb *d, int64_t before, int limit, uint64_t *de
     *deleted = 0;
     if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK)
         return rc;
+    if (before < 0)
+        before = 0;
     if ((rc = dbconn_kept_queryf(&d->conn, NULL, err, "DELETE FROM traffic_minutes WHERE "
-                                 "minute_unix < %" PRId64 " LIMIT %d", before < 0 ? 0 : before,
-                                 limit)) != PERMITD_OK)
+                                 "minute_unix < %" PRId64 " LIMIT %d", before, limit)) != PERMITD_OK)
         return rc;
     *deleted = mysql_affected_rows(d->conn.db);
+    /* An hour is kept while any of its minutes is. */
+    if ((rc = dbconn_kept_queryf(&d->conn, NULL, err, "DELETE FROM traffic_hours WHERE "
+                                 "hour_unix < %" PRId64 " LIMIT %d", before - before % 3600,
+                                 limit)) != PERMITD_OK)
+        return rc;
+    *deleted += mysql_affected_rows(d->conn.db);
     return PERMITD_OK;
 }
 
-/* " AND policy = '...' AND app = '...'" for the filters given, quoted;
- * -1 when memory ran out. */
-static int filters(struct trafficdb *d, struct text *sql, const char *policy, const char *app)
+/* " FROM <table> [FORCE INDEX (...)] WHERE <time> >= from AND <time> < to"
+ * and the filters, quoted, for the rows of policy (NULL: every policy's,
+ * without the sum of all of them) and app (NULL: every app). hours: from
+ * traffic_hours. The index a filter needs is forced: the planner, seeing a
+ * range of time, may otherwise walk the primary key over every policy's
+ * rows of the range (30 days of 10,000 policies) for one policy's. -1 when
+ * memory ran out. */
+static int where(struct trafficdb *d, struct text *sql, int hours, const char *policy,
+                 const char *app, int64_t from, int64_t to)
 {
+    const char *t = hours ? "traffic_hours" : "traffic_minutes";
+    const char *col = hours ? "hour_unix" : "minute_unix";
     char *q;
 
+    if (policy != NULL)
+        add(sql, " FROM %s FORCE INDEX (ix_%s_policy)", t, t);
+    else if (app != NULL)
+        add(sql, " FROM %s FORCE INDEX (ix_%s_app)", t, t);
+    else
+        add(sql, " FROM %s", t);
+    add(sql, " WHERE %s >= %" PRId64 " AND %s < %" PRId64, col, from, col, to);
     if (policy != NULL) {
         if ((q = dbconn_kept_quote(&d->conn, policy)) == NULL)
             return -1;
         add(sql, " AND policy = %s", q);
         free(q);
+    } else {
+        add(sql, " AND policy <> '" TRAFFICDB_ALL "'");
     }
     if (app != NULL) {
         if ((q = dbconn_kept_quote(&d->conn, app)) == NULL)
@@ -195,7 +230,7 @@ int trafficdb_series(struct trafficdb *d, const char *policy, const char *app, i
     MYSQL_ROW row;
     struct trafficdb_point *v;
     size_t count;
-    int rc;
+    int hours, rc;
 
     *out = NULL;
     *n = 0;
@@ -206,11 +241,13 @@ int trafficdb_series(struct trafficdb *d, const char *policy, const char *app, i
     count = (size_t)((to - from) / step);
     if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK)
         return rc;
-    add(&sql, "SELECT minute_unix - minute_unix %% %d AS b", step);
+    if (policy == NULL && app == NULL)
+        policy = TRAFFICDB_ALL;     /* the fleet: the rows that sum every policy */
+    hours = step % 3600 == 0;
+    add(&sql, "SELECT %s - %s %% %d AS b", hours ? "hour_unix" : "minute_unix",
+        hours ? "hour_unix" : "minute_unix", step);
     sums(&sql);
-    add(&sql, " FROM traffic_minutes WHERE minute_unix >= %" PRId64 " AND minute_unix < %"
-        PRId64, from, to);
-    if (filters(d, &sql, policy, app) != 0 || sql.oom) {
+    if (where(d, &sql, hours, policy, app, from, to) != 0) {
         free(sql.s);
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     }
@@ -239,6 +276,64 @@ int trafficdb_series(struct trafficdb *d, const char *policy, const char *app, i
     return PERMITD_OK;
 }
 
+/* The index of name in the n policies, or -1 (n is small: a page). */
+static long index_of(const char *const *policies, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(policies[i], name) == 0)
+            return (long)i;
+    return -1;
+}
+
+int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n, int64_t from,
+                     int64_t to, int step, uint64_t *allowed, uint64_t *denied,
+                     struct permitd_error *err)
+{
+    struct text sql = {0};
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    size_t nb;
+    int rc;
+
+    if (step < 60 || step % 60 != 0 || from % step != 0 || to % step != 0 || to <= from ||
+        (to - from) / step > 1000 || n > TRAFFICDB_TRENDS_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "traffic: %zu trends of [%" PRId64 ", %"
+                                 PRId64 ") in steps of %d s", n, from, to, step);
+    nb = (size_t)((to - from) / step);
+    memset(allowed, 0, n * nb * sizeof(*allowed));
+    memset(denied, 0, n * nb * sizeof(*denied));
+    for (size_t i = 0; i < n; i++)
+        if (policy_check_name("policies", policies[i], err) != PERMITD_OK)
+            return PERMITD_EINVAL;
+    if (n == 0)
+        return PERMITD_OK;
+    if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK)
+        return rc;
+    /* Names by the rule hold no quote nor backslash: written as they are. */
+    add(&sql, "SELECT policy, minute_unix - minute_unix %% %d AS b, CAST(SUM(allowed) AS UNSIGNED), "
+              "CAST(SUM(denied) AS UNSIGNED) FROM traffic_minutes FORCE INDEX "
+              "(ix_traffic_minutes_policy) WHERE policy IN (", step);
+    for (size_t i = 0; i < n; i++)
+        add(&sql, "%s'%s'", i ? ", " : "", policies[i]);
+    add(&sql, ") AND minute_unix >= %" PRId64 " AND minute_unix < %" PRId64 " GROUP BY policy, b",
+        from, to);
+    rc = sql.oom ? permitd_error_set(err, PERMITD_EINTERNAL, "out of memory")
+                 : dbconn_kept_query(&d->conn, sql.s, &res, err);
+    free(sql.s);
+    if (rc != PERMITD_OK)
+        return rc;
+    while ((row = mysql_fetch_row(res)) != NULL) {
+        long i = row[0] ? index_of(policies, n, row[0]) : -1;
+        int64_t b = row[1] ? strtoll(row[1], NULL, 10) : -1;
+        if (i < 0 || b < from || b >= to)
+            continue;
+        allowed[(size_t)i * nb + (size_t)((b - from) / step)] = row[2] ? strtoull(row[2], NULL, 10) : 0;
+        denied[(size_t)i * nb + (size_t)((b - from) / step)] = row[3] ? strtoull(row[3], NULL, 10) : 0;
+    }
+    mysql_free_result(res);
+    return PERMITD_OK;
+}
+
 int trafficdb_totals(struct trafficdb *d, enum trafficdb_group group, const char *policy,
                      const char *app, int64_t from, int64_t to, int order, int limit,
                      struct trafficdb_total **out, size_t *n, struct permitd_error *err)
@@ -254,16 +349,14 @@ int trafficdb_totals(struct trafficdb *d, enum trafficdb_group group, const char
     *out = NULL;
     *n = 0;
     if ((unsigned)group > TRAFFICDB_BY_POLICY_APP || order < 0 ||
-        order > TRAFFICDB_ORDER_DENIED_SHARE || limit < 1)
-        return permitd_error_set(err, PERMITD_EINVAL, "traffic: totals by %d ordered by %d",
-                                 (int)group, order);
+        order > TRAFFICDB_ORDER_DENIED_SHARE || limit < 1 || from % 3600 != 0 || to % 3600 != 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "traffic: totals by %d ordered by %d "
+                                 "over [%" PRId64 ", %" PRId64 ")", (int)group, order, from, to);
     if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK)
         return rc;
     add(&sql, "SELECT %s", by[group]);
     sums(&sql);
-    add(&sql, " FROM traffic_minutes WHERE minute_unix >= %" PRId64 " AND minute_unix < %"
-        PRId64, from, to);
-    if (filters(d, &sql, policy, app) != 0) {
+    if (where(d, &sql, 1, policy, app, from, to) != 0) {
         free(sql.s);
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     }

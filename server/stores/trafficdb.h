@@ -1,6 +1,8 @@
 /*
  * trafficdb.h - the traffic history in MySQL (migration 0017,
- * traffic_minutes: decisions per policy, app and minute), written by every
+ * traffic_minutes: decisions per policy, app and minute; traffic_hours:
+ * the same by hour, and policy TRAFFICDB_ALL the sum of every policy),
+ * written by every
  * instance's control/trafficlog.c and read by control/trafficsvc.c;
  * libmariadb stays inside trafficdb.c.
  *
@@ -26,9 +28,12 @@ enum {
 #define TRAFFICDB_NAME_MAX 128
 #define TRAFFICDB_ROWS_PER_INSERT 1000  /* rows of one INSERT statement */
 
+/* The policy of the rows that sum every policy (the fleet's series). */
+#define TRAFFICDB_ALL "*"
+
 /* One row to add: this instance's counts of one pair in one minute. */
 struct trafficdb_row {
-    const char *policy;             /* the policy-name rule (checked) */
+    const char *policy;             /* the policy-name rule (checked), or TRAFFICDB_ALL */
     const char *app;                /* "" or the rule */
     int64_t minute;                 /* the minute's start, Unix s (a multiple of 60) */
     uint64_t v[TRAFFICDB_COUNTERS];
@@ -62,8 +67,9 @@ struct trafficdb;
 int trafficdb_new(const struct config *cfg, struct trafficdb **out, struct permitd_error *err);
 void trafficdb_free(struct trafficdb *d);
 
-/* Adds the rows' counts to traffic_minutes (a row met for the first time
- * is inserted, else its counters grow by these), all in one transaction:
+/* Adds the rows' counts to traffic_minutes and to their hour's rows of
+ * traffic_hours (a row met for the first time is inserted, else its
+ * counters grow by these), all in one transaction:
  * PERMITD_OK when MySQL committed every row; an error when it committed
  * none (PERMITD_EUNAVAILABLE: MySQL unreachable or lost; PERMITD_EINVAL: a
  * row's name or minute out of the rules, nothing sent). A connection lost
@@ -72,14 +78,17 @@ void trafficdb_free(struct trafficdb *d);
 int trafficdb_add(struct trafficdb *d, const struct trafficdb_row *rows, size_t n,
                   struct permitd_error *err);
 
-/* Deletes up to limit rows of minutes before `before` (Unix s); *deleted
- * says how many went (fewer than limit: none are left). */
+/* Deletes up to limit rows of minutes before `before` (Unix s) from
+ * traffic_minutes, and as many of the hours before before's hour from
+ * traffic_hours; *deleted says how many went of both (fewer than limit
+ * from each: none are left). */
 int trafficdb_prune(struct trafficdb *d, int64_t before, int limit, uint64_t *deleted,
                     struct permitd_error *err);
 
-/* The series of [from, to) in buckets of step seconds (a multiple of 60),
- * summed over the rows of policy (NULL: every policy) and app (NULL: every
- * app; "": the rows without one): *out holds one point per bucket, every
+/* The series of [from, to) in buckets of step seconds (a multiple of 60;
+ * of 3600: read from traffic_hours), summed over the rows of policy (NULL:
+ * every policy) and app (NULL: every app; "": the rows without one): *out
+ * holds one point per bucket, every
  * bucket of the range, oldest first, zeros where nothing was written (free
  * with free()); *n their count, (to - from) / step. from and to must be
  * multiples of step. */
@@ -87,10 +96,21 @@ int trafficdb_series(struct trafficdb *d, const char *policy, const char *app, i
                      int64_t to, int step, struct trafficdb_point **out, size_t *n,
                      struct permitd_error *err);
 
-/* The sums over [from, to) grouped by group, of policy (NULL: all) and app
- * (NULL: all), ordered by order (see above), at most limit of them, into a
- * new array *out of *n (free with free()). Groups whose sums are all zero
- * are not listed. */
+/* The series of [from, to) in buckets of step seconds of each of the n
+ * policies (names by the policy-name rule, at most TRAFFICDB_TRENDS_MAX),
+ * all apps summed: allowed[i * nb + b] and denied[i * nb + b] (nb = (to -
+ * from) / step, the caller's arrays, zeroed here) for policy i and bucket
+ * b. One statement whatever n: the policy list's trend column. */
+#define TRAFFICDB_TRENDS_MAX 500
+int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n, int64_t from,
+                     int64_t to, int step, uint64_t *allowed, uint64_t *denied,
+                     struct permitd_error *err);
+
+/* The sums over [from, to) (multiples of 3600: read from traffic_hours,
+ * whatever the number of policies two rows a policy for two hours) grouped
+ * by group, of policy (NULL: all) and app (NULL: all), ordered by order
+ * (see above), at most limit of them, into a new array *out of *n (free
+ * with free()). Groups whose sums are all zero are not listed. */
 int trafficdb_totals(struct trafficdb *d, enum trafficdb_group group, const char *policy,
                      const char *app, int64_t from, int64_t to, int order, int limit,
                      struct trafficdb_total **out, size_t *n, struct permitd_error *err);

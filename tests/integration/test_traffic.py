@@ -111,6 +111,23 @@ class TrafficTest(AdminCase):
         self.assertEqual(of_other[name]["allowed"] + of_other[name]["denied"], 4, of_other)
         pols = {t["policy"]: t for t in self.totals(ed, groupBy="policy", limit=1000)}
         self.assertEqual(pols[name]["denied"], 6, pols)
+        # The hours hold the same sums (the totals read them).
+        self.assertEqual(self.sql("SELECT SUM(allowed), SUM(denied), SUM(errors) FROM traffic_hours "
+                                  "WHERE policy = '%s'" % name), [["5", "6", "1"]])
+        # The fleet's series (no policy, no app): the rows of every policy's sum.
+        fleet = self.sums(ed)
+        self.assertGreaterEqual(fleet["denied"], 6)
+        self.assertEqual(fleet, {k: int(v or 0) for k, v in zip(COUNTERS, self.sql(
+            "SELECT SUM(allowed), SUM(denied), SUM(shadow_denied), SUM(errors), SUM(passes) "
+            "FROM traffic_minutes WHERE policy <> '*' AND minute_unix >= %d"
+            % (int(time.time()) // 60 * 60 - 3540))[0])})
+        # The list's trend: 12 buckets of 5 minutes of each policy asked.
+        tr = ed.ok(ed.call(TRAFFIC, "GetTrafficTrends", {"policies": [name, "no-such"]}))
+        self.assertEqual(tr["stepSeconds"], 300)
+        self.assertEqual([t["policy"] for t in tr["trends"]], [name, "no-such"])
+        self.assertEqual(len(tr["trends"][0]["allowed"]), 12)
+        self.assertEqual(sum(int(x) for x in tr["trends"][0]["denied"]), 6)
+        self.assertEqual(sum(int(x) for x in tr["trends"][1].get("denied", [])), 0)
         # One row per (policy, minute, app): the instances added into it.
         rows = self.sql("SELECT app, COUNT(*) FROM traffic_minutes WHERE policy = '%s' "
                         "GROUP BY app, minute_unix HAVING COUNT(*) > 1" % name)
@@ -182,14 +199,19 @@ class TrafficTest(AdminCase):
         name = self.name("old")
         now = int(time.time()) // 60 * 60
         old, kept = now - 31 * 86400, now - 29 * 86400
-        self.sql("INSERT INTO traffic_minutes (policy, minute_unix, app, allowed, denied) VALUES "
-                 "('%s', %d, 'app', 5, 1), ('%s', %d, 'app', 7, 2)" % (name, old, name, kept))
+        for t, col in (("traffic_minutes", "minute_unix"), ("traffic_hours", "hour_unix")):
+            at = (lambda x: x) if col == "minute_unix" else (lambda x: x - x % 3600)
+            self.sql("INSERT INTO %s (policy, %s, app, allowed, denied) VALUES "
+                     "('%s', %d, 'app', 5, 1), ('%s', %d, 'app', 7, 2)"
+                     % (t, col, name, at(old), name, at(kept)))
         p = self.start("--traffic-flush-ms", "1000", "--traffic-history-days", "30")
         wait_for("the 31-day-old row deleted", lambda: self.sql(
             "SELECT COUNT(*) FROM traffic_minutes WHERE policy = '%s' AND minute_unix = %d"
             % (name, old)) == [["0"]], timeout=90)
         self.assertEqual(self.sql("SELECT allowed FROM traffic_minutes WHERE policy = '%s'"
                                   % name), [["7"]])
+        wait_for("the 31-day-old hour deleted", lambda: self.sql(
+            "SELECT allowed FROM traffic_hours WHERE policy = '%s'" % name) == [["7"]])
         self.assertEqual(self.sums(ed, name, rng="30d")["allowed"], 7)
         self.assertEqual(self.sums(ed, name, rng="24h")["allowed"], 0)
         text = p.admin().request("GET", "/metrics").body.decode()
@@ -199,7 +221,7 @@ class TrafficTest(AdminCase):
     def test_ranges_have_fixed_buckets_and_a_unit(self):
         vi = self.viewer()
         for rng, step, n in (("", 60, 60), ("1h", 60, 60), ("24h", 300, 288),
-                             ("7d", 1800, 336), ("30d", 7200, 360)):
+                             ("7d", 3600, 168), ("30d", 7200, 360)):
             s = self.series(vi, rng=rng)
             self.assertEqual(s["stepSeconds"], step, s)
             self.assertEqual(s["unit"], "decisions per minute")
@@ -226,13 +248,37 @@ class TrafficTest(AdminCase):
         r = self.client().call(TRAFFIC, "GetTrafficSeries", {})
         self.assertEqual(error_code(r), "unauthenticated", r)
 
+    def test_the_policy_list_sorts_by_the_fleets_last_hours(self):
+        ed = self.editor()
+        tag = self.name("ord")
+        names = ["%s-%s" % (tag, x) for x in ("a", "b", "c")]
+        for n in names:
+            ed.create(n)
+        now = int(time.time())
+        hour = now - now % 3600
+        # a: 50 of 100 denied; b: 90 of 1000; c: none.
+        self.sql("INSERT INTO traffic_hours (policy, hour_unix, app, allowed, denied) VALUES "
+                 "('%s', %d, 'app', 50, 50), ('%s', %d, 'app', 910, 90)"
+                 % (names[0], hour, names[1], hour))
+
+        def order(by):
+            r = ed.ok(ed.p("ListPolicies", {"filter": tag, "orderBy": by, "descending": True}))
+            return [p["name"] for p in r.get("policies", [])]
+        self.assertEqual(order("denied"), [names[1], names[0], names[2]])
+        self.assertEqual(order("denied_share"), [names[0], names[1], names[2]])
+        self.assertEqual(order("decided"), [names[1], names[0], names[2]])
+        r = ed.p("ListPolicies", {"orderBy": "speed"})
+        self.assertEqual(error_code(r), "invalid_argument", r)
+        self.assertIn("denied_share", r.json()["message"])
+
     def test_totals_order_by_share_denied(self):
         ed = self.editor()
         now = int(time.time()) // 60 * 60
         many, share = self.name("many"), self.name("share")
         # many: 100 denied of 1100; share: 4 denied of 5.
-        self.sql("INSERT INTO traffic_minutes (policy, minute_unix, app, allowed, denied) VALUES "
-                 "('%s', %d, '', 1000, 100), ('%s', %d, '', 1, 4)" % (many, now, share, now))
+        hour = now - now % 3600
+        self.sql("INSERT INTO traffic_hours (policy, hour_unix, app, allowed, denied) VALUES "
+                 "('%s', %d, '', 1000, 100), ('%s', %d, '', 1, 4)" % (many, hour, share, hour))
         by_denied = [t["policy"] for t in self.totals(ed, limit=1000)
                      if t["policy"] in (many, share)]
         by_share = [t["policy"] for t in self.totals(ed, orderBy="denied_share", limit=1000)
