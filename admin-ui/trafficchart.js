@@ -78,7 +78,7 @@ export function markersOf(entries, diff) {
 // series: GetTrafficSeries' answer. markers: markersOf(). label: what the
 // chart shows, for its accessible name ("Traffic of pay").
 // Returns { el } (the chart, its unit, readout, tooltip and markers list).
-export function trafficChart(series, markers, label) {
+export function trafficChart(series, markers, label, width = 720) {
   const step = Number(series.stepSeconds || 60);
   const start = Number(series.startUnix || 0);
   const A = (series.allowed || []).map(Number);
@@ -94,7 +94,7 @@ export function trafficChart(series, markers, label) {
   const span = n * step;
   const inRange = (markers || []).filter((m) => m.t >= start && m.t < start + span);
 
-  const W = 720, H = 180;
+  const W = Math.max(320, Math.floor(width)), H = 180;
   const L = 48, R = 10, T = 10, B = 24;
   const x = (i) => L + ((i + 0.5) / n) * (W - L - R);
   const xt = (t) => L + ((t - start) / span) * (W - L - R);
@@ -117,7 +117,7 @@ export function trafficChart(series, markers, label) {
     class: `marker marker-${m.kind}`, "data-marker": m.kind,
   }));
   const cursor = s("line", { x1: 0, x2: 0, y1: T, y2: H - B, class: "chart-cursor", visibility: "hidden" });
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", class: "traffic-svg", "aria-hidden": "true", focusable: "false" },
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "traffic-svg", "aria-hidden": "true", focusable: "false" },
     grid, ticks,
     s("path", { d: area(a), class: "area-allowed" }), s("path", { d: line(a), class: "line-allowed" }),
     s("path", { d: area(d), class: "area-denied" }), s("path", { d: line(d), class: "line-denied" }),
@@ -195,5 +195,5 @@ export function trafficChart(series, markers, label) {
 
 // Replaces box's content with a chart, or says why there is none.
 export function showTrafficChart(box, series, markers, label) {
-  replace(box, trafficChart(series, markers, label).el);
+  replace(box, trafficChart(series, markers, label, box.clientWidth || 720).el);
 }

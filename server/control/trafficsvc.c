@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "control/admin.h"
+#include "control/listing.h"
 #include "control/trafficsvc.h"
 #include "permit/v1/traffic.pb-c.h"
 #include "stores/policy.h"
@@ -256,8 +257,8 @@ static int get_trends(void *ud, struct connect_call *call, const ProtobufCMessag
     const Permit__V1__GetTrafficTrendsRequest *rq = (const void *)in_;
     Permit__V1__GetTrafficTrendsResponse *rs = (void *)out_;
     size_t n = rq->n_policies, nb = TRENDS_BUCKETS;
-    uint64_t *allowed = NULL, *denied = NULL;
-    int64_t now = (int64_t)time(NULL), to, from;
+    uint64_t *allowed = NULL, *denied = NULL, *hours_a = NULL, *hours_d = NULL;
+    int64_t now = (int64_t)time(NULL), to, from, hours_to = (now / 3600 + 1) * 3600;
     char me[129];
     int rc;
 
@@ -271,18 +272,26 @@ static int get_trends(void *ud, struct connect_call *call, const ProtobufCMessag
     from = to - TRENDS_STEP * TRENDS_BUCKETS;
     allowed = calloc(n * nb + 1, sizeof(*allowed));
     denied = calloc(n * nb + 1, sizeof(*denied));
-    if (allowed == NULL || denied == NULL) {
+    hours_a = calloc(n + 1, sizeof(*hours_a));
+    hours_d = calloc(n + 1, sizeof(*hours_d));
+    if (allowed == NULL || denied == NULL || hours_a == NULL || hours_d == NULL) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto out;
     }
     pthread_mutex_lock(&s->lock);
     rc = trafficdb_trends(s->db, (const char *const *)rq->policies, n, from, to, TRENDS_STEP,
                           allowed, denied, err);
+    /* The hours the list's fleet orders sort by (listing.c): one bucket. */
+    if (rc == PERMITD_OK)
+        rc = trafficdb_trends(s->db, (const char *const *)rq->policies, n,
+                              hours_to - LISTING_FLEET_SECONDS, hours_to, LISTING_FLEET_SECONDS,
+                              hours_a, hours_d, err);
     pthread_mutex_unlock(&s->lock);
     if (rc != PERMITD_OK)
         goto out;
     rs->start_unix = from;
     rs->step_seconds = TRENDS_STEP;
+    rs->hours_start_unix = hours_to - LISTING_FLEET_SECONDS;
     if ((rs->trends = connect_call_alloc(call, (n + 1) * sizeof(*rs->trends))) == NULL) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto out;
@@ -304,12 +313,16 @@ static int get_trends(void *ud, struct connect_call *call, const ProtobufCMessag
         }
         t->allowed = a;
         t->denied = d;
+        t->hours_allowed = (int64_t)hours_a[i];
+        t->hours_denied = (int64_t)hours_d[i];
         t->n_allowed = t->n_denied = nb;
         rs->trends[rs->n_trends++] = t;
     }
 out:
     free(allowed);
     free(denied);
+    free(hours_a);
+    free(hours_d);
     return rc;
 }
 

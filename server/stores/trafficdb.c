@@ -293,10 +293,13 @@ int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n,
     MYSQL_RES *res = NULL;
     MYSQL_ROW row;
     size_t nb;
+    const char *table = step % 3600 == 0 ? "traffic_hours" : "traffic_minutes";
+    const char *col = step % 3600 == 0 ? "hour_unix" : "minute_unix";
     int rc;
 
-    if (step < 60 || step % 60 != 0 || from % step != 0 || to % step != 0 || to <= from ||
-        (to - from) / step > 1000 || n > TRAFFICDB_TRENDS_MAX)
+    if (step < 60 || step % 60 != 0 || from % (step % 3600 == 0 ? 3600 : 60) != 0 ||
+        (to - from) % step != 0 || to <= from || (to - from) / step > 1000 ||
+        n > TRAFFICDB_TRENDS_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "traffic: %zu trends of [%" PRId64 ", %"
                                  PRId64 ") in steps of %d s", n, from, to, step);
     nb = (size_t)((to - from) / step);
@@ -310,13 +313,13 @@ int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n,
     if ((rc = dbconn_kept_ensure(&d->conn, err)) != PERMITD_OK)
         return rc;
     /* Names by the rule hold no quote nor backslash: written as they are. */
-    add(&sql, "SELECT policy, minute_unix - minute_unix %% %d AS b, CAST(SUM(allowed) AS UNSIGNED), "
-              "CAST(SUM(denied) AS UNSIGNED) FROM traffic_minutes FORCE INDEX "
-              "(ix_traffic_minutes_policy) WHERE policy IN (", step);
+    add(&sql, "SELECT policy, %s - (%s - %" PRId64 ") %% %d AS b, CAST(SUM(allowed) AS UNSIGNED), "
+              "CAST(SUM(denied) AS UNSIGNED) FROM %s FORCE INDEX (ix_%s_policy) WHERE policy IN (",
+        col, col, from, step, table, table);
     for (size_t i = 0; i < n; i++)
         add(&sql, "%s'%s'", i ? ", " : "", policies[i]);
-    add(&sql, ") AND minute_unix >= %" PRId64 " AND minute_unix < %" PRId64 " GROUP BY policy, b",
-        from, to);
+    add(&sql, ") AND %s >= %" PRId64 " AND %s < %" PRId64 " GROUP BY policy, b", col, from, col,
+        to);
     rc = sql.oom ? permitd_error_set(err, PERMITD_EINTERNAL, "out of memory")
                  : dbconn_kept_query(&d->conn, sql.s, &res, err);
     free(sql.s);

@@ -100,7 +100,9 @@ int trafficdb_series(struct trafficdb *d, const char *policy, const char *app, i
  * policies (names by the policy-name rule, at most TRAFFICDB_TRENDS_MAX),
  * all apps summed: allowed[i * nb + b] and denied[i * nb + b] (nb = (to -
  * from) / step, the caller's arrays, zeroed here) for policy i and bucket
- * b. One statement whatever n: the policy list's trend column. */
+ * b (buckets from `from`, a whole minute; to - from a multiple of step).
+ * One statement whatever n: the policy list's trend column. A step of
+ * whole hours (from a whole hour) reads traffic_hours. */
 #define TRAFFICDB_TRENDS_MAX 500
 int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n, int64_t from,
                      int64_t to, int step, uint64_t *allowed, uint64_t *denied,

@@ -128,6 +128,11 @@ class TrafficTest(AdminCase):
         self.assertEqual(len(tr["trends"][0]["allowed"]), 12)
         self.assertEqual(sum(int(x) for x in tr["trends"][0]["denied"]), 6)
         self.assertEqual(sum(int(x) for x in tr["trends"][1].get("denied", [])), 0)
+        # ... and the sums the list's fleet orders sort by (this hour and the last).
+        self.assertEqual((num(tr["trends"][0], "hoursAllowed"), num(tr["trends"][0], "hoursDenied")),
+                         (5, 6))
+        self.assertEqual(num(tr, "hoursStartUnix") % 3600, 0)
+        self.assertGreater(num(tr, "hoursStartUnix"), time.time() - 7200)
         # One row per (policy, minute, app): the instances added into it.
         rows = self.sql("SELECT app, COUNT(*) FROM traffic_minutes WHERE policy = '%s' "
                         "GROUP BY app, minute_unix HAVING COUNT(*) > 1" % name)
