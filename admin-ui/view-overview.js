@@ -21,22 +21,35 @@ import { describeError } from "./notices.js";
 import { poll, pollError } from "./poll.js";
 import { policyHref } from "./router.js";
 import { FLEET, TRAFFIC, call } from "./session.js";
-import { showTrafficChart } from "./trafficchart.js";
+import { clockUtc, showTrafficChart } from "./trafficchart.js";
 import { appHref, HISTORY_POLL_MS, shareText, totalsTable } from "./view-traffic.js";
 import { loadingState, pageHead } from "./widgets.js";
 
 const TOP = 10;
 const HOT_POLICIES = 5;       // policies whose hot keys are merged for "keys denied most"
 
+// scope: the card's first line, a string or a node (updated with the data).
 function card(id, title, scope, ...body) {
   return h("section", { class: "card", "aria-labelledby": `${id}-h`, id },
-    h("h2", { id: `${id}-h` }, title), h("p", { class: "muted small scope" }, scope), ...body);
+    h("h2", { id: `${id}-h` }, title), scope instanceof Node ? scope : h("p", { class: "muted small scope" }, scope), ...body);
+}
+
+// "Since 15:00 UTC (this hour and the last), every permitd instance
+// (traffic history)." for a totals answer's start.
+function hoursScope(startUnix, extra = "") {
+  return `Since ${clockUtc(startUnix)} UTC (the hour before this one and this one so far), every permitd instance (traffic history).${extra}`;
 }
 
 export function overviewView(main) {
   document.title = "Overview · permitd admin";
   const ac = new AbortController();
-  const HOUR = "Last hour, every permitd instance (traffic history).";
+  // The totals' scope: whole hours (TrafficService reads the hourly rows).
+  const hourScopes = [];
+  const HOUR = (extra = "") => {
+    const p = h("p", { class: "muted small scope" }, "Whole hours, every permitd instance (traffic history).");
+    hourScopes.push([p, extra]);
+    return p;
+  };
   const figures = h("div", { class: "big-figures", id: "fleet-figures" }, loadingState("Loading…"));
   const chartBox = h("div", { id: "fleet-chart" });
   const denying = h("div", {}, loadingState("Loading…"));
@@ -54,12 +67,12 @@ export function overviewView(main) {
         h("h2", { id: "fleet-h" }, "Fleet decisions"),
         h("p", { class: "muted small scope" }, "Every permitd instance, from the traffic history; per second over the last 5 full minutes, the chart over the last hour."),
         figures, chartBox),
-      card("denying", "Policies denying most", HOUR, denying),
-      card("denying-share", "Policies denying the largest share", HOUR, sharing),
-      card("apps-denied", "Apps denied most", `${HOUR} Across every policy.`, apps),
+      card("denying", "Policies denying most", HOUR(), denying),
+      card("denying-share", "Policies denying the largest share", HOUR(), sharing),
+      card("apps-denied", "Apps denied most", HOUR(" Across every policy."), apps),
       card("keys-denied", "Keys denied most", `Last 1-2 minutes (hot keys, every instance), of the ${HOT_POLICIES} policies denying most.`, keys),
-      card("shadow-deny", "Shadow policies that would deny", `${HOUR} Answered allowed: the limit is in shadow mode.`, shadow),
-      card("failures", "Errors and failure-mode passes", `${HOUR} Passes: let through by failure_mode open while Redis did not decide.`, failures),
+      card("shadow-deny", "Shadow policies that would deny", HOUR(" Answered allowed: the limit is in shadow mode."), shadow),
+      card("failures", "Errors and failure-mode passes", HOUR(" Passes: let through by failure_mode open while Redis did not decide."), failures),
       card("health", "Instances", "Live heartbeats (Redis).", instances)));
 
   function perSecond(series) {
@@ -88,12 +101,16 @@ export function overviewView(main) {
 
   function countList(id, rows, field, label) {
     const shown = rows.filter((t) => Number(t[field] || 0) > 0);
-    if (shown.length === 0) return h("p", { class: "muted small", id }, `None in the last hour.`);
+    if (shown.length === 0) return h("p", { class: "muted small", id }, "None in these hours.");
     return h("ul", { class: "top-simple", id }, shown.map((t) => h("li", {},
       h("a", { href: policyHref(t.policy) }, t.policy), `: ${fmt.formatNumber(Number(t[field]), 0)} ${label}`)));
   }
 
-  const totals = (msg) => call(TRAFFIC, "GetTrafficTotals", { range: "1h", limit: TOP, ...msg }, ac.signal).then((r) => r.totals || []);
+  let hoursStart = 0;
+  const totals = (msg) => call(TRAFFIC, "GetTrafficTotals", { range: "1h", limit: TOP, ...msg }, ac.signal).then((r) => {
+    hoursStart = Number(r.startUnix || 0);
+    return r.totals || [];
+  });
 
   const refresher = poll(async () => {
     const [series, byDenied, byShare, byApp, byShadow, byErrors, byPasses] = await Promise.all([
@@ -102,6 +119,7 @@ export function overviewView(main) {
       totals({ orderBy: "shadow_denied" }), totals({ orderBy: "errors" }), totals({ orderBy: "passes" }),
     ]);
     if (ac.signal.aborted) return;
+    for (const [p, extra] of hourScopes) setText(p, hoursScope(hoursStart, extra));
     const ps = perSecond(series);
     replace(figures,
       h("div", {}, h("strong", { id: "fleet-allowed" }, fmt.formatNumber(ps.a, 2)), h("span", { class: "muted small" }, "allowed per second")),
@@ -109,9 +127,9 @@ export function overviewView(main) {
       h("div", {}, h("strong", { id: "fleet-share" }, ps.share), h("span", { class: "muted small" }, "denied")));
     showTrafficChart(chartBox, series, [], "Fleet decisions, last hour");
     const named = (rows) => rows.filter((t) => Number(t.denied || 0) > 0).map((t) => ({ ...t, name: t.policy }));
-    replace(denying, totalsTable("denying-list", "Policies denying most, last hour", "Policy", named(byDenied), policyHref));
-    replace(sharing, totalsTable("denying-share-list", "Policies denying the largest share, last hour", "Policy", named(byShare), policyHref));
-    replace(apps, totalsTable("apps-denied-list", "Apps denied most, last hour", "App",
+    replace(denying, totalsTable("denying-list", "Policies denying most", "Policy", named(byDenied), policyHref));
+    replace(sharing, totalsTable("denying-share-list", "Policies denying the largest share", "Policy", named(byShare), policyHref));
+    replace(apps, totalsTable("apps-denied-list", "Apps denied most", "App",
       byApp.filter((t) => Number(t.denied || 0) > 0).map((t) => ({ ...t, name: t.app })), appHref));
     replace(shadow, countList("shadow-deny-list", byShadow, "shadowDenied", "would have been denied"));
     replace(failures,

@@ -12,7 +12,7 @@ import { describeError } from "./notices.js";
 import { poll } from "./poll.js";
 import { policyHref } from "./router.js";
 import { AUDIT, TRAFFIC, call } from "./session.js";
-import { markersOf, showTrafficChart } from "./trafficchart.js";
+import { clockUtc, dayUtc, markersOf, showTrafficChart } from "./trafficchart.js";
 import { loadingState } from "./widgets.js";
 
 export const HISTORY_POLL_MS = 30000;
@@ -63,12 +63,32 @@ export function trafficCard(what, signal) {
     });
     return b;
   });
+  // Shadow mode (issue 39): what the limit would have denied, over the
+  // fleet, since the switch when the range holds it: the scope of the
+  // chart's markers, not one instance's or the hot keys' minutes.
+  const shadowLine = h("p", { class: "shadow-note", id: "history-shadow", hidden: true });
   const tableHead = h("h3", { class: "small-head" }, byPolicy ? "Per app" : "Policies it uses");
+  // The table's own scope: whole hours (TrafficService's totals).
+  const tableScope = h("p", { class: "muted small scope", id: "history-table-scope" });
   const el = h("section", { class: "card span-3", "aria-labelledby": "history-traffic-h", id: "traffic-history" },
     h("div", { class: "card-head" },
       h("h2", { id: "history-traffic-h" }, "Traffic history"),
       h("div", { class: "segmented", role: "group", "aria-label": "History range" }, buttons)),
-    scope, chartBox, tableHead, tableBox);
+    scope, chartBox, shadowLine, tableHead, tableScope, tableBox);
+
+  function showShadow(series, marks, label) {
+    const step = Number(series.stepSeconds || 60), start = Number(series.startUnix || 0);
+    const S = (series.shadowDenied || []).map(Number);
+    const on = marks.filter((m) => m.kind === "shadow").at(-1);
+    const since = on && /switched on/.test(on.text) ? on : null;
+    const from = since ? Math.max(0, Math.floor((since.t - start) / step)) : 0;
+    const n = S.slice(from).reduce((p, v) => p + v, 0);
+    shadowLine.hidden = !byPolicy || (n === 0 && !since);
+    if (shadowLine.hidden) return;
+    replace(shadowLine, "Shadow mode: would have denied ", h("strong", { id: "history-shadow-denied" }, fmt.formatNumber(n, 0)),
+      since ? ` since it was switched on at ${dayUtc(since.t)} ${clockUtc(since.t)} UTC` : ` in the last ${label}`,
+      h("span", { class: "muted" }, ", every permitd instance (traffic history; answered allowed)."));
+  }
 
   async function markers() {
     if (!byPolicy) return [];
@@ -92,7 +112,10 @@ export function trafficCard(what, signal) {
     const label = RANGES.find(([k]) => k === range)[1];
     setText(scope, `Last ${label}, every permitd instance, from the traffic history in MySQL (each instance adds its minute within ${fmt.formatDuration(Number(series.flushSeconds || 60) * 1000)}; kept ${series.retentionDays || 30} days).`);
     showTrafficChart(chartBox, series, marks, `Traffic of ${byPolicy ? "policy" : "app"} ${subject}, last ${label}`);
+    showShadow(series, marks, label);
     const rows = (totals.totals || []).map((t) => ({ ...t, name: byPolicy ? t.app : t.policy }));
+    const from = Number(totals.startUnix || 0);
+    setText(tableScope, `Since ${dayUtc(from)} ${clockUtc(from)} UTC, in whole hours up to now, every permitd instance.`);
     replace(tableBox, totalsTable(byPolicy ? "history-apps-table" : "history-policies-table",
       byPolicy ? `Decisions per app of ${subject}, last ${label}` : `Policies ${subject} uses, last ${label}`,
       byPolicy ? "App" : "Policy", rows, byPolicy ? appHref : policyHref));

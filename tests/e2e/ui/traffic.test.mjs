@@ -4,6 +4,8 @@
 //   - the Overview page (nav link): the fleet's decisions, the policies
 //     denying most (count and share), the apps denied most, the shadow
 //     policies that would deny, the instances, each a link;
+//   - the policy list: each row's allowed and denied and its trend, sorted by
+//     the fleet's denials and share denied;
 //   - the policy page's traffic history: the unit on screen, time ticks,
 //     exact values by keyboard (the chart is a slider: each bucket's counts
 //     read back add up to what the instance answered) and on hover, markers
@@ -28,9 +30,11 @@ const { step, watch } = T;
 const EDITOR = { name: "carol", password: crypto.randomBytes(12).toString("hex"), role: "editor" };
 const POLICY = "history-e2e";
 
-async function acquire(srv, app) {
+const POLICY2 = "history-e2e-b";
+
+async function acquire(srv, app, bucket = POLICY) {
   const res = await fetch(`http://127.0.0.1:${srv.apiPort}/permit.v1.RateLimitService/Acquire`, {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ bucket: POLICY, app }),
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ bucket, app }),
   });
   const json = await res.json();
   assert.equal(res.status, 200, `Acquire answered ${res.status} ${JSON.stringify(json)}`);
@@ -113,6 +117,8 @@ describe("the traffic history's pages in headless Chromium", () => {
     assert.match(await page.locator("#shadow-deny-list").innerText(), new RegExp(`${POLICY}: 2 would have been denied`));
     assert.match(await page.locator("#health-summary").innerText(), /^1 instance: every one sees Redis and MySQL\.$/);
     assert.match(await page.locator("#fleet .scope").innerText(), /Every permitd instance/);
+    assert.match(await page.locator("#denying .scope").innerText(),
+      /^Since \d\d:\d\d UTC \(the hour before this one and this one so far\), every permitd instance \(traffic history\)\.$/);
     await page.locator("#keys-denied-list").waitFor();
     await checkA11y(page, "overview");
     await page.screenshot({ path: path.join(SHOTS, "traffic-01-overview.png"), fullPage: true });
@@ -151,6 +157,9 @@ describe("the traffic history's pages in headless Chromium", () => {
     assert.deepEqual({ allowed, denied }, sent);
     assert.ok(markerSeen, "the bucket of the shadow switch names it");
     assert.equal(await card.locator(".chart-readout").innerText(), await slider.getAttribute("aria-valuetext"));
+    // Shadow mode's would-be denials: one scope, the fleet's since the switch.
+    assert.match(await card.locator("#history-shadow").innerText(),
+      /^Shadow mode: would have denied 2 since it was switched on at \w+ \d+ \w+ \d\d:\d\d UTC, every permitd instance/);
     // On hover: the tooltip with the same words.
     const box = await card.locator("svg").boundingBox();
     await page.mouse.move(box.x + box.width - 12, box.y + box.height / 2);
@@ -167,6 +176,43 @@ describe("the traffic history's pages in headless Chromium", () => {
     await card.getByRole("group", { name: "History range" }).getByRole("button", { name: "30 days" }).click();
     await page.waitForFunction(() => /each point a 2 hours bucket/.test(document.querySelector("#traffic-history .chart-unit")?.textContent || ""));
     assert.equal(await card.getByRole("slider").getAttribute("aria-valuemax"), "359");
+  });
+
+  step("the list shows each policy's allowed and denied with a trend, and sorts by them", async () => {
+    const made = await pageRpc(page, "PolicyService/CreatePolicy", {
+      policy: { name: POLICY2, apps: ["*"], maxPermits: "1", rate: "0.001", failureMode: "closed", enabled: true },
+    });
+    assert.equal(made.status, 200, JSON.stringify(made));
+    let got = [];
+    for (let i = 0; i < 100 && got.length < 4; i++) {
+      const res = await fetch(`http://127.0.0.1:${a.apiPort}/permit.v1.RateLimitService/Acquire`, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ bucket: POLICY2, app: "web" }),
+      });
+      const json = await res.json();
+      if (res.status === 200) got.push(json.allowed === true);
+      else await sleep(100);
+    }
+    assert.deepEqual(got, [true, false, false, false]);   // 1 allowed, 3 denied: 75 %
+    await page.goto(`${T.adminBase(a)}/#/`);
+    await page.locator("#policy-filter").fill("history-e2e");
+    const cell = (p) => page.locator(`tr[data-policy="${p}"] .trend-cell`);
+    // POLICY: 3 allowed, 4 denied (the shadow-mode takes were answered allowed
+    // and are not denials); POLICY2's history comes within a flush.
+    await page.waitForFunction(([p, q]) => document.querySelector(`tr[data-policy="${p}"] .traffic`)?.textContent === "7" &&
+      document.querySelector(`tr[data-policy="${q}"] .traffic`)?.textContent === "4", [POLICY, POLICY2], { timeout: 60_000 });
+    assert.equal(await cell(POLICY).locator(".trend-split").innerText(), "4 denied (57.1 %)");
+    assert.equal(await cell(POLICY2).locator(".trend-split").innerText(), "3 denied (75 %)");
+    assert.match(await cell(POLICY).getByRole("img").getAttribute("aria-label"),
+      /^Last hour in 5-minute buckets from \d\d:\d\d UTC, allowed\/denied: (\d+\/\d+, ){11}\d+\/\d+$/);
+    const order = () => page.locator("tbody tr[data-policy]").evaluateAll((rows) => rows.map((r) => r.dataset.policy));
+    await page.locator("#policy-direction").click();          // descending
+    await page.locator("#policy-order").selectOption("denied");
+    await page.waitForFunction(([p, q]) => [...document.querySelectorAll("tbody tr[data-policy]")].map((r) => r.dataset.policy).join() === `${p},${q}`, [POLICY, POLICY2]);
+    await page.locator("#policy-order").selectOption("denied_share");
+    await page.waitForFunction(([p, q]) => [...document.querySelectorAll("tbody tr[data-policy]")].map((r) => r.dataset.policy).join() === `${q},${p}`, [POLICY, POLICY2]);
+    assert.deepEqual(await order(), [POLICY2, POLICY]);
+    await checkA11y(page, "policies, fleet traffic column");
+    await page.screenshot({ path: path.join(SHOTS, "traffic-03-list.png"), fullPage: true });
   });
 
   step("an app's page lists the policies it uses", async () => {
