@@ -55,8 +55,16 @@ function show(cell, t, r) {
   replace(trend, bars(t, Number(r.startUnix || 0), Number(r.stepSeconds || 300)));
 }
 
-// names: the page's; cellOf(name): its cell (trendCell()) or undefined.
-export async function loadTrends(names, cellOf, signal) {
+// Whether every decision of t (these hours) named a key: the shared
+// bucket is then not what the callers use, and its gauge would read full.
+export function keyedOnly(t) {
+  const k = Number(t?.hoursKeyed || 0);
+  return k > 0 && k >= Number(t.hoursAllowed || 0) + Number(t.hoursDenied || 0);
+}
+
+// names: the page's; cellOf(name): its cell (trendCell()) or undefined;
+// onTrend(name, t): each policy's answer (null when unknown), after its cell.
+export async function loadTrends(names, cellOf, signal, onTrend = () => {}) {
   const key = names.join("\n");
   if (key !== last.key || Date.now() - last.at > TRENDS_MS || last.failed) {
     let r = null;
@@ -73,5 +81,6 @@ export async function loadTrends(names, cellOf, signal) {
   for (const name of names) {
     const cell = cellOf(name);
     if (cell) show(cell, last.failed ? null : last.by.get(name), last.r || {});
+    onTrend(name, last.failed ? null : last.by.get(name) || null);
   }
 }

@@ -12,6 +12,7 @@ import { confirmDelete } from "./dialogs.js";
 import * as fmt from "./format.js";
 import { renderHistory } from "./history.js";
 import { trafficCard } from "./view-traffic.js";
+import { keyedOnly, loadTrends } from "./listtraffic.js";
 import { hotKeysCard } from "./hotkeys.js";
 import { bucketInspector } from "./inspector.js";
 import { describeError } from "./notices.js";
@@ -226,6 +227,12 @@ export function detailView(main, { policy: name }) {
     const alg = fmt.algorithmOf(policy);
     sharedGauge.set(bucket, policy.maxPermits, alg);
     setText(sharedInfo, fmt.describeBucket(alg, { limit: policy.maxPermits, ...bucket }).summary);
+    // Callers that send keys leave the shared bucket full (issue 39).
+    await loadTrends([name], () => undefined, ac.signal, (_, t) => {
+      if (!keyedOnly(t)) return;
+      sharedGauge.unknown("per key", "every decision of these hours named a key");
+      setText(sharedInfo, "Not in use: every decision since the hour before this one named a key, and each key has a bucket of its own (see Hot keys, or inspect a key).");
+    });
   }, DETAIL_POLL_MS, ac.signal);
 
   // The range's totals per instance, as a table (who serves how much).

@@ -22,7 +22,7 @@ import { describeError } from "./notices.js";
 import { LIST_POLL_MS, poll, pollError } from "./poll.js";
 import { editHref, nav, policyHref } from "./router.js";
 import { POLICY, call, isEditor } from "./session.js";
-import { loadTrends, trendCell } from "./listtraffic.js";
+import { keyedOnly, loadTrends, trendCell } from "./listtraffic.js";
 import { appChips, emptyState, errorState, icon, loadingState, makeGauge, pageHead, statusBadges } from "./widgets.js";
 
 export function listView(main) {
@@ -216,7 +216,14 @@ export function listView(main) {
   // The page's policies' decisions over the fleet (the traffic history),
   // into each row's traffic cell; "unknown" when MySQL cannot say.
   async function loadTraffic(list) {
-    await loadTrends(list.map((p) => p.name || ""), (name) => rows.get(name)?.traffic, ac.signal);
+    await loadTrends(list.map((p) => p.name || ""), (name) => rows.get(name)?.traffic, ac.signal, (name, t) => {
+      // Callers that send keys never touch the shared bucket: its gauge
+      // would read full and say nothing (issue 39). Said in words instead.
+      const e = rows.get(name);
+      if (e && e.policy.enabled && keyedOnly(t)) {
+        e.gauge.unknown("per key", "every decision of these hours named a key: each key has a bucket of its own, and the shared one is not used");
+      }
+    });
   }
 
   function update(list, buckets, bucketsError) {

@@ -16,7 +16,10 @@
 -- The counters are those of /metrics' permitd_acquires_total:
 -- shadow_denied is what a policy in shadow mode would have denied (it was
 -- answered allowed and is not in allowed), passes what failure_mode open
--- let through while Redis did not decide.
+-- let through while Redis did not decide; keyed, of the decided takes
+-- (allowed, denied, shadow_denied), those that named a key: the rest went
+-- to the policy's shared bucket (the policy list's gauge says which is in
+-- use).
 --
 -- Keys: the primary key leads with the minute, so the rows are stored in
 -- the order they are written and the pruning deletes from its start;
@@ -45,6 +48,7 @@ CREATE TABLE traffic_minutes (
   shadow_denied BIGINT UNSIGNED NOT NULL DEFAULT 0,
   errors        BIGINT UNSIGNED NOT NULL DEFAULT 0,
   passes        BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  keyed         BIGINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (minute_unix, policy, app),
   KEY ix_traffic_minutes_policy (policy, minute_unix),
   KEY ix_traffic_minutes_app (app, minute_unix),
@@ -60,6 +64,7 @@ CREATE TABLE traffic_hours (
   shadow_denied BIGINT UNSIGNED NOT NULL DEFAULT 0,
   errors        BIGINT UNSIGNED NOT NULL DEFAULT 0,
   passes        BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  keyed         BIGINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (hour_unix, policy, app),
   KEY ix_traffic_hours_policy (policy, hour_unix),
   KEY ix_traffic_hours_app (app, hour_unix),

@@ -168,16 +168,20 @@ static int parse_group(const char *in, enum trafficdb_group *g)
 
 static int parse_order(const char *in, int *order)
 {
-    static const char *const names_[] = {"allowed", "denied", "shadow_denied", "errors",
-                                         "passes", "decided", "denied_share"};
+    static const struct { const char *name; int order; } orders[] = {
+        {"allowed", TRAFFICDB_ALLOWED}, {"denied", TRAFFICDB_DENIED},
+        {"shadow_denied", TRAFFICDB_SHADOW_DENIED}, {"errors", TRAFFICDB_ERRORS},
+        {"passes", TRAFFICDB_PASSES}, {"decided", TRAFFICDB_ORDER_DECIDED},
+        {"denied_share", TRAFFICDB_ORDER_DENIED_SHARE},
+    };
 
     if (in[0] == '\0') {
         *order = TRAFFICDB_DENIED;
         return 0;
     }
-    for (int i = 0; i < (int)(sizeof(names_) / sizeof(names_[0])); i++) {
-        if (strcmp(in, names_[i]) == 0) {
-            *order = i;
+    for (size_t i = 0; i < sizeof(orders) / sizeof(orders[0]); i++) {
+        if (strcmp(in, orders[i].name) == 0) {
+            *order = orders[i].order;
             return 0;
         }
     }
@@ -257,7 +261,7 @@ static int get_trends(void *ud, struct connect_call *call, const ProtobufCMessag
     const Permit__V1__GetTrafficTrendsRequest *rq = (const void *)in_;
     Permit__V1__GetTrafficTrendsResponse *rs = (void *)out_;
     size_t n = rq->n_policies, nb = TRENDS_BUCKETS;
-    uint64_t *allowed = NULL, *denied = NULL, *hours_a = NULL, *hours_d = NULL;
+    uint64_t *allowed = NULL, *denied = NULL, *hours_a = NULL, *hours_d = NULL, *hours_k = NULL;
     int64_t now = (int64_t)time(NULL), to, from, hours_to = (now / 3600 + 1) * 3600;
     char me[129];
     int rc;
@@ -274,18 +278,19 @@ static int get_trends(void *ud, struct connect_call *call, const ProtobufCMessag
     denied = calloc(n * nb + 1, sizeof(*denied));
     hours_a = calloc(n + 1, sizeof(*hours_a));
     hours_d = calloc(n + 1, sizeof(*hours_d));
-    if (allowed == NULL || denied == NULL || hours_a == NULL || hours_d == NULL) {
+    hours_k = calloc(n + 1, sizeof(*hours_k));
+    if (allowed == NULL || denied == NULL || hours_a == NULL || hours_d == NULL || hours_k == NULL) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         goto out;
     }
     pthread_mutex_lock(&s->lock);
     rc = trafficdb_trends(s->db, (const char *const *)rq->policies, n, from, to, TRENDS_STEP,
-                          allowed, denied, err);
+                          allowed, denied, NULL, err);
     /* The hours the list's fleet orders sort by (listing.c): one bucket. */
     if (rc == PERMITD_OK)
         rc = trafficdb_trends(s->db, (const char *const *)rq->policies, n,
                               hours_to - LISTING_FLEET_SECONDS, hours_to, LISTING_FLEET_SECONDS,
-                              hours_a, hours_d, err);
+                              hours_a, hours_d, hours_k, err);
     pthread_mutex_unlock(&s->lock);
     if (rc != PERMITD_OK)
         goto out;
@@ -315,6 +320,7 @@ static int get_trends(void *ud, struct connect_call *call, const ProtobufCMessag
         t->denied = d;
         t->hours_allowed = (int64_t)hours_a[i];
         t->hours_denied = (int64_t)hours_d[i];
+        t->hours_keyed = (int64_t)hours_k[i];
         t->n_allowed = t->n_denied = nb;
         rs->trends[rs->n_trends++] = t;
     }
@@ -323,6 +329,7 @@ out:
     free(denied);
     free(hours_a);
     free(hours_d);
+    free(hours_k);
     return rc;
 }
 

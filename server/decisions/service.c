@@ -143,6 +143,8 @@ static void count_decision(struct service *s, struct hotkeys_worker *hot,
                    : r->shadow  ? TRAFFIC_SHADOW_DENIED
                    : r->allowed ? TRAFFIC_ALLOWED
                                 : TRAFFIC_DENIED);
+    if (lr->key != NULL && lr->key[0] != '\0')
+        traffic_record(s->traffic, lr->bucket, lr->app, TRAFFIC_KEYED);
     hotkeys_record(hot, lr->bucket, lr->key,
                    r->allowed && !r->shadow ? HOTKEYS_ALLOWED : HOTKEYS_DENIED);
 }

@@ -28,6 +28,8 @@ enum traffic_counter {
     TRAFFIC_SHADOW_DENIED,  /* a policy in shadow mode would have denied (answered allowed) */
     TRAFFIC_ERRORS,         /* answered with an error */
     TRAFFIC_PASSES,         /* let through by failure_mode open, Redis not deciding */
+    TRAFFIC_KEYED,          /* of the decided takes above, those that named a key (the
+                             * shared bucket's are the rest: the list's gauge, issue 39) */
     TRAFFIC_COUNTERS
 };
 

@@ -31,7 +31,7 @@
 #include "stores/trafficdb.h"
 
 static const char *const columns[TRAFFICDB_COUNTERS] = {
-    "allowed", "denied", "shadow_denied", "errors", "passes"};
+    "allowed", "denied", "shadow_denied", "errors", "passes", "keyed"};
 
 struct trafficdb {
     struct dbconn_kept conn;
@@ -131,19 +131,20 @@ int trafficdb_add(struct trafficdb *d, const struct trafficdb_row *rows, size_t 
             size_t end = i + TRAFFICDB_ROWS_PER_INSERT < n ? i + TRAFFICDB_ROWS_PER_INSERT : n;
             sql.len = 0;
             add(&sql, "INSERT INTO %s (policy, %s, app, allowed, denied, shadow_denied, errors, "
-                      "passes) VALUES ", hours ? "traffic_hours" : "traffic_minutes",
+                      "passes, keyed) VALUES ", hours ? "traffic_hours" : "traffic_minutes",
                 hours ? "hour_unix" : "minute_unix");
             for (size_t k = i; k < end; k++) {
                 const struct trafficdb_row *r = &rows[k];
                 add(&sql, "%s('%s', %" PRId64 ", '%s', %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %"
-                    PRIu64 ", %" PRIu64 ")", k > i ? ", " : "", r->policy,
+                    PRIu64 ", %" PRIu64 ", %" PRIu64 ")", k > i ? ", " : "", r->policy,
                     hours ? r->minute - r->minute % 3600 : r->minute, r->app,
-                    r->v[0], r->v[1], r->v[2], r->v[3], r->v[4]);
+                    r->v[0], r->v[1], r->v[2], r->v[3], r->v[4], r->v[5]);
             }
             add(&sql, " ON DUPLICATE KEY UPDATE allowed = allowed + VALUES(allowed), "
                       "denied = denied + VALUES(denied), "
                       "shadow_denied = shadow_denied + VALUES(shadow_denied), "
-                      "errors = errors + VALUES(errors), passes = passes + VALUES(passes)");
+                      "errors = errors + VALUES(errors), passes = passes + VALUES(passes), "
+                      "keyed = keyed + VALUES(keyed)");
             if (sql.oom)
                 rc = permitd_error_set(err, PERMITD_EINTERNAL, "traffic: out of memory");
             else
@@ -286,7 +287,7 @@ static long index_of(const char *const *policies, size_t n, const char *name)
 }
 
 int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n, int64_t from,
-                     int64_t to, int step, uint64_t *allowed, uint64_t *denied,
+                     int64_t to, int step, uint64_t *allowed, uint64_t *denied, uint64_t *keyed,
                      struct permitd_error *err)
 {
     struct text sql = {0};
@@ -305,6 +306,8 @@ int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n,
     nb = (size_t)((to - from) / step);
     memset(allowed, 0, n * nb * sizeof(*allowed));
     memset(denied, 0, n * nb * sizeof(*denied));
+    if (keyed != NULL)
+        memset(keyed, 0, n * nb * sizeof(*keyed));
     for (size_t i = 0; i < n; i++)
         if (policy_check_name("policies", policies[i], err) != PERMITD_OK)
             return PERMITD_EINVAL;
@@ -314,7 +317,8 @@ int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n,
         return rc;
     /* Names by the rule hold no quote nor backslash: written as they are. */
     add(&sql, "SELECT policy, %s - (%s - %" PRId64 ") %% %d AS b, CAST(SUM(allowed) AS UNSIGNED), "
-              "CAST(SUM(denied) AS UNSIGNED) FROM %s FORCE INDEX (ix_%s_policy) WHERE policy IN (",
+              "CAST(SUM(denied) AS UNSIGNED), CAST(SUM(keyed) AS UNSIGNED) FROM %s FORCE INDEX "
+              "(ix_%s_policy) WHERE policy IN (",
         col, col, from, step, table, table);
     for (size_t i = 0; i < n; i++)
         add(&sql, "%s'%s'", i ? ", " : "", policies[i]);
@@ -332,6 +336,8 @@ int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n,
             continue;
         allowed[(size_t)i * nb + (size_t)((b - from) / step)] = row[2] ? strtoull(row[2], NULL, 10) : 0;
         denied[(size_t)i * nb + (size_t)((b - from) / step)] = row[3] ? strtoull(row[3], NULL, 10) : 0;
+        if (keyed != NULL)
+            keyed[(size_t)i * nb + (size_t)((b - from) / step)] = row[4] ? strtoull(row[4], NULL, 10) : 0;
     }
     mysql_free_result(res);
     return PERMITD_OK;

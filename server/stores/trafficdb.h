@@ -22,7 +22,7 @@
  * enum traffic_counter). */
 enum {
     TRAFFICDB_ALLOWED, TRAFFICDB_DENIED, TRAFFICDB_SHADOW_DENIED, TRAFFICDB_ERRORS,
-    TRAFFICDB_PASSES, TRAFFICDB_COUNTERS
+    TRAFFICDB_PASSES, TRAFFICDB_KEYED, TRAFFICDB_COUNTERS
 };
 
 #define TRAFFICDB_NAME_MAX 128
@@ -100,12 +100,13 @@ int trafficdb_series(struct trafficdb *d, const char *policy, const char *app, i
  * policies (names by the policy-name rule, at most TRAFFICDB_TRENDS_MAX),
  * all apps summed: allowed[i * nb + b] and denied[i * nb + b] (nb = (to -
  * from) / step, the caller's arrays, zeroed here) for policy i and bucket
- * b (buckets from `from`, a whole minute; to - from a multiple of step).
+ * b (buckets from `from`, a whole minute; to - from a multiple of step);
+ * keyed (NULL: not wanted) the same of the takes that named a key.
  * One statement whatever n: the policy list's trend column. A step of
  * whole hours (from a whole hour) reads traffic_hours. */
 #define TRAFFICDB_TRENDS_MAX 500
 int trafficdb_trends(struct trafficdb *d, const char *const *policies, size_t n, int64_t from,
-                     int64_t to, int step, uint64_t *allowed, uint64_t *denied,
+                     int64_t to, int step, uint64_t *allowed, uint64_t *denied, uint64_t *keyed,
                      struct permitd_error *err);
 
 /* The sums over [from, to) (multiples of 3600: read from traffic_hours,

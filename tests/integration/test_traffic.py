@@ -132,6 +132,7 @@ class TrafficTest(AdminCase):
         self.assertEqual((num(tr["trends"][0], "hoursAllowed"), num(tr["trends"][0], "hoursDenied")),
                          (5, 6))
         self.assertEqual(num(tr, "hoursStartUnix") % 3600, 0)
+        self.assertEqual(num(tr["trends"][0], "hoursKeyed"), 0)     # the shared bucket's
         self.assertGreater(num(tr, "hoursStartUnix"), time.time() - 7200)
         # One row per (policy, minute, app): the instances added into it.
         rows = self.sql("SELECT app, COUNT(*) FROM traffic_minutes WHERE policy = '%s' "
@@ -198,6 +199,23 @@ class TrafficTest(AdminCase):
         self.assertEqual(self.send(hq, name, 3, app="other")["allowed"], 3)
         self.assertEqual(q.stop(), 0, q.output())
         self.assertEqual(self.sums(ed, name, "other")["allowed"], 7)
+
+    def test_takes_with_a_key_are_counted_as_keyed(self):
+        ed = self.editor()
+        name = self.name("keyed")
+        ed.create(name, max_permits=100, rate="1")
+        p = self.start("--traffic-flush-ms", "1000")
+        http = p.http()
+        self.ready(http, name)
+        for i in range(3):
+            self.assertTrue(decision(http.acquire(name, key="user-%d" % i))["allowed"])
+        self.assertTrue(decision(http.acquire(name))["allowed"])     # the shared bucket
+
+        def keyed():
+            t = ed.ok(ed.call(TRAFFIC, "GetTrafficTrends", {"policies": [name]}))["trends"][0]
+            return num(t, "hoursAllowed"), num(t, "hoursKeyed")
+        wait_for("4 allowed, 3 with a key", lambda: keyed() == (4, 3), timeout=90)
+        self.assertEqual(p.stop(), 0, p.output())
 
     def test_rows_past_the_retention_are_deleted(self):
         ed = self.editor()

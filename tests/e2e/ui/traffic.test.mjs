@@ -213,6 +213,34 @@ describe("the traffic history's pages in headless Chromium", () => {
     assert.deepEqual(await order(), [POLICY2, POLICY]);
     await checkA11y(page, "policies, fleet traffic column");
     await page.screenshot({ path: path.join(SHOTS, "traffic-03-list.png"), fullPage: true });
+    // A policy whose callers send keys: its shared bucket, never touched,
+    // would read full; the gauge says "per key" instead.
+    const KEYS = "keys-e2e";
+    const k = await pageRpc(page, "PolicyService/CreatePolicy", {
+      policy: { name: KEYS, apps: ["*"], maxPermits: "5", rate: "1", failureMode: "closed", enabled: true },
+    });
+    assert.equal(k.status, 200, JSON.stringify(k));
+    let sentKeys = 0;
+    for (let i = 0; i < 100 && sentKeys < 3; i++) {
+      const res = await fetch(`http://127.0.0.1:${a.apiPort}/permit.v1.RateLimitService/Acquire`, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ bucket: KEYS, app: "web", key: `user-${i}` }),
+      });
+      await res.arrayBuffer();
+      if (res.status === 200) sentKeys++;
+      else await sleep(100);
+    }
+    await page.locator("#policy-filter").fill(KEYS);
+    const gauge = page.locator(`tr[data-policy="${KEYS}"]`).getByRole("meter");
+    await page.waitForFunction((p) => document.querySelector(`tr[data-policy="${p}"] .traffic`)?.textContent === "3", KEYS, { timeout: 60_000 });
+    await page.waitForFunction((p) => /per key/.test(document.querySelector(`tr[data-policy="${p}"] [role=meter]`)?.textContent || ""), KEYS);
+    assert.match(await gauge.getAttribute("aria-valuetext"), /every decision of these hours named a key/);
+    // The shared-bucket policies keep their gauge.
+    await page.locator("#policy-filter").fill("history-e2e");
+    await page.locator(`tr[data-policy="${POLICY2}"]`).waitFor();
+    assert.doesNotMatch(await page.locator(`tr[data-policy="${POLICY2}"]`).getByRole("meter").innerText(), /per key/);
+    await page.goto(`${T.adminBase(a)}/#/policy/${KEYS}`);
+    await page.locator('section[aria-labelledby="shared-h"] p.muted').filter({ hasText: /^Not in use: every decision/ }).waitFor();
+    assert.match(await page.locator('section[aria-labelledby="shared-h"]').getByRole("meter").innerText(), /per key/);
   });
 
   step("an app's page lists the policies it uses", async () => {
