@@ -3,9 +3,11 @@
  * --traffic-flush-ms (60 s by default, aligned to the clock) a thread of
  * its own reads this instance's running totals per policy and app
  * (decisions/traffic.h) and adds what changed since its last flush to
- * MySQL's traffic_minutes (stores/trafficdb.h), in the row of the minute
- * the flush closes. Every instance adds its own counts into the same rows,
- * so the history is the fleet's; an instance that dies loses what it had
+ * MySQL's traffic_minutes and traffic_hours (stores/trafficdb.h), in the
+ * rows of the minute the flush closes, with one row more for the sum of
+ * every policy (the fleet's series). Every instance adds its own counts
+ * into the same rows, so the history is the fleet's; an instance that dies
+ * loses what it had
  * not flushed (at most one flush period, a minute by default), and no
  * other instance's. Rows older than --traffic-history-days are deleted by
  * every instance, at most once a minute, in batches.
