@@ -18,6 +18,7 @@ import { confirmAction, createAppDialog, issueKeyDialog } from "./appdialogs.js"
 import * as fmt from "./format.js";
 import { describeError, toast } from "./notices.js";
 import { policyHref } from "./router.js";
+import { appHref } from "./view-traffic.js";
 import { APPS, call, isEditor } from "./session.js";
 import { badge, emptyState, errorState, icon, loadingState, pageHead } from "./widgets.js";
 
@@ -115,6 +116,8 @@ export function appsView(main) {
         policies.length
           ? policies.map((p, j) => [j ? ", " : "", h("a", { href: policyHref(p) }, p)])
           : h("span", { class: "muted" }, "no policy lists it")),
+      // What its requests were answered, per policy (issue 39: view-app.js).
+      h("p", { class: "app-traffic" }, h("a", { class: "btn btn-small", href: appHref(app.name) }, `Traffic of ${app.name}`)),
       keys.length
         ? h("div", { class: "table-scroll" }, h("table", { class: "keys" },
           h("caption", {}, `Keys of ${app.name}: ${live} in use${keys.length > live ? `, ${keys.length - live} revoked or expired` : ""}`),

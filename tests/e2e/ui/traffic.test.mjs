@@ -244,7 +244,14 @@ describe("the traffic history's pages in headless Chromium", () => {
   });
 
   step("an app's page lists the policies it uses", async () => {
-    await page.goto(`${T.adminBase(a)}/#/app/web`);
+    // Reached from the Apps page (an app made there: with --app-auth off
+    // the name a request gives needs none).
+    const made = await pageRpc(page, "AppService/CreateApp", { name: "web", description: "the web tier" });
+    assert.equal(made.status, 200, JSON.stringify(made));
+    await page.goto(`${T.adminBase(a)}/#/apps`);
+    const link = page.getByRole("link", { name: "Traffic of web" });
+    assert.equal(await link.getAttribute("href"), "#/app/web");
+    await link.click();
     await page.getByRole("heading", { name: "App web", level: 1 }).waitFor();
     const row = page.locator(`#history-policies-table tr[data-name="${POLICY}"]`);
     await row.waitFor();
