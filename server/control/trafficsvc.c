@@ -114,10 +114,10 @@ static int get_series(void *ud, struct connect_call *call, const ProtobufCMessag
     const Permit__V1__GetTrafficSeriesRequest *rq = (const void *)in_;
     Permit__V1__GetTrafficSeriesResponse *rs = (void *)out_;
     struct trafficdb_point *v = NULL;
-    int64_t from, to, *cols[TRAFFICDB_COUNTERS];
+    int64_t from = 0, to = 0, *cols[TRAFFICDB_COUNTERS];
     char me[129];
     size_t n = 0;
-    int step, rc;
+    int step = 60, rc;
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, ADMIN_VIEWER, me, sizeof(me), err)) != PERMITD_OK ||
@@ -196,10 +196,10 @@ static int get_totals(void *ud, struct connect_call *call, const ProtobufCMessag
     Permit__V1__GetTrafficTotalsResponse *rs = (void *)out_;
     struct trafficdb_total *v = NULL;
     enum trafficdb_group group;
-    int64_t from, to;
+    int64_t from = 0, to = 0;
     char me[129];
     size_t n = 0;
-    int step, order, rc;
+    int step = 3600, order = 0, rc;
 
     (void)scratch;
     if ((rc = admin_authenticate(s->admin, call, ADMIN_VIEWER, me, sizeof(me), err)) != PERMITD_OK ||
