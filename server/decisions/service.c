@@ -138,13 +138,12 @@ static void count_decision(struct service *s, struct hotkeys_worker *hot,
                          : r->allowed ? STATS_RESULT_ALLOWED
                                       : STATS_RESULT_DENIED);
     }
-    traffic_record(s->traffic, lr->bucket, lr->app,
-                   r->open_pass ? TRAFFIC_PASSES
-                   : r->shadow  ? TRAFFIC_SHADOW_DENIED
-                   : r->allowed ? TRAFFIC_ALLOWED
-                                : TRAFFIC_DENIED);
-    if (lr->key != NULL && lr->key[0] != '\0')
-        traffic_record(s->traffic, lr->bucket, lr->app, TRAFFIC_KEYED);
+    traffic_record_take(s->traffic, lr->bucket, lr->app,
+                        r->open_pass ? TRAFFIC_PASSES
+                        : r->shadow  ? TRAFFIC_SHADOW_DENIED
+                        : r->allowed ? TRAFFIC_ALLOWED
+                                     : TRAFFIC_DENIED,
+                        !r->open_pass && lr->key != NULL && lr->key[0] != '\0');
     hotkeys_record(hot, lr->bucket, lr->key,
                    r->allowed && !r->shadow ? HOTKEYS_ALLOWED : HOTKEYS_DENIED);
 }

@@ -153,8 +153,8 @@ static struct pair *find(struct traffic *t, const char *policy, const char *app,
     return p;
 }
 
-void traffic_record(struct traffic *t, const char *policy, const char *app,
-                    enum traffic_counter c)
+void traffic_record_take(struct traffic *t, const char *policy, const char *app,
+                         enum traffic_counter c, int keyed)
 {
     struct pair *p;
 
@@ -179,6 +179,14 @@ void traffic_record(struct traffic *t, const char *policy, const char *app,
         return;
     }
     atomic_fetch_add_explicit(&p->total[c], 1, memory_order_relaxed);
+    if (keyed)
+        atomic_fetch_add_explicit(&p->total[TRAFFIC_KEYED], 1, memory_order_relaxed);
+}
+
+void traffic_record(struct traffic *t, const char *policy, const char *app,
+                    enum traffic_counter c)
+{
+    traffic_record_take(t, policy, app, c, 0);
 }
 
 void traffic_totals(struct traffic *t,

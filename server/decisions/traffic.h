@@ -52,6 +52,11 @@ void traffic_free(struct traffic *t);
 void traffic_record(struct traffic *t, const char *policy, const char *app,
                     enum traffic_counter c);
 
+/* traffic_record() of c, and of TRAFFIC_KEYED too when keyed is set, with
+ * one lookup of the pair: a decided take that named a key. */
+void traffic_record_take(struct traffic *t, const char *policy, const char *app,
+                         enum traffic_counter c, int keyed);
+
 /* Calls each() for every pair with a place, in the order they took them
  * (place 0 first), with its running totals since start (never going
  * down). Places are never reused, so place identifies the pair for the

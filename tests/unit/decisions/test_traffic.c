@@ -66,6 +66,8 @@ static void test_traffic_counts_per_policy_and_app(void)
     traffic_record(t, "pay", "jobs", TRAFFIC_SHADOW_DENIED);
     traffic_record(t, "pay", NULL, TRAFFIC_ERRORS);
     traffic_record(t, "search", "web", TRAFFIC_PASSES);
+    traffic_record_take(t, "search", "web", TRAFFIC_DENIED, 1);
+    traffic_record_take(t, "search", "web", TRAFFIC_ALLOWED, 0);
     traffic_totals(t, each, &s);
     CHECK((v = find(&s, "pay/web")) != NULL);
     if (v != NULL) {
@@ -75,6 +77,11 @@ static void test_traffic_counts_per_policy_and_app(void)
     CHECK((v = find(&s, "pay/jobs")) != NULL && v[TRAFFIC_SHADOW_DENIED] == 1);
     CHECK((v = find(&s, "pay/")) != NULL && v[TRAFFIC_ERRORS] == 1);
     CHECK((v = find(&s, "search/web")) != NULL && v[TRAFFIC_PASSES] == 1);
+    if (v != NULL) {
+        CHECK_INT(v[TRAFFIC_DENIED], 1);
+        CHECK_INT(v[TRAFFIC_ALLOWED], 1);
+        CHECK_INT(v[TRAFFIC_KEYED], 1);         /* the denied take named a key */
+    }
     /* "pay"+"web" is not "payw"+"eb". */
     CHECK(find(&s, "payw/eb") == NULL);
     CHECK_INT(traffic_dropped(t), 0);
