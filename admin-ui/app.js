@@ -39,6 +39,8 @@ import { instancesView } from "./view-instances.js";
 import { auditView } from "./view-audit.js";
 import { usersView } from "./view-users.js";
 import { missingView } from "./view-missing.js";
+import { overviewView } from "./view-overview.js";
+import { appView } from "./view-app.js";
 import { errorState, loadingState } from "./widgets.js";
 
 onSessionExpired(sessionExpired);
@@ -52,7 +54,7 @@ ui.skipLink.addEventListener("click", (e) => {
 });
 startRouter({ list: listView, detail: detailView, edit: editView, apps: appsView, gateway: gatewayView,
               envoy: envoyView, instances: instancesView, audit: auditView, users: usersView,
-              missing: missingView });
+              missing: missingView, overview: overviewView, app: appView });
 
 // Asks who the session cookie belongs to: the page the address names, or
 // the sign-in page; if permitd does not answer, an error with Retry.

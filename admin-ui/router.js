@@ -1,7 +1,8 @@
 // router.js - the address after # names the page: #/ the policies, #/new
 // the create form, #/apps the apps and their keys, #/gateway the gateway rules,
 // #/envoy the Envoy descriptors, #/instances the permitd instances (issue 23),
-// #/audit every change, #/users the users (admins), #/policy/NAME its detail,
+// #/audit every change, #/users the users (admins), #/overview the fleet at a
+// glance and #/app/NAME an app's traffic (issue 39), #/policy/NAME its detail,
 // #/policy/NAME/edit its form;
 // anything else is "not found". render() disposes the page shown (its polls
 // stop) and builds the one the address names, from the views that
@@ -58,6 +59,8 @@ export function parseRoute(hash) {
   if (parts.length === 1 && parts[0] === "instances") return { name: "instances" };
   if (parts.length === 1 && parts[0] === "users") return { name: "users" };
   if (parts.length === 1 && parts[0] === "audit") return { name: "audit" };
+  if (parts.length === 1 && parts[0] === "overview") return { name: "overview" };
+  if (parts.length === 2 && parts[0] === "app" && parts[1]) return { name: "app", app: parts[1] };
   if (parts[0] === "policy" && parts[1]) {
     if (parts.length === 2) return { name: "detail", policy: parts[1] };
     if (parts.length === 3 && parts[2] === "edit") return { name: "edit", policy: parts[1] };

@@ -11,6 +11,7 @@ export const APPS = "AppService";
 export const FLEET = "FleetService";
 export const USERS = "UserService";
 export const AUDIT = "AuditService";
+export const TRAFFIC = "TrafficService";
 
 export const session = {
   user: null,          // { username, role }

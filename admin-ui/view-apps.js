@@ -19,6 +19,7 @@ import * as fmt from "./format.js";
 import { describeError, toast } from "./notices.js";
 import { policyHref } from "./router.js";
 import { appOverridesLine } from "./overrides.js";
+import { appHref } from "./view-traffic.js";
 import { APPS, call, isEditor } from "./session.js";
 import { badge, emptyState, errorState, icon, loadingState, pageHead } from "./widgets.js";
 
@@ -118,6 +119,8 @@ export function appsView(main) {
           : h("span", { class: "muted" }, "no policy lists it")),
       // Its overrides across policies (issue 37).
       appOverridesLine(app.name, ac.signal),
+      // What its requests were answered, per policy (issue 39: view-app.js).
+      h("p", { class: "app-traffic" }, h("a", { class: "btn btn-small", href: appHref(app.name) }, `Traffic of ${app.name}`)),
       keys.length
         ? h("div", { class: "table-scroll" }, h("table", { class: "keys" },
           h("caption", {}, `Keys of ${app.name}: ${live} in use${keys.length > live ? `, ${keys.length - live} revoked or expired` : ""}`),

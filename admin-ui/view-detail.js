@@ -11,6 +11,8 @@ import { drawChart } from "./chart.js";
 import { confirmDelete } from "./dialogs.js";
 import * as fmt from "./format.js";
 import { renderHistory } from "./history.js";
+import { trafficCard } from "./view-traffic.js";
+import { keyedOnly, loadTrends } from "./listtraffic.js";
 import { hotKeysCard } from "./hotkeys.js";
 import { bucketInspector } from "./inspector.js";
 import { overridesCard } from "./overrides.js";
@@ -151,6 +153,7 @@ export function detailView(main, { policy: name }) {
           h("p", { class: "muted small", id: "chart-scope" }, "Acquire calls answered by every permitd instance of the fleet, summed"),
           chartBox, chartLegend, shadowNote,
           h("div", { class: "breakdown-head" }, breakdownButton), breakdown),
+        trafficCard({ policy: name }, ac.signal).el,
         h("section", { class: "card", "aria-labelledby": "inspect-h" },
           h("h2", { id: "inspect-h" }, "Bucket inspector"), inspector.el),
         h("section", { class: "card span-3", "aria-labelledby": "hot-h" },
@@ -262,6 +265,12 @@ export function detailView(main, { policy: name }) {
     const alg = fmt.algorithmOf(policy);
     sharedGauge.set(bucket, policy.maxPermits, alg);
     setText(sharedInfo, fmt.describeBucket(alg, { limit: policy.maxPermits, ...bucket }).summary);
+    // Callers that send keys leave the shared bucket full (issue 39).
+    await loadTrends([name], () => undefined, ac.signal, (_, t) => {
+      if (!keyedOnly(t)) return;
+      sharedGauge.unknown("per key", "every decision of these hours named a key");
+      setText(sharedInfo, "Not in use: every decision since the hour before this one named a key, and each key has a bucket of its own (see Hot keys, or inspect a key).");
+    });
   }, DETAIL_POLL_MS, ac.signal);
 
   // The range's totals per instance, as a table (who serves how much).

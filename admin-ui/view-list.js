@@ -5,10 +5,13 @@
 // or a refresh is dropped rather than waited for),
 // an order (name, traffic, bucket level), previous/next and "51–100 of
 // 10,000"; edit/delete for editors, and the rows of MySQL the sync skipped.
-// Each row's traffic is the fleet's (issue 23): every instance's Acquires of
-// the last minute, summed (FleetService.GetFleetTraffic). While Redis does
-// not answer, a banner says so and the gauges read "unknown": a level of
-// 0 / N would say every bucket is empty.
+// Each row's traffic is the fleet's (issue 39): every instance's decisions
+// since the start of the hour before this one, allowed and denied, from the
+// traffic history (TrafficService.GetTrafficTrends), with a trend of the
+// last hour; the orders by decisions, denials and share denied sort by the
+// same numbers (ListPolicies' fleet orders). While Redis does not answer, a
+// banner says so and the gauges read "unknown": a level of 0 / N would say
+// every bucket is empty.
 // A refresh asks for the page on screen only. Rows are updated in place on
 // every poll, so focus and the filter survive a refresh.
 import { RpcError } from "./api.js";
@@ -18,7 +21,8 @@ import * as fmt from "./format.js";
 import { describeError } from "./notices.js";
 import { LIST_POLL_MS, poll, pollError } from "./poll.js";
 import { editHref, nav, policyHref } from "./router.js";
-import { FLEET, POLICY, call, isEditor } from "./session.js";
+import { POLICY, call, isEditor } from "./session.js";
+import { keyedOnly, loadTrends, trendCell } from "./listtraffic.js";
 import { appChips, emptyState, errorState, icon, loadingState, makeGauge, pageHead, statusBadges } from "./widgets.js";
 
 export function listView(main) {
@@ -44,7 +48,7 @@ export function listView(main) {
   // Says how many rows a filter leaves; changes only when that count does.
   const filterStatus = h("p", { class: "sr-only", role: "status", id: "policy-filter-status" });
   const tbody = h("tbody");
-  const headers = ["Name", "Apps", "Max permits", "Limit", "Shared bucket", "Traffic (fleet, last min)", "Status"];
+  const headers = ["Name", "Apps", "Max permits", "Limit", "Shared bucket", "Decisions (fleet, this hour and last)", "Status"];
   // Fixed column widths (style.css, .policy-list): the content that comes
   // with the data (names, gauges, traffic) cannot widen a column past the
   // page, nor move the columns beside it when it comes (issue 40).
@@ -57,9 +61,11 @@ export function listView(main) {
     tbody);
   const order = h("select", { id: "policy-order", class: "order" },
     h("option", { value: "name" }, "Name"),
-    // The order is made on the server from its own counts (ListPolicies);
-    // the column beside it is the fleet's.
-    h("option", { value: "traffic" }, "Traffic on this instance (last minute)"),
+    // The fleet's, as the traffic column shows them (ListPolicies reads
+    // the same hours of the traffic history).
+    h("option", { value: "decided" }, "Decisions (fleet)"),
+    h("option", { value: "denied" }, "Denied (fleet)"),
+    h("option", { value: "denied_share" }, "Share denied (fleet)"),
     h("option", { value: "level" }, "Bucket level"));
   const orderLabel = h("label", { for: "policy-order", class: "order-label" }, "Sort by");
   const direction = h("button", { type: "button", class: "btn btn-small", id: "policy-direction", "aria-pressed": "false" }, "Descending");
@@ -114,7 +120,7 @@ export function listView(main) {
         h("span", { class: "rate", title: fmt.describeLimits(p) }, fmt.limitsShort(p)),
         h("span", { class: "algo" }, fmt.algorithmInfo(fmt.algorithmOf(p)).label)),
       h("td", { class: "cell-gauge", "data-label": "Shared bucket" }, gauge.el),
-      h("td", { class: "num cell-traffic", "data-label": "Traffic (fleet, last min)" }, traffic),
+      h("td", { class: "num cell-traffic", "data-label": "Decisions (fleet, this hour and last)" }, traffic),
       h("td", { "data-label": "Status" }, statusBadges(p)),
     ];
     if (editor) {
@@ -207,32 +213,17 @@ export function listView(main) {
     refresher.now();
   });
 
-  // The last minute's Acquires of the page's policies over the fleet, into
-  // each row's traffic cell; "unknown" when Redis cannot say.
+  // The page's policies' decisions over the fleet (the traffic history),
+  // into each row's traffic cell; "unknown" when MySQL cannot say.
   async function loadTraffic(list) {
-    let r = null;
-    if (list.length > 0) {
-      try {
-        r = await call(FLEET, "GetFleetTraffic", { policies: list.map((p) => p.name || "") }, ac.signal);
-      } catch (err) {
-        if (ac.signal.aborted || (err instanceof RpcError && err.code === "unauthenticated")) return;
+    await loadTrends(list.map((p) => p.name || ""), (name) => rows.get(name)?.traffic, ac.signal, (name, t) => {
+      // Callers that send keys never touch the shared bucket: its gauge
+      // would read full and say nothing (issue 39). Said in words instead.
+      const e = rows.get(name);
+      if (e && e.policy.enabled && keyedOnly(t)) {
+        e.gauge.unknown("per key", "every decision of these hours named a key: each key has a bucket of its own, and the shared one is not used");
       }
-    }
-    if (ac.signal.aborted) return;
-    const by = new Map((r?.traffic || []).map((t) => [t.policy, t]));
-    for (const p of list) {
-      const e = rows.get(p.name || "");
-      if (!e) continue;
-      const t = by.get(p.name);
-      if (!t) {
-        setText(e.traffic, "unknown");
-        e.traffic.title = "the fleet's counts could not be read from Redis";
-        continue;
-      }
-      const [a, d] = [Number(t.allowed || 0), Number(t.denied || 0)];
-      setText(e.traffic, `${fmt.formatNumber(a + d, 0)}`);
-      e.traffic.title = `${fmt.formatNumber(a, 0)} allowed, ${fmt.formatNumber(d, 0)} denied in the last minute, all instances`;
-    }
+    });
   }
 
   function update(list, buckets, bucketsError) {
@@ -253,7 +244,7 @@ export function listView(main) {
       let e = rows.get(name);
       const sig = signature(p);
       if (!e) {
-        e = { tr: h("tr", { dataset: { policy: name } }), gauge: makeGauge(`Permits available in the shared bucket of ${name}`), traffic: h("span", { class: "traffic" }, "…"), sig: "", policy: p };
+        e = { tr: h("tr", { dataset: { policy: name } }), gauge: makeGauge(`Permits available in the shared bucket of ${name}`), traffic: trendCell(), sig: "", policy: p };
         rows.set(name, e);
         if (nav.flashPolicy === name) {
           e.tr.classList.add("flash");
@@ -320,7 +311,7 @@ export function listView(main) {
     update(r.policies || [], r.buckets || [], r.bucketsError || "");
     redisDown.hidden = !r.bucketsError;
     if (r.bucketsError) {
-      setText(redisDown, `Redis is not answering: bucket levels and traffic are unknown until it does (${r.bucketsError}). Acquire calls follow each policy's failure mode meanwhile.`);
+      setText(redisDown, `Redis is not answering: bucket levels are unknown until it does (${r.bucketsError}). Acquire calls follow each policy's failure mode meanwhile; the traffic column comes from MySQL's history.`);
     }
     showSkipped(r.skippedRows || []);
     await loadTraffic(r.policies || []);

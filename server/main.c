@@ -35,6 +35,9 @@
 #include "control/overridesync.h"
 #include "control/fleet.h"
 #include "control/fleetsvc.h"
+#include "control/trafficlog.h"
+#include "control/trafficsvc.h"
+#include "decisions/traffic.h"
 #include "decisions/appkeys.h"
 #include "decisions/forward.h"
 #include "decisions/api.h"
@@ -111,6 +114,9 @@ static char *read_pem(const char *path, const char *setting, struct permitd_erro
 struct serve {
     const struct config *cfg;
     struct stats *stats;
+    struct traffic *traffic;
+    struct trafficlog *trafficlog;
+    struct trafficsvc *trafficsvc;
     struct redis *redis;
     struct appkeys *keys;
     struct limiter *limiter;
@@ -157,6 +163,15 @@ static int stats_part(void *ctx, struct permitd_error *err)
 }
 static void stats_part_free(void *ctx) { stats_free(((struct serve *)ctx)->stats); }
 
+/* The traffic history's counts per policy and app (issue 39): kept with
+ * MySQL only, where they are written (trafficlog below). */
+static int traffic_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return traffic_new((size_t)s->cfg->traffic_pairs, &s->traffic, err);
+}
+static void traffic_part_free(void *ctx) { traffic_free(((struct serve *)ctx)->traffic); }
+
 static int redis_part(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
@@ -190,8 +205,10 @@ static int service_part(void *ctx, struct permitd_error *err)
     struct serve *s = ctx;
     int rc = service_new(s->limiter, s->stats, &s->service, err);
 
-    if (rc == PERMITD_OK)
+    if (rc == PERMITD_OK) {
         service_set_appkeys(s->service, s->keys);
+        service_set_traffic(s->service, s->traffic);
+    }
     return rc;
 }
 static void service_part_free(void *ctx) { service_free(((struct serve *)ctx)->service); }
@@ -511,6 +528,42 @@ static int fleetsvc_part_start(void *ctx, struct permitd_error *err)
 }
 static void fleetsvc_part_free(void *ctx) { fleetsvc_free(((struct serve *)ctx)->fleetsvc); }
 
+/* The traffic history: its reader on the admin listener, and its writer,
+ * made and started here and stopped after the listeners drained, so the
+ * last requests' counts go into its last flush. */
+static int trafficsvc_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return trafficsvc_new(s->cfg, s->admin, &s->trafficsvc, err);
+}
+static int trafficsvc_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return admin_add_methods(s->admin, trafficsvc_methods, s->trafficsvc, err);
+}
+static void trafficsvc_part_free(void *ctx) { trafficsvc_free(((struct serve *)ctx)->trafficsvc); }
+
+static int trafficlog_part(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    int rc = trafficlog_new(s->cfg, s->traffic, &s->trafficlog, err);
+
+    if (rc == PERMITD_OK)
+        admin_set_traffic(s->admin, s->traffic, s->trafficlog);
+    return rc;
+}
+static int trafficlog_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return trafficlog_start(s->trafficlog, err);
+}
+static void trafficlog_part_free(void *ctx)
+{
+    struct serve *s = ctx;
+    trafficlog_free(s->trafficlog);
+    s->trafficlog = NULL;
+}
+
 /* The listeners' certificates and keys, read before any listener opens. */
 static int listeners_part(void *ctx, struct permitd_error *err)
 {
@@ -675,6 +728,7 @@ static void fleet_pub_stop(void *ctx)
 static const struct part serve_parts[] = {
     /* name          enabled   new               start                 stop               free */
     {"stats",        NULL,     stats_part,       NULL,                 NULL,              stats_part_free},
+    {"traffic",      mysql_on, traffic_part,     NULL,                 NULL,              traffic_part_free},
     {"redis",        NULL,     redis_part,       NULL,                 NULL,              redis_part_free},
     {"appkeys",      NULL,     keys_part,        NULL,                 NULL,              keys_part_free},
     {"limiter",      NULL,     limiter_part,     NULL,                 NULL,              limiter_part_free},
@@ -699,6 +753,8 @@ static const struct part serve_parts[] = {
     {"auditsvc",     mysql_on, auditsvc_part,    auditsvc_part_start,  NULL,              auditsvc_part_free},
     {"envoysvc",     mysql_on, envoysvc_part,    envoysvc_part_start,  NULL,              envoysvc_part_free},
     {"overridesvc",  mysql_on, overridesvc_part, overridesvc_part_start, NULL,            overridesvc_part_free},
+    {"trafficsvc",   mysql_on, trafficsvc_part,  trafficsvc_part_start, NULL,             trafficsvc_part_free},
+    {"trafficlog",   mysql_on, trafficlog_part,  trafficlog_part_start, trafficlog_part_free, trafficlog_part_free},
     {"mysql loads",  mysql_on, mysql_loads_part, NULL,                 NULL,              NULL},
     {"fleet",        NULL,     fleet_part,       NULL,                 fleet_part_free,   fleet_part_free},
     {"fleetsvc",     NULL,     fleetsvc_part,    fleetsvc_part_start,  NULL,              fleetsvc_part_free},

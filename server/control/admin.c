@@ -151,6 +151,12 @@ void admin_set_fleet(struct admin *a, struct fleet *fleet)
     a->health.fleet = fleet;
 }
 
+void admin_set_traffic(struct admin *a, struct traffic *traffic, struct trafficlog *log)
+{
+    a->health.traffic = traffic;
+    a->health.trafficlog = log;
+}
+
 void admin_set_gatewaysync(struct admin *a, struct gatewaysync *s)
 {
     a->health.gwsync = s;

@@ -53,6 +53,13 @@ struct fleet;
  * outlive a. Call before the listeners start. */
 void admin_set_fleet(struct admin *a, struct fleet *fleet);
 
+struct traffic;
+struct trafficlog;
+
+/* Reports on the traffic history's counts and writer (issue 39) in
+ * /metrics; both must outlive a. Call before the listeners start. */
+void admin_set_traffic(struct admin *a, struct traffic *traffic, struct trafficlog *log);
+
 struct gatewaysync;
 struct envoysvc;
 

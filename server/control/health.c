@@ -24,6 +24,8 @@
 #include "control/gatewaysync.h"
 #include "control/health.h"
 #include "control/settle.h"
+#include "control/trafficlog.h"
+#include "decisions/traffic.h"
 
 #define READYZ_REDIS_DEADLINE_MS 250
 #define READYZ_SKIPPED_SHOWN 10     /* skipped rows named one by one; the rest counted */
@@ -209,6 +211,7 @@ enum metric_source {
     M_VERIFIER,
     M_GRPC,
     M_SENTINEL,         /* redis+sentinel:// only */
+    M_TRAFFIC,          /* the traffic history's writer (MySQL, --traffic-flush-ms) */
     M_EACH,
     M_LISTENERS = M_EACH,   /* listener="api", "admin": struct listener_snap */
     M_NODES,            /* node="host:port", in a cluster: struct node_snap */
@@ -249,6 +252,7 @@ struct metrics_snap {
     uint64_t sentinel_changes;
     uint64_t app_auth, app_keys;
     uint64_t fleet_ok, fleet_failed, fleet_commands, fleet_bytes;
+    uint64_t traffic_ok, traffic_failed, traffic_rows, traffic_pruned, traffic_dropped;
     uint64_t sync_failures, policies, sync_skipped, sync_passes, sync_policy_failures;
     double sync_lag_s, sync_pass_s, sync_last_success_ts;
     uint64_t settle_pending, settle_running, settle_keys, settles_done, settles_failed;
@@ -370,6 +374,20 @@ static const struct metric metrics[] = {
             M_FLEET, SNAP(fleet_commands)),
     COUNTER("permitd_fleet_bytes_total", "Bytes of those commands as sent (RESP).",
             M_FLEET, SNAP(fleet_bytes)),
+    COUNTER("permitd_traffic_flushes_total",
+            "Additions of this instance's decisions per policy and app to the traffic history "
+            "in MySQL (--traffic-flush-ms), by result.",
+            M_TRAFFIC, SNAPL("result=\"ok\"", traffic_ok),
+            SNAPL("result=\"failed\"", traffic_failed)),
+    COUNTER("permitd_traffic_rows_total", "Rows (policy, app, minute) those additions wrote.",
+            M_TRAFFIC, SNAP(traffic_rows)),
+    COUNTER("permitd_traffic_pruned_rows_total",
+            "Traffic history rows this instance deleted past --traffic-history-days.",
+            M_TRAFFIC, SNAP(traffic_pruned)),
+    COUNTER("permitd_traffic_dropped_total",
+            "Decisions left out of the traffic history: the (policy, app) table was full "
+            "(--traffic-pairs) and had no place for the policy either.",
+            M_TRAFFIC, SNAP(traffic_dropped)),
     COUNTER("permitd_sync_failures_total", "MySQL -> Redis sync passes that failed.",
             M_SYNC, SNAP(sync_failures)),
     ROW("permitd_sync_lag_seconds", "gauge", "Time since the last successful sync pass.",
@@ -487,6 +505,11 @@ static void snap_take(const struct health *h, struct metrics_snap *m)
     if (h->fleet != NULL)
         fleet_counters(h->fleet, &m->fleet_ok, &m->fleet_failed, &m->fleet_commands,
                        &m->fleet_bytes);
+    if (h->trafficlog != NULL)
+        trafficlog_counters(h->trafficlog, &m->traffic_ok, &m->traffic_failed, &m->traffic_rows,
+                            &m->traffic_pruned);
+    if (h->traffic != NULL)
+        m->traffic_dropped = traffic_dropped(h->traffic);
     if (h->sync != NULL) {
         struct sync_status st;
 
@@ -548,6 +571,8 @@ static int source_present(const struct health *h, enum metric_source src)
         return h->appkeys != NULL;
     case M_FLEET:
         return h->fleet != NULL;
+    case M_TRAFFIC:
+        return h->trafficlog != NULL;
     case M_SYNC:
         return h->sync != NULL;
     case M_SETTLE:

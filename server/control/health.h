@@ -15,6 +15,8 @@
 
 struct fleet;
 struct envoysvc;
+struct traffic;
+struct trafficlog;
 
 /* What the reports read; the pointers are owned elsewhere (main.c).
  * sync is NULL without a policy store; listeners may be NULL. */
@@ -30,6 +32,8 @@ struct health {
     struct fleet *fleet;                /* the fleet publisher; NULL: not reported */
     struct gatewaysync *gwsync;         /* gateway rules' load; NULL: not reported */
     struct envoysvc *envoysvc;          /* Envoy descriptors' load; NULL: not reported */
+    struct traffic *traffic;            /* the traffic history's counts; NULL: not reported */
+    struct trafficlog *trafficlog;      /* its writer (issue 39); NULL: not reported */
 };
 
 /* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */

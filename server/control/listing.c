@@ -22,15 +22,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "control/listing.h"
 #include "core/base64.h"
 #include "core/utf8.h"
 #include "stores/policy.h"
 
-enum order { ORDER_NAME, ORDER_TRAFFIC, ORDER_LEVEL };
+enum order { ORDER_NAME, ORDER_TRAFFIC, ORDER_LEVEL, ORDER_DECIDED, ORDER_DENIED,
+             ORDER_DENIED_SHARE };
 
-static const char *const order_names[] = {"name", "traffic", "level"};
+static const char *const order_names[] = {"name", "traffic", "level", "decided", "denied",
+                                          "denied_share"};
 
 /* What a token holds (the filter is the request's, checked against it). */
 struct cursor {
@@ -54,7 +57,8 @@ static int parse_order(const char *s, enum order *out, struct permitd_error *err
             return PERMITD_OK;
         }
     return permitd_error_set(err, PERMITD_EINVAL,
-                             "order_by: \"%.40s\" is not name, traffic or level", s);
+                             "order_by: \"%.40s\" is not name, traffic, level, decided, "
+                             "denied or denied_share", s);
 }
 
 /* At most LISTING_FILTER_MAX characters, none a control character (the
@@ -123,7 +127,7 @@ static int read_token(const char *token, const char *filter, enum order order, i
                                  "page_token: \"%.40s...\" was made for another filter or order "
                                  "(filter \"%.40s\", order_by %s%s); ask for the first page "
                                  "again without it", token, f[5],
-                                 c->order <= ORDER_LEVEL ? order_names[c->order] : "?",
+                                 c->order <= ORDER_DENIED_SHARE ? order_names[c->order] : "?",
                                  c->descending ? ", descending" : "");
     if (c->after[0] != '\0' && policy_check_name("page_token", c->after, NULL) != PERMITD_OK)
         goto bad;
@@ -159,9 +163,63 @@ static int by_key_desc(const void *a_, const void *b_)
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(**(char *const *const *)a, **(char *const *const *)b);
+}
+
+/* Each name's fleet figure over the last LISTING_FLEET_SECONDS up to the
+ * end of this hour (the hour before this one and this one so far), from
+ * the traffic history's hours (every instance; TrafficService's "1h"
+ * totals, which the list's column shows): allowed + denied, denied, or
+ * denied / (allowed + denied) with the denials as a tie-breaker's fraction.
+ * A name without traffic is 0. */
+static int fleet_keys(const struct listing_sources *src, enum order order, char **names,
+                      size_t n, struct keyed *k, struct permitd_error *err)
+{
+    struct trafficdb_total *v = NULL;
+    char ***sorted = NULL;
+    size_t nv = 0;
+    int64_t to = ((int64_t)time(NULL) / 3600 + 1) * 3600;
+    int rc;
+
+    if (src->traffic == NULL)
+        return permitd_error_set(err, PERMITD_EINVAL, "order_by: %s needs the traffic history "
+                                 "(--mysql-url)", order_names[order]);
+    pthread_mutex_lock(src->traffic_lock);
+    rc = trafficdb_totals(src->traffic, TRAFFICDB_BY_POLICY, NULL, NULL, to - LISTING_FLEET_SECONDS,
+                          to, TRAFFICDB_ORDER_DECIDED, INT32_MAX, &v, &nv, err);
+    pthread_mutex_unlock(src->traffic_lock);
+    if (rc != PERMITD_OK)
+        return rc;
+    /* The names by strcmp(), to find each total's (MySQL's collation may
+     * order them otherwise). */
+    if ((sorted = malloc((n + 1) * sizeof(*sorted))) == NULL) {
+        free(v);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = &names[i];
+    qsort(sorted, n, sizeof(*sorted), by_name);
+    for (size_t j = 0; j < nv; j++) {
+        char *key = v[j].policy, **kp = &key;
+        char ***hit = bsearch(&kp, sorted, n, sizeof(*sorted), by_name);
+        double a = (double)v[j].v[TRAFFICDB_ALLOWED], d = (double)v[j].v[TRAFFICDB_DENIED];
+        if (hit == NULL)
+            continue;
+        k[*hit - names].key = order == ORDER_DECIDED ? a + d
+                              : order == ORDER_DENIED ? d
+                              : a + d > 0 ? d / (a + d) + d * 1e-15 : 0;
+    }
+    free(sorted);
+    free(v);
+    return PERMITD_OK;
+}
+
 /* Each name's key: its Acquires (allowed and denied) in this instance's
- * last LISTING_TRAFFIC_SECONDS, or its shared bucket's level as a fraction
- * of its limit (-1: none to show, a disabled policy or one Redis lacks). */
+ * last LISTING_TRAFFIC_SECONDS, its shared bucket's level as a fraction
+ * of its limit (-1: none to show, a disabled policy or one Redis lacks),
+ * or the fleet's figure (fleet_keys()). */
 static int keys_of(const struct listing_sources *src, enum order order, char **names, size_t n,
                    int64_t deadline_us, struct keyed *k, struct permitd_error *err)
 {
@@ -171,6 +229,8 @@ static int keys_of(const struct listing_sources *src, enum order order, char **n
 
     for (size_t i = 0; i < n; i++)
         k[i] = (struct keyed){0, i};
+    if (order >= ORDER_DECIDED)
+        return fleet_keys(src, order, names, n, k, err);
     if (order == ORDER_TRAFFIC) {
         int64_t allowed[LISTING_TRAFFIC_SECONDS], denied[LISTING_TRAFFIC_SECONDS], end;
         for (size_t i = 0; i < n; i++) {

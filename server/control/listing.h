@@ -1,13 +1,14 @@
 /*
  * listing.h - the admin policy list a page at a time (ListPolicies, issue
- * 22): page size, an opaque cursor, a filter and three orders.
+ * 22): page size, an opaque cursor, a filter and six orders.
  *
  * At 10,000 policies the list as one answer cost 3.2 MB and 10,000 Redis
  * calls per refresh. Here MySQL filters, counts and pages (by name: keyset
  * on the name, so a page after a given name stays the same while rows come
  * and go before it); the orders MySQL cannot make (this instance's
- * traffic, the buckets' level) sort the filtered names in memory and page
- * by position.
+ * traffic, the buckets' level, the fleet's decisions, denials and share
+ * denied over the last hour from the traffic history, issue 39) sort the
+ * filtered names in memory and page by position.
  */
 #ifndef PERMITD_LISTING_H
 #define PERMITD_LISTING_H
@@ -20,11 +21,13 @@
 #include "decisions/limiter.h"
 #include "decisions/stats.h"
 #include "stores/store.h"
+#include "stores/trafficdb.h"
 
 #define LISTING_PAGE_DEFAULT 50
 #define LISTING_PAGE_MAX 500
 #define LISTING_FILTER_MAX 128      /* characters */
 #define LISTING_TRAFFIC_SECONDS 60
+#define LISTING_FLEET_SECONDS 7200  /* the fleet's orders: this hour and the one before */
 #define LISTING_TOKEN_MAX 1024
 
 /* What a ListPolicies request asks for (its strings are the caller's). */
@@ -32,7 +35,8 @@ struct listing_query {
     int page_size;              /* 0 = LISTING_PAGE_DEFAULT; more = LISTING_PAGE_MAX */
     const char *page_token;     /* "" = the first page */
     const char *filter;         /* "" = every policy */
-    const char *order_by;       /* "", "name", "traffic", "level" */
+    const char *order_by;       /* "", "name", "traffic", "level", "decided", "denied",
+                                 * "denied_share" */
     int descending;
 };
 
@@ -52,6 +56,8 @@ struct listing_sources {
     pthread_mutex_t *store_lock;
     struct stats *stats;
     struct limiter *limiter;
+    struct trafficdb *traffic;      /* the fleet's orders (issue 39); NULL: refused */
+    pthread_mutex_t *traffic_lock;  /* held around each use of traffic */
 };
 
 /* Checks q (an error names the bad field and value: a negative page size,

@@ -27,6 +27,7 @@
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
 #include "stores/store.h"
+#include "stores/trafficdb.h"
 #include "transport/json.h"
 
 #define POLICYSVC_REDIS_DEADLINE_MS 1000
@@ -44,6 +45,8 @@ struct policysvc {
     struct store *store;            /* NULL without --mysql-url */
     pthread_mutex_t *store_lock;    /* held around every use of store */
     struct session *sessions;       /* who calls */
+    struct trafficdb *traffic;      /* the list's fleet orders (issue 39); NULL without a store */
+    pthread_mutex_t traffic_lock;
 };
 
 int policysvc_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -56,13 +59,22 @@ int policysvc_new(const struct config *cfg, struct redis *redis, struct limiter 
     *out = NULL;
     if (p == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    *p = (struct policysvc){cfg, redis, limiter, sync, stats, store, store_lock, sessions};
+    *p = (struct policysvc){cfg, redis, limiter, sync, stats, store, store_lock, sessions, NULL, {{0}}};
+    if (store != NULL && trafficdb_new(cfg, &p->traffic, err) != PERMITD_OK) {
+        free(p);
+        return err->code;
+    }
+    pthread_mutex_init(&p->traffic_lock, NULL);
     *out = p;
     return PERMITD_OK;
 }
 
 void policysvc_free(struct policysvc *p)
 {
+    if (p == NULL)
+        return;
+    trafficdb_free(p->traffic);
+    pthread_mutex_destroy(&p->traffic_lock);
     free(p);
 }
 
@@ -326,7 +338,8 @@ static int list_policies(void *ud, struct connect_call *call, const ProtobufCMes
     struct policysvc *a = ud;
     const Permit__V1__ListPoliciesRequest *rq = (const void *)in_;
     Permit__V1__ListPoliciesResponse *rs = (void *)out_;
-    const struct listing_sources src = {a->store, a->store_lock, a->stats, a->limiter};
+    const struct listing_sources src = {a->store, a->store_lock, a->stats, a->limiter,
+                                        a->traffic, &a->traffic_lock};
     const struct listing_query q = {rq->page_size, rq->page_token, rq->filter, rq->order_by,
                                     rq->descending};
     struct listing_page pg;

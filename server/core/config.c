@@ -175,6 +175,15 @@ static const struct setting settings[] = {
         "for the fleet's totals and the Instances page (control/fleet.c); 0 = off"),
     INT(fleet_heartbeat_ttl_s, "fleet-heartbeat-ttl", "PERMITD_FLEET_HEARTBEAT_TTL", "60", 2,
         86400, "seconds an instance's heartbeat stays listed after its last write"),
+    INT(traffic_history_days, "traffic-history-days", "PERMITD_TRAFFIC_HISTORY_DAYS", "30", 1,
+        3650, "days the traffic history (decisions per policy, app and minute, in MySQL's "
+        "traffic_minutes) is kept; older minutes are deleted"),
+    INT(traffic_flush_ms, "traffic-flush-ms", "PERMITD_TRAFFIC_FLUSH_MS", "60000", 0, 60000,
+        "how often this instance adds its decisions per policy and app to the traffic history "
+        "in MySQL (what a killed instance can lose); 0 = off"),
+    INT(traffic_pairs, "traffic-pairs", "PERMITD_TRAFFIC_PAIRS", "100000", 1, 10000000,
+        "(policy, app) pairs counted for the traffic history (about 400 bytes each, taken as "
+        "they get traffic); past it a pair is counted under its policy without the app"),
     INT(hotkeys_publish_ms, "hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS", "5000", 100,
         600000, "how often this instance writes each policy's hot keys (its most allowed and "
         "most denied keys of the last minute or two) to Redis, for GetHotKeys"),

@@ -132,6 +132,9 @@ struct config {
     int stats_policies;           /* policies the UI's chart keeps figures for */
     int fleet_publish_ms;         /* fleet counts + heartbeat into Redis this often; 0 = off */
     int fleet_heartbeat_ttl_s;    /* a heartbeat's life in Redis */
+    int traffic_history_days;     /* traffic_minutes' rows are kept this long (issue 39) */
+    int traffic_flush_ms;         /* counts per policy and app added to MySQL this often; 0 = off */
+    int traffic_pairs;            /* (policy, app) pairs counted for the history */
     int hotkeys_publish_ms;       /* how often the hot keys go to Redis (decisions/hotkeys.h) */
 
     /* Admin listener: /healthz, /readyz (and the admin UI) */

@@ -15,6 +15,7 @@
 
 #include "decisions/service.h"
 #include "decisions/hotkeys.h"
+#include "decisions/traffic.h"
 #include "core/clock.h"
 #include "core/utf8.h"
 
@@ -23,6 +24,7 @@ struct service {
     struct stats *stats;            /* NULL: nothing counted */
     struct appkeys *keys;           /* NULL: keys not checked */
     struct hotkeys *hot;            /* NULL: hot keys not counted */
+    struct traffic *traffic;        /* NULL: no traffic history (issue 39) */
 };
 
 struct service_worker {
@@ -53,6 +55,11 @@ void service_free(struct service *s)
 void service_set_appkeys(struct service *s, struct appkeys *keys)
 {
     s->keys = keys;
+}
+
+void service_set_traffic(struct service *s, struct traffic *traffic)
+{
+    s->traffic = traffic;
 }
 
 void service_set_hotkeys(struct service *s, struct hotkeys *hot)
@@ -102,15 +109,18 @@ struct limiter_queue *service_worker_queue(struct service_worker *w)
  * holds) or an earlier decision (stats.h) can say the policy is real; any
  * other error came from the script, Redis or the policy itself. Made-up
  * names stay out of the labels. */
-static void count_error(struct service *s, const char *bucket, int code)
+static void count_error(struct service *s, const char *bucket, const char *app, int code)
 {
     int real = code != PERMITD_EINVAL && code != PERMITD_ENOTFOUND;
 
-    if (s->stats == NULL)
+    if (s->stats == NULL && s->traffic == NULL)
         return;
     if (!real)
         real = limiter_known_policy(s->limiter, bucket);
-    stats_record_error(s->stats, bucket, code, real);
+    if (s->stats != NULL)
+        stats_record_error(s->stats, bucket, code, real);
+    if (real)
+        traffic_record(s->traffic, bucket, app, TRAFFIC_ERRORS);
 }
 
 /* A decided take: in /metrics and the fleet's totals (a shadow policy's
@@ -128,6 +138,12 @@ static void count_decision(struct service *s, struct hotkeys_worker *hot,
                          : r->allowed ? STATS_RESULT_ALLOWED
                                       : STATS_RESULT_DENIED);
     }
+    traffic_record_take(s->traffic, lr->bucket, lr->app,
+                        r->open_pass ? TRAFFIC_PASSES
+                        : r->shadow  ? TRAFFIC_SHADOW_DENIED
+                        : r->allowed ? TRAFFIC_ALLOWED
+                                     : TRAFFIC_DENIED,
+                        !r->open_pass && lr->key != NULL && lr->key[0] != '\0');
     hotkeys_record(hot, lr->bucket, lr->key,
                    r->allowed && !r->shadow ? HOTKEYS_ALLOWED : HOTKEYS_DENIED);
 }
@@ -176,7 +192,7 @@ int service_check(struct service *s, enum service_kind kind, const struct limite
         rc = kind == SERVICE_RELEASE || kind == SERVICE_RENEW ? limiter_check_lease(lr, err)
                                                                : limiter_check(lr, err);
     if (rc != PERMITD_OK && kind == SERVICE_ACQUIRE)
-        count_error(s, lr->bucket, rc);
+        count_error(s, lr->bucket, lr->app, rc);
     return rc;
 }
 
@@ -204,7 +220,7 @@ static void decided(void *ud, int rc, const struct limiter_result *r,
         if (s->stats != NULL)
             stats_observe(s->stats, clock_now_us() - t->t0);
         if (rc != PERMITD_OK)
-            count_error(s, t->bucket, rc);
+            count_error(s, t->bucket, t->app, rc);
         else
             count_decision(s, t->hot, &t->lr, r);
     }
@@ -333,7 +349,7 @@ static void batch_decided(void *ud, int rc, const struct permitd_error *err)
         stats_observe(s->stats, clock_now_us() - b->t0);
     for (size_t i = 0; rc == PERMITD_OK && i < b->n; i++) {
         if (b->errs[i].code != PERMITD_OK)
-            count_error(s, b->reqs[i].bucket, b->errs[i].code);
+            count_error(s, b->reqs[i].bucket, b->reqs[i].app, b->errs[i].code);
         else
             count_decision(s, b->w->hot, &b->reqs[i], &b->res[i]);
     }

@@ -62,6 +62,12 @@ void service_set_appkeys(struct service *s, struct appkeys *keys);
 /* Where decided takes' keys are counted (NULL: not counted). */
 void service_set_hotkeys(struct service *s, struct hotkeys *hot);
 
+/* Where decisions are counted per policy and app for the traffic history
+ * (decisions/traffic.h, issue 39); NULL (the default): nowhere. Call
+ * before the first take. */
+struct traffic;
+void service_set_traffic(struct service *s, struct traffic *traffic);
+
 /* A worker's part, one per listener worker thread (the listeners'
  * worker_open and worker_close): its limiter queue on loop and its hot-key
  * sketches. Free with service_worker_close() (NULL is a no-op). */

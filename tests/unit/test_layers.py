@@ -26,7 +26,7 @@ WRAPPERS = {
                   "stores/users.c", "stores/audit.c",
                   "stores/migrate_history.c", "stores/migrate_run.c",
                   "stores/policyrefs.c", "stores/overrides.c",
-                  "stores/override_edits.c"},
+                  "stores/override_edits.c", "stores/trafficdb.c"},
     r"argon2\.h": {"control/auth.c"},
     r"jansson\.h": {"transport/json.c"},
     r"nettle/": {"core/sha256.c"},
