@@ -288,6 +288,19 @@ int limiter_refund(struct limiter *l, const char *bucket, const char *key, int64
                    int64_t taken_at_us, int64_t deadline_us, struct limiter_result *res,
                    int64_t *refunded, struct permitd_error *err);
 
+/* Charges `permits` (>= 1) to the bucket whether it holds them or not
+ * (issue 38: a reservation's commit above its estimate), down to the
+ * policy's debt floor below empty (policies_entry.debt_floor; 0: to
+ * empty), blocking as limiter_refund(). A token bucket in debt refills
+ * from below zero at its rate, so later takes wait the debt out
+ * (retry_after_ms, exactly); a fixed window's count goes past
+ * max_permits until the window ends; a sliding window's current counter
+ * and a sliding log's entries likewise, until they age out. *charged
+ * holds what was charged (less than permits when the floor cut it). */
+int limiter_charge(struct limiter *l, const char *bucket, const char *key, int64_t permits,
+                   int64_t deadline_us, struct limiter_result *res, int64_t *charged,
+                   struct permitd_error *err);
+
 struct policies_entry;
 
 /* The settle pass's door to bucket.lua "settle" (server/control/settle.c

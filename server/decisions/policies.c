@@ -591,6 +591,7 @@ int policies_parse(const char *name, char *const *fields, size_t n,
     const char *max = NULL, *rate = NULL, *apps = NULL, *enabled = NULL, *mode = NULL;
     const char *rates = NULL, *version = NULL, *id = NULL, *colocate = NULL, *shadow = NULL;
     const char *algorithm = NULL, *window = NULL, *calendar = NULL, *lease = NULL;
+    const char *rsv_ttl = NULL, *debt = NULL, *expiry = NULL;
     int64_t v;
     char *end;
 
@@ -615,11 +616,17 @@ int policies_parse(const char *name, char *const *fields, size_t n,
         else if (strcmp(f, "window_ms") == 0) window = val;
         else if (strcmp(f, "calendar") == 0) calendar = val;
         else if (strcmp(f, "lease_ms") == 0) lease = val;
+        else if (strcmp(f, "reserve_ttl_ms") == 0) rsv_ttl = val;
+        else if (strcmp(f, "debt_floor") == 0) debt = val;
+        else if (strcmp(f, "reserve_expiry") == 0) expiry = val;
     }
     e->enabled = enabled == NULL || strcmp(enabled, "0") != 0;
     e->open = mode != NULL && strcmp(mode, "open") == 0;
     e->colocate = colocate != NULL && strcmp(colocate, "1") == 0;
     e->shadow = shadow != NULL && strcmp(shadow, "1") == 0;
+    e->reserve_ttl_ms = (v = whole(rsv_ttl)) > 0 ? v : POLICIES_RESERVE_TTL_MS;
+    e->debt_floor = (v = whole(debt)) > 0 ? v : 0;
+    e->expiry_refund = expiry != NULL && strcmp(expiry, "refund") == 0;
     e->version = (v = whole(version)) > 0 ? (uint64_t)v : 0;
     e->id = (v = whole(id)) > 0 ? (uint64_t)v : 0;
     if ((e->rates = strdup(rates ? rates : "")) == NULL ||
