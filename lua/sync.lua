@@ -19,6 +19,10 @@ policies, such as the login throttle's "_login", are written with "set"):
   lease_ms    a concurrency lease's time-to-live in ms; "" for the others
   shadow      (issue 23) "1": the policy is in shadow mode (decided and
               counted, never refused); absent (or "0"): it enforces
+  reserve_ttl_ms, debt_floor, reserve_expiry  (issue 38) a reservation's
+              ttl cap in ms, how far below empty a commit may charge,
+              "refund" when an expired reservation is refunded; each
+              absent at its default (300000, 0, keep)
 A token bucket's hash has none of the four algorithm fields: it is exactly
 as before issue 20, so a permitd from before reads it unchanged.
 
@@ -186,7 +190,8 @@ if op == 'put' then
     -- A limit the offer lacks is a change too: a token bucket leaves out
     -- the algorithm fields a policy of another algorithm had, and they
     -- leave out its rate; a policy that enforces leaves out `shadow`.
-    for _, f in ipairs({'rate', 'algorithm', 'window_ms', 'calendar', 'lease_ms', 'shadow'}) do
+    for _, f in ipairs({'rate', 'algorithm', 'window_ms', 'calendar', 'lease_ms', 'shadow',
+                        'reserve_ttl_ms', 'debt_floor', 'reserve_expiry'}) do
       if same and cur[f] and not given[f] then
         same = false
       end

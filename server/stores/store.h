@@ -33,6 +33,9 @@ struct store_policy {
     char failure_mode[8];       /* "open" or "closed" */
     int colocate;               /* all buckets in the policy's slot (stores/policy.h) */
     int shadow;                 /* shadow mode: decided and counted, never refused */
+    /* reservations (issue 38, migration 0015): ttl cap, debt floor, expiry rule */
+    int64_t reserve_ttl_ms, debt_floor;
+    int expiry_refund;
     uint64_t version;
     int64_t updated_us;         /* updated_at, µs since the epoch (UTC) */
     char *apps;                 /* comma-separated, sorted; "" = none */
@@ -56,6 +59,9 @@ struct store_policy_input {
     const char *failure_mode;
     int colocate;
     int shadow;
+    int64_t reserve_ttl_ms;     /* 0: the default (5 minutes) */
+    int64_t debt_floor;
+    int expiry_refund;
 };
 
 /* One row of policy_audit. Strings are owned by the list. */

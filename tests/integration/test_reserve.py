@@ -26,6 +26,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import test_admin  # noqa: E402
 from harness import Permitd, Redis, decision, put_policy, unique, wait_for  # noqa: E402
 
 APP = "app"
@@ -334,6 +335,45 @@ class ExactnessTest(ReserveCase):
         print("\n" + msg, file=sys.stderr)
         self.assertLessEqual(sum(paid), bound, msg)
         self.assertGreater(sum(paid), 0.5 * rate * elapsed, msg)
+
+
+class PolicyLimitsTest(test_admin.AdminCase):
+    """The three reservation limits of a policy (migration 0015) through
+    the admin API: created, shown, validated, audited with the edit, synced
+    to the hash, and in force for Reserve and Commit."""
+
+    def test_reserve_limits_edited_audited_and_in_force(self):
+        c = self.editor()
+        name = self.name("rsv-adm")
+        p = c.create(name, max_permits=20, rate="0.001")
+        self.assertEqual((p.get("reserveTtl"), p.get("debtFloor", "0"), p.get("reserveExpiry")),
+                         ("5m", "0", "keep"), p)
+        for bad in ({"reserveTtl": "2d"}, {"debtFloor": "-1"}, {"reserveExpiry": "maybe"}):
+            r = c.update(c.get(name), **bad)
+            self.assertEqual(r.json().get("code"), "invalid_argument", (bad, r))
+        p = c.ok(c.update(c.get(name), reserveTtl="2s", debtFloor="7",
+                          reserveExpiry="refund"))["policy"]
+        self.assertEqual((p["reserveTtl"], p["debtFloor"], p["reserveExpiry"]),
+                         ("2s", "7", "refund"), p)
+        change = c.history(name)[0]
+        self.assertIn('"debt_floor": 7', change["newValue"].replace('":7', '": 7'), change)
+        self.assertIn('"reserve_expiry": "refund"',
+                      change["newValue"].replace('":"', '": "'), change)
+        api = self.api()
+
+        def reserve(est):
+            r = api.rpc_json("Reserve", {"app": "app", "items": [{"bucket": name, "estimate": est}],
+                                         "ttlMs": 60000})
+            return r.json()
+        wait_for("the edit in force", lambda: int(reserve(1).get("expiresAfterMs", 0)) == 2000)
+        m = reserve(5)
+        r = api.rpc_json("Commit", {"app": "app", "reservationId": m["reservationId"],
+                                    "actual": [40]}).json()
+        self.assertLess(int(r["items"][0]["charged"]), 35, r)    # the floor cut it
+        redis = Redis()
+        tokens = harness.read_state(redis, harness.state_key(name, prefix=self.prefix))[0]
+        redis.close()
+        self.assertAlmostEqual(tokens, -7, delta=0.01)
 
 
 if __name__ == "__main__":
