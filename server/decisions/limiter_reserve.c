@@ -408,15 +408,17 @@ static void index_remove(struct limiter *l, const char *id, const struct rec *r,
 /* Checks and admits every item (h[i].e held on PERMITD_OK; released on
  * an error), and the ttl: the smallest of the request's and each
  * policy's cap. */
-static int admit_items(struct limiter *l, const char *app, const struct limiter_reserve_item *items,
-                       size_t n, int64_t *ttl_ms, int64_t deadline_us, struct hold_item *h,
+static int admit_items(struct limiter *l, const char *const *apps,
+                       const struct limiter_reserve_item *items, size_t n, int64_t *ttl_ms,
+                       int64_t deadline_us, struct hold_item *h, size_t *failed,
                        struct permitd_error *err)
 {
     int rc = PERMITD_OK;
     size_t i;
 
     for (i = 0; i < n && rc == PERMITD_OK; i++) {
-        struct limiter_request req = {items[i].bucket, app, items[i].key, 1, NULL, NULL};
+        struct limiter_request req = {items[i].bucket, apps[i], items[i].key, 1, NULL, NULL};
+        *failed = i;
         struct limiter_result res;
         struct limiter_decision d = {l, &req, DO_PEEK, 1, 0, deadline_us, &res, err};
         const struct policies_entry *e = NULL;
@@ -468,7 +470,9 @@ int limiter_reserve_open(struct limiter *l, const char *app,
     char values[LIMITER_RESERVE_ITEMS_MAX][96 + POLICY_NAME_MAX + POLICY_KEY_MAX];
     char pending_s[24], ttl_s[24], grace_s[24], n_s[8];
     int64_t grace = strtoll(l->ttl_s, NULL, 10);
+    const char *apps[LIMITER_RESERVE_ITEMS_MAX];
     struct rec r;
+    size_t failed;
     int groups, rc, nargs, granted = 1;
 
     memset(out, 0, sizeof(*out));
@@ -478,7 +482,9 @@ int limiter_reserve_open(struct limiter *l, const char *app,
                                  "to %d", n, LIMITER_RESERVE_ITEMS_MAX);
     if (ttl_ms < 0)
         return permitd_error_set(err, PERMITD_EINVAL, "ttl_ms: %" PRId64 " is negative", ttl_ms);
-    if ((rc = admit_items(l, app, items, n, &ttl_ms, deadline_us, h, err)) != PERMITD_OK)
+    for (size_t i = 0; i < n; i++)
+        apps[i] = app;
+    if ((rc = admit_items(l, apps, items, n, &ttl_ms, deadline_us, h, &failed, err)) != PERMITD_OK)
         return rc;
     if (reservation_id(app, request_id, out->id) != 0) {
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "getrandom() gave no reservation id");
@@ -552,6 +558,70 @@ int limiter_reserve_open(struct limiter *l, const char *app,
     atomic_fetch_add(&l->rsv_reserved, 1);
     index_add(l, out->id, items, n, ttl_ms, deadline_us);
 done:
+    for (size_t i = 0; i < n; i++)
+        policies_release(h[i].e);
+    return rc;
+}
+
+/* ---- AcquireBatch all_or_nothing across slots ---- */
+
+int limiter_reserve_batch_all(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                              int64_t deadline_us, struct limiter_result *res,
+                              struct permitd_error *errs, struct permitd_error *err)
+{
+    struct limiter_reserve_item items[LIMITER_RESERVE_ITEMS_MAX] = {{NULL, NULL, 0}};
+    const char *apps[LIMITER_RESERVE_ITEMS_MAX] = {NULL};
+    struct hold_item h[LIMITER_RESERVE_ITEMS_MAX];
+    int64_t ttl = 0, retry = 0;
+    struct permitd_error why;
+    size_t failed = 0;
+    int groups, rc = PERMITD_OK, granted = 1;
+
+    if (n > LIMITER_RESERVE_ITEMS_MAX)
+        return permitd_error_set(err, PERMITD_EPRECONDITION, "all_or_nothing: %zu items span "
+                                 "Redis Cluster slots (or algorithms); such a batch is held "
+                                 "slot by slot, at most %d items: set colocate on the policy, "
+                                 "or send fewer", n, LIMITER_RESERVE_ITEMS_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i].request_id != NULL && reqs[i].request_id[0] != '\0')
+            return permitd_error_set(err, PERMITD_EPRECONDITION, "all_or_nothing: the items "
+                                     "span Redis Cluster slots (or algorithms) and item %zu "
+                                     "carries a request_id: such a batch is held slot by "
+                                     "slot, which keeps no request ids (Reserve does)", i);
+    memset(h, 0, sizeof(h));
+    for (size_t i = 0; i < n; i++) {
+        items[i] = (struct limiter_reserve_item){reqs[i].bucket, reqs[i].key,
+                                                 reqs[i].permits == 0 ? 1 : reqs[i].permits};
+        apps[i] = reqs[i].app;
+        memset(&res[i], 0, sizeof(res[i]));
+        errs[i] = (struct permitd_error){PERMITD_OK, ""};
+    }
+    if (admit_items(l, apps, items, n, &ttl, deadline_us, h, &failed, &why) != PERMITD_OK) {
+        /* the item refused on its own says why; the others are aborted */
+        for (size_t i = 0; i < n; i++)
+            if (i != failed)
+                permitd_error_set(&errs[i], PERMITD_EABORTED, "not granted: another item of "
+                                  "this all_or_nothing batch was refused");
+        errs[failed] = why;
+        return PERMITD_OK;
+    }
+    groups = group_items(l, h, n);
+    for (int g = 0; g < groups && granted && rc == PERMITD_OK; g++)
+        rc = hold_group(l, items, h, n, g, 0, deadline_us, &granted, err);
+    if (rc != PERMITD_OK || !granted)
+        give_back(l, items, h, n, deadline_us);
+    for (size_t i = 0; rc == PERMITD_OK && i < n; i++)
+        if (h[i].out[4] > retry)
+            retry = h[i].out[4];
+    for (size_t i = 0; rc == PERMITD_OK && i < n; i++) {
+        res[i].allowed = granted;
+        res[i].remaining = h[i].out[2] < 0 ? 0 : h[i].out[2];
+        res[i].limit = h[i].e->max_permits;
+        res[i].retry_after_ms = granted ? 0 : retry;
+        res[i].reset_after_ms = h[i].out[5];
+        res[i].window_s = h[i].out[6];
+        res[i].tokens_micro = h[i].out[7] < 0 ? 0 : h[i].out[7];
+    }
     for (size_t i = 0; i < n; i++)
         policies_release(h[i].e);
     return rc;

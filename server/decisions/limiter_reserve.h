@@ -102,6 +102,18 @@ int limiter_reserve_close(struct limiter *l, const char *app, const char *id,
                           const int64_t *actual, size_t n, int64_t deadline_us,
                           struct limiter_reserve_settled *out, struct permitd_error *err);
 
+/* An all_or_nothing AcquireBatch of n requests whose buckets span Redis
+ * Cluster slots or algorithms (limiter_acquire_batch() answers those
+ * failed_precondition): held group by group as a Reserve's items are (see
+ * the top), the groups held given back when one is refused; the holds of
+ * a granted batch are its takes. res[i] or errs[i] per item, as
+ * limiter_acquire_batch() fills them (a refused batch: every item denied
+ * with the longest wait). At most LIMITER_RESERVE_ITEMS_MAX items and no
+ * request ids (failed_precondition saying so). Blocking. */
+int limiter_reserve_batch_all(struct limiter *l, const struct limiter_request *reqs, size_t n,
+                              int64_t deadline_us, struct limiter_result *res,
+                              struct permitd_error *errs, struct permitd_error *err);
+
 /* The expiry sweep: settles up to 100 reservations past their expiry
  * (the wall clock picks them, the record's Redis clock decides), adding
  * the number settled here to *settled. */

@@ -312,6 +312,7 @@ static void batch_decided(void *ud, int rc, const struct permitd_error *err)
 {
     struct service_batch *b = ud;
     struct service *s = b->s;
+    struct permitd_error why = {PERMITD_OK, ""};
     int unreachable = 0;
 
     if (b->mode == SERVICE_BATCH_ALL_OR_EACH) {
@@ -328,6 +329,16 @@ static void batch_decided(void *ud, int rc, const struct permitd_error *err)
                                          b->errs, batch_decided, b);
             return;
         }
+    }
+    if (b->mode == SERVICE_BATCH_ALL && rc == PERMITD_EPRECONDITION) {
+        /* Not one script's worth (slots or algorithms differ): held slot by
+         * slot, the holds given back if one is refused (issue 38,
+         * limiter_reserve.h), on this worker's thread. Its own refusal (too
+         * many items, request ids) says why instead. */
+        int again = limiter_reserve_batch_all(s->limiter, b->reqs, b->n, b->deadline_us, b->res,
+                                              b->errs, &why);
+        rc = again;
+        err = &why;
     }
     if (b->observe && s->stats != NULL)
         stats_observe(s->stats, clock_now_us() - b->t0);
