@@ -24,6 +24,7 @@
 #include "control/settle.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "decisions/limiter_reserve.h"
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
 #include "stores/store.h"
@@ -245,6 +246,10 @@ static int bucket_proto(struct policysvc *a, struct connect_call *call, const ch
     b->limit = r.limit;
     b->reset_after_ms = r.reset_after_ms;
     if (detail && (rc = bucket_more(call, &more, b, err)) != PERMITD_OK)
+        return rc;
+    if (detail && (rc = limiter_reserve_outstanding(a->limiter, name, deadline(),
+                                                    &b->reservations, &b->reserved_permits,
+                                                    &b->oldest_reservation_ms, err)) != PERMITD_OK)
         return rc;
     *out = b;
     return PERMITD_OK;

@@ -375,6 +375,24 @@ class PolicyLimitsTest(test_admin.AdminCase):
         redis.close()
         self.assertAlmostEqual(tokens, -7, delta=0.01)
 
+    def test_the_inspector_shows_outstanding_reservations(self):
+        c = self.editor()
+        name = self.name("rsv-insp")
+        c.create(name, max_permits=100, rate="0.001")
+        api = self.api()
+        wait_for("the policy synced", lambda: api.peek(name).status == 200)
+        ids = []
+        for est in (10, 15):
+            r = api.rpc_json("Reserve", {"app": "app", "items": [{"bucket": name, "key": "k%d" % est,
+                                                                   "estimate": est}]}).json()
+            ids.append(r["reservationId"])
+        b = c.bucket(name)
+        self.assertEqual((b.get("reservations"), b.get("reservedPermits")), ("2", "25"), b)
+        self.assertGreaterEqual(int(b.get("oldestReservationMs", "0")), 0, b)
+        api.rpc_json("Cancel", {"app": "app", "reservationId": ids[0]})
+        b = c.bucket(name)
+        self.assertEqual((b.get("reservations"), b.get("reservedPermits")), ("1", "15"), b)
+
 
 if __name__ == "__main__":
     harness.main()
