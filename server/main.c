@@ -254,7 +254,7 @@ static void hotkeys_part_free(void *ctx)
 static int sweep_part_start(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
-    return sweep_start(s->limiter, &s->sweep, err);
+    return sweep_start(s->limiter, s->cfg->reserve_sweep_ms, &s->sweep, err);
 }
 static void sweep_part_stop(void *ctx)
 {

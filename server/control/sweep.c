@@ -1,6 +1,6 @@
 /*
  * sweep.c - the reservations' expiry sweep (sweep.h): one thread, a pass
- * every SWEEP_PERIOD_MS, waiting on a condition variable so a stop is
+ * every --reserve-sweep-ms, waiting on a condition variable so a stop is
  * prompt. A pass that fails (Redis down) is logged once per run of
  * failures and tried again at the next.
  */
@@ -14,11 +14,11 @@
 #include "core/log.h"
 #include "decisions/limiter_reserve.h"
 
-#define SWEEP_PERIOD_MS 500
 #define SWEEP_DEADLINE_MS 2000
 
 struct sweep {
     struct limiter *limiter;
+    int period_ms;
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -45,7 +45,8 @@ static void *run(void *arg)
         failing = rc != PERMITD_OK;
         pthread_mutex_lock(&sw->lock);
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += SWEEP_PERIOD_MS * 1000000L;
+        until.tv_sec += sw->period_ms / 1000;
+        until.tv_nsec += (sw->period_ms % 1000) * 1000000L;
         until.tv_sec += until.tv_nsec / 1000000000L;
         until.tv_nsec %= 1000000000L;
         while (!sw->stopping &&
@@ -56,14 +57,18 @@ static void *run(void *arg)
     return NULL;
 }
 
-int sweep_start(struct limiter *limiter, struct sweep **out, struct permitd_error *err)
+int sweep_start(struct limiter *limiter, int period_ms, struct sweep **out,
+                struct permitd_error *err)
 {
-    struct sweep *sw = calloc(1, sizeof(*sw));
+    struct sweep *sw;
 
     *out = NULL;
-    if (sw == NULL)
+    if (period_ms <= 0)
+        return PERMITD_OK;
+    if ((sw = calloc(1, sizeof(*sw))) == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     sw->limiter = limiter;
+    sw->period_ms = period_ms;
     pthread_mutex_init(&sw->lock, NULL);
     pthread_cond_init(&sw->wake, NULL);
     if (pthread_create(&sw->thread, NULL, run, sw) != 0) {

@@ -14,9 +14,11 @@
 
 struct sweep;
 
-/* Starts the thread in *out; limiter must outlive it. Stop and free with
- * sweep_stop() (NULL is a no-op). */
-int sweep_start(struct limiter *limiter, struct sweep **out, struct permitd_error *err);
+/* Starts the thread in *out, a pass every period_ms (0: none is started,
+ * *out NULL); limiter must outlive it. Stop and free with sweep_stop()
+ * (NULL is a no-op). */
+int sweep_start(struct limiter *limiter, int period_ms, struct sweep **out,
+                struct permitd_error *err);
 void sweep_stop(struct sweep *sw);
 
 #endif

@@ -162,6 +162,9 @@ static const struct setting settings[] = {
         "for the fleet's totals and the Instances page (control/fleet.c); 0 = off"),
     INT(fleet_heartbeat_ttl_s, "fleet-heartbeat-ttl", "PERMITD_FLEET_HEARTBEAT_TTL", "60", 2,
         86400, "seconds an instance's heartbeat stays listed after its last write"),
+    INT(reserve_sweep_ms, "reserve-sweep-ms", "PERMITD_RESERVE_SWEEP_MS", "500", 0, 60000,
+        "how often this instance settles the reservations past their expiry (issue 38: "
+        "control/sweep.c); 0 = off (a late Commit or Cancel, or another instance, settles them)"),
     INT(hotkeys_publish_ms, "hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS", "5000", 100,
         600000, "how often this instance writes each policy's hot keys (its most allowed and "
         "most denied keys of the last minute or two) to Redis, for GetHotKeys"),

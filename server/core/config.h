@@ -122,6 +122,7 @@ struct config {
     int fleet_publish_ms;         /* fleet counts + heartbeat into Redis this often; 0 = off */
     int fleet_heartbeat_ttl_s;    /* a heartbeat's life in Redis */
     int hotkeys_publish_ms;       /* how often the hot keys go to Redis (decisions/hotkeys.h) */
+    int reserve_sweep_ms;         /* the reservations' expiry sweep (control/sweep.h); 0 = off */
 
     /* Admin listener: /healthz, /readyz (and the admin UI) */
     char admin_listen[256];

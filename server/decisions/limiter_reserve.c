@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -88,6 +89,7 @@ struct rec {
     char field[16];                 /* the name of the value to come */
     int64_t created_us, expires_us;
     size_t n;
+    int noted;                      /* the outcome is noted (an item's r): settled whole */
     struct rec_item it[LIMITER_RESERVE_ITEMS_MAX];
 };
 
@@ -168,7 +170,7 @@ static void rec_each(void *ud, const char *s, size_t len)
         else if (*dot != '.')
             return;
         else if (strcmp(f, "a") == 0) it->a = num(s, len), it->has_a = 1;
-        else if (strcmp(f, "r") == 0) it->r = num(s, len);
+        else if (strcmp(f, "r") == 0) it->r = num(s, len), r->noted = 1;
         else if (strcmp(f, "c") == 0) it->c = num(s, len);
     }
 }
@@ -746,8 +748,18 @@ int limiter_reserve_close(struct limiter *l, const char *app, const char *id,
         args[nargs++].len = (size_t)snprintf(actual_s[i], sizeof(actual_s[i]), "%" PRId64,
                                              actual[i]);
     }
-    if ((rc = rec_call(l, id, "close", args, nargs, deadline_us, &r, err)) != PERMITD_OK)
-        return rc;
+    /* A reservation another instance is settling (transition made, outcome
+     * not noted yet) is read again a few times, so a retry answers what
+     * happened rather than a settlement half told; one whose settler died
+     * in between answers as it stands. */
+    for (int tries = 0;; tries++) {
+        if ((rc = rec_call(l, id, "close", args, nargs, deadline_us, &r, err)) != PERMITD_OK)
+            return rc;
+        if (strcmp(r.word, "settled") != 0 || strcmp(r.state, "pending") == 0 || r.noted ||
+            tries >= 20 || clock_now_us() + 20000 > deadline_us)
+            break;
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+    }
     if (strcmp(r.word, "none") == 0)
         return permitd_error_set(err, PERMITD_ENOTFOUND, "reservation_id: no reservation "
                                  "\"%s\" (never made, refused, or settled and forgotten)", id);

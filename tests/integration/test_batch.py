@@ -359,7 +359,7 @@ class CoalescedTest(unittest.TestCase):
         # which the tests here count as the decisions' doing.
         cls.p = Permitd(redis_url=cls.server.url, prefix=cls.prefix,
                         args=["--threads", "1", "--mysql-url", "", "--fleet-publish-ms", "0",
-                              "--hotkeys-publish-ms", "600000"])
+                              "--hotkeys-publish-ms", "600000", "--reserve-sweep-ms", "0"])
         cls.conns = [Http(cls.p.port) for _ in range(cls.N)]
 
     @classmethod
