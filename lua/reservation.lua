@@ -33,8 +33,9 @@ ARGV[1] mode:
   close  ARGV[2] app, ARGV[3] "committed" or "cancelled", ARGV[4..] the
          actuals a.1 .. a.n (commit): the one transition out of open.
          {"ok", record...} when it was open and is not past expiry: the
-         caller then refunds and charges; {"expired", record...} when it
-         was open but past expiry (state expired now: the caller settles
+         caller then refunds and charges; {"count", n} when a commit's
+         actuals are not one per item (nothing changed); {"expired",
+         record...} when it was open but past expiry (state expired now: the caller settles
          the expiry as each item's rule says); {"settled", record...}
          when it was settled before (a retry: the caller answers what the
          record says, and changes nothing); {"app"} another app's;
@@ -83,6 +84,10 @@ elseif mode == 'close' or mode == 'expire' then
   end
   if st[1] ~= 'open' then
     return mode == 'close' and record('settled') or {'no'}
+  end
+  if mode == 'close' and ARGV[3] == 'committed' and
+     #ARGV - 3 ~= tonumber(redis.call('HGET', key, 'n')) then
+    return {'count', redis.call('HGET', key, 'n')}   -- the caller's mistake: nothing changes
   end
   if now >= tonumber(st[3]) then
     redis.call('HSET', key, 'state', 'expired')

@@ -773,13 +773,10 @@ int limiter_reserve_close(struct limiter *l, const char *app, const char *id,
         answer(&r, state_of(r.state), 1, out);
         return PERMITD_OK;
     }
-    if (strcmp(r.word, "ok") == 0 && actual != NULL && n != r.n) {
-        /* the transition is made; a wrong count is the caller's: nothing is refunded or
-         * charged, the reservation ends as if cancelled with its estimates kept */
-        settle(l, id, &r, LIMITER_RESERVE_EXPIRED, deadline_us);
+    if (strcmp(r.word, "count") == 0)
         return permitd_error_set(err, PERMITD_EINVAL, "actual: %zu numbers for a reservation "
-                                 "of %zu items; it is closed, its estimates kept", n, r.n);
-    }
+                                 "of more or fewer items: one per item, in the order reserved "
+                                 "(nothing changed)", n);
     if (strcmp(r.word, "expired") == 0)
         to = LIMITER_RESERVE_EXPIRED;
     else if (strcmp(r.word, "ok") != 0)

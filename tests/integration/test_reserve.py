@@ -246,7 +246,12 @@ class ReserveTest(ReserveCase):
         rid = self.reserve([(name, "", 3)])["reservationId"]
         r = self.api().rpc_json("Commit", {"app": "other", "reservationId": rid, "actual": [1]})
         self.assertEqual(r.json()["code"], "permission_denied", r)
+        for actual in ([1, 1], [-1], [1.5]):
+            r = self.api().rpc_json("Commit", {"app": APP, "reservationId": rid, "actual": actual})
+            self.assertEqual(r.json()["code"], "invalid_argument", (actual, r))
         self.assertEqual(self.remaining(name), 7)
+        c = self.commit(rid, [1])          # still open: the bad commits changed nothing
+        self.assertEqual(num(c["items"][0], "refunded"), 2, c)
 
     def test_metrics_count_reservations(self):
         name = self.policy(max_permits=100)
