@@ -467,7 +467,7 @@ int limiter_reserve_open(struct limiter *l, const char *app,
                          struct limiter_reserve_answer *out, struct permitd_error *err)
 {
     struct hold_item h[LIMITER_RESERVE_ITEMS_MAX];
-    struct redis_str args[4 + 2 * LIMITER_RESERVE_ITEMS_MAX];
+    struct redis_str args[6 + 2 * LIMITER_RESERVE_ITEMS_MAX];
     char fields[LIMITER_RESERVE_ITEMS_MAX][8];
     char values[LIMITER_RESERVE_ITEMS_MAX][96 + POLICY_NAME_MAX + POLICY_KEY_MAX];
     char pending_s[24], ttl_s[24], grace_s[24], n_s[8];
@@ -534,6 +534,8 @@ int limiter_reserve_open(struct limiter *l, const char *app,
     args[nargs].p = grace_s;
     args[nargs++].len = (size_t)snprintf(grace_s, sizeof(grace_s), "%" PRId64,
                                          grace > 0 ? grace : 60000);
+    args[nargs++] = str("app");     /* again: the pending record may have expired meanwhile */
+    args[nargs++] = str(app);
     args[nargs++] = str("n");
     args[nargs].p = n_s;
     args[nargs++].len = (size_t)snprintf(n_s, sizeof(n_s), "%zu", n);
