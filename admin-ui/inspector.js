@@ -93,6 +93,18 @@ function leaseMore(b) {
   ];
 }
 
+// The policy's outstanding reservations (issue 38: Reserve holds an
+// estimate until its Commit), over all its keys: how many items, the
+// permits they hold, and how long the oldest has been held.
+function reservationsMore(b) {
+  const n = Number(b.reservations ?? 0);
+  if (n <= 0) return h("p", { class: "small muted", id: "inspect-reservations" }, "No reservation of this policy is outstanding.");
+  return h("p", { class: "small", id: "inspect-reservations" },
+    "Outstanding reservations of this policy (all keys): ",
+    h("strong", {}, fmt.formatNumber(n, 0)), ` holding ${fmt.formatNumber(Number(b.reservedPermits ?? 0), 0)} permits, the oldest held for `,
+    h("strong", {}, fmt.formatDuration(Number(b.oldestReservationMs ?? 0))), ".");
+}
+
 // reset: the button's words; done: what a reset did; more: see above.
 const VIEWS = {
   token_bucket: { reset: "Reset to full", done: "the bucket is full again" },
@@ -154,8 +166,8 @@ export function bucketInspector(name, editor, signal, onOverride) {
       setText(cells[r.id].dt, r.label);
       setText(cells[r.id].dd, r.text);
     }
-    if (view.more) replace(more, view.more(b));
-    else more.replaceChildren();
+    if (view.more) replace(more, view.more(b), reservationsMore(b));
+    else replace(more, reservationsMore(b));
     return d;
   }
 

@@ -191,10 +191,13 @@ stamp of the call.
 
 local mode = ARGV[1]
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'settle' and
-   mode ~= 'index' and mode ~= 'refund' then
-  -- never decided as a take (permitd sends no other; redis-cli might)
-  return redis.error_reply('bucket.lua: mode "' .. tostring(mode) ..
-                           '" is not one of take, peek, all, settle, index, refund')
+   mode ~= 'index' and mode ~= 'refund' and mode ~= 'charge' then
+  if mode ~= 'hold' then
+    -- never decided as a take (permitd sends no other; redis-cli might)
+    return redis.error_reply('bucket.lua: mode "' .. tostring(mode) ..
+                             '" is not one of take, peek, all, settle, index, refund, charge, hold')
+  end
+  -- @include hold.lua
 end
 local n = #KEYS
 local np = tonumber(ARGV[2])
@@ -764,7 +767,7 @@ local function retry_after(stored, since, max, rate, tokens, want)
 end
 
 -- refund (issue 38): permits given back, in lua/lib/refund_bucket.lua.
-if mode == 'refund' then
+if mode == 'refund' or mode == 'charge' then
   -- @include refund_bucket.lua
 end
 
@@ -1190,4 +1193,9 @@ if mode ~= 'peek' then
   end
 end
 
+-- hold (issue 38: a reservation's all-or-nothing take, lua/lib/hold.lua):
+-- the answers, then the Redis time of the decision.
+if ARGV[1] == 'hold' then
+  return table.concat(out) .. pack('<d', now)
+end
 return table.concat(out)

@@ -58,9 +58,13 @@ local SCRIPT = 'fixed_window.lua'
 local sub = string.sub
 local STATE = '<ddd'
 
-if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'refund' then
-  return redis.error_reply('fixed_window.lua: mode "' .. tostring(mode) ..
-                           '" is not one of take, peek, all, inspect, refund')
+if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'refund' and
+   mode ~= 'charge' then
+  if mode ~= 'hold' then
+    return redis.error_reply('fixed_window.lua: mode "' .. tostring(mode) ..
+                             '" is not one of take, peek, all, inspect, refund, charge, hold')
+  end
+  -- @include hold.lua
 end
 -- @include keys.lua
 
@@ -170,7 +174,7 @@ local function policy(j)
 end
 
 -- refund (issue 38): permits given back, in lua/lib/refund_fixed_window.lua.
-if mode == 'refund' then
+if mode == 'refund' or mode == 'charge' then
   -- @include refund_fixed_window.lua
 end
 
@@ -321,4 +325,9 @@ if inspect then
   return r
 end
 
+-- hold (issue 38: a reservation's all-or-nothing take, lua/lib/hold.lua):
+-- the answers, then the Redis time of the decision.
+if ARGV[1] == 'hold' then
+  return table.concat(out) .. pack('<d', now)
+end
 return table.concat(out)

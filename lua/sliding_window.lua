@@ -117,9 +117,13 @@ local SCRIPT, P1 = 'sliding_window.lua', 'window_ms'   -- lua/lib/item.lua's err
 -- @include call.lua
 local STATE = '<dddd'
 
-if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'refund' then
-  return redis.error_reply('sliding_window.lua: mode "' .. tostring(mode) ..
-                           '" is not one of take, peek, all, refund')
+if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'refund' and
+   mode ~= 'charge' then
+  if mode ~= 'hold' then
+    return redis.error_reply('sliding_window.lua: mode "' .. tostring(mode) ..
+                             '" is not one of take, peek, all, refund, charge, hold')
+  end
+  -- @include hold.lua
 end
 -- @include keys.lua
 
@@ -270,7 +274,7 @@ local function reset_after(prev, cur, start, w)
 end
 
 -- refund (issue 38): permits given back, in lua/lib/refund_sliding_window.lua.
-if mode == 'refund' then
+if mode == 'refund' or mode == 'charge' then
   -- @include refund_sliding_window.lua
 end
 
@@ -412,4 +416,9 @@ if inspect then
   return r
 end
 
+-- hold (issue 38: a reservation's all-or-nothing take, lua/lib/hold.lua):
+-- the answers, then the Redis time of the decision.
+if ARGV[1] == 'hold' then
+  return table.concat(out) .. pack('<d', now)
+end
 return table.concat(out)

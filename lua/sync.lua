@@ -23,6 +23,10 @@ policies, such as the login throttle's "_login", are written with "set"):
               policy's own local leases; absent: as --local-leases says
   local_lease_permits  the permits its lease takes; absent: as
               --local-lease-permits says
+  reserve_ttl_ms, debt_floor, reserve_expiry  (issue 38) a reservation's
+              ttl cap in ms, how far below empty a commit may charge,
+              "refund" when an expired reservation is refunded; each
+              absent at its default (300000, 0, keep)
 A token bucket's hash has none of the four algorithm fields: it is exactly
 as before issue 20, so a permitd from before reads it unchanged.
 
@@ -191,7 +195,8 @@ if op == 'put' then
     -- the algorithm fields a policy of another algorithm had, and they
     -- leave out its rate; a policy that enforces leaves out `shadow`.
     for _, f in ipairs({'rate', 'algorithm', 'window_ms', 'calendar', 'lease_ms', 'shadow',
-                        'local_lease', 'local_lease_permits'}) do
+                        'local_lease', 'local_lease_permits', 'reserve_ttl_ms', 'debt_floor',
+                        'reserve_expiry'}) do
       if same and cur[f] and not given[f] then
         same = false
       end

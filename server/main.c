@@ -54,6 +54,7 @@
 #include "stores/redis.h"
 #include "decisions/stats.h"
 #include "control/follow.h"
+#include "control/sweep.h"
 #include "control/sync.h"
 
 #define DRAIN_GRACE_MS 10000
@@ -132,6 +133,7 @@ struct serve {
     struct appsync *appsync;
     struct sync *sync;
     struct follow *follow;
+    struct sweep *sweep;                /* reservations' expiry (issue 38) */
     struct admin *admin;
     struct hotkeysvc *hotkeysvc;
     struct appsvc *appsvc;
@@ -271,6 +273,18 @@ static void hotkeys_part_free(void *ctx)
     struct serve *s = ctx;
     hotkeys_free(s->hotkeys);
     s->hotkeys = NULL;
+}
+
+static int sweep_part_start(void *ctx, struct permitd_error *err)
+{
+    struct serve *s = ctx;
+    return sweep_start(s->limiter, s->cfg->reserve_sweep_ms, &s->sweep, err);
+}
+static void sweep_part_stop(void *ctx)
+{
+    struct serve *s = ctx;
+    sweep_stop(s->sweep);
+    s->sweep = NULL;
 }
 
 static int gwsync_part(void *ctx, struct permitd_error *err)
@@ -745,6 +759,7 @@ static const struct part serve_parts[] = {
     {"appsync",      mysql_on, appsync_part,     appsync_part_start,   appsync_part_free, appsync_part_free},
     {"sync",         mysql_on, sync_part,        sync_part_start,      sync_part_free,    sync_part_free},
     {"follow",       NULL,     NULL,             follow_part_start,    follow_part_stop,  NULL},
+    {"sweep",        NULL,     NULL,             sweep_part_start,     sweep_part_stop,   NULL},
     {"admin",        NULL,     admin_part,       NULL,                 NULL,              admin_part_free},
     {"hotkeysvc",    NULL,     hotkeysvc_part,   hotkeysvc_part_start, NULL,              hotkeysvc_part_free},
     {"appsvc",       mysql_on, appsvc_part,      appsvc_part_start,    NULL,              appsvc_part_free},

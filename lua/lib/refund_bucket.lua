@@ -11,14 +11,24 @@
   permits are added, never above max_permits: a bucket that reaches its
   max is full, and a full bucket has no key. Answers one RECORD: allowed
   1 when anything was given back (else flags 2, no-op), remaining and
-  level_micro after it, lease_expires_ms the whole permits given back
-  (what a cap at max_permits did not keep). A stale or foreign state
+  level_micro after it, lease_expires_ms the permits given back, to the
+  nearest whole one (what a cap at max_permits did not keep). A stale or foreign state
   answers as a take would; nothing is written then.
+
+  Mode "charge" (a reservation's commit above its estimate): the same
+  call, its permits taken now whether the bucket holds them or not, down
+  to -floor (the item's fourth argument, the policy's debt floor, >= 0):
+  a bucket in debt refills from below zero at its rate, so a take waits
+  until the debt is paid (retry_after_ms says how long, exactly as for
+  any shortfall). lease_expires_ms answers the whole permits charged
+  (what the floor did not cut off).
   ]]
+  local charge = mode == 'charge'
+  local floor_debt = charge and tonumber(ARGV[base + 3]) or 0
   local ver, max, rate, rates = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
   local give = tonumber(ARGV[base + 1])
   if n ~= 1 or per ~= 4 or not max or not rate or max < 1 or rate <= 0 or rate ~= rate or
-     not give or give < 1 or give ~= floor(give) then
+     not give or give < 1 or give ~= floor(give) or not floor_debt or floor_debt < 0 then
     return redis.error_reply('bucket.lua: refund takes one wide item of whole permits >= 1 ' ..
                              'and a policy with max_permits >= 1 and rate > 0')
   end
@@ -46,14 +56,24 @@
     end
   end
   local tokens = level(stored, since, max, rate, now)
-  local back = give
-  if tokens + back > max then
-    back = max - tokens
+  local back = give             -- refunded, or charged
+  if charge then
+    if tokens - back < -floor_debt then
+      back = tokens + floor_debt
+    end
+    if back < 0 then
+      back = 0
+    end
+    tokens = tokens - back
+  else
+    if tokens + back > max then
+      back = max - tokens
+    end
+    if back < 0 then
+      back = 0
+    end
+    tokens = tokens + back
   end
-  if back < 0 then
-    back = 0
-  end
-  tokens = tokens + back
   local ttl = 0
   if tokens < max then
     ttl = ceil((max - tokens) * 1000 / rate)
@@ -71,8 +91,13 @@
     w = FOREVER_MS
   end
   local mic = floor(tokens * 1000000)
+  if mic < 0 then
+    mic = 0
+  end
   if mic > 9007199254740992 then
     mic = 9007199254740992
   end
-  return pack(ANSWER, 0, back > 0 and 1 or 0, floor(tokens), max, 0, ttl, w, mic, floor(back),
-              back > 0 and 0 or 2, NOLEASE)
+  -- the permits given back or charged, to the nearest whole one (a cap at max
+  -- after a refill of a fraction meanwhile gives back 19.9999 of 20: 20)
+  return pack(ANSWER, 0, back > 0 and 1 or 0, floor(tokens), max, 0, ttl, w, mic,
+              floor(back + 0.5), back > 0 and 0 or 2, NOLEASE)

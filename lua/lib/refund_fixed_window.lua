@@ -9,11 +9,20 @@
   this window admit more than max_permits. The count never goes below 0.
   Answers one RECORD: allowed 1 when anything was given back (else flags
   2), remaining after it, lease_expires_ms the permits given back.
+
+  Mode "charge" (a reservation's commit above its estimate): the permits
+  are added to the current window's count, whatever it holds, up to
+  max_permits + floor (the item's fourth argument, the policy's debt
+  floor): the window then admits nothing more until it ends (a debt
+  lasts until the window does; retry_after_ms is its end).
+  lease_expires_ms answers the permits charged.
   ]]
+  local charge = mode == 'charge'
+  local floor_debt = charge and tonumber(ARGV[base + 3]) or 0
   local p = policy(tonumber(ARGV[base]) or 0)
   local give, at = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
   if n ~= 1 or per ~= 4 or not p or not p.start or not p.max or p.max < 1 or not give or
-     give < 1 or give ~= floor(give) then
+     give < 1 or give ~= floor(give) or not floor_debt or floor_debt < 0 then
     return redis.error_reply('fixed_window.lua: refund takes one wide item of whole permits ' ..
                              '>= 1 and a policy with a window')
   end
@@ -32,7 +41,18 @@
     end
   end
   local back = 0
-  if at and at >= p.start and at < p.stop and count > 0 then
+  if charge then
+    back = p.max + floor_debt - count
+    if back > give then
+      back = give
+    end
+    if back > 0 then
+      count = count + back
+      redis.call('SET', KEYS[1], pack(STATE, count, start, p.ver), 'PX', p.left)
+    else
+      back = 0
+    end
+  elseif at and at >= p.start and at < p.stop and count > 0 then
     back = give < count and give or count
     count = count - back
     if count > 0 then
@@ -41,5 +61,6 @@
       redis.call('DEL', KEYS[1])
     end
   end
-  return pack(RECORD, 0, back > 0 and 1 or 0, p.max - count, p.max, 0, count > 0 and p.left or 0,
-              p.window, (p.max - count) * 1000000, back, back > 0 and 0 or 2) .. NO_LEASE
+  local left = p.max - count > 0 and p.max - count or 0
+  return pack(RECORD, 0, back > 0 and 1 or 0, left, p.max, 0, count > 0 and p.left or 0,
+              p.window, left * 1000000, back, back > 0 and 0 or 2) .. NO_LEASE

@@ -12,10 +12,19 @@
   more than max_permits. Answers one RECORD: allowed 1 when anything was
   given back (else flags 2), remaining after it, lease_expires_ms the
   permits given back.
+
+  Mode "charge" (a reservation's commit above its estimate): the permits
+  are added as entries of now (as a take scores them), up to a count of
+  max_permits + floor in the window (the item's fourth argument, the
+  policy's debt floor): takes wait until enough entries have aged out.
+  lease_expires_ms answers the permits charged.
   ]]
+  local charge = mode == 'charge'
+  local floor_debt = charge and tonumber(ARGV[base + 3]) or 0
   local p = policy(tonumber(ARGV[base]) or 0)
   local give, at = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-  if n ~= 1 or per ~= 4 or not p or not give or give < 1 or give ~= floor(give) then
+  if n ~= 1 or per ~= 4 or not p or not give or give < 1 or give ~= floor(give) or
+     not floor_debt or floor_debt < 0 then
     return redis.error_reply('sliding_log.lua: refund takes one wide item of whole permits ' ..
                              '>= 1 and a policy with max_permits and window_ms >= 1')
   end
@@ -31,7 +40,36 @@
     return pack(RECORD, STALE, 0, -tonumber(v), p.max, 0, 0, 0, 0, 0, 0) .. NO_LEASE
   end
   local back = 0
-  if at and at > now - p.w then
+  if charge then
+    local count = redis.call('ZCOUNT', k, p.cutoff, '+inf')
+    back = p.max + floor_debt - count
+    if back > give then
+      back = give
+    end
+    if back > 0 then
+      local t = now
+      if count > 0 then
+        local newest = tonumber(redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')[2])
+        if newest >= t then
+          t = newest + 1
+        end
+      end
+      redis.call('ZREMRANGEBYSCORE', k, '(0', string.format('%d', now - p.w))
+      redis.call('ZADD', k, -p.ver, 'v')
+      local ts, args = string.format('%d', t), {}
+      for i = 1, back do
+        args[#args + 1] = ts
+        args[#args + 1] = ts .. ':c' .. i
+        if #args >= 2 * CHUNK or i == back then
+          redis.call('ZADD', k, unpack(args))
+          args = {}
+        end
+      end
+      redis.call('PEXPIRE', k, ms_up(t + p.w - now))
+    else
+      back = 0
+    end
+  elseif at and at > now - p.w then
     local gone = redis.call('ZREVRANGEBYSCORE', k, string.format('%d', at), p.cutoff,
                             'LIMIT', 0, give)
     back = #gone
@@ -47,5 +85,6 @@
   elseif back > 0 then
     redis.call('DEL', k)
   end
-  return pack(RECORD, 0, back > 0 and 1 or 0, p.max - count, p.max, 0, reset, p.window_s,
-              (p.max - count) * 1000000, back, back > 0 and 0 or 2) .. NO_LEASE
+  local left = p.max - count > 0 and p.max - count or 0
+  return pack(RECORD, 0, back > 0 and 1 or 0, left, p.max, 0, reset, p.window_s,
+              left * 1000000, back, back > 0 and 0 or 2) .. NO_LEASE

@@ -10,10 +10,20 @@
   no-op), as does one whose time is not given (""). No counter goes below
   0. Answers one RECORD: allowed 1 when anything was given back (else
   flags 2), remaining after it, lease_expires_ms the permits given back.
+
+  Mode "charge" (a reservation's commit above its estimate): the permits
+  are added to the current window's counter, whatever the estimate, up
+  to where the weighted estimate reaches max_permits + floor (the item's
+  fourth argument, the policy's debt floor): takes then wait until the
+  estimate has fallen back below max_permits (retry_after_ms, as for any
+  shortfall). lease_expires_ms answers the permits charged.
   ]]
+  local charge = mode == 'charge'
+  local floor_debt = charge and tonumber(ARGV[base + 3]) or 0
   local p = policy(tonumber(ARGV[base]) or 0)
   local give, at = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-  if n ~= 1 or per ~= 4 or not p or not give or give < 1 or give ~= floor(give) then
+  if n ~= 1 or per ~= 4 or not p or not give or give < 1 or give ~= floor(give) or
+     not floor_debt or floor_debt < 0 then
     return redis.error_reply('sliding_window.lua: refund takes one wide item of whole permits ' ..
                              '>= 1 and a policy with max_permits and window_ms >= 1')
   end
@@ -30,7 +40,17 @@
   end
   prev, cur, start = roll(prev, cur, start, p.w, now)
   local back = 0
-  if at and at >= start and at < start + p.w then
+  if charge then
+    back = floor(p.max + floor_debt - weighted(prev, cur, start, p.w, now))
+    if back > give then
+      back = give
+    end
+    if back > 0 then
+      cur = cur + back
+    else
+      back = 0
+    end
+  elseif at and at >= start and at < start + p.w then
     back = give < cur and give or cur
     cur = cur - back
   elseif at and at >= start - p.w and at < start then

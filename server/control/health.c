@@ -26,6 +26,7 @@
 #include "control/settle.h"
 #include "control/trafficlog.h"
 #include "decisions/traffic.h"
+#include "decisions/limiter_reserve.h"
 
 #define READYZ_REDIS_DEADLINE_MS 250
 #define READYZ_SKIPPED_SHOWN 10     /* skipped rows named one by one; the rest counted */
@@ -245,6 +246,7 @@ struct metric {
 /* What the rows read, taken once per scrape. */
 struct metrics_snap {
     uint64_t open_passes, stale_retries;
+    uint64_t rsv_reserved, rsv_committed, rsv_expired, rsv_refunded, rsv_debt;
     uint64_t deny_hits, deny_misses, deny_evictions;
     struct limiter_lease_counters lease;
     uint64_t redis_up, redis_errors, redis_connects;
@@ -294,6 +296,19 @@ static const struct metric metrics[] = {
             "Decisions asked again after the bucket was found written under a newer policy "
             "version than this instance's copy (the policy reloaded first).",
             M_LIMITER, SNAP(stale_retries)),
+    COUNTER("permitd_reservations_total",
+            "Reservations made (Reserve held every item).", M_LIMITER, SNAP(rsv_reserved)),
+    COUNTER("permitd_reservations_committed_total",
+            "Reservations settled by Commit.", M_LIMITER, SNAP(rsv_committed)),
+    COUNTER("permitd_reservations_expired_total",
+            "Reservations settled at their expiry (kept or refunded as their policy says).",
+            M_LIMITER, SNAP(rsv_expired)),
+    COUNTER("permitd_reservation_permits_refunded_total",
+            "Permits given back by commits below the estimate, cancels and expiries.",
+            M_LIMITER, SNAP(rsv_refunded)),
+    COUNTER("permitd_reservation_permits_debt_total",
+            "Permits charged beyond reservations' estimates (into debt, down to the floor).",
+            M_LIMITER, SNAP(rsv_debt)),
     COUNTER("permitd_deny_cache_hits_total",
             "Acquires denied from a worker's deny cache, without asking Redis (--deny-cache).",
             M_LIMITER, SNAP(deny_hits)),
@@ -490,6 +505,8 @@ static void snap_take(const struct health *h, struct metrics_snap *m)
                              &(struct permitd_error){0, ""}) == PERMITD_OK;
     m->open_passes = limiter_open_passes(h->limiter);
     m->stale_retries = limiter_stale_retries(h->limiter);
+    limiter_reserve_counters(h->limiter, &m->rsv_reserved, &m->rsv_committed, &m->rsv_expired,
+                             &m->rsv_refunded, &m->rsv_debt);
     limiter_deny_cache_counters(h->limiter, &m->deny_hits, &m->deny_misses, &m->deny_evictions);
     limiter_lease_counters(h->limiter, &m->lease);
     redis_counters(h->redis, &m->redis_errors, &m->redis_connects);

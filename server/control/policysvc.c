@@ -24,6 +24,7 @@
 #include "control/settle.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "decisions/limiter_reserve.h"
 #include "permit/v1/admin.pb-c.h"
 #include "stores/policy.h"
 #include "stores/store.h"
@@ -89,6 +90,7 @@ static Permit__V1__Policy *to_proto(struct connect_call *call, const struct stor
 {
     Permit__V1__Policy *m = connect_call_alloc(call, sizeof(*m));
     char window[POLICY_DURATION_TEXT], lease[POLICY_DURATION_TEXT] = "";
+    char rsv_ttl[POLICY_DURATION_TEXT];
     size_t n = 0;
 
     if (m == NULL)
@@ -109,6 +111,10 @@ static Permit__V1__Policy *to_proto(struct connect_call *call, const struct stor
     m->algorithm = connect_call_strdup(call, policy_algorithm_name(p->algorithm));
     m->window = connect_call_strdup(call, window);
     m->lease_ttl = connect_call_strdup(call, lease);
+    policy_format_duration(rsv_ttl, p->reserve_ttl_ms > 0 ? p->reserve_ttl_ms : 300000);
+    m->reserve_ttl = connect_call_strdup(call, rsv_ttl);
+    m->debt_floor = p->debt_floor;
+    m->reserve_expiry = (char *)(p->expiry_refund ? "refund" : "keep");
     m->version = (int64_t)p->version;
     m->created_by = connect_call_strdup(call, p->created_by);
     m->updated_by = connect_call_strdup(call, p->updated_by);
@@ -128,7 +134,7 @@ static Permit__V1__Policy *to_proto(struct connect_call *call, const struct stor
     }
     if (!m->name || !m->rate || !m->description || !m->failure_mode || !m->created_by ||
         !m->updated_by || !m->created_at || !m->updated_at || !m->algorithm || !m->window ||
-        !m->lease_ttl)
+        !m->lease_ttl || !m->reserve_ttl)
         return NULL;
     return m;
 }
@@ -167,6 +173,24 @@ static int from_proto(const Permit__V1__Policy *m, struct store_policy_input *in
     in->failure_mode = m->failure_mode[0] ? m->failure_mode : "closed";
     in->colocate = m->colocate;
     in->shadow = m->shadow;
+    /* reservations (issue 38) */
+    in->reserve_ttl_ms = 300000;
+    if (m->reserve_ttl[0] != '\0' &&
+        (rc = policy_parse_duration("reserve_ttl", m->reserve_ttl, &in->reserve_ttl_ms,
+                                    err)) != PERMITD_OK)
+        return rc;
+    if (in->reserve_ttl_ms > 86400000)
+        return permitd_error_set(err, PERMITD_EINVAL, "reserve_ttl: \"%s\" is longer than 1d",
+                                 m->reserve_ttl);
+    if (m->debt_floor < 0 || m->debt_floor > 1000000000000LL)
+        return permitd_error_set(err, PERMITD_EINVAL, "debt_floor: %lld is not 0 .. 10^12",
+                                 (long long)m->debt_floor);
+    in->debt_floor = m->debt_floor;
+    if (m->reserve_expiry[0] != '\0' && strcmp(m->reserve_expiry, "keep") != 0 &&
+        strcmp(m->reserve_expiry, "refund") != 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "reserve_expiry: \"%.40s\" is not keep "
+                                 "or refund", m->reserve_expiry);
+    in->expiry_refund = strcmp(m->reserve_expiry, "refund") == 0;
     if ((rc = policy_check_fields(in->name, in->apps, in->napps, in->description,
                                   in->failure_mode, err)) != PERMITD_OK)
         return rc;
@@ -234,6 +258,10 @@ static int bucket_proto(struct policysvc *a, struct connect_call *call, const ch
     b->limit = r.limit;
     b->reset_after_ms = r.reset_after_ms;
     if (detail && (rc = bucket_more(call, &more, b, err)) != PERMITD_OK)
+        return rc;
+    if (detail && (rc = limiter_reserve_outstanding(a->limiter, name, deadline(),
+                                                    &b->reservations, &b->reserved_permits,
+                                                    &b->oldest_reservation_ms, err)) != PERMITD_OK)
         return rc;
     *out = b;
     return PERMITD_OK;
@@ -420,6 +448,8 @@ static int same_fields(const struct store_policy *p, const struct store_policy_i
         p->calendar != l->calendar || p->lease_ms != l->lease_ms ||
         (p->enabled != 0) != (in->enabled != 0) || (p->colocate != 0) != (in->colocate != 0) ||
         (p->shadow != 0) != (in->shadow != 0) ||
+        p->reserve_ttl_ms != in->reserve_ttl_ms || p->debt_floor != in->debt_floor ||
+        (p->expiry_refund != 0) != (in->expiry_refund != 0) ||
         strcmp(p->failure_mode, in->failure_mode) != 0 ||
         strcmp(p->description ? p->description : "", in->description ? in->description : "") != 0)
         return 0;

@@ -140,8 +140,8 @@ static int64_t deadline(void)
  * of its own so that a batch of them can be pipelined. */
 struct put_call {
     char key[POLICY_REDIS_KEY_MAX], id[24], version[24], max[24], updated[24], taken[24];
-    char window[24], lease[24], lease_permits[24];
-    struct redis_str keys[1], args[34];
+    char window[24], lease[24], lease_permits[24], rsv_ttl[24], debt[24];
+    struct redis_str keys[1], args[44];
     int nargs;
     long long out[2];       /* sync.lua's answer: {written, limits} */
 };
@@ -195,6 +195,19 @@ static void put_args(struct sync *s, const struct store_policy *p, int64_t taken
         snprintf(c->lease_permits, sizeof(c->lease_permits), "%" PRId64,
                  p->local_lease_permits);
         ARG("local_lease_permits"); ARG(c->lease_permits);
+    }
+    /* Reservations (issue 38): a field only when it is not the default
+     * (a hash without them reads as 5 minutes, no debt, keep). */
+    if (p->reserve_ttl_ms > 0 && p->reserve_ttl_ms != 300000) {
+        snprintf(c->rsv_ttl, sizeof(c->rsv_ttl), "%" PRId64, p->reserve_ttl_ms);
+        ARG("reserve_ttl_ms"); ARG(c->rsv_ttl);
+    }
+    if (p->debt_floor > 0) {
+        snprintf(c->debt, sizeof(c->debt), "%" PRId64, p->debt_floor);
+        ARG("debt_floor"); ARG(c->debt);
+    }
+    if (p->expiry_refund) {
+        ARG("reserve_expiry"); ARG("refund");
     }
     ARG("version"); ARG(c->version);
     ARG("id"); ARG(c->id);

@@ -184,6 +184,9 @@ static const struct setting settings[] = {
     INT(traffic_pairs, "traffic-pairs", "PERMITD_TRAFFIC_PAIRS", "100000", 1, 10000000,
         "(policy, app) pairs counted for the traffic history (about 400 bytes each, taken as "
         "they get traffic); past it a pair is counted under its policy without the app"),
+    INT(reserve_sweep_ms, "reserve-sweep-ms", "PERMITD_RESERVE_SWEEP_MS", "500", 0, 60000,
+        "how often this instance settles the reservations past their expiry (issue 38: "
+        "control/sweep.c); 0 = off (a late Commit or Cancel, or another instance, settles them)"),
     INT(hotkeys_publish_ms, "hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS", "5000", 100,
         600000, "how often this instance writes each policy's hot keys (its most allowed and "
         "most denied keys of the last minute or two) to Redis, for GetHotKeys"),

@@ -136,6 +136,7 @@ struct config {
     int traffic_flush_ms;         /* counts per policy and app added to MySQL this often; 0 = off */
     int traffic_pairs;            /* (policy, app) pairs counted for the history */
     int hotkeys_publish_ms;       /* how often the hot keys go to Redis (decisions/hotkeys.h) */
+    int reserve_sweep_ms;         /* the reservations' expiry sweep (control/sweep.h); 0 = off */
 
     /* Admin listener: /healthz, /readyz (and the admin UI) */
     char admin_listen[256];

@@ -145,3 +145,61 @@ void answer_always_fields(const ProtobufCFieldDescriptor *always[3])
         &permit__v1__acquire_response__descriptor, "remaining");
     always[2] = NULL;
 }
+
+void answer_reserve_message(struct answer_reserve *a, const Permit__V1__ReserveRequest *rq,
+                            const struct limiter_reserve_answer *r)
+{
+    permit__v1__reserve_response__init(&a->m);
+    a->m.allowed = r->allowed;
+    a->m.reservation_id = (char *)r->id;
+    a->m.expires_after_ms = r->expires_after_ms;
+    a->m.retry_after_ms = r->retry_after_ms;
+    a->m.replayed = r->replayed;
+    for (size_t i = 0; i < r->n && i < rq->n_items && i < LIMITER_RESERVE_ITEMS_MAX; i++) {
+        permit__v1__reserved_item__init(&a->items[i]);
+        a->items[i].bucket = rq->items[i]->bucket;
+        a->items[i].key = rq->items[i]->key;
+        a->items[i].held = r->items[i].held;
+        a->items[i].remaining = r->items[i].remaining;
+        a->items[i].limit = r->items[i].limit;
+        a->items[i].retry_after_ms = r->items[i].retry_after_ms;
+        a->ptrs[i] = &a->items[i];
+        a->m.n_items = i + 1;
+    }
+    a->m.items = a->ptrs;
+}
+
+void answer_settled_message(struct answer_settled *a, int cancel,
+                            const struct limiter_reserve_settled *r)
+{
+    Permit__V1__ReservationState state =
+        r->state == LIMITER_RESERVE_COMMITTED ? PERMIT__V1__RESERVATION_STATE__RESERVATION_STATE_COMMITTED
+        : r->state == LIMITER_RESERVE_CANCELLED ? PERMIT__V1__RESERVATION_STATE__RESERVATION_STATE_CANCELLED
+        : PERMIT__V1__RESERVATION_STATE__RESERVATION_STATE_EXPIRED;
+    size_t n = r->n < LIMITER_RESERVE_ITEMS_MAX ? r->n : LIMITER_RESERVE_ITEMS_MAX;
+
+    permit__v1__commit_response__init(&a->commit);
+    permit__v1__cancel_response__init(&a->cancel);
+    for (size_t i = 0; i < n; i++) {
+        permit__v1__settled_item__init(&a->items[i]);
+        a->items[i].bucket = (char *)r->items[i].bucket;
+        a->items[i].key = (char *)r->items[i].key;
+        a->items[i].held = r->items[i].held;
+        a->items[i].actual = r->items[i].actual;
+        a->items[i].refunded = r->items[i].refunded;
+        a->items[i].charged = r->items[i].charged;
+        a->items[i].expiry_refund = r->items[i].expiry_refund;
+        a->ptrs[i] = &a->items[i];
+    }
+    if (cancel) {
+        a->cancel.state = state;
+        a->cancel.items = a->ptrs;
+        a->cancel.n_items = n;
+        a->cancel.replayed = r->replayed;
+    } else {
+        a->commit.state = state;
+        a->commit.items = a->ptrs;
+        a->commit.n_items = n;
+        a->commit.replayed = r->replayed;
+    }
+}

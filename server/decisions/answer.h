@@ -16,6 +16,7 @@
 #define PERMITD_ANSWER_H
 
 #include "decisions/limiter.h"
+#include "decisions/limiter_reserve.h"
 #include "permit/v1/ratelimit.pb-c.h"
 #include "transport/http.h"
 
@@ -47,6 +48,29 @@ void answer_peek_message(Permit__V1__PeekResponse *m, const struct limiter_resul
 void answer_batch_item(Permit__V1__AcquireBatchResult *item, Permit__V1__AcquireResponse *answer,
                     Permit__V1__BatchError *error, const struct limiter_result *r,
                     const struct permitd_error *err);
+
+/* A Reserve's reply (issue 38), its arrays beside it: filled from the
+ * limiter's answer r (strings point into rq and r, which must outlive
+ * it). */
+struct answer_reserve {
+    Permit__V1__ReserveResponse m;
+    Permit__V1__ReservedItem items[LIMITER_RESERVE_ITEMS_MAX];
+    Permit__V1__ReservedItem *ptrs[LIMITER_RESERVE_ITEMS_MAX];
+};
+void answer_reserve_message(struct answer_reserve *a, const Permit__V1__ReserveRequest *rq,
+                            const struct limiter_reserve_answer *r);
+
+/* A Commit's or a Cancel's reply (the same fields: CommitResponse and
+ * CancelResponse share their layout; cancel picks the second), strings
+ * pointing into r. */
+struct answer_settled {
+    Permit__V1__CommitResponse commit;
+    Permit__V1__CancelResponse cancel;
+    Permit__V1__SettledItem items[LIMITER_RESERVE_ITEMS_MAX];
+    Permit__V1__SettledItem *ptrs[LIMITER_RESERVE_ITEMS_MAX];
+};
+void answer_settled_message(struct answer_settled *a, int cancel,
+                            const struct limiter_reserve_settled *r);
 
 /* Fills always with AcquireResponse's allowed and remaining, NULL-ended:
  * the fields a JSON reply writes even at false and 0 (a denial says so). */

@@ -1,6 +1,7 @@
 /*
  * api.c - RateLimitService over Connect (Acquire, Peek, AcquireBatch,
- * Release, Renew), plus /healthz; forward-auth's path handed to forward.c.
+ * Release, Renew, Reserve, Commit, Cancel), plus /healthz; forward-auth's
+ * path handed to forward.c.
  *
  * A door: each procedure decodes (connect.c does the protocol), hands the
  * request and the caller's Authorization to the decision service
@@ -36,6 +37,9 @@ struct api {
     /* ReleaseResponse's released and RenewResponse's renewed, likewise:
      * false is the answer "the lease was not held". */
     const ProtobufCFieldDescriptor *always_released[2], *always_renewed[2];
+    /* ReserveResponse's allowed (a refusal says so) and the settled items'
+     * numbers (a refund of 0 is an answer) */
+    const ProtobufCFieldDescriptor *always_reserved[2], *always_settled[5];
 };
 
 /* Hands a deferred call's answer back: resp as filled, or the Connect error
@@ -268,6 +272,90 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
     return CONNECT_DEFERRED;
 }
 
+/* Reserve, Commit and Cancel (issue 38) answer in place: the service
+ * decides them on this worker's thread (service_reserve()). The reply's
+ * arrays live in the call's scratch storage. */
+static int reserve(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                   ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    struct api *a = ud;
+    const Permit__V1__ReserveRequest *rq = (const Permit__V1__ReserveRequest *)in;
+    struct service_caller c = {http_request_header(call->http, "Authorization"), "", ""};
+    struct limiter_reserve_answer r;
+    struct answer_reserve *ans = http_request_alloc(call->http, sizeof(*ans));
+    struct http_response resp;
+    int rc;
+
+    (void)out;
+    (void)scratch;
+    if (ans == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = service_reserve(a->service, &c, rq, call->deadline_us, &r, err);
+    http_request_log_who(call->http, c.app[0] ? c.app : rq->app, c.key_prefix);
+    if (rc != PERMITD_OK)
+        return rc;
+    answer_reserve_message(ans, rq, &r);
+    http_response_init(&resp);
+    if ((rc = connect_reply(call->http, call->codec, &ans->m.base, a->always_reserved, &resp,
+                            err)) != PERMITD_OK)
+        return rc;
+    http_request_defer(call->http);
+    http_request_resume(call->http, &resp);
+    return CONNECT_DEFERRED;
+}
+
+/* Commit (actual) and Cancel: the same answer. */
+static int settle(struct api *a, struct connect_call *call, const ProtobufCMessage *in, int cancel,
+                  struct permitd_error *err)
+{
+    struct service_caller c = {http_request_header(call->http, "Authorization"), "", ""};
+    struct limiter_reserve_settled *r = http_request_alloc(call->http, sizeof(*r));
+    struct answer_settled *ans = http_request_alloc(call->http, sizeof(*ans));
+    const char *app;
+    struct http_response resp;
+    int rc;
+
+    if (r == NULL || ans == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if (cancel) {
+        const Permit__V1__CancelRequest *rq = (const Permit__V1__CancelRequest *)in;
+        rc = service_cancel(a->service, &c, rq, call->deadline_us, r, err);
+        app = rq->app;
+    } else {
+        const Permit__V1__CommitRequest *rq = (const Permit__V1__CommitRequest *)in;
+        rc = service_commit(a->service, &c, rq, call->deadline_us, r, err);
+        app = rq->app;
+    }
+    http_request_log_who(call->http, c.app[0] ? c.app : app, c.key_prefix);
+    if (rc != PERMITD_OK)
+        return rc;
+    answer_settled_message(ans, cancel, r);
+    http_response_init(&resp);
+    rc = connect_reply(call->http, call->codec, cancel ? &ans->cancel.base : &ans->commit.base,
+                       a->always_settled, &resp, err);
+    if (rc != PERMITD_OK)
+        return rc;
+    http_request_defer(call->http);
+    http_request_resume(call->http, &resp);
+    return CONNECT_DEFERRED;
+}
+
+static int commit(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                  ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    (void)out;
+    (void)scratch;
+    return settle(ud, call, in, 0, err);
+}
+
+static int cancel(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                  ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    (void)out;
+    (void)scratch;
+    return settle(ud, call, in, 1, err);
+}
+
 static const struct connect_method methods[] = {
     {"/permit.v1.RateLimitService/Acquire", &permit__v1__acquire_request__descriptor,
      &permit__v1__acquire_response__descriptor, 0, acquire},
@@ -279,6 +367,12 @@ static const struct connect_method methods[] = {
      &permit__v1__release_response__descriptor, 0, release},
     {"/permit.v1.RateLimitService/Renew", &permit__v1__renew_request__descriptor,
      &permit__v1__renew_response__descriptor, 0, renew},
+    {"/permit.v1.RateLimitService/Reserve", &permit__v1__reserve_request__descriptor,
+     &permit__v1__reserve_response__descriptor, 0, reserve},
+    {"/permit.v1.RateLimitService/Commit", &permit__v1__commit_request__descriptor,
+     &permit__v1__commit_response__descriptor, 0, commit},
+    {"/permit.v1.RateLimitService/Cancel", &permit__v1__cancel_request__descriptor,
+     &permit__v1__cancel_response__descriptor, 0, cancel},
     {NULL, NULL, NULL, 0, NULL},
 };
 
@@ -298,6 +392,14 @@ int api_new(const struct config *cfg, struct service *service, struct api **out,
         &permit__v1__release_response__descriptor, "released");
     a->always_renewed[0] = protobuf_c_message_descriptor_get_field_by_name(
         &permit__v1__renew_response__descriptor, "renewed");
+    a->always_reserved[0] = protobuf_c_message_descriptor_get_field_by_name(
+        &permit__v1__reserve_response__descriptor, "allowed");
+    {
+        static const char *const settled[4] = {"held", "actual", "refunded", "charged"};
+        for (int i = 0; i < 4; i++)
+            a->always_settled[i] = protobuf_c_message_descriptor_get_field_by_name(
+                &permit__v1__settled_item__descriptor, settled[i]);
+    }
     *out = a;
     return PERMITD_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * grpcapi.c - permit.v1.RateLimitService over gRPC: Acquire, Peek,
- * AcquireBatch, Release and Renew for stock gRPC clients (issue 25).
+ * AcquireBatch, Release and Renew for stock gRPC clients (issue 25);
+ * Reserve, Commit and Cancel (issue 38), answered in place.
  *
  * A door: the decision is the service's (service.h: key, app, UTF-8 and
  * validation, the limiter, the counting), the translations are shared
@@ -31,7 +32,7 @@ struct grpcapi {
 };
 
 /* The service's kinds (service.h), and the batch. */
-enum { KIND_BATCH = SERVICE_RENEW + 1 };
+enum { KIND_BATCH = SERVICE_RENEW + 1, KIND_RESERVE, KIND_COMMIT, KIND_CANCEL };
 
 static const struct method {
     const char *path;
@@ -46,6 +47,10 @@ static const struct method {
     {"/permit.v1.RateLimitService/Release", &permit__v1__release_request__descriptor,
      SERVICE_RELEASE},
     {"/permit.v1.RateLimitService/Renew", &permit__v1__renew_request__descriptor, SERVICE_RENEW},
+    {"/permit.v1.RateLimitService/Reserve", &permit__v1__reserve_request__descriptor,
+     KIND_RESERVE},
+    {"/permit.v1.RateLimitService/Commit", &permit__v1__commit_request__descriptor, KIND_COMMIT},
+    {"/permit.v1.RateLimitService/Cancel", &permit__v1__cancel_request__descriptor, KIND_CANCEL},
     {NULL, NULL, 0},
 };
 
@@ -258,6 +263,54 @@ static int acquire_batch(struct grpcapi *g, struct grpc_call *call,
     return PERMITD_OK;
 }
 
+/* Reserve, Commit, Cancel: decided by the service on this worker's
+ * thread (service_reserve()), answered at once; the reply's arrays in the
+ * call's storage. */
+static int reservation(struct grpcapi *g, struct grpc_call *call, int kind,
+                       const ProtobufCMessage *in, struct permitd_error *err)
+{
+    struct service_caller c = {grpc_call_metadata(call, "authorization"), "", ""};
+    int64_t deadline = grpc_call_deadline_us(call);
+    struct limiter_reserve_settled *r;
+    struct answer_settled *a;
+    const char *app;
+    int rc;
+
+    if (kind == KIND_RESERVE) {
+        const Permit__V1__ReserveRequest *rq = (const Permit__V1__ReserveRequest *)in;
+        struct limiter_reserve_answer *ra = grpc_call_alloc(call, sizeof(*ra));
+        struct answer_reserve *aa = grpc_call_alloc(call, sizeof(*aa));
+        if (ra == NULL || aa == NULL)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        rc = service_reserve(g->service, &c, rq, deadline, ra, err);
+        grpc_call_log_who(call, c.app[0] ? c.app : rq->app, c.key_prefix);
+        if (rc != PERMITD_OK)
+            return rc;
+        answer_reserve_message(aa, rq, ra);
+        grpcapi_reply(call, &aa->m.base);
+        return PERMITD_OK;
+    }
+    r = grpc_call_alloc(call, sizeof(*r));
+    a = grpc_call_alloc(call, sizeof(*a));
+    if (r == NULL || a == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    if (kind == KIND_COMMIT) {
+        const Permit__V1__CommitRequest *rq = (const Permit__V1__CommitRequest *)in;
+        rc = service_commit(g->service, &c, rq, deadline, r, err);
+        app = rq->app;
+    } else {
+        const Permit__V1__CancelRequest *rq = (const Permit__V1__CancelRequest *)in;
+        rc = service_cancel(g->service, &c, rq, deadline, r, err);
+        app = rq->app;
+    }
+    grpc_call_log_who(call, c.app[0] ? c.app : app, c.key_prefix);
+    if (rc != PERMITD_OK)
+        return rc;
+    answer_settled_message(a, kind == KIND_CANCEL, r);
+    grpcapi_reply(call, kind == KIND_CANCEL ? &a->cancel.base : &a->commit.base);
+    return PERMITD_OK;
+}
+
 void grpcapi_handle(void *ud, struct grpc_call *call)
 {
     struct grpcapi *g = ud;
@@ -312,6 +365,11 @@ void grpcapi_handle(void *ud, struct grpc_call *call)
                                                                  0, NULL, rq->lease_id, NULL}, &err);
         break;
     }
+    case KIND_RESERVE:
+    case KIND_COMMIT:
+    case KIND_CANCEL:
+        rc = reservation(g, call, m->kind, in, &err);
+        break;
     default:
         rc = acquire_batch(g, call, (const Permit__V1__AcquireBatchRequest *)in, &err);
     }

@@ -337,14 +337,29 @@ int limiter_reset(struct limiter *l, const char *bucket, const char *key,
  * taken_at_us is the Redis time in us of the take whose permits come back
  * (a reservation keeps it); 0 = unknown, for which the window algorithms
  * give nothing back (giving a past window's permits to this one could
- * over-admit). Never below empty, never above max. concurrency answers
+ * over-admit). Never below empty, never above max: the max the caller's
+ * limits hold (app: the app the permits were taken for, NULL for none;
+ * an override of its key or app counts, issue 37). concurrency answers
  * failed_precondition (Release gives a lease back). On PERMITD_OK,
  * *refunded holds the whole permits given back, res->allowed whether any
  * were, res->noop that none were, remaining and the rest the bucket after;
  * errors as limiter_inspect()'s (not_found, a disabled policy, Redis). */
-int limiter_refund(struct limiter *l, const char *bucket, const char *key, int64_t permits,
-                   int64_t taken_at_us, int64_t deadline_us, struct limiter_result *res,
-                   int64_t *refunded, struct permitd_error *err);
+int limiter_refund(struct limiter *l, const char *bucket, const char *app, const char *key,
+                   int64_t permits, int64_t taken_at_us, int64_t deadline_us,
+                   struct limiter_result *res, int64_t *refunded, struct permitd_error *err);
+
+/* Charges `permits` (>= 1) to the bucket whether it holds them or not
+ * (issue 38: a reservation's commit above its estimate), down to the
+ * policy's debt floor below empty (policies_entry.debt_floor; 0: to
+ * empty), blocking as limiter_refund(). A token bucket in debt refills
+ * from below zero at its rate, so later takes wait the debt out
+ * (retry_after_ms, exactly); a fixed window's count goes past
+ * max_permits until the window ends; a sliding window's current counter
+ * and a sliding log's entries likewise, until they age out. *charged
+ * holds what was charged (less than permits when the floor cut it). */
+int limiter_charge(struct limiter *l, const char *bucket, const char *app, const char *key,
+                   int64_t permits, int64_t deadline_us, struct limiter_result *res,
+                   int64_t *charged, struct permitd_error *err);
 
 struct policies_entry;
 

@@ -89,6 +89,9 @@ struct limiter {
     _Atomic uint64_t lease_grants, lease_takes, lease_refused, lease_returns,
                      lease_returned, lease_late, lease_ended_early;
     _Atomic int64_t leases_held;
+    /* Reservations (limiter_reserve.c): reservations made, committed,
+     * expired; permits refunded and charged into debt. */
+    _Atomic uint64_t rsv_reserved, rsv_committed, rsv_expired, rsv_refunded, rsv_debt;
 };
 /* See "the loader" below for these. */
 #define LOADER_PENDING_MAX 1000     /* names waiting for the loader or being read */
@@ -333,6 +336,7 @@ int limiter_script_item_call(const struct limiter_request *req, int take,
                              char *permits_s, const char *index, char *lease,
                              struct redis_str *key, struct redis_str *args);
 int limiter_script_decide(const struct limiter_decision *d);
+int limiter_script_random_id(char *out);
 
 /* limiter_queue.c */
 struct job *limiter_queue_job_get(struct limiter_queue *q);

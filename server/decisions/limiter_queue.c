@@ -186,7 +186,8 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
             rc = limiter_script_call_refused(calls[0].rc, j->req.bucket, &e);
         memset(&res, 0, sizeof(res));
         rc = limiter_script_conclude(&(struct limiter_decision){q->l, &req, DO_TAKE, 1, 0,
-                                                                j->deadline_us, &res, &e},
+                                                                j->deadline_us, &res, &e,
+                                                                &j->lim},
                                      rc, j->out);
         if (granted && rc == PERMITD_OK && j->ls != NULL) {
             locallease_taken(q->leases, j->ls, 1, j->sent_us, &res);

@@ -401,6 +401,13 @@ static void blocked(const struct limiter_request *req, int take, const struct li
              "\"%.40s\"", overrides_kind_name(lim->kind), lim->match, req->bucket);
 }
 
+/* A new random id of LIMITER_LEASE_ID_LEN hex characters (a lease's, a
+ * reservation's: limiter_reserve.c); -1 when the kernel gives none. */
+int limiter_script_random_id(char *out)
+{
+    return new_lease_id(out);
+}
+
 /* The part of a decision that needs no script: finds req's policy in the
  * in-memory table (reloading it from Redis, on this thread, when the table
  * lacks it: a policy created on another instance whose notice has not
@@ -694,11 +701,12 @@ int limiter_script_conclude(const struct limiter_decision *d, int rc, const long
     if (out[0] != 0)
         return script_error(l, out, req, permits, err);
     res->allowed = out[1] != 0;
-    res->remaining = out[2];
+    /* a bucket in debt (issue 38: limiter_charge()) has nothing left, not less */
+    res->remaining = out[2] < 0 ? 0 : out[2];
     res->retry_after_ms = out[4];
     res->reset_after_ms = out[5];
     res->window_s = out[6];
-    res->tokens_micro = out[7];
+    res->tokens_micro = out[7] < 0 ? 0 : out[7];
     res->lease_expires_ms = out[8];
     res->replayed = (out[9] & FLAG_REPLAYED) != 0;
     res->noop = (out[9] & FLAG_NOOP) != 0;

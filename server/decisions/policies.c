@@ -593,6 +593,7 @@ int policies_parse(const char *name, char *const *fields, size_t n,
     const char *rates = NULL, *version = NULL, *id = NULL, *colocate = NULL, *shadow = NULL;
     const char *algorithm = NULL, *window = NULL, *calendar = NULL, *lease = NULL;
     const char *local_lease = NULL, *local_lease_permits = NULL;
+    const char *rsv_ttl = NULL, *debt = NULL, *expiry = NULL;
     int64_t v;
     char *end;
 
@@ -619,6 +620,9 @@ int policies_parse(const char *name, char *const *fields, size_t n,
         else if (strcmp(f, "lease_ms") == 0) lease = val;
         else if (strcmp(f, "local_lease") == 0) local_lease = val;
         else if (strcmp(f, "local_lease_permits") == 0) local_lease_permits = val;
+        else if (strcmp(f, "reserve_ttl_ms") == 0) rsv_ttl = val;
+        else if (strcmp(f, "debt_floor") == 0) debt = val;
+        else if (strcmp(f, "reserve_expiry") == 0) expiry = val;
     }
     e->enabled = enabled == NULL || strcmp(enabled, "0") != 0;
     e->open = mode != NULL && strcmp(mode, "open") == 0;
@@ -630,6 +634,9 @@ int policies_parse(const char *name, char *const *fields, size_t n,
                      : strcmp(local_lease, "on") == 0 ? CONFIG_LOCAL_LEASES_ON
                      : strcmp(local_lease, "auto") == 0 ? CONFIG_LOCAL_LEASES_AUTO : 0;
     e->local_lease_permits = (v = whole(local_lease_permits)) > 0 && v <= 1000000 ? v : 0;
+    e->reserve_ttl_ms = (v = whole(rsv_ttl)) > 0 ? v : POLICIES_RESERVE_TTL_MS;
+    e->debt_floor = (v = whole(debt)) > 0 ? v : 0;
+    e->expiry_refund = expiry != NULL && strcmp(expiry, "refund") == 0;
     e->version = (v = whole(version)) > 0 ? (uint64_t)v : 0;
     e->id = (v = whole(id)) > 0 ? (uint64_t)v : 0;
     if ((e->rates = strdup(rates ? rates : "")) == NULL ||

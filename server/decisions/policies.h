@@ -70,7 +70,17 @@ struct policies_entry {
      * and "" (policies_p1(), policies_p2()). */
     char stamp_s[24], max_s[24], rate_s[40], p1_s[24];
     char *rates;                    /* the rate history; "" when none */
+    /* Reservations (issue 38; the hash's reserve_ttl_ms, debt_floor and
+     * reserve_expiry, MySQL's policies columns of migration 0015): the
+     * longest a reservation holds its estimate, how far a commit above
+     * its estimate may take a bucket below empty, and whether an expired
+     * reservation's estimate is refunded (else kept, the default). */
+    int64_t reserve_ttl_ms, debt_floor;
+    int expiry_refund;
 };
+
+/* A policy's reservation ttl cap when its hash names none (5 minutes). */
+#define POLICIES_RESERVE_TTL_MS 300000
 
 /* The third and fourth of a policy's ARGV (see policies_entry). */
 const char *policies_p1(const struct policies_entry *e);

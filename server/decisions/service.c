@@ -328,6 +328,7 @@ static void batch_decided(void *ud, int rc, const struct permitd_error *err)
 {
     struct service_batch *b = ud;
     struct service *s = b->s;
+    struct permitd_error why = {PERMITD_OK, ""};
     int unreachable = 0;
 
     if (b->mode == SERVICE_BATCH_ALL_OR_EACH) {
@@ -344,6 +345,16 @@ static void batch_decided(void *ud, int rc, const struct permitd_error *err)
                                          b->errs, batch_decided, b);
             return;
         }
+    }
+    if (b->mode == SERVICE_BATCH_ALL && rc == PERMITD_EPRECONDITION) {
+        /* Not one script's worth (slots or algorithms differ): held slot by
+         * slot, the holds given back if one is refused (issue 38,
+         * limiter_reserve.h), on this worker's thread. Its own refusal (too
+         * many items, request ids) says why instead. */
+        int again = limiter_reserve_batch_all(s->limiter, b->reqs, b->n, b->deadline_us, b->res,
+                                              b->errs, &why);
+        rc = again;
+        err = &why;
     }
     if (b->observe && s->stats != NULL)
         stats_observe(s->stats, clock_now_us() - b->t0);
@@ -371,4 +382,89 @@ void service_batch(struct service_worker *w, struct service_batch *b, enum servi
         b->errs[i] = (struct permitd_error){PERMITD_OK, ""};
     limiter_acquire_batch_queued(w->queue, b->reqs, b->n, mode != SERVICE_BATCH_EACH,
                                  deadline_us, b->res, b->errs, batch_decided, b);
+}
+
+/* ---- reservations (issue 38) ---- */
+
+/* The caller's key for a reservation call of app ("" the key's), and the
+ * app it is made for. */
+static int reserve_caller(struct service *s, struct service_caller *c, const char *app,
+                          const char **who, struct permitd_error *err)
+{
+    int rc;
+
+    if (utf8_check_string("app", app, err) != PERMITD_OK)
+        return PERMITD_EINVAL;
+    if ((rc = service_authorize(s, c, app, err)) != PERMITD_OK)
+        return rc;
+    *who = c->app[0] ? c->app : app;
+    return PERMITD_OK;
+}
+
+int service_reserve(struct service *s, struct service_caller *c,
+                    const Permit__V1__ReserveRequest *rq, int64_t deadline_us,
+                    struct limiter_reserve_answer *out, struct permitd_error *err)
+{
+    struct limiter_reserve_item items[LIMITER_RESERVE_ITEMS_MAX];
+    const char *app;
+    char path[48];
+    int rc;
+
+    if ((rc = reserve_caller(s, c, rq->app, &app, err)) != PERMITD_OK)
+        return rc;
+    if (rq->n_items < 1 || rq->n_items > LIMITER_RESERVE_ITEMS_MAX)
+        return permitd_error_set(err, PERMITD_EINVAL, "items: %zu items; a reservation holds "
+                                 "1 to %d", rq->n_items, LIMITER_RESERVE_ITEMS_MAX);
+    if (utf8_check_string("request_id", rq->request_id, err) != PERMITD_OK)
+        return PERMITD_EINVAL;
+    for (size_t i = 0; i < rq->n_items; i++) {
+        const Permit__V1__ReserveItem *it = rq->items[i];
+        snprintf(path, sizeof(path), "items[%zu].bucket", i);
+        if (utf8_check_string(path, it->bucket, err) != PERMITD_OK)
+            return PERMITD_EINVAL;
+        snprintf(path, sizeof(path), "items[%zu].key", i);
+        if (utf8_check_string(path, it->key, err) != PERMITD_OK)
+            return PERMITD_EINVAL;
+        items[i] = (struct limiter_reserve_item){it->bucket, it->key, it->estimate};
+    }
+    if (rq->request_id[0] != '\0') {
+        struct limiter_request lr = {"x", app, "", 1, rq->request_id, NULL, NULL};
+        if ((rc = limiter_check(&lr, err)) != PERMITD_OK)
+            return rc;
+    }
+    return limiter_reserve_open(s->limiter, app, items, rq->n_items, rq->ttl_ms, rq->request_id,
+                                deadline_us, out, err);
+}
+
+int service_commit(struct service *s, struct service_caller *c,
+                   const Permit__V1__CommitRequest *rq, int64_t deadline_us,
+                   struct limiter_reserve_settled *out, struct permitd_error *err)
+{
+    const char *app;
+    int rc;
+
+    if ((rc = reserve_caller(s, c, rq->app, &app, err)) != PERMITD_OK)
+        return rc;
+    if (utf8_check_string("reservation_id", rq->reservation_id, err) != PERMITD_OK)
+        return PERMITD_EINVAL;
+    if (rq->n_actual < 1)
+        return permitd_error_set(err, PERMITD_EINVAL, "actual: one number per item of the "
+                                 "reservation (none given; Cancel gives everything back)");
+    return limiter_reserve_close(s->limiter, app, rq->reservation_id, rq->actual, rq->n_actual,
+                                 deadline_us, out, err);
+}
+
+int service_cancel(struct service *s, struct service_caller *c,
+                   const Permit__V1__CancelRequest *rq, int64_t deadline_us,
+                   struct limiter_reserve_settled *out, struct permitd_error *err)
+{
+    const char *app;
+    int rc;
+
+    if ((rc = reserve_caller(s, c, rq->app, &app, err)) != PERMITD_OK)
+        return rc;
+    if (utf8_check_string("reservation_id", rq->reservation_id, err) != PERMITD_OK)
+        return PERMITD_EINVAL;
+    return limiter_reserve_close(s->limiter, app, rq->reservation_id, NULL, 0, deadline_us, out,
+                                 err);
 }

@@ -38,6 +38,7 @@
 #include "core/status.h"
 #include "decisions/appkeys.h"
 #include "decisions/limiter.h"
+#include "decisions/limiter_reserve.h"
 #include "decisions/stats.h"
 #include "permit/v1/ratelimit.pb-c.h"
 #include "stores/policy.h"
@@ -150,6 +151,21 @@ void service_queue(struct service_worker *w, struct service_take *t);
  * the items can be decided in one script and Redis answers, else each on
  * its own with its policy's failure_mode (forward-auth's several rules). */
 enum service_batch_mode { SERVICE_BATCH_EACH, SERVICE_BATCH_ALL, SERVICE_BATCH_ALL_OR_EACH };
+
+/* Reserve, Commit and Cancel (issue 38: decisions/limiter_reserve.h), for
+ * every door: the strings' UTF-8, the caller's key (c; its app stands in
+ * for the request's when that is empty), then the limiter, blocking on
+ * the calling worker's thread (a reservation is a few script calls, each
+ * its own round trip). The answer in out, or the error. */
+int service_reserve(struct service *s, struct service_caller *c,
+                    const Permit__V1__ReserveRequest *rq, int64_t deadline_us,
+                    struct limiter_reserve_answer *out, struct permitd_error *err);
+int service_commit(struct service *s, struct service_caller *c,
+                   const Permit__V1__CommitRequest *rq, int64_t deadline_us,
+                   struct limiter_reserve_settled *out, struct permitd_error *err);
+int service_cancel(struct service *s, struct service_caller *c,
+                   const Permit__V1__CancelRequest *rq, int64_t deadline_us,
+                   struct limiter_reserve_settled *out, struct permitd_error *err);
 
 /* Called once when a batch is decided, after every item has been counted:
  * rc PERMITD_OK with the items' res and errs, or the batch's error. */

@@ -57,6 +57,7 @@ const char *const redis_script_files[REDIS_SCRIPT_COUNT] = {
     [REDIS_SCRIPT_SLIDING_LOG] = "sliding_log.lua",
     [REDIS_SCRIPT_CONCURRENCY] = "concurrency.lua",
     [REDIS_SCRIPT_LEASE_RETURN] = "lease_return.lua",
+    [REDIS_SCRIPT_RESERVATION] = "reservation.lua",
 };
 
 const char *redis_script_name(enum redis_script script)
@@ -1240,6 +1241,49 @@ static void argv_release(struct argv_buf *b)
         free(b->v);
     if (b->len != b->stack_len)
         free(b->len);
+}
+
+int redis_script_strings(struct redis *r, enum redis_script script,
+                         const struct redis_str *keys, int nkeys,
+                         const struct redis_str *args, int nargs, int64_t deadline_us,
+                         void (*each)(void *ud, const char *s, size_t len), void *ud,
+                         struct permitd_error *err)
+{
+    const char *argv[MAX_ARGV];
+    size_t lens[MAX_ARGV];
+    char nkeys_s[12];
+    int argc = 0, rc;
+    redisReply *rep;
+
+    if (3 + nkeys + nargs > MAX_ARGV)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "too many script arguments");
+    if (!redis_script_present(r, script))
+        return permitd_error_set(err, PERMITD_EUNIMPLEMENTED, "script %s is not in this build "
+                                 "of permitd", redis_script_name(script));
+    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
+    argv[argc] = "EVALSHA"; lens[argc++] = 7;
+    argv[argc] = NULL; lens[argc++] = 40;       /* the SHA, filled in by call() */
+    argv[argc] = nkeys_s; lens[argc++] = strlen(nkeys_s);
+    for (int i = 0; i < nkeys; i++) {
+        argv[argc] = keys[i].p;
+        lens[argc++] = keys[i].len;
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[argc] = args[i].p;
+        lens[argc++] = args[i].len;
+    }
+    if ((rc = call(r, nkeys > 0 ? keys[0].p : NULL, nkeys > 0 ? keys[0].len : 0, argc, argv, lens,
+                   (int)script, deadline_us, &rep, err)) != PERMITD_OK)
+        return rc;
+    if (rep->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < rep->elements; i++)
+            if (rep->element[i]->type == REDIS_REPLY_STRING)
+                each(ud, rep->element[i]->str, (size_t)rep->element[i]->len);
+    } else if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS) {
+        each(ud, rep->str, (size_t)rep->len);
+    }
+    freeReplyObject(rep);
+    return PERMITD_OK;
 }
 
 int redis_command(struct redis *r, const struct redis_str *args, int nargs,

@@ -40,6 +40,7 @@ enum redis_script {
     REDIS_SCRIPT_CONCURRENCY,       /* lua/concurrency.lua */
     REDIS_SCRIPT_LEASE_RETURN,      /* lua/lease_return.lua: a local lease's unused permits
                                        back (decisions/locallease.h) */
+    REDIS_SCRIPT_RESERVATION,       /* lua/reservation.lua: a reservation's record (issue 38) */
     REDIS_SCRIPT_COUNT
 };
 
@@ -240,6 +241,15 @@ int redis_scan_master(struct redis *r, size_t master, char node[REDIS_WHERE_MAX]
                       const char *pattern, int count, int64_t deadline_us,
                       void (*each)(void *ud, const char *s, size_t len), void *ud,
                       struct permitd_error *err);
+
+/* redis_script_run() for a script that answers strings (lua/reservation.lua):
+ * each string of an array reply, or the one string, goes to each (valid
+ * only during the call); an error reply is the call's error. */
+int redis_script_strings(struct redis *r, enum redis_script script,
+                         const struct redis_str *keys, int nkeys,
+                         const struct redis_str *args, int nargs, int64_t deadline_us,
+                         void (*each)(void *ud, const char *s, size_t len), void *ud,
+                         struct permitd_error *err);
 
 /* Runs any command (args[0] is its name) like redis_script_run(). When
  * integer is not NULL it receives an integer reply (0 otherwise); when each

@@ -218,7 +218,7 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
                "SELECT p.id, p.name, p.max_permits, p.rate, p.enabled, p.failure_mode, "
                POLICY_VERSION ", CAST(UNIX_TIMESTAMP(p.updated_at) * 1000000 AS SIGNED), "
                "p.colocate, p.algorithm, p.window_ms, p.calendar, p.lease_ms, p.shadow, "
-               "p.local_lease, p.local_lease_permits "
+               "p.local_lease, p.local_lease_permits, p.reserve_ttl_ms, p.debt_floor, p.reserve_expiry "
                "FROM policies p ORDER BY p.id", &res, err);
     if (rc != PERMITD_OK)
         return rc;
@@ -265,6 +265,9 @@ static int read_policies(struct store *s, struct store_snapshot *snap, struct pe
         p->shadow = row[13] != NULL && atoi(row[13]) != 0;
         snprintf(p->local_lease, sizeof(p->local_lease), "%s", row[14] ? row[14] : "");
         p->local_lease_permits = row[15] ? strtoll(row[15], NULL, 10) : 0;
+        p->reserve_ttl_ms = row[16] ? strtoll(row[16], NULL, 10) : 0;
+        p->debt_floor = row[17] ? strtoll(row[17], NULL, 10) : 0;
+        p->expiry_refund = row[18] != NULL && strcmp(row[18], "refund") == 0;
         snap->count++;
     }
     mysql_free_result(res);
@@ -389,7 +392,8 @@ fail:
     "DATE_FORMAT(p.updated_at, '%%Y-%%m-%%dT%%H:%%i:%%s.%%fZ'), " \
     "IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app SEPARATOR ',') " \
     "FROM policy_apps a WHERE a.policy_id = p.id), ''), p.colocate, " \
-    "p.algorithm, p.window_ms, p.calendar, p.lease_ms, p.shadow"
+    "p.algorithm, p.window_ms, p.calendar, p.lease_ms, p.shadow, " \
+    "p.reserve_ttl_ms, p.debt_floor, p.reserve_expiry"
 
 /* The policy as JSON text, for audit rows (JSON_OBJECT exists in MySQL 8
  * and MariaDB alike). */
@@ -399,7 +403,9 @@ fail:
     "'max_permits', p.max_permits, 'rate', p.rate, 'description', p.description, " \
     "'enabled', p.enabled, 'failure_mode', p.failure_mode, 'colocate', p.colocate, " \
     "'algorithm', p.algorithm, 'window_ms', p.window_ms, 'calendar', p.calendar, " \
-    "'lease_ms', p.lease_ms, 'shadow', p.shadow, 'version', " POLICY_VERSION ")"
+    "'lease_ms', p.lease_ms, 'shadow', p.shadow, 'reserve_ttl_ms', p.reserve_ttl_ms, " \
+    "'debt_floor', p.debt_floor, 'reserve_expiry', p.reserve_expiry, " \
+    "'version', " POLICY_VERSION ")"
 
 /* MySQL's and MariaDB's error numbers for what an editor can cause. */
 #define ER_DUP_ENTRY 1062
@@ -482,6 +488,9 @@ static int fill(struct store_policy *p, MYSQL_ROW row)
     p->apps = strdup(row[13] ? row[13] : "");
     p->colocate = row[14] != NULL && atoi(row[14]) != 0;
     p->shadow = row[19] != NULL && atoi(row[19]) != 0;
+    p->reserve_ttl_ms = row[20] ? strtoll(row[20], NULL, 10) : 0;
+    p->debt_floor = row[21] ? strtoll(row[21], NULL, 10) : 0;
+    p->expiry_refund = row[22] != NULL && strcmp(row[22], "refund") == 0;
     return p->description != NULL && p->apps != NULL ? 0 : -1;
 }
 
@@ -809,10 +818,13 @@ int store_policy_create(struct store *s, const struct store_policy_input *in,
     }
     rc = run(s, sqlf("INSERT INTO policies (name, max_permits, rate, algorithm, window_ms, "
                      "calendar, lease_ms, description, enabled, failure_mode, colocate, "
-                     "shadow, created_by, updated_by) "
-                     "VALUES (%s, %lld, %s, %s, %d, %s, %d, %d, %s, %s)",
+                     "shadow, reserve_ttl_ms, debt_floor, reserve_expiry, created_by, "
+                     "updated_by) VALUES (%s, %lld, %s, %s, %d, %s, %d, %d, %lld, %lld, '%s', "
+                     "%s, %s)",
                      qn, in->limits.max_permits, qr, qd, in->enabled ? 1 : 0, qf,
-                     in->colocate ? 1 : 0, in->shadow ? 1 : 0, qa, qa),
+                     in->colocate ? 1 : 0, in->shadow ? 1 : 0,
+                     (long long)(in->reserve_ttl_ms > 0 ? in->reserve_ttl_ms : 300000),
+                     (long long)in->debt_floor, in->expiry_refund ? "refund" : "keep", qa, qa),
              err);
     if (rc != PERMITD_OK) {
         rc = write_failed(s, in->name, rc, err);
@@ -887,9 +899,12 @@ int store_policy_update(struct store *s, const struct store_policy_input *in,
     }
     rc = run(s, sqlf("UPDATE policies SET max_permits = %lld, %s, description = %s, "
                      "enabled = %d, failure_mode = %s, colocate = %d, shadow = %d, "
+                     "reserve_ttl_ms = %lld, debt_floor = %lld, reserve_expiry = '%s', "
                      "updated_by = %s, version = version + 1 WHERE id = %" PRIu64,
                      in->limits.max_permits, qr, qd, in->enabled ? 1 : 0, qf,
-                     in->colocate ? 1 : 0, in->shadow ? 1 : 0, qa, id),
+                     in->colocate ? 1 : 0, in->shadow ? 1 : 0,
+                     (long long)(in->reserve_ttl_ms > 0 ? in->reserve_ttl_ms : 300000),
+                     (long long)in->debt_floor, in->expiry_refund ? "refund" : "keep", qa, id),
              err);
     if (rc != PERMITD_OK)
         rc = write_failed(s, in->name, rc, err);

@@ -35,6 +35,9 @@ struct store_policy {
     int shadow;                 /* shadow mode: decided and counted, never refused */
     char local_lease[8];        /* "off", "on", "auto"; "": as --local-leases (0016) */
     int64_t local_lease_permits;    /* 0: as --local-lease-permits */
+    /* reservations (issue 38, migration 0015): ttl cap, debt floor, expiry rule */
+    int64_t reserve_ttl_ms, debt_floor;
+    int expiry_refund;
     uint64_t version;
     int64_t updated_us;         /* updated_at, µs since the epoch (UTC) */
     char *apps;                 /* comma-separated, sorted; "" = none */
@@ -58,6 +61,9 @@ struct store_policy_input {
     const char *failure_mode;
     int colocate;
     int shadow;
+    int64_t reserve_ttl_ms;     /* 0: the default (5 minutes) */
+    int64_t debt_floor;
+    int expiry_refund;
 };
 
 /* One row of policy_audit. Strings are owned by the list. */

@@ -78,7 +78,7 @@ async function startPermitd() {
   const args = [...l.args, "--threads", "1",
                 "--redis-url", REDIS_URL, "--redis-prefix", PREFIX, "--mysql-url", dbUrl(),
                 "--sync-interval-ms", "600000", "--fleet-publish-ms", "0",
-                "--hotkeys-publish-ms", "600000", "--app-auth", "off"];
+                "--hotkeys-publish-ms", "600000", "--reserve-sweep-ms", "0", "--app-auth", "off"];
   server = spawnPermitd(args, l.ports, {
     LD_PRELOAD: ALLOCS, ALLOCS_OUT: out, ASAN_OPTIONS: "detect_leaks=1:verify_asan_link_order=0",
   });

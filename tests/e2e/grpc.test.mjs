@@ -131,6 +131,7 @@ async function alive() {
 
 before(async () => {
   for (const p of ["grpc-exact", "grpc-alive", "grpc-batch", "grpc-cancel", "grpc-deadline"]) putPolicy(p);
+  putPolicy("grpc-reserve", { maxPermits: 50 });
   putPolicy("grpc-concurrent", { maxPermits: 100 });
   putPolicy("grpc-shadow", { maxPermits: 2, shadow: true });
   await startPermitd();
@@ -191,6 +192,33 @@ step("AcquireBatch, Release and errors keep their Connect meaning over gRPC", as
     await expectStatus(call(c, "Acquire", { bucket: "grpc-batch", app: APP, permits: 6 }), grpc.status.OUT_OF_RANGE);
     await expectStatus(call(c, "Release", { bucket: "grpc-batch", app: APP, lease_id: "0".repeat(32) }),
       grpc.status.FAILED_PRECONDITION, /token_bucket/);
+  } finally {
+    c.close();
+  }
+});
+
+step("Reserve, Commit and Cancel over gRPC (issue 38): held, refunded, idempotent", async () => {
+  const c = client();
+  try {
+    const peek = async () => (await call(c, "Peek", { bucket: "grpc-reserve", app: APP })).res.remaining;
+    const { res: r } = await call(c, "Reserve", { app: APP, items: [{ bucket: "grpc-reserve", estimate: 20 }] });
+    assert.equal(r.allowed, true);
+    assert.match(r.reservation_id, /^[0-9a-f]{32}$/);
+    assert.equal(Number(r.items[0].held), 20);
+    assert.equal(Number(await peek()), 30);
+    const { res: m } = await call(c, "Commit", { app: APP, reservation_id: r.reservation_id, actual: [5] });
+    assert.ok([1, "RESERVATION_STATE_COMMITTED"].includes(m.state), `state ${m.state}`);
+    assert.equal(Number(m.items[0].refunded), 15);
+    assert.equal(Number(await peek()), 45);
+    const { res: again } = await call(c, "Cancel", { app: APP, reservation_id: r.reservation_id });
+    assert.equal(again.replayed, true);
+    assert.ok([1, "RESERVATION_STATE_COMMITTED"].includes(again.state), `state ${again.state}`);
+    assert.equal(Number(await peek()), 45);
+    const { res: big } = await call(c, "Reserve", { app: APP, items: [{ bucket: "grpc-reserve", estimate: 46 }] });
+    assert.equal(big.allowed, false);
+    assert.ok(Number(big.retry_after_ms) > 0);
+    await expectStatus(call(c, "Commit", { app: APP, reservation_id: "0".repeat(32), actual: [1] }),
+      grpc.status.NOT_FOUND, /no reservation/);
   } finally {
     c.close();
   }

@@ -234,49 +234,63 @@ class BatchTest(unittest.TestCase):
                           res[0]["error"]["message"])
             self.assertIsNone(read_state(self.redis, self.key(a, "u")))
 
-    def test_all_or_nothing_across_keys_needs_colocate(self):
+    def test_all_or_nothing_across_keys_is_held_slot_by_slot(self):
         # Keyed buckets of one policy live in slots of their own (docs/redis.md:
         # Redis layout): an all_or_nothing batch across them cannot be one
-        # script call, and answers failed_precondition naming the items
-        # outside the first one's slot; nothing is taken. With colocate
-        # the same batch passes, atomically.
+        # script call. Since issue 38 it is held slot by slot (at most 8
+        # items, no request ids), the holds given back when one slot is
+        # refused; with colocate the same batch is one atomic call.
         spread, together = self.policy(5), self.policy(5, colocate=True)
         items = lambda a: [{"bucket": a, "app": "app", "key": k} for k in ("u", "v", "w")]
         tags = {harness.hash_tag(state_key(spread, k, self.prefix)) for k in ("u", "v", "w")}
         self.assertEqual(len(tags), 3, tags)
+        res = self.batch(items(spread), all_or_nothing=True)["results"]
+        self.assertEqual([x["response"]["remaining"] for x in res], ["4", "4", "4"], res)
+        # w drained: the batch is refused, and u and v, held before w's refusal, are given back
+        self.assertEqual(self.batch([{"bucket": spread, "app": "app", "key": "w",
+                                      "permits": 4}])["results"][0]["response"]["remaining"], "0")
+        res = self.batch(items(spread), all_or_nothing=True)["results"]
+        self.assertEqual([x["response"].get("allowed", False) for x in res], [False] * 3, res)
+        self.assertGreater(int(res[0]["response"]["retryAfterMs"]), 0, res)
+        for k in ("u", "v"):
+            self.assertAlmostEqual(read_state(self.redis, state_key(spread, k, self.prefix))[0], 4,
+                                   delta=0.1)
+        # more than 8 items across slots, or request ids: still refused, naming why
+        many = [{"bucket": spread, "app": "app", "key": "k%d" % i} for i in range(9)]
         r = self.c.request("POST", PATH, json.dumps({"allOrNothing": True,
-                                                     "requests": items(spread)}).encode(),
+                                                     "requests": many}).encode(),
                            {"Content-Type": "application/json"})
         self.assertEqual((r.status, r.json()["code"]), (400, "failed_precondition"), r)
-        msg = r.json()["message"]
-        self.assertIn('items 1 (policy "%s" key "v"), 2 (policy "%s" key "w") are not in the '
-                      'Redis Cluster slot of item 0' % (spread, spread), msg)
-        self.assertIn("colocate", msg)
-        for k in ("u", "v", "w"):
-            self.assertIsNone(read_state(self.redis, state_key(spread, k, self.prefix)))
+        self.assertIn("colocate", r.json()["message"])
+        rid = items(spread)
+        rid[1]["requestId"] = "r1"
+        r = self.c.request("POST", PATH, json.dumps({"allOrNothing": True,
+                                                     "requests": rid}).encode(),
+                           {"Content-Type": "application/json"})
+        self.assertEqual((r.status, r.json()["code"]), (400, "failed_precondition"), r)
+        self.assertIn("request_id", r.json()["message"])
         res = self.batch(items(together), all_or_nothing=True)["results"]
         self.assertEqual([x["response"]["remaining"] for x in res], ["4", "4", "4"], res)
         for k in ("u", "v", "w"):
             key = self.key(together, k)
             self.assertEqual(harness.hash_tag(key), together)
             self.assertAlmostEqual(read_state(self.redis, key)[0], 4, places=3)
-        # Without all_or_nothing the spread policy's items are decided one
-        # by one, each in its own bucket and slot.
-        res = self.batch(items(spread))["results"]
-        self.assertEqual([x["response"]["remaining"] for x in res], ["4", "4", "4"], res)
-        for k in ("u", "v", "w"):
-            self.assertIsNotNone(read_state(self.redis, state_key(spread, k, self.prefix)))
 
-    def test_all_or_nothing_across_slots_is_refused(self):
+    def test_all_or_nothing_across_policies_and_algorithms(self):
         a, b = self.policy(), self.policy()
-        if harness.hash_tag(state_key(a, "", self.prefix)) == harness.hash_tag(state_key(b, "", self.prefix)):
-            self.skipTest("names share a tag")
-        r = self.c.request("POST", PATH, json.dumps({"allOrNothing": True, "requests": [
-            {"bucket": a, "app": "app"}, {"bucket": b, "app": "app"}]}).encode(),
-            {"Content-Type": "application/json"})
-        self.assertEqual(r.status, 400, r)
-        self.assertEqual(r.json()["code"], "failed_precondition")
-        self.assertIsNone(read_state(self.redis, state_key(a, "", self.prefix)))
+        name = unique("aon-fw")
+        put_policy(self.redis, name, max_permits=1, rate="", algorithm="fixed_window",
+                   window_ms=3600000, prefix=self.prefix)
+        res = self.batch([{"bucket": a, "app": "app"}, {"bucket": b, "app": "app"},
+                          {"bucket": name, "app": "app"}], all_or_nothing=True)["results"]
+        self.assertEqual([x["response"].get("allowed") for x in res], [True] * 3, res)
+        res = self.batch([{"bucket": a, "app": "app"}, {"bucket": name, "app": "app"}],
+                         all_or_nothing=True)["results"]
+        self.assertEqual([x["response"].get("allowed", False) for x in res], [False] * 2, res)
+        before = read_state(self.redis, state_key(a, "", self.prefix))[0]
+        self.assertEqual(self.batch([{"bucket": a, "app": "app", "permits": 1}])["results"][0]
+                         ["response"]["remaining"], str(int(before) - 1),
+                         "the refused batch gave a's hold back")
 
     def test_all_or_nothing_with_an_invalid_item(self):
         a = self.policy()
@@ -345,7 +359,7 @@ class CoalescedTest(unittest.TestCase):
         # which the tests here count as the decisions' doing.
         cls.p = Permitd(redis_url=cls.server.url, prefix=cls.prefix,
                         args=["--threads", "1", "--mysql-url", "", "--fleet-publish-ms", "0",
-                              "--hotkeys-publish-ms", "600000"])
+                              "--hotkeys-publish-ms", "600000", "--reserve-sweep-ms", "0"])
         cls.conns = [Http(cls.p.port) for _ in range(cls.N)]
 
     @classmethod

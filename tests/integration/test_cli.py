@@ -59,6 +59,7 @@ SETTINGS = [
     ("--grpc-tls-cert", "PERMITD_GRPC_TLS_CERT"),
     ("--grpc-tls-key", "PERMITD_GRPC_TLS_KEY"),
     ("--hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS"),
+    ("--reserve-sweep-ms", "PERMITD_RESERVE_SWEEP_MS"),
     ("--redis-tls-ca-file", "PERMITD_REDIS_TLS_CA_FILE"),
     ("--redis-tls-cert-file", "PERMITD_REDIS_TLS_CERT_FILE"),
     ("--redis-tls-key-file", "PERMITD_REDIS_TLS_KEY_FILE"),

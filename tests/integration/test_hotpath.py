@@ -20,7 +20,7 @@ N = 1000
 
 # The background publishers off (or put off past a test) while allocations
 # are counted.
-QUIET = ["--fleet-publish-ms", "0", "--hotkeys-publish-ms", "600000"]
+QUIET = ["--fleet-publish-ms", "0", "--hotkeys-publish-ms", "600000", "--reserve-sweep-ms", "0"]
 
 
 class HotPathTest(unittest.TestCase):

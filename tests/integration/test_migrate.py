@@ -22,13 +22,6 @@ LAST = SHIPPED[-1]
 NEXT = LAST + 1
 
 
-def after(version):
-    """How many shipped migrations are newer than `version`: the steps
-    `migrate down` takes back to it (numbers are each engineer's: a
-    branch may ship 0016 before 0014 and 0015 land)."""
-    return sum(1 for n in SHIPPED if n > version)
-
-
 def steps_back_to(version):
     """How many migrations `down N` reverts to stand at version: those
     shipped after it (the numbers may have gaps while parallel branches
@@ -548,6 +541,28 @@ class MigrateCase(unittest.TestCase):
         self.ok("up")
         self.assertEqual(sorted(self.history()), SHIPPED)
 
+    def test_reservation_limits_up_and_down(self):
+        # 0015 (issue 38): policies.reserve_ttl_ms, debt_floor, reserve_expiry,
+        # at their defaults for every policy, checked; down drops them.
+        columns = lambda: {r[0] for r in self.sql(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME = 'policies'")}
+        self.ok("up")
+        self.ok("down", steps_back_to(13))
+        self.assertNotIn("debt_floor", columns())
+        self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('old', 10, 1)")
+        self.ok("up")
+        self.assertLessEqual({"reserve_ttl_ms", "debt_floor", "reserve_expiry"}, columns())
+        self.assertEqual(self.sql("SELECT reserve_ttl_ms, debt_floor, reserve_expiry FROM policies"),
+                         [["300000", "0", "keep"]])
+        for bad in ("reserve_expiry = 'maybe'", "debt_floor = -1", "reserve_ttl_ms = 0"):
+            with self.assertRaises(harness.MysqlError) as e:
+                self.sql("UPDATE policies SET %s" % bad)
+            self.assertIn("chk_policies_reserve", str(e.exception))
+        self.ok("down", steps_back_to(13))
+        self.assertNotIn("reserve_expiry", columns())
+        self.assertEqual(self.sql("SELECT COUNT(*) FROM policies"), [["1"]])
+
     def test_shadow_up_down_and_refusal(self):
         # 0008 (issue 23): policies.shadow, 0 for every policy (existing
         # and new) unless set, 0 or 1 only. Its down refuses, changing
@@ -557,7 +572,7 @@ class MigrateCase(unittest.TestCase):
             "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
             "AND TABLE_NAME = 'policies'")}
         self.ok("up")
-        self.ok("down", str(after(7)))                  # back to 0007
+        self.ok("down", steps_back_to(7))               # back to 0007
         self.assertNotIn("shadow", columns())
         self.sql("INSERT INTO policies (name, max_permits, rate) VALUES ('old', 10, 1)")
         self.ok("up")
@@ -572,7 +587,7 @@ class MigrateCase(unittest.TestCase):
         self.assertIn("chk_policies_shadow", str(e.exception))
 
         before = self.history()[8]
-        rc, out = self.migrate("down", str(after(7)))
+        rc, out = self.migrate("down", steps_back_to(7))
         self.assertNotEqual(rc, 0, out)
         self.assertIn("refused", out)
         self.assertIn("in shadow mode: watch-too, watch.me; switch shadow off first", out)
@@ -584,7 +599,7 @@ class MigrateCase(unittest.TestCase):
                                   "WHERE ROUTINE_SCHEMA = DATABASE()"), [["0"]])
         # Shadow off everywhere: down goes, every row kept.
         self.sql("UPDATE policies SET shadow = 0")
-        self.ok("down", str(after(7)))
+        self.ok("down", steps_back_to(7))
         self.assertNotIn("shadow", columns())
         self.assertEqual(self.sql("SELECT COUNT(*) FROM policies"), [["4"]])
         self.ok("up")
@@ -650,7 +665,7 @@ class MigrateCase(unittest.TestCase):
         # down to 0008 (the migrations after 0009 go first) refuses at 0009,
         # naming the admin and the disabled user; 0009 unchanged.
         before = self.history()[9]
-        rc, out = self.migrate("down", str(after(8)))
+        rc, out = self.migrate("down", steps_back_to(8))
         self.assertNotEqual(rc, 0, out)
         self.assertIn("refused", out)
         self.assertIn("a1 (admin), e1 (disabled)", out)

@@ -282,7 +282,8 @@ class RedisTest(unittest.TestCase):
             # machine (seen: a 7th, one second old, its last command the
             # heartbeat's EXPIRE); this test counts the decision path's.
             with Permitd(redis_url=pr.url, args=["--threads", "3", "--fleet-publish-ms", "0",
-                                                 "--hotkeys-publish-ms", "600000"]) as p:
+                                                 "--hotkeys-publish-ms", "600000",
+                                                 "--reserve-sweep-ms", "0"]) as p:
                 before = received()
                 seen, stop = [0], threading.Event()
                 lock = threading.Lock()

@@ -493,7 +493,8 @@ class SyncTest(unittest.TestCase):
         p = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
                                               "--sync-interval-ms", "3600000",
                                               "--fleet-publish-ms", "0",
-                                              "--hotkeys-publish-ms", "600000"])
+                                              "--hotkeys-publish-ms", "600000",
+                                              "--reserve-sweep-ms", "0"])
         self.procs.append(p)
         wait_for("every policy in redis", lambda: self.redis("SCARD", self.prefix + "policies") == n,
                  300)

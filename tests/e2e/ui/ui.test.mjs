@@ -1227,6 +1227,15 @@ describe("admin web UI in headless Chromium", () => {
       assert.equal(await page.locator("#reset-confirm").innerText(), "Reset the count");
       await page.locator("#reset-confirm").click();
       await page.waitForFunction(() => /^10 of 10 left in this window/.test(document.querySelector("#inspect-summary")?.textContent || ""));
+      assert.equal(await page.locator("#inspect-reservations").textContent(), "No reservation of this policy is outstanding.");
+      // a reservation (issue 38): the inspector says what the policy's outstanding ones hold
+      const rsv = await fetch(`http://127.0.0.1:${T.server.apiPort}/permit.v1.RateLimitService/Reserve`, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ app: APP, items: [{ bucket: "ui-win", key: "someone", estimate: 2 }] }),
+      });
+      assert.equal((await rsv.json()).allowed, true);
+      await page.waitForFunction(() => /^Outstanding reservations of this policy \(all keys\): 1 holding 2 permits, the oldest held for /
+        .test(document.querySelector("#inspect-reservations")?.textContent || ""));
 
       await page.goto(`${adminBase()}/#/policy/ui-lease`);
       await page.getByRole("button", { name: "Inspect", exact: true }).click();
