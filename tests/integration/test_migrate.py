@@ -597,9 +597,12 @@ class MigrateCase(unittest.TestCase):
         self.assertIn("shadow", columns())
         self.assertEqual(self.sql("SELECT COUNT(*) FROM information_schema.ROUTINES "
                                   "WHERE ROUTINE_SCHEMA = DATABASE()"), [["0"]])
-        # Shadow off everywhere: down goes, every row kept.
+        # Shadow off everywhere: down goes, every row kept. (The refused
+        # down reverted the migrations after 0008 before it met 0008's
+        # refusal: one step is left to 0007.)
         self.sql("UPDATE policies SET shadow = 0")
-        self.ok("down", steps_back_to(7))
+        self.assertEqual(max(self.history()), 8)
+        self.ok("down", "1")
         self.assertNotIn("shadow", columns())
         self.assertEqual(self.sql("SELECT COUNT(*) FROM policies"), [["4"]])
         self.ok("up")
