@@ -640,7 +640,7 @@ if n > 1 and per == 2 and (mode == 'take' or mode == 'peek' or mode == 'all') th
   if w > FOREVER_MS then
     w = FOREVER_MS
   end
-  local vals, left, firsts, seen = {}, {}, {}, n > 16 and {}
+  local vals, left, last_ttl, firsts, seen = {}, {}, {}, {}, n > 16 and {}
   local ok = true
   for i = 1, n do
     local at = base + 2 * (i - 1)
@@ -704,7 +704,6 @@ if n > 1 and per == 2 and (mode == 'take' or mode == 'peek' or mode == 'all') th
       end
       tokens = tokens - want
     end
-    left[f] = tokens
     local ttl = 0                   -- until_full()
     if tokens < pmax then
       ttl = ceil((pmax - tokens) * 1000 / prate)
@@ -712,25 +711,26 @@ if n > 1 and per == 2 and (mode == 'take' or mode == 'peek' or mode == 'all') th
         ttl = FOREVER_MS
       end
     end
-    local m = floor(tokens * 1000000)   -- micro()
+    left[f], last_ttl[f] = tokens, ttl  -- the bucket's after this item (its write's)
+    -- floor() of a number >= 0 as x - x % 1, exactly the same number,
+    -- without a call of math.floor
+    local m = tokens * 1000000          -- micro()
+    m = m - m % 1
     if m > 9007199254740992 then
       m = 9007199254740992
     end
     local v = 8 * i
-    vals[v - 7], vals[v - 6], vals[v - 5], vals[v - 4] = 0, 1, floor(tokens), pmax
+    vals[v - 7], vals[v - 6], vals[v - 5], vals[v - 4] = 0, 1, tokens - tokens % 1, pmax
     vals[v - 3], vals[v - 2], vals[v - 1], vals[v] = 0, ttl, w, m
   end
   if ok then
     if mode ~= 'peek' then
+      local call = redis.call
       for x = 1, #firsts do
         local i = firsts[x]
-        local tokens = left[i]
-        if tokens < pmax then
-          local ttl = ceil((pmax - tokens) * 1000 / prate)
-          if ttl > FOREVER_MS then
-            ttl = FOREVER_MS
-          end
-          redis.call('SET', keys[i], pack(STATE, tokens, now, pver), 'PX', format('%d', ttl))
+        local ttl = last_ttl[i]
+        if ttl > 0 then
+          call('SET', keys[i], pack(STATE, left[i], now, pver), 'PX', format('%d', ttl))
           if not states[i] then
             fresh = fresh or {}
             fresh[#fresh + 1] = keys[i]
