@@ -200,7 +200,7 @@ if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'settle' and
   -- @include hold.lua
 end
 local n = #KEYS
-local np = tonumber(ARGV[2])
+local np = ARGV[2] == '1' and 1 or tonumber(ARGV[2])  -- '1' nearly always: no strtod()
 local ridttl = ARGV[3]  -- how long a take's answer is kept for its request id (ms)
 local per = ridttl == '' and 2 or 4  -- ARGV an item: "" = compact (see the top)
 local base = 4 + 4 * np  -- ARGV index of item 1's policy
@@ -217,7 +217,7 @@ if mode ~= 'settle' and mode ~= 'index' and #ARGV - base + 1 > per * n then
     keys[i] = ARGV[base + per * n + i - m - 1]
   end
 end
-local find, sub, gmatch = string.find, string.sub, string.gmatch
+local find, sub, gmatch, format = string.find, string.sub, string.gmatch, string.format
 local floor, ceil = math.floor, math.ceil
 local pack, unpack_state = struct.pack, struct.unpack
 local STATE = '<ddd'
@@ -508,6 +508,255 @@ d94cc96df90ee92f99c889e9b98aa9ab584448657806682718c008e1388228a3
 cb7ddb5ceb3ffb1e8bf99bd8abbbbb9a4a755a546a377a160af11ad02ab33a92
 fd2eed0fdd6ccd4dbdaaad8b9de88dc97c266c075c644c453ca22c831ce00cc1
 ef1fff3ecf5ddf7caf9bbfba8fd99ff86e177e364e555e742e933eb20ed11ef0]]
+local clock = redis.call('TIME')
+local now = clock[1] * 1000000 + clock[2]
+local fresh, answer     -- the buckets a fast path below created, and its answer
+
+-- Milliseconds are capped at FOREVER_MS (3170 years): past 1e14 a number no
+-- longer reaches Redis as an integer (PX gets "1e+14"; replies overflow).
+local FOREVER_MS = 99999999999999
+
+-- The single-item path (Acquire and Peek: nearly every call) is written out
+-- in line, before the helpers of the many-item path: in Redis every call
+-- runs the whole chunk, so each `local function` above the return is a
+-- closure built on every call. Measured with redis-benchmark (100k keys,
+-- three rounds each): through ten helpers 7.84 us per call, in line 7.37.
+-- Its formulas are those of level(), until_full(), window() and micro()
+-- below, which the many-item path uses; change them together.
+--
+-- Its common case comes first, before any helper is built: a take that is
+-- granted, or a peek, of a bucket that is full (no key) or holds a 24-byte
+-- state of this version or older, stamped no later than now, that needs
+-- no folding across rate edits. Building the five helpers below (state()
+-- to retry_after()) cost a lone Acquire 9.9k of its 86.8k instructions
+-- (tests/bench/redis-cost.sh). Every other single item (a denial, a rate
+-- history to fold, a clock that stepped back, a state of another version
+-- or shape) goes on after them, to the rest of the path.
+local lone = n == 1 and (mode == 'take' or mode == 'peek')
+local ver, max, rate, rates, want, rkey, s     -- the lone item's (read once)
+if lone then
+  ver, max, rate, rates = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+  want = ARGV[base + 1]
+  want = want == '1' and 1 or tonumber(want)    -- no strtod() for the usual 1
+  -- record_key() and replay() below, in line (see above)
+  local rid = per == 4 and ARGV[base + 2]
+  rkey = mode == 'take' and rid and rid ~= '' and KEYS[1] .. '\31r' .. rid
+  if rkey then
+    local rec = redis.call('GET', rkey)
+    if rec then
+      local flags = unpack_state('<d', rec, 73)
+      if flags % 2 == 0 then
+        flags = flags + REPLAYED
+      end
+      return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
+    end
+  end
+  if want > max then
+    return pack(ANSWER, -11, 0, 0, max, 0, 0, 0, 0, 0, 0, NOLEASE)
+  end
+  s = redis.call('GET', KEYS[1])
+  local tokens, since, written = max, now, ver
+  if s and #s == 24 then
+    tokens, since, written = unpack_state(STATE, s)
+  end
+  if (not s or #s == 24) and written <= ver and since <= now and (rates == '' or tokens >= max) then
+    if tokens < max then            -- level(), in line
+      local elapsed = now - since
+      if elapsed >= (max - tokens) * 1000000 / rate then
+        tokens = max
+      elseif elapsed > 0 then
+        tokens = tokens + elapsed * rate / 1000000
+        if tokens > max then
+          tokens = max
+        end
+      end
+    elseif tokens > max then
+      tokens = max
+    end
+    if mode == 'peek' or tokens >= want then
+      if mode == 'take' then
+        tokens = tokens - want
+      end
+      local ttl = 0                 -- until_full()
+      if tokens < max then
+        ttl = ceil((max - tokens) * 1000 / rate)
+        if ttl > FOREVER_MS then
+          ttl = FOREVER_MS
+        end
+      end
+      if mode == 'take' and ttl > 0 then    -- save(); the ttl as text (see FOREVER_MS)
+        redis.call('SET', KEYS[1], pack(STATE, tokens, now, ver), 'PX', format('%d', ttl))
+        if not s then
+          fresh = KEYS              -- a new bucket: indexed below (see the top)
+        end
+      elseif mode == 'take' and s then
+        redis.call('DEL', KEYS[1])
+      end
+      local w = ceil(max / rate)    -- window()
+      if w > FOREVER_MS then
+        w = FOREVER_MS
+      end
+      local m = floor(tokens * 1000000) -- micro()
+      if m > 9007199254740992 then
+        m = 9007199254740992
+      end
+      local rec = pack(ANSWER, 0, 1, floor(tokens), max, 0, ttl, w, m, 0, 0, NOLEASE)
+      if rkey then
+        redis.call('SET', rkey, rec, 'PX', ridttl)
+      end
+      if not fresh then
+        return rec
+      end
+      answer = rec
+    end
+  end
+end
+
+-- The many-item path's common case, also before any helper is built (issue
+-- 41): a compact call of takes, peeks or an "all" whose items all name
+-- policy 1 with whole permits from 1 to max_permits, each bucket full or
+-- holding a state as the lone path's common case above takes it, and
+-- every take granted. Its formulas are the lone path's (level(),
+-- until_full(), window(), micro() below); items that share a bucket see
+-- each other's takes (the bucket's tokens carried in `left`, at its first
+-- item); each bucket is written once, in the order first named, as the
+-- many-item path below writes it; and the answers are packed in one
+-- struct.pack per 100 items instead of one each and a concat (a pack costs
+-- Redis ~500 instructions a call and ~340 a number). Nothing is written
+-- until every item is decided: the first item that is not this case (a
+-- denial, an error, a state to fold or of another shape, a clock stepped
+-- back) sends the whole call on to the many-item path, which reads the
+-- states read here (`states`) and decides it afresh. At nine items a call
+-- this costs Redis 2/3 of what the many-item path does
+-- (tests/bench/RESULTS-redis-cost.md).
+local states            -- the items' states, once read (in item order)
+if n > 1 and per == 2 and (mode == 'take' or mode == 'peek' or mode == 'all') then
+  if keys == KEYS then
+    states = redis.call('MGET', unpack(KEYS))
+  else
+    -- one slot per command; every key read before any is written (the top)
+    states = {}
+    for i = 1, n do
+      states[i] = redis.call('GET', keys[i])
+    end
+  end
+  local pver, pmax, prate, prates = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+  local w = ceil(pmax / prate)      -- window()
+  if w > FOREVER_MS then
+    w = FOREVER_MS
+  end
+  local vals, left, last_ttl, firsts, seen = {}, {}, {}, {}, n > 16 and {}
+  local ok = true
+  for i = 1, n do
+    local at = base + 2 * (i - 1)
+    local want = ARGV[at + 1]
+    want = want == '1' and 1 or tonumber(want)
+    if ARGV[at] ~= '1' or not want or want < 1 or want > pmax or want % 1 ~= 0 then
+      ok = false
+      break
+    end
+    -- f: the first item of this item's bucket (a few items: compared, the
+    -- strings being interned; many: a table)
+    local k, f = keys[i], i
+    if seen then
+      f = seen[k] or i
+      seen[k] = f
+    else
+      for x = 1, i - 1 do
+        if keys[x] == k then
+          f = x
+          break
+        end
+      end
+    end
+    local tokens
+    if f < i then
+      tokens = left[f]
+    else
+      tokens = pmax
+      local s = states[i]
+      if s then
+        if #s ~= 24 then
+          ok = false
+          break
+        end
+        local since, written
+        tokens, since, written = unpack_state(STATE, s)
+        if written > pver or since > now or (prates ~= '' and tokens < pmax) then
+          ok = false
+          break
+        end
+        if tokens < pmax then       -- level(), in line
+          local elapsed = now - since
+          if elapsed >= (pmax - tokens) * 1000000 / prate then
+            tokens = pmax
+          elseif elapsed > 0 then
+            tokens = tokens + elapsed * prate / 1000000
+            if tokens > pmax then
+              tokens = pmax
+            end
+          end
+        elseif tokens > pmax then
+          tokens = pmax
+        end
+      end
+      firsts[#firsts + 1] = i
+    end
+    if mode ~= 'peek' then
+      if tokens < want then
+        ok = false                  -- a denial: the many-item path
+        break
+      end
+      tokens = tokens - want
+    end
+    local ttl = 0                   -- until_full()
+    if tokens < pmax then
+      ttl = ceil((pmax - tokens) * 1000 / prate)
+      if ttl > FOREVER_MS then
+        ttl = FOREVER_MS
+      end
+    end
+    left[f], last_ttl[f] = tokens, ttl  -- the bucket's after this item (its write's)
+    -- floor() of a number >= 0 as x - x % 1, exactly the same number,
+    -- without a call of math.floor
+    local m = tokens * 1000000          -- micro()
+    m = m - m % 1
+    if m > 9007199254740992 then
+      m = 9007199254740992
+    end
+    local v = 8 * i
+    vals[v - 7], vals[v - 6], vals[v - 5], vals[v - 4] = 0, 1, tokens - tokens % 1, pmax
+    vals[v - 3], vals[v - 2], vals[v - 1], vals[v] = 0, ttl, w, m
+  end
+  if ok then
+    if mode ~= 'peek' then
+      local call = redis.call
+      for x = 1, #firsts do
+        local i = firsts[x]
+        local ttl = last_ttl[i]
+        if ttl > 0 then
+          call('SET', keys[i], pack(STATE, left[i], now, pver), 'PX', format('%d', ttl))
+          if not states[i] then
+            fresh = fresh or {}
+            fresh[#fresh + 1] = keys[i]
+          end
+        elseif states[i] then
+          redis.call('DEL', keys[i])
+        end
+      end
+    end
+    local parts = {}
+    for c = 0, n - 1, 100 do
+      local e = c + 100 < n and c + 100 or n
+      parts[#parts + 1] = pack('<' .. string.rep('dddddddd', e - c), unpack(vals, 8 * c + 1, 8 * e))
+    end
+    answer = parts[2] and table.concat(parts) or parts[1]
+    if not fresh then
+      return answer
+    end
+  end
+end
+
 local bxor, band, lshift, rshift, byte = bit.bxor, bit.band, bit.lshift, bit.rshift,
                                         string.byte
 
@@ -557,104 +806,14 @@ if mode == 'index' then
   return struct.pack('<dd', added, removed)
 end
 
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
-
--- Milliseconds are capped at FOREVER_MS (3170 years): past 1e14 a number no
--- longer reaches Redis as an integer (PX gets "1e+14"; replies overflow).
-local FOREVER_MS = 99999999999999
-
--- The single-item path (Acquire and Peek: nearly every call) is written out
--- in line, before the helpers of the many-item path: in Redis every call
--- runs the whole chunk, so each `local function` above the return is a
--- closure built on every call. Measured with redis-benchmark (100k keys,
--- three rounds each): through ten helpers 7.84 us per call, in line 7.37.
--- Its formulas are those of level(), until_full(), window() and micro()
--- below, which the many-item path uses; change them together.
---
--- Its common case comes first, before any helper is built: a take that is
--- granted, or a peek, of a bucket that is full (no key) or holds a 24-byte
--- state of this version or older, stamped no later than now, that needs
--- no folding across rate edits. Building the five helpers below (state()
--- to retry_after()) cost a lone Acquire 9.9k of its 86.8k instructions
--- (tests/bench/redis-cost.sh). Every other single item (a denial, a rate
--- history to fold, a clock that stepped back, a state of another version
--- or shape) goes on after them, to the rest of the path.
-local lone = n == 1 and (mode == 'take' or mode == 'peek')
-local ver, max, rate, rates, want, rkey, s     -- the lone item's (read once)
-if lone then
-  ver, max, rate, rates = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-  want = tonumber(ARGV[base + 1])
-  -- record_key() and replay() below, in line (see above)
-  local rid = per == 4 and ARGV[base + 2]
-  rkey = mode == 'take' and rid and rid ~= '' and KEYS[1] .. '\31r' .. rid
-  if rkey then
-    local rec = redis.call('GET', rkey)
-    if rec then
-      local flags = unpack_state('<d', rec, 73)
-      if flags % 2 == 0 then
-        flags = flags + REPLAYED
-      end
-      return sub(rec, 1, 72) .. pack('<d', flags) .. sub(rec, 81)
-    end
+-- The buckets a fast path above created, into their index (see the top).
+if fresh then
+  for i = 1, #fresh do
+    index_add(fresh[i])
   end
-  if want > max then
-    return pack(ANSWER, -11, 0, 0, max, 0, 0, 0, 0, 0, 0, NOLEASE)
-  end
-  s = redis.call('GET', KEYS[1])
-  local tokens, since, written = max, now, ver
-  if s and #s == 24 then
-    tokens, since, written = unpack_state(STATE, s)
-  end
-  if (not s or #s == 24) and written <= ver and since <= now and (rates == '' or tokens >= max) then
-    if tokens < max then            -- level(), in line
-      local elapsed = now - since
-      if elapsed >= (max - tokens) * 1000000 / rate then
-        tokens = max
-      elseif elapsed > 0 then
-        tokens = tokens + elapsed * rate / 1000000
-        if tokens > max then
-          tokens = max
-        end
-      end
-    elseif tokens > max then
-      tokens = max
-    end
-    if mode == 'peek' or tokens >= want then
-      if mode == 'take' then
-        tokens = tokens - want
-      end
-      local ttl = 0                 -- until_full()
-      if tokens < max then
-        ttl = ceil((max - tokens) * 1000 / rate)
-        if ttl > FOREVER_MS then
-          ttl = FOREVER_MS
-        end
-      end
-      if mode == 'take' and ttl > 0 then    -- save()
-        redis.call('SET', KEYS[1], pack(STATE, tokens, now, ver), 'PX', ttl)
-        if not s then
-          index_add(KEYS[1])        -- a new bucket (see the top)
-        end
-      elseif mode == 'take' and s then
-        redis.call('DEL', KEYS[1])
-      end
-      local w = ceil(max / rate)    -- window()
-      if w > FOREVER_MS then
-        w = FOREVER_MS
-      end
-      local m = floor(tokens * 1000000) -- micro()
-      if m > 9007199254740992 then
-        m = 9007199254740992
-      end
-      local rec = pack(ANSWER, 0, 1, floor(tokens), max, 0, ttl, w, m, 0, 0, NOLEASE)
-      if rkey then
-        redis.call('SET', rkey, rec, 'PX', ridttl)
-      end
-      return rec
-    end
-  end
+  return answer
 end
+
 
 -- What both the rest of the single-item path and the many-item path need:
 -- state(), level(), retry_after().
@@ -961,8 +1120,9 @@ end
 -- in one MGET.
 local policies, buckets = {}, {}
 local written = {}      -- the buckets in the order first read: they are written in it
-local states
-if keys == KEYS then
+if states then
+  -- read by the fast path above, which sent the call on
+elseif keys == KEYS then
   states = redis.call('MGET', unpack(KEYS))
 else
   -- one slot per command; every key read before any is written (the top)

@@ -184,7 +184,8 @@ local records = {}
 local items = {}
 for i = 1, n do
   local at = base + per * (i - 1)
-  local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
+  local it = {j = ARGV[at] == '1' and 1 or tonumber(ARGV[at]),
+              want = ARGV[at + 1] == '1' and 1 or tonumber(ARGV[at + 1]),
               rid = per == 4 and ARGV[at + 2] or '', lease = per == 4 and ARGV[at + 3] or '',
               key = keys[i]}
   -- @include item.lua
@@ -359,7 +360,7 @@ if mode ~= 'peek' then
           end
         end
         redis.call('ZADD', k, -st.p.ver, 'v')
-        redis.call('PEXPIRE', k, ms_up(last - now))
+        redis.call('PEXPIRE', k, format('%d', ms_up(last - now)))
       end
     end
   end

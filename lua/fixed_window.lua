@@ -80,7 +80,7 @@ end
 -- the path below, which decides it as any item.
 if n == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not inspect then
   local ver, max, wms, cal = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-  local want = tonumber(ARGV[base + 1])
+  local want = ARGV[base + 1] == '1' and 1 or tonumber(ARGV[base + 1])
   local w = cal == '' and wms and wms * 1000 or cal == 'minute' and 60000000 or
             cal == 'hour' and 3600000000 or cal == 'day' and 86400000000
   if w and w > 0 and max and max >= 1 and want <= max then
@@ -98,7 +98,7 @@ if n == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not inspect th
       local left = ceil((start + w - now) / 1000)   -- ms to the window's end, >= 1
       if mode == 'take' then
         count = count + want
-        redis.call('SET', KEYS[1], pack(STATE, count, start, ver), 'PX', left)
+        redis.call('SET', KEYS[1], pack(STATE, count, start, ver), 'PX', format('%d', left))
       end
       return pack(RECORD, 0, 1, max - count, max, 0, count > 0 and left or 0, ceil(w / 1000000),
                   (max - count) * 1000000)
@@ -227,8 +227,9 @@ end
 
 local out, item_counter, refused = {}, {}, false
 for i = 1, n do
-  local p = policy(tonumber(ARGV[base + per * (i - 1)]))
-  local want = tonumber(ARGV[base + per * (i - 1) + 1])
+  local j, want = ARGV[base + per * (i - 1)], ARGV[base + per * (i - 1) + 1]
+  local p = policy(j == '1' and 1 or tonumber(j))
+  want = want == '1' and 1 or tonumber(want)
   if replayed[i] then
     local flags = unpack_struct('<d', replayed[i], 73)
     if flags % 2 == 0 then
@@ -306,7 +307,7 @@ end
 if mode ~= 'peek' then
   for _, c in ipairs(written) do
     if c.taken then
-      redis.call('SET', c.key, pack(STATE, c.count, c.p.start, c.p.ver), 'PX', c.p.left)
+      redis.call('SET', c.key, pack(STATE, c.count, c.p.start, c.p.ver), 'PX', format('%d', c.p.left))
     end
   end
   for i = 1, per == 4 and n or 0 do

@@ -153,7 +153,8 @@ local records = {}
 local items = {}
 for i = 1, n do
   local at = base + per * (i - 1)
-  local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
+  local it = {j = ARGV[at] == '1' and 1 or tonumber(ARGV[at]),
+              want = ARGV[at + 1] == '1' and 1 or tonumber(ARGV[at + 1]),
               rid = per == 4 and ARGV[at + 2] or '',
               key = keys[i]}
   -- @include item.lua
@@ -275,7 +276,7 @@ if mode ~= 'peek' then
           args = {}
         end
       end
-      redis.call('PEXPIRE', k, ms_up(st.at + p.w - now))
+      redis.call('PEXPIRE', k, format('%d', ms_up(st.at + p.w - now)))
     end
   end
   -- @include records.lua

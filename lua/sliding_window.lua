@@ -137,7 +137,7 @@ end
 -- the phases below, which decide it as any item.
 if n == 1 and m == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not inspect then
   local ver, max, wms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-  local want = tonumber(ARGV[base + 1])
+  local want = ARGV[base + 1] == '1' and 1 or tonumber(ARGV[base + 1])
   local s = max and wms and want and max >= 1 and wms >= 1 and want >= 1 and want <= max and
             want == floor(want) and redis.pcall('GET', KEYS[1])
   if s ~= nil and type(s) ~= 'table' and (not s or #s == 32) then
@@ -171,7 +171,7 @@ if n == 1 and m == 1 and per == 2 and (mode == 'take' or mode == 'peek') and not
         end
       end
       if mode == 'take' and reset > 0 then
-        redis.call('SET', KEYS[1], pack(STATE, prev, cur, start, ver), 'PX', reset)
+        redis.call('SET', KEYS[1], pack(STATE, prev, cur, start, ver), 'PX', format('%d', reset))
       end
       local left = floor(max - (weight + cur))
       if left < 0 then
@@ -284,7 +284,8 @@ local records = {}      -- record key -> stored RECORD or false
 local items = {}
 for i = 1, n do
   local at = base + per * (i - 1)
-  local it = {j = tonumber(ARGV[at]), want = tonumber(ARGV[at + 1]),
+  local it = {j = ARGV[at] == '1' and 1 or tonumber(ARGV[at]),
+              want = ARGV[at + 1] == '1' and 1 or tonumber(ARGV[at + 1]),
               rid = per == 4 and ARGV[at + 2] or '',
               key = keys[i]}
   -- @include item.lua
@@ -401,7 +402,7 @@ if mode ~= 'peek' then
     if st.taken then
       local ttl = reset_after(st.prev, st.cur, st.start, st.p.w)
       if ttl > 0 then
-        redis.call('SET', k, pack(STATE, st.prev, st.cur, st.start, st.p.ver), 'PX', ttl)
+        redis.call('SET', k, pack(STATE, st.prev, st.cur, st.start, st.p.ver), 'PX', format('%d', ttl))
       end
     end
   end

@@ -12,7 +12,7 @@
       if it.rkey and not it.replayed and it.status == 0 and not records[it.rkey] and
          select(2, unpack_struct('<dd', out[i])) == 1 then
         records[it.rkey] = true
-        redis.call('SET', it.rkey, out[i], 'PX', rid_ttl)
+        redis.call('SET', it.rkey, out[i], 'PX', format('%d', rid_ttl))
       end
     end
   end

@@ -19,6 +19,8 @@
 #   a naive HMGET+HSET+PEXPIRE script (naive.lua) through redis-benchmark;
 #   the peer: tests/bench/peer (Node.js, rate-limiter-flexible), 1 and 2
 #     processes;
+#   the HTTP ceiling: Debian's nginx answering `return 200` to the same
+#     requests (issue 41), in the hot bucket's rounds, one worker per CPU;
 #   memory: permitd RSS under load, Redis bytes per bucket key;
 #   Redis's instructions per decision and bytes per key, every algorithm,
 #     counted under valgrind (tests/bench/redis-cost.sh), and the naive
@@ -127,6 +129,7 @@ cleanup() {
     for p in $sampler_pid $monitor_pid; do kill "$p" 2>/dev/null; done
     if [ -n "$permitd_pid" ]; then kill "$permitd_pid" 2>/dev/null; wait "$permitd_pid" 2>/dev/null; fi
     declare -F stop_peer >/dev/null && stop_peer
+    if [ -n "${nginx_pid:-}" ]; then kill "$nginx_pid" 2>/dev/null; wait "$nginx_pid" 2>/dev/null; fi
     "$root/tests/stack/redis.sh" stop "$tmp/redis" >/dev/null 2>&1
     "$root/tests/stack/mariadb.sh" stop "$tmp/mariadb" >/dev/null 2>&1
     if [ "$rc" -ne 0 ]; then
@@ -593,6 +596,49 @@ for w in 1 2; do
 done
 naive_sha=$(rcli -x SCRIPT LOAD < "$here/naive.lua")
 
+# The HTTP ceiling (issue 41): nginx answering `return 200` with an empty
+# body to the very requests permitd gets (acquire.lua's, same wrk
+# settings), one worker per CPU as permitd runs a thread per CPU: what an
+# HTTP server on this machine does with no decision to make.
+nginx_pid="" nginx_url=""
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+if [ -x "$nginx_bin" ]; then
+    nginx_port=$(free_port)
+    mkdir -p "$tmp/nginx"
+    cat > "$tmp/nginx/nginx.conf" <<CONF
+worker_processes auto;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $tmp/nginx/body;
+    proxy_temp_path $tmp/nginx/proxy;
+    fastcgi_temp_path $tmp/nginx/fastcgi;
+    uwsgi_temp_path $tmp/nginx/uwsgi;
+    scgi_temp_path $tmp/nginx/scgi;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$nginx_port;
+        location / { return 200; }
+    }
+}
+CONF
+    "$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -e "$tmp/nginx/error.log" \
+        -g 'daemon off;' > "$tmp/nginx/out.log" 2>&1 &
+    nginx_pid=$!
+    nginx_url="http://127.0.0.1:$nginx_port$API/Acquire"
+    for _ in $(seq 1 50); do
+        curl -s -o /dev/null -X POST "$nginx_url" && break
+        sleep 0.1
+    done
+    curl -s -o /dev/null -X POST "$nginx_url" || die "nginx did not start (see $tmp/nginx/error.log)"
+    R[nginx.version]=$("$nginx_bin" -v 2>&1 | sed 's/^nginx version: //')
+else
+    log "nginx not installed: no HTTP ceiling (scripts/install-deps.sh bench installs it)"
+fi
+nginx_pids() { echo "$nginx_pid $(children_of "$nginx_pid" | tr '\n' ' ')"; }
+
 # Each case runs ROUNDS times, and each contestant keeps its best round:
 # interference from other work on the machine only ever slows a run down.
 # Every round's req/s is listed in RESULTS.md.
@@ -621,8 +667,11 @@ for r in $(seq 1 "$ROUNDS"); do
             BENCH_CODEC=json BENCH_BUCKET=hot BENCH_KEYS=0
     done
     run_rb "rb_hot@$r" -- "${bench_hot[@]}"
+    [ -n "$nginx_pid" ] && run_wrk "nginx_hot@$r" "$nginx_url" "$(nginx_pids)" -- \
+        BENCH_CODEC=proto BENCH_BUCKET=hot BENCH_KEYS=0
 done
 for id in bin_hot json_hot peer1_hot peer2_hot rb_hot; do keep_best "$id"; done
+[ -n "$nginx_pid" ] && keep_best nginx_hot
 
 RUN_DURATION=$DENY_DURATION run_wrk bin_deny "$url" "$permitd_pid" -- \
     BENCH_CODEC=proto BENCH_BUCKET=deny BENCH_KEYS=0
@@ -792,7 +841,7 @@ cat <<EOF
 | run | req/s | decisions/s | p50 ms | p99 ms | p99.9 ms | server CPU µs/req | server ctx switches/req | Redis CPU µs/req | Redis µs/decision (evalsha) | notes |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|
 EOF
-row "permitd Acquire binary, hot bucket" bin_hot 1 "$(ratio "${R[bin_hot.rps]}" "${R[rb_hot.rps]}")× ceiling; ${R[bin_hot.per_call]} decisions/call; writes/decision ${R[bin_hot.writes]}"
+row "permitd Acquire binary, hot bucket" bin_hot 1 "$(ratio "${R[bin_hot.rps]}" "${R[rb_hot.rps]}")× ceiling; $( [ -n "${R[nginx_hot.rps]:-}" ] && echo "$(ratio "${R[bin_hot.rps]}" "${R[nginx_hot.rps]}")× nginx; " )${R[bin_hot.per_call]} decisions/call; writes/decision ${R[bin_hot.writes]}"
 row "permitd Acquire binary, hot bucket, deny-heavy (${DENY_DURATION}s)" bin_deny 1 "${R[bin_deny.per_call]} decisions/call; writes/decision ${R[bin_deny.writes]} (denied calls write nothing)"
 row "permitd Acquire binary, 100k keys" bin_keys 1 "$(ratio "${R[bin_keys.rps]}" "${R[rb_keys.rps]}")× ceiling; ${keys_vs_peer}× peer; ${keys_vs_naive}× naive ceiling; ${R[bin_keys.per_call]} decisions/call; RSS peak $(mb "${R[bin_keys.rss_kb]}") MB"
 row "permitd Acquire JSON, hot bucket" json_hot 1 "$(ratio "${R[json_hot.rps]}" "${R[rb_hot.rps]}")× ceiling; $(ratio "${R[json_hot.rps]}" "${R[peer_hot.rps]}")× peer; ${R[json_hot.per_call]} decisions/call"
@@ -808,6 +857,11 @@ row "peer (Node, $peer_label) JSON, 100k keys" peer_keys 1 "RSS peak $(mb "${R[p
 row "ceiling: redis-benchmark EVALSHA permitd's script, hot bucket" rb_hot 1 "one decision per call; writes/decision ${R[rb_hot.writes]}"
 row "ceiling: redis-benchmark EVALSHA permitd's script, 100k keys" rb_keys 1 "one decision per call; writes/decision ${R[rb_keys.writes]}"
 row "naive script (naive.lua) via redis-benchmark, 100k keys" rb_naive 1 ""
+if [ -n "${R[nginx_hot.rps]:-}" ]; then
+    row "ceiling: nginx \`return 200\` (${R[nginx.version]}, one worker per CPU), the hot bucket's requests" nginx_hot 0 "no decision: HTTP alone; permitd's binary hot bucket $(ratio "${R[bin_hot.rps]}" "${R[nginx_hot.rps]}")×, 100k keys $(ratio "${R[bin_keys.rps]}" "${R[nginx_hot.rps]}")×"
+else
+    echo "| ceiling: nginx \`return 200\` | – | – | – | – | – | – | – | – | – | nginx not installed |"
+fi
 )
 
 targets=$(

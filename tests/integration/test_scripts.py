@@ -240,6 +240,54 @@ class Scripts(unittest.TestCase):
                 self.assertEqual([a["remaining"] for a in self.decide(
                     "peek", [(p, "a", 1), (q, "b", 1)], wide=wide)], [6, 0])
 
+    def test_bucket_many_items_of_one_policy_decide_as_the_wide_call(self):
+        # Issue 41: a compact call whose items all name one policy is
+        # decided by bucket.lua's many-item fast path (before its helpers),
+        # or, at the first item it does not take (a denial, a state of
+        # another shape or a newer version), by the many-item path; the
+        # wide call always by the latter. Both must answer and write the
+        # same: here over 2 to 130 items (the fast path's duplicate search
+        # by comparison up to 16, by table above; its answers packed 100
+        # items a pack), shared buckets, full and partly taken buckets, and
+        # each way out of the fast path. The rate is 1e-300 a second: no
+        # time that passes between the two calls adds a bit to any bucket
+        # (every ttl is then FOREVER_MS), so their answers compare exactly.
+        p = Policy(max_permits=1000, rate=1e-300)
+        names = ["k%d" % i for i in range(40)]
+        seeds = {"k1": (400.0, STAMP), "k2": (0.5, STAMP + 1), "k3": (999.25, 0)}
+        cases = []
+        for n in (2, 9, 16, 17, 130):
+            items = [(p, names[(i * 7) % min(n, 40) % 23], 1 + i % 3) for i in range(n)]
+            cases += [("take", items), ("peek", items), ("all", items)]
+        cases += [
+            ("take", [(p, "k1", 5), (p, "k2", 1), (p, "k1", 395)]),          # k2 denied
+            ("all", [(p, "k1", 5), (p, "k2", 1), (p, "k9", 3)]),             # refused: none
+            ("take", [(p, "k1", 5), (p, "k3", 2), (p, "k1", 5)]),
+            ("take", [(p, "k4", 5), (p, "k1", 1001)]),                       # out of range
+            ("take", [(p, "k1", 400), (p, "k1", 1)]),                        # second denied
+            ("take", [(p, "old", 1), (p, "k1", 1)]),                         # a 16-byte state
+            ("take", [(p, "newer", 1), (p, "k1", 1)]),                       # stale
+        ]
+        for c, (mode, items) in enumerate(cases):
+            seen = {}
+            for wide in (False, True):
+                keys = sorted({key for _, key, _ in items} | set(seeds))
+                for key in keys:
+                    self.redis("DEL", bucket_key(p.name, key))
+                for key, (tokens, stamp) in seeds.items():
+                    write_state(self.redis, bucket_key(p.name, key), tokens, 0, version=stamp)
+                self.redis("SET", bucket_key(p.name, "old"), OLD_STATE.pack(7.0, 0))
+                write_state(self.redis, bucket_key(p.name, "newer"), 3.0, 0, version=STAMP + 9)
+                answers = self.decide(mode, items, wide=wide)
+                states = {}
+                for key in keys + ["old", "newer"]:
+                    s = self.state_bytes(p, key)
+                    states[key] = s if s is None or len(s) != 24 else \
+                        (STATE.unpack(s)[0], STATE.unpack(s)[2], self.pttl(p, key) > 0)
+                seen[wide] = (answers, states)
+            with self.subTest(case=c, mode=mode, items=len(items)):
+                self.assertEqual(seen[False], seen[True])
+
     def test_bucket_call_mixing_a_request_id_and_a_plain_item(self):
         # One item with a request id makes the call wide (112-byte RECORDs
         # for both): that item's answer is kept and replayed, flags 1, the
