@@ -6,7 +6,9 @@ MariaDB and Redis.
 Each class has its own database and permitd (test_admin.AdminCase): the
 editor ed and the viewer vi of AdminCase, and an admin `boss` made here.
 """
+import hashlib
 import json
+import secrets
 import threading
 import unittest
 
@@ -218,6 +220,102 @@ class LastAdminTest(UsersCase):
             self.assertIn(statuses[1], (400, 403), replies)
             self.sql("UPDATE admin_users SET role = 'admin' WHERE username IN ('%s', 'twin')"
                      % ADMIN)
+
+
+class DisableUnderLoadTest(UsersCase):
+    """A disabled user's sessions end with SetUserEnabled's answer, however
+    busy the admin listener is: every WhoAmI of its sessions asked after
+    that answer is 401, while other sessions' WhoAmI and other admin RPCs
+    run on the same store connection. (e2e_admin_ui's 200 was the test
+    asking before the answer: its "Disabled" matched the row's buttons.)"""
+
+    ROUNDS = 25
+
+    def session_of(self, username):
+        """A session of username made in SQL (no argon2 per round): its cookie."""
+        token = secrets.token_hex(32)
+        self.sql("INSERT INTO admin_sessions (id_hash, user_id, expires_at) SELECT '%s', id, "
+                 "NOW(6) + INTERVAL 1 HOUR FROM admin_users WHERE username = '%s'"
+                 % (hashlib.sha256(token.encode()).hexdigest(), username))
+        return token
+
+    def test_no_whoami_after_the_answer_sees_the_user_enabled(self):
+        a = self.admin()
+        self.ok_u(a, "AddUser", {"username": "gone", "role": "viewer",
+                                 "password": "gone-password-1"})
+        stop = threading.Event()
+        answered = threading.Event()
+        late = []                   # (round, status) of WhoAmIs asked after the answer
+        errors = []
+        state = {"round": 0, "cookie": None}
+
+        def load(c, calls):
+            try:
+                while not stop.is_set():
+                    for service, method, msg in calls:
+                        r = c.call(service, method, msg)
+                        if r.status not in (200, 404, 409):
+                            errors.append((method, r.status, r.body[:200]))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(("load", repr(e)))
+
+        def watch():
+            c = self.client()
+            try:
+                while not stop.is_set():
+                    rnd, cookie = state["round"], state["cookie"]
+                    if cookie is None:
+                        stop.wait(0.01)
+                        continue
+                    after = answered.is_set()
+                    r = c.call(test_admin.AUTH, "WhoAmI", {}, cookie="permitd_session=" + cookie)
+                    if after:
+                        late.append((rnd, r.status))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(("watch", repr(e)))
+
+        pol = a.create(self.name("busy"), max_permits=3)
+        loaders = [
+            (self.editor(), [(test_admin.AUTH, "WhoAmI", {}),
+                             (test_admin.POLICY, "ListPolicies", {}),
+                             (test_admin.POLICY, "GetPolicy", {"name": pol["name"]})]),
+            (self.viewer(), [(test_admin.POLICY, "ListPolicies", {"filter": "busy"}),
+                             (test_admin.AUTH, "WhoAmI", {})]),
+            (self.admin(), [(USERS, "ListUsers", {}),
+                            (test_admin.POLICY, "ListPolicyHistory", {"name": pol["name"]})]),
+        ]
+        threads = [threading.Thread(target=load, args=lc) for lc in loaders]
+        threads += [threading.Thread(target=watch) for _ in range(2)]
+        failures = []
+        try:
+            for t in threads:
+                t.start()
+            for rnd in range(self.ROUNDS):
+                answered.clear()
+                self.ok_u(a, "SetUserEnabled", {"username": "gone", "enabled": True})
+                cookies = [self.session_of("gone") for _ in range(3)]
+                state["round"], state["cookie"] = rnd, cookies[0]
+                g = self.client(cookies[1])
+                self.assertEqual(g.ok(g.a("WhoAmI"))["username"], "gone")
+                g.http.conn.close()
+                self.ok_u(a, "SetUserEnabled", {"username": "gone", "enabled": False})
+                answered.set()
+                for cookie in cookies:
+                    c = self.client(cookie)
+                    r = c.a("WhoAmI")
+                    c.http.conn.close()
+                    if r.status != 401:
+                        failures.append((rnd, r.status, r.body[:200]))
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+        self.assertEqual(errors, [])
+        self.assertEqual(failures, [], "WhoAmI of a disabled user's sessions, asked after "
+                         "SetUserEnabled answered")
+        self.assertEqual([x for x in late if x[1] != 401], [])
+        self.assertGreater(len(late), 0)
+        self.assertNotIn("transaction left open", self.permitd.output())
 
 
 class AddUserCliTest(test_admin.AdminCase):

@@ -1740,15 +1740,21 @@ describe("users and audit pages in headless Chromium", () => {
     const dave2Ctx = await browser.newContext();
     const dave2 = await signIn(dave2Ctx, DAVE);
 
-    // Disable (asked first): signed out, no sign-in; enable again.
+    // Disable (asked first): signed out, no sign-in; enable again. The
+    // state is read in the State cell, exactly: the row's own text has
+    // "DisableDelete" (the buttons' text run together), which a substring
+    // match of "Disabled" finds before the disable answered; the WhoAmI
+    // below then raced SetUserEnabled and got 200 under load.
+    const state = (text) => userRow(page, DAVE.name).locator('td[data-label="State"]').getByText(text, { exact: true });
+    assert.equal(await state("Disabled").count(), 0);
     await userRow(page, DAVE.name).getByRole("button", { name: `Disable ${DAVE.name}` }).click();
     await page.getByRole("button", { name: "Disable user", exact: true }).click();
-    await userRow(page, DAVE.name).getByText("Disabled").waitFor();
+    await state("Disabled").waitFor();
     assert.equal((await pageRpc(dave2, "AdminAuthService/WhoAmI", {})).status, 401);
     const refused = await adminRpc("AdminAuthService/Login", { username: DAVE.name, password: DAVE.password }, { Origin: adminBase() });
     assert.equal(refused.status, 401);
     await userRow(page, DAVE.name).getByRole("button", { name: `Enable ${DAVE.name}` }).click();
-    await userRow(page, DAVE.name).getByText("Enabled").waitFor();
+    await state("Enabled").waitFor();
     await dave2Ctx.close();
 
     // The last enabled admin stays one: the refusal is shown as the server words it.
