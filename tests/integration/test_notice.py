@@ -43,8 +43,16 @@ class NoticeTest(unittest.TestCase):
         self.redis.close()
 
     def permitd(self, interval_ms=600000):
+        # Listening for notices before it decides anything: an instance
+        # reloads every policy it holds when it (re)subscribes, so one whose
+        # first subscription came late (a loaded machine) would catch up on
+        # an edit no notice told it of, which these tests must control.
+        channel = self.prefix + "changes"
+        before = int(self.redis("PUBSUB", "NUMSUB", channel)[1])
         p = Permitd(prefix=self.prefix, args=["--sync-interval-ms", str(interval_ms)])
         self.procs.append(p)
+        harness.wait_for("the new instance listening on %s" % channel,
+                         lambda: int(self.redis("PUBSUB", "NUMSUB", channel)[1]) > before, 30)
         return p
 
     def policy(self, **kw):
