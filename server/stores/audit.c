@@ -172,8 +172,8 @@ static int statement(struct audit_db *d, const struct audit_filter *f, char **sq
     if (overrides) {
         /* The match ("key alice", "prefix premium_", "app billing") from the
          * row as it was or became: an override's match never changes. */
-        rc |= add(sql, "%s(SELECT %d AS src, " COLUMNS("policy", MATCH_OF("match_kind") " ' ' "
-                                                         MATCH_OF("match_value"))
+        rc |= add(sql, "%s(SELECT %d AS src, " COLUMNS("policy", "CONCAT(" MATCH_OF("match_kind") ", ' ', "
+                                                         MATCH_OF("match_value") ")")
                        " FROM override_audit WHERE 1", branches ? " UNION ALL " : "",
                   AUDIT_OVERRIDE);
         if (qp != NULL)

@@ -359,9 +359,13 @@ class OverrideAdminTest(AdminCase):
         # and in force (the delete's notice): vip is no longer exempt.
         ed.create(pol, max_permits=1, rate="0.001")
         self.assertEqual(self.rows(ed, pol), [])
-        self.assertEqual(self.ok(ed.p("GetPolicy", {"name": pol}))["referenceCount"], 0)
-        wait_for("vip decided by the policy made again, not exempt",
-                 lambda: api.acquire(pol, key="vip").json().get("exempt") is not True)
+        self.assertEqual(self.ok(ed.p("GetPolicy", {"name": pol})).get("referenceCount", 0), 0)
+
+        def not_exempt():
+            r = api.acquire(pol, key="vip")
+            decision(r)         # a decision (not the not_found of a policy not yet loaded)
+            return r.json().get("exempt") is not True
+        wait_for("vip decided by the policy made again, not exempt", not_exempt)
 
     # -- the change notice
 
