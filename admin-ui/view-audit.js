@@ -111,10 +111,8 @@ export function auditView(main) {
     }
     // An override (issue 37): its policy and its match in words.
     if (e.kind === "override") {
-      const removed = e.action === "delete";
       return [h("a", { href: policyHref(e.subject), class: "break" }, e.subject), " ",
-        h("span", { class: "break override-match" }, fmt.overrideMatchWords(e.keyPrefix || "")),
-        removed ? [" ", badge("deleted", "muted")] : null];
+        h("code", { class: "break override-match" }, fmt.overrideMatchWords(e.keyPrefix || ""))];
     }
     if (e.kind === "envoy") return h("code", { class: "break envoy-descriptor" }, `${e.subject}/${e.keyPrefix || ""}`);
     return h("span", { class: "break" }, e.subject);

@@ -221,6 +221,7 @@ describe("overrides in the admin UI, in headless Chromium", () => {
     assert.match(text, /alice/);
     assert.match(text, new RegExp(`Policy: ${POLICY}`));
     await checkA11y(page, "audit, Envoy descriptors");
+    await openTab();    // where the next step starts
   });
 
   step("CSV: export downloads the list; an import with a bad row writes nothing and names it; a good one writes all", async () => {
