@@ -1,6 +1,6 @@
 // view-audit.js - the Audit page (#/audit, issue 23): every change to
-// policies (deleted ones included), apps and their keys, users, overrides
-// and Envoy descriptors, and every bucket reset, newest
+// policies (deleted ones included), apps and their keys, users, overrides,
+// Envoy descriptors and gateway rules, and every bucket reset, newest
 // first, from AuditService.ListAudit: when, what, the action, by whom (an
 // admin's user name, "cli:<OS user>" for the command line, or the MySQL
 // user of a plain SQL statement) and what changed (before → after).
@@ -21,7 +21,7 @@ import { badge, emptyState, errorState, loadingState, pageHead } from "./widgets
 
 const PAGE_SIZE = 25;
 const KINDS = [["", "Any"], ["policy", "Policies"], ["app", "Apps"], ["key", "Keys"], ["user", "Users"], ["bucket", "Bucket resets"],
-  ["override", "Overrides"], ["envoy", "Envoy descriptors"]];
+  ["override", "Overrides"], ["envoy", "Envoy descriptors"], ["gateway", "Gateway rules"]];
 const ACTION_KIND = { reset: "danger", create: "ok", issue: "ok", enable: "ok", delete: "danger", revoke: "danger", disable: "danger" };
 
 // "2026-11-25T10:00" (a datetime-local value, local time) → UTC RFC 3339.
@@ -115,6 +115,7 @@ export function auditView(main) {
         h("code", { class: "break override-match" }, fmt.overrideMatchWords(e.keyPrefix || ""))];
     }
     if (e.kind === "envoy") return h("code", { class: "break envoy-descriptor" }, `${e.subject}/${e.keyPrefix || ""}`);
+    if (e.kind === "gateway") return [h("span", { class: "gateway-rule" }, e.subject), " → ", h("code", { class: "break" }, e.keyPrefix || "")];
     return h("span", { class: "break" }, e.subject);
   }
 
@@ -174,7 +175,7 @@ export function auditView(main) {
     const entries = r.entries || [];
     next = r.nextCursor || "";
     const filtered = Object.keys(filters).length > 0;
-    setText(sub, `Every change to policies, apps, keys, users, overrides and Envoy descriptors, and every bucket reset${filtered ? " that matches the filters" : ""}, newest first`);
+    setText(sub, `Every change to policies, apps, keys, users, overrides, Envoy descriptors and gateway rules, and every bucket reset${filtered ? " that matches the filters" : ""}, newest first`);
     setText(pageNo, `Page ${cursors.length}`);
     newer.disabled = cursors.length <= 1;
     older.disabled = !next;

@@ -107,9 +107,9 @@ static int common_where(char **sql, int source, const char *qactor, const char *
     "id, " subject " COLLATE utf8mb4_bin AS subject, " prefix " AS kp, action, actor, " \
     "changed_at, IFNULL(old_value, '') AS ov, IFNULL(new_value, '') AS nv"
 
-/* One field of an override's audit row, as text of one collation (the
- * UNION's kp column mixes tables). */
-#define MATCH_OF(field) \
+/* One field of an audit row's JSON (after, else before), as text of one
+ * collation (the UNION's kp column mixes tables). */
+#define JSON_TEXT(field) \
     "CONVERT(IFNULL(JSON_UNQUOTE(JSON_EXTRACT(IFNULL(new_value, old_value), '$." field \
     "')), '') USING utf8mb4) COLLATE utf8mb4_bin"
 
@@ -126,6 +126,7 @@ static int statement(struct audit_db *d, const struct audit_filter *f, char **sq
     int buckets = !kind || strcmp(kind, "bucket") == 0;
     int overrides = !kind || strcmp(kind, "override") == 0;
     int envoy = !kind || strcmp(kind, "envoy") == 0;
+    int gateway = !kind || strcmp(kind, "gateway") == 0;
 
     if ((f->policy && f->policy[0] && (qp = dbconn_kept_quote(&d->conn, f->policy)) == NULL) ||
         (f->actor && f->actor[0] && (qa = dbconn_kept_quote(&d->conn, f->actor)) == NULL) ||
@@ -172,8 +173,8 @@ static int statement(struct audit_db *d, const struct audit_filter *f, char **sq
     if (overrides) {
         /* The match ("key alice", "prefix premium_", "app billing") from the
          * row as it was or became: an override's match never changes. */
-        rc |= add(sql, "%s(SELECT %d AS src, " COLUMNS("policy", "CONCAT(" MATCH_OF("match_kind") ", ' ', "
-                                                         MATCH_OF("match_value") ")")
+        rc |= add(sql, "%s(SELECT %d AS src, " COLUMNS("policy", "CONCAT(" JSON_TEXT("match_kind") ", ' ', "
+                                                         JSON_TEXT("match_value") ")")
                        " FROM override_audit WHERE 1", branches ? " UNION ALL " : "",
                   AUDIT_OVERRIDE);
         if (qp != NULL)
@@ -191,6 +192,19 @@ static int statement(struct audit_db *d, const struct audit_filter *f, char **sq
             rc |= add(sql, " AND %s IN (JSON_UNQUOTE(JSON_EXTRACT(old_value, '$.policy')), "
                            "JSON_UNQUOTE(JSON_EXTRACT(new_value, '$.policy')))", qp);
         rc |= common_where(sql, AUDIT_ENVOY, qa, qs, qu, f, qc);
+        rc |= add(sql, " ORDER BY changed_at DESC, id DESC LIMIT %d)", f->limit);
+        branches++;
+    }
+    if (gateway) {
+        /* Subject "rule 7"; the policy it named (after, else before) as kp. */
+        rc |= add(sql, "%s(SELECT %d AS src, " COLUMNS("CONVERT(CONCAT('rule ', rule_id) USING utf8mb4)",
+                                                         JSON_TEXT("policy"))
+                       " FROM gateway_rule_audit WHERE 1", branches ? " UNION ALL " : "",
+                  AUDIT_GATEWAY);
+        if (qp != NULL)
+            rc |= add(sql, " AND %s IN (JSON_UNQUOTE(JSON_EXTRACT(old_value, '$.policy')), "
+                           "JSON_UNQUOTE(JSON_EXTRACT(new_value, '$.policy')))", qp);
+        rc |= common_where(sql, AUDIT_GATEWAY, qa, qs, qu, f, qc);
         rc |= add(sql, " ORDER BY changed_at DESC, id DESC LIMIT %d)", f->limit);
         branches++;
     }
@@ -219,6 +233,8 @@ static const char *kind_of(int source, const char *prefix)
         return "override";
     case AUDIT_ENVOY:
         return "envoy";
+    case AUDIT_GATEWAY:
+        return "gateway";
     default:
         return "user";
     }

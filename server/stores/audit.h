@@ -5,7 +5,8 @@
  * resets, the key in key_prefix's place), override_audit (0014: a
  * policy's overrides, the match in key_prefix's place, "key alice") and
  * envoy_descriptor_audit (0018: the domain as subject, the descriptor in
- * key_prefix's place), read as one list, newest first, in pages;
+ * key_prefix's place) and gateway_rule_audit (0010: "rule 7" as subject,
+ * the policy it names in key_prefix's place), read as one list, newest first, in pages;
  * libmariadb stays inside audit.c.
  *
  * A page ends at a cursor (struct audit_cursor: the last entry's time,
@@ -31,8 +32,9 @@
  * instant are listed (newest first: the higher first). */
 enum audit_source {
     AUDIT_POLICY = 1, AUDIT_APP = 2, AUDIT_USER = 3, AUDIT_BUCKET = 4, AUDIT_OVERRIDE = 5,
-    AUDIT_ENVOY = 6
+    AUDIT_ENVOY = 6, AUDIT_GATEWAY = 7
 };
+#define AUDIT_SOURCE_MAX AUDIT_GATEWAY
 
 /* Where a page ended: entries strictly older than (time, source, id). */
 struct audit_cursor {
@@ -44,7 +46,8 @@ struct audit_cursor {
 /* One change. old_value and new_value are JSON text ("" when none), owned
  * by the list. */
 struct audit_entry {
-    char kind[16];                  /* "policy", "app", "key", "user", "bucket", "override", "envoy" */
+    char kind[16];                  /* "policy", "app", "key", "user", "bucket", "override",
+                                     * "envoy", "gateway" */
     char subject[1025];             /* a name; an Envoy descriptor's domain (255 characters) */
     char key_prefix[2049];          /* an app's key prefix, a reset bucket's key, an override's
                                      * match, an Envoy descriptor (512 characters) */
@@ -59,11 +62,11 @@ struct audit_entry {
 /* What to list; NULL or "" fields filter nothing. since and until are
  * MySQL DATETIME text in UTC, as audit_cursor.time. */
 struct audit_filter {
-    const char *policy;             /* only this policy's entries (an Envoy descriptor's: it
-                                     * named the policy before or after the change) */
+    const char *policy;             /* only this policy's entries (an Envoy descriptor's or
+                                     * gateway rule's: it named the policy before or after) */
     const char *actor;              /* only entries made by this actor */
-    const char *kind;               /* "policy", "app", "key", "user", "bucket", "override"
-                                     * or "envoy" */
+    const char *kind;               /* "policy", "app", "key", "user", "bucket", "override",
+                                     * "envoy" or "gateway" */
     const char *since;              /* inclusive */
     const char *until;              /* exclusive */
     const struct audit_cursor *after;   /* NULL: from the newest */

@@ -1,6 +1,7 @@
 """The audit (issue 23, "Audit and history"): AuditService.ListAudit over
 every change to policies (deleted ones too), apps and keys, users,
-overrides (issue 37) and Envoy descriptors (migration 0018), by
+overrides (issue 37), Envoy descriptors (migration 0018) and gateway
+rules, by
 whom (the admin's user name, or the MySQL user for plain SQL), with before
 and after; filtered by policy, user, kind and time; paged with a cursor.
 And "last changed by" showing the name the audit shows. Against real
@@ -21,6 +22,7 @@ APPS = "permit.v1.AppService"
 USERS = "permit.v1.UserService"
 OVR = "permit.v1.OverrideService"
 ENVOY = "permit.v1.EnvoyDescriptorService"
+GATEWAY = "permit.v1.GatewayService"
 ADMIN, ADMIN_PW = "boss", "admin-password-1"
 
 
@@ -280,6 +282,29 @@ class AuditTest(test_admin.AdminCase):
         self.assertEqual([(x["keyPrefix"], x["action"]) for x in
                           self.entries(v, kind="envoy", policy=renamed)],
                          [("generic_key=api", "delete"), ("generic_key=api", "update")])
+
+    def test_gateway_rule_changes_are_listed_by_kind_and_policy(self):
+        """gateway_rule_audit (0010) on the Audit as kind gateway: "rule N",
+        the policy it names, by the API and by plain SQL."""
+        e, v = self.editor(), self.viewer()
+        name, other = self.name("agw"), self.name("agw-b")
+        e.create(name, max_permits=10, rate="1")
+        e.create(other, max_permits=10, rate="1")
+        rule = e.ok(e.call(GATEWAY, "CreateGatewayRule", {"rule": {
+            "pathPrefix": "/aud/", "policy": name, "keySource": "none"}}))["rule"]
+        rule = e.ok(e.call(GATEWAY, "UpdateGatewayRule", {"rule": dict(rule, policy=other)}))["rule"]
+        dba, url = self.dba()
+        mysql("UPDATE gateway_rules SET permits = 2 WHERE id = %s" % rule["id"], url=url,
+              database=self.db)
+        e.ok(e.call(GATEWAY, "DeleteGatewayRule", {"id": rule["id"]}))
+        subject = "rule %s" % rule["id"]
+        got = [x for x in self.entries(v, kind="gateway") if x["subject"] == subject]
+        self.assertEqual([(x["keyPrefix"], x["action"], x["actor"]) for x in got], [
+            (other, "delete", EDITOR), (other, "update", dba), (other, "update", EDITOR),
+            (name, "create", EDITOR)], got)
+        self.assertEqual(json.loads(got[1]["newValue"])["permits"], 2)
+        self.assertEqual([x["action"] for x in self.entries(v, kind="gateway", policy=name)],
+                         ["update", "create"])
 
     def test_last_changed_by_is_the_name_the_audit_shows(self):
         e = self.editor()

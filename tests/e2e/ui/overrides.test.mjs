@@ -182,7 +182,7 @@ describe("overrides in the admin UI, in headless Chromium", () => {
     await row.waitFor({ state: "detached" });
   });
 
-  step("the Audit page shows overrides' and Envoy descriptors' changes in words, filtered by kind and policy", async () => {
+  step("the Audit page shows overrides', Envoy descriptors' and gateway rules' changes in words, filtered by kind and policy", async () => {
     // Issue 37/40 follow-up: override_audit and envoy_descriptor_audit (0018) rows.
     const r = await pageRpc(page, "EnvoyDescriptorService/PutEnvoyDescriptor", { descriptor: {
       domain: "ov-edge", descriptor: "generic_key=ov", policy: POLICY } });
@@ -221,6 +221,14 @@ describe("overrides in the admin UI, in headless Chromium", () => {
     assert.match(text, /alice/);
     assert.match(text, new RegExp(`Policy: ${POLICY}`));
     await checkA11y(page, "audit, Envoy descriptors");
+    const g = await pageRpc(page, "GatewayService/CreateGatewayRule", { rule: { pathPrefix: "/ov-audit/", policy: POLICY, keySource: "none" } });
+    assert.equal(g.status, 200, JSON.stringify(g.json));
+    await page.locator("#af-kind").selectOption("gateway");
+    await page.locator("#audit-apply").click();
+    await onlyKind("gateway");
+    const rule = rows.filter({ has: page.locator(`.gateway-rule:text-is("rule ${g.json.rule.id}")`) });
+    assert.match(await rule.innerText(), /Path prefix: \/ov-audit\//);
+    await checkA11y(page, "audit, gateway rules");
     await openTab();    // where the next step starts
   });
 
