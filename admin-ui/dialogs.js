@@ -2,9 +2,9 @@
 // resetting a bucket (a native <dialog>: focus is kept inside and Escape
 // closes it), shared by the policies table, the detail page, the hot keys
 // and the bucket inspector. A delete lists what names the policy (gateway
-// rules, Envoy descriptors: GetPolicy's references) and the calls that
+// rules, Envoy descriptors, "N overrides": GetPolicy's references) and the calls that
 // named it in the last 5 minutes (this instance's GetPolicyStats); the
-// server refuses the delete while a rule or descriptor names it, unless
+// server refuses the delete while any of them names it, unless
 // the box that deletes them with it is ticked.
 import { isAbort } from "./api.js";
 import { h, setText } from "./dom.js";
@@ -17,7 +17,7 @@ export function confirmDelete(p, onDeleted) {
   const refs = h("div", { class: "delete-refs", hidden: true }, refsText,
     h("label", { for: "delete-refs-remove" }, removeBox, " Also delete them (audited)"));
   const showRefs = (count, words) => {
-    setText(refsText, `${count === 1 ? "1 gateway rule or Envoy descriptor names" : `${count} gateway rules and Envoy descriptors name`} it: ${words}. They would match requests with no policy to decide them.`);
+    setText(refsText, `${count === 1 ? "1 reference names" : `${count} references name`} it: ${words}. Rules and descriptors would match requests with no policy to decide them; overrides would come back with a policy made again under this name.`);
     refs.hidden = false;
   };
   call(POLICY, "GetPolicy", { name: p.name }).then((r) => {

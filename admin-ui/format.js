@@ -490,13 +490,18 @@ const FIELD_LABELS = {
   lease_ms: "Lease time-to-live", failure_mode: "When Redis is unreachable", enabled: "Enabled",
   shadow: "Shadow mode", colocate: "Keep all buckets together", description: "Description",
   removed_envoy_descriptors: "Envoy descriptors deleted with it",
+  // An override's (issue 37) and an Envoy descriptor's audit rows.
+  match_kind: "Matches", match_value: "Match", action: "Does", expires_at: "Expires",
+  domain: "Domain", descriptor: "Descriptor", key_entry: "Key entry",
+  allow_limit_override: "Honours the descriptor's own limit",
 };
 export function fieldLabel(field) {
   const l = FIELD_LABELS[field] || field.replace(/_/g, " ");
   return l[0].toUpperCase() + l.slice(1);
 }
 const META_FIELDS = new Set(["version", "created_at", "updated_at", "created_by", "updated_by", "id", "policy_id"]);
-const FIELD_ORDER = ["name", "apps", "algorithm", "max_permits", "rate", "window", "window_ms", "calendar",
+const FIELD_ORDER = ["name", "domain", "descriptor", "policy", "key_entry", "match_kind", "match_value", "action",
+  "apps", "algorithm", "max_permits", "rate", "window", "window_ms", "calendar",
   "lease_ttl", "lease_ms", "failure_mode", "enabled", "shadow", "colocate", "description"];
 
 function parsePolicyJson(text) {
@@ -521,15 +526,32 @@ function normalize(field, v) {
   return v;
 }
 
+const OVERRIDE_MATCH = { key: "the exact key", prefix: "keys starting with", app: "the app" };
+const OVERRIDE_ACTION = { limit: "other limits", block: "blocks every call", exempt: "exempts (always allowed)" };
+
+// An override's match as the audit gives it ("key alice", "prefix
+// premium_", "app billing") in words: "key alice", "prefix premium_*",
+// "app billing".
+export function overrideMatchWords(kp) {
+  const sp = kp.indexOf(" ");
+  if (sp < 0) return kp;
+  const kind = kp.slice(0, sp);
+  const value = kp.slice(sp + 1);
+  return kind === "prefix" ? `prefix ${value}*` : `${kind} ${value}`;
+}
+
 export function formatFieldValue(field, v) {
   v = normalize(field, v);
-  if (v === undefined || v === null) return "—";
+  if (v === undefined || v === null) return field === "expires_at" ? "never" : "—";
   // A delete's Envoy descriptors, whole in its audit row (DeletePolicy's remove_references).
   if (field === "removed_envoy_descriptors" && Array.isArray(v)) {
     return v.map((d) => `${d.domain}/${d.descriptor}${d.key_entry ? ` (key ${d.key_entry})` : ""}`).join(", ");
   }
   if (Array.isArray(v)) return v.length ? v.map(String).join(", ") : "(none)";
-  if (field === "enabled" || field === "shadow" || field === "colocate") {
+  if (field === "match_kind") return OVERRIDE_MATCH[v] || String(v);
+  if (field === "action" && OVERRIDE_ACTION[v]) return OVERRIDE_ACTION[v];
+  if (field === "expires_at") return v === "" ? "never" : String(v);
+  if (field === "enabled" || field === "shadow" || field === "colocate" || field === "allow_limit_override") {
     if (v === true || v === 1 || v === "1" || v === "true") return "yes";
     if (v === false || v === 0 || v === "0" || v === "false") return "no";
   }

@@ -1,5 +1,6 @@
 // view-audit.js - the Audit page (#/audit, issue 23): every change to
-// policies (deleted ones included), apps and their keys, and users, newest
+// policies (deleted ones included), apps and their keys, users, overrides,
+// Envoy descriptors and gateway rules, and every bucket reset, newest
 // first, from AuditService.ListAudit: when, what, the action, by whom (an
 // admin's user name, "cli:<OS user>" for the command line, or the MySQL
 // user of a plain SQL statement) and what changed (before → after).
@@ -19,7 +20,8 @@ import { AUDIT, call } from "./session.js";
 import { badge, emptyState, errorState, loadingState, pageHead } from "./widgets.js";
 
 const PAGE_SIZE = 25;
-const KINDS = [["", "Any"], ["policy", "Policies"], ["app", "Apps"], ["key", "Keys"], ["user", "Users"], ["bucket", "Bucket resets"]];
+const KINDS = [["", "Any"], ["policy", "Policies"], ["app", "Apps"], ["key", "Keys"], ["user", "Users"], ["bucket", "Bucket resets"],
+  ["override", "Overrides"], ["envoy", "Envoy descriptors"], ["gateway", "Gateway rules"]];
 const ACTION_KIND = { reset: "danger", create: "ok", issue: "ok", enable: "ok", delete: "danger", revoke: "danger", disable: "danger" };
 
 // "2026-11-25T10:00" (a datetime-local value, local time) → UTC RFC 3339.
@@ -107,6 +109,13 @@ export function auditView(main) {
       return [h("a", { href: policyHref(e.subject), class: "break" }, e.subject), " ",
         e.keyPrefix ? h("code", { class: "break bucket-key" }, e.keyPrefix) : h("span", { class: "muted small" }, "shared bucket")];
     }
+    // An override (issue 37): its policy and its match in words.
+    if (e.kind === "override") {
+      return [h("a", { href: policyHref(e.subject), class: "break" }, e.subject), " ",
+        h("code", { class: "break override-match" }, fmt.overrideMatchWords(e.keyPrefix || ""))];
+    }
+    if (e.kind === "envoy") return h("code", { class: "break envoy-descriptor" }, `${e.subject}/${e.keyPrefix || ""}`);
+    if (e.kind === "gateway") return [h("span", { class: "gateway-rule" }, e.subject), " → ", h("code", { class: "break" }, e.keyPrefix || "")];
     return h("span", { class: "break" }, e.subject);
   }
 
@@ -166,7 +175,7 @@ export function auditView(main) {
     const entries = r.entries || [];
     next = r.nextCursor || "";
     const filtered = Object.keys(filters).length > 0;
-    setText(sub, `Every change to policies, apps, keys and users${filtered ? " that matches the filters" : ""}, newest first`);
+    setText(sub, `Every change to policies, apps, keys, users, overrides, Envoy descriptors and gateway rules, and every bucket reset${filtered ? " that matches the filters" : ""}, newest first`);
     setText(pageNo, `Page ${cursors.length}`);
     newer.disabled = cursors.length <= 1;
     older.disabled = !next;

@@ -247,7 +247,7 @@ export function detailView(main, { policy: name }) {
     const first = policy === null;
     policy = r.policy || {};
     if (first) renderLayout();
-    setText(refsLine, r.referenceCount > 0 ? `Named by ${r.references}.` : "No gateway rule or Envoy descriptor names it.");
+    setText(refsLine, r.referenceCount > 0 ? `Named by ${r.references}.` : "No gateway rule, Envoy descriptor or override names it.");
     if (String(policy.version) !== shownVersion) {
       shownVersion = String(policy.version);
       renderSettings(policy);

@@ -103,7 +103,7 @@ static int parse_cursor(const char *in, struct audit_cursor *c)
     if (t2 == NULL || tlen != 26 || !digits(in, 4) || in[4] != '-' || !digits(in + 5, 2) ||
         in[7] != '-' || !digits(in + 8, 2) || in[10] != ' ' || !digits(in + 11, 2) ||
         in[13] != ':' || !digits(in + 14, 2) || in[16] != ':' || !digits(in + 17, 2) ||
-        in[19] != '.' || !digits(in + 20, 6) || t2 - t1 != 2 || t1[1] < '1' || t1[1] > '4' ||
+        in[19] != '.' || !digits(in + 20, 6) || t2 - t1 != 2 || t1[1] < '1' || t1[1] > '0' + AUDIT_SOURCE_MAX ||
         t2[1] == '\0' || strlen(t2 + 1) > 20 || !digits(t2 + 1, strlen(t2 + 1)))
         return -1;
     snprintf(c->time, sizeof(c->time), "%.26s", in);
@@ -127,10 +127,10 @@ static int filters(const Permit__V1__ListAuditRequest *rq, struct audit_filter *
                                  strlen(rq->user));
     if (rq->kind[0] && strcmp(rq->kind, "policy") != 0 && strcmp(rq->kind, "app") != 0 &&
         strcmp(rq->kind, "key") != 0 && strcmp(rq->kind, "user") != 0 &&
-        strcmp(rq->kind, "bucket") != 0)
-        return permitd_error_set(err, PERMITD_EINVAL,
-                                 "kind: \"%.20s\" is not policy, app, key, user or bucket",
-                                 rq->kind);
+        strcmp(rq->kind, "bucket") != 0 && strcmp(rq->kind, "override") != 0 &&
+        strcmp(rq->kind, "envoy") != 0 && strcmp(rq->kind, "gateway") != 0)
+        return permitd_error_set(err, PERMITD_EINVAL, "kind: \"%.20s\" is not policy, app, key, "
+                                 "user, bucket, override, envoy or gateway", rq->kind);
     if (rq->since[0] && parse_time(rq->since, since, len) != 0)
         return permitd_error_set(err, PERMITD_EINVAL,
                                  "since: \"%.40s\" is not an RFC 3339 time in UTC "

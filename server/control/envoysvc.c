@@ -272,7 +272,7 @@ static int delete(void *ud, struct connect_call *call, const ProtobufCMessage *i
     if ((rc = admin_authenticate(s->admin, call, 1, user, sizeof(user), err)) != PERMITD_OK)
         return rc;
     pthread_mutex_lock(&s->lock);
-    rc = envoymap_delete(s->db, rq->domain, rq->descriptor, err);
+    rc = envoymap_delete(s->db, rq->domain, rq->descriptor, user, err);
     pthread_mutex_unlock(&s->lock);
     if (rc != PERMITD_OK)
         return rc;

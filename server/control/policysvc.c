@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "control/listing.h"
+#include "control/overridesync.h"
 #include "control/policysvc.h"
 #include "control/session.h"
 #include "control/settle.h"
@@ -595,6 +596,13 @@ static int delete_policy(void *ud, struct connect_call *call, const ProtobufCMes
     if (rc != PERMITD_OK)
         return rc;
     limiter_forget(a->limiter, rq->name);
+    /* Its overrides went with it (policyrefs_remove()) or it had none:
+     * every instance (this one too, subscribed) drops what it holds of the
+     * name, so a policy made again under it starts with none. */
+    if (overridesync_publish(a->cfg, a->redis, rq->name, &why) != PERMITD_OK)
+        log_msg(LOG_LEVEL_WARN, "override change notice not sent after a policy delete; "
+                "instances drop its overrides at their next sync pass", "policy=%s error=%s",
+                rq->name, log_q(why.message));
     if (a->sync != NULL && sync_remove_policy(a->sync, rq->name, &why) != PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "removing a deleted policy from redis failed; the next sync pass will",
                 "policy=%s error=%s", rq->name, log_q(why.message));

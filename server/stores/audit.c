@@ -1,7 +1,7 @@
 /*
- * audit.c - the four audit tables read as one list (see audit.h).
+ * audit.c - the audit tables read as one list (see audit.h).
  *
- * One UNION ALL of four SELECTs, each filtered and cut to the page's size
+ * One UNION ALL of a SELECT per table, each filtered and cut to the page's size
  * on its own (each table is indexed by changed_at, migration 0009), then
  * merged newest first by (changed_at, source, id): a total order, so a
  * cursor names exactly one place in it.
@@ -107,6 +107,12 @@ static int common_where(char **sql, int source, const char *qactor, const char *
     "id, " subject " COLLATE utf8mb4_bin AS subject, " prefix " AS kp, action, actor, " \
     "changed_at, IFNULL(old_value, '') AS ov, IFNULL(new_value, '') AS nv"
 
+/* One field of an audit row's JSON (after, else before), as text of one
+ * collation (the UNION's kp column mixes tables). */
+#define JSON_TEXT(field) \
+    "CONVERT(IFNULL(JSON_UNQUOTE(JSON_EXTRACT(IFNULL(new_value, old_value), '$." field \
+    "')), '') USING utf8mb4) COLLATE utf8mb4_bin"
+
 /* The whole statement into *sql. */
 static int statement(struct audit_db *d, const struct audit_filter *f, char **sql)
 {
@@ -118,6 +124,9 @@ static int statement(struct audit_db *d, const struct audit_filter *f, char **sq
                (!kind || strcmp(kind, "app") == 0 || strcmp(kind, "key") == 0);
     int users = !(f->policy && f->policy[0]) && (!kind || strcmp(kind, "user") == 0);
     int buckets = !kind || strcmp(kind, "bucket") == 0;
+    int overrides = !kind || strcmp(kind, "override") == 0;
+    int envoy = !kind || strcmp(kind, "envoy") == 0;
+    int gateway = !kind || strcmp(kind, "gateway") == 0;
 
     if ((f->policy && f->policy[0] && (qp = dbconn_kept_quote(&d->conn, f->policy)) == NULL) ||
         (f->actor && f->actor[0] && (qa = dbconn_kept_quote(&d->conn, f->actor)) == NULL) ||
@@ -161,6 +170,44 @@ static int statement(struct audit_db *d, const struct audit_filter *f, char **sq
         rc |= add(sql, " ORDER BY changed_at DESC, id DESC LIMIT %d)", f->limit);
         branches++;
     }
+    if (overrides) {
+        /* The match ("key alice", "prefix premium_", "app billing") from the
+         * row as it was or became: an override's match never changes. */
+        rc |= add(sql, "%s(SELECT %d AS src, " COLUMNS("policy", "CONCAT(" JSON_TEXT("match_kind") ", ' ', "
+                                                         JSON_TEXT("match_value") ")")
+                       " FROM override_audit WHERE 1", branches ? " UNION ALL " : "",
+                  AUDIT_OVERRIDE);
+        if (qp != NULL)
+            rc |= add(sql, " AND policy = %s", qp);
+        rc |= common_where(sql, AUDIT_OVERRIDE, qa, qs, qu, f, qc);
+        rc |= add(sql, " ORDER BY changed_at DESC, id DESC LIMIT %d)", f->limit);
+        branches++;
+    }
+    if (envoy) {
+        rc |= add(sql, "%s(SELECT %d AS src, " COLUMNS("domain", "descriptor")
+                       " FROM envoy_descriptor_audit WHERE 1", branches ? " UNION ALL " : "",
+                  AUDIT_ENVOY);
+        /* A descriptor is a policy's when it named it before or after. */
+        if (qp != NULL)
+            rc |= add(sql, " AND %s IN (JSON_UNQUOTE(JSON_EXTRACT(old_value, '$.policy')), "
+                           "JSON_UNQUOTE(JSON_EXTRACT(new_value, '$.policy')))", qp);
+        rc |= common_where(sql, AUDIT_ENVOY, qa, qs, qu, f, qc);
+        rc |= add(sql, " ORDER BY changed_at DESC, id DESC LIMIT %d)", f->limit);
+        branches++;
+    }
+    if (gateway) {
+        /* Subject "rule 7"; the policy it named (after, else before) as kp. */
+        rc |= add(sql, "%s(SELECT %d AS src, " COLUMNS("CONVERT(CONCAT('rule ', rule_id) USING utf8mb4)",
+                                                         JSON_TEXT("policy"))
+                       " FROM gateway_rule_audit WHERE 1", branches ? " UNION ALL " : "",
+                  AUDIT_GATEWAY);
+        if (qp != NULL)
+            rc |= add(sql, " AND %s IN (JSON_UNQUOTE(JSON_EXTRACT(old_value, '$.policy')), "
+                           "JSON_UNQUOTE(JSON_EXTRACT(new_value, '$.policy')))", qp);
+        rc |= common_where(sql, AUDIT_GATEWAY, qa, qs, qu, f, qc);
+        rc |= add(sql, " ORDER BY changed_at DESC, id DESC LIMIT %d)", f->limit);
+        branches++;
+    }
     if (branches == 0)      /* a policy filter with kind app: nothing */
         rc |= add(sql, "SELECT 0 AS src, 0 AS id, '' AS subject, '' AS kp, '' AS action, "
                        "'' AS actor, NOW(6) AS changed_at, '' AS ov, '' AS nv FROM DUAL WHERE 0");
@@ -182,6 +229,12 @@ static const char *kind_of(int source, const char *prefix)
         return prefix[0] ? "key" : "app";
     case AUDIT_BUCKET:
         return "bucket";
+    case AUDIT_OVERRIDE:
+        return "override";
+    case AUDIT_ENVOY:
+        return "envoy";
+    case AUDIT_GATEWAY:
+        return "gateway";
     default:
         return "user";
     }

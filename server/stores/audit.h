@@ -1,9 +1,13 @@
 /*
  * audit.h - one history of every change (issue 23): policy_audit (0001,
  * written by the admin API and the plain-SQL triggers), app_audit (0007:
- * apps and keys), user_audit (0009: users) and bucket_audit (0013: bucket
- * resets, the key in key_prefix's place), read as one list, newest
- * first, in pages; libmariadb stays inside audit.c.
+ * apps and keys), user_audit (0009: users), bucket_audit (0013: bucket
+ * resets, the key in key_prefix's place), override_audit (0014: a
+ * policy's overrides, the match in key_prefix's place, "key alice") and
+ * envoy_descriptor_audit (0018: the domain as subject, the descriptor in
+ * key_prefix's place) and gateway_rule_audit (0010: "rule 7" as subject,
+ * the policy it names in key_prefix's place), read as one list, newest first, in pages;
+ * libmariadb stays inside audit.c.
  *
  * A page ends at a cursor (struct audit_cursor: the last entry's time,
  * table and id), and the next page starts strictly after it, so entries
@@ -26,7 +30,11 @@
 
 /* Which table an entry comes from, in the order entries of the same
  * instant are listed (newest first: the higher first). */
-enum audit_source { AUDIT_POLICY = 1, AUDIT_APP = 2, AUDIT_USER = 3, AUDIT_BUCKET = 4 };
+enum audit_source {
+    AUDIT_POLICY = 1, AUDIT_APP = 2, AUDIT_USER = 3, AUDIT_BUCKET = 4, AUDIT_OVERRIDE = 5,
+    AUDIT_ENVOY = 6, AUDIT_GATEWAY = 7
+};
+#define AUDIT_SOURCE_MAX AUDIT_GATEWAY
 
 /* Where a page ended: entries strictly older than (time, source, id). */
 struct audit_cursor {
@@ -38,9 +46,11 @@ struct audit_cursor {
 /* One change. old_value and new_value are JSON text ("" when none), owned
  * by the list. */
 struct audit_entry {
-    char kind[8];                   /* "policy", "app", "key", "user" or "bucket" */
-    char subject[129];
-    char key_prefix[1025];          /* an app's key prefix, or a reset bucket's key */
+    char kind[16];                  /* "policy", "app", "key", "user", "bucket", "override",
+                                     * "envoy", "gateway" */
+    char subject[1025];             /* a name; an Envoy descriptor's domain (255 characters) */
+    char key_prefix[2049];          /* an app's key prefix, a reset bucket's key, an override's
+                                     * match, an Envoy descriptor (512 characters) */
     char action[17];
     char actor[129];
     char changed_at[AUDIT_TIME_MAX];    /* RFC 3339 UTC */
@@ -52,9 +62,11 @@ struct audit_entry {
 /* What to list; NULL or "" fields filter nothing. since and until are
  * MySQL DATETIME text in UTC, as audit_cursor.time. */
 struct audit_filter {
-    const char *policy;             /* only this policy's entries */
+    const char *policy;             /* only this policy's entries (an Envoy descriptor's or
+                                     * gateway rule's: it named the policy before or after) */
     const char *actor;              /* only entries made by this actor */
-    const char *kind;               /* "policy", "app", "key", "user" or "bucket" */
+    const char *kind;               /* "policy", "app", "key", "user", "bucket", "override",
+                                     * "envoy" or "gateway" */
     const char *since;              /* inclusive */
     const char *until;              /* exclusive */
     const struct audit_cursor *after;   /* NULL: from the newest */

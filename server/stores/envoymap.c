@@ -128,12 +128,13 @@ out:
 }
 
 int envoymap_delete(struct envoymap *m, const char *domain, const char *descriptor,
-                    struct permitd_error *err)
+                    const char *actor, struct permitd_error *err)
 {
     char *qd = NULL, *qs = NULL;
     int rc;
 
-    if ((rc = dbconn_kept_ensure(&m->conn, err)) != PERMITD_OK)
+    /* @permitd_actor set: envoy_descriptor_audit's trigger (0018) names actor. */
+    if ((rc = dbconn_kept_begin(&m->conn, actor, err)) != PERMITD_OK)
         return rc;
     if ((qd = dbconn_kept_quote(&m->conn, domain)) == NULL ||
         (qs = dbconn_kept_quote(&m->conn, descriptor)) == NULL) {
@@ -148,5 +149,5 @@ int envoymap_delete(struct envoymap *m, const char *domain, const char *descript
 out:
     free(qd);
     free(qs);
-    return rc;
+    return dbconn_kept_finish(&m->conn, rc, err);
 }

@@ -52,9 +52,9 @@ int envoymap_load(struct envoymap *m, struct envoymap_row **out, size_t *n,
 int envoymap_put(struct envoymap *m, const struct envoymap_row *row, int64_t expect_version,
                  const char *actor, struct permitd_error *err);
 
-/* Deletes the row of (domain, descriptor); PERMITD_ENOTFOUND naming them
- * when there is none. */
+/* Deletes the row of (domain, descriptor) as actor (audited by migration
+ * 0018's trigger); PERMITD_ENOTFOUND naming them when there is none. */
 int envoymap_delete(struct envoymap *m, const char *domain, const char *descriptor,
-                    struct permitd_error *err);
+                    const char *actor, struct permitd_error *err);
 
 #endif

@@ -1,9 +1,11 @@
 /*
- * policyrefs.c - what names a policy: the check on a gateway rule's or
- * Envoy descriptor's write, and the list and removal on a policy's delete
+ * policyrefs.c - what names a policy: the check on a gateway rule's,
+ * Envoy descriptor's or override's write, and the list and removal on a
+ * policy's delete
  * (see policyrefs.h).
  */
 #define _GNU_SOURCE                 /* open_memstream */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,30 @@ int policyrefs_require(struct dbconn_kept *k, const char *field, const char *pol
     return rc;
 }
 
+/* How many overrides policy has (issue 37): they are counted, not named
+ * one by one, since a policy may have 10,000 of them. */
+static int count_overrides(struct dbconn_kept *k, const char *policy, long long *n,
+                           struct permitd_error *err)
+{
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    char *q = dbconn_kept_quote(k, policy);
+    int rc;
+
+    *n = 0;
+    if (q == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    rc = dbconn_kept_queryf(k, &res, err, "SELECT COUNT(*) FROM policy_overrides WHERE policy = %s",
+                            q);
+    free(q);
+    if (rc != PERMITD_OK)
+        return rc;
+    if ((row = mysql_fetch_row(res)) != NULL && row[0] != NULL)
+        *n = strtoll(row[0], NULL, 10);
+    mysql_free_result(res);
+    return PERMITD_OK;
+}
+
 int policyrefs_list(struct dbconn_kept *k, const char *policy, char *buf, size_t size,
                     int *count, struct permitd_error *err)
 {
@@ -41,6 +67,7 @@ int policyrefs_list(struct dbconn_kept *k, const char *policy, char *buf, size_t
     MYSQL_ROW row;
     struct wordlist l;
     char *q = dbconn_kept_quote(k, policy);
+    long long overrides = 0;
     int rc;
 
     *count = 0;
@@ -57,7 +84,11 @@ int policyrefs_list(struct dbconn_kept *k, const char *policy, char *buf, size_t
     while ((row = mysql_fetch_row(res)) != NULL)
         wordlist_add(&l, "%s", row[0] ? row[0] : "");   /* cut: the count still says how many */
     mysql_free_result(res);
-    *count = l.count;
+    if ((rc = count_overrides(k, policy, &overrides, err)) != PERMITD_OK)
+        return rc;
+    *count = l.count + (int)(overrides > INT_MAX / 2 ? INT_MAX / 2 : overrides);
+    if (overrides > 0)          /* one item of words, each override one of the count */
+        wordlist_add(&l, "%lld override%s", overrides, overrides == 1 ? "" : "s");
     return PERMITD_OK;
 }
 
@@ -110,6 +141,8 @@ int policyrefs_remove(struct dbconn_kept *k, const char *policy, char **removed,
     if (q == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     rc = dbconn_kept_queryf(k, NULL, err, "DELETE FROM gateway_rules WHERE policy = %s", q);
+    if (rc == PERMITD_OK)
+        rc = dbconn_kept_queryf(k, NULL, err, "DELETE FROM policy_overrides WHERE policy = %s", q);
     if (rc == PERMITD_OK)
         rc = envoy_rows_json(k, q, removed, err);
     if (rc == PERMITD_OK)

@@ -955,8 +955,9 @@ int store_policy_delete(struct store *s, const char *name, uint64_t version, int
                                "remove_references to delete them with it", name, count, refs);
     else if (rc == PERMITD_OK && count > 0)
         rc = policyrefs_remove(&s->conn, name, &removed, err);
-    /* Envoy descriptors have no audit table: the ones removed are recorded
-     * whole in the policy's delete row (its old_value), in this transaction. */
+    /* The descriptors removed are also recorded whole in the policy's delete
+     * row (its old_value), so the policy's history says what went with it;
+     * envoy_descriptor_audit (0018) has a row for each as well. */
     if (rc == PERMITD_OK && old != NULL && removed != NULL && strcmp(removed, "[]") != 0) {
         char *both = with_removed(old, removed);
         if (both == NULL)

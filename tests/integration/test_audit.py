@@ -1,5 +1,7 @@
 """The audit (issue 23, "Audit and history"): AuditService.ListAudit over
-every change to policies (deleted ones too), apps and keys, and users, by
+every change to policies (deleted ones too), apps and keys, users,
+overrides (issue 37), Envoy descriptors (migration 0018) and gateway
+rules, by
 whom (the admin's user name, or the MySQL user for plain SQL), with before
 and after; filtered by policy, user, kind and time; paged with a cursor.
 And "last changed by" showing the name the audit shows. Against real
@@ -18,6 +20,9 @@ from test_admin import EDITOR, VIEWER
 AUDIT = "permit.v1.AuditService"
 APPS = "permit.v1.AppService"
 USERS = "permit.v1.UserService"
+OVR = "permit.v1.OverrideService"
+ENVOY = "permit.v1.EnvoyDescriptorService"
+GATEWAY = "permit.v1.GatewayService"
 ADMIN, ADMIN_PW = "boss", "admin-password-1"
 
 
@@ -192,6 +197,114 @@ class AuditTest(test_admin.AdminCase):
         self.assertConnectError(e.p("ResetBucket", {"name": gone, "key": "alice"}), 404,
                                 "not_found")
         self.assertEqual(self.entries(v, policy=gone), [])
+
+    def test_override_changes_are_listed_in_words_and_filtered(self):
+        """override_audit (migration 0014) on the Audit: who, when, the
+        policy, the match, before and after, by the API and by plain SQL;
+        filtered by kind, policy, user and time like the others."""
+        e, v = self.editor(), self.viewer()
+        start = self.sql("SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')")[0][0]
+        name, other = self.name("aov"), self.name("aov-other")
+        e.create(name, max_permits=10, rate="1")
+        e.create(other, max_permits=10, rate="1")
+        ov = e.ok(e.call(OVR, "CreateOverride", {"override": {
+            "policy": name, "matchKind": "prefix", "matchValue": "premium_", "action": "limit",
+            "maxPermits": "100", "rate": "10"}}))["override"]
+        e.ok(e.call(OVR, "UpdateOverride", {"override": dict(ov, maxPermits="200")}))
+        e.ok(e.call(OVR, "CreateOverride", {"override": {
+            "policy": other, "matchKind": "key", "matchValue": "bob", "action": "block"}}))
+        dba, url = self.dba()
+        mysql("UPDATE policy_overrides SET action = 'block', max_permits = NULL, rate = NULL "
+              "WHERE id = %s" % ov["id"], url=url, database=self.db)
+        e.ok(e.call(OVR, "DeleteOverride", {"id": ov["id"]}))
+
+        got = self.entries(v, kind="override", policy=name)
+        self.assertEqual([(x["kind"], x["subject"], x["keyPrefix"], x["action"], x["actor"])
+                          for x in got],
+                         [("override", name, "prefix premium_", "delete", EDITOR),
+                          ("override", name, "prefix premium_", "update", dba),
+                          ("override", name, "prefix premium_", "update", EDITOR),
+                          ("override", name, "prefix premium_", "create", EDITOR)], got)
+        upd = got[2]
+        self.assertEqual((json.loads(upd["oldValue"])["max_permits"],
+                          json.loads(upd["newValue"])["max_permits"]), (100, 200))
+        self.assertEqual(json.loads(got[1]["newValue"])["action"], "block")
+        self.assertEqual(json.loads(got[0]["oldValue"])["match_value"], "premium_")
+        self.assertEqual(got[0].get("newValue", ""), "")
+        # Among every kind, by the policy; by user; by kind alone; by time.
+        self.assertEqual([x["kind"] for x in self.entries(v, policy=name)],
+                         ["override"] * 4 + ["policy"])
+        self.assertEqual([(x["subject"], x["action"]) for x in
+                          self.entries(v, kind="override", user=dba)], [(name, "update")])
+        self.assertEqual({x["subject"] for x in self.entries(v, kind="override", since=start)},
+                         {name, other})
+        self.assertEqual(self.entries(v, kind="override", policy=name, until=start), [])
+
+    def test_envoy_descriptor_changes_are_audited_by_rpc_and_plain_sql(self):
+        """Migration 0018: a put, an update and a delete by the RPCs (actor:
+        the session's user) and by plain SQL (the MySQL user) each write an
+        envoy_descriptor_audit row; the Audit lists them as kind envoy."""
+        e, v = self.editor(), self.viewer()
+        name, renamed = self.name("aenv"), self.name("aenv-b")
+        e.create(name, max_permits=10, rate="1")
+        e.create(renamed, max_permits=10, rate="1")
+        dom = unique("dom")
+        put = {"domain": dom, "descriptor": "generic_key=api", "policy": name}
+        e.ok(e.call(ENVOY, "PutEnvoyDescriptor", {"descriptor": put}))
+        e.ok(e.call(ENVOY, "PutEnvoyDescriptor", {"descriptor": dict(put, policy=renamed)}))
+        e.ok(e.call(ENVOY, "DeleteEnvoyDescriptor", {"domain": dom,
+                                                     "descriptor": "generic_key=api"}))
+        dba, url = self.dba()
+        mysql("INSERT INTO envoy_descriptors (domain, descriptor, policy) VALUES "
+              "('%s', 'user_id', '%s'); UPDATE envoy_descriptors SET key_entry = 'user_id' "
+              "WHERE domain = '%s'; DELETE FROM envoy_descriptors WHERE domain = '%s'"
+              % (dom, name, dom, dom), url=url, database=self.db)
+        rows = self.sql("SELECT descriptor, action, actor, JSON_UNQUOTE(JSON_EXTRACT("
+                        "IFNULL(new_value, old_value), '$.policy')) FROM envoy_descriptor_audit "
+                        "WHERE domain = '%s' ORDER BY id" % dom)
+        self.assertEqual([tuple(r) for r in rows], [
+            ("generic_key=api", "create", EDITOR, name),
+            ("generic_key=api", "update", EDITOR, renamed),
+            ("generic_key=api", "delete", EDITOR, renamed),
+            ("user_id", "create", dba, name),
+            ("user_id", "update", dba, name),
+            ("user_id", "delete", dba, name)], rows)
+        got = [x for x in self.entries(v, kind="envoy") if x["subject"] == dom]
+        self.assertEqual([(x["keyPrefix"], x["action"], x["actor"]) for x in got], [
+            ("user_id", "delete", dba), ("user_id", "update", dba), ("user_id", "create", dba),
+            ("generic_key=api", "delete", EDITOR), ("generic_key=api", "update", EDITOR),
+            ("generic_key=api", "create", EDITOR)])
+        upd = got[4]
+        self.assertEqual((json.loads(upd["oldValue"])["policy"],
+                          json.loads(upd["newValue"])["policy"]), (name, renamed))
+        self.assertEqual(json.loads(got[1]["newValue"])["key_entry"], "user_id")
+        # A policy's filter finds the descriptors that named it, before or after.
+        self.assertEqual([(x["keyPrefix"], x["action"]) for x in
+                          self.entries(v, kind="envoy", policy=renamed)],
+                         [("generic_key=api", "delete"), ("generic_key=api", "update")])
+
+    def test_gateway_rule_changes_are_listed_by_kind_and_policy(self):
+        """gateway_rule_audit (0010) on the Audit as kind gateway: "rule N",
+        the policy it names, by the API and by plain SQL."""
+        e, v = self.editor(), self.viewer()
+        name, other = self.name("agw"), self.name("agw-b")
+        e.create(name, max_permits=10, rate="1")
+        e.create(other, max_permits=10, rate="1")
+        rule = e.ok(e.call(GATEWAY, "CreateGatewayRule", {"rule": {
+            "pathPrefix": "/aud/", "policy": name, "keySource": "none"}}))["rule"]
+        rule = e.ok(e.call(GATEWAY, "UpdateGatewayRule", {"rule": dict(rule, policy=other)}))["rule"]
+        dba, url = self.dba()
+        mysql("UPDATE gateway_rules SET permits = 2 WHERE id = %s" % rule["id"], url=url,
+              database=self.db)
+        e.ok(e.call(GATEWAY, "DeleteGatewayRule", {"id": rule["id"]}))
+        subject = "rule %s" % rule["id"]
+        got = [x for x in self.entries(v, kind="gateway") if x["subject"] == subject]
+        self.assertEqual([(x["keyPrefix"], x["action"], x["actor"]) for x in got], [
+            (other, "delete", EDITOR), (other, "update", dba), (other, "update", EDITOR),
+            (name, "create", EDITOR)], got)
+        self.assertEqual(json.loads(got[1]["newValue"])["permits"], 2)
+        self.assertEqual([x["action"] for x in self.entries(v, kind="gateway", policy=name)],
+                         ["update", "create"])
 
     def test_last_changed_by_is_the_name_the_audit_shows(self):
         e = self.editor()

@@ -11,7 +11,8 @@ across policies; the change notice on <prefix>override-changes after each
 write; CSV import and export round trips with hostile CSV (quotes, commas,
 line breaks inside fields, a byte order mark, CRLF), 10,000 rows sent in
 pieces, and a bad row anywhere refusing the whole file, naming its line
-and column.
+and column; a policy's delete counting its overrides, refused without
+remove_references and removing them (audited) with it.
 """
 import base64
 import json
@@ -21,7 +22,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Permitd, Redis, decision, error_code, wait_for  # noqa: E402
+from harness import Permitd, Redis, decision, error_code, mysql, wait_for  # noqa: E402
 from test_admin import AdminCase, num  # noqa: E402
 
 OVR = "permit.v1.OverrideService"
@@ -325,6 +326,46 @@ class OverrideAdminTest(AdminCase):
         self.assertIs(decision(r)["allowed"], False)
         self.assertEqual(r.json().get("reason", ""), "", r.json())
         self.assertIs(decision(api.acquire(pol, key="other"))["allowed"], True)
+
+    # -- a policy's delete (issue 37 follow-up: overrides are references)
+
+    def test_a_policy_delete_counts_refuses_and_removes_its_overrides(self):
+        ed = self.editor()
+        pol = self.name("ovd")
+        ed.create(pol, max_permits=1, rate="0.001")
+        self.ok(self.create(ed, pol, value="vip", action="exempt", maxPermits="0", rate=""))
+        for kind, value in (("prefix", "premium_"), ("app", "billing")):
+            self.ok(self.create(ed, pol, kind=kind, value=value))
+        api = self.api()
+        self.assertIs(api.acquire(pol, key="vip").json().get("exempt"), True)
+        got = self.ok(ed.p("GetPolicy", {"name": pol}))
+        self.assertEqual(got["referenceCount"], 3, got)
+        self.assertEqual(got["references"], "3 overrides", got)
+        # Refused without the confirmation, naming them; nothing removed.
+        msg = self.err(ed.p("DeletePolicy", {"name": pol}), "failed_precondition")
+        self.assertIn("3 overrides", msg)
+        self.assertEqual(len(self.rows(ed, pol)), 3)
+        # With it: gone with the policy, each audited as the editor.
+        self.ok(ed.p("DeletePolicy", {"name": pol, "removeReferences": True}))
+        self.assertEqual(mysql("SELECT COUNT(*) FROM policy_overrides WHERE policy = '%s'" % pol,
+                               database=self.db)[0][0], "0")
+        rows = mysql("SELECT action, actor, JSON_VALUE(old_value, '$.match_value') FROM "
+                     "override_audit WHERE policy = '%s' AND action = 'delete' ORDER BY "
+                     "override_id" % pol, database=self.db)
+        self.assertEqual([tuple(x) for x in rows], [("delete", "ed", "vip"),
+                                                    ("delete", "ed", "premium_"),
+                                                    ("delete", "ed", "billing")])
+        # Made again under the name, the policy has none of them, in MySQL
+        # and in force (the delete's notice): vip is no longer exempt.
+        ed.create(pol, max_permits=1, rate="0.001")
+        self.assertEqual(self.rows(ed, pol), [])
+        self.assertEqual(self.ok(ed.p("GetPolicy", {"name": pol})).get("referenceCount", 0), 0)
+
+        def not_exempt():
+            r = api.acquire(pol, key="vip")
+            decision(r)         # a decision (not the not_found of a policy not yet loaded)
+            return r.json().get("exempt") is not True
+        wait_for("vip decided by the policy made again, not exempt", not_exempt)
 
     # -- the change notice
 

@@ -11,7 +11,8 @@
 // a rule created in the dialog with the server's field errors shown at
 // their fields, the rule in force on /v1/forward-auth at once, an edit, a
 // delete after a confirmation, a viewer without controls, a policy's delete
-// dialog listing what names it and its recent calls; every state
+// dialog listing what names it (rules, descriptors, "N overrides") and its
+// recent calls; every state
 // checked with axe-core (WCAG 2.x A/AA, light and dark), and no script
 // error or CSP violation on the way. The harness (permitd, Chromium, axe,
 // sign-in) is harness.mjs, shared with envoy.test.mjs.
@@ -185,7 +186,7 @@ describe("the Gateway rules page in headless Chromium", () => {
     await page.locator("#rule-dialog").waitFor({ state: "detached" });
   });
 
-  step("a policy's delete dialog lists its gateway rules, Envoy descriptors and recent calls; ticked, they go with it, audited", async () => {
+  step("a policy's delete dialog lists its gateway rules, Envoy descriptors, overrides and recent calls; ticked, they go with it, audited", async () => {
     // Issue 40, point 3. The descriptor's entries hold a comma: the list is
     // the server's words, not split on commas.
     const DEL = "gw-del";
@@ -198,6 +199,12 @@ describe("the Gateway rules page in headless Chromium", () => {
     r = await pageRpc(page, "EnvoyDescriptorService/PutEnvoyDescriptor", { descriptor: {
       domain: "edge", descriptor: "generic_key=del,user_id", policy: DEL, keyEntry: "user_id" } });
     assert.equal(r.status, 200, JSON.stringify(r.json));
+    // Issue 37: overrides name it too, counted in the dialog ("2 overrides").
+    for (const v of ["vip", "premium_"]) {
+      r = await pageRpc(page, "OverrideService/CreateOverride", { override: {
+        policy: DEL, matchKind: v === "vip" ? "key" : "prefix", matchValue: v, action: "limit", maxPermits: "1000", rate: "10" } });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+    }
     for (let i = 0; i < 3; i++) assert.equal(await forwardAuth("/del/x"), 200);
     // The calls are counted by the second: wait until this instance has all three.
     const sum = (a) => (a || []).reduce((t, x) => t + Number(x), 0);
@@ -212,9 +219,10 @@ describe("the Gateway rules page in headless Chromium", () => {
     const refs = page.locator("#delete-refs-text");
     await refs.waitFor();
     const words = await refs.textContent();
-    assert.match(words, /^2 gateway rules and Envoy descriptors name it: /);
+    assert.match(words, /^4 references name it: /);
     assert.ok(words.includes(`gateway rule ${ruleId}`), words);
     assert.ok(words.includes("envoy descriptor edge/generic_key=del,user_id"), words);
+    assert.ok(words.includes("2 overrides"), words);
     const calls = page.locator("#delete-calls");
     await calls.waitFor();
     assert.equal(await calls.textContent(), "3 calls named it in the last 5 minutes (this instance).");
@@ -225,7 +233,9 @@ describe("the Gateway rules page in headless Chromium", () => {
     const err = page.getByRole("dialog").locator(".form-error");
     await err.waitFor();
     assert.match(await err.textContent(), new RegExp(`gateway rule ${ruleId}`));
+    assert.match(await err.textContent(), /2 overrides/);
     assert.equal((await pageRpc(page, "PolicyService/GetPolicy", { name: DEL })).status, 200);
+    assert.equal((await pageRpc(page, "OverrideService/ListOverrides", { policy: DEL })).json.overrides.length, 2);
     await checkA11y(page, "delete dialog, refused while named");
     await page.locator("#delete-refs-remove").check();
     await page.locator("#delete-confirm").click();
@@ -238,6 +248,13 @@ describe("the Gateway rules page in headless Chromium", () => {
     // Audited: the rule's delete by alice, the descriptor whole in the policy's delete row.
     const audit = mariadb(`SELECT action, actor FROM \`${T.db}\`.gateway_rule_audit WHERE rule_id = ${ruleId} ORDER BY id`);
     assert.match(audit, /create\s+alice\s+delete\s+alice/);
+    const ovAudit = mariadb(`SELECT action, actor FROM \`${T.db}\`.override_audit WHERE policy = '${DEL}' AND action = 'delete' ORDER BY id`);
+    assert.match(ovAudit, /^action\s+actor\s+delete\s+alice\s+delete\s+alice\s*$/);
+    // Made again under the name, the policy has no override of the old one.
+    r = await pageRpc(page, "PolicyService/CreatePolicy", { policy: {
+      name: DEL, apps: ["gateway"], maxPermits: "100", rate: "1", enabled: true, failureMode: "closed" } });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.deepEqual((await pageRpc(page, "OverrideService/ListOverrides", { policy: DEL })).json.overrides || [], []);
     const old = mariadb(`SELECT JSON_EXTRACT(old_value, '$.removed_envoy_descriptors[0].descriptor') FROM \`${T.db}\`.policy_audit WHERE name = '${DEL}' AND action = 'delete'`);
     assert.match(old, /"generic_key=del,user_id"/);
     // The policy's history says it in words.

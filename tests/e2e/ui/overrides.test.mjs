@@ -3,7 +3,8 @@
 // its own MySQL database and Redis prefix: the policy page's Overrides tab
 // (list, search, sort by traffic, create with the server's field errors at
 // their fields, edit refused on a stale version, delete after a
-// confirmation), "Override" on a hot key's row and in the bucket inspector
+// confirmation), their changes (and an Envoy descriptor's) on the Audit page,
+// "Override" on a hot key's row and in the bucket inspector
 // with the key filled in, CSV export and import (a bad row named by line
 // and column, nothing written), the app page's overrides, a viewer without
 // the write controls, the tab at 390, 1280, 1440 and 1920 wide, and 10,000
@@ -179,6 +180,56 @@ describe("overrides in the admin UI, in headless Chromium", () => {
     await row.locator(".delete-override").click();
     await page.locator("#delete-override-confirm").click();
     await row.waitFor({ state: "detached" });
+  });
+
+  step("the Audit page shows overrides', Envoy descriptors' and gateway rules' changes in words, filtered by kind and policy", async () => {
+    // Issue 37/40 follow-up: override_audit and envoy_descriptor_audit (0018) rows.
+    const r = await pageRpc(page, "EnvoyDescriptorService/PutEnvoyDescriptor", { descriptor: {
+      domain: "ov-edge", descriptor: "generic_key=ov", policy: POLICY } });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    await page.goto(`${adminBase()}/#/audit`);
+    await page.getByRole("heading", { name: "Audit", level: 1 }).waitFor();
+    const rows = page.locator("#audit-table tbody tr");
+    const onlyKind = (kind) => page.waitForFunction((k) => {
+      const trs = [...document.querySelectorAll("#audit-table tbody tr")];
+      return trs.length > 0 && trs.every((t) => t.dataset.kind === k);
+    }, kind);
+    await page.locator("#af-kind").selectOption("override");
+    await page.locator("#af-policy").fill(POLICY);
+    await page.locator("#audit-apply").click();
+    await onlyKind("override");
+    const abuser = (action) => rows.filter({ has: page.locator(`.override-match:text-is("key abuser")`) })
+      .and(page.locator(`[data-action="${action}"]`));
+    const gone = await abuser("delete").innerText();
+    assert.match(gone, /alice/);
+    assert.match(gone, /Does: blocks every call/);
+    assert.match(gone, /Matches: the exact key/);
+    assert.match(gone, /Expires: never/);
+    assert.match(await abuser("update").innerText(), /Description: \(empty\) → someone else/);
+    const premium = await rows.filter({ has: page.locator(`.override-match:text-is("prefix premium_*")`) })
+      .and(page.locator('[data-action="create"]')).innerText();
+    assert.match(premium, /Max permits: 1000/);
+    assert.match(premium, /Does: other limits/);
+    await checkA11y(page, "audit, overrides of a policy");
+    await page.locator("#af-kind").selectOption("envoy");
+    await page.locator("#audit-apply").click();
+    await onlyKind("envoy");
+    const env = rows.filter({ has: page.locator('.envoy-descriptor:text-is("ov-edge/generic_key=ov")') });
+    assert.equal(await env.count(), 1);
+    const text = await env.innerText();
+    assert.match(text, /create/);
+    assert.match(text, /alice/);
+    assert.match(text, new RegExp(`Policy: ${POLICY}`));
+    await checkA11y(page, "audit, Envoy descriptors");
+    const g = await pageRpc(page, "GatewayService/CreateGatewayRule", { rule: { pathPrefix: "/ov-audit/", policy: POLICY, keySource: "none" } });
+    assert.equal(g.status, 200, JSON.stringify(g.json));
+    await page.locator("#af-kind").selectOption("gateway");
+    await page.locator("#audit-apply").click();
+    await onlyKind("gateway");
+    const rule = rows.filter({ has: page.locator(`.gateway-rule:text-is("rule ${g.json.rule.id}")`) });
+    assert.match(await rule.innerText(), /Path prefix: \/ov-audit\//);
+    await checkA11y(page, "audit, gateway rules");
+    await openTab();    // where the next step starts
   });
 
   step("CSV: export downloads the list; an import with a bad row writes nothing and names it; a good one writes all", async () => {
