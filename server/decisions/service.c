@@ -8,6 +8,7 @@
  * storage) and the one place a decision is counted before the door sees
  * it: a door cannot answer a take without it having been counted.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,11 +338,52 @@ int service_batch_authorize(struct service *s, struct service_caller *c,
     return PERMITD_OK;
 }
 
+static void batch_finish(struct service_batch *b, int rc, const struct permitd_error *err)
+{
+    struct service *s = b->s;
+
+    if (b->observe && s->stats != NULL)
+        stats_observe(s->stats, clock_now_us() - b->t0);
+    for (size_t i = 0; rc == PERMITD_OK && i < b->n; i++) {
+        if (b->errs[i].code != PERMITD_OK)
+            count_error(s, b->reqs[i].bucket, b->reqs[i].app, b->errs[i].code);
+        else
+            count_decision(s, b->w->hot, &b->reqs[i], &b->res[i]);
+    }
+    b->done(b->ud, rc, err);
+}
+
+/* An all_or_nothing batch across slots, on a reservations thread: held
+ * slot by slot (blocking round trips), unless its deadline passed while it
+ * waited for the thread. */
+static void batch_held_run(struct pool_job *pj)
+{
+    struct service_batch *b = (struct service_batch *)(void *)((char *)pj -
+                                                               offsetof(struct service_batch, pj));
+
+    b->held_err = (struct permitd_error){PERMITD_OK, ""};
+    if (clock_now_us() >= b->deadline_us)
+        b->held_rc = permitd_error_set(&b->held_err, PERMITD_EDEADLINE, "deadline exceeded "
+                                       "waiting for a reservations thread");
+    else
+        b->held_rc = limiter_reserve_batch_all(b->s->limiter, b->reqs, b->n, b->deadline_us,
+                                               b->res, b->errs, &b->held_err);
+}
+
+/* Back on the worker's loop: counted and answered. */
+static void batch_held_done(struct pool_job *pj)
+{
+    struct service_batch *b = (struct service_batch *)(void *)((char *)pj -
+                                                               offsetof(struct service_batch, pj));
+
+    batch_finish(b, b->held_rc, &b->held_err);
+}
+
 static void batch_decided(void *ud, int rc, const struct permitd_error *err)
 {
     struct service_batch *b = ud;
-    struct service *s = b->s;
     struct permitd_error why = {PERMITD_OK, ""};
+    struct pool_load seen;
     int unreachable = 0;
 
     if (b->mode == SERVICE_BATCH_ALL_OR_EACH) {
@@ -362,22 +404,24 @@ static void batch_decided(void *ud, int rc, const struct permitd_error *err)
     if (b->mode == SERVICE_BATCH_ALL && rc == PERMITD_EPRECONDITION) {
         /* Not one script's worth (slots or algorithms differ): held slot by
          * slot, the holds given back if one is refused (issue 38,
-         * limiter_reserve.h), on this worker's thread. Its own refusal (too
-         * many items, request ids) says why instead. */
-        int again = limiter_reserve_batch_all(s->limiter, b->reqs, b->n, b->deadline_us, b->res,
-                                              b->errs, &why);
-        rc = again;
+         * limiter_reserve.h), on the reservations pool, never on this
+         * worker's loop; a full pool refuses it at once. Its own refusal
+         * (too many items, request ids) says why instead. */
+        if (b->w->rsv == NULL) {
+            rc = limiter_reserve_batch_all(b->s->limiter, b->reqs, b->n, b->deadline_us, b->res,
+                                           b->errs, &why);
+            batch_finish(b, rc, &why);
+            return;
+        }
+        b->pj = (struct pool_job){batch_held_run, batch_held_done, NULL, NULL, NULL};
+        if (pool_submit(b->s->rsv, b->w->rsv, &b->pj, &seen) == PERMITD_OK)
+            return;
+        rc = permitd_error_set(&why, PERMITD_EEXHAUSTED, "all_or_nothing across slots: all %u "
+                               "reservations threads busy and %u calls waiting "
+                               "(--reserve-queue); try again", seen.workers, seen.waiting);
         err = &why;
     }
-    if (b->observe && s->stats != NULL)
-        stats_observe(s->stats, clock_now_us() - b->t0);
-    for (size_t i = 0; rc == PERMITD_OK && i < b->n; i++) {
-        if (b->errs[i].code != PERMITD_OK)
-            count_error(s, b->reqs[i].bucket, b->reqs[i].app, b->errs[i].code);
-        else
-            count_decision(s, b->w->hot, &b->reqs[i], &b->res[i]);
-    }
-    b->done(b->ud, rc, err);
+    batch_finish(b, rc, err);
 }
 
 void service_batch(struct service_worker *w, struct service_batch *b, enum service_batch_mode mode,

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "core/loop.h"
+#include "core/pool.h"
 #include "core/status.h"
 #include "decisions/appkeys.h"
 #include "decisions/limiter.h"
@@ -218,6 +219,11 @@ struct service_batch {
     int observe;                    /* 1: its latency observed as one decision's */
     service_batch_fn done;
     void *ud;
+    /* An all_or_nothing batch across slots: held slot by slot on the
+     * reservations pool (service.c), then finished on the worker's loop. */
+    struct pool_job pj;
+    int held_rc;
+    struct permitd_error held_err;
 };
 
 /* An AcquireBatch's caller and its n decoded items (n <= LIMITER_BATCH_MAX,

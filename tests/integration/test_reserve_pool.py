@@ -9,8 +9,9 @@ Redis timeout far longer than the test: a Reserve then stays stuck for as
 long as Redis is stopped. Checked: an Acquire on the same worker is answered
 meanwhile (its own deadline ends it, on the worker's loop) while the Reserve
 is still unanswered; Reserves past the pool's room are answered
-resource_exhausted at once while the others wait, and those are answered
-once Redis is back; a Reserve whose deadline passed while it waited for the
+resource_exhausted at once while the others wait (an all_or_nothing
+AcquireBatch across slots too: it is held on the same pool), and those are
+answered once Redis is back; a Reserve whose deadline passed while it waited for the
 thread is answered deadline_exceeded and holds nothing. gRPC's door is
 checked the same way in tests/e2e/grpc-reserve.test.mjs."""
 import os
@@ -105,6 +106,12 @@ class ReservePoolTest(unittest.TestCase):
         # Commit and Cancel share the pool.
         r = self.c.rpc_json("Cancel", {"app": APP, "reservationId": "0" * 32})
         self.assertEqual((r.status, error_code(r)), (429, "resource_exhausted"), r)
+        # So does an all_or_nothing AcquireBatch across slots (held slot
+        # by slot as a Reserve's items are).
+        r = self.c.rpc_json("AcquireBatch", {"allOrNothing": True, "requests": [
+            {"bucket": self.name, "app": APP, "key": k} for k in ("x", "y")]})
+        self.assertEqual((r.status, error_code(r)), (429, "resource_exhausted"), r)
+        self.assertIn("all_or_nothing across slots", r.json()["message"])
         self.resume()
         for t, _ in calls:
             t.join(120)
