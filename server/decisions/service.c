@@ -7,6 +7,12 @@
  * record (struct service_take, struct service_batch, in the door's
  * storage) and the one place a decision is counted before the door sees
  * it: a door cannot answer a take without it having been counted.
+ *
+ * What takes blocking Redis round trips (Reserve, Commit, Cancel, an
+ * all_or_nothing batch across slots) runs on the reservations pool
+ * (core/pool.h), each thread on its own Redis connections, and comes back
+ * to the worker's loop through its inbox: a slow Redis or a flood of
+ * reservations never stalls the Acquires a worker serves.
  */
 #include <stddef.h>
 #include <stdio.h>
