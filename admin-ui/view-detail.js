@@ -59,6 +59,9 @@ export function detailView(main, { policy: name }) {
   // shared bucket
   const sharedGauge = makeGauge(`Permits available in the shared bucket of ${name}`, true);
   const sharedInfo = h("p", { class: "muted small" }, "—");
+  // Outstanding reservations (issue 38: Reserve holds an estimate until
+  // its Commit, Cancel or expiry), every key, without the inspector.
+  const reservationsLine = h("p", { class: "small", id: "policy-reservations", role: "status" }, "—");
 
   // chart
   const chartBox = h("div", { class: "chart", id: "traffic-chart" });
@@ -154,6 +157,8 @@ export function detailView(main, { policy: name }) {
           chartBox, chartLegend, shadowNote,
           h("div", { class: "breakdown-head" }, breakdownButton), breakdown),
         trafficCard({ policy: name }, ac.signal).el,
+        h("section", { class: "card", "aria-labelledby": "reservations-h" },
+          h("h2", { id: "reservations-h" }, "Reservations"), reservationsLine),
         h("section", { class: "card", "aria-labelledby": "inspect-h" },
           h("h2", { id: "inspect-h" }, "Bucket inspector"), inspector.el),
         h("section", { class: "card span-3", "aria-labelledby": "hot-h" },
@@ -254,6 +259,7 @@ export function detailView(main, { policy: name }) {
       loadHistory();
     }
     if (first) statsPoll = poll(loadStats, DETAIL_POLL_MS, ac.signal);
+    showReservations();
     if (!policy.enabled) {
       sharedGauge.unknown("disabled", "the policy is disabled: no bucket in use");
       setText(sharedInfo, "The policy is disabled: Acquire answers failed_precondition and no bucket is kept.");
@@ -375,6 +381,31 @@ export function detailView(main, { policy: name }) {
       "Shadow mode: would have denied ", h("strong", { id: "shadow-denied" }, fmt.formatNumber(n, 0)),
       " in the last 5 min on this instance", h("span", { class: "muted" },
         policy?.shadow ? " (allowed all the same: the limit is not enforced yet)" : " (before the limit was enforced)"));
+  }
+
+  // GetPolicyReservations (the policy's reservation index in Redis): how
+  // many items are held, the permits they hold, and the oldest's age.
+  async function showReservations() {
+    let r;
+    try {
+      r = await call(POLICY, "GetPolicyReservations", { name }, ac.signal);
+    } catch (err) {
+      if (isAbort(err) || ac.signal.aborted || err.code === "unauthenticated") return;
+      setText(reservationsLine, `Could not read the reservations: ${describeError(err)}`);
+      return;
+    }
+    if (ac.signal.aborted) return;
+    const n = Number(r.count ?? 0);
+    if (n <= 0) {
+      reservationsLine.className = "small muted";
+      setText(reservationsLine, "No reservation of this policy is outstanding.");
+      return;
+    }
+    reservationsLine.className = "small";
+    replace(reservationsLine,
+      h("strong", { id: "reservations-count" }, fmt.formatNumber(n, 0)), n === 1 ? " reservation holds " : " reservations hold ",
+      h("strong", { id: "reservations-amount" }, fmt.formatNumber(Number(r.amount ?? 0), 0)), " permits; the oldest was made ",
+      h("strong", {}, fmt.formatDuration(Number(r.oldestMs ?? 0))), " ago.");
   }
 
   const onResize = () => lastStats && drawChart(chartBox, chartLegend, lastStats.stats, lastStats.n, lastStats.step);

@@ -210,6 +210,8 @@ static int service_part(void *ctx, struct permitd_error *err)
     if (rc == PERMITD_OK) {
         service_set_appkeys(s->service, s->keys);
         service_set_traffic(s->service, s->traffic);
+        rc = service_start_reservations(s->service, s->cfg->reserve_workers,
+                                        s->cfg->reserve_queue, err);
     }
     return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * policysvc.c - PolicyService (proto/permit/v1/admin.proto) on the admin
  * listener: list, read, create, update and delete policies, their
- * history, and the live buckets (GetBucket, ResetBucket, GetPolicyStats).
+ * history, and the live buckets (GetBucket, ResetBucket, GetPolicyStats,
+ * GetPolicyReservations).
  *
  * Writes go to MySQL first (store.c: one transaction with the audit row),
  * then straight through to Redis (sync.c), so the next Acquire after an
@@ -752,6 +753,27 @@ static int get_policy_stats(void *ud, struct connect_call *call, const ProtobufC
     return PERMITD_OK;
 }
 
+/* A policy's outstanding reservations (issue 38) for its page: the
+ * reservation index read through limiter_reserve_outstanding(), on the
+ * admin RPC pool's thread. */
+static int get_policy_reservations(void *ud, struct connect_call *call,
+                                   const ProtobufCMessage *in_, ProtobufCMessage *out_,
+                                   char *scratch, struct permitd_error *err)
+{
+    struct policysvc *a = ud;
+    const Permit__V1__GetPolicyReservationsRequest *rq = (const void *)in_;
+    Permit__V1__GetPolicyReservationsResponse *rs = (void *)out_;
+    struct store_user user;
+    int rc;
+
+    (void)scratch;
+    if ((rc = session_authenticate(a->sessions, call, ADMIN_VIEWER, &user, err)) != PERMITD_OK ||
+        (rc = policy_check_name("name", rq->name, err)) != PERMITD_OK)
+        return rc;
+    return limiter_reserve_outstanding(a->limiter, rq->name, deadline(), &rs->count,
+                                       &rs->amount, &rs->oldest_ms, err);
+}
+
 const struct connect_method policysvc_methods[] = {
     ADMIN_METHOD("PolicyService", "ListPolicies", list_policies, 1, list_policies),
     ADMIN_METHOD("PolicyService", "GetPolicy", get_policy, 1, get_policy),
@@ -763,5 +785,7 @@ const struct connect_method policysvc_methods[] = {
     ADMIN_METHOD("PolicyService", "GetBucket", get_bucket, 1, get_bucket),
     ADMIN_METHOD("PolicyService", "ResetBucket", reset_bucket, 0, reset_bucket),
     ADMIN_METHOD("PolicyService", "GetPolicyStats", get_policy_stats, 1, get_policy_stats),
+    ADMIN_METHOD("PolicyService", "GetPolicyReservations", get_policy_reservations, 1,
+                 get_policy_reservations),
     {NULL, NULL, NULL, 0, NULL},
 };

@@ -190,6 +190,12 @@ static const struct setting settings[] = {
     INT(hotkeys_publish_ms, "hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS", "5000", 100,
         600000, "how often this instance writes each policy's hot keys (its most allowed and "
         "most denied keys of the last minute or two) to Redis, for GetHotKeys"),
+    INT(reserve_workers, "reserve-workers", "PERMITD_RESERVE_WORKERS", "2", 1, 64,
+        "threads that run Reserve, Commit and Cancel (a few blocking Redis round trips each, "
+        "on each thread's own connections), off the HTTP and gRPC workers' loops"),
+    INT(reserve_queue, "reserve-queue", "PERMITD_RESERVE_QUEUE", "256", 0, 65536,
+        "Reserve, Commit and Cancel calls that may wait for a reservations thread; more at "
+        "once are answered resource_exhausted (429)"),
     STR(admin_listen, "admin-listen", "PERMITD_ADMIN_LISTEN", "127.0.0.1:8081",
         "admin listener address (/healthz, /readyz), host:port"),
     STR(admin_hosts, "admin-hosts", "PERMITD_ADMIN_HOSTS", "",

@@ -144,6 +144,8 @@ struct config {
     int admin_listen_port;
     char admin_hosts[1024];       /* DNS names the admin listener answers to; "*": any */
     char admin_ui_dir[1024];      /* serve the UI from here (development); "" = embedded */
+    int reserve_workers;          /* threads that run Reserve, Commit, Cancel */
+    int reserve_queue;            /* reservation calls that may wait for one; more: 429 */
     int login_workers;            /* threads that check login passwords (argon2id) */
     int login_queue;              /* password checks that may wait for one; more: 429 */
     int core_dumps;               /* 1: leave core dumps on (debugging); 0: off */

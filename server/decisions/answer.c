@@ -146,8 +146,8 @@ void answer_always_fields(const ProtobufCFieldDescriptor *always[3])
     always[2] = NULL;
 }
 
-void answer_reserve_message(struct answer_reserve *a, const Permit__V1__ReserveRequest *rq,
-                            const struct limiter_reserve_answer *r)
+void answer_reserve_message(struct answer_reserve *a, const struct limiter_reserve_item *asked,
+                            size_t n, const struct limiter_reserve_answer *r)
 {
     permit__v1__reserve_response__init(&a->m);
     a->m.allowed = r->allowed;
@@ -155,10 +155,10 @@ void answer_reserve_message(struct answer_reserve *a, const Permit__V1__ReserveR
     a->m.expires_after_ms = r->expires_after_ms;
     a->m.retry_after_ms = r->retry_after_ms;
     a->m.replayed = r->replayed;
-    for (size_t i = 0; i < r->n && i < rq->n_items && i < LIMITER_RESERVE_ITEMS_MAX; i++) {
+    for (size_t i = 0; i < r->n && i < n && i < LIMITER_RESERVE_ITEMS_MAX; i++) {
         permit__v1__reserved_item__init(&a->items[i]);
-        a->items[i].bucket = rq->items[i]->bucket;
-        a->items[i].key = rq->items[i]->key;
+        a->items[i].bucket = (char *)asked[i].bucket;
+        a->items[i].key = (char *)asked[i].key;
         a->items[i].held = r->items[i].held;
         a->items[i].remaining = r->items[i].remaining;
         a->items[i].limit = r->items[i].limit;

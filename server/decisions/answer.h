@@ -50,15 +50,15 @@ void answer_batch_item(Permit__V1__AcquireBatchResult *item, Permit__V1__Acquire
                     const struct permitd_error *err);
 
 /* A Reserve's reply (issue 38), its arrays beside it: filled from the
- * limiter's answer r (strings point into rq and r, which must outlive
- * it). */
+ * limiter's answer r and the n items asked (strings point into asked and
+ * r, which must outlive it). */
 struct answer_reserve {
     Permit__V1__ReserveResponse m;
     Permit__V1__ReservedItem items[LIMITER_RESERVE_ITEMS_MAX];
     Permit__V1__ReservedItem *ptrs[LIMITER_RESERVE_ITEMS_MAX];
 };
-void answer_reserve_message(struct answer_reserve *a, const Permit__V1__ReserveRequest *rq,
-                            const struct limiter_reserve_answer *r);
+void answer_reserve_message(struct answer_reserve *a, const struct limiter_reserve_item *asked,
+                            size_t n, const struct limiter_reserve_answer *r);
 
 /* A Commit's or a Cancel's reply (the same fields: CommitResponse and
  * CancelResponse share their layout; cancel picks the second), strings

@@ -272,72 +272,78 @@ static int acquire_batch(void *ud, struct connect_call *call, const ProtobufCMes
     return CONNECT_DEFERRED;
 }
 
-/* Reserve, Commit and Cancel (issue 38) answer in place: the service
- * decides them on this worker's thread (service_reserve()). The reply's
- * arrays live in the call's scratch storage. */
-static int reserve(void *ud, struct connect_call *call, const ProtobufCMessage *in,
-                   ProtobufCMessage *out, char *scratch, struct permitd_error *err)
-{
-    struct api *a = ud;
-    const Permit__V1__ReserveRequest *rq = (const Permit__V1__ReserveRequest *)in;
-    struct service_caller c = {http_request_header(call->http, "Authorization"), "", ""};
-    struct limiter_reserve_answer r;
-    struct answer_reserve *ans = http_request_alloc(call->http, sizeof(*ans));
-    struct http_response resp;
-    int rc;
+/* Reserve, Commit and Cancel (issue 38): checked here, decided by the
+ * service's reservations pool off this worker's loop (service_reserve()),
+ * answered when the pool's job comes back; a full pool is refused at
+ * once. */
+struct pending_rsv {
+    struct api *a;
+    const struct http_request *http;
+    enum connect_codec codec;
+};
 
-    (void)out;
-    (void)scratch;
-    if (ans == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    rc = service_reserve(a->service, &c, rq, call->deadline_us, &r, err);
-    http_request_log_who(call->http, c.app[0] ? c.app : rq->app, c.key_prefix);
-    if (rc != PERMITD_OK)
-        return rc;
-    answer_reserve_message(ans, rq, &r);
+static void reservation_done(void *ud, int rc, const struct service_reservation *r,
+                             const struct permitd_error *err)
+{
+    struct pending_rsv *p = ud;
+    struct http_response resp;
+    struct permitd_error e = *err;
+    struct answer_reserve ans;
+    struct answer_settled set;
+
     http_response_init(&resp);
-    if ((rc = connect_reply(call->http, call->codec, &ans->m.base, a->always_reserved, &resp,
-                            err)) != PERMITD_OK)
-        return rc;
-    http_request_defer(call->http);
-    http_request_resume(call->http, &resp);
-    return CONNECT_DEFERRED;
+    if (rc == PERMITD_OK && r->kind == SERVICE_RESERVE) {
+        answer_reserve_message(&ans, r->items, r->n, &r->reserved);
+        rc = connect_reply(p->http, p->codec, &ans.m.base, p->a->always_reserved, &resp, &e);
+    } else if (rc == PERMITD_OK) {
+        answer_settled_message(&set, r->kind == SERVICE_CANCEL, &r->settled);
+        rc = connect_reply(p->http, p->codec,
+                           r->kind == SERVICE_CANCEL ? &set.cancel.base : &set.commit.base,
+                           p->a->always_settled, &resp, &e);
+    }
+    deferred_answer(p->http, rc, &resp, &e);
 }
 
-/* Commit (actual) and Cancel: the same answer. */
-static int settle(struct api *a, struct connect_call *call, const ProtobufCMessage *in, int cancel,
-                  struct permitd_error *err)
+static int reservation(struct api *a, struct connect_call *call, enum service_rsv_kind kind,
+                       const ProtobufCMessage *in, struct permitd_error *err)
 {
     struct service_caller c = {http_request_header(call->http, "Authorization"), "", ""};
-    struct limiter_reserve_settled *r = http_request_alloc(call->http, sizeof(*r));
-    struct answer_settled *ans = http_request_alloc(call->http, sizeof(*ans));
+    struct pending_rsv *p = http_request_alloc(call->http, sizeof(*p));
+    struct service_worker *w = api_worker(call->http);
     const char *app;
-    struct http_response resp;
     int rc;
 
-    if (r == NULL || ans == NULL)
+    if (p == NULL)
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    if (cancel) {
-        const Permit__V1__CancelRequest *rq = (const Permit__V1__CancelRequest *)in;
-        rc = service_cancel(a->service, &c, rq, call->deadline_us, r, err);
+    p->a = a;
+    p->http = call->http;
+    p->codec = call->codec;
+    if (kind == SERVICE_RESERVE) {
+        const Permit__V1__ReserveRequest *rq = (const Permit__V1__ReserveRequest *)in;
+        rc = service_reserve(w, &c, rq, call->deadline_us, reservation_done, p, err);
+        app = rq->app;
+    } else if (kind == SERVICE_COMMIT) {
+        const Permit__V1__CommitRequest *rq = (const Permit__V1__CommitRequest *)in;
+        rc = service_commit(w, &c, rq, call->deadline_us, reservation_done, p, err);
         app = rq->app;
     } else {
-        const Permit__V1__CommitRequest *rq = (const Permit__V1__CommitRequest *)in;
-        rc = service_commit(a->service, &c, rq, call->deadline_us, r, err);
+        const Permit__V1__CancelRequest *rq = (const Permit__V1__CancelRequest *)in;
+        rc = service_cancel(w, &c, rq, call->deadline_us, reservation_done, p, err);
         app = rq->app;
     }
     http_request_log_who(call->http, c.app[0] ? c.app : app, c.key_prefix);
     if (rc != PERMITD_OK)
         return rc;
-    answer_settled_message(ans, cancel, r);
-    http_response_init(&resp);
-    rc = connect_reply(call->http, call->codec, cancel ? &ans->cancel.base : &ans->commit.base,
-                       a->always_settled, &resp, err);
-    if (rc != PERMITD_OK)
-        return rc;
     http_request_defer(call->http);
-    http_request_resume(call->http, &resp);
     return CONNECT_DEFERRED;
+}
+
+static int reserve(void *ud, struct connect_call *call, const ProtobufCMessage *in,
+                   ProtobufCMessage *out, char *scratch, struct permitd_error *err)
+{
+    (void)out;
+    (void)scratch;
+    return reservation(ud, call, SERVICE_RESERVE, in, err);
 }
 
 static int commit(void *ud, struct connect_call *call, const ProtobufCMessage *in,
@@ -345,7 +351,7 @@ static int commit(void *ud, struct connect_call *call, const ProtobufCMessage *i
 {
     (void)out;
     (void)scratch;
-    return settle(ud, call, in, 0, err);
+    return reservation(ud, call, SERVICE_COMMIT, in, err);
 }
 
 static int cancel(void *ud, struct connect_call *call, const ProtobufCMessage *in,
@@ -353,7 +359,7 @@ static int cancel(void *ud, struct connect_call *call, const ProtobufCMessage *i
 {
     (void)out;
     (void)scratch;
-    return settle(ud, call, in, 1, err);
+    return reservation(ud, call, SERVICE_CANCEL, in, err);
 }
 
 static const struct connect_method methods[] = {

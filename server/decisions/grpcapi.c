@@ -1,7 +1,8 @@
 /*
  * grpcapi.c - permit.v1.RateLimitService over gRPC: Acquire, Peek,
  * AcquireBatch, Release and Renew for stock gRPC clients (issue 25);
- * Reserve, Commit and Cancel (issue 38), answered in place.
+ * Reserve, Commit and Cancel (issue 38), answered when the service's
+ * reservations pool has decided them.
  *
  * A door: the decision is the service's (service.h: key, app, UTF-8 and
  * validation, the limiter, the counting), the translations are shared
@@ -263,52 +264,52 @@ static int acquire_batch(struct grpcapi *g, struct grpc_call *call,
     return PERMITD_OK;
 }
 
-/* Reserve, Commit, Cancel: decided by the service on this worker's
- * thread (service_reserve()), answered at once; the reply's arrays in the
- * call's storage. */
-static int reservation(struct grpcapi *g, struct grpc_call *call, int kind,
-                       const ProtobufCMessage *in, struct permitd_error *err)
+/* Reserve, Commit, Cancel: checked here, decided by the service's
+ * reservations pool off this worker's loop (service_reserve()), answered
+ * when its job comes back (the reply packed into the call's buffer); a
+ * full pool is refused at once. */
+static void reservation_done(void *ud, int rc, const struct service_reservation *r,
+                             const struct permitd_error *err)
+{
+    struct grpc_call *call = ud;
+    struct answer_reserve ans;
+    struct answer_settled set;
+
+    if (rc != PERMITD_OK) {
+        grpc_call_fail(call, err);
+    } else if (r->kind == SERVICE_RESERVE) {
+        answer_reserve_message(&ans, r->items, r->n, &r->reserved);
+        grpcapi_reply(call, &ans.m.base);
+    } else {
+        answer_settled_message(&set, r->kind == SERVICE_CANCEL, &r->settled);
+        grpcapi_reply(call, r->kind == SERVICE_CANCEL ? &set.cancel.base : &set.commit.base);
+    }
+}
+
+static int reservation(struct grpc_call *call, int kind, const ProtobufCMessage *in,
+                       struct permitd_error *err)
 {
     struct service_caller c = {grpc_call_metadata(call, "authorization"), "", ""};
+    struct service_worker *w = grpcapi_worker(call);
     int64_t deadline = grpc_call_deadline_us(call);
-    struct limiter_reserve_settled *r;
-    struct answer_settled *a;
     const char *app;
     int rc;
 
     if (kind == KIND_RESERVE) {
         const Permit__V1__ReserveRequest *rq = (const Permit__V1__ReserveRequest *)in;
-        struct limiter_reserve_answer *ra = grpc_call_alloc(call, sizeof(*ra));
-        struct answer_reserve *aa = grpc_call_alloc(call, sizeof(*aa));
-        if (ra == NULL || aa == NULL)
-            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        rc = service_reserve(g->service, &c, rq, deadline, ra, err);
-        grpc_call_log_who(call, c.app[0] ? c.app : rq->app, c.key_prefix);
-        if (rc != PERMITD_OK)
-            return rc;
-        answer_reserve_message(aa, rq, ra);
-        grpcapi_reply(call, &aa->m.base);
-        return PERMITD_OK;
-    }
-    r = grpc_call_alloc(call, sizeof(*r));
-    a = grpc_call_alloc(call, sizeof(*a));
-    if (r == NULL || a == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    if (kind == KIND_COMMIT) {
+        rc = service_reserve(w, &c, rq, deadline, reservation_done, call, err);
+        app = rq->app;
+    } else if (kind == KIND_COMMIT) {
         const Permit__V1__CommitRequest *rq = (const Permit__V1__CommitRequest *)in;
-        rc = service_commit(g->service, &c, rq, deadline, r, err);
+        rc = service_commit(w, &c, rq, deadline, reservation_done, call, err);
         app = rq->app;
     } else {
         const Permit__V1__CancelRequest *rq = (const Permit__V1__CancelRequest *)in;
-        rc = service_cancel(g->service, &c, rq, deadline, r, err);
+        rc = service_cancel(w, &c, rq, deadline, reservation_done, call, err);
         app = rq->app;
     }
     grpc_call_log_who(call, c.app[0] ? c.app : app, c.key_prefix);
-    if (rc != PERMITD_OK)
-        return rc;
-    answer_settled_message(a, kind == KIND_CANCEL, r);
-    grpcapi_reply(call, kind == KIND_CANCEL ? &a->cancel.base : &a->commit.base);
-    return PERMITD_OK;
+    return rc;
 }
 
 void grpcapi_handle(void *ud, struct grpc_call *call)
@@ -368,7 +369,7 @@ void grpcapi_handle(void *ud, struct grpc_call *call)
     case KIND_RESERVE:
     case KIND_COMMIT:
     case KIND_CANCEL:
-        rc = reservation(g, call, m->kind, in, &err);
+        rc = reservation(call, m->kind, in, &err);
         break;
     default:
         rc = acquire_batch(g, call, (const Permit__V1__AcquireBatchRequest *)in, &err);

@@ -7,7 +7,14 @@
  * record (struct service_take, struct service_batch, in the door's
  * storage) and the one place a decision is counted before the door sees
  * it: a door cannot answer a take without it having been counted.
+ *
+ * What takes blocking Redis round trips (Reserve, Commit, Cancel, an
+ * all_or_nothing batch across slots) runs on the reservations pool
+ * (core/pool.h), each thread on its own Redis connections, and comes back
+ * to the worker's loop through its inbox: a slow Redis or a flood of
+ * reservations never stalls the Acquires a worker serves.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +24,7 @@
 #include "decisions/hotkeys.h"
 #include "decisions/traffic.h"
 #include "core/clock.h"
+#include "core/pool.h"
 #include "core/utf8.h"
 
 struct service {
@@ -25,12 +33,14 @@ struct service {
     struct appkeys *keys;           /* NULL: keys not checked */
     struct hotkeys *hot;            /* NULL: hot keys not counted */
     struct traffic *traffic;        /* NULL: no traffic history (issue 39) */
+    struct pool *rsv;               /* Reserve, Commit, Cancel; NULL: not started */
 };
 
 struct service_worker {
     struct service *s;
     struct limiter_queue *queue;
     struct hotkeys_worker *hot;     /* NULL without hot keys */
+    struct pool_inbox *rsv;         /* the way back from the reservations pool */
 };
 
 int service_new(struct limiter *limiter, struct stats *stats, struct service **out,
@@ -49,7 +59,16 @@ int service_new(struct limiter *limiter, struct stats *stats, struct service **o
 
 void service_free(struct service *s)
 {
+    if (s == NULL)
+        return;
+    pool_free(s->rsv);      /* before redis_free(): its threads' connections close as they end */
     free(s);
+}
+
+int service_start_reservations(struct service *s, int workers, int queue,
+                               struct permitd_error *err)
+{
+    return pool_new(workers, queue, "reservations pool", &s->rsv, err);
 }
 
 void service_set_appkeys(struct service *s, struct appkeys *keys)
@@ -78,6 +97,7 @@ int service_worker_open(struct service *s, struct loop *loop, struct service_wor
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     w->s = s;
     if ((rc = limiter_queue_new(s->limiter, loop, &w->queue, err)) != PERMITD_OK ||
+        (s->rsv != NULL && (rc = pool_inbox_new(s->rsv, loop, &w->rsv, err)) != PERMITD_OK) ||
         (s->hot != NULL && (rc = hotkeys_worker_new(s->hot, &w->hot, err)) != PERMITD_OK)) {
         service_worker_close(w);
         return rc;
@@ -324,11 +344,52 @@ int service_batch_authorize(struct service *s, struct service_caller *c,
     return PERMITD_OK;
 }
 
+static void batch_finish(struct service_batch *b, int rc, const struct permitd_error *err)
+{
+    struct service *s = b->s;
+
+    if (b->observe && s->stats != NULL)
+        stats_observe(s->stats, clock_now_us() - b->t0);
+    for (size_t i = 0; rc == PERMITD_OK && i < b->n; i++) {
+        if (b->errs[i].code != PERMITD_OK)
+            count_error(s, b->reqs[i].bucket, b->reqs[i].app, b->errs[i].code);
+        else
+            count_decision(s, b->w->hot, &b->reqs[i], &b->res[i]);
+    }
+    b->done(b->ud, rc, err);
+}
+
+/* An all_or_nothing batch across slots, on a reservations thread: held
+ * slot by slot (blocking round trips), unless its deadline passed while it
+ * waited for the thread. */
+static void batch_held_run(struct pool_job *pj)
+{
+    struct service_batch *b = (struct service_batch *)(void *)((char *)pj -
+                                                               offsetof(struct service_batch, pj));
+
+    b->held_err = (struct permitd_error){PERMITD_OK, ""};
+    if (clock_now_us() >= b->deadline_us)
+        b->held_rc = permitd_error_set(&b->held_err, PERMITD_EDEADLINE, "deadline exceeded "
+                                       "waiting for a reservations thread");
+    else
+        b->held_rc = limiter_reserve_batch_all(b->s->limiter, b->reqs, b->n, b->deadline_us,
+                                               b->res, b->errs, &b->held_err);
+}
+
+/* Back on the worker's loop: counted and answered. */
+static void batch_held_done(struct pool_job *pj)
+{
+    struct service_batch *b = (struct service_batch *)(void *)((char *)pj -
+                                                               offsetof(struct service_batch, pj));
+
+    batch_finish(b, b->held_rc, &b->held_err);
+}
+
 static void batch_decided(void *ud, int rc, const struct permitd_error *err)
 {
     struct service_batch *b = ud;
-    struct service *s = b->s;
     struct permitd_error why = {PERMITD_OK, ""};
+    struct pool_load seen;
     int unreachable = 0;
 
     if (b->mode == SERVICE_BATCH_ALL_OR_EACH) {
@@ -349,22 +410,24 @@ static void batch_decided(void *ud, int rc, const struct permitd_error *err)
     if (b->mode == SERVICE_BATCH_ALL && rc == PERMITD_EPRECONDITION) {
         /* Not one script's worth (slots or algorithms differ): held slot by
          * slot, the holds given back if one is refused (issue 38,
-         * limiter_reserve.h), on this worker's thread. Its own refusal (too
-         * many items, request ids) says why instead. */
-        int again = limiter_reserve_batch_all(s->limiter, b->reqs, b->n, b->deadline_us, b->res,
-                                              b->errs, &why);
-        rc = again;
+         * limiter_reserve.h), on the reservations pool, never on this
+         * worker's loop; a full pool refuses it at once. Its own refusal
+         * (too many items, request ids) says why instead. */
+        if (b->w->rsv == NULL) {
+            rc = limiter_reserve_batch_all(b->s->limiter, b->reqs, b->n, b->deadline_us, b->res,
+                                           b->errs, &why);
+            batch_finish(b, rc, &why);
+            return;
+        }
+        b->pj = (struct pool_job){batch_held_run, batch_held_done, NULL, NULL, NULL};
+        if (pool_submit(b->s->rsv, b->w->rsv, &b->pj, &seen) == PERMITD_OK)
+            return;
+        rc = permitd_error_set(&why, PERMITD_EEXHAUSTED, "all_or_nothing across slots: all %u "
+                               "reservations threads busy and %u calls waiting "
+                               "(--reserve-queue); try again", seen.workers, seen.waiting);
         err = &why;
     }
-    if (b->observe && s->stats != NULL)
-        stats_observe(s->stats, clock_now_us() - b->t0);
-    for (size_t i = 0; rc == PERMITD_OK && i < b->n; i++) {
-        if (b->errs[i].code != PERMITD_OK)
-            count_error(s, b->reqs[i].bucket, b->reqs[i].app, b->errs[i].code);
-        else
-            count_decision(s, b->w->hot, &b->reqs[i], &b->res[i]);
-    }
-    b->done(b->ud, rc, err);
+    batch_finish(b, rc, err);
 }
 
 void service_batch(struct service_worker *w, struct service_batch *b, enum service_batch_mode mode,
@@ -386,6 +449,117 @@ void service_batch(struct service_worker *w, struct service_batch *b, enum servi
 
 /* ---- reservations (issue 38) ---- */
 
+/* One Reserve, Commit or Cancel on its way through the reservations pool:
+ * malloc'd here, with copies of the request's strings and numbers after
+ * it (the door's request may be freed meanwhile); freed once done has
+ * answered, or by the pool's drop. */
+struct rsv_job {
+    struct pool_job pj;             /* first: the pool hands this back */
+    struct limiter *limiter;
+    int64_t deadline_us;
+    const char *app, *request_id, *id;  /* into strings[] */
+    int64_t ttl_ms;
+    int64_t *actual;                /* Commit: n_actual numbers after the strings; else NULL */
+    size_t n_actual;
+    struct limiter_reserve_item items[LIMITER_RESERVE_ITEMS_MAX];
+    struct service_reservation r;
+    int rc;
+    struct permitd_error err;
+    service_reservation_fn done;
+    void *ud;
+    char strings[];
+};
+
+/* On a pool thread: the limiter's blocking calls, on this thread's own
+ * Redis connection; nothing when the caller's deadline passed while the
+ * call waited for a thread (its door has answered nobody yet, but the
+ * caller has stopped waiting). */
+static void rsv_run(struct pool_job *pj)
+{
+    struct rsv_job *j = (struct rsv_job *)pj;
+
+    if (clock_now_us() >= j->deadline_us) {
+        j->rc = permitd_error_set(&j->err, PERMITD_EDEADLINE, "deadline exceeded waiting for "
+                                  "a reservations thread");
+        return;
+    }
+    if (j->r.kind == SERVICE_RESERVE)
+        j->rc = limiter_reserve_open(j->limiter, j->app, j->items, j->r.n, j->ttl_ms,
+                                     j->request_id, j->deadline_us, &j->r.reserved, &j->err);
+    else
+        j->rc = limiter_reserve_close(j->limiter, j->app, j->id, j->actual, j->n_actual,
+                                      j->deadline_us, &j->r.settled, &j->err);
+}
+
+/* Back on the worker's loop thread: the door answers. */
+static void rsv_done(struct pool_job *pj)
+{
+    struct rsv_job *j = (struct rsv_job *)pj;
+
+    if (j->rc == PERMITD_OK)
+        j->err = (struct permitd_error){PERMITD_OK, ""};
+    j->done(j->ud, j->rc, &j->r, &j->err);
+    free(j);
+}
+
+static void rsv_drop(struct pool_job *pj)
+{
+    free(pj);
+}
+
+/* A job with room for `strings` bytes and n_actual numbers. */
+static struct rsv_job *rsv_job_new(struct service_worker *w, enum service_rsv_kind kind,
+                                   size_t strings, size_t n_actual, int64_t deadline_us,
+                                   service_reservation_fn done, void *ud)
+{
+    size_t head = (sizeof(struct rsv_job) + strings + 7) & ~(size_t)7;
+    struct rsv_job *j = calloc(1, head + n_actual * sizeof(int64_t));
+
+    if (j == NULL)
+        return NULL;
+    j->pj = (struct pool_job){rsv_run, rsv_done, rsv_drop, NULL, NULL};
+    j->limiter = w->s->limiter;
+    j->r.kind = kind;
+    j->r.items = j->items;
+    j->deadline_us = deadline_us;
+    j->done = done;
+    j->ud = ud;
+    if (n_actual > 0)
+        j->actual = (int64_t *)(void *)((char *)j + head);
+    j->n_actual = n_actual;
+    return j;
+}
+
+/* s copied to *at, which moves past it. */
+static const char *rsv_copy(char **at, const char *s)
+{
+    size_t len = strlen(s) + 1;
+    char *out = *at;
+
+    memcpy(out, s, len);
+    *at += len;
+    return out;
+}
+
+/* j queued on the pool, or freed and the refusal said (the pool full:
+ * resource_exhausted at once, the loop never waits). */
+static int rsv_submit(struct service_worker *w, struct rsv_job *j, struct permitd_error *err)
+{
+    struct pool_load seen;
+
+    if (w->rsv == NULL) {
+        free(j);
+        return permitd_error_set(err, PERMITD_EINTERNAL, "the reservations pool is not started");
+    }
+    if (pool_submit(w->s->rsv, w->rsv, &j->pj, &seen) != PERMITD_OK) {
+        free(j);
+        return permitd_error_set(err, PERMITD_EEXHAUSTED, "reservations: all %u threads busy "
+                                 "and %u calls waiting (--reserve-queue); try again",
+                                 seen.workers, seen.waiting);
+    }
+    return PERMITD_OK;
+}
+
 /* The caller's key for a reservation call of app ("" the key's), and the
  * app it is made for. */
 static int reserve_caller(struct service *s, struct service_caller *c, const char *app,
@@ -401,22 +575,24 @@ static int reserve_caller(struct service *s, struct service_caller *c, const cha
     return PERMITD_OK;
 }
 
-int service_reserve(struct service *s, struct service_caller *c,
+int service_reserve(struct service_worker *w, struct service_caller *c,
                     const Permit__V1__ReserveRequest *rq, int64_t deadline_us,
-                    struct limiter_reserve_answer *out, struct permitd_error *err)
+                    service_reservation_fn done, void *ud, struct permitd_error *err)
 {
-    struct limiter_reserve_item items[LIMITER_RESERVE_ITEMS_MAX];
+    struct rsv_job *j;
     const char *app;
-    char path[48];
+    char path[48], *at;
+    size_t strings;
     int rc;
 
-    if ((rc = reserve_caller(s, c, rq->app, &app, err)) != PERMITD_OK)
+    if ((rc = reserve_caller(w->s, c, rq->app, &app, err)) != PERMITD_OK)
         return rc;
     if (rq->n_items < 1 || rq->n_items > LIMITER_RESERVE_ITEMS_MAX)
         return permitd_error_set(err, PERMITD_EINVAL, "items: %zu items; a reservation holds "
                                  "1 to %d", rq->n_items, LIMITER_RESERVE_ITEMS_MAX);
     if (utf8_check_string("request_id", rq->request_id, err) != PERMITD_OK)
         return PERMITD_EINVAL;
+    strings = strlen(app) + strlen(rq->request_id) + 2;
     for (size_t i = 0; i < rq->n_items; i++) {
         const Permit__V1__ReserveItem *it = rq->items[i];
         snprintf(path, sizeof(path), "items[%zu].bucket", i);
@@ -425,46 +601,75 @@ int service_reserve(struct service *s, struct service_caller *c,
         snprintf(path, sizeof(path), "items[%zu].key", i);
         if (utf8_check_string(path, it->key, err) != PERMITD_OK)
             return PERMITD_EINVAL;
-        items[i] = (struct limiter_reserve_item){it->bucket, it->key, it->estimate};
+        strings += strlen(it->bucket) + strlen(it->key) + 2;
     }
     if (rq->request_id[0] != '\0') {
         struct limiter_request lr = {"x", app, "", 1, rq->request_id, NULL, NULL};
         if ((rc = limiter_check(&lr, err)) != PERMITD_OK)
             return rc;
     }
-    return limiter_reserve_open(s->limiter, app, items, rq->n_items, rq->ttl_ms, rq->request_id,
-                                deadline_us, out, err);
+    if ((j = rsv_job_new(w, SERVICE_RESERVE, strings, 0, deadline_us, done, ud)) == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    at = j->strings;
+    j->app = rsv_copy(&at, app);
+    j->request_id = rsv_copy(&at, rq->request_id);
+    j->ttl_ms = rq->ttl_ms;
+    for (size_t i = 0; i < rq->n_items; i++) {
+        const Permit__V1__ReserveItem *it = rq->items[i];
+        const char *bucket = rsv_copy(&at, it->bucket);
+        j->items[i] = (struct limiter_reserve_item){bucket, rsv_copy(&at, it->key),
+                                                    it->estimate};
+    }
+    j->r.n = rq->n_items;
+    return rsv_submit(w, j, err);
 }
 
-int service_commit(struct service *s, struct service_caller *c,
-                   const Permit__V1__CommitRequest *rq, int64_t deadline_us,
-                   struct limiter_reserve_settled *out, struct permitd_error *err)
+/* Commit (actual, n) or Cancel (actual NULL). */
+static int settle(struct service_worker *w, struct service_caller *c, const char *req_app,
+                  const char *id, const int64_t *actual, size_t n, int64_t deadline_us,
+                  service_reservation_fn done, void *ud, struct permitd_error *err)
 {
+    struct rsv_job *j;
     const char *app;
+    char *at;
     int rc;
 
-    if ((rc = reserve_caller(s, c, rq->app, &app, err)) != PERMITD_OK)
+    if ((rc = reserve_caller(w->s, c, req_app, &app, err)) != PERMITD_OK)
         return rc;
-    if (utf8_check_string("reservation_id", rq->reservation_id, err) != PERMITD_OK)
+    if (utf8_check_string("reservation_id", id, err) != PERMITD_OK)
         return PERMITD_EINVAL;
-    if (rq->n_actual < 1)
+    j = rsv_job_new(w, actual != NULL ? SERVICE_COMMIT : SERVICE_CANCEL,
+                    strlen(app) + strlen(id) + 2, n, deadline_us, done, ud);
+    if (j == NULL)
+        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+    at = j->strings;
+    j->app = rsv_copy(&at, app);
+    j->id = rsv_copy(&at, id);
+    if (n > 0)
+        memcpy(j->actual, actual, n * sizeof(int64_t));
+    return rsv_submit(w, j, err);
+}
+
+int service_commit(struct service_worker *w, struct service_caller *c,
+                   const Permit__V1__CommitRequest *rq, int64_t deadline_us,
+                   service_reservation_fn done, void *ud, struct permitd_error *err)
+{
+    if (rq->n_actual < 1) {
+        /* the key first, as before: an unknown caller learns nothing */
+        const char *app;
+        int rc = reserve_caller(w->s, c, rq->app, &app, err);
+        if (rc != PERMITD_OK)
+            return rc;
         return permitd_error_set(err, PERMITD_EINVAL, "actual: one number per item of the "
                                  "reservation (none given; Cancel gives everything back)");
-    return limiter_reserve_close(s->limiter, app, rq->reservation_id, rq->actual, rq->n_actual,
-                                 deadline_us, out, err);
+    }
+    return settle(w, c, rq->app, rq->reservation_id, rq->actual, rq->n_actual, deadline_us, done,
+                  ud, err);
 }
 
-int service_cancel(struct service *s, struct service_caller *c,
+int service_cancel(struct service_worker *w, struct service_caller *c,
                    const Permit__V1__CancelRequest *rq, int64_t deadline_us,
-                   struct limiter_reserve_settled *out, struct permitd_error *err)
+                   service_reservation_fn done, void *ud, struct permitd_error *err)
 {
-    const char *app;
-    int rc;
-
-    if ((rc = reserve_caller(s, c, rq->app, &app, err)) != PERMITD_OK)
-        return rc;
-    if (utf8_check_string("reservation_id", rq->reservation_id, err) != PERMITD_OK)
-        return PERMITD_EINVAL;
-    return limiter_reserve_close(s->limiter, app, rq->reservation_id, NULL, 0, deadline_us, out,
-                                 err);
+    return settle(w, c, rq->app, rq->reservation_id, NULL, 0, deadline_us, done, ud, err);
 }

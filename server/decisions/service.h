@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "core/loop.h"
+#include "core/pool.h"
 #include "core/status.h"
 #include "decisions/appkeys.h"
 #include "decisions/limiter.h"
@@ -153,19 +154,51 @@ void service_queue(struct service_worker *w, struct service_take *t);
 enum service_batch_mode { SERVICE_BATCH_EACH, SERVICE_BATCH_ALL, SERVICE_BATCH_ALL_OR_EACH };
 
 /* Reserve, Commit and Cancel (issue 38: decisions/limiter_reserve.h), for
- * every door: the strings' UTF-8, the caller's key (c; its app stands in
- * for the request's when that is empty), then the limiter, blocking on
- * the calling worker's thread (a reservation is a few script calls, each
- * its own round trip). The answer in out, or the error. */
-int service_reserve(struct service *s, struct service_caller *c,
+ * every door: the strings' UTF-8 and the caller's key (c; its app stands
+ * in for the request's when that is empty) checked on the worker's
+ * thread, then the limiter's blocking round trips (a few script calls,
+ * each its own) run by the reservations pool (core/pool.h,
+ * service_start_reservations()), never on the worker's loop: the door
+ * defers its request and done answers it on the worker's loop thread.
+ * The call's own copy of what it needs is made here, so the request may
+ * be freed once these return. */
+enum service_rsv_kind { SERVICE_RESERVE, SERVICE_COMMIT, SERVICE_CANCEL };
+
+/* What a reservation call answered (the door's reply is made from it;
+ * it lasts until done returns). */
+struct service_reservation {
+    enum service_rsv_kind kind;
+    const struct limiter_reserve_item *items;   /* Reserve: the n items asked */
+    size_t n;
+    struct limiter_reserve_answer reserved;     /* Reserve */
+    struct limiter_reserve_settled settled;     /* Commit, Cancel */
+};
+
+/* Called once on the worker's loop thread: rc PERMITD_OK and r, or the
+ * error (deadline_exceeded when the call's deadline passed while it
+ * waited for a pool thread: then nothing was asked of Redis). */
+typedef void (*service_reservation_fn)(void *ud, int rc, const struct service_reservation *r,
+                                       const struct permitd_error *err);
+
+/* Starts the reservations pool: `workers` threads, each with its own Redis
+ * connections (stores/redis.c keeps one per thread), and room for `queue`
+ * calls waiting for one; more at once are answered resource_exhausted.
+ * Before the listeners start. */
+int service_start_reservations(struct service *s, int workers, int queue,
+                               struct permitd_error *err);
+
+/* PERMITD_OK: queued, done(ud, ...) will be called on w's loop thread
+ * (the door defers its request until then); else the error to answer now
+ * (the request refused, or resource_exhausted: the pool is full). */
+int service_reserve(struct service_worker *w, struct service_caller *c,
                     const Permit__V1__ReserveRequest *rq, int64_t deadline_us,
-                    struct limiter_reserve_answer *out, struct permitd_error *err);
-int service_commit(struct service *s, struct service_caller *c,
+                    service_reservation_fn done, void *ud, struct permitd_error *err);
+int service_commit(struct service_worker *w, struct service_caller *c,
                    const Permit__V1__CommitRequest *rq, int64_t deadline_us,
-                   struct limiter_reserve_settled *out, struct permitd_error *err);
-int service_cancel(struct service *s, struct service_caller *c,
+                   service_reservation_fn done, void *ud, struct permitd_error *err);
+int service_cancel(struct service_worker *w, struct service_caller *c,
                    const Permit__V1__CancelRequest *rq, int64_t deadline_us,
-                   struct limiter_reserve_settled *out, struct permitd_error *err);
+                   service_reservation_fn done, void *ud, struct permitd_error *err);
 
 /* Called once when a batch is decided, after every item has been counted:
  * rc PERMITD_OK with the items' res and errs, or the batch's error. */
@@ -186,6 +219,11 @@ struct service_batch {
     int observe;                    /* 1: its latency observed as one decision's */
     service_batch_fn done;
     void *ud;
+    /* An all_or_nothing batch across slots: held slot by slot on the
+     * reservations pool (service.c), then finished on the worker's loop. */
+    struct pool_job pj;
+    int held_rc;
+    struct permitd_error held_err;
 };
 
 /* An AcquireBatch's caller and its n decoded items (n <= LIMITER_BATCH_MAX,

@@ -17,4 +17,4 @@ if [[ ! -d node_modules || ! -f node_modules/.package-lock.json \
   npm ci --no-audit --no-fund
 fi
 
-exec node --test --test-reporter=spec grpc.test.mjs grpc-tls.test.mjs grpc-limits.test.mjs grpc-streams.test.mjs envoy.test.mjs doors.test.mjs grpc-allocs.test.mjs
+exec node --test --test-reporter=spec grpc.test.mjs grpc-tls.test.mjs grpc-limits.test.mjs grpc-streams.test.mjs grpc-reserve.test.mjs envoy.test.mjs doors.test.mjs grpc-allocs.test.mjs

@@ -422,6 +422,7 @@ ALL_RPCS = [
     (POLICY, "GetBucket", {"name": "x"}),
     (POLICY, "ResetBucket", {"name": "x"}),
     (POLICY, "GetPolicyStats", {"name": "x"}),
+    (POLICY, "GetPolicyReservations", {"name": "x"}),
     (AUTH, "Logout", {}),
     (AUTH, "WhoAmI", {}),
 ]

@@ -398,6 +398,34 @@ class PolicyLimitsTest(test_admin.AdminCase):
         b = c.bucket(name)
         self.assertEqual((b.get("reservations"), b.get("reservedPermits")), ("1", "15"), b)
 
+    def test_the_policy_page_reads_outstanding_reservations(self):
+        """GetPolicyReservations: the policy's reservation index, every key,
+        without a bucket; a viewer may read it."""
+        c = self.editor()
+        name = self.name("rsv-page")
+        c.create(name, max_permits=100, rate="0.001")
+        api = self.api()
+        wait_for("the policy synced", lambda: api.peek(name).status == 200)
+        r = c.ok(c.p("GetPolicyReservations", {"name": name}))
+        self.assertEqual((r.get("count", "0"), r.get("amount", "0"), r.get("oldestMs", "0")),
+                         ("0", "0", "0"), r)
+        ids = []
+        for key, est in (("a", 4), ("b", 6), ("", 5)):
+            m = api.rpc_json("Reserve", {"app": "app", "items": [
+                {"bucket": name, "key": key, "estimate": est}]}).json()
+            self.assertTrue(m["allowed"], m)
+            ids.append(m["reservationId"])
+        time.sleep(0.05)        # the oldest has an age (ordering, not a bound)
+        r = c.ok(c.p("GetPolicyReservations", {"name": name}))
+        self.assertEqual((r.get("count"), r.get("amount")), ("3", "15"), r)
+        self.assertGreater(int(r.get("oldestMs", "0")), 0, r)
+        api.rpc_json("Commit", {"app": "app", "reservationId": ids[1], "actual": [1]})
+        v = self.viewer()
+        r = v.ok(v.p("GetPolicyReservations", {"name": name}))
+        self.assertEqual((r.get("count"), r.get("amount")), ("2", "9"), r)
+        bad = c.p("GetPolicyReservations", {"name": "no such\x01name"})
+        self.assertEqual(bad.json().get("code"), "invalid_argument", bad)
+
 
 if __name__ == "__main__":
     harness.main()

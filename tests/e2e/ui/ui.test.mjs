@@ -1228,6 +1228,8 @@ describe("admin web UI in headless Chromium", () => {
       await page.locator("#reset-confirm").click();
       await page.waitForFunction(() => /^10 of 10 left in this window/.test(document.querySelector("#inspect-summary")?.textContent || ""));
       assert.equal(await page.locator("#inspect-reservations").textContent(), "No reservation of this policy is outstanding.");
+      // the policy page's own card says so too, without the inspector (GetPolicyReservations)
+      await page.waitForFunction(() => document.querySelector("#policy-reservations")?.textContent === "No reservation of this policy is outstanding.");
       // a reservation (issue 38): the inspector says what the policy's outstanding ones hold
       const rsv = await fetch(`http://127.0.0.1:${T.server.apiPort}/permit.v1.RateLimitService/Reserve`, {
         method: "POST", headers: { "Content-Type": "application/json" },
@@ -1236,6 +1238,9 @@ describe("admin web UI in headless Chromium", () => {
       assert.equal((await rsv.json()).allowed, true);
       await page.waitForFunction(() => /^Outstanding reservations of this policy \(all keys\): 1 holding 2 permits, the oldest held for /
         .test(document.querySelector("#inspect-reservations")?.textContent || ""));
+      await page.waitForFunction(() => /^1 reservation holds 2 permits; the oldest was made .+ ago\.$/
+        .test(document.querySelector("#policy-reservations")?.textContent || ""));
+      await checkA11y(page, "detail with an outstanding reservation");
 
       await page.goto(`${adminBase()}/#/policy/ui-lease`);
       await page.getByRole("button", { name: "Inspect", exact: true }).click();
