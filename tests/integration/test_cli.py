@@ -60,6 +60,8 @@ SETTINGS = [
     ("--grpc-tls-key", "PERMITD_GRPC_TLS_KEY"),
     ("--hotkeys-publish-ms", "PERMITD_HOTKEYS_PUBLISH_MS"),
     ("--reserve-sweep-ms", "PERMITD_RESERVE_SWEEP_MS"),
+    ("--reserve-workers", "PERMITD_RESERVE_WORKERS"),
+    ("--reserve-queue", "PERMITD_RESERVE_QUEUE"),
     ("--local-leases", "PERMITD_LOCAL_LEASES"),
     ("--local-lease-ms", "PERMITD_LOCAL_LEASE_MS"),
     ("--local-lease-permits", "PERMITD_LOCAL_LEASE_PERMITS"),
