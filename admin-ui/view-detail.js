@@ -18,7 +18,7 @@ import { bucketInspector } from "./inspector.js";
 import { overridesCard } from "./overrides.js";
 import { describeError } from "./notices.js";
 import { DETAIL_POLL_MS, poll } from "./poll.js";
-import { editHref, go } from "./router.js";
+import { LIST, editHref, go } from "./router.js";
 import { FLEET, POLICY, call, isEditor } from "./session.js";
 import { appChips, emptyState, errorState, icon, loadingState, makeGauge, pageHead, statusBadges } from "./widgets.js";
 
@@ -40,7 +40,7 @@ export function detailView(main, { policy: name }) {
     ? [h("a", { class: "btn", href: editHref(name), id: "edit-policy" }, icon("edit"), "Edit"),
       h("button", {
         type: "button", class: "btn btn-danger-quiet", id: "delete-policy",
-        onclick: () => policy && confirmDelete(policy, () => go("#/")),
+        onclick: () => policy && confirmDelete(policy, () => go(LIST)),
       }, icon("trash"), "Delete")]
     : [];
   const desc = h("p", { class: "policy-desc" });
@@ -131,7 +131,7 @@ export function detailView(main, { policy: name }) {
   const historyBox = h("div", { class: "history", id: "history" }, loadingState("Loading history…"));
 
   append(main,
-    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/" }, icon("back"), "All policies")),
+    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: LIST }, icon("back"), "All policies")),
     pageHead(h("div", { class: "title-row" }, title, badgesBox), null, ...actions),
     body);
 
@@ -230,7 +230,7 @@ export function detailView(main, { policy: name }) {
         ac.abort();
         body.replaceChildren(emptyState("This policy does not exist",
           policy ? "It was deleted, perhaps by another administrator." : `There is no policy named “${name}”.`,
-          h("a", { class: "btn", href: "#/" }, "All policies")));
+          h("a", { class: "btn", href: LIST }, "All policies")));
         for (const a of actions) a.hidden = true;
         badgesBox.replaceChildren();
         return;
