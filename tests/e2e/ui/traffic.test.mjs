@@ -104,6 +104,7 @@ describe("the traffic history's pages in headless Chromium", () => {
   step("the overview answers who is being denied, each item a link", async () => {
     await page.getByRole("link", { name: "Overview" }).click();
     await page.getByRole("heading", { name: "Overview", level: 1 }).waitFor();
+    assert.equal(new URL(page.url()).hash, "#/", "the overview is the UI's home");
     assert.equal(await page.locator("#nav-overview").getAttribute("aria-current"), "page");
     const row = page.locator(`#denying-list tr[data-name="${POLICY}"]`);
     await row.waitFor();
@@ -193,7 +194,7 @@ describe("the traffic history's pages in headless Chromium", () => {
       else await sleep(100);
     }
     assert.deepEqual(got, [true, false, false, false]);   // 1 allowed, 3 denied: 75 %
-    await page.goto(`${T.adminBase(a)}/#/`);
+    await page.goto(`${T.adminBase(a)}/#/policies`);
     await page.locator("#policy-filter").fill("history-e2e");
     const cell = (p) => page.locator(`tr[data-policy="${p}"] .trend-cell`);
     // POLICY: 3 allowed, 4 denied (the shadow-mode takes were answered allowed
