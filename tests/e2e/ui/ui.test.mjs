@@ -147,7 +147,8 @@ describe("admin web UI in headless Chromium", () => {
 
   before(async () => {
     T.setUp([EDITOR, VIEWER]);
-    await T.startPermitd(["--hotkeys-publish-ms", "300"]);
+    // The traffic history every second: the shadow banner reads it.
+    await T.startPermitd(["--hotkeys-publish-ms", "300", "--traffic-flush-ms", "1000"]);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     editorCtx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     editorCtx.setDefaultTimeout(15_000);
@@ -645,8 +646,20 @@ describe("admin web UI in headless Chromium", () => {
     assert.deepEqual(answers.map((a) => a.allowed), [true, true, true, true, true], JSON.stringify(answers));
     assert.deepEqual(answers.map((a) => a.shadow === true), [false, false, true, true, true], JSON.stringify(answers));
     await row(page, SHADOW_POLICY).getByRole("link", { name: SHADOW_POLICY, exact: true }).click();
-    await page.waitForFunction(() => document.querySelector("#shadow-denied")?.textContent === "3");
-    assert.match(await page.locator("#shadow-note").innerText(), /would have denied 3 in the last 5 min/);
+    // One scope (issue 39): since the switch (here the creation), every
+    // instance, from the traffic history; the chart's totals from the same
+    // switch, the hot keys' own minutes said apart.
+    await page.waitForFunction(() => document.querySelector("#shadow-denied")?.textContent === "3", null, { timeout: 90_000 });
+    assert.match(await page.locator("#shadow-note").innerText(),
+      /^Shadow mode: would have denied 3 since it was switched on at \w+ \d+ \w+ \d\d:\d\d UTC, every permitd instance \(traffic history, whole minutes\); allowed all the same/);
+    // 2 allowed, 3 would-be denials (in neither of the chart's totals).
+    await page.waitForFunction(() => document.querySelector("#total-allowed")?.textContent === "2" &&
+      /^since /.test(document.querySelector("#totals-scope")?.textContent || ""));
+    assert.equal(await page.locator("#total-denied").innerText(), "0");
+    assert.match(await page.locator("#totals-scope").innerText(),
+      /^since \w+ \d+ \w+ \d\d:\d\d UTC \(0(\.0)? % denied\), every permitd instance \(shadow mode's would-be denials are in neither/);
+    assert.equal(await page.locator('#traffic-chart svg line[data-marker="shadow"]').count(), 1);
+    assert.match(await page.locator("#hot-shadow-scope").innerText(), /would have denied/);
     assert.match(await page.locator(".settings").innerText(), /Mode\s+shadow: decided and counted, never refused/);
     await checkA11y(page, "detail, shadow mode with would-be denials");
     await shot(page, "11c-shadow-mode");
@@ -665,6 +678,9 @@ describe("admin web UI in headless Chromium", () => {
     assert.notEqual(refused.shadow, true);
     // The denials it would have made stay on the page while the range holds them.
     await page.waitForFunction(() => /before the limit was enforced/.test(document.querySelector("#shadow-note")?.textContent || ""));
+    assert.match(await page.locator("#shadow-note").innerText(),
+      /^Shadow mode: would have denied 3 from \w+ \d+ \w+ \d\d:\d\d UTC until \w+ \d+ \w+ \d\d:\d\d UTC, every permitd instance/);
+    assert.equal(await page.locator("#hot-shadow-scope").isVisible(), false);
     const cur = await pageRpc(page, "PolicyService/GetPolicy", { name: SHADOW_POLICY });
     const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: SHADOW_POLICY, version: cur.json.policy.version });
     assert.equal(del.status, 200, JSON.stringify(del));
