@@ -22,14 +22,13 @@ import { bucketInspector } from "./inspector.js";
 import { overridesCard } from "./overrides.js";
 import { describeError } from "./notices.js";
 import { DETAIL_POLL_MS, poll } from "./poll.js";
-
-// The shadow banner's figure comes from the traffic history, which gains
-// a minute a minute: asked for every 5 s (and at a switch).
-const SHADOW_POLL_MS = 5000;
 import { LIST, editHref, go } from "./router.js";
 import { FLEET, POLICY, call, isEditor } from "./session.js";
 import { appChips, emptyState, errorState, icon, loadingState, makeGauge, pageHead, statusBadges } from "./widgets.js";
 
+// The shadow banner's figure comes from the traffic history, which gains
+// a minute a minute: asked for every 5 s (and at a switch).
+const SHADOW_POLL_MS = 5000;
 const HISTORY_LIMIT = 50;
 
 export function detailView(main, { policy: name }) {
@@ -370,9 +369,11 @@ export function detailView(main, { policy: name }) {
       return;
     }
     const since = shadowSince(Number(r.endUnix || 0), n, step);
+    const allShadow = !since && policy?.shadow && shadow && shadow.off === null;
     setText(chartScope, since
       ? `Acquire calls answered by every permitd instance of the fleet, summed; the totals since shadow mode was switched on (${since.text}), the banner's scope.`
-      : "Acquire calls answered by every permitd instance of the fleet, summed");
+      : allShadow ? "Acquire calls answered by every permitd instance of the fleet, summed; the whole range in shadow mode (see the banner for since when)."
+        : "Acquire calls answered by every permitd instance of the fleet, summed");
     lastStats = { stats: fleet, n, step, since };
     drawChart(chartBox, chartLegend, fleet, n, step, since);
   }
