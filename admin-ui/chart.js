@@ -76,6 +76,6 @@ export function drawChart(box, legend, stats, n, step = 1, since = null) {
     h("span", { class: "legend-item" }, h("span", { class: "swatch swatch-denied", "aria-hidden": "true" }),
       "Denied ", h("strong", { id: "total-denied" }, fmt.formatNumber(totalD, 0))),
     h("span", { class: "muted", id: "totals-scope" }, `${scope}${pct}, every permitd instance` +
-      (since ? " (shadow mode's would-be denials are in neither: see above)" : "") +
+      (since ? " (a would-be denial counted as allowed, as it was answered)" : "") +
       (since && beforeD > 0 ? `; ${fmt.formatNumber(beforeD, 0)} denied before it, while enforced` : "")));
 }

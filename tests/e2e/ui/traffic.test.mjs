@@ -169,13 +169,8 @@ describe("the traffic history's pages in headless Chromium", () => {
     assert.match(await page.locator("#shadow-note").innerText(),
       /^Shadow mode: would have denied 2 since it was switched on at \w+ \d+ \w+ \d\d:\d\d UTC, every permitd instance \(traffic history, whole minutes\)/);
     assert.equal(await card.locator("#history-shadow").count(), 0, "the history card does not say it a second time");
-    await page.locator('.segmented[aria-label="Chart range"] button[data-range="1h"]').click();
-    await page.waitForFunction(() => /^since .*4 denied before it, while enforced$/.test(document.querySelector("#totals-scope")?.textContent || ""));
-    assert.equal(await page.locator("#total-denied").innerText(), "0");
-    assert.equal(await page.locator("#total-allowed").innerText(), "0");
-    assert.equal(await page.locator('#traffic-chart svg line[data-marker="shadow"]').count(), 1);
-    assert.match(await page.locator("#chart-scope").innerText(), /since shadow mode was switched on \(\w+ \d+ \w+ \d\d:\d\d UTC\), the banner's scope/);
-    assert.equal(await page.locator("#hot-shadow-scope").isVisible(), true);
+    // The page's layout settled (the banner, the chart's scope) before the hover.
+    await page.waitForFunction(() => /the banner's scope|the whole range in shadow mode/.test(document.querySelector("#chart-scope")?.textContent || ""));
     // On hover: the tooltip with the same words.
     const box = await card.locator("svg").boundingBox();
     await page.mouse.move(box.x + box.width - 12, box.y + box.height / 2);
@@ -186,6 +181,14 @@ describe("the traffic history's pages in headless Chromium", () => {
     const perApp = Object.fromEntries(await page.locator("#history-apps-table tbody tr").evaluateAll((rows) =>
       rows.map((r) => [r.dataset.name, [...r.querySelectorAll("td")].map((td) => td.textContent)])));
     assert.deepEqual(perApp, { web: ["3", "2", "40 %"], jobs: ["0", "2", "100 %"] });
+    await page.locator('.segmented[aria-label="Chart range"] button[data-range="1h"]').click();
+    await page.waitForFunction(() => /^since .*4 denied before it, while enforced$/.test(document.querySelector("#totals-scope")?.textContent || ""));
+    assert.equal(await page.locator("#total-denied").innerText(), "0");
+    // The 2 takes since the switch: would-be denials, answered allowed.
+    assert.equal(await page.locator("#total-allowed").innerText(), "2");
+    assert.equal(await page.locator('#traffic-chart svg line[data-marker="shadow"]').count(), 1);
+    assert.match(await page.locator("#chart-scope").innerText(), /since shadow mode was switched on \(\w+ \d+ \w+ \d\d:\d\d UTC\), the banner's scope/);
+    assert.equal(await page.locator("#hot-shadow-scope").isVisible(), true);
     await checkA11y(page, "detail, traffic history");
     await page.screenshot({ path: path.join(SHOTS, "traffic-02-policy.png"), fullPage: true });
     // The 30-day range: the same unit, buckets of 2 hours.

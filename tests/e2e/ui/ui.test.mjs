@@ -652,12 +652,12 @@ describe("admin web UI in headless Chromium", () => {
     await page.waitForFunction(() => document.querySelector("#shadow-denied")?.textContent === "3", null, { timeout: 90_000 });
     assert.match(await page.locator("#shadow-note").innerText(),
       /^Shadow mode: would have denied 3 since it was switched on at \w+ \d+ \w+ \d\d:\d\d UTC, every permitd instance \(traffic history, whole minutes\); allowed all the same/);
-    // 2 allowed, 3 would-be denials (in neither of the chart's totals).
-    await page.waitForFunction(() => document.querySelector("#total-allowed")?.textContent === "2" &&
+    // 2 allowed and 3 would-be denials, all answered allowed.
+    await page.waitForFunction(() => document.querySelector("#total-allowed")?.textContent === "5" &&
       /^since /.test(document.querySelector("#totals-scope")?.textContent || ""));
     assert.equal(await page.locator("#total-denied").innerText(), "0");
     assert.match(await page.locator("#totals-scope").innerText(),
-      /^since \w+ \d+ \w+ \d\d:\d\d UTC \(0(\.0)? % denied\), every permitd instance \(shadow mode's would-be denials are in neither/);
+      /^since \w+ \d+ \w+ \d\d:\d\d UTC \(0(\.0)? % denied\), every permitd instance \(a would-be denial counted as allowed, as it was answered\)$/);
     assert.equal(await page.locator('#traffic-chart svg line[data-marker="shadow"]').count(), 1);
     assert.match(await page.locator("#hot-shadow-scope").innerText(), /would have denied/);
     assert.match(await page.locator(".settings").innerText(), /Mode\s+shadow: decided and counted, never refused/);
