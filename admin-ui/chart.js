@@ -22,16 +22,21 @@ function spanWords(n, step) {
 }
 
 // stats: { allowed: [...], denied: [...] }, n buckets of step seconds each,
-// the newest last.
-export function drawChart(box, legend, stats, n, step = 1) {
+// the newest last. since: { from, text } counts the legend's totals from
+// bucket from on (a shadow switch inside the range, issue 39: one scope
+// with the page's banner), marked on the chart and named in the legend
+// ("since TEXT"), with the denials before it said apart.
+export function drawChart(box, legend, stats, n, step = 1, since = null) {
   const pad = (arr) => {
     const a = (arr || []).map((x) => Number(x) || 0).slice(-n);
     return [...new Array(n - a.length).fill(0), ...a];
   };
   const A = pad(stats.allowed);
   const D = pad(stats.denied);
-  const totalA = A.reduce((x, y) => x + y, 0);
-  const totalD = D.reduce((x, y) => x + y, 0);
+  const from = since ? Math.min(Math.max(0, since.from), n - 1) : 0;
+  const totalA = A.slice(from).reduce((x, y) => x + y, 0);
+  const totalD = D.slice(from).reduce((x, y) => x + y, 0);
+  const beforeD = D.slice(0, from).reduce((x, y) => x + y, 0);
   const peak = Math.max(...A, ...D, 0);
   const max = niceMax(peak);
 
@@ -53,13 +58,15 @@ export function drawChart(box, legend, stats, n, step = 1) {
     s("text", { x: L, y: H - 6, class: "axis", "text-anchor": "start" }, `−${span}`),
     s("text", { x: W - R, y: H - 6, class: "axis", "text-anchor": "end" }, "now"),
   ];
-  const summary = `Last ${span}: ${totalA} allowed, ${totalD} denied; peak ${peak} ${per}.`;
+  const scope = since ? `since ${since.text}` : `in the last ${span}`;
+  const summary = `${since ? `Last ${span}; since ${since.text}` : `Last ${span}`}: ${totalA} allowed, ${totalD} denied; peak ${peak} ${per}.`;
+  const mark = since && s("line", { x1: x(from).toFixed(1), x2: x(from).toFixed(1), y1: T, y2: H - B, class: "marker marker-shadow", "data-marker": "shadow" });
   const chart = s("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": summary },
     grid, xlabels,
     s("path", { d: area(A), class: "area-allowed" }),
     s("path", { d: line(A), class: "line-allowed" }),
     s("path", { d: area(D), class: "area-denied" }),
-    s("path", { d: line(D), class: "line-denied" }));
+    s("path", { d: line(D), class: "line-denied" }), mark);
   box.replaceChildren(chart);
 
   const pct = totalA + totalD > 0 ? ` (${fmt.formatNumber((100 * totalD) / (totalA + totalD), 1)} % denied)` : "";
@@ -68,5 +75,7 @@ export function drawChart(box, legend, stats, n, step = 1) {
       "Allowed ", h("strong", { id: "total-allowed" }, fmt.formatNumber(totalA, 0))),
     h("span", { class: "legend-item" }, h("span", { class: "swatch swatch-denied", "aria-hidden": "true" }),
       "Denied ", h("strong", { id: "total-denied" }, fmt.formatNumber(totalD, 0))),
-    h("span", { class: "muted" }, `in the last ${span}${pct}`));
+    h("span", { class: "muted", id: "totals-scope" }, `${scope}${pct}, every permitd instance` +
+      (since ? " (a would-be denial counted as allowed, as it was answered)" : "") +
+      (since && beforeD > 0 ? `; ${fmt.formatNumber(beforeD, 0)} denied before it, while enforced` : "")));
 }

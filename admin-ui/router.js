@@ -1,8 +1,10 @@
-// router.js - the address after # names the page: #/ the policies, #/new
-// the create form, #/apps the apps and their keys, #/gateway the gateway rules,
+// router.js - the address after # names the page: #/ the overview, the
+// UI's home (the fleet at a glance, issue 39; #/overview the same page, for
+// old links), #/policies the policies, #/new the create form, #/apps the
+// apps and their keys, #/gateway the gateway rules,
 // #/envoy the Envoy descriptors, #/instances the permitd instances (issue 23),
-// #/audit every change, #/users the users (admins), #/overview the fleet at a
-// glance and #/app/NAME an app's traffic (issue 39), #/policy/NAME its detail,
+// #/audit every change, #/users the users (admins), #/app/NAME an app's
+// traffic (issue 39), #/policy/NAME its detail,
 // #/policy/NAME/edit its form;
 // anything else is "not found". render() disposes the page shown (its polls
 // stop) and builds the one the address names, from the views that
@@ -36,6 +38,8 @@ export function closeView() {
   nav.view = null;
 }
 
+export const HOME = "#/";
+export const LIST = "#/policies";
 export const policyHref = (name) => `#/policy/${encodeURIComponent(name)}`;
 export const editHref = (name) => `#/policy/${encodeURIComponent(name)}/edit`;
 
@@ -51,7 +55,8 @@ export function parseRoute(hash) {
   } catch {
     return { name: "missing" };
   }
-  if (parts.length === 1 && parts[0] === "") return { name: "list" };
+  if (parts.length === 1 && (parts[0] === "" || parts[0] === "overview")) return { name: "overview" };
+  if (parts.length === 1 && parts[0] === "policies") return { name: "list" };
   if (parts.length === 1 && parts[0] === "new") return { name: "edit", policy: null };
   if (parts.length === 1 && parts[0] === "apps") return { name: "apps" };
   if (parts.length === 1 && parts[0] === "gateway") return { name: "gateway" };
@@ -59,7 +64,6 @@ export function parseRoute(hash) {
   if (parts.length === 1 && parts[0] === "instances") return { name: "instances" };
   if (parts.length === 1 && parts[0] === "users") return { name: "users" };
   if (parts.length === 1 && parts[0] === "audit") return { name: "audit" };
-  if (parts.length === 1 && parts[0] === "overview") return { name: "overview" };
   if (parts.length === 2 && parts[0] === "app" && parts[1]) return { name: "app", app: parts[1] };
   if (parts[0] === "policy" && parts[1]) {
     if (parts.length === 2) return { name: "detail", policy: parts[1] };

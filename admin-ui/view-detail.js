@@ -4,24 +4,31 @@
 // editors. Polls the policy and redraws the settings and the history only
 // when its version changes. The chart is the fleet's (issue 23): every
 // instance's counts summed (FleetService.GetFleetStats), over 5 minutes,
-// an hour or a day, with each instance's share on demand.
+// an hour or a day, with each instance's share on demand. In shadow mode
+// one scope for every figure (issue 39): the banner's would-be denials are
+// the fleet's since the switch (the traffic history), the chart's totals
+// count from the same switch, and the hot keys say their own minutes.
 import { isAbort } from "./api.js";
 import { append, h, replace, setText } from "./dom.js";
 import { drawChart } from "./chart.js";
 import { confirmDelete } from "./dialogs.js";
 import * as fmt from "./format.js";
 import { renderHistory } from "./history.js";
-import { trafficCard } from "./view-traffic.js";
+import { shadowDenials, trafficCard } from "./view-traffic.js";
+import { clockUtc, dayUtc } from "./trafficchart.js";
 import { keyedOnly, loadTrends } from "./listtraffic.js";
 import { hotKeysCard } from "./hotkeys.js";
 import { bucketInspector } from "./inspector.js";
 import { overridesCard } from "./overrides.js";
 import { describeError } from "./notices.js";
 import { DETAIL_POLL_MS, poll } from "./poll.js";
-import { editHref, go } from "./router.js";
+import { LIST, editHref, go } from "./router.js";
 import { FLEET, POLICY, call, isEditor } from "./session.js";
 import { appChips, emptyState, errorState, icon, loadingState, makeGauge, pageHead, statusBadges } from "./widgets.js";
 
+// The shadow banner's figure comes from the traffic history, which gains
+// a minute a minute: asked for every 5 s (and at a switch).
+const SHADOW_POLL_MS = 5000;
 const HISTORY_LIMIT = 50;
 
 export function detailView(main, { policy: name }) {
@@ -33,6 +40,9 @@ export function detailView(main, { policy: name }) {
   let chartRange = "5m";
   let perInstance = false;
   let lastStats = null;
+  // The last shadow period's would-be denials (shadowDenials()): the
+  // banner's figure, and the chart's totals count from its switch.
+  let shadow = null;
 
   const title = h("h1", { tabindex: "-1", class: "break" }, name);
   const badgesBox = h("span", { class: "title-badges" });
@@ -40,7 +50,7 @@ export function detailView(main, { policy: name }) {
     ? [h("a", { class: "btn", href: editHref(name), id: "edit-policy" }, icon("edit"), "Edit"),
       h("button", {
         type: "button", class: "btn btn-danger-quiet", id: "delete-policy",
-        onclick: () => policy && confirmDelete(policy, () => go("#/")),
+        onclick: () => policy && confirmDelete(policy, () => go(LIST)),
       }, icon("trash"), "Delete")]
     : [];
   const desc = h("p", { class: "policy-desc" });
@@ -66,8 +76,11 @@ export function detailView(main, { policy: name }) {
   // chart
   const chartBox = h("div", { class: "chart", id: "traffic-chart" });
   const chartLegend = h("div", { class: "chart-legend" });
-  // Shadow mode (issue 23): the denials the limit would have made.
-  const shadowNote = h("p", { class: "shadow-note", id: "shadow-note", hidden: true });
+  // Shadow mode (issue 23): the denials the limit would have made, one
+  // scope (issue 39): since the switch, every instance, from the traffic
+  // history; the chart's totals count from the same switch.
+  const shadowNote = h("p", { class: "shadow-note", id: "shadow-note", role: "status", hidden: true });
+  const chartScope = h("p", { class: "muted small", id: "chart-scope" }, "Acquire calls answered by every permitd instance of the fleet, summed");
   const RANGES = [["5m", "5 min"], ["1h", "1 hour"], ["1d", "1 day"]];
   const rangeButtons = RANGES.map(([key, label]) => {
     const b = h("button", { type: "button", class: "seg", dataset: { range: key }, "aria-pressed": String(key === chartRange) }, label);
@@ -95,7 +108,10 @@ export function detailView(main, { policy: name }) {
   // inspector
   const inspector = bucketInspector(name, editor, ac.signal, (k) => overrides.create(k));
 
-  // hot keys (issue 23)
+  // hot keys (issue 23); in shadow mode their denied counts are what the
+  // limit would have denied over their own minutes: said so.
+  const hotShadowScope = h("p", { class: "muted small", id: "hot-shadow-scope", hidden: true },
+    "In shadow mode a key's “denied” is what the limit would have denied (answered allowed), over the hot keys' last minutes below, not the span of the banner above.");
   const hot = hotKeysCard(name, editor, ac.signal, (k) => inspector.inspect(k), (k) => overrides.create(k));
 
   // The page's two tabs: the policy (its settings, traffic, buckets,
@@ -134,7 +150,7 @@ export function detailView(main, { policy: name }) {
   const historyBox = h("div", { class: "history", id: "history" }, loadingState("Loading history…"));
 
   append(main,
-    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/" }, icon("back"), "All policies")),
+    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: LIST }, icon("back"), "All policies")),
     pageHead(h("div", { class: "title-row" }, title, badgesBox), null, ...actions),
     body);
 
@@ -153,8 +169,7 @@ export function detailView(main, { policy: name }) {
           h("div", { class: "card-head" },
             h("h2", { id: "traffic-h" }, "Traffic"),
             h("div", { class: "segmented", role: "group", "aria-label": "Chart range" }, rangeButtons)),
-          h("p", { class: "muted small", id: "chart-scope" }, "Acquire calls answered by every permitd instance of the fleet, summed"),
-          chartBox, chartLegend, shadowNote,
+          shadowNote, chartScope, chartBox, chartLegend,
           h("div", { class: "breakdown-head" }, breakdownButton), breakdown),
         trafficCard({ policy: name }, ac.signal).el,
         h("section", { class: "card", "aria-labelledby": "reservations-h" },
@@ -162,7 +177,7 @@ export function detailView(main, { policy: name }) {
         h("section", { class: "card", "aria-labelledby": "inspect-h" },
           h("h2", { id: "inspect-h" }, "Bucket inspector"), inspector.el),
         h("section", { class: "card span-3", "aria-labelledby": "hot-h" },
-          h("h2", { id: "hot-h" }, "Hot keys"), hot.el),
+          h("h2", { id: "hot-h" }, "Hot keys"), hotShadowScope, hot.el),
         h("section", { class: "card span-3", "aria-labelledby": "history-h" },
           h("h2", { id: "history-h" }, "History"), historyBox)));
     body.replaceChildren(desc, tablist, panels.overview, panels.overrides);
@@ -200,6 +215,7 @@ export function detailView(main, { policy: name }) {
       limits = [item("Max permits per window", max), item("Window", duration(p.window))];
     }
     setText(limitsSentence, fmt.describeLimits(p));
+    hotShadowScope.hidden = !p.shadow;
     inspector.setAlgorithm(alg);
     overrides.setAlgorithm(alg);
     setText(sharedHeading, alg === "concurrency" ? "Shared leases" : alg === "token_bucket" ? "Shared bucket" : "Shared window");
@@ -226,6 +242,7 @@ export function detailView(main, { policy: name }) {
   }
 
   let statsPoll = { now() {} };
+  let shadowPoll = { now() {} };
   const policyPoll = poll(async () => {
     let r;
     try {
@@ -235,7 +252,7 @@ export function detailView(main, { policy: name }) {
         ac.abort();
         body.replaceChildren(emptyState("This policy does not exist",
           policy ? "It was deleted, perhaps by another administrator." : `There is no policy named “${name}”.`,
-          h("a", { class: "btn", href: "#/" }, "All policies")));
+          h("a", { class: "btn", href: LIST }, "All policies")));
         for (const a of actions) a.hidden = true;
         badgesBox.replaceChildren();
         return;
@@ -257,8 +274,12 @@ export function detailView(main, { policy: name }) {
       shownVersion = String(policy.version);
       renderSettings(policy);
       loadHistory();
+      if (!first) shadowPoll.now();
     }
-    if (first) statsPoll = poll(loadStats, DETAIL_POLL_MS, ac.signal);
+    if (first) {
+      statsPoll = poll(loadStats, DETAIL_POLL_MS, ac.signal);
+      shadowPoll = poll(loadShadow, SHADOW_POLL_MS, ac.signal, shadowError);
+    }
     showReservations();
     if (!policy.enabled) {
       sharedGauge.unknown("disabled", "the policy is disabled: no bucket in use");
@@ -353,34 +374,69 @@ export function detailView(main, { policy: name }) {
       }
       return;
     }
-    lastStats = { stats: fleet, n, step };
-    drawChart(chartBox, chartLegend, fleet, n, step);
+    const since = shadowSince(Number(r.endUnix || 0), n, step);
+    const allShadow = !since && policy?.shadow && shadow && shadow.off === null;
+    setText(chartScope, since
+      ? `Acquire calls answered by every permitd instance of the fleet, summed; the totals since shadow mode was switched on (${since.text}), the banner's scope.`
+      : allShadow ? "Acquire calls answered by every permitd instance of the fleet, summed; the whole range in shadow mode (see the banner for since when)."
+        : "Acquire calls answered by every permitd instance of the fleet, summed");
+    lastStats = { stats: fleet, n, step, since };
+    drawChart(chartBox, chartLegend, fleet, n, step, since);
+  }
+
+  // The chart's totals count from the shadow switch when the range holds
+  // it (the bucket it fell in on): one scope with the banner. endUnix: the
+  // start of the chart's last bucket.
+  function shadowSince(endUnix, n, step) {
+    if (!policy?.shadow || !shadow || shadow.off !== null || shadow.older || !endUnix) return null;
+    const first = endUnix - (n - 1) * step;
+    if (shadow.on < first) return null;
+    const from = Math.min(n - 1, Math.floor((shadow.on - first) / step));
+    return { from, text: `${dayUtc(shadow.on)} ${clockUtc(shadow.on)} UTC` };
+  }
+
+  // The banner: what the limit would have denied since it was switched to
+  // shadow mode (while it is), or in its last shadow period (for a day
+  // after it was enforced again), over every instance, from the traffic
+  // history (each instance adds its minutes within --traffic-flush-ms).
+  async function loadShadow() {
+    const r = await shadowDenials(name, !!policy?.shadow, ac.signal);
+    if (ac.signal.aborted) return;
+    shadow = r;
+    const now = Date.now() / 1000;
+    const shown = r && (r.off === null ? !!policy?.shadow : now - r.off < 86400 && r.n > 0);
+    shadowNote.hidden = !shown;
+    if (!shown) return;
+    const at = (t) => `${dayUtc(t)} ${clockUtc(t)} UTC`;
+    replace(shadowNote,
+      "Shadow mode: would have denied ", h("strong", { id: "shadow-denied" }, fmt.formatNumber(r.n, 0)),
+      r.off === null
+        ? (r.older ? " in the last 30 days (switched on before them)" : ` since it was switched on at ${at(r.on)}`)
+        : ` from ${at(r.on)} until ${at(r.off)}`,
+      h("span", { class: "muted", id: "shadow-scope" }, ", every permitd instance (traffic history, whole minutes)",
+        r.off === null ? "; allowed all the same: the limit is not enforced yet." : ", before the limit was enforced."));
+  }
+
+  // Unknown is not zero: the banner says the figure could not be read.
+  function shadowError(err) {
+    if (err?.code === "unauthenticated") return;
+    shadow = null;
+    shadowNote.hidden = !policy?.shadow;
+    replace(shadowNote, h("strong", {}, "Shadow mode: "), `what the limit would have denied is unknown: ${describeError(err)}`);
   }
 
   // What this instance's GetPolicyStats tells beside the fleet's chart:
-  // the settle of the policy's buckets (any instance's, from Redis), and
-  // "Would have denied N", shown while the policy is in shadow mode and
-  // after it while the last 5 minutes still hold such denials. Shadow
-  // denials are counted by the instance that decided them, not in the
-  // fleet's totals, which count what was answered: allowed.
+  // the settle of the policy's buckets (any instance's, from Redis).
   async function showLocal() {
     let r;
     try {
       r = await call(POLICY, "GetPolicyStats", { name, seconds: 300 }, ac.signal);
     } catch (err) {
       if (isAbort(err) || ac.signal.aborted || err.code === "unauthenticated") throw err;
-      shadowNote.hidden = true;
       return;
     }
     if (ac.signal.aborted) return;
     renderSettle(r.settle);
-    const n = (r.shadowDenied || []).reduce((x, y) => x + (Number(y) || 0), 0);
-    shadowNote.hidden = !(policy?.shadow || n > 0);
-    if (shadowNote.hidden) return;
-    replace(shadowNote,
-      "Shadow mode: would have denied ", h("strong", { id: "shadow-denied" }, fmt.formatNumber(n, 0)),
-      " in the last 5 min on this instance", h("span", { class: "muted" },
-        policy?.shadow ? " (allowed all the same: the limit is not enforced yet)" : " (before the limit was enforced)"));
   }
 
   // GetPolicyReservations (the policy's reservation index in Redis): how
@@ -408,7 +464,7 @@ export function detailView(main, { policy: name }) {
       h("strong", {}, fmt.formatDuration(Number(r.oldestMs ?? 0))), " ago.");
   }
 
-  const onResize = () => lastStats && drawChart(chartBox, chartLegend, lastStats.stats, lastStats.n, lastStats.step);
+  const onResize = () => lastStats && drawChart(chartBox, chartLegend, lastStats.stats, lastStats.n, lastStats.step, lastStats.since);
   window.addEventListener("resize", onResize);
 
   return {

@@ -11,7 +11,7 @@ import { isAbort } from "./api.js";
 import { append, h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
 import { describeError, toast } from "./notices.js";
-import { go, nav, policyHref, render } from "./router.js";
+import { LIST, go, nav, policyHref, render } from "./router.js";
 import { POLICY, call, isEditor } from "./session.js";
 import { emptyState, errorState, icon, loadingState, pageHead } from "./widgets.js";
 import { makeAppPicker, validateApps } from "./apppicker.js";
@@ -23,12 +23,12 @@ export function editView(main, { policy: name }) {
   const back = (() => {
     const prev = nav.prevRoute;
     if (!creating && prev === policyHref(name)) return prev;
-    return "#/";
+    return LIST;
   })();
 
   const heading = h("h1", { tabindex: "-1", class: "break", id: "page-title" }, creating ? "New policy" : `Edit ${name}`);
   append(main,
-    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: back }, icon("back"), back === "#/" ? "All policies" : name)),
+    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: back }, icon("back"), back === LIST ? "All policies" : name)),
     pageHead(heading, null));
 
   if (!isEditor()) {
@@ -440,7 +440,7 @@ export function editView(main, { policy: name }) {
         : h("p", {}, `${name} was changed${who}${when} (now version ${latest?.version ?? "?"}) after you opened version ${loaded?.version ?? "?"}. Your changes were not saved.`),
       items.length ? h("div", {}, h("p", { class: "small" }, "Their changes:"), h("ul", { class: "conflict-diff" }, items)) : null,
       gone
-        ? h("div", { class: "form-actions" }, h("a", { class: "btn", href: "#/" }, "All policies"))
+        ? h("div", { class: "form-actions" }, h("a", { class: "btn", href: LIST }, "All policies"))
         : h("div", { class: "form-actions" }, reload,
           h("span", { class: "muted small" }, "Reloading replaces the form with their version; then make your change again.")));
     conflict.hidden = false;
@@ -518,7 +518,7 @@ export function editView(main, { policy: name }) {
         return;
       }
       if (err.code === "not_found" && !creating) {
-        replace(formError, `${name} no longer exists: someone deleted it. `, h("a", { href: "#/" }, "All policies"));
+        replace(formError, `${name} no longer exists: someone deleted it. `, h("a", { href: LIST }, "All policies"));
       } else {
         replace(formError, describeError(err), err.code === "network" || err.code === "unavailable" ? " Your changes are still here; try again." : "");
       }
@@ -554,7 +554,7 @@ export function editView(main, { policy: name }) {
       } catch (err) {
         if (isAbort(err) || err.code === "unauthenticated") return;
         replace(box, err.code === "not_found"
-          ? emptyState("This policy does not exist", `There is no policy named “${name}”.`, h("a", { class: "btn", href: "#/" }, "All policies"))
+          ? emptyState("This policy does not exist", `There is no policy named “${name}”.`, h("a", { class: "btn", href: LIST }, "All policies"))
           : errorState(`Could not load the policy: ${describeError(err)}`, () => render()));
       }
     })();

@@ -1,4 +1,4 @@
-// view-list.js - the policies table (#/): one page of policies at a time
+// view-list.js - the policies table (#/policies): one page of policies at a time
 // (issue 22: 10,000 of them cannot be one table), each row with a live gauge
 // of its shared bucket; a filter the server applies as you type (each
 // keystroke asks at once, and a request still on its way for an older filter

@@ -1,4 +1,4 @@
-// view-overview.js - the fleet at a glance (#/overview, issue 39): the
+// view-overview.js - the fleet at a glance, the UI's home (#/, issue 39): the
 // first question an operator asks, "which limits are hitting right now,
 // and who is being denied?", answered on one page, each item a link to its
 // page:

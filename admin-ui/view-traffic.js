@@ -5,7 +5,9 @@
 // (trafficchart.js: decisions per minute, markers at the policy's edits and
 // shadow switches) and a table of allowed and denied per app or per policy
 // over the same range. Polled every 30 s (the history gains a minute a
-// minute); a failure says so in the card, never as zeros.
+// minute); a failure says so in the card, never as zeros. shadowDenials()
+// is the policy page's one figure of shadow mode: what the limit would have
+// denied since the switch, every instance (the page's banner).
 import { h, replace, setText } from "./dom.js";
 import * as fmt from "./format.js";
 import { describeError } from "./notices.js";
@@ -45,6 +47,50 @@ export function totalsTable(id, caption, first, rows, href) {
     })));
 }
 
+const isoUnix = (t) => new Date(t * 1000).toISOString().replace(/\.\d+Z$/, "Z");
+
+// The policy's last shadow period from its audit entries (any order):
+// { on, off } in Unix seconds (off null while it lasts), or null when no
+// entry switched shadow mode on (a create in shadow mode does).
+export function lastShadowPeriod(entries, diff) {
+  const timed = (entries || []).filter((e) => e.kind === "policy")
+    .map((e) => ({ e, t: Math.floor(Date.parse(e.changedAt) / 1000) }))
+    .filter((x) => Number.isFinite(x.t)).sort((a, b) => a.t - b.t);
+  let on = null, off = null;
+  for (const { e, t } of timed) {
+    if (e.action === "delete") continue;
+    const row = diff(e).rows.find((r) => r.field === "shadow");
+    if (!row) continue;
+    if (row.new === "yes" && row.old !== "yes") {
+      on = t;
+      off = null;
+    } else if (row.new !== "yes" && row.old === "yes" && on !== null && off === null) {
+      off = t;
+    }
+  }
+  return on === null ? null : { on, off };
+}
+
+// What policy would have denied in its last shadow period (the last 30
+// days), summed over every instance from the traffic history, counted from
+// the switch's minute: { n, on, off, older } or null without such a period.
+// inShadow: the policy is in shadow mode now; switched on before the
+// audit's last 30 days, its period is those 30 days (older: true).
+export async function shadowDenials(policy, inShadow, signal) {
+  const now = Math.floor(Date.now() / 1000);
+  const a = await call(AUDIT, "ListAudit", { policy, kind: "policy", since: isoUnix(now - RANGE_SECONDS["30d"]), pageSize: 500 }, signal);
+  let period = lastShadowPeriod(a.entries || [], fmt.diffChange);
+  if (!period && inShadow) period = { on: now - RANGE_SECONDS["30d"], off: null, older: true };
+  if (!period) return null;
+  const range = RANGES.map(([k]) => k).find((k) => RANGE_SECONDS[k] >= now - period.on + 60) || "30d";
+  const s = await call(TRAFFIC, "GetTrafficSeries", { policy, range }, signal);
+  const step = Number(s.stepSeconds || 60), start = Number(s.startUnix || 0);
+  const S = (s.shadowDenied || []).map(Number);
+  const from = Math.max(0, Math.floor((period.on - start) / step));
+  const to = period.off === null ? S.length : Math.min(S.length, Math.floor((period.off - start) / step) + 1);
+  return { older: false, ...period, n: S.slice(from, to).reduce((p, v) => p + v, 0) };
+}
+
 // what: { policy } or { app }. Returns { el }; stops polling when signal aborts.
 export function trafficCard(what, signal) {
   const byPolicy = what.policy !== undefined;
@@ -63,10 +109,6 @@ export function trafficCard(what, signal) {
     });
     return b;
   });
-  // Shadow mode (issue 39): what the limit would have denied, over the
-  // fleet, since the switch when the range holds it: the scope of the
-  // chart's markers, not one instance's or the hot keys' minutes.
-  const shadowLine = h("p", { class: "shadow-note", id: "history-shadow", hidden: true });
   const tableHead = h("h3", { class: "small-head" }, byPolicy ? "Per app" : "Policies it uses");
   // The table's own scope: whole hours (TrafficService's totals).
   const tableScope = h("p", { class: "muted small scope", id: "history-table-scope" });
@@ -74,25 +116,11 @@ export function trafficCard(what, signal) {
     h("div", { class: "card-head" },
       h("h2", { id: "history-traffic-h" }, "Traffic history"),
       h("div", { class: "segmented", role: "group", "aria-label": "History range" }, buttons)),
-    scope, chartBox, shadowLine, tableHead, tableScope, tableBox);
-
-  function showShadow(series, marks, label) {
-    const step = Number(series.stepSeconds || 60), start = Number(series.startUnix || 0);
-    const S = (series.shadowDenied || []).map(Number);
-    const on = marks.filter((m) => m.kind === "shadow").at(-1);
-    const since = on && /switched on/.test(on.text) ? on : null;
-    const from = since ? Math.max(0, Math.floor((since.t - start) / step)) : 0;
-    const n = S.slice(from).reduce((p, v) => p + v, 0);
-    shadowLine.hidden = !byPolicy || (n === 0 && !since);
-    if (shadowLine.hidden) return;
-    replace(shadowLine, "Shadow mode: would have denied ", h("strong", { id: "history-shadow-denied" }, fmt.formatNumber(n, 0)),
-      since ? ` since it was switched on at ${dayUtc(since.t)} ${clockUtc(since.t)} UTC` : ` in the last ${label}`,
-      h("span", { class: "muted" }, ", every permitd instance (traffic history; answered allowed)."));
-  }
+    scope, chartBox, tableHead, tableScope, tableBox);
 
   async function markers() {
     if (!byPolicy) return [];
-    const since = new Date((Math.floor(Date.now() / 1000) - RANGE_SECONDS[range]) * 1000).toISOString().replace(/\.\d+Z$/, "Z");
+    const since = isoUnix(Math.floor(Date.now() / 1000) - RANGE_SECONDS[range]);
     try {
       const r = await call(AUDIT, "ListAudit", { policy: subject, kind: "policy", since, pageSize: 500 }, signal);
       return markersOf(r.entries || [], fmt.diffChange);
@@ -112,7 +140,6 @@ export function trafficCard(what, signal) {
     const label = RANGES.find(([k]) => k === range)[1];
     setText(scope, `Last ${label}, every permitd instance, from the traffic history in MySQL (each instance adds its minute within ${fmt.formatDuration(Number(series.flushSeconds || 60) * 1000)}; kept ${series.retentionDays || 30} days).`);
     showTrafficChart(chartBox, series, marks, `Traffic of ${byPolicy ? "policy" : "app"} ${subject}, last ${label}`);
-    showShadow(series, marks, label);
     const rows = (totals.totals || []).map((t) => ({ ...t, name: byPolicy ? t.app : t.policy }));
     const from = Number(totals.startUnix || 0);
     setText(tableScope, `Since ${dayUtc(from)} ${clockUtc(from)} UTC, in whole hours up to now, every permitd instance.`);

@@ -1,5 +1,6 @@
 // scale-ui.mjs - the admin UI at scale, in headless Chromium (issue 22):
-// how long the policy list takes to show its first row after a page load,
+// how long the overview (the UI's home, issue 39) takes to fill every card
+// after a page load, how long the policy list takes to show its first row,
 // and how long a filter keystroke and clearing the filter take. Run by
 // tests/bench/scale.py; playwright-core comes from tests/e2e/ui's
 // node_modules (its pinned version), the browser is Debian's chromium,
@@ -10,7 +11,8 @@
 // PERMITD_CHROMIUM (another Chromium binary); SCALE_OVERRIDES_POLICY (a
 // policy with many overrides, issue 37) and SCALE_OVERRIDES_SEARCH (a
 // search that leaves a few of them). Prints one JSON line:
-//   {"first_paint_ms":..,"rows_first":..,"all_rows_ms":..,"rows":..,
+//   {"overview_ms":..,"overview_series_rpc_ms":..,"overview_totals_rpc_ms":..,
+//    "first_paint_ms":..,"rows_first":..,"all_rows_ms":..,"rows":..,
 //    "filter_ms":..,"clear_ms":..,"refresh_bytes":..,"refresh_rpc_ms":..,
 //    "refresh_rpc_bytes":..,"filter_rpc_ms":..,
 //    "overrides_first_row_ms":..,"overrides_search_ms":..,"overrides_rpc_ms":..,
@@ -39,17 +41,42 @@ const out = {};
 try {
   const ctx = await browser.newContext();
   const login = await ctx.newPage();
-  await login.goto(`${ADMIN}/`);
+  await login.goto(`${ADMIN}/#/policies`);
   await login.getByLabel("Username").fill(USER);
   await login.getByLabel("Password").fill(PASSWORD);
   await login.getByRole("button", { name: "Sign in" }).click();
   await login.getByRole("heading", { name: "Policies", level: 1 }).waitFor({ timeout: 120_000 });
   await login.close();
 
+  // The overview, the home: navigation until every card has its figures
+  // (no loading state left, the instances' health shown); then the
+  // server's part of it, the fleet's series and one top list (medians of 5).
+  const ov = await ctx.newPage();
+  let t0 = Date.now();
+  await ov.goto(`${ADMIN}/`);
+  await ov.locator("#fleet-allowed").waitFor({ timeout: 120_000 });
+  await ov.locator("#health-summary").waitFor({ timeout: 120_000 });
+  await ov.waitForFunction(() => !document.querySelector("#main .loading-state"), null, { timeout: 120_000 });
+  out.overview_ms = Date.now() - t0;
+  const median5 = (svc, body) => ov.evaluate(async ([u, b]) => {
+    const ms = [];
+    for (let i = 0; i < 5; i++) {
+      const t = performance.now();
+      const r = await fetch(u, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b) });
+      await r.text();
+      ms.push(performance.now() - t);
+    }
+    ms.sort((x, y) => x - y);
+    return Math.round(ms[2] * 10) / 10;
+  }, [`/permit.v1.TrafficService/${svc}`, body]);
+  out.overview_series_rpc_ms = await median5("GetTrafficSeries", { range: "1h" });
+  out.overview_totals_rpc_ms = await median5("GetTrafficTotals", { range: "1h", limit: 10, orderBy: "denied" });
+  await ov.close();
+
   // A fresh page with the session: navigation to the first row shown.
   const page = await ctx.newPage();
-  let t0 = Date.now();
-  await page.goto(`${ADMIN}/`);
+  t0 = Date.now();
+  await page.goto(`${ADMIN}/#/policies`);
   await page.locator("tr[data-policy]").first().waitFor({ timeout: 120_000 });
   out.first_paint_ms = Date.now() - t0;
   out.rows_first = await page.evaluate(visibleRows);

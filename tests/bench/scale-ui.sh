@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # scale-ui.sh - the admin UI alone at 10,000 policies (issue 22) and
-# 10,000 overrides of one of them (issue 37, BENCH_OVERRIDES), without
+# 10,000 overrides of one of them (issue 37, BENCH_OVERRIDES) and the last
+# BENCH_TRAFFIC_MINUTES (60) minutes of traffic history of every policy
+# (issue 39: the overview, the UI's home, sums it), without
 # scale.sh's millions of bucket keys, wrk runs and settle: a quick, light
 # run for the UI's figures (first paint, a filter keystroke, a refresh).
 #
@@ -22,6 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 npol=${BENCH_POLICIES:-10000}
 novr=${BENCH_OVERRIDES:-10000}       # overrides of policy s00000 (issue 37); 0: none
+nmin=${BENCH_TRAFFIC_MINUTES:-60}    # minutes of traffic history per policy (issue 39); 0: none
 runs=${BENCH_UI_RUNS:-3}
 log() { echo "scale-ui: $*" >&2; }
 die() { echo "scale-ui: $*" >&2; exit 1; }
@@ -74,6 +77,20 @@ if [ "$novr" -gt 0 ]; then
 INSERT INTO policy_overrides (policy, match_kind, match_value, action, max_permits, rate)
   SELECT 's00000', 'key', CONCAT('u-', LPAD(seq, 5, '0')), 'limit', seq + 1, 1
   FROM seq_0_to_$((novr - 1));
+SQL
+fi
+if [ "$nmin" -gt 0 ]; then
+    # Every policy decided every minute (app bench-app; one in 7 denies,
+    # one in 50 in shadow mode would have), the hours summed from them.
+    mariadb --no-defaults -u root --protocol=socket --socket="$socket" -D permitd <<SQL
+SET @now = UNIX_TIMESTAMP() DIV 60 * 60;
+INSERT INTO traffic_minutes (policy, minute_unix, app, allowed, denied, shadow_denied)
+  SELECT p.name, @now - 60 * m.seq, 'bench-app', 100 + p.id % 50, IF(p.id % 7 = 0, p.id % 13 + 1, 0),
+         IF(p.id % 50 = 0, 3, 0)
+  FROM policies p JOIN seq_1_to_$nmin m;
+INSERT INTO traffic_hours (hour_unix, policy, app, allowed, denied, shadow_denied)
+  SELECT minute_unix DIV 3600 * 3600, policy, app, SUM(allowed), SUM(denied), SUM(shadow_denied)
+  FROM traffic_minutes GROUP BY minute_unix DIV 3600, policy, app;
 SQL
 fi
 echo "bench-password-1" | PERMITD_MYSQL_URL=$mysql_url "$permitd" admin add-user bench --role editor >/dev/null

@@ -145,7 +145,7 @@ describe("the admin UI's fleet pages in headless Chromium", () => {
     await checkA11y(page, "detail, per instance");
     await page.screenshot({ path: path.join(SHOTS, "fleet-02-chart-per-instance.png"), fullPage: true });
     // The list's column is the fleet's, from the traffic history.
-    await page.goto(`http://127.0.0.1:${a.adminPort}/#/`);
+    await page.goto(`http://127.0.0.1:${a.adminPort}/#/policies`);
     await page.waitForFunction((p) => document.querySelector(`tr[data-policy="${p}"] .traffic`)?.textContent === "5", POLICY, { timeout: 60_000 });
   });
 
@@ -153,7 +153,7 @@ describe("the admin UI's fleet pages in headless Chromium", () => {
     const p2 = watch(await page.context().newPage(), "carol on the instance without redis");
     T.currentPage = p2;
     // The session lives in MySQL: the same cookie works on every instance.
-    await p2.goto(`http://127.0.0.1:${down.adminPort}/#/`);
+    await p2.goto(`http://127.0.0.1:${down.adminPort}/#/policies`);
     const banner = p2.locator("#redis-down");
     await banner.waitFor({ state: "visible" });
     assert.match(await banner.innerText(), /^Redis is not answering: bucket levels are unknown/);

@@ -147,7 +147,8 @@ describe("admin web UI in headless Chromium", () => {
 
   before(async () => {
     T.setUp([EDITOR, VIEWER]);
-    await T.startPermitd(["--hotkeys-publish-ms", "300"]);
+    // The traffic history every second: the shadow banner reads it.
+    await T.startPermitd(["--hotkeys-publish-ms", "300", "--traffic-flush-ms", "1000"]);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     editorCtx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     editorCtx.setDefaultTimeout(15_000);
@@ -278,14 +279,24 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(who.json.code, "unauthenticated");
   });
 
-  step("an editor logs in and sees the empty state", async () => {
+  step("an editor logs in to the overview, the home, and sees the empty list under Policies", async () => {
     await page.getByLabel("Username").fill(EDITOR.name);
     await page.getByLabel("Password").fill(EDITOR.password);
     await page.getByRole("button", { name: "Sign in" }).click();
+    // The UI's home (issue 39): #/ is the overview; the list is #/policies.
+    await page.getByRole("heading", { name: "Overview", level: 1 }).waitFor();
+    assert.equal(new URL(page.url()).hash, "#/");
+    let f = await focused(page);
+    assert.deepEqual([f.tag, f.text], ["h1", "Overview"], `after signing in focus is on the page's heading, not ${JSON.stringify(f)}`);
+    assert.equal(await page.locator("#nav-overview").getAttribute("aria-current"), "page");
+    assert.equal(await page.locator("#nav-overview").getAttribute("href"), "#/");
+    await page.locator("#nav-policies").click();
     await page.getByRole("heading", { name: "Policies", level: 1 }).waitFor();
+    assert.equal(new URL(page.url()).hash, "#/policies");
+    assert.equal(await page.locator("#nav-policies").getAttribute("aria-current"), "page");
     await page.getByText("No policies yet").waitFor();
-    const f = await focused(page);
-    assert.deepEqual([f.tag, f.text], ["h1", "Policies"], `after signing in focus is on the page's heading, not ${JSON.stringify(f)}`);
+    f = await focused(page);
+    assert.deepEqual([f.tag, f.text], ["h1", "Policies"], `after the nav's link focus is on the page's heading, not ${JSON.stringify(f)}`);
     assert.equal(await page.locator("#user-name").textContent(), EDITOR.name);
     assert.match(await page.locator("#user-role").textContent(), /editor/);
     await shot(page, "03-empty");
@@ -351,7 +362,7 @@ describe("admin web UI in headless Chromium", () => {
     await row(page, POLICY).waitFor();
     page.off("request", onRequest);
     assert.equal(writes.length, 1);
-    assert.equal(new URL(page.url()).hash, "#/");
+    assert.equal(new URL(page.url()).hash, "#/policies");
     const cells = row(page, POLICY).locator("td");
     assert.equal(await cells.nth(1).innerText(), APP);
     assert.equal((await cells.nth(2).innerText()).trim(), "10");
@@ -579,7 +590,7 @@ describe("admin web UI in headless Chromium", () => {
     await sleep(1000);
     assert.equal(await page.locator("img").count(), 0, "no <img> element anywhere on the page");
     assert.equal(dialogs, 0, "no dialog (alert) fired");
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, XSS_POLICY).waitFor();
     await shot(page, "11-xss-as-text");
     await checkA11y(page, "policies, two");
@@ -607,7 +618,7 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(await note.count(), 0);
     const after = await pageRpc(page, "PolicyService/GetPolicyStats", { name: XSS_POLICY, seconds: 60 });
     assert.equal(after.json.known, true, JSON.stringify(after.json));
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, XSS_POLICY).waitFor();
   });
 
@@ -635,8 +646,20 @@ describe("admin web UI in headless Chromium", () => {
     assert.deepEqual(answers.map((a) => a.allowed), [true, true, true, true, true], JSON.stringify(answers));
     assert.deepEqual(answers.map((a) => a.shadow === true), [false, false, true, true, true], JSON.stringify(answers));
     await row(page, SHADOW_POLICY).getByRole("link", { name: SHADOW_POLICY, exact: true }).click();
-    await page.waitForFunction(() => document.querySelector("#shadow-denied")?.textContent === "3");
-    assert.match(await page.locator("#shadow-note").innerText(), /would have denied 3 in the last 5 min/);
+    // One scope (issue 39): since the switch (here the creation), every
+    // instance, from the traffic history; the chart's totals from the same
+    // switch, the hot keys' own minutes said apart.
+    await page.waitForFunction(() => document.querySelector("#shadow-denied")?.textContent === "3", null, { timeout: 90_000 });
+    assert.match(await page.locator("#shadow-note").innerText(),
+      /^Shadow mode: would have denied 3 since it was switched on at \w+ \d+ \w+ \d\d:\d\d UTC, every permitd instance \(traffic history, whole minutes\); allowed all the same/);
+    // 2 allowed and 3 would-be denials, all answered allowed.
+    await page.waitForFunction(() => document.querySelector("#total-allowed")?.textContent === "5" &&
+      /^since /.test(document.querySelector("#totals-scope")?.textContent || ""));
+    assert.equal(await page.locator("#total-denied").innerText(), "0");
+    assert.match(await page.locator("#totals-scope").innerText(),
+      /^since \w+ \d+ \w+ \d\d:\d\d UTC \(0(\.0)? % denied\), every permitd instance \(a would-be denial counted as allowed, as it was answered\)$/);
+    assert.equal(await page.locator('#traffic-chart svg line[data-marker="shadow"]').count(), 1);
+    assert.match(await page.locator("#hot-shadow-scope").innerText(), /would have denied/);
     assert.match(await page.locator(".settings").innerText(), /Mode\s+shadow: decided and counted, never refused/);
     await checkA11y(page, "detail, shadow mode with would-be denials");
     await shot(page, "11c-shadow-mode");
@@ -655,10 +678,13 @@ describe("admin web UI in headless Chromium", () => {
     assert.notEqual(refused.shadow, true);
     // The denials it would have made stay on the page while the range holds them.
     await page.waitForFunction(() => /before the limit was enforced/.test(document.querySelector("#shadow-note")?.textContent || ""));
+    assert.match(await page.locator("#shadow-note").innerText(),
+      /^Shadow mode: would have denied 3 from \w+ \d+ \w+ \d\d:\d\d UTC until \w+ \d+ \w+ \d\d:\d\d UTC, every permitd instance/);
+    assert.equal(await page.locator("#hot-shadow-scope").isVisible(), false);
     const cur = await pageRpc(page, "PolicyService/GetPolicy", { name: SHADOW_POLICY });
     const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: SHADOW_POLICY, version: cur.json.policy.version });
     assert.equal(del.status, 200, JSON.stringify(del));
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, XSS_POLICY).waitFor();
   });
 
@@ -715,7 +741,7 @@ describe("admin web UI in headless Chromium", () => {
     const cur = await pageRpc(page, "PolicyService/GetPolicy", { name: HOT_POLICY });
     const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: HOT_POLICY, version: cur.json.policy.version });
     assert.equal(del.status, 200, JSON.stringify(del));
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, XSS_POLICY).waitFor();
   });
 
@@ -724,7 +750,7 @@ describe("admin web UI in headless Chromium", () => {
       policy: { name: OFF_POLICY, apps: ["*"], maxPermits: "7", rate: "1", failureMode: "closed", enabled: false },
     });
     assert.equal(made.status, 200, JSON.stringify(made));
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, OFF_POLICY).waitFor();
     assert.match(await row(page, OFF_POLICY).innerText(), /\* any app/);
     await checkA11y(page, "policies, one disabled for any app");
@@ -736,12 +762,12 @@ describe("admin web UI in headless Chromium", () => {
     assert.equal(await page.locator("#banner").isVisible(), false, "no error banner for a disabled policy");
     const del = await pageRpc(page, "PolicyService/DeletePolicy", { name: OFF_POLICY, version: "1" });
     assert.equal(del.status, 200, JSON.stringify(del));
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, XSS_POLICY).waitFor();
   });
 
   step("filtering the list announces how many policies match", async () => {
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, XSS_POLICY).waitFor();
     await row(page, POLICY).waitFor();
     const status = page.locator("#policy-filter-status");
@@ -775,7 +801,7 @@ describe("admin web UI in headless Chromium", () => {
       const kp = watch(await ctx.newPage(), "alice (keyboard)");
       T.currentPage = kp;
       // Sign in.
-      await kp.goto(`${adminBase()}/`);
+      await kp.goto(`${adminBase()}/#/policies`);
       await kp.getByLabel("Username").waitFor();
       assert.equal((await focused(kp)).id, "login-username", "the username field has focus on load");
       await kp.keyboard.type(EDITOR.name);
@@ -797,7 +823,7 @@ describe("admin web UI in headless Chromium", () => {
       await kp.keyboard.press("Control+A");
       await kp.keyboard.type("12");
       await kp.keyboard.press("Enter");
-      await kp.waitForFunction(() => location.hash === "#/" && document.activeElement?.tagName === "H1");
+      await kp.waitForFunction(() => location.hash === "#/policies" && document.activeElement?.tagName === "H1");
       f = await focused(kp);
       assert.deepEqual([f.tag, f.text], ["h1", "Policies"], `after saving focus is on the list's heading, not ${JSON.stringify(f)}`);
       const saved = await pageRpc(kp, "PolicyService/GetPolicy", { name: KEYS });
@@ -861,7 +887,7 @@ describe("admin web UI in headless Chromium", () => {
 
   step("the table and the detail page fit a phone-width window", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, XSS_POLICY).waitFor();
     await sleep(300);
     assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
@@ -884,7 +910,7 @@ describe("admin web UI in headless Chromium", () => {
     try {
       const vp = watch(await ctx.newPage(), "bob");
       // Keyboard only: the username field has focus, Tab moves on, Enter submits.
-      await vp.goto(`${adminBase()}/`);
+      await vp.goto(`${adminBase()}/#/policies`);
       await vp.getByLabel("Username").waitFor();
       assert.equal(await vp.evaluate(() => document.activeElement?.id), "login-username");
       await vp.keyboard.type(VIEWER.name);
@@ -924,7 +950,7 @@ describe("admin web UI in headless Chromium", () => {
       // At 420 px and below the role badge must still say the access is read-only.
       for (const width of [420, 360]) {
         await vp.setViewportSize({ width, height: 800 });
-        await vp.goto(`${adminBase()}/#/`);
+        await vp.goto(`${adminBase()}/#/policies`);
         await row(vp, XSS_POLICY).waitFor();
         const role = vp.locator("#user-role");
         assert.ok(await role.isVisible(), `the viewer's role badge is visible at ${width} px`);
@@ -1178,7 +1204,7 @@ describe("admin web UI in headless Chromium", () => {
       await page.locator("#f-window-unit").selectOption("d");
       await page.locator("#f-window").fill("7");
       await page.locator("#save-policy").click();
-      await page.waitForFunction(() => location.hash === "#/");
+      await page.waitForFunction(() => location.hash === "#/policies");
       const edited = await pageRpc(page, "PolicyService/GetPolicy", { name: "ui-month" });
       assert.equal(edited.json.policy.window, "7d", JSON.stringify(edited.json));
       assert.equal(edited.json.policy.algorithm, "fixed_window");
@@ -1319,7 +1345,7 @@ describe("admin web UI in headless Chromium", () => {
       await page.goto(`${adminBase()}/#/policy/${XSS_POLICY}`);
       await page.getByRole("heading", { name: XSS_POLICY, level: 1 }).waitFor();
       let t = Date.now();
-      await page.goto(`${adminBase()}/#/`);
+      await page.goto(`${adminBase()}/#/policies`);
       await row(page, "aaa-bulk-00001").waitFor();
       const firstPaint = Date.now() - t;
       assert.equal(await page.locator("tbody tr").count(), 50, "one page of 50 rows, not 10,000");
@@ -1433,7 +1459,7 @@ describe("admin web UI in headless Chromium", () => {
 
   step("the Apps page: create an app, issue a key shown once with a copy button, and the key acquires", async () => {
     keyed = await T.startPermitd(["--hotkeys-publish-ms", "300"], { appAuth: "keys" });
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await page.getByRole("link", { name: "Apps", exact: true }).click();
     await page.getByRole("heading", { name: "Apps", level: 1 }).waitFor();
     assert.equal(await page.getByRole("link", { name: "Apps", exact: true }).getAttribute("aria-current"), "page");
@@ -1620,7 +1646,7 @@ describe("admin web UI in headless Chromium", () => {
 
   step("the Apps page fits a phone-width window, its link in the top bar", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, XSS_POLICY).waitFor();
     await page.getByRole("link", { name: "Apps", exact: true }).click();
     await appCard(page, KEY_APP).waitFor();
@@ -1632,7 +1658,7 @@ describe("admin web UI in headless Chromium", () => {
   });
 
   step("log out ends the session, and a second tab falls back to the login page", async () => {
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     await row(page, XSS_POLICY).waitFor();
     const second = watch(await editorCtx.newPage(), "alice (second tab)");
     await second.goto(`${adminBase()}/#/policy/${XSS_POLICY}`);
@@ -1673,7 +1699,7 @@ describe("users and audit pages in headless Chromium", () => {
 
   async function signIn(ctx, user, heading = "Policies") {
     const p = watch(await ctx.newPage(), user.name);
-    await p.goto(`${adminBase()}/`);
+    await p.goto(`${adminBase()}/#/policies`);
     await p.getByLabel("Username").fill(user.name);
     await p.getByLabel("Password").fill(user.password);
     await p.getByRole("button", { name: "Sign in" }).click();
@@ -1876,7 +1902,7 @@ describe("users and audit pages in headless Chromium", () => {
     mariadb(`USE ${DB}; UPDATE policies SET description = 'by hand' WHERE name = 'audit-many-00'`);
     await v.goto(`${adminBase()}/#/apps`);
     await v.locator('section[data-app="audit-app"] .app-changed .actor').getByText(EDITOR.name, { exact: true }).waitFor();
-    await v.goto(`${adminBase()}/#/`);
+    await v.goto(`${adminBase()}/#/policies`);
     await v.locator('tr[data-policy="audit-many-00"] .changed-by').getByText("changed by root@localhost", { exact: true }).waitFor();
     await v.locator('tr[data-policy="audit-many-01"] .changed-by').getByText(`changed by ${EDITOR.name}`, { exact: true }).waitFor();
     await checkA11y(v, "policy list with changed by");
@@ -1914,7 +1940,7 @@ describe("users and audit pages in headless Chromium", () => {
     for (const [who, p] of [["admin", page], ["viewer", viewer]]) {
       for (const width of [390, 1280, 1440, 1920]) {
         await p.setViewportSize({ width, height: 900 });
-        await p.goto(`${adminBase()}/#/`);
+        await p.goto(`${adminBase()}/#/policies`);
         for (const n of LONG) await p.locator(`tr[data-policy="${n}"]`).waitFor();
         const found = await p.evaluate(() => {
           const out = [];
@@ -2002,7 +2028,7 @@ describe("users and audit pages in headless Chromium", () => {
       });
       assert.equal(res.status, 200, await res.text());
     }
-    await page.goto(`${adminBase()}/#/`);
+    await page.goto(`${adminBase()}/#/policies`);
     const g = page.locator(`tr[data-policy="${name}"]`).getByRole("meter");
     await page.waitForFunction((n) => /held/.test(document.querySelector(`tr[data-policy="${n}"] .gauge-text`)?.textContent || ""), name);
     const seen = await g.evaluate((el) => ({
