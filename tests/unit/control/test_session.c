@@ -47,6 +47,7 @@ static void test_session_tables(void)
         {"/permit.v1.PolicyService/GetBucket", 1},
         {"/permit.v1.PolicyService/ResetBucket", 0},
         {"/permit.v1.PolicyService/GetPolicyStats", 1},
+        {"/permit.v1.PolicyService/GetPolicyReservations", 1},
     };
     const struct connect_method *m;
 
