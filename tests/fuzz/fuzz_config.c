@@ -358,18 +358,25 @@ static void fuzz_load(const uint8_t *data, size_t size)
         FUZZ_CHECK(cfg.redis_timeout_ms >= 1 && cfg.mysql_timeout_ms >= 100);
         FUZZ_CHECK(strchr(cfg.redis_prefix, '{') == NULL &&
                    strchr(cfg.redis_prefix, '}') == NULL);
-        if (cfg.redis_cluster) {
-            /* a cluster (redis+cluster://): its seeds, and no single host */
+        if (cfg.redis_cluster || cfg.redis_sentinel) {
+            /* a cluster (redis+cluster://) or the sentinels of a master
+             * (redis+sentinel://, with its name): seeds, and no single host */
             FUZZ_CHECK(cfg.redis_seeds.nseeds >= 1 && cfg.redis_host[0] == '\0' &&
                        cfg.redis_port == 0);
+            FUZZ_CHECK(!cfg.redis_sentinel || (TERMINATED(cfg.redis_sentinel_master) &&
+                                               cfg.redis_sentinel_master[0] != '\0'));
             for (int i = 0; i < cfg.redis_seeds.nseeds; i++)
                 FUZZ_CHECK(cfg.redis_seeds.seeds[i].host[0] != '\0' &&
                            cfg.redis_seeds.seeds[i].port >= 1 &&
                            cfg.redis_seeds.seeds[i].port <= 65535);
         } else {
+            char plain[sizeof(cfg.redis_url)];
             check_redis_fields(&cfg);
-            /* the derived fields are what the parser makes of the text */
-            FUZZ_CHECK(config_parse_redis_url(&check, cfg.redis_url, &err) == PERMITD_OK);
+            /* the derived fields are what the parser makes of the text (a
+             * rediss:// URL's plain form: TLS is the scheme's only change) */
+            snprintf(plain, sizeof(plain), "%s%s", cfg.redis_tls ? "redis" : "",
+                     cfg.redis_url + (cfg.redis_tls ? 6 : 0));
+            FUZZ_CHECK(config_parse_redis_url(&check, plain, &err) == PERMITD_OK);
             FUZZ_CHECK(same_redis(&cfg, &check));
         }
         if (cfg.mysql_url[0] != '\0')
