@@ -218,6 +218,7 @@ enum metric_source {
     M_NODES,            /* node="host:port", in a cluster: struct node_snap */
     M_REASONS,          /* reason="missing", ...: struct reason_snap */
     M_TLS_FAILURES,     /* reason="...", over rediss:// once one failed: struct reason_snap */
+    M_SCRIPTS,          /* script="bucket", ...: the scripts of this build, struct reason_snap */
 };
 
 enum metric_format {
@@ -275,7 +276,7 @@ struct node_snap {
 };
 
 struct reason_snap {
-    uint64_t refused;               /* or failed, for M_TLS_FAILURES */
+    uint64_t refused;               /* or failed, for M_TLS_FAILURES; calls, M_SCRIPTS */
 };
 
 #define SNAP(field) {NULL, offsetof(struct metrics_snap, field)}
@@ -353,6 +354,10 @@ static const struct metric metrics[] = {
     COUNTER("permitd_redis_connects_total",
             "Redis connections made (first ones and reconnects).",
             M_LIMITER, SNAP(redis_connects)),
+    COUNTER("permitd_redis_script_calls_total",
+            "Script calls (EVALSHA) this instance sent to Redis, by script: its own share of "
+            "Redis's work, however many instances share that Redis.",
+            M_SCRIPTS, ONE(struct reason_snap, refused)),
     COUNTER("permitd_redis_tls_handshake_failures_total",
             "TLS handshakes with Redis that failed, by reason (rediss:// only).",
             M_TLS_FAILURES, ONE(struct reason_snap, refused)),
@@ -689,6 +694,17 @@ static void write_each(FILE *out, const struct health *h, const struct metric *r
             struct reason_snap rs = {n};
 
             snprintf(item, sizeof(item), "reason=\"%s\"", reason);
+            write_samples(out, r, item, &rs);
+        }
+    } else if (r->source == M_SCRIPTS) {
+        for (int s = 0; s < REDIS_SCRIPT_COUNT; s++) {
+            const char *file = redis_script_name((enum redis_script)s);
+            struct reason_snap rs = {redis_script_calls(h->redis, (enum redis_script)s)};
+
+            if (!redis_script_present(h->redis, (enum redis_script)s))
+                continue;
+            snprintf(item, sizeof(item), "script=\"%.*s\"",
+                     (int)(strcspn(file, ".")), file);
             write_samples(out, r, item, &rs);
         }
     }

@@ -594,6 +594,7 @@ static int call_node(struct redis *r, struct redis_node *node, int asking, int a
                 return broken(r, c, bound, timeout_ms, err);
             freeReplyObject(rep);
         }
+        redis_count_script(r, script);
         rep = command(c, argc, argv, lens);
         if (rep == NULL)
             return broken(r, c, bound, timeout_ms, err);
@@ -956,6 +957,7 @@ static int cluster_pipeline(struct redis *r, enum redis_script script,
                 break;
             }
             calls[i].rc = -2;   /* sent: its reply comes in order */
+            redis_count_script(r, (int)script);
             sent++;
         }
         if (rc != PERMITD_OK) {
@@ -1048,6 +1050,7 @@ again:
         free(lens);
         if (rc != PERMITD_OK)
             return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        redis_count_script(r, (int)script);
         sent++;
     }
     pending = 0;
@@ -1592,6 +1595,11 @@ void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects)
 {
     *errors = atomic_load(&r->errors);
     *connects = atomic_load(&r->connects);
+}
+
+uint64_t redis_script_calls(struct redis *r, enum redis_script script)
+{
+    return (unsigned)script < REDIS_SCRIPT_COUNT ? atomic_load(&r->script_calls[script]) : 0;
 }
 
 int redis_tls_failure_info(struct redis *r, int i, const char **reason, uint64_t *n)

@@ -292,6 +292,10 @@ int redis_command_pipeline(struct redis *r, struct redis_command_call *calls, si
  * connections made, since start. For /metrics. */
 void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects);
 
+/* EVALSHAs of script sent since start (a NOSCRIPT's second try counts
+ * again, as Redis counts it). For /metrics. */
+uint64_t redis_script_calls(struct redis *r, enum redis_script script);
+
 /* rediss: TLS handshakes that failed, by reason (i from 0): 0 with
  * *reason (the metric's label) and *n, -1 past the last reason or when r
  * is not over TLS. For /metrics. */

@@ -13,6 +13,7 @@
 #define PERMITD_REDIS_CONN_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/config.h"
@@ -54,6 +55,7 @@ struct redis {
     pthread_key_t key;           /* -> this thread's struct redis_conn */
     _Atomic uint64_t errors;     /* calls that failed on Redis's side */
     _Atomic uint64_t connects;   /* connections made (the first, and reconnects) */
+    _Atomic uint64_t script_calls[REDIS_SCRIPT_COUNT];  /* EVALSHAs sent, by script */
     char where[300];             /* the URL, masked: the Redis as a whole, for messages */
     /* nodes[0 .. nnodes): single Redis: the one node; cluster: every node
      * met so far (redis_route.c adds them under its lock, and publishes
@@ -80,6 +82,15 @@ struct redis_conn {
     char last_error[200];         /* why the last connect failed */
     uint64_t epoch;               /* sentinel: redis_sentinel_epoch() when connected */
 };
+
+/* One EVALSHA of script (-1: not a script call) sent to Redis: counted for
+ * /metrics, so an instance's own share of Redis's work is known however
+ * many others share that Redis. */
+static inline void redis_count_script(struct redis *r, int script)
+{
+    if (script >= 0)
+        atomic_fetch_add_explicit(&r->script_calls[script], 1, memory_order_relaxed);
+}
 
 /* Closes c's connection, if any; c can be connected again. */
 void redis_conn_close(struct redis_conn *c);

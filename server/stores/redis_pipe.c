@@ -295,6 +295,7 @@ static int pipe_queue(struct redis_pipe *p)
         for (int k = 0; k < c->nargs; k++)
             if (buf_bulk(p, &len, c->args[k].p, c->args[k].len))
                 return -1;
+        redis_count_script(p->r, (int)c->script);
         p->awaiting++;
     }
     p->buf_len = len;

@@ -88,7 +88,7 @@ class BatchTest(unittest.TestCase):
 
     def test_one_script_call_per_policy(self):
         a, b = self.policy(1000, 1), self.policy(1000, 1)
-        before = evalsha_calls(self.redis)
+        before = self.p.script_calls("bucket")      # its own: not the other tests' calls
         items = [{"bucket": a if i % 2 else b, "app": "app", "key": "user-%06d" % i}
                  for i in range(200)]
         res = self.batch(items)["results"]
@@ -103,7 +103,7 @@ class BatchTest(unittest.TestCase):
                                                                       self.prefix))]
                          for it in items})
             self.assertEqual(calls, 3)
-        self.assertEqual(evalsha_calls(self.redis) - before, calls)
+        self.assertEqual(self.p.script_calls("bucket") - before, calls)
         self.assertIsNotNone(read_state(self.redis, state_key(a, "user-000001", self.prefix)))
 
     def test_foreign_state_fails_only_its_items(self):

@@ -7,8 +7,8 @@ Redis would have allowed.
   in the middle, gives the same allow/deny sequence (and remaining, limit)
   per key on an instance with the cache and on one without (--deny-cache
   0), for each algorithm it serves; the one with the cache asked Redis for
-  almost none of the hot keys' denials (INFO commandstats: EVALSHA calls;
-  permitd_deny_cache_hits_total).
+  almost none of the hot keys' denials (its own script calls,
+  permitd_redis_script_calls_total, and permitd_deny_cache_hits_total).
 - A raise of max_permits on a fixed window ends its denials at once
   (envoyproxy/ratelimit's issue #1077 is the cache that kept denying).
 - Other instances: a ResetBucket or an edit made on one instance ends the
@@ -20,7 +20,10 @@ Redis would have allowed.
 
 One permitd with MariaDB and a login (test_admin.AdminCase: the cache on,
 the default), one with --deny-cache 0 and a second with the cache on, all
-on the stack's Redis under one prefix.
+on one Redis under one prefix. Script calls are counted by the instance
+that made them (/metrics), one script at a time: Redis's own count holds
+every instance's, and the sync passes' and settles' calls (a CI run failed
+on 36 of them).
 """
 import os
 import random
@@ -31,8 +34,12 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Permitd, Redis, decision  # noqa: E402
+from harness import Permitd, decision  # noqa: E402
 import test_admin  # noqa: E402
+
+# The script that decides each algorithm (its calls are counted)
+SCRIPT = {"token_bucket": "bucket", "fixed_window": "fixed_window",
+          "sliding_window": "sliding_window", "sliding_log": "sliding_log"}
 
 # limits that refill nothing while a test runs
 LIMITS = {
@@ -41,15 +48,6 @@ LIMITS = {
     "sliding_window": {"algorithm": "sliding_window", "window": "1h", "rate": ""},
     "sliding_log": {"algorithm": "sliding_log", "window": "1h", "rate": ""},
 }
-
-
-def evalsha_calls(redis):
-    """Redis's count of EVALSHA calls so far (INFO commandstats)."""
-    calls = 0
-    for line in redis("INFO", "commandstats").splitlines():
-        if line.startswith("cmdstat_evalsha:"):
-            calls += int(line.split("calls=")[1].split(",")[0])
-    return calls
 
 
 def metric(p, name):
@@ -70,8 +68,8 @@ def lease_calls(p):
 
 class DenyCacheTest(test_admin.AdminCase):
 
-    # no periodic sync pass during a test: its script calls would blur the
-    # count of the load's (edits reach every instance by their notices)
+    # no periodic sync pass during a test (edits reach every instance by
+    # their notices)
     SYNC_INTERVAL_MS = 60000
 
     @classmethod
@@ -81,7 +79,6 @@ class DenyCacheTest(test_admin.AdminCase):
         try:
             cls.off = cls.start(["--deny-cache", "0"])
             cls.peer = cls.start([])
-            cls.redis = Redis()
         except BaseException:
             cls.tearDownClass()
             raise
@@ -100,8 +97,6 @@ class DenyCacheTest(test_admin.AdminCase):
                 code = p.stop()
                 if code != 0:
                     raise RuntimeError("permitd exited with %d:\n%s" % (code, p.output()))
-            if getattr(cls, "redis", None) is not None:
-                cls.redis.close()
         finally:
             super().tearDownClass()
 
@@ -118,14 +113,13 @@ class DenyCacheTest(test_admin.AdminCase):
         self.fail("policy %s: limit %d not in force on port %d within %.1f s"
                   % (name, want, p.port, timeout))
 
-    def scenario(self, p, e, fields):
+    def scenario(self, p, e, algo):
         """Runs the mixed load on p, edits and resets through e (the admin
         of self.permitd): returns ({key: [(allowed, remaining, limit)]},
-        the hot keys' denials, EVALSHA calls during the load, requests,
-        and the calls the instances' background work (sync passes) would
-        have made in that time, at the rate of a quiet second before it)."""
+        the hot keys' denials, p's calls of the algorithm's script during
+        the load (edits' settles and sync passes call another), requests)."""
         name = self.name("dc")
-        pol = e.create(name, max_permits=5, **fields)
+        pol = e.create(name, max_permits=5, **LIMITS[algo])
         self.wait_limit(p, name, 5)
         http = p.http()
         rnd = random.Random(24)
@@ -151,11 +145,7 @@ class DenyCacheTest(test_admin.AdminCase):
             rnd.shuffle(order)
             return order
 
-        quiet0 = evalsha_calls(self.redis)
-        time.sleep(3.0)
-        calls0 = evalsha_calls(self.redis)
-        background = (calls0 - quiet0) / 3.0    # a second's, with nobody asking
-        t0 = time.monotonic()
+        calls0 = p.script_calls(SCRIPT[algo])
         load(phase())
         # a raise of max_permits: the very next take of a hot key is decided
         # under it (on p: at once when p made the edit, else at the notice)
@@ -174,8 +164,7 @@ class DenyCacheTest(test_admin.AdminCase):
         if p is not self.permitd:
             self.wait_limit(p, name, 6)
         load(phase())
-        calls = evalsha_calls(self.redis) - calls0
-        background *= time.monotonic() - t0
+        calls = p.script_calls(SCRIPT[algo]) - calls0
         # retry_after_ms of a key's denials in a row: never growing (beyond
         # its rounding), never falling faster than the time that passed,
         # between two changes. The server decided r1 after the first
@@ -188,20 +177,20 @@ class DenyCacheTest(test_admin.AdminCase):
                     self.assertLessEqual(r2, r1 + 1 + r1 // 1000, (key, r1, r2))
                     self.assertGreaterEqual(r2, r1 - (e2 - s1) * 1000 - 50, (key, r1, r2))
         http.close()
-        return seq, hot_denied, calls, n, background
+        return seq, hot_denied, calls, n
 
     def test_same_decisions_with_and_without_the_cache(self):
         e = self.editor()
-        for algo, fields in LIMITS.items():
+        for algo in LIMITS:
             with self.subTest(algorithm=algo):
                 hits0 = metric(self.permitd, "permitd_deny_cache_hits_total")
                 leases0 = lease_calls(self.permitd)
-                on, on_denied, on_calls, n, background = self.scenario(self.permitd, e, fields)
+                on, on_denied, on_calls, n = self.scenario(self.permitd, e, algo)
                 hits = metric(self.permitd, "permitd_deny_cache_hits_total") - hits0
                 # a hot key may be leased (--local-leases auto): a lease's
-                # take and its give-back are script calls of their own
+                # take is a script call of its own
                 leases = lease_calls(self.permitd) - leases0
-                off, off_denied, off_calls, n_off, _ = self.scenario(self.off, e, fields)
+                off, off_denied, off_calls, n_off = self.scenario(self.off, e, algo)
                 self.assertEqual(n, n_off)
                 for key in sorted(off):
                     self.assertEqual(on[key], off[key], "key %s: with the cache (first) and "
@@ -212,17 +201,22 @@ class DenyCacheTest(test_admin.AdminCase):
                 # change (start, raise, reset, lower), came from the cache
                 self.assertGreater(on_denied, 300, "the load floods the hot keys")
                 self.assertGreaterEqual(hits, on_denied - 3 * 4, (hits, on_denied))
+                # (the off instance's count holds the Peeks that waited for
+                # each edit to reach it)
                 self.assertGreaterEqual(off_calls, n_off, "without the cache every "
                                                           "Acquire is a script call")
-                # (beside the calls of the edits' settles, and the instances'
-                # background calls over the load's time: on a loaded machine
-                # the load lasts longer and they are more)
-                self.assertLessEqual(on_calls, n - hits + 30 + background + leases,
+                # every Acquire the cache did not answer is one call, beside
+                # the lease takes, the ResetBucket's and, for a token
+                # bucket, the two limit edits' settles: one bucket.lua call
+                # for each round trip of SSCANs over the policy's index
+                # that found buckets (16 round trips a settle: the log's
+                # index_steps; 14 to 24 calls for both measured; 2 over the
+                # Acquires for the other algorithms)
+                self.assertLessEqual(on_calls, n - hits + leases + 2 * 16 + 4,
                                      "with the cache, its hits never reached Redis "
-                                     "(%d calls for %d Acquires, %d hits, ~%d in the "
-                                     "background, %d for local leases)" % (
-                                         on_calls, n, hits, background, leases))
-                print("%s: %d Acquires, %d hot denials; EVALSHA calls %d with the cache "
+                                     "(%d calls for %d Acquires, %d hits, %d for local "
+                                     "leases)" % (on_calls, n, hits, leases))
+                print("%s: %d Acquires, %d hot denials; script calls %d with the cache "
                       "(%d hits), %d without" % (algo, n, on_denied, on_calls, hits, off_calls))
 
     def test_raise_of_max_permits_ends_denials_at_once(self):

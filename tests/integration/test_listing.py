@@ -5,7 +5,8 @@ pages on the server (page_size, an opaque page_token), filters (name, app,
 description; substring, without case), orders by name, traffic or level,
 and says how many match (total_size). The gauges of a page come from Redis
 in one pipelined round trip, through the limiter's Peek batch: counted here
-with INFO commandstats. And the admin listener's /readyz is not held up
+by permitd's own /metrics (permitd_redis_script_calls_total; Redis's INFO
+commandstats counts the calls of every test ctest runs at the time). And the admin listener's /readyz is not held up
 while a large page is being served.
 
 Each class has its own database, editor and permitd (test_admin.AdminCase);
@@ -13,28 +14,14 @@ the policies of a test share a unique prefix, which the filter selects.
 """
 import base64
 import http.client
-import re
 import threading
 import time
 import unittest
 
 import test_admin
-from harness import Redis, decision, stack_env, wait_for
+from harness import decision, stack_env, wait_for
 
 num = test_admin.num
-
-
-def evalsha_calls():
-    """How many EVALSHA the stack's Redis has run (INFO commandstats)."""
-    r = Redis()
-    try:
-        info = r("INFO", "commandstats")
-    finally:
-        r.close()
-    if isinstance(info, bytes):
-        info = info.decode()
-    m = re.search(r"cmdstat_evalsha:calls=(\d+)", info)
-    return int(m.group(1)) if m else 0
 
 
 class ListingCase(test_admin.AdminCase):
@@ -184,9 +171,9 @@ class LevelsInOneRoundTripTest(ListingCase):
         api = self.api()
         self.assertTrue(decision(api.acquire(names[3]))["allowed"])
         self.page(filter=pre, includeBuckets=True)      # every policy in the table
-        before = evalsha_calls()
+        before = self.permitd.script_calls()
         body = self.page(filter=pre, includeBuckets=True)
-        calls = evalsha_calls() - before
+        calls = self.permitd.script_calls() - before
         print("\nListPolicies of 20 token buckets with their gauges: %d EVALSHA" % calls)
         self.assertEqual(calls, 1)
         by = {b["policy"]: b for b in body["buckets"]}

@@ -4,6 +4,7 @@ answers, stopped with a signal, its log kept in a file and printed when the
 test fails."""
 import http.client
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -137,6 +138,28 @@ class Permitd:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
         return 0
+
+    def script_calls(self, *scripts):
+        """The script calls (EVALSHA) this instance sent, of the scripts
+        named ("bucket", "fixed_window", ...; none: every one), from its
+        /metrics: its own, where Redis's INFO commandstats counts every
+        client of a Redis that the tests ctest runs at once share."""
+        c = self.admin()
+        try:
+            r = c.request("GET", "/metrics")
+        finally:
+            c.close()
+        if r.status != 200:
+            raise AssertionError("GET /metrics answered %d: %r" % (r.status, r.body[:200]))
+        calls, seen = 0, False
+        for m in re.finditer(r'^permitd_redis_script_calls_total\{script="([a-z_]+)"\} (\d+)$',
+                             r.body.decode(), re.M):
+            seen = True
+            if not scripts or m.group(1) in scripts:
+                calls += int(m.group(2))
+        if not seen:
+            raise AssertionError("no permitd_redis_script_calls_total in /metrics")
+        return calls
 
     def http(self):
         return Http(self.port)
