@@ -194,6 +194,8 @@ static int limiter_part(void *ctx, struct permitd_error *err)
     return limiter_new(s->cfg, s->redis, &s->limiter, err);
 }
 static void limiter_part_free(void *ctx) { limiter_free(((struct serve *)ctx)->limiter); }
+/* Stopped after the listeners: says what their workers' leases gave back. */
+static void limiter_part_stop(void *ctx) { limiter_stopped(((struct serve *)ctx)->limiter); }
 
 static int rules_part(void *ctx, struct permitd_error *err)
 {
@@ -739,7 +741,8 @@ static void fleet_pub_stop(void *ctx)
  * of the listeners; the admin listener closes and the API and gRPC ones
  * drain; the fleet sends its last counts; the threads stop (follow, then
  * the sync before the app and gateway syncs and the hot keys, whose passes
- * and lists it and the requests feed); the admin RPC pool stops; and then
+ * and lists it and the requests feed); the admin RPC pool stops; the
+ * limiter says what the workers' local leases gave back; and then
  * everything is freed, the services before the admin that called them. */
 static const struct part serve_parts[] = {
     /* name          enabled   new               start                 stop               free */
@@ -747,7 +750,7 @@ static const struct part serve_parts[] = {
     {"traffic",      mysql_on, traffic_part,     NULL,                 NULL,              traffic_part_free},
     {"redis",        NULL,     redis_part,       NULL,                 NULL,              redis_part_free},
     {"appkeys",      NULL,     keys_part,        NULL,                 NULL,              keys_part_free},
-    {"limiter",      NULL,     limiter_part,     NULL,                 NULL,              limiter_part_free},
+    {"limiter",      NULL,     limiter_part,     NULL,                 limiter_part_stop, limiter_part_free},
     {"rules",        NULL,     rules_part,       NULL,                 NULL,              rules_part_free},
     {"service",      NULL,     service_part,     NULL,                 NULL,              service_part_free},
     {"forward",      NULL,     forward_part,     NULL,                 NULL,              forward_part_free},

@@ -156,6 +156,17 @@ void limiter_lease_counters(struct limiter *l, struct limiter_lease_counters *c)
     c->held = atomic_load(&l->leases_held);
 }
 
+void limiter_stopped(struct limiter *l)
+{
+    uint64_t returns = atomic_load(&l->stop_returns), lost = atomic_load(&l->stop_lost);
+
+    if (returns == 0 && lost == 0)
+        return;
+    log_msg(LOG_LEVEL_INFO, "local leases given back at stop",
+            "leases=%" PRIu64 " permits=%" PRIu64 " not_given_back=%" PRIu64, returns,
+            atomic_load(&l->stop_returned), lost);
+}
+
 void limiter_deny_cache_counters(struct limiter *l, uint64_t *hits, uint64_t *misses,
                                  uint64_t *evictions)
 {

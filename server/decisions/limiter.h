@@ -221,6 +221,13 @@ struct limiter_lease_counters {
 };
 void limiter_lease_counters(struct limiter *l, struct limiter_lease_counters *c);
 
+/* After every worker's queue has stopped (the listeners drained and their
+ * loops closed: each gave its local leases back, limiter_queue.c's
+ * lease_stop()): logs once, at info, how many leases went back and with
+ * how many permits, and how many could not (Redis down or past the
+ * timeout: spent, as a crash's). Nothing when no lease was held. */
+void limiter_stopped(struct limiter *l);
+
 /* The deny caches' counters, for /metrics: Acquires answered from a cache
  * (hits), Acquires a cache could have answered but did not hold (misses:
  * they went to Redis), entries still in force pushed out by newer ones

@@ -89,6 +89,10 @@ struct limiter {
     _Atomic uint64_t lease_grants, lease_takes, lease_refused, lease_returns,
                      lease_returned, lease_late, lease_ended_early;
     _Atomic int64_t leases_held;
+    /* Given back as the workers stopped (lease_stop() in limiter_queue.c;
+     * limiter_stopped() logs them): give-backs Redis took, the permits
+     * they brought back, give-backs that failed or were never sent. */
+    _Atomic uint64_t stop_returns, stop_returned, stop_lost;
     /* Reservations (limiter_reserve.c): reservations made, committed,
      * expired; permits refunded and charged into debt. */
     _Atomic uint64_t rsv_reserved, rsv_committed, rsv_expired, rsv_refunded, rsv_debt;
@@ -263,6 +267,8 @@ struct limiter_queue {
                                        and no policy asks for them) */
     char lease_life_s[24];          /* a lease take's ARGV[3]: its key's life R in ms */
     int64_t lease_sweep_us;         /* when held leases are next looked over */
+    int stopping;                   /* its loop is closing: give-backs are counted as
+                                       the stop's (lease_stop()) */
 };
 
 /* One decision on its way through the limiter's parts, carried whole

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE     /* qsort_r */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 
 #include "core/clock.h"
@@ -169,6 +171,12 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
             atomic_fetch_add(&q->l->lease_returns, 1);
             atomic_fetch_add(&q->l->lease_returned, (uint64_t)j->rout[0]);
             atomic_fetch_add(&q->l->lease_late, (uint64_t)j->rout[1]);
+            if (q->stopping) {
+                atomic_fetch_add(&q->l->stop_returns, 1);
+                atomic_fetch_add(&q->l->stop_returned, (uint64_t)j->rout[0]);
+            }
+        } else if (q->stopping) {
+            atomic_fetch_add(&q->l->stop_lost, 1);
         }
         return;
     }
@@ -447,10 +455,11 @@ static void batch_items(struct limiter_queue *q, size_t n)
 
 /* Sends every waiting job (up to QUEUE_BATCH_MAX) as one batch; jobs whose
  * deadline has passed are answered without asking Redis. The batch waits
- * for Redis as long as --redis-timeout-ms allows; a job's own deadline
+ * for Redis as long as --redis-timeout-ms allows (and no later than
+ * deadline_us: INT64_MAX but at a stop, lease_stop()); a job's own deadline
  * (Connect-Timeout-Ms) ends that job alone (queue_expire()): one impatient
  * client must not fail the others, nor cost the connection. */
-static void batch_send(struct limiter_queue *q)
+static void batch_send(struct limiter_queue *q, int64_t deadline_us)
 {
     struct batch *b = &q->batch;
     struct permitd_error err = {0, ""};
@@ -497,7 +506,7 @@ static void batch_send(struct limiter_queue *q)
         return;
     batch_items(q, nitems);
     err = (struct permitd_error){0, ""};
-    rc = redis_pipe_send(q->pipe, b->calls, b->ncalls, INT64_MAX, &err);
+    rc = redis_pipe_send(q->pipe, b->calls, b->ncalls, deadline_us, &err);
     if (rc != PERMITD_OK)
         batch_end(q, rc, &err);
 }
@@ -624,7 +633,7 @@ static void queue_flush(void *ud, int woke)
     lease_sweep(q, clock_now_us());
     limiter_loader_queue_loaded(q);
     if (q->head != NULL && !redis_pipe_busy(q->pipe))
-        batch_send(q);
+        batch_send(q, INT64_MAX);
 }
 
 /* Answers whatever the queue still holds with err: the batch out, then
@@ -656,6 +665,104 @@ static void queue_drain(struct limiter_queue *q, const struct permitd_error *err
     }
 }
 
+/* ---- a stop gives the leases back ---- */
+
+/* Whether this worker has lease work for a stop: a lease held, or a
+ * lease's take or give-back in the batch out or waiting. */
+static int lease_work(const struct limiter_queue *q)
+{
+    if (q->leases == NULL)
+        return 0;
+    if (locallease_held(q->leases) > 0)
+        return 1;
+    if (redis_pipe_busy(q->pipe))
+        for (size_t i = 0; i < q->batch.njobs; i++)
+            if (q->batch.jobs[i]->plan == NULL && (q->batch.jobs[i]->take == DO_LEASE ||
+                                                   q->batch.jobs[i]->take == DO_RETURN))
+                return 1;
+    for (const struct job *j = q->head; j != NULL; j = j->next)
+        if (j->plan == NULL && j->take == DO_RETURN)
+            return 1;
+    return 0;
+}
+
+/* The loop is closed to us: waits on the pipe's socket here (poll()) until
+ * the batch out has ended or until_us has come, handing its answers over
+ * as queue_ready() does in a turn of the loop. */
+static void stop_wait(struct limiter_queue *q, int64_t until_us)
+{
+    while (redis_pipe_busy(q->pipe)) {
+        int64_t now = clock_now_us(), at;
+        uint64_t generation;
+        uint32_t events, revents = 0;
+        struct pollfd pfd;
+        int fd, ms;
+
+        if (now >= until_us)
+            return;
+        redis_pipe_want(q->pipe, &fd, &events, &at, &generation);
+        if (at > until_us)
+            at = until_us;
+        ms = at <= now ? 0 : (int)((at - now + 999) / 1000);
+        pfd.fd = fd;
+        pfd.events = (short)(((events & EPOLLIN) ? POLLIN : 0) |
+                             ((events & EPOLLOUT) ? POLLOUT : 0));
+        pfd.revents = 0;
+        if (poll(&pfd, fd >= 0 ? 1 : 0, ms) > 0)
+            revents = ((pfd.revents & POLLIN) ? EPOLLIN : 0) |
+                      ((pfd.revents & POLLOUT) ? EPOLLOUT : 0) |
+                      ((pfd.revents & POLLERR) ? EPOLLERR : 0) |
+                      ((pfd.revents & POLLHUP) ? EPOLLHUP : 0);
+        queue_ready(q, revents);
+    }
+}
+
+/* permitd is stopping and this worker's loop closes: every lease it holds
+ * ends, and what it did not grant goes back to its bucket (the same
+ * give-back as at a lease's end: lease_end()), all in one batch. The loop
+ * turns no more, so the pipe is waited on here, for the Redis timeout
+ * twice at most: the batch out first (a lease its take brings is held
+ * once it ends, and a give-back in it is counted), then the give-backs.
+ * What Redis has not taken back by then stays spent, as a crash's would
+ * (locallease.h); a Redis that is down fails them at once. A decision
+ * still waiting (a gRPC call past its grace) is not sent any more: it is
+ * answered err. Counted in /metrics as every give-back, and for
+ * limiter_stopped()'s line. */
+static void lease_stop(struct limiter_queue *q, const struct permitd_error *err)
+{
+    struct job **link = &q->head, *prev = NULL;
+    struct locallease_slot *s;
+    size_t cursor = 0;
+    uint64_t epoch;
+    int64_t until;
+
+    if (!lease_work(q))
+        return;
+    q->stopping = 1;
+    until = clock_now_us() + 2 * (int64_t)q->l->cfg->redis_timeout_ms * 1000;
+    stop_wait(q, until);
+    while (*link != NULL) {
+        struct job *j = *link;
+        if (j->plan == NULL && j->take == DO_RETURN) {
+            prev = j;
+            link = &j->next;
+            continue;
+        }
+        *link = j->next;
+        job_end(q, j, err->code, NULL, err);
+    }
+    q->tail = prev;
+    /* a reset's leases give nothing back (the reset gave everything) */
+    epoch = atomic_load(&q->l->lease_epoch);
+    while ((s = locallease_due(q->leases, &cursor, INT64_MAX, epoch, NULL, NULL)) != NULL)
+        lease_end(q, s, s->epoch == epoch);
+    while (q->head != NULL && clock_now_us() < until) {
+        if (!redis_pipe_busy(q->pipe))
+            batch_send(q, until);
+        stop_wait(q, until);
+    }
+}
+
 /* The loop is closing: its thread answers what is left, while it can. */
 static void queue_close(void *ud)
 {
@@ -663,9 +770,11 @@ static void queue_close(void *ud)
     struct permitd_error err;
 
     /* The loop ends only once every deferred request is answered, so
-     * nothing should be left; whatever is, is answered. */
+     * nothing should be left but the leases' work; whatever is, is
+     * answered. */
     permitd_error_set(&err, PERMITD_EUNAVAILABLE, "permitd is shutting down");
     limiter_loader_cancel(q);           /* the loader wakes this loop no more */
+    lease_stop(q, &err);
     queue_drain(q, &err);
 }
 

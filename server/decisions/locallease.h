@@ -34,7 +34,8 @@
  * limiter_leases_end()). Nothing is granted from such a lease; an edited
  * policy's lease gives back, a reset's does not (the reset gave everything
  * back already). A lease whose worker dies is not given back: its permits
- * (N + P) are spent, as if granted.
+ * (N + P) are spent, as if granted. One whose worker stops (permitd's
+ * SIGTERM) is: limiter_queue.c's lease_stop() ends every lease held.
  *
  * Not thread-safe: one table per worker (limiter_queue.c owns it), used
  * from its loop's thread only; no lock, no atomics on the hot path.

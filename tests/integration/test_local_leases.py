@@ -14,6 +14,10 @@ in one script call, and gives back what it did not grant.
   the edit or reset on.
 - An instance killed (SIGKILL) while it holds a lease loses at most that
   lease's permits: the other instance still gets the rest of the bucket.
+- An instance stopped (SIGTERM) gives its leases back: the other instance
+  then reads exactly max_permits less what the stopped one admitted; with
+  its Redis answering nothing, the stop still ends (bounded by the Redis
+  timeout) and says what it could not give back.
 - A client denied while permits sit in another instance's lease and that
   waits retry_after_ms succeeds.
 
@@ -32,7 +36,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Permitd, Redis, decision, put_policy, state_key, unique  # noqa: E402
+from harness import (Permitd, PrivateRedis, Redis, decision, put_policy, state_key,  # noqa: E402
+                     unique)
 import test_admin  # noqa: E402
 
 
@@ -308,6 +313,111 @@ class LocalLeaseTest(unittest.TestCase):
         late = metric(self.b, "permitd_local_lease_late_permits_total") - late
         self.assertGreaterEqual(total, 1000 - taken - 201 - takes - late, (total, takes, late))
         self.assertLessEqual(total, 1000 - taken, total)
+
+    STOP_LOG = re.compile(r"local leases given back at stop.*leases=(\d+) permits=(\d+) "
+                          r"not_given_back=(\d+)")
+
+    def test_a_stopped_instance_gives_its_leases_back(self):
+        # A's leases last 9950 ms: a lease's key lives R = 10 s, and at
+        # 0.1 permit/s its P (rate x R, what it pays for the refill the
+        # bucket earns while it is out: locallease.h) is exactly 1 permit.
+        # What a give-back returns of P plus that refill make the permit
+        # whole again but for the lease's last millisecond (lua/
+        # lease_return.lua: PTTL - 1), and one worker (--threads 1) holds
+        # one lease of the key at a time. So the bucket holds max less
+        # what A admitted, plus 0.1/s x the time no lease of A was out
+        # (the pause below, and the time before: a fraction of a permit
+        # for a test shorter than 10 s; counted for a longer one). Without
+        # the give-back at stop it holds that much less the last lease's
+        # unused permits and its P.
+        name = unique("ll-stop")
+        key = "hot-key"
+        put_policy(self.redis, name, max_permits=100000, rate=0.1)
+        a = self.start(["--local-leases", "on", "--local-lease-permits", "200",
+                        "--local-lease-ms", "9950", "--threads", "1"])
+        peek = self.b.http()
+        self.assertEqual(decision(peek.peek(name, key=key))["remaining"], 100000)
+        t0 = time.monotonic()
+        allowed, errors, lock = [0], [], threading.Lock()
+
+        def run(n):
+            http = a.http()
+            mine = 0
+            for _ in range(n):
+                r = http.acquire(name, key=key)
+                if r.status != 200 or not decision(r)["allowed"]:
+                    errors.append((r.status, r.body))
+                    break
+                mine += 1
+            http.close()
+            with lock:
+                allowed[0] += mine
+        threads = [threading.Thread(target=run, args=(150,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        # a lease still held when A stops (its last one may have just run
+        # out: one more Acquire takes the next)
+        deadline = time.monotonic() + 60
+        while metric(a, "permitd_local_leases_held") == 0:
+            self.assertLess(time.monotonic(), deadline, "A holds no lease")
+            run(1)
+            self.assertEqual(errors, [])
+        granted = allowed[0]
+        self.assertGreater(metric(a, "permitd_local_lease_grants_total"), 0)
+        self.assertEqual(a.stop(), 0, a.output())
+        m = self.STOP_LOG.search(a.output())
+        # the refill that makes up P's last millisecond: a few ms at least
+        time.sleep(0.1)
+        remaining = decision(peek.peek(name, key=key))["remaining"]
+        elapsed = time.monotonic() - t0
+        peek.close()
+        expected = 100000 - granted
+        msg = ("A admitted %d; B reads %d remaining, %d expected (+ %d refilled in %.1f s); "
+               "A's stop: %s" % (granted, remaining, expected, int(0.1 * elapsed), elapsed,
+                                 m.group(0) if m else "no line on leases"))
+        print("\n" + msg, file=sys.stderr)
+        self.assertGreaterEqual(remaining, expected, msg)
+        self.assertLessEqual(remaining, expected + int(0.1 * elapsed), msg)
+        self.assertIsNotNone(m, "no line on the leases given back:\n" + a.output())
+        self.assertGreaterEqual(int(m.group(1)), 1, m.group(0))
+        self.assertGreaterEqual(int(m.group(2)), 1, m.group(0))
+        self.assertEqual(int(m.group(3)), 0, m.group(0))
+
+    def test_a_stop_with_redis_answering_nothing_still_ends(self):
+        # Redis stopped (SIGSTOP: the connection stays open, nothing is
+        # answered): the give-back waits the Redis timeout (1 s here) and
+        # the stop goes on; the lease's permits stay spent, and the line
+        # says so. Without a bound the stop would never end (the harness
+        # gives up after 20 s).
+        priv = PrivateRedis()
+        r = priv.client()
+        name = unique("ll-stop-down")
+        try:
+            put_policy(r, name, max_permits=1000, rate=0.001)
+            p = Permitd(redis_url=priv.url, args=["--local-leases", "on",
+                                                  "--local-lease-permits", "200",
+                                                  "--local-lease-ms", "10000"])
+            self.procs.append(p)
+            self.take_a_lease(p, name)
+            os.kill(priv.pid(), signal.SIGSTOP)
+            try:
+                t0 = time.monotonic()
+                self.assertEqual(p.stop(), 0, p.output())
+                took = time.monotonic() - t0
+            finally:
+                os.kill(priv.pid(), signal.SIGCONT)
+            m = self.STOP_LOG.search(p.output())
+            self.assertIsNotNone(m, "no line on the leases given back:\n" + p.output())
+            print("\nstopped in %.1f s with Redis stopped: %s" % (took, m.group(0)),
+                  file=sys.stderr)
+            self.assertEqual(int(m.group(1)), 0, m.group(0))
+            self.assertGreaterEqual(int(m.group(3)), 1, m.group(0))
+        finally:
+            r.close()
+            priv.stop()
 
     def test_waiting_retry_after_succeeds_while_another_instance_holds_a_lease(self):
         name = unique("ll-retry")
