@@ -14,6 +14,7 @@
  * to the worker's loop through its inbox: a slow Redis or a flood of
  * reservations never stalls the Acquires a worker serves.
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ struct service {
     struct hotkeys *hot;            /* NULL: hot keys not counted */
     struct traffic *traffic;        /* NULL: no traffic history (issue 39) */
     struct pool *rsv;               /* Reserve, Commit, Cancel; NULL: not started */
+    atomic_uint_fast64_t rsv_refused;   /* calls rsv refused, full (/metrics) */
 };
 
 struct service_worker {
@@ -69,6 +71,20 @@ int service_start_reservations(struct service *s, int workers, int queue,
                                struct permitd_error *err)
 {
     return pool_new(workers, queue, "reservations pool", &s->rsv, err);
+}
+
+int service_reservations_load(struct service *s, struct service_rsv_load *out)
+{
+    struct pool_load l;
+
+    memset(out, 0, sizeof(*out));
+    if (s == NULL || s->rsv == NULL)
+        return -1;
+    pool_load(s->rsv, &l);
+    *out = (struct service_rsv_load){l.workers, l.queue, l.busy, l.waiting,
+                                     atomic_load_explicit(&s->rsv_refused,
+                                                          memory_order_relaxed)};
+    return 0;
 }
 
 void service_set_appkeys(struct service *s, struct appkeys *keys)
@@ -422,6 +438,7 @@ static void batch_decided(void *ud, int rc, const struct permitd_error *err)
         b->pj = (struct pool_job){batch_held_run, batch_held_done, NULL, NULL, NULL};
         if (pool_submit(b->s->rsv, b->w->rsv, &b->pj, &seen) == PERMITD_OK)
             return;
+        atomic_fetch_add_explicit(&b->s->rsv_refused, 1, memory_order_relaxed);
         rc = permitd_error_set(&why, PERMITD_EEXHAUSTED, "all_or_nothing across slots: all %u "
                                "reservations threads busy and %u calls waiting "
                                "(--reserve-queue); try again", seen.workers, seen.waiting);
@@ -553,6 +570,7 @@ static int rsv_submit(struct service_worker *w, struct rsv_job *j, struct permit
     }
     if (pool_submit(w->s->rsv, w->rsv, &j->pj, &seen) != PERMITD_OK) {
         free(j);
+        atomic_fetch_add_explicit(&w->s->rsv_refused, 1, memory_order_relaxed);
         return permitd_error_set(err, PERMITD_EEXHAUSTED, "reservations: all %u threads busy "
                                  "and %u calls waiting (--reserve-queue); try again",
                                  seen.workers, seen.waiting);
