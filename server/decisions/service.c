@@ -12,7 +12,10 @@
  * all_or_nothing batch across slots) runs on the reservations pool
  * (core/pool.h), each thread on its own Redis connections, and comes back
  * to the worker's loop through its inbox: a slow Redis or a flood of
- * reservations never stalls the Acquires a worker serves.
+ * reservations never stalls the Acquires a worker serves. The calls the
+ * pool refuses, full, are counted here (atomically, read by /metrics
+ * through service_reservations_load()), so a pool too small shows before
+ * its callers' errors do.
  */
 #include <stdatomic.h>
 #include <stddef.h>
