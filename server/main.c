@@ -373,8 +373,10 @@ static int admin_part(void *ctx, struct permitd_error *err)
     struct serve *s = ctx;
     int rc = admin_new(s->cfg, s->redis, s->limiter, s->sync, s->stats, &s->admin, err);
 
-    if (rc == PERMITD_OK)
+    if (rc == PERMITD_OK) {
         admin_set_appkeys(s->admin, s->keys);
+        admin_set_service(s->admin, s->service);
+    }
     return rc;
 }
 /* The admin RPC pool and login checks stop with it (admin_free()): after

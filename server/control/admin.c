@@ -167,6 +167,11 @@ void admin_set_envoysvc(struct admin *a, struct envoysvc *s)
     a->health.envoysvc = s;
 }
 
+void admin_set_service(struct admin *a, struct service *s)
+{
+    a->health.service = s;
+}
+
 void admin_set_appkeys(struct admin *a, struct appkeys *keys)
 {
     a->health.appkeys = keys;

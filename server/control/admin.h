@@ -69,6 +69,12 @@ void admin_set_gatewaysync(struct admin *a, struct gatewaysync *s);
 /* The Envoy descriptors' service, whose broken rows /readyz names. */
 void admin_set_envoysvc(struct admin *a, struct envoysvc *s);
 
+struct service;
+
+/* Reports on the decision service's reservations pool in /metrics; s must
+ * outlive a. Call before the listeners start. */
+void admin_set_service(struct admin *a, struct service *s);
+
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session of an enabled user with the role needed (need:
  * ADMIN_VIEWER, ADMIN_EDITOR or ADMIN_ADMIN; 0 and 1 read as before the

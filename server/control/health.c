@@ -27,6 +27,7 @@
 #include "control/trafficlog.h"
 #include "decisions/traffic.h"
 #include "decisions/limiter_reserve.h"
+#include "decisions/service.h"
 
 #define READYZ_REDIS_DEADLINE_MS 250
 #define READYZ_SKIPPED_SHOWN 10     /* skipped rows named one by one; the rest counted */
@@ -213,6 +214,7 @@ enum metric_source {
     M_GRPC,
     M_SENTINEL,         /* redis+sentinel:// only */
     M_TRAFFIC,          /* the traffic history's writer (MySQL, --traffic-flush-ms) */
+    M_RESERVE,          /* the reservations pool (--reserve-workers, --reserve-queue) */
     M_EACH,
     M_LISTENERS = M_EACH,   /* listener="api", "admin": struct listener_snap */
     M_NODES,            /* node="host:port", in a cluster: struct node_snap */
@@ -248,6 +250,7 @@ struct metric {
 struct metrics_snap {
     uint64_t open_passes, stale_retries;
     uint64_t rsv_reserved, rsv_committed, rsv_expired, rsv_refunded, rsv_debt;
+    uint64_t rsv_queue_depth, rsv_queue_capacity, rsv_workers_busy, rsv_refused;
     uint64_t deny_hits, deny_misses, deny_evictions;
     struct limiter_lease_counters lease;
     uint64_t redis_up, redis_errors, redis_connects;
@@ -310,6 +313,22 @@ static const struct metric metrics[] = {
     COUNTER("permitd_reservation_permits_debt_total",
             "Permits charged beyond reservations' estimates (into debt, down to the floor).",
             M_LIMITER, SNAP(rsv_debt)),
+    /* The pool Reserve, Commit, Cancel and all_or_nothing batches across
+     * slots run on (decisions/service.c): a pool too small shows here
+     * before it shows only as resource_exhausted at the callers. */
+    GAUGE("permitd_reserve_queue_depth",
+          "Reservation calls waiting for a --reserve-workers thread now.",
+          M_RESERVE, SNAP(rsv_queue_depth)),
+    GAUGE("permitd_reserve_queue_capacity",
+          "Reservation calls that may wait for a thread (--reserve-queue); one more is refused.",
+          M_RESERVE, SNAP(rsv_queue_capacity)),
+    GAUGE("permitd_reserve_workers_busy",
+          "Reservations threads running a call now (of --reserve-workers).",
+          M_RESERVE, SNAP(rsv_workers_busy)),
+    COUNTER("permitd_reserve_refused_total",
+            "Reservation calls (Reserve, Commit, Cancel, all_or_nothing batches across slots) "
+            "answered resource_exhausted because every thread was busy and --reserve-queue "
+            "calls waited.", M_RESERVE, SNAP(rsv_refused)),
     COUNTER("permitd_deny_cache_hits_total",
             "Acquires denied from a worker's deny cache, without asking Redis (--deny-cache).",
             M_LIMITER, SNAP(deny_hits)),
@@ -504,6 +523,8 @@ static const struct metric metrics[] = {
 /* Reads every source of h into *m (the ones h lacks stay zero). */
 static void snap_take(const struct health *h, struct metrics_snap *m)
 {
+    struct service_rsv_load rsv;
+
     memset(m, 0, sizeof(*m));
     /* The PING first: a connection it makes is in the counters read below. */
     m->redis_up = redis_ping(h->redis, clock_now_us() + READYZ_REDIS_DEADLINE_MS * 1000,
@@ -512,6 +533,12 @@ static void snap_take(const struct health *h, struct metrics_snap *m)
     m->stale_retries = limiter_stale_retries(h->limiter);
     limiter_reserve_counters(h->limiter, &m->rsv_reserved, &m->rsv_committed, &m->rsv_expired,
                              &m->rsv_refunded, &m->rsv_debt);
+    if (service_reservations_load(h->service, &rsv) == 0) {
+        m->rsv_queue_depth = rsv.waiting;
+        m->rsv_queue_capacity = rsv.queue;
+        m->rsv_workers_busy = rsv.busy;
+        m->rsv_refused = rsv.refused;
+    }
     limiter_deny_cache_counters(h->limiter, &m->deny_hits, &m->deny_misses, &m->deny_evictions);
     limiter_lease_counters(h->limiter, &m->lease);
     redis_counters(h->redis, &m->redis_errors, &m->redis_connects);
@@ -595,6 +622,10 @@ static int source_present(const struct health *h, enum metric_source src)
         return h->fleet != NULL;
     case M_TRAFFIC:
         return h->trafficlog != NULL;
+    case M_RESERVE: {
+        struct service_rsv_load r;
+        return service_reservations_load(h->service, &r) == 0;
+    }
     case M_SYNC:
         return h->sync != NULL;
     case M_SETTLE:

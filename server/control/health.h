@@ -15,6 +15,7 @@
 
 struct fleet;
 struct envoysvc;
+struct service;
 struct traffic;
 struct trafficlog;
 
@@ -34,6 +35,7 @@ struct health {
     struct envoysvc *envoysvc;          /* Envoy descriptors' load; NULL: not reported */
     struct traffic *traffic;            /* the traffic history's counts; NULL: not reported */
     struct trafficlog *trafficlog;      /* its writer (issue 39); NULL: not reported */
+    struct service *service;            /* its reservations pool; NULL: not reported */
 };
 
 /* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */

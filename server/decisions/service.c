@@ -12,8 +12,12 @@
  * all_or_nothing batch across slots) runs on the reservations pool
  * (core/pool.h), each thread on its own Redis connections, and comes back
  * to the worker's loop through its inbox: a slow Redis or a flood of
- * reservations never stalls the Acquires a worker serves.
+ * reservations never stalls the Acquires a worker serves. The calls the
+ * pool refuses, full, are counted here (atomically, read by /metrics
+ * through service_reservations_load()), so a pool too small shows before
+ * its callers' errors do.
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +38,7 @@ struct service {
     struct hotkeys *hot;            /* NULL: hot keys not counted */
     struct traffic *traffic;        /* NULL: no traffic history (issue 39) */
     struct pool *rsv;               /* Reserve, Commit, Cancel; NULL: not started */
+    atomic_uint_fast64_t rsv_refused;   /* calls rsv refused, full (/metrics) */
 };
 
 struct service_worker {
@@ -69,6 +74,20 @@ int service_start_reservations(struct service *s, int workers, int queue,
                                struct permitd_error *err)
 {
     return pool_new(workers, queue, "reservations pool", &s->rsv, err);
+}
+
+int service_reservations_load(struct service *s, struct service_rsv_load *out)
+{
+    struct pool_load l;
+
+    memset(out, 0, sizeof(*out));
+    if (s == NULL || s->rsv == NULL)
+        return -1;
+    pool_load(s->rsv, &l);
+    *out = (struct service_rsv_load){l.workers, l.queue, l.busy, l.waiting,
+                                     atomic_load_explicit(&s->rsv_refused,
+                                                          memory_order_relaxed)};
+    return 0;
 }
 
 void service_set_appkeys(struct service *s, struct appkeys *keys)
@@ -422,6 +441,7 @@ static void batch_decided(void *ud, int rc, const struct permitd_error *err)
         b->pj = (struct pool_job){batch_held_run, batch_held_done, NULL, NULL, NULL};
         if (pool_submit(b->s->rsv, b->w->rsv, &b->pj, &seen) == PERMITD_OK)
             return;
+        atomic_fetch_add_explicit(&b->s->rsv_refused, 1, memory_order_relaxed);
         rc = permitd_error_set(&why, PERMITD_EEXHAUSTED, "all_or_nothing across slots: all %u "
                                "reservations threads busy and %u calls waiting "
                                "(--reserve-queue); try again", seen.workers, seen.waiting);
@@ -553,6 +573,7 @@ static int rsv_submit(struct service_worker *w, struct rsv_job *j, struct permit
     }
     if (pool_submit(w->s->rsv, w->rsv, &j->pj, &seen) != PERMITD_OK) {
         free(j);
+        atomic_fetch_add_explicit(&w->s->rsv_refused, 1, memory_order_relaxed);
         return permitd_error_set(err, PERMITD_EEXHAUSTED, "reservations: all %u threads busy "
                                  "and %u calls waiting (--reserve-queue); try again",
                                  seen.workers, seen.waiting);

@@ -187,6 +187,22 @@ typedef void (*service_reservation_fn)(void *ud, int rc, const struct service_re
 int service_start_reservations(struct service *s, int workers, int queue,
                                struct permitd_error *err);
 
+/* What /metrics shows of the reservations pool: its size, its load now
+ * (taken under the pool's lock, one consistent reading) and the calls it
+ * refused because every thread was busy and --reserve-queue calls waited
+ * (Reserve, Commit, Cancel and all_or_nothing batches across slots alike;
+ * counted without a lock). */
+struct service_rsv_load {
+    unsigned workers, queue;        /* --reserve-workers, --reserve-queue */
+    unsigned busy;                  /* calls running on a pool thread now */
+    unsigned waiting;               /* calls queued for a thread now */
+    uint64_t refused;               /* since start: answered resource_exhausted */
+};
+
+/* s's reservations pool now, from any thread. 0 and *out; -1 when the pool
+ * is not started (*out zeroed). */
+int service_reservations_load(struct service *s, struct service_rsv_load *out);
+
 /* PERMITD_OK: queued, done(ud, ...) will be called on w's loop thread
  * (the door defers its request until then); else the error to answer now
  * (the request refused, or resource_exhausted: the pool is full). */

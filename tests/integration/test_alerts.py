@@ -207,7 +207,7 @@ class AlertsTest(unittest.TestCase):
         # silently: those are unit_alert_files' check).
         groups = self.prom.api("rules")["groups"]
         loaded = [r for g in groups for r in g["rules"]]
-        self.assertEqual(len(loaded), 7, loaded)
+        self.assertEqual(len(loaded), 8, loaded)
         for r in loaded:
             self.assertEqual(r["health"], "ok", r)
         self.check_dashboard()

@@ -13,7 +13,15 @@ resource_exhausted at once while the others wait (an all_or_nothing
 AcquireBatch across slots too: it is held on the same pool), and those are
 answered once Redis is back; a Reserve whose deadline passed while it waited for the
 thread is answered deadline_exceeded and holds nothing. gRPC's door is
-checked the same way in tests/e2e/grpc-reserve.test.mjs."""
+checked the same way in tests/e2e/grpc-reserve.test.mjs.
+
+ReservePoolMetricsTest: the pool in /metrics, one thread and room for one
+waiting (--reserve-queue 1): with Redis stopped and calls piled up,
+permitd_reserve_queue_depth reads 1 and permitd_reserve_workers_busy 1,
+permitd_reserve_refused_total grows by exactly the resource_exhausted
+answers the clients got (Reserves, a Cancel, an all_or_nothing batch
+across slots), and once Redis is back the depth and busy threads go back
+to 0 with no refusal added. Every wait is a poll with a generous deadline."""
 import os
 import signal
 import threading
@@ -26,12 +34,24 @@ from harness import Permitd, PrivateRedis, decision, error_code, put_policy, uni
 APP = "app"
 
 
-class ReservePoolTest(unittest.TestCase):
+def sample(text, name):
+    """The value of an unlabelled sample of /metrics, or None."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
+class PoolCase(unittest.TestCase):
+    """A permitd with one worker and one reservations thread (and QUEUE
+    waiting) on a private Redis the test can stop; no tests of its own."""
+    QUEUE = "2"
+
     def setUp(self):
         self.redis = PrivateRedis()
         self.p = Permitd(redis_url=self.redis.url, prefix="rp:",
-                         args=["--threads", "1", "--reserve-workers", "1", "--reserve-queue", "2",
-                               "--redis-timeout-ms", "60000"])
+                         args=["--threads", "1", "--reserve-workers", "1",
+                               "--reserve-queue", self.QUEUE, "--redis-timeout-ms", "60000"])
         self.name = unique("rpool")
         put_policy(self.redis.client(), self.name, max_permits=100, rate=0.001, prefix="rp:")
         self.c = self.p.http()
@@ -73,6 +93,8 @@ class ReservePoolTest(unittest.TestCase):
         t.start()
         return t, replies
 
+
+class ReservePoolTest(PoolCase):
     def test_an_acquire_is_answered_while_a_reserve_is_stuck(self):
         self.stop_redis()
         t, replies = self.reserve_async(5)
@@ -131,6 +153,59 @@ class ReservePoolTest(unittest.TestCase):
         self.assertEqual((r.status, error_code(r)), (504, "deadline_exceeded"), r)
         self.assertEqual(decision(self.c.peek(self.name, key="late"))["remaining"], 100)
         self.assertEqual(stuck_replies[0].status, 200, stuck_replies)
+
+
+class ReservePoolMetricsTest(PoolCase):
+    QUEUE = "1"
+
+    def pool(self):
+        """The pool's four families from one scrape of /metrics."""
+        admin = self.p.admin()
+        try:
+            r = admin.request("GET", "/metrics")
+        finally:
+            admin.close()
+        self.assertEqual(r.status, 200, r)
+        text = r.body.decode()
+        return {k: sample(text, "permitd_reserve_" + k)
+                for k in ("queue_depth", "queue_capacity", "workers_busy", "refused_total")}
+
+    def pool_when(self, **want):
+        """pool() when it reads want's values, else None (for wait_for)."""
+        m = self.pool()
+        return m if all(m[k] == v for k, v in want.items()) else None
+
+    def test_the_pool_is_seen_full_refusing_and_drained(self):
+        self.assertEqual(self.pool(), {"queue_depth": 0, "queue_capacity": 1,
+                                       "workers_busy": 0, "refused_total": 0})
+        self.stop_redis()
+        calls = [self.reserve_async(1, key="m%d" % i) for i in range(6)]
+        # One running, one waiting: the other four refused at once.
+        wait_for("four Reserves refused", lambda: sum(len(r) for _, r in calls) >= 4, 120)
+        seen = wait_for("one call running and one waiting",
+                        lambda: self.pool_when(queue_depth=1, workers_busy=1), 120)
+        refused = [r[0] for _, r in calls if r]
+        self.assertEqual(len(refused), 4, refused)
+        for r in refused:
+            self.assertEqual((r.status, error_code(r)), (429, "resource_exhausted"), r)
+        self.assertEqual(seen["refused_total"], 4, seen)
+        # A Cancel and an all_or_nothing batch across slots share the pool
+        # and its count.
+        r = self.c.rpc_json("Cancel", {"app": APP, "reservationId": "0" * 32})
+        self.assertEqual((r.status, error_code(r)), (429, "resource_exhausted"), r)
+        r = self.c.rpc_json("AcquireBatch", {"allOrNothing": True, "requests": [
+            {"bucket": self.name, "app": APP, "key": k} for k in ("x", "y")]})
+        self.assertEqual((r.status, error_code(r)), (429, "resource_exhausted"), r)
+        self.assertEqual(self.pool(), {"queue_depth": 1, "queue_capacity": 1,
+                                       "workers_busy": 1, "refused_total": 6})
+        self.resume()
+        for t, _ in calls:
+            t.join(120)
+        held = [r[0] for _, r in calls if r[0].status == 200]
+        self.assertEqual(len(held), 2, [r for _, r in calls])
+        wait_for("the pool drained",
+                 lambda: self.pool() == {"queue_depth": 0, "queue_capacity": 1,
+                                         "workers_busy": 0, "refused_total": 6}, 120)
 
 
 if __name__ == "__main__":
