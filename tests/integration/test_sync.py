@@ -405,16 +405,24 @@ class SyncTest(unittest.TestCase):
         self.assertEqual(self.redis("EVALSHA", sha, 1, key, "del", 0, 10 ** 12), [0])
         self.assertTrue(self.hash("race"))
 
+    # Commands that come alone, a read each, and are no sync's: a
+    # replica's REPLCONF ACK (every second), the PINGs of a /metrics scrape
+    # (every master), this test's INFO, a slot map's CLUSTER SLOTS.
+    ALONE = ("cmdstat_replconf:", "cmdstat_ping:", "cmdstat_info:", "cmdstat_cluster|")
+
     def redis_counts(self):
         """Redis's own counts, summed over every master: socket reads (each
-        a round trip's request, or a part of a large one) and EVALSHA calls."""
-        reads = calls = 0
+        a round trip's request, or a part of a large one), EVALSHA calls,
+        and the calls of the commands in ALONE."""
+        reads = calls = alone = 0
         for line in self.redis("INFO", "all").split("\r\n"):
             if line.startswith("total_reads_processed:"):
                 reads += int(line.split(":")[1])
             elif line.startswith("cmdstat_evalsha:"):
                 calls += int(re.search(r"calls=(\d+)", line).group(1))
-        return reads, calls
+            elif line.startswith(self.ALONE):
+                alone += int(re.search(r"calls=(\d+)", line).group(1))
+        return reads, calls, alone
 
     def test_a_pass_is_a_round_trip_per_batch_not_per_policy(self):
         # Issue 22: a pass was one round trip per policy (10,000 policies:
@@ -445,23 +453,28 @@ class SyncTest(unittest.TestCase):
         # idle, and no pass at all were the machine stalled that long).
         start = passes()
         wait_for("two passes after the load", lambda: passes() >= start + 2)
-        reads0, calls0 = self.redis_counts()
+        reads0, calls0, others0 = self.redis_counts()
         start = passes()
         wait_for("three passes measured", lambda: passes() >= start + 3)
-        reads1, calls1 = self.redis_counts()
+        reads1, calls1, others1 = self.redis_counts()
         offered = calls1 - calls0
+        # The reads but those of commands that come alone (a slow pass on
+        # a loaded machine is polled, and scraped, more often: each
+        # /metrics scrape PINGs every master, a read each; a CI run counted
+        # 162 reads for 3,000 calls, over the bound by 12)
+        reads = (reads1 - reads0) - (others1 - others0)
         passes = offered / float(n)
         metrics = p.admin().request("GET", "/metrics").body.decode()
         pass_s = re.search(r"\npermitd_sync_pass_seconds ([0-9.]+)\n", metrics)
         print("sync of %d policies: first load %.2f s; %.1f passes measured, %d Redis reads "
-              "(%.1f a pass) for %d calls; last pass %s s" % (
-                  n, first_pass, passes, reads1 - reads0, (reads1 - reads0) / max(passes, 1e-9),
-                  offered, pass_s.group(1) if pass_s else "?"))
+              "(%.1f a pass; %d of lone commands left out) for %d calls; last pass %s s" % (
+                  n, first_pass, passes, reads, reads / max(passes, 1e-9),
+                  others1 - others0, offered, pass_s.group(1) if pass_s else "?"))
         self.assertGreaterEqual(passes, 1, "no pass in the window")
         # 200 calls of ~300 bytes are a handful of 16 KiB reads: well under
         # one read per 20 policies (one per policy before).
-        self.assertLess((reads1 - reads0) / float(offered), 1 / 20.0,
-                        "%d reads for %d calls" % (reads1 - reads0, offered))
+        self.assertLess(reads / float(offered), 1 / 20.0,
+                        "%d reads for %d calls" % (reads, offered))
 
     def test_a_first_load_is_a_round_trip_per_batch_not_per_policy(self):
         # Issue 22: the first load of 10,000 policies took ~12 s: after the
@@ -482,9 +495,9 @@ class SyncTest(unittest.TestCase):
         self.sql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'app' FROM policies")
         # Redis's reads while nobody asks anything (in a cluster, replicas
         # send REPLCONF ACK every second), and this test's own INFO.
-        a, _ = self.redis_counts()
+        a, _, _ = self.redis_counts()
         time.sleep(1.0)
-        reads0, _ = self.redis_counts()
+        reads0, _, _ = self.redis_counts()
         idle = reads0 - a
         # Only the sync's reads: the one-time bucket index build marked done
         # (no bucket exists under this prefix; its SCAN of every master
@@ -504,9 +517,9 @@ class SyncTest(unittest.TestCase):
 
         def quiet():
             # Redis quiet: no more reads in a second than when idle.
-            a, _ = self.redis_counts()
+            a, _, _ = self.redis_counts()
             time.sleep(1.0)
-            b, _ = self.redis_counts()
+            b, _, _ = self.redis_counts()
             return b - a <= idle + 2 and b
         reads1 = wait_for("redis quiet after the first load", quiet, 300)
         reads = reads1 - reads0
@@ -627,13 +640,17 @@ class SyncTest(unittest.TestCase):
                                               "--sync-interval-ms", "600000"])
         self.procs.append(p)
         wait_for("policy", lambda: self.hash("quick"))
-        self.redis("DEL", "%s{quick}:policy" % self.prefix)
-        self.redis("PUBLISH", self.prefix + "changes", "quick 0")     # p's copy goes too
-        # Polled until the notice is read (no pass is due to put the hash
-        # back meanwhile), not a 100 ms sleep (issue 33).
-        r = wait_for("the copy marked missing",
-                     lambda: (lambda r: r if error_code(r) == "unavailable" else None)(
-                         p.http().acquire("quick")), 60)
+
+        def gone():
+            # The hash deleted and the delete notice sent (p's copy goes
+            # too), again until p has read one: p subscribes after it
+            # starts, and a notice sent before that is lost (the copy held
+            # then goes on deciding). Polled, not a 100 ms sleep (issue 33).
+            self.redis("DEL", "%s{quick}:policy" % self.prefix)
+            self.redis("PUBLISH", self.prefix + "changes", "quick 0")
+            r = p.http().acquire("quick")
+            return r if error_code(r) == "unavailable" else None
+        r = wait_for("the copy marked missing", gone, 60)
         self.assertIn("not back in Redis yet", r.json()["message"])
         # The regular pass is ten minutes away; the miss triggered one.
         wait_for("back", lambda: decision(p.http().acquire("quick")).get("allowed"), 60)
@@ -652,11 +669,14 @@ class SyncTest(unittest.TestCase):
         wait_for("policy", lambda: self.hash("gone"))
         self.assertTrue(decision(p.http().acquire("gone"))["allowed"])
         self.sql("DELETE FROM policies WHERE name = 'gone'")
-        self.redis("DEL", "%s{gone}:policy" % self.prefix)
-        self.redis("SREM", self.prefix + "policies", "gone")
-        self.redis("PUBLISH", self.prefix + "changes", "gone 0")
-        wait_for("the copy marked missing",
-                 lambda: error_code(p.http().acquire("gone")) == "unavailable", 60)
+
+        def gone():
+            # again until p has read the notice (see the test above)
+            self.redis("DEL", "%s{gone}:policy" % self.prefix)
+            self.redis("SREM", self.prefix + "policies", "gone")
+            self.redis("PUBLISH", self.prefix + "changes", "gone 0")
+            return error_code(p.http().acquire("gone")) == "unavailable"
+        wait_for("the copy marked missing", gone, 60)
         wait_for("not_found", lambda: error_code(p.http().acquire("gone")) == "not_found", 60)
 
     def test_mysql_down_acquire_keeps_working_and_readyz_says_why(self):
