@@ -4,13 +4,13 @@
  * redis_script.c share.
  *
  * This file holds what every way of calling Redis needs (redis_conn.h): the
- * address, connecting with backoff, the handshake, and reading a script's
- * answer and Redis's error replies (pure functions,
+ * address, connecting with backoff, the script registry and the handshake,
+ * and reading a script's answer and Redis's error replies (pure functions,
  * tests/unit/test_redis.c); then the blocking calls: one command on the
  * node that serves its key (redis_call(): redirects, TRYAGAIN and NOSCRIPT
  * handled), plain commands alone or pipelined, SCAN and PING. The scripts'
- * registry and calls are redis_script.c's; the pipelined calls of a
- * worker's loop are redis_pipe.c's.
+ * calls are redis_script.c's; the pipelined calls of a worker's loop are
+ * redis_pipe.c's.
  *
  * The idea: the HTTP worker threads are few and long-lived, so each keeps
  * one blocking hiredis connection of its own (thread-local, found through a
@@ -52,6 +52,27 @@
 #define BACKOFF_MAX_MS 1000
 #define MAX_ARGV 64             /* a command's argv on the stack; longer ones: argv_fill() */
 #define RESOLVE_WAIT_MS 2000    /* at start, for the Redis host's first lookup */
+
+const char *const redis_script_files[REDIS_SCRIPT_COUNT] = {
+    [REDIS_SCRIPT_BUCKET] = "bucket.lua",
+    [REDIS_SCRIPT_SYNC] = "sync.lua",
+    [REDIS_SCRIPT_FIXED_WINDOW] = "fixed_window.lua",
+    [REDIS_SCRIPT_SLIDING_WINDOW] = "sliding_window.lua",
+    [REDIS_SCRIPT_SLIDING_LOG] = "sliding_log.lua",
+    [REDIS_SCRIPT_CONCURRENCY] = "concurrency.lua",
+    [REDIS_SCRIPT_LEASE_RETURN] = "lease_return.lua",
+    [REDIS_SCRIPT_RESERVATION] = "reservation.lua",
+};
+
+const char *redis_script_name(enum redis_script script)
+{
+    return (unsigned)script < REDIS_SCRIPT_COUNT ? redis_script_files[script] : "?";
+}
+
+int redis_script_present(const struct redis *r, enum redis_script script)
+{
+    return (unsigned)script < REDIS_SCRIPT_COUNT && r->scripts[script] != NULL;
+}
 
 /* A thread's blocking connections, one per node it has called (a single
  * Redis: conns[0] only), made on demand. */

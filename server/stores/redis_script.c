@@ -1,16 +1,16 @@
 /*
- * redis_script.c - the Lua scripts, called: their registry, one EVALSHA on
- * this thread's blocking connection, and a batch of them pipelined on it.
+ * redis_script.c - the Lua scripts, called: one EVALSHA on this thread's
+ * blocking connection, or a batch of them pipelined on it.
  *
- * The scripts (lua/, embedded in the binary) are loaded by SCRIPT LOAD on
- * every new connection (its greeting, redis.c) and called by SHA. A call's
- * argv is laid out in one place, evalsha_fill(): EVALSHA, the SHA, the
- * number of keys, the keys, the arguments. A single call (evalsha()) adds
- * the checks, that the script is in this build and that its argv fits on
- * the stack, and goes out through redis_call() (redis.c: the node that
- * serves its first key, redirects followed, NOSCRIPT reloaded once). Its
- * answer is the script's numbers (redis_answer_read(), redis.c) or, for a
- * listing, its strings.
+ * The scripts (lua/, embedded in the binary; their registry is redis.c's)
+ * are loaded by SCRIPT LOAD on every new connection (its greeting,
+ * redis.c) and called by SHA. A call's argv is laid out in one place,
+ * evalsha_fill(): EVALSHA, the SHA, the number of keys, the keys, the
+ * arguments. A single call (evalsha()) adds the checks, that the script is
+ * in this build and that its argv fits on the stack, and goes out through
+ * redis_call() (redis.c: the node that serves its first key, redirects
+ * followed, NOSCRIPT reloaded once). Its answer is the script's numbers
+ * (redis_answer_read(), redis.c) or, for a listing, its strings.
  *
  * A pipelined batch (redis_script_pipeline()) is written in one go and its
  * replies are read in order, so it costs one round trip; in a cluster, one
@@ -33,27 +33,6 @@
 #include "stores/redis_tls.h"
 
 #define ARGV_MAX 64     /* a single call's argv, on the stack */
-
-const char *const redis_script_files[REDIS_SCRIPT_COUNT] = {
-    [REDIS_SCRIPT_BUCKET] = "bucket.lua",
-    [REDIS_SCRIPT_SYNC] = "sync.lua",
-    [REDIS_SCRIPT_FIXED_WINDOW] = "fixed_window.lua",
-    [REDIS_SCRIPT_SLIDING_WINDOW] = "sliding_window.lua",
-    [REDIS_SCRIPT_SLIDING_LOG] = "sliding_log.lua",
-    [REDIS_SCRIPT_CONCURRENCY] = "concurrency.lua",
-    [REDIS_SCRIPT_LEASE_RETURN] = "lease_return.lua",
-    [REDIS_SCRIPT_RESERVATION] = "reservation.lua",
-};
-
-const char *redis_script_name(enum redis_script script)
-{
-    return (unsigned)script < REDIS_SCRIPT_COUNT ? redis_script_files[script] : "?";
-}
-
-int redis_script_present(const struct redis *r, enum redis_script script)
-{
-    return (unsigned)script < REDIS_SCRIPT_COUNT && r->scripts[script] != NULL;
-}
 
 /* A script's numbers into out[0..nout); those it did not send read 0.
  * The decision scripts send RECORDs, bucket.lua's settle its two numbers,
