@@ -1,12 +1,16 @@
 /*
- * redis.c - hiredis behind per-thread connections, deadlines and EVALSHA;
- * the connection setup and reply reading that redis_pipe.c shares.
+ * redis.c - hiredis behind per-thread connections, deadlines and redirects;
+ * the connection setup and reply reading that redis_pipe.c and
+ * redis_script.c share.
  *
- * This file holds what both ways of calling Redis need (redis_conn.h): the
+ * This file holds what every way of calling Redis needs (redis_conn.h): the
  * address, connecting with backoff, the script registry and the handshake,
  * and reading a script's answer and Redis's error replies (pure functions,
- * tests/unit/test_redis.c); then the blocking calls. The pipelined calls
- * of a worker's loop are redis_pipe.c's.
+ * tests/unit/test_redis.c); then the blocking calls: one command on the
+ * node that serves its key (redis_call(): redirects, TRYAGAIN and NOSCRIPT
+ * handled), plain commands alone or pipelined, SCAN and PING. The scripts'
+ * calls are redis_script.c's; the pipelined calls of a worker's loop are
+ * redis_pipe.c's.
  *
  * The idea: the HTTP worker threads are few and long-lived, so each keeps
  * one blocking hiredis connection of its own (thread-local, found through a
@@ -252,7 +256,7 @@ static int greet(struct redis *r, struct redis_conn *c);
 /* AUTH, SELECT and SCRIPT LOAD on a fresh connection, with the socket
  * timeout raised to REDIS_HANDSHAKE_MS for them and set back to
  * c->timeout_ms after. 0 or -1 with c->last_error set. */
-static int handshake(struct redis *r, struct redis_conn *c)
+int redis_conn_handshake(struct redis *r, struct redis_conn *c)
 {
     int rc, raised = c->timeout_ms < REDIS_HANDSHAKE_MS;
 
@@ -377,10 +381,10 @@ void redis_conn_up(struct redis *r, struct redis_conn *c)
 
 /* Connects c if it is not, with the backoff after failures, by numeric
  * address (a host name is looked up by the resolver's thread, never by the
- * caller). greet: blocking, within timeout_ms, with the handshake(), and the
- * socket timeout set to timeout_ms; else non-blocking (a pipe: the connect
- * completes, and the handshake goes out, while the caller's loop waits on
- * the socket). */
+ * caller). greet: blocking, within timeout_ms, with redis_conn_handshake(),
+ * and the socket timeout set to timeout_ms; else non-blocking (a pipe: the
+ * connect completes, and the handshake goes out, while the caller's loop
+ * waits on the socket). */
 int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int greet,
                        struct permitd_error *err)
 {
@@ -457,7 +461,7 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
     redisSetTimeout(c->ctx, tv);
     redis_tls_set_timeout(c->tls, timeout_ms);
     c->timeout_ms = timeout_ms;
-    if (handshake(r, c) != 0)
+    if (redis_conn_handshake(r, c) != 0)
         return redis_conn_down(r, c, err);
     redis_conn_up(r, c);
     return PERMITD_OK;
@@ -467,8 +471,8 @@ int redis_conn_ensure(struct redis *r, struct redis_conn *c, int timeout_ms, int
  * timeout set to timeout_ms; or NULL with err set (unavailable) while the
  * node cannot be reached or the backoff since the last failure has not
  * passed. */
-static struct redis_conn *acquire_conn(struct redis *r, struct redis_node *node, int timeout_ms,
-                                       struct permitd_error *err)
+struct redis_conn *redis_conn_acquire(struct redis *r, struct redis_node *node, int timeout_ms,
+                                      struct permitd_error *err)
 {
     struct thread_conns *t = thread_conns(r);
     struct redis_conn *c;
@@ -512,8 +516,8 @@ int redis_call_timeout(struct redis *r, int64_t deadline_us, int *bound_by_deadl
 }
 
 /* Turns a broken connection into an error, dropping the connection. */
-static int broken(struct redis *r, struct redis_conn *c, int bound_by_deadline, int timeout_ms,
-                  struct permitd_error *err)
+int redis_conn_broken(struct redis *r, struct redis_conn *c, int bound_by_deadline,
+                      int timeout_ms, struct permitd_error *err)
 {
     int timed_out = c->ctx->err == REDIS_ERR_IO &&
                     (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINPROGRESS);
@@ -540,7 +544,7 @@ static int broken(struct redis *r, struct redis_conn *c, int bound_by_deadline, 
     return rc;
 }
 
-/* acquire_conn() or a pipe's connect failed (redis_conn.h). */
+/* redis_conn_acquire() or a pipe's connect failed (redis_conn.h). */
 int redis_conn_failed(struct redis *r, int bound_by_deadline, int64_t deadline_us,
                        struct permitd_error *err)
 {
@@ -581,7 +585,7 @@ static int call_node(struct redis *r, struct redis_node *node, int asking, int a
     timeout_ms = redis_call_timeout(r, deadline_us, &bound, err);
     if (timeout_ms < 0)
         return timeout_ms;
-    c = acquire_conn(r, node, timeout_ms, err);
+    c = redis_conn_acquire(r, node, timeout_ms, err);
     if (c == NULL)
         return redis_conn_failed(r, bound, deadline_us, err);
     if (script >= 0)
@@ -591,19 +595,19 @@ static int call_node(struct redis *r, struct redis_node *node, int asking, int a
         if (asking) {
             rep = command(c, 1, (const char **)asking_argv, asking_len);
             if (rep == NULL)
-                return broken(r, c, bound, timeout_ms, err);
+                return redis_conn_broken(r, c, bound, timeout_ms, err);
             freeReplyObject(rep);
         }
         redis_count_script(r, script);
         rep = command(c, argc, argv, lens);
         if (rep == NULL)
-            return broken(r, c, bound, timeout_ms, err);
+            return redis_conn_broken(r, c, bound, timeout_ms, err);
         if (script >= 0 && attempt == 0 && rep->type == REDIS_REPLY_ERROR &&
             redis_error_noscript(rep->str)) {
             freeReplyObject(rep);
             rep = NULL;
             log_msg(LOG_LEVEL_WARN, "redis lost its scripts; reloading", "addr=%s", node->where);
-            if (handshake(r, c) != 0) {
+            if (redis_conn_handshake(r, c) != 0) {
                 rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: %s",
                                        node->where, c->last_error);
                 redis_conn_close(c);
@@ -646,9 +650,9 @@ static int call_node(struct redis *r, struct redis_node *node, int asking, int a
  * two hops; TRYAGAIN (a multi-key call whose slot is half migrated) sends
  * it again to the same node every 5 ms until the Redis timeout or the
  * deadline comes. Otherwise as call_node(). */
-static int call(struct redis *r, const char *key, size_t keylen, int argc, const char **argv,
-                const size_t *lens, int script, int64_t deadline_us, redisReply **out,
-                struct permitd_error *err)
+int redis_call(struct redis *r, const char *key, size_t keylen, int argc, const char **argv,
+               const size_t *lens, int script, int64_t deadline_us, redisReply **out,
+               struct permitd_error *err)
 {
     struct cluster_redirect rd;
     struct redis_node *node;
@@ -779,316 +783,6 @@ int redis_answer_read(enum redis_script script, const char *s, size_t len, long 
     return redis_answer_numbers(s, len, out, nout, err);
 }
 
-/* A script's numbers into out[0..nout); those it did not send read 0.
- * The decision scripts send RECORDs, bucket.lua's settle its two numbers,
- * as one string (Redis answers a string with one copy, a table at ~650
- * instructions a number: redis_answer_read()), sync.lua, called a few
- * times a minute, an array of integers. -1 for any other reply. */
-static int script_numbers(enum redis_script script, const redisReply *rep, long long *out,
-                          int nout)
-{
-    if (rep->type == REDIS_REPLY_STRING)
-        return redis_answer_read(script, rep->str, rep->len, out, nout, NULL) == PERMITD_OK
-               ? 0 : -1;
-    if (rep->type != REDIS_REPLY_ARRAY)
-        return -1;
-    for (int i = 0; i < nout; i++)
-        out[i] = (size_t)i < rep->elements && rep->element[i]->type == REDIS_REPLY_INTEGER
-                 ? rep->element[i]->integer : 0;
-    return 0;
-}
-
-int redis_script_run(struct redis *r, enum redis_script script,
-                     const struct redis_str *keys, int nkeys,
-                     const struct redis_str *args, int nargs,
-                     int64_t deadline_us, long long *out, int nout,
-                     struct permitd_error *err)
-{
-    const char *argv[MAX_ARGV];
-    size_t lens[MAX_ARGV];
-    char nkeys_s[12];
-    int argc = 0, rc;
-    redisReply *rep;
-
-    if (3 + nkeys + nargs > MAX_ARGV)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "too many script arguments");
-    if (!redis_script_present(r, script))
-        return permitd_error_set(err, PERMITD_EUNIMPLEMENTED, "script %s is not in this build "
-                                 "of permitd", redis_script_name(script));
-    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
-    argv[argc] = "EVALSHA"; lens[argc++] = 7;
-    argv[argc] = NULL; lens[argc++] = 40;       /* the SHA, filled in by call() */
-    argv[argc] = nkeys_s; lens[argc++] = strlen(nkeys_s);
-    for (int i = 0; i < nkeys; i++) {
-        argv[argc] = keys[i].p;
-        lens[argc++] = keys[i].len;
-    }
-    for (int i = 0; i < nargs; i++) {
-        argv[argc] = args[i].p;
-        lens[argc++] = args[i].len;
-    }
-    if ((rc = call(r, nkeys > 0 ? keys[0].p : NULL, nkeys > 0 ? keys[0].len : 0, argc, argv, lens,
-                   (int)script, deadline_us, &rep, err)) != PERMITD_OK)
-        return rc;
-    if (script_numbers(script, rep, out, nout) != 0) {
-        rc = permitd_error_set(err, PERMITD_EINTERNAL,
-                               "script %s answered with %s instead of its numbers",
-                               redis_script_files[script], redis_reply_kind(rep->type));
-        freeReplyObject(rep);
-        return rc;
-    }
-    freeReplyObject(rep);
-    return PERMITD_OK;
-}
-
-/* argv for one EVALSHA of a pipeline: a new array (free()) of 3 + nkeys +
- * nargs entries, with the SHA already in place. */
-static int evalsha_argv(const char *sha, const struct redis_script_call *c, char *nkeys_s,
-                        const char ***argv, size_t **lens)
-{
-    size_t argc = 3 + (size_t)c->nkeys + (size_t)c->nargs, i = 0;
-
-    *argv = malloc(argc * sizeof(**argv));
-    *lens = malloc(argc * sizeof(**lens));
-    if (*argv == NULL || *lens == NULL) {
-        free(*argv);
-        free(*lens);
-        return -1;
-    }
-    snprintf(nkeys_s, 12, "%d", c->nkeys);
-    (*argv)[i] = "EVALSHA"; (*lens)[i++] = 7;
-    (*argv)[i] = sha; (*lens)[i++] = 40;
-    (*argv)[i] = nkeys_s; (*lens)[i++] = strlen(nkeys_s);
-    for (int k = 0; k < c->nkeys; k++, i++) {
-        (*argv)[i] = c->keys[k].p;
-        (*lens)[i] = c->keys[k].len;
-    }
-    for (int k = 0; k < c->nargs; k++, i++) {
-        (*argv)[i] = c->args[k].p;
-        (*lens)[i] = c->args[k].len;
-    }
-    return (int)argc;
-}
-
-/* One call of a cluster pipeline alone, on the master of its first key,
- * redirects followed (redis_script_run()); its failure is logged. */
-static int cluster_one(struct redis *r, enum redis_script script, struct redis_script_call *call,
-                       int64_t deadline_us, struct permitd_error *err)
-{
-    struct permitd_error e = {0, ""};
-
-    call->rc = redis_script_run(r, script, call->keys, call->nkeys, call->args, call->nargs,
-                                deadline_us, call->out, call->nout, &e);
-    if (call->rc == PERMITD_EDEADLINE)
-        return permitd_error_set(err, PERMITD_EDEADLINE, "%s", e.message);
-    if (call->rc != PERMITD_OK)
-        log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
-                redis_script_files[script], e.message);
-    return PERMITD_OK;
-}
-
-/* redis_script_pipeline() on a cluster: the calls grouped by the master of
- * their first key's slot, each group sent in one write on this thread's
- * connection to that master and its replies read in order, so a group
- * costs one round trip (the settle pass sends a SCAN page of one master's
- * buckets, a call per slot, this way: server/control/settle.c). A call
- * whose reply is a redirect, TRYAGAIN or NOSCRIPT, or whose keys span
- * slots (cross_slot: its split is the pipe's business), or whose slot has
- * no master yet, is sent again alone (cluster_one()), as every call was
- * before. A master that cannot be reached fails its own calls only. */
-static int cluster_pipeline(struct redis *r, enum redis_script script,
-                            struct redis_script_call *calls, size_t n, int64_t deadline_us,
-                            struct permitd_error *err)
-{
-    struct redis_node **node = calloc(n + 1, sizeof(*node));
-    int rc = PERMITD_OK;
-
-    if (node == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        unsigned slot;
-        calls[i].rc = -1;       /* not answered yet */
-        if (!calls[i].cross_slot && calls[i].nkeys > 0)
-            node[i] = redis_route_node(r, calls[i].keys[0].p, calls[i].keys[0].len, &slot);
-    }
-    for (size_t first = 0; first < n && rc == PERMITD_OK; first++) {
-        struct redis_node *at = node[first];
-        struct permitd_error e = {0, ""};
-        struct redis_conn *c;
-        int bound, timeout_ms, sent = 0;
-
-        if (calls[first].rc != -1 || at == NULL)
-            continue;
-        timeout_ms = redis_call_timeout(r, deadline_us, &bound, err);
-        if (timeout_ms < 0) {
-            rc = timeout_ms;
-            break;
-        }
-        if ((c = acquire_conn(r, at, timeout_ms, &e)) == NULL) {
-            int failed = redis_conn_failed(r, bound, deadline_us, &e);
-            if (failed == PERMITD_EDEADLINE) {
-                rc = permitd_error_set(err, failed, "%s", e.message);
-                break;
-            }
-            log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
-                    redis_script_files[script], e.message);
-            for (size_t i = first; i < n; i++)
-                if (node[i] == at && calls[i].rc == -1)
-                    calls[i].rc = failed;
-            continue;
-        }
-        for (size_t i = first; i < n; i++) {
-            const char **argv;
-            size_t *lens;
-            char nkeys_s[12];
-            int argc, ok;
-
-            if (node[i] != at || calls[i].rc != -1)
-                continue;
-            if ((argc = evalsha_argv(c->sha[script], &calls[i], nkeys_s, &argv, &lens)) < 0) {
-                rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-                break;
-            }
-            ok = redisAppendCommandArgv(c->ctx, argc, argv, lens) == REDIS_OK;
-            free(argv);
-            free(lens);
-            if (!ok) {
-                rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-                break;
-            }
-            calls[i].rc = -2;   /* sent: its reply comes in order */
-            redis_count_script(r, (int)script);
-            sent++;
-        }
-        if (rc != PERMITD_OK) {
-            redis_conn_close(c);        /* half a batch in its buffer: not to be sent */
-            break;
-        }
-        for (size_t i = first; i < n && sent > 0; i++) {
-            redisReply *rep = NULL;
-            struct cluster_redirect rd;
-
-            if (node[i] != at || calls[i].rc != -2)
-                continue;
-            sent--;
-            if (redis_io_get_reply(c->ctx, c->tls, (void **)&rep) != REDIS_OK || rep == NULL) {
-                int failed = broken(r, c, bound, timeout_ms, &e);
-                if (failed == PERMITD_EDEADLINE) {
-                    rc = permitd_error_set(err, failed, "%s", e.message);
-                    break;
-                }
-                log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
-                        redis_script_files[script], e.message);
-                for (size_t k = i; k < n; k++)
-                    if (node[k] == at && calls[k].rc == -2)
-                        calls[k].rc = failed;
-                break;
-            }
-            if (rep->type == REDIS_REPLY_ERROR &&
-                (redis_error_noscript(rep->str) || strncmp(rep->str, "TRYAGAIN", 8) == 0 ||
-                 cluster_redirect_parse(rep->str, rep->len, &rd) != CLUSTER_REDIRECT_NONE)) {
-                calls[i].rc = -1;
-                node[i] = NULL;         /* alone, below */
-            } else if (rep->type != REDIS_REPLY_ERROR &&
-                       script_numbers(script, rep, calls[i].out, calls[i].nout) == 0) {
-                calls[i].rc = PERMITD_OK;
-            } else {
-                log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
-                        redis_script_files[script],
-                        rep->type == REDIS_REPLY_ERROR ? rep->str : redis_reply_kind(rep->type));
-                calls[i].rc = rep->type == REDIS_REPLY_ERROR ? redis_error_status(rep->str)
-                                                             : PERMITD_EINTERNAL;
-            }
-            freeReplyObject(rep);
-        }
-    }
-    for (size_t i = 0; i < n && rc == PERMITD_OK; i++)
-        if (calls[i].rc == -1)
-            rc = cluster_one(r, script, &calls[i], deadline_us, err);
-    for (size_t i = 0; i < n; i++)
-        if (calls[i].rc == -1 || calls[i].rc == -2)
-            calls[i].rc = rc != PERMITD_OK ? rc : PERMITD_EINTERNAL;
-    free(node);
-    return rc;
-}
-
-int redis_script_pipeline(struct redis *r, enum redis_script script,
-                          struct redis_script_call *calls, size_t n,
-                          int64_t deadline_us, struct permitd_error *err)
-{
-    int bound, timeout_ms, rc = PERMITD_OK, reloaded = 0;
-    struct redis_conn *c;
-    size_t sent = 0, pending;
-
-    if (r->route != NULL)
-        return cluster_pipeline(r, script, calls, n, deadline_us, err);
-    timeout_ms = redis_call_timeout(r, deadline_us, &bound, err);
-    if (timeout_ms < 0)
-        return timeout_ms;
-    c = acquire_conn(r, r->nodes[0], timeout_ms, err);
-    if (c == NULL)
-        return redis_conn_failed(r, bound, deadline_us, err);
-    for (size_t i = 0; i < n; i++)
-        calls[i].rc = -1;       /* not answered yet */
-
-again:
-    /* Queue every unanswered call, then read the replies in order. */
-    sent = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char **argv;
-        size_t *lens;
-        char nkeys_s[12];
-        int argc;
-
-        if (calls[i].rc != -1)
-            continue;
-        argc = evalsha_argv(c->sha[script], &calls[i], nkeys_s, &argv, &lens);
-        if (argc < 0)
-            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        rc = redisAppendCommandArgv(c->ctx, argc, argv, lens) == REDIS_OK ? PERMITD_OK : -1;
-        free(argv);
-        free(lens);
-        if (rc != PERMITD_OK)
-            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        redis_count_script(r, (int)script);
-        sent++;
-    }
-    pending = 0;
-    for (size_t i = 0; i < n && sent > 0; i++) {
-        redisReply *rep = NULL;
-
-        if (calls[i].rc != -1)
-            continue;
-        sent--;
-        if (redis_io_get_reply(c->ctx, c->tls, (void **)&rep) != REDIS_OK || rep == NULL)
-            return broken(r, c, bound, timeout_ms, err);
-        if (rep->type == REDIS_REPLY_ERROR && redis_error_noscript(rep->str)) {
-            pending++;          /* stays -1: sent again after the reload */
-        } else if (rep->type != REDIS_REPLY_ERROR &&
-                   script_numbers(script, rep, calls[i].out, calls[i].nout) == 0) {
-            calls[i].rc = PERMITD_OK;
-        } else {
-            log_msg(LOG_LEVEL_WARN, "script call failed", "script=%s error=\"%.200s\"",
-                    redis_script_files[script],
-                    rep->type == REDIS_REPLY_ERROR ? rep->str : redis_reply_kind(rep->type));
-            calls[i].rc = PERMITD_EINTERNAL;
-        }
-        freeReplyObject(rep);
-    }
-    if (pending > 0) {
-        if (reloaded || handshake(r, c) != 0) {
-            rc = permitd_error_set(err, PERMITD_EUNAVAILABLE, "redis at %s: scripts could not be "
-                                   "loaded: %s", c->node->where, c->last_error);
-            redis_conn_close(c);
-            return rc;
-        }
-        log_msg(LOG_LEVEL_WARN, "redis lost its scripts; reloading", "addr=%s", c->node->where);
-        reloaded = 1;
-        goto again;
-    }
-    return PERMITD_OK;
-}
-
 int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
                int64_t deadline_us, void (*each)(void *ud, const char *s, size_t len),
                void *ud, struct permitd_error *err)
@@ -1121,7 +815,7 @@ int redis_scan(struct redis *r, char cursor[24], const char *pattern, int count,
     for (int i = 0; i < 6; i++)
         lens[i] = strlen(argv[i]);
     rc = r->route == NULL
-         ? call(r, NULL, 0, 6, argv, lens, -1, deadline_us, &rep, err)
+         ? redis_call(r, NULL, 0, 6, argv, lens, -1, deadline_us, &rep, err)
          : call_node(r, masters[master], 0, 6, argv, lens, -1, deadline_us, &rep, &rd, err);
     if (rc == REDIRECTED)
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "SCAN was redirected");
@@ -1246,49 +940,6 @@ static void argv_release(struct argv_buf *b)
         free(b->len);
 }
 
-int redis_script_strings(struct redis *r, enum redis_script script,
-                         const struct redis_str *keys, int nkeys,
-                         const struct redis_str *args, int nargs, int64_t deadline_us,
-                         void (*each)(void *ud, const char *s, size_t len), void *ud,
-                         struct permitd_error *err)
-{
-    const char *argv[MAX_ARGV];
-    size_t lens[MAX_ARGV];
-    char nkeys_s[12];
-    int argc = 0, rc;
-    redisReply *rep;
-
-    if (3 + nkeys + nargs > MAX_ARGV)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "too many script arguments");
-    if (!redis_script_present(r, script))
-        return permitd_error_set(err, PERMITD_EUNIMPLEMENTED, "script %s is not in this build "
-                                 "of permitd", redis_script_name(script));
-    snprintf(nkeys_s, sizeof(nkeys_s), "%d", nkeys);
-    argv[argc] = "EVALSHA"; lens[argc++] = 7;
-    argv[argc] = NULL; lens[argc++] = 40;       /* the SHA, filled in by call() */
-    argv[argc] = nkeys_s; lens[argc++] = strlen(nkeys_s);
-    for (int i = 0; i < nkeys; i++) {
-        argv[argc] = keys[i].p;
-        lens[argc++] = keys[i].len;
-    }
-    for (int i = 0; i < nargs; i++) {
-        argv[argc] = args[i].p;
-        lens[argc++] = args[i].len;
-    }
-    if ((rc = call(r, nkeys > 0 ? keys[0].p : NULL, nkeys > 0 ? keys[0].len : 0, argc, argv, lens,
-                   (int)script, deadline_us, &rep, err)) != PERMITD_OK)
-        return rc;
-    if (rep->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < rep->elements; i++)
-            if (rep->element[i]->type == REDIS_REPLY_STRING)
-                each(ud, rep->element[i]->str, (size_t)rep->element[i]->len);
-    } else if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS) {
-        each(ud, rep->str, (size_t)rep->len);
-    }
-    freeReplyObject(rep);
-    return PERMITD_OK;
-}
-
 int redis_command(struct redis *r, const struct redis_str *args, int nargs,
                   int64_t deadline_us, long long *integer,
                   void (*each)(void *ud, const char *s, size_t len), void *ud,
@@ -1302,8 +953,8 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
         argv_release(&a);
         return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     }
-    rc = call(r, nargs > 1 ? a.v[1] : NULL, nargs > 1 ? a.len[1] : 0, nargs, a.v, a.len, -1,
-              deadline_us, &rep, err);
+    rc = redis_call(r, nargs > 1 ? a.v[1] : NULL, nargs > 1 ? a.len[1] : 0, nargs, a.v, a.len,
+                    -1, deadline_us, &rep, err);
     argv_release(&a);
     if (rc != PERMITD_OK)
         return rc;
@@ -1355,7 +1006,7 @@ static int command_group(struct redis *r, struct redis_node *at, struct redis_no
 
     if ((timeout_ms = redis_call_timeout(r, deadline_us, &bound, err)) < 0)
         rc = timeout_ms;
-    else if ((c = acquire_conn(r, at, timeout_ms, err)) == NULL)
+    else if ((c = redis_conn_acquire(r, at, timeout_ms, err)) == NULL)
         rc = redis_conn_failed(r, bound, deadline_us, err);
     for (size_t i = 0; i < n && rc == PERMITD_OK; i++) {
         struct argv_buf a;
@@ -1382,7 +1033,7 @@ static int command_group(struct redis *r, struct redis_node *at, struct redis_no
             continue;
         sent--;
         if (redis_io_get_reply(c->ctx, c->tls, (void **)&rep) != REDIS_OK || rep == NULL) {
-            rc = broken(r, c, bound, timeout_ms, err);
+            rc = redis_conn_broken(r, c, bound, timeout_ms, err);
             break;
         }
         if (rep->type == REDIS_REPLY_ERROR && r->route != NULL &&
@@ -1454,13 +1105,13 @@ int redis_command_pipeline(struct redis *r, struct redis_command_call *calls, si
             continue;
         }
         /* Sent alone: redirected, TRYAGAIN, or no master known for its slot
-         * (call() follows, waits or names the slot). */
+         * (redis_call() follows, waits or names the slot). */
         if (argv_fill(&a, calls[i].args, calls[i].nargs) != 0)
             calls[i].rc = permitd_error_set(&e, PERMITD_EINTERNAL, "out of memory");
         else
-            calls[i].rc = call(r, calls[i].nargs > 1 ? a.v[1] : NULL,
-                               calls[i].nargs > 1 ? a.len[1] : 0, calls[i].nargs, a.v, a.len, -1,
-                               deadline_us, &rep, &e);
+            calls[i].rc = redis_call(r, calls[i].nargs > 1 ? a.v[1] : NULL,
+                                     calls[i].nargs > 1 ? a.len[1] : 0, calls[i].nargs, a.v,
+                                     a.len, -1, deadline_us, &rep, &e);
         argv_release(&a);
         if (calls[i].rc == PERMITD_OK)
             hand_over(&calls[i], rep);
@@ -1540,7 +1191,7 @@ int redis_ping_each(struct redis *r, int64_t deadline_us,
             rcs[i] = timeout_ms;
             continue;
         }
-        if ((conns[i] = acquire_conn(r, masters[i], timeout_ms, &errs[i])) == NULL) {
+        if ((conns[i] = redis_conn_acquire(r, masters[i], timeout_ms, &errs[i])) == NULL) {
             rcs[i] = redis_conn_failed(r, bound, deadline_us, &errs[i]);
             continue;
         }
@@ -1552,7 +1203,7 @@ int redis_ping_each(struct redis *r, int64_t deadline_us,
         }
         while (!done)
             if (redis_io_write(conns[i]->ctx, conns[i]->tls, &done) != REDIS_OK) {
-                rcs[i] = broken(r, conns[i], bound, timeout_ms, &errs[i]);
+                rcs[i] = redis_conn_broken(r, conns[i], bound, timeout_ms, &errs[i]);
                 conns[i] = NULL;
                 break;
             }
@@ -1572,7 +1223,7 @@ int redis_ping_each(struct redis *r, int64_t deadline_us,
         redisSetTimeout(conns[i]->ctx, tv_ms(timeout_ms));
         conns[i]->timeout_ms = timeout_ms;
         if (redis_io_get_reply(conns[i]->ctx, conns[i]->tls, (void **)&rep) != REDIS_OK || rep == NULL) {
-            rcs[i] = broken(r, conns[i], bound, timeout_ms, &errs[i]);
+            rcs[i] = redis_conn_broken(r, conns[i], bound, timeout_ms, &errs[i]);
             continue;
         }
         if (rep->type == REDIS_REPLY_ERROR) {
@@ -1597,11 +1248,6 @@ void redis_counters(struct redis *r, uint64_t *errors, uint64_t *connects)
     *connects = atomic_load(&r->connects);
 }
 
-uint64_t redis_script_calls(struct redis *r, enum redis_script script)
-{
-    return (unsigned)script < REDIS_SCRIPT_COUNT ? atomic_load(&r->script_calls[script]) : 0;
-}
-
 int redis_tls_failure_info(struct redis *r, int i, const char **reason, uint64_t *n)
 {
     if (r->tls == NULL || i < 0 || i >= REDIS_TLS_REASONS)
@@ -1610,3 +1256,4 @@ int redis_tls_failure_info(struct redis *r, int i, const char **reason, uint64_t
     *n = redis_tls_failures(r->tls, (enum redis_tls_reason)i);
     return 0;
 }
+

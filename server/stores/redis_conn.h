@@ -1,13 +1,15 @@
 /*
- * redis_conn.h - what redis.c shares with redis_pipe.c, and no one else.
+ * redis_conn.h - what redis.c shares with the other redis_*.c files, and
+ * no one else.
  *
  * permitd talks to Redis two ways: blocking calls on a connection per
- * thread (redis.c: the admin listener, the sync, health checks, bucket
- * reset and inspection) and pipelined calls on a non-blocking connection
- * driven by a worker's loop (redis_pipe.c). Both make their connections,
- * back off, load scripts and read replies the same way: that part lives in
- * redis.c and is declared here. Like hiredis itself, this header stays
- * inside the two files (everyone else includes redis.h).
+ * thread (redis.c, and redis_script.c for the scripts: the admin listener,
+ * the sync, health checks, bucket reset and inspection) and pipelined
+ * calls on a non-blocking connection driven by a worker's loop
+ * (redis_pipe.c). Both make their connections, back off, load scripts and
+ * read replies the same way: that part lives in redis.c and is declared
+ * here. Like hiredis itself, this header stays inside the stores layer's
+ * redis_*.c files (everyone else includes redis.h).
  */
 #ifndef PERMITD_REDIS_CONN_H
 #define PERMITD_REDIS_CONN_H
@@ -23,6 +25,7 @@
 #include "core/status.h"
 
 struct redisContext;
+struct redisReply;
 struct redis_route;
 struct redis_sentinel;
 struct redis_tls;
@@ -130,6 +133,40 @@ int redis_call_timeout(struct redis *r, int64_t deadline_us, int *bound_by_deadl
  * deadline_exceeded (Connect: the deadline expired), not unavailable. */
 int redis_conn_failed(struct redis *r, int bound_by_deadline, int64_t deadline_us,
                       struct permitd_error *err);
+
+/* ---- The blocking calls (redis.c), which redis_script.c's go through ---- */
+
+/* This thread's connection to node (made on first use; the thread owns it,
+ * the pthread key's destructor frees it), connected, with its socket
+ * timeout set to timeout_ms; or NULL with err set (unavailable) while the
+ * node cannot be reached or the backoff since its last failure has not
+ * passed. */
+struct redis_conn *redis_conn_acquire(struct redis *r, struct redis_node *node, int timeout_ms,
+                                      struct permitd_error *err);
+
+/* A call on c got no reply (hiredis's reader failed): the error that means
+ * (deadline_exceeded when the caller's deadline bounded timeout_ms and it
+ * ran out, else unavailable naming the node), counted, and c closed (its
+ * protocol state is unknown; the next call reconnects at once). Returns
+ * the error's code. */
+int redis_conn_broken(struct redis *r, struct redis_conn *c, int bound_by_deadline,
+                      int timeout_ms, struct permitd_error *err);
+
+/* AUTH, SELECT and SCRIPT LOAD on c, blocking, the socket timeout raised
+ * for them: on a fresh connection, and again when Redis answered NOSCRIPT
+ * (it lost its scripts). 0, or -1 with c->last_error set. */
+int redis_conn_handshake(struct redis *r, struct redis_conn *c);
+
+/* Runs one command, blocking, on this thread's connection to the master
+ * that serves key (keylen bytes; NULL: any master; single Redis: the one),
+ * within the deadline: MOVED and ASK followed (two hops at most), TRYAGAIN
+ * sent again until the Redis timeout. script names an EVALSHA's script
+ * (argv[1], the SHA, is then the connection's; NOSCRIPT reloads the
+ * scripts and retries once), -1 any other command. On PERMITD_OK *out is a
+ * reply that is not an error: free it with freeReplyObject(). */
+int redis_call(struct redis *r, const char *key, size_t keylen, int argc, const char **argv,
+               const size_t *lens, int script, int64_t deadline_us, struct redisReply **out,
+               struct permitd_error *err);
 
 /* ---- Redis Cluster routing (redis_route.c) ---- */
 

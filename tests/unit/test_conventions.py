@@ -7,6 +7,8 @@
   expands to a function's head, and every handler a struct connect_method
   table names is defined as `static int name(void *ud, struct connect_call
   *call, ...)`, the connect_handler_fn it is.
+- A file past 1,500 lines is several files, and each opens by saying what it
+  holds: a comment whose first line names the file ("name.c - ...").
 """
 import os
 import re
@@ -29,6 +31,9 @@ def files(suffixes):
 def without_comments(text):
     return re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
 
+
+# STYLE.md: a C file that passes 1,500 lines is several files.
+FILE_LINES_MAX = 1500
 
 # A prototype at file level: return type, name, parameters, ';'.
 PROTOTYPE = re.compile(r"^([A-Za-z_][\w \t*]*?)\b(\w+)\s*\(([^;{}()]*)\)\s*;", re.M)
@@ -81,6 +86,21 @@ class ConventionsTest(unittest.TestCase):
                         missing.append("%s: %s" % (path, fn))
         self.assertGreater(seen, 10, "the table pattern found the handlers")
         self.assertEqual(missing, [], "handlers defined with their real signature")
+
+    def test_conventions_files_short_with_a_header(self):
+        long, headless, seen = [], [], 0
+        for path, text in files((".c", ".h")):
+            seen += 1
+            lines = text.count("\n")
+            if lines >= FILE_LINES_MAX:
+                long.append("%s: %d lines" % (path, lines))
+            name = re.escape(os.path.basename(path))
+            if not re.match(r"/\*\n \* %s - \S" % name, text):
+                headless.append(path)
+        self.assertGreater(seen, 100, "the walk found server/'s files")
+        self.assertEqual(long, [], "a file of %d lines or more is several files (STYLE.md)"
+                         % FILE_LINES_MAX)
+        self.assertEqual(headless, [], 'each file opens with "/*\n * NAME - what it holds"')
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ LAYERS = ["core", "transport", "stores", "decisions", "control", "cli"]
 # library header (as included) -> the files allowed to include it
 WRAPPERS = {
     r"hiredis": {"stores/redis.c", "stores/redis_pipe.c", "stores/cluster.c",
-                "stores/redis_notice.c", "stores/redis_tls.c", "stores/redis_sentinel.c"},
+                "stores/redis_notice.c", "stores/redis_tls.c", "stores/redis_sentinel.c",
+                "stores/redis_script.c"},
     r"microhttpd\.h": {"transport/http.c", "transport/http_conn.c", "transport/http_recv.c"},
     r"mysql\.h": {"stores/dbconn.h", "stores/dbconn.c", "stores/store.c", "stores/apps.c",
                   "stores/gateway_rules.c", "stores/envoymap.c",
