@@ -1221,6 +1221,7 @@ int redis_ping_each(struct redis *r, int64_t deadline_us,
             bound = 1;
         }
         redisSetTimeout(conns[i]->ctx, tv_ms(timeout_ms));
+        redis_tls_set_timeout(conns[i]->tls, timeout_ms);   /* rediss: its reads wait this */
         conns[i]->timeout_ms = timeout_ms;
         if (redis_io_get_reply(conns[i]->ctx, conns[i]->tls, (void **)&rep) != REDIS_OK || rep == NULL) {
             rcs[i] = redis_conn_broken(r, conns[i], bound, timeout_ms, &errs[i]);
