@@ -4,6 +4,7 @@ the stack fixture's env file (tests/stack/stack.sh writes it: the addresses
 of its Redis and MariaDB), free ports, unique names, polling, and the
 unittest entry point every test file calls."""
 import os
+import random
 import socket
 import subprocess
 import tempfile
@@ -64,7 +65,34 @@ def stack_env():
     return env
 
 
+def _ephemeral_low():
+    """The lowest port of the kernel's ephemeral range: every outgoing
+    connection takes its source port from there."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
+    """A port nothing listens on, for a server a test starts. Drawn below
+    the ephemeral range: a port the kernel hands out for a bind to 0 comes
+    from that range, which the outgoing connections of every test running
+    beside this one draw their source ports from, and one of them took
+    such a port between this pick and the server's own bind (a loaded
+    run's Caddy: "bind: address already in use"). Checked by a bind on
+    every address (a server may listen on all of them)."""
+    low = _ephemeral_low()
+    if low > 12000:
+        for _ in range(200):
+            port = random.randint(10000, low - 1)
+            with socket.socket() as s:
+                try:
+                    s.bind(("0.0.0.0", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
