@@ -7,6 +7,7 @@ import glob
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -55,11 +56,23 @@ def mysql(sql, url=None, database=None, timeout=60):
     env.pop("MYSQL_PWD", None)
     if p["password"]:
         env["MYSQL_PWD"] = p["password"]   # kept off the command line
-    r = subprocess.run(argv, input=sql, capture_output=True, text=True, env=env,
-                       timeout=timeout)
-    if r.returncode != 0:
-        raise MysqlError(r.stderr.strip())
-    return [line.split("\t") for line in r.stdout.splitlines()]
+    dropping = sql.lstrip().upper().startswith("DROP DATABASE")
+    for attempt in range(3):
+        r = subprocess.run(argv, input=sql, capture_output=True, text=True, env=env,
+                           timeout=timeout)
+        if r.returncode == 0:
+            return [line.split("\t") for line in r.stdout.splitlines()]
+        # A test's throw-away database that MariaDB cannot remove: a file
+        # of its own is still in the directory ("errno: 39"; seen once in a
+        # loaded run: policy_overrides.TRG-, a trigger file's backup from
+        # the migrations' CREATE TRIGGERs, still there minutes later).
+        # Asked again twice; then the directory stays with the throw-away
+        # stack, said on stderr: this is a cleanup, no check of the test's.
+        if not (dropping and "errno: 39" in r.stderr):
+            raise MysqlError(r.stderr.strip())
+        time.sleep(0.5)
+    sys.stderr.write("warning: %s\n" % r.stderr.strip())
+    return []
 
 
 def migrate_with_client(database, url=None):
