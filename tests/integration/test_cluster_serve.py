@@ -582,11 +582,10 @@ class StartTest(unittest.TestCase):
         # stands in for it; permitd refused such a map before.
         d = tempfile.mkdtemp(prefix="permitd-onenode-")
         self.addCleanup(shutil.rmtree, d, True)
-        port = free_port()
-        while port > 55535:             # the cluster bus listens on port + 10000
-            port = free_port()
+        port, bus = free_port(), free_port()    # the cluster bus on a free port of its own
         subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-enabled", "yes", "--cluster-port", str(bus),
+                        "--cluster-config-file", "nodes.conf",
                         "--save", "", "--appendonly", "no", "--dir", d, "--daemonize", "yes",
                         "--pidfile", os.path.join(d, "redis.pid")], check=True,
                        capture_output=True)
