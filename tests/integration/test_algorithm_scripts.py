@@ -881,19 +881,24 @@ class Concurrency(Base):
         self.assertEqual((r["allowed"], r["flags"], r["remaining"]), (0, 2, 1))
 
     def test_renew_extends_a_held_lease(self):
-        p = Policy("concurrency", 1, 600)
+        # Leases of 2 s: the check that the renewal held the lease past its
+        # first end comes 1.2 s after the renewal, 0.8 s before its new end
+        # (600 ms leases left 200 ms, which a loaded run's scheduling ate).
+        p = Policy("concurrency", 1, 2000)
         lease = lease_id()
         self.lease_op("take", p, "n", lease)
-        time.sleep(0.3)
+        time.sleep(1.2)
+        renewed = time.monotonic()
         r = self.lease_op("renew", p, "n", lease)
-        self.assertEqual((r["allowed"], r["lease_expires_ms"], r["flags"]), (1, 600, 0))
-        self.assertEqual(r["reset_after_ms"], 600)
-        time.sleep(0.4)       # 700 ms after the grant, 400 after the renewal
-        self.assertEqual(self.take(p, key="n")["allowed"], 0)
+        self.assertEqual((r["allowed"], r["lease_expires_ms"], r["flags"]), (1, 2000, 0))
+        self.assertEqual(r["reset_after_ms"], 2000)
+        time.sleep(1.2)       # 2.4 s after the grant, 1.2 after the renewal
+        self.assertEqual(self.take(p, key="n")["allowed"], 0,
+                         "%.2f s after the renewal" % (time.monotonic() - renewed))
         # a take carrying a held lease's id renews it and takes nothing more
         t = self.lease_op("take", p, "n", lease)
-        self.assertEqual((t["allowed"], t["remaining"], t["lease_expires_ms"]), (1, 0, 600))
-        time.sleep(0.65)
+        self.assertEqual((t["allowed"], t["remaining"], t["lease_expires_ms"]), (1, 0, 2000))
+        time.sleep(2.05)
         r = self.lease_op("renew", p, "n", lease)
         self.assertEqual((r["allowed"], r["flags"], r["lease_expires_ms"]), (0, 2, 0))
         self.assertEqual(self.take(p, key="n")["allowed"], 1)
