@@ -494,6 +494,10 @@ const FIELD_LABELS = {
   match_kind: "Matches", match_value: "Match", action: "Does", expires_at: "Expires",
   domain: "Domain", descriptor: "Descriptor", key_entry: "Key entry",
   allow_limit_override: "Honours the descriptor's own limit",
+  // Reservations (0015) and local leases (0016): in every policy row since 0019.
+  reserve_ttl_ms: "Longest reservation", debt_floor: "Debt floor",
+  reserve_expiry: "An expired reservation's estimate", local_lease: "Local leases",
+  local_lease_permits: "Permits a local lease takes",
 };
 export function fieldLabel(field) {
   const l = FIELD_LABELS[field] || field.replace(/_/g, " ");
@@ -502,7 +506,8 @@ export function fieldLabel(field) {
 const META_FIELDS = new Set(["version", "created_at", "updated_at", "created_by", "updated_by", "id", "policy_id"]);
 const FIELD_ORDER = ["name", "domain", "descriptor", "policy", "key_entry", "match_kind", "match_value", "action",
   "apps", "algorithm", "max_permits", "rate", "window", "window_ms", "calendar",
-  "lease_ttl", "lease_ms", "failure_mode", "enabled", "shadow", "colocate", "description"];
+  "lease_ttl", "lease_ms", "failure_mode", "enabled", "shadow", "colocate", "reserve_ttl_ms",
+  "debt_floor", "reserve_expiry", "local_lease", "local_lease_permits", "description"];
 
 function parsePolicyJson(text) {
   if (text === undefined || text === null || text === "") return { value: null, error: false };
@@ -542,6 +547,8 @@ export function overrideMatchWords(kp) {
 
 export function formatFieldValue(field, v) {
   v = normalize(field, v);
+  if ((field === "local_lease" || field === "local_lease_permits") && (v === undefined || v === null))
+    return "as the instance's setting";
   if (v === undefined || v === null) return field === "expires_at" ? "never" : "—";
   // A delete's Envoy descriptors, whole in its audit row (DeletePolicy's remove_references).
   if (field === "removed_envoy_descriptors" && Array.isArray(v)) {
@@ -560,6 +567,8 @@ export function formatFieldValue(field, v) {
     if (!Number.isFinite(d.value)) return String(v);
     return d.unit === "s" ? d.text : `${d.text} (${v} / s)`;
   }
+  if (field === "reserve_expiry" && (v === "keep" || v === "refund")) return v === "keep" ? "kept" : "refunded";
+  if (field === "reserve_ttl_ms" && Number(v) > 0) return durationWords(Number(v));
   if ((field === "window_ms" || field === "lease_ms") && Number(v) > 0) return durationWords(Number(v));
   if ((field === "window_ms" || field === "lease_ms") && Number(v) === 0) return "none";
   if (field === "algorithm") return ALGORITHMS.find((a) => a.id === v)?.label || String(v);

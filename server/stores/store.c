@@ -396,7 +396,8 @@ fail:
     "p.reserve_ttl_ms, p.debt_floor, p.reserve_expiry"
 
 /* The policy as JSON text, for audit rows (JSON_OBJECT exists in MySQL 8
- * and MariaDB alike). */
+ * and MariaDB alike): every column, in the order the plain-SQL triggers
+ * write them (migrations/0019_audit_every_column.up.sql). */
 #define POLICY_JSON \
     "JSON_OBJECT('name', p.name, 'apps', IFNULL((SELECT GROUP_CONCAT(a.app ORDER BY a.app " \
     "SEPARATOR ',') FROM policy_apps a WHERE a.policy_id = p.id), ''), " \
@@ -405,6 +406,7 @@ fail:
     "'algorithm', p.algorithm, 'window_ms', p.window_ms, 'calendar', p.calendar, " \
     "'lease_ms', p.lease_ms, 'shadow', p.shadow, 'reserve_ttl_ms', p.reserve_ttl_ms, " \
     "'debt_floor', p.debt_floor, 'reserve_expiry', p.reserve_expiry, " \
+    "'local_lease', p.local_lease, 'local_lease_permits', p.local_lease_permits, " \
     "'version', " POLICY_VERSION ")"
 
 /* MySQL's and MariaDB's error numbers for what an editor can cause. */

@@ -306,6 +306,42 @@ class AuditTest(test_admin.AdminCase):
         self.assertEqual([x["action"] for x in self.entries(v, kind="gateway", policy=name)],
                          ["update", "create"])
 
+    def test_plain_sql_rows_hold_every_column(self):
+        """Migration 0019: a plain-SQL change of 0015's and 0016's columns
+        (reservations, local leases) is audited with them before and after,
+        as permitd's own rows are; an apps change and a delete by plain SQL
+        keep them too (0009's triggers wrote the columns of their day: such
+        a change showed no difference)."""
+        e = self.editor()
+        name = self.name("every")
+        e.create(name, max_permits=10, rate="1")
+        own = json.loads(self.entries(e, policy=name)[0]["newValue"])
+        self.assertEqual((own["debt_floor"], own["reserve_expiry"], own["local_lease"],
+                          own["local_lease_permits"]), (0, "keep", None, None), own)
+        dba, url = self.dba()
+        mysql("UPDATE policies SET debt_floor = 50, reserve_ttl_ms = 60000, "
+              "reserve_expiry = 'refund', local_lease = 'on', local_lease_permits = 25 "
+              "WHERE name = '%s'" % name, url=url, database=self.db)
+        row = self.entries(e, policy=name)[0]
+        self.assertEqual((row["action"], row["actor"]), ("update", dba))
+        before, after = json.loads(row["oldValue"]), json.loads(row["newValue"])
+        fields = ("reserve_ttl_ms", "debt_floor", "reserve_expiry", "local_lease",
+                  "local_lease_permits")
+        self.assertEqual([before[f] for f in fields], [300000, 0, "keep", None, None], before)
+        self.assertEqual([after[f] for f in fields], [60000, 50, "refund", "on", 25], after)
+        # The app-list triggers' procedure, and the delete.
+        mysql("INSERT INTO policy_apps (policy_id, app) SELECT id, 'extra' FROM policies "
+              "WHERE name = '%s'" % name, url=url, database=self.db)
+        row = self.entries(e, policy=name)[0]
+        self.assertEqual(json.loads(row["newValue"])["apps"], "app,extra", row)
+        self.assertEqual([json.loads(row["newValue"])[f] for f in fields],
+                         [60000, 50, "refund", "on", 25], row)
+        mysql("DELETE FROM policies WHERE name = '%s'" % name, url=url, database=self.db)
+        row = self.entries(e, policy=name)[0]
+        self.assertEqual(row["action"], "delete", row)
+        self.assertEqual([json.loads(row["oldValue"])[f] for f in fields],
+                         [60000, 50, "refund", "on", 25], row)
+
     def test_last_changed_by_is_the_name_the_audit_shows(self):
         e = self.editor()
         name = self.name("lcb")

@@ -253,6 +253,19 @@ describe("admin web UI in headless Chromium", () => {
       ["When Redis is unreachable", "fail open", "fail closed"],
       ["Keep all buckets together", "no", "yes"],
     ]);
+    // Migration 0019: a plain-SQL change of a reservation or lease setting,
+    // in words (NULL local_lease: the instance's own --local-leases).
+    const r = fmt.diffChange({
+      action: "update",
+      oldValue: '{"name": "p", "reserve_ttl_ms": 300000, "debt_floor": 0, "reserve_expiry": "keep", "local_lease": null, "local_lease_permits": null, "version": 1}',
+      newValue: '{"name": "p", "reserve_ttl_ms": 60000, "debt_floor": 50, "reserve_expiry": "refund", "local_lease": "on", "local_lease_permits": null, "version": 2}',
+    });
+    assert.deepEqual(r.rows.map((x) => [x.label, x.old, x.new]), [
+      ["Longest reservation", "5 minutes", "1 minute"],
+      ["Debt floor", "0", "50"],
+      ["An expired reservation's estimate", "kept", "refunded"],
+      ["Local leases", "as the instance's setting", "on"],
+    ]);
     assert.deepEqual(fmt.timeAttrs("2026-11-28 14:20:01.123456").datetime, new Date(Date.parse("2026-11-28 14:20:01.123456")).toISOString());
     assert.doesNotMatch(fmt.timeAttrs("2026-11-28 14:20:01.123456").title, /123456/);
   });
