@@ -364,9 +364,19 @@ static void sync_part_free(void *ctx)
 static int follow_part_start(void *ctx, struct permitd_error *err)
 {
     struct serve *s = ctx;
-    return follow_start(s->cfg, s->redis, s->limiter, s->sync == NULL, &s->follow, err);
+    int rc = follow_start(s->cfg, s->redis, s->limiter, s->sync == NULL, &s->follow, err);
+
+    if (rc == PERMITD_OK)
+        admin_set_follow(s->admin, s->follow);
+    return rc;
 }
-static void follow_part_stop(void *ctx) { follow_stop(((struct serve *)ctx)->follow); }
+static void follow_part_stop(void *ctx)
+{
+    struct serve *s = ctx;
+    admin_set_follow(s->admin, NULL);
+    follow_stop(s->follow);
+    s->follow = NULL;
+}
 
 static int admin_part(void *ctx, struct permitd_error *err)
 {

@@ -172,6 +172,11 @@ void admin_set_service(struct admin *a, struct service *s)
     a->health.service = s;
 }
 
+void admin_set_follow(struct admin *a, struct follow *f)
+{
+    a->health.follow = f;
+}
+
 void admin_set_appkeys(struct admin *a, struct appkeys *keys)
 {
     a->health.appkeys = keys;

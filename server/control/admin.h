@@ -75,6 +75,12 @@ struct service;
  * outlive a. Call before the listeners start. */
 void admin_set_service(struct admin *a, struct service *s);
 
+struct follow;
+
+/* Reports on the change-notice listener in /metrics (NULL: no more); f
+ * must outlive the listeners. */
+void admin_set_follow(struct admin *a, struct follow *f);
+
 /* Who calls: the session's user name into user (len bytes) when the call
  * carries a live session of an enabled user with the role needed (need:
  * ADMIN_VIEWER, ADMIN_EDITOR or ADMIN_ADMIN; 0 and 1 read as before the

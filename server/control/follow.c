@@ -207,13 +207,12 @@ int follow_start(const struct config *cfg, struct redis *redis, struct limiter *
     return PERMITD_OK;
 }
 
-unsigned long long follow_notices(struct follow *f)
+void follow_counters(struct follow *f, unsigned long long *notices,
+                     unsigned long long *subscribed)
 {
-    unsigned long long notices = 0, subscribed = 0;
-
+    *notices = *subscribed = 0;
     if (f != NULL)
-        redis_notice_counters(f->notice, &notices, &subscribed);
-    return notices;
+        redis_notice_counters(f->notice, notices, subscribed);
 }
 
 void follow_stop(struct follow *f)

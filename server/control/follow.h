@@ -26,8 +26,11 @@ struct follow;
 int follow_start(const struct config *cfg, struct redis *redis, struct limiter *limiter,
                  int passes, struct follow **out, struct permitd_error *err);
 
-/* Notices received so far (for /metrics). */
-unsigned long long follow_notices(struct follow *f);
+/* For /metrics: the notices read so far, and the subscriptions made (1
+ * once the listener listens; one more after each lost connection, across
+ * which notices are lost until the next tick). Zeros for NULL. */
+void follow_counters(struct follow *f, unsigned long long *notices,
+                     unsigned long long *subscribed);
 
 /* Stops the thread and frees f. NULL is a no-op. */
 void follow_stop(struct follow *f);

@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "control/envoysvc.h"
 #include "control/fleet.h"
+#include "control/follow.h"
 #include "control/gatewaysync.h"
 #include "control/health.h"
 #include "control/settle.h"
@@ -215,6 +216,7 @@ enum metric_source {
     M_SENTINEL,         /* redis+sentinel:// only */
     M_TRAFFIC,          /* the traffic history's writer (MySQL, --traffic-flush-ms) */
     M_RESERVE,          /* the reservations pool (--reserve-workers, --reserve-queue) */
+    M_FOLLOW,           /* the change-notice listener */
     M_EACH,
     M_LISTENERS = M_EACH,   /* listener="api", "admin": struct listener_snap */
     M_NODES,            /* node="host:port", in a cluster: struct node_snap */
@@ -251,6 +253,7 @@ struct metrics_snap {
     uint64_t open_passes, stale_retries;
     uint64_t rsv_reserved, rsv_committed, rsv_expired, rsv_refunded, rsv_debt;
     uint64_t rsv_queue_depth, rsv_queue_capacity, rsv_workers_busy, rsv_refused;
+    uint64_t notices, subscriptions;
     uint64_t deny_hits, deny_misses, deny_evictions;
     struct limiter_lease_counters lease;
     uint64_t redis_up, redis_errors, redis_connects;
@@ -427,6 +430,15 @@ static const struct metric metrics[] = {
             "Decisions left out of the traffic history: the (policy, app) table was full "
             "(--traffic-pairs) and had no place for the policy either.",
             M_TRAFFIC, SNAP(traffic_dropped)),
+    COUNTER("permitd_change_notices_total",
+            "Change notices (<prefix>changes: a policy written, deleted or reset by any "
+            "instance) this instance read.",
+            M_FOLLOW, SNAP(notices)),
+    COUNTER("permitd_change_subscriptions_total",
+            "Subscriptions to the change notices: 1 once this instance listens, one more after "
+            "each lost connection (notices sent in between are lost; the next pass heals "
+            "them).",
+            M_FOLLOW, SNAP(subscriptions)),
     COUNTER("permitd_sync_failures_total", "MySQL -> Redis sync passes that failed.",
             M_SYNC, SNAP(sync_failures)),
     ROW("permitd_sync_lag_seconds", "gauge", "Time since the last successful sync pass.",
@@ -551,6 +563,13 @@ static void snap_take(const struct health *h, struct metrics_snap *m)
         m->app_auth = (uint64_t)appkeys_enforced(h->appkeys);
         m->app_keys = appkeys_count(h->appkeys);
     }
+    if (h->follow != NULL) {
+        unsigned long long notices, subscribed;
+
+        follow_counters(h->follow, &notices, &subscribed);
+        m->notices = notices;
+        m->subscriptions = subscribed;
+    }
     if (h->fleet != NULL)
         fleet_counters(h->fleet, &m->fleet_ok, &m->fleet_failed, &m->fleet_commands,
                        &m->fleet_bytes);
@@ -622,6 +641,8 @@ static int source_present(const struct health *h, enum metric_source src)
         return h->fleet != NULL;
     case M_TRAFFIC:
         return h->trafficlog != NULL;
+    case M_FOLLOW:
+        return h->follow != NULL;
     case M_RESERVE: {
         struct service_rsv_load r;
         return service_reservations_load(h->service, &r) == 0;

@@ -36,6 +36,7 @@ struct health {
     struct traffic *traffic;            /* the traffic history's counts; NULL: not reported */
     struct trafficlog *trafficlog;      /* its writer (issue 39); NULL: not reported */
     struct service *service;            /* its reservations pool; NULL: not reported */
+    struct follow *follow;              /* the change-notice listener; NULL: not reported */
 };
 
 /* 200 "redis: ok\nmysql sync: ok, ..." or 503 with what is wrong. */

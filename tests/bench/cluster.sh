@@ -115,15 +115,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # A port nothing listens on, below the kernel's ephemeral range (as run.sh).
-eph_lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-    local p lo=10000 hi=$(( eph_lo > 12000 ? eph_lo : 32768 ))
-    while :; do
-        p=$(( lo + RANDOM % (hi - lo) ))
-        port_free "$p" && { echo "$p"; return; }
-    done
-}
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 
 # start_cluster DIR N: N redis-servers in cluster mode, masters only, the
 # 16384 slots split into N equal ranges (CLUSTER ADDSLOTSRANGE), joined with
@@ -138,7 +131,7 @@ start_cluster() {
     local dir=$1 n=$2 ports=() p i lo hi
     mkdir -p "$dir"
     while [ ${#ports[@]} -lt "$n" ]; do
-        p=$(free_port)
+        p=$(free_port $(( _free_port_eph - 10000 )))     # its bus below the range too
         port_free $(( p + 10000 )) || continue
         mkdir -p "$dir/node-$p"
         redis-server --port "$p" --bind 127.0.0.1 --protected-mode no \

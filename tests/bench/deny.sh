@@ -37,7 +37,7 @@ else
     [ -x "$bin" ] || bin=$(find "$root/build/bench" -name permitd -type f -perm -u+x | head -1)
 fi
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 tmp=$(mktemp -d -t permitd-deny.XXXXXX)
 pids=()
 cleanup() {

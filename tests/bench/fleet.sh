@@ -29,7 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 
 if [ -n "${BENCH_PERMITD:-}" ]; then
     permitd=$BENCH_PERMITD

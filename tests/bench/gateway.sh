@@ -49,7 +49,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 cpu_of() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 if has_path forward-nginx && [ ! -x "$nginx_bin" ]; then

@@ -45,7 +45,7 @@ cleanup() {
 }
 trap cleanup EXIT
 log() { echo "leases.sh: $*" >&2; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 
 permitd=${BENCH_PERMITD:-}
 if [ -z "$permitd" ]; then

@@ -99,26 +99,33 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port=""
-for _ in 1 2 3 4 5 6 7 8 9 10; do
-    p=$(( 20000 + RANDOM % 40000 ))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { port=$p; break; }
-done
-[ -n "$port" ] || die "found no free port"
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 
 # No slow log: under valgrind a call of nine runs past its 10 ms, and Redis
 # then copies the call's arguments into the log, work a Redis at full speed
 # never does for it (1.9-2.5% of the count at nine a call, varying with the
-# machine's speed; issue 41).
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$tmp/callgrind.out" \
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$tmp" --protected-mode no --slowlog-log-slower-than -1 > "$tmp/valgrind.log" 2>&1 &
-vg_pid=$!
-for _ in $(seq 1 300); do
-    redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && break
-    kill -0 "$vg_pid" 2>/dev/null || die "redis-server under valgrind exited"
-    sleep 0.1
+# machine's speed; issue 41). Started again on another port when another
+# server took its port first (valgrind's start takes a second or more).
+port="" vg_pid=""
+for attempt in 1 2 3 4 5; do
+    port=$(free_port) || die "found no free port"
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$tmp/callgrind.out" \
+        redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$tmp" --protected-mode no --slowlog-log-slower-than -1 > "$tmp/valgrind.log" 2>&1 &
+    vg_pid=$!
+    for _ in $(seq 1 300); do
+        redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && break
+        kill -0 "$vg_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$vg_pid" 2>/dev/null && break
+    wait "$vg_pid" 2>/dev/null || true
+    grep -q "Address already in use" "$tmp/valgrind.log" ||
+        die "redis-server under valgrind exited (see $tmp/valgrind.log)"
+    log "port $port was taken before redis-server bound it (attempt $attempt); another port"
+    vg_pid=""
 done
+[ -n "$vg_pid" ] || die "redis-server under valgrind found no free port in 5 attempts"
 redis-cli -p "$port" PING 2>/dev/null | grep -q PONG || die "redis-server under valgrind did not start"
 rcli() { redis-cli -p "$port" "$@"; }
 

@@ -33,7 +33,7 @@ cmake --build "$root/build/bench" -j2 --target permitd >/dev/null
 bin=$root/build/bench/server/permitd
 [ -x "$bin" ] || bin=$(find "$root/build/bench" -name permitd -type f -perm -u+x | head -1)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 tmp=$(mktemp -d -t permitd-tls.XXXXXX)
 pids=()
 cleanup() {

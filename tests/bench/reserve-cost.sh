@@ -48,13 +48,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-        local p=$(( 20000 + RANDOM % 40000 ))
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-    done
-    die "found no free port"
-}
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 rport=$(free_port)
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$tmp/callgrind.out" \
     redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \

@@ -147,16 +147,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A port nothing listens on, below the kernel's ephemeral range (a port in
-# that range may be held by one of the many client sockets the runs open).
-eph_lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-free_port() {
-    local p lo=10000 hi=$(( eph_lo > 12000 ? eph_lo : 32768 ))
-    while :; do
-        p=$(( lo + RANDOM % (hi - lo) ))
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-    done
-}
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 
 "$root/tests/stack/redis.sh" start "$tmp/redis" > "$tmp/redis.env"
 rport=$(sed -n 's/^PERMITD_TEST_REDIS_PORT=//p' "$tmp/redis.env")

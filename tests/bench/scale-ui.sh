@@ -55,9 +55,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$root/tests/stack/free-port.sh"   # free_port: below the ephemeral range
 
 "$root/tests/stack/redis.sh" start "$tmp/redis" > "$tmp/redis.env"
 "$root/tests/stack/mariadb.sh" start "$tmp/mariadb" > "$tmp/mariadb.env"

@@ -61,6 +61,20 @@ class SyncTest(unittest.TestCase):
         flat = self.redis("HGETALL", "%s{%s}:policy" % (self.prefix, name)) or []
         return dict(zip(flat[0::2], flat[1::2]))
 
+    def notify(self, message):
+        """A change notice, as another instance sends it (on every master
+        of a cluster: harness publish_everywhere())."""
+        self.redis.publish_everywhere(self.prefix + "changes", message)
+
+    @staticmethod
+    def listening(p):
+        """p's change-notice counters (/metrics): (notices read,
+        subscriptions made)."""
+        text = p.admin().request("GET", "/metrics").body.decode()
+        got = dict(re.findall(r"^(permitd_change_\w+_total) (\d+)$", text, re.M))
+        return (int(got.get("permitd_change_notices_total", -1)),
+                int(got.get("permitd_change_subscriptions_total", -1)))
+
     def test_start_up_loads_every_policy(self):
         self.add_policy("alpha", 3, "0.5", apps=("web", "mobile"))
         self.add_policy("beta", 7, "0.016666666667", apps=("*",))
@@ -640,21 +654,47 @@ class SyncTest(unittest.TestCase):
                                               "--sync-interval-ms", "600000"])
         self.procs.append(p)
         wait_for("policy", lambda: self.hash("quick"))
+        # p listens (a notice sent before it subscribed is lost: the copy
+        # held then goes on deciding).
+        wait_for("p subscribed", lambda: self.listening(p)[1] >= 1)
 
         def gone():
             # The hash deleted and the delete notice sent (p's copy goes
-            # too), again until p has read one: p subscribes after it
-            # starts, and a notice sent before that is lost (the copy held
-            # then goes on deciding). Polled, not a 100 ms sleep (issue 33).
+            # too), again until p has read one. Polled, not a 100 ms sleep
+            # (issue 33). A failure says what p read.
             self.redis("DEL", "%s{quick}:policy" % self.prefix)
-            self.redis("PUBLISH", self.prefix + "changes", "quick 0")
+            self.notify("quick 0")
             r = p.http().acquire("quick")
             return r if error_code(r) == "unavailable" else None
-        r = wait_for("the copy marked missing", gone, 60)
+        try:
+            r = wait_for("the copy marked missing", gone, 60)
+        except AssertionError as e:
+            raise AssertionError("%s; p's (notices, subscriptions): %r" % (e, self.listening(p)))
         self.assertIn("not back in Redis yet", r.json()["message"])
         # The regular pass is ten minutes away; the miss triggered one.
         wait_for("back", lambda: decision(p.http().acquire("quick")).get("allowed"), 60)
         self.assertEqual(error_code(p.http().acquire("never-existed")), "not_found")
+
+    def test_notices_and_subscriptions_are_counted(self):
+        # /metrics says whether an instance hears the change notices: one
+        # subscription once it listens, each notice read counted, and one
+        # more subscription after its connection is cut.
+        p = Permitd(prefix=self.prefix, args=["--mysql-url", self.mysql_url,
+                                              "--sync-interval-ms", "600000"])
+        self.procs.append(p)
+        wait_for("p subscribed", lambda: self.listening(p)[1] >= 1)
+        notices, subscriptions = self.listening(p)
+        self.notify("nosuch 3")
+        wait_for("the notice counted", lambda: self.listening(p)[0] > notices)
+        # Every pub/sub connection of this test's Redis is p's.
+        masters = getattr(self.redis, "masters", None)
+        for m in masters or [None]:
+            node = self.redis._node(*m) if m else self.redis
+            node("CLIENT", "KILL", "TYPE", "pubsub")
+        wait_for("p subscribed again", lambda: self.listening(p)[1] > subscriptions)
+        notices = self.listening(p)[0]
+        self.notify("nosuch 4")
+        wait_for("a notice counted after", lambda: self.listening(p)[0] > notices)
 
     def test_a_delete_seen_first_in_redis_ends_in_not_found(self):
         # Another instance deleted the policy: the row, then the hash, then
@@ -668,15 +708,19 @@ class SyncTest(unittest.TestCase):
         self.procs.append(p)
         wait_for("policy", lambda: self.hash("gone"))
         self.assertTrue(decision(p.http().acquire("gone"))["allowed"])
+        wait_for("p subscribed", lambda: self.listening(p)[1] >= 1)
         self.sql("DELETE FROM policies WHERE name = 'gone'")
 
         def gone():
             # again until p has read the notice (see the test above)
             self.redis("DEL", "%s{gone}:policy" % self.prefix)
             self.redis("SREM", self.prefix + "policies", "gone")
-            self.redis("PUBLISH", self.prefix + "changes", "gone 0")
+            self.notify("gone 0")
             return error_code(p.http().acquire("gone")) == "unavailable"
-        wait_for("the copy marked missing", gone, 60)
+        try:
+            wait_for("the copy marked missing", gone, 60)
+        except AssertionError as e:
+            raise AssertionError("%s; p's (notices, subscriptions): %r" % (e, self.listening(p)))
         wait_for("not_found", lambda: error_code(p.http().acquire("gone")) == "not_found", 60)
 
     def test_mysql_down_acquire_keeps_working_and_readyz_says_why(self):

@@ -103,6 +103,11 @@ class Redis:
         self._send(args)
         return self._reply(raw=True)
 
+    def publish_everywhere(self, channel, message):
+        """PUBLISH, on every master of a cluster (cluster.ClusterRedis):
+        here, the one Redis."""
+        return self("PUBLISH", channel, message)
+
     def _send(self, args):
         out = b"*%d\r\n" % len(args)
         for a in args:
