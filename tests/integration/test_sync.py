@@ -63,8 +63,8 @@ class SyncTest(unittest.TestCase):
 
     def notify(self, message):
         """A change notice, as another instance sends it (on every master
-        of a cluster: harness publish_everywhere())."""
-        self.redis.publish_everywhere(self.prefix + "changes", message)
+        of a cluster: harness each_master())."""
+        self.redis.each_master("PUBLISH", self.prefix + "changes", message)
 
     @staticmethod
     def listening(p):
@@ -687,10 +687,7 @@ class SyncTest(unittest.TestCase):
         self.notify("nosuch 3")
         wait_for("the notice counted", lambda: self.listening(p)[0] > notices)
         # Every pub/sub connection of this test's Redis is p's.
-        masters = getattr(self.redis, "masters", None)
-        for m in masters or [None]:
-            node = self.redis._node(*m) if m else self.redis
-            node("CLIENT", "KILL", "TYPE", "pubsub")
+        self.redis.each_master("CLIENT", "KILL", "TYPE", "pubsub")
         wait_for("p subscribed again", lambda: self.listening(p)[1] > subscriptions)
         notices = self.listening(p)[0]
         self.notify("nosuch 4")

@@ -8,9 +8,11 @@
 # comes from it, and so does the source port of every outgoing connection
 # of every test running beside this one; one of those took such a port
 # between the pick and the server's own bind (redis-cost.sh's Redis under
-# valgrind: "bind: Address already in use", in a loaded suite run). A
-# server that loses the port anyway (another script drew it too) must be
-# started again on another: the callers do.
+# valgrind: "bind: Address already in use", in a loaded suite run). The
+# pick is still no reservation: another script may draw the same port
+# before the server binds it. redis-cost.sh, whose valgrind start takes a
+# second or more, starts its Redis again on another port then; the other
+# callers' servers bind within milliseconds of the pick.
 _free_port_eph=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 [ "${_free_port_eph:-0}" -gt 12000 ] 2>/dev/null || _free_port_eph=32768
 

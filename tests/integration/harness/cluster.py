@@ -227,14 +227,14 @@ class ClusterRedis:
     def __call__(self, *args):
         return self._run(args, raw=False)
 
-    def publish_everywhere(self, channel, message):
-        """PUBLISH on every master: each node hands it to its own
-        subscribers at once, where a PUBLISH on one master reaches the
+    def each_master(self, *args):
+        """One command on every master, the answers in a list: a CLIENT
+        KILL of every node's clients, or a PUBLISH each node hands to its
+        own subscribers at once (a PUBLISH on one master reaches the
         others' subscribers over the cluster bus, whose links a loaded
-        machine's nodes (node timeout 1 s) may drop and make again. For a
-        test whose instance has no periodic pass to heal a lost notice.
-        Subscribers hear it up to once a master."""
-        return sum(self._on(m, ("PUBLISH", channel, message), False) for m in self.masters)
+        machine's nodes, node timeout 1 s, may drop and make again;
+        subscribers then hear it up to once a master)."""
+        return [self._on(m, args, False) for m in self.masters]
 
     def raw(self, *args):
         return self._run(args, raw=True)

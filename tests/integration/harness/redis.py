@@ -103,10 +103,10 @@ class Redis:
         self._send(args)
         return self._reply(raw=True)
 
-    def publish_everywhere(self, channel, message):
-        """PUBLISH, on every master of a cluster (cluster.ClusterRedis):
-        here, the one Redis."""
-        return self("PUBLISH", channel, message)
+    def each_master(self, *args):
+        """One command on every master of a cluster (cluster.ClusterRedis):
+        here, on the one Redis, its answer in a list."""
+        return [self(*args)]
 
     def _send(self, args):
         out = b"*%d\r\n" % len(args)
