@@ -158,27 +158,57 @@ bucket written before it can still be below full, and a full bucket has no
 key), and once the settle pass has folded every bucket to now it drops
 every entry up to the newest it saw (sync.c).
 
-The bucket index (issue 22): the settle pass (server/control/settle.c)
-must find a policy's buckets without a SCAN of the whole keyspace, so each
-bucket this script creates (a write where the key held no state) adds its
-key to the set P{T}ix:NAME, T being a 3-character tag that hashes to the
-bucket key's own slot (INDEX_TAGS below, slot s at 3s + floor(s/64)), P the
-key's prefix and NAME its policy: one set per policy and slot, in that
-slot, so the write stays on the bucket's node in a Redis Cluster, and the
-same layout on a single Redis. The script computes the set's name from the
-bucket key (CRC16 of its hash tag, as Redis does), so a call carries no
-more keys nor arguments for it; an existing bucket costs nothing more, a
-new one one SADD. A member whose bucket is gone (full: no key) stays until
-a settle or the index pass meets it: "settle" removes the members among its
-keys that hold no state, and mode "index" (KEYS: bucket keys; ARGV[2] "0",
-ARGV[3] unused; no policy, no item) adds each key that exists to its index
-and removes each that does not, answering '<dd' {added, removed}: the
-index pass uses it to index the buckets of an older permitd (one SCAN per
-Redis) and to prune. server/stores/policy.c (policy_index_key()) builds
-the same names; tests/unit/stores/test_policy.c checks the two tables
-agree. In a cluster, the SADD is an redis.pcall: a slot half migrated,
-whose index key has moved already, costs the bucket its index entry (the
-next index pass puts it back), not the decision.
+The bucket index (issues 22 and 41): the settle pass
+(server/control/settle.c) must find a policy's buckets without a SCAN of
+the whole keyspace, so each bucket this script creates (a write where the
+key held no state: a take, a charge) is named in the policy's index. Its
+home is a group container: the 16,384 slots are cut into 256 groups of 64
+(group g: slots 64g .. 64g + 63), and group g of policy NAME keeps its
+entries in the strings P{T}ig:NAME:0, P{T}ig:NAME:1, ..., T the tag of
+slot 64g (INDEX_TAGS below, slot s at 3s + floor(s/64): a 3-character tag
+that hashes to s). One entry is the bucket's key past its policy, then
+"\n": KEY for P{NAME:KEY}:k, "\1" KEY for P{NAME}:k:KEY, "\2" for
+P{NAME}:b; a container is "\n" and its entries, so a lookup is one plain
+find of "\n" entry "\n". An entry costs its KEY and one byte, about 13
+bytes a bucket at a container's 4 KiB, against 63-82 for a member of a set
+(the whole key, in a hash table). How many containers the group has grows
+with it (linear hashing): P{T}ig:NAME holds "k p" (none: "0 0"), and an
+entry of hash h (entry_hash()) is in container h mod 2^k, or h mod 2^(k+1)
+when that is below p; a container written past INDEX_SPLIT bytes has
+container p split (its entries whose h mod 2^(k+1) is p + 2^k move there),
+p then moves on, and k grows when p reaches 2^k. So a container holds a
+few hundred entries at 100 thousand buckets and at 10 million alike, and a
+bucket created costs a GET of the group's "k p", a GET and a SET of a
+container of a few KiB, and a split now and then (a few hundred entries).
+The settle reads a group's "k p" and then its 2^k + p containers.
+
+In a Redis Cluster, a script may touch any key of a slot its node serves
+(see "Over several slots" above), and a group's keys all live in slot 64g.
+A bucket whose node does not serve slot 64g (a group cut by the masters'
+slot ranges, a slot being migrated), or whose key is of none of the three
+forms or whose KEY holds a control character, is named instead in the set
+P{T}ix:NAME of its own slot (T that slot's tag), as every bucket was before
+issue 41: the settle reads those sets too (and a permitd of before keeps
+writing them during a rolling upgrade). Every index command is an
+redis.pcall: a failure costs the bucket its index entry (the next index
+build or the prune puts it back or drops it), never the decision.
+
+The script computes where an entry goes from the bucket key (CRC16 of its
+hash tag, as Redis does), so a call carries no more keys nor arguments for
+it; an existing bucket costs nothing more. An entry whose bucket is gone
+(full: no key) stays until something meets it: "settle" takes out the
+entries of its keys that hold no state, mode "index" (KEYS: bucket keys;
+ARGV[2] "0", ARGV[3] unused; no policy, no item) puts each key that exists
+into the index (out of its slot's set, when it goes to a container) and
+takes out each that does not, answering '<dd' {added, removed}: the index
+build (buckets of a permitd from before the index: one SCAN per Redis) and
+the prune of the sets use it. Mode "sweep" (KEYS: containers) drops each
+container's entries whose bucket holds no key, answering '<dd' {kept,
+removed}: the prune of the containers (a bucket of a slot its node does not
+serve is kept). server/stores/policy.c builds the same names
+(policy_index_key(), policy_index_group_key()) and turns entries back into
+keys (policy_index_entry_key()); tests/unit/stores/test_policy.c checks the
+tables agree.
 
 A full bucket has no state key: every write sets the key to expire when
 the bucket would be full again, and a missing key reads as full. A denied
@@ -191,11 +221,11 @@ stamp of the call.
 
 local mode = ARGV[1]
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'all' and mode ~= 'settle' and
-   mode ~= 'index' and mode ~= 'refund' and mode ~= 'charge' then
+   mode ~= 'index' and mode ~= 'sweep' and mode ~= 'refund' and mode ~= 'charge' then
   if mode ~= 'hold' then
     -- never decided as a take (permitd sends no other; redis-cli might)
     return redis.error_reply('bucket.lua: mode "' .. tostring(mode) ..
-                             '" is not one of take, peek, all, settle, index, refund, charge, hold')
+                             '" is not one of take, peek, all, settle, index, sweep, refund, charge, hold')
   end
   -- @include hold.lua
 end
@@ -205,7 +235,7 @@ local ridttl = ARGV[3]  -- how long a take's answer is kept for its request id (
 local per = ridttl == '' and 2 or 4  -- ARGV an item: "" = compact (see the top)
 local base = 4 + 4 * np  -- ARGV index of item 1's policy
 local keys = KEYS
-if mode ~= 'settle' and mode ~= 'index' and #ARGV - base + 1 > per * n then
+if mode ~= 'settle' and mode ~= 'index' and mode ~= 'sweep' and #ARGV - base + 1 > per * n then
   -- keys of several slots (see the top): the ones after KEYS follow the items
   local m = n
   n = (#ARGV - base + 1 + m) / (per + 1)
@@ -760,11 +790,13 @@ end
 local bxor, band, lshift, rshift, byte = bit.bxor, bit.band, bit.lshift, bit.rshift,
                                         string.byte
 
--- The index set of the bucket at key (see the top): P{T}ix:NAME in the
--- key's slot; nil for a key without a hash tag (none of permitd's).
-local function index_key(key)
-  local lb = string.find(key, '{', 1, true)
-  local rb = lb and string.find(key, '}', lb + 2, true)
+local INDEX_SPLIT = 4096  -- bytes: a group's container past this splits (see the top)
+
+-- The slot of key (CRC16 of its hash tag, as Redis computes it) and the
+-- tag's braces; nil for a key without a hash tag (none of permitd's).
+local function tag_slot(key)
+  local lb = find(key, '{', 1, true)
+  local rb = lb and find(key, '}', lb + 2, true)
   if not rb then
     return nil
   end
@@ -772,45 +804,253 @@ local function index_key(key)
   for i = lb + 1, rb - 1 do
     local x = bxor(rshift(crc, 8), byte(key, i))
     crc = bxor(band(lshift(crc, 8), 65535),
-               tonumber(string.sub(CRC16, 4 * x + floor(x / 16) + 1, 4 * x + floor(x / 16) + 4), 16))
+               tonumber(sub(CRC16, 4 * x + floor(x / 16) + 1, 4 * x + floor(x / 16) + 4), 16))
   end
-  local slot = band(crc, 16383)
-  local at = 3 * slot + floor(slot / 64) + 1
-  local c = string.find(key, ':', lb + 1, true)
+  return band(crc, 16383), lb, rb
+end
+
+-- INDEX_TAGS' tag of slot s.
+local function slot_tag(s)
+  local at = 3 * s + floor(s / 64) + 1
+  return sub(INDEX_TAGS, at, at + 2)
+end
+
+-- The set of key's slot (see the top): P{T}ix:NAME.
+local function index_set(key, slot, lb, rb)
+  local c = find(key, ':', lb + 1, true)
   if not c or c > rb then
     c = rb
   end
-  return string.sub(key, 1, lb) .. string.sub(INDEX_TAGS, at, at + 2) .. '}ix:' ..
-         string.sub(key, lb + 1, c - 1)
+  return sub(key, 1, lb) .. slot_tag(slot) .. '}ix:' .. sub(key, lb + 1, c - 1)
 end
 
--- A bucket created at key: into its index (see the top).
-local function index_add(key)
-  local ix = index_key(key)
-  if ix then
-    redis.pcall('SADD', ix, key)
+-- The name of key's policy and the entry that stands for key in its
+-- group's containers (see the top); nil for a key of none of the three
+-- forms, or whose KEY holds a control character (the entries' separator
+-- is one): such a key goes to the set of its slot.
+local function index_entry(key, lb, rb)
+  local c = find(key, '[:}]', lb + 1)
+  local name, body, entry = sub(key, lb + 1, c - 1), nil, nil
+  if c < rb then
+    if #key - 3 <= c or sub(key, -3) ~= '}:k' then
+      return nil
+    end
+    body = sub(key, c + 1, #key - 3)
+    entry = body
+  elseif sub(key, rb + 1) == ':b' then
+    return name, '\2'
+  elseif sub(key, rb + 1, rb + 3) == ':k:' and #key > rb + 3 then
+    body = sub(key, rb + 4)
+    entry = '\1' .. body
+  else
+    return nil
   end
+  if c == lb + 1 or find(body, '[%z\1-\31]') then
+    return nil
+  end
+  return name, entry
+end
+
+-- Whether r, what a redis.pcall answered, is an error.
+local function failed(r)
+  return type(r) == 'table' and r.err ~= nil
+end
+
+-- Writes container key's text, or deletes the key when it holds no entry
+-- ("\n"); false when Redis refused.
+local function index_put(key, text)
+  if #text > 1 then
+    return not failed(redis.pcall('SET', key, text))
+  end
+  return not failed(redis.pcall('DEL', key))
+end
+
+-- An entry's hash, which picks its container in the group (linear hashing,
+-- see the top): a polynomial modulo 2^31 - 1, exact in a double.
+local function entry_hash(entry)
+  local h = 0
+  for i = 1, #entry do
+    h = (h * 131 + byte(entry, i)) % 2147483647
+  end
+  return h
+end
+
+-- Splits container p of group g (see the top): the entries whose hash
+-- picks p + 2^k at the next level move there. The new container is written
+-- first: cut short, its entries are in both, and the old one is still the
+-- one read. Every call a pcall: the index never fails a decision.
+local function index_split(g)
+  local size = 2 ^ g.k
+  local from, to = g.key .. ':' .. g.p, g.key .. ':' .. (g.p + size)
+  local text = redis.pcall('GET', from)
+  if failed(text) then
+    return false
+  end
+  local stay, move = {'\n'}, {'\n'}
+  for entry in gmatch(text or '', '[^\n]+') do
+    local side = entry_hash(entry) % (2 * size) == g.p and stay or move
+    side[#side + 1] = entry
+    side[#side + 1] = '\n'
+  end
+  if not index_put(to, table.concat(move)) or not index_put(from, table.concat(stay)) then
+    return false
+  end
+  g.p = g.p + 1
+  if g.p == size then
+    g.k, g.p = g.k + 1, 0
+  end
+  return not failed(redis.pcall('SET', g.key, format('%d %d', g.k, g.p)))
+end
+
+-- Puts the keys of adds into the index and takes the keys of drops out of
+-- it (see the top); with migrate, a key added to its group's container
+-- leaves the set of its slot. Each container is read and written once.
+-- Answers the entries added and the entries removed.
+local function index_update(adds, drops, migrate)
+  local groups, boxes, order = {}, {}, {}
+  local added, removed = 0, 0
+
+  -- The container of key (its name, text and group) and key's entry; nil
+  -- when key goes to the set of its slot.
+  local function box(key, slot, lb, rb)
+    local name, entry = index_entry(key, lb, rb)
+    if not name then
+      return nil
+    end
+    local gk = sub(key, 1, lb) .. slot_tag(slot - slot % 64) .. '}ig:' .. name
+    local g = groups[gk]
+    if g == nil then
+      local got = redis.pcall('GET', gk)
+      g = false                     -- a slot this node does not serve
+      if not failed(got) then
+        local k, p = string.match(got or '0 0', '^(%d+) (%d+)$')
+        g = {key = gk, k = tonumber(k) or 0, p = tonumber(p) or 0}
+      end
+      groups[gk] = g
+    end
+    if not g then
+      return nil
+    end
+    local h, size = entry_hash(entry), 2 ^ g.k
+    local i = h % size
+    if i < g.p then
+      i = h % (2 * size)
+    end
+    local bk = gk .. ':' .. i
+    local b = boxes[bk]
+    if not b then
+      local got = redis.pcall('GET', bk)
+      if failed(got) then
+        return nil
+      end
+      b = {key = bk, text = got or '\n', group = g}
+      boxes[bk] = b
+      order[#order + 1] = b
+    end
+    return b, entry
+  end
+
+  for i = 1, adds and #adds or 0 do
+    local key = adds[i]
+    local slot, lb, rb = tag_slot(key)
+    local b, entry
+    if slot then
+      b, entry = box(key, slot, lb, rb)
+    end
+    if b then
+      if not find(b.text, '\n' .. entry .. '\n', 1, true) then
+        b.text, b.dirty = b.text .. entry .. '\n', true
+        added = added + 1
+      end
+      if migrate then
+        redis.pcall('SREM', index_set(key, slot, lb, rb), key)
+      end
+    elseif slot then
+      local r = redis.pcall('SADD', index_set(key, slot, lb, rb), key)
+      added = added + (type(r) == 'number' and r or 0)
+    end
+  end
+  for i = 1, drops and #drops or 0 do
+    local key = drops[i]
+    local slot, lb, rb = tag_slot(key)
+    if slot then
+      local b, entry = box(key, slot, lb, rb)
+      local at = b and find(b.text, '\n' .. entry .. '\n', 1, true)
+      if at then
+        b.text, b.dirty = sub(b.text, 1, at) .. sub(b.text, at + #entry + 2), true
+        removed = removed + 1
+      end
+      local r = redis.pcall('SREM', index_set(key, slot, lb, rb), key)
+      removed = removed + (type(r) == 'number' and r or 0)
+    end
+  end
+  local splits = 0
+  for _, b in ipairs(order) do
+    if b.dirty then
+      index_put(b.key, b.text)
+    end
+  end
+  for _, b in ipairs(order) do
+    if b.dirty and #b.text > INDEX_SPLIT and splits < 8 and index_split(b.group) then
+      splits = splits + 1
+    end
+  end
+  return added, removed
 end
 
 -- index: see the top.
 if mode == 'index' then
-  local added, removed = 0, 0
+  local live, dead = {}, {}
   for i = 1, #KEYS do
-    local ix = index_key(KEYS[i])
-    if ix and redis.call('EXISTS', KEYS[i]) == 1 then
-      added = added + redis.call('SADD', ix, KEYS[i])
-    elseif ix then
-      removed = removed + redis.call('SREM', ix, KEYS[i])
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      live[#live + 1] = KEYS[i]
+    else
+      dead[#dead + 1] = KEYS[i]
     end
   end
-  return struct.pack('<dd', added, removed)
+  return struct.pack('<dd', index_update(live, dead, true))
+end
+
+-- sweep: see the top (KEYS: containers).
+if mode == 'sweep' then
+  local kept, removed = 0, 0
+  for x = 1, #KEYS do
+    local ck = KEYS[x]
+    local lb = find(ck, '{', 1, true)
+    local gi = lb and find(ck, '}ig:', lb, true)
+    local last = gi and find(ck, ':[^:]*$', gi + 4)
+    if not last then
+      return redis.error_reply('bucket.lua: "' .. ck .. '" is not a container of the bucket index')
+    end
+    local head = sub(ck, 1, lb) .. sub(ck, gi + 4, last - 1)
+    local keep, gone = {'\n'}, 0
+    for entry in gmatch(redis.call('GET', ck) or '', '[^\n]+') do
+      local c, key = byte(entry), nil
+      if c == 1 then
+        key = head .. '}:k:' .. sub(entry, 2)
+      elseif c == 2 then
+        key = head .. '}:b'
+      else
+        key = head .. ':' .. entry .. '}:k'
+      end
+      if redis.pcall('EXISTS', key) == 0 then
+        gone = gone + 1
+      else
+        keep[#keep + 1] = entry
+        keep[#keep + 1] = '\n'
+      end
+    end
+    if gone > 0 then
+      index_put(ck, table.concat(keep))
+    end
+    kept, removed = kept + (#keep - 1) / 2, removed + gone
+  end
+  return struct.pack('<dd', kept, removed)
 end
 
 -- The buckets a fast path above created, into their index (see the top).
 if fresh then
-  for i = 1, #fresh do
-    index_add(fresh[i])
-  end
+  index_update(fresh)
   return answer
 end
 
@@ -973,7 +1213,7 @@ if lone then
   if write and ttl > 0 then         -- save()
     redis.call('SET', KEYS[1], pack(STATE, tokens, now, ver), 'PX', ttl)
     if not s then
-      index_add(KEYS[1])            -- a new bucket (see the top)
+      index_update({KEYS[1]})       -- a new bucket (see the top)
     end
   elseif write and s then
     redis.call('DEL', KEYS[1])
@@ -1070,16 +1310,13 @@ if mode == 'settle' then
     return pack('<ddd', 0, 0, 0)
   end
   local states = redis.call('MGET', unpack(KEYS))
-  local set, removed, gone = 0, 0, 0
+  local set, removed, drops = 0, 0, {}
   for i = 1, n do
     local stored, since, written = false, 0, 0
     if states[i] then
       stored, since, written = state(states[i])
     else
-      local ix = index_key(KEYS[i])
-      if ix then
-        gone = gone + redis.call('SREM', ix, KEYS[i])
-      end
+      drops[#drops + 1] = KEYS[i]
     end
     -- A bucket stamped before the newest rate edit is written as of now,
     -- its tokens folded across the edits (then no bucket is stamped before
@@ -1105,13 +1342,11 @@ if mode == 'settle' then
       else
         redis.call('DEL', KEYS[i])
         removed = removed + 1
-        local ix = index_key(KEYS[i])
-        if ix then
-          gone = gone + redis.call('SREM', ix, KEYS[i])
-        end
+        drops[#drops + 1] = KEYS[i]
       end
     end
   end
+  local _, gone = index_update(nil, drops)
   return pack('<ddd', set, removed, gone)
 end
 
@@ -1331,6 +1566,7 @@ end
 -- or re-stamped: skewed), so its tokens need no refill (level()): a state
 -- written under a larger max_permits reads as full and is deleted.
 if mode ~= 'peek' then
+  local created = {}
   for _, b in ipairs(written) do
     if b.taken or b.skewed then
       local p, tokens = b.p, b.stored
@@ -1338,12 +1574,15 @@ if mode ~= 'peek' then
       if ttl > 0 then
         redis.call('SET', b.key, pack(STATE, tokens, now, p.ver), 'PX', ttl)
         if not b.orig_stored then
-          index_add(b.key)          -- a new bucket (see the top)
+          created[#created + 1] = b.key     -- a new bucket (see the top)
         end
       elseif b.orig_stored then
         redis.call('DEL', b.key)
       end
     end
+  end
+  if #created > 0 then
+    index_update(created)
   end
   -- Each allowed answer decided now is kept for its request id (see the top).
   for i = 1, any and n or 0 do

@@ -83,6 +83,9 @@
   end
   if back > 0 and ttl > 0 then
     redis.call('SET', KEYS[1], pack(STATE, tokens, now, ver), 'PX', ttl)
+    if not s then
+      index_update({KEYS[1]})       -- a charge made the bucket (bucket.lua's top)
+    end
   elseif back > 0 and s then
     redis.call('DEL', KEYS[1])      -- full: no key (its index entry goes at the next settle)
   end

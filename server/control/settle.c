@@ -101,6 +101,7 @@
 #define SETTLE_SCAN_COUNT 1000          /* SCAN's COUNT: slots looked at per step */
 #define SETTLE_SSCAN_COUNT 1000         /* SSCAN's COUNT: index members per step */
 #define SETTLE_SLOT_BATCH 1024          /* index keys (slots) read per round trip */
+#define SETTLE_BOX_BATCH 64             /* group containers read per round trip */
 #define SETTLE_LEASE_MS 15000           /* a lease's life; renewed every progress tick */
 #define SETTLE_PROGRESS_MS 2000         /* a progress line (and a lease renewal) this often */
 #define SETTLE_PRUNE_MS 60000           /* the index prune: one slice this often */
@@ -392,6 +393,141 @@ static int page_room(struct redis_str **page, size_t *cap, size_t n, struct perm
     return PERMITD_OK;
 }
 
+/* Appends the keys that container text (len bytes: "\n", then entries each
+ * ended by "\n") of policy name stands for to *page (their bytes in *arena,
+ * which the caller frees after the page is settled); an entry that is no
+ * key is skipped. */
+static int container_keys(const char *prefix, const char *name, const char *text, size_t len,
+                          struct redis_str **page, size_t *n, size_t *cap, struct strs *arena,
+                          struct permitd_error *err)
+{
+    char key[POLICY_REDIS_KEY_MAX];
+
+    for (const char *p = text, *end = text + len; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t elen = (nl ? nl : end) - p, klen;
+
+        if (elen > 0 && (klen = policy_index_entry_key(key, prefix, name, p, elen)) > 0) {
+            if (*n == *cap && page_room(page, cap, 2 * *cap + 64, err) != PERMITD_OK)
+                return err->code;
+            collect(arena, key, klen);
+            if (arena->oom)
+                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+            (*page)[(*n)++] = (struct redis_str){arena->v[arena->n - 1], klen};
+        }
+        p = nl ? nl + 1 : end;
+    }
+    return PERMITD_OK;
+}
+
+/* The group containers (lua/bucket.lua's top) of the groups whose first
+ * slot is among slots[0..m): each group's "k p" read, then its 2^k + p
+ * containers, SETTLE_BOX_BATCH of them a pipelined round trip, their
+ * entries turned back into keys and settled in one more (limiter_settle(),
+ * which also takes the entries whose bucket is gone out). */
+static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
+{
+    const char *prefix = j->st->cfg->redis_prefix, *name = j->e->name;
+    unsigned first[POLICY_SLOTS / POLICY_INDEX_GROUP];
+    char (*gkeys)[POLICY_REDIS_KEY_MAX] = NULL, (*bkeys)[POLICY_REDIS_KEY_MAX] = NULL;
+    struct strs *got = NULL, arena = {0};
+    struct redis_command_call *calls = NULL;
+    struct redis_str (*args)[2] = NULL, *page = NULL;
+    size_t ng = 0, page_cap = 0;
+    int rc = PERMITD_OK;
+
+    for (size_t i = 0; i < m; i++)
+        if (slots[i] % POLICY_INDEX_GROUP == 0 && ng < sizeof(first) / sizeof(first[0]))
+            first[ng++] = slots[i];
+    if (ng == 0)
+        return PERMITD_OK;
+    size_t most = ng > SETTLE_BOX_BATCH ? ng : SETTLE_BOX_BATCH;
+    gkeys = calloc(ng, sizeof(*gkeys));
+    bkeys = calloc(SETTLE_BOX_BATCH, sizeof(*bkeys));
+    got = calloc(most, sizeof(*got));
+    calls = calloc(most, sizeof(*calls));
+    args = calloc(most, sizeof(*args));
+    if (gkeys == NULL || bkeys == NULL || got == NULL || calls == NULL || args == NULL) {
+        rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t g = 0; g < ng; g++) {
+        policy_index_group_key(gkeys[g], prefix, name, first[g]);
+        args[g][0] = (struct redis_str){"GET", 3};
+        args[g][1] = (struct redis_str){gkeys[g], strlen(gkeys[g])};
+        calls[g] = (struct redis_command_call){.args = args[g], .nargs = 2, .each = collect,
+                                               .ud = &got[g]};
+    }
+    rc = redis_command_pipeline(j->st->redis, calls, ng, deadline(), &j->err);
+    unsigned long long counts[POLICY_SLOTS / POLICY_INDEX_GROUP];
+    for (size_t g = 0; rc == PERMITD_OK && g < ng; g++) {
+        unsigned k = 0, p = 0;
+        if (calls[g].rc != PERMITD_OK)
+            rc = permitd_error_set(&j->err, calls[g].rc, "GET of %s failed", gkeys[g]);
+        else if (got[g].oom)
+            rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
+        else if (got[g].n == 1 && (sscanf(got[g].v[0], "%u %u", &k, &p) != 2 || k > 24 ||
+                                   p >= 1u << k))
+            rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "%s holds \"%.40s\", not "
+                                   "\"k p\" (lua/bucket.lua's top)", gkeys[g], got[g].v[0]);
+        counts[g] = (1ull << k) + p;
+    }
+    for (size_t g = 0; g < ng; g++)
+        strs_clear(&got[g]);
+    /* Every container of every group, SETTLE_BOX_BATCH a round trip. */
+    for (size_t g = 0, i = 0; rc == PERMITD_OK && g < ng;) {
+        size_t nc = 0, n = 0;
+
+        if (stopping(j->st)) {
+            rc = permitd_error_set(&j->err, PERMITD_ECANCELED, "permitd is stopping");
+            break;
+        }
+        for (; g < ng && nc < SETTLE_BOX_BATCH; nc++) {
+            snprintf(bkeys[nc], sizeof(bkeys[nc]), "%s:%zu", gkeys[g], i);
+            args[nc][0] = (struct redis_str){"GET", 3};
+            args[nc][1] = (struct redis_str){bkeys[nc], strlen(bkeys[nc])};
+            calls[nc] = (struct redis_command_call){.args = args[nc], .nargs = 2,
+                                                    .each = collect_bytes, .ud = &got[nc]};
+            if (++i == counts[g]) {
+                g++;
+                i = 0;
+            }
+        }
+        rc = redis_command_pipeline(j->st->redis, calls, nc, deadline(), &j->err);
+        for (size_t c = 0; rc == PERMITD_OK && c < nc; c++) {
+            if (calls[c].rc != PERMITD_OK)
+                rc = permitd_error_set(&j->err, calls[c].rc, "GET of %s failed", bkeys[c]);
+            else if (got[c].oom)
+                rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
+            else if (got[c].n == 1)
+                rc = container_keys(prefix, name, got[c].v[0], got[c].lens[0], &page, &n,
+                                    &page_cap, &arena, &j->err);
+        }
+        if (rc == PERMITD_OK && n > 0)
+            rc = limiter_settle(j->st->limiter, j->e, page, n, deadline(), &j->set, &j->removed,
+                                &j->gone, &j->err);
+        atomic_fetch_add(&j->keys, n);
+        for (size_t c = 0; c < nc; c++)
+            strs_clear(&got[c]);
+        strs_clear(&arena);
+        j->steps++;
+    }
+done:
+    for (size_t c = 0; got != NULL && c < most; c++) {
+        strs_clear(&got[c]);
+        free(got[c].v);
+        free(got[c].lens);
+    }
+    free(arena.v);
+    free(gkeys);
+    free(bkeys);
+    free(got);
+    free(calls);
+    free(args);
+    free(page);
+    return rc;
+}
+
 /* The thread of one master's share of a settle: the policy's index keys of
  * the slots that master serves, SETTLE_SLOT_BATCH at a time, each SSCANned
  * to its end (SETTLE_SSCAN_COUNT members a step), every step of a batch
@@ -475,6 +611,8 @@ static void *settle_master(void *arg)
                 strs_clear(&b[at[c]].got);
             j->steps++;
         }
+        if (j->rc == PERMITD_OK)
+            j->rc = settle_groups(j, &j->slots[first], m);
         if (j->rc == PERMITD_OK && j->done_key != NULL)
             j->rc = slots_record(j->st, j->done_key, &j->slots[first], m, &j->err);
         if (j->rc == PERMITD_OK)
@@ -1036,6 +1174,20 @@ static int prune_index(struct settle *st, const char *ix, struct permitd_error *
     return rc;
 }
 
+/* Group container ck (lua/bucket.lua's top) through limiter_sweep(): the
+ * entries whose bucket is gone leave it. */
+static int prune_container(struct settle *st, const char *ck, struct permitd_error *err)
+{
+    struct redis_str key = {ck, strlen(ck)};
+    long long kept = 0, removed = 0;
+    int rc = limiter_sweep(st->limiter, &key, 1, deadline(), &kept, &removed, err);
+
+    st->prune.indexes++;
+    st->prune.members += (uint64_t)(kept + removed);
+    st->prune.removed += (uint64_t)removed;
+    return rc;
+}
+
 /* One slice of the index prune, at most every SETTLE_PRUNE_MS: a walk of
  * every master's keyspace (SCAN, SETTLE_PRUNE_STEPS steps a slice per
  * master) for index keys, each read whole and its members whose bucket is
@@ -1060,7 +1212,7 @@ static void prune_slice(struct settle *st)
     st->prune.next_us = now + (int64_t)SETTLE_PRUNE_MS * 1000;
     if (st->prune.started_us == 0)
         st->prune.started_us = now;
-    policy_prefix_pattern(pattern, st->cfg->redis_prefix, "{*}ix:*");
+    policy_prefix_pattern(pattern, st->cfg->redis_prefix, "{*}i[xg]:*");
     while (rc == PERMITD_OK && steps < SETTLE_PRUNE_STEPS * nmasters && !stopping(st)) {
         if (st->prune.master >= nmasters) {
             log_msg(LOG_LEVEL_INFO, "bucket index pruned: one round over every master",
@@ -1079,8 +1231,13 @@ static void prune_slice(struct settle *st)
         if (rc == PERMITD_OK && keys.oom)
             rc = permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
         for (size_t i = 0; rc == PERMITD_OK && i < keys.n; i++) {
-            st->prune.indexes++;
-            rc = prune_index(st, keys.v[i], &err);
+            const char *ig = strstr(keys.v[i], "}ig:");
+            if (ig == NULL) {
+                st->prune.indexes++;
+                rc = prune_index(st, keys.v[i], &err);
+            } else if (strchr(ig + 4, ':') != NULL) {       /* a container, not "k p" */
+                rc = prune_container(st, keys.v[i], &err);
+            }
         }
         strs_clear(&keys);
         steps++;

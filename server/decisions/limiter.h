@@ -396,4 +396,11 @@ int limiter_settle(struct limiter *l, const struct policies_entry *e, struct red
 int limiter_index(struct limiter *l, struct redis_str *keys, size_t n, int64_t deadline_us,
                   long long *added, long long *removed, struct permitd_error *err);
 
+/* bucket.lua "sweep" of containers[0..n) (group containers of the bucket
+ * index, P{T}ig:NAME:<i>): the entries whose bucket is gone leave each (the
+ * prune). One call per container, every call in one pipelined round trip;
+ * adds to *kept and *removed. */
+int limiter_sweep(struct limiter *l, struct redis_str *containers, size_t n, int64_t deadline_us,
+                  long long *kept, long long *removed, struct permitd_error *err);
+
 #endif

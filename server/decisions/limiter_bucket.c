@@ -361,6 +361,20 @@ int limiter_settle(struct limiter *l, const struct policies_entry *e, struct red
     return rc;
 }
 
+int limiter_sweep(struct limiter *l, struct redis_str *containers, size_t n, int64_t deadline_us,
+                  long long *kept, long long *removed, struct permitd_error *err)
+{
+    struct redis_str args[3];
+    long long sums[2] = {0, 0};
+    int rc;
+
+    limiter_script_call_head(l, (struct redis_str){"sweep", 5}, "0", 0, args);
+    rc = bucket_pages(l, "sweep", NULL, containers, n, args, 3, 2, deadline_us, sums, err);
+    *kept += sums[0];
+    *removed += sums[1];
+    return rc;
+}
+
 int limiter_index(struct limiter *l, struct redis_str *keys, size_t n, int64_t deadline_us,
                   long long *added, long long *removed, struct permitd_error *err)
 {

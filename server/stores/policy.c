@@ -465,6 +465,32 @@ size_t policy_index_key(char *buf, const char *prefix, const char *name, unsigne
     return n < 0 ? 0 : (size_t)n;
 }
 
+size_t policy_index_group_key(char *buf, const char *prefix, const char *name, unsigned slot)
+{
+    unsigned first = slot % POLICY_SLOTS / POLICY_INDEX_GROUP * POLICY_INDEX_GROUP;
+    int n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}ig:%s", prefix, policy_index_tag(first),
+                     name);
+
+    return n < 0 ? 0 : (size_t)n;
+}
+
+size_t policy_index_entry_key(char *buf, const char *prefix, const char *name,
+                              const char *entry, size_t len)
+{
+    int n;
+
+    if (len == 0)
+        return 0;
+    if (entry[0] == '\2')
+        n = len == 1 ? snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}:b", prefix, name) : -1;
+    else if (entry[0] == '\1')
+        n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}:k:%.*s", prefix, name, (int)len - 1,
+                     entry + 1);
+    else
+        n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s:%.*s}:k", prefix, name, (int)len, entry);
+    return n < 0 || n >= POLICY_REDIS_KEY_MAX ? 0 : (size_t)n;
+}
+
 /* What each algorithm's limits are called, for the messages below. */
 static const char *const limits_said[POLICY_ALGORITHMS] = {
     "it refills at `rate` permits a second",

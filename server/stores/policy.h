@@ -9,8 +9,11 @@
  *   P{NAME:KEY}:k       the bucket of one key (user id, IP, tenant)
  *   P{NAME}:k:KEY       the bucket of one key of a policy that sets
  *                       `colocate` (and every keyed bucket before issue 19)
- *   P{T}ix:NAME         the index of the policy's token buckets in one
- *                       slot, T a tag of that slot (policy_index_key())
+ *   P{T}ig:NAME:<i>     the index of the policy's token buckets: group
+ *                       containers, 64 slots to a group (lua/bucket.lua's
+ *                       top; policy_index_group_key())
+ *   P{T}ix:NAME         the index's fallback, one set per slot, T a tag
+ *                       of that slot (policy_index_key())
  * The part in braces is the Redis Cluster hash tag: Redis hashes the bytes
  * from the first '{' to the next '}' (the prefix holds no brace, config.c).
  * A keyed bucket's tag holds its key, so one policy's keyed buckets spread
@@ -80,6 +83,22 @@ const char *policy_index_tag(unsigned slot);
 /* Writes into buf (POLICY_REDIS_KEY_MAX bytes) the index key of policy
  * name's buckets in slot; returns its length. */
 size_t policy_index_key(char *buf, const char *prefix, const char *name, unsigned slot);
+
+/* The group containers (issue 41, lua/bucket.lua's top): the slots cut
+ * into groups of POLICY_INDEX_GROUP, group g's containers P{T}ig:NAME:<i>
+ * in slot POLICY_INDEX_GROUP * g (T its tag), and P{T}ig:NAME, "k p",
+ * saying how many there are (2^k + p). Writes into buf
+ * (POLICY_REDIS_KEY_MAX bytes) the latter, for the group of slot; returns
+ * its length. */
+#define POLICY_INDEX_GROUP 64
+size_t policy_index_group_key(char *buf, const char *prefix, const char *name, unsigned slot);
+
+/* The bucket key that a container's entry (len bytes, without its "\n")
+ * of policy name stands for, into buf (POLICY_REDIS_KEY_MAX bytes): KEY
+ * for P{NAME:KEY}:k, "\1" KEY for P{NAME}:k:KEY, "\2" for P{NAME}:b.
+ * Returns its length, 0 for an entry that is none of these or too long. */
+size_t policy_index_entry_key(char *buf, const char *prefix, const char *name,
+                              const char *entry, size_t len);
 
 /* POLICY_KEY_BUCKET: a bucket of a policy whose buckets spread;
  * POLICY_KEY_BUCKET_COLOCATED: of one that sets colocate. The shared

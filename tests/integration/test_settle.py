@@ -51,10 +51,18 @@ RESUMED = 150000
 
 
 def fill(redis, keys, value, px, index=True):
-    """SET every key to value with PX px, pipelined: one write per node;
-    with index, each key also goes into its bucket index as bucket.lua
-    does for a bucket it creates (without: a bucket an older permitd
-    wrote)."""
+    """SET every key to value with PX px, pipelined: one write per node.
+    index says where each key is named in its bucket index: True, in the
+    set of its slot (as a permitd of before issue 41 did, and as one of
+    now does for a key its group's node does not serve); "groups", in its
+    group's container, through bucket.lua's own "index" (as a permitd of
+    now does for a bucket it creates); False, nowhere (a bucket an older
+    permitd wrote before the index)."""
+    if index == "groups":
+        sha = redis.each_master("SCRIPT", "LOAD", harness.lua_script("bucket"))[0].encode()
+        run(redis, keys, lambda k: [[b"SET", k.encode(), value, b"PX", str(px).encode()],
+                                    [b"EVALSHA", sha, b"1", k.encode(), b"index", b"0", b""]])
+        return
     run(redis, keys, lambda k: [[b"SET", k.encode(), value, b"PX", str(px).encode()]] +
         ([[b"SADD", index_key(k).encode(), k.encode()]] if index else []))
 
@@ -179,10 +187,13 @@ class SettleTest(test_admin.AdminCase):
             small.append(took)
             wait_for("settle", lambda: len(self.done_lines(out(), name)) > before, timeout=60)
 
-        # 20,000 buckets, empty now, expiring on the old limits' schedule (60 s).
+        # 20,000 buckets, empty now, expiring on the old limits' schedule
+        # (60 s), indexed as permitd indexes a bucket it creates: in their
+        # groups' containers, about 1 KiB of entries a group, split past 4.
         now = self.redis.time_us()
         keys = [state_key(name, "u%d" % i, self.prefix) for i in range(BUCKETS)]
-        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000)
+        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000, index="groups")
+        self.assertTrue(all(harness.indexed(self.redis, k) for k in keys[::97]))
 
         edited_at = time.time()
         took, before = edit("5")
@@ -337,7 +348,7 @@ class SettleTest(test_admin.AdminCase):
         drop(self.redis, new[1:6])
         settled("0.02", 1)     # (or the index prune, should its minute come first)
         for k in new[1:6]:
-            self.assertEqual(self.redis("SISMEMBER", index_key(k), k), 0, k)
+            self.assertFalse(harness.indexed(self.redis, k), k)
         line = settled("0.03", 2)
         self.assertEqual(int(re.search(r" keys=(\d+)", line).group(1)), len(mine) - 5, line)
 

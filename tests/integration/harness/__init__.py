@@ -32,5 +32,6 @@ from .asserts import ConnectAssertions  # noqa: F401
 from .mariadb import (MysqlError, PrivateMariaDB, migrate_with_client, mysql,  # noqa: F401
                     mysql_url_parts)
 from .permitd import Permitd  # noqa: F401
-from .cluster import (ClusterRedis, index_key, index_tag, keyslot, redis_mode, redis_ready,  # noqa: F401
+from .cluster import (ClusterRedis, index_container, index_entry, index_hash,  # noqa: F401
+                      index_key, index_tag, indexed, keyslot, redis_mode, redis_ready,
                       stack_redis_url)

@@ -98,6 +98,64 @@ def index_key(bucket_key):
     return "%s{%s}ix:%s" % (bucket_key[:lb], index_tag(keyslot(bucket_key)), name)
 
 
+def index_entry(bucket_key):
+    """(group key, entry) of bucket_key in its policy's group containers
+    (lua/bucket.lua's top): P{T}ig:NAME, T the tag of the first slot of
+    the key's group of 64, and the entry that stands for the key (bytes);
+    None for a key the containers cannot hold."""
+    lb = bucket_key.index("{")
+    rb = bucket_key.index("}", lb + 2)
+    head = bucket_key[lb + 1:]
+    name = head.split(":", 1)[0].split("}", 1)[0]
+    rest = bucket_key[lb + 1 + len(name):]
+    if rest.startswith(":") and bucket_key.endswith("}:k") and len(rest) > 4:
+        entry = rest[1:-3].encode()
+    elif rest == "}:b":
+        entry = b"\2"
+    elif rest.startswith("}:k:") and len(rest) > 4:
+        entry = b"\1" + rest[4:].encode()
+    else:
+        return None
+    if any(c < 32 for c in entry.lstrip(b"\1\2")) or rb == lb + 1:
+        return None
+    slot = keyslot(bucket_key)
+    return "%s{%s}ig:%s" % (bucket_key[:lb], index_tag(slot - slot % 64), name), entry
+
+
+def index_hash(entry):
+    """lua/bucket.lua's entry_hash()."""
+    h = 0
+    for b in entry:
+        h = (h * 131 + b) % 2147483647
+    return h
+
+
+def index_container(redis, bucket_key):
+    """(container key, entry) of bucket_key as the group's "k p" places it
+    now, or None when the key goes to the set of its slot."""
+    where = index_entry(bucket_key)
+    if where is None:
+        return None
+    group, entry = where
+    k, p = (int(x) for x in (redis("GET", group) or "0 0").split())
+    h = index_hash(entry)
+    i = h % (1 << k)
+    if i < p:
+        i = h % (2 << k)
+    return "%s:%d" % (group, i), entry
+
+
+def indexed(redis, bucket_key):
+    """Whether bucket_key is named in its policy's bucket index: in its
+    group's container, or in the set of its slot."""
+    where = index_container(redis, bucket_key)
+    if where is not None:
+        text = redis.raw("GET", where[0]) or b""
+        if b"\n" + where[1] + b"\n" in text:
+            return True
+    return redis("SISMEMBER", index_key(bucket_key), bucket_key) == 1
+
+
 def keyslot(key):
     """The slot of key (str or bytes), hash tags included."""
     k = key if isinstance(key, bytes) else str(key).encode()

@@ -343,8 +343,9 @@ static void test_policy_bucket_keys(void)
     CHECK_INT(cluster_keyslot(buf, strlen(buf)), cluster_keyslot("api:u1", 6));
 }
 
-/* The bucket index (issue 22): each slot's tag hashes to that slot, the
- * index key is P{T}ix:NAME in the slot of the bucket it indexes, and
+/* The bucket index (issues 22, 41): each slot's tag hashes to that slot,
+ * the set is P{T}ix:NAME in the slot of the bucket it indexes, the group
+ * containers P{T}ig:NAME:<i> in the first slot of its group of 64, and
  * lua/bucket.lua's tables (INDEX_TAGS, CRC16) say the same as policy.c:
  * the script names the sets the settle pass reads. */
 static void test_policy_index_keys_agree_with_bucket_lua(void)
@@ -383,6 +384,37 @@ static void test_policy_index_keys_agree_with_bucket_lua(void)
     CHECK_INT((int)cluster_keyslot(key, n), (int)slot);
     CHECK(strncmp(key, "p:{", 3) == 0);
     CHECK_STR(key + 3 + POLICY_INDEX_TAG_LEN, "}ix:api");
+
+    /* Its group's containers (issue 41) are in the group's first slot,
+     * and none of them is a bucket key to the index build. */
+    n = policy_index_group_key(key, "p:", "api", slot);
+    CHECK_INT((int)cluster_keyslot(key, n), (int)(slot - slot % POLICY_INDEX_GROUP));
+    CHECK_STR(key + 3 + POLICY_INDEX_TAG_LEN, "}ig:api");
+    CHECK_INT(policy_is_bucket_key("p:", key, n), 0);
+    policy_index_group_key(bucket, "p:", "api", slot - slot % POLICY_INDEX_GROUP + 63);
+    CHECK_STR(bucket, key);
+    policy_index_group_key(bucket, "p:", "api", (slot + POLICY_INDEX_GROUP) % POLICY_SLOTS);
+    CHECK(strcmp(bucket, key) != 0);
+    strcat(key, ":0");
+    CHECK_INT(policy_is_bucket_key("p:", key, strlen(key)), 0);
+    policy_index_group_key(key, "p:", "k", 0);
+    strcat(key, ":0");
+    CHECK_INT(policy_is_bucket_key("p:", key, strlen(key)), 0);
+
+    /* An entry back into its key: each layout, and what is no entry. */
+    CHECK_INT((int)policy_index_entry_key(key, "p:", "api", "user-7", 6), 16);
+    CHECK_STR(key, "p:{api:user-7}:k");
+    CHECK_INT((int)policy_index_entry_key(key, "p:", "api", "a}b", 3), 13);
+    CHECK_STR(key, "p:{api:a}b}:k");
+    CHECK_INT((int)policy_index_entry_key(key, "p:", "api", "\1u", 2), 11);
+    CHECK_STR(key, "p:{api}:k:u");
+    CHECK_INT((int)policy_index_entry_key(key, "p:", "api", "\2", 1), 9);
+    CHECK_STR(key, "p:{api}:b");
+    CHECK_INT((int)policy_index_entry_key(key, "p:", "api", "\2x", 2), 0);
+    CHECK_INT((int)policy_index_entry_key(key, "p:", "api", "", 0), 0);
+    char longest[POLICY_REDIS_KEY_MAX + 1];
+    memset(longest, 'x', POLICY_REDIS_KEY_MAX);
+    CHECK_INT((int)policy_index_entry_key(key, "p:", "api", longest, POLICY_REDIS_KEY_MAX), 0);
 
     /* Which keys the index build takes for buckets. */
     CHECK_INT(policy_is_bucket_key("p:", "p:{api}:b", 9), 1);
