@@ -35,21 +35,25 @@
  *     than every bucket, the one scan that finished having rewritten all
  *     the older ones.
  *   - the buckets are found through the bucket index (lua/bucket.lua's
- *     top: P{T}ix:NAME, one set per policy and slot, which bucket.lua
- *     fills as it creates buckets), not by a SCAN of the keyspace, whose
- *     cost grew with every key of every policy (0.9 s per million keys;
- *     at 10 M keys a settle never finished). One thread per master
- *     (redis_slot_master(): one on a single Redis) SSCANs the index keys
- *     of the slots that master serves, SETTLE_SLOT_BATCH of them in one
- *     pipelined round trip, and sends the members each round trip brought
- *     to limiter_settle() (the one door to bucket.lua) in one more, which
- *     also takes the members whose bucket is gone out of the index. So a
- *     settle costs the policy's buckets, plus the 16,384 index keys read
- *     (most of them empty), the masters in parallel. The threads have
- *     their own connections (redis.c: per thread), made at their start,
- *     and their own Redis timeout (redis_thread_timeout(): each call may
- *     take SETTLE_REDIS_DEADLINE_MS), since --redis-timeout-ms is sized
- *     for the decision path and a step on a big Redis may take longer.
+ *     top: group containers P{T}ig:NAME:<i>, 64 slots a group, and the
+ *     sets P{T}ix:NAME of single slots, which bucket.lua fills as it
+ *     creates buckets), not by a SCAN of the keyspace, whose cost grew
+ *     with every key of every policy (0.9 s per million keys; at 10 M keys
+ *     a settle never finished). One thread per master (redis_slot_master():
+ *     one on a single Redis) SSCANs the sets of the slots that master
+ *     serves, SETTLE_SLOT_BATCH of them in one pipelined round trip, and
+ *     reads the containers of the groups whose first slot is among them
+ *     (settle_groups(): each group's "k p", then its containers,
+ *     SETTLE_BOX_BATCH a round trip), and sends the keys each round trip
+ *     brought to limiter_settle() (the one door to bucket.lua) in one
+ *     more, which also takes the entries whose bucket is gone out of the
+ *     index. So a settle costs the policy's buckets, plus the 16,384 sets
+ *     and 256 groups read (most sets empty), the masters in parallel. The
+ *     threads have their own connections (redis.c: per thread), made at
+ *     their start, and their own Redis timeout (redis_thread_timeout():
+ *     each call may take SETTLE_REDIS_DEADLINE_MS), since
+ *     --redis-timeout-ms is sized for the decision path and a step on a
+ *     big Redis may take longer.
  *   - the index build: buckets written by a permitd from before the index
  *     are in no index. The first pass of a runner on a Redis (prefix)
  *     without the marker <prefix>bucket-index SCANs every master once for
@@ -61,8 +65,9 @@
  *     index until a settle meets it; a policy never edited would keep
  *     every key it ever had. So each runner walks every master's keyspace
  *     for index keys, a slice of SETTLE_PRUNE_STEPS SCAN steps per master
- *     every SETTLE_PRUNE_MS, and removes the dead members of each index it
- *     finds (bucket.lua "index"); the walk is kept in memory (an instance
+ *     every --index-prune-ms, and removes the dead entries of each set
+ *     (bucket.lua "index") and container (bucket.lua "sweep") it finds;
+ *     the walk is kept in memory (an instance
  *     that restarts starts it again) and its rounds are logged.
  *   - progress is logged every SETTLE_PROGRESS_MS (keys and slots done per
  *     master),
@@ -104,11 +109,11 @@
 #define SETTLE_BOX_BATCH 64             /* group containers read per round trip */
 #define SETTLE_LEASE_MS 15000           /* a lease's life; renewed every progress tick */
 #define SETTLE_PROGRESS_MS 2000         /* a progress line (and a lease renewal) this often */
-#define SETTLE_PRUNE_MS 60000           /* the index prune: one slice this often */
 #define SETTLE_PRUNE_STEPS 100          /* SCAN steps of one slice, per master */
-#define SETTLE_PRUNE_FIRST_MS 600000    /* the first slice this long after start: a start
-                                         * (the index build, the sync's first load) is
-                                         * busy enough, and most instances run for days */
+#define SETTLE_PRUNE_FIRST 10           /* the first slice this many --index-prune-ms after
+                                         * start: a start (the index build, the sync's first
+                                         * load) is busy enough, and most instances run for
+                                         * days */
 
 /* One pending edit, as read from <prefix>settle. */
 struct settle_item {
@@ -1188,7 +1193,7 @@ static int prune_container(struct settle *st, const char *ck, struct permitd_err
     return rc;
 }
 
-/* One slice of the index prune, at most every SETTLE_PRUNE_MS: a walk of
+/* One slice of the index prune, at most every --index-prune-ms: a walk of
  * every master's keyspace (SCAN, SETTLE_PRUNE_STEPS steps a slice per
  * master) for index keys, each read whole and its members whose bucket is
  * gone removed. A bucket that fills up has no key, and its member stays
@@ -1207,9 +1212,9 @@ static void prune_slice(struct settle *st)
     int64_t now = clock_now_us();
     int rc = PERMITD_OK;
 
-    if (now < st->prune.next_us || nmasters == 0)
+    if (st->cfg->index_prune_ms == 0 || now < st->prune.next_us || nmasters == 0)
         return;
-    st->prune.next_us = now + (int64_t)SETTLE_PRUNE_MS * 1000;
+    st->prune.next_us = now + (int64_t)st->cfg->index_prune_ms * 1000;
     if (st->prune.started_us == 0)
         st->prune.started_us = now;
     policy_prefix_pattern(pattern, st->cfg->redis_prefix, "{*}i[xg]:*");
@@ -1220,7 +1225,7 @@ static void prune_slice(struct settle *st)
                     "s=%lld", st->prune.indexes, st->prune.members, st->prune.removed, nmasters,
                     (long long)(clock_now_us() - st->prune.started_us) / 1000000);
             memset(&st->prune, 0, sizeof(st->prune));
-            st->prune.next_us = now + (int64_t)SETTLE_PRUNE_MS * 1000;
+            st->prune.next_us = now + (int64_t)st->cfg->index_prune_ms * 1000;
             steps = 0;              /* no progress line: the round's is out */
             break;
         }
@@ -1253,7 +1258,7 @@ static void prune_slice(struct settle *st)
                 "slice", "master=%s error=\"%s\"", st->prune.node[0] ? st->prune.node : "?",
                 err.message);
         memset(&st->prune, 0, sizeof(st->prune));
-        st->prune.next_us = now + (int64_t)SETTLE_PRUNE_MS * 1000;
+        st->prune.next_us = now + (int64_t)st->cfg->index_prune_ms * 1000;
     } else if (st->prune.master < nmasters && steps > 0) {
         log_msg(LOG_LEVEL_INFO, "bucket index prune progress", "master=%zu/%zu indexes=%"
                 PRIu64 " members=%" PRIu64 " removed=%" PRIu64, st->prune.master + 1, nmasters,
@@ -1455,7 +1460,8 @@ static void *run(void *arg)
 int settle_start(struct settle *st, struct permitd_error *err)
 {
     st->kicked = 1;                     /* the first pass at once */
-    st->prune.next_us = clock_now_us() + (int64_t)SETTLE_PRUNE_FIRST_MS * 1000;
+    st->prune.next_us = clock_now_us() +
+                        (int64_t)st->cfg->index_prune_ms * SETTLE_PRUNE_FIRST * 1000;
     if (pthread_create(&st->thread, NULL, run, st) != 0)
         return permitd_error_set(err, PERMITD_EINTERNAL, "cannot start the settle thread");
     st->started = 1;

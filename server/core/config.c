@@ -167,6 +167,10 @@ static const struct setting settings[] = {
         "this many Acquires a second on it"),
     INT(sync_interval_ms, "sync-interval-ms", "PERMITD_SYNC_INTERVAL_MS", "5000",
         100, 3600000, "how often policies are reconciled from MySQL into Redis"),
+    INT(index_prune_ms, "index-prune-ms", "PERMITD_INDEX_PRUNE_MS", "60000", 0, 3600000,
+        "how often this instance prunes a slice of the bucket index (100 SCAN steps per Redis "
+        "master; the entries of buckets gone full are removed), the first ten times this after "
+        "its start; 0 = off (a settle still removes the entries it meets)"),
     INT(stats_policies, "stats-policies", "PERMITD_STATS_POLICIES", "10000", 1, 1000000,
         "policies the admin UI's traffic chart keeps figures for (about 4.9 KB each, taken "
         "as policies get traffic); past it the least recently active one's are dropped"),

@@ -129,6 +129,7 @@ struct config {
     } mysql;                      /* parsed from mysql_url */
     int mysql_timeout_ms;         /* connect, read and write timeout */
     int sync_interval_ms;         /* MySQL -> Redis reconcile period */
+    int index_prune_ms;           /* a slice of the bucket index prune this often; 0 = off */
     int stats_policies;           /* policies the UI's chart keeps figures for */
     int fleet_publish_ms;         /* fleet counts + heartbeat into Redis this often; 0 = off */
     int fleet_heartbeat_ttl_s;    /* a heartbeat's life in Redis */

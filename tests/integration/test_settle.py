@@ -21,6 +21,8 @@ every master scanned in parallel; the edit does not wait for it.
     buckets of every layout: the shared one and the keyed ones, made
     through permitd or left by an older permitd (no index entry: indexed by
     the one SCAN per Redis at start); a bucket gone leaves the index;
+  - the index prune (--index-prune-ms) drops the entries of buckets gone
+    from the group containers and the sets alike, and keeps the live ones;
   - /readyz pings every master at once: one master that hangs (SIGSTOP) is
     reported, and every other one is reported ok (a private cluster).
 """
@@ -301,6 +303,14 @@ class SettleTest(test_admin.AdminCase):
         for k in keys:    # at 0.01/s, hundreds of seconds
             self.assertGreater(self.redis("PTTL", k), 120 * 1000, p.output())
 
+    def group_cut(self, slot):
+        """Whether slot's group of 64 (lua/bucket.lua's top) keeps its
+        containers on another master than slot's; on a single Redis, any
+        slot will do."""
+        if not isinstance(self.redis, ClusterRedis):
+            return True
+        return self.redis.slots[slot] != self.redis.slots[slot // 64 * 64]
+
     def test_a_settle_visits_its_own_buckets_only_in_every_layout(self):
         prefix = unique("ix") + ":"
         own, other = self.name("own"), self.name("other")
@@ -328,6 +338,17 @@ class SettleTest(test_admin.AdminCase):
         for i in range(20):
             self.assertTrue(decision(c.acquire(own, key="n%d" % i, permits=500))["allowed"])
             new.append(state_key(own, "n%d" % i, prefix))
+        # A bucket of a group of 64 slots that two masters share, on the
+        # master that does not hold the group's containers: in the set of
+        # its slot instead (lua/bucket.lua's top); on a single Redis, in its
+        # group like the others.
+        cut = next(k for k in ("cut%d" % i for i in range(100000))
+                   if self.group_cut(keyslot(state_key(own, k, prefix))))
+        self.assertTrue(decision(c.acquire(own, key=cut, permits=500))["allowed"])
+        new.append(state_key(own, cut, prefix))
+        in_set = self.redis("SISMEMBER", index_key(new[-1]), new[-1])
+        self.assertEqual(in_set, 1 if isinstance(self.redis, ClusterRedis) else 0)
+        self.assertTrue(harness.indexed(self.redis, new[-1]))
         mine = old + new
         for k in mine:
             self.assertLessEqual(self.redis("PTTL", k), 1000 * 1000, k)
@@ -351,6 +372,38 @@ class SettleTest(test_admin.AdminCase):
             self.assertFalse(harness.indexed(self.redis, k), k)
         line = settled("0.03", 2)
         self.assertEqual(int(re.search(r" keys=(\d+)", line).group(1)), len(mine) - 5, line)
+
+    def test_the_index_prune_drops_the_entries_of_buckets_gone(self):
+        # A policy never edited: the entries of its buckets that filled up
+        # (no key) are dropped by the prune a slice at a time, from the
+        # group containers and from the sets of single slots alike; the
+        # entries of live buckets stay.
+        prefix = unique("pr") + ":"
+        name = self.name("pruned")
+        self.editor().create(name, max_permits=1000, rate="1")
+        p = Permitd(prefix=prefix, args=["--mysql-url", self.mysql_url,
+                                         "--sync-interval-ms", "200", "--index-prune-ms", "200"])
+        self.addCleanup(p.stop)
+        c = p.http()
+        wait_for("the policy served", lambda: decision(c.acquire(name, permits=1))["allowed"])
+        grouped = [state_key(name, "g%d" % i, prefix) for i in range(40)]
+        for i in range(len(grouped)):
+            self.assertTrue(decision(c.acquire(name, key="g%d" % i, permits=500))["allowed"])
+        now = self.redis.time_us()
+        in_sets = [state_key(name, "s%d" % i, prefix) for i in range(10)]
+        fill(self.redis, in_sets, STATE.pack(0.0, now, 0), 600000)
+        for k in grouped + in_sets:
+            self.assertTrue(harness.indexed(self.redis, k), k)
+        gone = grouped[:30] + in_sets[:5]
+        drop(self.redis, gone)
+
+        def pruned():
+            return all(not harness.indexed(self.redis, k) for k in gone)
+        wait_for("the prune", pruned, timeout=60)
+        for k in grouped[30:] + in_sets[5:]:
+            self.assertTrue(harness.indexed(self.redis, k), k)
+        wait_for("a round of the prune logged", lambda: "bucket index pruned" in p.output(),
+                 timeout=60)
 
     def test_a_settle_cut_short_resumes_where_it_stopped(self):
         # Instance A dies (SIGKILL) in the middle of a settle of RESUMED
