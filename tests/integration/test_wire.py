@@ -3,7 +3,10 @@ denial states "allowed": false and "remaining": "0" (proto3 JSON would leave
 both out), in an Acquire and in AcquireBatch items alike; a protobuf request
 whose string fields are not UTF-8 is invalid_argument naming the field, as
 the JSON path refuses it. One permitd on the stack's Redis."""
+import email.utils
 import json
+import socket
+import time
 import unittest
 
 import harness
@@ -38,6 +41,35 @@ class WireTest(ConnectAssertions, unittest.TestCase):
         name = unique("wire")
         put_policy(self.redis, name, max_permits=max_permits, rate=0.001)
         return name
+
+    # ------------------------------------------------------------ the head
+
+    def test_every_answer_has_one_date_header_of_now(self):
+        # permitd writes the Date header (made once a second per worker:
+        # libmicrohttpd would format its own for each response); exactly
+        # one, RFC 9110's IMF-fixdate, within a second or two of now, on
+        # an answer and on an error alike.
+        name = self.policy()
+        body = json.dumps({"bucket": name, "app": "app"}).encode()
+        for payload in (body, b"{"):
+            with socket.create_connection(("127.0.0.1", self.permitd.port), timeout=10) as s:
+                s.sendall(b"POST /permit.v1.RateLimitService/Acquire HTTP/1.1\r\nHost: h\r\n"
+                          b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+                          b"Connection: close\r\n\r\n%s" % (len(payload), payload))
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = s.recv(4096)
+                    self.assertTrue(chunk, head)
+                    head += chunk
+            lines = head.split(b"\r\n\r\n")[0].decode().split("\r\n")
+            dates = [line.split(":", 1)[1].strip() for line in lines[1:]
+                     if line.lower().startswith("date:")]
+            self.assertEqual(len(dates), 1, lines)
+            self.assertRegex(dates[0], r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d "
+                             r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} "
+                             r"\d\d:\d\d:\d\d GMT$")
+            at = email.utils.parsedate_to_datetime(dates[0]).timestamp()
+            self.assertLess(abs(at - time.time()), 3, dates[0])
 
     # ------------------------------------------------------------ JSON denials
 

@@ -86,6 +86,23 @@ static void test_framing_refusals(void)
                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
            431, 0);
+    /* A value's bytes taken in one step stop where one by one would. */
+    expect(POST "X-A: a\x7f\r\n\r\n", 400, 0);
+    expect(POST "X-A: a\tb \xc3\xa9\r\nContent-Length: 2\r\n\r\n{}", 0, 1);
+    expect(POST "X-A: a\rb\r\n\r\n", 400, 0);
+    expect(POST "Content-Length: 00000000000000000000000000000000000000000000002\r\n\r\n{}",
+           0, 1);
+    /* The head at its limit (256 bytes: the request line and the header
+     * line, line ends not counted) is read; one byte more is not. */
+    expect("GET / HTTP/1.1\r\nX-Pad: "
+           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n", 0, 1);
+    expect("GET / HTTP/1.1\r\nX-Pad: "
+           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
+           431, 0);
     expect(POST "NoColon\r\n\r\n", 400, 0);
     expect(POST "Bad : x\r\n\r\n", 400, 0);
     expect(POST " folded\r\n\r\n", 400, 0);
