@@ -164,29 +164,34 @@ the whole keyspace, so each bucket this script creates (a write where the
 key held no state: a take, a charge) is named in the policy's index. Its
 home is a group container: the 16,384 slots are cut into 256 groups of 64
 (group g: slots 64g .. 64g + 63), and group g of policy NAME keeps its
-entries in the strings P{T}ig:NAME:0, P{T}ig:NAME:1, ..., T the tag of
+entries in the hashes P{T}ig:NAME:0, P{T}ig:NAME:1, ..., T the tag of
 slot 64g (INDEX_TAGS below, slot s at 3s + floor(s/64): a 3-character tag
-that hashes to s). One entry is the bucket's key past its policy, then
-"\n": KEY for P{NAME:KEY}:k, "\1" KEY for P{NAME}:k:KEY, "\2" for
-P{NAME}:b; a container is "\n" and its entries, so a lookup is one plain
-find of "\n" entry "\n". An entry costs its KEY and one byte, about 13
-bytes a bucket at a container's 4 KiB, against 63-82 for a member of a set
-(the whole key, in a hash table). How many containers the group has grows
-with it (linear hashing): P{T}ig:NAME holds "k p" (none: "0 0"), and an
-entry of hash h (entry_hash()) is in container h mod 2^k, or h mod 2^(k+1)
-when that is below p; a container written past INDEX_SPLIT bytes has
-container p split (its entries whose h mod 2^(k+1) is p + 2^k move there),
-p then moves on, and k grows when p reaches 2^k. So a container holds a
-few hundred entries at 100 thousand buckets and at 10 million alike, and a
-bucket created costs a GET of the group's "k p", a GET and a SET of a
-container of a few KiB, and a split now and then (a few hundred entries).
-The settle reads a group's "k p" and then its 2^k + p containers.
+that hashes to s). An entry is a field (its value ""): the bucket's key
+past its policy, KEY for P{NAME:KEY}:k, "\1" KEY for P{NAME}:k:KEY, "\2"
+for P{NAME}:b. Redis keeps a hash of at most 512 fields of at most 64
+bytes (its defaults) as one listpack: an entry costs its KEY and 4 bytes
+(about 16 a bucket of an 11-byte key), against 63-103 for a member of a
+set (the whole key, in a hash table); so an entry past INDEX_ENTRY_MAX
+bytes goes to the set below. How many containers the group has grows with
+it (linear hashing): P{T}ig:NAME holds "k p" (none: "0 0"), and an entry
+of hash h (entry_hash()) is in container h mod 2^k, or h mod 2^(k+1) when
+that is below p; a container that an add takes past INDEX_SPLIT entries
+has container p split (its entries whose h mod 2^(k+1) is p + 2^k move
+there), p then moves on, and k grows when p reaches 2^k. So a container
+holds a few hundred entries at 100 thousand buckets and at 10 million
+alike, and a bucket created costs a GET of its group's "k p" and an HSET
+(and an HLEN), about what a SADD did, and a split now and then (a few
+hundred entries). The settle reads a group's "k p", then its 2^k + p
+containers. (Strings of "\n"-ended entries cost a byte an entry, not 4,
+and were measured: the GET and SET of a few KiB through the script
+doubled a created bucket's Redis time, 17 to 34 us a call.)
 
 In a Redis Cluster, a script may touch any key of a slot its node serves
 (see "Over several slots" above), and a group's keys all live in slot 64g.
 A bucket whose node does not serve slot 64g (a group cut by the masters'
 slot ranges, a slot being migrated), or whose key is of none of the three
-forms or whose KEY holds a control character, is named instead in the set
+forms, whose KEY holds a control character or whose entry is too long, is
+named instead in the set
 P{T}ix:NAME of its own slot (T that slot's tag), as every bucket was before
 issue 41: the settle reads those sets too (and a permitd of before keeps
 writing them during a rolling upgrade). Every index command is an
@@ -262,8 +267,9 @@ local REPLAYED = 1            -- flags bit: an earlier take's answer
 -- The bucket index's tables (see the top), generated: for each slot s a
 -- tag of 3 characters of [0-9a-zA-Z] whose CRC16 is s (the first in the
 -- order 0-9, a-z, A-Z, first character slowest), 64 to a line; and the
--- CRC16 (XMODEM) table, 16 to a line in hex. Constants of the chunk: not
--- built per call.
+-- CRC16 (XMODEM) table, each entry two bytes (high, low) in decimal
+-- escapes, on one line (one literal: a concatenation would run per call).
+-- Constants of the chunk: not built per call.
 local INDEX_TAGS = [[
 06S2Gx5L54Iu4gY4601Y71LV0QG2dd7Ok4ji4DE65n2JH1oJ04b2EI7nF4KD4eh6PK2ke1Ng0Sv1V64914hX4Ft5C42Hy09R0210cX4Xv6mU6Cy42R0Mt1H421o1Pe5kK6NI74L4UF0nh3Kj2TJ0ai4ZG6od6AH40c0OE2zf1G50Bu5iz6Lx5R74Ww0lY0y8
 5n34ks8YE31W2KR1nP71464t69D4Ho07I2Fb2hN1ML4fC7CAavs4iB0Rl2gO2Ic08H4Gn66EaUob4e05x108dPL8VD4dr5a24zp6OS20u3550or1j275Vbno4Yl6lO2Wa0bB0Ln2yM6Bc43H4xA6Mb22D0Co0mC3HA6cN4VmbanaDl1e314Z8GGdAO54941y
@@ -521,23 +527,7 @@ bjl71U1n10kq31624v6KP5nR47K7VA29F0Hm0fA2Sb6hL5MN4Rn6gM3LB1ya0Gl26G6Ia48J45z5t2dE
 0dm2QN7zA5Ob45g6DL3oC0JA0Gq1B1acn48W4Rs5W308494l12u0755X25MS47Valo1M00Hp1Ua24k6KM5nO4PB6ea3Nn0kl3Pl01fbts7kB6UO54E1Kc2na1S20Vr59ua6e5F04Cp85Nd3FdxO03W4Lq5I143456t0Ys2lP35I0TC4om6ZN60j4AA0zo2OL
 3MA0hC4Sm6fN6Hb49I0Fo27DdDO8BG44y519aAlbdn0es2PP1o20jrbko70V5z05oQ30525u28E0In46H6Gc6iO5LM0gB2Ra1ia2Lc63E4Bn4lB6Ya2bO0Wl8SDdUL5d24arb1eaPo15800x1kP2NR61t7444ns5k334W9Ld0Xm2mN7FA4cC4Mo6xL2Cb02I
 45c6DH3oG0JE0di2QJ6jd5Of4Rw5W70800iY0Gu1B56Ix48S47R6Fy1M40Ht0fX0715X65MW4PF6ee3Nj0kh0ED24o6KI5nK6UK54A1Kg2ne3Ph01b4ND7kF5F44Ct0xZ2My1S60Vv4mX4x94304bY0Yw2lT2Bx03S4Lu5I560n4AE0zk2OH2ad0TG4oi6ZJ]]
-local CRC16 = [[
-0000102120423063408450a560c670e781089129a14ab16bc18cd1ade1cef1ef
-123102103273225252b5429472f762d693398318b37ba35ad3bdc39cf3ffe3de
-246234430420140164e674c744a45485a56ab54b85289509e5eef5cfc5acd58d
-365326721611063076d766f6569546b4b75ba77a97198738f7dfe7fed79dc7bc
-48c458e5688678a70840186128023823c9ccd9ede98ef9af89489969a90ab92b
-5af54ad47ab76a961a710a503a332a12dbfdcbdcfbbfeb9e9b798b58bb3bab1a
-6ca67c874ce45cc52c223c030c601c41edaefd8fcdecddcdad2abd0b8d689d49
-7e976eb65ed54ef43e132e321e510e70ff9fefbedfddcffcbf1baf3a9f598f78
-918881a9b1caa1ebd10cc12df14ee16f108000a130c220e35004402570466067
-83b99398a3fbb3dac33dd31ce37ff35e02b1129022f332d24235521462777256
-b5eaa5cb95a88589f56ee54fd52cc50d34e224c314a004817466644754244405
-a7dbb7fa879997b8e75ff77ec71dd73c26d336f2069116b06657767646155634
-d94cc96df90ee92f99c889e9b98aa9ab584448657806682718c008e1388228a3
-cb7ddb5ceb3ffb1e8bf99bd8abbbbb9a4a755a546a377a160af11ad02ab33a92
-fd2eed0fdd6ccd4dbdaaad8b9de88dc97c266c075c644c453ca22c831ce00cc1
-ef1fff3ecf5ddf7caf9bbfba8fd99ff86e177e364e555e742e933eb20ed11ef0]]
+local CRC16 = '\0\0\16\33\32\66\48\99\64\132\80\165\96\198\112\231\129\8\145\41\161\74\177\107\193\140\209\173\225\206\241\239\18\49\2\16\50\115\34\82\82\181\66\148\114\247\98\214\147\57\131\24\179\123\163\90\211\189\195\156\243\255\227\222\36\98\52\67\4\32\20\1\100\230\116\199\68\164\84\133\165\106\181\75\133\40\149\9\229\238\245\207\197\172\213\141\54\83\38\114\22\17\6\48\118\215\102\246\86\149\70\180\183\91\167\122\151\25\135\56\247\223\231\254\215\157\199\188\72\196\88\229\104\134\120\167\8\64\24\97\40\2\56\35\201\204\217\237\233\142\249\175\137\72\153\105\169\10\185\43\90\245\74\212\122\183\106\150\26\113\10\80\58\51\42\18\219\253\203\220\251\191\235\158\155\121\139\88\187\59\171\26\108\166\124\135\76\228\92\197\44\34\60\3\12\96\28\65\237\174\253\143\205\236\221\205\173\42\189\11\141\104\157\73\126\151\110\182\94\213\78\244\62\19\46\50\30\81\14\112\255\159\239\190\223\221\207\252\191\27\175\58\159\89\143\120\145\136\129\169\177\202\161\235\209\12\193\45\241\78\225\111\16\128\0\161\48\194\32\227\80\4\64\37\112\70\96\103\131\185\147\152\163\251\179\218\195\61\211\28\227\127\243\94\2\177\18\144\34\243\50\210\66\53\82\20\98\119\114\86\181\234\165\203\149\168\133\137\245\110\229\79\213\44\197\13\52\226\36\195\20\160\4\129\116\102\100\71\84\36\68\5\167\219\183\250\135\153\151\184\231\95\247\126\199\29\215\60\38\211\54\242\6\145\22\176\102\87\118\118\70\21\86\52\217\76\201\109\249\14\233\47\153\200\137\233\185\138\169\171\88\68\72\101\120\6\104\39\24\192\8\225\56\130\40\163\203\125\219\92\235\63\251\30\139\249\155\216\171\187\187\154\74\117\90\84\106\55\122\22\10\241\26\208\42\179\58\146\253\46\237\15\221\108\205\77\189\170\173\139\157\232\141\201\124\38\108\7\92\100\76\69\60\162\44\131\28\224\12\193\239\31\255\62\207\93\223\124\175\155\191\186\143\217\159\248\110\23\126\54\78\85\94\116\46\147\62\178\14\209\30\240'
 local clock = redis.call('TIME')
 local now = clock[1] * 1000000 + clock[2]
 local fresh, answer     -- the buckets a fast path below created, and its answer
@@ -790,7 +780,8 @@ end
 local bxor, band, lshift, rshift, byte = bit.bxor, bit.band, bit.lshift, bit.rshift,
                                         string.byte
 
-local INDEX_SPLIT = 4096  -- bytes: a group's container past this splits (see the top)
+local INDEX_SPLIT = 256   -- entries: a group's container past this splits (see the top)
+local INDEX_ENTRY_MAX = 60  -- bytes: a longer entry would turn its container into a hash table
 
 -- The slot of key (CRC16 of its hash tag, as Redis computes it) and the
 -- tag's braces; nil for a key without a hash tag (none of permitd's).
@@ -802,9 +793,9 @@ local function tag_slot(key)
   end
   local crc = 0
   for i = lb + 1, rb - 1 do
-    local x = bxor(rshift(crc, 8), byte(key, i))
-    crc = bxor(band(lshift(crc, 8), 65535),
-               tonumber(sub(CRC16, 4 * x + floor(x / 16) + 1, 4 * x + floor(x / 16) + 4), 16))
+    local x = 2 * bxor(rshift(crc, 8), byte(key, i))
+    local hi, lo = byte(CRC16, x + 1, x + 2)
+    crc = bxor(band(lshift(crc, 8), 65535), hi * 256 + lo)
   end
   return band(crc, 16383), lb, rb
 end
@@ -826,8 +817,9 @@ end
 
 -- The name of key's policy and the entry that stands for key in its
 -- group's containers (see the top); nil for a key of none of the three
--- forms, or whose KEY holds a control character (the entries' separator
--- is one): such a key goes to the set of its slot.
+-- forms, whose KEY holds a control character (the markers are), or whose
+-- entry is longer than INDEX_ENTRY_MAX: such a key goes to the set of its
+-- slot.
 local function index_entry(key, lb, rb)
   local c = find(key, '[:}]', lb + 1)
   local name, body, entry = sub(key, lb + 1, c - 1), nil, nil
@@ -845,7 +837,7 @@ local function index_entry(key, lb, rb)
   else
     return nil
   end
-  if c == lb + 1 or find(body, '[%z\1-\31]') then
+  if c == lb + 1 or #entry > INDEX_ENTRY_MAX or find(body, '[%z\1-\31]') then
     return nil
   end
   return name, entry
@@ -854,15 +846,6 @@ end
 -- Whether r, what a redis.pcall answered, is an error.
 local function failed(r)
   return type(r) == 'table' and r.err ~= nil
-end
-
--- Writes container key's text, or deletes the key when it holds no entry
--- ("\n"); false when Redis refused.
-local function index_put(key, text)
-  if #text > 1 then
-    return not failed(redis.pcall('SET', key, text))
-  end
-  return not failed(redis.pcall('DEL', key))
 end
 
 -- An entry's hash, which picks its container in the group (linear hashing,
@@ -882,17 +865,20 @@ end
 local function index_split(g)
   local size = 2 ^ g.k
   local from, to = g.key .. ':' .. g.p, g.key .. ':' .. (g.p + size)
-  local text = redis.pcall('GET', from)
-  if failed(text) then
+  local entries = redis.pcall('HKEYS', from)
+  if failed(entries) then
     return false
   end
-  local stay, move = {'\n'}, {'\n'}
-  for entry in gmatch(text or '', '[^\n]+') do
-    local side = entry_hash(entry) % (2 * size) == g.p and stay or move
-    side[#side + 1] = entry
-    side[#side + 1] = '\n'
+  local put, gone = {'HSET', to}, {'HDEL', from}
+  for _, entry in ipairs(entries) do
+    if entry_hash(entry) % (2 * size) ~= g.p then
+      put[#put + 1] = entry
+      put[#put + 1] = ''
+      gone[#gone + 1] = entry
+    end
   end
-  if not index_put(to, table.concat(move)) or not index_put(from, table.concat(stay)) then
+  redis.pcall('DEL', to)            -- what a split cut short left there
+  if #put > 2 and (failed(redis.pcall(unpack(put))) or failed(redis.pcall(unpack(gone)))) then
     return false
   end
   g.p = g.p + 1
@@ -902,66 +888,68 @@ local function index_split(g)
   return not failed(redis.pcall('SET', g.key, format('%d %d', g.k, g.p)))
 end
 
+-- The container of key in index_update()'s call (its name, its group, the
+-- entries to put and to take out) and key's entry, made on first use in
+-- ix (groups by name, boxes by name, and in order); nil when key goes to
+-- the set of its slot.
+local function index_box(ix, key, slot, lb, rb)
+  local name, entry = index_entry(key, lb, rb)
+  if not name then
+    return nil
+  end
+  local gk = sub(key, 1, lb) .. slot_tag(slot - slot % 64) .. '}ig:' .. name
+  local g = ix.groups[gk]
+  if g == nil then
+    local got = redis.pcall('GET', gk)
+    g = false                       -- a slot this node does not serve
+    if not failed(got) then
+      local k, p = 0, 0
+      if got then
+        k, p = string.match(got, '^(%d+) (%d+)$')
+        k, p = tonumber(k) or 0, tonumber(p) or 0
+      end
+      g = {key = gk, k = k, p = p}
+    end
+    ix.groups[gk] = g
+  end
+  if not g then
+    return nil
+  end
+  local h, size = entry_hash(entry), 2 ^ g.k
+  local i = h % size
+  if i < g.p then
+    i = h % (2 * size)
+  end
+  local bk = gk .. ':' .. i
+  local b = ix.boxes[bk]
+  if not b then
+    b = {key = bk, group = g}
+    ix.boxes[bk] = b
+    ix.order[#ix.order + 1] = b
+  end
+  return b, entry
+end
+
 -- Puts the keys of adds into the index and takes the keys of drops out of
 -- it (see the top); with migrate, a key added to its group's container
--- leaves the set of its slot. Each container is read and written once.
+-- leaves the set of its slot. One HSET and one HDEL a container touched.
 -- Answers the entries added and the entries removed.
 local function index_update(adds, drops, migrate)
-  local groups, boxes, order = {}, {}, {}
+  local ix = {groups = {}, boxes = {}, order = {}}
   local added, removed = 0, 0
-
-  -- The container of key (its name, text and group) and key's entry; nil
-  -- when key goes to the set of its slot.
-  local function box(key, slot, lb, rb)
-    local name, entry = index_entry(key, lb, rb)
-    if not name then
-      return nil
-    end
-    local gk = sub(key, 1, lb) .. slot_tag(slot - slot % 64) .. '}ig:' .. name
-    local g = groups[gk]
-    if g == nil then
-      local got = redis.pcall('GET', gk)
-      g = false                     -- a slot this node does not serve
-      if not failed(got) then
-        local k, p = string.match(got or '0 0', '^(%d+) (%d+)$')
-        g = {key = gk, k = tonumber(k) or 0, p = tonumber(p) or 0}
-      end
-      groups[gk] = g
-    end
-    if not g then
-      return nil
-    end
-    local h, size = entry_hash(entry), 2 ^ g.k
-    local i = h % size
-    if i < g.p then
-      i = h % (2 * size)
-    end
-    local bk = gk .. ':' .. i
-    local b = boxes[bk]
-    if not b then
-      local got = redis.pcall('GET', bk)
-      if failed(got) then
-        return nil
-      end
-      b = {key = bk, text = got or '\n', group = g}
-      boxes[bk] = b
-      order[#order + 1] = b
-    end
-    return b, entry
-  end
 
   for i = 1, adds and #adds or 0 do
     local key = adds[i]
     local slot, lb, rb = tag_slot(key)
     local b, entry
     if slot then
-      b, entry = box(key, slot, lb, rb)
+      b, entry = index_box(ix, key, slot, lb, rb)
     end
     if b then
-      if not find(b.text, '\n' .. entry .. '\n', 1, true) then
-        b.text, b.dirty = b.text .. entry .. '\n', true
-        added = added + 1
-      end
+      local put = b.put or {'HSET', b.key}
+      put[#put + 1] = entry
+      put[#put + 1] = ''
+      b.put = put
       if migrate then
         redis.pcall('SREM', index_set(key, slot, lb, rb), key)
       end
@@ -974,24 +962,36 @@ local function index_update(adds, drops, migrate)
     local key = drops[i]
     local slot, lb, rb = tag_slot(key)
     if slot then
-      local b, entry = box(key, slot, lb, rb)
-      local at = b and find(b.text, '\n' .. entry .. '\n', 1, true)
-      if at then
-        b.text, b.dirty = sub(b.text, 1, at) .. sub(b.text, at + #entry + 2), true
-        removed = removed + 1
+      local b, entry = index_box(ix, key, slot, lb, rb)
+      if b then
+        local gone = b.gone or {'HDEL', b.key}
+        gone[#gone + 1] = entry
+        b.gone = gone
       end
       local r = redis.pcall('SREM', index_set(key, slot, lb, rb), key)
       removed = removed + (type(r) == 'number' and r or 0)
     end
   end
-  local splits = 0
-  for _, b in ipairs(order) do
-    if b.dirty then
-      index_put(b.key, b.text)
+  local grown = {}
+  for _, b in ipairs(ix.order) do
+    if b.put then
+      local r = redis.pcall(unpack(b.put))
+      if type(r) == 'number' and r > 0 then
+        added = added + r
+        grown[#grown + 1] = b
+      end
+    end
+    if b.gone then
+      local r = redis.pcall(unpack(b.gone))
+      removed = removed + (type(r) == 'number' and r or 0)
     end
   end
-  for _, b in ipairs(order) do
-    if b.dirty and #b.text > INDEX_SPLIT and splits < 8 and index_split(b.group) then
+  -- Then the splits (each moves entries by the group's "k p" as it is
+  -- then: every container is written by now), at most 8 a call.
+  local splits = 0
+  for _, b in ipairs(grown) do
+    local len = splits < 8 and redis.pcall('HLEN', b.key)
+    if type(len) == 'number' and len > INDEX_SPLIT and index_split(b.group) then
       splits = splits + 1
     end
   end
@@ -1023,8 +1023,8 @@ if mode == 'sweep' then
       return redis.error_reply('bucket.lua: "' .. ck .. '" is not a container of the bucket index')
     end
     local head = sub(ck, 1, lb) .. sub(ck, gi + 4, last - 1)
-    local keep, gone = {'\n'}, 0
-    for entry in gmatch(redis.call('GET', ck) or '', '[^\n]+') do
+    local gone = {'HDEL', ck}
+    for _, entry in ipairs(redis.call('HKEYS', ck)) do
       local c, key = byte(entry), nil
       if c == 1 then
         key = head .. '}:k:' .. sub(entry, 2)
@@ -1034,16 +1034,14 @@ if mode == 'sweep' then
         key = head .. ':' .. entry .. '}:k'
       end
       if redis.pcall('EXISTS', key) == 0 then
-        gone = gone + 1
+        gone[#gone + 1] = entry
       else
-        keep[#keep + 1] = entry
-        keep[#keep + 1] = '\n'
+        kept = kept + 1
       end
     end
-    if gone > 0 then
-      index_put(ck, table.concat(keep))
+    if #gone > 2 then
+      removed = removed + redis.call(unpack(gone))
     end
-    kept, removed = kept + (#keep - 1) / 2, removed + gone
   end
   return struct.pack('<dd', kept, removed)
 end

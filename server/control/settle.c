@@ -43,8 +43,8 @@
  *     one on a single Redis) SSCANs the sets of the slots that master
  *     serves, SETTLE_SLOT_BATCH of them in one pipelined round trip, and
  *     reads the containers of the groups whose first slot is among them
- *     (settle_groups(): each group's "k p", then its containers,
- *     SETTLE_BOX_BATCH a round trip), and sends the keys each round trip
+ *     (settle_groups(): each group's "k p", then an HKEYS of each of its
+ *     containers, SETTLE_BOX_BATCH a round trip), and sends the keys each round trip
  *     brought to limiter_settle() (the one door to bucket.lua) in one
  *     more, which also takes the entries whose bucket is gone out of the
  *     index. So a settle costs the policy's buckets, plus the 16,384 sets
@@ -398,29 +398,26 @@ static int page_room(struct redis_str **page, size_t *cap, size_t n, struct perm
     return PERMITD_OK;
 }
 
-/* Appends the keys that container text (len bytes: "\n", then entries each
- * ended by "\n") of policy name stands for to *page (their bytes in *arena,
- * which the caller frees after the page is settled); an entry that is no
- * key is skipped. */
-static int container_keys(const char *prefix, const char *name, const char *text, size_t len,
+/* Appends the keys that a container's entries (got, its fields) of policy
+ * name stand for to *page (their bytes in *arena, which the caller frees
+ * after the page is settled); an entry that is no key is skipped. */
+static int container_keys(const char *prefix, const char *name, const struct strs *got,
                           struct redis_str **page, size_t *n, size_t *cap, struct strs *arena,
                           struct permitd_error *err)
 {
     char key[POLICY_REDIS_KEY_MAX];
 
-    for (const char *p = text, *end = text + len; p < end;) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t elen = (nl ? nl : end) - p, klen;
+    for (size_t e = 0; e < got->n; e++) {
+        size_t klen = policy_index_entry_key(key, prefix, name, got->v[e], strlen(got->v[e]));
 
-        if (elen > 0 && (klen = policy_index_entry_key(key, prefix, name, p, elen)) > 0) {
-            if (*n == *cap && page_room(page, cap, 2 * *cap + 64, err) != PERMITD_OK)
-                return err->code;
-            collect(arena, key, klen);
-            if (arena->oom)
-                return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-            (*page)[(*n)++] = (struct redis_str){arena->v[arena->n - 1], klen};
-        }
-        p = nl ? nl + 1 : end;
+        if (klen == 0)
+            continue;
+        if (*n == *cap && page_room(page, cap, 2 * *cap + 64, err) != PERMITD_OK)
+            return err->code;
+        collect(arena, key, klen);
+        if (arena->oom)
+            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+        (*page)[(*n)++] = (struct redis_str){arena->v[arena->n - 1], klen};
     }
     return PERMITD_OK;
 }
@@ -489,10 +486,10 @@ static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
         }
         for (; g < ng && nc < SETTLE_BOX_BATCH; nc++) {
             snprintf(bkeys[nc], sizeof(bkeys[nc]), "%s:%zu", gkeys[g], i);
-            args[nc][0] = (struct redis_str){"GET", 3};
+            args[nc][0] = (struct redis_str){"HKEYS", 5};
             args[nc][1] = (struct redis_str){bkeys[nc], strlen(bkeys[nc])};
             calls[nc] = (struct redis_command_call){.args = args[nc], .nargs = 2,
-                                                    .each = collect_bytes, .ud = &got[nc]};
+                                                    .each = collect, .ud = &got[nc]};
             if (++i == counts[g]) {
                 g++;
                 i = 0;
@@ -501,12 +498,12 @@ static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
         rc = redis_command_pipeline(j->st->redis, calls, nc, deadline(), &j->err);
         for (size_t c = 0; rc == PERMITD_OK && c < nc; c++) {
             if (calls[c].rc != PERMITD_OK)
-                rc = permitd_error_set(&j->err, calls[c].rc, "GET of %s failed", bkeys[c]);
+                rc = permitd_error_set(&j->err, calls[c].rc, "HKEYS of %s failed", bkeys[c]);
             else if (got[c].oom)
                 rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
-            else if (got[c].n == 1)
-                rc = container_keys(prefix, name, got[c].v[0], got[c].lens[0], &page, &n,
-                                    &page_cap, &arena, &j->err);
+            else
+                rc = container_keys(prefix, name, &got[c], &page, &n, &page_cap, &arena,
+                                    &j->err);
         }
         if (rc == PERMITD_OK && n > 0)
             rc = limiter_settle(j->st->limiter, j->e, page, n, deadline(), &j->set, &j->removed,

@@ -86,15 +86,15 @@ size_t policy_index_key(char *buf, const char *prefix, const char *name, unsigne
 
 /* The group containers (issue 41, lua/bucket.lua's top): the slots cut
  * into groups of POLICY_INDEX_GROUP, group g's containers P{T}ig:NAME:<i>
- * in slot POLICY_INDEX_GROUP * g (T its tag), and P{T}ig:NAME, "k p",
+ * (hashes) in slot POLICY_INDEX_GROUP * g (T its tag), and P{T}ig:NAME, "k p",
  * saying how many there are (2^k + p). Writes into buf
  * (POLICY_REDIS_KEY_MAX bytes) the latter, for the group of slot; returns
  * its length. */
 #define POLICY_INDEX_GROUP 64
 size_t policy_index_group_key(char *buf, const char *prefix, const char *name, unsigned slot);
 
-/* The bucket key that a container's entry (len bytes, without its "\n")
- * of policy name stands for, into buf (POLICY_REDIS_KEY_MAX bytes): KEY
+/* The bucket key that a container's entry (a field of len bytes) of
+ * policy name stands for, into buf (POLICY_REDIS_KEY_MAX bytes): KEY
  * for P{NAME:KEY}:k, "\1" KEY for P{NAME}:k:KEY, "\2" for P{NAME}:b.
  * Returns its length, 0 for an entry that is none of these or too long. */
 size_t policy_index_entry_key(char *buf, const char *prefix, const char *name,

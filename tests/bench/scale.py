@@ -30,6 +30,7 @@ Each figure is taken the way an operator would see it:
 
 Writes RESULTS (markdown) and prints it.
 """
+import hashlib
 import http.client
 import json
 import os
@@ -185,16 +186,27 @@ def wrk(seconds, path="/permit.v1.RateLimitService/Acquire", port=None, keys=100
 
 def fill_keys(first, last, stamp):
     """Bucket keys user-FIRST..user-(LAST-1) of policy big, as bucket.lua
-    writes them (each with its bucket index entry, issue 22), through
-    redis-cli --pipe. Returns the seconds it took."""
+    writes them, through redis-cli --pipe: each key SET with its TTL, then
+    indexed by bucket.lua's own "index" mode, 500 keys a call (the group
+    containers of issue 41, as a bucket.lua take that creates it would).
+    Returns the seconds it took."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-    from harness.cluster import index_key
+    from harness.stack import lua_script
+    text = lua_script("bucket", os.path.join(ROOT, "lua"))
+    sha = hashlib.sha1(text).hexdigest().encode()
+    if redis("SCRIPT", "EXISTS", sha.decode()) != "1":
+        subprocess.run(["redis-cli", "-p", str(REDIS_PORT), "-x", "SCRIPT", "LOAD"], input=text,
+                       check=True, stdout=subprocess.DEVNULL)
     now_s, now_us = (int(x) for x in redis("TIME").split())
     now = now_s * 1000000 + now_us
     t0 = time.monotonic()
     pipe = subprocess.Popen(["redis-cli", "-p", str(REDIS_PORT), "--pipe"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    chunk = []
+    chunk, page = [], []
+
+    def index_call(keys):
+        args = [b"EVALSHA", sha, str(len(keys)).encode()] + keys + [b"index", b"0", b""]
+        return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
     for i in range(first, last):
         tokens = float(1 + i % (BIG_MAX - 1))
         key = ("%s{%s:user-%06d}:k" % (PREFIX, BIG, i)).encode()
@@ -202,11 +214,15 @@ def fill_keys(first, last, stamp):
         ttl = str(int((BIG_MAX - tokens) / BIG_RATE * 1000) + 1).encode()
         chunk.append(b"*5\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$24\r\n%s\r\n$2\r\nPX\r\n$%d\r\n%s\r\n"
                      % (len(key), key, val, len(ttl), ttl))
-        ix = index_key(key.decode()).encode()
-        chunk.append(b"*3\r\n$4\r\nSADD\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(ix), ix, len(key), key))
-        if len(chunk) == 20000:
+        page.append(key)
+        if len(page) == 500:
+            chunk.append(index_call(page))
+            page = []
+        if len(chunk) >= 20000:
             pipe.stdin.write(b"".join(chunk))
             chunk = []
+    if page:
+        chunk.append(index_call(page))
     pipe.stdin.write(b"".join(chunk))
     pipe.stdin.close()
     out = pipe.stdout.read().decode()

@@ -543,13 +543,13 @@ class Scripts(unittest.TestCase):
     # ------------------------------------------------------------ the bucket index
 
     def container(self, key):
-        """The text of the group container that holds (or would hold) key."""
-        return self.redis.raw("GET", harness.index_container(self.redis, key)[0]) or b""
+        """The entries of the group container that holds (or would hold) key."""
+        return sorted(self.redis.raw("HKEYS", harness.index_container(self.redis, key)[0]))
 
     def in_group(self, key):
-        """How many times key's entry is in its group's container."""
+        """Whether key's entry is in its group's container (1 or 0)."""
         where = harness.index_container(self.redis, key)
-        return (self.redis.raw("GET", where[0]) or b"").count(b"\n" + where[1] + b"\n")
+        return self.redis("HEXISTS", where[0], where[1])
 
     def test_bucket_index_holds_each_bucket_it_created_once(self):
         # Each bucket created (no state before) is named in its policy's
@@ -628,20 +628,30 @@ class Scripts(unittest.TestCase):
             self.assertEqual(self.redis("SISMEMBER", harness.index_key(k), k), 0, k)
 
     def test_bucket_index_keeps_a_key_no_container_holds_in_its_slots_set(self):
-        # A key whose KEY holds a control character (the entries'
-        # separator is one; permitd refuses such keys, a key written by
-        # hand may hold one) is named in the set of its slot.
+        # A key whose KEY holds a control character (the entries' markers
+        # are; permitd refuses such keys, a key written by hand may hold
+        # one), and a key whose entry is past 60 bytes (a field past 64
+        # would turn its whole container into a hash table), are named in
+        # the set of their slot; a 60-byte entry is in its group.
         p = Policy(max_permits=10, rate=0.01)
         odd = "%s{%s:a\nb}:k" % (PREFIX, p.name)
-        self.assertIsNone(harness.index_entry(odd))
-        write_state(self.redis, odd, 1, self.redis.time_us())
-        self.redis("PEXPIRE", odd, 60000)
-        out = self.redis.raw("EVALSHA", self.sha["bucket"], 1, odd, "index", 0, TTL)
-        self.assertEqual(struct.unpack("<dd", out), (1, 0))
-        self.assertEqual(self.redis("SISMEMBER", harness.index_key(odd), odd), 1)
-        self.redis("DEL", odd)
-        out = self.redis.raw("EVALSHA", self.sha["bucket"], 1, odd, "index", 0, TTL)
-        self.assertEqual(struct.unpack("<dd", out), (0, 1))
+        long_key, longest = bucket_key(p.name, "x" * 61), bucket_key(p.name, "y" * 60)
+        for k in (odd, long_key):
+            self.assertIsNone(harness.index_entry(k))
+        for k in (odd, long_key, longest):
+            write_state(self.redis, k, 1, self.redis.time_us())
+            self.redis("PEXPIRE", k, 60000)
+        out = self.redis.raw("EVALSHA", self.sha["bucket"], 3, odd, long_key, longest, "index", 0,
+                             TTL)
+        self.assertEqual(struct.unpack("<dd", out), (3, 0))
+        for k in (odd, long_key):
+            self.assertEqual(self.redis("SISMEMBER", harness.index_key(k), k), 1, k)
+        self.assertEqual(self.in_group(longest), 1)
+        self.assertEqual(self.redis("OBJECT", "ENCODING", harness.index_container(
+            self.redis, longest)[0]), "listpack")
+        self.redis("DEL", odd, long_key)
+        out = self.redis.raw("EVALSHA", self.sha["bucket"], 2, odd, long_key, "index", 0, TTL)
+        self.assertEqual(struct.unpack("<dd", out), (0, 2))
 
     def keys_of_group(self, name, group, n):
         """n keys of policy name whose buckets fall in group (of 64 slots)."""
@@ -653,12 +663,12 @@ class Scripts(unittest.TestCase):
             i += 1
         return out
 
-    def test_bucket_index_splits_a_group_past_4_kib_and_finds_every_entry(self):
-        # 1500 buckets of one group of 64 slots: about 18 KiB of entries, so
-        # the group's containers split (linear hashing, lua/bucket.lua's top):
-        # "k p" moves on, no container stays far past 4 KiB, every bucket is
-        # named exactly once, in the container its hash picks; a settle
-        # of the dead ones and a sweep find them all.
+    def test_bucket_index_splits_a_group_past_256_entries_and_finds_every_entry(self):
+        # 1500 buckets of one group of 64 slots, so the group's containers
+        # split (linear hashing, lua/bucket.lua's top): "k p" moves on, every
+        # container stays a listpack (at most 512 fields), every bucket is
+        # named exactly once, in the container its hash picks; a settle of
+        # the dead ones and a sweep find them all.
         p = Policy(max_permits=10, rate=0.01)
         keys = self.keys_of_group(p.name, 7, 1500)
         for first in range(0, len(keys), 100):
@@ -667,10 +677,12 @@ class Scripts(unittest.TestCase):
         group = harness.index_entry(bucket_key(p.name, keys[0]))[0]
         k, q = (int(x) for x in self.redis("GET", group).split())
         containers = (1 << k) + q
-        self.assertGreaterEqual(containers, 4, (k, q))
-        sizes = [len(self.redis.raw("GET", "%s:%d" % (group, i)) or b"") for i in range(containers)]
-        self.assertLess(max(sizes), 2 * 4096, sizes)
-        self.assertEqual(sum(sizes), containers + sum(len(k) + 1 for k in keys), sizes)
+        self.assertGreaterEqual(containers, 6, (k, q))
+        names = ["%s:%d" % (group, i) for i in range(containers)]
+        sizes = [self.redis("HLEN", c) for c in names]
+        self.assertLessEqual(max(sizes), 512, sizes)
+        self.assertEqual(sum(sizes), len(keys), sizes)
+        self.assertEqual({self.redis("OBJECT", "ENCODING", c) for c in names}, {"listpack"})
         for key in keys:
             self.assertEqual(self.in_group(bucket_key(p.name, key)), 1, key)
         # Nothing past the containers "k p" names (a split writes its new one first).
@@ -684,7 +696,6 @@ class Scripts(unittest.TestCase):
         self.assertEqual(struct.unpack("<ddd", out)[2], 300)
         swept = [bucket_key(p.name, k) for k in keys[300:600]]
         self.redis("DEL", *swept)
-        names = ["%s:%d" % (group, i) for i in range(containers)]
         out = self.redis.raw("EVALSHA", self.sha["bucket"], len(names), *(names + ["sweep", 0, ""]))
         self.assertEqual(struct.unpack("<dd", out), (900, 300))
         for key in keys[:600]:

@@ -116,7 +116,7 @@ def index_entry(bucket_key):
         entry = b"\1" + rest[4:].encode()
     else:
         return None
-    if any(c < 32 for c in entry.lstrip(b"\1\2")) or rb == lb + 1:
+    if any(c < 32 for c in entry.lstrip(b"\1\2")) or rb == lb + 1 or len(entry) > 60:
         return None
     slot = keyslot(bucket_key)
     return "%s{%s}ig:%s" % (bucket_key[:lb], index_tag(slot - slot % 64), name), entry
@@ -149,10 +149,8 @@ def indexed(redis, bucket_key):
     """Whether bucket_key is named in its policy's bucket index: in its
     group's container, or in the set of its slot."""
     where = index_container(redis, bucket_key)
-    if where is not None:
-        text = redis.raw("GET", where[0]) or b""
-        if b"\n" + where[1] + b"\n" in text:
-            return True
+    if where is not None and redis("HEXISTS", where[0], where[1]) == 1:
+        return True
     return redis("SISMEMBER", index_key(bucket_key), bucket_key) == 1
 
 
@@ -170,7 +168,8 @@ def keyslot(key):
 # Commands whose first key is argv[1] (the rest of argv is not keys, or is
 # keys of the same slot in what the tests send).
 _KEY_AT_1 = {
-    "GET", "SET", "HSET", "HGET", "HDEL", "HGETALL", "HMGET", "HINCRBY", "PTTL", "TTL",
+    "GET", "SET", "HSET", "HGET", "HDEL", "HGETALL", "HMGET", "HINCRBY", "HEXISTS", "HKEYS",
+    "HLEN", "PTTL", "TTL",
     "EXPIRETIME", "PEXPIRETIME", "BITCOUNT", "GETBIT", "SETBIT",
     "EXPIRE", "PEXPIRE", "PERSIST", "TYPE", "SADD", "SREM", "SMEMBERS", "SISMEMBER",
     "SCARD", "INCR", "INCRBY", "STRLEN", "GETRANGE", "SETRANGE", "APPEND", "DUMP",
