@@ -950,6 +950,8 @@ local function index_update(adds, drops, migrate)
       put[#put + 1] = entry
       put[#put + 1] = ''
       b.put = put
+      b.keys = b.keys or {}
+      b.keys[#b.keys + 1] = key
       if migrate then
         redis.pcall('SREM', index_set(key, slot, lb, rb), key)
       end
@@ -979,6 +981,12 @@ local function index_update(adds, drops, migrate)
       if type(r) == 'number' and r > 0 then
         added = added + r
         grown[#grown + 1] = b
+      elseif failed(r) then         -- the group's slot moved since its "k p" was read
+        for _, key in ipairs(b.keys) do
+          local slot, lb, rb = tag_slot(key)
+          local n = redis.pcall('SADD', index_set(key, slot, lb, rb), key)
+          added = added + (type(n) == 'number' and n or 0)
+        end
       end
     end
     if b.gone then

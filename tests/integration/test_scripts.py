@@ -653,6 +653,17 @@ class Scripts(unittest.TestCase):
         out = self.redis.raw("EVALSHA", self.sha["bucket"], 2, odd, long_key, "index", 0, TTL)
         self.assertEqual(struct.unpack("<dd", out), (0, 2))
 
+    def test_bucket_index_falls_back_to_its_slots_set_when_the_container_refuses(self):
+        # A container Redis refuses (a slot migrating away, in a cluster;
+        # here, a key of another type): the bucket is named in the set of
+        # its slot instead, and the decision is not failed.
+        p = Policy(max_permits=10, rate=0.01)
+        k = bucket_key(p.name, "refused")
+        self.redis("SET", harness.index_container(self.redis, k)[0], "not a hash")
+        self.assertEqual(self.take(p, key="refused")["allowed"], 1)
+        self.assertEqual(self.redis("SISMEMBER", harness.index_key(k), k), 1)
+        self.assertTrue(harness.indexed(self.redis, k))
+
     def keys_of_group(self, name, group, n):
         """n keys of policy name whose buckets fall in group (of 64 slots)."""
         out, i = [], 0

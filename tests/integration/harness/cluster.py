@@ -148,10 +148,10 @@ def index_container(redis, bucket_key):
 def indexed(redis, bucket_key):
     """Whether bucket_key is named in its policy's bucket index: in its
     group's container, or in the set of its slot."""
-    where = index_container(redis, bucket_key)
-    if where is not None and redis("HEXISTS", where[0], where[1]) == 1:
+    if redis("SISMEMBER", index_key(bucket_key), bucket_key) == 1:
         return True
-    return redis("SISMEMBER", index_key(bucket_key), bucket_key) == 1
+    where = index_container(redis, bucket_key)
+    return where is not None and redis("HEXISTS", where[0], where[1]) == 1
 
 
 def keyslot(key):
