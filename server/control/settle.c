@@ -61,13 +61,13 @@
  *     "index"), under the lease <prefix>bucket-index:lease, then sets the
  *     marker. Settles wait for it: without it they would miss those
  *     buckets.
- *   - the index prune: a bucket that fills up has no key but stays in its
- *     index until a settle meets it; a policy never edited would keep
- *     every key it ever had. So each runner walks every master's keyspace
- *     for index keys, a slice of SETTLE_PRUNE_STEPS SCAN steps per master
- *     every --index-prune-ms, and removes the dead entries of each set
- *     (bucket.lua "index") and container (bucket.lua "sweep") it finds;
- *     the walk is kept in memory (an instance
+ *   - the index prune (settle_prune.c): a bucket that fills up has no key
+ *     but stays in its index until a settle meets it; a policy never
+ *     edited would keep every key it ever had. So each runner walks every
+ *     master's keyspace for index keys, a slice of SETTLE_PRUNE_STEPS SCAN
+ *     steps per master every --index-prune-ms, and removes the dead
+ *     entries of each set (bucket.lua "index") and container (bucket.lua
+ *     "sweep") it finds; the walk is kept in memory (an instance
  *     that restarts starts it again) and its rounds are logged.
  *   - progress is logged every SETTLE_PROGRESS_MS (keys and slots done per
  *     master),
@@ -101,19 +101,12 @@
 #include "decisions/policies.h"
 #include "stores/policy.h"
 #include "control/settle.h"
+#include "control/settle_internal.h"
 
-#define SETTLE_REDIS_DEADLINE_MS 2000   /* each Redis call's, and how long it may wait */
-#define SETTLE_SCAN_COUNT 1000          /* SCAN's COUNT: slots looked at per step */
-#define SETTLE_SSCAN_COUNT 1000         /* SSCAN's COUNT: index members per step */
 #define SETTLE_SLOT_BATCH 1024          /* index keys (slots) read per round trip */
 #define SETTLE_BOX_BATCH 64             /* group containers read per round trip */
 #define SETTLE_LEASE_MS 15000           /* a lease's life; renewed every progress tick */
 #define SETTLE_PROGRESS_MS 2000         /* a progress line (and a lease renewal) this often */
-#define SETTLE_PRUNE_STEPS 100          /* SCAN steps of one slice, per master */
-#define SETTLE_PRUNE_FIRST 10           /* the first slice this many --index-prune-ms after
-                                         * start: a start (the index build, the sync's first
-                                         * load) is busy enough, and most instances run for
-                                         * days */
 
 /* One pending edit, as read from <prefix>settle. */
 struct settle_item {
@@ -122,15 +115,8 @@ struct settle_item {
     uint64_t stamp;
 };
 
-/* Strings collected from Redis's answers. */
-struct strs {
-    char **v;
-    size_t *lens;       /* collect_bytes()'s: each string's length (it may hold NULs) */
-    size_t n, cap;
-    int oom;
-};
 
-static void collect(void *ud, const char *str, size_t len)
+void settle_collect(void *ud, const char *str, size_t len)
 {
     struct strs *sv = ud;
 
@@ -150,7 +136,7 @@ static void collect(void *ud, const char *str, size_t len)
         sv->n++;
 }
 
-/* As collect(), keeping each string's length too (a bitmap holds NULs). */
+/* As settle_collect(), keeping each string's length too (a bitmap holds NULs). */
 static void collect_bytes(void *ud, const char *str, size_t len)
 {
     struct strs *sv = ud;
@@ -167,7 +153,7 @@ static void collect_bytes(void *ud, const char *str, size_t len)
     sv->lens = lens;
     memcpy(copy, str, len);
     copy[len] = '\0';
-    collect(ud, "", 0);             /* a slot in v, grown as collect() grows it */
+    settle_collect(ud, "", 0);             /* a slot in v, grown as settle_collect() grows it */
     if (sv->oom || sv->n == 0) {
         free(copy);
         return;
@@ -177,7 +163,7 @@ static void collect_bytes(void *ud, const char *str, size_t len)
     sv->lens[sv->n - 1] = len;
 }
 
-static void strs_clear(struct strs *sv)
+void settle_strs_clear(struct strs *sv)
 {
     for (size_t i = 0; i < sv->n; i++)
         free(sv->v[i]);
@@ -185,35 +171,7 @@ static void strs_clear(struct strs *sv)
     sv->oom = 0;
 }
 
-struct settle {
-    const struct config *cfg;
-    struct redis *redis;
-    struct limiter *limiter;
-    char set_key[160];          /* <prefix>settle */
-    char owner[64];             /* this instance's lease value */
-    char index_key[160];        /* <prefix>bucket-index: the index build's marker */
-    char index_lease[176];      /* <prefix>bucket-index:lease */
-    int index_built;            /* the marker was seen (the runner's thread only) */
-    struct {                    /* the index prune's walk (the runner's thread only) */
-        int64_t next_us;        /* the next slice, not before */
-        size_t master;          /* the master walked, < redis_masters() */
-        char node[REDIS_WHERE_MAX];
-        char cursor[24];
-        uint64_t indexes, members, removed;     /* this round's, so far */
-        int64_t started_us;
-    } prune;
-
-    pthread_t thread;
-    int started;
-    pthread_mutex_t lock;       /* guards what follows */
-    pthread_cond_t wake;
-    int stopping;
-    int kicked;
-    struct strs unrecorded;     /* members whose SADD failed: recorded at the next pass */
-    struct settle_status status;
-};
-
-static int64_t deadline(void)
+int64_t settle_deadline(void)
 {
     return clock_now_us() + (int64_t)SETTLE_REDIS_DEADLINE_MS * 1000;
 }
@@ -248,7 +206,7 @@ static int record(struct settle *st, const char *member, struct permitd_error *e
     struct redis_str sadd[3] = {{"SADD", 4}, {st->set_key, strlen(st->set_key)},
                                 {member, strlen(member)}};
 
-    return redis_command(st->redis, sadd, 3, deadline(), NULL, NULL, NULL, err);
+    return redis_command(st->redis, sadd, 3, settle_deadline(), NULL, NULL, NULL, err);
 }
 
 void settle_queue(struct settle *st, const char *name, uint64_t stamp)
@@ -261,7 +219,7 @@ void settle_queue(struct settle *st, const char *name, uint64_t stamp)
         log_msg(LOG_LEVEL_WARN, "settle not recorded in redis yet: tried again at the next pass",
                 "policy=%s stamp=%" PRIu64 " error=\"%s\"", name, stamp, err.message);
         pthread_mutex_lock(&st->lock);
-        collect(&st->unrecorded, member, strlen(member));
+        settle_collect(&st->unrecorded, member, strlen(member));
         pthread_mutex_unlock(&st->lock);
     }
     settle_kick(st);
@@ -282,7 +240,7 @@ void settle_get_status(struct settle *st, struct settle_status *out)
     pthread_mutex_unlock(&st->lock);
 }
 
-static int stopping(struct settle *st)
+int settle_stopping(struct settle *st)
 {
     int stop;
 
@@ -364,7 +322,7 @@ static int slots_record(struct settle *st, const char *key, const unsigned *slot
         a[3] = (struct redis_str){"1", 1};
         calls[i] = (struct redis_command_call){.args = a, .nargs = 4};
     }
-    rc = redis_command_pipeline(st->redis, calls, n, deadline(), err);
+    rc = redis_command_pipeline(st->redis, calls, n, settle_deadline(), err);
     for (size_t i = 0; rc == PERMITD_OK && i < n; i++)
         if (calls[i].rc != PERMITD_OK)
             rc = permitd_error_set(err, calls[i].rc, "SETBIT of %s failed", key);
@@ -385,7 +343,8 @@ struct sscan {
 };
 
 /* Grows *page to hold n keys. */
-static int page_room(struct redis_str **page, size_t *cap, size_t n, struct permitd_error *err)
+int settle_page_room(struct redis_str **page, size_t *cap, size_t n,
+                     struct permitd_error *err)
 {
     struct redis_str *grown;
 
@@ -412,9 +371,9 @@ static int container_keys(const char *prefix, const char *name, const struct str
 
         if (klen == 0)
             continue;
-        if (*n == *cap && page_room(page, cap, 2 * *cap + 64, err) != PERMITD_OK)
+        if (*n == *cap && settle_page_room(page, cap, 2 * *cap + 64, err) != PERMITD_OK)
             return err->code;
-        collect(arena, key, klen);
+        settle_collect(arena, key, klen);
         if (arena->oom)
             return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
         (*page)[(*n)++] = (struct redis_str){arena->v[arena->n - 1], klen};
@@ -457,10 +416,10 @@ static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
         policy_index_group_key(gkeys[g], prefix, name, first[g]);
         args[g][0] = (struct redis_str){"GET", 3};
         args[g][1] = (struct redis_str){gkeys[g], strlen(gkeys[g])};
-        calls[g] = (struct redis_command_call){.args = args[g], .nargs = 2, .each = collect,
+        calls[g] = (struct redis_command_call){.args = args[g], .nargs = 2, .each = settle_collect,
                                                .ud = &got[g]};
     }
-    rc = redis_command_pipeline(j->st->redis, calls, ng, deadline(), &j->err);
+    rc = redis_command_pipeline(j->st->redis, calls, ng, settle_deadline(), &j->err);
     unsigned long long counts[POLICY_SLOTS / POLICY_INDEX_GROUP];
     for (size_t g = 0; rc == PERMITD_OK && g < ng; g++) {
         unsigned k = 0, p = 0;
@@ -475,12 +434,12 @@ static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
         counts[g] = (1ull << k) + p;
     }
     for (size_t g = 0; g < ng; g++)
-        strs_clear(&got[g]);
+        settle_strs_clear(&got[g]);
     /* Every container of every group, SETTLE_BOX_BATCH a round trip. */
     for (size_t g = 0, i = 0; rc == PERMITD_OK && g < ng;) {
         size_t nc = 0, n = 0;
 
-        if (stopping(j->st)) {
+        if (settle_stopping(j->st)) {
             rc = permitd_error_set(&j->err, PERMITD_ECANCELED, "permitd is stopping");
             break;
         }
@@ -489,13 +448,13 @@ static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
             args[nc][0] = (struct redis_str){"HKEYS", 5};
             args[nc][1] = (struct redis_str){bkeys[nc], strlen(bkeys[nc])};
             calls[nc] = (struct redis_command_call){.args = args[nc], .nargs = 2,
-                                                    .each = collect, .ud = &got[nc]};
+                                                    .each = settle_collect, .ud = &got[nc]};
             if (++i == counts[g]) {
                 g++;
                 i = 0;
             }
         }
-        rc = redis_command_pipeline(j->st->redis, calls, nc, deadline(), &j->err);
+        rc = redis_command_pipeline(j->st->redis, calls, nc, settle_deadline(), &j->err);
         for (size_t c = 0; rc == PERMITD_OK && c < nc; c++) {
             if (calls[c].rc != PERMITD_OK)
                 rc = permitd_error_set(&j->err, calls[c].rc, "HKEYS of %s failed", bkeys[c]);
@@ -506,17 +465,17 @@ static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
                                     &j->err);
         }
         if (rc == PERMITD_OK && n > 0)
-            rc = limiter_settle(j->st->limiter, j->e, page, n, deadline(), &j->set, &j->removed,
-                                &j->gone, &j->err);
+            rc = limiter_settle(j->st->limiter, j->e, page, n, settle_deadline(), &j->set,
+                                &j->removed, &j->gone, &j->err);
         atomic_fetch_add(&j->keys, n);
         for (size_t c = 0; c < nc; c++)
-            strs_clear(&got[c]);
-        strs_clear(&arena);
+            settle_strs_clear(&got[c]);
+        settle_strs_clear(&arena);
         j->steps++;
     }
 done:
     for (size_t c = 0; got != NULL && c < most; c++) {
-        strs_clear(&got[c]);
+        settle_strs_clear(&got[c]);
         free(got[c].v);
         free(got[c].lens);
     }
@@ -563,7 +522,7 @@ static void *settle_master(void *arg)
         while (active > 0 && j->rc == PERMITD_OK) {
             size_t nc = 0, n = 0;
 
-            if (stopping(j->st)) {
+            if (settle_stopping(j->st)) {
                 j->rc = permitd_error_set(&j->err, PERMITD_ECANCELED, "permitd is stopping");
                 break;
             }
@@ -576,10 +535,10 @@ static void *settle_master(void *arg)
                 b[i].args[3] = (struct redis_str){"COUNT", 5};
                 b[i].args[4] = (struct redis_str){count, strlen(count)};
                 calls[nc] = (struct redis_command_call){.args = b[i].args, .nargs = 5,
-                                                        .each = collect, .ud = &b[i].got};
+                                                        .each = settle_collect, .ud = &b[i].got};
                 at[nc++] = i;
             }
-            j->rc = redis_command_pipeline(j->st->redis, calls, nc, deadline(), &j->err);
+            j->rc = redis_command_pipeline(j->st->redis, calls, nc, settle_deadline(), &j->err);
             for (size_t c = 0; c < nc && j->rc == PERMITD_OK; c++) {
                 struct sscan *x = &b[at[c]];
                 if (calls[c].rc != PERMITD_OK)
@@ -593,7 +552,7 @@ static void *settle_master(void *arg)
                     n += x->got.n - 1;
             }
             if (j->rc == PERMITD_OK)
-                j->rc = page_room(&page, &page_cap, n, &j->err);
+                j->rc = settle_page_room(&page, &page_cap, n, &j->err);
             n = 0;
             for (size_t c = 0; c < nc && j->rc == PERMITD_OK; c++) {
                 struct sscan *x = &b[at[c]];
@@ -606,11 +565,11 @@ static void *settle_master(void *arg)
                 }
             }
             if (j->rc == PERMITD_OK && n > 0)
-                j->rc = limiter_settle(j->st->limiter, j->e, page, n, deadline(), &j->set,
+                j->rc = limiter_settle(j->st->limiter, j->e, page, n, settle_deadline(), &j->set,
                                        &j->removed, &j->gone, &j->err);
             atomic_fetch_add(&j->keys, n);
             for (size_t c = 0; c < nc; c++)
-                strs_clear(&b[at[c]].got);
+                settle_strs_clear(&b[at[c]].got);
             j->steps++;
         }
         if (j->rc == PERMITD_OK)
@@ -621,7 +580,7 @@ static void *settle_master(void *arg)
             atomic_fetch_add(&j->slots_done, m);
     }
     for (size_t i = 0; b != NULL && i < SETTLE_SLOT_BATCH; i++) {
-        strs_clear(&b[i].got);
+        settle_strs_clear(&b[i].got);
         free(b[i].got.v);
     }
     free(b);
@@ -648,24 +607,25 @@ static void *build_master(void *arg)
     while (j->rc == PERMITD_OK) {
         size_t n = 0;
 
-        if (stopping(j->st)) {
+        if (settle_stopping(j->st)) {
             j->rc = permitd_error_set(&j->err, PERMITD_ECANCELED, "permitd is stopping");
             break;
         }
         j->rc = redis_scan_master(j->st->redis, j->scan, j->node, cursor, pattern,
-                                  SETTLE_SCAN_COUNT, deadline(), collect, &keys, &j->err);
+                                  SETTLE_SCAN_COUNT, settle_deadline(), settle_collect, &keys,
+                                  &j->err);
         if (j->rc == PERMITD_OK && keys.oom)
             j->rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
         if (j->rc == PERMITD_OK)
-            j->rc = page_room(&page, &page_cap, keys.n, &j->err);
+            j->rc = settle_page_room(&page, &page_cap, keys.n, &j->err);
         for (size_t i = 0; j->rc == PERMITD_OK && i < keys.n; i++)
             if (policy_is_bucket_key(prefix, keys.v[i], strlen(keys.v[i])))
                 page[n++] = (struct redis_str){keys.v[i], strlen(keys.v[i])};
         if (j->rc == PERMITD_OK && n > 0)
-            j->rc = limiter_index(j->st->limiter, page, n, deadline(), &j->set, &j->gone,
+            j->rc = limiter_index(j->st->limiter, page, n, settle_deadline(), &j->set, &j->gone,
                                   &j->err);
         atomic_fetch_add(&j->keys, n);
-        strs_clear(&keys);
+        settle_strs_clear(&keys);
         j->steps++;
         if (strcmp(cursor, "0") == 0)
             break;
@@ -686,8 +646,8 @@ static int history_op(struct settle *st, const char *hash, const char *op, const
     struct redis_str keys[1] = {{hash, strlen(hash)}};
     struct redis_str args[2] = {{op, strlen(op)}, {arg, arg ? strlen(arg) : 0}};
 
-    return redis_script_run(st->redis, REDIS_SCRIPT_SYNC, keys, 1, args, arg ? 2 : 1, deadline(),
-                            out, 1, err);
+    return redis_script_run(st->redis, REDIS_SCRIPT_SYNC, keys, 1, args, arg ? 2 : 1,
+                            settle_deadline(), out, 1, err);
 }
 
 /* The lease on settling `name`: 1 when this instance took it (SET NX PX). */
@@ -700,10 +660,11 @@ static int lease_take(struct settle *st, const char *lease, struct permitd_error
     int taken;
 
     set[5].len = (size_t)snprintf(ms, sizeof(ms), "%d", SETTLE_LEASE_MS);
-    if (redis_command(st->redis, set, 6, deadline(), NULL, collect, &ok, err) != PERMITD_OK)
+    if (redis_command(st->redis, set, 6, settle_deadline(), NULL, settle_collect, &ok, err) !=
+        PERMITD_OK)
         return -1;
     taken = ok.n == 1 && strcmp(ok.v[0], "OK") == 0;
-    strs_clear(&ok);
+    settle_strs_clear(&ok);
     free(ok.v);
     return taken;
 }
@@ -716,7 +677,7 @@ static void lease_op(struct settle *st, const char *lease, int renew)
                                 {lease, strlen(lease)}, {ms, 0}};
 
     args[2].len = (size_t)snprintf(ms, sizeof(ms), "%d", SETTLE_LEASE_MS);
-    if (redis_command(st->redis, args, renew ? 3 : 2, deadline(), NULL, NULL, NULL, &err) !=
+    if (redis_command(st->redis, args, renew ? 3 : 2, settle_deadline(), NULL, NULL, NULL, &err) !=
         PERMITD_OK)
         log_msg(LOG_LEVEL_WARN, "settle lease not updated", "lease=%s op=%s error=\"%s\"", lease,
                 renew ? "renew" : "release", err.message);
@@ -763,11 +724,11 @@ static void progress_put(struct settle *st, const char *key, const char *state, 
             args[n++].len = (size_t)snprintf(v[i + 1], sizeof(v[i + 1]), "%lld",
                                              (long long)vals[i]);
         }
-    if (redis_command(st->redis, args, n, deadline(), NULL, NULL, NULL, &err) == PERMITD_OK &&
-        finished_ms >= 0) {
+    if (redis_command(st->redis, args, n, settle_deadline(), NULL, NULL, NULL, &err) ==
+            PERMITD_OK && finished_ms >= 0) {
         struct redis_str px[3] = {{"PEXPIRE", 7}, {key, strlen(key)}, {kept, 0}};
         px[2].len = (size_t)snprintf(kept, sizeof(kept), "%lld", SETTLE_PROGRESS_KEPT_MS);
-        redis_command(st->redis, px, 3, deadline(), NULL, NULL, NULL, &err);
+        redis_command(st->redis, px, 3, settle_deadline(), NULL, NULL, NULL, &err);
     }
     if (err.code != 0)
         log_msg(LOG_LEVEL_WARN, "settle progress not recorded for the policy page", "key=%s "
@@ -788,7 +749,7 @@ static int limits_for(struct settle *st, const char *name, uint64_t stamp,
     *out = NULL;
     if (e == NULL || e->stamp < stamp) {
         policies_release(e);
-        if ((rc = policies_reload(t, name, deadline(), NULL, err)) != PERMITD_OK)
+        if ((rc = policies_reload(t, name, settle_deadline(), NULL, err)) != PERMITD_OK)
             return rc;
         e = policies_get(t, name);
     }
@@ -933,7 +894,7 @@ static void progress_stamp(struct settle *st, const char *progress, const char *
     struct redis_str hset[4] = {{"HSET", 4}, {progress, strlen(progress)}, {"stamp", 5},
                                 {stamp, strlen(stamp)}};
 
-    redis_command(st->redis, hset, 4, deadline(), NULL, NULL, NULL, NULL);
+    redis_command(st->redis, hset, 4, settle_deadline(), NULL, NULL, NULL, NULL);
 }
 
 /* Where a settle of version `stamp` starts: when the progress hash says a
@@ -955,24 +916,24 @@ static int resume_point(struct settle *st, const char *progress, const char *don
 
     *bits = NULL;
     *resumed = 0;
-    rc = redis_command(st->redis, hmget, 4, deadline(), NULL, collect, &got, err);
+    rc = redis_command(st->redis, hmget, 4, settle_deadline(), NULL, settle_collect, &got, err);
     /* nil fields are not handed over: two strings means both are there */
     same = rc == PERMITD_OK && got.n == 2 && strcmp(got.v[0], stamp) == 0 &&
            strcmp(got.v[1], "done") != 0;
-    strs_clear(&got);
+    settle_strs_clear(&got);
     free(got.v);
     if (rc != PERMITD_OK)
         return rc;
     if (!same)
-        return redis_command(st->redis, del, 2, deadline(), NULL, NULL, NULL, err);
+        return redis_command(st->redis, del, 2, settle_deadline(), NULL, NULL, NULL, err);
     /* a bitmap holds NUL bytes: read it as a whole reply, not as a C string */
-    rc = redis_command(st->redis, get, 2, deadline(), NULL, collect_bytes, &map, err);
+    rc = redis_command(st->redis, get, 2, settle_deadline(), NULL, collect_bytes, &map, err);
     if (rc == PERMITD_OK && map.n == 1 && (*bits = calloc(POLICY_SLOTS / 8, 1)) != NULL) {
         memcpy(*bits, map.v[0], map.lens[0] < POLICY_SLOTS / 8 ? map.lens[0] : POLICY_SLOTS / 8);
         for (unsigned s = 0; s < POLICY_SLOTS; s++)
             *resumed += slot_done(*bits, s);
     }
-    strs_clear(&map);
+    settle_strs_clear(&map);
     free(map.v);
     free(map.lens);
     return rc;
@@ -1042,7 +1003,7 @@ static int settle_policy(struct settle *st, const char *name, uint64_t stamp, ui
         rc = history_op(st, hash, "trim", edit, &left, err);
     if (rc == PERMITD_OK) {     /* done: the next settle starts from the first slot */
         struct redis_str del[2] = {{"DEL", 3}, {done_key, strlen(done_key)}};
-        redis_command(st->redis, del, 2, deadline(), NULL, NULL, NULL, NULL);
+        redis_command(st->redis, del, 2, settle_deadline(), NULL, NULL, NULL, NULL);
     }
     if (progress[0] != '\0')
         progress_put(st, progress, rc == PERMITD_OK ? "done" : "failed", *keys_found, -1,
@@ -1082,9 +1043,9 @@ static int index_ready(struct settle *st)
 
     if (st->index_built)
         return 1;
-    rc = redis_command(st->redis, get, 2, deadline(), NULL, collect, &got, &err);
+    rc = redis_command(st->redis, get, 2, settle_deadline(), NULL, settle_collect, &got, &err);
     st->index_built = rc == PERMITD_OK && got.n == 1;
-    strs_clear(&got);
+    settle_strs_clear(&got);
     free(got.v);
     if (rc != PERMITD_OK || st->index_built)
         goto out;
@@ -1118,7 +1079,7 @@ static int index_ready(struct settle *st)
     if (rc == PERMITD_OK) {
         struct redis_str set[3] = {{"SET", 3}, {st->index_key, strlen(st->index_key)},
                                    {st->owner, strlen(st->owner)}};
-        rc = redis_command(st->redis, set, 3, deadline(), NULL, NULL, NULL, &err);
+        rc = redis_command(st->redis, set, 3, settle_deadline(), NULL, NULL, NULL, &err);
     }
     lease_op(st, st->index_lease, 0);
     if (rc == PERMITD_OK) {
@@ -1135,134 +1096,6 @@ out:
     return st->index_built;
 }
 
-/* Every member of index key ix, SSCANned, through limiter_index(): the
- * members whose bucket is gone leave it. */
-static int prune_index(struct settle *st, const char *ix, struct permitd_error *err)
-{
-    char cursor[24] = "0", count[12];
-    struct strs got = {0};
-    struct redis_str *page = NULL;
-    size_t page_cap = 0;
-    long long added = 0, removed = 0;
-    int rc = PERMITD_OK;
-
-    snprintf(count, sizeof(count), "%d", SETTLE_SSCAN_COUNT);
-    do {
-        struct redis_str args[5] = {{"SSCAN", 5}, {ix, strlen(ix)}, {cursor, strlen(cursor)},
-                                    {"COUNT", 5}, {count, strlen(count)}};
-        struct redis_command_call call = {.args = args, .nargs = 5, .each = collect, .ud = &got};
-
-        rc = redis_command_pipeline(st->redis, &call, 1, deadline(), err);
-        if (rc == PERMITD_OK && call.rc != PERMITD_OK)
-            rc = permitd_error_set(err, call.rc, "SSCAN of %s failed", ix);
-        if (rc == PERMITD_OK && (got.oom || got.n == 0 || strlen(got.v[0]) >= sizeof(cursor)))
-            rc = permitd_error_set(err, PERMITD_EINTERNAL, "SSCAN of %s answered no cursor", ix);
-        if (rc == PERMITD_OK)
-            rc = page_room(&page, &page_cap, got.n, err);
-        if (rc == PERMITD_OK) {
-            for (size_t k = 1; k < got.n; k++)
-                page[k - 1] = (struct redis_str){got.v[k], strlen(got.v[k])};
-            strcpy(cursor, got.v[0]);
-            st->prune.members += got.n - 1;
-            if (got.n > 1)
-                rc = limiter_index(st->limiter, page, got.n - 1, deadline(), &added, &removed,
-                                   err);
-        }
-        strs_clear(&got);
-    } while (rc == PERMITD_OK && strcmp(cursor, "0") != 0);
-    st->prune.removed += (uint64_t)removed;
-    free(got.v);
-    free(page);
-    return rc;
-}
-
-/* Group container ck (lua/bucket.lua's top) through limiter_sweep(): the
- * entries whose bucket is gone leave it. */
-static int prune_container(struct settle *st, const char *ck, struct permitd_error *err)
-{
-    struct redis_str key = {ck, strlen(ck)};
-    long long kept = 0, removed = 0;
-    int rc = limiter_sweep(st->limiter, &key, 1, deadline(), &kept, &removed, err);
-
-    st->prune.indexes++;
-    st->prune.members += (uint64_t)(kept + removed);
-    st->prune.removed += (uint64_t)removed;
-    return rc;
-}
-
-/* One slice of the index prune, at most every --index-prune-ms: a walk of
- * every master's keyspace (SCAN, SETTLE_PRUNE_STEPS steps a slice per
- * master) for index keys, each read whole and its members whose bucket is
- * gone removed. A bucket that fills up has no key, and its member stays
- * until a settle of its policy meets it; this is what keeps the index of
- * a policy that is never edited from growing with every key it ever had.
- * Its cost per slice is bounded (the steps, and the members of the index
- * keys they find); a round over 10 M keys takes about 100 slices. Each
- * instance walks on its own (the walk is idempotent); a round's totals
- * are logged. */
-static void prune_slice(struct settle *st)
-{
-    struct permitd_error err = {0, ""};
-    char pattern[POLICY_PATTERN_MAX];
-    struct strs keys = {0};
-    size_t nmasters = redis_masters(st->redis), steps = 0;
-    int64_t now = clock_now_us();
-    int rc = PERMITD_OK;
-
-    if (st->cfg->index_prune_ms == 0 || now < st->prune.next_us || nmasters == 0)
-        return;
-    st->prune.next_us = now + (int64_t)st->cfg->index_prune_ms * 1000;
-    if (st->prune.started_us == 0)
-        st->prune.started_us = now;
-    policy_prefix_pattern(pattern, st->cfg->redis_prefix, "{*}i[xg]:*");
-    while (rc == PERMITD_OK && steps < SETTLE_PRUNE_STEPS * nmasters && !stopping(st)) {
-        if (st->prune.master >= nmasters) {
-            log_msg(LOG_LEVEL_INFO, "bucket index pruned: one round over every master",
-                    "indexes=%" PRIu64 " members=%" PRIu64 " removed=%" PRIu64 " masters=%zu "
-                    "s=%lld", st->prune.indexes, st->prune.members, st->prune.removed, nmasters,
-                    (long long)(clock_now_us() - st->prune.started_us) / 1000000);
-            memset(&st->prune, 0, sizeof(st->prune));
-            st->prune.next_us = now + (int64_t)st->cfg->index_prune_ms * 1000;
-            steps = 0;              /* no progress line: the round's is out */
-            break;
-        }
-        if (st->prune.cursor[0] == '\0')
-            strcpy(st->prune.cursor, "0");
-        rc = redis_scan_master(st->redis, st->prune.master, st->prune.node, st->prune.cursor,
-                               pattern, SETTLE_SCAN_COUNT, deadline(), collect, &keys, &err);
-        if (rc == PERMITD_OK && keys.oom)
-            rc = permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
-        for (size_t i = 0; rc == PERMITD_OK && i < keys.n; i++) {
-            const char *ig = strstr(keys.v[i], "}ig:");
-            if (ig == NULL) {
-                st->prune.indexes++;
-                rc = prune_index(st, keys.v[i], &err);
-            } else if (strchr(ig + 4, ':') != NULL) {       /* a container, not "k p" */
-                rc = prune_container(st, keys.v[i], &err);
-            }
-        }
-        strs_clear(&keys);
-        steps++;
-        if (rc == PERMITD_OK && strcmp(st->prune.cursor, "0") == 0) {
-            st->prune.master++;             /* that master's walk is done */
-            st->prune.node[0] = '\0';
-            st->prune.cursor[0] = '\0';
-        }
-    }
-    free(keys.v);
-    if (rc != PERMITD_OK) {
-        log_msg(LOG_LEVEL_WARN, "bucket index prune stopped: the walk starts again at the next "
-                "slice", "master=%s error=\"%s\"", st->prune.node[0] ? st->prune.node : "?",
-                err.message);
-        memset(&st->prune, 0, sizeof(st->prune));
-        st->prune.next_us = now + (int64_t)st->cfg->index_prune_ms * 1000;
-    } else if (st->prune.master < nmasters && steps > 0) {
-        log_msg(LOG_LEVEL_INFO, "bucket index prune progress", "master=%zu/%zu indexes=%"
-                PRIu64 " members=%" PRIu64 " removed=%" PRIu64, st->prune.master + 1, nmasters,
-                st->prune.indexes, st->prune.members, st->prune.removed);
-    }
-}
-
 /* The pending edits in <prefix>settle, sorted by name; members that are
  * not "<stamp> <name>" are removed (logged). */
 static int read_pending(struct settle *st, struct settle_item **out, size_t *n,
@@ -1275,7 +1108,8 @@ static int read_pending(struct settle *st, struct settle_item **out, size_t *n,
 
     *out = NULL;
     *n = 0;
-    rc = redis_command(st->redis, smembers, 2, deadline(), NULL, collect, &members, err);
+    rc = redis_command(st->redis, smembers, 2, settle_deadline(), NULL, settle_collect, &members,
+                       err);
     if (rc == PERMITD_OK && members.oom)
         rc = permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
     if (rc == PERMITD_OK && members.n > 0 &&
@@ -1293,7 +1127,7 @@ static int read_pending(struct settle *st, struct settle_item **out, size_t *n,
                                         {m, strlen(m)}};
             log_msg(LOG_LEVEL_WARN, "not a pending settle (\"<stamp> <policy>\"): removed",
                     "set=%s member=\"%.200s\"", st->set_key, m);
-            redis_command(st->redis, srem, 3, deadline(), NULL, NULL, NULL, NULL);
+            redis_command(st->redis, srem, 3, settle_deadline(), NULL, NULL, NULL, NULL);
             continue;
         }
         snprintf(it->member, sizeof(it->member), "%s", m);
@@ -1301,7 +1135,7 @@ static int read_pending(struct settle *st, struct settle_item **out, size_t *n,
         it->stamp = stamp;
         (*n)++;
     }
-    strs_clear(&members);
+    settle_strs_clear(&members);
     free(members.v);
     if (rc != PERMITD_OK) {
         free(items);
@@ -1332,10 +1166,10 @@ static void record_again(struct settle *st)
         if (record(st, todo.v[i], &err) == PERMITD_OK)
             continue;
         pthread_mutex_lock(&st->lock);
-        collect(&st->unrecorded, todo.v[i], strlen(todo.v[i]));
+        settle_collect(&st->unrecorded, todo.v[i], strlen(todo.v[i]));
         pthread_mutex_unlock(&st->lock);
     }
-    strs_clear(&todo);
+    settle_strs_clear(&todo);
     free(todo.v);
 }
 
@@ -1368,7 +1202,7 @@ static void pass(struct settle *st)
         return;
     }
 
-    for (size_t first = 0; first < n && !stopping(st);) {
+    for (size_t first = 0; first < n && !settle_stopping(st);) {
         const char *name = items[first].name;
         char lease[sizeof(st->set_key) + POLICY_NAME_MAX + 2];
         uint64_t want = 0, settled = 0, keys = 0;
@@ -1401,7 +1235,7 @@ static void pass(struct settle *st)
                                         {items[i].member, strlen(items[i].member)}};
             if (settled != 0 && items[i].stamp > settled)
                 continue;
-            rc = redis_command(st->redis, srem, 3, deadline(), NULL, NULL, NULL, &err);
+            rc = redis_command(st->redis, srem, 3, settle_deadline(), NULL, NULL, NULL, &err);
         }
         if (rc != PERMITD_OK)
             log_msg(LOG_LEVEL_WARN, "buckets keep the expiry of the policy's old limits until "
@@ -1426,7 +1260,7 @@ static void pass(struct settle *st)
         first = end;
     }
     free(items);
-    prune_slice(st);
+    settle_prune_slice(st);
 }
 
 /* The runner: a pass at start, then one whenever kicked (each sync pass,
@@ -1476,7 +1310,7 @@ void settle_free(struct settle *st)
         pthread_mutex_unlock(&st->lock);
         pthread_join(st->thread, NULL);
     }
-    strs_clear(&st->unrecorded);
+    settle_strs_clear(&st->unrecorded);
     free(st->unrecorded.v);
     pthread_cond_destroy(&st->wake);
     pthread_mutex_destroy(&st->lock);
@@ -1533,14 +1367,14 @@ int settle_policy_state(struct redis *redis, const char *prefix, const char *nam
     progress_key(key, prefix, name);
     hgetall[1].len = strlen(key);
     exists[1].len = (size_t)snprintf(lease, sizeof(lease), "%ssettle:%s", prefix, name);
-    rc = redis_command(redis, smembers, 2, deadline_us, NULL, collect, &members, err);
+    rc = redis_command(redis, smembers, 2, deadline_us, NULL, settle_collect, &members, err);
     for (size_t i = 0; rc == PERMITD_OK && i < members.n; i++) {
         size_t len = strlen(members.v[i]);
         if (len > nlen && members.v[i][len - nlen - 1] == ' ' &&
             strcmp(members.v[i] + len - nlen, name) == 0)
             out->pending = 1;
     }
-    strs_clear(&members);
+    settle_strs_clear(&members);
     free(members.v);
     if (rc == PERMITD_OK)
         rc = redis_command(redis, hgetall, 2, deadline_us, NULL, state_field, &r, err);

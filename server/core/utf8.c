@@ -46,9 +46,14 @@ static long first_bad(const char *s)
     const unsigned char *p = (const unsigned char *)s;
     size_t k;
 
-    for (; *p != '\0'; p += k)
+    for (; *p != '\0'; p += k) {
+        if (*p < 0x80) {            /* ASCII, most of what is checked: one byte each */
+            k = 1;
+            continue;
+        }
         if ((k = utf8_char_len(p)) == 0)
             return (long)(p - (const unsigned char *)s);
+    }
     return -1;
 }
 
@@ -82,6 +87,11 @@ static int bad_string(const char *path, const char *s, long at, struct permitd_e
                              path, show, (unsigned char)s[at], at);
 }
 
+int utf8_valid(const char *s)
+{
+    return first_bad(s) < 0;
+}
+
 int utf8_check_string(const char *path, const char *s, struct permitd_error *err)
 {
     long at;
@@ -95,7 +105,9 @@ static int check(const ProtobufCMessage *msg, char *path, size_t used, size_t si
                  struct permitd_error *err);
 
 /* One value of field f (at slot, the i-th of a repeated field when i >= 0),
- * its path appended to path[0, used). */
+ * its path appended to path[0, used). path NULL: no path is kept, and a bad
+ * string answers PERMITD_EINVAL with no message (utf8_check_message()'s
+ * first pass: every request takes it, and only a bad one needs the name). */
 static int check_value(const ProtobufCFieldDescriptor *f, const void *slot, long i, char *path,
                        size_t used, size_t size, struct permitd_error *err)
 {
@@ -104,6 +116,15 @@ static int check_value(const ProtobufCFieldDescriptor *f, const void *slot, long
 
     if (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE)
         return PERMITD_OK;
+    if (path == NULL) {
+        if (f->type == PROTOBUF_C_TYPE_STRING) {
+            const char *s = *(char *const *)slot;
+            return s == NULL || first_bad(s) < 0 ? PERMITD_OK : PERMITD_EINVAL;
+        }
+        return *(ProtobufCMessage *const *)slot == NULL
+                   ? PERMITD_OK
+                   : check(*(ProtobufCMessage *const *)slot, NULL, 0, 0, err);
+    }
     n = i >= 0 ? snprintf(path + used, size - used, "%s%s[%ld]", used ? "." : "", f->name, i)
                : snprintf(path + used, size - used, "%s%s", used ? "." : "", f->name);
     if (n < 0 || (size_t)n >= size - used)
@@ -161,6 +182,8 @@ int utf8_check_message(const ProtobufCMessage *msg, struct permitd_error *err)
 {
     char path[256];
 
-    path[0] = '\0';
+    if (check(msg, NULL, 0, 0, err) == PERMITD_OK)
+        return PERMITD_OK;
+    path[0] = '\0';                 /* a bad string: again, naming it */
     return check(msg, path, 0, sizeof(path), err);
 }

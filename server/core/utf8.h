@@ -28,6 +28,10 @@ size_t utf8_char_len(const unsigned char *s);
  * offset 1)`). */
 int utf8_check_message(const ProtobufCMessage *msg, struct permitd_error *err);
 
+/* 1 when s is all well-formed UTF-8, 0 if not (no message: where a path
+ * is made only for an error, utf8_check_string() names it after). */
+int utf8_valid(const char *s);
+
 /* Checks one string (NULL passes) as utf8_check_message() checks a field,
  * with the same error naming it path. */
 int utf8_check_string(const char *path, const char *s, struct permitd_error *err);

@@ -213,9 +213,9 @@ static int check_utf8(const struct limiter_request *lr, const char *prefix,
     char path[64];
 
     for (int i = 0; i < 5; i++) {
-        if (values[i] == NULL)
+        if (values[i] == NULL || utf8_valid(values[i]))
             continue;
-        snprintf(path, sizeof(path), "%s%s", prefix, names[i]);
+        snprintf(path, sizeof(path), "%s%s", prefix, names[i]);    /* only to name it */
         if (utf8_check_string(path, values[i], err) != PERMITD_OK)
             return PERMITD_EINVAL;
     }

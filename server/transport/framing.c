@@ -19,9 +19,9 @@
  * followed by its line end. A body, declared or chunked, over the limit is
  * refused as soon as the limit is passed, before its bytes are read.
  *
- * One byte at a time through heads (a few hundred bytes a request), save
- * the plain bytes of a header's value, taken in one step (value_run());
- * body bytes are skipped in one step.
+ * One byte at a time through a head's bytes that mean something (line
+ * ends, spaces, colons, control characters), its plain runs in one step
+ * (plain_run()); body bytes are skipped in one step.
  */
 #include <stdio.h>
 #include <string.h>
@@ -358,17 +358,26 @@ static int line_byte(struct framing *f, const struct framing_limits *lim, unsign
     return F_NONE;
 }
 
-/* The bytes of a header's value from data[0..n) that line_byte() would
- * take one by one with nothing to check but the head's size: up to the
- * first control character (CR and LF among them), at most `room`. */
-static size_t value_run(const unsigned char *data, size_t n, size_t room)
+/* The bytes from data[0..n), at most `room`, that line_byte() would take
+ * one by one with nothing to check but the head's size. In a header's
+ * value: up to the first control character (CR and LF among them). In its
+ * name (its first byte read) and in the request line: up to the first
+ * control character, space, tab or colon (a colon ends a name; a request
+ * line's spaces are counted one by one). */
+static size_t plain_run(const struct framing *f, const unsigned char *data, size_t n,
+                        size_t room)
 {
     size_t k = 0;
 
     if (n > room)
         n = room;
-    while (k < n && (data[k] >= 0x20 || data[k] == '\t') && data[k] != 0x7f)
-        k++;
+    if (f->state == S_HEADER && f->colon) {
+        while (k < n && (data[k] >= 0x20 || data[k] == '\t') && data[k] != 0x7f)
+            k++;
+    } else if ((f->state == S_HEADER && f->line_len > 0) || f->state == S_LINE) {
+        while (k < n && data[k] > 0x20 && data[k] != 0x7f && data[k] != ':')
+            k++;
+    }
     return k;
 }
 
@@ -395,16 +404,20 @@ int framing_read(struct framing *f, const struct framing_limits *lim, const char
             }
             continue;
         }
-        if (f->state == S_HEADER && f->colon && !f->cr && f->head_len < lim->max_header_bytes) {
-            /* Past a header's colon (most of a head): its plain bytes in
-             * one step, kept and counted as line_byte() would. */
-            size_t run = value_run((const unsigned char *)data + i, n - i,
+        if ((f->state == S_HEADER || f->state == S_LINE) && !f->cr &&
+            f->head_len < lim->max_header_bytes) {
+            /* A head's plain bytes in one step, kept and counted as
+             * line_byte() would, the request line's last 8 too. */
+            size_t run = plain_run(f, (const unsigned char *)data + i, n - i,
                                    lim->max_header_bytes - f->head_len);
             if (run > 0) {
                 if (f->line_len < sizeof(f->line)) {
                     size_t room = sizeof(f->line) - f->line_len;
                     memcpy(f->line + f->line_len, data + i, run < room ? run : room);
                 }
+                if (f->state == S_LINE)
+                    for (size_t k = run > 8 ? run - 8 : 0; k < run; k++)
+                        f->last8 = f->last8 << 8 | (unsigned char)data[i + k];
                 f->head_len += (uint32_t)run;
                 f->line_len += (uint32_t)run;
                 i += run;
