@@ -361,30 +361,30 @@ int limiter_settle(struct limiter *l, const struct policies_entry *e, struct red
     return rc;
 }
 
-int limiter_sweep(struct limiter *l, struct redis_str *containers, size_t n, int64_t deadline_us,
-                  long long *kept, long long *removed, struct permitd_error *err)
+/* bucket.lua's index upkeep `mode` ("index", "sweep": no policy, no item)
+ * over keys[0..n); its two numbers added to *a and *b. */
+static int index_pages(struct limiter *l, const char *mode, struct redis_str *keys, size_t n,
+                       int64_t deadline_us, long long *a, long long *b, struct permitd_error *err)
 {
     struct redis_str args[3];
     long long sums[2] = {0, 0};
     int rc;
 
-    limiter_script_call_head(l, (struct redis_str){"sweep", 5}, "0", 0, args);
-    rc = bucket_pages(l, "sweep", NULL, containers, n, args, 3, 2, deadline_us, sums, err);
-    *kept += sums[0];
-    *removed += sums[1];
+    limiter_script_call_head(l, (struct redis_str){mode, strlen(mode)}, "0", 0, args);
+    rc = bucket_pages(l, mode, NULL, keys, n, args, 3, 2, deadline_us, sums, err);
+    *a += sums[0];
+    *b += sums[1];
     return rc;
+}
+
+int limiter_sweep(struct limiter *l, struct redis_str *containers, size_t n, int64_t deadline_us,
+                  long long *kept, long long *removed, struct permitd_error *err)
+{
+    return index_pages(l, "sweep", containers, n, deadline_us, kept, removed, err);
 }
 
 int limiter_index(struct limiter *l, struct redis_str *keys, size_t n, int64_t deadline_us,
                   long long *added, long long *removed, struct permitd_error *err)
 {
-    struct redis_str args[3];
-    long long sums[2] = {0, 0};
-    int rc;
-
-    limiter_script_call_head(l, (struct redis_str){"index", 5}, "0", 0, args);
-    rc = bucket_pages(l, "index", NULL, keys, n, args, 3, 2, deadline_us, sums, err);
-    *added += sums[0];
-    *removed += sums[1];
-    return rc;
+    return index_pages(l, "index", keys, n, deadline_us, added, removed, err);
 }
