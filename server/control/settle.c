@@ -430,8 +430,10 @@ static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
         else if (got[g].n == 1 && (sscanf(got[g].v[0], "%u %u", &k, &p) != 2 || k > 24 ||
                                    p >= 1u << k))
             rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "%s holds \"%.40s\", not "
-                                   "\"k p\" (lua/bucket.lua's top)", gkeys[g], got[g].v[0]);
-        counts[g] = (1ull << k) + p;
+                                   "\"k p\" with k <= 24 and p < 2^k (lua/bucket.lua's top)",
+                                   gkeys[g], got[g].v[0]);
+        if (rc == PERMITD_OK)
+            counts[g] = (1ull << k) + p;
     }
     for (size_t g = 0; g < ng; g++)
         settle_strs_clear(&got[g]);
