@@ -162,41 +162,46 @@ The bucket index (issues 22 and 41): the settle pass
 (server/control/settle.c) must find a policy's buckets without a SCAN of
 the whole keyspace, so each bucket this script creates (a write where the
 key held no state: a take, a charge) is named in the policy's index. Its
-home is a group container: the 16,384 slots are cut into 256 groups of 64
+home is a group list: the 16,384 slots are cut into 256 groups of 64
 (group g: slots 64g .. 64g + 63), and group g of policy NAME keeps its
-entries in the hashes P{T}ig:NAME:0, P{T}ig:NAME:1, ..., T the tag of
-slot 64g (INDEX_TAGS below, slot s at 3s + floor(s/64): a 3-character tag
-that hashes to s). An entry is a field (its value ""): the bucket's key
-past its policy, KEY for P{NAME:KEY}:k, "\1" KEY for P{NAME}:k:KEY, "\2"
-for P{NAME}:b. Redis keeps a hash of at most 512 fields of at most 64
-bytes (its defaults) as one listpack: an entry costs its KEY and 4 bytes
-(about 16 a bucket of an 11-byte key), against 63-103 for a member of a
-set (the whole key, in a hash table); so an entry past INDEX_ENTRY_MAX
-bytes goes to the set below. How many containers the group has grows with
-it (linear hashing): P{T}ig:NAME holds "k p" (none: "0 0"), and an entry
-of hash h (entry_hash()) is in container h mod 2^k, or h mod 2^(k+1) when
-that is below p; a container that an add takes past INDEX_SPLIT entries
-has container p split (its entries whose h mod 2^(k+1) is p + 2^k move
-there), p then moves on, and k grows when p reaches 2^k. So a container
-holds a few hundred entries at 100 thousand buckets and at 10 million
-alike, and a bucket created costs a GET of its group's "k p" and an HSET
-(and an HLEN), about what a SADD did, and a split now and then (a few
-hundred entries). The settle reads a group's "k p", then its 2^k + p
-containers. (Strings of "\n"-ended entries cost a byte an entry, not 4,
-and were measured: the GET and SET of a few KiB through the script
-doubled a created bucket's Redis time, 17 to 34 us a call.)
+entries in the list P{T}il:NAME, T the tag of slot 64g (INDEX_TAGS below,
+slot s at 3s + floor(s/64): a 3-character tag that hashes to s). An entry
+is the bucket's key past its policy: KEY for P{NAME:KEY}:k, "\1" KEY for
+P{NAME}:k:KEY, "\2" for P{NAME}:b. The list's elements are blobs of
+entries, each blob "\n" and then its entries, each ended by "\n"
+("\nuser-1\nuser-7\n"; an empty blob is "\n"), so an entry costs its
+bytes and one (about 14.5 a bucket of a 12-byte key, all told), where a
+field of a small hash cost its bytes and 4 and a set member the whole
+key in a hash table (63-103). Which blob holds an entry is linear hashing
+over the list's length L = 2^k + p (0 <= p < 2^k): an entry of hash h
+(entry_hash()) is in blob h mod 2^k, or h mod 2^(k+1) when that is below
+p. An add that takes a blob past INDEX_BLOB bytes splits blob p (its
+entries whose h mod 2^(k+1) is p + 2^k move to a new blob pushed at the
+list's end, L + 1), so a blob holds some 20-40 entries at 100 thousand
+buckets and at 10 million alike, and a bucket created costs an LLEN, an
+LINDEX and an LSET of a few hundred bytes (what an HSET into a hash of a
+few hundred fields cost in time: a listpack lookup is a scan), and a
+split now and then. A list's blobs are never taken out (their positions
+are the hashing), only emptied; a list whose blobs are all empty goes
+(the prune's sweep). The settle reads a group's LLEN, then its blobs with
+LRANGE, a range at a time.
 
 In a Redis Cluster, a script may touch any key of a slot its node serves
-(see "Over several slots" above), and a group's keys all live in slot 64g.
+(see "Over several slots" above), and a group's list lives in slot 64g.
 A bucket whose node does not serve slot 64g (a group cut by the masters'
 slot ranges, a slot being migrated), or whose key is of none of the three
-forms, whose KEY holds a control character or whose entry is too long, is
-named instead in the set
-P{T}ix:NAME of its own slot (T that slot's tag), as every bucket was before
-issue 41: the settle reads those sets too (and a permitd of before keeps
-writing them during a rolling upgrade). Every index command is an
-redis.pcall: a failure costs the bucket its index entry (the next index
+forms, whose KEY holds a control character or whose entry is longer than
+INDEX_ENTRY_MAX, is named instead in the set P{T}ix:NAME of its own slot
+(T that slot's tag), as every bucket was before issue 41: the settle reads
+those sets too (and a permitd of before keeps writing them during a
+rolling upgrade). Every index command is a redis.pcall: a failure costs the
+bucket its index entry in the list (it goes to the set; the next index
 build or the prune puts it back or drops it), never the decision.
+
+Between the sets and the lists, a permitd kept the entries as fields of
+small hashes P{T}ig:NAME:<i> ("k p" of the same hashing in P{T}ig:NAME):
+the settle still reads them, and the prune's sweep moves their live
+entries into the lists and deletes them.
 
 The script computes where an entry goes from the bucket key (CRC16 of its
 hash tag, as Redis does), so a call carries no more keys nor arguments for
@@ -204,15 +209,17 @@ it; an existing bucket costs nothing more. An entry whose bucket is gone
 (full: no key) stays until something meets it: "settle" takes out the
 entries of its keys that hold no state, mode "index" (KEYS: bucket keys;
 ARGV[2] "0", ARGV[3] unused; no policy, no item) puts each key that exists
-into the index (out of its slot's set, when it goes to a container) and
-takes out each that does not, answering '<dd' {added, removed}: the index
-build (buckets of a permitd from before the index: one SCAN per Redis) and
-the prune of the sets use it. Mode "sweep" (KEYS: containers) drops each
-container's entries whose bucket holds no key, answering '<dd' {kept,
-removed}: the prune of the containers (a bucket of a slot its node does not
-serve is kept). server/stores/policy.c builds the same names
-(policy_index_key(), policy_index_group_key()) and turns entries back into
-keys (policy_index_entry_key()); tests/unit/stores/test_policy.c checks the
+into the index (out of its slot's set, when it goes to a list) and takes
+out each that does not, answering '<dd' {added, removed}: the index build
+(buckets of a permitd from before the index: one SCAN per Redis) and the
+prune of the sets use it. Mode "sweep" (KEYS: one list; ARGV[3] its first
+blob to read, ARGV[4] "1" when the caller's sweeps of this list kept
+nothing before) drops the entries of SWEEP_BLOBS blobs whose bucket holds
+no key, answering '<ddd' {kept, removed, the next blob or 0 at the end};
+given a hash of before, it moves the hash's live entries into the lists.
+server/stores/policy.c builds the same names (policy_index_key(),
+policy_index_list_key()) and turns entries back into keys
+(policy_index_entry_key()); tests/unit/stores/test_policy.c checks the
 tables agree.
 
 A full bucket has no state key: every write sets the key to expire when
@@ -780,8 +787,9 @@ end
 local bxor, band, lshift, rshift, byte = bit.bxor, bit.band, bit.lshift, bit.rshift,
                                         string.byte
 
-local INDEX_SPLIT = 256   -- entries: a group's container past this splits (see the top)
-local INDEX_ENTRY_MAX = 60  -- bytes: a longer entry would turn its container into a hash table
+local INDEX_BLOB = 512       -- bytes: a blob an add takes past this has one split (see the top)
+local INDEX_ENTRY_MAX = 128  -- bytes: a longer entry goes to the set of its slot
+local SWEEP_BLOBS = 16       -- blobs: what one "sweep" call reads of a list
 
 -- The slot of key (CRC16 of its hash tag, as Redis computes it) and the
 -- tag's braces; nil for a key without a hash tag (none of permitd's).
@@ -816,10 +824,10 @@ local function index_set(key, slot, lb, rb)
 end
 
 -- The name of key's policy and the entry that stands for key in its
--- group's containers (see the top); nil for a key of none of the three
--- forms, whose KEY holds a control character (the markers are), or whose
--- entry is longer than INDEX_ENTRY_MAX: such a key goes to the set of its
--- slot.
+-- group's list (see the top); nil for a key of none of the three forms,
+-- whose KEY holds a control character (the markers are, and "\n" ends an
+-- entry), or whose entry is longer than INDEX_ENTRY_MAX: such a key goes
+-- to the set of its slot.
 local function index_entry(key, lb, rb)
   local c = find(key, '[:}]', lb + 1)
   local name, body, entry = sub(key, lb + 1, c - 1), nil, nil
@@ -848,8 +856,8 @@ local function failed(r)
   return type(r) == 'table' and r.err ~= nil
 end
 
--- An entry's hash, which picks its container in the group (linear hashing,
--- see the top): a polynomial modulo 2^31 - 1, exact in a double.
+-- An entry's hash, which picks its blob in the group's list (linear
+-- hashing, see the top): a polynomial modulo 2^31 - 1, exact in a double.
 local function entry_hash(entry)
   local h = 0
   for i = 1, #entry do
@@ -858,103 +866,154 @@ local function entry_hash(entry)
   return h
 end
 
--- Splits container p of group g (see the top): the entries whose hash
--- picks p + 2^k at the next level move there. The new container is written
--- first: cut short, its entries are in both, and the old one is still the
--- one read. Every call a pcall: the index never fails a decision.
-local function index_split(g)
-  local size = 2 ^ g.k
-  local from, to = g.key .. ':' .. g.p, g.key .. ':' .. (g.p + size)
-  local entries = redis.pcall('HKEYS', from)
-  if failed(entries) then
-    return false
+-- The blob of group g's list that holds an entry of hash h (linear
+-- hashing over the list's length, see the top).
+local function blob_of(g, h)
+  local len = g.len
+  if len <= 1 then
+    return 0
   end
-  local put, gone = {'HSET', to}, {'HDEL', from}
-  for _, entry in ipairs(entries) do
-    if entry_hash(entry) % (2 * size) ~= g.p then
-      put[#put + 1] = entry
-      put[#put + 1] = ''
-      gone[#gone + 1] = entry
-    end
+  local size = 1
+  while size * 2 <= len do
+    size = size * 2
   end
-  redis.pcall('DEL', to)            -- what a split cut short left there
-  if #put > 2 and (failed(redis.pcall(unpack(put))) or failed(redis.pcall(unpack(gone)))) then
-    return false
+  local i = h % size
+  if i < len - size then
+    i = h % (2 * size)
   end
-  g.p = g.p + 1
-  if g.p == size then
-    g.k, g.p = g.k + 1, 0
-  end
-  return not failed(redis.pcall('SET', g.key, format('%d %d', g.k, g.p)))
+  return i
 end
 
--- The container of key in index_update()'s call (its name, its group, the
--- entries to put and to take out) and key's entry, made on first use in
--- ix (groups by name, boxes by name, and in order); nil when key goes to
--- the set of its slot.
-local function index_box(ix, key, slot, lb, rb)
+-- Blob i of group g as this call sees it ({text =, dirty =}), read once
+-- (LINDEX); a blob past the list's stored end is one this call makes. nil
+-- when Redis refuses the read (the group then falls back, see
+-- index_update()).
+local function blob(g, i)
+  local b = g.blobs[i]
+  if b then
+    return b
+  end
+  local text = '\n'
+  if i < g.stored then
+    text = redis.pcall('LINDEX', g.key, i)
+    if type(text) ~= 'string' then
+      g.broken = true
+      return nil
+    end
+  end
+  b = {text = text, dirty = i >= g.stored}
+  g.blobs[i] = b
+  return b
+end
+
+-- The list of key's group in index_update()'s call (its name, its length,
+-- the blobs read and changed, the keys added), made on first use in ix,
+-- and key's entry; nil when key goes to the set of its slot (no entry, or
+-- a group whose slot this node does not serve).
+local function index_group(ix, key, slot, lb, rb)
   local name, entry = index_entry(key, lb, rb)
   if not name then
     return nil
   end
-  local gk = sub(key, 1, lb) .. slot_tag(slot - slot % 64) .. '}ig:' .. name
+  local gk = sub(key, 1, lb) .. slot_tag(slot - slot % 64) .. '}il:' .. name
   local g = ix.groups[gk]
   if g == nil then
-    local got = redis.pcall('GET', gk)
+    local len = redis.pcall('LLEN', gk)
     g = false                       -- a slot this node does not serve
-    if not failed(got) then
-      local k, p = 0, 0
-      if got then
-        k, p = string.match(got, '^(%d+) (%d+)$')
-        k, p = tonumber(k) or 0, tonumber(p) or 0
-      end
-      g = {key = gk, k = k, p = p}
+    if type(len) == 'number' then
+      g = {key = gk, stored = len, len = len > 0 and len or 1, blobs = {}, keys = {},
+           added = 0, removed = 0}
+      ix.order[#ix.order + 1] = g
     end
     ix.groups[gk] = g
   end
   if not g then
     return nil
   end
-  local h, size = entry_hash(entry), 2 ^ g.k
-  local i = h % size
-  if i < g.p then
-    i = h % (2 * size)
+  return g, entry
+end
+
+-- Splits blob p of group g (see the top): its entries whose hash picks
+-- 2^k + p at the next level go to a new blob at the list's end.
+local function index_split(g)
+  local size = 1
+  while size * 2 <= g.len do
+    size = size * 2
   end
-  local bk = gk .. ':' .. i
-  local b = ix.boxes[bk]
+  local p = g.len - size
+  local b = blob(g, p)
   if not b then
-    b = {key = bk, group = g}
-    ix.boxes[bk] = b
-    ix.order[#ix.order + 1] = b
+    return false
   end
-  return b, entry
+  local keep, move = {''}, {''}
+  for entry in gmatch(b.text, '[^\n]+') do
+    if entry_hash(entry) % (2 * size) == p then
+      keep[#keep + 1] = entry
+    else
+      move[#move + 1] = entry
+    end
+  end
+  keep[#keep + 1], move[#move + 1] = '', ''
+  b.text, b.dirty = table.concat(keep, '\n'), true
+  g.blobs[g.len] = {text = table.concat(move, '\n'), dirty = true}
+  g.len = g.len + 1
+  return true
+end
+
+-- Writes what index_update() changed of group g: the blobs past the
+-- stored end in one RPUSH (in order: a split's new blob is the next
+-- index), then an LSET of each changed one. false when Redis refused one.
+local function index_flush(g)
+  local new = {'RPUSH', g.key}
+  for i = g.stored, g.len - 1 do
+    new[#new + 1] = g.blobs[i] and g.blobs[i].text    -- none: an empty list only dropped from
+  end
+  if #new > 2 and failed(redis.pcall(unpack(new))) then
+    return false
+  end
+  for i, b in pairs(g.blobs) do
+    if i < g.stored and b.dirty and failed(redis.pcall('LSET', g.key, i, b.text)) then
+      return false
+    end
+  end
+  return true
+end
+
+-- Whether a blob of group g this call read or made is past INDEX_BLOB.
+local function overfull(g)
+  for _, b in pairs(g.blobs) do
+    if #b.text > INDEX_BLOB then
+      return true
+    end
+  end
+  return false
 end
 
 -- Puts the keys of adds into the index and takes the keys of drops out of
--- it (see the top); with migrate, a key added to its group's container
--- leaves the set of its slot. One HSET and one HDEL a container touched.
--- Answers the entries added and the entries removed.
+-- it (see the top); with migrate, a key added to its group's list leaves
+-- the set of its slot. A list's blobs are read once and written once a
+-- call; then the splits, at most 8 and one per 16 adds a call. Answers the
+-- entries added and the entries removed.
 local function index_update(adds, drops, migrate)
-  local ix = {groups = {}, boxes = {}, order = {}}
-  local added, removed = 0, 0
+  local ix = {groups = {}, order = {}}
+  local added, removed, splits = 0, 0, 8 + floor((adds and #adds or 0) / 16)
 
   for i = 1, adds and #adds or 0 do
     local key = adds[i]
     local slot, lb, rb = tag_slot(key)
-    local b, entry
+    local g, entry, b
     if slot then
-      b, entry = index_box(ix, key, slot, lb, rb)
+      g, entry = index_group(ix, key, slot, lb, rb)
     end
+    b = g and not g.broken and blob(g, blob_of(g, entry_hash(entry)))
     if b then
-      local put = b.put or {'HSET', b.key}
-      put[#put + 1] = entry
-      put[#put + 1] = ''
-      b.put = put
-      b.keys = b.keys or {}
-      b.keys[#b.keys + 1] = key
-      if migrate then
-        redis.pcall('SREM', index_set(key, slot, lb, rb), key)
+      if not find(b.text, '\n' .. entry .. '\n', 1, true) then
+        b.text, b.dirty = b.text .. entry .. '\n', true
+        g.added = g.added + 1
       end
+      g.keys[#g.keys + 1] = key
+    elseif g then
+      g.keys[#g.keys + 1] = key     -- into the sets once the group is known broken
     elseif slot then
       local r = redis.pcall('SADD', index_set(key, slot, lb, rb), key)
       added = added + (type(r) == 'number' and r or 0)
@@ -964,43 +1023,33 @@ local function index_update(adds, drops, migrate)
     local key = drops[i]
     local slot, lb, rb = tag_slot(key)
     if slot then
-      local b, entry = index_box(ix, key, slot, lb, rb)
-      if b then
-        local gone = b.gone or {'HDEL', b.key}
-        gone[#gone + 1] = entry
-        b.gone = gone
+      local g, entry = index_group(ix, key, slot, lb, rb)
+      local b = g and g.stored > 0 and not g.broken and blob(g, blob_of(g, entry_hash(entry)))
+      local at = b and find(b.text, '\n' .. entry .. '\n', 1, true)
+      if at then
+        b.text, b.dirty = sub(b.text, 1, at) .. sub(b.text, at + #entry + 2), true
+        g.removed = g.removed + 1
       end
       local r = redis.pcall('SREM', index_set(key, slot, lb, rb), key)
       removed = removed + (type(r) == 'number' and r or 0)
     end
   end
-  local grown = {}
-  for _, b in ipairs(ix.order) do
-    if b.put then
-      local r = redis.pcall(unpack(b.put))
-      if type(r) == 'number' and r > 0 then
-        added = added + r
-        grown[#grown + 1] = b
-      elseif failed(r) then         -- the group's slot moved since its "k p" was read
-        for _, key in ipairs(b.keys) do
-          local slot, lb, rb = tag_slot(key)
-          local n = redis.pcall('SADD', index_set(key, slot, lb, rb), key)
-          added = added + (type(n) == 'number' and n or 0)
-        end
+  for _, g in ipairs(ix.order) do
+    while not g.broken and splits > 0 and overfull(g) and index_split(g) do
+      splits = splits - 1
+    end
+    if not g.broken and index_flush(g) then
+      added, removed = added + g.added, removed + g.removed
+      for _, key in ipairs(migrate and g.keys or {}) do
+        local slot, lb, rb = tag_slot(key)
+        redis.pcall('SREM', index_set(key, slot, lb, rb), key)
       end
-    end
-    if b.gone then
-      local r = redis.pcall(unpack(b.gone))
-      removed = removed + (type(r) == 'number' and r or 0)
-    end
-  end
-  -- Then the splits (each moves entries by the group's "k p" as it is
-  -- then: every container is written by now), at most 8 a call.
-  local splits = 0
-  for _, b in ipairs(grown) do
-    local len = splits < 8 and redis.pcall('HLEN', b.key)
-    if type(len) == 'number' and len > INDEX_SPLIT and index_split(b.group) then
-      splits = splits + 1
+    else                            -- the group's slot moved since its LLEN, or another type
+      for _, key in ipairs(g.keys) do
+        local slot, lb, rb = tag_slot(key)
+        local r = redis.pcall('SADD', index_set(key, slot, lb, rb), key)
+        added = added + (type(r) == 'number' and r or 0)
+      end
     end
   end
   return added, removed
@@ -1019,39 +1068,99 @@ if mode == 'index' then
   return struct.pack('<dd', index_update(live, dead, true))
 end
 
--- sweep: see the top (KEYS: containers).
+-- The bucket key that entry of policy head ("P{NAME") stands for.
+local function entry_key(head, entry)
+  local c = byte(entry)
+  if c == 1 then
+    return head .. '}:k:' .. sub(entry, 2)
+  elseif c == 2 then
+    return head .. '}:b'
+  end
+  return head .. ':' .. entry .. '}:k'
+end
+
+-- sweep: see the top (KEYS[1]: a group's list, or a container or "k p" of
+-- the hashes before it; ARGV[3]: the list's first blob to read; ARGV[4]
+-- "1": the caller's sweeps of this list kept nothing before it).
 if mode == 'sweep' then
+  local ck = KEYS[1]
+  local lb = find(ck, '{', 1, true)
+  local at = lb and find(ck, '}i[lg]:', lb)
+  if not at or n ~= 1 then
+    return redis.error_reply('bucket.lua: sweep takes one list of the bucket index, not "' ..
+                             tostring(ck) .. '"')
+  end
   local kept, removed = 0, 0
-  for x = 1, #KEYS do
-    local ck = KEYS[x]
-    local lb = find(ck, '{', 1, true)
-    local gi = lb and find(ck, '}ig:', lb, true)
-    local last = gi and find(ck, ':[^:]*$', gi + 4)
+  if sub(ck, at + 2, at + 2) == 'g' then
+    -- The hashes of before the lists: a container's live entries go into
+    -- their group's list (or set), the container goes; a "k p" goes once
+    -- no container of it is left.
+    local last = find(ck, ':%d+$', at + 4)
     if not last then
-      return redis.error_reply('bucket.lua: "' .. ck .. '" is not a container of the bucket index')
-    end
-    local head = sub(ck, 1, lb) .. sub(ck, gi + 4, last - 1)
-    local gone = {'HDEL', ck}
-    for _, entry in ipairs(redis.call('HKEYS', ck)) do
-      local c, key = byte(entry), nil
-      if c == 1 then
-        key = head .. '}:k:' .. sub(entry, 2)
-      elseif c == 2 then
-        key = head .. '}:b'
-      else
-        key = head .. ':' .. entry .. '}:k'
+      local k, p = string.match(redis.call('GET', ck) or '', '^(%d+) (%d+)$')
+      if not k or tonumber(k) > 16 then
+        return pack('<ddd', 0, 0, 0)
       end
-      if redis.pcall('EXISTS', key) == 0 then
-        gone[#gone + 1] = entry
+      for i = 0, 2 ^ tonumber(k) + tonumber(p) - 1 do
+        if redis.call('EXISTS', ck .. ':' .. i) == 1 then
+          return pack('<ddd', 0, 0, 0)
+        end
+      end
+      redis.call('DEL', ck)
+      return pack('<ddd', 0, 0, 0)
+    end
+    local head, live, done = sub(ck, 1, lb) .. sub(ck, at + 4, last - 1), {}, {'HDEL', ck}
+    for _, entry in ipairs(redis.call('HKEYS', ck)) do
+      local key = entry_key(head, entry)
+      local e = redis.pcall('EXISTS', key)
+      if e == 0 then
+        removed = removed + 1
+      elseif e == 1 then
+        live[#live + 1] = key
+      end
+      if e == 0 or e == 1 then      -- a bucket of a slot this node does not serve: left
+        done[#done + 1] = entry
       else
         kept = kept + 1
       end
     end
-    if #gone > 2 then
-      removed = removed + redis.call(unpack(gone))
+    index_update(live)
+    if #done > 2 then
+      redis.call(unpack(done))
+    end
+    return pack('<ddd', kept + #live, removed, 0)
+  end
+  local head, first = sub(ck, 1, lb) .. sub(ck, at + 4), tonumber(ARGV[3]) or 0
+  local blobs = redis.call('LRANGE', ck, first, first + SWEEP_BLOBS - 1)
+  for i, text in ipairs(blobs) do
+    local live, before = {''}, removed
+    for entry in gmatch(text, '[^\n]+') do
+      if redis.pcall('EXISTS', entry_key(head, entry)) == 0 then
+        removed = removed + 1
+      else
+        live[#live + 1] = entry     -- a bucket of a slot this node does not serve: kept
+      end
+    end
+    kept = kept + #live - 1
+    live[#live + 1] = ''
+    if removed > before then
+      redis.call('LSET', ck, first + i - 1, table.concat(live, '\n'))
     end
   end
-  return struct.pack('<dd', kept, removed)
+  local next_blob = first + #blobs
+  if next_blob >= redis.call('LLEN', ck) then
+    next_blob = 0
+    if ARGV[4] == '1' and kept == 0 then     -- every blob empty: the list goes
+      local empty = true
+      for _, text in ipairs(redis.call('LRANGE', ck, 0, -1)) do
+        empty = empty and text == '\n'
+      end
+      if empty then
+        redis.call('DEL', ck)
+      end
+    end
+  end
+  return pack('<ddd', kept, removed, next_blob)
 end
 
 -- The buckets a fast path above created, into their index (see the top).

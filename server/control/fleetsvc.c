@@ -187,7 +187,8 @@ static int range_calls(struct fleetsvc *s, const char *policy, int res, int64_t 
         args[k][1] = (struct redis_str){keys[k], strlen(keys[k])};
         memset(&replies[k], 0, sizeof(replies[k]));
         replies[k].r = r;
-        calls[k] = (struct redis_command_call){args[k], 2, each_string, &replies[k], 0};
+        calls[k] = (struct redis_command_call){.args = args[k], .nargs = 2,
+                                               .each = each_string, .ud = &replies[k]};
     }
     *nc += added;
     return PERMITD_OK;
@@ -515,7 +516,8 @@ static int list_instances(void *ud, struct connect_call *call, const ProtobufCMe
             goto out;
         }
         permit__v1__instance__init(beats[i].m);
-        calls[i] = (struct redis_command_call){args[i], 2, each_beat, &beats[i], 0};
+        calls[i] = (struct redis_command_call){.args = args[i], .nargs = 2, .each = each_beat,
+                                               .ud = &beats[i]};
     }
     if ((rc = redis_command_pipeline(s->redis, calls, ids.n, deadline(), err)) != PERMITD_OK)
         goto out;

@@ -35,17 +35,18 @@
  *     than every bucket, the one scan that finished having rewritten all
  *     the older ones.
  *   - the buckets are found through the bucket index (lua/bucket.lua's
- *     top: group containers P{T}ig:NAME:<i>, 64 slots a group, and the
- *     sets P{T}ix:NAME of single slots, which bucket.lua fills as it
- *     creates buckets), not by a SCAN of the keyspace, whose cost grew
- *     with every key of every policy (0.9 s per million keys; at 10 M keys
- *     a settle never finished). One thread per master (redis_slot_master():
- *     one on a single Redis) SSCANs the sets of the slots that master
- *     serves, SETTLE_SLOT_BATCH of them in one pipelined round trip, and
- *     reads the containers of the groups whose first slot is among them
- *     (settle_groups(): each group's "k p", then an HKEYS of each of its
- *     containers, SETTLE_BOX_BATCH a round trip), and sends the keys each round trip
- *     brought to limiter_settle() (the one door to bucket.lua) in one
+ *     top: a list P{T}il:NAME for each group of 64 slots, and the sets
+ *     P{T}ix:NAME of single slots, which bucket.lua fills as it creates
+ *     buckets), not by a SCAN of the keyspace, whose cost grew with every
+ *     key of every policy (0.9 s per million keys; at 10 M keys a settle
+ *     never finished). One thread per master (redis_slot_master(): one on
+ *     a single Redis) SSCANs the sets of the slots that master serves,
+ *     SETTLE_SLOT_BATCH of them in one pipelined round trip, and reads the
+ *     lists of the groups whose first slot is among them (settle_groups():
+ *     each list's LLEN, then LRANGEs of SETTLE_LIST_RANGE blobs, and the
+ *     hashes P{T}ig:NAME:<i> that held the entries before the lists,
+ *     SETTLE_BOX_BATCH reads a round trip), and sends the keys each round
+ *     trip brought to limiter_settle() (the one door to bucket.lua) in one
  *     more, which also takes the entries whose bucket is gone out of the
  *     index. So a settle costs the policy's buckets, plus the 16,384 sets
  *     and 256 groups read (most sets empty), the masters in parallel. The
@@ -104,7 +105,8 @@
 #include "control/settle_internal.h"
 
 #define SETTLE_SLOT_BATCH 1024          /* index keys (slots) read per round trip */
-#define SETTLE_BOX_BATCH 64             /* group containers read per round trip */
+#define SETTLE_BOX_BATCH 64             /* index reads (LRANGE, HKEYS) per round trip */
+#define SETTLE_LIST_RANGE 8             /* blobs of a group's list an LRANGE reads */
 #define SETTLE_LEASE_MS 15000           /* a lease's life; renewed every progress tick */
 #define SETTLE_PROGRESS_MS 2000         /* a progress line (and a lease renewal) this often */
 
@@ -357,44 +359,69 @@ int settle_page_room(struct redis_str **page, size_t *cap, size_t n,
     return PERMITD_OK;
 }
 
-/* Appends the keys that a container's entries (got, its fields) of policy
- * name stand for to *page (their bytes in *arena, which the caller frees
- * after the page is settled); an entry that is no key is skipped. */
-static int container_keys(const char *prefix, const char *name, const struct strs *got,
-                          struct redis_str **page, size_t *n, size_t *cap, struct strs *arena,
-                          struct permitd_error *err)
+/* Appends the keys that the entries in got of policy name stand for to
+ * *page (their bytes in *arena, which the caller frees after the page is
+ * settled): got holds a hash's fields, an entry each, or with blobs a
+ * list's blobs, "\n"-ended entries each (lua/bucket.lua's top). An entry
+ * that is no key is skipped. */
+static int entry_keys(const char *prefix, const char *name, const struct strs *got, int blobs,
+                      struct redis_str **page, size_t *n, size_t *cap, struct strs *arena,
+                      struct permitd_error *err)
 {
     char key[POLICY_REDIS_KEY_MAX];
 
     for (size_t e = 0; e < got->n; e++) {
-        size_t klen = policy_index_entry_key(key, prefix, name, got->v[e], strlen(got->v[e]));
+        const char *at = got->v[e], *end = at + strlen(at);
 
-        if (klen == 0)
-            continue;
-        if (*n == *cap && settle_page_room(page, cap, 2 * *cap + 64, err) != PERMITD_OK)
-            return err->code;
-        settle_collect(arena, key, klen);
-        if (arena->oom)
-            return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-        (*page)[(*n)++] = (struct redis_str){arena->v[arena->n - 1], klen};
+        while (at < end) {
+            const char *nl = blobs ? memchr(at, '\n', (size_t)(end - at)) : NULL;
+            size_t len = nl != NULL ? (size_t)(nl - at) : (size_t)(end - at), klen;
+
+            if (len > 0 && (klen = policy_index_entry_key(key, prefix, name, at, len)) > 0) {
+                if (*n == *cap && settle_page_room(page, cap, 2 * *cap + 64, err) != PERMITD_OK)
+                    return err->code;
+                settle_collect(arena, key, klen);
+                if (arena->oom)
+                    return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
+                (*page)[(*n)++] = (struct redis_str){arena->v[arena->n - 1], klen};
+            }
+            at += len + 1;
+        }
     }
     return PERMITD_OK;
 }
 
-/* The group containers (lua/bucket.lua's top) of the groups whose first
- * slot is among slots[0..m): each group's "k p" read, then its 2^k + p
- * containers, SETTLE_BOX_BATCH of them a pipelined round trip, their
- * entries turned back into keys and settled in one more (limiter_settle(),
- * which also takes the entries whose bucket is gone out). */
+/* One read of settle_groups(): an LRANGE of a group's list, or an HKEYS
+ * of one of the group's hashes of before. */
+struct box {
+    char key[POLICY_REDIS_KEY_MAX + 24];
+    char from[24], to[24];
+    struct redis_str args[4];
+    int blobs;
+};
+
+/* The group lists (lua/bucket.lua's top), and the hashes that held the
+ * same entries before them, of the groups whose first slot is among
+ * slots[0..m): each group's LLEN, its hashes' "k p" and whether its first
+ * hash exists, in one round trip; then the list's blobs
+ * SETTLE_LIST_RANGE at a time (LRANGE) and each hash's fields (HKEYS),
+ * SETTLE_BOX_BATCH reads a pipelined round trip, their entries turned back
+ * into keys and settled in one more (limiter_settle(), which also takes
+ * the entries whose bucket is gone out). */
 static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
 {
     const char *prefix = j->st->cfg->redis_prefix, *name = j->e->name;
+    enum { PER_GROUP = 3 };     /* LLEN of the list, GET of "k p", EXISTS of hash 0 */
     unsigned first[POLICY_SLOTS / POLICY_INDEX_GROUP];
-    char (*gkeys)[POLICY_REDIS_KEY_MAX] = NULL, (*bkeys)[POLICY_REDIS_KEY_MAX] = NULL;
+    unsigned long long blobs[POLICY_SLOTS / POLICY_INDEX_GROUP];
+    unsigned long long hashes[POLICY_SLOTS / POLICY_INDEX_GROUP];
+    char (*lkeys)[POLICY_REDIS_KEY_MAX] = NULL, (*hkeys)[POLICY_REDIS_KEY_MAX] = NULL;
+    char (*zkeys)[POLICY_REDIS_KEY_MAX + 2] = NULL;
+    struct box *boxes = NULL;
     struct strs *got = NULL, arena = {0};
     struct redis_command_call *calls = NULL;
     struct redis_str (*args)[2] = NULL, *page = NULL;
-    size_t ng = 0, page_cap = 0;
+    size_t ng = 0, page_cap = 0, most;
     int rc = PERMITD_OK;
 
     for (size_t i = 0; i < m; i++)
@@ -402,42 +429,61 @@ static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
             first[ng++] = slots[i];
     if (ng == 0)
         return PERMITD_OK;
-    size_t most = ng > SETTLE_BOX_BATCH ? ng : SETTLE_BOX_BATCH;
-    gkeys = calloc(ng, sizeof(*gkeys));
-    bkeys = calloc(SETTLE_BOX_BATCH, sizeof(*bkeys));
+    most = PER_GROUP * ng > SETTLE_BOX_BATCH ? PER_GROUP * ng : SETTLE_BOX_BATCH;
+    lkeys = calloc(ng, sizeof(*lkeys));
+    hkeys = calloc(ng, sizeof(*hkeys));
+    zkeys = calloc(ng, sizeof(*zkeys));
+    boxes = calloc(SETTLE_BOX_BATCH, sizeof(*boxes));
     got = calloc(most, sizeof(*got));
     calls = calloc(most, sizeof(*calls));
     args = calloc(most, sizeof(*args));
-    if (gkeys == NULL || bkeys == NULL || got == NULL || calls == NULL || args == NULL) {
+    if (lkeys == NULL || hkeys == NULL || zkeys == NULL || boxes == NULL || got == NULL || calls == NULL ||
+        args == NULL) {
         rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
         goto done;
     }
     for (size_t g = 0; g < ng; g++) {
-        policy_index_group_key(gkeys[g], prefix, name, first[g]);
-        args[g][0] = (struct redis_str){"GET", 3};
-        args[g][1] = (struct redis_str){gkeys[g], strlen(gkeys[g])};
-        calls[g] = (struct redis_command_call){.args = args[g], .nargs = 2, .each = settle_collect,
-                                               .ud = &got[g]};
+        struct redis_command_call *c = &calls[PER_GROUP * g];
+        struct redis_str (*a)[2] = &args[PER_GROUP * g];
+
+        policy_index_group_key(lkeys[g], prefix, name, first[g], POLICY_INDEX_LIST);
+        size_t hn = policy_index_group_key(hkeys[g], prefix, name, first[g], POLICY_INDEX_HASHES);
+        a[0][0] = (struct redis_str){"LLEN", 4};
+        a[0][1] = (struct redis_str){lkeys[g], strlen(lkeys[g])};
+        a[1][0] = (struct redis_str){"GET", 3};
+        a[1][1] = (struct redis_str){hkeys[g], hn};
+        snprintf(zkeys[g], sizeof(zkeys[g]), "%s:0", hkeys[g]);
+        a[2][0] = (struct redis_str){"EXISTS", 6};
+        a[2][1] = (struct redis_str){zkeys[g], hn + 2};
+        c[0] = (struct redis_command_call){.args = a[0], .nargs = 2};
+        c[1] = (struct redis_command_call){.args = a[1], .nargs = 2, .each = settle_collect,
+                                           .ud = &got[g]};
+        c[2] = (struct redis_command_call){.args = a[2], .nargs = 2};
     }
-    rc = redis_command_pipeline(j->st->redis, calls, ng, settle_deadline(), &j->err);
-    unsigned long long counts[POLICY_SLOTS / POLICY_INDEX_GROUP];
+    rc = redis_command_pipeline(j->st->redis, calls, PER_GROUP * ng, settle_deadline(), &j->err);
     for (size_t g = 0; rc == PERMITD_OK && g < ng; g++) {
+        const struct redis_command_call *c = &calls[PER_GROUP * g];
         unsigned k = 0, p = 0;
-        if (calls[g].rc != PERMITD_OK)
-            rc = permitd_error_set(&j->err, calls[g].rc, "GET of %s failed", gkeys[g]);
-        else if (got[g].oom)
+
+        for (int i = 0; rc == PERMITD_OK && i < PER_GROUP; i++)
+            if (c[i].rc != PERMITD_OK)
+                rc = permitd_error_set(&j->err, c[i].rc, "%s of the index of group %u failed",
+                                       c[i].args[0].p, first[g] / POLICY_INDEX_GROUP);
+        if (rc == PERMITD_OK && got[g].oom)
             rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
-        else if (got[g].n == 1 && (sscanf(got[g].v[0], "%u %u", &k, &p) != 2 || k > 24 ||
-                                   p >= 1u << k))
+        else if (rc == PERMITD_OK && got[g].n == 1 &&
+                 (sscanf(got[g].v[0], "%u %u", &k, &p) != 2 || k > 24 || p >= 1u << k))
             rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "%s holds \"%.40s\", not "
                                    "\"k p\" with k <= 24 and p < 2^k (lua/bucket.lua's top)",
-                                   gkeys[g], got[g].v[0]);
-        if (rc == PERMITD_OK)
-            counts[g] = (1ull << k) + p;
+                                   hkeys[g], got[g].v[0]);
+        if (rc == PERMITD_OK) {
+            blobs[g] = c[0].integer > 0 ? (unsigned long long)c[0].integer : 0;
+            hashes[g] = got[g].n == 1 ? (1ull << k) + p : c[2].integer == 1 ? 1 : 0;
+        }
     }
-    for (size_t g = 0; g < ng; g++)
+    for (size_t g = 0; g < PER_GROUP * ng && g < most; g++)
         settle_strs_clear(&got[g]);
-    /* Every container of every group, SETTLE_BOX_BATCH a round trip. */
+    /* Every range of every list and every hash, SETTLE_BOX_BATCH a round trip. */
     for (size_t g = 0, i = 0; rc == PERMITD_OK && g < ng;) {
         size_t nc = 0, n = 0;
 
@@ -445,26 +491,49 @@ static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
             rc = permitd_error_set(&j->err, PERMITD_ECANCELED, "permitd is stopping");
             break;
         }
-        for (; g < ng && nc < SETTLE_BOX_BATCH; nc++) {
-            snprintf(bkeys[nc], sizeof(bkeys[nc]), "%s:%zu", gkeys[g], i);
-            args[nc][0] = (struct redis_str){"HKEYS", 5};
-            args[nc][1] = (struct redis_str){bkeys[nc], strlen(bkeys[nc])};
-            calls[nc] = (struct redis_command_call){.args = args[nc], .nargs = 2,
-                                                    .each = settle_collect, .ud = &got[nc]};
-            if (++i == counts[g]) {
+        while (g < ng && nc < SETTLE_BOX_BATCH) {
+            unsigned long long ranges = (blobs[g] + SETTLE_LIST_RANGE - 1) / SETTLE_LIST_RANGE;
+            struct box *b = &boxes[nc];
+
+            if (i == ranges + hashes[g]) {
                 g++;
                 i = 0;
+                continue;
             }
+            if (i < ranges) {
+                snprintf(b->key, sizeof(b->key), "%s", lkeys[g]);
+                snprintf(b->from, sizeof(b->from), "%llu", (unsigned long long)i *
+                         SETTLE_LIST_RANGE);
+                snprintf(b->to, sizeof(b->to), "%llu", (unsigned long long)(i + 1) *
+                         SETTLE_LIST_RANGE - 1);
+                b->args[0] = (struct redis_str){"LRANGE", 6};
+                b->args[2] = (struct redis_str){b->from, strlen(b->from)};
+                b->args[3] = (struct redis_str){b->to, strlen(b->to)};
+                b->blobs = 1;
+            } else {
+                snprintf(b->key, sizeof(b->key), "%s:%llu", hkeys[g],
+                         (unsigned long long)(i - ranges));
+                b->args[0] = (struct redis_str){"HKEYS", 5};
+                b->blobs = 0;
+            }
+            b->args[1] = (struct redis_str){b->key, strlen(b->key)};
+            calls[nc] = (struct redis_command_call){.args = b->args, .nargs = b->blobs ? 4 : 2,
+                                                    .each = settle_collect, .ud = &got[nc]};
+            nc++;
+            i++;
         }
+        if (nc == 0)
+            break;
         rc = redis_command_pipeline(j->st->redis, calls, nc, settle_deadline(), &j->err);
         for (size_t c = 0; rc == PERMITD_OK && c < nc; c++) {
             if (calls[c].rc != PERMITD_OK)
-                rc = permitd_error_set(&j->err, calls[c].rc, "HKEYS of %s failed", bkeys[c]);
+                rc = permitd_error_set(&j->err, calls[c].rc, "%s of %s failed",
+                                       boxes[c].args[0].p, boxes[c].key);
             else if (got[c].oom)
                 rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
             else
-                rc = container_keys(prefix, name, &got[c], &page, &n, &page_cap, &arena,
-                                    &j->err);
+                rc = entry_keys(prefix, name, &got[c], boxes[c].blobs, &page, &n, &page_cap,
+                                &arena, &j->err);
         }
         if (rc == PERMITD_OK && n > 0)
             rc = limiter_settle(j->st->limiter, j->e, page, n, settle_deadline(), &j->set,
@@ -482,8 +551,10 @@ done:
         free(got[c].lens);
     }
     free(arena.v);
-    free(gkeys);
-    free(bkeys);
+    free(lkeys);
+    free(hkeys);
+    free(zkeys);
+    free(boxes);
     free(got);
     free(calls);
     free(args);

@@ -4,7 +4,8 @@
  * meets it, so each settle runner walks every master's keyspace for index
  * keys, a slice at a time, and removes the entries whose bucket is gone:
  * from the sets of single slots (bucket.lua "index") and from the group
- * containers (bucket.lua "sweep"). settle.c runs a slice at each pass.
+ * lists (bucket.lua "sweep"; it moves the live entries of the hashes that
+ * came before the lists into them). settle.c runs a slice at each pass.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -59,14 +60,20 @@ static int prune_index(struct settle *st, const char *ix, struct permitd_error *
     return rc;
 }
 
-/* Group container ck (lua/bucket.lua's top) through limiter_sweep(): the
- * entries whose bucket is gone leave it. */
-static int prune_container(struct settle *st, const char *ck, struct permitd_error *err)
+/* Group list ck (lua/bucket.lua's top), or a hash of before the lists,
+ * through limiter_sweep(), a call's share of its blobs at a time: the
+ * entries whose bucket is gone leave it (a hash's live ones move into the
+ * lists). */
+static int prune_list(struct settle *st, const char *ck, struct permitd_error *err)
 {
     struct redis_str key = {ck, strlen(ck)};
-    long long kept = 0, removed = 0;
-    int rc = limiter_sweep(st->limiter, &key, 1, settle_deadline(), &kept, &removed, err);
+    long long kept = 0, removed = 0, next = 0;
+    int rc;
 
+    do {
+        rc = limiter_sweep(st->limiter, &key, next, kept == 0, settle_deadline(), &kept,
+                           &removed, &next, err);
+    } while (rc == PERMITD_OK && next > 0 && !settle_stopping(st));
     st->prune.indexes++;
     st->prune.members += (uint64_t)(kept + removed);
     st->prune.removed += (uint64_t)removed;
@@ -97,7 +104,7 @@ void settle_prune_slice(struct settle *st)
     st->prune.next_us = now + (int64_t)st->cfg->index_prune_ms * 1000;
     if (st->prune.started_us == 0)
         st->prune.started_us = now;
-    policy_prefix_pattern(pattern, st->cfg->redis_prefix, "{*}i[xg]:*");
+    policy_prefix_pattern(pattern, st->cfg->redis_prefix, "{*}i[xlg]:*");
     while (rc == PERMITD_OK && steps < SETTLE_PRUNE_STEPS * nmasters && !settle_stopping(st)) {
         if (st->prune.master >= nmasters) {
             log_msg(LOG_LEVEL_INFO, "bucket index pruned: one round over every master",
@@ -117,12 +124,13 @@ void settle_prune_slice(struct settle *st)
         if (rc == PERMITD_OK && keys.oom)
             rc = permitd_error_set(&err, PERMITD_EINTERNAL, "out of memory");
         for (size_t i = 0; rc == PERMITD_OK && i < keys.n; i++) {
-            const char *ig = strstr(keys.v[i], "}ig:");
-            if (ig == NULL) {
+            int kind = policy_index_key_kind(st->cfg->redis_prefix, keys.v[i]);
+
+            if (kind == 'x') {
                 st->prune.indexes++;
                 rc = prune_index(st, keys.v[i], &err);
-            } else if (strchr(ig + 4, ':') != NULL) {       /* a container, not "k p" */
-                rc = prune_container(st, keys.v[i], &err);
+            } else if (kind != 0) {             /* not a bucket key that looks like one */
+                rc = prune_list(st, keys.v[i], &err);
             }
         }
         settle_strs_clear(&keys);

@@ -403,7 +403,7 @@ static int index_missing(struct sync *s, const struct store_snapshot *snap,
         if (calls[c].nargs == 0) {
             a[0] = (struct redis_str){"SADD", 4};
             a[1] = (struct redis_str){s->index_key, strlen(s->index_key)};
-            calls[c] = (struct redis_command_call){a, 2, NULL, NULL, 0};
+            calls[c] = (struct redis_command_call){.args = a, .nargs = 2};
         }
         a[calls[c].nargs++] = (struct redis_str){name, strlen(name)};
         if (calls[c].nargs == 2 + SYNC_SADD_MEMBERS)

@@ -396,11 +396,16 @@ int limiter_settle(struct limiter *l, const struct policies_entry *e, struct red
 int limiter_index(struct limiter *l, struct redis_str *keys, size_t n, int64_t deadline_us,
                   long long *added, long long *removed, struct permitd_error *err);
 
-/* bucket.lua "sweep" of containers[0..n) (group containers of the bucket
- * index, P{T}ig:NAME:<i>): the entries whose bucket is gone leave each (the
- * prune). One call per container, every call in one pipelined round trip;
- * adds to *kept and *removed. */
-int limiter_sweep(struct limiter *l, struct redis_str *containers, size_t n, int64_t deadline_us,
-                  long long *kept, long long *removed, struct permitd_error *err);
+/* bucket.lua "sweep" of one group list of the bucket index (P{T}il:NAME),
+ * from its blob `first` on, a call's share (the prune): the entries whose
+ * bucket is gone leave it. `alone`: the sweeps of this list before `first`
+ * kept nothing (the script then takes out a list whose blobs are all
+ * empty). Sets *next to the blob the next call starts at, 0 once the list
+ * is done. A hash of before the lists (P{T}ig:NAME[:<i>]) is swept whole
+ * in one call: its live entries move into the lists. Adds to *kept and
+ * *removed. */
+int limiter_sweep(struct limiter *l, const struct redis_str *list, long long first, int alone,
+                  int64_t deadline_us, long long *kept, long long *removed, long long *next,
+                  struct permitd_error *err);
 
 #endif

@@ -361,30 +361,44 @@ int limiter_settle(struct limiter *l, const struct policies_entry *e, struct red
     return rc;
 }
 
-/* bucket.lua's index upkeep `mode` ("index", "sweep": no policy, no item)
- * over keys[0..n); its two numbers added to *a and *b. */
-static int index_pages(struct limiter *l, const char *mode, struct redis_str *keys, size_t n,
-                       int64_t deadline_us, long long *a, long long *b, struct permitd_error *err)
+int limiter_sweep(struct limiter *l, const struct redis_str *list, long long first, int alone,
+                  int64_t deadline_us, long long *kept, long long *removed, long long *next,
+                  struct permitd_error *err)
 {
-    struct redis_str args[3];
-    long long sums[2] = {0, 0};
+    char from[24];
+    struct redis_str args[4];
+    long long out[3] = {0, 0, 0};
+    struct redis_script_call call = {.keys = list, .nkeys = 1, .args = args, .nargs = 4,
+                                     .out = out, .nout = 3};
     int rc;
 
-    limiter_script_call_head(l, (struct redis_str){mode, strlen(mode)}, "0", 0, args);
-    rc = bucket_pages(l, mode, NULL, keys, n, args, 3, 2, deadline_us, sums, err);
-    *a += sums[0];
-    *b += sums[1];
+    snprintf(from, sizeof(from), "%lld", first);
+    limiter_script_call_head(l, (struct redis_str){"sweep", 5}, "0", 0, args);
+    args[2] = (struct redis_str){from, strlen(from)};
+    args[3] = alone ? (struct redis_str){"1", 1} : (struct redis_str){"0", 1};
+    rc = redis_script_pipeline(l->redis, REDIS_SCRIPT_BUCKET, &call, 1, deadline_us, err);
+    if (rc == PERMITD_OK && call.rc != PERMITD_OK)
+        rc = permitd_error_set(err, call.rc, "redis refused bucket.lua \"sweep\" of %.*s (see "
+                               "the log above)", (int)(list->len > 200 ? 200 : list->len),
+                               list->p);
+    if (rc == PERMITD_OK) {
+        *kept += out[0];
+        *removed += out[1];
+        *next = out[2];
+    }
     return rc;
-}
-
-int limiter_sweep(struct limiter *l, struct redis_str *containers, size_t n, int64_t deadline_us,
-                  long long *kept, long long *removed, struct permitd_error *err)
-{
-    return index_pages(l, "sweep", containers, n, deadline_us, kept, removed, err);
 }
 
 int limiter_index(struct limiter *l, struct redis_str *keys, size_t n, int64_t deadline_us,
                   long long *added, long long *removed, struct permitd_error *err)
 {
-    return index_pages(l, "index", keys, n, deadline_us, added, removed, err);
+    struct redis_str args[3];
+    long long sums[2] = {0, 0};
+    int rc;
+
+    limiter_script_call_head(l, (struct redis_str){"index", 5}, "0", 0, args);
+    rc = bucket_pages(l, "index", NULL, keys, n, args, 3, 2, deadline_us, sums, err);
+    *added += sums[0];
+    *removed += sums[1];
+    return rc;
 }

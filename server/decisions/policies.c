@@ -725,7 +725,8 @@ static int reload_batch(struct policies *t, const char *const *names, size_t n, 
         r[i].args[1] = (struct redis_str){r[i].key, policy_redis_key(r[i].key, t->cfg->redis_prefix,
                                                                      names[i], POLICY_KEY_HASH,
                                                                      NULL)};
-        calls[i] = (struct redis_command_call){r[i].args, 2, collect, &r[i].f, 0};
+        calls[i] = (struct redis_command_call){.args = r[i].args, .nargs = 2, .each = collect,
+                                                .ud = &r[i].f};
     }
     rc = redis_command_pipeline(t->redis, calls, n, deadline_us, err);
     for (size_t i = 0; i < n; i++) {

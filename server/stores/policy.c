@@ -1,6 +1,7 @@
 /*
  * policy.c - policy name rules and the Redis key layout (see policy.h).
  */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -465,13 +466,40 @@ size_t policy_index_key(char *buf, const char *prefix, const char *name, unsigne
     return n < 0 ? 0 : (size_t)n;
 }
 
-size_t policy_index_group_key(char *buf, const char *prefix, const char *name, unsigned slot)
+size_t policy_index_group_key(char *buf, const char *prefix, const char *name, unsigned slot,
+                              enum policy_index_form form)
 {
     unsigned first = slot % POLICY_SLOTS / POLICY_INDEX_GROUP * POLICY_INDEX_GROUP;
-    int n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}ig:%s", prefix, policy_index_tag(first),
-                     name);
+    int n = snprintf(buf, POLICY_REDIS_KEY_MAX, "%s{%s}i%c:%s", prefix, policy_index_tag(first),
+                     (char)form, name);
 
     return n < 0 ? 0 : (size_t)n;
+}
+
+int policy_index_key_kind(const char *prefix, const char *key)
+{
+    size_t plen = strlen(prefix), i;
+    const char *t = key + plen + 1, *name = t + POLICY_INDEX_TAG_LEN + 4;
+    char kind;
+
+    if (strncmp(key, prefix, plen) != 0 || key[plen] != '{' ||
+        strnlen(t, POLICY_INDEX_TAG_LEN + 4) < POLICY_INDEX_TAG_LEN + 4)
+        return 0;
+    for (i = 0; i < POLICY_INDEX_TAG_LEN; i++)
+        if (!isalnum((unsigned char)t[i]))
+            return 0;
+    kind = t[i + 2];
+    if (memcmp(t + i, "}i", 2) != 0 || t[i + 3] != ':' || strchr("xlg", kind) == NULL ||
+        kind == '\0')
+        return 0;
+    for (i = 0; name[i] != '\0' && name_char((unsigned char)name[i]); i++)
+        ;
+    if (i == 0)
+        return 0;
+    if (name[i] == ':' && kind == 'g' && name[i + 1] != '\0')    /* a hash of before: :<i> */
+        for (i++; isdigit((unsigned char)name[i]); i++)
+            ;
+    return name[i] == '\0' ? kind : 0;
 }
 
 size_t policy_index_entry_key(char *buf, const char *prefix, const char *name,

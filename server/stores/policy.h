@@ -9,11 +9,13 @@
  *   P{NAME:KEY}:k       the bucket of one key (user id, IP, tenant)
  *   P{NAME}:k:KEY       the bucket of one key of a policy that sets
  *                       `colocate` (and every keyed bucket before issue 19)
- *   P{T}ig:NAME:<i>     the index of the policy's token buckets: group
- *                       containers, 64 slots to a group (lua/bucket.lua's
- *                       top; policy_index_group_key())
+ *   P{T}il:NAME         the index of the policy's token buckets: a list
+ *                       a group of 64 slots, T a tag of the group's first
+ *                       (lua/bucket.lua's top; policy_index_group_key())
  *   P{T}ix:NAME         the index's fallback, one set per slot, T a tag
  *                       of that slot (policy_index_key())
+ *   P{T}ig:NAME[:<i>]   the index's hashes of before the lists, read and
+ *                       moved into them
  * The part in braces is the Redis Cluster hash tag: Redis hashes the bytes
  * from the first '{' to the next '}' (the prefix holds no brace, config.c).
  * A keyed bucket's tag holds its key, so one policy's keyed buckets spread
@@ -84,16 +86,27 @@ const char *policy_index_tag(unsigned slot);
  * name's buckets in slot; returns its length. */
 size_t policy_index_key(char *buf, const char *prefix, const char *name, unsigned slot);
 
-/* The group containers (issue 41, lua/bucket.lua's top): the slots cut
- * into groups of POLICY_INDEX_GROUP, group g's containers P{T}ig:NAME:<i>
- * (hashes) in slot POLICY_INDEX_GROUP * g (T its tag), and P{T}ig:NAME, "k p",
- * saying how many there are (2^k + p). Writes into buf
- * (POLICY_REDIS_KEY_MAX bytes) the latter, for the group of slot; returns
- * its length. */
+/* The group lists (issue 41, lua/bucket.lua's top): the slots cut into
+ * groups of POLICY_INDEX_GROUP, group g's entries in the list P{T}il:NAME
+ * in slot POLICY_INDEX_GROUP * g (T its tag), blobs of "\n"-ended entries.
+ * Before the lists, the same group's entries were fields of the hashes
+ * P{T}ig:NAME:<i>, and P{T}ig:NAME held "k p", saying how many there are
+ * (2^k + p). Writes into buf (POLICY_REDIS_KEY_MAX bytes) the list
+ * (POLICY_INDEX_LIST) or the "k p" (POLICY_INDEX_HASHES) of the group of
+ * slot; returns its length. */
 #define POLICY_INDEX_GROUP 64
-size_t policy_index_group_key(char *buf, const char *prefix, const char *name, unsigned slot);
+enum policy_index_form { POLICY_INDEX_LIST = 'l', POLICY_INDEX_HASHES = 'g' };
+size_t policy_index_group_key(char *buf, const char *prefix, const char *name, unsigned slot,
+                              enum policy_index_form form);
 
-/* The bucket key that a container's entry (a field of len bytes) of
+/* What index key `key` (NUL-terminated) of prefix is: 'x' a set of one
+ * slot, 'l' a group's list, 'g' a hash of before the lists (its "k p" or
+ * a container); 0 for anything else, such as a bucket key whose KEY holds
+ * "}il:" (which a SCAN for index keys may meet). */
+int policy_index_key_kind(const char *prefix, const char *key);
+
+/* The bucket key that an entry (len bytes, of a list's blob or a hash's
+ * fields) of
  * policy name stands for, into buf (POLICY_REDIS_KEY_MAX bytes): KEY
  * for P{NAME:KEY}:k, "\1" KEY for P{NAME}:k:KEY, "\2" for P{NAME}:b.
  * Returns its length, 0 for an entry that is none of these or too long. */

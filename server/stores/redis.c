@@ -972,9 +972,12 @@ int redis_command(struct redis *r, const struct redis_str *args, int nargs,
 
 /* Hands a command's reply to its call: an array's strings, or one string
  * or status (as redis_command()); the strings of an array inside the
- * array follow in their place (SSCAN: the cursor, then the members). */
+ * array follow in their place (SSCAN: the cursor, then the members); an
+ * integer into call->integer. */
 static void hand_over(struct redis_command_call *call, const redisReply *rep)
 {
+    if (rep->type == REDIS_REPLY_INTEGER)
+        call->integer = rep->integer;
     if (call->each == NULL)
         return;
     if (rep->type == REDIS_REPLY_ARRAY)

@@ -274,6 +274,7 @@ struct redis_command_call {
     void (*each)(void *ud, const char *s, size_t len);
     void *ud;
     int rc;
+    long long integer;      /* an integer reply (LLEN, EXISTS): its value */
 };
 
 /* Sends every command in one write per node (one Redis: one write; a

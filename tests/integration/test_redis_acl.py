@@ -20,9 +20,10 @@ from harness import (ClusterRedis, Permitd, Redis, decision, migrate_with_client
 # Kept here word for word; test_readme_states_the_rule checks docs/redis.md says the same.
 ACL_COMMANDS = ("-@all +evalsha +script|load +ping +time +subscribe +publish +get +set +mget "
                 "+del +exists +expire +expireat +pexpire +hget +hgetall +hmget +hset +hdel "
-                "+hincrby +hkeys +hlen +sadd +srem +smembers +sscan +scan +zadd +zcount +zrange "
-                "+zrangebyscore +zrevrangebyscore +zrem +zremrangebyscore +zscore +setbit "
-                "+cluster|shards +cluster|slots +asking +readonly +role")
+                "+hincrby +hkeys +hlen +llen +lindex +lset +rpush +lrange +sadd +srem +smembers "
+                "+sscan +scan +zadd +zcount +zrange +zrangebyscore +zrevrangebyscore +zrem "
+                "+zremrangebyscore +zscore +setbit +cluster|shards +cluster|slots +asking "
+                "+readonly +role")
 
 
 def acl_rule(prefix):

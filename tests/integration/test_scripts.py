@@ -542,21 +542,39 @@ class Scripts(unittest.TestCase):
 
     # ------------------------------------------------------------ the bucket index
 
-    def container(self, key):
-        """The entries of the group container that holds (or would hold) key."""
-        return sorted(self.redis.raw("HKEYS", harness.index_container(self.redis, key)[0]))
+    def blob(self, key):
+        """The blob of the group list that holds (or would hold) key."""
+        group, i, _ = harness.index_blob(self.redis, key)
+        return self.redis.raw("LINDEX", group, i)
 
     def in_group(self, key):
-        """Whether key's entry is in its group's container (1 or 0)."""
-        where = harness.index_container(self.redis, key)
-        return self.redis("HEXISTS", where[0], where[1])
+        """Whether key's entry is in its group's list (1 or 0), where its
+        hash places it."""
+        return 1 if harness.in_blob(self.redis, key) else 0
+
+    def sweep(self, group, first=0, alone=True):
+        """bucket.lua "sweep" of one call: (kept, removed, next blob)."""
+        out = self.redis.raw("EVALSHA", self.sha["bucket"], 1, group, "sweep", 0, first,
+                             1 if alone else 0)
+        return tuple(int(x) for x in struct.unpack("<ddd", out))
+
+    def sweep_all(self, group):
+        """Every call of a sweep of one list, as the prune makes them:
+        (kept, removed, calls)."""
+        kept = removed = first = calls = 0
+        while True:
+            k, r, first = self.sweep(group, first, kept == 0)
+            kept, removed, calls = kept + k, removed + r, calls + 1
+            if first == 0:
+                return kept, removed, calls
 
     def test_bucket_index_holds_each_bucket_it_created_once(self):
         # Each bucket created (no state before) is named in its policy's
-        # group container P{T}ig:NAME:<i>, T the tag of the first slot of
-        # the key's group of 64, by its entry (the key past its policy);
-        # not in the set of its slot; a write of an existing bucket and a
-        # peek change nothing; both paths (one item, many) and every layout.
+        # group list P{T}il:NAME, T the tag of the first slot of the key's
+        # group of 64, by its entry (the key past its policy) in a blob of
+        # "\n"-ended entries; not in the set of its slot; a write of an
+        # existing bucket and a peek change nothing; both paths (one item,
+        # many) and every layout.
         p = Policy(max_permits=10, rate=0.01)
         shared, a, b, c = (bucket_key(p.name, k) for k in ("", "a", "b", "c"))
         colocated = harness.state_key(p.name, "d", PREFIX, colocate=True)
@@ -572,20 +590,25 @@ class Scripts(unittest.TestCase):
         for k, entry in entries.items():
             group, got = harness.index_entry(k)
             self.assertEqual(got, entry, k)
-            self.assertEqual(group, "%s{%s}ig:%s" % (PREFIX, harness.index_tag(
+            self.assertEqual(group, "%s{%s}il:%s" % (PREFIX, harness.index_tag(
                 harness.keyslot(k) // 64 * 64), p.name))
             self.assertEqual(harness.keyslot(group), harness.keyslot(k) // 64 * 64)
             self.assertEqual(self.in_group(k), 1, k)
+            self.assertEqual(harness.blob_entries(self.blob(k)).count(entry), 1, k)
             self.assertTrue(harness.indexed(self.redis, k), k)
             self.assertEqual(self.redis("EXISTS", harness.index_key(k)), 0, k)
-        texts = {k: self.container(k) for k in entries}
+        texts = {k: self.blob(k) for k in entries}
         self.assertEqual(self.take(p, key="a")["allowed"], 1)
         self.assertEqual([d["allowed"] for d in self.decide("take", [(p, "b", 1), (p, "c", 1)])],
                          [1, 1])
         self.peek(p, key="e")
-        self.assertEqual({k: self.container(k) for k in entries}, texts)
+        self.assertEqual({k: self.blob(k) for k in entries}, texts)
         self.assertIsNone(self.state_bytes(p, "e"))
         self.assertFalse(harness.indexed(self.redis, bucket_key(p.name, "e")))
+        # A bucket that filled up (no key) and is made again is named once.
+        self.redis("DEL", a)
+        self.assertEqual(self.take(p, key="a")["allowed"], 1)
+        self.assertEqual(harness.blob_entries(self.blob(a)).count(b"a"), 1)
 
     def test_bucket_index_loses_what_settle_finds_gone_and_index_mode_builds_and_prunes(self):
         p = Policy(max_permits=10, rate=0.01)
@@ -608,13 +631,19 @@ class Scripts(unittest.TestCase):
         out = self.redis.raw("EVALSHA", self.sha["bucket"], 1, old, "index", 0, TTL)
         self.assertEqual(struct.unpack("<dd", out), (0, 1))
         self.assertFalse(harness.indexed(self.redis, old))
-        # The container left empty is no key.
-        self.assertEqual(self.redis("EXISTS", harness.index_container(self.redis, old)[0]), 0)
+        # Its blob is left empty ("\n"), the list kept (a blob's place is
+        # the hashing); a sweep that finds every blob empty takes it out.
+        group = harness.index_entry(old)[0]
+        self.assertEqual(self.blob(old), b"\n")
+        self.assertEqual(self.sweep(group, 0, alone=False), (0, 0, 0))
+        self.assertEqual(self.redis("EXISTS", group), 1)
+        self.assertEqual(self.sweep(group), (0, 0, 0))
+        self.assertEqual(self.redis("EXISTS", group), 0)
 
     def test_bucket_index_moves_a_set_member_into_its_group(self):
         # A live bucket named in the set of its slot (an older permitd's
-        # index, or a fallback): "index" puts it in its group's container
-        # and out of the set; a dead one leaves the set.
+        # index, or a fallback): "index" puts it in its group's list and out
+        # of the set; a dead one leaves the set.
         p = Policy(max_permits=10, rate=0.01)
         live, dead = bucket_key(p.name, "live"), bucket_key(p.name, "dead")
         write_state(self.redis, live, 1, self.redis.time_us())
@@ -627,15 +656,41 @@ class Scripts(unittest.TestCase):
         for k in (live, dead):
             self.assertEqual(self.redis("SISMEMBER", harness.index_key(k), k), 0, k)
 
-    def test_bucket_index_keeps_a_key_no_container_holds_in_its_slots_set(self):
+    def test_bucket_index_moves_the_hashes_of_before_into_the_lists(self):
+        # A permitd of before the lists kept a group's entries as fields of
+        # hashes P{T}ig:NAME:<i> ("k p" in P{T}ig:NAME): a sweep of one moves
+        # its live entries into the group's list and drops the dead; a sweep
+        # of the "k p" takes it out once no hash of it is left.
+        p = Policy(max_permits=10, rate=0.01)
+        keys = self.keys_of_group(p.name, 9, 6)
+        live = [bucket_key(p.name, k) for k in keys[:4]]
+        for k in live:
+            write_state(self.redis, k, 1, self.redis.time_us())
+            self.redis("PEXPIRE", k, 60000)
+        hashes = harness.index_entry(live[0])[0].replace("}il:", "}ig:")
+        self.redis("SET", hashes, "1 0")
+        self.redis("HSET", hashes + ":0", keys[0], "", keys[1], "", keys[4], "")
+        self.redis("HSET", hashes + ":1", keys[2], "", keys[3], "", keys[5], "")
+        self.assertEqual(self.sweep(hashes), (0, 0, 0))            # its hashes are there
+        self.assertEqual(self.sweep(hashes + ":0"), (2, 1, 0))
+        self.assertEqual(self.sweep(hashes), (0, 0, 0))
+        self.assertEqual(self.redis("EXISTS", hashes), 1)
+        self.assertEqual(self.sweep(hashes + ":1"), (2, 1, 0))
+        self.assertEqual(self.redis("EXISTS", hashes + ":0", hashes + ":1"), 0)
+        self.assertEqual(self.sweep(hashes), (0, 0, 0))
+        self.assertEqual(self.redis("EXISTS", hashes), 0)
+        for k in live:
+            self.assertEqual(self.in_group(k), 1, k)
+
+    def test_bucket_index_keeps_a_key_no_list_holds_in_its_slots_set(self):
         # A key whose KEY holds a control character (the entries' markers
-        # are; permitd refuses such keys, a key written by hand may hold
-        # one), and a key whose entry is past 60 bytes (a field past 64
-        # would turn its whole container into a hash table), are named in
-        # the set of their slot; a 60-byte entry is in its group.
+        # are, and "\n" ends an entry; permitd refuses such keys, a key
+        # written by hand may hold one), and a key whose entry is past 128
+        # bytes (it would take a blob past its size alone), are named in the
+        # set of their slot; a 128-byte entry is in its group.
         p = Policy(max_permits=10, rate=0.01)
         odd = "%s{%s:a\nb}:k" % (PREFIX, p.name)
-        long_key, longest = bucket_key(p.name, "x" * 61), bucket_key(p.name, "y" * 60)
+        long_key, longest = bucket_key(p.name, "x" * 129), bucket_key(p.name, "y" * 128)
         for k in (odd, long_key):
             self.assertIsNone(harness.index_entry(k))
         for k in (odd, long_key, longest):
@@ -647,19 +702,17 @@ class Scripts(unittest.TestCase):
         for k in (odd, long_key):
             self.assertEqual(self.redis("SISMEMBER", harness.index_key(k), k), 1, k)
         self.assertEqual(self.in_group(longest), 1)
-        self.assertEqual(self.redis("OBJECT", "ENCODING", harness.index_container(
-            self.redis, longest)[0]), "listpack")
         self.redis("DEL", odd, long_key)
         out = self.redis.raw("EVALSHA", self.sha["bucket"], 2, odd, long_key, "index", 0, TTL)
         self.assertEqual(struct.unpack("<dd", out), (0, 2))
 
-    def test_bucket_index_falls_back_to_its_slots_set_when_the_container_refuses(self):
-        # A container Redis refuses (a slot migrating away, in a cluster;
-        # here, a key of another type): the bucket is named in the set of
-        # its slot instead, and the decision is not failed.
+    def test_bucket_index_falls_back_to_its_slots_set_when_the_list_refuses(self):
+        # A list Redis refuses (a slot migrating away, in a cluster; here,
+        # a key of another type): the bucket is named in the set of its
+        # slot instead, and the decision is not failed.
         p = Policy(max_permits=10, rate=0.01)
         k = bucket_key(p.name, "refused")
-        self.redis("SET", harness.index_container(self.redis, k)[0], "not a hash")
+        self.redis("SET", harness.index_entry(k)[0], "not a list")
         self.assertEqual(self.take(p, key="refused")["allowed"], 1)
         self.assertEqual(self.redis("SISMEMBER", harness.index_key(k), k), 1)
         self.assertTrue(harness.indexed(self.redis, k))
@@ -674,32 +727,29 @@ class Scripts(unittest.TestCase):
             i += 1
         return out
 
-    def test_bucket_index_splits_a_group_past_256_entries_and_finds_every_entry(self):
-        # 1500 buckets of one group of 64 slots, so the group's containers
-        # split (linear hashing, lua/bucket.lua's top): "k p" moves on, every
-        # container stays a listpack (at most 512 fields), every bucket is
-        # named exactly once, in the container its hash picks; a settle of
-        # the dead ones and a sweep find them all.
+    def test_bucket_index_splits_a_group_list_and_finds_every_entry(self):
+        # 1500 buckets of one group of 64 slots, so the blobs of the group's
+        # list split (linear hashing, lua/bucket.lua's top): the list grows,
+        # its blobs stay near INDEX_BLOB (512 bytes), every bucket is named
+        # exactly once, in the blob its hash picks; a settle of the dead
+        # ones and a sweep find them all.
         p = Policy(max_permits=10, rate=0.01)
         keys = self.keys_of_group(p.name, 7, 1500)
         for first in range(0, len(keys), 100):
             answers = self.decide("take", [(p, k, 1) for k in keys[first:first + 100]])
             self.assertEqual([d["allowed"] for d in answers], [1] * len(answers))
         group = harness.index_entry(bucket_key(p.name, keys[0]))[0]
-        k, q = (int(x) for x in self.redis("GET", group).split())
-        containers = (1 << k) + q
-        self.assertGreaterEqual(containers, 6, (k, q))
-        names = ["%s:%d" % (group, i) for i in range(containers)]
-        sizes = [self.redis("HLEN", c) for c in names]
-        self.assertLessEqual(max(sizes), 512, sizes)
-        self.assertEqual(sum(sizes), len(keys), sizes)
-        self.assertEqual({self.redis("OBJECT", "ENCODING", c) for c in names}, {"listpack"})
+        blobs = self.redis.raw("LRANGE", group, 0, -1)
+        sizes = [len(b) for b in blobs]
+        self.assertGreaterEqual(len(blobs), 1500 * 12 // 512, sizes)
+        self.assertLessEqual(sum(sizes) / len(sizes), 512, sizes)
+        self.assertLessEqual(max(sizes), 4 * 512, sizes)
+        entries = [e for b in blobs for e in harness.blob_entries(b)]
+        self.assertEqual(sorted(entries), sorted(k.encode() for k in keys))
         for key in keys:
             self.assertEqual(self.in_group(bucket_key(p.name, key)), 1, key)
-        # Nothing past the containers "k p" names (a split writes its new one first).
-        self.assertEqual(self.redis("EXISTS", "%s:%d" % (group, containers)), 0)
         # 300 gone: the settle takes them out; then 300 more, which a sweep
-        # of every container takes out.
+        # of the list (SWEEP_BLOBS blobs a call) takes out.
         gone = [bucket_key(p.name, k) for k in keys[:300]]
         self.redis("DEL", *gone)
         out = self.redis.raw("EVALSHA", self.sha["bucket"], len(gone), *(gone + ["settle", 1, TTL] +
@@ -707,12 +757,12 @@ class Scripts(unittest.TestCase):
         self.assertEqual(struct.unpack("<ddd", out)[2], 300)
         swept = [bucket_key(p.name, k) for k in keys[300:600]]
         self.redis("DEL", *swept)
-        out = self.redis.raw("EVALSHA", self.sha["bucket"], len(names), *(names + ["sweep", 0, ""]))
-        self.assertEqual(struct.unpack("<dd", out), (900, 300))
+        self.assertEqual(self.sweep_all(group), (900, 300, (len(blobs) + 15) // 16))
         for key in keys[:600]:
             self.assertFalse(harness.indexed(self.redis, bucket_key(p.name, key)), key)
         for key in keys[600:]:
             self.assertEqual(self.in_group(bucket_key(p.name, key)), 1, key)
+        self.assertEqual(self.redis("LLEN", group), len(blobs))
 
     def test_bucket_index_names_a_bucket_a_charge_made(self):
         # A charge (a reservation's commit above its estimate) on a full

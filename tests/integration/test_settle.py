@@ -57,13 +57,25 @@ def fill(redis, keys, value, px, index=True):
     index says where each key is named in its bucket index: True, in the
     set of its slot (as a permitd of before issue 41 did, and as one of
     now does for a key its group's node does not serve); "groups", in its
-    group's container, through bucket.lua's own "index" (as a permitd of
-    now does for a bucket it creates); False, nowhere (a bucket an older
+    group's list, through bucket.lua's own "index" (as a permitd of now
+    does for a bucket it creates); "hashes", a field of its group's first
+    hash P{T}ig:NAME:0 (as a permitd between the sets and the lists did,
+    before its group's first split); False, nowhere (a bucket an older
     permitd wrote before the index)."""
     if index == "groups":
         sha = redis.each_master("SCRIPT", "LOAD", harness.lua_script("bucket"))[0].encode()
         run(redis, keys, lambda k: [[b"SET", k.encode(), value, b"PX", str(px).encode()],
                                     [b"EVALSHA", sha, b"1", k.encode(), b"index", b"0", b""]])
+        return
+    if index == "hashes":
+        def hashed(k):
+            group, entry = harness.index_entry(k)
+            if isinstance(redis, ClusterRedis) and \
+                    redis.slots[keyslot(group)] != redis.slots[keyslot(k)]:
+                return [b"SADD", index_key(k).encode(), k.encode()]    # a cut group
+            return [b"HSET", group.replace("}il:", "}ig:").encode() + b":0", entry, b""]
+        run(redis, keys, lambda k: [[b"SET", k.encode(), value, b"PX", str(px).encode()],
+                                    hashed(k)])
         return
     run(redis, keys, lambda k: [[b"SET", k.encode(), value, b"PX", str(px).encode()]] +
         ([[b"SADD", index_key(k).encode(), k.encode()]] if index else []))
@@ -190,12 +202,15 @@ class SettleTest(test_admin.AdminCase):
             wait_for("settle", lambda: len(self.done_lines(out(), name)) > before, timeout=60)
 
         # 20,000 buckets, empty now, expiring on the old limits' schedule
-        # (60 s), indexed as permitd indexes a bucket it creates: in their
-        # groups' containers, about 1 KiB of entries a group, split past 4.
+        # (60 s): half indexed as permitd indexes a bucket it creates, in
+        # their groups' lists (about 40 entries a group, in 2-4 blobs), half
+        # as a permitd of before the lists did, in their groups' first hash.
         now = self.redis.time_us()
         keys = [state_key(name, "u%d" % i, self.prefix) for i in range(BUCKETS)]
-        fill(self.redis, keys, STATE.pack(0.0, now, 0), 60000, index="groups")
-        self.assertTrue(all(harness.indexed(self.redis, k) for k in keys[::97]))
+        fill(self.redis, keys[:BUCKETS // 2], STATE.pack(0.0, now, 0), 60000, index="groups")
+        fill(self.redis, keys[BUCKETS // 2:], STATE.pack(0.0, now, 0), 60000, index="hashes")
+        self.assertTrue(all(harness.indexed(self.redis, k) for k in keys[:BUCKETS // 2:97]))
+        self.assertFalse(any(harness.in_blob(self.redis, k) for k in keys[BUCKETS // 2::97]))
 
         edited_at = time.time()
         took, before = edit("5")
@@ -219,7 +234,8 @@ class SettleTest(test_admin.AdminCase):
         self.assertGreaterEqual(int(re.search(r" keys=(\d+)", line).group(1)), BUCKETS, line)
         masters = int(re.search(r" masters=(\d+)", line).group(1))
         self.assertEqual(masters, 3 if redis_mode() == "cluster" else 1, line)
-        # Every bucket expires when it would be full at 5/s: ~200 s, not 60.
+        # Every bucket expires when it would be full at 5/s: ~200 s, not 60,
+        # those of the hashes too.
         sample = keys[::97]
         if redis_mode() == "cluster":
             owners = {self.redis.slots[keyslot(k)] for k in sample}
@@ -376,8 +392,9 @@ class SettleTest(test_admin.AdminCase):
     def test_the_index_prune_drops_the_entries_of_buckets_gone(self):
         # A policy never edited: the entries of its buckets that filled up
         # (no key) are dropped by the prune a slice at a time, from the
-        # group containers and from the sets of single slots alike; the
-        # entries of live buckets stay.
+        # group lists and from the sets of single slots alike; the entries
+        # of live buckets stay. The hashes of before the lists go, their
+        # live entries moved into the lists.
         prefix = unique("pr") + ":"
         name = self.name("pruned")
         self.editor().create(name, max_permits=1000, rate="1")
@@ -392,16 +409,22 @@ class SettleTest(test_admin.AdminCase):
         now = self.redis.time_us()
         in_sets = [state_key(name, "s%d" % i, prefix) for i in range(10)]
         fill(self.redis, in_sets, STATE.pack(0.0, now, 0), 600000)
+        hashed = [state_key(name, "h%d" % i, prefix) for i in range(10)]
+        fill(self.redis, hashed, STATE.pack(0.0, now, 0), 600000, index="hashes")
         for k in grouped + in_sets:
             self.assertTrue(harness.indexed(self.redis, k), k)
         gone = grouped[:30] + in_sets[:5]
-        drop(self.redis, gone)
+        drop(self.redis, gone + hashed[:5])
 
         def pruned():
-            return all(not harness.indexed(self.redis, k) for k in gone)
+            return all(not harness.indexed(self.redis, k) for k in gone) and \
+                all(harness.indexed(self.redis, k) for k in hashed[5:]) and \
+                not any(self.redis.each_master("KEYS", prefix + "{*}ig:*"))
         wait_for("the prune", pruned, timeout=60)
-        for k in grouped[30:] + in_sets[5:]:
+        for k in grouped[30:] + in_sets[5:] + hashed[5:]:
             self.assertTrue(harness.indexed(self.redis, k), k)
+        for k in hashed[:5]:
+            self.assertFalse(harness.indexed(self.redis, k), k)
         wait_for("a round of the prune logged", lambda: "bucket index pruned" in p.output(),
                  timeout=60)
 

@@ -32,6 +32,6 @@ from .asserts import ConnectAssertions  # noqa: F401
 from .mariadb import (MysqlError, PrivateMariaDB, migrate_with_client, mysql,  # noqa: F401
                     mysql_url_parts)
 from .permitd import Permitd  # noqa: F401
-from .cluster import (ClusterRedis, index_container, index_entry, index_hash,  # noqa: F401
-                      index_key, index_tag, indexed, keyslot, redis_mode, redis_ready,
-                      stack_redis_url)
+from .cluster import (ClusterRedis, blob_entries, in_blob, index_blob, index_entry,  # noqa: F401
+                      index_hash, index_key, index_tag, indexed, keyslot, redis_mode,
+                      redis_ready, stack_redis_url)

@@ -99,10 +99,10 @@ def index_key(bucket_key):
 
 
 def index_entry(bucket_key):
-    """(group key, entry) of bucket_key in its policy's group containers
-    (lua/bucket.lua's top): P{T}ig:NAME, T the tag of the first slot of
-    the key's group of 64, and the entry that stands for the key (bytes);
-    None for a key the containers cannot hold."""
+    """(group list, entry) of bucket_key in its policy's bucket index
+    (lua/bucket.lua's top): P{T}il:NAME, T the tag of the first slot of the
+    key's group of 64, and the entry that stands for the key (bytes); None
+    for a key the lists cannot hold."""
     lb = bucket_key.index("{")
     rb = bucket_key.index("}", lb + 2)
     head = bucket_key[lb + 1:]
@@ -116,10 +116,10 @@ def index_entry(bucket_key):
         entry = b"\1" + rest[4:].encode()
     else:
         return None
-    if any(c < 32 for c in entry.lstrip(b"\1\2")) or rb == lb + 1 or len(entry) > 60:
+    if any(c < 32 for c in entry.lstrip(b"\1\2")) or rb == lb + 1 or len(entry) > 128:
         return None
     slot = keyslot(bucket_key)
-    return "%s{%s}ig:%s" % (bucket_key[:lb], index_tag(slot - slot % 64), name), entry
+    return "%s{%s}il:%s" % (bucket_key[:lb], index_tag(slot - slot % 64), name), entry
 
 
 def index_hash(entry):
@@ -130,28 +130,48 @@ def index_hash(entry):
     return h
 
 
-def index_container(redis, bucket_key):
-    """(container key, entry) of bucket_key as the group's "k p" places it
-    now, or None when the key goes to the set of its slot."""
+def index_blob(redis, bucket_key):
+    """(list key, blob, entry) of bucket_key as its group's list places it
+    now (linear hashing over the list's length, lua/bucket.lua's top), or
+    None when the key goes to the set of its slot."""
     where = index_entry(bucket_key)
     if where is None:
         return None
     group, entry = where
-    k, p = (int(x) for x in (redis("GET", group) or "0 0").split())
+    length = redis("LLEN", group)
+    if length <= 1:
+        return group, 0, entry
+    size = 1
+    while size * 2 <= length:
+        size *= 2
     h = index_hash(entry)
-    i = h % (1 << k)
-    if i < p:
-        i = h % (2 << k)
-    return "%s:%d" % (group, i), entry
+    i = h % size
+    if i < length - size:
+        i = h % (2 * size)
+    return group, i, entry
+
+
+def blob_entries(blob):
+    """The entries of a list's blob (bytes: "\n", then "\n"-ended entries)."""
+    assert blob[:1] == b"\n" and blob[-1:] == b"\n", blob
+    return [e for e in blob.split(b"\n") if e]
+
+
+def in_blob(redis, bucket_key):
+    """Whether bucket_key's entry is in the blob its group's list places it in."""
+    where = index_blob(redis, bucket_key)
+    if where is None:
+        return False
+    blob = redis.raw("LINDEX", where[0], where[1])
+    return blob is not None and where[2] in blob_entries(blob)
 
 
 def indexed(redis, bucket_key):
     """Whether bucket_key is named in its policy's bucket index: in its
-    group's container, or in the set of its slot."""
+    group's list, or in the set of its slot."""
     if redis("SISMEMBER", index_key(bucket_key), bucket_key) == 1:
         return True
-    where = index_container(redis, bucket_key)
-    return where is not None and redis("HEXISTS", where[0], where[1]) == 1
+    return in_blob(redis, bucket_key)
 
 
 def keyslot(key):
@@ -173,7 +193,7 @@ _KEY_AT_1 = {
     "EXPIRETIME", "PEXPIRETIME", "BITCOUNT", "GETBIT", "SETBIT",
     "EXPIRE", "PEXPIRE", "PERSIST", "TYPE", "SADD", "SREM", "SMEMBERS", "SISMEMBER",
     "SCARD", "INCR", "INCRBY", "STRLEN", "GETRANGE", "SETRANGE", "APPEND", "DUMP",
-    "RESTORE", "LPUSH", "RPUSH", "LRANGE",
+    "RESTORE", "LPUSH", "RPUSH", "LRANGE", "LLEN", "LINDEX", "LSET",
     "ZADD", "ZRANGE", "ZRANGEBYSCORE", "ZCARD", "ZCOUNT", "ZSCORE", "ZREM",
 }
 # Each argument is a key; the answers are added up.

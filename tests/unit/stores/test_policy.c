@@ -345,7 +345,7 @@ static void test_policy_bucket_keys(void)
 
 /* The bucket index (issues 22, 41): each slot's tag hashes to that slot,
  * the set is P{T}ix:NAME in the slot of the bucket it indexes, the group
- * containers P{T}ig:NAME:<i> in the first slot of its group of 64, and
+ * list P{T}il:NAME in the first slot of its group of 64, and
  * lua/bucket.lua's tables (INDEX_TAGS, CRC16) say the same as policy.c:
  * the script names the sets the settle pass reads. */
 static void test_policy_index_keys_agree_with_bucket_lua(void)
@@ -391,21 +391,44 @@ static void test_policy_index_keys_agree_with_bucket_lua(void)
     CHECK(strncmp(key, "p:{", 3) == 0);
     CHECK_STR(key + 3 + POLICY_INDEX_TAG_LEN, "}ix:api");
 
-    /* Its group's containers (issue 41) are in the group's first slot,
-     * and none of them is a bucket key to the index build. */
-    n = policy_index_group_key(key, "p:", "api", slot);
+    /* Its group's list (issue 41) is in the group's first slot, and
+     * neither it nor the hashes of before are bucket keys to the index
+     * build. */
+    n = policy_index_group_key(key, "p:", "api", slot, POLICY_INDEX_LIST);
     CHECK_INT((int)cluster_keyslot(key, n), (int)(slot - slot % POLICY_INDEX_GROUP));
-    CHECK_STR(key + 3 + POLICY_INDEX_TAG_LEN, "}ig:api");
+    CHECK_STR(key + 3 + POLICY_INDEX_TAG_LEN, "}il:api");
     CHECK_INT(policy_is_bucket_key("p:", key, n), 0);
-    policy_index_group_key(bucket, "p:", "api", slot - slot % POLICY_INDEX_GROUP + 63);
+    policy_index_group_key(bucket, "p:", "api", slot - slot % POLICY_INDEX_GROUP + 63,
+                           POLICY_INDEX_LIST);
     CHECK_STR(bucket, key);
-    policy_index_group_key(bucket, "p:", "api", (slot + POLICY_INDEX_GROUP) % POLICY_SLOTS);
+    policy_index_group_key(bucket, "p:", "api", (slot + POLICY_INDEX_GROUP) % POLICY_SLOTS,
+                           POLICY_INDEX_LIST);
     CHECK(strcmp(bucket, key) != 0);
+    policy_index_group_key(bucket, "p:", "api", slot, POLICY_INDEX_HASHES);
+    CHECK_STR(bucket + 3 + POLICY_INDEX_TAG_LEN, "}ig:api");
+    CHECK(strncmp(bucket, key, 3 + POLICY_INDEX_TAG_LEN) == 0);
+    strcat(bucket, ":0");
+    CHECK_INT(policy_is_bucket_key("p:", bucket, strlen(bucket)), 0);
+    policy_index_group_key(key, "p:", "k", 0, POLICY_INDEX_LIST);
+    CHECK_INT(policy_is_bucket_key("p:", key, strlen(key)), 0);
+    policy_index_group_key(key, "p:", "k", 0, POLICY_INDEX_HASHES);
     strcat(key, ":0");
     CHECK_INT(policy_is_bucket_key("p:", key, strlen(key)), 0);
-    policy_index_group_key(key, "p:", "k", 0);
-    strcat(key, ":0");
-    CHECK_INT(policy_is_bucket_key("p:", key, strlen(key)), 0);
+
+    /* What the prune's SCAN for index keys may meet: each kind, and bucket
+     * keys whose KEY looks like one (a hostile client's) are none. */
+    CHECK_INT(policy_index_key_kind("p:", "p:{abc}ix:api"), 'x');
+    CHECK_INT(policy_index_key_kind("p:", "p:{abc}il:api"), 'l');
+    CHECK_INT(policy_index_key_kind("p:", "p:{abc}ig:api"), 'g');
+    CHECK_INT(policy_index_key_kind("p:", "p:{abc}ig:api:12"), 'g');
+    CHECK_INT(policy_index_key_kind("p:", "p:{abc}il:api:12"), 0);
+    CHECK_INT(policy_index_key_kind("p:", "p:{abc}ig:api:"), 0);
+    CHECK_INT(policy_index_key_kind("p:", "p:{ab:}il:x}:k"), 0);     /* {ab:KEY}:k, KEY "}il:x" */
+    CHECK_INT(policy_index_key_kind("p:", "p:{api}:k:a}il:b"), 0);
+    CHECK_INT(policy_index_key_kind("p:", "p:{abc}il:"), 0);
+    CHECK_INT(policy_index_key_kind("p:", "q:{abc}il:api"), 0);
+    CHECK_INT(policy_index_key_kind("p:", "p:{abc}iq:api"), 0);
+    CHECK_INT(policy_index_key_kind("p:", "p:{ab"), 0);
 
     /* An entry back into its key: each layout, and what is no entry. */
     CHECK_INT((int)policy_index_entry_key(key, "p:", "api", "user-7", 6), 16);
