@@ -133,8 +133,8 @@ def measure(n, sha, text):
             yield b"".join(out)
         t0 = time.monotonic()
         r.pipe(sets())
-        keys_only = r.memory()
         t1 = time.monotonic()
+        keys_only = r.memory()
 
         def indexes():
             out = []
@@ -144,9 +144,10 @@ def measure(n, sha, text):
                     yield b"".join(out)
                     out = []
             yield b"".join(out)
+        t1b = time.monotonic()
         r.pipe(indexes())
-        whole = r.memory()
         t2 = time.monotonic()
+        whole = r.memory()
         stats = r("EVAL", """
 local lists, blobs, bytes, sets, members, usage, cur = 0, 0, 0, 0, 0, 0, '0'
 repeat
@@ -166,7 +167,7 @@ repeat
 until cur == '0'
 return {lists, blobs, bytes, sets, members, usage}""", 0, PREFIX).split()
         return {"n": n, "base": base, "keys": keys_only - base, "index": whole - keys_only,
-                "set_s": t1 - t0, "index_s": t2 - t1, "lists": int(stats[0]),
+                "set_s": t1 - t0, "index_s": t2 - t1b, "lists": int(stats[0]),
                 "blobs": int(stats[1]), "blob_bytes": int(stats[2]), "sets": int(stats[3]),
                 "members": int(stats[4]), "usage": int(stats[5])}
     finally:
