@@ -107,6 +107,12 @@ def key(i):
     return ("%s{big:user-%0*d}:k" % (PREFIX, 6 if i < 1000000 else 7, i)).encode()
 
 
+def chunks(make, n):
+    """make(i)'s commands for i in 1..n, 20,000 to a chunk."""
+    for first in range(1, n + 1, 20000):
+        yield b"".join(make(i) for i in range(first, min(first + 20000, n + 1)))
+
+
 def measure(n, sha, text):
     r = Server()
     try:
@@ -120,33 +126,17 @@ def measure(n, sha, text):
         now = float(int(sec) * 1000000 + int(usec))
         base = r.memory()
 
-        def sets():
-            out = []
-            for i in range(1, n + 1):
-                tokens = float(1 + i % (MAX - 1))
-                ttl = str(int((MAX - tokens) / RATE * 1000) + 1).encode()
-                out.append(command(b"SET", key(i), struct.pack("<ddd", tokens, now, 1.0),
-                                   b"PX", ttl))
-                if len(out) == 20000:
-                    yield b"".join(out)
-                    out = []
-            yield b"".join(out)
+        def state(i):
+            tokens = float(1 + i % (MAX - 1))
+            ttl = str(int((MAX - tokens) / RATE * 1000) + 1).encode()
+            return command(b"SET", key(i), struct.pack("<ddd", tokens, now, 1.0), b"PX", ttl)
         t0 = time.monotonic()
-        r.pipe(sets())
-        t1 = time.monotonic()
+        r.pipe(chunks(state, n))
+        set_s = time.monotonic() - t0
         keys_only = r.memory()
-
-        def indexes():
-            out = []
-            for i in range(1, n + 1):
-                out.append(command(b"EVALSHA", sha, b"1", key(i), b"index", b"0", b""))
-                if len(out) == 20000:
-                    yield b"".join(out)
-                    out = []
-            yield b"".join(out)
-        t1b = time.monotonic()
-        r.pipe(indexes())
-        t2 = time.monotonic()
+        t0 = time.monotonic()
+        r.pipe(chunks(lambda i: command(b"EVALSHA", sha, b"1", key(i), b"index", b"0", b""), n))
+        index_s = time.monotonic() - t0
         whole = r.memory()
         stats = r("EVAL", """
 local lists, blobs, bytes, sets, members, usage, cur = 0, 0, 0, 0, 0, 0, '0'
@@ -167,7 +157,7 @@ repeat
 until cur == '0'
 return {lists, blobs, bytes, sets, members, usage}""", 0, PREFIX).split()
         return {"n": n, "base": base, "keys": keys_only - base, "index": whole - keys_only,
-                "set_s": t1 - t0, "index_s": t2 - t1b, "lists": int(stats[0]),
+                "set_s": set_s, "index_s": index_s, "lists": int(stats[0]),
                 "blobs": int(stats[1]), "blob_bytes": int(stats[2]), "sets": int(stats[3]),
                 "members": int(stats[4]), "usage": int(stats[5])}
     finally:
