@@ -169,14 +169,20 @@ def main():
     ap.add_argument("--keys", default="100000,10000000",
                     help="the counts measured, comma-separated (default 100000,10000000)")
     ap.add_argument("--results", help="a Markdown file the table is appended to")
+    ap.add_argument("--max-index-bytes", type=float,
+                    help="exit 1 when the index costs more than this a bucket at any count "
+                         "(the suite's smoke run: issue 41's 15)")
     a = ap.parse_args()
     text = lua_script("bucket", os.path.join(ROOT, "lua"))
     sha = hashlib.sha1(text).hexdigest().encode()
-    rows = []
+    rows, over = [], []
     load0 = os.getloadavg()[0]
     for n in (int(x) for x in a.keys.split(",")):
         m = measure(n, sha, text)
         sys.stderr.write("index-memory: %d keys: %s\n" % (n, m))
+        if a.max_index_bytes is not None and m["index"] / n > a.max_index_bytes:
+            over.append("%d keys: the index costs %.1f bytes a bucket, more than %.1f"
+                        % (n, m["index"] / n, a.max_index_bytes))
         rows.append("| {:,} | {:.1f} | {:.1f} | {:.1f} | {:,} lists, {:,} blobs of {:.0f} B | "
                     "{:,} in {:,} sets | {:.0f} s, {:.0f} s |".format(
                         n, m["keys"] / n, m["index"] / n, (m["keys"] + m["index"]) / n,
@@ -200,6 +206,9 @@ def main():
     if a.results:
         with open(a.results, "a") as f:
             f.write("\n".join(out) + "\n")
+    for line in over:
+        sys.stderr.write("index-memory: %s\n" % line)
+    sys.exit(1 if over else 0)
 
 
 if __name__ == "__main__":
