@@ -107,6 +107,7 @@
 #define SETTLE_SLOT_BATCH 1024          /* index keys (slots) read per round trip */
 #define SETTLE_BOX_BATCH 64             /* index reads (LRANGE, HKEYS) per round trip */
 #define SETTLE_LIST_RANGE 8             /* blobs of a group's list an LRANGE reads */
+#define SETTLE_LIST_ROUNDS 20           /* readings of the lists' split blobs, at most */
 #define SETTLE_LEASE_MS 15000           /* a lease's life; renewed every progress tick */
 #define SETTLE_PROGRESS_MS 2000         /* a progress line (and a lease renewal) this often */
 
@@ -400,149 +401,204 @@ struct box {
     int blobs;
 };
 
-/* The group lists (lua/bucket.lua's top), and the hashes that held the
- * same entries before them, of the groups whose first slot is among
- * slots[0..m): each group's LLEN, its hashes' "k p" and whether its first
- * hash exists, in one round trip; then the list's blobs
- * SETTLE_LIST_RANGE at a time (LRANGE) and each hash's fields (HKEYS),
- * SETTLE_BOX_BATCH reads a pipelined round trip, their entries turned back
- * into keys and settled in one more (limiter_settle(), which also takes
- * the entries whose bucket is gone out). */
-static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
+/* What settle_groups() knows of one group: its list and the blobs still
+ * to read of it ([from, blobs)), its hashes of before and how many are
+ * still to read. */
+struct group {
+    char list[POLICY_REDIS_KEY_MAX];
+    char hashes[POLICY_REDIS_KEY_MAX];     /* "k p"; the hashes are "k p":<i> */
+    char first_hash[POLICY_REDIS_KEY_MAX + 2];
+    unsigned long long from, blobs, nhashes;
+    struct redis_str args[3][2];
+};
+
+/* The LLEN of every group's list in one round trip, and with hashes also
+ * each group's "k p" and whether its first hash exists: sets g->nhashes,
+ * and the blobs to read next, [g->from, g->blobs): a list's new blobs when
+ * a split may have moved entries there that the reading just done missed
+ * (policy_index_split_unread()), none otherwise. *grown: whether any list has blobs to
+ * read. */
+static int groups_read(struct master_job *j, struct group *gs, size_t ng, int hashes,
+                       struct redis_command_call *calls, struct strs *got, int *grown)
 {
-    const char *prefix = j->st->cfg->redis_prefix, *name = j->e->name;
-    enum { PER_GROUP = 3 };     /* LLEN of the list, GET of "k p", EXISTS of hash 0 */
-    unsigned first[POLICY_SLOTS / POLICY_INDEX_GROUP];
-    unsigned long long blobs[POLICY_SLOTS / POLICY_INDEX_GROUP];
-    unsigned long long hashes[POLICY_SLOTS / POLICY_INDEX_GROUP];
-    char (*lkeys)[POLICY_REDIS_KEY_MAX] = NULL, (*hkeys)[POLICY_REDIS_KEY_MAX] = NULL;
-    char (*zkeys)[POLICY_REDIS_KEY_MAX + 2] = NULL;
-    struct box *boxes = NULL;
-    struct strs *got = NULL, arena = {0};
-    struct redis_command_call *calls = NULL;
-    struct redis_str (*args)[2] = NULL, *page = NULL;
-    size_t ng = 0, page_cap = 0, most;
-    int rc = PERMITD_OK;
+    size_t per = hashes ? 3 : 1;
+    int rc;
 
-    for (size_t i = 0; i < m; i++)
-        if (slots[i] % POLICY_INDEX_GROUP == 0 && ng < sizeof(first) / sizeof(first[0]))
-            first[ng++] = slots[i];
-    if (ng == 0)
-        return PERMITD_OK;
-    most = PER_GROUP * ng > SETTLE_BOX_BATCH ? PER_GROUP * ng : SETTLE_BOX_BATCH;
-    lkeys = calloc(ng, sizeof(*lkeys));
-    hkeys = calloc(ng, sizeof(*hkeys));
-    zkeys = calloc(ng, sizeof(*zkeys));
-    boxes = calloc(SETTLE_BOX_BATCH, sizeof(*boxes));
-    got = calloc(most, sizeof(*got));
-    calls = calloc(most, sizeof(*calls));
-    args = calloc(most, sizeof(*args));
-    if (lkeys == NULL || hkeys == NULL || zkeys == NULL || boxes == NULL || got == NULL || calls == NULL ||
-        args == NULL) {
-        rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
-        goto done;
-    }
     for (size_t g = 0; g < ng; g++) {
-        struct redis_command_call *c = &calls[PER_GROUP * g];
-        struct redis_str (*a)[2] = &args[PER_GROUP * g];
+        struct redis_command_call *c = &calls[per * g];
 
-        policy_index_group_key(lkeys[g], prefix, name, first[g], POLICY_INDEX_LIST);
-        size_t hn = policy_index_group_key(hkeys[g], prefix, name, first[g], POLICY_INDEX_HASHES);
-        a[0][0] = (struct redis_str){"LLEN", 4};
-        a[0][1] = (struct redis_str){lkeys[g], strlen(lkeys[g])};
-        a[1][0] = (struct redis_str){"GET", 3};
-        a[1][1] = (struct redis_str){hkeys[g], hn};
-        snprintf(zkeys[g], sizeof(zkeys[g]), "%s:0", hkeys[g]);
-        a[2][0] = (struct redis_str){"EXISTS", 6};
-        a[2][1] = (struct redis_str){zkeys[g], hn + 2};
-        c[0] = (struct redis_command_call){.args = a[0], .nargs = 2};
-        c[1] = (struct redis_command_call){.args = a[1], .nargs = 2, .each = settle_collect,
-                                           .ud = &got[g]};
-        c[2] = (struct redis_command_call){.args = a[2], .nargs = 2};
+        gs[g].args[0][0] = (struct redis_str){"LLEN", 4};
+        gs[g].args[0][1] = (struct redis_str){gs[g].list, strlen(gs[g].list)};
+        c[0] = (struct redis_command_call){.args = gs[g].args[0], .nargs = 2};
+        if (!hashes)
+            continue;
+        gs[g].args[1][0] = (struct redis_str){"GET", 3};
+        gs[g].args[1][1] = (struct redis_str){gs[g].hashes, strlen(gs[g].hashes)};
+        gs[g].args[2][0] = (struct redis_str){"EXISTS", 6};
+        gs[g].args[2][1] = (struct redis_str){gs[g].first_hash, strlen(gs[g].first_hash)};
+        c[1] = (struct redis_command_call){.args = gs[g].args[1], .nargs = 2,
+                                           .each = settle_collect, .ud = &got[g]};
+        c[2] = (struct redis_command_call){.args = gs[g].args[2], .nargs = 2};
     }
-    rc = redis_command_pipeline(j->st->redis, calls, PER_GROUP * ng, settle_deadline(), &j->err);
+    rc = redis_command_pipeline(j->st->redis, calls, per * ng, settle_deadline(), &j->err);
+    *grown = 0;
     for (size_t g = 0; rc == PERMITD_OK && g < ng; g++) {
-        const struct redis_command_call *c = &calls[PER_GROUP * g];
+        const struct redis_command_call *c = &calls[per * g];
+        unsigned long long len;
         unsigned k = 0, p = 0;
 
-        for (int i = 0; rc == PERMITD_OK && i < PER_GROUP; i++)
+        for (size_t i = 0; rc == PERMITD_OK && i < per; i++)
             if (c[i].rc != PERMITD_OK)
-                rc = permitd_error_set(&j->err, c[i].rc, "%s of the index of group %u failed",
-                                       c[i].args[0].p, first[g] / POLICY_INDEX_GROUP);
-        if (rc == PERMITD_OK && got[g].oom)
+                rc = permitd_error_set(&j->err, c[i].rc, "%s of %s failed", c[i].args[0].p,
+                                       c[i].args[1].p);
+        if (rc == PERMITD_OK && hashes && got[g].oom)
             rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
-        else if (rc == PERMITD_OK && got[g].n == 1 &&
+        else if (rc == PERMITD_OK && hashes && got[g].n == 1 &&
                  (sscanf(got[g].v[0], "%u %u", &k, &p) != 2 || k > 24 || p >= 1u << k))
             rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "%s holds \"%.40s\", not "
                                    "\"k p\" with k <= 24 and p < 2^k (lua/bucket.lua's top)",
-                                   hkeys[g], got[g].v[0]);
-        if (rc == PERMITD_OK) {
-            blobs[g] = c[0].integer > 0 ? (unsigned long long)c[0].integer : 0;
-            hashes[g] = got[g].n == 1 ? (1ull << k) + p : c[2].integer == 1 ? 1 : 0;
+                                   gs[g].hashes, got[g].v[0]);
+        if (rc != PERMITD_OK)
+            break;
+        if (hashes)
+            gs[g].nhashes = got[g].n == 1 ? (1ull << k) + p : c[2].integer == 1 ? 1 : 0;
+        len = c[0].integer > 0 ? (unsigned long long)c[0].integer : 0;
+        if (hashes) {                   /* the first reading: every blob, every hash */
+            gs[g].from = 0;
+            gs[g].blobs = len;
+            *grown |= len > 0 || gs[g].nhashes > 0;
+        } else if (len > gs[g].blobs && policy_index_split_unread(gs[g].from, gs[g].blobs, len)) {
+            gs[g].from = gs[g].blobs;
+            gs[g].blobs = len;
+            *grown = 1;
+        } else {
+            gs[g].from = gs[g].blobs = len > gs[g].blobs ? len : gs[g].blobs;
         }
     }
-    for (size_t g = 0; g < PER_GROUP * ng && g < most; g++)
+    for (size_t g = 0; hashes && g < ng; g++)
         settle_strs_clear(&got[g]);
-    /* Every range of every list and every hash, SETTLE_BOX_BATCH a round trip. */
-    for (size_t g = 0, i = 0; rc == PERMITD_OK && g < ng;) {
-        size_t nc = 0, n = 0;
+    return rc;
+}
 
-        if (settle_stopping(j->st)) {
-            rc = permitd_error_set(&j->err, PERMITD_ECANCELED, "permitd is stopping");
-            break;
-        }
-        while (g < ng && nc < SETTLE_BOX_BATCH) {
-            unsigned long long ranges = (blobs[g] + SETTLE_LIST_RANGE - 1) / SETTLE_LIST_RANGE;
-            struct box *b = &boxes[nc];
+/* The group lists (lua/bucket.lua's top), and the hashes that held the
+ * same entries before them, of the groups whose first slot is among
+ * slots[0..m): each group's LLEN, its hashes' "k p" and whether its first
+ * hash exists, in one round trip; then each hash's fields (HKEYS) and the
+ * lists' blobs SETTLE_LIST_RANGE at a time (LRANGE), SETTLE_BOX_BATCH
+ * reads a pipelined round trip, their entries turned back into keys and
+ * settled in one more (limiter_settle(), which also takes the entries
+ * whose bucket is gone out). Then each list's LLEN again: a split moves
+ * entries of a blob into a new one at the list's end, so the new blobs are
+ * read too while a split may have moved entries that no reading met
+ * (policy_index_split_unread(): in practice once). The hashes come first: the prune
+ * moves their entries into the lists. */
+static int settle_groups(struct master_job *j, const unsigned *slots, size_t m)
+{
+    const char *prefix = j->st->cfg->redis_prefix, *name = j->e->name;
+    struct group *gs = NULL;
+    struct box *boxes = NULL;
+    struct strs *got = NULL, arena = {0};
+    struct redis_command_call *calls = NULL;
+    struct redis_str *page = NULL;
+    size_t ng = 0, page_cap = 0, most;
+    int rc = PERMITD_OK, grown = 1;
 
-            if (i == ranges + hashes[g]) {
-                g++;
-                i = 0;
-                continue;
+    for (size_t i = 0; i < m; i++)
+        ng += slots[i] % POLICY_INDEX_GROUP == 0;
+    if (ng == 0)
+        return PERMITD_OK;
+    most = 3 * ng > SETTLE_BOX_BATCH ? 3 * ng : SETTLE_BOX_BATCH;
+    gs = calloc(ng, sizeof(*gs));
+    boxes = calloc(SETTLE_BOX_BATCH, sizeof(*boxes));
+    got = calloc(most, sizeof(*got));
+    calls = calloc(most, sizeof(*calls));
+    if (gs == NULL || boxes == NULL || got == NULL || calls == NULL) {
+        rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0, g = 0; i < m; i++) {
+        if (slots[i] % POLICY_INDEX_GROUP != 0)
+            continue;
+        policy_index_group_key(gs[g].list, prefix, name, slots[i], POLICY_INDEX_LIST);
+        policy_index_group_key(gs[g].hashes, prefix, name, slots[i], POLICY_INDEX_HASHES);
+        snprintf(gs[g].first_hash, sizeof(gs[g].first_hash), "%s:0", gs[g].hashes);
+        g++;
+    }
+    rc = groups_read(j, gs, ng, 1, calls, got, &grown);
+    for (int round = 0; rc == PERMITD_OK && grown; round++) {
+        /* Every hash and every range of every list still to read,
+         * SETTLE_BOX_BATCH a round trip. */
+        for (size_t g = 0, i = 0; rc == PERMITD_OK && g < ng;) {
+            size_t nc = 0, n = 0;
+
+            if (settle_stopping(j->st)) {
+                rc = permitd_error_set(&j->err, PERMITD_ECANCELED, "permitd is stopping");
+                break;
             }
-            if (i < ranges) {
-                snprintf(b->key, sizeof(b->key), "%s", lkeys[g]);
-                snprintf(b->from, sizeof(b->from), "%llu", (unsigned long long)i *
-                         SETTLE_LIST_RANGE);
-                snprintf(b->to, sizeof(b->to), "%llu", (unsigned long long)(i + 1) *
-                         SETTLE_LIST_RANGE - 1);
-                b->args[0] = (struct redis_str){"LRANGE", 6};
-                b->args[2] = (struct redis_str){b->from, strlen(b->from)};
-                b->args[3] = (struct redis_str){b->to, strlen(b->to)};
-                b->blobs = 1;
-            } else {
-                snprintf(b->key, sizeof(b->key), "%s:%llu", hkeys[g],
-                         (unsigned long long)(i - ranges));
-                b->args[0] = (struct redis_str){"HKEYS", 5};
-                b->blobs = 0;
+            while (g < ng && nc < SETTLE_BOX_BATCH) {
+                struct group *x = &gs[g];
+                unsigned long long ranges = (x->blobs - x->from + SETTLE_LIST_RANGE - 1) /
+                                            SETTLE_LIST_RANGE;
+                struct box *b = &boxes[nc];
+
+                if (i == x->nhashes + ranges) {
+                    g++;
+                    i = 0;
+                    continue;
+                }
+                if (i < x->nhashes) {
+                    snprintf(b->key, sizeof(b->key), "%s:%zu", x->hashes, i);
+                    b->args[0] = (struct redis_str){"HKEYS", 5};
+                    b->blobs = 0;
+                } else {
+                    unsigned long long at = x->from + (i - x->nhashes) * SETTLE_LIST_RANGE;
+
+                    snprintf(b->key, sizeof(b->key), "%s", x->list);
+                    snprintf(b->from, sizeof(b->from), "%llu", at);
+                    snprintf(b->to, sizeof(b->to), "%llu", at + SETTLE_LIST_RANGE - 1);
+                    b->args[0] = (struct redis_str){"LRANGE", 6};
+                    b->args[2] = (struct redis_str){b->from, strlen(b->from)};
+                    b->args[3] = (struct redis_str){b->to, strlen(b->to)};
+                    b->blobs = 1;
+                }
+                b->args[1] = (struct redis_str){b->key, strlen(b->key)};
+                calls[nc] = (struct redis_command_call){.args = b->args,
+                                                        .nargs = b->blobs ? 4 : 2,
+                                                        .each = settle_collect, .ud = &got[nc]};
+                nc++;
+                i++;
             }
-            b->args[1] = (struct redis_str){b->key, strlen(b->key)};
-            calls[nc] = (struct redis_command_call){.args = b->args, .nargs = b->blobs ? 4 : 2,
-                                                    .each = settle_collect, .ud = &got[nc]};
-            nc++;
-            i++;
+            if (nc == 0)
+                break;
+            rc = redis_command_pipeline(j->st->redis, calls, nc, settle_deadline(), &j->err);
+            for (size_t c = 0; rc == PERMITD_OK && c < nc; c++) {
+                if (calls[c].rc != PERMITD_OK)
+                    rc = permitd_error_set(&j->err, calls[c].rc, "%s of %s failed",
+                                           boxes[c].args[0].p, boxes[c].key);
+                else if (got[c].oom)
+                    rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
+                else
+                    rc = entry_keys(prefix, name, &got[c], boxes[c].blobs, &page, &n, &page_cap,
+                                    &arena, &j->err);
+            }
+            if (rc == PERMITD_OK && n > 0)
+                rc = limiter_settle(j->st->limiter, j->e, page, n, settle_deadline(), &j->set,
+                                    &j->removed, &j->gone, &j->err);
+            atomic_fetch_add(&j->keys, n);
+            for (size_t c = 0; c < nc; c++)
+                settle_strs_clear(&got[c]);
+            settle_strs_clear(&arena);
+            j->steps++;
         }
-        if (nc == 0)
-            break;
-        rc = redis_command_pipeline(j->st->redis, calls, nc, settle_deadline(), &j->err);
-        for (size_t c = 0; rc == PERMITD_OK && c < nc; c++) {
-            if (calls[c].rc != PERMITD_OK)
-                rc = permitd_error_set(&j->err, calls[c].rc, "%s of %s failed",
-                                       boxes[c].args[0].p, boxes[c].key);
-            else if (got[c].oom)
-                rc = permitd_error_set(&j->err, PERMITD_EINTERNAL, "out of memory");
-            else
-                rc = entry_keys(prefix, name, &got[c], boxes[c].blobs, &page, &n, &page_cap,
-                                &arena, &j->err);
-        }
-        if (rc == PERMITD_OK && n > 0)
-            rc = limiter_settle(j->st->limiter, j->e, page, n, settle_deadline(), &j->set,
-                                &j->removed, &j->gone, &j->err);
-        atomic_fetch_add(&j->keys, n);
-        for (size_t c = 0; c < nc; c++)
-            settle_strs_clear(&got[c]);
-        settle_strs_clear(&arena);
-        j->steps++;
+        for (size_t g = 0; g < ng; g++)
+            gs[g].nhashes = 0;          /* read once */
+        if (rc == PERMITD_OK)
+            rc = groups_read(j, gs, ng, 0, calls, got, &grown);
+        if (rc == PERMITD_OK && grown && round + 1 == SETTLE_LIST_ROUNDS)
+            rc = permitd_error_set(&j->err, PERMITD_EUNAVAILABLE, "the group lists of policy "
+                                   "\"%s\" still split under %d readings (buckets created "
+                                   "faster than a settle reads them): tried again at the next "
+                                   "pass", name, SETTLE_LIST_ROUNDS);
     }
 done:
     for (size_t c = 0; got != NULL && c < most; c++) {
@@ -551,13 +607,10 @@ done:
         free(got[c].lens);
     }
     free(arena.v);
-    free(lkeys);
-    free(hkeys);
-    free(zkeys);
+    free(gs);
     free(boxes);
     free(got);
     free(calls);
-    free(args);
     free(page);
     return rc;
 }
@@ -583,8 +636,16 @@ static void *settle_master(void *arg)
     j->rc = b == NULL || calls == NULL ? permitd_error_set(&j->err, PERMITD_EINTERNAL,
                                                            "out of memory")
                                        : wait_long(j->st, &j->err);
-    for (size_t first = 0; j->rc == PERMITD_OK && first < j->nslots; first += SETTLE_SLOT_BATCH) {
-        size_t m = j->nslots - first < SETTLE_SLOT_BATCH ? j->nslots - first : SETTLE_SLOT_BATCH;
+    for (size_t first = 0, m = 0; j->rc == PERMITD_OK && first < j->nslots; first += m) {
+        m = j->nslots - first < SETTLE_SLOT_BATCH ? j->nslots - first : SETTLE_SLOT_BATCH;
+        /* A batch ends where a group of slots ends: a group's sets are read
+         * before its list (settle_groups()), so a live entry the prune
+         * moves from a set into the list meanwhile is met in one or the
+         * other. */
+        while (first + m < j->nslots && m > POLICY_INDEX_GROUP &&
+               j->slots[first + m] / POLICY_INDEX_GROUP ==
+               j->slots[first + m - 1] / POLICY_INDEX_GROUP)
+            m--;
         size_t active = m;
 
         for (size_t i = 0; i < m; i++) {

@@ -476,6 +476,20 @@ size_t policy_index_group_key(char *buf, const char *prefix, const char *name, u
     return n < 0 ? 0 : (size_t)n;
 }
 
+int policy_index_split_unread(unsigned long long from, unsigned long long blobs,
+                              unsigned long long len)
+{
+    for (unsigned long long l = blobs > 1 ? blobs : 1; l < len; l++) {
+        unsigned long long top = 1;
+
+        while (top * 2 <= l)
+            top *= 2;
+        if (l - top >= from && l - top < blobs)
+            return 1;
+    }
+    return 0;
+}
+
 int policy_index_key_kind(const char *prefix, const char *key)
 {
     size_t plen = strlen(prefix), i;

@@ -99,6 +99,15 @@ enum policy_index_form { POLICY_INDEX_LIST = 'l', POLICY_INDEX_HASHES = 'g' };
 size_t policy_index_group_key(char *buf, const char *prefix, const char *name, unsigned slot,
                               enum policy_index_form form);
 
+/* Whether a group list that grew from `blobs` to `len` blobs while its
+ * blobs [from, blobs) were being read may hold entries no reading met: a
+ * split that made blob L moved entries out of blob L - 2^floor(log2 L)
+ * (linear hashing, lua/bucket.lua's top) into L, and only a source among
+ * the blobs being read may have been read after the move (sources below
+ * `from` were read in full before). The settle reads the new blobs then. */
+int policy_index_split_unread(unsigned long long from, unsigned long long blobs,
+                              unsigned long long len);
+
 /* What index key `key` (NUL-terminated) of prefix is: 'x' a set of one
  * slot, 'l' a group's list, 'g' a hash of before the lists (its "k p" or
  * a container); 0 for anything else, such as a bucket key whose KEY holds

@@ -430,6 +430,16 @@ static void test_policy_index_keys_agree_with_bucket_lua(void)
     CHECK_INT(policy_index_key_kind("p:", "p:{abc}iq:api"), 0);
     CHECK_INT(policy_index_key_kind("p:", "p:{ab"), 0);
 
+    /* Whether a settle reads a list's new blobs again: blob L is split
+     * from blob L - 2^floor(log2 L) (5 from 1, 8 from 0, 13 from 5). */
+    CHECK_INT(policy_index_split_unread(0, 5, 5), 0);         /* nothing grew */
+    CHECK_INT(policy_index_split_unread(0, 5, 6), 1);         /* 5 from 1, read in this reading */
+    CHECK_INT(policy_index_split_unread(5, 8, 9), 0);         /* 8 from 0: read in full before */
+    CHECK_INT(policy_index_split_unread(5, 8, 14), 1);        /* 13 from 5: being read */
+    CHECK_INT(policy_index_split_unread(8, 9, 16), 0);        /* 9..15 from 1..7 */
+    CHECK_INT(policy_index_split_unread(1, 3, 4), 1);         /* 3 from 1: being read */
+    CHECK_INT(policy_index_split_unread(0, 0, 0), 0);
+
     /* An entry back into its key: each layout, and what is no entry. */
     CHECK_INT((int)policy_index_entry_key(key, "p:", "api", "user-7", 6), 16);
     CHECK_STR(key, "p:{api:user-7}:k");
