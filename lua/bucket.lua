@@ -218,7 +218,7 @@ nothing before) drops the entries of SWEEP_BLOBS blobs whose bucket holds
 no key, answering '<ddd' {kept, removed, the next blob or 0 at the end};
 given a hash of before, it moves the hash's live entries into the lists.
 server/stores/policy.c builds the same names (policy_index_key(),
-policy_index_list_key()) and turns entries back into keys
+policy_index_group_key()) and turns entries back into keys
 (policy_index_entry_key()); tests/unit/stores/test_policy.c checks the
 tables agree.
 

@@ -1,7 +1,8 @@
 /*
  * settle_internal.h - what settle.c shares with settle_prune.c (the bucket
- * index's prune): the runner's state and the helpers both use. Nothing
- * else includes it.
+ * index's prune) and settle_groups.c (a settle's reading of the group
+ * lists): the runner's state, a master thread's job and the helpers they
+ * use. Nothing else includes it.
  */
 #ifndef PERMITD_SETTLE_INTERNAL_H
 #define PERMITD_SETTLE_INTERNAL_H
@@ -59,6 +60,30 @@ struct settle {
     struct settle_status status;
 };
 
+struct policies_entry;
+
+/* One master's share of a settle or of the index build, run on a thread
+ * of its own (settle.c). */
+struct master_job {
+    struct settle *st;
+    const struct policies_entry *e; /* the policy settled; NULL: the index build */
+    int master;                     /* settle: its redis_slot_master() number */
+    const unsigned *slots;          /* settle: the slots it serves, nslots of them */
+    const char *done_key;           /* settle: the bitmap of the slots done (resume) */
+    size_t nslots;
+    size_t scan;                    /* index build: its index for redis_scan_master() */
+    char node[REDIS_WHERE_MAX];     /* index build: its address, after the first step */
+    _Atomic uint64_t keys;          /* bucket keys met so far */
+    _Atomic size_t slots_done;      /* settle: slots whose index was read whole */
+    long long set, removed, gone;   /* settle: bucket.lua's counts; index build: added, -, gone */
+    size_t steps;                   /* round trips of SSCANs (settle) or SCAN steps (build) */
+    int rc;
+    struct permitd_error err;
+    pthread_t thread;
+    int running;                    /* a thread was started and not joined yet */
+    _Atomic int finished;           /* the thread's function has returned */
+};
+
 /* Collects each string of a reply into the struct strs at ud. */
 void settle_collect(void *ud, const char *str, size_t len);
 
@@ -74,6 +99,10 @@ int64_t settle_deadline(void);
 
 /* Whether the runner is asked to stop. */
 int settle_stopping(struct settle *st);
+
+/* The group lists of policy j->e (settle_groups.c) of the groups whose
+ * first slot is among slots[0..m), read and their buckets settled. */
+int settle_groups(struct master_job *j, const unsigned *slots, size_t m);
 
 /* One slice of the bucket index's prune (settle_prune.c), when it is due. */
 void settle_prune_slice(struct settle *st);
