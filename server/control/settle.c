@@ -115,27 +115,6 @@ struct settle_item {
     uint64_t stamp;
 };
 
-
-void settle_collect(void *ud, const char *str, size_t len)
-{
-    struct strs *sv = ud;
-
-    if (sv->n == sv->cap) {
-        size_t cap = sv->cap ? sv->cap * 2 : 64;
-        char **v = realloc(sv->v, cap * sizeof(*v));
-        if (v == NULL) {
-            sv->oom = 1;
-            return;
-        }
-        sv->v = v;
-        sv->cap = cap;
-    }
-    if ((sv->v[sv->n] = strndup(str, len)) == NULL)
-        sv->oom = 1;
-    else
-        sv->n++;
-}
-
 /* As settle_collect(), keeping each string's length too (a bitmap holds NULs). */
 static void collect_bytes(void *ud, const char *str, size_t len)
 {
@@ -161,19 +140,6 @@ static void collect_bytes(void *ud, const char *str, size_t len)
     free(sv->v[sv->n - 1]);
     sv->v[sv->n - 1] = copy;
     sv->lens[sv->n - 1] = len;
-}
-
-void settle_strs_clear(struct strs *sv)
-{
-    for (size_t i = 0; i < sv->n; i++)
-        free(sv->v[i]);
-    sv->n = 0;
-    sv->oom = 0;
-}
-
-int64_t settle_deadline(void)
-{
-    return clock_now_us() + (int64_t)SETTLE_REDIS_DEADLINE_MS * 1000;
 }
 
 int settle_new(const struct config *cfg, struct redis *redis, struct limiter *limiter,
@@ -238,16 +204,6 @@ void settle_get_status(struct settle *st, struct settle_status *out)
     pthread_mutex_lock(&st->lock);
     *out = st->status;
     pthread_mutex_unlock(&st->lock);
-}
-
-int settle_stopping(struct settle *st)
-{
-    int stop;
-
-    pthread_mutex_lock(&st->lock);
-    stop = st->stopping;
-    pthread_mutex_unlock(&st->lock);
-    return stop;
 }
 
 /* Lets this thread's Redis calls take up to SETTLE_REDIS_DEADLINE_MS,
@@ -321,21 +277,6 @@ struct sscan {
     struct strs got;                /* the cursor, then the members */
     int done;
 };
-
-/* Grows *page to hold n keys. */
-int settle_page_room(struct redis_str **page, size_t *cap, size_t n,
-                     struct permitd_error *err)
-{
-    struct redis_str *grown;
-
-    if (n <= *cap)
-        return PERMITD_OK;
-    if ((grown = realloc(*page, n * sizeof(**page))) == NULL)
-        return permitd_error_set(err, PERMITD_EINTERNAL, "out of memory");
-    *page = grown;
-    *cap = n;
-    return PERMITD_OK;
-}
 
 /* The thread of one master's share of a settle: the policy's index keys of
  * the slots that master serves, SETTLE_SLOT_BATCH at a time, each SSCANned

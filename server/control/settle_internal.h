@@ -1,8 +1,8 @@
 /*
  * settle_internal.h - what settle.c shares with settle_prune.c (the bucket
  * index's prune) and settle_groups.c (a settle's reading of the group
- * lists): the runner's state, a master thread's job and the helpers they
- * use. Nothing else includes it.
+ * lists): the runner's state, a master thread's job, and the helpers they
+ * use (settle_common.c). Nothing else includes it.
  */
 #ifndef PERMITD_SETTLE_INTERNAL_H
 #define PERMITD_SETTLE_INTERNAL_H
