@@ -41,6 +41,12 @@ class LoginFloodTest(AdminCase):
         return c.login(username, password)
 
     def test_flood_is_capped_and_readyz_answers_meanwhile(self):
+        # The flood starts once the instance is ready (its first sync pass
+        # done, which a loaded machine may take a while to finish): any
+        # /readyz other than 200 below is then the flood's doing.
+        admin = self.permitd.admin()
+        wait_for("/readyz 200 before the flood",
+                 lambda: admin.request("GET", "/readyz").status == 200, timeout=60)
         replies = [None] * FLOOD
         start = threading.Barrier(FLOOD + 1)
 
