@@ -72,12 +72,13 @@ struct group {
     struct redis_str args[3][2];
 };
 
-/* The LLEN of every group's list in one round trip, and with hashes also
- * each group's "k p" and whether its first hash exists: sets g->nhashes,
- * and the blobs to read next, [g->from, g->blobs): a list's new blobs when
- * a split may have moved entries there that the reading just done missed
- * (policy_index_split_unread()), none otherwise. *grown: whether any list has blobs to
- * read. */
+/* The LLEN of every group's list in one round trip, and with hashes (the
+ * first reading) also each group's "k p" and whether its first hash
+ * exists: sets g->nhashes, and the blobs to read next, [g->from,
+ * g->blobs): at first all of them; later a list's new blobs when a split
+ * may have moved entries there that the reading just done missed
+ * (policy_index_split_unread()), none otherwise. *grown: whether any group
+ * has anything to read. */
 static int groups_read(struct master_job *j, struct group *gs, size_t ng, int hashes,
                        struct redis_command_call *calls, struct strs *got, int *grown)
 {
