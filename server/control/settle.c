@@ -67,7 +67,7 @@
  *     edited would keep every key it ever had. So each runner walks every
  *     master's keyspace for index keys, a slice of SETTLE_PRUNE_STEPS SCAN
  *     steps per master every --index-prune-ms, and removes the dead
- *     entries of each set (bucket.lua "index") and container (bucket.lua
+ *     entries of each set (bucket.lua "index") and list (bucket.lua
  *     "sweep") it finds; the walk is kept in memory (an instance
  *     that restarts starts it again) and its rounds are logged.
  *   - progress is logged every SETTLE_PROGRESS_MS (keys and slots done per

@@ -188,7 +188,7 @@ def fill_keys(first, last, stamp):
     """Bucket keys user-FIRST..user-(LAST-1) of policy big, as bucket.lua
     writes them, through redis-cli --pipe: each key SET with its TTL, then
     indexed by bucket.lua's own "index" mode, 500 keys a call (the group
-    containers of issue 41, as a bucket.lua take that creates it would).
+    lists of issue 41, as a bucket.lua take that creates it would).
     Returns the seconds it took."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
     from harness.stack import lua_script

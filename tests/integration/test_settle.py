@@ -22,7 +22,8 @@ every master scanned in parallel; the edit does not wait for it.
     through permitd or left by an older permitd (no index entry: indexed by
     the one SCAN per Redis at start); a bucket gone leaves the index;
   - the index prune (--index-prune-ms) drops the entries of buckets gone
-    from the group containers and the sets alike, and keeps the live ones;
+    from the group lists and the sets alike, and keeps the live ones (and
+    moves the live entries of the hashes of before into the lists);
   - /readyz pings every master at once: one master that hangs (SIGSTOP) is
     reported, and every other one is reported ok (a private cluster).
 """
@@ -321,7 +322,7 @@ class SettleTest(test_admin.AdminCase):
 
     def group_cut(self, slot):
         """Whether slot's group of 64 (lua/bucket.lua's top) keeps its
-        containers on another master than slot's; on a single Redis, any
+        list on another master than slot's; on a single Redis, any
         slot will do."""
         if not isinstance(self.redis, ClusterRedis):
             return True
@@ -355,7 +356,7 @@ class SettleTest(test_admin.AdminCase):
             self.assertTrue(decision(c.acquire(own, key="n%d" % i, permits=500))["allowed"])
             new.append(state_key(own, "n%d" % i, prefix))
         # A bucket of a group of 64 slots that two masters share, on the
-        # master that does not hold the group's containers: in the set of
+        # master that does not hold the group's list: in the set of
         # its slot instead (lua/bucket.lua's top); on a single Redis, in its
         # group like the others.
         cut = next(k for k in ("cut%d" % i for i in range(100000))
