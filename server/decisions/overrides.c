@@ -15,14 +15,13 @@
  * Slots hold index + 1 (0: empty); the index is at most half full.
  */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/readers.h"
 #include "decisions/overrides.h"
 
-#define READERS_MAX 1024            /* threads with a slot of their own */
 #define FNV_OFFSET 1469598103934665603ULL
 #define FNV_PRIME 1099511628211ULL
 #define LENS_FAST 64                /* prefix lengths hashed in one pass; more are rehashed */
@@ -72,10 +71,7 @@ struct snap {
 struct overrides {
     _Atomic(struct snap *) cur;
     pthread_mutex_t lock;           /* writers; and readers without a slot */
-    struct {
-        _Atomic unsigned long n;    /* odd while its thread is inside a lookup */
-        char pad[64 - sizeof(unsigned long)];
-    } readers[READERS_MAX];
+    struct readers readers;         /* inside a lookup */
 };
 
 struct overrides_build {
@@ -85,16 +81,6 @@ struct overrides_build {
     size_t mask;
     int failed;
 };
-
-static _Atomic int next_slot;
-static _Thread_local int my_slot = -1;
-
-static int slot(void)
-{
-    if (my_slot < 0)
-        my_slot = atomic_fetch_add(&next_slot, 1);
-    return my_slot < READERS_MAX ? my_slot : -1;
-}
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -274,7 +260,7 @@ static int lookup(const struct snap *s, const char *policy, const char *key, con
 int overrides_lookup(struct overrides *t, const char *policy, const char *key, const char *app,
                      int64_t now_us, struct overrides_hit *hit)
 {
-    int me = slot(), r;
+    int me = readers_slot(), r;
 
     if (me < 0) {
         pthread_mutex_lock(&t->lock);
@@ -282,9 +268,9 @@ int overrides_lookup(struct overrides *t, const char *policy, const char *key, c
         pthread_mutex_unlock(&t->lock);
         return r;
     }
-    atomic_fetch_add(&t->readers[me].n, 1);        /* odd: inside */
+    readers_enter(&t->readers, me);
     r = lookup(atomic_load(&t->cur), policy, key, app, now_us, hit);
-    atomic_fetch_add_explicit(&t->readers[me].n, 1, memory_order_release);
+    readers_leave(&t->readers, me);
     return r;
 }
 
@@ -351,16 +337,8 @@ void overrides_free(struct overrides *t)
 static struct snap *swap(struct overrides *t, struct snap *next)
 {
     struct snap *old = atomic_exchange(&t->cur, next);
-    int used = atomic_load(&next_slot);
 
-    if (used > READERS_MAX)
-        used = READERS_MAX;
-    for (int i = 0; i < used; i++) {
-        unsigned long v = atomic_load(&t->readers[i].n);
-        if (v & 1)
-            while (atomic_load(&t->readers[i].n) == v)
-                sched_yield();
-    }
+    readers_wait(&t->readers);
     return old;
 }
 

@@ -4,14 +4,15 @@
  * Readers never lock. The table is one array of entry pointers, sorted by
  * name, behind an atomic pointer. A writer (under a mutex: writers are
  * rare) builds a new array, swaps it in, and waits until no reader can
- * still be looking at the old one before freeing it: each reading thread
- * owns a slot whose counter is odd while it is inside a lookup, so the
- * writer waits only for readers that were inside when it swapped (a
- * lookup is a binary search and an atomic increment: nanoseconds), never
- * for new ones. The entries themselves are reference-counted: the table
- * holds one reference on each entry it lists, every holder (a decision in
- * flight) one more, and the last to let go frees it. So a request costs a
- * lookup and two atomic additions, and no allocation.
+ * still be looking at the old one before freeing it (core/readers.h):
+ * each reading thread owns a slot whose counter is odd while it is inside
+ * a lookup, so the writer waits only for readers that were inside when it
+ * swapped (a lookup is a binary search and an atomic increment:
+ * nanoseconds), never for new ones. The entries themselves are
+ * reference-counted: the table holds one reference on each entry it lists,
+ * every holder (a decision in flight) one more, and the last to let go
+ * frees it. So a request costs a lookup and two atomic additions, and no
+ * allocation.
  *
  * What the two additions cost, measured (tests/bench/refs.c: Release build,
  * 2 cores shared with other work, 4 runs of best-of-5): the lookup alone
@@ -28,7 +29,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +37,9 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/config.h"
+#include "core/readers.h"
 #include "decisions/policies.h"
 
-#define READERS_MAX 1024            /* threads with a slot of their own */
 #define TOMBSTONES 64               /* policies dropped lately, remembered */
 #define TOMBSTONE_US 30000000       /* for 30 s: longer than any reload takes */
 
@@ -53,11 +53,7 @@ struct policies {
     struct redis *redis;
     _Atomic(struct snap *) cur;
     pthread_mutex_t lock;           /* writers; and readers without a slot */
-    struct {
-        _Atomic unsigned long n;    /* odd while its thread is inside a lookup */
-        char pad[64 - sizeof(unsigned long)];  /* a cache line each: the workers'
-                                                  counters do not share one */
-    } readers[READERS_MAX];
+    struct readers readers;         /* inside a lookup */
     /* Policies this instance dropped lately (policies_forget(): deleted
      * here, or gone from MySQL), each with the version stamp it had: a
      * reload that read the hash before the delete and installs after it
@@ -72,20 +68,6 @@ struct policies {
     } tombs[TOMBSTONES];
     size_t ntomb;                   /* the next slot of the ring */
 };
-
-/* A reading thread's slot, the same in every table: the thread's identity,
- * not state of a table (each table has its own counters). Slots are handed
- * out once per thread and never reused; a thread past READERS_MAX reads
- * under the writers' mutex instead. */
-static _Atomic int next_slot;
-static _Thread_local int my_slot = -1;
-
-static int slot(void)
-{
-    if (my_slot < 0)
-        my_slot = atomic_fetch_add(&next_slot, 1);
-    return my_slot < READERS_MAX ? my_slot : -1;
-}
 
 static void entry_free(struct policies_entry *e)
 {
@@ -173,7 +155,7 @@ static struct policies_entry *lookup(const struct snap *s, const char *name)
 const struct policies_entry *policies_get(struct policies *t, const char *name)
 {
     struct policies_entry *e;
-    int me = slot();
+    int me = readers_slot();
 
     if (me < 0) {
         pthread_mutex_lock(&t->lock);
@@ -181,9 +163,9 @@ const struct policies_entry *policies_get(struct policies *t, const char *name)
         pthread_mutex_unlock(&t->lock);
         return e;
     }
-    atomic_fetch_add(&t->readers[me].n, 1);        /* odd: inside */
+    readers_enter(&t->readers, me);
     e = lookup(atomic_load(&t->cur), name);
-    atomic_fetch_add_explicit(&t->readers[me].n, 1, memory_order_release);
+    readers_leave(&t->readers, me);
     return e;
 }
 
@@ -192,16 +174,8 @@ const struct policies_entry *policies_get(struct policies *t, const char *name)
 static struct snap *swap(struct policies *t, struct snap *next)
 {
     struct snap *old = atomic_exchange(&t->cur, next);
-    int used = atomic_load(&next_slot);
 
-    if (used > READERS_MAX)
-        used = READERS_MAX;
-    for (int i = 0; i < used; i++) {
-        unsigned long v = atomic_load(&t->readers[i].n);
-        if (v & 1)
-            while (atomic_load(&t->readers[i].n) == v)
-                sched_yield();
-    }
+    readers_wait(&t->readers);
     return old;
 }
 

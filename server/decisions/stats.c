@@ -14,9 +14,10 @@
  *
  * Counting takes no lock (issue 22: a read lock per decision made the
  * lock's word one cache line written by every API worker). It is done as
- * policies.c reads its table: each thread owns a slot whose counter is odd
- * while it looks a policy up and counts (a probe of the index, atomic
- * adds), and everyone else touches only their own slot's line. Taking a
+ * policies.c reads its table (core/readers.h): each thread owns a slot
+ * whose counter is odd while it looks a policy up and counts (a probe of
+ * the index, atomic adds), and everyone else touches only their own slot's
+ * line. Taking a
  * place holds a mutex; a free place is written before the index names it
  * (release), so a lookup finds it whole. Evicting one first takes it out
  * of the index, then waits until every thread that was inside a lookup
@@ -26,7 +27,7 @@
  * the index is being changed (a deletion shifts entries back) takes the
  * mutex and looks again there, so a miss is never a wrong answer. Only a
  * policy's first decision (or its first after an eviction) takes the
- * mutex; a thread past STATS_READERS slots counts under it too.
+ * mutex; a thread past READERS_MAX slots counts under it too.
  *
  * A policy in shadow mode (issue 23) has its would-be denials counted
  * apart (result "shadow_denied", the rings' shadow count): they were
@@ -43,7 +44,6 @@
  * grows neither table: only real policies are counted (decisions/api.c).
  */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +51,11 @@
 
 #include "stores/policy.h"
 #include "decisions/stats.h"
+#include "core/readers.h"
 #include "core/status.h"
 
 #define STATS_LABELS 256
 #define PROBES 8
-#define STATS_READERS 1024          /* threads with a slot of their own */
 
 #define NCODES PERMITD_STATUS_COUNT      /* -PERMITD_E* codes, 0 unused */
 
@@ -109,24 +109,8 @@ struct stats {
     struct series *series;      /* cap places */
     uint64_t gens;              /* places taken so far (under the lock) */
     _Atomic uint64_t evictions;
-    struct {
-        _Atomic unsigned long n;    /* odd while its thread is inside a lookup */
-        char pad[64 - sizeof(unsigned long)];  /* a cache line each */
-    } readers[STATS_READERS];
+    struct readers readers;     /* inside a lookup */
 };
-
-/* A thread's slot, the same in every table (each table has its own
- * counters): handed out once per thread, never reused, as in policies.c.
- * A thread past STATS_READERS looks up under the lock instead. */
-static _Atomic int next_slot;
-static _Thread_local int my_slot = -1;
-
-static int slot(void)
-{
-    if (my_slot < 0)
-        my_slot = atomic_fetch_add(&next_slot, 1);
-    return my_slot < STATS_READERS ? my_slot : -1;
-}
 
 int stats_new(size_t policies, struct stats **out, struct permitd_error *err)
 {
@@ -252,22 +236,6 @@ static void unindex(struct stats *s, size_t i)
     }
 }
 
-/* Returns once no thread is still inside a lookup it began before this
- * call (each slot's counter even, or moved on since). Under the lock. */
-static void grace(struct stats *s)
-{
-    int used = atomic_load(&next_slot);
-
-    if (used > STATS_READERS)
-        used = STATS_READERS;
-    for (int i = 0; i < used; i++) {
-        unsigned long v = atomic_load(&s->readers[i].n);
-        if (v & 1)
-            while (atomic_load(&s->readers[i].n) == v)
-                sched_yield();
-    }
-}
-
 /* The place of policy, taking one (a free place, or the least recently
  * active policy's) when it has none. Under the lock. */
 static struct series *take(struct stats *s, const char *policy, uint64_t h)
@@ -288,7 +256,7 @@ static struct series *take(struct stats *s, const char *policy, uint64_t h)
                 place = k;
         unindex(s, probe(s, s->series[place].name, fnv1a(s->series[place].name)));
         /* No lookup can reach the place now; wait out those that had. */
-        grace(s);
+        readers_wait(&s->readers);
         atomic_fetch_add_explicit(&s->evictions, 1, memory_order_relaxed);
         i = probe(s, policy, h);    /* the deletion may have moved the empty slot */
     }
@@ -330,19 +298,6 @@ static void count(struct series *se, int result, int64_t now)
                               memory_order_relaxed);
 }
 
-/* A lookup without the lock: enter (the slot's counter odd), ..., leave
- * (even again, release: what was read and counted inside happens before
- * the grace() that sees it). */
-static void enter(struct stats *s, int me)
-{
-    atomic_fetch_add(&s->readers[me].n, 1);
-}
-
-static void leave(struct stats *s, int me)
-{
-    atomic_fetch_add_explicit(&s->readers[me].n, 1, memory_order_release);
-}
-
 void stats_record(struct stats *s, const char *policy, int result)
 {
     stats_record_at(s, policy, result, (int64_t)time(NULL));
@@ -367,11 +322,11 @@ static void count_in_place(struct stats *s, const char *policy, uint64_t h, int 
     struct series *se = NULL;
     int me;
 
-    if ((me = slot()) >= 0) {
-        enter(s, me);
+    if ((me = readers_slot()) >= 0) {
+        readers_enter(&s->readers, me);
         if ((se = at(s, probe(s, policy, h))) != NULL)
             bump(se, kind, result, now);
-        leave(s, me);
+        readers_leave(&s->readers, me);
         if (se != NULL)
             return;
     }
@@ -463,15 +418,15 @@ size_t stats_series_at(struct stats *s, const char *policy, size_t seconds, int6
 {
     const struct series *se = NULL;
     uint64_t h = fnv1a(policy);
-    int me = slot();
+    int me = readers_slot();
 
     if (seconds > STATS_SECONDS)
         seconds = STATS_SECONDS;
     if (me >= 0) {
-        enter(s, me);
+        readers_enter(&s->readers, me);
         if ((se = at(s, probe(s, policy, h))) != NULL)
             read_ring(se, seconds, now, allowed, denied);
-        leave(s, me);
+        readers_leave(&s->readers, me);
     }
     if (se == NULL) {               /* none, or missed while entries moved */
         pthread_mutex_lock(&s->lock);
@@ -512,15 +467,15 @@ size_t stats_shadow_series_at(struct stats *s, const char *policy, size_t second
 {
     const struct series *se = NULL;
     uint64_t h = fnv1a(policy);
-    int me = slot();
+    int me = readers_slot();
 
     if (seconds > STATS_SECONDS)
         seconds = STATS_SECONDS;
     if (me >= 0) {
-        enter(s, me);
+        readers_enter(&s->readers, me);
         if ((se = at(s, probe(s, policy, h))) != NULL)
             read_shadow(se, seconds, now, shadow);
-        leave(s, me);
+        readers_leave(&s->readers, me);
     }
     if (se == NULL) {               /* none, or missed while entries moved */
         pthread_mutex_lock(&s->lock);
