@@ -21,10 +21,16 @@
  * between the cores). A decision costs permitd 10.2 us of CPU as a binary
  * Acquire, 0.9 us as an AcquireBatch item (tests/bench/RESULTS.md): at most
  * 0.4% of an Acquire, and 1-5% of a batch item only while two workers
- * decide batches of one policy at once. Left as it is: the ways around it
- * are not simple (an epoch scheme would hold writers for a whole Redis
- * round trip, since a decision holds its entry until Redis answers; a
- * per-worker copy needs invalidating on every install).
+ * decide batches of one policy at once. Measured again on 2026-11-29 (6
+ * runs, load average 0.9-1.8): the lookup 25-31 ns, +9-17 ns alone, but
+ * +125-160 ns for two threads on one entry (and +25-72 with an entry
+ * each): where the virtual machine's two CPUs sit moves a bounced line's
+ * cost several times over, and on such a day the pair is up to 1.5% of an
+ * Acquire (10.6 us) and 9% of a batch item (1.8 us), the latter only while
+ * two workers decide batches of one policy at once. Left as it is: the
+ * ways around it are not simple (an epoch scheme would hold writers for a
+ * whole Redis round trip, since a decision holds its entry until Redis
+ * answers; a per-worker copy needs invalidating on every install).
  */
 #include <inttypes.h>
 #include <math.h>
