@@ -72,6 +72,7 @@ int limiter_new(const struct config *cfg, struct redis *redis, struct limiter **
     }
     pthread_mutex_init(&l->loader_lock, NULL);
     pthread_mutex_init(&l->absent_lock, NULL);
+    pthread_mutex_init(&l->queues_lock, NULL);
     *out = l;
     return PERMITD_OK;
 }
@@ -123,6 +124,7 @@ void limiter_free(struct limiter *l)
     overrides_free(l->overrides);
     pthread_mutex_destroy(&l->loader_lock);
     pthread_mutex_destroy(&l->absent_lock);
+    pthread_mutex_destroy(&l->queues_lock);
     free(l->absent);
     free(l);
 }
@@ -144,9 +146,33 @@ void limiter_leases_end(struct limiter *l)
     atomic_fetch_add(&l->lease_epoch, 1);
 }
 
+struct hot_sums {
+    uint64_t lease_grants, deny_hits, deny_misses;
+};
+
+static void hot_add(struct hot_sums *sum, struct limiter_hot_counts *c)
+{
+    sum->lease_grants += atomic_load_explicit(&c->lease_grants, memory_order_relaxed);
+    sum->deny_hits += atomic_load_explicit(&c->deny_hits, memory_order_relaxed);
+    sum->deny_misses += atomic_load_explicit(&c->deny_misses, memory_order_relaxed);
+}
+
+/* The workers' hot counters summed: the live queues' and the freed ones'. */
+static struct hot_sums hot_counts(struct limiter *l)
+{
+    struct hot_sums sum = {0, 0, 0};
+
+    pthread_mutex_lock(&l->queues_lock);
+    hot_add(&sum, &l->gone);
+    for (struct limiter_queue *q = l->queues; q != NULL; q = q->next)
+        hot_add(&sum, &q->counts);
+    pthread_mutex_unlock(&l->queues_lock);
+    return sum;
+}
+
 void limiter_lease_counters(struct limiter *l, struct limiter_lease_counters *c)
 {
-    c->grants = atomic_load(&l->lease_grants);
+    c->grants = hot_counts(l).lease_grants;
     c->takes = atomic_load(&l->lease_takes);
     c->refused = atomic_load(&l->lease_refused);
     c->returns = atomic_load(&l->lease_returns);
@@ -170,8 +196,10 @@ void limiter_stopped(struct limiter *l)
 void limiter_deny_cache_counters(struct limiter *l, uint64_t *hits, uint64_t *misses,
                                  uint64_t *evictions)
 {
-    *hits = atomic_load_explicit(&l->deny_hits, memory_order_relaxed);
-    *misses = atomic_load_explicit(&l->deny_misses, memory_order_relaxed);
+    struct hot_sums sum = hot_counts(l);
+
+    *hits = sum.deny_hits;
+    *misses = sum.deny_misses;
     *evictions = atomic_load_explicit(&l->deny_evictions, memory_order_relaxed);
 }
 

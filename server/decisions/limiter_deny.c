@@ -58,10 +58,10 @@ int limiter_deny_answer(struct limiter_queue *q, const struct limiter_request *r
 
     if (!deny_cache_get(q->deny, req->bucket, req->key ? req->key : "", lim->stamp, epoch,
                         req->permits == 0 ? 1 : req->permits, clock_now_us(), &a)) {
-        atomic_fetch_add_explicit(&q->l->deny_misses, 1, memory_order_relaxed);
+        limiter_count(&q->counts.deny_misses);
         return 0;
     }
-    atomic_fetch_add_explicit(&q->l->deny_hits, 1, memory_order_relaxed);
+    limiter_count(&q->counts.deny_hits);
     memset(res, 0, sizeof(*res));
     res->allowed = 0;
     res->remaining = a.remaining;

@@ -51,6 +51,24 @@ enum { DO_PEEK = 0, DO_TAKE = 1, DO_RELEASE = 2, DO_RENEW = 3, DO_REFUND = 4,
                                lease id as request id (decisions/locallease.h) */
        DO_RETURN = 6 };     /* a local lease's give-back (lua/lease_return.lua) */
 
+/* The counters a decision served without Redis bumps (a grant from a local
+ * lease, a deny-cache lookup): each worker's queue keeps its own, written
+ * by that worker alone, so the hot path writes no cache line another
+ * worker writes too (with every worker granting from one hot bucket, one
+ * shared counter's line moved between the cores at every decision). Read
+ * (summed) under the limiter's queues_lock: limiter_lease_counters(),
+ * limiter_deny_cache_counters(). */
+struct limiter_hot_counts {
+    _Atomic uint64_t lease_grants, deny_hits, deny_misses;
+};
+
+/* One writer's count: a load and a store, no locked instruction. */
+static inline void limiter_count(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 struct limiter {
     const struct config *cfg;
     struct redis *redis;
@@ -82,12 +100,17 @@ struct limiter {
      * match (limiter_deny_cache_clear() raises it), and counters. */
     size_t deny_size;
     _Atomic uint64_t deny_epoch;
-    _Atomic uint64_t deny_hits, deny_misses, deny_evictions;
+    _Atomic uint64_t deny_evictions;
     /* Local leases (decisions/locallease.h): the epoch every lease must
      * match (limiter_leases_end() raises it) and counters for /metrics. */
     _Atomic uint64_t lease_epoch;
-    _Atomic uint64_t lease_grants, lease_takes, lease_refused, lease_returns,
-                     lease_returned, lease_late, lease_ended_early;
+    _Atomic uint64_t lease_takes, lease_refused, lease_returns, lease_returned, lease_late,
+                     lease_ended_early;
+    /* The queues (one a worker), for the counters each keeps of its own
+     * (struct limiter_hot_counts), and what the freed ones had counted. */
+    pthread_mutex_t queues_lock;
+    struct limiter_queue *queues;
+    struct limiter_hot_counts gone;
     _Atomic int64_t leases_held;
     /* Given back as the workers stopped (lease_stop() in limiter_queue.c;
      * limiter_stopped() logs them): give-backs Redis took, the permits
@@ -269,6 +292,8 @@ struct limiter_queue {
     int64_t lease_sweep_us;         /* when held leases are next looked over */
     int stopping;                   /* its loop is closing: give-backs are counted as
                                        the stop's (lease_stop()) */
+    struct limiter_queue *next;     /* the limiter's list (queues_lock) */
+    struct limiter_hot_counts counts;   /* this worker's */
 };
 
 /* One decision on its way through the limiter's parts, carried whole

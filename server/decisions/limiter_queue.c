@@ -824,8 +824,29 @@ int limiter_queue_new(struct limiter *l, struct loop *loop, struct limiter_queue
         free(q);
         return rc;
     }
+    pthread_mutex_lock(&l->queues_lock);
+    q->next = l->queues;
+    l->queues = q;
+    pthread_mutex_unlock(&l->queues_lock);
     *out = q;
     return PERMITD_OK;
+}
+
+/* Takes q off the limiter's list, its counts into the freed queues'. */
+static void queue_unlist(struct limiter_queue *q)
+{
+    struct limiter *l = q->l;
+
+    pthread_mutex_lock(&l->queues_lock);
+    for (struct limiter_queue **p = &l->queues; *p != NULL; p = &(*p)->next)
+        if (*p == q) {
+            *p = q->next;
+            break;
+        }
+    atomic_fetch_add(&l->gone.lease_grants, atomic_load(&q->counts.lease_grants));
+    atomic_fetch_add(&l->gone.deny_hits, atomic_load(&q->counts.deny_hits));
+    atomic_fetch_add(&l->gone.deny_misses, atomic_load(&q->counts.deny_misses));
+    pthread_mutex_unlock(&l->queues_lock);
 }
 
 void limiter_queue_free(struct limiter_queue *q)
@@ -842,6 +863,7 @@ void limiter_queue_free(struct limiter_queue *q)
         q->spare = j->next;
         free(j);
     }
+    queue_unlist(q);
     redis_pipe_free(q->pipe);
     deny_cache_free(q->deny);
     locallease_free(q->leases);
@@ -921,7 +943,7 @@ static void queue_decision(struct limiter_queue *q, const struct limiter_request
                     atomic_fetch_sub(&q->l->leases_held, 1);
             }
             if (granted) {
-                atomic_fetch_add(&q->l->lease_grants, 1);
+                limiter_count(&q->counts.lease_grants);
                 policies_release(e);
                 done(ud, PERMITD_OK, &res, &err);
                 return;
