@@ -369,7 +369,9 @@ static const struct metric metrics[] = {
             "Local leases ended before their time by a policy edit, a reset or an override "
             "change.", M_LIMITER, SNAP(lease.ended_early)),
     GAUGE("permitd_local_leases_held",
-          "Local leases held now, over every worker.", M_LIMITER, SNAP(lease.held)),
+          "Local leases held now, over every worker (one that ended counts until Redis has "
+          "answered its give-back).",
+          M_LIMITER, SNAP(lease.held)),
     COUNTER("permitd_redis_errors_total",
             "Redis calls that failed (unreachable, timeouts, broken connections).",
             M_LIMITER, SNAP(redis_errors)),

@@ -70,16 +70,19 @@ void limiter_queue_job_put(struct limiter_queue *q, struct job *j)
 /* Queues the give-back of a lease that ended (ret: what goes back) as a
  * call of lua/lease_return.lua of its own, sent with the next batch
  * before its decisions. Out of memory, it is not sent: the permits stay
- * spent (under-admission, never over). */
+ * spent (under-admission, never over). The lease counts as held
+ * (permitd_local_leases_held) until its give-back is answered
+ * (job_answer()): its unused permits are not in Redis before. */
 static void lease_return(struct limiter_queue *q, const struct locallease_return *ret)
 {
     struct job *j;
 
     if (ret->permits <= 0 && ret->p <= 0)
         return;
-    atomic_fetch_sub(&q->l->leases_held, 1);
-    if ((j = limiter_queue_job_get(q)) == NULL)
+    if ((j = limiter_queue_job_get(q)) == NULL) {
+        atomic_fetch_sub(&q->l->leases_held, 1);
         return;
+    }
     memset(&j->req, 0, sizeof(j->req));
     j->plan = NULL;
     j->entry = NULL;
@@ -167,6 +170,7 @@ static void job_answer(struct limiter_queue *q, struct job *j, int rc,
         return;
     }
     if (j->take == DO_RETURN) {
+        atomic_fetch_sub(&q->l->leases_held, 1);    /* given back, or never will be */
         if (rc == PERMITD_OK && calls != NULL && calls[0].rc == PERMITD_OK) {
             atomic_fetch_add(&q->l->lease_returns, 1);
             atomic_fetch_add(&q->l->lease_returned, (uint64_t)j->rout[0]);

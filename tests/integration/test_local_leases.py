@@ -14,6 +14,9 @@ in one script call, and gives back what it did not grant.
   the edit or reset on.
 - An instance killed (SIGKILL) while it holds a lease loses at most that
   lease's permits: the other instance still gets the rest of the bucket.
+- A lease that ended counts as held (permitd_local_leases_held) until
+  Redis has answered its give-back: 0 means the unused permits are back
+  (the killed-instance case waits on it before it counts).
 - An instance stopped (SIGTERM) gives its leases back: the other instance
   then reads exactly max_permits less what the stopped one admitted; with
   its Redis answering nothing, the stop still ends (bounded by the Redis
@@ -311,8 +314,52 @@ class LocalLeaseTest(unittest.TestCase):
         # its lease's unused permits spent: counted
         takes = metric(self.b, "permitd_local_leases_taken_total") - takes
         late = metric(self.b, "permitd_local_lease_late_permits_total") - late
-        self.assertGreaterEqual(total, 1000 - taken - 201 - takes - late, (total, takes, late))
+        b = {k: metric(self.b, "permitd_local_lease%s" % k) for k in
+             ("_grants_total", "s_refused_total", "_returns_total", "_returned_permits_total")}
+        self.assertGreaterEqual(total, 1000 - taken - 201 - takes - late,
+                                (total, taken, takes, late, b))
         self.assertLessEqual(total, 1000 - taken, total)
+
+    def test_a_lease_counts_as_held_until_its_give_back_is_answered(self):
+        # A lease of 8 permits whose key lives 10 s, on a Redis of its own
+        # (the pause below must not hold the other instances' calls); then
+        # that Redis takes no write for 3 s (CLIENT PAUSE WRITE: a script
+        # call waits; a PING, the metrics and a grant from the lease do
+        # not), and 8 Acquires spend the lease: it ends at once, and its
+        # give-back (the part of P its life did not use) waits on the
+        # pause, under a Redis timeout past it.
+        priv = PrivateRedis()
+        r = priv.client()
+        name = unique("ll-held")
+        p = None
+        try:
+            put_policy(r, name, max_permits=1000, rate=0.001)
+            p = Permitd(redis_url=priv.url, args=[
+                "--local-leases", "on", "--local-lease-permits", "8",
+                "--local-lease-ms", "10000", "--redis-timeout-ms", "10000",
+                "--threads", "1"])     # one worker: every Acquire meets the lease
+            self.take_a_lease(p, name)
+            grants = metric(p, "permitd_local_lease_grants_total")
+            returns = metric(p, "permitd_local_lease_returns_total")
+            http = p.http()
+            r("CLIENT", "PAUSE", "3000", "WRITE")
+            t0 = time.monotonic()
+            for _ in range(8):
+                self.assertTrue(decision(http.acquire(name))["allowed"])
+            held = metric(p, "permitd_local_leases_held")
+            self.assertEqual(metric(p, "permitd_local_lease_grants_total"), grants + 8)
+            if time.monotonic() - t0 < 2.5:     # else the pause may be over: nothing to see
+                self.assertEqual(held, 1, "the lease is spent; its give-back waits on the pause")
+                self.assertEqual(metric(p, "permitd_local_lease_returns_total"), returns)
+            poll(lambda: metric(p, "permitd_local_leases_held") == 0, 10,
+                 "the give-back answered after the pause")
+            self.assertEqual(metric(p, "permitd_local_lease_returns_total"), returns + 1)
+            http.close()
+        finally:
+            if p is not None:
+                p.stop()                # not left calling a Redis that is gone
+            r.close()
+            priv.stop()
 
     STOP_LOG = re.compile(r"local leases given back at stop.*leases=(\d+) permits=(\d+) "
                           r"not_given_back=(\d+)")
