@@ -314,8 +314,9 @@ class LocalLeaseTest(unittest.TestCase):
         # its lease's unused permits spent: counted
         takes = metric(self.b, "permitd_local_leases_taken_total") - takes
         late = metric(self.b, "permitd_local_lease_late_permits_total") - late
-        b = {k: metric(self.b, "permitd_local_lease%s" % k) for k in
-             ("_grants_total", "s_refused_total", "_returns_total", "_returned_permits_total")}
+        b = {k: metric(self.b, k) for k in
+             ("permitd_local_lease_grants_total", "permitd_local_leases_refused_total",
+              "permitd_local_lease_returns_total", "permitd_local_lease_returned_permits_total")}
         self.assertGreaterEqual(total, 1000 - taken - 201 - takes - late,
                                 (total, taken, takes, late, b))
         self.assertLessEqual(total, 1000 - taken, total)
